@@ -1,0 +1,1 @@
+"""ember internals: the core, primitives, transformations and backends."""

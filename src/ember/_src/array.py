@@ -1,0 +1,324 @@
+"""Eager arrays: immutable values in 64-byte aligned host buffers, with leak tracking.
+
+Operators and NumPy-style methods are attached by :mod:`ember.numpy` (to :class:`Array` and to
+every tracer alike), so an expression behaves the same eagerly, under ``jit`` and under the
+transformations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember._src import dtypes as dt
+from ember._src.core import ShapedArray, Tracer
+from ember.errors import DeletedArrayError
+
+ALIGNMENT = 64
+
+
+@dataclass
+class _MemoryStats:
+    live_arrays: int = 0
+    live_bytes: int = 0
+    peak_bytes: int = 0
+    total_allocated: int = 0
+    trackers: list = field(default_factory=list)
+
+
+_stats = _MemoryStats()
+
+
+def aligned_copy(x: np.ndarray) -> np.ndarray:
+    """A C-contiguous, 64-byte aligned, read-only copy of ``x`` (or ``x`` itself if it already is)."""
+    if x.flags.c_contiguous and (x.size == 0 or x.__array_interface__["data"][0] % ALIGNMENT == 0):
+        if not x.flags.writeable:
+            return x
+        if x.base is None:  # a fresh buffer we own: freeze it in place
+            x.flags.writeable = False
+            return x
+    nbytes = x.nbytes
+    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    off = (-raw.__array_interface__["data"][0]) % ALIGNMENT
+    out = raw[off:off + nbytes].view(x.dtype).reshape(x.shape)
+    np.copyto(out, x, casting="unsafe")
+    out.flags.writeable = False
+    return out
+
+
+class Array:
+    """An immutable n-dimensional array (the eager value type of ember)."""
+
+    __slots__ = ("_value", "_weak", "_nbytes", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, value: np.ndarray, weak_type: bool = False):
+        self._value = value
+        self._weak = weak_type
+        self._nbytes = value.nbytes
+        s = _stats
+        s.live_arrays += 1
+        s.live_bytes += self._nbytes
+        s.total_allocated += self._nbytes
+        if s.live_bytes > s.peak_bytes:
+            s.peak_bytes = s.live_bytes
+        if s.trackers:
+            where = "".join(traceback.format_list(traceback.extract_stack(limit=8)[:-3][-3:]))
+            for tr in s.trackers:
+                tr.append((weakref.ref(self), where, value.shape, value.dtype))
+
+    def __del__(self) -> None:
+        if self._value is not None:
+            _stats.live_arrays -= 1
+            _stats.live_bytes -= self._nbytes
+
+    # -- value access -----------------------------------------------------------------------
+    @property
+    def value(self) -> np.ndarray:
+        v = self._value
+        if v is None:
+            raise DeletedArrayError("array was deleted (delete() or a `with` block released it)")
+        return v
+
+    @property
+    def aval(self) -> ShapedArray:
+        v = self.value
+        return ShapedArray(v.shape, v.dtype, self._weak)
+
+    shape = property(lambda self: self.value.shape)
+    dtype = property(lambda self: self.value.dtype)
+    ndim = property(lambda self: self.value.ndim)
+    size = property(lambda self: self.value.size)
+    nbytes = property(lambda self: self.value.nbytes)
+    weak_type = property(lambda self: self._weak)
+    itemsize = property(lambda self: self.value.itemsize)
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
+        if device not in ("cpu", None):
+            raise ValueError(f"unknown device {device!r}; ember arrays live on 'cpu'")
+        return self
+
+    def block_until_ready(self) -> Array:
+        return self
+
+    def is_deleted(self) -> bool:
+        return self._value is None
+
+    def delete(self) -> None:
+        """Release the buffer now; any later use raises :class:`DeletedArrayError`."""
+        if self._value is not None:
+            _stats.live_arrays -= 1
+            _stats.live_bytes -= self._nbytes
+            self._value = None
+
+    def __enter__(self) -> Array:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.delete()
+
+    # -- conversions ------------------------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self.value
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def to_concrete(self) -> np.ndarray:
+        return self.value
+
+    def tolist(self) -> Any:
+        return self.value.tolist()
+
+    def item(self, *args: Any) -> Any:
+        return self.value.item(*args)
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __complex__(self) -> complex:
+        return complex(self.value)
+
+    def __index__(self) -> int:
+        v = self.value
+        if v.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index, got {v.dtype}")
+        return int(v)
+
+    def __len__(self) -> int:
+        if self.value.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self.value.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        v = self.value
+        if v.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(v.shape[0]))
+
+    def __hash__(self) -> int:
+        raise TypeError("unhashable type: 'Array' (ember arrays are not hashable)")
+
+    def __repr__(self) -> str:
+        if self._value is None:
+            return "Array(<deleted>)"
+        body = np.array2string(self._value, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self._value.dtype})"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value.item() if self.value.ndim == 0 else self.value, spec)
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (np.array(self.value), self._weak))
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.value.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.value.__dlpack_device__()
+
+
+def _rebuild(value: np.ndarray, weak: bool) -> Array:
+    return Array(aligned_copy(value), weak)
+
+
+def wrap_result(value: Any, aval: ShapedArray) -> Array:
+    """Wrap a NumPy result as an Array with the dtype and weak type abstract evaluation inferred."""
+    v = np.asarray(value)
+    if v.dtype != aval.dtype:
+        v = v.astype(aval.dtype)
+    if v.shape != aval.shape:
+        raise AssertionError(f"internal error: implementation returned shape {v.shape}, "
+                             f"abstract evaluation said {aval.shape}")
+    return Array(aligned_copy(v), aval.weak_type)
+
+
+_PY_DEFAULTS = {np.dtype(np.float64): dt.float32, np.dtype(np.int64): dt.int32,
+                np.dtype(np.complex128): dt.complex64}
+
+
+def asarray_eager(x: Any, dtype: Any = None) -> Array:
+    """Convert ``x`` (Array, NumPy array, Python scalar or nested list) to an eager Array."""
+    if isinstance(x, Array):
+        if dtype is None or x.dtype == dt.canonicalize(dtype):
+            return x
+        return Array(aligned_copy(x.value.astype(dt.canonicalize(dtype))), False)
+    if isinstance(x, Tracer):
+        raise TypeError("a traced value cannot be converted to an eager array here")
+    weak = False
+    if isinstance(x, (bool, int, float, complex)):
+        want = dt.python_scalar_dtype(x) if dtype is None else dt.canonicalize(dtype)
+        weak = dtype is None and not isinstance(x, bool)
+        v = np.asarray(x, dtype=want)
+    elif isinstance(x, (np.ndarray, np.generic)):
+        v = np.asarray(x)
+        want = dt.canonicalize(v.dtype if dtype is None else dtype)
+    elif hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
+        v = np.asarray(x)
+        want = dt.canonicalize(v.dtype if dtype is None else dtype)
+    else:
+        v = _from_nested(x)
+        want = dt.canonicalize(_PY_DEFAULTS.get(v.dtype, v.dtype) if dtype is None else dtype)
+        if dtype is None and v.dtype == np.int64 and v.size and (v.max() >= 2**31 or v.min() < -(2**31)):
+            want = dt.int64
+    if v.dtype != want:
+        v = v.astype(want)
+    return Array(aligned_copy(v), weak)
+
+
+def _from_nested(x: Any) -> np.ndarray:
+    if isinstance(x, (list, tuple)):
+        leaves = []
+
+        def walk(y: Any) -> None:
+            if isinstance(y, (list, tuple)):
+                for z in y:
+                    walk(z)
+            else:
+                leaves.append(y)
+
+        walk(x)
+        if any(isinstance(y, Tracer) for y in leaves):
+            raise TypeError("nested lists containing traced values: use ember.numpy.stack")
+        conv = [y.value if isinstance(y, Array) else y for y in leaves]
+        if any(isinstance(y, np.ndarray) for y in conv):
+            return np.array(_replace_leaves(x, iter(conv)))
+        return np.array(x)
+    try:
+        return np.asarray(x)
+    except Exception as e:  # pragma: no cover - depends on foreign types
+        raise TypeError(f"cannot convert {type(x).__name__} to an ember array") from e
+
+
+def _replace_leaves(x: Any, it: Iterator[Any]) -> Any:
+    if isinstance(x, (list, tuple)):
+        return [_replace_leaves(y, it) for y in x]
+    return next(it)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory inspection
+# ---------------------------------------------------------------------------------------------
+
+
+def memory_stats() -> dict[str, int]:
+    """Live eager arrays and bytes, the peak, and the total bytes allocated so far."""
+    s = _stats
+    return {"live_arrays": s.live_arrays, "live_bytes": s.live_bytes, "peak_bytes": s.peak_bytes,
+            "total_allocated_bytes": s.total_allocated}
+
+
+class LeakReport(list):
+    """The arrays created inside a :func:`check_leaks` block that were still alive at its end."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no leaked arrays"
+        lines = [f"{len(self)} array(s) created in the block are still alive:"]
+        for shape, dtype, where in self:
+            lines.append(f"  {dtype}{list(shape)} created at:\n{where}")
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def check_leaks(raise_on_leak: bool = False) -> Iterator[LeakReport]:
+    """Report arrays created in the block that are still alive when it ends.
+
+    ``with ember.check_leaks() as leaks: ...`` then ``leaks`` lists ``(shape, dtype, where)``;
+    with ``raise_on_leak=True`` a leak raises ``RuntimeError`` with the report.
+    """
+    import gc
+
+    created: list = []
+    report = LeakReport()
+    _stats.trackers.append(created)
+    try:
+        yield report
+    finally:
+        _stats.trackers.remove(created)
+        gc.collect()
+        for ref, where, shape, dtype in created:
+            arr = ref()
+            if arr is not None and not arr.is_deleted():
+                report.append((shape, dtype, where))
+    if raise_on_leak and report:
+        raise RuntimeError(str(report))

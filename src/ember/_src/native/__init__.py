@@ -1,0 +1,1 @@
+"""Native backend infrastructure: C compiler driver, BLAS/LAPACK pointers, buffer pool, memory planner."""

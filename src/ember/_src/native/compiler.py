@@ -1,0 +1,376 @@
+"""Driving the system C compiler: discovery, flags, and a content-addressed cache of shared objects.
+
+Three cache tiers, checked in order:
+
+1. loaded libraries (``load_library``): source key -> ``ctypes.CDLL``;
+2. compiled paths in this process: (cache dir, key) -> path of the ``.so``;
+3. the disk cache: ``<cache dir>/<key>.so`` next to the saved source ``<key>.c``.
+
+The key hashes the source, the flags, the compiler identity and the CPU that ``-march=native``
+resolves to, so a cache directory shared between machines never hands out code for the wrong CPU.
+Writes are atomic (compile into a temporary file in the cache directory, then ``os.replace``) and
+serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes do not clash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import fcntl
+import functools
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ember.errors import CompileError
+
+__all__ = [
+    "CompileError",
+    "CompilerInfo",
+    "cache_dir",
+    "cache_key",
+    "cache_stats",
+    "clear_memory_cache",
+    "compile_shared",
+    "find_compiler",
+    "load_library",
+    "vectorization_report",
+]
+
+BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-fno-math-errno")
+OPENMP_FLAG = "-fopenmp"
+LINK_LIBS = ("-lm",)
+CANDIDATES = ("cc", "gcc", "clang")
+PROBE_TIMEOUT_S = 60
+COMPILE_TIMEOUT_S = 600
+
+_PROBE_SOURCE = "int ember_probe(int x) { return x + 1; }\n"
+_OPENMP_PROBE_SOURCE = """\
+#include <omp.h>
+int ember_omp_probe(int n) {
+    int total = 0;
+    #pragma omp parallel for reduction(+:total)
+    for (int i = 0; i < n; ++i) total += 1;
+    return total + 0 * omp_get_max_threads();
+}
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerInfo:
+    """A usable C compiler and the flags ember compiles shared objects with.
+
+    ``family`` is ``"gcc"``, ``"clang"`` or ``"unknown"`` (from the predefined macros);
+    ``target`` fingerprints the CPU that ``-march=native`` selects ("" without it).
+    """
+
+    path: str
+    identity: str
+    flags: tuple[str, ...]
+    family: str = "unknown"
+    target: str = ""
+
+    @property
+    def has_openmp(self) -> bool:
+        return OPENMP_FLAG in self.flags
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiler discovery
+
+
+def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _try_build(path: str, flags: list[str], source: str, *, load: bool = False) -> bool:
+    """Compile ``source`` as a shared object with ``flags``; optionally check that it loads."""
+    with tempfile.TemporaryDirectory(prefix="ember-probe-") as tmp:
+        src = Path(tmp, "probe.c")
+        out = Path(tmp, "probe.so")
+        src.write_text(source)
+        try:
+            proc = _run([path, *flags, "-o", str(out), str(src), *LINK_LIBS])
+        except (OSError, subprocess.SubprocessError):
+            return False
+        if proc.returncode != 0 or not out.exists():
+            return False
+        if load:
+            try:
+                ctypes.CDLL(str(out))
+            except OSError:
+                return False
+        return True
+
+
+def _first_line(path: str, *args: str) -> str:
+    try:
+        proc = _run([path, *args])
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
+def _family(path: str) -> str:
+    try:
+        macros = _run([path, "-dM", "-E", "-x", "c", os.devnull]).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if "__clang__" in macros:
+        return "clang"
+    if "__GNUC__" in macros:
+        return "gcc"
+    return "unknown"
+
+
+def _native_target(path: str, flags: list[str]) -> str:
+    """The ``-m...`` options (gcc) or target cpu/features (clang) that ``-march=native`` expands to."""
+    if "-march=native" not in flags:
+        return ""
+    try:
+        proc = _run([path, "-###", "-march=native", "-x", "c", "-c", os.devnull, "-o", os.devnull])
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    kept: list[str] = []
+    for line in proc.stderr.splitlines():
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            continue
+        for prev, tok in zip([""] + tokens, tokens):
+            if prev in ("-target-cpu", "-target-feature") or (tok.startswith("-m") and prev != "-o"):
+                kept.append(tok)
+    return " ".join(sorted(set(kept)))
+
+
+def _probe_flags(path: str) -> list[str] | None:
+    """The flag list this compiler accepts, or None when it cannot build a shared object."""
+    flags = list(BASE_FLAGS)
+    if not _try_build(path, flags, _PROBE_SOURCE):
+        flags.remove("-march=native")
+        if not _try_build(path, flags, _PROBE_SOURCE):
+            return None
+    if _try_build(path, [*flags, OPENMP_FLAG], _OPENMP_PROBE_SOURCE, load=True):
+        flags.append(OPENMP_FLAG)
+    return flags
+
+
+def _inspect(path: str) -> CompilerInfo | None:
+    flags = _probe_flags(path)
+    if flags is None:
+        return None
+    return CompilerInfo(
+        path=path,
+        identity=_first_line(path, "--version") or path,
+        flags=tuple(flags),
+        family=_family(path),
+        target=_native_target(path, flags),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def find_compiler() -> CompilerInfo | None:
+    """The C compiler ember uses: ``$EMBER_CC`` if set, else the first working of cc, gcc, clang.
+
+    ``$EMBER_CC`` names one executable (a name on PATH or a path). Setting it to something
+    that is missing or cannot build a shared object raises :class:`CompileError` rather than
+    silently falling back. Returns None when no candidate on PATH works. Cached per process
+    (``find_compiler.cache_clear()`` re-probes).
+    """
+    explicit = os.environ.get("EMBER_CC", "").strip()
+    if explicit:
+        path = shutil.which(explicit)
+        if path is None:
+            raise CompileError(f"EMBER_CC={explicit!r} is not an executable on PATH")
+        info = _inspect(path)
+        if info is None:
+            raise CompileError(f"EMBER_CC={explicit!r} ({path}) cannot build a shared object")
+        return info
+    for name in CANDIDATES:
+        path = shutil.which(name)
+        if path is not None and (info := _inspect(path)) is not None:
+            return info
+    return None
+
+
+def _require_compiler() -> CompilerInfo:
+    info = find_compiler()
+    if info is None:
+        raise CompileError("no working C compiler found (tried $EMBER_CC, " + ", ".join(CANDIDATES) + ")")
+    return info
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.compiles = 0
+        self.disk_hits = 0
+        self.memory_hits = 0
+
+
+_lock = threading.Lock()
+_stats = _Stats()
+_paths: dict[tuple[str, str], str] = {}
+_libraries: dict[tuple[str, str], ctypes.CDLL] = {}
+
+
+def cache_dir() -> Path:
+    """``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember`` (read per call)."""
+    explicit = os.environ.get("EMBER_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "ember"
+
+
+def cache_key(source: str, info: CompilerInfo | None = None) -> str:
+    """sha256 over source, flags, compiler identity and native target."""
+    info = info or _require_compiler()
+    h = hashlib.sha256()
+    for part in (source, " ".join(info.flags), " ".join(LINK_LIBS), info.identity, info.target):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def cache_stats() -> dict[str, int]:
+    """Counters since process start: ``compiles``, ``disk_hits``, ``memory_hits``."""
+    with _lock:
+        return {"compiles": _stats.compiles, "disk_hits": _stats.disk_hits, "memory_hits": _stats.memory_hits}
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-memory tiers (paths and loaded libraries) and reset the counters."""
+    global _stats
+    with _lock:
+        _paths.clear()
+        _libraries.clear()
+        _stats = _Stats()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _safe_hint(name_hint: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name_hint)[:40] or "kernel"
+
+
+def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str) -> None:
+    """Compile ``src`` into a temporary file next to ``so`` and rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{_safe_hint(name_hint)}-", suffix=".so.tmp")
+    os.close(fd)
+    cmd = [info.path, *info.flags, "-o", tmp, str(src), *LINK_LIBS]
+    try:
+        try:
+            proc = _run(cmd, timeout=COMPILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise CompileError(f"compiling {name_hint!r} timed out after {exc.timeout}s; source: {src}") from None
+        if proc.returncode != 0:
+            raise CompileError(
+                f"compiling {name_hint!r} failed (exit {proc.returncode})\n"
+                f"source: {src}\ncommand: {shlex.join(cmd)}\n{proc.stderr.strip()}"
+            )
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, so)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def compile_shared(source: str, *, name_hint: str = "kernel") -> str:
+    """Compile C ``source`` into a shared object and return its path (cached by content).
+
+    Raises :class:`CompileError` (holding the compiler output and the saved source path) when
+    compilation fails or no compiler is available.
+    """
+    info = _require_compiler()
+    key = cache_key(source, info)
+    directory = cache_dir()
+    memo = (str(directory), key)
+    with _lock:
+        path = _paths.get(memo)
+        if path is not None and os.path.exists(path):
+            _stats.memory_hits += 1
+            return path
+    directory.mkdir(parents=True, exist_ok=True)
+    so = directory / f"{key}.so"
+    src = directory / f"{key}.c"
+    with _file_lock(directory / f"{key}.lock"):
+        if so.exists():
+            counter = "disk_hits"
+        else:
+            if not src.exists() or src.read_text() != source:
+                _atomic_write_text(src, source)
+            _build(info, src, so, name_hint)
+            counter = "compiles"
+    with _lock:
+        setattr(_stats, counter, getattr(_stats, counter) + 1)
+        _paths[memo] = str(so)
+    return str(so)
+
+
+def load_library(source: str, *, name_hint: str = "kernel") -> ctypes.CDLL:
+    """Compile (or fetch from cache) ``source`` and return the loaded library."""
+    memo = (str(cache_dir()), cache_key(source))
+    with _lock:
+        lib = _libraries.get(memo)
+        if lib is not None:
+            _stats.memory_hits += 1
+            return lib
+    lib = ctypes.CDLL(compile_shared(source, name_hint=name_hint))
+    with _lock:
+        return _libraries.setdefault(memo, lib)
+
+
+# ----------------------------------------------------------------------------------------------
+# Diagnostics
+
+
+def vectorization_report(source: str) -> str:
+    """Compile ``source`` (uncached) and return the compiler's report of vectorized loops.
+
+    gcc: ``-fopt-info-vec-optimized``; clang: ``-Rpass=loop-vectorize``. Each line names a
+    loop that was vectorized (gcc: "loop vectorized using 32 byte vectors").
+    """
+    info = _require_compiler()
+    report_flag = "-Rpass=loop-vectorize" if info.family == "clang" else "-fopt-info-vec-optimized"
+    with tempfile.TemporaryDirectory(prefix="ember-vec-") as tmp:
+        src = Path(tmp, "report.c")
+        src.write_text(source)
+        cmd = [info.path, *info.flags, report_flag, "-o", str(Path(tmp, "report.so")), str(src), *LINK_LIBS]
+        proc = _run(cmd, timeout=COMPILE_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise CompileError(f"vectorization report compile failed\n{proc.stderr.strip()}")
+        return (proc.stdout + proc.stderr).strip()

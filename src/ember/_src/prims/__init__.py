@@ -1,0 +1,10 @@
+"""Primitive families. Importing this package declares every primitive with its rules."""
+
+from ember._src.prims import (  # noqa: F401
+    dot,
+    elementwise,
+    indexing,
+    misc,
+    movement,
+    reductions,
+)

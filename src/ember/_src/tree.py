@@ -1,0 +1,236 @@
+"""Pytrees: nested containers of arrays that transformations flatten and rebuild.
+
+Built in: tuples, lists, dicts (keys sorted), ``None`` (an empty node), namedtuples. User classes
+and dataclasses register with :func:`register_pytree_node` / :func:`register_dataclass`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple
+
+
+class _NodeType(NamedTuple):
+    to_iterable: Callable[[Any], tuple[list, Hashable]]
+    from_iterable: Callable[[Hashable, list], Any]
+
+
+_registry: dict[type, _NodeType] = {}
+
+
+def register_pytree_node(cls: type, flatten: Callable[[Any], tuple[Any, Hashable]],
+                         unflatten: Callable[[Hashable, Any], Any]) -> None:
+    """Register ``cls``: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children) -> x``."""
+    if cls in _registry:
+        raise ValueError(f"{cls.__name__} is already registered as a pytree node")
+    _registry[cls] = _NodeType(lambda x: _as_list(flatten(x)), unflatten)
+
+
+def _as_list(pair: tuple[Any, Hashable]) -> tuple[list, Hashable]:
+    children, aux = pair
+    return list(children), aux
+
+
+def register_dataclass(cls: type, data_fields: list[str] | None = None,
+                       meta_fields: list[str] | None = None) -> type:
+    """Register a dataclass: ``data_fields`` are children (default: all), ``meta_fields`` static."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    data = list(data_fields) if data_fields is not None else [n for n in names if n not in (meta_fields or ())]
+    meta = list(meta_fields) if meta_fields is not None else [n for n in names if n not in data]
+
+    def flatten(x: Any) -> tuple[list, Hashable]:
+        return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)
+
+    def unflatten(aux: Hashable, children: list) -> Any:
+        kwargs = dict(zip(data, children))
+        kwargs.update(zip(meta, aux))
+        return cls(**kwargs)
+
+    register_pytree_node(cls, flatten, unflatten)
+    return cls
+
+
+def register_pytree_node_class(cls: type) -> type:
+    """Class decorator: the class defines ``tree_flatten`` and classmethod ``tree_unflatten``."""
+    register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+    return cls
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _node_of(x: Any) -> tuple[Any, list, Hashable] | None:
+    t = type(x)
+    if t in _registry:
+        children, aux = _registry[t].to_iterable(x)
+        return t, children, aux
+    if t is tuple or t is list:
+        return t, list(x), None
+    if t is dict:
+        keys = sorted(x, key=_key_order)
+        return t, [x[k] for k in keys], tuple(keys)
+    if x is None:
+        return None, [], None
+    if _is_namedtuple(x):
+        return t, list(x), None
+    if isinstance(x, dict):  # OrderedDict, defaultdict subclasses: keep insertion order
+        keys = list(x)
+        return t, [x[k] for k in keys], tuple(keys)
+    return None
+
+
+def _key_order(k: Any) -> tuple[str, Any]:
+    return (type(k).__name__, k)
+
+
+class PyTreeDef:
+    """The structure of a pytree (its leaves replaced by holes)."""
+
+    __slots__ = ("node", "aux", "children", "num_leaves", "_hash")
+
+    def __init__(self, node: Any, aux: Hashable, children: tuple):
+        self.node = node
+        self.aux = aux
+        self.children = children
+        if node == "leaf":
+            self.num_leaves = 1
+        else:
+            self.num_leaves = sum(c.num_leaves for c in children)
+        self._hash = hash((node, aux, children))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PyTreeDef) and self.node == other.node and self.aux == other.aux
+                and self.children == other.children)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"PyTreeDef({self._str()})"
+
+    def _str(self) -> str:
+        if self.node == "leaf":
+            return "*"
+        if self.node is None and not self.children:
+            return "None"
+        inner = ", ".join(c._str() for c in self.children)
+        if self.node is tuple:
+            return f"({inner}{',' if len(self.children) == 1 else ''})"
+        if self.node is list:
+            return f"[{inner}]"
+        if self.node is dict:
+            return "{" + ", ".join(f"{k!r}: {c._str()}" for k, c in zip(self.aux, self.children)) + "}"
+        return f"{getattr(self.node, '__name__', self.node)}({inner})"
+
+    def unflatten(self, leaves: Any) -> Any:
+        return unflatten(self, leaves)
+
+    @property
+    def num_nodes(self) -> int:
+        return 1 + sum(c.num_nodes for c in self.children) if self.node != "leaf" else 1
+
+
+_LEAF = PyTreeDef("leaf", None, ())
+
+
+def flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
+    """Leaves in a fixed order and the structure to rebuild ``tree`` from them."""
+    leaves: list = []
+
+    def rec(x: Any) -> PyTreeDef:
+        if is_leaf is not None and is_leaf(x):
+            leaves.append(x)
+            return _LEAF
+        n = _node_of(x)
+        if n is None:
+            leaves.append(x)
+            return _LEAF
+        node, children, aux = n
+        return PyTreeDef(node, aux, tuple(rec(c) for c in children))
+
+    td = rec(tree)
+    return leaves, td
+
+
+def unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
+    """Rebuild a pytree of structure ``treedef`` from ``leaves``."""
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"tree structure {treedef} needs {treedef.num_leaves} leaves, got {len(leaves)}")
+    it = iter(leaves)
+
+    def rec(td: PyTreeDef) -> Any:
+        if td.node == "leaf":
+            return next(it)
+        children = [rec(c) for c in td.children]
+        node = td.node
+        if node is None:
+            return None
+        if node is tuple:
+            return tuple(children)
+        if node is list:
+            return children
+        if node is dict:
+            return dict(zip(td.aux, children))
+        if node in _registry:
+            return _registry[node].from_iterable(td.aux, children)
+        if isinstance(node, type) and issubclass(node, tuple):  # namedtuple
+            return node(*children)
+        if isinstance(node, type) and issubclass(node, dict):
+            return node(zip(td.aux, children))
+        raise TypeError(f"cannot rebuild pytree node {node}")  # pragma: no cover
+
+    return rec(treedef)
+
+
+def leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list:
+    return flatten(tree, is_leaf)[0]
+
+
+def structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
+    return flatten(tree, is_leaf)[1]
+
+
+def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """Apply ``f`` leaf-wise over ``tree`` and trees of the same structure in ``rest``."""
+    lv, td = flatten(tree, is_leaf)
+    others = []
+    for r in rest:
+        rl, rtd = flatten_up_to(td, r)
+        others.append(rl)
+    return unflatten(td, [f(*xs) for xs in zip(lv, *others)])
+
+
+def flatten_up_to(treedef: PyTreeDef, tree: Any) -> tuple[list, PyTreeDef]:
+    """Flatten ``tree`` to the leaves of ``treedef`` (whose leaves may be subtrees of ``tree``)."""
+    out: list = []
+
+    def rec(td: PyTreeDef, x: Any, path: str) -> None:
+        if td.node == "leaf":
+            out.append(x)
+            return
+        n = _node_of(x)
+        if n is None or n[0] != td.node or (td.node is dict and n[2] != td.aux) or len(n[1]) != len(td.children):
+            raise ValueError(f"pytree structure mismatch at {path or 'root'}: expected {td}, got "
+                             f"{structure(x)}")
+        for i, (c, y) in enumerate(zip(td.children, n[1])):
+            rec(c, y, f"{path}[{td.aux[i]!r}]" if td.node is dict else f"{path}[{i}]")
+
+    rec(treedef, tree, "")
+    return out, treedef
+
+
+def all_leaves(iterable: Any) -> bool:
+    return all(structure(x) == _LEAF for x in iterable)
+
+
+def tree_reduce(f: Callable, tree: Any, initializer: Any = None) -> Any:
+    import functools
+    lv = leaves(tree)
+    return functools.reduce(f, lv) if initializer is None else functools.reduce(f, lv, initializer)
+
+
+def treedef_is_leaf(td: PyTreeDef) -> bool:
+    return td.node == "leaf"

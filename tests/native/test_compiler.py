@@ -1,0 +1,177 @@
+"""Tests for the native compiler driver and its content-addressed cache."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ember._src.native import compiler
+from ember.errors import CompileError
+
+ADD_SOURCE = """\
+#include <stdint.h>
+int64_t add(int64_t a, int64_t b) { return a + b; }
+"""
+
+requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+SRC_DIR = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    compiler.clear_memory_cache()
+    yield
+    compiler.clear_memory_cache()
+
+
+def _load_add(lib: ctypes.CDLL):
+    fn = lib.add
+    fn.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int64
+    return fn
+
+
+@requires_cc
+def test_compiler_info_flags():
+    info = compiler.find_compiler()
+    assert info is not None and info.identity
+    for flag in ("-O3", "-fPIC", "-shared", "-std=c11", "-fno-math-errno"):
+        assert flag in info.flags
+    assert "-ffast-math" not in info.flags and "-ffinite-math-only" not in info.flags
+
+
+@requires_cc
+def test_compile_load_and_call(tmp_path):
+    add = _load_add(compiler.load_library(ADD_SOURCE, name_hint="add"))
+    assert add(2, 40) == 42
+    assert add(-(2**40), 1) == -(2**40) + 1
+    key = compiler.cache_key(ADD_SOURCE)
+    cache = tmp_path / "cache"
+    assert (cache / f"{key}.so").exists()
+    assert (cache / f"{key}.c").read_text() == ADD_SOURCE
+    assert not list(cache.glob("*.tmp")), "temporary files left behind"
+    assert compiler.cache_stats() == {"compiles": 1, "disk_hits": 0, "memory_hits": 0}
+
+
+@requires_cc
+def test_second_compile_hits_memory_tier():
+    first = compiler.compile_shared(ADD_SOURCE)
+    second = compiler.compile_shared(ADD_SOURCE)
+    assert first == second
+    stats = compiler.cache_stats()
+    assert stats["compiles"] == 1 and stats["memory_hits"] == 1
+    lib1 = compiler.load_library(ADD_SOURCE)
+    lib2 = compiler.load_library(ADD_SOURCE)
+    assert lib1 is lib2
+
+
+@requires_cc
+def test_different_source_different_key():
+    other = ADD_SOURCE.replace("a + b", "a - b")
+    assert compiler.cache_key(ADD_SOURCE) != compiler.cache_key(other)
+    assert compiler.compile_shared(ADD_SOURCE) != compiler.compile_shared(other)
+    assert compiler.cache_stats()["compiles"] == 2
+
+
+@requires_cc
+def test_new_process_loads_from_disk(tmp_path):
+    compiler.compile_shared(ADD_SOURCE)
+    child = (
+        "import json, sys, ctypes\n"
+        "from ember._src.native import compiler\n"
+        "fn = compiler.load_library(sys.argv[1]).add\n"
+        "fn.argtypes = [ctypes.c_int64, ctypes.c_int64]; fn.restype = ctypes.c_int64\n"
+        "print(json.dumps({'result': fn(5, 6), **compiler.cache_stats()}))\n"
+    )
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", child, ADD_SOURCE], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"result": 11, "compiles": 0, "disk_hits": 1, "memory_hits": 0}
+
+
+@requires_cc
+def test_disk_hit_after_memory_cleared():
+    path = compiler.compile_shared(ADD_SOURCE)
+    compiler.clear_memory_cache()
+    assert compiler.compile_shared(ADD_SOURCE) == path
+    assert compiler.cache_stats() == {"compiles": 0, "disk_hits": 1, "memory_hits": 0}
+
+
+@requires_cc
+def test_syntax_error_raises_compile_error(tmp_path):
+    bad = "int broken(int x) { return x +; }\n"
+    with pytest.raises(CompileError) as info:
+        compiler.compile_shared(bad, name_hint="broken")
+    message = str(info.value)
+    saved = tmp_path / "cache" / f"{compiler.cache_key(bad)}.c"
+    assert str(saved) in message
+    assert saved.read_text() == bad
+    assert "error" in message.lower() and "expected" in message.lower()
+    assert not (tmp_path / "cache" / f"{compiler.cache_key(bad)}.so").exists()
+    assert not list((tmp_path / "cache").glob("*.tmp"))
+
+
+def test_bad_ember_cc_is_reported(monkeypatch):
+    monkeypatch.setenv("EMBER_CC", "definitely-not-a-compiler-xyz")
+    compiler.find_compiler.cache_clear()
+    try:
+        with pytest.raises(CompileError, match="EMBER_CC"):
+            compiler.find_compiler()
+    finally:
+        monkeypatch.delenv("EMBER_CC")
+        compiler.find_compiler.cache_clear()
+
+
+def test_cache_dir_resolution(monkeypatch, tmp_path):
+    monkeypatch.delenv("EMBER_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compiler.cache_dir() == tmp_path / "xdg" / "ember"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compiler.cache_dir() == tmp_path / "home" / ".cache" / "ember"
+
+
+@requires_cc
+def test_concurrent_processes_compile_once(tmp_path):
+    source = ADD_SOURCE + "/* concurrency */\n"
+    child = (
+        "import json, sys\n"
+        "from ember._src.native import compiler\n"
+        "compiler.compile_shared(sys.argv[1])\n"
+        "print(json.dumps(compiler.cache_stats()))\n"
+    )
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", child, source], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs]
+    assert sum(o["compiles"] for o in outs) == 1
+    assert sum(o["disk_hits"] for o in outs) == 2
+
+
+@requires_cc
+def test_vectorization_report_mentions_vectorized():
+    info = compiler.find_compiler()
+    if info.family != "gcc":
+        pytest.skip(f"vectorization report format checked for gcc only (compiler: {info.identity})")
+    source = """\
+#include <stdint.h>
+void scale_add(float *restrict out, const float *restrict x, const float *restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = 2.0f * x[i] + y[i];
+}
+"""
+    report = compiler.vectorization_report(source)
+    assert "vectorized" in report
