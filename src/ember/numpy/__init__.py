@@ -1,4 +1,39 @@
-"""``ember.numpy``: the NumPy API on ember arrays (works eagerly, under jit and transformations)."""
+"""``ember.numpy``: the NumPy API on ember arrays (works eagerly, under jit and transformations).
 
-from ember._src.numpy.ufuncs import *  # noqa: F403
-from ember._src.numpy.ufuncs import asarray  # noqa: F401
+Each ``ember._src.numpy`` module lists its public names in ``__all__``.
+"""
+
+from ember._src.numpy.contractions import *
+from ember._src.numpy.creation import *
+from ember._src.numpy.dtype_functions import *
+from ember._src.numpy.indexing import *
+from ember._src.numpy.manipulation import *
+from ember._src.numpy.more_ufuncs import *
+from ember._src.numpy.polynomial import *
+from ember._src.numpy.reductions import *
+from ember._src.numpy.searching import *
+from ember._src.numpy.statistics import *
+from ember._src.numpy.ufuncs import *
+from ember._src.numpy.ufuncs import asarray
+from ember._src.array import Array as ndarray
+from ember._src.dtypes import (
+    bfloat16,
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+
+bool = bool_  # noqa: A001
+pi, e, inf, nan, newaxis = 3.141592653589793, 2.718281828459045, float("inf"), float("nan"), None
+euler_gamma = 0.5772156649015329

@@ -437,3 +437,17 @@ def conjugate(x: ArrayLike, /) -> Any:
 
 
 conj = conjugate
+
+
+__all__ = [
+    "abs", "absolute", "acos", "acosh", "add", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
+    "arctan2", "arctanh", "around", "asarray", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "cbrt", "ceil", "clip", "conj", "conjugate", "cos", "cosh", "divide", "equal", "exp",
+    "exp2", "expm1", "fix", "float_power", "floor", "floor_divide", "fmod", "greater", "greater_equal",
+    "imag", "invert", "isfinite", "isinf", "isnan", "left_shift", "less", "less_equal", "log", "log10",
+    "log1p", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
+    "mod", "multiply", "negative", "not_equal", "positive", "power", "real", "reciprocal", "remainder",
+    "right_shift", "rint", "round", "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh",
+    "true_divide", "trunc", "where",
+]

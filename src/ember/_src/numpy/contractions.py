@@ -1,0 +1,3 @@
+"""ember.numpy: contractions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""ember.numpy: creation (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""ember.numpy: dtype_functions (being written)."""
+
+__all__: list[str] = []

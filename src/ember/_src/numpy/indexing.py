@@ -1,0 +1,3 @@
+"""ember.numpy: indexing (being written)."""
+
+__all__: list[str] = []

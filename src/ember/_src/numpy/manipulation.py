@@ -1,0 +1,3 @@
+"""ember.numpy: manipulation (being written)."""
+
+__all__: list[str] = []

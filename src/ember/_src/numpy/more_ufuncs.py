@@ -1,0 +1,3 @@
+"""ember.numpy: more_ufuncs (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""ember.numpy: polynomial (being written)."""
+
+__all__: list[str] = []

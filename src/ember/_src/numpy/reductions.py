@@ -1,0 +1,3 @@
+"""ember.numpy: reductions (being written)."""
+
+__all__: list[str] = []

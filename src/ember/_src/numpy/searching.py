@@ -1,0 +1,3 @@
+"""ember.numpy: searching (being written)."""
+
+__all__: list[str] = []

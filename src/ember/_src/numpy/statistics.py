@@ -1,0 +1,3 @@
+"""ember.numpy: statistics (being written)."""
+
+__all__: list[str] = []
