@@ -1,0 +1,57 @@
+"""Symbolic dimensions: canonical forms, evaluation, broadcasting and binding errors."""
+
+import pytest
+
+from ember._src import shapes as sh
+from ember.errors import ShapeError
+
+batch, seq, time = sh.axis("batch"), sh.axis("seq"), sh.axis("time")
+
+
+def test_canonical_forms_compare_equal():
+    assert batch * seq == seq * batch
+    assert (batch + 1) * 2 == 2 * batch + 2
+    assert batch + seq - batch == seq
+    assert (batch * seq) * 4 == batch * (4 * seq)
+    assert hash(batch * seq) == hash(seq * batch)
+    assert batch * 0 == 0 and batch - batch == 0
+
+
+def test_floordiv_mod_max_and_evaluate():
+    env = {"batch": 7, "seq": 12}
+    assert sh.evaluate(sh.floordiv(batch * 4, 4), env) == 7
+    assert sh.floordiv(batch * 4, 2) == batch * 2
+    assert sh.evaluate(sh.floordiv(seq, 5), env) == 12 // 5
+    assert sh.evaluate(sh.mod(seq, 5), env) == 12 % 5
+    assert sh.evaluate(sh.dmax(batch, seq), env) == 12
+    assert sh.evaluate(batch * seq + 3, env) == 87
+    assert sh.evaluate_shape((batch, 3, seq), env) == (7, 3, 12)
+
+
+def test_broadcast_unifies_names_and_reports_conflicts():
+    assert sh.broadcast_shapes((batch, 512), (1, 512)) == (batch, 512)
+    assert sh.broadcast_shapes((batch, 1), (seq,)) == (batch, seq)
+    with pytest.raises(ShapeError, match=r"axis 'batch' vs axis 'time'"):
+        sh.broadcast_shapes((batch, 512), (time, 512), op="add")
+    with pytest.raises(ShapeError, match=r"add"):
+        sh.broadcast_shapes((batch, 512), (time, 512), op="add")
+    with pytest.raises(ShapeError, match="3"):
+        sh.broadcast_shapes((2, 3), (4,))
+
+
+def test_bind_axes_conflicts_name_arguments():
+    env = sh.bind_axes([("x", (batch, 512), (32, 512)), ("mask", (batch, seq), (32, 10))])
+    assert env == {"batch": 32, "seq": 10}
+    with pytest.raises(ShapeError, match="axis 'batch' has conflicting sizes: x has 32, mask has 64"):
+        sh.bind_axes([("x", (batch, 512), (32, 512)), ("mask", (batch, seq), (64, 10))])
+
+
+def test_normalize_axis_errors():
+    assert sh.normalize_axis(-1, 3) == 2
+    with pytest.raises(ShapeError, match="axis 3"):
+        sh.normalize_axis(3, 3)
+
+
+def test_symbolic_size_and_strings():
+    assert sh.size((batch, seq, 2)) == 2 * batch * seq
+    assert sh.shape_str((batch, 512)) == "(batch, 512)"
