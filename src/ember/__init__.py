@@ -4,7 +4,9 @@ dynamic axes and planned memory."""
 from ember import errors, tree
 from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats
+from ember._src.batching import vmap
 from ember._src.core import ShapedArray
+from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
 from ember._src.jit import jit, make_program
 from ember._src.numpy import array_methods as _array_methods
 from ember._src.program import Program
@@ -16,5 +18,5 @@ from ember import numpy as numpy  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Array", "Program", "ShapedArray", "check_leaks", "errors", "jit", "lax", "make_program",
-           "memory_stats", "nn", "numpy", "tree"]
+__all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks", "errors", "eval_shape", "jit",
+           "lax", "make_program", "memory_stats", "nn", "numpy", "tree", "vmap"]

@@ -20,7 +20,7 @@ from ember._src import core
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.core import ShapedArray
-from ember.errors import ShapeError, TracerError
+from ember.errors import TracerError
 
 __all__ = ["BatchTrace", "BatchTracer", "batch_program", "matchaxis", "moveaxis", "vmap"]
 
@@ -233,10 +233,9 @@ def _leaf_paths(tree: Any, prefix: str) -> list[str]:
             out.append(path)
             return
         node, children, aux = n
+        is_map = isinstance(node, type) and issubclass(node, dict)
         for i, c in enumerate(children):
-            key = aux[i] if isinstance(aux, tuple) and len(aux) == len(children) and node is not None \
-                and (node is dict or isinstance(node, type) and issubclass(node, dict)) else i
-            rec(c, f"{path}[{key!r}]")
+            rec(c, f"{path}[{aux[i]!r}]" if is_map else f"{path}[{i}]")
 
     rec(tree, prefix)
     return out
@@ -363,10 +362,6 @@ def _mapped_size(sizes: list[tuple[sh.Dim, str]], axis_size: sh.Dim | None) -> s
         by_size.setdefault(sh.dim_str(s), []).append(where)
     for s, wheres in by_size.items():
         more = f" (and {len(wheres) - 3} more)" if len(wheres) > 3 else ""
-        lines.append(f"  * {'one axis' if len(wheres) == 1 else f'{len(wheres)} axes'} had size {s}: "
+        lines.append(f"  * {'one axis' if len(wheres) == 1 else f'{len(wheres)} axes'} had {s}: "
                      + "; ".join(wheres[:3]) + more)
     raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
-
-
-def _unused() -> None:  # keeps ShapeError importable for rules that raise it via this module
-    raise ShapeError

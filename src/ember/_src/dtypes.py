@@ -140,7 +140,7 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval.dtype, aval.weak_type
-    if hasattr(x, "dtype"):
+    if hasattr(x, "dtype") and not isinstance(x, type):
         return canonicalize(x.dtype), False
     return canonicalize(x), False
 

@@ -468,10 +468,24 @@ def _pad_transpose(ct: Any, x: Any, v: Any, *, padding_config: tuple) -> list:
 def _pad_batch(vals: list, dims: list, *, padding_config: tuple) -> tuple[list, list]:
     x, v = vals
     dx, dv = dims
-    if dv is not None:
-        raise NotImplementedError("vmap of pad with a batched padding value")
-    x = moveaxis(x, dx, 0)
-    return [pad(x, v, ((0, 0, 0), *padding_config))], [0]
+    cfg = ((0, 0, 0), *padding_config)
+    if dv is None:
+        return [pad_p.bind(moveaxis(x, dx, 0), v, padding_config=cfg)], [0]
+    # a batched padding value: pad with zero, then select the value where the operand is absent
+    va = core.get_aval(v)
+    size = va.shape[dv]
+    if dx is None:
+        xa = core.get_aval(x)
+        x = broadcast_in_dim(x, (size, *xa.shape), tuple(range(1, xa.ndim + 1)))
+    else:
+        x = moveaxis(x, dx, 0)
+    padded = pad_p.bind(x, full((), 0, va.dtype), padding_config=cfg)
+    inner = core.get_aval(x).shape[1:]
+    mask = pad_p.bind(full(inner, True, dt.bool_), full((), False, dt.bool_), padding_config=padding_config)
+    out_shape = core.get_aval(padded).shape
+    maskb = broadcast_in_dim(mask, out_shape, tuple(range(1, len(out_shape))))
+    vb = broadcast_in_dim(v, out_shape, (0,))
+    return [ew.select(maskb, padded, vb)], [0]
 
 
 pad_p.impl = _pad_impl
@@ -635,6 +649,51 @@ dynamic_slice_p.transpose = _ds_transpose
 _linear_jvp(dynamic_slice_p, 1)
 
 
+def _clamped_start(s: Any, dim: Any, n: Any) -> Any:
+    """``clip(s, 0, dim - n)`` elementwise in the start index' dtype (as the implementation does)."""
+    return ew.max(ew.min(s, full_like(s, dim - n)), full_like(s, 0))
+
+
+def _ds_batch(vals: list, dims: list, *, slice_sizes: tuple) -> tuple[list, list]:
+    x, *starts = vals
+    dx, *dss = dims
+    zero = _index_scalar(0)
+    if all(d is None for d in dss):
+        x = moveaxis(x, dx, 0)
+        size = core.get_aval(x).shape[0]
+        return [dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(size, *slice_sizes))], [0]
+    # batched starts: slice the axes with unbatched starts, then gather each other axis at
+    # per-example offsets (take with batched indices)
+    from ember._src.prims.indexing import take_p
+    size = next(core.get_aval(s).shape[d] for s, d in zip(starts, dss) if d is not None)
+    xa = core.get_aval(x)
+    if dx is not None:
+        x = moveaxis(x, dx, 0)
+        shape = xa.shape[:dx] + xa.shape[dx + 1:]
+    else:
+        shape = xa.shape
+    st = [zero if d is not None else s for s, d in zip(starts, dss)]
+    sz = [shape[i] if d is not None else n for i, (n, d) in enumerate(zip(slice_sizes, dss))]
+    if tuple(sz) != tuple(shape):
+        lead = [zero] if dx is not None else []
+        lead_n = [core.get_aval(x).shape[0]] if dx is not None else []
+        x = dynamic_slice_p.bind(x, *lead, *st, slice_sizes=(*lead_n, *sz))
+    bx = 0 if dx is not None else None
+    for i, (s, d) in enumerate(zip(starts, dss)):
+        if d is None:
+            continue
+        n = slice_sizes[i]
+        s = _clamped_start(moveaxis(s, d, 0), shape[i], n)
+        sa = core.get_aval(s)
+        idx = ew.add(broadcast_in_dim(s, (size, n), (0,)), broadcasted_iota(sa.dtype, (size, n), 1))
+        outs, (bx,) = take_p.batch([x, idx], [bx, 0], axis=i, mode="clip")
+        x = outs[0]
+    return [x], [bx]
+
+
+dynamic_slice_p.batch = _ds_batch
+
+
 def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence) -> Any:
     """``x[s0:s0+n0, ...]`` with traced starts, clamped so the slice stays in bounds."""
     starts = [_index_scalar(s) for s in start_indices]
@@ -689,6 +748,44 @@ dynamic_update_slice_p.impl = _dus_impl
 dynamic_update_slice_p.abstract_eval = _dus_abstract
 dynamic_update_slice_p.transpose = _dus_transpose
 _linear_jvp(dynamic_update_slice_p, 2)
+
+
+def _dus_batch(vals: list, dims: list) -> tuple[list, list]:
+    x, u, *starts = vals
+    dx, du, *dss = dims
+    zero = _index_scalar(0)
+    if all(d is None for d in dss):
+        x, u = ew.bring_to_front([x, u], [dx, du])
+        return [dynamic_update_slice_p.bind(x, u, zero, *starts)], [0]
+    # batched starts: scatter (mode "set") at per-example flat offsets of every update element
+    from ember._src.prims.indexing import scatter_p
+    x, u, *_ = ew.bring_to_front([x, u, *starts], [dx, du, *dss])
+    xa, ua = core.get_aval(x), core.get_aval(u)
+    size, xs, us = xa.shape[0], xa.shape[1:], ua.shape[1:]
+    n_x, n_u = sh.size(xs), sh.size(us)
+    idt = dt.int64 if isinstance(n_x, int) and n_x >= 2**31 else dt.int32
+    full_shape = (size, *us)
+    flat: Any = None
+    stride: Any = 1
+    for i in reversed(range(len(xs))):
+        s, d = starts[i], dss[i]
+        s = _clamped_start(s, xs[i], us[i])
+        if core.get_aval(s).dtype != idt:
+            s = ew.convert_element_type(s, idt)
+        sb = broadcast_in_dim(s, full_shape, (0,) if d is not None else ())  # a batched start is 1-d
+        comp = ew.add(sb, broadcasted_iota(idt, full_shape, i + 1))
+        if not (isinstance(stride, int) and stride == 1):
+            comp = ew.mul(comp, full_like(comp, stride))
+        flat = comp if flat is None else ew.add(flat, comp)
+        stride = stride * xs[i]
+    xf = reshape(x, (size, n_x))
+    uf = reshape(u, (size, n_u))
+    fi = reshape(flat, (size, n_u))
+    outs, (bo,) = scatter_p.batch([xf, fi, uf], [0, 0, 0], axis=0, mode="set")
+    return [reshape(moveaxis(outs[0], bo, 0), (size, *xs))], [0]
+
+
+dynamic_update_slice_p.batch = _dus_batch
 
 
 def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> Any:

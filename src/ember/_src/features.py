@@ -1,0 +1,147 @@
+"""Generate ``docs/FEATURES.md``: what each namespace provides and what is still missing.
+
+``python -m ember._src.features > docs/FEATURES.md``. The "missing" columns compare each namespace
+with the reference API it mirrors (NumPy's functions for ``ember.numpy``; JAX's names for the
+transformations, ``lax``, ``nn``, ``random``, ``linalg``, ``fft`` and ``scipy.special``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import numpy as np
+
+TRANSFORMS = """jit grad value_and_grad jvp vjp linearize vmap jacfwd jacrev hessian linear_transpose
+custom_jvp custom_vjp checkpoint remat eval_shape make_program stop_gradient ShapeDtypeStruct
+block_until_ready device_put set_debug check_leaks memory_stats""".split()
+
+LAX = """abs acos acosh add argmax argmin asin asinh atan atan2 atanh bitcast_convert_type broadcast
+broadcast_in_dim broadcasted_iota cbrt ceil clamp complex concatenate cond conj conv_general_dilated
+convert_element_type cos cosh cummax cummin cumprod cumsum cumlogsumexp digamma div dot dot_general
+dynamic_slice dynamic_update_slice dynamic_slice_in_dim dynamic_index_in_dim eq erf erf_inv erfc exp
+exp2 expand_dims expm1 floor fori_loop full full_like gather ge gt imag integer_pow iota is_finite le
+lgamma log log1p logistic lt map max min mul ne neg nextafter pad population_count pow real reduce
+reduce_and reduce_max reduce_min reduce_or reduce_precision reduce_prod reduce_sum reduce_window rem
+reshape rev round rsqrt scan scatter scatter_add select select_n shift_left shift_right_arithmetic
+shift_right_logical sign sin sinh slice slice_in_dim sort sort_key_val sqrt square squeeze
+stop_gradient sub switch tan tanh top_k transpose while_loop associative_scan""".split()
+
+NN = """relu relu6 leaky_relu elu selu celu gelu glu silu swish sigmoid log_sigmoid softplus soft_sign
+hard_tanh hard_sigmoid hard_silu softmax log_softmax logsumexp one_hot standardize
+dot_product_attention""".split()
+
+RANDOM = """key PRNGKey split fold_in key_data bits uniform normal bernoulli randint categorical
+permutation choice truncated_normal gumbel exponential gamma beta dirichlet poisson
+multivariate_normal orthogonal laplace logistic""".split()
+
+LINALG = """cholesky qr eigh eigvalsh svd svdvals solve inv det slogdet lstsq pinv matrix_rank
+matrix_power norm vector_norm matrix_norm cross outer multi_dot eig eigvals tensorsolve
+tensorinv""".split()
+
+FFT = """fft ifft rfft irfft hfft ihfft fft2 ifft2 rfft2 irfft2 fftn ifftn rfftn irfftn fftfreq
+rfftfreq fftshift ifftshift""".split()
+
+SPECIAL = """erf erfc erfinv gammaln digamma logit expit xlogy xlog1py logsumexp softmax log_softmax
+i0e i1e betaln gamma""".split()
+
+# NumPy names that make no sense for ember (I/O, printing, legacy, Python-object machinery).
+NUMPY_SKIP = set("""add_docstring add_newdoc add_newdoc_ufunc asmatrix bmat busday_count busday_offset
+is_busday datetime_as_string datetime_data fromfile fromregex fromstring frombuffer fromiter
+genfromtxt load loadtxt save savetxt savez savez_compressed memmap get_printoptions set_printoptions
+printoptions getbufsize setbufsize geterr seterr geterrcall seterrcall errstate array2string
+array_repr array_str base_repr binary_repr format_float_positional format_float_scientific info
+show_config show_runtime test typename mintypecode may_share_memory shares_memory
+nested_iters get_include deprecate deprecate_with_doc disp lookfor safe_eval source who
+from_dlpack frompyfunc vectorize piecewise apply_along_axis apply_over_axes asfortranarray
+asarray_chkfinite ascontiguousarray require char rec emath ma matrix poly1d chararray recarray
+broadcast busdaycalendar ndenumerate ndindex nditer flatiter dtype finfo iinfo format_parser
+issubdtype isdtype isscalar iterable ndarray generic number object_ void str_ bytes_ record
+memmap unravel_index ravel_multi_index copyto putmask place put fill_diagonal isfortran
+require setxor1d""".split())
+
+
+def _public(mod: object) -> list[str]:
+    names = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]
+    out = []
+    for n in names:
+        obj = getattr(mod, n, None)
+        if callable(obj) and not inspect.ismodule(obj):
+            out.append(n)
+    return sorted(set(out))
+
+
+def _numpy_reference() -> list[str]:
+    out = []
+    for n in dir(np):
+        if n.startswith("_") or n in NUMPY_SKIP:
+            continue
+        obj = getattr(np, n)
+        if isinstance(obj, np.ufunc) or inspect.isfunction(obj) or inspect.isbuiltin(obj) or \
+                type(obj).__name__ in ("_ArrayFunctionDispatcher", "function"):
+            out.append(n)
+    return sorted(out)
+
+
+def _try_import(name: str) -> object | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _section(title: str, module: str, reference: list[str] | None) -> list[str]:
+    mod = _try_import(module)
+    lines = [f"## `{module}`", ""]
+    if mod is None:
+        lines += [f"Not available yet (`import {module}` fails).", ""]
+        if reference:
+            lines += [f"Missing: {', '.join(f'`{n}`' for n in reference)}", ""]
+        return lines
+    have = _public(mod)
+    lines += [f"{title}: {len(have)} public functions.", "", "| function | summary |", "|---|---|"]
+    for n in have:
+        doc = inspect.getdoc(getattr(mod, n)) or ""
+        first = doc.strip().splitlines()[0] if doc.strip() else ""
+        first = first.replace("|", "\\|")
+        lines.append(f"| `{n}` | {first} |")
+    lines.append("")
+    if reference is not None:
+        missing = [n for n in reference if n not in have and not hasattr(mod, n)]
+        if missing:
+            lines += [f"**Missing** ({len(missing)}): " + ", ".join(f"`{n}`" for n in missing), ""]
+        else:
+            lines += ["**Missing**: nothing from the reference list.", ""]
+    return lines
+
+
+def render() -> str:
+    import ember  # noqa: F401  (declares primitives)
+    from ember._src.core import PRIMITIVES
+
+    lines = ["# ember features", "",
+             "Generated by `python -m ember._src.features > docs/FEATURES.md`; a test checks it is "
+             "current. \"Missing\" compares with the API each namespace mirrors (NumPy for "
+             "`ember.numpy`, JAX for the others).", ""]
+    lines += _section("Transformations and top-level API", "ember", TRANSFORMS)
+    lines += _section("NumPy API", "ember.numpy", _numpy_reference())
+    lines += _section("Primitive-level operations", "ember.lax", LAX)
+    lines += _section("Neural-network functions", "ember.nn", NN)
+    lines += _section("Random numbers (threefry2x32)", "ember.random", RANDOM)
+    lines += _section("Linear algebra", "ember.numpy.linalg", LINALG)
+    lines += _section("FFT", "ember.fft", FFT)
+    lines += _section("Special functions", "ember.scipy.special", SPECIAL)
+    lines += _section("Pytrees", "ember.tree", ["map", "flatten", "unflatten", "leaves", "structure",
+                                                "reduce", "register_pytree_node",
+                                                "register_dataclass"])
+    lines += ["## Primitives and their rules", ""]
+    try:
+        from ember._src.registry_report import rule_table
+        lines += [rule_table(), ""]
+    except ImportError:
+        lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
