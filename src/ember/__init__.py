@@ -6,6 +6,8 @@ from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats
 from ember._src.batching import vmap
 from ember._src.core import ShapedArray
+from ember._src.debug import set_debug
+from ember._src.dynamic import dimension_as_value
 from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
 from ember._src.jit import jit, make_program
 from ember._src.numpy import array_methods as _array_methods
@@ -18,5 +20,27 @@ from ember import numpy as numpy  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks", "errors", "eval_shape", "jit",
-           "lax", "make_program", "memory_stats", "nn", "numpy", "tree", "vmap"]
+__all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks", "errors", "eval_shape",
+           "jit", "lax", "make_program", "memory_stats", "nn", "numpy", "tree", "vmap"]
+
+from ember._src.api_util import block_until_ready, device_put  # noqa: E402
+
+__all__ += ["block_until_ready", "device_put"]
+__all__ += ["dimension_as_value", "set_debug"]
+
+from ember._src.ad import (  # noqa: E402
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linear_transpose,
+    linearize,
+    value_and_grad,
+    vjp,
+)
+from ember._src.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat  # noqa: E402
+from ember._src.prims.misc import stop_gradient  # noqa: E402
+
+__all__ += ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp",
+            "linear_transpose", "linearize", "remat", "stop_gradient", "value_and_grad", "vjp"]

@@ -156,34 +156,40 @@ def batch_flat(fun: Callable, vals: Sequence[Any], dims: Sequence[int | None], s
 
 
 def batch_program(program: Any, in_dims: Sequence[int | None], axis_size: sh.Dim, *,
-                  instantiate: bool | Sequence[bool] = False, axis_name: Any = None) -> tuple[Any, list]:
+                  instantiate: bool | Sequence[bool] = False, axis_name: Any = None,
+                  consts: Sequence[Any] | None = None) -> tuple[Any, list]:
     """vmap a Program: returns ``(batched_program, out_dims)``.
 
     ``in_dims[i]`` is the mapped axis of input ``i`` (``None``: unbatched). In the result every
     batched output is batched at axis 0 (``out_dims[i] == 0``) and unbatched ones have ``None``;
     ``instantiate`` (one bool, or one per output) forces outputs to be batched (broadcasting them).
-    The batched program takes the inputs with their mapped axes where ``in_dims`` says, and the
-    same constants as ``program`` (captured, possibly tracers of enclosing transformations).
+    The batched program takes the inputs with their mapped axes where ``in_dims`` says. The
+    constants (``consts``, default ``program.consts``) are unbatched values; they are captured as
+    the constants of the result (possibly tracers of enclosing transformations). A value that is
+    batched must be an input: closure-convert sub-programs (constants -> inputs) before batching.
     """
     from ember._src.program import eval_program, trace_to_program
     in_dims = list(in_dims)
     if len(in_dims) != len(program.invars):
         raise ValueError(f"batch_program: {len(in_dims)} in_dims for {len(program.invars)} inputs")
+    consts = program.consts if consts is None else tuple(consts)
+    if len(consts) != len(program.constvars):
+        raise ValueError(f"batch_program: {len(consts)} constants for {len(program.constvars)} constvars")
     n_out = len(program.outvars)
     inst = [bool(instantiate)] * n_out if isinstance(instantiate, bool) else list(instantiate)
     if len(inst) != n_out:
         raise ValueError(f"batch_program: {len(inst)} instantiate flags for {n_out} outputs")
     in_avals = []
-    for v, d in zip(program.invars, in_dims):
+    for i, (v, d) in enumerate(zip(program.invars, in_dims)):
         a = v.aval
         if d is not None:
-            d = sh.normalize_axis(d, a.ndim + 1, "in_dims")
+            d = in_dims[i] = sh.normalize_axis(d, a.ndim + 1, "in_dims")
             a = ShapedArray((*a.shape[:d], axis_size, *a.shape[d:]), a.dtype, a.weak_type)
         in_avals.append(a)
     out_dims_box: list = []
 
     def flat(*args: Any) -> list:
-        outs, dims = batch_flat(lambda *xs: eval_program(program, program.consts, xs), args, in_dims,
+        outs, dims = batch_flat(lambda *xs: eval_program(program, consts, xs), args, in_dims,
                                 axis_size, axis_name)
         res, res_dims = [], []
         for o, d, force in zip(outs, dims, inst):
@@ -217,7 +223,7 @@ def _arg_names(fun: Callable, n: int) -> list[str]:
     names = []
     for i in range(n):
         if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
-            names.append(f"argument {params[i].name!r}")
+            names.append(params[i].name)
         else:
             names.append(f"args[{i}]")
     return names
@@ -302,7 +308,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | No
         axes = _broadcast_prefix(in_axes, args, "in_axes") + [0] * len(tu.leaves(kwargs))
         names = _arg_names(fun, len(args))
         paths = [p for i, a in enumerate(args) for p in _leaf_paths(a, names[i])] + \
-            [p for k in sorted(kwargs, key=tu._key_order) for p in _leaf_paths(kwargs[k], f"keyword {k!r}")]
+            [p for k in sorted(kwargs, key=tu._key_order) for p in _leaf_paths(kwargs[k], k)]
         dims: list[int | None] = []
         sizes: list[tuple[sh.Dim, str]] = []
         for x, ax, path in zip(leaves, axes, paths):
@@ -310,16 +316,16 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | No
                 dims.append(None)
                 continue
             if not _leaf_is_array(x):
-                raise TypeError(f"vmap: {path} of type {type(x).__name__} is not an array, but in_axes "
-                                f"maps it along axis {ax} (use None for non-array arguments)")
+                raise TypeError(f"vmap: argument {path} of type {type(x).__name__} is not an array, but "
+                                f"in_axes maps it along axis {ax} (use None for non-array arguments)")
             a = core.get_aval(x)
             if not -a.ndim <= ax < a.ndim:
-                raise ValueError(f"vmap was requested to map {path} along axis {ax}, which implies that "
-                                 f"its rank should be at least {ax + 1 if ax >= 0 else -ax}, but it is "
+                raise ValueError(f"vmap was requested to map argument {path} along axis {ax}, which implies "
+                                 f"that its rank should be at least {ax + 1 if ax >= 0 else -ax}, but it is "
                                  f"only {a.ndim} (its type is {a.str_short()})")
             d = ax % a.ndim
             dims.append(d)
-            sizes.append((a.shape[d], f"axis {ax} of {path} of type {a.str_short()}"))
+            sizes.append((a.shape[d], f"axis {ax} of argument {path} of type {a.str_short()}"))
         size = _mapped_size(sizes, axis_size)
         out_store: list = []
 

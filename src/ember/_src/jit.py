@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ember._src import core
+from ember._src import debug as dbg
+from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
 from ember._src.core import ShapedArray
-from ember._src.program import Program, run_numpy, trace_to_program, validate
+from ember._src.program import Literal, Program, resolve_value, trace_to_program, validate
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
 _config = threading.local()
@@ -48,19 +52,51 @@ def _hashable_static(v: Any, name: str) -> Any:
 
 
 class Compiled:
-    """One traced signature: its Program, output structure and the backend's executable."""
+    """One traced signature: its Program, output structure and the backend's executable.
+
+    For a signature with named dynamic axes, ``program`` has symbolic dims and ``executable`` is
+    a :class:`~ember._src.dynamic.SymbolicExecutable`: calling it with NumPy inputs binds the axes
+    and runs (building on first use) the specialization for that binding.
+    """
 
     def __init__(self, program: Program, out_tree: tu.PyTreeDef, executable: Callable):
         self.program = program
         self.out_tree = out_tree
         self.executable = executable
 
+    @property
+    def symbolic(self) -> bool:
+        return isinstance(self.executable, dyn.SymbolicExecutable)
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        """Output avals; symbolic dims stay symbolic until bound."""
+        return self.program.out_avals
+
+    def specialize(self, **sizes: int) -> dyn.Specialization:
+        """The specialization of this signature for ``sizes`` (``batch=32``), built if needed."""
+        if not self.symbolic:
+            raise ValueError("this signature has no dynamic axes to specialize")
+        missing = [a for a in self.executable.axes if a not in sizes]
+        if missing:
+            raise ValueError(f"specialize: no size for axes {missing} (this signature has axes "
+                             f"{list(self.executable.axes)})")
+        return self.executable.specialization(sizes)
+
+
+_MISS = object()
+
 
 class JitFunction:
-    """A function traced to a Program once per signature and run by a backend."""
+    """A function traced to a Program once per signature and run by a backend.
+
+    With ``dynamic_axes`` the signature is symbolic (level 1: one trace per dtype/static dims/axis
+    names/static args) and each axis binding gets a cached specialization (level 2).
+    """
 
     def __init__(self, fun: Callable, static_argnums: Sequence[int] = (), static_argnames: Sequence[str] = (),
-                 backend: str | None = None, donate_argnums: Sequence[int] = (), **options: Any):
+                 backend: str | None = None, donate_argnums: Sequence[int] = (), dynamic_axes: Any = None,
+                 specialization_cache_size: int = 64, **options: Any):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.options = options
@@ -79,6 +115,11 @@ class JitFunction:
                                        params.index(n) not in nums)
         self.static_argnums = tuple(sorted(set(nums)))
         self.static_argnames = tuple(names)
+        self._label = f"jit({getattr(fun, '__name__', type(fun).__name__)})"
+        self._dynamic = None if dynamic_axes is None else \
+            dyn.DynamicAxes(dynamic_axes, self._sig, self._label)
+        self._names = dyn.DynamicAxes({}, self._sig, self._label)  # leaf names for messages
+        self._spec_cache = dyn.SpecializationCache(specialization_cache_size)
         self._cache: dict[Any, Compiled] = {}
         self.traces = 0
         self.hits = 0
@@ -86,6 +127,8 @@ class JitFunction:
     # -- signature handling -----------------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict, dict]:
         """Separate static arguments; returns (dyn_args, dyn_kwargs, static_pos, static_kw)."""
+        if not self.static_argnums and not self.static_argnames:
+            return args, kwargs, {}, {}
         static_pos = {}
         dyn_args = []
         for i, a in enumerate(args):
@@ -115,55 +158,148 @@ class JitFunction:
 
         return flat
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple:
+    def _flatten(self, args: tuple, kwargs: dict) -> tuple:
         dyn_args, dyn_kw, static_pos, static_kw = self._split(args, kwargs)
         leaves, in_tree = tu.flatten((dyn_args, dyn_kw))
-        avals = tuple(_leaf_aval(x) for x in leaves)
-        key = (in_tree, avals, tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items())))
-        return key, leaves, in_tree, avals, static_pos, static_kw
+        return leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw
+
+    def _key(self, leaves: list, in_tree: tu.PyTreeDef, dyn_args: tuple, dyn_kw: dict, static_pos: dict,
+             static_kw: dict, symbolic_ok: bool = False) -> tuple[tuple, tuple, dict | None]:
+        """(cache key, avals, env): avals are symbolic for named dynamic axes and ``env`` binds
+        them (``None`` without dynamic axes)."""
+        avals = tuple([_leaf_aval(x) for x in leaves])
+        env = None
+        if self._dynamic is not None:
+            specs, names = self._dynamic.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)
+            sym, env = self._dynamic.bind(specs, names, avals, symbolic_ok)
+            if all(env.values()):
+                avals = sym
+            else:  # a zero-size named axis: symbolic dims are >= 1, so trace this one statically
+                dbg.logger.debug("%s: a named axis has size 0 in %s: tracing a static program",
+                                 self._label, dyn._fmt_env(env))
+                env = None
+        statics = (tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items()))) \
+            if static_pos or static_kw else ()
+        return (in_tree, avals, statics), avals, env
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple:
+        leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
+        key, avals, _ = self._key(leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw, True)
+        return key, in_tree, avals, static_pos, static_kw
 
     def trace(self, *args: Any, **kwargs: Any) -> tuple[Program, tu.PyTreeDef]:
         """Trace to a Program for these arguments (without running or caching it)."""
-        _, _, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
+        _, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, in_tree, store), avals)
         validate(prog)
         return prog, store[0]
 
-    def lower(self, *args: Any, **kwargs: Any) -> Compiled:
-        key, leaves, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
-        c = self._cache.get(key)
-        if c is not None:
-            self.hits += 1
-            return c
+    def _compile(self, key: tuple, in_tree: tu.PyTreeDef, avals: tuple, static_pos: dict,
+                 static_kw: dict) -> Compiled:
+        if dbg.logger.isEnabledFor(10):
+            old = [(k[1], k[2]) for k in self._cache if k[0] == in_tree]
+            dyn_args, dyn_kw = tu.unflatten(in_tree, [_MISS] * in_tree.num_leaves)
+            names = self._names.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)[1]
+            sig = ", ".join(f"{n}: {a.str_short()}" for n, a in zip(names, avals))
+            dbg.logger.debug("%s: tracing (compile #%d) for (%s): %s", self._label, self.traces + 1, sig,
+                             dyn.explain_retrace(avals, names, key[2], old))
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, in_tree, store), avals)
         self.traces += 1
         validate(prog)
-        backend = self.backend or default_backend()
-        c = Compiled(prog, store[0], BACKENDS[backend](prog, **self.options))
+        name = self.backend or default_backend()
+        factory = BACKENDS[name]
+        if dyn.is_symbolic_program(prog):
+            exe: Callable = dyn.SymbolicExecutable(prog, factory, name, self.options, self._spec_cache,
+                                                   self._label)
+        else:
+            exe = factory(prog, **self.options)
+        c = Compiled(prog, store[0], exe)
         self._cache[key] = c
         return c
 
+    def lower(self, *args: Any, **kwargs: Any) -> Compiled:
+        """The compiled signature for these arguments (arrays, or :class:`ShapeDtypeStruct` whose
+        dims may be axis names), tracing it on first use."""
+        key, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
+        c = self._cache.get(key)
+        if c is not None:
+            self.hits += 1
+            return c
+        return self._compile(key, in_tree, avals, static_pos, static_kw)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves = tu.leaves((args, kwargs))
-        if core.dynamic_trace_active() or any(isinstance(x, core.Tracer) for x in leaves):
+        if core.dynamic_trace_active():
             return self.fun(*args, **kwargs)  # inline into the enclosing trace
-        c = self.lower(*args, **kwargs)
-        dyn_leaves = tu.leaves(self._split(args, kwargs)[:2])
-        vals = [asarray_eager(x).value for x in dyn_leaves]
-        outs = c.executable(vals)
-        arrays = [wrap_result(o, v.aval) if not isinstance(o, Array) else o
-                  for o, v in zip(outs, c.program.outvars)]
+        leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                return self.fun(*args, **kwargs)  # inline into the enclosing transformation
+        key, avals, env = self._key(leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw)
+        c = self._cache.get(key)
+        hit = c is not None
+        if not hit:
+            c = self._compile(key, in_tree, avals, static_pos, static_kw)
+        vals = [x.value if type(x) is Array else asarray_eager(x).value for x in leaves]
+        if env is not None:
+            exe = c.executable
+            spec_key = (exe, tuple(map(env.__getitem__, exe.axes)))
+            s = self._spec_cache.get(spec_key)
+            if s is None:
+                hit = False
+                s = exe.build(env)
+                self._spec_cache.put(spec_key, s)
+            outs = s.run(vals)
+            out_avals = s.out_avals
+        else:
+            outs = c.executable(vals)
+            out_avals = c.program.out_avals
+        if hit:
+            self.hits += 1
+            if dbg._level >= 2:
+                dbg.logger.debug("%s: cache hit%s", self._label, "" if env is None else f" {env}")
+        arrays = [o if isinstance(o, Array) else wrap_result(o, a) for o, a in zip(outs, out_avals)]
         return tu.unflatten(c.out_tree, arrays)
 
+    def specialize(self, *example_args: Any, **sizes: Any) -> list[dyn.Specialization]:
+        """Build specializations ahead of time: ``f.specialize(batch=32, seq=[64, 128])``.
+
+        With example arguments (arrays or :class:`ShapeDtypeStruct`), their signature is traced
+        first; otherwise every traced symbolic signature whose axes are all given is specialized.
+        A list of sizes builds every combination. Returns the specializations.
+        """
+        if example_args:
+            targets = [self.lower(*example_args)]
+        else:
+            targets = [c for c in self._cache.values()
+                       if c.symbolic and all(a in sizes for a in c.executable.axes)]
+            if not targets:
+                raise ValueError(f"{self._label}.specialize({', '.join(sizes)}): no traced signature has "
+                                 "exactly these named axes; call the function once or pass example "
+                                 "arguments / ShapeDtypeStructs")
+        out = []
+        for c in targets:
+            axes = c.executable.axes
+            choices = [sizes[a] if isinstance(sizes.get(a), (list, tuple, range)) else [sizes.get(a)]
+                       for a in axes]
+            for combo in itertools.product(*choices):
+                out.append(c.specialize(**dict(zip(axes, combo))))
+        return out
+
     def cache_info(self) -> dict[str, int]:
-        """``traces`` (Programs built), ``hits`` (calls served from the cache), ``size``."""
+        """``compiles``/``traces``: Programs traced (level 1); ``specializations``: bindings built
+        (level 2); ``hits``: calls that built nothing; ``size``/``specializations_cached``: entries
+        held now; ``evictions``: specializations dropped by the LRU."""
+        sc = self._spec_cache
         return {"traces": self.traces, "compiles": self.traces, "hits": self.hits,
-                "size": len(self._cache)}
+                "size": len(self._cache), "specializations": sc.built,
+                "specializations_cached": len(sc), "specialization_cache_size": sc.maxsize,
+                "evictions": sc.evictions}
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._spec_cache.clear()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:
@@ -171,15 +307,99 @@ class JitFunction:
         return functools.partial(self, obj)
 
 
+class _NumpyPlan:
+    """A Program compiled for the reference executor: value slots, literals and params fixed in
+    advance, intermediates released after their last use. For a symbolic Program, the steps
+    whose params hold symbolic sizes are re-resolved per binding (:meth:`specialize`)."""
+
+    def __init__(self, prog: Program):
+        consts = [core.concrete_or_error(c, "a captured constant") for c in prog.consts]
+        slot: dict[int, int] = {}
+        template: list[Any] = []
+
+        def alloc(v: Any, val: Any = None) -> int:
+            slot[v.id] = len(template)
+            template.append(val)
+            return slot[v.id]
+
+        def use(a: Any) -> int:
+            if isinstance(a, Literal):
+                template.append(a.val)
+                return len(template) - 1
+            return slot[a.id]
+
+        for v, c in zip(prog.constvars, consts):
+            alloc(v, c)
+        self.in_slots = [alloc(v) for v in prog.invars]
+        fixed = len(template)
+        steps = []
+        for e in prog.eqns:
+            ins = tuple(use(a) for a in e.inputs)
+            outs = tuple(alloc(v) for v in e.outvars)
+            steps.append([e.prim.impl, ins, e.params, e.prim.multiple_results, outs,
+                          tuple(v.aval.dtype for v in e.outvars), ()])
+        self.out_slots = [use(a) for a in prog.outvars]
+        last: dict[int, int] = {}
+        for k, st in enumerate(steps):
+            for j in st[1]:
+                last[j] = k
+        keep = set(self.out_slots)
+        for j, k in last.items():
+            if j >= fixed and j not in keep and template[j] is None:
+                steps[k][6] += (j,)
+        self.template = template
+        self.steps = [tuple(st) for st in steps]
+        self.symbolic_steps = [k for k, e in enumerate(prog.eqns) if dyn.has_dim_expr(e.params)]
+
+    def specialize(self, env: dict[str, int]) -> Callable[[list], list]:
+        memo: dict = {}
+        steps = list(self.steps)
+        for k in self.symbolic_steps:
+            st = steps[k]
+            steps[k] = (st[0], st[1], resolve_value(st[2], env, memo), *st[3:])
+        return self.runner(steps)
+
+    def runner(self, plan: list | None = None) -> Callable[[list], list]:
+        plan = self.steps if plan is None else plan
+        template, in_slots, out_slots = self.template, self.in_slots, self.out_slots
+
+        def run(args: list) -> list:
+            env = template.copy()
+            for s, x in zip(in_slots, args):
+                env[s] = x
+            for impl, ins, params, multi, outs, dtypes, dead in plan:
+                res = impl(*[env[j] for j in ins], **params)
+                if not multi:
+                    res = (res,)
+                for s, o, d in zip(outs, res, dtypes):
+                    if type(o) is not np.ndarray:
+                        o = np.asarray(o)
+                    env[s] = o if o.dtype == d else o.astype(d)
+                for j in dead:
+                    env[j] = None
+            return [env[s] for s in out_slots]
+
+        return run
+
+
+_NUMPY_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _numpy_backend(prog: Program, **options: Any) -> Callable[[list], list]:
-    consts = [core.concrete_or_error(c, "a captured constant") for c in prog.consts]
-
-    def run(args: list) -> list:
-        return run_numpy(prog, consts, args)
-
-    return run
+    """The reference backend: interprets the Program with each primitive's NumPy implementation."""
+    return _NumpyPlan(prog).runner()
 
 
+def _numpy_specialize(prog: Program, env: dict[str, int], **options: Any) -> Callable[[list], list]:
+    """The reference backend's level 2: the plan of the symbolic Program is built once (cached per
+    Program); each binding only resolves the params of the steps that hold symbolic sizes."""
+    plan = _NUMPY_PLANS.get(prog)
+    if plan is None:
+        plan = _NUMPY_PLANS[prog] = _NumpyPlan(prog)
+    return plan.specialize(env)
+
+
+_numpy_backend.specialize = _numpy_specialize  # type: ignore[attr-defined]
 BACKENDS["numpy"] = _numpy_backend
 
 
@@ -194,17 +414,31 @@ def set_default_backend(name: str) -> None:
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), backend: str | None = None, **options: Any) -> Any:
+        static_argnames: str | Sequence[str] = (), backend: str | None = None, dynamic_axes: Any = None,
+        specialization_cache_size: int = 64, **options: Any) -> Any:
     """Compile ``fun``: trace it to a Program once per signature and run that Program.
 
     Usable as ``@jit`` and ``@jit(static_argnums=...)``. ``backend`` picks ``"numpy"`` (the
-    reference interpreter) or another registered backend.
+    reference interpreter) or another registered backend; other keyword ``options`` go to it.
+
+    ``dynamic_axes`` names dynamic dims of the inputs so one trace serves every size of them: a
+    dict by parameter name (``{"x": ("batch", None), "mask": "batch, seq"}``) or a sequence with
+    one spec per positional argument; a spec is a tuple of axis names / ``None`` (static) / ints
+    (checked static sizes), or the string form ``"batch, 512"`` / ``"batch, _"`` / ``"batch, ..."``;
+    pytree arguments take a matching pytree of specs (a string applies to every leaf). Each axis
+    binding gets a specialization, kept in an LRU of ``specialization_cache_size`` entries. See
+    ``docs/dynamic_axes.md``.
     """
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; available: {sorted(BACKENDS)}")
+
+    def make(f: Callable) -> JitFunction:
+        return JitFunction(f, static_argnums, static_argnames, backend, dynamic_axes=dynamic_axes,
+                           specialization_cache_size=specialization_cache_size, **options)
+
     if fun is None:
-        return lambda f: JitFunction(f, static_argnums, static_argnames, backend, **options)
-    return JitFunction(fun, static_argnums, static_argnames, backend, **options)
+        return make
+    return make(fun)
 
 
 def make_program(fun: Callable, *, static_argnums: int | Sequence[int] = (),

@@ -367,3 +367,79 @@ def trace_to_program(fun: Any, in_avals: Sequence[ShapedArray]) -> tuple[Program
         tracers_out = [trace.full_raise(o) for o in outs]
         prog = builder.build(tracers_in, tracers_out)
     return prog, outs
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving symbolic dimensions under an axis binding
+# ---------------------------------------------------------------------------------------------
+
+
+from ember._src import shapes as _sh  # noqa: E402
+
+
+def resolve_value(v: Any, env: dict[str, int], memo: dict | None = None) -> Any:
+    """``v`` (a dim, a tuple/list/dict of params, a Program) with every symbolic dim evaluated
+    under ``env``; containers without symbolic content are returned as the same object."""
+    t = type(v)
+    if t is _sh.DimExpr:
+        if memo is None:
+            return _sh.evaluate(v, env)
+        d = memo.get(v)
+        if d is None:
+            d = memo[v] = _sh.evaluate(v, env)
+        return d
+    if t is tuple or t is list:
+        items = [resolve_value(x, env, memo) for x in v]
+        return v if all(a is b for a, b in zip(items, v)) else t(items)
+    if t is dict:
+        new = {k: resolve_value(x, env, memo) for k, x in v.items()}
+        return v if all(new[k] is x for k, x in v.items()) else new
+    if t is Program:
+        return resolve_program(v, env, memo)
+    return v
+
+
+def resolve_program(p: Program, env: dict[str, int], memo: dict | None = None) -> Program:
+    """The statically shaped Program of ``p`` under the axis binding ``env`` (``{"batch": 32}``).
+
+    Every symbolic dim in the avals of ``p``'s values and in equation params (shapes, slice
+    bounds, padding, sub-programs) is replaced by its value under ``env``. Values whose aval is
+    already static keep their :class:`Var`; equations without symbolic content keep their params
+    dict. A ``dim_as_value`` equation (a symbolic size used as a number) becomes a literal.
+    Raises :class:`~ember.errors.ShapeError` when an axis is unbound or a value's size comes out
+    negative (the binding violates a shape constraint of the program).
+    """
+    from ember.errors import ShapeError
+
+    memo = {} if memo is None else memo
+    atoms: dict[int, Atom] = {}
+
+    def var(v: Var) -> Var:
+        shape = resolve_value(v.aval.shape, env, memo)
+        if shape is v.aval.shape:
+            return v
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"a value of type {v.aval.str_short()} gets the negative shape {shape} "
+                             f"under the binding {_fmt_env(env)}: the binding violates a shape "
+                             "constraint of the program")
+        nv = atoms[v.id] = Var(ShapedArray(shape, v.aval.dtype, v.aval.weak_type))
+        return nv
+
+    def read(a: Atom) -> Atom:
+        return atoms.get(a.id, a) if isinstance(a, Var) else a
+
+    constvars = [var(v) for v in p.constvars]
+    invars = [var(v) for v in p.invars]
+    eqns = []
+    for e in p.eqns:
+        params = resolve_value(e.params, env, memo)
+        if e.prim.name == "dim_as_value":
+            (out,) = e.outvars
+            atoms[out.id] = Literal(params["dim"], out.aval)
+            continue
+        eqns.append(Eqn(e.prim, [read(a) for a in e.inputs], params, [var(v) for v in e.outvars]))
+    return Program(constvars, invars, eqns, [read(a) for a in p.outvars], p.consts)
+
+
+def _fmt_env(env: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in env.items()) + "}"

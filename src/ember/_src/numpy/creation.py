@@ -1,3 +1,455 @@
-"""ember.numpy: creation (being written)."""
+"""NumPy-level array creation: ``array``, ``zeros``/``ones``/``full``/``empty`` (and ``*_like``),
+``arange``, ``linspace``/``logspace``/``geomspace``, ``eye``/``identity``, ``meshgrid``, ``indices``.
 
-__all__: list[str] = []
+Python floats default to float32 and ints to int32; NumPy inputs keep their dtype. Shapes may hold
+symbolic dims (:class:`ember._src.shapes.DimExpr`), so ``zeros((batch, 4))`` works inside a
+program traced with a named axis. Every constructor builds its value from primitives
+(``broadcast_in_dim`` of a scalar, ``iota``), so it records into a ``jit`` trace rather than
+capturing a large constant.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import core
+from ember._src import dtypes as dt
+from ember._src import shapes as sh
+from ember._src.array import Array, aligned_copy, asarray_eager
+from ember._src.numpy import ufuncs
+from ember._src.prims import elementwise as ew
+from ember._src.prims import movement as mv
+from ember.errors import DTypeError, ShapeError
+
+ArrayLike = Any
+DTypeLike = Any
+ShapeLike = Any
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
+    a = core.get_aval(x)
+    if a.dtype == dtype and a.weak_type == weak:
+        return x
+    return ew.convert_element_type(x, dtype, weak_type=weak)
+
+
+def _shape(shape: ShapeLike, what: str = "shape") -> tuple:
+    """Canonical (possibly symbolic) shape; negative sizes are a :class:`ShapeError`."""
+    if isinstance(shape, (core.Tracer, Array)):
+        shape = core.concrete_or_error(shape, what).tolist()
+    try:
+        return sh.canonical_shape(shape)
+    except ShapeError as e:
+        raise ShapeError(f"{what}: {e}") from None
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}") from None
+
+
+def _np_scalar(x: Any) -> Any:
+    """NumPy scalars as 0-d arrays: ``np.float64`` subclasses ``float``, and must keep its dtype
+    rather than be typed as a weak Python float."""
+    return np.asarray(x) if isinstance(x, np.generic) else x
+
+
+def _is_scalar(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, complex))
+
+
+def _scalar_array(value: Any, dtype: np.dtype | None) -> Any:
+    """``value`` (a Python/NumPy scalar or an ember value) as a 0-d-or-more ember value."""
+    if isinstance(value, (core.Tracer, Array)):
+        return value if dtype is None else _convert(value, dtype)
+    return asarray_eager(_np_scalar(value), dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# array
+# ---------------------------------------------------------------------------------------------
+
+
+def _contains_tracer(x: Any) -> bool:
+    if isinstance(x, core.Tracer):
+        return True
+    if isinstance(x, (list, tuple)):
+        return builtins.any(_contains_tracer(y) for y in x)
+    return False
+
+
+def _stack_nested(x: Any) -> Any:
+    """A nested list/tuple holding tracers as one traced value (promoting dtypes as JAX)."""
+    if not isinstance(x, (list, tuple)):
+        return x
+    items = [_stack_nested(_np_scalar(y)) for y in x]
+    if not items:
+        raise ShapeError("array: cannot build an array from an empty sequence holding traced values")
+    shapes = {np.shape(y) if not isinstance(y, (core.Tracer, Array)) else core.get_aval(y).shape
+              for y in items}
+    if len(shapes) != 1:
+        raise ShapeError(f"array: nested sequences have inhomogeneous shapes "
+                         f"{', '.join(sh.shape_str(s) for s in sorted(shapes, key=str))}")
+    items = ufuncs.promote_args("array", *items)
+    expanded = [mv.reshape(y, (1, *core.get_aval(y).shape)) for y in items]
+    return mv.concatenate(expanded, 0) if len(expanded) > 1 else expanded[0]
+
+
+def array(object: ArrayLike, dtype: DTypeLike = None, copy: bool = True,  # noqa: A002
+          order: str | None = None, ndmin: int = 0) -> Any:
+    """An array from ``object`` (array, scalar, nested sequence, possibly holding tracers).
+
+    ``copy=True`` gives a new array object even for an ember ``Array`` input (ember arrays are
+    immutable, so ``copy=False`` may return the input itself). ``ndmin`` prepends size-1 dims.
+    """
+    if order not in (None, "K", "A", "C"):
+        raise NotImplementedError(f"array: order={order!r} is not supported (ember arrays are C-order)")
+    want = None if dtype is None else dt.canonicalize(dtype)
+    object = _np_scalar(object)  # noqa: A001
+    if isinstance(object, core.Tracer):
+        out = object if want is None else _convert(object, want)
+    elif _contains_tracer(object):
+        out = _stack_nested(object)
+        if want is not None:
+            out = _convert(out, want)
+    elif isinstance(object, Array):
+        out = asarray_eager(object, want)
+        if copy and out is object:
+            out = Array(aligned_copy(np.array(object.value)), object.weak_type)
+    else:
+        out = asarray_eager(object, want)
+    nd = core.get_aval(out).ndim
+    if ndmin > nd:
+        out = mv.reshape(out, (1,) * (ndmin - nd) + tuple(core.get_aval(out).shape))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# zeros / ones / full / empty and their *_like forms
+# ---------------------------------------------------------------------------------------------
+
+
+def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (a scalar or an array broadcast to ``shape``).
+
+    Without ``dtype`` the dtype is that of ``fill_value`` (Python scalars give weakly typed
+    float32/int32 arrays, as JAX).
+    """
+    shp = _shape(shape)
+    fill = _scalar_array(fill_value, None if dtype is None else dt.canonicalize(dtype))
+    fa = core.get_aval(fill)
+    if fa.ndim > len(shp) or sh.broadcast_shapes(shp, fa.shape, op="full") != shp:
+        raise ShapeError(f"full: fill_value of shape {sh.shape_str(fa.shape)} does not broadcast to "
+                         f"shape {sh.shape_str(shp)}")
+    return mv.broadcast_to_rank_shape(fill, shp) if fa.shape != shp or fa.ndim == 0 else fill
+
+
+def zeros(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+    """An array of zeros (float32 by default); ``shape`` entries may be symbolic dims."""
+    return mv.full(_shape(shape), 0, dt.float32 if dtype is None else dtype)
+
+
+def ones(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+    """An array of ones (float32 by default); ``shape`` entries may be symbolic dims."""
+    return mv.full(_shape(shape), 1, dt.float32 if dtype is None else dtype)
+
+
+def empty(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+    """Like :func:`zeros` (ember arrays are immutable, so uninitialized memory is never exposed)."""
+    return zeros(shape, dtype)
+
+
+def _like(name: str, a: ArrayLike, fill_value: Any, dtype: DTypeLike, shape: ShapeLike) -> Any:
+    x = a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a)
+    aval = core.get_aval(x)
+    out_dtype = aval.dtype if dtype is None else dt.canonicalize(dtype)
+    weak = aval.weak_type and dtype is None
+    shp = aval.shape if shape is None else _shape(shape, f"{name}: shape")
+    fill = Array(aligned_copy(np.asarray(fill_value).astype(out_dtype)), weak)
+    return mv.broadcast_to_rank_shape(fill, shp)
+
+
+def zeros_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+    """Zeros with the shape and dtype of ``a`` (works on traced values)."""
+    return _like("zeros_like", a, 0, dtype, shape)
+
+
+def ones_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+    """Ones with the shape and dtype of ``a`` (works on traced values)."""
+    return _like("ones_like", a, 1, dtype, shape)
+
+
+def empty_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+    """Like :func:`zeros_like`."""
+    return _like("empty_like", a, 0, dtype, shape)
+
+
+def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+    """``fill_value`` broadcast to the shape of ``a`` with the dtype of ``a`` unless ``dtype`` is given."""
+    x = a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a)
+    aval = core.get_aval(x)
+    out_dtype = aval.dtype if dtype is None else dt.canonicalize(dtype)
+    shp = aval.shape if shape is None else _shape(shape, "full_like: shape")
+    if _is_scalar(fill_value) or isinstance(fill_value, np.generic):
+        return _like("full_like", x, fill_value, dtype, shape)
+    return full(shp, _convert(_scalar_array(fill_value, None), out_dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# arange / linspace / logspace / geomspace
+# ---------------------------------------------------------------------------------------------
+
+
+def _concrete_number(x: Any, what: str) -> Any:
+    if isinstance(x, (int, float, bool, sh.DimExpr)) and not isinstance(x, np.generic):
+        return x
+    v = core.concrete_or_error(x, what)
+    if v.ndim != 0:
+        raise ShapeError(f"{what} must be a scalar, got shape {v.shape}")
+    return v
+
+
+def _arange_dtype(args: Sequence[Any]) -> np.dtype:
+    typed = []
+    for a in args:
+        if isinstance(a, sh.DimExpr):
+            typed.append((dt.int32, True))
+        elif isinstance(a, np.ndarray):
+            typed.append((dt.canonicalize(a.dtype), False))
+        else:
+            typed.append(dt.dtype_and_weak(a))
+    d, _ = dt.promote(*typed)
+    if d == dt.bool_:
+        raise DTypeError("arange does not accept bool arguments")
+    return d
+
+
+def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dtype: DTypeLike = None) -> Any:
+    """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``.
+
+    Arguments must be concrete (the length of the result depends on them); ``arange(n)`` with a
+    symbolic dim ``n`` gives an ``iota`` of that length. Python ints give int32 and floats float32.
+    """
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    vals = [_concrete_number(v, f"arange: argument {name!r}")
+            for v, name in ((start, "start"), (stop, "stop"), (step, "step"))]
+    out_dtype = dt.canonicalize(dtype) if dtype is not None else _arange_dtype(vals)
+    start_v, stop_v, step_v = (v if isinstance(v, sh.DimExpr) else np.asarray(v).item() for v in vals)
+    if isinstance(stop_v, sh.DimExpr) or isinstance(start_v, sh.DimExpr):
+        if not (isinstance(step_v, int) and step_v == 1 and isinstance(start_v, int) and start_v == 0):
+            raise ShapeError("arange with a symbolic bound supports only arange(n) (start 0, step 1)")
+        return mv.iota(out_dtype, stop_v)
+    if step_v == 0:
+        raise ValueError("arange: step must not be zero")
+    if builtins.any(isinstance(v, complex) for v in (start_v, stop_v, step_v)):
+        raise DTypeError("arange does not support complex arguments")
+    n = builtins.max(int(math.ceil((stop_v - start_v) / step_v)), 0)
+    if dt.is_integer(out_dtype) and builtins.all(isinstance(v, (int, bool)) for v in (start_v, step_v)):
+        out = mv.iota(out_dtype, n)
+        if step_v != 1:
+            out = ew.mul(out, mv.full((n,), step_v, out_dtype))
+        if start_v != 0:
+            out = ew.add(out, mv.full((n,), start_v, out_dtype))
+        return out
+    # floats (or a float start/step with an integer dtype): start + i*step computed in the float
+    # dtype of at least the result's precision, as NumPy does
+    cdt = out_dtype if dt.is_inexact(out_dtype) else dt.float64
+    out = mv.iota(cdt, n)
+    out = ew.add(ew.mul(out, mv.full((n,), step_v, cdt)), mv.full((n,), start_v, cdt))
+    if not dt.is_inexact(out_dtype):
+        out = ew.floor(out)
+    return _convert(out, out_dtype)
+
+
+def _interp_dtypes(start: Any, stop: Any, dtype: DTypeLike) -> tuple[np.dtype, np.dtype]:
+    """(result dtype, computation dtype) of linspace-like functions."""
+    d, weak = dt.promote(dt.dtype_and_weak(_np_scalar(start)), dt.dtype_and_weak(_np_scalar(stop)))
+    if not dt.is_inexact(d):
+        d = dt.float32 if weak else dt.to_float(d)
+    out = d if dtype is None else dt.canonicalize(dtype)
+    comp = d if dt.is_inexact(out) and not dt.is_inexact(d) else out
+    if not dt.is_inexact(comp):
+        comp = d
+    return out, (dt.float32 if dt.is_low_precision(comp) else comp)
+
+
+def _as_bound(x: ArrayLike) -> Any:
+    return ufuncs.asarray(_np_scalar(x)) if not isinstance(x, (core.Tracer, Array)) else x
+
+
+def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: DTypeLike = None, axis: int = 0) -> Any:
+    """``num`` evenly spaced samples over ``[start, stop]`` (or ``[start, stop)``).
+
+    ``start``/``stop`` may be arrays (broadcast together); the samples run along ``axis`` of the
+    result. With ``endpoint`` the last sample is exactly ``stop``.
+    """
+    num = int(core.concrete_or_error(num, "linspace: num")) if not isinstance(num, int) else num
+    if num < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    out_dtype, cdt = _interp_dtypes(start, stop, dtype)
+    s, e = (_convert(_as_bound(v), cdt) for v in (start, stop))
+    bshape = sh.broadcast_shapes(core.get_aval(s).shape, core.get_aval(e).shape, op="linspace")
+    s, e = mv.broadcast_to_rank_shape(s, bshape), mv.broadcast_to_rank_shape(e, bshape)
+    nd = len(bshape) + 1
+    ax = sh.normalize_axis(axis, nd, "axis")
+    out_shape = (*bshape[:ax], num, *bshape[ax:])
+    bdims = tuple(i for i in range(nd) if i != ax)
+    div = (num - 1) if endpoint else num
+    delta = ew.sub(e, s)
+    s_b = mv.broadcast_in_dim(s, out_shape, bdims)
+    if div > 0:
+        step = ew.div(delta, mv.full(bshape, div, cdt))
+        i = mv.broadcasted_iota(cdt, out_shape, ax)
+        # interpolate as start + i * delta / div (exact at i = 0)
+        out = ew.add(s_b, ew.div(ew.mul(i, mv.broadcast_in_dim(delta, out_shape, bdims)),
+                                 mv.full(out_shape, div, cdt)))
+        if endpoint and num > 1:
+            idx = mv.broadcasted_iota(dt.int32, out_shape, ax)
+            last = ew.eq(idx, mv.full(out_shape, num - 1, dt.int32))
+            out = ew.select(last, mv.broadcast_in_dim(e, out_shape, bdims), out)
+    else:
+        step = mv.full(bshape, np.nan, cdt)
+        out = s_b
+    if dt.is_integer(out_dtype) and not dt.is_complex(cdt):
+        out = ew.floor(out)
+    out = _convert(out, out_dtype)
+    if retstep:
+        return out, _convert(step, out_dtype) if dt.is_inexact(out_dtype) else step
+    return out
+
+
+def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
+             base: ArrayLike = 10.0, dtype: DTypeLike = None, axis: int = 0) -> Any:
+    """``base ** linspace(start, stop, ...)``, as ``numpy.logspace``."""
+    out_dtype, cdt = _interp_dtypes(start, stop, dtype)
+    exps = linspace(start, stop, num, endpoint, dtype=cdt, axis=axis)
+    out_shape = core.get_aval(exps).shape
+    b = _convert(_as_bound(base), cdt)
+    ba = core.get_aval(b)
+    ax = sh.normalize_axis(axis, len(out_shape), "axis")
+    bshape = out_shape[:ax] + out_shape[ax + 1:]
+    if ba.ndim > len(bshape) or sh.broadcast_shapes(bshape, ba.shape, op="logspace: base") != bshape:
+        raise ShapeError(f"logspace: base of shape {sh.shape_str(ba.shape)} does not broadcast to the "
+                         f"shape {sh.shape_str(bshape)} of start/stop")
+    b = mv.broadcast_to_rank_shape(b, bshape)
+    b = mv.broadcast_in_dim(b, out_shape, tuple(i for i in range(len(out_shape)) if i != ax))
+    out = ew.pow(b, exps)
+    if dt.is_integer(out_dtype):
+        out = ew.floor(out)
+    return _convert(out, out_dtype)
+
+
+def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
+              dtype: DTypeLike = None, axis: int = 0) -> Any:
+    """Samples evenly spaced on a log scale, with ``start`` and ``stop`` exact (real inputs)."""
+    out_dtype, cdt = _interp_dtypes(start, stop, dtype)
+    if dt.is_complex(cdt):
+        raise DTypeError("geomspace: complex bounds are not supported")
+    s, e = (_convert(_as_bound(v), cdt) for v in (start, stop))
+    for v, name in ((s, "start"), (e, "stop")):
+        if not isinstance(v, core.Tracer) and np.any(np.asarray(v.value) == 0):
+            raise ValueError(f"geomspace: a geometric sequence cannot include zero ({name} is 0)")
+    bshape = sh.broadcast_shapes(core.get_aval(s).shape, core.get_aval(e).shape, op="geomspace")
+    s, e = mv.broadcast_to_rank_shape(s, bshape), mv.broadcast_to_rank_shape(e, bshape)
+    sign = ew.sign(s)  # NumPy requires start and stop to share a sign; the sign of start is used
+    logs = linspace(ew.log(ew.abs(s)), ew.log(ew.abs(e)), num, endpoint, dtype=cdt, axis=axis)
+    nd = len(bshape) + 1
+    ax = sh.normalize_axis(axis, nd, "axis")
+    out_shape = core.get_aval(logs).shape
+    bdims = tuple(i for i in range(nd) if i != ax)
+    out = ew.mul(mv.broadcast_in_dim(sign, out_shape, bdims), ew.exp(logs))
+    if num > 0:
+        idx = mv.broadcasted_iota(dt.int32, out_shape, ax)
+        first = ew.eq(idx, mv.full(out_shape, 0, dt.int32))
+        out = ew.select(first, mv.broadcast_in_dim(s, out_shape, bdims), out)
+        if endpoint and num > 1:
+            last = ew.eq(idx, mv.full(out_shape, num - 1, dt.int32))
+            out = ew.select(last, mv.broadcast_in_dim(e, out_shape, bdims), out)
+    if dt.is_integer(out_dtype):
+        out = ew.floor(out)
+    return _convert(out, out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# eye / identity / meshgrid / indices
+# ---------------------------------------------------------------------------------------------
+
+
+def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None) -> Any:
+    """A 2-D array with ones on the ``k``-th diagonal (``k`` may be traced) and zeros elsewhere."""
+    n = sh.canonical_dim(N)
+    m = n if M is None else sh.canonical_dim(M)
+    out_dtype = dt.float32 if dtype is None else dt.canonicalize(dtype)
+    rows = mv.broadcasted_iota(dt.int32, (n, m), 0)
+    cols = mv.broadcasted_iota(dt.int32, (n, m), 1)
+    if isinstance(k, (int, np.integer)):
+        kk = mv.full((n, m), int(k), dt.int32)
+    else:
+        ka = _convert(_as_bound(k), dt.int32)
+        if core.get_aval(ka).shape != ():
+            raise ShapeError(f"eye: k must be a scalar, got shape {sh.shape_str(core.get_aval(ka).shape)}")
+        kk = mv.broadcast_in_dim(ka, (n, m), ())
+    on = ew.eq(ew.sub(cols, rows), kk)
+    return _convert(on, out_dtype)
+
+
+def identity(n: Any, dtype: DTypeLike = None) -> Any:
+    """The ``n x n`` identity matrix."""
+    return eye(n, dtype=dtype)
+
+
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Any]:
+    """Coordinate matrices from coordinate vectors (``indexing='xy'`` swaps the first two axes)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    vecs = []
+    for x in xi:
+        v = _as_bound(x)
+        a = core.get_aval(v)
+        if a.ndim != 1:
+            v = mv.reshape(v, (sh.size(a.shape),))
+        vecs.append(v)
+    n = len(vecs)
+    sizes = [core.get_aval(v).shape[0] for v in vecs]
+    if indexing == "xy" and n >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, v in enumerate(vecs):
+        pos = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            pos = 1 - i
+        if sparse:
+            out.append(mv.reshape(v, tuple(sizes[pos] if j == pos else 1 for j in range(n))))
+        else:
+            out.append(mv.broadcast_in_dim(v, tuple(sizes), (pos,)))
+    return out
+
+
+def indices(dimensions: Sequence[Any], dtype: DTypeLike = None, sparse: bool = False) -> Any:
+    """The index grid of ``dimensions``: shape ``(len(dimensions), *dimensions)`` (a tuple if sparse)."""
+    dims = _shape(tuple(dimensions), "indices: dimensions")
+    out_dtype = dt.int32 if dtype is None else dt.canonicalize(dtype)
+    n = len(dims)
+    if sparse:
+        return tuple(mv.reshape(mv.iota(out_dtype, d), tuple(d if j == i else 1 for j in range(n)))
+                     for i, d in enumerate(dims))
+    if n == 0:
+        return mv.full((0,), 0, out_dtype)
+    grids = [mv.reshape(mv.broadcasted_iota(out_dtype, dims, i), (1, *dims)) for i in range(n)]
+    return mv.concatenate(grids, 0)
+
+
+__all__ = [
+    "arange", "array", "empty", "empty_like", "eye", "full", "full_like", "geomspace", "identity",
+    "indices", "linspace", "logspace", "meshgrid", "ones", "ones_like", "zeros", "zeros_like",
+]

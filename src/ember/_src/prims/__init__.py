@@ -6,5 +6,6 @@ from ember._src.prims import (  # noqa: F401
     indexing,
     misc,
     movement,
+    random_bits,
     reductions,
 )

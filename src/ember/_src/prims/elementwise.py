@@ -385,7 +385,7 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     """Cast ``x`` to ``new_dtype`` (complex to real keeps the real part; float to int truncates)."""
     new_dtype = dt.canonicalize(new_dtype)
     a = core.get_aval(x)
-    if a.dtype == new_dtype and a.weak_type == weak_type and not isinstance(x, (int, float, complex)):
+    if a.dtype == new_dtype and a.weak_type == weak_type and not isinstance(x, (int, float, type(1j))):
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
 
@@ -554,10 +554,21 @@ _unary_jvp(erfc_p, lambda x, y: mul(_const(x, -2 / np.sqrt(np.pi)), exp(neg(mul(
 _unary_jvp(erf_inv_p, lambda x, y: mul(_const(x, np.sqrt(np.pi) / 2), exp(mul(y, y))))
 _unary_jvp(lgamma_p, lambda x, y: digamma(x))
 
-for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p, population_count_p, nextafter_p,
+for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, not_p, population_count_p,
            and_p, or_p, xor_p, eq_p, ne_p, lt_p, le_p, gt_p, ge_p, shift_left_p,
            shift_right_arithmetic_p, shift_right_logical_p):
     _nondiff(_p)
+
+
+def _nextafter_jvp(primals: list, tangents: list) -> tuple[list, list]:
+    # nextafter(x, y) moves x by one ulp: it follows x (so spacing(x) = nextafter - x has slope 0)
+    out = nextafter(*primals)
+    t = tangents[0]
+    return [out], [ad.Zero.from_value(out) if ad.is_zero(t) else t]
+
+
+nextafter_p.jvp = _nextafter_jvp
+nextafter_p.na("transpose", "nextafter is not linear")
 digamma_p.jvp = None
 digamma_p.na("jvp", "polygamma(1, x) is not implemented yet")
 _nonlinear(exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,

@@ -108,6 +108,8 @@ def _take_transpose(ct: Any, x: Any, idx: Any, *, axis: int, mode: str) -> list:
     if ad.is_zero(ct):
         return [ad.Zero(x.aval), None]
     zeros = mv.full(x.aval.shape, 0, x.aval.dtype)
+    if mode == "clip":  # clamped reads send their cotangent to the clamped position
+        idx = _clip_indices(idx, x.aval.shape[axis])
     return [scatter_p.bind(zeros, idx, ct, axis=axis, mode="add"), None]
 
 
@@ -269,6 +271,10 @@ def _scatter_jvp(primals: list, tangents: list, *, axis: int, mode: str) -> tupl
 
 
 def _scatter_transpose(ct: Any, x: Any, idx: Any, u: Any, *, axis: int, mode: str) -> list:
+    if mode == "mul" and isinstance(x, ad.UndefPrimal) and not isinstance(u, ad.UndefPrimal):
+        # linear in the operand for fixed updates: a diagonal scaling, its own transpose
+        return [ad.Zero(x.aval) if ad.is_zero(ct) else scatter_p.bind(ct, idx, u, axis=axis, mode="mul"),
+                None, None]
     if mode not in ("add", "set") or isinstance(idx, ad.UndefPrimal):
         raise TypeError(f"scatter with mode={mode!r} is not linear")
     ua = u.aval if isinstance(u, ad.UndefPrimal) else core.get_aval(u)

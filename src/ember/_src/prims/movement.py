@@ -343,7 +343,7 @@ def _slice_abstract(x: ShapedArray, *, start_indices: tuple, limit_indices: tupl
 
 def _slice_impl(x: np.ndarray, *, start_indices: tuple, limit_indices: tuple, strides: tuple | None) -> Any:
     strides = strides or (1,) * x.ndim
-    return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
+    return x[tuple(np.s_[s:l:st] for s, l, st in zip(start_indices, limit_indices, strides))]
 
 
 def _slice_transpose(ct: Any, x: Any, *, start_indices: tuple, limit_indices: tuple,
@@ -497,7 +497,10 @@ _linear_jvp(pad_p)
 
 def pad(x: Any, padding_value: Any, padding_config: Sequence) -> Any:
     """Pad with ``(low, high, interior)`` per axis; negative low/high crop."""
-    cfg = tuple((sh.canonical_dim(lo), sh.canonical_dim(hi), int(it)) for lo, hi, it in padding_config)
+    def dim(d: Any) -> Any:  # negative (cropping) padding is allowed here
+        return int(d) if isinstance(d, (int, np.integer)) else sh.canonical_dim(d)
+
+    cfg = tuple((dim(lo), dim(hi), int(it)) for lo, hi, it in padding_config)
     return pad_p.bind(x, padding_value, padding_config=cfg)
 
 

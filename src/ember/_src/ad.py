@@ -1,0 +1,1061 @@
+"""Automatic differentiation: forward mode, partial evaluation, linearize and transposition.
+
+Follows JAX's autodidax design:
+
+* **Forward mode** (:func:`jvp`) is an interpreter: a :class:`JVPTracer` carries a primal value
+  and its tangent; every primitive's ``jvp`` rule maps both. Tangents known to be zero are the
+  symbolic :class:`~ember._src.ad_util.Zero`; tangents of integer and boolean values are always
+  ``Zero``.
+* **Partial evaluation** (:func:`partial_eval_flat`) runs a function on partly known inputs:
+  operations on known values run at once (on the enclosing level: eagerly, or recorded by an
+  enclosing ``jit``); operations touching unknown values are staged into a :class:`Program`.
+* **linearize** = JVP + partial evaluation with the primals known and the tangents unknown: the
+  primal outputs are computed, and the tangent computation becomes a *linear* Program whose
+  constants are the residuals.
+* **Reverse mode** (:func:`vjp`, :func:`grad`) transposes that linear Program with
+  :func:`backward_pass`: it walks the equations in reverse, accumulating cotangents and calling
+  each primitive's ``transpose`` rule.
+
+Every transformation here composes with ``jit`` (which records whatever is bound on its level)
+and with ``vmap``; under ``jit`` the backward pass is itself recorded, so
+``make_program(grad(f))(x)`` is the whole forward-and-backward Program.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import core
+from ember._src import dtypes as dt
+from ember._src import tree as tu
+from ember._src.ad_util import UndefPrimal, Zero, add_tangents, float0, instantiate, is_zero, tangent_aval
+from ember._src.core import Primitive, ShapedArray
+from ember._src.program import Eqn, Literal, Program, Var, eval_program, inline_literals, trace_to_program
+from ember.errors import TracerError
+
+__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linear_transpose", "linearize", "value_and_grad",
+           "vjp"]
+
+
+def _is_diff_dtype(dtype: np.dtype) -> bool:
+    return dt.is_inexact(dtype)
+
+
+def _zero_like_aval(aval: ShapedArray) -> Zero:
+    return Zero(tangent_aval(aval))
+
+
+def _rule_missing(prim: Primitive, kind: str, what: str) -> NotImplementedError:
+    why = prim.not_applicable.get(kind)
+    return NotImplementedError(f"{what} rule for primitive '{prim.name}' is not implemented"
+                               + (f" ({why})" if why else ""))
+
+
+# =============================================================================================
+# Forward mode
+# =============================================================================================
+
+
+class JVPTracer(core.Tracer):
+    """A primal value together with its tangent (possibly a symbolic :class:`Zero`)."""
+
+    __slots__ = ("_trace", "primal", "tangent")
+
+    def __init__(self, trace: JVPTrace, primal: Any, tangent: Any):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return core.get_aval(self.primal)
+
+    def full_lower(self) -> Any:
+        if is_zero(self.tangent):
+            return core.full_lower(self.primal)
+        return self
+
+    def to_concrete(self) -> np.ndarray:
+        return _concrete(self.primal)
+
+
+def _concrete(x: Any) -> np.ndarray:
+    if isinstance(x, core.Tracer):
+        return x.to_concrete()
+    return np.asarray(getattr(x, "value", x))
+
+
+class JVPTrace(core.Trace):
+    """Pushes tangents through each primitive with its ``jvp`` rule."""
+
+    def pure(self, val: Any) -> JVPTracer:
+        return JVPTracer(self, val, Zero.from_value(val))
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(is_zero(t) for t in tangents):
+            out = prim.bind(*primals, **params)
+            outs = out if prim.multiple_results else [out]
+            return [JVPTracer(self, o, Zero.from_value(o)) for o in outs]
+        if prim.jvp is None:
+            raise _rule_missing(prim, "jvp", "Differentiation (JVP)")
+        primals_out, tangents_out = prim.jvp(primals, tangents, **params)
+        res = []
+        for p, t in zip(primals_out, tangents_out):
+            aval = core.get_aval(p)
+            if t is None or not _is_diff_dtype(aval.dtype):
+                t = _zero_like_aval(aval)
+            res.append(JVPTracer(self, p, t))
+        return res
+
+
+def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
+    """Forward mode on a flat function ``fun(*xs) -> list``; tangents may be :class:`Zero`.
+
+    Returns ``(primals_out, tangents_out)``; output tangents may be :class:`Zero`.
+    """
+    with core.new_main(JVPTrace) as main:
+        trace = JVPTrace(main)
+        tracers_in = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs = fun(*tracers_in)
+        tracers_out = [trace.full_raise(o) for o in outs]
+        primals_out = [t.primal for t in tracers_out]
+        tangents_out = [t.tangent for t in tracers_out]
+    return primals_out, tangents_out
+
+
+def _float0_zeros(aval: ShapedArray) -> np.ndarray:
+    return np.zeros(tuple(int(d) for d in aval.shape), dtype=float0)
+
+
+def _instantiate_out(t: Any, aval: ShapedArray) -> Any:
+    """A user-facing tangent/cotangent: zeros for :class:`Zero`, float0 zeros for integer values."""
+    if not _is_diff_dtype(aval.dtype):
+        return _float0_zeros(aval)
+    return instantiate(t)
+
+
+def _check_tangent(p: Any, t: Any, i: int, what: str) -> Any:
+    """Validate a user-supplied tangent for primal ``p``; returns the tangent or a :class:`Zero`."""
+    pa = core.get_aval(p)
+    if isinstance(t, np.ndarray) and t.dtype == float0:
+        if tuple(t.shape) != tuple(pa.shape):
+            raise ValueError(f"{what}: tangent {i} has shape {t.shape}, its primal has {pa.str_short()}")
+        return _zero_like_aval(pa)
+    ta = core.get_aval(t)
+    if tuple(ta.shape) != tuple(pa.shape):
+        raise ValueError(f"{what}: primal {i} has shape {pa.shape} but its tangent has shape {ta.shape}; "
+                         "primal and tangent arguments must have equal shapes")
+    if not _is_diff_dtype(pa.dtype):
+        return _zero_like_aval(pa)
+    if ta.dtype != pa.dtype:
+        if isinstance(t, (int, float, complex)) or ta.weak_type:
+            from ember._src.prims.elementwise import convert_element_type
+            return convert_element_type(t, pa.dtype)
+        raise TypeError(f"{what}: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}; "
+                        "tangents must have the dtype of their primal")
+    return t
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> Any:
+    """Forward-mode derivative: ``(fun(*primals), J(primals) @ tangents)``.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of pytrees with equal structure, shapes and
+    dtypes. Tangents of integer/boolean primals are ignored (pass float0 zeros as JAX does, or any
+    array of the right shape). With ``has_aux=True``, ``fun`` returns ``(out, aux)`` and the result
+    is ``(out, tangent_out, aux)``.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primal and tangent arguments must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise TypeError(f"jvp: {len(primals)} primal arguments but {len(tangents)} tangent arguments")
+    p_leaves, p_tree = tu.flatten(tuple(primals))
+    t_leaves, t_tree = tu.flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError(f"jvp: primal and tangent arguments must have the same tree structure; got {p_tree} "
+                        f"and {t_tree}")
+    t_leaves = [_check_tangent(p, t, i, "jvp") for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
+    flat, store = _flatten_fun(fun, p_tree, has_aux)
+    outs, touts = jvp_flat(flat, p_leaves, t_leaves)
+    out_tree, aux_tree, n_aux = store[0]
+    n_main = len(outs) - n_aux
+    main_t = [_instantiate_out(t, core.get_aval(o)) for o, t in zip(outs[:n_main], touts[:n_main])]
+    out = tu.unflatten(out_tree, outs[:n_main])
+    tout = tu.unflatten(out_tree, main_t)
+    if has_aux:
+        return out, tout, tu.unflatten(aux_tree, outs[n_main:])
+    return out, tout
+
+
+def _flatten_fun(fun: Callable, in_tree: tu.PyTreeDef, has_aux: bool,
+                 kwargs: dict | None = None) -> tuple[Callable, list]:
+    """``flat(*leaves) -> out_leaves + aux_leaves``; the store receives (out_tree, aux_tree, n_aux)."""
+    store: list = []
+
+    def flat(*leaves: Any) -> list:
+        args = tu.unflatten(in_tree, leaves)
+        res = fun(*args, **(kwargs or {}))
+        if has_aux:
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise TypeError("a function differentiated with has_aux=True must return a pair "
+                                f"(output, auxiliary data); got {type(res).__name__}")
+            out, aux = res
+            aux_leaves, aux_tree = tu.flatten(aux)
+        else:
+            out, aux_leaves, aux_tree = res, [], None
+        out_leaves, out_tree = tu.flatten(out)
+        out_leaves = [_from_float0(o) for o in out_leaves]
+        for i, o in enumerate(out_leaves):
+            try:
+                core.get_aval(o)
+            except TypeError:
+                raise TypeError(f"output leaf {i} of the differentiated function has type "
+                                f"{type(o).__name__}, which is not an array") from None
+        store.append((out_tree, aux_tree, len(aux_leaves)))
+        return out_leaves + list(aux_leaves)
+
+    return flat, store
+
+
+def _from_float0(x: Any) -> Any:
+    """float0 outputs (cotangents of integers) travel as boolean zeros: they are never differentiated."""
+    if isinstance(x, np.ndarray) and x.dtype == float0:
+        return np.zeros(x.shape, dtype=bool)
+    return x
+
+
+# =============================================================================================
+# Partial evaluation
+# =============================================================================================
+
+
+class PartialVal:
+    """A value that is either known (``const``) or unknown (only its ``aval``)."""
+
+    __slots__ = ("aval", "const", "is_known")
+
+    def __init__(self, aval: ShapedArray, const: Any, is_known: bool):
+        self.aval = aval
+        self.const = const
+        self.is_known = is_known
+
+    @classmethod
+    def known(cls, val: Any) -> PartialVal:
+        return cls(core.get_aval(val), val, True)
+
+    @classmethod
+    def unknown(cls, aval: ShapedArray) -> PartialVal:
+        return cls(aval, None, False)
+
+    def __repr__(self) -> str:
+        return f"PartialVal({'known' if self.is_known else 'unknown'} {self.aval.str_short()})"
+
+
+class _LambdaBinding:
+    """Recipe of an unknown input of the staged program."""
+
+
+class _ConstRecipe:
+    """Recipe of a known value used by a staged equation: a constant of the staged program."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val: Any):
+        self.val = val
+
+
+class _EqnRecipe:
+    """Recipe of the outputs of a staged equation."""
+
+    __slots__ = ("prim", "tracers_in", "params", "tracers_out")
+
+    def __init__(self, prim: Primitive, tracers_in: list, params: dict):
+        self.prim = prim
+        self.tracers_in = tracers_in
+        self.params = params
+        self.tracers_out: list = []
+
+
+class PartialEvalTracer(core.Tracer):
+    """A partially known value; unknown ones remember how they are computed (their recipe)."""
+
+    __slots__ = ("_trace", "pval", "recipe")
+
+    def __init__(self, trace: PartialEvalTrace, pval: PartialVal, recipe: Any):
+        self._trace = trace
+        self.pval = pval
+        self.recipe = recipe
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self.pval.aval
+
+    def full_lower(self) -> Any:
+        if self.pval.is_known:
+            return core.full_lower(self.pval.const)
+        return self
+
+    def to_concrete(self) -> np.ndarray:
+        if self.pval.is_known:
+            return _concrete(self.pval.const)
+        return super().to_concrete()
+
+
+class PartialEvalTrace(core.Trace):
+    """Computes what is known and stages what is not into equations (for :func:`tracers_to_program`)."""
+
+    def new_arg(self, pval: PartialVal) -> PartialEvalTracer:
+        return PartialEvalTracer(self, pval, None if pval.is_known else _LambdaBinding())
+
+    def pure(self, val: Any) -> PartialEvalTracer:
+        return PartialEvalTracer(self, PartialVal.known(val), None)
+
+    lift = pure
+
+    def instantiate_const(self, tracer: PartialEvalTracer) -> PartialEvalTracer:
+        """The unknown version of ``tracer``: known values become constants of the staged program."""
+        if not tracer.pval.is_known:
+            return tracer
+        cache = self.main.global_data
+        hit = cache.get(id(tracer))
+        if hit is not None:
+            return hit[1]
+        t = PartialEvalTracer(self, PartialVal.unknown(tracer.aval), _ConstRecipe(tracer.pval.const))
+        cache[id(tracer)] = (tracer, t)  # keeps `tracer` alive so its id stays unique
+        return t
+
+    def new_staged(self, prim: Primitive, tracers_in: list, params: dict,
+                   avals_out: Sequence[ShapedArray]) -> list[PartialEvalTracer]:
+        """Stage ``prim`` on (already instantiated) unknown tracers; returns its output tracers."""
+        recipe = _EqnRecipe(prim, tracers_in, params)
+        outs = [PartialEvalTracer(self, PartialVal.unknown(a), recipe) for a in avals_out]
+        recipe.tracers_out = outs
+        return outs
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
+        if all(t.pval.is_known for t in tracers):
+            out = prim.bind(*(t.pval.const for t in tracers), **params)
+            return list(out) if prim.multiple_results else [out]
+        rule = partial_eval_rules.get(prim)
+        if rule is not None:
+            return rule(self, tracers, **params)
+        tracers_in = [self.instantiate_const(t) for t in tracers]
+        avals_out = prim.abstract([t.aval for t in tracers_in], params)
+        return self.new_staged(prim, tracers_in, params, avals_out)
+
+
+#: Custom partial-evaluation rules ``rule(trace, tracers, **params) -> list of tracers/values``,
+#: for primitives that must see their known/unknown split whole (``checkpoint``).
+partial_eval_rules: dict[Primitive, Callable] = {}
+
+
+def _toposort(out_tracers: Sequence[PartialEvalTracer]) -> list[PartialEvalTracer]:
+    order: list = []
+    visited: set[int] = set()
+    stack: list = [(t, False) for t in reversed(out_tracers)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+            continue
+        if id(t) in visited:
+            continue
+        visited.add(id(t))
+        stack.append((t, True))
+        if isinstance(t.recipe, _EqnRecipe):
+            for p in reversed(t.recipe.tracers_in):
+                if id(p) not in visited:
+                    stack.append((p, False))
+    return order
+
+
+def tracers_to_program(in_tracers: Sequence[PartialEvalTracer],
+                       out_tracers: Sequence[PartialEvalTracer]) -> Program:
+    """Build the Program computing the unknown ``out_tracers`` from the unknown ``in_tracers``."""
+    from ember._src.array import asarray_eager
+    var_of: dict[int, Var] = {}
+    invars = []
+    for t in in_tracers:
+        v = var_of[id(t)] = Var(t.aval)
+        invars.append(v)
+    constvars, consts, eqns = [], [], []
+    done_eqns: set[int] = set()
+    for t in _toposort(out_tracers):
+        r = t.recipe
+        if isinstance(r, _LambdaBinding):
+            if id(t) not in var_of:
+                raise TracerError("partial evaluation: an unknown input that is not an input of the "
+                                  "staged program was used (a leaked tracer?)")
+        elif isinstance(r, _ConstRecipe):
+            if id(t) not in var_of:
+                val = r.val
+                if not isinstance(val, core.Tracer) and not hasattr(val, "value"):
+                    val = asarray_eager(val)
+                v = var_of[id(t)] = Var(core.get_aval(val))
+                constvars.append(v)
+                consts.append(val)
+        elif isinstance(r, _EqnRecipe):
+            if id(r) in done_eqns:
+                continue
+            done_eqns.add(id(r))
+            ins = [var_of[id(x)] for x in r.tracers_in]
+            outs = []
+            for o in r.tracers_out:
+                v = var_of.get(id(o))
+                if v is None:
+                    v = var_of[id(o)] = Var(o.aval)
+                outs.append(v)
+            eqns.append(Eqn(r.prim, ins, r.params, outs))
+        else:  # pragma: no cover - known tracers are instantiated before staging
+            raise AssertionError("known tracer reached the staged program")
+    outvars = [var_of[id(t)] for t in out_tracers]
+    return inline_literals(Program(constvars, invars, eqns, outvars, consts))
+
+
+def partial_eval_flat(fun: Callable, pvals_in: Sequence[PartialVal],
+                      instantiate: bool | Sequence[bool] | Callable[[int], Sequence[bool]] = False,
+                      ) -> tuple[Program, list[PartialVal]]:
+    """Run the flat ``fun(*xs) -> list`` on partially known inputs.
+
+    Returns ``(program, pvals_out)``: known outputs are in ``pvals_out`` (their ``const``); the
+    Program takes the unknown inputs (in order) and returns the unknown outputs (in order); its
+    constants are the known values it needs (the residuals). ``instantiate`` (a bool, one per
+    output, or a function of the number of outputs) forces outputs to be unknown.
+    """
+    with core.new_main(PartialEvalTrace, {}) as main:
+        trace = PartialEvalTrace(main)
+        tracers_in = [trace.new_arg(pv) for pv in pvals_in]
+        outs = fun(*tracers_in)
+        tracers_out = [trace.full_raise(o) for o in outs]
+        if callable(instantiate):
+            inst = list(instantiate(len(tracers_out)))
+        elif isinstance(instantiate, bool):
+            inst = [instantiate] * len(tracers_out)
+        else:
+            inst = list(instantiate)
+        tracers_out = [trace.instantiate_const(t) if f else t for t, f in zip(tracers_out, inst)]
+        pvals_out = [t.pval for t in tracers_out]
+        unk_in = [t for t in tracers_in if not t.pval.is_known]
+        unk_out = [t for t in tracers_out if not t.pval.is_known]
+        prog = tracers_to_program(unk_in, unk_out)
+    return prog, pvals_out
+
+
+# =============================================================================================
+# linearize
+# =============================================================================================
+
+
+class Linearized:
+    """The result of :func:`linearize_flat`: primal outputs and the linear tangent Program.
+
+    ``program`` maps the tangents of the differentiable inputs (``in_diff``) to the tangents of
+    the outputs with a non-zero tangent (``out_nonzero``); its constants are the residuals.
+    """
+
+    def __init__(self, primals_out: list, program: Program, in_avals: list, in_diff: list,
+                 out_avals: list, out_nonzero: list, n_aux: int):
+        self.primals_out = primals_out
+        self.program = program
+        self.in_avals = in_avals
+        self.in_diff = in_diff
+        self.out_avals = out_avals
+        self.out_nonzero = out_nonzero
+        self.n_aux = n_aux
+
+    def jvp(self, tangents: Sequence[Any]) -> list:
+        """Evaluate the linear map on one tangent per input (``Zero`` allowed); returns output tangents."""
+        ts = [instantiate(t) for t, d in zip(tangents, self.in_diff) if d]
+        outs = iter(eval_program(self.program, self.program.consts, ts))
+        return [next(outs) if nz else _zero_like_aval(a) for a, nz in zip(self.out_avals, self.out_nonzero)]
+
+    def transpose(self, cts: Sequence[Any]) -> list:
+        """Cotangents of the inputs (``Zero`` possible) for one cotangent per (non-aux) output."""
+        cts_nz = [ct for ct, nz in zip(cts, self.out_nonzero) if nz]
+        args = [UndefPrimal(v.aval) for v in self.program.invars]
+        res = iter(backward_pass(self.program, self.program.consts, args, cts_nz))
+        return [next(res) if d else _zero_like_aval(a) for a, d in zip(self.in_avals, self.in_diff)]
+
+
+def linearize_flat(fun: Callable, primals: Sequence[Any], n_aux: int | Callable[[], int] = 0) -> Linearized:
+    """JVP of the flat ``fun`` with known primals and unknown tangents, partially evaluated.
+
+    The last ``n_aux`` outputs (a number, or a function returning it once ``fun`` has run) are
+    auxiliary: they are returned as primal outputs and never differentiated.
+    """
+    primals = list(primals)
+    n = len(primals)
+    avals = [core.get_aval(p) for p in primals]
+    diff = [_is_diff_dtype(a.dtype) for a in avals]
+    box: dict = {}
+
+    def f_jvp(*args: Any) -> list:
+        ps = args[:n]
+        it = iter(args[n:])
+        ts = [next(it) if d else _zero_like_aval(a) for a, d in zip(avals, diff)]
+        outs, touts = jvp_flat(fun, ps, ts)
+        k = n_aux() if callable(n_aux) else n_aux
+        n_main = len(outs) - k
+        nz = [not is_zero(t) for t in touts[:n_main]]
+        box.update(nz=nz, out_avals=[core.get_aval(o) for o in outs[:n_main]], n_aux=k,
+                   n_primal=len(outs))
+        return list(outs) + [t for t, z in zip(touts[:n_main], nz) if z]
+
+    pvals = [PartialVal.known(p) for p in primals] + \
+        [PartialVal.unknown(tangent_aval(a)) for a, d in zip(avals, diff) if d]
+
+    def inst(n_out: int) -> list[bool]:
+        return [i >= box["n_primal"] for i in range(n_out)]
+
+    prog, pvals_out = partial_eval_flat(f_jvp, pvals, inst)
+    primal_pvals = pvals_out[:box["n_primal"]]
+    if not all(pv.is_known for pv in primal_pvals):  # pragma: no cover - a broken jvp rule
+        raise AssertionError("linearize: a primal output depends on the tangents (a broken JVP rule)")
+    return Linearized([pv.const for pv in primal_pvals], prog, avals, diff, box["out_avals"], box["nz"],
+                      box["n_aux"])
+
+
+def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the JVP at ``primals``.
+
+    The primal computation runs once; ``f_jvp`` evaluates a linear Program over stored residuals.
+    """
+    leaves, in_tree = tu.flatten(primals)
+    flat, store = _flatten_fun(fun, in_tree, False)
+    lin = linearize_flat(flat, leaves)
+    out_tree = store[0][0]
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_leaves, t_tree = tu.flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearize: tangent tree {t_tree} does not match the primal tree {in_tree}")
+        ts = [_check_tangent(p, t, i, "linearize") for i, (p, t) in enumerate(zip(leaves, t_leaves))]
+        outs = lin.jvp(ts)
+        return tu.unflatten(out_tree, [_instantiate_out(t, a) for t, a in zip(outs, lin.out_avals)])
+
+    return tu.unflatten(out_tree, lin.primals_out), f_jvp
+
+
+# =============================================================================================
+# Transposition
+# =============================================================================================
+
+
+def backward_pass(prog: Program, consts: Sequence[Any], args: Sequence[Any],
+                  cts_out: Sequence[Any]) -> list:
+    """Transpose ``prog`` with respect to its :class:`UndefPrimal` inputs.
+
+    ``args`` holds :class:`UndefPrimal` for the linear inputs and values for the others;
+    ``cts_out`` one cotangent per output (``Zero`` allowed). Equations whose inputs are all
+    known are evaluated forward first; the others (linear in the undefined inputs) are
+    transposed in reverse order. Returns one cotangent per input: ``None`` for defined inputs,
+    a value or :class:`Zero` for undefined ones.
+    """
+    env: dict[int, Any] = {}
+    linear: set[int] = set()
+    for v, c in zip(prog.constvars, consts):
+        env[v.id] = c
+    for v, a in zip(prog.invars, args):
+        if isinstance(a, UndefPrimal):
+            linear.add(v.id)
+        else:
+            env[v.id] = a
+
+    def read(a: Any) -> Any:
+        return a.val if isinstance(a, Literal) else env[a.id]
+
+    def is_lin(a: Any) -> bool:
+        return isinstance(a, Var) and a.id in linear
+
+    lin_eqns = []
+    for e in prog.eqns:
+        if any(is_lin(a) for a in e.inputs):
+            lin_eqns.append(e)
+            linear.update(o.id for o in e.outvars)
+        else:  # a non-linear equation on known values: evaluate it forward
+            outs = e.prim.bind(*(read(a) for a in e.inputs), **e.params)
+            for o, val in zip(e.outvars, outs if e.prim.multiple_results else [outs]):
+                env[o.id] = val
+
+    cts: dict[int, Any] = {}
+
+    def accum(v: Var, ct: Any, where: str) -> None:
+        if ct is None or is_zero(ct):
+            return
+        ca = core.get_aval(ct)
+        if tuple(ca.shape) != tuple(v.aval.shape):
+            raise AssertionError(f"transpose rule of {where} produced a cotangent of shape "
+                                 f"{ca.str_short()} for a value of type {v.aval.str_short()}")
+        if ca.dtype != v.aval.dtype:
+            from ember._src.prims.elementwise import convert_element_type
+            ct = convert_element_type(ct, v.aval.dtype)
+        prev = cts.get(v.id)
+        cts[v.id] = ct if prev is None else add_tangents(prev, ct)
+
+    for v, ct in zip(prog.outvars, cts_out):
+        if is_lin(v):
+            accum(v, ct, "the program outputs")
+
+    for e in reversed(lin_eqns):
+        ct_outs = [cts.pop(o.id, None) for o in e.outvars]
+        if all(c is None for c in ct_outs):
+            continue
+        ct_outs = [Zero(o.aval) if c is None else c for o, c in zip(e.outvars, ct_outs)]
+        invals = [UndefPrimal(a.aval) if is_lin(a) else read(a) for a in e.inputs]
+        if e.prim.transpose is None:
+            raise _rule_missing(e.prim, "transpose", "Transpose (reverse-mode differentiation)")
+        cts_in = e.prim.transpose(ct_outs if e.prim.multiple_results else ct_outs[0], *invals, **e.params)
+        for a, ct in zip(e.inputs, cts_in):
+            if is_lin(a):
+                accum(a, ct, f"'{e.prim.name}'")
+
+    res = []
+    for v, a in zip(prog.invars, args):
+        ct = cts.get(v.id)
+        res.append(None if not isinstance(a, UndefPrimal) else Zero(v.aval) if ct is None else ct)
+    return res
+
+
+def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
+    """The transpose of the linear function ``fun``, traced at the shapes/dtypes of ``primals``.
+
+    Returns ``f_t(out_cotangent) -> tuple`` of input cotangents (one per primal argument).
+    """
+    del reduce_axes
+    leaves, in_tree = tu.flatten(primals)
+    in_avals = []
+    for i, x in enumerate(leaves):
+        a = _abstractify(x)
+        if not _is_diff_dtype(a.dtype):
+            raise TypeError(f"linear_transpose only supports float and complex inputs; input {i} has "
+                            f"dtype {a.dtype}")
+        in_avals.append(a.strip_weak())
+    flat, store = _flatten_fun(fun, in_tree, False)
+    prog, _ = trace_to_program(flat, in_avals)
+    out_tree = store[0][0]
+
+    def transposed(out_cotangent: Any) -> tuple:
+        ct_leaves = _cts_for(out_cotangent, out_tree, prog.out_avals, "linear_transpose")
+        res = backward_pass(prog, prog.consts, [UndefPrimal(a) for a in in_avals], ct_leaves)
+        return tu.unflatten(in_tree, [instantiate(r) for r in res])
+
+    return transposed
+
+
+def _abstractify(x: Any) -> ShapedArray:
+    aval = getattr(x, "aval", None)
+    if isinstance(aval, ShapedArray):
+        return aval
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.ndarray):
+        return ShapedArray(tuple(x.shape), x.dtype)
+    return core.get_aval(x)
+
+
+def _cts_for(ct_tree: Any, out_tree: tu.PyTreeDef, out_avals: Sequence[ShapedArray], what: str) -> list:
+    """Flatten user cotangents against the output structure, checking shapes and casting dtypes."""
+    try:
+        leaves = tu.flatten_up_to(out_tree, ct_tree)[0]
+    except ValueError as e:
+        raise TypeError(f"{what}: the cotangent does not match the structure of the function's output "
+                        f"({out_tree}): {e}") from None
+    res = []
+    for i, (ct, a) in enumerate(zip(leaves, out_avals)):
+        if not _is_diff_dtype(a.dtype):
+            res.append(_zero_like_aval(a))
+            continue
+        if isinstance(ct, Zero):
+            res.append(ct)
+            continue
+        ca = core.get_aval(ct)
+        if tuple(ca.shape) != tuple(a.shape):
+            raise ValueError(f"{what}: cotangent {i} has shape {ca.shape} but the output has shape "
+                             f"{a.shape}")
+        if ca.dtype != a.dtype:
+            from ember._src.prims.elementwise import convert_element_type
+            if ca.weak_type or isinstance(ct, (int, float, complex)) or \
+                    (dt.is_complex(ca.dtype) == dt.is_complex(a.dtype) and dt.is_inexact(ca.dtype)):
+                ct = convert_element_type(ct, a.dtype)
+            else:
+                raise TypeError(f"{what}: cotangent {i} has dtype {ca.dtype} but the output has dtype "
+                                f"{a.dtype}")
+        res.append(ct)
+    return res
+
+
+# =============================================================================================
+# vjp, grad and friends
+# =============================================================================================
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> Any:
+    """``(fun(*primals), f_vjp)`` where ``f_vjp(cotangent)`` returns one cotangent per primal.
+
+    Integer and boolean primals get float0 zero cotangents, as in JAX. With ``has_aux=True``,
+    ``fun`` returns ``(out, aux)`` and the result is ``(out, f_vjp, aux)``.
+    """
+    leaves, in_tree = tu.flatten(primals)
+    for i, x in enumerate(leaves):
+        try:
+            core.get_aval(x)
+        except TypeError:
+            raise TypeError(f"vjp: primal argument leaf {i} of type {type(x).__name__} is not an array") \
+                from None
+    flat, store = _flatten_fun(fun, in_tree, has_aux)
+    lin = linearize_flat(flat, leaves, n_aux=lambda: store[0][2])
+    out_tree, aux_tree, n_aux = store[0]
+    n_main = len(lin.primals_out) - n_aux
+    out = tu.unflatten(out_tree, lin.primals_out[:n_main])
+    in_avals = lin.in_avals
+
+    def f_vjp(cotangent: Any) -> tuple:
+        cts = _cts_for(cotangent, out_tree, lin.out_avals, "vjp")
+        res = lin.transpose(cts)
+        return tu.unflatten(in_tree, [_instantiate_out(r, a) for r, a in zip(res, in_avals)])
+
+    if has_aux:
+        return out, f_vjp, tu.unflatten(aux_tree, lin.primals_out[n_main:])
+    return out, f_vjp
+
+
+def _arg_name(fun: Callable, i: int) -> str:
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+        return f"argument {params[i].name!r} (argnums={i})"
+    return f"positional argument {i}"
+
+
+def _split_argnums(fun: Callable, argnums: int | Sequence[int], args: tuple,
+                   what: str) -> tuple[tuple[int, ...], Callable]:
+    """Normalize ``argnums``; returns them and ``fun_of(dyn_args)`` closing over the other args."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"{what}: argnums must be an int or a tuple of ints, got {argnums!r}")
+        if not -len(args) <= a < len(args):
+            raise TypeError(f"{what}: differentiating with respect to argnums={argnums} requires at least "
+                            f"{(a if a >= 0 else -a - 1) + 1} positional arguments to be passed by the "
+                            f"caller, but got only {len(args)} positional arguments")
+    nums = tuple(a % len(args) for a in nums)
+    return nums, lambda dyn: tuple(dyn[nums.index(i)] if i in nums else a for i, a in enumerate(args))
+
+
+def _check_input_dtypes(fun: Callable, nums: Sequence[int], dyn: Sequence[Any], what: str,
+                        holomorphic: bool, allow_int: bool) -> None:
+    for i, x in zip(nums, dyn):
+        for leaf in tu.leaves(x):
+            try:
+                a = core.get_aval(leaf)
+            except TypeError:
+                raise TypeError(f"{what}: {_arg_name(fun, i)} contains a leaf of type "
+                                f"{type(leaf).__name__}, which is not an array") from None
+            if holomorphic:
+                if not dt.is_complex(a.dtype):
+                    raise TypeError(f"{what} with holomorphic=True requires inputs with complex dtype, but "
+                                    f"{_arg_name(fun, i)} has dtype {a.dtype}")
+            elif dt.is_complex(a.dtype):
+                raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype of "
+                                f"np.floating), but {_arg_name(fun, i)} has dtype {a.dtype}. For holomorphic "
+                                "differentiation, pass holomorphic=True. For differentiation of "
+                                "non-holomorphic functions involving complex inputs, use vjp directly.")
+            elif not dt.is_float(a.dtype) and not allow_int:
+                raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that is a "
+                                f"sub-dtype of np.inexact), but {_arg_name(fun, i)} has dtype {a.dtype}. "
+                                "If you want to use integer-valued inputs, use vjp or set allow_int=True.")
+
+
+def _check_scalar_output(out: Any, what: str, holomorphic: bool) -> None:
+    leaves = tu.leaves(out)
+    if len(leaves) != 1:
+        raise TypeError(f"{what} requires a function returning a single scalar array, got a pytree with "
+                        f"{len(leaves)} leaves ({tu.structure(out)})")
+    a = core.get_aval(leaves[0])
+    if a.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {a.shape}. "
+                        f"({what}; use vjp or jacrev for non-scalar outputs)")
+    if holomorphic:
+        if not dt.is_complex(a.dtype):
+            raise TypeError(f"{what} with holomorphic=True requires outputs with complex dtype, but got "
+                            f"{a.dtype}")
+    elif not dt.is_float(a.dtype):
+        raise TypeError(f"{what} requires real-valued outputs (output dtype that is a sub-dtype of "
+                        f"np.floating), but got {a.dtype}. For holomorphic differentiation, pass "
+                        "holomorphic=True. For differentiation of non-holomorphic functions involving "
+                        "complex outputs, use vjp directly.")
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """A function returning ``(fun(*args), grad)`` (``((value, aux), grad)`` with ``has_aux``).
+
+    ``fun`` must return a real scalar (complex with ``holomorphic=True``). The gradient has the
+    structure of the argument(s) selected by ``argnums`` (a tuple of them when ``argnums`` is a
+    tuple). Keyword arguments are passed through and not differentiated.
+    """
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
+        nums, rebuild = _split_argnums(fun, argnums, args, "grad")
+        dyn = tuple(args[i] for i in nums)
+        _check_input_dtypes(fun, nums, dyn, "grad", holomorphic, allow_int)
+        f_dyn = lambda *d: fun(*rebuild(d), **kwargs)
+        if has_aux:
+            out, f_vjp, aux = vjp(f_dyn, *dyn, has_aux=True)
+        else:
+            out, f_vjp = vjp(f_dyn, *dyn)
+        _check_scalar_output(out, "grad", holomorphic)
+        from ember._src.prims.movement import full
+        leaf = tu.leaves(out)[0]
+        a = core.get_aval(leaf)
+        ct = tu.unflatten(tu.structure(out), [full((), 1, a.dtype)])
+        g = f_vjp(ct)
+        g = g[0] if isinstance(argnums, int) else g
+        return ((out, aux) if has_aux else out), g
+
+    return value_and_grad_f
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """The gradient of the scalar-valued ``fun`` with respect to the arguments in ``argnums``.
+
+    ``grad(f)(x)`` is ``vjp(f, x)[1](1.0)``. Non-scalar or non-float outputs, and integer or
+    complex inputs (unless ``holomorphic=True``; ``allow_int=True`` gives float0 zeros for
+    integers) raise ``TypeError``. With ``has_aux=True``, returns ``(grad, aux)``.
+    """
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return grad_f
+
+
+# -- Jacobians ----------------------------------------------------------------------------------
+
+
+def _size(aval: ShapedArray) -> int:
+    n = 1
+    for d in aval.shape:
+        if not isinstance(d, (int, np.integer)):
+            raise TypeError(f"Jacobians need static shapes, got {aval.str_short()}")
+        n *= int(d)
+    return n
+
+
+def _basis(avals: Sequence[ShapedArray], dtype_of: Callable[[ShapedArray], Any]) -> list[np.ndarray]:
+    """Split rows of an identity matrix into one ``(N, *shape)`` block per leaf (N: total size)."""
+    sizes = [_size(a) for a in avals]
+    total = sum(sizes)
+    out, off = [], 0
+    for a, n in zip(avals, sizes):
+        block = np.zeros((total, n), dtype=dtype_of(a))
+        block[off:off + n] = np.eye(n, dtype=block.dtype)
+        out.append(block.reshape((total, *(int(d) for d in a.shape))))
+        off += n
+    return out
+
+
+def _unstack_jac(batched: Any, blocks: Sequence[ShapedArray], lead: ShapedArray, lead_first: bool) -> list:
+    """Split a ``(N, *lead.shape)`` batched value into one Jacobian block per basis leaf.
+
+    ``lead_first``: the result is ``lead.shape + block.shape`` (jacfwd when ``lead`` is the
+    output); otherwise ``block.shape + lead.shape`` (jacrev, where ``lead`` is the input).
+    """
+    from ember._src.prims import movement as mv
+    res, off = [], 0
+    nl = len(lead.shape)
+    for b in blocks:
+        n = _size(b)
+        piece = mv.slice_in_dim(batched, off, off + n, 1, 0)
+        piece = mv.reshape(piece, (*b.shape, *lead.shape))
+        if lead_first:
+            nb = len(b.shape)
+            piece = mv.transpose(piece, (*range(nb, nb + nl), *range(nb)))
+        res.append(piece)
+        off += n
+    return res
+
+
+def _vmap(f: Callable) -> Callable:
+    from ember._src.batching import vmap as _v
+    return _v(f)
+
+
+def _check_jac_inputs(fun: Callable, nums: Sequence[int], dyn: Sequence[Any], what: str,
+                      holomorphic: bool) -> None:
+    for i, x in zip(nums, dyn):
+        for leaf in tu.leaves(x):
+            a = core.get_aval(leaf)
+            if holomorphic and not dt.is_complex(a.dtype):
+                raise TypeError(f"{what} with holomorphic=True requires complex inputs, but "
+                                f"{_arg_name(fun, i)} has dtype {a.dtype}")
+            if not holomorphic and not dt.is_float(a.dtype):
+                raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype of "
+                                f"np.floating), but {_arg_name(fun, i)} has dtype {a.dtype}"
+                                + (". For holomorphic differentiation, pass holomorphic=True."
+                                   if dt.is_complex(a.dtype) else ""))
+
+
+def _jac_tree(out_tree: tu.PyTreeDef, in_tree: tu.PyTreeDef, blocks: list[list], single: bool) -> Any:
+    """Nest Jacobian blocks ``blocks[out_leaf][in_leaf]``: output structure outside, input inside."""
+    inner = [tu.unflatten(in_tree, row) for row in blocks]
+    if single:
+        inner = [x[0] for x in inner]
+    return tu.unflatten(out_tree, inner)
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
+    """The Jacobian of ``fun`` by forward mode: linearize once, push the standard basis through.
+
+    The result has the output structure outside and the ``argnums`` structure inside; each block
+    has shape ``out.shape + in.shape``.
+    """
+
+    @functools.wraps(fun)
+    def jac_f(*args: Any, **kwargs: Any) -> Any:
+        nums, rebuild = _split_argnums(fun, argnums, args, "jacfwd")
+        dyn = tuple(args[i] for i in nums)
+        _check_jac_inputs(fun, nums, dyn, "jacfwd", holomorphic)
+        leaves, in_tree = tu.flatten(dyn)
+        flat, store = _flatten_fun(lambda *d: fun(*rebuild(d), **kwargs), in_tree, has_aux)
+        lin = linearize_flat(flat, leaves, n_aux=lambda: store[0][2])
+        out_tree, aux_tree, n_aux = store[0]
+        n_main = len(lin.primals_out) - n_aux
+        if not holomorphic:
+            for a in lin.out_avals:
+                if dt.is_complex(a.dtype):
+                    raise TypeError("jacfwd: the function has complex outputs; pass holomorphic=True")
+        in_avals = lin.in_avals
+        basis = _basis(in_avals, lambda a: a.dtype)
+
+        def push(*ts: Any) -> list:
+            return [instantiate(t) for t in lin.jvp(list(ts))]
+
+        batched = _vmap(push)(*basis) if basis and _size_total(in_avals) else \
+            [np.zeros((0, *a.shape), a.dtype) for a in lin.out_avals]
+        blocks = [_unstack_jac(b, in_avals, a, True) for b, a in zip(batched, lin.out_avals)]
+        in_struct = tu.structure(dyn[0]) if isinstance(argnums, int) else tu.structure(dyn)
+        jac = _jac_tree(out_tree, in_struct, blocks, False)
+        if has_aux:
+            return jac, tu.unflatten(aux_tree, lin.primals_out[n_main:])
+        return jac
+
+    return jac_f
+
+
+def _size_total(avals: Sequence[ShapedArray]) -> int:
+    return sum(_size(a) for a in avals)
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """The Jacobian of ``fun`` by reverse mode: one VJP, pulling back the output standard basis."""
+
+    @functools.wraps(fun)
+    def jac_f(*args: Any, **kwargs: Any) -> Any:
+        nums, rebuild = _split_argnums(fun, argnums, args, "jacrev")
+        dyn = tuple(args[i] for i in nums)
+        _check_input_dtypes(fun, nums, dyn, "jacrev", holomorphic, allow_int)
+        leaves, in_tree = tu.flatten(dyn)
+        flat, store = _flatten_fun(lambda *d: fun(*rebuild(d), **kwargs), in_tree, has_aux)
+        lin = linearize_flat(flat, leaves, n_aux=lambda: store[0][2])
+        out_tree, aux_tree, n_aux = store[0]
+        n_main = len(lin.primals_out) - n_aux
+        for a in lin.out_avals:
+            if holomorphic and not dt.is_complex(a.dtype):
+                raise TypeError(f"jacrev with holomorphic=True requires complex outputs, got {a.dtype}")
+            if not holomorphic and not dt.is_float(a.dtype):
+                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                                f"np.floating), but got {a.dtype}"
+                                + (". For holomorphic differentiation, pass holomorphic=True."
+                                   if dt.is_complex(a.dtype) else ""))
+        in_avals = lin.in_avals
+        basis = _basis(lin.out_avals, lambda a: a.dtype)
+
+        def pull(*cts: Any) -> list:
+            return [_instantiate_out(c, a) for c, a in zip(lin.transpose(list(cts)), in_avals)]
+
+        if basis and _size_total(lin.out_avals):
+            batched = _vmap(pull)(*basis)
+        else:
+            batched = [np.zeros((0, *a.shape), a.dtype if _is_diff_dtype(a.dtype) else float0)
+                       for a in in_avals]
+        # batched[i]: (M, *in_i.shape); split rows by output leaf
+        per_in = [_unstack_jac(b, lin.out_avals, a, False) if _is_diff_dtype(a.dtype) else
+                  [_float0_zeros(ShapedArray((*o.shape, *a.shape), a.dtype)) for o in lin.out_avals]
+                  for b, a in zip(batched, in_avals)]
+        blocks = [[per_in[i][j] for i in range(len(in_avals))] for j in range(len(lin.out_avals))]
+        in_struct = tu.structure(dyn[0]) if isinstance(argnums, int) else tu.structure(dyn)
+        jac = _jac_tree(out_tree, in_struct, blocks, False)
+        if has_aux:
+            return jac, tu.unflatten(aux_tree, lin.primals_out[n_main:])
+        return jac
+
+    return jac_f
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
+    """The Hessian of the scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse)."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+# =============================================================================================
+# Helpers for primitives that hold Programs (custom derivatives, checkpoint)
+# =============================================================================================
+
+
+def jvp_program(prog: Program, nonzero: Sequence[bool]) -> tuple[Program, list[bool]]:
+    """The JVP of ``prog`` as a Program.
+
+    Inputs: ``prog``'s inputs, then the tangents of the inputs flagged in ``nonzero``. Outputs:
+    ``prog``'s outputs, then the tangents of the outputs flagged in the returned list (the others
+    are symbolically zero).
+    """
+    n = len(prog.invars)
+    in_avals = [v.aval for v in prog.invars]
+    t_avals = [tangent_aval(a) for a, nz in zip(in_avals, nonzero) if nz]
+    box: list = []
+
+    def f(*args: Any) -> list:
+        ps = args[:n]
+        it = iter(args[n:])
+        ts = [next(it) if nz else _zero_like_aval(a) for a, nz in zip(in_avals, nonzero)]
+        outs, touts = jvp_flat(lambda *xs: eval_program(prog, prog.consts, xs), ps, ts)
+        out_nz = [not is_zero(t) for t in touts]
+        box.append(out_nz)
+        return list(outs) + [t for t, z in zip(touts, out_nz) if z]
+
+    jprog, _ = trace_to_program(f, [*in_avals, *t_avals])
+    return jprog, box[0]
+
+
+def dce_program(prog: Program, used: Sequence[bool]) -> Program:
+    """``prog`` restricted to the outputs flagged in ``used`` (dead equations removed)."""
+    live: set[int] = {a.id for a, u in zip(prog.outvars, used) if u and isinstance(a, Var)}
+    eqns = []
+    for e in reversed(prog.eqns):
+        if any(o.id in live for o in e.outvars):
+            eqns.append(e)
+            live.update(a.id for a in e.inputs if isinstance(a, Var))
+    eqns.reverse()
+    keep = [(v, c) for v, c in zip(prog.constvars, prog.consts) if v.id in live] if prog.consts else []
+    constvars = [v for v, _ in keep] if prog.consts else [v for v in prog.constvars if v.id in live]
+    consts = [c for _, c in keep]
+    return Program(constvars, prog.invars, eqns, [a for a, u in zip(prog.outvars, used) if u], consts)

@@ -1,0 +1,1 @@
+"""Neural-network functions (activations, softmax, attention); the public names live in ``ember.nn``."""

@@ -1,0 +1,41 @@
+"""``ember.random``: JAX-compatible threefry2x32 random numbers (keys are raw ``uint32[2]`` arrays)."""
+
+from ember._src.random import (
+    PRNGKey,
+    bernoulli,
+    beta,
+    bits,
+    categorical,
+    cauchy,
+    chisquare,
+    choice,
+    clone,
+    dirichlet,
+    exponential,
+    fold_in,
+    gamma,
+    gumbel,
+    key,
+    key_data,
+    laplace,
+    loggamma,
+    logistic,
+    multivariate_normal,
+    normal,
+    orthogonal,
+    permutation,
+    poisson,
+    rademacher,
+    randint,
+    split,
+    truncated_normal,
+    uniform,
+    wrap_key_data,
+)
+
+__all__ = [
+    "PRNGKey", "bernoulli", "beta", "bits", "categorical", "cauchy", "chisquare", "choice", "clone",
+    "dirichlet", "exponential", "fold_in", "gamma", "gumbel", "key", "key_data", "laplace", "loggamma",
+    "logistic", "multivariate_normal", "normal", "orthogonal", "permutation", "poisson", "rademacher",
+    "randint", "split", "truncated_normal", "uniform", "wrap_key_data",
+]

@@ -1,0 +1,173 @@
+"""Testing helpers: :func:`check_grads` compares ember's derivatives with finite differences."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import dtypes as dt
+from ember._src import tree as tu
+
+__all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp"]
+
+EPS = 1e-4
+_DEFAULT_TOL = 1e-5
+
+
+def _np(x: Any) -> np.ndarray:
+    return np.asarray(x)
+
+
+def _is_inexact(x: Any) -> bool:
+    return dt.is_inexact(np.asarray(x).dtype) if not hasattr(x, "dtype") else dt.is_inexact(np.dtype(x.dtype))
+
+
+def _to64(x: Any) -> Any:
+    """Float leaves to float64 and complex leaves to complex128 NumPy arrays; others unchanged."""
+    a = np.asarray(x)
+    if a.dtype.kind == "f" or str(a.dtype) == "bfloat16":
+        return a.astype(np.float64)
+    if a.dtype.kind == "c":
+        return a.astype(np.complex128)
+    return x
+
+
+def _rand_like(rng: np.random.Generator, tree: Any) -> Any:
+    from ember._src.ad_util import float0
+
+    def one(x: Any) -> Any:
+        a = np.asarray(x)
+        if a.dtype.kind == "f":
+            return rng.standard_normal(a.shape).astype(a.dtype)
+        if a.dtype.kind == "c":
+            return (rng.standard_normal(a.shape) + 1j * rng.standard_normal(a.shape)).astype(a.dtype)
+        return np.zeros(a.shape, dtype=float0)
+
+    return tu.tree_map(one, tree)
+
+
+def _axpy(a: float, x: Any, y: Any) -> Any:
+    """``a * x + y`` leaf-wise; float0 (integer) tangents leave ``y`` unchanged."""
+
+    def one(xi: Any, yi: Any) -> Any:
+        xa = np.asarray(xi)
+        if xa.dtype.kind not in "fc":
+            return yi
+        return np.asarray(a * xa + np.asarray(yi))  # arrays, never NumPy scalars (weakly typed floats)
+
+    return tu.tree_map(one, x, y)
+
+
+def numerical_jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], eps: float = EPS) -> Any:
+    """Central finite difference ``(f(x + eps t) - f(x - eps t)) / (2 eps)``."""
+    plus = f(*_axpy(eps, tangents, primals))
+    minus = f(*_axpy(-eps, tangents, primals))
+
+    def diff(p: Any, m: Any) -> np.ndarray:
+        pa, ma = _np(p), _np(m)
+        if pa.dtype.kind not in "fc":
+            return np.zeros(pa.shape)
+        return (pa.astype(np.complex128 if pa.dtype.kind == "c" else np.float64) - ma) / (2 * eps)
+
+    return tu.tree_map(diff, plus, minus)
+
+
+def _inner(xs: Any, ys: Any) -> float:
+    total = 0.0
+    for x, y in zip(tu.leaves(xs), tu.leaves(ys)):
+        xa, ya = _np(x), _np(y)
+        if xa.dtype.kind not in "fc" or ya.dtype.kind not in "fc":
+            continue
+        total += float(np.real(np.dot(np.conj(xa).reshape(-1), ya.reshape(-1))))
+    return total
+
+
+def _close(actual: Any, expected: Any, atol: float, rtol: float, msg: str) -> None:
+    a_leaves, e_leaves = tu.leaves(actual), tu.leaves(expected)
+    if len(a_leaves) != len(e_leaves):
+        raise AssertionError(f"{msg}: {len(a_leaves)} leaves vs {len(e_leaves)} expected")
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        aa, ea = _np(a), _np(e)
+        if aa.dtype.kind not in "fcbiu" or ea.dtype.kind not in "fcbiu":
+            continue  # float0
+        np.testing.assert_allclose(aa.astype(np.result_type(aa, np.float64)), ea, atol=atol, rtol=rtol,
+                                   err_msg=f"{msg} (leaf {i})")
+
+
+def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: float | None = None,
+              rtol: float | None = None, eps: float | None = None, err_msg: str = "",
+              rng: np.random.Generator | None = None) -> None:
+    """Compare ``f_jvp(args, tangents)`` with a central finite difference along a random tangent."""
+    atol = _DEFAULT_TOL if atol is None else atol
+    rtol = _DEFAULT_TOL if rtol is None else rtol
+    eps = EPS if eps is None else eps
+    rng = np.random.default_rng(0) if rng is None else rng
+    tangent = _rand_like(rng, args)
+    v_out, t_out = f_jvp(tuple(args), tuple(tangent))
+    _close(v_out, f(*args), atol, rtol, f"{err_msg or 'JVP'} primal output")
+    t_num = numerical_jvp(f, args, tangent, eps)
+    _close(t_out, t_num, atol, rtol, f"{err_msg or 'JVP'} tangent vs finite differences")
+
+
+def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: float | None = None,
+              rtol: float | None = None, eps: float | None = None, err_msg: str = "",
+              rng: np.random.Generator | None = None) -> None:
+    """Check ``<vjp(ct), t> == <ct, J t>`` with ``J t`` from finite differences (random ``t``, ``ct``)."""
+    atol = _DEFAULT_TOL if atol is None else atol
+    rtol = _DEFAULT_TOL if rtol is None else rtol
+    eps = EPS if eps is None else eps
+    rng = np.random.default_rng(1) if rng is None else rng
+    v_out, vjp_fun = f_vjp(*args)
+    _close(v_out, f(*args), atol, rtol, f"{err_msg or 'VJP'} primal output")
+    tangent = _rand_like(rng, args)
+    t_num = numerical_jvp(f, args, tangent, eps)
+    ct = _rand_like(rng, tu.tree_map(_np, v_out))
+    ct_conj = tu.tree_map(lambda c: np.conj(c) if np.asarray(c).dtype.kind == "c" else c, ct)
+    ct_out = vjp_fun(ct_conj)
+    ct_out = tu.tree_map(lambda c: np.conj(_np(c)) if _np(c).dtype.kind == "c" else c, ct_out)
+    ip = _inner(tangent, ct_out)
+    ip_expected = _inner(t_num, ct)
+    if np.isnan(ip) and np.isnan(ip_expected):
+        return
+    if not abs(ip - ip_expected) <= atol + rtol * abs(ip_expected):
+        raise AssertionError(f"{err_msg or 'VJP'}: <vjp(ct), t> = {ip!r} but <ct, J t> = {ip_expected!r} "
+                             f"(finite differences); difference {abs(ip - ip_expected):.3g}")
+
+
+def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequence[str] = ("fwd", "rev"),
+                atol: float | None = None, rtol: float | None = None, eps: float | None = None) -> None:
+    """Check derivatives of ``f`` up to ``order`` against central finite differences in float64.
+
+    ``args`` is a tuple of (pytrees of) arrays; floating leaves are converted to float64 and
+    complex ones to complex128. ``"fwd"`` checks ``jvp`` along random tangents; ``"rev"`` checks
+    ``vjp`` through ``<vjp(ct), t> == <ct, jvp(t)>``. Higher orders repeat the checks on the JVP
+    function (``(primals, tangents) -> jvp``) and on the VJP function (``x -> vjp(f, x)(f(x))``).
+    Integer leaves are not perturbed.
+    """
+    from ember._src import ad
+
+    args = tuple(tu.tree_map(_to64, tuple(args)))
+    for m in modes:
+        if m not in ("fwd", "rev"):
+            raise ValueError(f"check_grads: unknown mode {m!r} (use 'fwd' and/or 'rev')")
+    rng = np.random.default_rng(0)
+
+    def _check(fun: Callable, fargs: tuple, k: int, msg: str) -> None:
+        if "fwd" in modes:
+            fwd_msg = f"JVP of {msg}" if msg else "JVP"
+            check_jvp(fun, lambda p, t: ad.jvp(fun, p, t), fargs, atol, rtol, eps, fwd_msg, rng)
+            if k > 1:
+                _check(lambda p, t: ad.jvp(fun, p, t), (fargs, fargs), k - 1, fwd_msg)
+        if "rev" in modes:
+            rev_msg = f"VJP of {msg}" if msg else "VJP"
+            check_vjp(fun, lambda *a: ad.vjp(fun, *a), fargs, atol, rtol, eps, rev_msg, rng)
+            if k > 1:
+                def f_vjp(*a: Any) -> Any:
+                    out, pullback = ad.vjp(fun, *a)
+                    return pullback(out)
+
+                _check(f_vjp, fargs, k - 1, rev_msg)
+
+    _check(f, args, order, "")

@@ -1,0 +1,126 @@
+"""Symbolic shape inference as jit sees it: canonical forms, unification of named axes, bindings,
+reshape with products, concatenation with sums, and resolving a Program under a binding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src import shapes as sh
+from ember._src.core import ShapedArray
+from ember._src.program import Literal, resolve_program, trace_to_program, validate
+from ember.errors import ShapeError
+
+B, S, T = sh.axis("batch"), sh.axis("seq"), sh.axis("time")
+
+
+def _trace(fn: object, *shapes: tuple) -> object:
+    def flat(*xs: object) -> list:
+        out = fn(*xs)
+        return list(out) if isinstance(out, tuple) else [out]
+
+    prog, _ = trace_to_program(flat, [ShapedArray(s, np.float32) for s in shapes])
+    validate(prog)
+    return prog
+
+
+def test_canonical_forms() -> None:
+    assert B * S == S * B and hash(B * S) == hash(S * B)
+    assert (B + S) * 2 == 2 * S + 2 * B
+    assert (B * S) // S == B and (2 * B) // 2 == B
+    assert B - B == 0 and isinstance(B - B, int)
+    assert (B + 1) - 1 == B
+    assert {B * S: 1}[S * B] == 1  # usable as a cache key
+    assert B != T and B * S != B * T
+
+
+def test_evaluate_and_bind() -> None:
+    assert sh.evaluate(B * S + 2 * B - 1, {"batch": 3, "seq": 5}) == 20
+    assert sh.bind_axes([("x", (B, 4), (3, 4)), ("m", (B, S), (3, 7))]) == {"batch": 3, "seq": 7}
+    with pytest.raises(ShapeError, match="axis 'batch' has conflicting sizes: x has 32, mask has 64"):
+        sh.bind_axes([("x", (B, 512), (32, 512)), ("mask", (B, S), (64, 8))])
+    with pytest.raises(ShapeError, match="x: dimension 1 must be 512, got 256"):
+        sh.bind_axes([("x", (B, 512), (32, 256))])
+    with pytest.raises(ShapeError, match="axis 'seq' has no size bound"):
+        sh.evaluate(B * S, {"batch": 2})
+
+
+def test_broadcasting_unifies_named_axes() -> None:
+    assert sh.broadcast_shapes((B, 512), (1, 512)) == (B, 512)
+    assert sh.broadcast_shapes((B, 1), (S,)) == (B, S)
+    with pytest.raises(ShapeError, match="axis 'batch' vs axis 'time'"):
+        sh.broadcast_shapes((B, 512), (T, 512))
+    prog = _trace(lambda x, y: x + y, (B, 4), (1, 4))
+    assert prog.out_avals[0].shape == (B, 4)
+    with pytest.raises(ShapeError, match="axis 'batch' vs axis 'time'"):
+        _trace(lambda x, y: x + y, (B, 4), (T, 4))
+
+
+def test_reshape_with_products() -> None:
+    def f(x: object) -> object:
+        b, s, d = x.shape
+        flat = jnp.reshape(x, (b * s, d))
+        back = jnp.reshape(flat, (s, b, d))  # a different factorization of the same size
+        return flat, back, jnp.reshape(x, (-1,))
+
+    prog = _trace(f, (B, S, 4))
+    assert [a.shape for a in prog.out_avals] == [(B * S, 4), (S, B, 4), (4 * B * S,)]
+    with pytest.raises(ShapeError, match="reshape: cannot reshape"):
+        _trace(lambda x: jnp.reshape(x, (x.shape[0], 5)), (B, 4))
+
+
+def test_concat_with_sums_and_symbolic_slices() -> None:
+    def f(a: object, b: object) -> object:
+        c = jnp.concatenate([a, b, a], axis=0)
+        return c, c[1:], lax.slice_in_dim(c, a.shape[0], a.shape[0] + b.shape[0], 1, 0)
+
+    prog = _trace(f, (S, 3), (T, 3))
+    assert [a.shape for a in prog.out_avals] == [(2 * S + T, 3), (2 * S + T - 1, 3), (T, 3)]
+    with pytest.raises(ShapeError, match="concatenate: operand 1 has size axis 'time' on axis 1"):
+        _trace(lambda a, b: jnp.concatenate([a, b], axis=0), (S, S), (S, T))
+
+
+def test_dot_general_with_named_dims() -> None:
+    prog = _trace(lambda x, y: lax.dot_general(x, y, (((2,), (1,)), ((0,), (0,)))), (B, S, 8), (B, 8, T))
+    assert prog.out_avals[0].shape == (B, S, T)
+    with pytest.raises(ShapeError, match="contracting dimension"):
+        _trace(lambda x, y: x @ y, (B, S), (T, 4))
+
+
+def test_resolve_program() -> None:
+    def f(x: object) -> object:
+        b, s = x.shape
+        y = jnp.reshape(x, (b * s,)) + jnp.arange(b * s, dtype=np.float32)
+        return y / ember.dimension_as_value(s), jnp.concatenate([x, x], 0)[1:]
+
+    prog = _trace(f, (B, S))
+    env = {"batch": 3, "seq": 4}
+    r = resolve_program(prog, env)
+    validate(r)
+    assert [v.aval.shape for v in r.invars] == [(3, 4)]
+    assert [a.shape for a in r.out_avals] == [(12,), (5, 4)]
+    for e in r.eqns:
+        assert all(sh.is_static_shape(v.aval.shape) for v in e.outvars)
+        assert not any(isinstance(p, sh.DimExpr) for p in e.params.values())
+    lits = [a for e in r.eqns for a in e.inputs if isinstance(a, Literal)]
+    assert any(int(a.val) == 4 for a in lits)  # dim_as_value(seq) became a literal
+    assert resolve_program(_trace(lambda x: x * 2.0, (3,)), env).eqns[0].params is not None
+    with pytest.raises(ShapeError, match="negative shape"):
+        resolve_program(_trace(lambda x: x[2:], (S,)), {"seq": 1})
+
+
+def test_resolved_program_runs_like_the_static_trace() -> None:
+    from ember._src.program import run_numpy
+
+    def f(x: object) -> object:
+        b, s = x.shape
+        return jnp.cumsum(jnp.pad(x, ((0, 0), (1, 2))), axis=1), jnp.reshape(x, (s, b)).T
+
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    sym = resolve_program(_trace(f, (B, S)), {"batch": 3, "seq": 5})
+    static = _trace(f, (3, 5))
+    for a, b in zip(run_numpy(sym, [], [x]), run_numpy(static, [], [x])):
+        np.testing.assert_array_equal(a, b)
