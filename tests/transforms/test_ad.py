@@ -574,3 +574,45 @@ def test_mlp_training_step_under_jit():
     w = p0[0]["w"]
     num = num_grad(lambda v: _loss([{"w": v, "b": p0[0]["b"]}, p0[1]], X[:16], y[:16]), w)
     np.testing.assert_allclose(g[0]["w"], num, rtol=1e-5, atol=1e-8)
+
+
+def test_custom_rules_reject_closed_over_differentiated_values():
+    def outer_vjp(w):
+        @ember.custom_vjp
+        def f(x):
+            return x * w
+
+        f.defvjp(lambda x: (f(x), None), lambda r, g: (g * w,))
+        return f(2.0)
+
+    def outer_jvp(w):
+        f = ember.custom_jvp(lambda x: x * w)
+        f.defjvp(lambda p, t: (f(p[0]), t[0] * w))
+        return f(2.0)
+
+    for outer in (outer_vjp, outer_jvp):
+        with pytest.raises(TypeError, match="closed-over value"):
+            ember.grad(outer)(3.0)
+    # closing over a value that is not differentiated is fine
+    w = jnp.asarray([3.0, 4.0])
+    f = ember.custom_jvp(lambda x: x * w)
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * w))
+    np.testing.assert_allclose(ember.jit(ember.grad(lambda x: jnp.sum(f(x))))(np.ones(2)), [3.0, 4.0])
+
+
+def test_more_compositions():
+    f = lambda x: jnp.sum(jnp.tanh(x) ** 2 * x)
+    xs = U(3, 4)
+    H = np.stack([ember.hessian(f)(x) for x in xs])
+    np.testing.assert_allclose(ember.vmap(ember.hessian(f))(xs), H, rtol=1e-12)
+    np.testing.assert_allclose(ember.jit(ember.vmap(ember.jacfwd(ember.grad(f))))(xs), H, rtol=1e-12)
+    s = ember.eval_shape(ember.grad(f), xs[0])
+    assert tuple(s.shape) == (4,) and s.dtype == np.float64
+    t = ember.jit(lambda x: ember.jvp(ember.grad(f), (x,), (x,))[1])(xs[0])
+    np.testing.assert_allclose(t, H[0] @ xs[0], rtol=1e-12)
+    assert float(ember.grad(lambda x: 1.0)(2.0)) == 0.0
+    out, t, aux = ember.jvp(lambda x: (x * 2, x.sum()), (xs[0],), (xs[0],), has_aux=True)
+    np.testing.assert_allclose(t, 2 * xs[0])
+    np.testing.assert_allclose(aux, xs[0].sum())
+    assert ember.jacfwd(lambda x: x * 2)(np.zeros(0)).shape == (0, 0)
+    assert ember.jacrev(lambda x: x[:0])(np.ones(3)).shape == (0, 3)

@@ -225,7 +225,7 @@ def asarray_eager(x: Any, dtype: Any = None) -> Array:
     if isinstance(x, Tracer):
         raise TypeError("a traced value cannot be converted to an eager array here")
     weak = False
-    if isinstance(x, (bool, int, float, complex)):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         want = dt.python_scalar_dtype(x) if dtype is None else dt.canonicalize(dtype)
         weak = dtype is None and not isinstance(x, bool)
         v = np.asarray(x, dtype=want)

@@ -77,7 +77,7 @@ def get_aval(x: Any) -> ShapedArray:
     aval = getattr(x, "aval", None)
     if isinstance(aval, ShapedArray):
         return aval
-    if isinstance(x, (bool, int, float, complex)):
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         return ShapedArray((), dt.python_scalar_dtype(x), not isinstance(x, bool))
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(x.shape, dt.canonicalize(x.dtype), False)

@@ -129,6 +129,8 @@ def result_type(*args: Any) -> np.dtype:
 
 def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     """The (dtype, weak) pair of an array, dtype or Python scalar."""
+    if isinstance(x, np.generic):
+        return canonicalize(x.dtype), False
     if isinstance(x, bool):
         return bool_, False
     if isinstance(x, int):

@@ -29,6 +29,8 @@ def asarray(x: ArrayLike, dtype: Any = None) -> Any:
 def _operand(x: ArrayLike) -> Any:
     if isinstance(x, (Array, core.Tracer)):
         return x
+    if isinstance(x, np.generic):
+        return asarray_eager(x)
     if isinstance(x, (bool, int, float, complex)):
         return x  # stays a Python scalar (weak) until promotion
     return asarray_eager(x)

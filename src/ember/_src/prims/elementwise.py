@@ -8,6 +8,7 @@ declared here; the native lowering lives in the kernel renderer's op table.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any
 
@@ -385,7 +386,7 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     """Cast ``x`` to ``new_dtype`` (complex to real keeps the real part; float to int truncates)."""
     new_dtype = dt.canonicalize(new_dtype)
     a = core.get_aval(x)
-    if a.dtype == new_dtype and a.weak_type == weak_type and not isinstance(x, (int, float, type(1j))):
+    if a.dtype == new_dtype and a.weak_type == weak_type and not isinstance(x, (int, float, builtins.complex)):
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
 
