@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -104,6 +105,7 @@ def bench_jax(params: dict, inputs: list) -> dict | None:
 
 
 def bench_torch(params: dict, inputs: list) -> dict | None:
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")  # measure real compiles
     try:
         import torch
     except ImportError:

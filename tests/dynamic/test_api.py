@@ -215,6 +215,13 @@ def test_output_avals_stay_symbolic_until_bound() -> None:
     np.testing.assert_array_equal(out, np.concatenate([x, x[1:]]))
 
 
+def test_spec_naming_no_axis_is_static() -> None:
+    f = ember.jit(_two_input, dynamic_axes={"x": None, "mask": "_"})
+    for n in (2, 3):
+        np.testing.assert_array_equal(np.asarray(f(_x(n), _x(n))), _x(n) * _x(n))
+    assert f.cache_info()["compiles"] == 2 and f.cache_info()["specializations"] == 0
+
+
 def test_static_jit_unchanged() -> None:
     f = ember.jit(lambda x: x * 2.0)
     for n in (1, 2, 2):

@@ -365,6 +365,11 @@ def test_at_divide_power_subtract():
     want[[1, 3]] **= 2
     np.testing.assert_allclose(np.asarray(jnp.asarray(xp).at[[1, 3]].power(2)), want, rtol=1e-6)
     assert_same(jnp.asarray(x).at[1].mul(3.0), np_at(x, 1, "multiply", np.float32(3.0)))
+    f = ember.jit(lambda a, i, b: (a.at[i].divide(b), a.at[i].power(2), a.at[i].subtract(b)))
+    ex = jnp.asarray(xp)
+    eager = [ex.at[idx].divide(v), ex.at[idx].power(2), ex.at[idx].subtract(v)]
+    for got, want in zip(f(ex, idx, v), eager):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
 
 
 def test_at_masks_and_broadcast_updates():

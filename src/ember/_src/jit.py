@@ -172,7 +172,9 @@ class JitFunction:
         if self._dynamic is not None:
             specs, names = self._dynamic.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)
             sym, env = self._dynamic.bind(specs, names, avals, symbolic_ok)
-            if all(env.values()):
+            if not env:
+                env = None
+            elif all(env.values()):
                 avals = sym
             else:  # a zero-size named axis: symbolic dims are >= 1, so trace this one statically
                 dbg.logger.debug("%s: a named axis has size 0 in %s: tracing a static program",

@@ -386,7 +386,8 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     """Cast ``x`` to ``new_dtype`` (complex to real keeps the real part; float to int truncates)."""
     new_dtype = dt.canonicalize(new_dtype)
     a = core.get_aval(x)
-    if a.dtype == new_dtype and a.weak_type == weak_type and not isinstance(x, (int, float, builtins.complex)):
+    python_scalar = isinstance(x, (int, float, builtins.complex))
+    if a.dtype == new_dtype and a.weak_type == weak_type and not python_scalar:
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
 

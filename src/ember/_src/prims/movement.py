@@ -144,8 +144,8 @@ reshape_p = Primitive("reshape", linear=True)
 def _reshape_abstract(x: ShapedArray, *, new_sizes: tuple) -> ShapedArray:
     if sh.size(x.shape) != sh.size(new_sizes):
         raise ShapeError(f"reshape: cannot reshape {sh.shape_str(x.shape)} "
-                         f"({sh.dim_str(sh.size(x.shape))} elements) into {sh.shape_str(new_sizes)} "
-                         f"({sh.dim_str(sh.size(new_sizes))} elements)")
+                         f"({sh.size(x.shape)} elements) into {sh.shape_str(new_sizes)} "
+                         f"({sh.size(new_sizes)} elements)")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 
 
