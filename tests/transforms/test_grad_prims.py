@@ -143,8 +143,8 @@ CASES: dict[str, list] = {
     "slice": [(lambda x: lax.slice(x, (0, 1), (2, 3)), (U(S),)),
               (lambda x: lax.slice(x, (1, 0), (5, 7), (2, 3)), (U((6, 7)),))],
     "pad": [(lambda x, v: lax.pad(x, v, ((1, 2, 0), (0, 1, 1))), (U(S), U(()))),
-            # negative (cropping) padding, bound directly (lax.pad rejects negative low/high today)
-            (lambda x, v: pad_p.bind(x, v, padding_config=((-1, 1, 1), (2, -1, 0))), (U((3, 4)), U(())))],
+            (lambda x, v: lax.pad(x, v, ((-1, 1, 1), (2, -1, 0))), (U((3, 4)), U(()))),  # cropping
+            (lambda x, v: pad_p.bind(x, v, padding_config=((1, -2, 2), (0, 0, 0))), (U((3, 4)), U(())))],
     "concatenate": [(lambda x, y, z: lax.concatenate([x, y, z], 1), (U((2, 1)), U((2, 3)), U((2, 2))))],
     "iota": [(lambda x: x * lax.iota(np.float64, 6), (U((6,)),))],
     "dynamic_slice": [(lambda x: lax.dynamic_slice(x, (1, 0), (2, 2)), (U((4, 3)),)),
