@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -84,7 +85,18 @@ class Compiled:
         return self.executable.specialization(sizes)
 
 
-_MISS = object()
+class _Struct:
+    """Level-1 entries of one argument structure and static-argument values, keyed by avals,
+    with the per-leaf dynamic-axis specs and names of that structure."""
+
+    __slots__ = ("in_tree", "statics", "specs", "names", "entries")
+
+    def __init__(self, in_tree: tu.PyTreeDef, statics: tuple, specs: list, names: list):
+        self.in_tree = in_tree
+        self.statics = statics
+        self.specs = specs
+        self.names = names
+        self.entries: dict[tuple, Compiled] = {}
 
 
 class JitFunction:
@@ -120,7 +132,7 @@ class JitFunction:
             dyn.DynamicAxes(dynamic_axes, self._sig, self._label)
         self._names = dyn.DynamicAxes({}, self._sig, self._label)  # leaf names for messages
         self._spec_cache = dyn.SpecializationCache(specialization_cache_size)
-        self._cache: dict[Any, Compiled] = {}
+        self._structs: dict[Any, _Struct] = {}
         self.traces = 0
         self.hits = 0
 
@@ -163,51 +175,57 @@ class JitFunction:
         leaves, in_tree = tu.flatten((dyn_args, dyn_kw))
         return leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw
 
-    def _key(self, leaves: list, in_tree: tu.PyTreeDef, dyn_args: tuple, dyn_kw: dict, static_pos: dict,
-             static_kw: dict, symbolic_ok: bool = False) -> tuple[tuple, tuple, dict | None]:
-        """(cache key, avals, env): avals are symbolic for named dynamic axes and ``env`` binds
-        them (``None`` without dynamic axes)."""
-        avals = tuple([_leaf_aval(x) for x in leaves])
-        env = None
-        if self._dynamic is not None:
-            specs, names = self._dynamic.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)
-            sym, env = self._dynamic.bind(specs, names, avals, symbolic_ok)
-            if not env:
-                env = None
-            elif all(env.values()):
-                avals = sym
-            else:  # a zero-size named axis: symbolic dims are >= 1, so trace this one statically
-                dbg.logger.debug("%s: a named axis has size 0 in %s: tracing a static program",
-                                 self._label, dyn._fmt_env(env))
-                env = None
+    def _struct(self, in_tree: tu.PyTreeDef, dyn_args: tuple, dyn_kw: dict, static_pos: dict,
+                static_kw: dict) -> _Struct:
+        """The cache record of one argument structure and set of static argument values."""
         statics = (tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items()))) \
             if static_pos or static_kw else ()
-        return (in_tree, avals, statics), avals, env
+        skey = (in_tree, statics)
+        st = self._structs.get(skey)
+        if st is None:
+            spec = self._dynamic or self._names
+            specs, names = spec.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)
+            st = self._structs[skey] = _Struct(in_tree, statics, specs, names)
+        return st
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple:
+    def _avals(self, st: _Struct, leaves: list, symbolic_ok: bool = False) -> tuple[tuple, dict | None]:
+        """The avals of the leaves (symbolic for named dynamic axes) and the binding ``env`` of
+        the named axes (``None`` when there are none)."""
+        avals = tuple([_leaf_aval(x) for x in leaves])
+        if self._dynamic is None:
+            return avals, None
+        sym, env = self._dynamic.bind(st.specs, st.names, avals, symbolic_ok)
+        if not env:
+            return avals, None
+        if all(env.values()):
+            return sym, env
+        # a zero-size named axis: symbolic dims are >= 1, so this one is traced statically
+        dbg.logger.debug("%s: a named axis has size 0 in %s: tracing a static program", self._label,
+                         dyn._fmt_env(env))
+        return avals, None
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[_Struct, tuple, dict, dict]:
         leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
-        key, avals, _ = self._key(leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw, True)
-        return key, in_tree, avals, static_pos, static_kw
+        st = self._struct(in_tree, dyn_args, dyn_kw, static_pos, static_kw)
+        return st, self._avals(st, leaves, True)[0], static_pos, static_kw
 
     def trace(self, *args: Any, **kwargs: Any) -> tuple[Program, tu.PyTreeDef]:
         """Trace to a Program for these arguments (without running or caching it)."""
-        _, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
+        st, avals, static_pos, static_kw = self._signature(args, kwargs)
         store: list = []
-        prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, in_tree, store), avals)
+        prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
         validate(prog)
         return prog, store[0]
 
-    def _compile(self, key: tuple, in_tree: tu.PyTreeDef, avals: tuple, static_pos: dict,
-                 static_kw: dict) -> Compiled:
-        if dbg.logger.isEnabledFor(10):
-            old = [(k[1], k[2]) for k in self._cache if k[0] == in_tree]
-            dyn_args, dyn_kw = tu.unflatten(in_tree, [_MISS] * in_tree.num_leaves)
-            names = self._names.leaf_specs(in_tree, dyn_args, dyn_kw, static_pos)[1]
-            sig = ", ".join(f"{n}: {a.str_short()}" for n, a in zip(names, avals))
+    def _compile(self, st: _Struct, avals: tuple, static_pos: dict, static_kw: dict) -> Compiled:
+        if dbg.logger.isEnabledFor(logging.DEBUG):
+            old = [(a, o.statics) for o in self._structs.values() if o.in_tree == st.in_tree
+                   for a in o.entries]
+            sig = ", ".join(f"{n}: {a.str_short()}" for n, a in zip(st.names, avals))
             dbg.logger.debug("%s: tracing (compile #%d) for (%s): %s", self._label, self.traces + 1, sig,
-                             dyn.explain_retrace(avals, names, key[2], old))
+                             dyn.explain_retrace(avals, st.names, st.statics, old))
         store: list = []
-        prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, in_tree, store), avals)
+        prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
         self.traces += 1
         validate(prog)
         name = self.backend or default_backend()
@@ -217,19 +235,18 @@ class JitFunction:
                                                    self._label)
         else:
             exe = factory(prog, **self.options)
-        c = Compiled(prog, store[0], exe)
-        self._cache[key] = c
+        c = st.entries[avals] = Compiled(prog, store[0], exe)
         return c
 
     def lower(self, *args: Any, **kwargs: Any) -> Compiled:
         """The compiled signature for these arguments (arrays, or :class:`ShapeDtypeStruct` whose
         dims may be axis names), tracing it on first use."""
-        key, in_tree, avals, static_pos, static_kw = self._signature(args, kwargs)
-        c = self._cache.get(key)
+        st, avals, static_pos, static_kw = self._signature(args, kwargs)
+        c = st.entries.get(avals)
         if c is not None:
             self.hits += 1
             return c
-        return self._compile(key, in_tree, avals, static_pos, static_kw)
+        return self._compile(st, avals, static_pos, static_kw)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if core.dynamic_trace_active():
@@ -238,11 +255,12 @@ class JitFunction:
         for x in leaves:
             if isinstance(x, core.Tracer):
                 return self.fun(*args, **kwargs)  # inline into the enclosing transformation
-        key, avals, env = self._key(leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw)
-        c = self._cache.get(key)
+        st = self._struct(in_tree, dyn_args, dyn_kw, static_pos, static_kw)
+        avals, env = self._avals(st, leaves)
+        c = st.entries.get(avals)
         hit = c is not None
         if not hit:
-            c = self._compile(key, in_tree, avals, static_pos, static_kw)
+            c = self._compile(st, avals, static_pos, static_kw)
         vals = [x.value if type(x) is Array else asarray_eager(x).value for x in leaves]
         if env is not None:
             exe = c.executable
@@ -274,7 +292,7 @@ class JitFunction:
         if example_args:
             targets = [self.lower(*example_args)]
         else:
-            targets = [c for c in self._cache.values()
+            targets = [c for st in self._structs.values() for c in st.entries.values()
                        if c.symbolic and all(a in sizes for a in c.executable.axes)]
             if not targets:
                 raise ValueError(f"{self._label}.specialize({', '.join(sizes)}): no traced signature has "
@@ -295,12 +313,12 @@ class JitFunction:
         held now; ``evictions``: specializations dropped by the LRU."""
         sc = self._spec_cache
         return {"traces": self.traces, "compiles": self.traces, "hits": self.hits,
-                "size": len(self._cache), "specializations": sc.built,
+                "size": sum(len(st.entries) for st in self._structs.values()), "specializations": sc.built,
                 "specializations_cached": len(sc), "specialization_cache_size": sc.maxsize,
                 "evictions": sc.evictions}
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        self._structs.clear()
         self._spec_cache.clear()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
