@@ -30,7 +30,8 @@ def test_strong_promotion_table(a, b, expected):
 # (array dtype, python scalar, expected dtype): weak scalars yield to the array's dtype
 WEAK_TABLE = [
     (F4, 2.0, F4), (F2, 2.0, F2), (BF, 2, BF), (I8, 3, I8), (U1, 3, U1), (I1, 3, I1),
-    (I4, 2.0, F4), (U8, 2.0, F8), (I8, 2.0, F8),  # 64-bit ints keep precision: float64 (B, 1, I4), (B, 1.5, F4), (F4, 1j, C4), (F8, 1j, C8),
+    (I4, 2.0, F4), (U8, 2.0, F8), (I8, 2.0, F8),  # 64-bit ints give float64
+    (B, 1, I4), (B, 1.5, F4), (F4, 1j, C4), (F8, 1j, C8),
     (I4, 1j, C4),
 ]
 

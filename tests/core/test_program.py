@@ -6,8 +6,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.program import Eqn, Program, Var, run_numpy, validate
 from ember._src.core import ShapedArray
+from ember._src.program import Eqn, Program, Var, run_numpy, validate
 from ember.errors import ValidationError
 
 

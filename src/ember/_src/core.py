@@ -319,8 +319,11 @@ def full_lower(val: Any) -> Any:
     return val
 
 
-def new_var_id(_counter: Iterator[int] = itertools.count()) -> int:
-    return next(_counter)
+_VAR_IDS = itertools.count()
+
+
+def new_var_id() -> int:
+    return next(_VAR_IDS)
 
 
 # ---------------------------------------------------------------------------------------------

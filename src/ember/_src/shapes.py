@@ -421,7 +421,7 @@ def bind_axes(named: Sequence[tuple[str, Sequence[Dim], Sequence[int]]]) -> dict
     for arg, sym, conc in named:
         if len(sym) != len(conc):
             raise ShapeError(f"{arg}: expected rank {len(sym)} {shape_str(sym)}, got shape {tuple(conc)}")
-        for i, (s, c) in enumerate(zip(sym, conc)):
+        for s, c in zip(sym, conc):
             if isinstance(s, DimExpr) and len(s.terms) == 1 and s.terms[0][1] == 1 \
                     and len(s.terms[0][0]) == 1 and s.terms[0][0][0][0].kind == "var":
                 name = s.terms[0][0][0][0].args[0]

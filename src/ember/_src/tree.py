@@ -36,7 +36,8 @@ def register_dataclass(cls: type, data_fields: list[str] | None = None,
                        meta_fields: list[str] | None = None) -> type:
     """Register a dataclass: ``data_fields`` are children (default: all), ``meta_fields`` static."""
     names = [f.name for f in dataclasses.fields(cls)]
-    data = list(data_fields) if data_fields is not None else [n for n in names if n not in (meta_fields or ())]
+    meta_set = set(meta_fields or ())
+    data = list(data_fields) if data_fields is not None else [n for n in names if n not in meta_set]
     meta = list(meta_fields) if meta_fields is not None else [n for n in names if n not in data]
 
     def flatten(x: Any) -> tuple[list, Hashable]:
@@ -212,7 +213,8 @@ def flatten_up_to(treedef: PyTreeDef, tree: Any) -> tuple[list, PyTreeDef]:
             out.append(x)
             return
         n = _node_of(x)
-        if n is None or n[0] != td.node or (td.node is dict and n[2] != td.aux) or len(n[1]) != len(td.children):
+        if n is None or n[0] != td.node or (td.node is dict and n[2] != td.aux) \
+                or len(n[1]) != len(td.children):
             raise ValueError(f"pytree structure mismatch at {path or 'root'}: expected {td}, got "
                              f"{structure(x)}")
         for i, (c, y) in enumerate(zip(td.children, n[1])):

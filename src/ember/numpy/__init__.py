@@ -3,18 +3,6 @@
 Each ``ember._src.numpy`` module lists its public names in ``__all__``.
 """
 
-from ember._src.numpy.contractions import *
-from ember._src.numpy.creation import *
-from ember._src.numpy.dtype_functions import *
-from ember._src.numpy.indexing import *
-from ember._src.numpy.manipulation import *
-from ember._src.numpy.more_ufuncs import *
-from ember._src.numpy.polynomial import *
-from ember._src.numpy.reductions import *
-from ember._src.numpy.searching import *
-from ember._src.numpy.statistics import *
-from ember._src.numpy.ufuncs import *
-from ember._src.numpy.ufuncs import asarray
 from ember._src.array import Array as ndarray
 from ember._src.dtypes import (
     bfloat16,
@@ -33,6 +21,18 @@ from ember._src.dtypes import (
     uint32,
     uint64,
 )
+from ember._src.numpy.contractions import *
+from ember._src.numpy.creation import *
+from ember._src.numpy.dtype_functions import *
+from ember._src.numpy.indexing import *
+from ember._src.numpy.manipulation import *
+from ember._src.numpy.more_ufuncs import *
+from ember._src.numpy.polynomial import *
+from ember._src.numpy.reductions import *
+from ember._src.numpy.searching import *
+from ember._src.numpy.statistics import *
+from ember._src.numpy.ufuncs import *
+from ember._src.numpy.ufuncs import asarray
 
 bool = bool_  # noqa: A001
 pi, e, inf, nan, newaxis = 3.141592653589793, 2.718281828459045, float("inf"), float("nan"), None

@@ -33,7 +33,7 @@ _KIND_ORDER = {"b": 0, "u": 1, "i": 2, "f": 3, "c": 4}
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
-    """Whether a cast is allowed under ``casting`` (``no``, ``equiv``, ``safe``, ``same_kind``, ``unsafe``)."""
+    """Whether a cast is allowed under ``casting``: no, equiv, safe, same_kind or unsafe."""
     a = dt.canonicalize(from_.dtype if hasattr(from_, "dtype") and not isinstance(from_, type) else from_)
     b = dt.canonicalize(to)
     if casting in ("no", "equiv"):
