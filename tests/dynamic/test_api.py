@@ -94,6 +94,8 @@ def test_spec_errors_at_jit_time() -> None:
         ember.jit(_two_input, dynamic_axes={"y": "batch"})
     with pytest.raises(ValueError, match="not a bare string"):
         ember.jit(_two_input, dynamic_axes="batch, _")
+    with pytest.raises(ValueError, match="static arguments and cannot have dynamic axes"):
+        ember.jit(_two_input, static_argnames="mask", dynamic_axes={"mask": "n"})
 
 
 def test_spec_structure_mismatch() -> None:

@@ -130,6 +130,12 @@ class JitFunction:
         self._label = f"jit({getattr(fun, '__name__', type(fun).__name__)})"
         self._dynamic = None if dynamic_axes is None else \
             dyn.DynamicAxes(dynamic_axes, self._sig, self._label)
+        if isinstance(dynamic_axes, dict):
+            both = [k for k in dynamic_axes if dynamic_axes[k] is not None and
+                    (k in self.static_argnames or k in self.static_argnums)]
+            if both:
+                raise ValueError(f"{self._label}: {both} are static arguments and cannot have "
+                                 "dynamic axes")
         self._names = dyn.DynamicAxes({}, self._sig, self._label)  # leaf names for messages
         self._spec_cache = dyn.SpecializationCache(specialization_cache_size)
         self._structs: dict[Any, _Struct] = {}

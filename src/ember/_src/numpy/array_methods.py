@@ -55,7 +55,9 @@ def _rbinop(name: str) -> Callable:
 
 def _is_operand(x: Any) -> bool:
     import numpy as np
-    return isinstance(x, (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple))
+    from ember._src.shapes import DimExpr
+    return isinstance(x, (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple,
+                          DimExpr))
 
 
 _BINOPS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",

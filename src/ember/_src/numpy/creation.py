@@ -66,6 +66,9 @@ def _is_scalar(x: Any) -> bool:
 
 def _scalar_array(value: Any, dtype: np.dtype | None) -> Any:
     """``value`` (a Python/NumPy scalar or an ember value) as a 0-d-or-more ember value."""
+    if isinstance(value, sh.DimExpr):
+        from ember._src.dynamic import dimension_as_value
+        value = dimension_as_value(value)
     if isinstance(value, (core.Tracer, Array)):
         return value if dtype is None else _convert(value, dtype)
     return asarray_eager(_np_scalar(value), dtype)

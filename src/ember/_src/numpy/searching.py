@@ -196,13 +196,9 @@ def _sort_with(x: Any, axis: int, descending: bool = False, payload: Sequence[An
 
 def _argsort_along(x: Any, axis: int, descending: bool = False) -> tuple[Any, Any]:
     """(sorted values, int32 permutation) along ``axis`` (stable)."""
-    a = _aval(x)
-    n = a.shape[axis]
-    idx = mv.broadcasted_iota(INDEX_DTYPE, a.shape, axis)
-    sx, perm = _sort_with(x, axis, descending, (idx,))
-    if descending:  # positions were taken in the reversed array
-        perm = ew.sub(mv.full_like(perm, n - 1), perm)
-    return sx, perm
+    idx = mv.broadcasted_iota(INDEX_DTYPE, _aval(x).shape, axis)
+    # descending: _sort_with reverses the payload with x, so equal keys keep their original order
+    return _sort_with(x, axis, descending, (idx,))
 
 
 def _take(x: Any, idx: Any, axis: int = 0) -> Any:

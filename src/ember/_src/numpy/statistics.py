@@ -22,6 +22,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import Array
 from ember._src.numpy.searching import (
     INDEX_DTYPE,
     _arr,
@@ -179,9 +180,10 @@ def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: Any, method: str, kee
         raise ValueError(f"{name}: {method!r} is not a valid method; use one of {METHODS}")
     x = _real_inexact(name, a)
     d = _aval(x).dtype
-    qa = q if _is_scalar(q) else _arr(q)
+    # Python scalars and lists of q take the data's dtype exactly (they are weakly typed)
+    qa = q if isinstance(q, (Array, core.Tracer)) else np.asarray(q)
     _check_q(name, qa, 100.0 if scale != 1 else 1.0)
-    qa = _convert(_arr(qa), d) if not _is_scalar(qa) else _full((), qa, d)
+    qa = _convert(qa, d) if isinstance(qa, (Array, core.Tracer)) else _arr(qa.astype(d))
     if scale != 1:
         qa = ew.div(qa, _c(qa, scale))
     shape = _aval(x).shape
@@ -526,7 +528,7 @@ def corrcoef(x: ArrayLike, y: ArrayLike = None, rowvar: bool = True, *, dtype: A
 
 def _diff1(x: Any, axis: int) -> Any:
     n = _aval(x).shape[axis]
-    hi, lo = _slice1(x, 1, n, axis), _slice1(x, 0, builtins.max(n - 1, 0), axis)
+    hi, lo = _slice1(x, builtins.min(1, n), n, axis), _slice1(x, 0, builtins.max(n - 1, 0), axis)
     if _aval(x).dtype == dt.bool_:
         return ew.ne(hi, lo)
     return ew.sub(hi, lo)

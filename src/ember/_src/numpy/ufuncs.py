@@ -31,6 +31,9 @@ def _operand(x: ArrayLike) -> Any:
         return x
     if isinstance(x, np.generic):
         return asarray_eager(x)
+    if isinstance(x, sh.DimExpr):
+        from ember._src.dynamic import dimension_as_value
+        return dimension_as_value(x)
     if isinstance(x, (bool, int, float, complex)):
         return x  # stays a Python scalar (weak) until promotion
     return asarray_eager(x)

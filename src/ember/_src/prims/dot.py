@@ -39,9 +39,9 @@ def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: tuple,
         for a, b in zip(xs, ys):
             if x.shape[a] != y.shape[b]:
                 raise ShapeError(
-                    f"dot_general: {kind} dimension {a} of lhs {sh.shape_str(x.shape)} has size "
+                    f"dot_general: {kind} dimension {a} of lhs {sh.shape_str(x.shape)} has "
                     f"{sh.dim_str(x.shape[a])} but dimension {b} of rhs {sh.shape_str(y.shape)} has "
-                    f"size {sh.dim_str(y.shape[b])}")
+                    f"{sh.dim_str(y.shape[b])}")
     core.check_same_dtypes("dot_general", [x, y])
     shape = (*(x.shape[i] for i in xb), *(x.shape[i] for i in _free(x.ndim, xc, xb)),
              *(y.shape[i] for i in _free(y.ndim, yc, yb)))

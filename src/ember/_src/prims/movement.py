@@ -117,6 +117,9 @@ def broadcast_to_rank_shape(x: Any, shape: Sequence) -> Any:
 def full(shape: Sequence, fill_value: Any, dtype: Any) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (a scalar, possibly traced)."""
     dtype = dt.canonicalize(dtype)
+    if isinstance(fill_value, sh.DimExpr):
+        from ember._src.dynamic import dimension_as_value
+        fill_value = dimension_as_value(fill_value)
     if isinstance(fill_value, (bool, int, float, complex, np.generic, np.ndarray)):
         from ember._src.array import asarray_eager
         fill_value = asarray_eager(np.asarray(fill_value).astype(dtype))
