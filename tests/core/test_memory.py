@@ -44,3 +44,11 @@ def test_check_leaks_reports_creation_site():
     with pytest.raises(RuntimeError, match="still alive"):
         with ember.check_leaks(raise_on_leak=True):
             keep.append(jnp.asarray(np.ones(1)))
+
+
+def test_converting_a_numpy_array_never_freezes_it():
+    for _ in range(20):  # some of these buffers are 64-byte aligned by chance
+        a = np.random.default_rng(0).random(512)
+        x = jnp.asarray(a)
+        a[0] = 5.0  # must stay writeable
+        assert float(x[0]) != 5.0  # and ember holds its own copy

@@ -359,3 +359,25 @@ def test_prop_searchsorted(a, v, side):
     ref = np.searchsorted(a, v, side=side)
     np.testing.assert_array_equal(jnp.searchsorted(a, v, side=side), ref)
     np.testing.assert_array_equal(jnp.searchsorted(a, v, side=side, method="compare_all"), ref)
+
+
+# -- transformations and dynamic axes ---------------------------------------------------------------
+
+
+def test_vmap_grad_dynamic_axes():
+    x = rng.normal(size=(3, 6))
+    _eq(ember.vmap(lambda r: jnp.searchsorted(jnp.sort(r), 0.0))(x),
+        [np.searchsorted(np.sort(r), 0.0) for r in x])
+    _eq(ember.vmap(lambda r: jnp.nonzero(r > 0, size=6, fill_value=-1)[0])(x),
+        [np.concatenate([np.nonzero(r > 0)[0], [-1] * (6 - (r > 0).sum())]) for r in x])
+    _eq(ember.vmap(jnp.argsort)(x), np.argsort(x, axis=1, kind="stable"))
+    g = ember.grad(lambda v: (jnp.sort(v) * jnp.arange(6.0)).sum())(x[0])
+    np.testing.assert_allclose(g, np.argsort(np.argsort(x[0])).astype(float))
+    for f, ref in ((lambda v: jnp.sort(v, axis=0), lambda v: np.sort(v, axis=0)),
+                   (lambda v: jnp.searchsorted(jnp.sort(v[:, 0]), v),
+                    lambda v: np.searchsorted(np.sort(v[:, 0]), v)),
+                   (lambda v: jnp.unique(v, size=4), lambda v: np.unique(v)[:4])):
+        g = ember.jit(f, dynamic_axes=["batch, _"])
+        for n in (4, 7):
+            v = rng.integers(0, 5, (n, 3)).astype(np.float64)
+            _eq(g(v), ref(v))

@@ -356,3 +356,18 @@ def test_prop_quantile(x, q, method):
     assert (np.diff(np.sort(q)) >= 0).all()
     order = np.argsort(q)
     assert (np.diff(got[order], axis=0) >= -1e-9).all()  # monotone in q
+
+
+def test_vmap_and_dynamic_axes():
+    x = rng.normal(size=(4, 7))
+    _close(ember.vmap(jnp.median)(x), np.median(x, axis=1))
+    _close(ember.vmap(lambda r: jnp.interp(0.1, np.linspace(-1, 1, 7), r))(x),
+           [np.interp(0.1, np.linspace(-1, 1, 7), r) for r in x])
+    f = ember.jit(lambda v: (jnp.quantile(v, 0.3, axis=0), jnp.diff(v, axis=0), jnp.histogram(v, 3)[0]),
+                  dynamic_axes=["batch, _"])
+    for n in (3, 6):
+        v = rng.normal(size=(n, 5))
+        q, d, h = f(v)
+        _close(q, np.quantile(v, 0.3, axis=0))
+        _close(d, np.diff(v, axis=0))
+        _close(h, np.histogram(v, 3)[0])

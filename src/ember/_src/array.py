@@ -35,12 +35,17 @@ class _MemoryStats:
 _stats = _MemoryStats()
 
 
-def aligned_copy(x: np.ndarray) -> np.ndarray:
-    """A C-contiguous, 64-byte aligned, read-only copy of ``x`` (or ``x`` itself if it already is)."""
+def aligned_copy(x: np.ndarray, owned: bool = False) -> np.ndarray:
+    """A C-contiguous, 64-byte aligned, read-only copy of ``x``.
+
+    ``x`` itself is returned when it already is all that, or when ``owned`` (a fresh buffer nobody
+    else references) and aligned, in which case it is frozen in place. A caller's array is never
+    frozen.
+    """
     if x.flags.c_contiguous and (x.size == 0 or x.__array_interface__["data"][0] % ALIGNMENT == 0):
         if not x.flags.writeable:
             return x
-        if x.base is None:  # a fresh buffer we own: freeze it in place
+        if owned and x.base is None:  # a fresh buffer we own: freeze it in place
             x.flags.writeable = False
             return x
     nbytes = x.nbytes
@@ -209,7 +214,7 @@ def wrap_result(value: Any, aval: ShapedArray) -> Array:
     if v.shape != aval.shape:
         raise AssertionError(f"internal error: implementation returned shape {v.shape}, "
                              f"abstract evaluation said {aval.shape}")
-    return Array(aligned_copy(v), aval.weak_type)
+    return Array(aligned_copy(v, owned=True), aval.weak_type)
 
 
 _PY_DEFAULTS = {np.dtype(np.float64): dt.float32, np.dtype(np.int64): dt.int32,
@@ -242,7 +247,7 @@ def asarray_eager(x: Any, dtype: Any = None) -> Array:
             want = dt.int64
     if v.dtype != want:
         v = v.astype(want)
-    return Array(aligned_copy(v), weak)
+    return Array(aligned_copy(v, owned=v is not x), weak)
 
 
 def _from_nested(x: Any) -> np.ndarray:
