@@ -391,11 +391,12 @@ def isfinite(x: ArrayLike, /) -> Any:
     return ew.is_finite(x)
 
 
-def where(condition: ArrayLike, x: ArrayLike = None, y: ArrayLike = None, /) -> Any:
+def where(condition: ArrayLike, x: ArrayLike = None, y: ArrayLike = None, /, *, size: int | None = None,
+          fill_value: Any = None) -> Any:
     """``x`` where ``condition`` else ``y``, with broadcasting; the one-argument form is nonzero."""
     if x is None and y is None:
         from ember._src.numpy.searching import nonzero
-        return nonzero(condition)
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ValueError("where takes either 1 or 3 arguments")
     c = _operand(condition)
