@@ -117,6 +117,7 @@ UNARY = {
     "real": (lax.real, _c), "imag": (lax.imag, _c), "conj": (lax.conj, _c),
     "erf": (lax.erf, _f), "erfc": (lax.erfc, _f), "erf_inv": (lax.erf_inv, lambda s: _f(s, -0.9, 0.9)),
     "lgamma": (lax.lgamma, lambda s: _f(s, 0.1, 3)), "digamma": (lax.digamma, lambda s: _f(s, 0.1, 3)),
+    "polygamma": (lambda x: lax.polygamma(1, x), lambda s: _f(s, 0.1, 3)),
     "population_count": (lax.population_count, lambda s: _i(s, 0, 1000)),
     "copy": (elementwise.copy, _f), "integer_pow": (lambda x: lax.integer_pow(x, 3), _f),
     "integer_pow_neg": (lambda x: lax.integer_pow(x, -2), lambda s: _f(s, 0.5, 2)),

@@ -50,6 +50,7 @@ from ember._src.prims.elementwise import (
     neg,
     nextafter,
     population_count,
+    polygamma,
     pow,
     real,
     rem,

@@ -571,8 +571,42 @@ def _nextafter_jvp(primals: list, tangents: list) -> tuple[list, list]:
 
 nextafter_p.jvp = _nextafter_jvp
 nextafter_p.na("transpose", "nextafter is not linear")
-digamma_p.jvp = None
-digamma_p.na("jvp", "polygamma(1, x) is not implemented yet")
+
+
+# polygamma(n, x) for a static order n >= 1: the derivatives of digamma
+polygamma_p = Primitive("polygamma")
+
+
+def _polygamma_abstract(x: ShapedArray, *, n: int) -> ShapedArray:
+    check_kind("polygamma", x.dtype, "float")
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"polygamma order must be a non-negative int, got {n!r}")
+    return x
+
+
+def _polygamma_jvp(primals: list, tangents: list, *, n: int) -> tuple[list, list]:
+    (x,), (t,) = primals, tangents
+    out = polygamma(n, x)
+    if ad.is_zero(t):
+        return [out], [ad.Zero.from_value(out)]
+    return [out], [mul(t, polygamma(n + 1, x))]
+
+
+polygamma_p.impl = upcast_lowp(lambda x, *, n: sps.polygamma(n, x))
+polygamma_p.abstract_eval = _polygamma_abstract
+polygamma_p.jvp = _polygamma_jvp
+polygamma_p.batch = elementwise_batch(polygamma_p)
+polygamma_p.na("transpose", "polygamma is not linear")
+
+
+def polygamma(n: int, x: Any) -> Any:
+    """The ``n``-th derivative of digamma (``n`` a static non-negative int)."""
+    if int(n) == 0:
+        return digamma(x)
+    return polygamma_p.bind(x, n=int(n))
+
+
+_unary_jvp(digamma_p, lambda x, y: polygamma(1, x))
 _nonlinear(exp_p, exp2_p, log_p, log1p_p, expm1_p, tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p,
            acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, sqrt_p, rsqrt_p, cbrt_p, abs_p,
            erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p, integer_pow_p, div_p, rem_p, pow_p, max_p,
