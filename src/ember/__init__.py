@@ -2,6 +2,7 @@
 dynamic axes and planned memory."""
 
 from ember import errors, tree
+from ember._src import native as _native  # noqa: F401  (registers the "native" backend)
 from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats
 from ember._src.batching import vmap
@@ -44,3 +45,10 @@ from ember._src.prims.misc import stop_gradient  # noqa: E402
 
 __all__ += ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp",
             "linear_transpose", "linearize", "remat", "stop_gradient", "value_and_grad", "vjp"]
+
+import ember.lax.linalg  # noqa: E402
+import ember.numpy.fft  # noqa: E402
+import ember.numpy.linalg  # noqa: E402, F401
+from ember import fft, linalg, random, scipy  # noqa: E402
+
+__all__ += ["fft", "linalg", "random", "scipy"]

@@ -86,7 +86,8 @@ def test_dpotrf_pointer_convention():
     potrf = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 5))(blas.blas_pointer("dpotrf"))
     uplo, n, lda, info = ctypes.c_char(b"U"), ctypes.c_int(5), ctypes.c_int(5), ctypes.c_int(-1)
     # Row-major buffer read as column-major is A^T = A; "U" in column-major is lower in row-major.
-    potrf(*(ctypes.addressof(v) for v in (uplo, n)), a.ctypes.data, ctypes.addressof(lda), ctypes.addressof(info))
+    potrf(*(ctypes.addressof(v) for v in (uplo, n)), a.ctypes.data, ctypes.addressof(lda),
+          ctypes.addressof(info))
     assert info.value == 0
     lower = np.tril(a)
     np.testing.assert_allclose(lower @ lower.T, spd, rtol=1e-12)

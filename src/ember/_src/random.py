@@ -142,7 +142,12 @@ def _uniform(key: Array, shape: tuple, dtype: np.dtype, minval: Any, maxval: Any
     fbits = ew.bitwise_or(ew.shift_right_logical(raw, _c(raw, rng_bits - nmant)), _c(raw, one_bits))
     floats = ew.sub(rb.bitcast_convert_type(fbits, dtype), mv.full(shape, 1.0, dtype))
     lo, hi = _bound(minval, dtype, shape), _bound(maxval, dtype, shape)
-    return ew.max(lo, ew.add(ew.mul(floats, ew.sub(hi, lo)), lo))
+    return ew.max(lo, _scale_shift(floats, ew.sub(hi, lo), lo))
+
+
+def _scale_shift(x: Any, scale: Any, shift: Any) -> Any:
+    """``x * scale + shift``, fused into one rounding for float32 as XLA's CPU backend does."""
+    return _fma(x, scale, shift)
 
 
 def uniform(key: Array, shape: Shape = (), dtype: Any = None, minval: Any = 0.0,
@@ -160,9 +165,10 @@ def normal(key: Array, shape: Shape = (), dtype: Any = None) -> Array:
     if dt.is_complex(d):
         rd = dt.real_dtype(d)
         k_re, k_im = _split2(key)
-        s = mv.full(shape, np.sqrt(2), rd)
-        re = ew.div(_normal_real(k_re, shape, rd), s)
-        im = ew.div(_normal_real(k_im, shape, rd), s)
+        # XLA divides a complex value by sqrt(2) as a product with its rounded reciprocal
+        s = mv.full(shape, np.array(1.0, rd) / np.array(np.sqrt(2), rd), rd)
+        re = ew.mul(_normal_real(k_re, shape, rd), s)
+        im = ew.mul(_normal_real(k_im, shape, rd), s)
         return ew.complex(re, im)
     if not dt.is_float(d):
         raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, got {d}")
@@ -196,6 +202,37 @@ def _fma32(a: Any, b: Any, c: Any) -> Any:
     return ew.convert_element_type(ew.add(ew.mul(a, b), c), dt.float32)
 
 
+def _fma64(a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` in float64 with error-free transformations (Dekker's product, Knuth's sum).
+
+    ``a*b = p + e`` and ``p + c = s + t`` exactly; ``s + (t + e)`` is the correctly rounded fma
+    except in rare double-rounding ties.
+    """
+    def split(x: Any) -> tuple[Any, Any]:
+        t = ew.mul(_c(x, 134217729.0), x)
+        hi = ew.sub(t, ew.sub(t, x))
+        return hi, ew.sub(x, hi)
+
+    p = ew.mul(a, b)
+    ah, al = split(a)
+    bh, bl = split(b)
+    e = ew.add(ew.add(ew.add(ew.sub(ew.mul(ah, bh), p), ew.mul(ah, bl)), ew.mul(al, bh)), ew.mul(al, bl))
+    s = ew.add(p, c)
+    bb = ew.sub(s, p)
+    t = ew.add(ew.sub(p, ew.sub(s, bb)), ew.sub(c, bb))
+    return ew.add(s, ew.add(t, e))
+
+
+def _fma(a: Any, b: Any, c: Any) -> Any:
+    """A fused multiply-add, as XLA's CPU backend contracts ``a * b + c``."""
+    d = core.get_aval(a).dtype
+    if d == dt.float32:
+        return _fma32(a, b, c)
+    if d == dt.float64:
+        return _fma64(a, b, c)
+    return ew.add(ew.mul(a, b), c)
+
+
 _LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
           -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
 
@@ -207,7 +244,8 @@ def _log_f32(x: Any) -> Any:
     xb = rb.bitcast_convert_type(t, u32)
     emm0 = ew.sub(ew.convert_element_type(ew.shift_right_logical(xb, _c(xb, 23)), dt.int32),
                   mv.full_like(xb, 127, dt.int32))
-    t = rb.bitcast_convert_type(ew.bitwise_or(ew.bitwise_and(xb, _c(xb, 0x807FFFFF)), _c(xb, 0x3F000000)), f32)
+    mant = ew.bitwise_or(ew.bitwise_and(xb, _c(xb, 0x807FFFFF)), _c(xb, 0x3F000000))
+    t = rb.bitcast_convert_type(mant, f32)
     one = _c(t, 1.0)
     e = ew.add(one, ew.convert_element_type(emm0, f32))
     mask = ew.lt(t, _c(t, 0.707106781186547524))
@@ -243,20 +281,21 @@ _LOG1P_NUM = (4.5270000862445199635215e-5, 4.9854102823193375972212e-1, 6.578732
               2.0039553499201281259648e1)
 
 
-def _horner_f32(x: Any, coeffs: Sequence[float]) -> Any:
+def _horner(x: Any, coeffs: Sequence[float]) -> Any:
     p = _c(x, coeffs[0])
     for c in coeffs[1:]:
-        p = _fma32(p, x, _c(x, c))
+        p = _fma(p, x, _c(x, c))
     return p
 
 
-def _log1p_f32(x: Any) -> Any:
-    """``log1p`` as XLA's CPU backend computes it for float32 (Cephes rational near 0)."""
-    large = _log_f32(ew.add(x, _c(x, 1.0)))
+def _log1p_xla(x: Any) -> Any:
+    """``log1p`` as XLA's CPU backend computes it (Cephes rational near 0, ``log(1 + x)`` beyond)."""
+    one = ew.add(x, _c(x, 1.0))
+    large = _log_f32(one) if core.get_aval(x).dtype == dt.float32 else ew.log(one)
     x2 = ew.mul(x, x)
-    small = ew.div(_horner_f32(x, _LOG1P_NUM), _horner_f32(x, _LOG1P_DEN))
+    small = ew.div(_horner(x, _LOG1P_NUM), _horner(x, _LOG1P_DEN))
     small = ew.mul(ew.mul(x, x2), small)
-    small = _fma32(_c(x, -0.5), x2, small)
+    small = _fma(_c(x, -0.5), x2, small)
     small = ew.add(x, small)
     return ew.select(ew.lt(ew.abs(x), _c(x, 0.41421356237309504880)), small, large)
 
@@ -279,8 +318,10 @@ def log(x: Any) -> Any:
 
 
 def log1p(x: Any) -> Any:
-    """``log1p`` (XLA's float32 algorithm for float32 and low precision, else the primitive)."""
-    r = _upcast(_log1p_f32)(x)
+    """``log1p`` with XLA's algorithm (float32 math for low precision)."""
+    if core.get_aval(x).dtype == dt.float64:
+        return _log1p_xla(x)
+    r = _upcast(_log1p_xla)(x)
     return ew.log1p(x) if r is None else r
 
 
@@ -291,7 +332,7 @@ _ERFINV_GE5 = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0
 
 
 def _erf_inv_f32(x: Any) -> Any:
-    w = ew.neg(_log1p_f32(ew.mul(x, ew.neg(x))))
+    w = ew.neg(_log1p_xla(ew.mul(x, ew.neg(x))))
     lt = ew.lt(w, _c(w, 5.0))
     w = ew.select(lt, ew.sub(w, _c(w, 2.5)), ew.sub(ew.sqrt(w), _c(w, 3.0)))
     p = ew.select(lt, _c(w, _ERFINV_LT5[0]), _c(w, _ERFINV_GE5[0]))
@@ -324,8 +365,8 @@ _ERFINV64_C = (-2.7109920616438573243e-11, -2.5556418169965252055e-10, 1.5076572
 
 
 def _erf_inv_f64(x: Any) -> Any:
-    """XLA's float64 ``erf_inv`` (Giles), with plain multiply-adds."""
-    w = ew.neg(ew.log1p(ew.mul(x, ew.neg(x))))
+    """XLA's float64 ``erf_inv`` (Giles' polynomial, fused multiply-adds)."""
+    w = ew.neg(_log1p_xla(ew.mul(x, ew.neg(x))))
     lt6, lt16 = ew.lt(w, _c(w, 6.25)), ew.lt(w, _c(w, 16.0))
 
     def coef(i: int) -> Any:
@@ -340,11 +381,11 @@ def _erf_inv_f64(x: Any) -> Any:
     w = ew.select(lt6, ew.sub(w, _c(w, 3.125)), ew.sub(ew.sqrt(w), shift))
     p = coef(0)
     for i in range(1, 17):
-        p = ew.add(coef(i), ew.mul(p, w))
+        p = _fma64(p, w, coef(i))
     for i in range(17, 19):
-        p = ew.select(lt16, ew.add(coef(i), ew.mul(p, w)), p)
+        p = ew.select(lt16, _fma64(p, w, coef(i)), p)
     for i in range(19, 23):
-        p = ew.select(lt6, ew.add(coef(i), ew.mul(p, w)), p)
+        p = ew.select(lt6, _fma64(p, w, coef(i)), p)
     return ew.select(ew.eq(ew.abs(x), _c(x, 1.0)), ew.mul(x, _c(x, np.inf)), ew.mul(p, x))
 
 

@@ -1,5 +1,15 @@
 """``ember.lax``: the primitive-level operations (no implicit broadcasting or promotion)."""
 
+from ember._src.control_flow import (
+    associative_scan,
+    cond,
+    fori_loop,
+    map,
+    scan,
+    switch,
+    while_loop,
+)
+
 from ember._src.prims.dot import dot, dot_general
 from ember._src.prims.elementwise import (
     abs,

@@ -1,1 +1,15 @@
-"""Native backend infrastructure: C compiler driver, BLAS/LAPACK pointers, buffer pool, memory planner."""
+"""The native backend: passes, fused-kernel scheduling, C code generation, memory planning, and the
+compiler/BLAS infrastructure under them. Importing this package registers ``BACKENDS["native"]``.
+
+Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod:`.schedule`
+(kernels and calls, fusion decided by :mod:`.kernel`), :mod:`.planner` (arena plan),
+:mod:`.codegen` with :mod:`.c_ops` (one C translation unit), :mod:`.compiler` (build and cache),
+:mod:`.backend` (the executable).
+"""
+
+from ember._src.jit import BACKENDS
+from ember._src.native.backend import NativeExecutable, native_backend
+
+BACKENDS["native"] = native_backend
+
+__all__ = ["NativeExecutable", "native_backend"]

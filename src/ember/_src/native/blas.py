@@ -107,7 +107,8 @@ def gemm(
     """
     dtype = np.result_type(a, b)
     if dtype not in _GEMM_BY_DTYPE or a.dtype != dtype or b.dtype != dtype:
-        raise TypeError(f"gemm: need two arrays of one dtype among float32/64, complex64/128; got {a.dtype}, {b.dtype}")
+        raise TypeError(f"gemm: need two arrays of one dtype among float32/64, complex64/128; "
+                        f"got {a.dtype}, {b.dtype}")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: need 2-D arrays, got shapes {a.shape} and {b.shape}")
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)

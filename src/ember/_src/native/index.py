@@ -143,6 +143,9 @@ class Ix:
     def __sub__(self, other: Ix | int) -> Ix:
         return self + (-other if isinstance(other, Ix) else -other)
 
+    def __rsub__(self, other: int) -> Ix:
+        return (-self) + other
+
     def __mul__(self, c: int) -> Ix:
         return Ix({k: v * c for k, v in self.terms.items()}, self.const * c)
 

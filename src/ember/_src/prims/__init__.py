@@ -3,7 +3,9 @@
 from ember._src.prims import (  # noqa: F401
     dot,
     elementwise,
+    fft,
     indexing,
+    linalg,
     misc,
     movement,
     random_bits,

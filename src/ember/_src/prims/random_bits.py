@@ -102,7 +102,7 @@ def _bitcast_jvp(primals: list, tangents: list, *, new_dtype: np.dtype) -> tuple
     return [out], [ad.Zero.from_value(out)]
 
 
-bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.ascontiguousarray(x).view(new_dtype)
+bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.array(x, order="C").view(new_dtype)
 bitcast_convert_type_p.abstract_eval = _bitcast_abstract
 bitcast_convert_type_p.jvp = _bitcast_jvp
 bitcast_convert_type_p.batch = lambda vals, dims, *, new_dtype: (

@@ -1,0 +1,295 @@
+"""The native backend: Program -> passes -> schedule -> memory plan -> C -> one native call.
+
+``native_backend(program, **options)`` returns a :class:`NativeExecutable`, a callable
+``run(list_of_numpy) -> list_of_numpy`` that also exposes every stage for inspection
+(``optimized``, ``schedule``, ``plan``, ``source``). ``ember.jit(f, backend="native")`` uses it;
+``f.lower(x).executable.source`` shows the generated C.
+
+Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bool),
+``max_kernel_inputs`` (16), ``num_threads`` (OpenMP threads; None = OpenMP default),
+``parallel_threshold`` (cost-weighted elements before a loop goes parallel), ``inplace`` (bool),
+``simd`` (bool), ``validate`` (check the program after passes and the plan; default True).
+
+Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
+float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
+is logged on the ``ember`` logger and kept in ``executable.fallback_reason``. Within a supported
+program, primitives without a kernel lowering run as *fallback steps*: the generated code calls
+back into Python, which applies the primitive's NumPy implementation to the step's buffers, so the
+program remains a single native call with one memory plan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import core
+from ember._src.native import blas, c_ops, compiler
+from ember._src.native import passes as passes_mod
+from ember._src.native.codegen import CodegenOptions, generate
+from ember._src.native.planner import MemoryPlan, plan_memory
+from ember._src.native.pool import POOL
+from ember._src.native.schedule import Schedule, build_schedule
+from ember._src.program import Literal, Program, run_numpy, validate
+from ember.errors import DTypeError, ShapeError
+
+logger = logging.getLogger("ember")
+
+KNOWN_OPTIONS = {"passes", "fuse", "max_kernel_inputs", "num_threads", "parallel_threshold", "inplace",
+                 "simd", "validate"}
+_CALLBACK_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
+_warned: set[str] = set()
+
+
+def _debug_level() -> int:
+    try:
+        from ember._src.debug import debug_level
+    except ImportError:  # pragma: no cover - older trees
+        return 0
+    return debug_level()
+
+
+def unsupported_reason(p: Program) -> str | None:
+    """Why ``p`` cannot run natively, or None."""
+    avals = [v.aval for v in (*p.invars, *p.constvars)] + [v.aval for e in p.eqns for v in e.outvars]
+    avals += [a.aval for e in p.eqns for a in e.inputs]
+    for a in avals:
+        if any(not isinstance(d, int) for d in a.shape):
+            return f"symbolic shape {a.str_short()} (the native backend compiles static shapes only)"
+        if np.dtype(a.dtype) not in c_ops.SUPPORTED_DTYPES:
+            return f"dtype {a.dtype} has no C type in the native backend"
+    return None
+
+
+def _view(ptr: int, aval: Any) -> np.ndarray:
+    shape = tuple(aval.shape)
+    dtype = np.dtype(aval.dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes == 0:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
+    return np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape)
+
+
+class NativeExecutable:
+    """A compiled program: call it with a list of NumPy arrays, get a list of NumPy arrays."""
+
+    def __init__(self, program: Program, **options: Any):
+        unknown = set(options) - KNOWN_OPTIONS
+        if unknown:
+            logger.warning("native backend: ignoring unknown options %s", sorted(unknown))
+        self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
+        self.original = program
+        self.optimized: Program | None = None
+        self.schedule: Schedule | None = None
+        self.plan: MemoryPlan | None = None
+        self.source: str | None = None
+        self.library_path: str | None = None
+        self.fallback_reason: str | None = None
+        self.compile_seconds = 0.0
+        self.calls = 0
+        self._consts = [core.concrete_or_error(c, "a captured constant") for c in program.consts]
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        reason = unsupported_reason(program)
+        info = None
+        if reason is None:
+            info = compiler.find_compiler()
+            if info is None:
+                reason = "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
+                if reason not in _warned:
+                    _warned.add(reason)
+                    warnings.warn(f"ember native backend: {reason}; using the reference backend",
+                                  RuntimeWarning, stacklevel=3)
+        if reason is not None:
+            self.fallback_reason = reason
+            logger.debug("native backend: falling back to the reference backend: %s", reason)
+            return
+        self._build(info)
+
+    # -- compile ------------------------------------------------------------------------------
+    def _build(self, info: compiler.CompilerInfo) -> None:
+        t0 = time.perf_counter()
+        opt = self.options
+        prog = passes_mod.run_passes(self.original, opt.get("passes"))
+        if opt.get("validate", True):
+            validate(prog)
+        self.optimized = prog
+        sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
+                               fuse=bool(opt.get("fuse", True)))
+        self.schedule = sched
+        openmp = info.has_openmp
+        nt = opt.get("num_threads")
+        threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
+        plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
+        if opt.get("validate", True):
+            plan.check()
+        self.plan = plan
+        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None,
+                            parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
+                            simd=bool(opt.get("simd", True)))
+        gen = generate(sched, plan, cg)
+        self.source = gen.source
+        self._fallback_steps = gen.fallback_steps
+        self._consts_np = [np.ascontiguousarray(getattr(c, "value", c)) for c in self._consts]
+        self._setup_call()
+        if sched.steps and any(s.kind != "alias" for s in sched.steps):
+            before = compiler.cache_stats()["compiles"]
+            lib = compiler.load_library(gen.source, name_hint="ember_program")
+            self._compiled_now = compiler.cache_stats()["compiles"] > before
+            self.library_path = compiler.compile_shared(gen.source)
+            fn = lib.ember_main
+            fn.argtypes = [ctypes.c_void_p] * 4
+            fn.restype = ctypes.c_int
+            self._fn = fn
+        else:
+            self._fn = None
+        self.compile_seconds = time.perf_counter() - t0
+        if logger.isEnabledFor(logging.DEBUG):
+            how = "compiled" if getattr(self, "_compiled_now", False) else "cache hit"
+            logger.debug("native backend: %d steps (%d kernels, %d gemm, %d fallback), arena %d B, %s "
+                         "in %.3f s", len(sched.steps), sched.count("kernel"), sched.count("gemm"),
+                         sched.count("fallback"), plan.arena_bytes, how, self.compile_seconds)
+            for st in sched.steps:
+                if st.kind == "fallback":
+                    logger.debug("native backend: %s runs %s through the Python fallback (no kernel "
+                                 "lowering)", st.name, st.eqns[0].prim.name)
+            if _debug_level() >= 2:
+                logger.debug("native backend: generated source:\n%s", gen.source)
+
+    def _setup_call(self) -> None:
+        p, plan = self.optimized, self.plan
+        n_in, n_par = len(p.invars), len(p.constvars)
+        self._n_in, self._n_par = n_in, n_par
+        self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + plan.n_outputs))()
+        self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in p.consts]
+        for j, c in enumerate(self._consts_opt):
+            self._bufs[n_in + j] = c.ctypes.data
+        self._arena_raw = np.zeros(plan.arena_bytes + 64, dtype=np.uint8)
+        off = (-self._arena_raw.ctypes.data) % 64
+        self._arena = self._arena_raw[off:]
+        self._arena_ptr = self._arena.ctypes.data
+        self._callback = _CALLBACK_T(self._run_fallback)
+        self._views: dict[tuple, np.ndarray] = {}
+        self._fns = (ctypes.c_void_p * 3)(blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
+                                          ctypes.cast(self._callback, ctypes.c_void_p).value)
+        self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
+        out_bufs: dict[int, tuple] = {}
+        for kind, idx, a in plan.outputs:
+            if kind == "output" and idx not in out_bufs:
+                b = plan.value_buffer[a.id]
+                out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), b.nbytes)
+        self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
+        self._last_inputs: list[Any] = [None] * n_in
+        self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
+                           (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
+
+    # -- run ----------------------------------------------------------------------------------
+    def _view(self, ptr: int, aval: Any) -> np.ndarray:
+        """A NumPy view of a buffer (cached: arena and constant addresses never change)."""
+        key = (ptr, aval.shape, aval.dtype)
+        v = self._views.get(key)
+        if v is None:
+            if len(self._views) > 256:
+                self._views.clear()
+            v = self._views[key] = _view(ptr, aval)
+        return v
+
+    def _run_fallback(self, step_id: int, ptrs: Any) -> int:
+        try:
+            step = self._fallback_steps[step_id]
+            e = step.eqns[0]
+            k = 0
+            vals = []
+            for a in step.inputs:
+                if isinstance(a, Literal):
+                    vals.append(a.val)
+                else:
+                    vals.append(self._view(ptrs[k], a.aval))
+                    k += 1
+            outs = core.eval_impl(e.prim, vals, e.params, [v.aval for v in e.outvars])
+            for v, o in zip(step.outputs, outs):
+                np.copyto(self._view(ptrs[k], v.aval), o)
+                k += 1
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
+            self._error = exc
+            return 1
+
+    def _check_inputs(self, args: Sequence[Any]) -> list[np.ndarray]:
+        if len(args) != self._n_in:
+            raise TypeError(f"native executable takes {self._n_in} inputs, got {len(args)}")
+        out = []
+        for i, (a, (shape, dtype)) in enumerate(zip(args, self._in_avals)):
+            if not isinstance(a, np.ndarray):
+                a = np.asarray(getattr(a, "value", a))
+            if a.dtype != dtype:
+                raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
+            if a.shape != shape:
+                raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            out.append(a)
+        return out
+
+    def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
+        self.calls += 1
+        if self.fallback_reason is not None:
+            return run_numpy(self.original, self._consts, list(args))
+        ins = self._check_inputs(args)
+        outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
+        if self._fn is not None:
+            with self._lock:
+                bufs, last = self._bufs, self._last_inputs
+                for i, a in enumerate(ins):
+                    if a is not last[i]:  # a live array's data pointer never changes
+                        last[i] = a
+                        bufs[i] = a.ctypes.data
+                base = self._n_in + self._n_par
+                for k, (_, addr) in enumerate(outs):
+                    bufs[base + k] = addr
+                self._error = None
+                rc = self._fn(bufs, self._arena_ptr, None, self._fns)
+                if rc:
+                    err, self._error = self._error, None
+                    if err is not None:
+                        raise err
+                    raise RuntimeError(f"native program failed at step {rc - 1}")
+        results = []
+        for kind, idx, spec in self._out_spec:
+            if kind == "output":
+                r = outs[idx][0]
+                if r.shape != spec[0] or r.dtype != spec[1]:
+                    r = r.view(spec[1]).reshape(spec[0])
+            elif kind == "literal":
+                r = np.array(spec.val, dtype=spec.aval.dtype)
+            else:
+                r = (ins[idx] if kind == "input" else self._consts_opt[idx]).reshape(spec[0])
+            if r.flags.writeable:
+                r.flags.writeable = False
+            results.append(r)
+        return results
+
+    def describe(self) -> str:
+        """Optimized program, schedule, memory plan (the C source is ``.source``)."""
+        if self.fallback_reason is not None:
+            return f"reference backend (fallback: {self.fallback_reason})\n{self.original}"
+        return f"{self.optimized}\n\n{self.schedule}\n\n{self.plan}"
+
+    def __repr__(self) -> str:
+        state = f"fallback: {self.fallback_reason}" if self.fallback_reason else \
+            f"{len(self.schedule.steps)} steps, arena {self.plan.arena_bytes} B"
+        return f"<NativeExecutable {state}>"
+
+
+def native_backend(program: Program, **options: Any) -> NativeExecutable:
+    """Backend factory registered as ``BACKENDS["native"]``."""
+    return NativeExecutable(program, **options)

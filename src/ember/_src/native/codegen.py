@@ -1,0 +1,501 @@
+"""Render a planned schedule as one C translation unit with one entry point::
+
+    int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns);
+
+``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
+``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
+for dynamic axes). ``fns`` holds the run-time function pointers: ``sgemm``, ``dgemm`` (SciPy's
+BLAS) and the Python callback that runs fallback steps. The result is 0, or ``k + 1`` when step
+``k`` (a fallback) failed.
+
+Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
+access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
+reduction clauses), so gcc/clang vectorize it without ``-ffast-math``; the outermost loop becomes
+``#pragma omp parallel for`` when the kernel's estimated work exceeds ``parallel_threshold`` and
+OpenMP is available.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember._src.native import c_ops
+from ember._src.native import index as ixm
+from ember._src.native.c_ops import ctype, literal
+from ember._src.native.kernel import KernelIR, Node, node_deps
+from ember._src.native.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer, MemoryPlan
+from ember._src.native.schedule import Schedule, Step
+from ember._src.program import Literal, Var
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass
+class CodegenOptions:
+    openmp: bool = False
+    num_threads: int | None = None  # None: the OpenMP default
+    parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
+    simd: bool = True
+
+
+@dataclass
+class Generated:
+    source: str
+    fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
+
+
+class _Ctx:
+    def __init__(self, plan: MemoryPlan, n_in: int, n_par: int):
+        self.plan, self.n_in, self.n_par = plan, n_in, n_par
+
+    def base(self, b: Buffer) -> str:
+        if b.cls == EXTERNAL_IN:
+            return f"((char *)bufs[{b.index}])"
+        if b.cls == PARAMS:
+            return f"((char *)bufs[{self.n_in + b.index}])"
+        if b.cls == EXTERNAL_OUT:
+            return f"((char *)bufs[{self.n_in + self.n_par + b.index}])"
+        return f"(arena + {b.offset})"
+
+    def ptr(self, v: Var, dtype: Any = None) -> str:
+        b = self.plan.value_buffer[v.id]
+        t = ctype(dtype if dtype is not None else v.aval.dtype)
+        return f"(({t} *){self.base(b)})"
+
+
+def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
+    p = sched.program
+    ctx = _Ctx(plan, len(p.invars), len(p.constvars))
+    funcs: list[str] = []
+    body: list[str] = []
+    gen = Generated("")
+    for s, step in enumerate(sched.steps):
+        body.append(f"    /* {step} */")
+        if step.kind == "kernel":
+            fn, call = _KernelEmitter(step, s, ctx, opts).emit()
+            funcs.append(fn)
+            body.append("    " + call)
+        elif step.kind == "gemm":
+            body.extend("    " + ln for ln in _gemm(step, ctx))
+        elif step.kind == "fallback":
+            gen.fallback_steps[s] = step
+            ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
+            ptrs += [ctx.ptr(v) for v in step.outputs]
+            arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
+            body.append(f"    {{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}")
+    main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
+            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *body, "    return 0;", "}"]
+    code = "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
+    extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
+    if "em_gemm_f32" in code or "em_gemm_f64" in code:
+        extra += _GEMM_HELPERS
+    gen.source = c_ops.prelude_for(code) + extra + code
+    return gen
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+
+class _KernelEmitter:
+    def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions):
+        self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
+        self.ir: KernelIR = step.ir  # type: ignore[assignment]
+        ir = self.ir
+        self.nodes = ir.nodes
+        self.inner = frozenset(ir.dvars[ir.n_outer:])
+        self.params: dict[tuple[int, str], str] = {}  # (buffer id, dtype) -> C name
+        self.param_written: dict[tuple[int, str], bool] = {}
+        self.lines: list[str] = []
+        self.ind = 1
+        # loop merging
+        exprs = self._all_exprs()
+        n = ir.n_outer
+        og = ixm.mergeable_groups(ir.dvars[:n], ir.domain[:n], exprs)
+        ig = [[i + n for i in g] for g in ixm.mergeable_groups(ir.dvars[n:], ir.domain[n:], exprs)]
+        self.outer_groups = [[ir.dvars[i] for i in g] for g in og] if n else []
+        self.inner_groups = [[ir.dvars[i] for i in g] for g in ig] if ir.domain[n:] else []
+        self.outer_sizes = [math.prod(ir.domain[i] for i in g) for g in og] if n else []
+        self.inner_sizes = [math.prod(ir.domain[i] for i in g) for g in ig] if ir.domain[n:] else []
+        self.outer_names = [f"o{k}" for k in range(len(self.outer_groups))]
+        self.inner_names = [f"i{k}" for k in range(len(self.inner_groups))]
+        self.groups = self.outer_groups + self.inner_groups
+        self.gnames = self.outer_names + self.inner_names
+        self.names = {nm: nm for nm in self.gnames}
+        # dims inside opaque index terms never merge: render them by their loop's name
+        self.names.update({g[0]: nm for g, nm in zip(self.groups, self.gnames) if len(g) == 1})
+        self.parallel_outer = bool(opts.openmp and n and ir.flops() >= opts.parallel_threshold
+                                   and ir.outer_size >= 2)
+        self.parallel_inner = bool(opts.openmp and not n and ir.flops() >= opts.parallel_threshold
+                                   and self.inner_sizes and self.inner_sizes[0] >= 2)
+
+    def _all_exprs(self) -> list[ixm.Ix]:
+        out = []
+        for n in self.ir.nodes:
+            if n.kind == "load":
+                out.append(n.attrs[2])
+            elif n.kind == "iota":
+                out.append(n.attrs[1])
+            elif n.kind == "pred":
+                out.extend(c[0] for c in n.attrs[1])
+        out.extend(r.offset for r in self.ir.roots)
+        return out
+
+    # -- helpers ------------------------------------------------------------------------------
+    def ix(self, e: ixm.Ix) -> str:
+        m = ixm.merge_vars(e, self.groups, self.gnames)
+        return ixm.render(m, self.names, {k: f"t{k}" for k in range(len(self.nodes))})
+
+    def param(self, v: Var, written: bool = False) -> str:
+        b = self.ctx.plan.value_buffer[v.id]
+        key = (b.id, str(np.dtype(v.aval.dtype)))
+        name = self.params.get(key)
+        if name is None:
+            name = self.params[key] = f"p{b.id}_{ctype(v.aval.dtype).replace('_t', '')}"
+        self.param_written[key] = self.param_written.get(key, False) or written
+        return name
+
+    def scratch_param(self, nid: int) -> str:
+        b = self.ctx.plan.scratch[(self.s, nid)]
+        key = (b.id, str(self.nodes[nid].dtype))
+        self.params[key] = f"w{b.id}"
+        self.param_written[key] = True
+        return f"w{b.id}"
+
+    def w(self, line: str) -> None:
+        self.lines.append("    " * self.ind + line)
+
+    def is_inner(self, n: Node) -> bool:
+        return bool(n.vars & self.inner)
+
+    def expr(self, nid: int) -> str:
+        n = self.nodes[nid]
+        if n.kind == "const":
+            return literal(n.attrs[2], n.dtype)
+        if n.kind == "reduce":
+            return f"r{n.attrs[1]}"
+        return f"t{nid}"
+
+    def emit_node(self, nid: int) -> None:
+        n = self.nodes[nid]
+        t = ctype(n.dtype)
+        if n.kind in ("const", "reduce"):
+            return
+        if n.kind == "load":
+            v = self._var(n.attrs[1])
+            self.w(f"const {t} t{nid} = {self.param(v)}[{self.ix(n.attrs[2])}];")
+        elif n.kind == "iota":
+            self.w(f"const {t} t{nid} = ({t})({self.ix(n.attrs[1])});")
+        elif n.kind == "pred":
+            conds = []
+            for e, lo, hi, m in n.attrs[1]:
+                s = self.ix(e)
+                parts = []
+                if lo is not None:
+                    parts.append(f"({s}) >= {lo}")
+                if hi is not None:
+                    parts.append(f"({s}) <= {hi}")
+                if m != 1:
+                    parts.append(f"({s}) % {m} == 0")
+                conds.append(" && ".join(parts) or "1")
+            self.w(f"const uint8_t t{nid} = ({' && '.join(conds)});")
+        elif n.kind == "op":
+            name, params, in_dts = n.attrs
+            args = [self.expr(a) for a in n.args]
+            text = c_ops.render_op(name, args, [np.dtype(d) for d in in_dts], n.dtype, dict(params))
+            self.w(f"const {t} t{nid} = {text};")
+        else:
+            raise AssertionError(n.kind)
+
+    def _var(self, vid: int) -> Var:
+        for v in self.ir.inputs:
+            if v.id == vid:
+                return v
+        raise KeyError(vid)
+
+    def closure(self, sinks: list[int], inner: bool, stop: set[int]) -> list[int]:
+        """Nodes needed by ``sinks`` at the given level (inner loop or row), in topological order."""
+        seen: set[int] = set()
+        stack = list(sinks)
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            n = self.nodes[nid]
+            if self.is_inner(n) != inner:
+                continue
+            seen.add(nid)
+            if nid not in stop:  # stop nodes are included but not expanded
+                stack.extend(node_deps(n))
+        return sorted(seen)
+
+    def row_deps(self, sinks: list[int]) -> list[int]:
+        """Row-level nodes that the inner closure of ``sinks`` (or the sinks) need."""
+        inner = self.closure(sinks, True, set())
+        frontier = [d for nid in inner for d in node_deps(self.nodes[nid])] + list(sinks)
+        return self.closure(frontier, False, set())
+
+    # -- loops --------------------------------------------------------------------------------
+    def open_loops(self, names: list[str], sizes: list[int], pragma_first: str | None,
+                   simd_last: str | None) -> int:
+        for k, (nm, sz) in enumerate(zip(names, sizes)):
+            if k == 0 and pragma_first:
+                self.w(pragma_first)
+            if k == len(names) - 1 and simd_last is not None and not (k == 0 and pragma_first):
+                self.w(simd_last)
+            self.w(f"for (int64_t {nm} = 0; {nm} < {sz}; ++{nm}) {{")
+            self.ind += 1
+        return len(names)
+
+    def close(self, k: int) -> None:
+        for _ in range(k):
+            self.ind -= 1
+            self.w("}")
+
+    def emit(self) -> tuple[str, str]:
+        ir = self.ir
+        if self.parallel_outer:
+            nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+            col = f" collapse({len(self.outer_names)})" if len(self.outer_names) > 1 else ""
+            pragma = f"#pragma omp parallel for{col}{nt} schedule(static)"
+        else:
+            pragma = None
+        depth = self.open_loops(self.outer_names, self.outer_sizes, pragma, None)
+        if not self.outer_names:
+            self.w("{")
+            self.ind += 1
+            depth = 1
+        emitted_row: set[int] = set()
+        if self.parallel_outer and ir.scratch:
+            self.w("const int64_t tid_ = omp_get_thread_num();")
+        for q in range(ir.n_loops):
+            sinks = ir.loop_sinks[q]
+            for nid in self.row_deps(sinks):
+                if nid not in emitted_row:
+                    self.emit_node(nid)
+                    emitted_row.add(nid)
+            self.emit_loop(q, sinks)
+        row_roots = [r for r in ir.roots if not r.full]
+        for nid in self.closure([r.node for r in row_roots], False, set()):
+            if nid not in emitted_row:
+                self.emit_node(nid)
+                emitted_row.add(nid)
+        for r in row_roots:
+            self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
+        self.close(depth)
+        sig = self.signature()
+        fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        args = []
+        for (bid, dts), _name in self.params.items():
+            b = next(b for b in self.ctx.plan.buffers if b.id == bid)
+            args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
+        return fn, f"{self.step.name}({', '.join(args)});"
+
+    def signature(self) -> str:
+        by_buf: dict[int, int] = {}
+        for bid, _ in self.params:
+            by_buf[bid] = by_buf.get(bid, 0) + 1
+        parts = []
+        for (bid, dts), name in self.params.items():
+            const = "" if self.param_written[(bid, dts)] else "const "
+            restrict = "restrict " if by_buf[bid] == 1 else ""
+            parts.append(f"{const}{ctype(np.dtype(dts))} *{restrict}{name}")
+        return ", ".join(parts) or "void"
+
+    def emit_loop(self, q: int, sinks: list[int]) -> None:
+        ir = self.ir
+        reds = [r for r in ir.reduces if r.phase == q + 1]
+        clauses: list[str] = []
+        arg = any(r.kind in ("argmax", "argmin") for r in reds)
+        for r in reds:
+            t = ctype(r.dtype)
+            if r.kind in ("argmax", "argmin"):
+                init = c_ops.min_value(r.dtype) if r.kind == "argmax" else c_ops.max_value(r.dtype)
+                self.w(f"{t} a{r.rid} = {init}; int64_t x{r.rid} = 0;")
+                continue
+            self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+            clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:a{r.rid})")
+            if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                self.w(f"int n{r.rid} = 0;")
+                clauses.append(f"reduction(|:n{r.rid})")
+        red_clause = (" " + " ".join(clauses)) if clauses else ""
+        simd = f"#pragma omp simd{red_clause}" if self.opts.simd and not arg else None
+        pragma = None
+        if self.parallel_inner and not arg:
+            nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+            single = len(self.inner_names) == 1
+            pragma = f"#pragma omp parallel for{' simd' if single and self.opts.simd else ''}{nt}" \
+                     f"{red_clause} schedule(static)"
+        depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
+        if not self.inner_names:
+            self.w("{")
+            self.ind += 1
+            depth = 1
+        # scratch nodes computed by an earlier loop are loaded here
+        stop = {nid for nid, first in ir.scratch.items() if first < q}
+        jflat = None
+        if ir.scratch:
+            inner_dims = ir.domain[ir.n_outer:]
+            j = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars[ir.n_outer:]], inner_dims)
+            jflat = self.ix(j)
+            if self.parallel_outer:
+                jflat = f"tid_ * {math.prod(inner_dims)} + {jflat}"
+        for nid in self.closure(sinks, True, stop):
+            if nid in stop:
+                n = self.nodes[nid]
+                self.w(f"const {ctype(n.dtype)} t{nid} = {self.scratch_param(nid)}[{jflat}];")
+                continue
+            self.emit_node(nid)
+            if ir.scratch.get(nid) == q:
+                self.w(f"{self.scratch_param(nid)}[{jflat}] = t{nid};")
+        for r in reds:
+            x = self.expr(r.input)
+            if r.kind in ("argmax", "argmin"):
+                cmp = ">" if r.kind == "argmax" else "<"
+                nan = f" || ({x} != {x} && a{r.rid} == a{r.rid})" if c_ops.is_float(r.dtype) else ""
+                pos = self.gnames[-1] if self.inner_names else "0"
+                self.w(f"if ({x} {cmp} a{r.rid}{nan}) {{ a{r.rid} = {x}; x{r.rid} = {pos}; }}")
+            else:
+                flag = f"n{r.rid}" if r.kind in ("max", "min") and c_ops.is_float(r.dtype) else None
+                self.w(c_ops.reduce_update(r.kind, f"a{r.rid}", x, r.dtype, flag))
+        for root in ir.roots:
+            if root.full and root.loop == q + 1:
+                self.w(f"{self.param(root.var, True)}[{self.ix(root.offset)}] = {self.expr(root.node)};")
+        self.close(depth)
+        for r in reds:
+            t = ctype(r.out_dtype)
+            if r.kind in ("argmax", "argmin"):
+                self.w(f"const {t} r{r.rid} = ({t})x{r.rid};")
+            elif r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                self.w(f"const {t} r{r.rid} = n{r.rid} ? ({t})NAN : a{r.rid};")
+            else:
+                self.w(f"const {t} r{r.rid} = a{r.rid};")
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls
+# ---------------------------------------------------------------------------------------------
+
+_GEMM_HELPERS = """\
+typedef void (*em_sgemm_t)(char *, char *, int *, int *, int *, float *, const float *, int *,
+                           const float *, int *, float *, float *, int *);
+typedef void (*em_dgemm_t)(char *, char *, int *, int *, int *, double *, const double *, int *,
+                           const double *, int *, double *, double *, int *);
+/* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
+   C^T = op(B)^T op(A)^T (no data movement). */
+static void em_gemm_f32(void *fn, int ta, int tb, int64_t nb, int m, int n, int k, float alpha,
+                        float beta, const float *a, const float *b, float *c) {
+    if (m == 0 || n == 0) return;
+    char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
+    int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
+    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb; ldc = ldc < 1 ? 1 : ldc;
+    for (int64_t i = 0; i < nb; ++i)
+        ((em_sgemm_t)fn)(&tra, &trb, &n, &m, &k, &alpha, b + i * (int64_t)k * n, &lda,
+                         a + i * (int64_t)m * k, &ldb, &beta, c + i * (int64_t)m * n, &ldc);
+}
+static void em_gemm_f64(void *fn, int ta, int tb, int64_t nb, int m, int n, int k, double alpha,
+                        double beta, const double *a, const double *b, double *c) {
+    if (m == 0 || n == 0) return;
+    char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
+    int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
+    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb; ldc = ldc < 1 ? 1 : ldc;
+    for (int64_t i = 0; i < nb; ++i)
+        ((em_dgemm_t)fn)(&tra, &trb, &n, &m, &k, &alpha, b + i * (int64_t)k * n, &lda,
+                         a + i * (int64_t)m * k, &ldb, &beta, c + i * (int64_t)m * n, &ldc);
+}
+"""
+
+
+def gemm_dims(step: Step) -> tuple[int, int, int, int]:
+    e = step.eqns[0]
+    a, b = e.inputs[0], e.inputs[1]
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    ash, bsh = a.aval.shape, b.aval.shape
+    nb = ash[0] if len(ash) == 3 else 1
+    m, k = (ash[-1], ash[-2]) if ta else (ash[-2], ash[-1])
+    n = bsh[-2] if tb else bsh[-1]
+    return nb, m, n, k
+
+
+def gemm_fits_blas(step: Step) -> bool:
+    _, m, n, k = gemm_dims(step)
+    return max(m, n, k) <= INT_MAX and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
+
+
+def _gemm(step: Step, ctx: _Ctx) -> list[str]:
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    t = ctype(dt)
+    a, b = e.inputs[0], e.inputs[1]
+    prm = e.params
+    nb, m, n, k = gemm_dims(step)
+    oshape = tuple(out.aval.shape)
+    optr = ctx.ptr(out)
+    lines: list[str] = ["{"]
+    has_c = len(e.inputs) == 3
+    if has_c:  # C := broadcast(c), then beta * C is accumulated by gemm
+        c = e.inputs[2]
+        lines.append(f"    {t} *o_ = {optr};")
+        if isinstance(c, Literal):
+            src = lambda idx: literal(c.val, dt)  # noqa: E731
+        else:
+            cptr = ctx.ptr(c)
+            cstr = ixm.strides(c.aval.shape)
+            cdims = prm["c_dims"]
+
+            def src(idx: list[str]) -> str:
+                terms = [f"{idx[d]} * {s}" for d, s, sz in zip(cdims, cstr, c.aval.shape) if sz != 1]
+                return f"{cptr}[{' + '.join(terms) or '0'}]"
+        idx = [f"e{i}" for i in range(len(oshape))]
+        ostr = ixm.strides(oshape)
+        for i, sz in enumerate(oshape):
+            if i == len(oshape) - 1:
+                lines.append("    #pragma omp simd")
+            lines.append("    " * (i + 1) + f"for (int64_t e{i} = 0; e{i} < {sz}; ++e{i})")
+        oidx = " + ".join(f"{nm} * {s}" for nm, s in zip(idx, ostr)) or "0"
+        lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
+    alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
+    if gemm_fits_blas(step):
+        fn = "fns[0]" if dt == np.float32 else "fns[1]"
+        name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        lines.append(f"    {name}({fn}, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+    else:
+        lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
+    lines.append("}")
+    return lines
+
+
+def _loop_gemm(step: Step, ctx: _Ctx, has_c: bool) -> list[str]:
+    """Integer/bool matrix product as an i-k-j loop (the j loop vectorizes)."""
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    t = ctype(dt)
+    nb, m, n, k = gemm_dims(step)
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    a_ix = f"pa[p * {m} + i]" if ta else f"pa[i * {k} + p]"
+    b_ix = f"pb[j * {k} + p]" if tb else f"pb[p * {n} + j]"
+    upd = f"crow[j] |= av & {b_ix};" if c_ops.is_bool(dt) else f"crow[j] = ({t})(crow[j] + av * {b_ix});"
+    zero = "" if has_c else f"for (int64_t j = 0; j < {n}; ++j) crow[j] = 0;"
+    return [
+        f"for (int64_t bb = 0; bb < {nb}; ++bb) {{",
+        f"    const {t} *pa = {ctx.ptr(e.inputs[0])} + bb * {m * k};",
+        f"    const {t} *pb = {ctx.ptr(e.inputs[1])} + bb * {k * n};",
+        f"    for (int64_t i = 0; i < {m}; ++i) {{",
+        f"        {t} *crow = {ctx.ptr(out)} + (bb * {m} + i) * {n};",
+        f"        {zero}",
+        f"        for (int64_t p = 0; p < {k}; ++p) {{",
+        f"            const {t} av = {a_ix};",
+        "            #pragma omp simd",
+        f"            for (int64_t j = 0; j < {n}; ++j) {upd}",
+        "        }",
+        "    }",
+        "}",
+    ]

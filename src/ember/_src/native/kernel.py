@@ -1,0 +1,514 @@
+"""Kernel IR: a fused group of equations as a loop nest with a scalar expression DAG.
+
+A kernel runs over a *domain* (loop shape) split into ``n_outer`` outer dims (the rows) and inner
+dims. Map kernels have ``n_outer == 0``: one loop nest over the output shape. A kernel with
+reductions reduces over the inner dims: per row it runs one inner loop per *phase* (reductions that
+depend on earlier reductions, e.g. softmax's sum after its max, go to later phases), then an
+optional final loop for full-shape outputs, and writes row-shape outputs at the end of the row.
+
+Values are read through index expressions (:mod:`.index`), so broadcast, reshape, transpose,
+slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. The builder walks
+from the kernel's outputs (roots) toward its inputs, interning one node per (value, index) pair,
+and rejects groupings that would recompute expensive work (an expensive node evaluated at two
+different indices, or more times than it has elements) or that exceed the input limit; the
+scheduler uses that to decide fusion.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember._src.native import c_ops
+from ember._src.native import index as ixm
+from ember._src.native.index import Ix
+from ember._src.native.passes import ELEMENTWISE
+from ember._src.prims.indexing import fill_value
+from ember._src.program import Atom, Eqn, Literal, Var
+
+CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at several indices)
+REDUCE_PRIMS = frozenset(c_ops.REDUCE_KINDS)
+MOVEMENT_PRIMS = frozenset("broadcast_in_dim reshape squeeze transpose rev slice pad concatenate".split())
+FUSIBLE = ELEMENTWISE | MOVEMENT_PRIMS | REDUCE_PRIMS | {"iota", "take", "stop_gradient"}
+
+
+class Unfusable(Exception):
+    """The group cannot be one kernel (the message says why)."""
+
+
+@dataclass(eq=False)
+class Node:
+    id: int
+    kind: str  # const | load | op | iota | pred | reduce | scratch
+    dtype: np.dtype
+    args: tuple[int, ...]
+    attrs: Any
+    cost: int
+    vars: frozenset[str]
+    reduces: frozenset[int]
+
+
+@dataclass
+class Reduce:
+    rid: int
+    kind: str  # sum prod max min and or argmax argmin
+    input: int  # node id
+    dtype: np.dtype  # accumulator / value dtype
+    out_dtype: np.dtype  # dtype of the result (index dtype for arg reductions)
+    phase: int = 0
+    node: int = -1
+
+
+@dataclass
+class Root:
+    var: Var
+    node: int
+    full: bool  # full domain shape (stored in a loop) or row shape (stored per row)
+    offset: Ix
+    loop: int = 0  # which loop computes a full root
+
+
+@dataclass
+class KernelIR:
+    domain: tuple[int, ...]
+    n_outer: int
+    dvars: list[str]
+    nodes: list[Node]
+    reduces: list[Reduce]
+    roots: list[Root]
+    loads: dict[int, set[Ix]]  # var id -> offsets read
+    inputs: list[Var]
+    eqns: list[Eqn]
+    n_loops: int = 0
+    scratch: dict[int, int] = field(default_factory=dict)  # node id -> first loop computing it
+    loop_sinks: list[list[int]] = field(default_factory=list)
+
+    @property
+    def outputs(self) -> list[Var]:
+        return [r.var for r in self.roots]
+
+    @property
+    def inner_size(self) -> int:
+        return math.prod(self.domain[self.n_outer:])
+
+    @property
+    def outer_size(self) -> int:
+        return math.prod(self.domain[:self.n_outer])
+
+    def flops(self) -> int:
+        """Rough work estimate: cost-weighted evaluations (for the OpenMP threshold)."""
+        per = sum(n.cost for n in self.nodes if n.kind in ("op", "reduce")) or 1
+        return per * math.prod(self.domain)
+
+    def inplace_candidates(self) -> list[tuple[Var, int]]:
+        """(root var, input var id) pairs where the root may overwrite the input's buffer: a
+        single-loop map kernel that reads the input only at the element it writes."""
+        if self.n_outer != 0 or self.reduces or self.n_loops > 1:
+            return []
+        out = []
+        for r in self.roots:
+            if not r.full:
+                continue
+            for vid, offs in self.loads.items():
+                if offs == {r.offset}:
+                    out.append((r.var, vid))
+        return out
+
+    def describe(self) -> str:
+        names = []
+        for e in self.eqns:
+            if e.prim.name not in names:
+                names.append(e.prim.name)
+        return ",".join(names)
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, np.dtype):
+        return str(v)
+    return v
+
+
+def _size(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+class _Builder:
+    def __init__(self, eqns: Sequence[Eqn], domain: tuple[int, ...], n_outer: int, roots: Sequence[Var],
+                 max_inputs: int):
+        self.eqns = list(eqns)
+        self.domain = tuple(domain)
+        self.n_outer = n_outer
+        self.roots_in = list(roots)
+        self.max_inputs = max_inputs
+        self.dvars = [f"d{i}" for i in range(len(domain))]
+        self.outer = frozenset(self.dvars[:n_outer])
+        self.inner = frozenset(self.dvars[n_outer:])
+        self.ranges = {v: (0, max(n - 1, 0)) for v, n in zip(self.dvars, domain)}
+        self.producer = {v.id: e for e in self.eqns for v in e.outvars}
+        self.nodes: list[Node] = []
+        self.intern_table: dict[Any, int] = {}
+        self.memo: dict[Any, int] = {}
+        self.var_nodes: dict[int, set[int]] = {}
+        self.var_of_eqn: dict[int, Var] = {}
+        self.loads: dict[int, set[Ix]] = {}
+        self.inputs: list[Var] = []
+        self.reduces: list[Reduce] = []
+
+    # -- nodes -------------------------------------------------------------------------------
+    def node(self, kind: str, dtype: Any, args: Sequence[int], attrs: Any, own_cost: int,
+             ix_vars: frozenset[str] = frozenset(), data: Sequence[int] = ()) -> int:
+        dtype = np.dtype(dtype)
+        key = (kind, dtype.str, tuple(args), attrs)
+        nid = self.intern_table.get(key)
+        if nid is not None:
+            return nid
+        deps = [self.nodes[a] for a in (*args, *data)]
+        vars_ = frozenset().union(ix_vars, *(d.vars for d in deps))
+        reduces = frozenset().union(*(d.reduces for d in deps))
+        cost = min(own_cost + sum(self.nodes[a].cost for a in args), 10**6)
+        nid = len(self.nodes)
+        self.nodes.append(Node(nid, kind, dtype, tuple(args), attrs, cost, vars_, reduces))
+        self.intern_table[key] = nid
+        return nid
+
+    def const(self, value: Any, dtype: Any) -> int:
+        v = np.asarray(value).astype(dtype).item()
+        return self.node("const", dtype, (), ("const", repr(v), v), 0)
+
+    def pred(self, conds: list[tuple[Ix, int | None, int | None, int]]) -> int | None:
+        """Node for the conjunction of ``lo <= ix <= hi and ix % mod == 0``; None = always true."""
+        kept = []
+        for e, lo, hi, m in conds:
+            elo, ehi = ixm.ix_range(e, self.ranges)
+            if (lo is None or elo >= lo) and (hi is None or ehi <= hi) and m == 1:
+                continue
+            if (lo is not None and ehi < lo) or (hi is not None and elo > hi):
+                return self.const(False, np.bool_)
+            kept.append((e, lo, hi, m))
+        if not kept:
+            return None
+        vars_ = frozenset().union(*(e.vars() for e, *_ in kept))
+        data = [t.node for e, *_ in kept for t in e.opaques() if isinstance(t, ixm.Data)]
+        return self.node("pred", np.bool_, (), ("pred", tuple(kept)), 1, vars_, data)
+
+    def select(self, p: int | None, on_true: int, on_false: int, dtype: Any) -> int:
+        if p is None:
+            return on_true
+        pn = self.nodes[p]
+        if pn.kind == "const":
+            return on_true if pn.attrs[2] else on_false
+        d = str(np.dtype(dtype))
+        return self.node("op", dtype, (p, on_false, on_true), ("select_n", (), ("bool", d, d)), 1)
+
+    # -- the walk ----------------------------------------------------------------------------
+    def value(self, a: Atom, idx: tuple[Ix, ...]) -> int:
+        if isinstance(a, Literal):
+            return self.const(a.val, a.aval.dtype)
+        key = (a.id, idx)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        e = self.producer.get(a.id)
+        if e is None:
+            n = self.load(a, idx)
+        else:
+            n = self.eqn_value(e, a, idx)
+            if e.prim.name not in MOVEMENT_PRIMS:
+                self.var_nodes.setdefault(a.id, set()).add(n)
+                self.var_of_eqn[a.id] = a
+        self.memo[key] = n
+        return n
+
+    def load(self, v: Var, idx: tuple[Ix, ...]) -> int:
+        if v.aval.dtype not in c_ops.SUPPORTED_DTYPES:
+            raise Unfusable(f"dtype {v.aval.dtype} has no C type")
+        off = ixm.linearize(idx, v.aval.shape)
+        if v.id not in self.loads:
+            self.loads[v.id] = set()
+            self.inputs.append(v)
+            if len(self.inputs) > self.max_inputs:
+                raise Unfusable(f"more than {self.max_inputs} inputs")
+        self.loads[v.id].add(off)
+        data = [t.node for t in off.opaques() if isinstance(t, ixm.Data)]
+        data += [t.node for o in off.opaques() for t in _nested_data(o)]
+        return self.node("load", v.aval.dtype, (), ("load", v.id, off), 0, frozenset(off.vars()), data)
+
+    def eqn_value(self, e: Eqn, out: Var, idx: tuple[Ix, ...]) -> int:
+        name, prm, ins = e.prim.name, e.params, e.inputs
+        odt = out.aval.dtype
+        if odt not in c_ops.SUPPORTED_DTYPES:
+            raise Unfusable(f"dtype {odt} has no C type")
+        if name in ("copy", "stop_gradient"):
+            return self.value(ins[0], idx)
+        if name in ELEMENTWISE:
+            in_dts = [a.aval.dtype for a in ins]
+            if not c_ops.has_lowering(name, in_dts, odt):
+                raise Unfusable(f"no C lowering for {name} on {in_dts}")
+            args = [self.value(a, idx) for a in ins]
+            params = {k: v for k, v in prm.items() if k in ("y", "rounding_method")}
+            return self.node("op", odt, args, (name, _freeze(params), tuple(str(d) for d in in_dts)),
+                             c_ops.op_cost(name))
+        mover = getattr(self, "mv_" + name, None)
+        if mover is not None:
+            return mover(e, idx)
+        if name in REDUCE_PRIMS:
+            return self.reduce(e, out, idx)
+        raise Unfusable(f"{name} has no kernel lowering")
+
+    # movement: map the consumer's index into the operand's index
+    def mv_broadcast_in_dim(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x = e.inputs[0]
+        shape, bd = e.params["shape"], e.params["broadcast_dimensions"]
+        new = tuple(Ix.lit(0) if x.aval.shape[i] == 1 and shape[d] != 1 else idx[d] for i, d in enumerate(bd))
+        return self.value(x, new)
+
+    def mv_reshape(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x = e.inputs[0]
+        flat = ixm.linearize(idx, e.outvars[0].aval.shape)
+        return self.value(x, tuple(ixm.delinearize(flat, x.aval.shape, self.ranges)))
+
+    mv_squeeze = mv_reshape
+
+    def mv_transpose(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        perm = e.params["permutation"]
+        new: list[Ix] = [Ix.lit(0)] * len(perm)
+        for k, p in enumerate(perm):
+            new[p] = idx[k]
+        return self.value(e.inputs[0], tuple(new))
+
+    def mv_rev(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x = e.inputs[0]
+        dims = e.params["dimensions"]
+        new = tuple((x.aval.shape[d] - 1) - i if d in dims else i for d, i in enumerate(idx))
+        return self.value(x, new)
+
+    def mv_slice(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x = e.inputs[0]
+        st = e.params["strides"] or (1,) * x.aval.ndim
+        new = tuple(i * s + b for i, s, b in zip(idx, st, e.params["start_indices"]))
+        return self.value(x, new)
+
+    def mv_pad(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x, pv = e.inputs
+        dtype = e.outvars[0].aval.dtype
+        padn = self.value(pv, ())
+        if any(n == 0 for n in x.aval.shape):
+            return padn
+        conds, new = [], []
+        for i, n, (lo, _hi, it) in zip(idx, x.aval.shape, e.params["padding_config"]):
+            s = it + 1
+            t = i - lo
+            top = (n - 1) * s
+            conds.append((t, 0, top, s))
+            new.append(ixm.floordiv(ixm.clamp(t, 0, top, self.ranges), s, self.ranges))
+        p = self.pred(conds)
+        return self.select(p, self.value(x, tuple(new)), padn, dtype)
+
+    def mv_concatenate(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        d = e.params["dimension"]
+        dtype = e.outvars[0].aval.dtype
+        ops = [(a, a.aval.shape[d]) for a in e.inputs]
+        offsets, o = [], 0
+        for _, n in ops:
+            offsets.append(o)
+            o += n
+        parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if n > 0]
+        result = None
+        for a, off, n in reversed(parts):
+            new = list(idx)
+            new[d] = ixm.clamp(idx[d] - off, 0, n - 1, self.ranges)
+            v = self.value(a, tuple(new))
+            if result is None:
+                result = v
+            else:
+                p = self.pred([(idx[d], None, off + n - 1, 1)])
+                result = self.select(p, v, result, dtype)
+        if result is None:
+            raise Unfusable("concatenate of empty operands")
+        return result
+
+    def mv_iota(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        ix = idx[e.params["dimension"]]
+        return self.node("iota", e.params["dtype"], (), ("iota", ix), 0, frozenset(ix.vars()),
+                         [t.node for t in ix.opaques() if isinstance(t, ixm.Data)])
+
+    def mv_take(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        x, ia = e.inputs
+        axis, mode = e.params["axis"], e.params["mode"]
+        dtype = e.outvars[0].aval.dtype
+        k = ia.aval.ndim
+        n = x.aval.shape[axis]
+        if n == 0:
+            if mode == "clip":
+                raise Unfusable("take from an empty axis raises at run time")
+            return self.const(fill_value(dtype), dtype)
+        ival = self.value(ia, tuple(idx[axis:axis + k]))
+        data = Ix({ixm.Data(ival, self.nodes[ival].vars): 1})
+        xi = ixm.clamp(data, 0, n - 1, self.ranges)
+        v = self.value(x, (*idx[:axis], xi, *idx[axis + k:]))
+        if mode == "fill":
+            p = self.pred([(data, 0, n - 1, 1)])
+            v = self.select(p, v, self.const(fill_value(dtype), dtype), dtype)
+        return v
+
+    def reduce(self, e: Eqn, out: Var, idx: tuple[Ix, ...]) -> int:
+        x = e.inputs[0]
+        axes = tuple(e.params["axes"]) if "axes" in e.params else (e.params["axis"],)
+        kept = [i for i in range(x.aval.ndim) if i not in axes]
+        order = kept + sorted(axes)
+        if tuple(x.aval.shape[i] for i in order) != self.domain or len(kept) != self.n_outer:
+            raise Unfusable("reduction over a different domain")
+        if tuple(i.is_var() for i in idx) != tuple(self.dvars[:self.n_outer]):
+            raise Unfusable("reduction result read at another index than its row")
+        xidx: list[Ix] = [Ix.lit(0)] * x.aval.ndim
+        for pos, ax in enumerate(order):
+            xidx[ax] = Ix.var(self.dvars[pos])
+        inp = self.value(x, tuple(xidx))
+        xdt = x.aval.dtype
+        if xdt not in c_ops.SUPPORTED_DTYPES:
+            raise Unfusable(f"dtype {xdt} has no C type")
+        kind = c_ops.reduce_kind(e.prim.name, xdt)
+        rid = len(self.reduces)
+        phase = 1 + max((self.reduces[r].phase for r in self.nodes[inp].reduces), default=0)
+        r = Reduce(rid, kind, inp, xdt, out.aval.dtype, phase)
+        self.reduces.append(r)
+        # a reduction result is a per-row scalar: free for its consumers to read (cost 0)
+        n = self.node("reduce", out.aval.dtype, (), ("reduce", rid), 0, self.outer)
+        self.nodes[n].reduces = frozenset({rid})
+        r.node = n
+        return n
+
+    # -- assembling ---------------------------------------------------------------------------
+    def build(self) -> KernelIR:
+        roots = []
+        for v in self.roots_in:
+            shape = tuple(v.aval.shape)
+            if shape == self.domain:
+                idx = tuple(Ix.var(d) for d in self.dvars)
+                full = True
+            elif shape == self.domain[:self.n_outer]:
+                idx = tuple(Ix.var(d) for d in self.dvars[:self.n_outer])
+                full = False
+            else:
+                raise Unfusable(f"output of shape {shape} does not fit the domain {self.domain}")
+            if v.id not in self.producer:
+                raise Unfusable("an output is not computed by the kernel")
+            n = self.value(v, idx)
+            roots.append(Root(v, n, full, ixm.linearize(idx, shape)))
+        self.check_duplication()
+        ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
+                      self.inputs, self.eqns)
+        self.assign_loops(ir)
+        return ir
+
+    def level_count(self, n: Node) -> int:
+        if n.vars & self.inner:
+            return _size(self.domain)
+        if n.vars or n.reduces:
+            return _size(self.domain[:self.n_outer])
+        return 1
+
+    def check_duplication(self) -> None:
+        for vid, nids in self.var_nodes.items():
+            v = self.var_of_eqn[vid]
+            size = _size(v.aval.shape)
+            for nid in nids:
+                n = self.nodes[nid]
+                if n.cost <= CHEAP:
+                    continue
+                if len(nids) > 1:
+                    name = self.producer[vid].prim.name
+                    raise Unfusable(f"{name} would be computed at {len(nids)} indices")
+                if self.level_count(n) > size:
+                    raise Unfusable(f"{self.producer[vid].prim.name} would be recomputed "
+                                    f"{self.level_count(n) // max(size, 1)}x (broadcast)")
+
+    def assign_loops(self, ir: KernelIR) -> None:
+        n_phase = max((r.phase for r in ir.reduces), default=0)
+        final = False
+        for r in ir.roots:
+            if r.full:
+                after = max((ir.reduces[q].phase for q in self.nodes[r.node].reduces), default=0)
+                r.loop = max(after + 1, 1)
+                if r.loop > n_phase:
+                    final = True
+        ir.n_loops = n_phase + (1 if final else 0)
+        sinks: list[list[int]] = [[] for _ in range(ir.n_loops)]
+        for r in ir.reduces:
+            sinks[r.phase - 1].append(r.input)
+        for r in ir.roots:
+            if r.full:
+                r.loop = min(r.loop, ir.n_loops)
+                sinks[r.loop - 1].append(r.node)
+        ir.loop_sinks = sinks
+        # inner nodes needed by several loops: expensive ones go through a scratch row buffer
+        used_in: dict[int, list[int]] = {}
+        for q, ss in enumerate(sinks):
+            for nid in self.inner_closure(ss):
+                used_in.setdefault(nid, []).append(q)
+        for nid, qs in used_in.items():
+            if len(qs) > 1 and self.nodes[nid].cost > CHEAP:
+                ir.scratch[nid] = qs[0]
+
+    def inner_closure(self, sinks: Sequence[int]) -> list[int]:
+        seen: set[int] = set()
+        out: list[int] = []
+        stack = list(sinks)
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            n = self.nodes[nid]
+            if not (n.vars & self.inner):
+                continue
+            out.append(nid)
+            stack.extend(node_deps(n))
+        return out
+
+
+def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:
+    out: list[ixm.Data] = []
+    inner = getattr(o, "e", None)
+    if isinstance(inner, Ix):
+        for t in inner.opaques():
+            if isinstance(t, ixm.Data):
+                out.append(t)
+            out.extend(_nested_data(t))
+    return out
+
+
+def node_deps(n: Node) -> list[int]:
+    """Argument nodes plus nodes referenced by data-dependent index terms."""
+    deps = list(n.args)
+    ixs: list[Ix] = []
+    if n.kind == "load":
+        ixs.append(n.attrs[2])
+    elif n.kind == "iota":
+        ixs.append(n.attrs[1])
+    elif n.kind == "pred":
+        ixs.extend(c[0] for c in n.attrs[1])
+    for e in ixs:
+        for t in e.opaques():
+            if isinstance(t, ixm.Data):
+                deps.append(t.node)
+            deps.extend(d.node for d in _nested_data(t))
+    return deps
+
+
+def build_kernel(eqns: Sequence[Eqn], domain: Sequence[int], n_outer: int, roots: Sequence[Var],
+                 max_inputs: int = 16) -> KernelIR:
+    """Build (and check) the kernel computing ``roots`` from ``eqns`` over ``domain``.
+
+    Raises :class:`Unfusable` when the equations cannot form one kernel without duplicating
+    expensive work or exceeding ``max_inputs`` input buffers.
+    """
+    return _Builder(eqns, tuple(domain), n_outer, roots, max_inputs).build()

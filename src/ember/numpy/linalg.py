@@ -1,0 +1,4 @@
+"""``ember.numpy.linalg``: NumPy's linear algebra (batched over leading dimensions)."""
+
+from ember._src.numpy.linalg_functions import *  # noqa: F403
+from ember._src.numpy.linalg_functions import __all__  # noqa: F401

@@ -1,0 +1,23 @@
+"""Native backend tests share one compile cache per session (compiles are the slow part)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ember._src.native import compiler
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory):
+    old = os.environ.get("EMBER_CACHE_DIR")
+    os.environ["EMBER_CACHE_DIR"] = str(tmp_path_factory.mktemp("ember-native-cache"))
+    yield
+    if old is None:
+        os.environ.pop("EMBER_CACHE_DIR", None)
+    else:
+        os.environ["EMBER_CACHE_DIR"] = old
+
+
+requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")

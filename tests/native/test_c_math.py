@@ -1,0 +1,74 @@
+"""Accuracy of the inline float32 math in c_ops (the bounds stated in its docstring)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+import scipy.special as sps
+
+from ember._src.native import c_ops, compiler
+from tests.native.conftest import requires_cc
+
+FUNCS = ["em_expf", "em_logf", "em_tanhf", "em_logisticf", "em_erff"]
+REFS = [np.exp, np.log, np.tanh, sps.expit, sps.erf]
+ULP_BOUND = {"em_expf": 2, "em_logf": 2, "em_tanhf": 2, "em_logisticf": 4, "em_erff": 8}
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.4e38, -3.4e38, 88.7, 88.8,
+                    -87.3, -103.9, -104.5, 1, -1, 0.625, -0.625, 9, -9, 4, -4], np.float32)
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    body = "".join(
+        f"void run_{n}(const float *restrict x, float *restrict o, int64_t m) {{\n"
+        f"#pragma omp simd\n for (int64_t i = 0; i < m; ++i) o[i] = {n}(x[i]);\n}}\n" for n in FUNCS)
+    lib = compiler.load_library(c_ops.prelude_for(body) + body, name_hint="math_test")
+    out = {}
+    for n in FUNCS:
+        f = getattr(lib, f"run_{n}")
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        out[n] = f
+    return out
+
+
+def _run(f, x: np.ndarray) -> np.ndarray:
+    o = np.empty_like(x)
+    f(x.ctypes.data, o.ctypes.data, x.size)
+    return o
+
+
+@requires_cc
+@pytest.mark.parametrize("name,ref", list(zip(FUNCS, REFS)))
+def test_accuracy(kernels, name, ref):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([SPECIAL, rng.standard_normal(1 << 18).astype(np.float32) * 30,
+                        (rng.standard_normal(1 << 16) * 3).astype(np.float32),
+                        np.exp(rng.uniform(-100, 88, 1 << 16)).astype(np.float32)])
+    got = _run(kernels[name], x)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64))
+        want32 = want.astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want32)), "NaN pattern differs"
+    fin = np.isfinite(want32) & ~np.isnan(got)
+    assert np.array_equal(got[~fin & ~np.isnan(got)], want32[~fin & ~np.isnan(got)]), "infinities differ"
+    spacing = np.spacing(np.abs(want32[fin])).astype(np.float64)
+    ulps = np.abs(got[fin].astype(np.float64) - want[fin]) / spacing
+    tiny = np.abs(want[fin]) < 1e-37  # subnormal results: absolute error checked instead
+    assert ulps[~tiny].max() <= ULP_BOUND[name], f"{name}: {ulps[~tiny].max():.2f} ulp"
+    assert np.abs(got[fin][tiny] - want[fin][tiny]).max(initial=0) <= 1.2e-44
+    if name == "em_erff":
+        assert np.abs(got[fin] - want[fin]).max() <= 5e-7
+
+
+@requires_cc
+def test_signed_zero_and_saturation(kernels):
+    x = np.array([-0.0, 0.0, 20.0, -20.0, 1e30, -1e30], np.float32)
+    t = _run(kernels["em_tanhf"], x)
+    assert np.signbit(t[0]) and not np.signbit(t[1])
+    np.testing.assert_array_equal(t[2:], [1, -1, 1, -1])
+    e = _run(kernels["em_erff"], x)
+    assert np.signbit(e[0]) and not np.signbit(e[1])
+    np.testing.assert_array_equal(e[2:], [1, -1, 1, -1])
+    want = [1, np.float32(sps.expit(-20.0)), 1, 0]
+    np.testing.assert_array_equal(_run(kernels["em_logisticf"], x)[2:], want)

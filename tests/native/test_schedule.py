@@ -1,0 +1,147 @@
+"""Schedule structure: what fuses into one kernel, what becomes a call, what fusion refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src.native import passes
+from ember._src.native.kernel import Unfusable, build_kernel
+from ember._src.native.schedule import build_schedule
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((4, 8)).astype(np.float32)
+
+
+def sched(f, *args, **kw):
+    return build_schedule(passes.run_passes(ember.make_program(f)(*args)), **kw)
+
+
+def kinds(s) -> list[str]:
+    return [st.kind for st in s.steps]
+
+
+def softmax(x):
+    m = lax.reduce_max(x, (1,))
+    e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
+    s = lax.reduce_sum(e, (1,))
+    return e / lax.broadcast_in_dim(s, x.shape, (0,))
+
+
+def layernorm(x, g, b):
+    n = x.shape[-1]
+    mean = lax.reduce_sum(x, (1,)) / n
+    xc = x - lax.broadcast_in_dim(mean, x.shape, (0,))
+    var = lax.reduce_sum(xc * xc, (1,)) / n
+    y = xc * lax.broadcast_in_dim(lax.rsqrt(var + 1e-5), x.shape, (0,))
+    return y * g + b
+
+
+def test_mlp_layer_is_gemm_plus_one_epilogue():
+    w, b = RNG.standard_normal((8, 16)).astype(np.float32), RNG.standard_normal(16).astype(np.float32)
+    s = sched(lambda x, w, b: jnp.maximum(lax.dot(x, w) + b, 0.0), X, w, b)
+    assert kinds(s) == ["gemm", "kernel"]
+    assert s.steps[1].ir.n_outer == 0 and not s.steps[1].ir.reduces
+
+
+def test_mlp_three_layers():
+    ws = [RNG.standard_normal((8, 8)).astype(np.float32) for _ in range(3)]
+
+    def mlp(x):
+        for w in ws[:-1]:
+            x = jnp.tanh(lax.dot(x, w) + 1.0)
+        return lax.dot(x, ws[-1])
+
+    assert kinds(sched(mlp, X)) == ["gemm", "kernel", "gemm", "kernel", "gemm"]
+
+
+def test_softmax_is_one_kernel_with_row_cache():
+    s = sched(softmax, X)
+    assert kinds(s) == ["kernel"]
+    ir = s.steps[0].ir
+    assert ir.n_outer == 1 and len(ir.reduces) == 2 and ir.n_loops == 3
+    assert [r.phase for r in ir.reduces] == [1, 2]
+    assert len(ir.scratch) == 1  # exp(x - max) is cached for the last loop, not recomputed
+
+
+def test_layernorm_is_one_kernel():
+    g, b = np.ones(8, np.float32), np.zeros(8, np.float32)
+    s = sched(layernorm, X, g, b)
+    assert kinds(s) == ["kernel"]
+    assert s.steps[0].outputs[0].aval.shape == (4, 8)
+
+
+def test_elementwise_chain_and_siblings():
+    s = sched(lambda x: jnp.tanh(2 * x + 1) * jnp.exp(-x), X)
+    assert kinds(s) == ["kernel"]
+    s = sched(lambda x: (jnp.exp(x) + 1, jnp.exp(x) * 2), X)  # shared exp: one kernel, two outputs
+    assert kinds(s) == ["kernel"] and len(s.steps[0].outputs) == 2
+
+
+def test_movement_fuses_without_copies():
+    def f(x):
+        y = lax.concatenate([x, lax.rev(x, (1,))], 1)[:, ::2]
+        return lax.pad(lax.transpose(y, (1, 0)), 0.0, ((1, 1, 0), (0, 0, 1))) + 1.0
+
+    assert kinds(sched(f, X)) == ["kernel"]
+
+
+def test_reduction_with_prologue_and_epilogue():
+    s = sched(lambda x: jnp.sqrt(lax.reduce_sum(x * x, (1,))) + 1.0, X)
+    assert kinds(s) == ["kernel"] and len(s.steps[0].ir.reduces) == 1
+
+
+def test_no_duplication_of_expensive_broadcast():
+    v = RNG.standard_normal(8).astype(np.float32)
+    # exp(v) broadcast over 4 rows: computing it inside the (4, 8) kernel would do it 4 times
+    s = sched(lambda x, v: x * lax.broadcast_in_dim(jnp.exp(v), (4, 8), (1,)), X, v)
+    assert kinds(s) == ["kernel", "kernel"]
+    # a cheap producer is recomputed instead of materialized
+    s = sched(lambda x, v: x * lax.broadcast_in_dim(v * 2.0, (4, 8), (1,)), X, v)
+    assert kinds(s) == ["kernel"]
+
+
+def test_no_duplication_across_index_maps():
+    p = passes.run_passes(ember.make_program(lambda x: jnp.exp(x) + lax.rev(jnp.exp(x), (1,)))(X))
+    e = {eq.prim.name: eq for eq in p.eqns}
+    try:
+        build_kernel(p.eqns, (4, 8), 0, [p.outvars[0]])
+        raise AssertionError("expected Unfusable")
+    except Unfusable as err:
+        assert "indices" in str(err)
+    assert "exp" in e
+    assert kinds(build_schedule(p)) == ["kernel", "kernel"]
+
+
+def test_input_limit():
+    xs = [RNG.standard_normal((4, 8)).astype(np.float32) for _ in range(6)]
+
+    def f(*xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc * x + 1.0
+        return acc
+
+    assert len(sched(f, *xs).steps) == 1
+    s = sched(f, *xs, max_inputs=3)
+    assert len(s.steps) > 1 and all(len(st.ir.inputs) <= 3 for st in s.steps)
+
+
+def test_calls_fallbacks_and_aliases():
+    w = RNG.standard_normal((8, 3)).astype(np.float32)
+    s = sched(lambda x, w: (lax.sort(jnp.exp(x), 1), lax.reshape(lax.dot(x, w), (12,))), X, w)
+    assert sorted(kinds(s)) == ["alias", "fallback", "gemm", "kernel"]
+    fb = next(st for st in s.steps if st.kind == "fallback")
+    assert fb.eqns[0].prim.name == "sort"
+
+
+def test_fuse_false_gives_one_kernel_per_equation():
+    s = sched(lambda x: jnp.tanh(2 * x + 1), X, fuse=False)
+    assert len(s.steps) == len(s.program.eqns) == 5 and all(st.kind == "kernel" for st in s.steps)
+
+
+def test_schedule_text():
+    text = str(sched(softmax, X))
+    assert text.startswith("schedule: 1 steps (1 kernels") and "reduce_max" in text and "k0" in text
