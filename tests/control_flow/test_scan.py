@@ -87,7 +87,7 @@ def test_zero_length(reverse):
 def test_closure_constants_and_literals():
     W = RNG.standard_normal((4, 4)).astype(np.float32) * 0.4
     xs = RNG.standard_normal((6, 4)).astype(np.float32)
-    body = lambda h, x: (np.tanh(W @ h + x) if isinstance(h, np.ndarray) else jnp.tanh(W @ h + x), h.sum() * 2)
+    body = lambda h, x: ((np.tanh if isinstance(h, np.ndarray) else jnp.tanh)(W @ h + x), h.sum() * 2)
     c, ys = lax.scan(body, np.zeros(4, np.float32), xs)
     rc, rys = np_scan(body, np.zeros(4, np.float32), xs)
     np.testing.assert_allclose(c, rc, rtol=1e-5, atol=1e-6)
@@ -146,6 +146,12 @@ def test_named_dynamic_length_one_trace():
         np.testing.assert_allclose(c, rc, rtol=1e-5)
         np.testing.assert_allclose(ys, rys, rtol=1e-5)
     assert f.cache_info()["traces"] == 1
+    loss = lambda x: lax.scan(lambda c, x: (jnp.sin(c) + x, c * x), jnp.zeros((), x.dtype), x)[1].sum()
+    g = ember.jit(ember.grad(loss), dynamic_axes={"x": ("seq",)})
+    for n in (2, 6):
+        xs = RNG.standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(g(xs), ember.grad(loss)(xs), rtol=1e-5, atol=1e-6)
+    assert g.cache_info()["traces"] == 1
 
 
 def test_nested_scans_and_unroll_param():

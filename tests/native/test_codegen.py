@@ -225,3 +225,22 @@ def test_in_place_reuse_is_correct():
 
     exe = check(f, x, rtol=1e-5, atol=1e-5)
     assert exe.plan.inplace
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_vector_products_use_gemv_correctly(dtype):
+    a = RNG.standard_normal((1, 7)).astype(dtype)
+    b = RNG.standard_normal((7, 5)).astype(dtype)
+    c = RNG.standard_normal((3, 1, 7)).astype(dtype)
+    d = RNG.standard_normal((3, 7, 4)).astype(dtype)
+
+    def f(a, b, c, d):
+        t = lambda x: lax.transpose(x, (1, 0))  # noqa: E731
+        return (lax.dot(a, b), lax.dot(a, t(t(b))) * 2.0 + 1.0, lax.dot(t(b), t(a)),  # m == 1 / n == 1
+                lax.dot_general(b, a, (((0,), (1,)), ((), ()))),  # n == 1 with transposed lhs
+                lax.dot_general(a, b.T.copy(), (((1,), (1,)), ((), ()))),  # m == 1, trans_b
+                lax.dot_general(c, d, (((2,), (1,)), ((0,), (0,)))),  # batched, m == 1
+                lax.dot_general(d, c, (((1,), (2,)), ((0,), (0,)))))  # batched, n == 1, trans_a
+
+    exe = check(f, a, b, c, d, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert "gemv" in exe.source

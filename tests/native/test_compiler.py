@@ -175,3 +175,19 @@ void scale_add(float *restrict out, const float *restrict x, const float *restri
 """
     report = compiler.vectorization_report(source)
     assert "vectorized" in report
+
+
+@requires_cc
+def test_compiler_probe_is_remembered_on_disk(monkeypatch):
+    compiler.find_compiler.cache_clear()
+    first = compiler.find_compiler()  # probes and records the result in the cache directory
+    compiler.find_compiler.cache_clear()
+
+    def no_subprocess(*a, **k):
+        raise AssertionError("the compiler was run although its probe is cached")
+
+    monkeypatch.setattr(compiler, "_run", no_subprocess)
+    try:
+        assert compiler.find_compiler() == first
+    finally:
+        compiler.find_compiler.cache_clear()

@@ -9,7 +9,19 @@ from ember._src.control_flow import (
     switch,
     while_loop,
 )
-
+from ember._src.lax_extras import (
+    bitcast_convert_type,
+    clamp,
+    cumlogsumexp,
+    dynamic_index_in_dim,
+    dynamic_slice_in_dim,
+    dynamic_update_slice_in_dim,
+    reduce_precision,
+    scatter_add,
+    sort_key_val,
+    square,
+    top_k,
+)
 from ember._src.prims.dot import dot, dot_general
 from ember._src.prims.elementwise import (
     abs,
@@ -59,8 +71,8 @@ from ember._src.prims.elementwise import (
     ne,
     neg,
     nextafter,
-    population_count,
     polygamma,
+    population_count,
     pow,
     real,
     rem,

@@ -14,6 +14,8 @@ from ember._src.nn.functions import (
     log_sigmoid,
     log_softmax,
     logsumexp,
+    mish,
+    normalize,
     one_hot,
     relu,
     relu6,
@@ -23,6 +25,8 @@ from ember._src.nn.functions import (
     soft_sign,
     softmax,
     softplus,
+    sparse_plus,
+    squareplus,
     standardize,
     swish,
 )
@@ -31,4 +35,5 @@ __all__ = [
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish",
     "hard_tanh", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "one_hot", "relu", "relu6",
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "standardize", "swish",
+    "mish", "normalize", "sparse_plus", "squareplus",
 ]

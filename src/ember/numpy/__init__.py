@@ -21,9 +21,11 @@ from ember._src.dtypes import (
     uint32,
     uint64,
 )
+from ember._src.numpy.array_api import __array_api_version__, __array_namespace_info__
 from ember._src.numpy.contractions import *
 from ember._src.numpy.creation import *
 from ember._src.numpy.dtype_functions import *
+from ember._src.numpy.extras import *
 from ember._src.numpy.indexing import *
 from ember._src.numpy.manipulation import *
 from ember._src.numpy.more_ufuncs import *

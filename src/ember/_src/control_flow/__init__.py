@@ -18,5 +18,5 @@ from ember._src.control_flow.loops import fori_loop, while_loop, while_p
 from ember._src.control_flow.scan import map, scan, scan_p, segments
 
 __all__ = ["NATIVE_LOOP", "REFERENCE_LOOP", "NativeLoopError", "associative_scan", "cond", "cond_p",
-           "fori_loop", "map", "report_loop_path", "require_native_loops", "scan", "scan_p", "segments", "switch", "while_loop",
-           "while_p"]
+           "fori_loop", "map", "report_loop_path", "require_native_loops", "scan", "scan_p", "segments",
+           "switch", "while_loop", "while_p"]

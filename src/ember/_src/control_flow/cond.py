@@ -153,7 +153,8 @@ def _cond_transpose(cts: list, index: Any, *args: Any, branches: tuple) -> list:
 
         avals = [*(a for a, lin_i in zip(in_av, lin) if not lin_i),
                  *(tangent_aval(a) for a, z in zip(out_av, ct_nz) if z)]
-        return cf.derived(b, ("cond-transpose", tuple(lin), tuple(ct_nz)), lambda: cf.trace_internal(f, avals))
+        key = ("cond-transpose", tuple(lin), tuple(ct_nz))
+        return cf.derived(b, key, lambda: cf.trace_internal(f, avals))
 
     bts = tuple(transpose_branch(b) for b in branches)
     res = [a for a, lin_i in zip(args, lin) if not lin_i]
@@ -230,7 +231,7 @@ def _trace_branches(funs: Sequence[Callable], operands: tuple, what: str, names:
 
     traced = [trace(f, None) for f in funs]
     tree0, av0 = traced[0][2], traced[0][3]
-    for k, (_, _, t, av) in enumerate(traced[1:], 1):
+    for k, (_, _, t, _) in enumerate(traced[1:], 1):
         if t != tree0:
             raise TypeError(f"{what}: branch outputs must have the same type structure, but {names[0]} gives "
                             f"{tree0} and {names[k]} gives {t}.")

@@ -56,7 +56,8 @@ def _while_abstract(*avals: ShapedArray, cond: Program, body: Program, cond_ncon
             raise TypeError(f"while: {len(got)} operands for a {what} program with {len(want)} inputs")
         for i, (a, b) in enumerate(zip(got, want)):
             if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-                raise TypeError(f"while: {what} operand {i} has type {a.str_short()}, expected {b.str_short()}")
+                raise TypeError(f"while: {what} operand {i} has type {a.str_short()}, expected "
+                                f"{b.str_short()}")
     (p,) = cond.out_avals
     if p.shape != () or p.dtype != dt.bool_:
         raise TypeError(f"while: the predicate must be a boolean scalar, got {p.str_short()}")
@@ -120,10 +121,13 @@ def _while_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, cond: Prog
         if new == carry_uk:
             break
         carry_uk = new
-    ins = [trace.instantiate_const(t) for t in tracers]
-    avals = while_p.abstract([t.aval for t in ins], p)
+
+    def stage_all() -> list:
+        ins = [trace.instantiate_const(t) for t in tracers]
+        return trace.new_staged(while_p, ins, p, while_p.abstract([t.aval for t in ins], p))
+
     if cf.depends_on(cond, cc_uk + carry_uk)[0]:  # the predicate is unknown: stage everything
-        return trace.new_staged(while_p, ins, p, avals)
+        return stage_all()
     known = [not u for u in carry_uk]
     body_k = cf.derived(body, ("while-known", tuple(bc_uk), tuple(carry_uk)), lambda: _drop_inputs(
         cf.select_outputs(body, known), [not u for u in bc_uk + carry_uk]))
@@ -134,7 +138,7 @@ def _while_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, cond: Prog
     kouts = while_p.bind(*kvals, **dict(p, cond=cond_k, body=body_k, cond_nconsts=n_kcc, body_nconsts=n_kbc))
     if not any(carry_uk):
         return list(kouts)
-    staged = trace.new_staged(while_p, ins, p, avals)  # recomputes the known carries too
+    staged = stage_all()  # the unknown carries: the whole loop, recomputing the known ones
     kit = iter(kouts)
     return [s if u else next(kit) for s, u in zip(staged, carry_uk)]
 
@@ -229,7 +233,8 @@ def _trace_loop_fns(cond_fun: Callable, body_fun: Callable, init_val: Any, what:
             out = cond_fun(tu.unflatten(tree, xs))
             o_leaves = tu.leaves(out)
             if len(o_leaves) != 1:
-                raise TypeError(f"{what}: cond_fun must return a boolean scalar, but got pytree {tu.structure(out)}")
+                raise TypeError(f"{what}: cond_fun must return a boolean scalar, but got pytree "
+                                f"{tu.structure(out)}")
             a = core.get_aval(o_leaves[0])
             if a.shape != () or a.dtype != dt.bool_:
                 raise TypeError(f"{what}: cond_fun must return a boolean scalar, but got output type "

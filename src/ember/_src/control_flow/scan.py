@@ -411,8 +411,8 @@ def _scan_transpose(cts: list, *args: Any, **params: Any) -> list:
     ct_y = [c for c, z in zip(ct_ys, ys_nz) if z]
     n_lc = len(acc0)
     outs = scan_p.bind(*res_c, *acc0, *ct_k, *ct_y, *res_x,
-                       **dict(params, body=bt, num_consts=len(res_c), num_carry=n_lc + nk, reverse=not reverse,
-                              length=length))
+                       **dict(params, body=bt, num_consts=len(res_c), num_carry=n_lc + nk,
+                              reverse=not reverse, length=length))
     ct_consts, ct_init, ct_xs = iter(outs[:n_lc]), outs[n_lc:n_lc + nk], iter(outs[n_lc + nk:])
     res = [next(ct_consts) if lin else None for lin in const_lin]
     res += [c if isinstance(a, UndefPrimal) else None for c, a in zip(ct_init, init)]
@@ -471,8 +471,8 @@ def _scan_batch(vals: list, dims: list, **params: Any) -> tuple[list, list]:
     while True:
         in_dims = [0 if b else None for b in const_b + carry_b + xs_b]
         key = ("batch", tuple(in_dims), size, tuple(carry_b))
-        bbody, out_dims = cf.derived(body, key, lambda: batch_program(
-            body, in_dims, size, instantiate=carry_b + [False] * ny))
+        bbody, out_dims = cf.derived(body, key, lambda d=in_dims, b=carry_b: batch_program(
+            body, d, size, instantiate=b + [False] * ny))
         new = [a or d is not None for a, d in zip(carry_b, out_dims[:nk])]
         if new == carry_b:
             break
@@ -563,7 +563,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``new_carry`` has the structure, shapes and dtypes of ``init`` (a ``TypeError`` names the
     mismatched leaf otherwise) and ``y`` is a pytree (``None`` to stack nothing). ``xs=None``
     needs ``length``. ``reverse=True`` runs from the end (outputs stay in index order).
-    ``unroll`` is recorded for backends (the reference loop ignores it).
+    ``unroll`` (a positive int; ``True`` means fully, recorded as ``-1``) is a hint for backends
+    (the reference loop ignores it).
 
     ``checkpoint`` sets what reverse-mode differentiation stores: ``True`` (default) stores the
     carries at the starts of about ``sqrt(length)`` segments and recomputes each segment in the
@@ -636,10 +637,12 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
                         + "\nThis might be fixed by changing the initial value given to scan (e.g. its dtype "
                         "or shape) or by converting the carry output of the body.")
     req = cf.require_native_default(require_native)
-    if not isinstance(unroll, (bool, int, np.integer)):
-        raise TypeError(f"scan: unroll must be an int or a bool, got {unroll!r}")
+    if isinstance(unroll, bool):
+        unroll = -1 if unroll else 1
+    elif not isinstance(unroll, (int, np.integer)) or unroll < 1:
+        raise TypeError(f"scan: unroll must be a positive int or a bool, got {unroll!r}")
     outs = scan_p.bind(*consts, *init_leaves, *x_leaves, body=prog, num_consts=len(consts), num_carry=nk,
-                       length=length, reverse=bool(reverse), unroll=int(unroll) if unroll is not True else -1,
+                       length=length, reverse=bool(reverse), unroll=int(unroll),
                        checkpoint=_normalize_checkpoint(checkpoint), require_native=req)
     return tu.unflatten(init_tree, outs[:nk]), tu.unflatten(y_tree, outs[nk:])
 

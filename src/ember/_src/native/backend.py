@@ -179,8 +179,9 @@ class NativeExecutable:
         self._arena_ptr = self._arena.ctypes.data
         self._callback = _CALLBACK_T(self._run_fallback)
         self._views: dict[tuple, np.ndarray] = {}
-        self._fns = (ctypes.c_void_p * 3)(blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
-                                          ctypes.cast(self._callback, ctypes.c_void_p).value)
+        self._fns = (ctypes.c_void_p * 5)(blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
+                                          ctypes.cast(self._callback, ctypes.c_void_p).value,
+                                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
         self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
         out_bufs: dict[int, tuple] = {}
         for kind, idx, a in plan.outputs:

@@ -4,8 +4,8 @@
 
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
-for dynamic axes). ``fns`` holds the run-time function pointers: ``sgemm``, ``dgemm`` (SciPy's
-BLAS) and the Python callback that runs fallback steps. The result is 0, or ``k + 1`` when step
+for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
+runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy). The result is 0, or ``k + 1`` when step
 ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
@@ -93,6 +93,12 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS
+        for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
+            if f"em_gemm_{name}" in code:
+                extra += (_GEMM_FN.replace("em_gemm_T", f"em_gemm_{name}")
+                          .replace("em_Sgemv_t", f"em_{pre}gemv_t")
+                          .replace("em_Sgemm_t", f"em_{pre}gemm_t").replace("GEMV", str(gemv_i))
+                          .replace("GEMM", str(gemm_i)).replace("ELT", t))
     gen.source = c_ops.prelude_for(code) + extra + code
     return gen
 
@@ -386,27 +392,37 @@ typedef void (*em_sgemm_t)(char *, char *, int *, int *, int *, float *, const f
                            const float *, int *, float *, float *, int *);
 typedef void (*em_dgemm_t)(char *, char *, int *, int *, int *, double *, const double *, int *,
                            const double *, int *, double *, double *, int *);
+typedef void (*em_sgemv_t)(char *, int *, int *, float *, const float *, int *, const float *, int *,
+                           float *, float *, int *);
+typedef void (*em_dgemv_t)(char *, int *, int *, double *, const double *, int *, const double *, int *,
+                           double *, double *, int *);
+"""
+_GEMM_FN = """\
 /* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
-   C^T = op(B)^T op(A)^T (no data movement). */
-static void em_gemm_f32(void *fn, int ta, int tb, int64_t nb, int m, int n, int k, float alpha,
-                        float beta, const float *a, const float *b, float *c) {
+   C^T = op(B)^T op(A)^T (no data movement). A single row or column goes to ?gemv, which BLAS
+   libraries run much faster than a degenerate ?gemm. */
+static void em_gemm_T(void **fns, int ta, int tb, int64_t nb, int m, int n, int k, ELT alpha,
+                      ELT beta, const ELT *a, const ELT *b, ELT *c) {
     if (m == 0 || n == 0) return;
-    char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
-    int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
-    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb; ldc = ldc < 1 ? 1 : ldc;
-    for (int64_t i = 0; i < nb; ++i)
-        ((em_sgemm_t)fn)(&tra, &trb, &n, &m, &k, &alpha, b + i * (int64_t)k * n, &lda,
-                         a + i * (int64_t)m * k, &ldb, &beta, c + i * (int64_t)m * n, &ldc);
-}
-static void em_gemm_f64(void *fn, int ta, int tb, int64_t nb, int m, int n, int k, double alpha,
-                        double beta, const double *a, const double *b, double *c) {
-    if (m == 0 || n == 0) return;
-    char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
-    int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
-    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb; ldc = ldc < 1 ? 1 : ldc;
-    for (int64_t i = 0; i < nb; ++i)
-        ((em_dgemm_t)fn)(&tra, &trb, &n, &m, &k, &alpha, b + i * (int64_t)k * n, &lda,
-                         a + i * (int64_t)m * k, &ldb, &beta, c + i * (int64_t)m * n, &ldc);
+    int one = 1;
+    for (int64_t i = 0; i < nb; ++i) {
+        const ELT *ai = a + i * (int64_t)m * k, *bi = b + i * (int64_t)k * n;
+        ELT *ci = c + i * (int64_t)m * n;
+        if (m == 1 && k > 0) {  /* c[n] = op(B)^T a: B as column-major is n x k ('N') or k x n ('T') */
+            char tr = tb ? 'T' : 'N';
+            int rows = tb ? k : n, cols = tb ? n : k;
+            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, bi, &rows, ai, &one, &beta, ci, &one);
+        } else if (n == 1 && k > 0) {  /* c[m] = op(A) b: A as column-major is k x m or m x k */
+            char tr = ta ? 'N' : 'T';
+            int rows = ta ? m : k, cols = ta ? k : m;
+            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, ai, &rows, bi, &one, &beta, ci, &one);
+        } else {
+            char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
+            int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
+            lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
+            ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, bi, &lda, ai, &ldb, &beta, ci, &ldc);
+        }
+    }
 }
 """
 
@@ -462,9 +478,8 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
         lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
     alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
     if gemm_fits_blas(step):
-        fn = "fns[0]" if dt == np.float32 else "fns[1]"
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
-        lines.append(f"    {name}({fn}, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+        lines.append(f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                      f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))

@@ -20,6 +20,7 @@ import dataclasses
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -180,6 +181,45 @@ def _inspect(path: str) -> CompilerInfo | None:
     )
 
 
+def _cpu_fingerprint() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            lines = [ln for ln in fh if ln.startswith(("model name", "flags"))][:2]
+        return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def _probe_cache_file(path: str) -> Path | None:
+    try:
+        st = os.stat(os.path.realpath(path))
+    except OSError:
+        return None
+    key = "\0".join([os.path.realpath(path), str(st.st_size), str(st.st_mtime_ns), " ".join(BASE_FLAGS),
+                     OPENMP_FLAG, _cpu_fingerprint(), "probe-v1"])
+    return cache_dir() / "compilers" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def _inspect_cached(path: str) -> CompilerInfo | None:
+    """:func:`_inspect`, remembered on disk per compiler binary (path, size, mtime) and CPU, so a
+    new process with a warm cache starts without running the compiler."""
+    f = _probe_cache_file(path)
+    if f is not None:
+        try:
+            fields = json.loads(f.read_text())
+            return CompilerInfo(**{k: tuple(v) if k == "flags" else v for k, v in fields.items()})
+        except (OSError, ValueError, TypeError):
+            pass
+    info = _inspect(path)
+    if info is not None and f is not None:
+        with contextlib.suppress(OSError):
+            f.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write_text(f, json.dumps(dataclasses.asdict(info)))
+    return info
+
+
 @functools.lru_cache(maxsize=1)
 def find_compiler() -> CompilerInfo | None:
     """The C compiler ember uses: ``$EMBER_CC`` if set, else the first working of cc, gcc, clang.
@@ -194,13 +234,13 @@ def find_compiler() -> CompilerInfo | None:
         path = shutil.which(explicit)
         if path is None:
             raise CompileError(f"EMBER_CC={explicit!r} is not an executable on PATH")
-        info = _inspect(path)
+        info = _inspect_cached(path)
         if info is None:
             raise CompileError(f"EMBER_CC={explicit!r} ({path}) cannot build a shared object")
         return info
     for name in CANDIDATES:
         path = shutil.which(name)
-        if path is not None and (info := _inspect(path)) is not None:
+        if path is not None and (info := _inspect_cached(path)) is not None:
             return info
     return None
 

@@ -407,3 +407,39 @@ __all__ = [
     "hard_tanh", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "one_hot", "relu", "relu6",
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "standardize", "swish",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# More activations (mish, squareplus, sparse_plus) and the deprecated ``normalize`` alias
+# ---------------------------------------------------------------------------------------------
+
+
+def mish(x: ArrayLike) -> Any:
+    """``x * tanh(softplus(x))``."""
+    x = _real_float("mish", x)
+    return uf.multiply(x, uf.tanh(softplus(x)))
+
+
+def squareplus(x: ArrayLike, b: ArrayLike = 4) -> Any:
+    """``(x + sqrt(x**2 + b)) / 2``, a smooth approximation of ``relu``."""
+    x = _real_float("squareplus", x)
+    return uf.divide(uf.add(x, uf.sqrt(uf.add(uf.square(x), b))), 2)
+
+
+def sparse_plus(x: ArrayLike) -> Any:
+    """0 for ``x <= -1``, ``(x + 1)**2 / 4`` on ``(-1, 1)``, ``x`` for ``x >= 1``."""
+    x = _real_float("sparse_plus", x)
+    mid = uf.divide(uf.square(uf.add(x, 1)), 4)
+    return uf.where(uf.less_equal(x, -1), 0, uf.where(uf.greater_equal(x, 1), x, mid))
+
+
+def normalize(x: ArrayLike, axis: Any = -1, mean: ArrayLike = None, variance: ArrayLike = None,
+              epsilon: ArrayLike = 1e-5, where: ArrayLike = None) -> Any:
+    """Deprecated alias of :func:`standardize` (as ``jax.nn.normalize`` was); warns."""
+    import warnings
+    warnings.warn("ember.nn.normalize is deprecated; use ember.nn.standardize", DeprecationWarning,
+                  stacklevel=2)
+    return standardize(x, axis, mean, variance, epsilon, where)
+
+
+__all__ += ["mish", "normalize", "sparse_plus", "squareplus"]

@@ -1,0 +1,158 @@
+"""``lax.scan`` loops: scalar cumulative sum (L = 1,000 and 100,000) and an RNN step
+``h = tanh(W @ h + x)`` (h = 64, L = 1,000), forward and gradient.
+
+    python benchmarks/bench_scan.py [--quick] [--no-native]
+
+Implementations: ember under ``jit`` on the numpy reference backend (the scan runs as a Python
+loop over the body), ember on the native backend when it is registered and a C compiler exists
+(today it runs the scan through its per-step Python fallback), a plain NumPy loop, and JAX
+``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports medians; writes
+``benchmarks/results/scan.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, report, timeit  # noqa: E402
+
+import ember  # noqa: E402
+import ember.numpy as jnp  # noqa: E402
+from ember import lax  # noqa: E402
+
+H, L_RNN = 64, 1000
+
+
+def cumsum_ember(x):
+    return lax.scan(lambda c, x: (c + x, c + x), jnp.zeros((), x.dtype), x)[1]
+
+
+def rnn_ember(W, xs, checkpoint=True):
+    h, _ = lax.scan(lambda h, x: (jnp.tanh(W @ h + x), None), jnp.zeros(H, xs.dtype), xs,
+                    checkpoint=checkpoint)
+    return h
+
+
+def rnn_loss_ember(W, xs, checkpoint=True):
+    return rnn_ember(W, xs, checkpoint).sum()
+
+
+def cumsum_numpy(x):
+    out = np.empty_like(x)
+    c = x.dtype.type(0)
+    for i in range(x.shape[0]):
+        c = c + x[i]
+        out[i] = c
+    return out
+
+
+def rnn_numpy(W, xs):
+    h = np.zeros(H, xs.dtype)
+    for x in xs:
+        h = np.tanh(W @ h + x)
+    return h
+
+
+def ember_backends(no_native: bool) -> list[str]:
+    names = ["numpy"]
+    if no_native:
+        return names
+    try:
+        import ember._src.native  # noqa: F401  (registers the backend)
+        from ember._src.jit import BACKENDS
+        from ember._src.native.compiler import find_compiler
+        if "native" in BACKENDS and find_compiler() is not None:
+            names.append("native")
+    except Exception as e:  # noqa: BLE001 - the native backend is optional here
+        print(f"native backend unavailable: {e}", file=sys.stderr)
+    return names
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (for smoke runs)")
+    ap.add_argument("--no-native", action="store_true")
+    args = ap.parse_args()
+    kw = {"min_time": 0.05, "min_runs": 2, "warmup": 1} if args.quick else {"min_time": 0.5, "min_runs": 5}
+    slow_kw = {"min_time": 0.0, "min_runs": 1 if args.quick else 3, "warmup": 1}
+    rng = np.random.default_rng(0)
+    W = (rng.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)
+    xs_rnn = rng.standard_normal((L_RNN, H)).astype(np.float32)
+    backends = ember_backends(args.no_native)
+
+    jax = None
+    if have("jax"):
+        import jax
+        import jax.numpy as jjnp
+
+        def jax_cumsum_fn(x):
+            return jax.lax.scan(lambda c, x: (c + x, c + x), jjnp.zeros((), x.dtype), x)[1]
+
+        jax_cumsum = jax.jit(jax_cumsum_fn)
+
+        def jax_rnn(W, xs):
+            return jax.lax.scan(lambda h, x: (jjnp.tanh(W @ h + x), None), jjnp.zeros(H, xs.dtype), xs)[0]
+
+        jax_rnn_fwd = jax.jit(jax_rnn)
+        jax_rnn_grad = jax.jit(jax.grad(lambda W, xs: jax_rnn(W, xs).sum()))
+    numba_cumsum = None
+    if have("numba"):
+        import numba
+
+        numba_cumsum = numba.njit(cumsum_numpy)
+
+    rows = []
+    for L in (1_000, 100_000):
+        x = rng.standard_normal(L).astype(np.float32)
+        ref = np.cumsum(x)
+        times: dict[str, float | None] = {}
+        for b in backends:
+            f = ember.jit(cumsum_ember, backend=b)
+            np.testing.assert_allclose(f(x), ref, rtol=1e-3, atol=1e-3)
+            times[f"ember {b}"] = timeit(lambda f=f, x=x: f(x), **(slow_kw if L > 10_000 else kw))
+        times["numpy loop"] = timeit(lambda x=x: cumsum_numpy(x), **(slow_kw if L > 10_000 else kw))
+        if jax is not None:
+            xj = jax.device_put(x)
+            times["jax jit"] = timeit(lambda xj=xj: jax_cumsum(xj).block_until_ready(), **kw)
+        if numba_cumsum is not None:
+            times["numba"] = timeit(lambda x=x: numba_cumsum(x), **kw)
+        rows.append({"workload": f"cumsum L={L:,}", "times": times})
+        print(rows[-1])
+
+    ref_h = rnn_numpy(W, xs_rnn)
+    times = {}
+    for b in backends:
+        f = ember.jit(rnn_ember, backend=b)
+        np.testing.assert_allclose(f(W, xs_rnn), ref_h, rtol=1e-4, atol=1e-5)
+        times[f"ember {b}"] = timeit(lambda f=f: f(W, xs_rnn), **kw)
+    times["numpy loop"] = timeit(lambda: rnn_numpy(W, xs_rnn), **kw)
+    if jax is not None:
+        times["jax jit"] = timeit(lambda: jax_rnn_fwd(W, xs_rnn).block_until_ready(), **kw)
+    rows.append({"workload": f"rnn h={H} L={L_RNN:,} forward", "times": times})
+    print(rows[-1])
+
+    for ck in (True, False):
+        times = {}
+        g_ref = None
+        for b in backends:
+            g = ember.jit(ember.grad(rnn_loss_ember), static_argnums=2, backend=b)
+            val = g(W, xs_rnn, ck)
+            g_ref = val if g_ref is None else g_ref
+            np.testing.assert_allclose(val, g_ref, rtol=1e-4, atol=1e-5)
+            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck), **slow_kw)
+        if jax is not None:
+            times["jax jit"] = timeit(lambda: jax_rnn_grad(W, xs_rnn).block_until_ready(), **kw)
+        what = "checkpointed sqrt(L)" if ck else "stored residuals"
+        rows.append({"workload": f"rnn h={H} L={L_RNN:,} grad ({what})", "times": times})
+        print(rows[-1])
+
+    print(report("lax.scan (median per call)", rows, "scan"))
+
+
+if __name__ == "__main__":
+    main()
