@@ -98,7 +98,8 @@ def test_dynamic_in_dim():
     np.testing.assert_array_equal(f(x, np.int32(1)), x[1:3])
     want = x.copy()
     want[:, 4:6] = -1
-    np.testing.assert_array_equal(lax.dynamic_update_slice_in_dim(x, -np.ones((4, 2), np.float32), 4, 1), want)
+    upd = -np.ones((4, 2), np.float32)
+    np.testing.assert_array_equal(lax.dynamic_update_slice_in_dim(x, upd, 4, 1), want)
     g = ember.jit(lambda v, i: lax.dynamic_update_slice_in_dim(v, jnp.zeros((1, 6)), i, 0))
     w2 = x.copy()
     w2[3] = 0

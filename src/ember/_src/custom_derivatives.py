@@ -584,11 +584,11 @@ def _depends_on(program: Program, flags: Sequence[bool]) -> list[bool]:
 
 def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Program,
                        prevent_cse: bool) -> list:
-    unknown = _depends_on(program, [not t.pval.is_known for t in tracers])
-    known_vals: list = []
-    if not all(unknown):  # the known outputs are computed now, and nothing else is kept ...
-        kprog = ad.dce_program(program, [not u for u in unknown])
-        known_vals = eval_program(kprog, kprog.consts, [t.pval.const for t in tracers])
+    # Which outputs are known is decided by partial evaluation of the body itself, so equations
+    # with their own partial-evaluation rules (scan, cond, ...) split primal from tangent work.
+    _, pvals_out = ad.partial_eval_flat(_ckpt_fun(program), [t.pval for t in tracers])
+    unknown = [not pv.is_known for pv in pvals_out]
+    known_vals = [pv.const for pv in pvals_out if pv.is_known]  # computed now; nothing else kept ...
     if not any(unknown):
         return known_vals
     # ... because the staged equation takes the (known) inputs and recomputes from them
