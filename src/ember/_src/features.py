@@ -28,8 +28,8 @@ shift_right_logical sign sin sinh slice slice_in_dim sort sort_key_val sqrt squa
 stop_gradient sub switch tan tanh top_k transpose while_loop associative_scan""".split()
 
 NN = """relu relu6 leaky_relu elu selu celu gelu glu silu swish sigmoid log_sigmoid softplus soft_sign
-hard_tanh hard_sigmoid hard_silu softmax log_softmax logsumexp one_hot standardize
-dot_product_attention""".split()
+hard_tanh hard_sigmoid hard_silu hard_swish softmax log_softmax logsumexp one_hot standardize
+dot_product_attention mish squareplus sparse_plus normalize""".split()
 
 RANDOM = """key PRNGKey split fold_in key_data bits uniform normal bernoulli randint categorical
 permutation choice truncated_normal gumbel exponential gamma beta dirichlet poisson

@@ -55,6 +55,7 @@ def _rbinop(name: str) -> Callable:
 
 def _is_operand(x: Any) -> bool:
     import numpy as np
+
     from ember._src.shapes import DimExpr
     return isinstance(x, (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple,
                           DimExpr))
