@@ -119,7 +119,8 @@ def first_call(width: int) -> tuple[float, float]:
         code = FIRST_CALL.format(bench=str(Path(__file__).resolve().parent), width=width)
         runs = []
         for _ in range(2):
-            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                               check=True)
             runs.append(float(p.stdout.strip().splitlines()[-1]))
     return runs[0], runs[1]
 
@@ -138,24 +139,27 @@ def main() -> None:
     rows = []
     for b in (int(s) for s in args.batches.split(",")):
         x = np.random.default_rng(1).standard_normal((b, args.width)).astype(np.float32)
-        want = mlp_numpy(x, *ps)
-        got = np.asarray(native(x, *ps))
-        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
-        exe = native.lower(x, *ps).executable
-        times = {
-            "ember native": timeit(lambda: native(x, *ps)),
-            "ember native (executable)": timeit(lambda: exe([x, *ps])),
-            "ember numpy backend": timeit(lambda: ref(x, *ps)),
-            "numpy": timeit(lambda: mlp_numpy(x, *ps)),
-        }
-        for name, fn in others.items():
-            times[name] = timeit(lambda fn=fn: fn(x))
-        rows.append({"workload": f"mlp {args.width} batch {b}", "times": times})
+        rows.append({"workload": f"mlp {args.width} batch {b}", "times": measure(native, ref, others, x, ps)})
     cold, warm = first_call(args.width)
-    rows.append({"workload": "first call incl. compile (empty cache, new process)", "times": {"ember native": cold}})
+    rows.append({"workload": "first call incl. compile (empty cache, new process)",
+                 "times": {"ember native": cold}})
     rows.append({"workload": "first call (warm disk cache, new process)", "times": {"ember native": warm}})
     print(report("3-layer MLP forward (median per call)", rows, "mlp"))
     print(f"(run at {time.strftime('%Y-%m-%d %H:%M')}; peers installed: {sorted(others) or 'none'})")
+
+
+def measure(native, ref, others: dict, x: np.ndarray, ps: list[np.ndarray]) -> dict:
+    np.testing.assert_allclose(np.asarray(native(x, *ps)), mlp_numpy(x, *ps), rtol=2e-4, atol=2e-4)
+    exe = native.lower(x, *ps).executable
+    times = {
+        "ember native": timeit(lambda: native(x, *ps)),
+        "ember native (executable)": timeit(lambda: exe([x, *ps])),
+        "ember numpy backend": timeit(lambda: ref(x, *ps)),
+        "numpy": timeit(lambda: mlp_numpy(x, *ps)),
+    }
+    for name, fn in others.items():
+        times[name] = timeit(lambda fn=fn: fn(x))
+    return times
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ def make(seed: int, n_ops: int = 12) -> tuple[Callable, list[np.ndarray], str]:
             inputs.append((rng.standard_normal(s) * 2).astype(dtype))
     recipe: list[tuple] = []
     for _ in range(n_ops):
-        recipe.append((str(rng.choice(OPS_INT if dtype == np.int32 else OPS)), int(rng.integers(0, 1 << 30))))
+        op = str(rng.choice(OPS_INT if dtype == np.int32 else OPS))
+        recipe.append((op, int(rng.integers(0, 1 << 30))))
     n_out = int(rng.integers(1, 4))
 
     def f(*xs):
@@ -68,7 +69,8 @@ def _binary(a, b, r):
 
 
 def _int_binary(a, b, r):
-    return [jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.minimum, jnp.bitwise_xor][int(r.integers(6))](a, b)
+    fns = [jnp.add, jnp.subtract, jnp.multiply, jnp.maximum, jnp.minimum, jnp.bitwise_xor]
+    return fns[int(r.integers(len(fns)))](a, b)
 
 
 def _where(a, b, r):
@@ -109,7 +111,8 @@ def _slice(a, b, r):
 def _pad(a, b, r):
     if a.ndim == 0:
         return None
-    cfg = [(int(r.integers(-1, 3)) if d > 1 else 0, int(r.integers(0, 2)), int(r.integers(0, 2))) for d in a.shape]
+    cfg = [(int(r.integers(-1, 3)) if d > 1 else 0, int(r.integers(0, 2)), int(r.integers(0, 2)))
+           for d in a.shape]
     return lax.pad(a, lax.convert_element_type(1, a.dtype), cfg)
 
 
@@ -142,7 +145,7 @@ def _sort(a, b, r):
 APPLY = {"unary": _unary, "binary": _binary, "ibinary": _int_binary, "where": _where, "reduce": _reduce,
          "transpose": _transpose, "reshape": _reshape, "slice": _slice, "pad": _pad, "rev": _rev,
          "concat": _concat, "matmul": _matmul, "sort": _sort}
-OPS = ["unary", "unary", "binary", "binary", "where", "reduce", "reduce", "transpose", "reshape", "slice", "pad",
-       "rev", "concat", "matmul", "sort"]
+OPS = ["unary", "unary", "binary", "binary", "where", "reduce", "reduce", "transpose", "reshape", "slice",
+       "pad", "rev", "concat", "matmul", "sort"]
 OPS_INT = ["ibinary", "ibinary", "where", "reduce", "transpose", "reshape", "slice", "pad", "rev", "concat",
            "matmul", "sort"]

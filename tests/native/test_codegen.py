@@ -244,3 +244,26 @@ def test_matrix_vector_products_use_gemv_correctly(dtype):
 
     exe = check(f, a, b, c, d, rtol=1e-5 if dtype == np.float32 else 1e-12)
     assert "gemv" in exe.source
+
+
+def test_regressions_from_the_full_suite_on_native():
+    # zero-size operands read through a reshape (division by a zero stride while building indices)
+    a, b = np.ones((0,), np.float32), np.ones((3,), np.float32)
+    check(lambda a, b: (lax.reshape(a, (0, 1)) * lax.reshape(b, (1, 3)), lax.reduce_sum(a, (0,)) + b), a, b)
+    # a gather at a constant index (the index node is a literal, not a temporary)
+    x = RNG.standard_normal((8,)).astype(np.float32)
+    check(lambda x: (lax.take(x, np.array([7], np.int32), 0) + x[3], lax.take(x, np.int32(2), 0) * x), x)
+
+
+def test_parallel_rows_with_row_cache_cap_their_team():
+    x = RNG.standard_normal((64, 48)).astype(np.float32)
+
+    def softmax(x):
+        m = lax.reduce_max(x, (1,))
+        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
+        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
+
+    exe = check(softmax, x, parallel_threshold=1)
+    from ember._src.native import compiler
+    if compiler.find_compiler().has_openmp:
+        assert "omp_get_thread_num" in exe.source and "num_threads(" in exe.source

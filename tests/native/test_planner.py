@@ -164,3 +164,20 @@ def _buffer_bytes(before, after) -> int:
     """Bytes newly held in blocks of at least 1 KiB (buffers, not small Python objects)."""
     return sum(st.size_diff for st in after.compare_to(before, "traceback")
                if st.size_diff > 0 and st.count_diff > 0 and st.size_diff / st.count_diff >= 1024)
+
+
+@requires_cc
+def test_gemm_accumulates_into_a_dying_addend():
+    from tests.native.util import check
+
+    x = RNG.standard_normal((8, 16)).astype(np.float32)
+    w = RNG.standard_normal((16, 16)).astype(np.float32)
+
+    def f(x, w):
+        r = lax.sort(x, 1) * 2.0      # an intermediate that dies at the second gemm
+        return lax.sort(lax.dot(lax.dot(x, w), w) + r, 0)
+
+    exe = check(f, x, w, rtol=1e-4, atol=1e-4)
+    g = [st for st in exe.schedule.steps if st.kind == "gemm"][-1]
+    assert len(g.eqns[0].inputs) == 3
+    assert any(out == g.outputs[0].id for _, out, _ in exe.plan.inplace)

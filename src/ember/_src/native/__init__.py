@@ -8,8 +8,10 @@ Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod
 """
 
 from ember._src.jit import BACKENDS
+from ember._src.native import lowerings
 from ember._src.native.backend import NativeExecutable, native_backend
 
 BACKENDS["native"] = native_backend
+lowerings.declare()
 
 __all__ = ["NativeExecutable", "native_backend"]

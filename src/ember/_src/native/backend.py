@@ -133,13 +133,12 @@ class NativeExecutable:
         if opt.get("validate", True):
             plan.check()
         self.plan = plan
-        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None,
+        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
                             simd=bool(opt.get("simd", True)))
         gen = generate(sched, plan, cg)
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
-        self._consts_np = [np.ascontiguousarray(getattr(c, "value", c)) for c in self._consts]
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             before = compiler.cache_stats()["compiles"]

@@ -38,6 +38,7 @@ INT_MAX = 2**31 - 1
 class CodegenOptions:
     openmp: bool = False
     num_threads: int | None = None  # None: the OpenMP default
+    workspace_threads: int = 1  # per-thread row caches the planner sized (caps such loops' teams)
     parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
     simd: bool = True
 
@@ -108,6 +109,17 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
 # ---------------------------------------------------------------------------------------------
 
 
+class _ExprNames(dict):
+    """Node id -> C expression, resolved on demand (constants inline, reductions by name)."""
+
+    def __init__(self, emitter: _KernelEmitter):
+        super().__init__()
+        self.emitter = emitter
+
+    def __missing__(self, nid: int) -> str:
+        return self.emitter.expr(nid)
+
+
 class _KernelEmitter:
     def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
@@ -155,7 +167,7 @@ class _KernelEmitter:
     # -- helpers ------------------------------------------------------------------------------
     def ix(self, e: ixm.Ix) -> str:
         m = ixm.merge_vars(e, self.groups, self.gnames)
-        return ixm.render(m, self.names, {k: f"t{k}" for k in range(len(self.nodes))})
+        return ixm.render(m, self.names, _ExprNames(self))
 
     def param(self, v: Var, written: bool = False) -> str:
         b = self.ctx.plan.value_buffer[v.id]
@@ -266,7 +278,8 @@ class _KernelEmitter:
     def emit(self) -> tuple[str, str]:
         ir = self.ir
         if self.parallel_outer:
-            nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+            nt = self.opts.num_threads or (self.opts.workspace_threads if ir.scratch else None)
+            nt = f" num_threads({nt})" if nt else ""
             col = f" collapse({len(self.outer_names)})" if len(self.outer_names) > 1 else ""
             pragma = f"#pragma omp parallel for{col}{nt} schedule(static)"
         else:
@@ -455,7 +468,9 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
     optr = ctx.ptr(out)
     lines: list[str] = ["{"]
     has_c = len(e.inputs) == 3
-    if has_c:  # C := broadcast(c), then beta * C is accumulated by gemm
+    in_place = has_c and isinstance(e.inputs[2], Var) and \
+        ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+    if has_c and not in_place:  # C := broadcast(c), then beta * C is accumulated by gemm
         c = e.inputs[2]
         lines.append(f"    {t} *o_ = {optr};")
         if isinstance(c, Literal):

@@ -297,6 +297,8 @@ def linearize(idx: Sequence[Ix], shape: Sequence[int]) -> Ix:
 
 def delinearize(flat: Ix, shape: Sequence[int], ranges: Ranges) -> list[Ix]:
     """The multi-index of row-major flat offset ``flat`` in an array of ``shape``."""
+    if 0 in shape:  # nothing is ever read from an empty array: any index will do
+        return [Ix.lit(0)] * len(shape)
     out = []
     for s, n in zip(strides(shape), shape):
         if n == 1:

@@ -351,7 +351,8 @@ class _Builder:
                 raise Unfusable("take from an empty axis raises at run time")
             return self.const(fill_value(dtype), dtype)
         ival = self.value(ia, tuple(idx[axis:axis + k]))
-        data = Ix({ixm.Data(ival, self.nodes[ival].vars): 1})
+        iv = self.nodes[ival]
+        data = Ix.lit(int(iv.attrs[2])) if iv.kind == "const" else Ix({ixm.Data(ival, iv.vars): 1})
         xi = ixm.clamp(data, 0, n - 1, self.ranges)
         v = self.value(x, (*idx[:axis], xi, *idx[axis + k:]))
         if mode == "fill":

@@ -17,7 +17,8 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
 * ``absorb_scale``: ``s * gemm``, ``gemm / s``, ``-gemm`` and ``gemm(s * a, b)`` for a literal
   scalar ``s`` fold into ``alpha`` (and ``beta``).
 * ``absorb_bias``: ``gemm + c`` with ``c`` a full-shape value, a scalar, or a vector broadcast along
-  the output's last (N) dim becomes ``gemm(..., c, beta=1)``.
+  the output's last (N) dim becomes ``gemm(..., c, beta=1)`` -- unless the sum flows into further
+  elementwise work (e.g. an activation), whose fused kernel adds the bias for free.
 * ``fold_constants``: equations whose inputs are all captured constants, literals or splats are
   evaluated with the reference implementations; the results become constants (never larger than
   their inputs: broadcasts and iotas are not materialized).
@@ -568,14 +569,42 @@ def _scaled_operand(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tupl
     return None
 
 
+def _consumers(p: Program) -> dict[int, list[Eqn]]:
+    out: dict[int, list[Eqn]] = defaultdict(list)
+    for e in p.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                out[a.id].append(e)
+    return out
+
+
+def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn]) -> bool:
+    """Whether ``v`` flows (through scalar scales, which become alpha/beta) into elementwise work.
+
+    Then the bias is better added by that fused epilogue kernel for free than filled into C
+    before the gemm (which costs a write pass and makes gemm read C)."""
+    for e in cons.get(v.id, ()):
+        name = e.prim.name
+        scale = name == "neg" or (name in ("mul", "div") and any(
+            a is not v and splat_value(a, prod) is not None for a in e.inputs))
+        if scale and _feeds_elementwise(e.outvars[0], cons, prod):
+            return True
+        if not scale and name in ELEMENTWISE:
+            return True
+    return False
+
+
 @register
 def absorb_bias(p: Program) -> Program:
     changed = True
     while changed:
         changed = False
         prod, uses = producers(p), use_counts(p)
+        cons = _consumers(p)
         for e in p.eqns:
             if e.prim.name != "add" or e.outvars[0].aval.dtype.kind != "f":
+                continue
+            if _feeds_elementwise(e.outvars[0], cons, prod):
                 continue
             for side in (0, 1):
                 g = _gemm_chain(e.inputs[side], prod, uses)

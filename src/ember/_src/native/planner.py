@@ -157,6 +157,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     done_inplace: list[tuple[int, int, int]] = []
     if inplace:
         for s, step in enumerate(sched.steps):
+            if step.kind == "gemm":
+                _gemm_in_place(s, step, vb, buffers, done_inplace)
             if step.ir is None:
                 continue
             taken: set[int] = set()
@@ -190,6 +192,29 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     for i, b in enumerate(buffers):
         b.id = i
     return MemoryPlan(buffers, vb, scratch, outputs, done_inplace, arena, inter, n_out)
+
+
+def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],
+                   done: list[tuple[int, int, int]]) -> None:
+    """``gemm(a, b, c)`` with a full-shape ``c`` dying here accumulates into c's buffer."""
+    e = step.eqns[0]
+    if len(e.inputs) != 3 or not isinstance(e.inputs[2], Var):
+        return
+    c, out = e.inputs[2], step.outputs[0]
+    if tuple(c.aval.shape) != tuple(out.aval.shape) or e.params["c_dims"] != tuple(range(len(c.aval.shape))):
+        return
+    bo, bi = vb[out.id], vb[c.id]
+    if bo.cls != ACTIVATION or bi.cls != ACTIVATION or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
+        return
+    if any(isinstance(a, Var) and vb.get(a.id) is bi for a in e.inputs[:2]):
+        return  # c's buffer is also a matrix operand
+    for vid in bo.values:
+        vb[vid] = bi
+    bi.values.extend(bo.values)
+    bi.end = max(bi.end, bo.end)
+    bi.note += f"; gemm {step.name} accumulates in place"
+    buffers.remove(bo)
+    done.append((s, out.id, c.id))
 
 
 def _first_fit(bufs: list[Buffer]) -> int:

@@ -19,7 +19,6 @@ each candidate, so fusion never duplicates expensive work and respects the per-k
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -357,8 +356,3 @@ def build_schedule(p: Program, *, max_inputs: int = 16, fuse: bool = True) -> Sc
     f.fuse_all()
     return Schedule(p, f.steps(), {"max_inputs": max_inputs, "fuse": fuse})
 
-
-def work(step: Step) -> int:
-    if step.ir is not None:
-        return step.ir.flops()
-    return math.prod(step.outputs[0].aval.shape) if step.outputs else 0

@@ -1,0 +1,118 @@
+"""Fused-kernel workloads: elementwise chain, row softmax, layer norm, 1024^3 matmul and the call
+overhead of a trivial function; ember native vs the ember numpy backend vs NumPy (and JAX jit /
+PyTorch eager when installed).
+
+    python benchmarks/bench_kernels.py [--quick]
+
+Writes ``benchmarks/results/kernels.{json,md}``. The memory-copy row (``x.copy()``) is the
+bandwidth limit for the elementwise chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, report, timeit  # noqa: E402
+
+import ember  # noqa: E402
+import ember.numpy as jnp  # noqa: E402
+from ember import lax  # noqa: E402
+
+
+def chain(x):
+    return jnp.tanh(2 * x + 1) * jnp.exp(-x)
+
+
+def softmax(x):
+    m = lax.reduce_max(x, (1,))
+    e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
+    return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
+
+
+def layernorm(x, g, b):
+    n = x.shape[-1]
+    mean = lax.reduce_sum(x, (1,)) / n
+    xc = x - lax.broadcast_in_dim(mean, x.shape, (0,))
+    var = lax.reduce_sum(xc * xc, (1,)) / n
+    return xc * lax.broadcast_in_dim(lax.rsqrt(var + 1e-5), x.shape, (0,)) * g + b
+
+
+def matmul(a, b):
+    return lax.dot(a, b)
+
+
+def trivial(x):
+    return x + 1.0
+
+
+NUMPY = {
+    "chain": lambda x: np.tanh(2 * x + 1) * np.exp(-x),
+    "softmax": lambda x: (lambda e: e / e.sum(1, keepdims=True))(np.exp(x - x.max(1, keepdims=True))),
+    "layernorm": lambda x, g, b: (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    * g + b,
+    "matmul": lambda a, b: a @ b,
+    "trivial": lambda x: x + np.float32(1.0),
+}
+FUNCS = {"chain": chain, "softmax": softmax, "layernorm": layernorm, "matmul": matmul, "trivial": trivial}
+
+
+def jax_versions() -> dict:
+    if not have("jax"):
+        return {}
+    import jax
+    import jax.numpy as J
+
+    return {
+        "chain": jax.jit(lambda x: J.tanh(2 * x + 1) * J.exp(-x)),
+        "softmax": jax.jit(lambda x: jax.nn.softmax(x, axis=1)),
+        "layernorm": jax.jit(lambda x, g, b: (x - x.mean(1, keepdims=True))
+                             * jax.lax.rsqrt(x.var(1, keepdims=True) + 1e-5) * g + b),
+        "matmul": jax.jit(lambda a, b: a @ b),
+        "trivial": jax.jit(lambda x: x + 1.0),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="skip the 2**24 chain and the 1024^3 matmul")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    cases = [("chain", "elementwise chain 2^20", [f32(1 << 20)]),
+             ("softmax", "row softmax 1024x1024", [f32(1024, 1024)]),
+             ("layernorm", "layer norm 1024x1024", [f32(1024, 1024), f32(1024), f32(1024)]),
+             ("trivial", "call overhead (x + 1 on 4 floats)", [f32(4)])]
+    if not args.quick:
+        cases.insert(1, ("chain", "elementwise chain 2^24", [f32(1 << 24)]))
+        cases.append(("matmul", "matmul 1024^3 float32", [f32(1024, 1024), f32(1024, 1024)]))
+    jaxf = jax_versions()
+    rows = [{"workload": label, "times": measure(key, xs, jaxf)} for key, label, xs in cases]
+    print(report("Fused kernels (median per call)", rows, "kernels"))
+
+
+def measure(key: str, xs: list[np.ndarray], jaxf: dict) -> dict:
+    native = ember.jit(FUNCS[key], backend="native")
+    ref = ember.jit(FUNCS[key], backend="numpy")
+    np.testing.assert_allclose(np.asarray(native(*xs)), NUMPY[key](*xs), rtol=2e-3, atol=2e-3)
+    exe = native.lower(*xs).executable
+    times = {"ember native": timeit(lambda: native(*xs)),
+             "ember native (executable)": timeit(lambda: exe(xs)),
+             "ember numpy backend": timeit(lambda: ref(*xs)),
+             "numpy": timeit(lambda: NUMPY[key](*xs))}
+    if key in jaxf:
+        import jax
+
+        jx = [jax.device_put(x) for x in xs]
+        times["jax jit"] = timeit(lambda: jaxf[key](*jx).block_until_ready())
+    if key == "chain":
+        times["memory copy"] = timeit(lambda: xs[0].copy())
+    return times
+
+
+if __name__ == "__main__":
+    main()
