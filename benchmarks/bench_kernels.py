@@ -2,7 +2,7 @@
 overhead of a trivial function; ember native vs the ember numpy backend vs NumPy (and JAX jit /
 PyTorch eager when installed).
 
-    python benchmarks/bench_kernels.py [--quick]
+    python benchmarks/bench_kernels.py [--quick] [--threads N]
 
 Writes ``benchmarks/results/kernels.{json,md}``. The memory-copy row (``x.copy()``) is the
 bandwidth limit for the elementwise chain.
@@ -80,6 +80,7 @@ def jax_versions() -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip the 2**24 chain and the 1024^3 matmul")
+    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
@@ -91,12 +92,13 @@ def main() -> None:
         cases.insert(1, ("chain", "elementwise chain 2^24", [f32(1 << 24)]))
         cases.append(("matmul", "matmul 1024^3 float32", [f32(1024, 1024), f32(1024, 1024)]))
     jaxf = jax_versions()
-    rows = [{"workload": label, "times": measure(key, xs, jaxf)} for key, label, xs in cases]
+    opts = {"num_threads": args.threads} if args.threads else {}
+    rows = [{"workload": label, "times": measure(key, xs, jaxf, opts)} for key, label, xs in cases]
     print(report("Fused kernels (median per call)", rows, "kernels"))
 
 
-def measure(key: str, xs: list[np.ndarray], jaxf: dict) -> dict:
-    native = ember.jit(FUNCS[key], backend="native")
+def measure(key: str, xs: list[np.ndarray], jaxf: dict, opts: dict) -> dict:
+    native = ember.jit(FUNCS[key], backend="native", **opts)
     ref = ember.jit(FUNCS[key], backend="numpy")
     np.testing.assert_allclose(np.asarray(native(*xs)), NUMPY[key](*xs), rtol=2e-3, atol=2e-3)
     exe = native.lower(*xs).executable

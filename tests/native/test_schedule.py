@@ -145,3 +145,15 @@ def test_fuse_false_gives_one_kernel_per_equation():
 def test_schedule_text():
     text = str(sched(softmax, X))
     assert text.startswith("schedule: 1 steps (1 kernels") and "reduce_max" in text and "k0" in text
+
+
+def test_column_reductions_use_the_accumulate_strategy():
+    x3 = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    col = sched(lambda x: jnp.sqrt(lax.reduce_sum(x * x, (0,)) + 1.0), X).steps[0].ir
+    assert col.natural == ["d1", "d0"]  # loops over the operand's rows (reduced) then columns
+    assert sched(lambda x: lax.reduce_sum(x, (1,)), X).steps[0].ir.natural is None  # trailing: rows
+    mixed = sched(lambda x: lax.reduce_max(x, (0, 2)), x3).steps[0].ir
+    assert mixed.natural == ["d1", "d0", "d2"]
+    # a softmax over axis 0 is two phases: its reductions keep the strided row strategy
+    s = sched(lambda x: jnp.exp(x - lax.broadcast_in_dim(lax.reduce_max(x, (0,)), x.shape, (1,))), X)
+    assert all(st.ir.natural is None or len(st.ir.reduces) == 1 for st in s.steps)

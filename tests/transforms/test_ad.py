@@ -8,7 +8,6 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember import lax
 from ember._src.ad_util import float0
 from ember._src.program import run_numpy
 from ember.test_util import check_grads

@@ -95,6 +95,7 @@ class NativeExecutable:
         self.library_path: str | None = None
         self.fallback_reason: str | None = None
         self.compile_seconds = 0.0
+        self.compiled_now = False  # whether building this executable ran the compiler
         self.calls = 0
         self._consts = [core.concrete_or_error(c, "a captured constant") for c in program.consts]
         self._lock = threading.Lock()
@@ -142,9 +143,9 @@ class NativeExecutable:
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             before = compiler.cache_stats()["compiles"]
+            self.library_path = compiler.compile_shared(gen.source, name_hint="ember_program")
+            self.compiled_now = compiler.cache_stats()["compiles"] > before
             lib = compiler.load_library(gen.source, name_hint="ember_program")
-            self._compiled_now = compiler.cache_stats()["compiles"] > before
-            self.library_path = compiler.compile_shared(gen.source)
             fn = lib.ember_main
             fn.argtypes = [ctypes.c_void_p] * 4
             fn.restype = ctypes.c_int
@@ -153,7 +154,7 @@ class NativeExecutable:
             self._fn = None
         self.compile_seconds = time.perf_counter() - t0
         if logger.isEnabledFor(logging.DEBUG):
-            how = "compiled" if getattr(self, "_compiled_now", False) else "cache hit"
+            how = "compiled" if self.compiled_now else "cache hit"
             logger.debug("native backend: %d steps (%d kernels, %d gemm, %d fallback), arena %d B, %s "
                          "in %.3f s", len(sched.steps), sched.count("kernel"), sched.count("gemm"),
                          sched.count("fallback"), plan.arena_bytes, how, self.compile_seconds)

@@ -178,9 +178,9 @@ class _KernelEmitter:
         self.param_written[key] = self.param_written.get(key, False) or written
         return name
 
-    def scratch_param(self, nid: int) -> str:
+    def scratch_param(self, nid: int, dtype: Any = None) -> str:
         b = self.ctx.plan.scratch[(self.s, nid)]
-        key = (b.id, str(self.nodes[nid].dtype))
+        key = (b.id, str(np.dtype(dtype) if dtype is not None else self.nodes[nid].dtype))
         self.params[key] = f"w{b.id}"
         self.param_written[key] = True
         return f"w{b.id}"
@@ -276,6 +276,9 @@ class _KernelEmitter:
             self.w("}")
 
     def emit(self) -> tuple[str, str]:
+        if self.ir.natural is not None:
+            self.emit_accumulate()
+            return self.finish()
         ir = self.ir
         if self.parallel_outer:
             nt = self.opts.num_threads or (self.opts.workspace_threads if ir.scratch else None)
@@ -307,6 +310,9 @@ class _KernelEmitter:
         for r in row_roots:
             self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
         self.close(depth)
+        return self.finish()
+
+    def finish(self) -> tuple[str, str]:
         sig = self.signature()
         fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(self.lines) + "\n}\n"
         args = []
@@ -314,6 +320,105 @@ class _KernelEmitter:
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
             args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
         return fn, f"{self.step.name}({', '.join(args)});"
+
+    def emit_accumulate(self) -> None:
+        """Reductions over non-trailing axes: per-row accumulators (workspace), one loop nest in
+        the operand's own axis order (innermost loop contiguous, vectorized), then the epilogue."""
+        ir = self.ir
+        n = ir.n_outer
+        kshape = ir.domain[:n]
+        kidx = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars[:n]], kshape)
+        accs = {r.rid: self.scratch_param(-1 - r.rid, r.dtype) for r in ir.reduces}
+        ksize = math.prod(kshape)
+        # 1. initialize
+        self.w(f"for (int64_t k_ = 0; k_ < {ksize}; ++k_) {{")
+        for r in ir.reduces:
+            self.w(f"    {accs[r.rid]}[k_] = {c_ops.reduce_init(r.kind, r.dtype)};")
+        self.w("}")
+        # 2. accumulate, loops in natural order
+        std = (self.groups, self.gnames, self.names)
+        size_of = dict(zip(ir.dvars, ir.domain))
+        nat = ir.natural
+        groups = ixm.mergeable_groups(nat, [size_of[d] for d in nat], self._all_exprs() + [kidx])
+        self.groups = [[nat[i] for i in g] for g in groups]
+        self.gnames = [f"q{k}" for k in range(len(groups))]
+        self.names = {nm: nm for nm in self.gnames}
+        self.names.update({g[0]: nm for g, nm in zip(self.groups, self.gnames) if len(g) == 1})
+        sizes = [math.prod(size_of[d] for d in g) for g in self.groups]
+        outer = set(ir.dvars[:n])
+        par = None
+        if self.opts.openmp and ir.flops() >= self.opts.parallel_threshold and set(self.groups[0]) <= outer \
+                and sizes[0] >= 2:
+            nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+            par = f"#pragma omp parallel for{nt} schedule(static)"
+        # trailing loops over reduced dims only revisit one accumulator: they reduce into scalars
+        split = len(self.groups)
+        while split > 0 and not set(self.groups[split - 1]) & outer:
+            split -= 1
+        simd = "#pragma omp simd" if self.opts.simd else None
+        depth = self.open_loops(self.gnames[:split], sizes[:split], par,
+                                simd if split == len(sizes) else None)
+        k = self.ix(kidx)
+        local = split < len(sizes)
+        if local:
+            clauses = []
+            for r in ir.reduces:
+                self.w(f"{ctype(r.dtype)} l{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+                clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:l{r.rid})")
+                if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                    self.w(f"int n{r.rid} = 0;")
+                    clauses.append(f"reduction(|:n{r.rid})")
+            lsimd = f"#pragma omp simd {' '.join(clauses)}" if self.opts.simd else None
+            ldepth = self.open_loops(self.gnames[split:], sizes[split:], None, lsimd)
+        for nid in self.full_closure([r.input for r in ir.reduces]):
+            self.emit_node(nid)
+        for r in ir.reduces:
+            x = self.expr(r.input)
+            if local:
+                flag = f"n{r.rid}" if r.kind in ("max", "min") and c_ops.is_float(r.dtype) else None
+                self.w(c_ops.reduce_update(r.kind, f"l{r.rid}", x, r.dtype, flag))
+            else:
+                self._acc_update(r, f"{accs[r.rid]}[{k}]", x)
+        if local:
+            self.close(ldepth)
+            for r in ir.reduces:
+                x = f"l{r.rid}"
+                if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                    self.w(f"if (n{r.rid}) l{r.rid} = ({ctype(r.dtype)})NAN;")
+                self._acc_update(r, f"{accs[r.rid]}[{k}]", x)
+        self.close(depth)
+        # 3. epilogue per row
+        self.groups, self.gnames, self.names = std
+        depth = self.open_loops(self.outer_names, self.outer_sizes, None, None)
+        k = self.ix(kidx)
+        for r in ir.reduces:
+            t = ctype(r.out_dtype)
+            self.w(f"const {t} r{r.rid} = ({t}){accs[r.rid]}[{k}];")
+        row_roots = [r for r in ir.roots if not r.full]
+        for nid in self.closure([r.node for r in row_roots], False, set()):
+            self.emit_node(nid)
+        for r in row_roots:
+            self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
+        self.close(depth)
+
+    def _acc_update(self, r: Any, a: str, x: str) -> None:
+        if r.kind in ("max", "min"):
+            cmp = ">" if r.kind == "max" else "<"
+            nan = f" || {x} != {x}" if c_ops.is_float(r.dtype) else ""
+            self.w(f"{a} = ({x} {cmp} {a}{nan}) ? {x} : {a};")
+        else:
+            self.w(c_ops.reduce_update(r.kind, a, x, r.dtype, None))
+
+    def full_closure(self, sinks: list[int]) -> list[int]:
+        seen: set[int] = set()
+        stack = list(sinks)
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            stack.extend(node_deps(self.nodes[nid]))
+        return sorted(seen)
 
     def signature(self) -> str:
         by_buf: dict[int, int] = {}

@@ -5,6 +5,9 @@ dims. Map kernels have ``n_outer == 0``: one loop nest over the output shape. A 
 reductions reduces over the inner dims: per row it runs one inner loop per *phase* (reductions that
 depend on earlier reductions, e.g. softmax's sum after its max, go to later phases), then an
 optional final loop for full-shape outputs, and writes row-shape outputs at the end of the row.
+Single-phase reductions over axes that are not the trailing ones (column sums) use the
+*accumulate* strategy instead (``KernelIR.natural``): per-row accumulators in a workspace, one loop
+nest in the operand's own axis order so the innermost loop stays contiguous, then the epilogue.
 
 Values are read through index expressions (:mod:`.index`), so broadcast, reshape, transpose,
 slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. The builder walks
@@ -86,6 +89,9 @@ class KernelIR:
     n_loops: int = 0
     scratch: dict[int, int] = field(default_factory=dict)  # node id -> first loop computing it
     loop_sinks: list[list[int]] = field(default_factory=list)
+    # accumulate strategy (single-phase reductions over non-trailing axes): loop over the input in
+    # its natural order (these loop variables, outermost first) updating per-row accumulators
+    natural: list[str] | None = None
 
     @property
     def outputs(self) -> list[Var]:
@@ -408,7 +414,28 @@ class _Builder:
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
                       self.inputs, self.eqns)
         self.assign_loops(ir)
+        ir.natural = self.natural_order(ir)
         return ir
+
+    def natural_order(self, ir: KernelIR) -> list[str] | None:
+        """Loop variables in the reduced operand's own axis order, when the accumulate strategy
+        applies: one phase, no full-domain outputs, no arg reductions, reduced axes not trailing."""
+        if not ir.reduces or ir.n_loops != 1 or any(r.full for r in ir.roots):
+            return None
+        if any(r.kind in ("argmax", "argmin") for r in ir.reduces):
+            return None
+        orders = set()
+        for e in self.eqns:
+            if e.prim.name in REDUCE_PRIMS:
+                nd = e.inputs[0].aval.ndim
+                axes = sorted(e.params["axes"]) if "axes" in e.params else [e.params["axis"]]
+                kept = [i for i in range(nd) if i not in axes]
+                pos = {ax: p for p, ax in enumerate(kept + axes)}
+                orders.add(tuple(self.dvars[pos[a]] for a in range(nd)))
+        if len(orders) != 1:
+            return None
+        order = list(orders.pop())
+        return None if order == self.dvars else order
 
     def level_count(self, n: Node) -> int:
         if n.vars & self.inner:

@@ -130,6 +130,11 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
         for v in step.outputs:
             b = vb[v.id] = new(ACTIVATION, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
+        if step.ir is not None and step.ir.natural is not None:
+            for r in step.ir.reduces:
+                size = step.ir.outer_size * np.dtype(r.dtype).itemsize
+                scratch[(s, -1 - r.rid)] = new(WORKSPACE, size, s, s,
+                                               note=f"{step.name} accumulators r{r.rid}")
         if step.ir is not None:
             mult = threads if step.ir.n_outer > 0 else 1
             for nid in step.ir.scratch:
