@@ -79,3 +79,14 @@ def test_result_type_and_unsupported():
     assert dt.result_type(I4, 1.0) == F4
     with pytest.raises(ember.errors.DTypeError):
         dt.canonicalize(np.dtype("U3"))
+
+
+def test_float_to_int_casts_saturate_and_popcount_uses_bit_pattern():
+    from ember import lax
+    x = np.array([np.inf, -np.inf, np.nan, 1e30, -3.7], np.float64)
+    i64 = np.iinfo(np.int64)
+    np.testing.assert_array_equal(lax.convert_element_type(x, np.int64), [i64.max, i64.min, 0, i64.max, -3])
+    np.testing.assert_array_equal(lax.convert_element_type(x, np.uint8), [255, 0, 0, 255, 0])
+    # two's complement: -1 has every bit set (as XLA counts it)
+    np.testing.assert_array_equal(lax.population_count(np.array([-1, 5], np.int32)), [32, 2])
+    np.testing.assert_array_equal(lax.population_count(np.array([-2], np.int8)), [7])

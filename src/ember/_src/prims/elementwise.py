@@ -173,7 +173,8 @@ erfc_p = _declare("erfc", sps.erfc, "float")
 erf_inv_p = _declare("erf_inv", sps.erfinv, "float")
 lgamma_p = _declare("lgamma", sps.gammaln, "float")
 digamma_p = _declare("digamma", sps.psi, "float")
-population_count_p = _declare("population_count", lambda x: np.bitwise_count(x).astype(x.dtype), "int",
+population_count_p = _declare("population_count",  # counts the bits of the two's-complement pattern
+                              lambda x: np.bitwise_count(x.view(f"u{x.dtype.itemsize}")).astype(x.dtype), "int",
                               lowp=False)
 copy_p = _declare("copy", np.array, "any", linear=True, lowp=False)
 
@@ -209,9 +210,11 @@ def _convert_impl(x: np.ndarray, *, new_dtype: np.dtype, weak_type: bool = False
         # NaN/inf to int is undefined in C; define it as 0 / clamp like XLA on CPU
         info = np.iinfo(new_dtype)
         with np.errstate(all="ignore"):
-            xf = np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=info.max, neginf=info.min)
-            xf = np.clip(np.trunc(xf), info.min, info.max)
-        return xf.astype(new_dtype)
+            xf = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0))
+            # float64 cannot hold int64's max exactly (2**63 - 1 rounds up), so saturate explicitly
+            hi, lo = xf >= float(info.max), xf <= float(info.min)
+            out = np.where(hi | lo, 0, xf).astype(new_dtype)
+        return np.where(hi, info.max, np.where(lo, info.min, out)).astype(new_dtype)
     with np.errstate(all="ignore"):
         return x.astype(new_dtype)
 
