@@ -174,7 +174,8 @@ erf_inv_p = _declare("erf_inv", sps.erfinv, "float")
 lgamma_p = _declare("lgamma", sps.gammaln, "float")
 digamma_p = _declare("digamma", sps.psi, "float")
 population_count_p = _declare("population_count",  # counts the bits of the two's-complement pattern
-                              lambda x: np.bitwise_count(x.view(f"u{x.dtype.itemsize}")).astype(x.dtype), "int",
+                              lambda x: np.bitwise_count(x.view(f"u{x.dtype.itemsize}")).astype(x.dtype),
+                              "int",
                               lowp=False)
 copy_p = _declare("copy", np.array, "any", linear=True, lowp=False)
 
