@@ -10,17 +10,11 @@ from hypothesis import strategies as st
 import ember
 import ember.numpy as jnp
 from ember.errors import DTypeError, ShapeError, TracerError
+from tests.numpy.helpers import make
 
 DTYPES = [np.float32, np.float64, np.int32, np.bool_]
 
 
-def make(shape, dtype=np.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype) == np.bool_:
-        return rng.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":
-        return rng.integers(-50, 50, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
 
 
 def assert_same(got, want, check_dtype=True):

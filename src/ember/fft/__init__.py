@@ -104,8 +104,8 @@ def _transform(x: Any, fft_type: str, axes: list[int], lengths: list[int]) -> An
     return mv.transpose(y, [int(i) for i in inv])
 
 
-def _c2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None, inverse: bool) -> Any:
-    x = _as_complex(asarray(a))
+def _crop_or_pad(name: str, x: Any, s: Any, axes: Any) -> tuple[Any, Any, Any]:
+    """Check the rank, normalize ``axes``/``s`` and resize ``x`` to ``s`` along ``axes``."""
     nd = _aval(x).ndim
     if nd == 0:
         raise ShapeError(f"{name}: input must be at least 1-dimensional")
@@ -116,22 +116,17 @@ def _c2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None, inverse: 
         if n < 1:
             raise ValueError(f"{name}: invalid number of data points ({n}) specified")
         x = _resize(x, ax, n)
+    return x, axes, s
+
+
+def _c2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None, inverse: bool) -> Any:
+    x, axes, s = _crop_or_pad(name, _as_complex(asarray(a)), s, axes)
     y = _transform(x, "IFFT" if inverse else "FFT", axes, s)
     return _scale(y, _norm_factor(norm, math.prod(s), inverse))
 
 
 def _r2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None) -> Any:
-    x = _as_real(asarray(a), name)
-    nd = _aval(x).ndim
-    if nd == 0:
-        raise ShapeError(f"{name}: input must be at least 1-dimensional")
-    axes, s = _normalize_axes(nd, s, axes)
-    if s is None:
-        s = [_aval(x).shape[ax] for ax in axes]
-    for ax, n in zip(axes, s):
-        if n < 1:
-            raise ValueError(f"{name}: invalid number of data points ({n}) specified")
-        x = _resize(x, ax, n)
+    x, axes, s = _crop_or_pad(name, _as_real(asarray(a), name), s, axes)
     y = _transform(x, "RFFT", axes, s)
     return _scale(y, _norm_factor(norm, math.prod(s), False))
 
