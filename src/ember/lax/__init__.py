@@ -9,6 +9,14 @@ from ember._src.control_flow import (
     switch,
     while_loop,
 )
+from ember._src.lax_conv import (
+    ConvDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_transpose,
+    conv_with_general_padding,
+)
 from ember._src.lax_extras import (
     bitcast_convert_type,
     clamp,
@@ -17,11 +25,24 @@ from ember._src.lax_extras import (
     dynamic_slice_in_dim,
     dynamic_update_slice_in_dim,
     reduce_precision,
-    scatter_add,
     sort_key_val,
     square,
     top_k,
 )
+from ember._src.lax_gather import (
+    GatherDimensionNumbers,
+    GatherScatterMode,
+    ScatterDimensionNumbers,
+    broadcast,
+    gather,
+    scatter,
+    scatter_add,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+)
+from ember._src.lax_reduce import reduce, reduce_window
+from ember._src.lax_windows import padtype_to_pads
 from ember._src.prims.dot import dot, dot_general
 from ember._src.prims.elementwise import (
     abs,
@@ -91,7 +112,7 @@ from ember._src.prims.elementwise import (
     tan,
     tanh,
 )
-from ember._src.prims.indexing import scatter, take, take_along_axis
+from ember._src.prims.indexing import take, take_along_axis
 from ember._src.prims.misc import sort, stop_gradient
 from ember._src.prims.movement import (
     broadcast_in_dim,
