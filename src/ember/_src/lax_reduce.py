@@ -129,12 +129,10 @@ def _vectorized(computation: Callable, treedef: Any) -> Callable[[list, list], l
     return apply
 
 
-def _tree_fold(leaves: list, inits: list, axis: int, combine: Callable[[list, list], list]) -> list:
-    """Reduce ``axis`` (removed) of every leaf pairwise with ``combine`` in a balanced tree."""
+def _tree_fold(leaves: list, axis: int, combine: Callable[[list, list], list]) -> list:
+    """Reduce the non-empty ``axis`` (removed) of every leaf pairwise with ``combine`` in a balanced
+    tree."""
     n = core.get_aval(leaves[0]).shape[axis]
-    if n == 0:
-        shape = tuple(s for i, s in enumerate(core.get_aval(leaves[0]).shape) if i != axis)
-        return [mv.broadcast_in_dim(v, shape, ()) for v in inits]
     while n > 1:
         h = n // 2
         left = [mv.slice_in_dim(v, 0, h, 1, axis) for v in leaves]
@@ -190,8 +188,12 @@ def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: S
         out = fn(x, tuple(dims))
         return tu.unflatten(treedef, [_combine_init(computation, init, out, ident(d))])
     combine = _vectorized(computation, treedef)
+    in_shape = core.get_aval(leaves[0]).shape
+    if any(in_shape[ax] == 0 for ax in dims):  # nothing to combine: the init values
+        shape = tuple(n for i, n in enumerate(in_shape) if i not in dims)
+        return tu.unflatten(treedef, [mv.broadcast_in_dim(i, shape, ()) for i in inits])
     for ax in dims:
-        leaves = _tree_fold(leaves, inits, ax, combine)
+        leaves = _tree_fold(leaves, ax, combine)
     shape = core.get_aval(leaves[0]).shape
     out = combine([mv.broadcast_in_dim(i, shape, ()) for i in inits], leaves)
     return tu.unflatten(treedef, out)
@@ -260,7 +262,7 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
     taps = [window_taps(v, axes, window, strides, wdil) for v in leaves]
     nd = len(shape)
     for ax in reversed(range(nd, 2 * nd)):
-        taps = _tree_fold(taps, inits, ax, combine)
+        taps = _tree_fold(taps, ax, combine)
     out_shape = core.get_aval(taps[0]).shape
     out = combine([mv.broadcast_in_dim(i, out_shape, ()) for i in inits], taps)
     return tu.unflatten(treedef, out)
