@@ -3,7 +3,8 @@
 
 from ember._src.numpy.linalg_functions import *  # noqa: F403
 from ember._src.numpy.linalg_functions import __all__ as _np_all
+from ember._src.numpy.linalg_tensor import tensorinv
 from ember._src.prims.linalg import triangular_solve
 from ember.scipy.linalg import lu, lu_factor, lu_solve, solve_triangular
 
-__all__ = [*_np_all, "lu", "lu_factor", "lu_solve", "solve_triangular", "triangular_solve"]
+__all__ = [*_np_all, "tensorinv", "lu", "lu_factor", "lu_solve", "solve_triangular", "triangular_solve"]

@@ -17,14 +17,15 @@ custom_jvp custom_vjp checkpoint remat eval_shape make_program stop_gradient Sha
 block_until_ready device_put set_debug check_leaks memory_stats""".split()
 
 LAX = """abs acos acosh add argmax argmin asin asinh atan atan2 atanh bitcast_convert_type broadcast
-broadcast_in_dim broadcasted_iota cbrt ceil clamp complex concatenate cond conj conv_general_dilated
-convert_element_type cos cosh cummax cummin cumprod cumsum cumlogsumexp digamma div dot dot_general
+broadcast_in_dim broadcasted_iota cbrt ceil clamp complex concatenate cond conj conv
+conv_general_dilated conv_dimension_numbers conv_transpose conv_with_general_padding convert_element_type
+cos cosh cummax cummin cumprod cumsum cumlogsumexp digamma div dot dot_general
 dynamic_slice dynamic_update_slice dynamic_slice_in_dim dynamic_index_in_dim eq erf erf_inv erfc exp
 exp2 expand_dims expm1 floor fori_loop full full_like gather ge gt imag integer_pow iota is_finite le
 lgamma log log1p logistic lt map max min mul ne neg nextafter pad population_count pow real reduce
 reduce_and reduce_max reduce_min reduce_or reduce_precision reduce_prod reduce_sum reduce_window rem
-reshape rev round rsqrt scan scatter scatter_add select select_n shift_left shift_right_arithmetic
-shift_right_logical sign sin sinh slice slice_in_dim sort sort_key_val sqrt square squeeze
+reshape rev round rsqrt scan scatter scatter_add scatter_mul scatter_min scatter_max select
+select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh slice slice_in_dim sort sort_key_val sqrt square squeeze
 stop_gradient sub switch tan tanh top_k transpose while_loop associative_scan""".split()
 
 NN = """relu relu6 leaky_relu elu selu celu gelu glu silu swish sigmoid log_sigmoid softplus soft_sign
@@ -59,6 +60,12 @@ broadcast busdaycalendar ndenumerate ndindex nditer flatiter dtype finfo iinfo f
 issubdtype isdtype isscalar iterable ndarray generic number object_ void str_ bytes_ record
 memmap unravel_index ravel_multi_index copyto putmask place put fill_diagonal isfortran
 require setxor1d""".split())
+
+
+# Names of a mirrored API that do not apply to ember, with the reason: listed, never "missing".
+NOT_APPLICABLE = {
+    "ember.numpy": {"isnat": "ember has no datetime64/timedelta64 dtypes"},
+}
 
 
 def _public(mod: object) -> list[str]:
@@ -107,7 +114,11 @@ def _section(title: str, module: str, reference: list[str] | None) -> list[str]:
         lines.append(f"| `{n}` | {first} |")
     lines.append("")
     if reference is not None:
-        missing = [n for n in reference if n not in have and not hasattr(mod, n)]
+        na = NOT_APPLICABLE.get(module, {})
+        missing = [n for n in reference if n not in have and not hasattr(mod, n) and n not in na]
+        if na:
+            listed = "; ".join(f"`{n}` ({why})" for n, why in sorted(na.items()))
+            lines += [f"**Not applicable**: {listed}", ""]
         if missing:
             lines += [f"**Missing** ({len(missing)}): " + ", ".join(f"`{n}`" for n in missing), ""]
         else:

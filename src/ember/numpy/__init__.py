@@ -22,10 +22,13 @@ from ember._src.dtypes import (
     uint64,
 )
 from ember._src.numpy.array_api import __array_api_version__, __array_namespace_info__
+from ember._src.numpy.bit_packing import *
 from ember._src.numpy.contractions import *
 from ember._src.numpy.creation import *
 from ember._src.numpy.dtype_functions import *
+from ember._src.numpy.einsum_path import *
 from ember._src.numpy.extras import *
+from ember._src.numpy.histograms import *
 from ember._src.numpy.indexing import *
 from ember._src.numpy.manipulation import *
 from ember._src.numpy.more_ufuncs import *

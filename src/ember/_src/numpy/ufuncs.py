@@ -137,7 +137,10 @@ def remainder(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     r = ew.rem(a, b)
     zero = mv.full_like(r, 0)
     fix = ew.bitwise_and(ew.ne(r, zero), ew.ne(ew.lt(r, zero), ew.lt(b, zero)))
-    return ew.select(fix, ew.add(r, b), r)
+    out = ew.select(fix, ew.add(r, b), r)
+    if dt.is_float(d):  # a zero result takes the sign of the divisor, as NumPy
+        out = ew.select(ew.eq(out, zero), ew.select(ew.lt(b, zero), mv.full_like(r, -0.0), zero), out)
+    return out
 
 
 mod = remainder
