@@ -25,7 +25,8 @@ exp2 expand_dims expm1 floor fori_loop full full_like gather ge gt imag integer_
 lgamma log log1p logistic lt map max min mul ne neg nextafter pad population_count pow real reduce
 reduce_and reduce_max reduce_min reduce_or reduce_precision reduce_prod reduce_sum reduce_window rem
 reshape rev round rsqrt scan scatter scatter_add scatter_mul scatter_min scatter_max select
-select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh slice slice_in_dim sort sort_key_val sqrt square squeeze
+select_n shift_left shift_right_arithmetic shift_right_logical sign sin sinh slice slice_in_dim sort
+sort_key_val sqrt square squeeze
 stop_gradient sub switch tan tanh top_k transpose while_loop associative_scan""".split()
 
 NN = """relu relu6 leaky_relu elu selu celu gelu glu silu swish sigmoid log_sigmoid softplus soft_sign
