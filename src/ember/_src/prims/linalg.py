@@ -657,16 +657,42 @@ def _eig_jvp(primals: list, tangents: list, *, compute_eigenvectors: bool) -> tu
     outs = eig_p.bind(a, compute_eigenvectors=compute_eigenvectors)
     if ad.is_zero(da):
         return list(outs), [ad.Zero.from_value(o) for o in outs]
-    if compute_eigenvectors:
-        raise NotImplementedError("the derivatives of eigenvectors of eig are not implemented, only "
-                                  "of eigenvalues (use eigvals)")
     w, v = eig_p.bind(a, compute_eigenvectors=True)
     # dw = diag(V^-1 dA V)
     cd = _aval(v).dtype
     lu_, _, perm = lu(v)
     from ember._src.numpy.linalg_functions import _lu_solve
-    dw = diagonal(matmul(_lu_solve(lu_, perm, ew.convert_element_type(da, cd)), v))
-    return [w], [dw]
+    vinv_da_v = matmul(_lu_solve(lu_, perm, ew.convert_element_type(da, cd)), v)
+    dw = diagonal(vinv_da_v)
+    if not compute_eigenvectors:
+        return [w], [dw]
+    return [w, v], [dw, _eig_vectors_tangent(w, v, vinv_da_v)]
+
+
+def _eig_vectors_tangent(w: Any, v: Any, vinv_da_v: Any) -> Any:
+    """Tangent of LAPACK's eigenvectors (distinct eigenvalues): ``V (F * V^-1 dA V)`` with
+    ``F_ij = 1 / (w_j - w_i)`` off the diagonal, plus the multiple of each column that keeps LAPACK's
+    normalization: unit 2-norm (``Re(v^H dv) = 0``) and a real largest-modulus component."""
+    from ember._src.prims.indexing import take_along_axis
+    from ember._src.prims.reductions import argmax, reduce_sum
+    shape = _aval(v).shape
+    nd = len(shape)
+    eye = eye_like(v)
+    wi = mv.broadcast_in_dim(w, shape, (*range(nd - 2), nd - 1))  # w[..., None, :]
+    wj = mv.broadcast_in_dim(w, shape, tuple(range(nd - 1)))  # w[..., :, None]
+    fmat = ew.sub(ew.div(mv.full_like(eye, 1), ew.add(eye, ew.sub(wi, wj))), eye)
+    dv = matmul(v, ew.mul(fmat, vinv_da_v))
+    # norm: subtract Re(v^H dv) * v per column
+    re_inner = reduce_sum(ew.real(ew.mul(ew.conj(v), dv)), (nd - 2,))  # (..., n)
+    # phase: the largest-modulus entry k of each column stays real: subtract i Im(dv_k) / v_k * v
+    mod = ew.real(ew.mul(ew.conj(v), v))
+    k = argmax(mod, nd - 2)  # (..., n)
+    kk = mv.broadcast_in_dim(k, (*shape[:-2], 1, shape[-1]), (*range(nd - 2), nd - 1))
+    vk = mv.reshape(take_along_axis(v, kk, nd - 2), shape[:-2] + shape[-1:])
+    dvk = mv.reshape(take_along_axis(dv, kk, nd - 2), shape[:-2] + shape[-1:])
+    im_fix = ew.div(ew.imag(dvk), ew.real(vk))
+    coef_b = mv.broadcast_in_dim(ew.complex(re_inner, im_fix), shape, (*range(nd - 2), nd - 1))
+    return ew.sub(dv, ew.mul(v, coef_b))
 
 
 eig_p.impl = _eig_impl
