@@ -3,9 +3,12 @@ and ``conv_transpose``, plus ``conv_dimension_numbers``, with JAX's names and se
 
 No new primitive: the input is dilated and padded with one ``lax.pad`` (interior padding), the
 kernel-window taps are gathered with strided static slices (``sum(kernel_size)`` slices, stacked on
-new axes: "im2col") and contracted with the kernel by one ``dot_general``. Feature and batch groups
-become batch dimensions of that ``dot_general`` through reshapes. So convolutions differentiate
-(slice/pad/concatenate/dot_general are linear), vmap and run on the native backend unchanged.
+new axes: "im2col") and contracted with the kernel by one ``dot_general``. The work happens in a
+channels-last layout (taps ``(N, out..., K..., C)``, kernel ``(K..., I, O)``), so that contraction
+is a plain ``(N*out, K*C) @ (K*C, O)`` matrix product with no transposes of the big buffer.
+Feature and batch groups become batch dimensions of that ``dot_general`` through reshapes. So
+convolutions differentiate (slice/pad/concatenate/dot_general are linear), vmap and run on the
+native backend unchanged.
 
 Cost: the im2col buffer holds ``prod(kernel spatial size)`` copies of the (strided) input, so very
 large kernels use proportionally more memory than a direct convolution loop would.
@@ -141,13 +144,14 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         raise ValueError(f"{name}: feature_group_count and batch_group_count must be >= 1, got {G}, {B}")
     if G > 1 and B > 1:
         raise ValueError(f"{name}: at most one of feature_group_count and batch_group_count may exceed 1")
-    # canonical layouts: lhs (N, C, spatial...), rhs (O, I, spatial...)
-    x = mv.transpose(x, dn.lhs_spec)
-    w = mv.transpose(w, dn.rhs_spec)
+    # channels-last working layouts: lhs (N, spatial..., C), rhs (spatial..., I, O), so that the
+    # taps (N, out..., K..., C) contract with the kernel as one plain matrix product
+    x = mv.transpose(x, (dn.lhs_spec[0], *dn.lhs_spec[2:], dn.lhs_spec[1]))
+    w = mv.transpose(w, (*dn.rhs_spec[2:], dn.rhs_spec[1], dn.rhs_spec[0]))
     xs, ws = core.get_aval(x).shape, core.get_aval(w).shape
-    N, C, O, cin = xs[0], xs[1], ws[0], ws[1]
-    if any(k < 1 for k in ws[2:]):
-        raise ShapeError(f"{name}: kernel spatial sizes must be positive, got {sh.shape_str(ws[2:])}")
+    N, C, O, cin, K = xs[0], xs[-1], ws[-1], ws[-2], ws[:d]
+    if any(k < 1 for k in K):
+        raise ShapeError(f"{name}: kernel spatial sizes must be positive, got {sh.shape_str(K)}")
     if C != cin * G:
         raise ShapeError(f"{name}: lhs has {C} input features but rhs expects {cin} x feature_group_count "
                          f"{G} = {cin * G}")
@@ -162,31 +166,31 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         if any(v != 1 for v in ldil):
             raise ValueError(f"{name}: string padding is not supported with lhs_dilation; give explicit "
                              f"pairs or use conv_transpose")
-        pads = padtype_to_pads(xs[2:], [dilate_dim(k, r) for k, r in zip(ws[2:], rdil)], strides, padding)
+        pads = padtype_to_pads(xs[1:1 + d], [dilate_dim(k, r) for k, r in zip(K, rdil)], strides, padding)
     else:
         pads = normalize_pads(padding, d, name)
-    spatial = tuple(range(2, 2 + d))
+    spatial = tuple(range(1, 1 + d))
     x = dilate_and_pad(x, mv.full((), 0, xa.dtype), spatial, pads, ldil)
-    taps = window_taps(x, spatial, ws[2:], strides, rdil)  # (N, C, out..., K...)
-    out_sp = core.get_aval(taps).shape[2:2 + d]
-    k_axes = tuple(range(2 + d, 2 + 2 * d))
+    taps = window_taps(x, spatial, K, strides, rdil, at=1 + d)  # (N, out..., K..., C)
+    out_sp = core.get_aval(taps).shape[1:1 + d]
+    k_lhs = tuple(range(1 + d, 1 + 2 * d))
+    k_rhs = tuple(range(d))
     pet = None if preferred_element_type is None else dt.canonicalize(preferred_element_type)
-    if G == 1 and B == 1:
-        y = dotp.dot_general(taps, w, (((1, *k_axes), (1, *range(2, 2 + d))), ((), ())), pet)
-        # y: (N, out..., O)
+    if G == 1 and B == 1:  # (N, out..., O)
+        y = dotp.dot_general(taps, w, (((*k_lhs, 1 + 2 * d), (*k_rhs, d)), ((), ())), pet)
     elif G > 1:
-        taps = mv.reshape(taps, (N, G, cin, *core.get_aval(taps).shape[2:]))
-        w = mv.reshape(w, (G, O // G, cin, *ws[2:]))
-        y = dotp.dot_general(taps, w, (((2, *(a + 1 for a in k_axes)), (2, *range(3, 3 + d))), ((1,), (0,))),
+        taps = mv.reshape(taps, (N, *out_sp, *K, G, cin))
+        w = mv.reshape(w, (*K, cin, G, O // G))
+        y = dotp.dot_general(taps, w, (((*k_lhs, 2 + 2 * d), (*k_rhs, d)), ((1 + 2 * d,), (d + 1,))),
                              pet)  # (G, N, out..., O/G)
-        y = mv.transpose(y, (1, *range(2, 2 + d), 0, 2 + d))
+        y = mv.transpose(y, (*range(1, 2 + d), 0, 2 + d))
         y = mv.reshape(y, (N, *out_sp, O))
     else:
         taps = mv.reshape(taps, (B, N // B, *core.get_aval(taps).shape[1:]))
-        w = mv.reshape(w, (B, O // B, cin, *ws[2:]))
-        y = dotp.dot_general(taps, w, (((2, *(a + 1 for a in k_axes)), (2, *range(3, 3 + d))), ((0,), (0,))),
+        w = mv.reshape(w, (*K, cin, B, O // B))
+        y = dotp.dot_general(taps, w, (((*(a + 1 for a in k_lhs), 2 + 2 * d), (*k_rhs, d)), ((0,), (d + 1,))),
                              pet)  # (B, N/B, out..., O/B)
-        y = mv.transpose(y, (1, *range(2, 2 + d), 0, 2 + d))
+        y = mv.transpose(y, (*range(1, 2 + d), 0, 2 + d))
         y = mv.reshape(y, (N // B, *out_sp, O))
     # y is (N', spatial..., O); lay it out as out_spec
     perm = [0] * (d + 2)

@@ -91,23 +91,28 @@ def dilate_and_pad(x: Any, value: Any, axes: Sequence[int], pads: Sequence[tuple
 
 
 def window_taps(x: Any, axes: Sequence[int], window: Sequence[int], strides: Sequence[int],
-                dilation: Sequence[int]) -> Any:
-    """The window taps of ``x`` on new trailing axes.
+                dilation: Sequence[int], at: int | None = None) -> Any:
+    """The window taps of ``x`` on new axes.
 
-    ``out[..., o_j, ..., t_1, ..., t_m] = x[..., o_j * strides[j] + t_j * dilation[j], ...]`` for the
-    axes ``axes[j]`` (which shrink to the number of window positions), with one trailing axis of size
-    ``window[j]`` per entry, in order.
+    ``out[..., o_j, ..., t_1, ..., t_m, ...] = x[..., o_j * strides[j] + t_j * dilation[j], ...]`` for
+    the axes ``axes[j]`` (which shrink to the number of window positions), with one new axis of size
+    ``window[j]`` per entry, in order, starting at position ``at`` (default: trailing). ``axes`` must
+    all lie before ``at``.
     """
-    for ax, k, s, dil in zip(axes, window, strides, dilation):
+    nd = core.get_aval(x).ndim
+    at = nd if at is None else at
+    for j, (ax, k, s, dil) in enumerate(zip(axes, window, strides, dilation)):
         shape = core.get_aval(x).shape
         n = shape[ax]
         span = dilate_dim(k, dil)
         m = out_size(n, span, s)
+        pos = at + j
         pieces = []
         for t in range(k):
             start = min(t * dil, n)
             limit = start + (m - 1) * s + 1 if m > 0 else start
             piece = mv.slice_in_dim(x, start, limit, s, ax)
-            pieces.append(mv.reshape(piece, (*core.get_aval(piece).shape, 1)))
-        x = pieces[0] if k == 1 else mv.concatenate(pieces, len(shape))
+            ps = core.get_aval(piece).shape
+            pieces.append(mv.reshape(piece, (*ps[:pos], 1, *ps[pos:])))
+        x = pieces[0] if k == 1 else mv.concatenate(pieces, pos)
     return x

@@ -1,0 +1,93 @@
+"""Convolution and pooling built from slices + one dot_general (im2col), see ``ember._src.lax_conv``:
+ember native vs the ember numpy backend vs JAX jit (when installed), NHWC/HWIO float32.
+
+    python benchmarks/bench_conv.py [--quick]
+
+Workloads: 3x3 / 7x7 / strided / depthwise convolutions, the kernel gradient of a 3x3 conv, and a
+3x3 stride-2 max pool (``reduce_window``). Writes ``benchmarks/results/conv.{json,md}``. The im2col
+buffer grows with the kernel area, so the 7x7 row shows the cost of large kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, report, timeit  # noqa: E402
+
+import ember  # noqa: E402
+from ember import lax  # noqa: E402
+
+DN = ("NHWC", "HWIO", "NHWC")
+
+
+def workloads(n: int, hw: int, c: int, o: int) -> list[tuple[str, dict, tuple]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, hw, hw, c)).astype(np.float32)
+    k3 = rng.standard_normal((3, 3, c, o)).astype(np.float32)
+    k7 = rng.standard_normal((7, 7, c, o)).astype(np.float32)
+    kd = rng.standard_normal((3, 3, 1, c)).astype(np.float32)
+    return [
+        (f"conv 3x3 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1), (x, k3)),
+        (f"conv 7x7 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1), (x, k7)),
+        (f"conv 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(2, 2), groups=1), (x, k3)),
+        (f"depthwise 3x3 {n}x{hw}x{hw}x{c}", dict(strides=(1, 1), groups=c), (x, kd)),
+        (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1, grad=True), (x, k3)),
+        (f"max pool 3x3/2 {n}x{hw}x{hw}x{c}", dict(pool=True), (x,)),
+    ]
+
+
+def make(lib: object, cfg: dict):
+    if cfg.get("pool"):
+        return lambda x: lib.reduce_window(x, -np.inf, lib.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    def conv(x, k):
+        return lib.conv_general_dilated(x, k, cfg["strides"], "SAME", dimension_numbers=DN,
+                                        feature_group_count=cfg["groups"])
+
+    if cfg.get("grad"):
+        return lambda x, k: conv(x, k)  # differentiated below, per framework
+    return conv
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
+    rows = []
+    jax = None
+    if have("jax"):
+        import jax
+        jax.config.update("jax_platforms", "cpu")
+    for name, cfg, inputs in workloads(n, hw, c, o):
+        times: dict = {}
+        f = make(lax, cfg)
+        if cfg.get("grad"):
+            f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
+        for backend in ("native", "numpy"):
+            g = ember.jit(f, backend=backend)
+            g(*inputs)
+            times[f"ember {backend}"] = timeit(lambda g=g: g(*inputs))
+        if jax is not None:
+            jf = make(jax.lax, cfg)
+            if cfg.get("grad"):
+                jf = jax.grad(lambda x, k, jf=jf: jf(x, k).sum(), argnums=1)
+            jj = jax.jit(jf)
+            jin = [jax.numpy.asarray(v) for v in inputs]
+            jj(*jin).block_until_ready()
+            times["jax jit"] = timeit(lambda jj=jj, jin=jin: jj(*jin).block_until_ready())
+            want = np.asarray(jj(*jin))
+            got = np.asarray(ember.jit(f, backend="native")(*inputs))
+            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+        rows.append({"workload": name, "times": times})
+        print(name, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
+    print(report("Convolutions and pooling (im2col over slices + dot_general)", rows, "conv"))
+
+
+if __name__ == "__main__":
+    main()
