@@ -1,7 +1,7 @@
 """Convolution and pooling built from slices + one dot_general (im2col), see ``ember._src.lax_conv``:
 ember native vs the ember numpy backend vs JAX jit (when installed), NHWC/HWIO float32.
 
-    python benchmarks/bench_conv.py [--quick]
+    python benchmarks/bench_conv.py [--quick] [--rounds 3]
 
 Workloads: 3x3 / 7x7 / strided / depthwise convolutions, the kernel gradient of a 3x3 conv, and a
 3x3 stride-2 max pool (``reduce_window``). Writes ``benchmarks/results/conv.{json,md}``. The im2col
@@ -11,6 +11,7 @@ buffer grows with the kernel area, so the 7x7 row shows the cost of large kernel
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def make(lib: object, cfg: dict):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
     rows = []
@@ -65,14 +67,14 @@ def main() -> None:
         import jax
         jax.config.update("jax_platforms", "cpu")
     for name, cfg, inputs in workloads(n, hw, c, o):
-        times: dict = {}
+        runners: dict = {}
         f = make(lax, cfg)
         if cfg.get("grad"):
             f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
         for backend in ("native", "numpy"):
             g = ember.jit(f, backend=backend)
             g(*inputs)
-            times[f"ember {backend}"] = timeit(lambda g=g: g(*inputs))
+            runners[f"ember {backend}"] = lambda g=g, inputs=inputs: g(*inputs)
         if jax is not None:
             jf = make(jax.lax, cfg)
             if cfg.get("grad"):
@@ -80,10 +82,16 @@ def main() -> None:
             jj = jax.jit(jf)
             jin = [jax.numpy.asarray(v) for v in inputs]
             jj(*jin).block_until_ready()
-            times["jax jit"] = timeit(lambda jj=jj, jin=jin: jj(*jin).block_until_ready())
+            runners["jax jit"] = lambda jj=jj, jin=jin: jj(*jin).block_until_ready()
             want = np.asarray(jj(*jin))
             got = np.asarray(ember.jit(f, backend="native")(*inputs))
             np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+        # interleave the implementations over several rounds (the machine is shared): median of medians
+        samples: dict = {k: [] for k in runners}
+        for _ in range(args.rounds):
+            for k, run in runners.items():
+                samples[k].append(timeit(run))
+        times = {k: statistics.median(v) for k, v in samples.items()}
         rows.append({"workload": name, "times": times})
         print(name, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
     print(report("Convolutions and pooling (im2col over slices + dot_general)", rows, "conv"))
