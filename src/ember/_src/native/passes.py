@@ -71,7 +71,7 @@ ELEMENTWISE = frozenset(
     "atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not real imag conj erf erfc erf_inv lgamma "
     "digamma population_count copy integer_pow convert_element_type add sub mul div rem pow max min "
     "atan2 nextafter and or xor eq ne lt le gt ge shift_left shift_right_arithmetic "
-    "shift_right_logical complex select_n".split())
+    "shift_right_logical complex select_n polygamma bitcast_convert_type".split())
 MOVEMENT = frozenset("broadcast_in_dim reshape transpose squeeze rev slice pad concatenate".split())
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember._src.native.calls import WS_KEY, workspace_bytes
 from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Var
 from ember.errors import ValidationError
@@ -130,6 +131,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
         for v in step.outputs:
             b = vb[v.id] = new(ACTIVATION, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
+        if step.kind == "call" and (ws := workspace_bytes(step.eqns[0])):
+            scratch[(s, WS_KEY)] = new(WORKSPACE, ws, s, s, note=f"{step.name} call workspace")
         if step.ir is not None and step.ir.natural is not None:
             for r in step.ir.reduces:
                 size = step.ir.outer_size * np.dtype(r.dtype).itemsize
