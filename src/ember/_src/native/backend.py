@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from ember._src import core
-from ember._src.native import blas, c_ops, compiler
+from ember._src.native import blas, c_ops, compiler, lapack
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import CodegenOptions, generate
+from ember._src.native.lapack import sched_uses_lapack
 from ember._src.native.planner import MemoryPlan, plan_memory
 from ember._src.native.pool import POOL
 from ember._src.native.schedule import Schedule, build_schedule
@@ -179,9 +180,11 @@ class NativeExecutable:
         self._arena_ptr = self._arena.ctypes.data
         self._callback = _CALLBACK_T(self._run_fallback)
         self._views: dict[tuple, np.ndarray] = {}
-        self._fns = (ctypes.c_void_p * 5)(blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
-                                          ctypes.cast(self._callback, ctypes.c_void_p).value,
-                                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
+        fixed = (blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
+                 ctypes.cast(self._callback, ctypes.c_void_p).value,
+                 blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
+        extra = lapack.fn_pointers() if sched_uses_lapack(self.schedule) else ()
+        self._fns = (ctypes.c_void_p * (len(fixed) + len(extra)))(*fixed, *extra)
         self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
         out_bufs: dict[int, tuple] = {}
         for kind, idx, a in plan.outputs:

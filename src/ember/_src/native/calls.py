@@ -445,3 +445,6 @@ static {name}_t *{name}({name}_t *a, {name}_t *b, int64_t n{extra_args}) {{
                          f"{cc.ins[j]}[base + r_[i].i * {inner}];")
     lines.append("    }")
     return lines
+
+
+from ember._src.native import lapack  # noqa: E402, F401 - registers the LAPACK-backed lowerings
