@@ -12,8 +12,8 @@ from __future__ import annotations
 from ember._src import core
 from ember._src.native import c_ops
 from ember._src.native.calls import CALLS
-from ember._src.native.passes import INLINE_PARAM
 from ember._src.native.kernel import MOVEMENT_PRIMS, REDUCE_PRIMS
+from ember._src.native.passes import INLINE_PARAM
 
 
 def describe(name: str) -> str | None:
