@@ -179,6 +179,13 @@ def test_sort_multi_operand_num_keys_and_stability():
     np.testing.assert_array_equal(np.asarray(got[1]), np.take_along_axis(v, perm, 1))
 
 
+def test_sort_keeps_signed_zeros_and_nan_payload_order():
+    x = np.array([0.0, -0.0, 1.0, -0.0, 0.0, np.nan, -np.nan, -1.0] * 3, np.float64)
+    got = np.asarray(ember.jit(jnp.sort, backend="native")(x))
+    want = np.sort(x, kind="stable")
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))  # bit for bit
+
+
 def test_sort_large_and_scalar_rows():
     x = RNG.standard_normal(100_000).astype(np.float32)
     x[::1000] = np.nan

@@ -10,9 +10,9 @@ matching SciPy's ``psi``, ``erfinv`` and ``polygamma`` including their special v
   (float64, tested against SciPy in ``tests/native/test_c_special.py``): for ``x > 0`` <= 1e-13
   relative away from the root ``x0 = 1.4616...``, <= 2e-15 absolute near it; for ``x < 0`` (where
   the reflection cancels near the roots between the poles) <= 1e-12 * max(1, |psi(x)|).
-* ``erf_inv``: Giles' single-precision approximation as the start, then Newton steps on
-  ``erf(y) - |x|`` (two), or for ``|x| > 0.5`` on ``log(erfc(y)) - log(1 - |x|)`` until converged
-  (exact tails: ``1 - |x|`` is exact there). ``+-1 -> +-inf``, NaN
+* ``erf_inv``: ``ndtri((1 + x) / 2) / sqrt(2)`` with Wichura's AS241 normal-quantile rational
+  approximations, given the exact ``q = x / 2`` and tail mass ``(1 - |x|) / 2`` (no cancellation).
+  No transcendental calls for ``|x| <= 0.85`` (log and sqrt beyond). ``+-1 -> +-inf``, NaN
   outside ``[-1, 1]``. Error <= 4e-15 relative.
 * ``polygamma(n, x)``, ``n >= 1``: ``(-1)**(n+1) n! zeta(n + 1, x)`` with the Hurwitz zeta by
   Euler-Maclaurin (direct sum to ``q + N >= 10 + n``, 8 Bernoulli correction terms); ``+inf`` zeta
@@ -51,36 +51,43 @@ static double em_digamma(double x) {
 """
 
 _ERF_INV = """\
+/* erf_inv(x) = ndtri((1 + x) / 2) / sqrt(2) with Wichura's AS241 rational approximations of the
+   normal quantile (Appl. Statist. 37, 1988), fed the exact q = x / 2 and tail mass (1 - |x|) / 2. */
 static double em_erfinv(double x) {
     if (x != x || x < -1.0 || x > 1.0) return (double)NAN;
     if (x == 1.0) return (double)INFINITY;
     if (x == -1.0) return -(double)INFINITY;
-    if (x == 0.0) return x;
-    double ax = fabs(x), w = -log((1.0 - ax) * (1.0 + ax)), p;
-    if (w < 5.0) {
-        w -= 2.5;
-        p = 2.81022636e-08; p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w;
-        p = -4.39150654e-06 + p * w; p = 0.00021858087 + p * w; p = -0.00125372503 + p * w;
-        p = -0.00417768164 + p * w; p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+    double q = 0.5 * x, z;
+    if (fabs(q) <= 0.425) {
+        double r = 0.180625 - q * q;
+        double a = ((((((2509.0809287301226727 * r + 33430.575583588128105) * r + 67265.770927008700853) * r
+                   + 45921.953931549871457) * r + 13731.693765509461125) * r + 1971.5909503065514427) * r
+                   + 133.14166789178437745) * r + 3.3871328727963666080;
+        double b = ((((((5226.4952788528545610 * r + 28729.085735721942674) * r + 39307.895800092710610) * r
+                   + 21213.794301586595867) * r + 5394.1960214247511077) * r + 687.18700749205790830) * r
+                   + 42.313330701600911252) * r + 1.0;
+        return 0.70710678118654752440 * q * a / b;
+    }
+    double r = sqrt(-log(0.5 * (1.0 - fabs(x))));
+    if (r <= 5.0) {
+        r -= 1.6;
+        z = ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r + 2.41780725177450611770e-1)
+             * r + 1.27045825245236838258) * r + 3.64784832476320460504) * r + 5.76949722146069140550) * r
+             + 4.63033784615654529590) * r + 1.42343711074968357734;
+        z /= ((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r + 1.51986665636164571966e-2)
+              * r + 1.48103976427480074590e-1) * r + 6.89767334985100004550e-1) * r + 1.67638483018380384940)
+              * r + 2.05319162663775882187) * r + 1.0;
     } else {
-        w = sqrt(w) - 3.0;
-        p = -0.000200214257; p = 0.000100950558 + p * w; p = 0.00134934322 + p * w;
-        p = -0.00367342844 + p * w; p = 0.00573950773 + p * w; p = -0.0076224613 + p * w;
-        p = 0.00943887047 + p * w; p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+        r -= 5.0;
+        z = ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r + 1.24266094738807843860e-3)
+             * r + 2.65321895265761230930e-2) * r + 2.96560571828504891230e-1) * r + 1.78482653991729133580)
+             * r + 5.46378491116411436990) * r + 6.65790464350110377720;
+        z /= ((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r
+              + 1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r + 1.48753612908506148525e-2)
+              * r + 1.36929880922735805310e-1) * r + 5.99832206555887937690e-1) * r + 1.0;
     }
-    double y = p * ax;
-    if (ax <= 0.5) {
-        for (int it = 0; it < 2; ++it) y -= (erf(y) - ax) / (1.12837916709551257390 * exp(-y * y));
-    } else {  /* Newton on log(erfc(y)) = log(1 - |x|): well conditioned deep in the tail */
-        const double lc = log(1.0 - ax);
-        for (int it = 0; it < 8; ++it) {
-            double e = erfc(y);
-            double step = (log(e) - lc) * e / (-1.12837916709551257390 * exp(-y * y));
-            y -= step;
-            if (fabs(step) <= 1e-16 * y) break;
-        }
-    }
-    return x < 0.0 ? -y : y;
+    z *= 0.70710678118654752440;
+    return x < 0.0 ? -z : z;
 }
 """
 

@@ -268,25 +268,22 @@ for _name in ("cumsum", "cumprod", "cummax", "cummin"):
 # threefry2x32
 # ---------------------------------------------------------------------------------------------
 
-_THREEFRY = """\
-/* Threefry-2x32, 20 rounds (Salmon et al. 2011), as prims/random_bits.threefry2x32_np. */
-static inline void em_threefry2x32(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1,
-                                   uint32_t *o0, uint32_t *o1) {
-    const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
-    static const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
-    uint32_t a = x0 + ks[0], b = x1 + ks[1];
-    for (int i = 0; i < 5; ++i) {
-        for (int r = 0; r < 4; ++r) {
-            const int s = rot[i & 1][r];
-            a += b;
-            b = ((b << s) | (b >> (32 - s))) ^ a;
-        }
-        a += ks[(i + 1) % 3];
-        b += ks[(i + 2) % 3] + (uint32_t)(i + 1);
-    }
-    *o0 = a; *o1 = b;
-}
-"""
+def _threefry_text() -> str:
+    """Threefry-2x32, 20 rounds (Salmon et al. 2011), as prims/random_bits.threefry2x32_np, with
+    the rounds unrolled (constant rotations) so the element loop vectorizes."""
+    rot = ((13, 15, 26, 6), (17, 29, 16, 24))
+    body = []
+    for i in range(5):
+        for r in rot[i % 2]:
+            body.append(f"    a += b; b = ((b << {r}) | (b >> {32 - r})) ^ a;")
+        body.append(f"    a += ks{(i + 1) % 3}; b += ks{(i + 2) % 3} + {i + 1}u;")
+    return ("static inline void em_threefry2x32(uint32_t ks0, uint32_t ks1, uint32_t x0, uint32_t x1,\n"
+            "                                   uint32_t *o0, uint32_t *o1) {\n"
+            "    const uint32_t ks2 = ks0 ^ ks1 ^ 0x1BD11BDAu;\n"
+            "    uint32_t a = x0 + ks0, b = x1 + ks1;\n" + "\n".join(body) + "\n    *o0 = a; *o1 = b;\n}\n")
+
+
+_THREEFRY = _threefry_text()
 
 
 @register("threefry2x32", "native call: C Threefry-2x32 loop (calls.py)")
@@ -383,6 +380,8 @@ def _sort(e: Eqn, cc: CallCode) -> list[str]:
     if outer * n * inner == 0:
         return []
     dts = [np.dtype(a.aval.dtype) for a in ops]
+    if nk == 1:
+        return _radix_sort(e, cc, outer, n, inner, dts)
     kt = ctype(dts[0])
     # a comparator over (key0, index) pairs; further keys are read through the index
     sig = "_".join([str(d) for d in dts[:nk]]) + f"_{n}_{inner}"
@@ -443,6 +442,78 @@ static {name}_t *{name}({name}_t *a, {name}_t *b, int64_t n{extra_args}) {{
         else:
             lines.append(f"        for (int64_t i = 0; i < {n}; ++i) {cc.outs[j]}[base + i * {inner}] = "
                          f"{cc.ins[j]}[base + r_[i].i * {inner}];")
+    lines.append("    }")
+    return lines
+
+
+
+# one key: LSD radix sort of order-preserving unsigned keys (stable, so ties keep row order)
+
+_RADIX = """\
+/* Stable LSD radix sort (8-bit digits) of keys ka with row indices ia (0..n-1 on entry); digits
+   on which all keys agree are skipped. Returns the sorted index array (ia or ib). */
+static int64_t *em_radix_K(K *ka, K *kb, int64_t *ia, int64_t *ib, int64_t n) {
+    enum { NB = (int)sizeof(K) };
+    int64_t cnt[NB][256];
+    memset(cnt, 0, sizeof(cnt));
+    for (int64_t i = 0; i < n; ++i)
+        for (int b = 0; b < NB; ++b) cnt[b][(ka[i] >> (8 * b)) & 255]++;
+    for (int b = 0; b < NB; ++b) {
+        int64_t *c = cnt[b], off = 0;
+        if (c[(ka[0] >> (8 * b)) & 255] == n) continue;
+        for (int d = 0; d < 256; ++d) { int64_t t = c[d]; c[d] = off; off += t; }
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t p = c[(ka[i] >> (8 * b)) & 255]++;
+            kb[p] = ka[i]; ib[p] = ia[i];
+        }
+        K *tk = ka; ka = kb; kb = tk;
+        int64_t *ti = ia; ia = ib; ib = ti;
+    }
+    return ia;
+}
+"""
+
+
+def _radix_key(v: str, d: np.dtype) -> tuple[str, str]:
+    """(unsigned key type, C expression of the order-preserving key of value ``v``): NaN last
+    (all NaNs equal), -0.0 == 0.0, as NumPy's sort orders them."""
+    wide = d.itemsize == 8
+    kt = "uint64_t" if wide else "uint32_t"
+    if c_ops.is_float(d):
+        sign = "0x8000000000000000ULL" if wide else "0x80000000u"
+        nan = "0xFFFFFFFFFFFFFFFFULL" if wide else "0xFFFFFFFFu"
+        bits = f"em_bits{d.itemsize * 8}({v})"
+        return kt, (f"(({v}) != ({v}) ? {nan} : (({v}) == 0 ? {sign} : "
+                    f"(({bits} & {sign}) ? ~{bits} : ({bits} | {sign}))))")
+    if d.kind == "i":
+        if wide:
+            return kt, f"((uint64_t)({v}) ^ 0x8000000000000000ULL)"
+        return kt, f"((uint32_t)((int64_t)({v}) + 2147483648LL))"
+    return kt, f"(({kt})({v}))"
+
+
+_BITS = """\
+static inline uint32_t em_bits32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline uint64_t em_bits64(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+"""
+
+
+def _radix_sort(e: Eqn, cc: CallCode, outer: int, n: int, inner: int, dts: list[np.dtype]) -> list[str]:
+    kt, key = _radix_key(f"{cc.ins[0]}[base + i * {inner}]", dts[0])
+    name = f"em_radix_{kt[:-2]}"
+    cc.helper("em_bits", _BITS)
+    cc.helper(name, _RADIX.replace("em_radix_K", name).replace("K ", f"{kt} ").replace("K *", f"{kt} *")
+              .replace("(K)", f"({kt})"))
+    lines = [f"{kt} *ka_ = ({kt} *)({cc.ws}), *kb_ = ka_ + {n};",
+             f"int64_t *ia_ = (int64_t *)(kb_ + {n}), *ib_ = ia_ + {n};",
+             f"for (int64_t o = 0; o < {outer}; ++o)",
+             f"    for (int64_t c = 0; c < {inner}; ++c) {{",
+             f"        const int64_t base = o * {n * inner} + c;",
+             f"        for (int64_t i = 0; i < {n}; ++i) {{ ka_[i] = {key}; ia_[i] = i; }}",
+             f"        const int64_t *r_ = {name}(ka_, kb_, ia_, ib_, {n});"]
+    for j in range(len(e.inputs)):
+        lines.append(f"        for (int64_t i = 0; i < {n}; ++i) "
+                     f"{cc.outs[j]}[base + i * {inner}] = {cc.ins[j]}[base + r_[i] * {inner}];")
     lines.append("    }")
     return lines
 

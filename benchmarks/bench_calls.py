@@ -1,0 +1,96 @@
+"""Native call lowerings vs the Python fallback steps they replace: threefry random normals,
+cumsum, sort, batched Cholesky and solve. "ember native (fallback steps)" builds the same program
+with the call lowerings, the special-function C ops and ``inline_calls`` switched off (the state
+before they existed), so both are measured side by side in one process.
+
+    python benchmarks/bench_calls.py [--threads N]
+
+Writes ``benchmarks/results/calls.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report, timeit  # noqa: E402
+
+import ember  # noqa: E402
+import ember.numpy as jnp  # noqa: E402
+from ember import random  # noqa: E402
+from ember._src.native import c_ops, calls, passes  # noqa: E402
+
+
+@contextlib.contextmanager
+def fallbacks() -> Iterator[None]:
+    """Build programs as before the call lowerings: those primitives become fallback steps."""
+    saved_calls = dict(calls.CALLS)
+    saved_ops = {k: c_ops.OPS.pop(k) for k in ("digamma", "erf_inv", "polygamma", "bitcast_convert_type")
+                 if k in c_ops.OPS}
+    saved_passes = passes.DEFAULT_PASSES
+    calls.CALLS.clear()
+    passes.DEFAULT_PASSES = tuple(p for p in saved_passes if p != "inline_calls")
+    try:
+        yield
+    finally:
+        calls.CALLS.update(saved_calls)
+        c_ops.OPS.update(saved_ops)
+        passes.DEFAULT_PASSES = saved_passes
+
+
+def normal(k):
+    return random.normal(k, (1 << 20,))
+
+
+def cholesky(a):
+    return jnp.linalg.cholesky(a)
+
+
+def solve(a, b):
+    return jnp.linalg.solve(a, b)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
+    args = ap.parse_args()
+    opts = {"num_threads": args.threads} if args.threads else {}
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((64, 32, 32)).astype(np.float32)
+    spd = m @ m.transpose(0, 2, 1) + 32 * np.eye(32, dtype=np.float32)
+    rhs = rng.standard_normal((64, 32, 4)).astype(np.float32)
+    x6 = rng.standard_normal(1_000_000).astype(np.float32)
+    cases = [
+        ("random.normal(key, (2^20,)) float32", normal, [random.PRNGKey(0)], None),
+        ("jnp.cumsum 1e6 float32", jnp.cumsum, [x6], np.cumsum),
+        ("jnp.sort 1e6 float32", jnp.sort, [x6], np.sort),
+        ("linalg.cholesky 64 x 32x32 float32", cholesky, [spd], np.linalg.cholesky),
+        ("linalg.solve 64 x 32x32 float32, 4 rhs", solve, [spd, rhs], np.linalg.solve),
+    ]
+    rows = []
+    for label, f, xs, ref in cases:
+        native = ember.jit(f, backend="native", **opts)
+        want = native(*xs)
+        with fallbacks():
+            before = ember.jit(lambda *a, f=f: f(*a), backend="native", **opts)
+            got = before(*xs)
+        n_fb = before.lower(*xs).executable.schedule.count("fallback")
+        assert native.lower(*xs).executable.schedule.count("fallback") == 0
+        np.testing.assert_allclose(np.asarray(want), np.asarray(got), rtol=1e-4, atol=1e-4)
+        times = {"ember native": timeit(lambda: native(*xs), min_time=1.0, min_runs=15),
+                 f"ember native (fallback steps: {n_fb})": timeit(lambda: before(*xs), min_time=1.0, min_runs=15)}
+        if ref is not None:
+            times["numpy"] = timeit(lambda: ref(*xs), min_time=1.0, min_runs=15)
+        rows.append({"workload": label, "times": times})
+        print(label, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
+    print(report("Native call lowerings vs fallback steps (median per call)", rows, "calls"))
+
+
+if __name__ == "__main__":
+    main()
