@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import report, timeit  # noqa: E402
+from common import report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -42,6 +44,20 @@ def fallbacks() -> Iterator[None]:
         calls.CALLS.update(saved_calls)
         c_ops.OPS.update(saved_ops)
         passes.DEFAULT_PASSES = saved_passes
+
+
+def interleaved(impls: dict, xs: list, reps: int = 31) -> dict:
+    """Median seconds per call of each implementation, calls interleaved round-robin so load
+    changes on a shared machine hit all of them alike."""
+    samples: dict[str, list[float]] = {k: [] for k in impls}
+    for fn in impls.values():
+        fn(*xs)
+    for _ in range(reps):
+        for k, fn in impls.items():
+            t = time.perf_counter()
+            fn(*xs)
+            samples[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def normal(k):
@@ -83,12 +99,14 @@ def main() -> None:
         n_fb = before.lower(*xs).executable.schedule.count("fallback")
         assert native.lower(*xs).executable.schedule.count("fallback") == 0
         np.testing.assert_allclose(np.asarray(want), np.asarray(got), rtol=1e-4, atol=1e-4)
-        times = {"ember native": timeit(lambda: native(*xs), min_time=1.0, min_runs=15),
-                 f"ember native (fallback steps: {n_fb})": timeit(lambda: before(*xs), min_time=1.0, min_runs=15)}
+        impls = {"ember native": native, "ember native (fallback steps)": before}
         if ref is not None:
-            times["numpy"] = timeit(lambda: ref(*xs), min_time=1.0, min_runs=15)
-        rows.append({"workload": label, "times": times})
-        print(label, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
+            impls["numpy"] = ref
+        times = interleaved(impls, xs)
+        rows.append({"workload": f"{label} [{n_fb} fallback steps before]", "times": times,
+                     "speedup vs fallback": times["ember native (fallback steps)"] / times["ember native"]})
+        print(label, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()},
+              f"speedup {rows[-1]['speedup vs fallback']:.2f}x", flush=True)
     print(report("Native call lowerings vs fallback steps (median per call)", rows, "calls"))
 
 

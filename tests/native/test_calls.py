@@ -198,3 +198,22 @@ def test_every_call_lowering_is_described():
     for name, low in calls.CALLS.items():
         assert low.description.startswith("native call"), name
         assert core.PRIMITIVES[name].lowering == low.description
+
+
+def test_dynamic_update_slice_and_scatter_update_dying_operands_in_place():
+    x = RNG.standard_normal((6, 6)).astype(np.float32)
+    u = RNG.standard_normal((2, 2)).astype(np.float32)
+
+    def f(x, u, i):
+        y = x * 2.0  # dies in the update: the update writes into its buffer
+        z = lax.dynamic_update_slice(y, u, (i, i))
+        w = z.at[jnp.array([1, 3, 3, 7])].add(1.5)  # scatter on z, which dies there too
+        return w - 1.0, x  # x (an input) is never written
+
+    for i in (0, 2, 5, -1):
+        exe = exact(f, x, u, np.int32(i))
+    steps = {st.name: st for st in exe.schedule.steps}
+    done = [steps_name for steps_name, st in steps.items()
+            if st.kind == "call" and any(s == exe.schedule.steps.index(st) for s, _, _ in exe.plan.inplace)]
+    assert len(done) == 2, (exe.plan.inplace, str(exe.schedule))
+    exe.plan.check()

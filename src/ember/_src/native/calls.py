@@ -98,6 +98,14 @@ def lowerable(e: Eqn) -> bool:
     return bool(low.accepts(e))
 
 
+INPLACE = {"dynamic_update_slice": 0, "scatter": 0}  # operand a call may overwrite with its result
+
+
+def inplace_operand(e: Eqn) -> int | None:
+    """The operand whose buffer ``e``'s result may reuse (the planner decides), or None."""
+    return INPLACE.get(e.prim.name)
+
+
 def workspace_bytes(e: Eqn) -> int:
     low = CALLS.get(e.prim.name)
     return int(low.workspace(e)) if low is not None else 0
