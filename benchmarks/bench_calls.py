@@ -1,6 +1,7 @@
 """Native call lowerings vs the Python fallback steps they replace: threefry random normals,
 cumsum, sort, batched Cholesky and solve. "ember native (fallback steps)" builds the same program
-with the call lowerings, the special-function C ops and ``inline_calls`` switched off (the state
+with the call lowerings, the special-function C ops, ``inline_calls`` and ``split_threefry``
+switched off (the state
 before they existed), so both are measured side by side in one process.
 
     python benchmarks/bench_calls.py [--threads N]
@@ -37,7 +38,7 @@ def fallbacks() -> Iterator[None]:
                  if k in c_ops.OPS}
     saved_passes = passes.DEFAULT_PASSES
     calls.CALLS.clear()
-    passes.DEFAULT_PASSES = tuple(p for p in saved_passes if p != "inline_calls")
+    passes.DEFAULT_PASSES = tuple(p for p in saved_passes if p not in ("inline_calls", "split_threefry"))
     try:
         yield
     finally:
@@ -64,6 +65,10 @@ def normal(k):
     return random.normal(k, (1 << 20,))
 
 
+def bits(k):
+    return random.bits(k, (1 << 20,))
+
+
 def cholesky(a):
     return jnp.linalg.cholesky(a)
 
@@ -84,6 +89,7 @@ def main() -> None:
     x6 = rng.standard_normal(1_000_000).astype(np.float32)
     cases = [
         ("random.normal(key, (2^20,)) float32", normal, [random.PRNGKey(0)], None),
+        ("random.bits(key, (2^20,)) uint32", bits, [random.PRNGKey(0)], None),
         ("jnp.cumsum 1e6 float32", jnp.cumsum, [x6], np.cumsum),
         ("jnp.sort 1e6 float32", jnp.sort, [x6], np.sort),
         ("linalg.cholesky 64 x 32x32 float32", cholesky, [spd], np.linalg.cholesky),

@@ -10,7 +10,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax, random
 from ember._src import core
-from ember._src.native import calls
+from ember._src.native import calls, passes
 from ember._src.prims import random_bits as rb
 from ember._src.prims.indexing import scatter_p
 from tests.native.conftest import requires_cc
@@ -98,29 +98,51 @@ def test_cumsum_sequential_order_matches_numpy_on_1d_and_empty():
 # -- threefry2x32 -------------------------------------------------------------------------------
 
 
-def test_threefry_matches_numpy_hash():
+NO_SPLIT = tuple(p for p in passes.DEFAULT_PASSES if p != "split_threefry")
+
+
+def fused_threefry(exe) -> bool:
+    return any(e.prim.name.startswith("native_threefry") for st in exe.schedule.steps if st.kind == "kernel"
+               for e in st.eqns)
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_threefry_matches_numpy_hash(split):
     k1, k2, x1, x2 = (RNG.integers(0, 2**32, 1000, dtype=np.uint64).astype(np.uint32) for _ in range(4))
-    exe = exact(lambda *a: rb.threefry2x32_p.bind(*a), k1, k2, x1, x2)
-    native_only(exe, "threefry2x32")
-    a, b = ember.jit(lambda *a: rb.threefry2x32_p.bind(*a), backend="native")(k1, k2, x1, x2)
+    opts = {} if split else {"passes": NO_SPLIT}
+    f = lambda *a: rb.threefry2x32_p.bind(*a)  # noqa: E731
+    exe = check(f, k1, k2, x1, x2, rtol=0, atol=0, **opts)
+    if split:
+        assert fused_threefry(exe) and exe.schedule.count("fallback") == 0
+    else:
+        native_only(exe, "threefry2x32")
+    a, b = ember.jit(f, backend="native", **opts)(k1, k2, x1, x2)
     wa, wb = rb.threefry2x32_np(k1, k2, x1, x2)
     np.testing.assert_array_equal(np.asarray(a), wa)
     np.testing.assert_array_equal(np.asarray(b), wb)
+    # one half unused: dce drops the other
+    exe = ember.jit(lambda *a: f(*a)[1] ^ np.uint32(7), backend="native").lower(k1, k2, x1, x2).executable
+    assert [e.prim.name for e in exe.optimized.eqns].count("native_threefry_lo") == 0
 
 
 @pytest.mark.parametrize("shape", [(1,), (7,), (1000,), (3, 33)])
-def test_random_under_native_jit_bit_identical_to_eager(shape):
+@pytest.mark.parametrize("split", [True, False])
+def test_random_under_native_jit_bit_identical_to_eager(shape, split):
     key = random.PRNGKey(42)
 
     def f(k):
         k1, k2 = random.split(k)
         return random.normal(k1, shape), random.uniform(k2, shape), random.bits(k, shape)
 
-    got = ember.jit(f, backend="native")(key)
+    opts = {} if split else {"passes": NO_SPLIT}
+    jf = ember.jit(f, backend="native", **opts)
+    got = jf(key)
     want = f(key)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    native_only(ember.jit(f, backend="native").lower(key).executable, "threefry2x32")
+    exe = jf.lower(key).executable
+    assert exe.schedule.count("fallback") == 0
+    assert fused_threefry(exe) if split else exe.schedule.count("call") >= 1
 
 
 # -- scatter ------------------------------------------------------------------------------------

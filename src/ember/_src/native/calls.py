@@ -276,37 +276,17 @@ for _name in ("cumsum", "cumprod", "cummax", "cummin"):
 # threefry2x32
 # ---------------------------------------------------------------------------------------------
 
-def _threefry_text() -> str:
-    """Threefry-2x32, 20 rounds (Salmon et al. 2011), as prims/random_bits.threefry2x32_np, with
-    the rounds unrolled (constant rotations) so the element loop vectorizes."""
-    rot = ((13, 15, 26, 6), (17, 29, 16, 24))
-    body = []
-    for i in range(5):
-        for r in rot[i % 2]:
-            body.append(f"    a += b; b = ((b << {r}) | (b >> {32 - r})) ^ a;")
-        body.append(f"    a += ks{(i + 1) % 3}; b += ks{(i + 2) % 3} + {i + 1}u;")
-    return ("static inline void em_threefry2x32(uint32_t ks0, uint32_t ks1, uint32_t x0, uint32_t x1,\n"
-            "                                   uint32_t *o0, uint32_t *o1) {\n"
-            "    const uint32_t ks2 = ks0 ^ ks1 ^ 0x1BD11BDAu;\n"
-            "    uint32_t a = x0 + ks0, b = x1 + ks1;\n" + "\n".join(body) + "\n    *o0 = a; *o1 = b;\n}\n")
-
-
-_THREEFRY = _threefry_text()
-
-
-@register("threefry2x32", "native call: C Threefry-2x32 loop (calls.py)")
+@register("threefry2x32", "native call: C Threefry-2x32 loop (calls.py; passes.split_threefry fuses it)")
 def _threefry(e: Eqn, cc: CallCode) -> list[str]:
     n = _size(e.outvars[0].aval.shape)
     if n == 0:
         return []
-    cc.helper("em_threefry2x32", _THREEFRY)
     ld = [f"{cc.ins[k]}[i]" if not isinstance(a, Literal) else cc.ins[k] for k, a in enumerate(e.inputs)]
+    args = ", ".join(ld)
     par = "#pragma omp parallel for simd schedule(static)" if cc.parallel(n * 40) else "#pragma omp simd"
     return [par,
             f"for (int64_t i = 0; i < {n}; ++i) {{",
-            "    uint32_t a_, b_;",
-            f"    em_threefry2x32({ld[0]}, {ld[1]}, {ld[2]}, {ld[3]}, &a_, &b_);",
-            f"    {cc.outs[0]}[i] = a_; {cc.outs[1]}[i] = b_;",
+            f"    {cc.outs[0]}[i] = em_threefrylo({args}); {cc.outs[1]}[i] = em_threefryhi({args});",
             "}"]
 
 

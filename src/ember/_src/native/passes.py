@@ -4,6 +4,8 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
 * ``inline_calls``: ``checkpoint``, ``custom_jvp_call`` and ``custom_vjp_call`` are plain calls of a
   sub-program in forward evaluation; their equations (and captured constants) are spliced into the
   parent with fresh variables, recursively, so they fuse with their surroundings.
+* ``split_threefry``: ``threefry2x32`` becomes its two halves, fusible elementwise ops (see
+  :mod:`.threefry`), so random bits are generated inside the kernels that consume them.
 * ``simplify``: algebraic identities (``x*1``, ``x+0``, ``x-0``, ``x/1``, ``neg(neg x)``, converts
   to the same dtype, ``copy``/``stop_gradient``), elementwise ops on splats (scalars broadcast) are
   evaluated, and trivial movement is removed or merged (identity reshape/transpose/broadcast/slice/
@@ -41,14 +43,15 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
+from ember._src.native import threefry
 from ember._src.native.fused import gemm_p
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "simplify", "cse", "absorb_transposes", "lower_matmul", "absorb_scale",
-                  "absorb_bias", "absorb_scale", "fold_constants", "simplify", "cse", "dce")
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "absorb_transposes", "lower_matmul",
+                  "absorb_scale", "absorb_bias", "absorb_scale", "fold_constants", "simplify", "cse", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -74,7 +77,8 @@ ELEMENTWISE = frozenset(
     "atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not real imag conj erf erfc erf_inv lgamma "
     "digamma population_count copy integer_pow convert_element_type add sub mul div rem pow max min "
     "atan2 nextafter and or xor eq ne lt le gt ge shift_left shift_right_arithmetic "
-    "shift_right_logical complex select_n polygamma bitcast_convert_type".split())
+    "shift_right_logical complex select_n polygamma bitcast_convert_type native_threefry_lo "
+    "native_threefry_hi".split())
 MOVEMENT = frozenset("broadcast_in_dim reshape transpose squeeze rev slice pad concatenate".split())
 
 
@@ -221,6 +225,22 @@ def inline_calls(p: Program) -> Program:
             continue
         for v, o in zip(e.outvars, _splice(b, sub, ins)):
             b.sub[v.id] = o
+    return b.finish()
+
+
+@register
+def split_threefry(p: Program) -> Program:
+    """``threefry2x32`` -> ``native_threefry_lo`` + ``native_threefry_hi`` (unused halves go in dce)."""
+    if not any(e.prim.name == "threefry2x32" for e in p.eqns):
+        return p
+    b = Builder(p)
+    for e in p.eqns:
+        ins = [b.read(a) for a in e.inputs]
+        if e.prim.name == "threefry2x32":
+            b.emit(threefry.threefry_lo_p, ins, {}, [e.outvars[0]])
+            b.emit(threefry.threefry_hi_p, ins, {}, [e.outvars[1]])
+        else:
+            b.emit(e.prim, ins, e.params, e.outvars)
     return b.finish()
 
 
