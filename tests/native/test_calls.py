@@ -208,6 +208,25 @@ def test_sort_keeps_signed_zeros_and_nan_payload_order():
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))  # bit for bit
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64, np.uint16, np.uint64, np.bool_])
+def test_sort_long_rows_radix_path(dtype):
+    n = 3 * calls.RADIX_MIN + 5
+    x = RNG.standard_normal((3, n)) * 1e3
+    if np.dtype(dtype).kind == "f":
+        x[0, ::9] = np.nan
+        x[1, ::7] = -0.0
+        x[1, 3::7] = 0.0
+        x[2, :4] = [np.inf, -np.inf, -np.nan, 1e-300]
+    if np.dtype(dtype).kind == "u":
+        x = np.abs(x)
+    x = x.astype(dtype) if dtype != np.bool_ else x > 0
+    exe = exact(lambda x, v: lax.sort((x, v), dimension=1, num_keys=1), x, np.arange(3 * n).reshape(3, n))
+    native_only(exe, "sort")
+    got = np.asarray(ember.jit(lambda x: jnp.sort(x, axis=1), backend="native")(x))
+    want = np.sort(x, axis=1, kind="stable")
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
+
+
 def test_sort_large_and_scalar_rows():
     x = RNG.standard_normal(100_000).astype(np.float32)
     x[::1000] = np.nan

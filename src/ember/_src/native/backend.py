@@ -13,9 +13,10 @@ Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bo
 Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
 float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
 is logged on the ``ember`` logger and kept in ``executable.fallback_reason``. Within a supported
-program, primitives without a kernel lowering run as *fallback steps*: the generated code calls
-back into Python, which applies the primitive's NumPy implementation to the step's buffers, so the
-program remains a single native call with one memory plan.
+program, primitives without a kernel or call lowering (:mod:`.calls`, :mod:`.lapack`) run as
+*fallback steps*: the generated code calls back into Python, which applies the primitive's NumPy
+implementation to the step's buffers, so the program remains a single native call with one
+memory plan.
 """
 
 from __future__ import annotations

@@ -342,6 +342,9 @@ def _scatter(e: Eqn, cc: CallCode) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+RADIX_MIN = 256  # shorter rows: the merge sort (a radix pass costs a 256-bucket histogram)
+
+
 def _less(a: str, b: str, d: np.dtype) -> str:
     """``a`` sorts strictly before ``b`` (NumPy order: NaN last)."""
     if c_ops.is_float(d):
@@ -368,7 +371,7 @@ def _sort(e: Eqn, cc: CallCode) -> list[str]:
     if outer * n * inner == 0:
         return []
     dts = [np.dtype(a.aval.dtype) for a in ops]
-    if nk == 1:
+    if nk == 1 and n >= RADIX_MIN:
         return _radix_sort(e, cc, outer, n, inner, dts)
     kt = ctype(dts[0])
     # a comparator over (key0, index) pairs; further keys are read through the index

@@ -5,8 +5,10 @@
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
 for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
-runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy). The result is 0, or ``k + 1`` when step
-``k`` (a fallback) failed.
+runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then, when the program has LAPACK-backed
+call steps, the routines of :data:`.lapack.FN_NAMES`. Call steps (:mod:`.calls`) are blocks of C
+emitted by their lowering, with ``static`` helpers shared across steps. The result is 0, or
+``k + 1`` when step ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with

@@ -6,9 +6,9 @@
 * **gemm**: a ``native_gemm`` equation (BLAS ``?gemm`` for float32/float64, a C loop otherwise).
 * **call**: an equation with a C lowering in :mod:`.calls` / :mod:`.lapack` (dynamic slices,
   scans, sort, scatter, threefry, LAPACK factorizations): a block of C in the program.
-* **fallback**: any equation without a kernel lowering (sort, cumulative ops, scatter, dynamic
-  slices, dtypes without a C type, ...): the generated code calls back into Python, which runs
-  the primitive's NumPy implementation on the step's buffers. The program stays one native call.
+* **fallback**: any equation without a kernel or call lowering (fft, eig, gamma/Poisson sampling,
+  loops without a native path, ...): the generated code calls back into Python, which runs the
+  primitive's NumPy implementation on the step's buffers. The program stays one native call.
 * **alias**: a reshape of a materialized value whose result must exist as a buffer (an input of
   a call or a program output): the planner gives both the same storage, no code runs.
 
