@@ -6,7 +6,7 @@ before they existed), so both are measured side by side in one process.
 
     python benchmarks/bench_calls.py [--threads N]
 
-Writes ``benchmarks/results/calls.{json,md}``.
+Writes ``benchmarks/results/calls.{json,md}`` (``calls_threadsN`` with ``--threads N``).
 """
 
 from __future__ import annotations
@@ -113,7 +113,10 @@ def main() -> None:
                      "speedup vs fallback": times["ember native (fallback steps)"] / times["ember native"]})
         print(label, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()},
               f"speedup {rows[-1]['speedup vs fallback']:.2f}x", flush=True)
-    print(report("Native call lowerings vs fallback steps (median per call)", rows, "calls"))
+    name = f"calls_threads{args.threads}" if args.threads else "calls"
+    title = "Native call lowerings vs fallback steps (median per call" + \
+        (f", {args.threads} OpenMP thread(s))" if args.threads else ")")
+    print(report(title, rows, name))
 
 
 if __name__ == "__main__":
