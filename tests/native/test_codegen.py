@@ -9,7 +9,7 @@ import pytest
 import ember.numpy as jnp
 from ember import lax
 from tests.native.conftest import requires_cc
-from tests.native.util import check
+from tests.native.util import check, without_calls
 
 pytestmark = requires_cc
 RNG = np.random.default_rng(0)
@@ -196,7 +196,8 @@ def test_softmax_layernorm_mlp():
     assert exe.schedule.count("kernel") <= 4
 
 
-def test_fallback_steps_run_numpy_impl_inside_the_native_call():
+def test_fallback_steps_run_numpy_impl_inside_the_native_call(monkeypatch):
+    without_calls(monkeypatch, "sort", "cumsum", "cummax")
     x = _floats((5, 7))
     x[np.isnan(x)] = 0
     exe = check(lambda x: (lax.sort(x, 1), lax.cumsum(x, 0), lax.exp(lax.sort(x, 0)) + 1,

@@ -41,3 +41,12 @@ def check(f: Callable, *args: Any, rtol: float | None = None, atol: float | None
     exe = native.lower(*args).executable
     assert isinstance(exe, NativeExecutable)
     return exe
+
+
+def without_calls(monkeypatch: Any, *names: str) -> None:
+    """Make the named primitives run as fallback steps again (drop their native call lowering),
+    for tests of the fallback mechanism itself."""
+    from ember._src.native import calls
+
+    for n in names:
+        monkeypatch.delitem(calls.CALLS, n)

@@ -13,9 +13,10 @@ Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bo
 Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
 float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
 is logged on the ``ember`` logger and kept in ``executable.fallback_reason``. Within a supported
-program, primitives without a kernel lowering run as *fallback steps*: the generated code calls
-back into Python, which applies the primitive's NumPy implementation to the step's buffers, so the
-program remains a single native call with one memory plan.
+program, primitives without a kernel or call lowering (:mod:`.calls`, :mod:`.lapack`) run as
+*fallback steps*: the generated code calls back into Python, which applies the primitive's NumPy
+implementation to the step's buffers, so the program remains a single native call with one
+memory plan.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from ember._src import core
-from ember._src.native import blas, c_ops, compiler
+from ember._src.native import blas, c_ops, compiler, lapack
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import CodegenOptions, generate
+from ember._src.native.lapack import sched_uses_lapack
 from ember._src.native.planner import MemoryPlan, plan_memory
 from ember._src.native.pool import POOL
 from ember._src.native.schedule import Schedule, build_schedule
@@ -179,9 +181,11 @@ class NativeExecutable:
         self._arena_ptr = self._arena.ctypes.data
         self._callback = _CALLBACK_T(self._run_fallback)
         self._views: dict[tuple, np.ndarray] = {}
-        self._fns = (ctypes.c_void_p * 5)(blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
-                                          ctypes.cast(self._callback, ctypes.c_void_p).value,
-                                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
+        fixed = (blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
+                 ctypes.cast(self._callback, ctypes.c_void_p).value,
+                 blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
+        extra = lapack.fn_pointers() if sched_uses_lapack(self.schedule) else ()
+        self._fns = (ctypes.c_void_p * (len(fixed) + len(extra)))(*fixed, *extra)
         self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
         out_bufs: dict[int, tuple] = {}
         for kind, idx, a in plan.outputs:

@@ -535,3 +535,6 @@ def prelude_for(source_body: str) -> str:
     for name in _FUNC_RE.findall(source_body):
         want(name)
     return PRELUDE_HEAD + "".join(PRELUDE_FUNCS[n][1] for n in wanted)
+
+
+from ember._src.native import c_special  # noqa: E402, F401 - registers digamma, erf_inv, polygamma, bitcast

@@ -5,8 +5,10 @@
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
 for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
-runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy). The result is 0, or ``k + 1`` when step
-``k`` (a fallback) failed.
+runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then, when the program has LAPACK-backed
+call steps, the routines of :data:`.lapack.FN_NAMES`. Call steps (:mod:`.calls`) are blocks of C
+emitted by their lowering, with ``static`` helpers shared across steps. The result is 0, or
+``k + 1`` when step ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import c_ops
+from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.kernel import KernelIR, Node, node_deps
@@ -74,6 +77,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     funcs: list[str] = []
     body: list[str] = []
     gen = Generated("")
+    helpers: dict[str, str] = {}
     for s, step in enumerate(sched.steps):
         body.append(f"    /* {step} */")
         if step.kind == "kernel":
@@ -82,6 +86,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
             body.append("    " + call)
         elif step.kind == "gemm":
             body.extend("    " + ln for ln in _gemm(step, ctx))
+        elif step.kind == "call":
+            body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, helpers))
         elif step.kind == "fallback":
             gen.fallback_steps[s] = step
             ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
@@ -90,7 +96,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
             body.append(f"    {{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}")
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *body, "    return 0;", "}"]
-    code = "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
+    code = "".join(helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS

@@ -259,7 +259,7 @@ class _Builder:
             if not c_ops.has_lowering(name, in_dts, odt):
                 raise Unfusable(f"no C lowering for {name} on {in_dts}")
             args = [self.value(a, idx) for a in ins]
-            params = {k: v for k, v in prm.items() if k in ("y", "rounding_method")}
+            params = {k: v for k, v in prm.items() if k in ("y", "rounding_method", "n")}
             return self.node("op", odt, args, (name, _freeze(params), tuple(str(d) for d in in_dts)),
                              c_ops.op_cost(name))
         mover = getattr(self, "mv_" + name, None)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from ember._src import core
 from ember._src.native import c_ops
+from ember._src.native.calls import CALLS
 from ember._src.native.kernel import MOVEMENT_PRIMS, REDUCE_PRIMS
+from ember._src.native.passes import INLINE_PARAM
 
 
 def describe(name: str) -> str | None:
@@ -25,10 +27,38 @@ def describe(name: str) -> str | None:
         return "native: identity (removed by passes.simplify)"
     if name == "dot_general":
         return "native call: BLAS ?gemm/?gemv via passes.lower_matmul"
+    if name in CALLS:
+        return CALLS[name].description
+    if name in INLINE_PARAM:
+        return "native: inlined by passes.inline_calls (the sub-program's equations fuse with the caller)"
     return None
 
 
+# Primitives that deliberately have no native lowering: the reason is recorded with
+# ``prim.na("lowering", reason)``. Those marked "fallback step" still run inside the one native
+# call, through a Python callback to their NumPy implementation.
+_FALLBACK = "runs as a native fallback step (its NumPy implementation is called back from the program)"
+NO_LOWERING = {
+    "fft": f"{_FALLBACK}: complex results have no C type; a pocketfft call is future work",
+    "eig": f"{_FALLBACK}: complex eigenvalues/eigenvectors have no C type",
+    "random_gamma": f"{_FALLBACK}: rejection sampling with data-dependent loops stays in NumPy",
+    "random_gamma_grad": f"{_FALLBACK}: series/asymptotic gradient of the gamma CDF stays in NumPy",
+    "random_poisson": f"{_FALLBACK}: rejection sampling with data-dependent loops stays in NumPy",
+    "complex": "complex dtypes have no C type: programs using them run on the reference backend",
+    "real": "complex dtypes have no C type: programs using them run on the reference backend",
+    "imag": "complex dtypes have no C type: programs using them run on the reference backend",
+    "conj": "complex dtypes have no C type: programs using them run on the reference backend",
+    "custom_lin": "never reaches a backend: grad transposes it into the bwd program; its forward "
+                  "evaluation is an error (forward-mode of a custom_vjp function)",
+}
+
+
 def declare() -> None:
+    """Fill ``lowering`` on every primitive the native backend lowers; record the exceptions."""
+    for name, reason in NO_LOWERING.items():
+        p = core.PRIMITIVES.get(name)
+        if p is not None and p.lowering is None and "lowering" not in p.not_applicable:
+            p.na("lowering", reason)
     for name, p in core.PRIMITIVES.items():
         if p.lowering is None and "lowering" not in p.not_applicable:
             d = describe(name)

@@ -1,6 +1,11 @@
 """Program -> Program rewrites run before scheduling. Each pass is a named function, independently
 testable and switchable (``run_passes(program, names)``; the backend's ``passes=`` option).
 
+* ``inline_calls``: ``checkpoint``, ``custom_jvp_call`` and ``custom_vjp_call`` are plain calls of a
+  sub-program in forward evaluation; their equations (and captured constants) are spliced into the
+  parent with fresh variables, recursively, so they fuse with their surroundings.
+* ``split_threefry``: ``threefry2x32`` becomes its two halves, fusible elementwise ops (see
+  :mod:`.threefry`), so random bits are generated inside the kernels that consume them.
 * ``simplify``: algebraic identities (``x*1``, ``x+0``, ``x-0``, ``x/1``, ``neg(neg x)``, converts
   to the same dtype, ``copy``/``stop_gradient``), elementwise ops on splats (scalars broadcast) are
   evaluated, and trivial movement is removed or merged (identity reshape/transpose/broadcast/slice/
@@ -38,14 +43,15 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
+from ember._src.native import threefry
 from ember._src.native.fused import gemm_p
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("simplify", "cse", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
-                  "absorb_scale", "fold_constants", "simplify", "cse", "dce")
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "absorb_transposes", "lower_matmul",
+                  "absorb_scale", "absorb_bias", "absorb_scale", "fold_constants", "simplify", "cse", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -71,7 +77,8 @@ ELEMENTWISE = frozenset(
     "atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not real imag conj erf erfc erf_inv lgamma "
     "digamma population_count copy integer_pow convert_element_type add sub mul div rem pow max min "
     "atan2 nextafter and or xor eq ne lt le gt ge shift_left shift_right_arithmetic "
-    "shift_right_logical complex select_n".split())
+    "shift_right_logical complex select_n polygamma bitcast_convert_type native_threefry_lo "
+    "native_threefry_hi".split())
 MOVEMENT = frozenset("broadcast_in_dim reshape transpose squeeze rev slice pad concatenate".split())
 
 
@@ -160,6 +167,81 @@ class Builder:
 
 def _same(a: Atom, aval: ShapedArray) -> bool:
     return tuple(a.aval.shape) == tuple(aval.shape) and a.aval.dtype == aval.dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# inline_calls
+# ---------------------------------------------------------------------------------------------
+
+INLINE_PARAM = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
+
+
+def _inline_target(e: Eqn) -> Program | None:
+    """The sub-program ``e`` calls when it is a plain call (forward evaluation), else None."""
+    key = INLINE_PARAM.get(e.prim.name)
+    sub = e.params.get(key) if key else None
+    if not isinstance(sub, Program) or len(sub.invars) != len(e.inputs):
+        return None
+    if sub.constvars and len(sub.consts) != len(sub.constvars):
+        return None
+    return sub
+
+
+def _splice(b: Builder, sub: Program, ins: Sequence[Atom]) -> list[Atom]:
+    """Emit ``sub``'s equations into ``b`` reading ``ins``; returns ``sub``'s outputs."""
+    env: dict[int, Atom] = {v.id: a for v, a in zip(sub.invars, ins)}
+    for v, c in zip(sub.constvars, sub.consts):
+        nv = Var(v.aval)
+        b.constvars.append(nv)
+        b.consts.append(c)
+        env[v.id] = nv
+
+    def rd(a: Atom) -> Atom:
+        return env[a.id] if isinstance(a, Var) else a
+
+    for e in sub.eqns:
+        eins = [rd(a) for a in e.inputs]
+        inner = _inline_target(e)
+        if inner is not None and (not inner.constvars or len(b.consts) == len(b.constvars)):
+            outs = _splice(b, inner, eins)
+        else:
+            outs = b.emit(e.prim, eins, e.params, [Var(v.aval) for v in e.outvars])
+        env.update((v.id, o) for v, o in zip(e.outvars, outs))
+    return [rd(a) for a in sub.outvars]
+
+
+@register
+def inline_calls(p: Program) -> Program:
+    """Splice the sub-programs of checkpoint / custom_jvp_call / custom_vjp_call into ``p``."""
+    if not any(_inline_target(e) is not None for e in p.eqns):
+        return p
+    b = Builder(p)
+    for e in p.eqns:
+        ins = [b.read(a) for a in e.inputs]
+        sub = _inline_target(e)
+        # captured constants of the callee join the parent's (only when the parent's are concrete)
+        if sub is None or (sub.constvars and len(b.consts) != len(b.constvars)):
+            b.emit(e.prim, ins, e.params, e.outvars)
+            continue
+        for v, o in zip(e.outvars, _splice(b, sub, ins)):
+            b.sub[v.id] = o
+    return b.finish()
+
+
+@register
+def split_threefry(p: Program) -> Program:
+    """``threefry2x32`` -> ``native_threefry_lo`` + ``native_threefry_hi`` (unused halves go in dce)."""
+    if not any(e.prim.name == "threefry2x32" for e in p.eqns):
+        return p
+    b = Builder(p)
+    for e in p.eqns:
+        ins = [b.read(a) for a in e.inputs]
+        if e.prim.name == "threefry2x32":
+            b.emit(threefry.threefry_lo_p, ins, {}, [e.outvars[0]])
+            b.emit(threefry.threefry_hi_p, ins, {}, [e.outvars[1]])
+        else:
+            b.emit(e.prim, ins, e.params, e.outvars)
+    return b.finish()
 
 
 # ---------------------------------------------------------------------------------------------

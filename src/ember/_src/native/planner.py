@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember._src.native.calls import WS_KEY, inplace_operand, workspace_bytes
 from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Var
 from ember.errors import ValidationError
@@ -130,6 +131,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
         for v in step.outputs:
             b = vb[v.id] = new(ACTIVATION, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
+        if step.kind == "call" and (ws := workspace_bytes(step.eqns[0])):
+            scratch[(s, WS_KEY)] = new(WORKSPACE, ws, s, s, note=f"{step.name} call workspace")
         if step.ir is not None and step.ir.natural is not None:
             for r in step.ir.reduces:
                 size = step.ir.outer_size * np.dtype(r.dtype).itemsize
@@ -164,6 +167,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
         for s, step in enumerate(sched.steps):
             if step.kind == "gemm":
                 _gemm_in_place(s, step, vb, buffers, done_inplace)
+            if step.kind == "call" and (k := inplace_operand(step.eqns[0])) is not None:
+                _call_in_place(s, step, k, vb, buffers, done_inplace)
             if step.ir is None:
                 continue
             taken: set[int] = set()
@@ -220,6 +225,28 @@ def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],
     bi.note += f"; gemm {step.name} accumulates in place"
     buffers.remove(bo)
     done.append((s, out.id, c.id))
+
+
+def _call_in_place(s: int, step, k: int, vb: dict[int, Buffer], buffers: list[Buffer],
+                   done: list[tuple[int, int, int]]) -> None:
+    """A call that updates operand ``k`` (dynamic_update_slice, scatter) writes into its buffer when
+    that operand dies here and no other operand shares it (the C skips the initial copy)."""
+    e = step.eqns[0]
+    x, out = e.inputs[k], step.outputs[0]
+    if not isinstance(x, Var):
+        return
+    bo, bi = vb[out.id], vb[x.id]
+    if bo.cls != ACTIVATION or bi.cls != ACTIVATION or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
+        return
+    if any(isinstance(a, Var) and vb.get(a.id) is bi for j, a in enumerate(e.inputs) if j != k):
+        return
+    for vid in bo.values:
+        vb[vid] = bi
+    bi.values.extend(bo.values)
+    bi.end = max(bi.end, bo.end)
+    bi.note += f"; {step.name} updates in place"
+    buffers.remove(bo)
+    done.append((s, out.id, x.id))
 
 
 def _first_fit(bufs: list[Buffer]) -> int:

@@ -4,9 +4,11 @@
   :mod:`.kernel`): chains and DAGs of elementwise ops, movement read through index expressions,
   reductions with their prologue and epilogue (a row softmax or layer norm is one kernel).
 * **gemm**: a ``native_gemm`` equation (BLAS ``?gemm`` for float32/float64, a C loop otherwise).
-* **fallback**: any equation without a kernel lowering (sort, cumulative ops, scatter, dynamic
-  slices, dtypes without a C type, ...): the generated code calls back into Python, which runs
-  the primitive's NumPy implementation on the step's buffers. The program stays one native call.
+* **call**: an equation with a C lowering in :mod:`.calls` / :mod:`.lapack` (dynamic slices,
+  scans, sort, scatter, threefry, LAPACK factorizations): a block of C in the program.
+* **fallback**: any equation without a kernel or call lowering (fft, eig, gamma/Poisson sampling,
+  loops without a native path, ...): the generated code calls back into Python, which runs the
+  primitive's NumPy implementation on the step's buffers. The program stays one native call.
 * **alias**: a reshape of a materialized value whose result must exist as a buffer (an input of
   a call or a program output): the planner gives both the same storage, no code runs.
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ember._src.native import c_ops
+from ember._src.native.calls import lowerable
 from ember._src.native.fused import gemm_p
 from ember._src.native.kernel import CHEAP, FUSIBLE, REDUCE_PRIMS, KernelIR, Unfusable, build_kernel
 from ember._src.program import Atom, Eqn, Literal, Program, Var
@@ -32,7 +35,7 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 @dataclass
 class Step:
-    kind: str  # kernel | gemm | fallback | alias
+    kind: str  # kernel | gemm | call | fallback | alias
     name: str
     eqns: list[Eqn]
     inputs: list[Atom]
@@ -66,9 +69,9 @@ class Schedule:
     options: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
-        n = {k: sum(s.kind == k for s in self.steps) for k in ("kernel", "gemm", "fallback", "alias")}
+        n = {k: sum(s.kind == k for s in self.steps) for k in ("kernel", "gemm", "call", "fallback", "alias")}
         head = f"schedule: {len(self.steps)} steps ({n['kernel']} kernels, {n['gemm']} gemm, " \
-               f"{n['fallback']} fallback, {n['alias']} alias)"
+               f"{n['call']} call, {n['fallback']} fallback, {n['alias']} alias)"
         return "\n".join([head, *("  " + str(s) for s in self.steps)])
 
     def count(self, kind: str) -> int:
@@ -122,7 +125,7 @@ class _Fuser:
     def classify(self) -> None:
         for i, e in enumerate(self.eqns):
             if e.prim is not gemm_p and (e.prim.name not in FUSIBLE or e.prim.multiple_results):
-                self.call_kind[i] = "fallback"
+                self.call_kind[i] = "call" if lowerable(e) else "fallback"
         # a reshape read only by calls is a view of its operand's buffer (no kernel, no copy);
         # its producer then keeps its natural domain (e.g. a layer norm stays one row kernel)
         for i in range(len(self.eqns) - 1, -1, -1):
@@ -150,7 +153,7 @@ class _Fuser:
                 except Unfusable:
                     ok = False
             if not ok:
-                self.call_kind[i] = "fallback"
+                self.call_kind[i] = "call" if lowerable(e) else "fallback"
                 self.home[i] = -1 - i
                 continue
             g = _Group(i, [i], {i}, dom, n_outer, e.prim.name in REDUCE_PRIMS)
@@ -343,7 +346,7 @@ class _Fuser:
             s = units[u]
             k = counters.get(s.kind, 0)
             counters[s.kind] = k + 1
-            s.name = {"kernel": "k", "gemm": "g", "fallback": "f", "alias": "a"}[s.kind] + str(k)
+            s.name = {"kernel": "k", "gemm": "g", "call": "c", "fallback": "f", "alias": "a"}[s.kind] + str(k)
             out.append(s)
         return out
 
