@@ -530,10 +530,12 @@ def _auto_backend() -> str:
 
 
 def default_backend() -> str:
-    """The backend ``jit`` uses when none is given: the one set with :func:`set_default_backend`,
-    else ``$EMBER_BACKEND`` (``native`` or ``numpy``), else ``"native"`` when a working C compiler
-    is found and ``"numpy"`` (the reference interpreter, with a one-time ``RuntimeWarning`` saying
-    why) when not."""
+    """The name of the backend ``jit`` uses when none is given.
+
+    The one set with :func:`set_default_backend`, else ``$EMBER_BACKEND`` (``native`` or
+    ``numpy``), else ``"native"`` when a working C compiler is found and ``"numpy"`` (the reference
+    interpreter, with a one-time ``RuntimeWarning`` saying why) when not.
+    """
     if _default_override is not None:
         return _default_override
     env = os.environ.get(BACKEND_ENV, "").strip()
@@ -545,9 +547,11 @@ def default_backend() -> str:
 
 
 def set_default_backend(name: str | None) -> None:
-    """Make ``name`` (``"native"``, ``"numpy"``) the backend of every ``jit`` without an explicit
-    ``backend=``, process-wide, overriding ``$EMBER_BACKEND``; ``None`` restores the automatic
-    choice. Affects functions compiled afterwards (already traced signatures keep theirs)."""
+    """Set the process-wide default backend of ``jit`` (``"native"``, ``"numpy"``; None: automatic).
+
+    It overrides ``$EMBER_BACKEND`` and applies to signatures traced afterwards (already traced
+    ones keep their executable).
+    """
     global _default_override
     if name is not None and name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)}")
