@@ -17,6 +17,7 @@ import ember
 import ember.numpy as jnp
 import ember.random as er
 from ember._src.prims import random_bits as rb
+from tests.numpy.helpers import assert_jit_close
 
 # ---------------------------------------------------------------------------------------------
 # known answers
@@ -267,12 +268,14 @@ def test_eager_jit_vmap_agree(name):
     key = er.PRNGKey(11)
     eager = np.asarray(f(key))
     jitted = np.asarray(ember.jit(f)(key))
-    np.testing.assert_array_equal(jitted, eager)
+    # random bits and integer samples are bit-identical; float transforms of them (log, division
+    # in gamma/beta/dirichlet) may differ by float rounding on the native backend
+    assert_jit_close(jitted, eager)
     keys = er.split(er.PRNGKey(5), 3)
     batched = np.asarray(ember.vmap(f)(keys))
     stacked = np.stack([np.asarray(f(keys[i])) for i in range(3)])
     np.testing.assert_array_equal(batched, stacked)
-    np.testing.assert_array_equal(np.asarray(ember.jit(ember.vmap(f))(keys)), stacked)
+    assert_jit_close(ember.jit(ember.vmap(f))(keys), stacked)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Native backend tests share one compile cache per session (compiles are the slow part)."""
+"""Native backend tests share one compile cache (compiles are the slow part), kept apart from the
+user's cache and dropped after the package: later packages use the ordinary cache directory."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from ember._src.native import compiler
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _session_cache(tmp_path_factory: pytest.TempPathFactory):
     old = os.environ.get("EMBER_CACHE_DIR")
     os.environ["EMBER_CACHE_DIR"] = str(tmp_path_factory.mktemp("ember-native-cache"))

@@ -191,3 +191,20 @@ def test_compiler_probe_is_remembered_on_disk(monkeypatch):
         assert compiler.find_compiler() == first
     finally:
         compiler.find_compiler.cache_clear()
+
+
+@requires_cc
+def test_openmp_runtime_linked_only_for_threaded_sources():
+    info = compiler.find_compiler()
+    threaded = "#include <omp.h>\nint nt(void) { int n = 0;\n#pragma omp parallel\n{\n#pragma omp atomic\n" \
+               "n += 1; }\nreturn n; }\n"
+    plain = "int sq(int x) { int s = 0;\n#pragma omp simd reduction(+:s)\nfor (int i = 0; i < x; ++i) s += x;\n" \
+            "return s; }\n"
+    assert compiler.OPENMP_FLAG not in compiler.source_flags(plain, info)
+    assert "-fopenmp-simd" in compiler.source_flags(plain, info)
+    assert compiler.cache_key(plain, info) != compiler.cache_key(threaded, info)
+    sq = compiler.load_library(plain, name_hint="sq").sq
+    assert sq(7) == 49
+    if compiler.OPENMP_FLAG in info.flags:
+        assert compiler.OPENMP_FLAG in compiler.source_flags(threaded, info)
+        assert compiler.load_library(threaded, name_hint="nt").nt() >= 1

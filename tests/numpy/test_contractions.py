@@ -13,6 +13,7 @@ from ember._src import shapes as sh
 from ember._src.core import ShapedArray
 from ember._src.program import trace_to_program
 from ember.errors import ShapeError
+from tests.numpy.helpers import assert_jit_close
 
 rng = np.random.default_rng(2)
 
@@ -37,7 +38,7 @@ def _check(f, g, *args, rtol=None, jit=True):
     if jit:
         jitted = ember.jit(f)(*args)
         assert jitted.dtype == got.dtype
-        np.testing.assert_array_equal(np.asarray(jitted), np.asarray(got))
+        assert_jit_close(jitted, got)
     return got
 
 

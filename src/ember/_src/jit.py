@@ -13,7 +13,7 @@ import functools
 import inspect
 import itertools
 import logging
-import threading
+import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,7 +29,6 @@ from ember._src.core import ShapedArray
 from ember._src.program import Literal, Program, resolve_value, trace_to_program, validate
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
-_config = threading.local()
 
 
 def _is_array_leaf(x: Any) -> bool:
@@ -99,6 +98,52 @@ class _Struct:
         self.entries: dict[tuple, Compiled] = {}
 
 
+class _FastEntry:
+    """A cache hit resolved once: the executable of an all-positional-array signature and how to
+    wrap its outputs, so :meth:`JitFunction.__call__` skips flattening, avals and lookups."""
+
+    __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow")
+
+    def __init__(self, c: Compiled):
+        self.compiled = c
+        self.exe = c.executable
+        self.avals = list(c.program.out_avals)
+        self.weak = [a.weak_type for a in self.avals]
+        self.out_tree = c.out_tree
+        self.single = c.out_tree == tu._LEAF
+        # a compiled native executable reads caller arrays in place and returns frozen outputs
+        self.borrow = bool(getattr(self.exe, "borrows_inputs", False))
+
+    def run(self, args: tuple) -> Any:
+        if self.borrow:
+            outs = self.exe.run_trusted([a._value if type(a) is Array else a for a in args])
+            arrays = [Array(o, w) for o, w in zip(outs, self.weak)]
+        else:
+            outs = self.exe([a._value if type(a) is Array else asarray_eager(a).value for a in args])
+            arrays = [wrap_result(o, a) for o, a in zip(outs, self.avals)]
+        if self.single:
+            return arrays[0]
+        return tu.unflatten(self.out_tree, arrays)
+
+
+def _fast_key(args: tuple) -> tuple | None:
+    """The fast-path cache key of positional arguments that are all live ember Arrays or NumPy
+    arrays (shape, dtype, weak type per argument), or None."""
+    key = []
+    for a in args:
+        t = type(a)
+        if t is Array:
+            v = a._value
+            if v is None:
+                return None
+            key.append((v.shape, v.dtype, a._weak))
+        elif t is np.ndarray:
+            key.append((a.shape, a.dtype))
+        else:
+            return None
+    return tuple(key)
+
+
 class JitFunction:
     """A function traced to a Program once per signature and run by a backend.
 
@@ -139,6 +184,9 @@ class JitFunction:
         self._names = dyn.DynamicAxes({}, self._sig, self._label)  # leaf names for messages
         self._spec_cache = dyn.SpecializationCache(specialization_cache_size)
         self._structs: dict[Any, _Struct] = {}
+        # fast path: all-positional array calls of a function without static or dynamic arguments
+        self._fast: dict[tuple, _FastEntry] | None = \
+            {} if not (self.static_argnums or self.static_argnames or self._dynamic) else None
         self.traces = 0
         self.hits = 0
 
@@ -255,6 +303,18 @@ class JitFunction:
         return self._compile(st, avals, static_pos, static_kw)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs and not core.dynamic_trace_active():
+            key = _fast_key(args)
+            if key is not None:
+                ent = fast.get(key)
+                if ent is not None:
+                    self.hits += 1
+                    return ent.run(args)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        """The general path: flatten, find or trace the signature, run, wrap."""
         if core.dynamic_trace_active():
             return self.fun(*args, **kwargs)  # inline into the enclosing trace
         leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
@@ -267,8 +327,8 @@ class JitFunction:
         hit = c is not None
         if not hit:
             c = self._compile(st, avals, static_pos, static_kw)
-        vals = [x.value if type(x) is Array else asarray_eager(x).value for x in leaves]
         if env is not None:
+            vals = [x.value if type(x) is Array else asarray_eager(x).value for x in leaves]
             exe = c.executable
             spec_key = (exe, tuple(map(env.__getitem__, exe.axes)))
             s = self._spec_cache.get(spec_key)
@@ -279,8 +339,15 @@ class JitFunction:
             outs = s.run(vals)
             out_avals = s.out_avals
         else:
+            borrow = getattr(c.executable, "borrows_inputs", False)
+            vals = [x.value if type(x) is Array else x if borrow and type(x) is np.ndarray
+                    else asarray_eager(x).value for x in leaves]
             outs = c.executable(vals)
             out_avals = c.program.out_avals
+            if self._fast is not None and not kwargs:
+                key = _fast_key(args)
+                if key is not None and len(self._fast) < 256:
+                    self._fast[key] = _FastEntry(c)
         if hit:
             self.hits += 1
             if dbg._level >= 2:
@@ -325,6 +392,8 @@ class JitFunction:
 
     def clear_cache(self) -> None:
         self._structs.clear()
+        if self._fast is not None:
+            self._fast.clear()
         self._spec_cache.clear()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -429,14 +498,64 @@ _numpy_backend.specialize = _numpy_specialize  # type: ignore[attr-defined]
 BACKENDS["numpy"] = _numpy_backend
 
 
+_default_override: str | None = None  # set_default_backend
+_auto_default: str | None = None  # the automatic choice, probed once
+BACKEND_ENV = "EMBER_BACKEND"
+
+
+def _auto_backend() -> str:
+    """``"native"`` when a working C compiler is found, else ``"numpy"`` with a one-time warning."""
+    global _auto_default
+    if _auto_default is None:
+        import warnings
+
+        from ember._src.native import compiler
+        from ember.errors import CompileError
+
+        reason = None
+        try:
+            if compiler.find_compiler() is None:
+                reason = "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
+        except CompileError as e:  # $EMBER_CC names a missing or broken compiler
+            reason = str(e)
+        if reason is None:
+            _auto_default = "native"
+        else:
+            _auto_default = "numpy"
+            warnings.warn(f"ember: the native backend is unavailable: {reason}; jit uses the reference "
+                          f"backend 'numpy' (set {BACKEND_ENV}=numpy to silence this)", RuntimeWarning,
+                          stacklevel=4)
+            dbg.logger.info("default backend: numpy (%s)", reason)
+    return _auto_default
+
+
 def default_backend() -> str:
-    return getattr(_config, "backend", None) or "numpy"
+    """The name of the backend ``jit`` uses when none is given.
+
+    The one set with :func:`set_default_backend`, else ``$EMBER_BACKEND`` (``native`` or
+    ``numpy``), else ``"native"`` when a working C compiler is found and ``"numpy"`` (the reference
+    interpreter, with a one-time ``RuntimeWarning`` saying why) when not.
+    """
+    if _default_override is not None:
+        return _default_override
+    env = os.environ.get(BACKEND_ENV, "").strip()
+    if env:
+        if env not in BACKENDS:
+            raise ValueError(f"${BACKEND_ENV}={env!r} is not a backend; available: {sorted(BACKENDS)}")
+        return env
+    return _auto_backend()
 
 
-def set_default_backend(name: str) -> None:
-    if name not in BACKENDS:
+def set_default_backend(name: str | None) -> None:
+    """Set the process-wide default backend of ``jit`` (``"native"``, ``"numpy"``; None: automatic).
+
+    It overrides ``$EMBER_BACKEND`` and applies to signatures traced afterwards (already traced
+    ones keep their executable).
+    """
+    global _default_override
+    if name is not None and name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)}")
-    _config.backend = name
+    _default_override = name
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
@@ -444,8 +563,9 @@ def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = ()
         specialization_cache_size: int = 64, **options: Any) -> Any:
     """Compile ``fun``: trace it to a Program once per signature and run that Program.
 
-    Usable as ``@jit`` and ``@jit(static_argnums=...)``. ``backend`` picks ``"numpy"`` (the
-    reference interpreter) or another registered backend; other keyword ``options`` go to it.
+    Usable as ``@jit`` and ``@jit(static_argnums=...)``. ``backend`` picks ``"native"`` (fused C)
+    or ``"numpy"`` (the reference interpreter); ``None`` uses :func:`default_backend` (native when
+    a C compiler works). Other keyword ``options`` go to the backend.
 
     ``dynamic_axes`` names dynamic dims of the inputs so one trace serves every size of them: a
     dict by parameter name (``{"x": ("batch", None), "mask": "batch, seq"}``) or a sequence with

@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from ember._src import core
+from ember._src.array import aligned_copy
 from ember._src.native import blas, c_ops, compiler, lapack
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import CodegenOptions, generate
 from ember._src.native.lapack import sched_uses_lapack
 from ember._src.native.planner import MemoryPlan, plan_memory
-from ember._src.native.pool import POOL
+from ember._src.native.pool import OutputSlots, data_address
 from ember._src.native.schedule import Schedule, build_schedule
 from ember._src.program import Literal, Program, run_numpy, validate
 from ember.errors import DTypeError, ShapeError
@@ -83,6 +84,8 @@ def _view(ptr: int, aval: Any) -> np.ndarray:
 
 class NativeExecutable:
     """A compiled program: call it with a list of NumPy arrays, get a list of NumPy arrays."""
+
+    borrows_inputs = False  # True once compiled: see run_trusted
 
     def __init__(self, program: Program, **options: Any):
         unknown = set(options) - KNOWN_OPTIONS
@@ -193,9 +196,18 @@ class NativeExecutable:
                 b = plan.value_buffer[a.id]
                 out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), b.nbytes)
         self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
+        self._slots = OutputSlots(self._out_bufs)
         self._last_inputs: list[Any] = [None] * n_in
         self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
                            (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
+        # the common case: every output is its own buffer, of the output's shape and dtype
+        self._direct_out = [idx for kind, idx, _ in plan.outputs] \
+            if all(kind == "output" and spec == self._out_bufs[idx][:2]
+                   for kind, idx, spec in self._out_spec) else None
+        self._call_args = (ctypes.addressof(self._bufs), self._arena_ptr, None, ctypes.addressof(self._fns))
+        # run_trusted accepts writable caller arrays: the program never writes its inputs and
+        # an output that is an input is copied when that input is writable
+        self.borrows_inputs = True
 
     # -- run ----------------------------------------------------------------------------------
     def _view(self, ptr: int, aval: Any) -> np.ndarray:
@@ -246,28 +258,41 @@ class NativeExecutable:
         return out
 
     def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
-        self.calls += 1
+        """Run on NumPy arrays (or ember Arrays) of the program's input shapes and dtypes; returns
+        read-only, 64-byte aligned arrays that never alias a writable input."""
         if self.fallback_reason is not None:
+            self.calls += 1
             return run_numpy(self.original, self._consts, list(args))
-        ins = self._check_inputs(args)
-        outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
-        if self._fn is not None:
-            with self._lock:
-                bufs, last = self._bufs, self._last_inputs
-                for i, a in enumerate(ins):
-                    if a is not last[i]:  # a live array's data pointer never changes
-                        last[i] = a
-                        bufs[i] = a.ctypes.data
+        return self.run_trusted(self._check_inputs(args))
+
+    def run_trusted(self, ins: list[np.ndarray]) -> list[np.ndarray]:
+        """:meth:`__call__` without input checks: ``ins`` (a list this call may modify) are
+        NumPy arrays of exactly the input shapes and dtypes (``jit`` checked their signature).
+        Only for a compiled (non-fallback) executable."""
+        self.calls += 1
+        with self._lock:
+            bufs, last = self._bufs, self._last_inputs
+            for i, a in enumerate(ins):
+                if a is not last[i]:  # a live array's data pointer never changes; `last` keeps it alive
+                    if not a.flags.c_contiguous:
+                        a = ins[i] = np.ascontiguousarray(a)
+                    last[i] = a
+                    bufs[i] = data_address(a)
+            outs = self._slots.take()
+            if self._fn is not None:
                 base = self._n_in + self._n_par
                 for k, (_, addr) in enumerate(outs):
                     bufs[base + k] = addr
                 self._error = None
-                rc = self._fn(bufs, self._arena_ptr, None, self._fns)
+                rc = self._fn(*self._call_args)
                 if rc:
                     err, self._error = self._error, None
                     if err is not None:
                         raise err
                     raise RuntimeError(f"native program failed at step {rc - 1}")
+        direct = self._direct_out
+        if direct is not None:
+            return [outs[k][0] for k in direct]
         results = []
         for kind, idx, spec in self._out_spec:
             if kind == "output":
@@ -275,11 +300,9 @@ class NativeExecutable:
                 if r.shape != spec[0] or r.dtype != spec[1]:
                     r = r.view(spec[1]).reshape(spec[0])
             elif kind == "literal":
-                r = np.array(spec.val, dtype=spec.aval.dtype)
-            else:
-                r = (ins[idx] if kind == "input" else self._consts_opt[idx]).reshape(spec[0])
-            if r.flags.writeable:
-                r.flags.writeable = False
+                r = aligned_copy(np.array(spec.val, dtype=spec.aval.dtype), owned=True)
+            else:  # an input or a constant, reshaped: a writable caller's array is copied
+                r = aligned_copy((ins[idx] if kind == "input" else self._consts_opt[idx]).reshape(spec[0]))
             results.append(r)
         return results
 
