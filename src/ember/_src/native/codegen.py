@@ -5,7 +5,8 @@
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
 for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
-runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy). The result is 0, or ``k + 1`` when step
+runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then the constants of loop bodies
+(:mod:`.loops` compiles ``scan``/``while``/``cond`` bodies into static functions). The result is 0, or ``k + 1`` when step
 ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
@@ -32,6 +33,7 @@ from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Var
 
 INT_MAX = 2**31 - 1
+N_FIXED_FNS = 5  # sgemm, dgemm, the fallback callback, sgemv, dgemv; loop-body constants follow
 
 
 @dataclass
@@ -47,6 +49,8 @@ class CodegenOptions:
 class Generated:
     source: str
     fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
+    # constants of loop bodies, read through fns[N_FIXED_FNS + k] (the backend appends pointers)
+    extra_consts: list[np.ndarray] = field(default_factory=list)
 
 
 class _Ctx:
@@ -68,12 +72,11 @@ class _Ctx:
         return f"(({t} *){self.base(b)})"
 
 
-def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
-    p = sched.program
-    ctx = _Ctx(plan, len(p.invars), len(p.constvars))
-    funcs: list[str] = []
+def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOptions, gen: Generated,
+               funcs: list[str]) -> list[str]:
+    """The statements running ``sched``'s steps in order (indented for a function body); static
+    helper functions (kernels, loop bodies) are appended to ``funcs``."""
     body: list[str] = []
-    gen = Generated("")
     for s, step in enumerate(sched.steps):
         body.append(f"    /* {step} */")
         if step.kind == "kernel":
@@ -88,6 +91,18 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
             ptrs += [ctx.ptr(v) for v in step.outputs]
             arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
             body.append(f"    {{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}")
+        elif step.kind in ("loop", "cond"):
+            from ember._src.native import loops
+            body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
+    return body
+
+
+def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
+    p = sched.program
+    ctx = _Ctx(plan, len(p.invars), len(p.constvars))
+    funcs: list[str] = []
+    gen = Generated("")
+    body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *body, "    return 0;", "}"]
     code = "\n".join(funcs) + "\n" + "\n".join(main) + "\n"

@@ -9,6 +9,8 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   differs from IEEE only for ``x = -0.0`` (the result keeps the sign of zero).
 * ``cse``: equal equations (primitive, inputs, params) computed once.
 * ``dce``: equations and captured constants whose results are unused are dropped.
+* ``dce_loop_outputs`` (registered by :mod:`.loops`): also drops a ``scan``'s unused stacked
+  outputs and a ``cond``'s unused outputs, with the body computations feeding only them.
 * ``absorb_transposes``: ``dot_general(transpose(x), y)`` reads ``x`` directly (the permutation
   moves into the dimension numbers) when the free dims keep their order.
 * ``lower_matmul``: ``dot_general`` -> ``native_gemm`` over ``[B,] M, K`` views of the operands
@@ -45,7 +47,7 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("simplify", "cse", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
-                  "absorb_scale", "fold_constants", "simplify", "cse", "dce")
+                  "absorb_scale", "fold_constants", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:

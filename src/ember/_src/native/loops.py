@@ -1,0 +1,438 @@
+"""Native loops: ``scan``, ``while`` and ``cond`` compiled into the program's entry point.
+
+Without this module a ``scan_p``/``while_p``/``cond_p`` equation is a *fallback step*: the
+generated C calls back into Python, which runs the reference loop (``scan_p.impl``, ~10 us per
+step). Here each such equation becomes a step of kind ``loop`` (scan, while) or ``cond`` whose
+body Programs are compiled by the same pipeline (passes -> schedule -> nested loops -> memory
+plan -> C) into ``static inline`` functions of the same translation unit::
+
+    static inline void L0b0(char *arena, void **fns, char *in0, ..., char *out0, ...);
+
+A body reads its inputs and writes its outputs through plain pointers (no ``bufs`` array, so
+the compiler can inline it and keep scalar carries in registers); its intermediates live in its
+own arena, a sub-region of the parent's: the loop step's ``WORKSPACE`` buffer
+(``planner.LOOP_WORKSPACE``). Body constants (``body.consts``, folded constants) are read through
+``fns[codegen.N_FIXED_FNS + k]``; the backend appends those pointers.
+
+The loop in the parent (see :func:`emit_step`):
+
+* **scan**: each carry has two slots, ``kA`` (read by the step) and ``kB`` (written by it).
+  Small carries (<= :data:`SMALL_CARRY_BYTES` in all) are local C arrays copied ``kB -> kA``
+  after each step (register moves once inlined); larger ones are arena slots whose pointers are
+  swapped. ``xs[i]`` is a pointer into the stacked operand (``base + i * slice_bytes``), ``ys[i]``
+  is written straight into the stacked output, ``reverse`` indexes from the end, the consts are
+  passed as they are. A final copy moves the carries to the step's outputs.
+* **while**: ``for (;;) { cond(...); if (!pred) break; body(...); rotate carries; }``; the cond
+  and the body share one arena region (they never run at the same time).
+* **cond**: the index is clamped into ``[0, n - 1]`` and a ``switch`` calls that branch, which
+  writes the step's outputs directly.
+
+Body outputs that are not computed by the body (an input passed through, a constant, a literal,
+the same value twice) are copied after the call. A body the native path cannot compile (a
+fallback step inside, e.g. ``sort`` or a nested loop that itself falls back; symbolic shapes;
+dtypes without a C type) keeps today's fallback step; the decision is reported with
+:func:`ember._src.control_flow.common.report_loop_path` (``NATIVE_LOOP`` or ``REFERENCE_LOOP`` and
+the reason) at compile time, so ``require_native=True`` raises ``NativeLoopError`` early.
+
+The pass :func:`dce_loop_outputs` (in ``passes.DEFAULT_PASSES``) drops stacked outputs of a
+``scan`` and outputs of a ``cond`` that nothing reads, and the equations computing them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ember._src.control_flow import common as cf
+from ember._src.native import passes as passes_mod
+from ember._src.native.c_ops import ctype, literal
+from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, Generated, _Ctx, emit_steps
+from ember._src.native.planner import (ALIGN, EXTERNAL_IN, EXTERNAL_OUT, LOOP_WORKSPACE, PARAMS, Buffer,
+                                       MemoryPlan, plan_memory)
+from ember._src.native.schedule import Schedule, Step, build_schedule
+from ember._src.program import Atom, Eqn, Literal, Program, Var, validate
+
+LOOP_PRIMS = ("scan", "while", "cond")
+SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _nbytes(aval: Any) -> int:
+    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling bodies
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BodyOptions:
+    """The backend options that bodies are compiled with (the parent program's)."""
+
+    passes: Any = None
+    max_inputs: int = 16
+    fuse: bool = True
+    threads: int = 1
+    inplace: bool = True
+    validate: bool = True
+
+
+@dataclass
+class Body:
+    """A compiled body: its optimized program, schedule (nested loops lowered), memory plan and
+    the name of its C function."""
+
+    name: str
+    program: Program
+    schedule: Schedule
+    plan: MemoryPlan
+    const_slots: list[int] = field(default_factory=list)  # fns index of each body constant
+    emitted: bool = False
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.plan.arena_bytes
+
+
+class BodyError(Exception):
+    """A body cannot be compiled natively (the message is the reason)."""
+
+
+def compile_body(prog: Program, opts: BodyOptions, name: str) -> Body:
+    """Compile ``prog`` into a :class:`Body` whose C function is ``name``; raises
+    :class:`BodyError` with the reason when it cannot run natively."""
+    from ember._src.native.backend import unsupported_reason
+    reason = unsupported_reason(prog)
+    if reason is not None:
+        raise BodyError(reason)
+    p = passes_mod.run_passes(prog, opts.passes)
+    if opts.validate:
+        validate(p)
+    sched = build_schedule(p, max_inputs=opts.max_inputs, fuse=opts.fuse)
+    lower_loops(sched, opts, prefix=name + "_")
+    for st in sched.steps:
+        if st.kind == "fallback":
+            raise BodyError(f"the body runs {st.eqns[0].prim.name} through the Python fallback (no native "
+                            "lowering)")
+    for st in sched.steps:
+        if st.kind not in ("loop", "cond"):
+            st.name = f"{name}_{st.name}"
+    plan = plan_memory(sched, threads=opts.threads, inplace=opts.inplace)
+    if opts.validate:
+        plan.check()
+    return Body(name, p, sched, plan)
+
+
+@dataclass
+class LoopLowering:
+    """How one ``scan``/``while``/``cond`` step runs natively: its bodies and workspace layout.
+
+    ``bodies``: scan ``[body]``, while ``[cond, body]``, cond the branches. The workspace (the
+    step's ``WORKSPACE`` buffer) holds the large carries' two slots each (``slot_offsets``) and,
+    at ``arena_offset``, the bodies' arena (shared: they never run at the same time)."""
+
+    kind: str
+    bodies: list[Body]
+    small_carries: bool = True
+    slot_offsets: list[tuple[int, int]] = field(default_factory=list)
+    arena_offset: int = 0
+    workspace_bytes: int = 0
+
+    def describe(self) -> str:
+        names = ", ".join(b.name for b in self.bodies)
+        where = "local carries" if self.small_carries else "arena carries"
+        return f"native {self.kind} ({names}; {where}; workspace {self.workspace_bytes} B)"
+
+
+def _carry_avals(e: Eqn) -> list[Any]:
+    if e.prim.name == "scan":
+        nc, nk = e.params["num_consts"], e.params["num_carry"]
+        return [a.aval for a in e.inputs[nc:nc + nk]]
+    if e.prim.name == "while":
+        n = e.params["cond_nconsts"] + e.params["body_nconsts"]
+        return [a.aval for a in e.inputs[n:]]
+    return []
+
+
+def _lower(e: Eqn, opts: BodyOptions, name: str) -> LoopLowering:
+    kind = e.prim.name
+    if kind == "scan":
+        if not isinstance(e.params["length"], (int, np.integer)):
+            raise BodyError(f"the length {e.params['length']} is not a static int")
+        progs = [e.params["body"]]
+    elif kind == "while":
+        progs = [e.params["cond"], e.params["body"]]
+    else:
+        progs = list(e.params["branches"])
+    bodies = [compile_body(p, opts, f"{name}b{j}") for j, p in enumerate(progs)]
+    low = LoopLowering("scan" if kind == "scan" else kind, bodies)
+    carries = _carry_avals(e)
+    total = sum(_nbytes(a) for a in carries)
+    low.small_carries = total <= SMALL_CARRY_BYTES
+    off = 0
+    if not low.small_carries:
+        for a in carries:
+            n = _align(_nbytes(a))
+            low.slot_offsets.append((off, off + n))
+            off += 2 * n
+    low.arena_offset = off
+    low.workspace_bytes = off + max([b.arena_bytes for b in bodies], default=0)
+    return low
+
+
+def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
+    """Turn the schedule's ``scan``/``while``/``cond`` fallback steps into native ``loop``/``cond``
+    steps where their bodies compile (reporting each decision); the others stay fallbacks."""
+    k = 0
+    for st in sched.steps:
+        if st.kind != "fallback" or st.eqns[0].prim.name not in LOOP_PRIMS:
+            continue
+        e = st.eqns[0]
+        kind = e.prim.name
+        name = f"{prefix}L{k}"
+        first = e.params["branches"][0] if kind == "cond" else e.params["body"]
+        try:
+            low = _lower(e, opts, name)
+        except BodyError as exc:
+            cf.report_loop_path(kind, first, e.params, cf.REFERENCE_LOOP, str(exc), backend="native")
+            continue
+        cf.report_loop_path(kind, first, e.params, cf.NATIVE_LOOP, backend="native")
+        st.kind = "cond" if kind == "cond" else "loop"
+        st.name = name
+        st.sub = low
+        k += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# C emission
+# ---------------------------------------------------------------------------------------------
+
+
+class _BodyCtx(_Ctx):
+    """Buffer addresses inside a body function: inputs/outputs are its pointer parameters,
+    constants come from ``fns``, intermediates from its own ``arena``."""
+
+    def __init__(self, body: Body):
+        super().__init__(body.plan, len(body.program.invars), len(body.program.constvars))
+        self.body = body
+
+    def base(self, b: Buffer) -> str:
+        if b.cls == EXTERNAL_IN:
+            return f"in{b.index}"
+        if b.cls == PARAMS:
+            return f"((char *)fns[{self.body.const_slots[b.index]}])"
+        if b.cls == EXTERNAL_OUT:
+            return f"out{b.index}"
+        return f"(arena + {b.offset})"
+
+
+def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]) -> None:
+    """Append ``body``'s C function (after its kernels and nested bodies) to ``funcs``."""
+    if body.emitted:
+        return
+    body.emitted = True
+    for c in body.program.consts:
+        body.const_slots.append(N_FIXED_FNS + len(gen.extra_consts))
+        gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
+    ctx = _BodyCtx(body)
+    lines = emit_steps(body.schedule, body.plan, ctx, opts, gen, funcs)
+    params = ["char *arena", "void **fns"]
+    params += [f"char *in{i}" for i in range(len(body.program.invars))]
+    params += [f"char *out{k}" for k in range(body.plan.n_outputs)]
+    funcs.append(f"static inline void {body.name}({', '.join(params)}) {{\n    (void)arena; (void)fns;\n"
+                 + "\n".join(lines) + "\n}\n")
+
+
+def _copy(dst: str, src: str, n: int) -> str:
+    return f"memcpy({dst}, {src}, {n});"
+
+
+def _call(body: Body, ws: str, ins: list[str], dests: list[str]) -> list[str]:
+    """Call ``body`` with input pointers ``ins`` so that output ``p`` lands at ``dests[p]``."""
+    plan = body.plan
+    first: dict[int, int] = {}
+    for p, (kind, idx, _) in enumerate(plan.outputs):
+        if kind == "output" and idx not in first:
+            first[idx] = p
+    outs = [dests[first[k]] for k in range(plan.n_outputs)]
+    lines = [f"{body.name}({', '.join([ws, 'fns', *ins, *outs])});"]
+    for p, (kind, idx, a) in enumerate(plan.outputs):
+        aval = body.program.outvars[p].aval
+        n = _nbytes(aval)
+        if n == 0:
+            continue
+        if kind == "output":
+            if first[idx] != p:
+                lines.append(_copy(dests[p], dests[first[idx]], n))
+        elif kind == "input":
+            lines.append(_copy(dests[p], ins[idx], n))
+        elif kind == "param":
+            lines.append(_copy(dests[p], f"fns[{body.const_slots[idx]}]", n))
+        else:
+            t = ctype(aval.dtype)
+            lines.append(f"*({t} *)({dests[p]}) = {literal(a.val, aval.dtype)};")
+    return lines
+
+
+class _Atoms:
+    """C pointers (``char *``) to a step's operands; literals become local arrays."""
+
+    def __init__(self, ctx: _Ctx, lines: list[str]):
+        self.ctx, self.lines, self.n = ctx, lines, 0
+
+    def __call__(self, a: Atom) -> str:
+        if isinstance(a, Literal):
+            t = ctype(a.aval.dtype)
+            name = f"lv{self.n}_"
+            self.n += 1
+            self.lines.append(f"    {t} {name}[1] = {{{literal(a.val, a.aval.dtype)}}};")
+            return f"(char *){name}"
+        return self.ctx.base(self.ctx.plan.value_buffer[a.id])
+
+
+def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generated,
+              funcs: list[str]) -> list[str]:
+    """C statements running a native ``loop``/``cond`` step (its bodies go to ``funcs``)."""
+    low: LoopLowering = step.sub
+    for b in low.bodies:
+        emit_body(b, opts, gen, funcs)
+    e = step.eqns[0]
+    lines = ["{", f"    char *ws_ = {ctx.base(ctx.plan.scratch[(s, LOOP_WORKSPACE)])};"]
+    lines.append("    (void)ws_;")
+    atom = _Atoms(ctx, lines)
+    outs = [ctx.base(ctx.plan.value_buffer[v.id]) for v in step.outputs]
+    bws = f"ws_ + {low.arena_offset}"
+    if e.prim.name == "cond":
+        _emit_cond(e, low, atom, outs, bws, lines)
+        lines.append("}")
+        return lines
+    if e.prim.name == "scan":
+        nc, nk = e.params["num_consts"], e.params["num_carry"]
+        consts, init, rest = e.inputs[:nc], e.inputs[nc:nc + nk], e.inputs[nc + nk:]
+    else:
+        nc = e.params["cond_nconsts"] + e.params["body_nconsts"]
+        consts, init, rest = e.inputs[:nc], e.inputs[nc:], ()
+        nk = len(init)
+    cptr = [atom(a) for a in consts]
+    # carry slots
+    ka, kb = [f"kA{j}_" for j in range(nk)], [f"kB{j}_" for j in range(nk)]
+    sizes = [_nbytes(a.aval) for a in init]
+    for j, a in enumerate(init):
+        src = atom(a)
+        if low.small_carries:
+            t = ctype(a.aval.dtype)
+            n = max(1, int(math.prod(a.aval.shape)))
+            lines.append(f"    {t} {ka[j]}[{n}], {kb[j]}[{n}];")
+            ka[j], kb[j] = f"((char *){ka[j]})", f"((char *){kb[j]})"
+        else:
+            oa, ob = low.slot_offsets[j]
+            lines.append(f"    char *{ka[j]} = ws_ + {oa}, *{kb[j]} = ws_ + {ob};")
+        if sizes[j]:
+            lines.append("    " + _copy(ka[j], src, sizes[j]))
+    rotate = []
+    for j in range(nk):
+        if not sizes[j]:
+            continue
+        if low.small_carries:
+            rotate.append(_copy(ka[j], kb[j], sizes[j]))
+        else:
+            rotate.append(f"{{ char *t_ = {ka[j]}; {ka[j]} = {kb[j]}; {kb[j]} = t_; }}")
+    if e.prim.name == "scan":
+        (body,) = low.bodies
+        length, reverse = int(e.params["length"]), bool(e.params["reverse"])
+        xs = [atom(a) for a in rest]
+        x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
+        y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
+        ins = [*cptr, *ka, *(f"{x} + i_ * {n}" for x, n in zip(xs, x_step))]
+        dests = [*kb, *(f"{y} + i_ * {n}" for y, n in zip(outs[nk:], y_step))]
+        idx = f"{length - 1} - it_" if reverse else "it_"
+        lines.append(f"    for (int64_t it_ = 0; it_ < {length}; ++it_) {{")
+        lines.append(f"        const int64_t i_ = {idx}; (void)i_;")
+        lines.extend("        " + ln for ln in _call(body, bws, ins, dests))
+    else:
+        cond, body = low.bodies
+        ncc = e.params["cond_nconsts"]
+        bt = ctype(np.bool_)
+        lines.append("    for (;;) {")
+        lines.append(f"        {bt} pr_[1];")
+        lines.extend("        " + ln for ln in _call(cond, bws, [*cptr[:ncc], *ka], ["((char *)pr_)"]))
+        lines.append("        if (!pr_[0]) break;")
+        lines.extend("        " + ln for ln in _call(body, bws, [*cptr[ncc:], *ka], kb))
+    lines.extend("        " + ln for ln in rotate)
+    lines.append("    }")
+    for j in range(nk):
+        if sizes[j]:
+            lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
+    lines.append("}")
+    return lines
+
+
+def _emit_cond(e: Eqn, low: LoopLowering, atom: _Atoms, outs: list[str], bws: str, lines: list[str]) -> None:
+    index, ops = e.inputs[0], e.inputs[1:]
+    n = len(low.bodies)
+    if isinstance(index, Literal):
+        lines.append(f"    int64_t b_ = (int64_t){literal(index.val, index.aval.dtype)};")
+    else:
+        lines.append(f"    int64_t b_ = (int64_t)(*({ctype(index.aval.dtype)} *){atom(index)});")
+    lines.append(f"    b_ = b_ < 0 ? 0 : (b_ > {n - 1} ? {n - 1} : b_);")
+    ptrs = [atom(a) for a in ops]
+    lines.append("    switch (b_) {")
+    for k, b in enumerate(low.bodies):
+        lines.append(f"    {'default' if k == n - 1 else f'case {k}'}: {{")
+        lines.extend("        " + ln for ln in _call(b, bws, ptrs, outs))
+        lines.append("        break;")
+        lines.append("    }")
+    lines.append("    }")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dead loop outputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _trim(e: Eqn, keep: list[bool]) -> Eqn:
+    outvars = [v for v, k in zip(e.outvars, keep) if k]
+    if e.prim.name == "scan":
+        body = e.params["body"]
+        nb = cf.derived(body, ("native-dce-outputs", tuple(keep)), lambda: cf.select_outputs(body, keep))
+        return Eqn(e.prim, e.inputs, dict(e.params, body=nb), outvars)
+    branches = tuple(cf.derived(b, ("native-dce-outputs", tuple(keep)), lambda b=b: cf.select_outputs(b, keep))
+                     for b in e.params["branches"])
+    return Eqn(e.prim, e.inputs, dict(e.params, branches=branches), outvars)
+
+
+@passes_mod.register
+def dce_loop_outputs(p: Program) -> Program:
+    """Dead-code elimination that also drops the unused stacked outputs (``ys``) of ``scan`` and
+    the unused outputs of ``cond`` (their bodies lose the computations feeding only those)."""
+    live = {a.id for a in p.outvars if isinstance(a, Var)}
+    kept: list[Eqn] = []
+    changed = False
+    for e in reversed(p.eqns):
+        used = [v.id in live for v in e.outvars]
+        if not any(used):
+            changed = True
+            continue
+        if e.prim.name in ("scan", "cond") and not all(used):
+            keep = used
+            if e.prim.name == "scan":
+                nk = e.params["num_carry"]
+                keep = [True] * nk + used[nk:]
+            if not all(keep):
+                e = _trim(e, keep)
+                changed = True
+        kept.append(e)
+        live.update(a.id for a in e.inputs if isinstance(a, Var))
+    if not changed:
+        return p
+    kept.reverse()
+    cv = [(v, c) for v, c in zip(p.constvars, p.consts or [None] * len(p.constvars)) if v.id in live]
+    consts = [c for _, c in cv] if p.consts else []
+    return Program([v for v, _ in cv], p.invars, kept, p.outvars, consts)
