@@ -5,9 +5,10 @@
 
 Implementations: ember under ``jit`` on the numpy reference backend (the scan runs as a Python
 loop over the body), ember on the native backend when it is registered and a C compiler exists
-(today it runs the scan through its per-step Python fallback), a plain NumPy loop, and JAX
-``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports medians; writes
-``benchmarks/results/scan.{json,md}``.
+(the scan is compiled into the program's native entry point, ``native/loops.py``): timed through
+``jit`` and as the bare executable (``ember native (executable)``: no per-call ``jit`` dispatch),
+a plain NumPy loop, and JAX ``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports
+medians; writes ``benchmarks/results/scan.{json,md}``.
 """
 
 from __future__ import annotations
@@ -114,7 +115,11 @@ def main() -> None:
         for b in backends:
             f = ember.jit(cumsum_ember, backend=b)
             np.testing.assert_allclose(f(x), ref, rtol=1e-3, atol=1e-3)
-            times[f"ember {b}"] = timeit(lambda f=f, x=x: f(x), **(slow_kw if L > 10_000 else kw))
+            fast = b == "native" or L <= 10_000
+            times[f"ember {b}"] = timeit(lambda f=f, x=x: f(x), **(kw if fast else slow_kw))
+            if b == "native":
+                exe = f.lower(x).executable
+                times["ember native (executable)"] = timeit(lambda exe=exe, x=x: exe([x]), **kw)
         times["numpy loop"] = timeit(lambda x=x: cumsum_numpy(x), **(slow_kw if L > 10_000 else kw))
         if jax is not None:
             xj = jax.device_put(x)
@@ -130,6 +135,9 @@ def main() -> None:
         f = ember.jit(rnn_ember, backend=b)
         np.testing.assert_allclose(f(W, xs_rnn), ref_h, rtol=1e-4, atol=1e-5)
         times[f"ember {b}"] = timeit(lambda f=f: f(W, xs_rnn), **kw)
+        if b == "native":
+            exe = f.lower(W, xs_rnn).executable
+            times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
     times["numpy loop"] = timeit(lambda: rnn_numpy(W, xs_rnn), **kw)
     if jax is not None:
         times["jax jit"] = timeit(lambda: jax_rnn_fwd(W, xs_rnn).block_until_ready(), **kw)
@@ -144,7 +152,10 @@ def main() -> None:
             val = g(W, xs_rnn, ck)
             g_ref = val if g_ref is None else g_ref
             np.testing.assert_allclose(val, g_ref, rtol=1e-4, atol=1e-5)
-            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck), **slow_kw)
+            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck), **(kw if b == "native" else slow_kw))
+            if b == "native":
+                exe = g.lower(W, xs_rnn, ck).executable
+                times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
         if jax is not None:
             times["jax jit"] = timeit(lambda: jax_rnn_grad(W, xs_rnn).block_until_ready(), **kw)
         what = "checkpointed sqrt(L)" if ck else "stored residuals"
