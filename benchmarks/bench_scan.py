@@ -152,7 +152,8 @@ def main() -> None:
             val = g(W, xs_rnn, ck)
             g_ref = val if g_ref is None else g_ref
             np.testing.assert_allclose(val, g_ref, rtol=1e-4, atol=1e-5)
-            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck), **(kw if b == "native" else slow_kw))
+            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck),
+                                         **(kw if b == "native" else slow_kw))
             if b == "native":
                 exe = g.lower(W, xs_rnn, ck).executable
                 times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)

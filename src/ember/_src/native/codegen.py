@@ -4,10 +4,10 @@
 
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
-for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
-runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then the constants of loop bodies
-(:mod:`.loops` compiles ``scan``/``while``/``cond`` bodies into static functions). The result is 0, or ``k + 1`` when step
-``k`` (a fallback) failed.
+for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback
+that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then the constants of loop bodies
+(:mod:`.loops` compiles ``scan``/``while``/``cond`` bodies into static functions). The result is 0,
+or ``k + 1`` when step ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
@@ -65,6 +65,11 @@ class _Ctx:
         if b.cls == EXTERNAL_OUT:
             return f"((char *)bufs[{self.n_in + self.n_par + b.index}])"
         return f"(arena + {b.offset})"
+
+    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str] | None:
+        """C loops computing a ``gemm`` step in place of the BLAS call, or None (BLAS). Loop bodies
+        (:mod:`.loops`) inline small products: a BLAS call per iteration costs more than them."""
+        return None
 
     def ptr(self, v: Var, dtype: Any = None) -> str:
         b = self.plan.value_buffer[v.id]
@@ -589,7 +594,8 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
     lines: list[str] = ["{"]
     has_c = len(e.inputs) == 3
     in_place = has_c and isinstance(e.inputs[2], Var) and \
-        ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+        (ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+         or ctx.ptr(e.inputs[2]) == optr)  # a loop body updating its carry in place
     if has_c and not in_place:  # C := broadcast(c), then beta * C is accumulated by gemm
         c = e.inputs[2]
         lines.append(f"    {t} *o_ = {optr};")
@@ -612,7 +618,10 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
         oidx = " + ".join(f"{nm} * {s}" for nm, s in zip(idx, ostr)) or "0"
         lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
     alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
-    if gemm_fits_blas(step):
+    inline = ctx.inline_gemm(step, has_c, alpha, beta)
+    if inline is not None:
+        lines.extend("    " + ln for ln in inline)
+    elif gemm_fits_blas(step):
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
         lines.append(f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                      f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")

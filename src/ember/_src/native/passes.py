@@ -9,6 +9,8 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   differs from IEEE only for ``x = -0.0`` (the result keeps the sign of zero).
 * ``cse``: equal equations (primitive, inputs, params) computed once.
 * ``dce``: equations and captured constants whose results are unused are dropped.
+* ``hoist_loop_transposes`` (registered by :mod:`.loops`): ``W @ h`` in a loop body with ``W``
+  loop-invariant and small becomes ``h @ W.T``, ``W.T`` computed once before the loop.
 * ``dce_loop_outputs`` (registered by :mod:`.loops`): also drops a ``scan``'s unused stacked
   outputs and a ``cond``'s unused outputs, with the body computations feeding only them.
 * ``absorb_transposes``: ``dot_general(transpose(x), y)`` reads ``x`` directly (the permutation
@@ -46,8 +48,9 @@ from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("simplify", "cse", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
-                  "absorb_scale", "fold_constants", "simplify", "cse", "dce_loop_outputs", "dce")
+DEFAULT_PASSES = ("simplify", "cse", "hoist_loop_transposes", "absorb_transposes", "lower_matmul",
+                  "absorb_scale", "absorb_bias", "absorb_scale", "fold_constants", "simplify", "cse",
+                  "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
