@@ -480,3 +480,138 @@ def test_outer_loop_falls_back_when_a_nested_body_cannot_go_native():
 
     with pytest.raises(cf.NativeLoopError, match="scan through the Python fallback"):
         native(f)(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix products in bodies, loop-invariant transposes, in-place carries
+# ---------------------------------------------------------------------------------------------
+
+MATMUL_BODIES = {
+    "W @ h (hoisted transpose)": lambda A, B, c, x: jnp.tanh(A @ c[:, 0] + x[:, 0])[:, None] * c,
+    "h @ W": lambda A, B, c, x: c + (x[:, 0] @ A)[:, None],
+    "W.T @ h": lambda A, B, c, x: c * 0.5 + (A.T @ x[:, 0])[:, None],
+    "W @ C": lambda A, B, c, x: jnp.tanh(A @ c) + x,
+    "C @ B.T": lambda A, B, c, x: (c @ B.T)[:, :3] * 0.1 + x,
+    "alpha": lambda A, B, c, x: 0.5 * (A @ c) + x,
+    "outer": lambda A, B, c, x: c + jnp.outer(x[:, 0], x[:, 1])[:, :3],
+    "batched": lambda A, B, c, x: c + jnp.matmul(jnp.stack([A, A * 2]), jnp.stack([c, x])).sum(0) * 0.1,
+    "large (BLAS)": lambda A, B, c, x: c + (jnp.tile(A, (8, 8)) @ jnp.tile(c, (8, 8)))[:6, :3] * 0.01,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMUL_BODIES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_products_in_bodies(name, dtype):
+    body = MATMUL_BODIES[name]
+    A = (RNG.standard_normal((6, 6)) * 0.4).astype(dtype)
+    B = (RNG.standard_normal((5, 3)) * 0.4).astype(dtype)
+    xs = RNG.standard_normal((7, 6, 3)).astype(dtype)
+
+    def f(A, B, xs):
+        return lax.scan(lambda c, x: (body(A, B, c, x), c.sum()), jnp.ones((6, 3), dtype), xs)
+
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    (c, ys), exe = check(f, A, B, xs, rtol=tol, atol=tol)
+    c_np = np.ones((6, 3), dtype)
+    for x in xs:
+        c_np = np.asarray(body(A, B, c_np, x))
+    np.testing.assert_allclose(c, c_np, rtol=tol * 10, atol=tol * 10)
+    blas = "em_gemm_f" in exe.source
+    assert blas == (name == "large (BLAS)")
+
+
+def test_loop_invariant_transpose_is_hoisted():
+    W = (RNG.standard_normal((8, 8)) * 0.3).astype(np.float32)
+    xs = RNG.standard_normal((5, 8)).astype(np.float32)
+
+    def f(W, xs):
+        return lax.scan(lambda h, x: (jnp.tanh(W @ h + x), None), jnp.zeros(8, jnp.float32), xs)[0]
+
+    p = ember.make_program(f)(W, xs)
+    q = run_passes(p, ["hoist_loop_transposes"])
+    assert [e.prim.name for e in q.eqns] == ["broadcast_in_dim", "transpose", "scan"]
+    (e,) = [e for e in q.eqns if e.prim.name == "scan"]
+    assert e.params["num_consts"] == 2
+    (dot,) = [d for d in e.params["body"].eqns if d.prim.name == "dot_general"]
+    assert dot.params["dimension_numbers"] == (((0,), (0,)), ((), ()))
+    h, _ = check(f, W, xs)
+    hh = np.zeros(8, np.float32)
+    for x in xs:
+        hh = np.tanh(W @ hh + x)
+    np.testing.assert_allclose(h, hh, rtol=1e-5, atol=1e-6)
+
+
+def test_large_accumulator_carries_update_in_place():
+    """The backward scan of an RNN accumulates dW (a large carry) in place with a rank-1 gemm."""
+    h = 40
+    W = (RNG.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32)
+    xs = RNG.standard_normal((9, h)).astype(np.float32)
+
+    def loss(W, xs):
+        s, _ = lax.scan(lambda s, x: (jnp.tanh(W @ s + x), None), jnp.zeros(h, jnp.float32), xs,
+                        checkpoint=False)
+        return (s * s).sum()
+
+    g, exe = check(ember.grad(loss), W, xs, rtol=1e-4, atol=1e-5, min_loops=2)
+    big = [st for st in loop_steps(exe) if not st.sub.small_carries]
+    assert big and any(st.sub.inplace for st in big)
+    eps = 1e-2
+    Wp, Wm = W.astype(np.float64).copy(), W.astype(np.float64).copy()
+    Wp[3, 5] += eps
+    Wm[3, 5] -= eps
+
+    def np_loss(W):
+        s = np.zeros(h)
+        for x in xs:
+            s = np.tanh(W @ s + x)
+        return (s * s).sum()
+
+    assert np.isclose(g[3, 5], (np_loss(Wp) - np_loss(Wm)) / (2 * eps), rtol=1e-2, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["elementwise", "reversed read", "read after write", "passthrough"])
+def test_large_carries_in_place_or_not(case):
+    n = loops.SMALL_CARRY_BYTES // 8 + 8
+
+    def step(c, x):
+        a, b = c
+        if case == "elementwise":
+            return (a * 0.5 + x, b + 1.0), None
+        if case == "reversed read":
+            return (a[::-1] + x, b + a), None
+        if case == "read after write":
+            new_a = a + x
+            return (new_a, b * 0 + a[0] + new_a.sum()), None
+        return (b, a + x), a[:3]
+
+    xs = RNG.standard_normal((6, n)).astype(np.float32)
+
+    def f(xs):
+        return lax.scan(step, (jnp.zeros(n, jnp.float32), jnp.ones(n, jnp.float32)), xs)
+
+    (c, ys), exe = check(f, xs, rtol=1e-5, atol=1e-5)
+    a, b = np.zeros(n, np.float32), np.ones(n, np.float32)
+    for x in xs:
+        (a, b), _ = step((a, b), x)
+    np.testing.assert_allclose(c[0], a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c[1], b, rtol=1e-5, atol=1e-5)
+    (st,) = loop_steps(exe)
+    if case == "elementwise":
+        assert st.sub.inplace == {0, 1}
+    if case == "reversed read":
+        assert 0 not in st.sub.inplace
+
+
+def test_while_loop_with_large_carries():
+    n = loops.SMALL_CARRY_BYTES // 8 + 8
+    x0 = RNG.standard_normal(n).astype(np.float64)
+
+    def f(x):
+        return lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] * 0.5 + 1.0), (0, x))
+
+    (i, y), _ = check(f, x0)
+    z = x0.copy()
+    for _ in range(5):
+        z = z * 0.5 + 1.0
+    assert int(i) == 5
+    np.testing.assert_allclose(y, z)
