@@ -519,12 +519,28 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         xs = [atom(a) for a in rest]
         x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
         y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
-        ins = [*cptr, *ka, *(f"{x} + i_ * {n}" for x, n in zip(xs, x_step))]
-        dests = [*kb, *(f"{y} + i_ * {n}" for y, n in zip(outs[nk:], y_step))]
-        idx = f"{length - 1} - it_" if reverse else "it_"
-        lines.append(f"    for (int64_t it_ = 0; it_ < {length}; ++it_) {{")
-        lines.append(f"        const int64_t i_ = {idx}; (void)i_;")
-        lines.extend("        " + ln for ln in _call(body, bws, ins, dests))
+
+        def step_call(src: list[str], dst: list[str], it: str) -> list[str]:
+            i = f"({length - 1} - ({it}))" if reverse else f"({it})"
+            ins = [*cptr, *src, *(f"{x} + {i} * {n}" for x, n in zip(xs, x_step))]
+            dests = [*dst, *(f"{y} + {i} * {n}" for y, n in zip(outs[nk:], y_step))]
+            return _call(body, bws, ins, dests)
+
+        nested = any(st.kind in ("loop", "cond") for st in body.schedule.steps)
+        if low.small_carries and rotate and length >= 2 and not nested:
+            # two steps per iteration, alternating the slots: no copy between steps
+            lines.append(f"    for (int64_t it_ = 0; it_ + 1 < {length}; it_ += 2) {{")
+            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
+            lines.extend("        " + ln for ln in step_call(kb, ka, "it_ + 1"))
+            lines.append("    }")
+            if length % 2:
+                lines.extend("    " + ln for ln in step_call(ka, kb, str(length - 1)))
+                lines.extend("    " + ln for ln in rotate)
+        else:
+            lines.append(f"    for (int64_t it_ = 0; it_ < {length}; ++it_) {{")
+            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
+            lines.extend("        " + ln for ln in rotate)
+            lines.append("    }")
     else:
         cond, body = low.bodies
         ncc = e.params["cond_nconsts"]
@@ -534,8 +550,8 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         lines.extend("        " + ln for ln in _call(cond, bws, [*cptr[:ncc], *ka], ["((char *)pr_)"]))
         lines.append("        if (!pr_[0]) break;")
         lines.extend("        " + ln for ln in _call(body, bws, [*cptr[ncc:], *ka], kb))
-    lines.extend("        " + ln for ln in rotate)
-    lines.append("    }")
+        lines.extend("        " + ln for ln in rotate)
+        lines.append("    }")
     for j in range(nk):
         if sizes[j]:
             lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
