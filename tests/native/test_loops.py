@@ -615,3 +615,33 @@ def test_while_loop_with_large_carries():
         z = z * 0.5 + 1.0
     assert int(i) == 5
     np.testing.assert_allclose(y, z)
+
+
+def test_unused_cond_outputs_are_dropped():
+    def f(p, x):
+        a, b = lax.cond(p > 0, lambda x: (x * 2, jnp.exp(x)), lambda x: (x - 1, jnp.log1p(x * x)), x)
+        return a
+
+    x = np.array([0.5, 1.5], np.float32)
+    for p in (np.float32(1), np.float32(-1)):
+        a, exe = check(f, p, x)
+        np.testing.assert_allclose(a, x * 2 if p > 0 else x - 1, rtol=1e-6)
+    (st,) = loop_steps(exe)
+    for b in st.sub.bodies:
+        assert len(b.program.outvars) == 1
+        assert not {"exp", "log1p"} & {e.prim.name for e in b.program.eqns}
+
+
+def test_literal_cond_index_and_operands():
+    """Operands that are literals (constants the tracer inlined) are materialized for the branch."""
+    from ember._src.control_flow.cond import cond_p
+    from ember._src.program import Literal
+
+    def f(x):
+        return lax.switch(2, [lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x - y], x, 3.0)
+
+    p = ember.make_program(f)(np.float32(5))
+    eqns = [e for e in p.eqns if e.prim is cond_p]
+    assert eqns and any(isinstance(a, Literal) for a in eqns[0].inputs)
+    out, _ = check(f, np.float32(5))
+    assert float(out) == 2.0

@@ -17,11 +17,14 @@ own arena, a sub-region of the parent's: the loop step's ``WORKSPACE`` buffer
 The loop in the parent (see :func:`emit_step`):
 
 * **scan**: each carry has two slots, ``kA`` (read by the step) and ``kB`` (written by it).
-  Small carries (<= :data:`SMALL_CARRY_BYTES` in all) are local C arrays copied ``kB -> kA``
-  after each step (register moves once inlined); larger ones are arena slots whose pointers are
-  swapped. ``xs[i]`` is a pointer into the stacked operand (``base + i * slice_bytes``), ``ys[i]``
-  is written straight into the stacked output, ``reverse`` indexes from the end, the consts are
-  passed as they are. A final copy moves the carries to the step's outputs.
+  Small carries (<= :data:`SMALL_CARRY_BYTES` in all) are local C arrays (registers once the
+  body is inlined); the loop runs two steps per iteration, ``kA -> kB`` then ``kB -> kA``, so
+  nothing is copied between steps. Larger carries are arena slots whose pointers are swapped,
+  and a large carry the body updates where it reads it (:func:`_inplace_carries`: an
+  elementwise update, a ``gemm`` accumulating into it) has one slot. ``xs[i]`` is a pointer into
+  the stacked operand (``base + i * slice_bytes``), ``ys[i]`` is written straight into the
+  stacked output, ``reverse`` indexes from the end, the consts are passed as they are. A final
+  copy moves the carries to the step's outputs.
 * **while**: ``for (;;) { cond(...); if (!pred) break; body(...); rotate carries; }``; the cond
   and the body share one arena region (they never run at the same time).
 * **cond**: the index is clamped into ``[0, n - 1]`` and a ``switch`` calls that branch, which
@@ -34,8 +37,12 @@ dtypes without a C type) keeps today's fallback step; the decision is reported w
 :func:`ember._src.control_flow.common.report_loop_path` (``NATIVE_LOOP`` or ``REFERENCE_LOOP`` and
 the reason) at compile time, so ``require_native=True`` raises ``NativeLoopError`` early.
 
-The pass :func:`dce_loop_outputs` (in ``passes.DEFAULT_PASSES``) drops stacked outputs of a
-``scan`` and outputs of a ``cond`` that nothing reads, and the equations computing them.
+Matrix products in bodies with at most :data:`SMALL_GEMM_FLOPS` multiply-adds are inlined C
+loops (:func:`small_gemm`; a BLAS call per step costs more than the product). Two passes (in
+``passes.DEFAULT_PASSES``) prepare loops: :func:`hoist_loop_transposes` turns ``W @ h`` with a
+loop-invariant ``W`` into ``h @ W.T`` (``W.T`` computed once; the row form vectorizes into
+register accumulators), :func:`dce_loop_outputs` drops stacked outputs of a ``scan`` and outputs
+of a ``cond`` that nothing reads, and the equations computing them.
 """
 
 from __future__ import annotations
