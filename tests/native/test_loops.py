@@ -645,3 +645,21 @@ def test_literal_cond_index_and_operands():
     assert eqns and any(isinstance(a, Literal) for a in eqns[0].inputs)
     out, _ = check(f, np.float32(5))
     assert float(out) == 2.0
+
+
+def test_unread_scan_inputs_are_dropped():
+    xs = RNG.standard_normal((5, 3)).astype(np.float32)
+    W = RNG.standard_normal((3, 3)).astype(np.float32)
+
+    def f(W, xs):
+        c, (y, _) = lax.scan(lambda c, x: (c + x[0][0], (c * 2, W @ x[1])), np.float32(0), (xs, jnp.exp(xs)))
+        return c, y
+
+    p = ember.make_program(f)(W, xs)
+    q = run_passes(p, ["dce_loop_outputs"])
+    (e,) = [e for e in q.eqns if e.prim.name == "scan"]
+    assert e.params["num_consts"] == 0 and len(e.inputs) == 2  # W and exp(xs) are gone
+    assert "exp" not in [d.prim.name for d in q.eqns]
+    (c, y), _ = check(f, W, xs)
+    np.testing.assert_allclose(c, xs[:, 0].sum(), rtol=1e-5)
+    np.testing.assert_allclose(y, (np.cumsum(xs[:, 0]) - xs[:, 0]) * 2, rtol=1e-5, atol=1e-6)

@@ -600,10 +600,25 @@ def _trim(e: Eqn, keep: list[bool]) -> Eqn:
     return Eqn(e.prim, e.inputs, dict(e.params, branches=branches), outvars)
 
 
+def _drop_unused_scan_inputs(e: Eqn) -> Eqn:
+    """``e`` (a scan) without the consts and xs its body does not read (carries stay)."""
+    body, nc, nk = e.params["body"], e.params["num_consts"], e.params["num_carry"]
+    read = {a.id for b in body.eqns for a in b.inputs if isinstance(a, Var)}
+    read |= {a.id for a in body.outvars if isinstance(a, Var)}
+    keep = [nc <= i < nc + nk or v.id in read for i, v in enumerate(body.invars)]
+    if all(keep):
+        return e
+    nb = cf.derived(body, ("native-drop-inputs", tuple(keep)), lambda: Program(
+        body.constvars, [v for v, k in zip(body.invars, keep) if k], body.eqns, body.outvars, body.consts))
+    ins = [a for a, k in zip(e.inputs, keep) if k]
+    return Eqn(e.prim, ins, dict(e.params, body=nb, num_consts=sum(keep[:nc])), e.outvars)
+
+
 @passes_mod.register
 def dce_loop_outputs(p: Program) -> Program:
     """Dead-code elimination that also drops the unused stacked outputs (``ys``) of ``scan`` and
-    the unused outputs of ``cond`` (their bodies lose the computations feeding only those)."""
+    the unused outputs of ``cond`` (their bodies lose the computations feeding only those), and
+    the consts and xs a scan's body does not read."""
     live = {a.id for a in p.outvars if isinstance(a, Var)}
     kept: list[Eqn] = []
     changed = False
@@ -620,6 +635,10 @@ def dce_loop_outputs(p: Program) -> Program:
             if not all(keep):
                 e = _trim(e, keep)
                 changed = True
+        if e.prim.name == "scan":
+            pruned = _drop_unused_scan_inputs(e)
+            changed = changed or pruned is not e
+            e = pruned
         kept.append(e)
         live.update(a.id for a in e.inputs if isinstance(a, Var))
     if not changed:
