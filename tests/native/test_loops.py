@@ -663,3 +663,22 @@ def test_unread_scan_inputs_are_dropped():
     (c, y), _ = check(f, W, xs)
     np.testing.assert_allclose(c, xs[:, 0].sum(), rtol=1e-5)
     np.testing.assert_allclose(y, (np.cumsum(xs[:, 0]) - xs[:, 0]) * 2, rtol=1e-5, atol=1e-6)
+
+
+def test_generating_the_source_twice_gives_the_same_program():
+    from ember._src.native.codegen import CodegenOptions, generate
+    k = np.array([2.0, 3.0], np.float32)
+    av = ShapedArray((2,), np.float32)
+    body, _ = trace_to_program(lambda c, x: [c * k + x], [av, av])
+    from ember._src.control_flow.scan import scan_p
+
+    def f(xs):
+        return scan_p.bind(np.zeros(2, np.float32), xs, body=body, num_consts=0, num_carry=1, length=3,
+                           reverse=False, unroll=1, checkpoint=True, require_native=False)
+
+    xs = np.ones((3, 2), np.float32)
+    exe = native(f).lower(xs).executable
+    again = generate(exe.schedule, exe.plan, CodegenOptions())
+    assert "static inline void L0b0(" in again.source and len(again.extra_consts) == 1
+    np.testing.assert_array_equal(again.extra_consts[0], k)
+    np.testing.assert_allclose(exe([xs])[0], k * k + k + 1, rtol=1e-6)  # c <- c * k + 1 from 0

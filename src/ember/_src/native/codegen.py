@@ -51,6 +51,7 @@ class Generated:
     fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
     # constants of loop bodies, read through fns[N_FIXED_FNS + k] (the backend appends pointers)
     extra_consts: list[np.ndarray] = field(default_factory=list)
+    emitted_bodies: set[str] = field(default_factory=set)  # loop-body functions already written
 
 
 class _Ctx:

@@ -112,7 +112,6 @@ class Body:
     plan: MemoryPlan
     const_slots: list[int] = field(default_factory=list)  # fns index of each body constant
     inplace: dict[int, int] = field(default_factory=dict)  # output buffer index -> input it updates
-    emitted: bool = False
 
     @property
     def arena_bytes(self) -> int:
@@ -395,9 +394,10 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
 
 def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]) -> None:
     """Append ``body``'s C function (after its kernels and nested bodies) to ``funcs``."""
-    if body.emitted:
+    if body.name in gen.emitted_bodies:
         return
-    body.emitted = True
+    gen.emitted_bodies.add(body.name)
+    body.const_slots = []
     for c in body.program.consts:
         body.const_slots.append(N_FIXED_FNS + len(gen.extra_consts))
         gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
