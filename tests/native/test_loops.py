@@ -682,3 +682,22 @@ def test_generating_the_source_twice_gives_the_same_program():
     assert "static inline void L0b0(" in again.source and len(again.extra_consts) == 1
     np.testing.assert_array_equal(again.extra_consts[0], k)
     np.testing.assert_allclose(exe([xs])[0], k * k + k + 1, rtol=1e-6)  # c <- c * k + 1 from 0
+
+
+def test_while_predicate_is_a_carry():
+    def f(x):
+        def body(c):
+            v, go, n = c
+            v = v * 0.5
+            return v, v.sum() > 1.0, n + 1
+        return lax.while_loop(lambda c: c[1], body, (x, True, 0))
+
+    x = np.full(4, 3.0, np.float32)
+    (v, go, n), _ = check(f, x)
+    k, z = 0, x.copy()
+    while True:
+        z, k = z * 0.5, k + 1
+        if not z.sum() > 1.0:
+            break
+    assert int(n) == k and not bool(go)
+    np.testing.assert_allclose(v, z)
