@@ -5,9 +5,11 @@
 
 Implementations: ember under ``jit`` on the numpy reference backend (the scan runs as a Python
 loop over the body), ember on the native backend when it is registered and a C compiler exists
-(today it runs the scan through its per-step Python fallback), a plain NumPy loop, and JAX
-``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports medians; writes
-``benchmarks/results/scan.{json,md}``.
+(the scan is compiled into the program's native entry point, ``native/loops.py``): timed through
+``jit``, as the executable (``ember native (executable)``: no per-call ``jit`` dispatch) and as
+the bare C entry point (``ember native (C entry)``: no Python argument handling either),
+a plain NumPy loop, and JAX ``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports
+medians; writes ``benchmarks/results/scan.{json,md}``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ def rnn_numpy(W, xs):
     for x in xs:
         h = np.tanh(W @ h + x)
     return h
+
+
+def c_entry(exe, args):
+    """A call of the bare native entry point ``ember_main`` (the loop itself: no Python argument
+    checks, output allocation or result wrapping), with the buffers of one ``exe(args)`` call."""
+    keep = exe(args)  # binds inputs and outputs; holding the results keeps their memory alive
+    fn, bufs, arena, fns = exe._fn, exe._bufs, exe._arena_ptr, exe._fns
+    return lambda: (fn(bufs, arena, None, fns), keep)
 
 
 def ember_backends(no_native: bool) -> list[str]:
@@ -114,7 +124,12 @@ def main() -> None:
         for b in backends:
             f = ember.jit(cumsum_ember, backend=b)
             np.testing.assert_allclose(f(x), ref, rtol=1e-3, atol=1e-3)
-            times[f"ember {b}"] = timeit(lambda f=f, x=x: f(x), **(slow_kw if L > 10_000 else kw))
+            fast = b == "native" or L <= 10_000
+            times[f"ember {b}"] = timeit(lambda f=f, x=x: f(x), **(kw if fast else slow_kw))
+            if b == "native":
+                exe = f.lower(x).executable
+                times["ember native (executable)"] = timeit(lambda exe=exe, x=x: exe([x]), **kw)
+                times["ember native (C entry)"] = timeit(c_entry(exe, [x]), **kw)
         times["numpy loop"] = timeit(lambda x=x: cumsum_numpy(x), **(slow_kw if L > 10_000 else kw))
         if jax is not None:
             xj = jax.device_put(x)
@@ -130,6 +145,10 @@ def main() -> None:
         f = ember.jit(rnn_ember, backend=b)
         np.testing.assert_allclose(f(W, xs_rnn), ref_h, rtol=1e-4, atol=1e-5)
         times[f"ember {b}"] = timeit(lambda f=f: f(W, xs_rnn), **kw)
+        if b == "native":
+            exe = f.lower(W, xs_rnn).executable
+            times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
+            times["ember native (C entry)"] = timeit(c_entry(exe, [W, xs_rnn]), **kw)
     times["numpy loop"] = timeit(lambda: rnn_numpy(W, xs_rnn), **kw)
     if jax is not None:
         times["jax jit"] = timeit(lambda: jax_rnn_fwd(W, xs_rnn).block_until_ready(), **kw)
@@ -144,14 +163,37 @@ def main() -> None:
             val = g(W, xs_rnn, ck)
             g_ref = val if g_ref is None else g_ref
             np.testing.assert_allclose(val, g_ref, rtol=1e-4, atol=1e-5)
-            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck), **slow_kw)
+            times[f"ember {b}"] = timeit(lambda g=g, ck=ck: g(W, xs_rnn, ck),
+                                         **(kw if b == "native" else slow_kw))
+            if b == "native":
+                exe = g.lower(W, xs_rnn, ck).executable
+                times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
+                times["ember native (C entry)"] = timeit(c_entry(exe, [W, xs_rnn]), **kw)
         if jax is not None:
             times["jax jit"] = timeit(lambda: jax_rnn_grad(W, xs_rnn).block_until_ready(), **kw)
         what = "checkpointed sqrt(L)" if ck else "stored residuals"
         rows.append({"workload": f"rnn h={H} L={L_RNN:,} grad ({what})", "times": times})
         print(rows[-1])
 
-    print(report("lax.scan (median per call)", rows, "scan"))
+    text = report("lax.scan (median per call)", rows, "scan") + goals(rows)
+    (Path(__file__).resolve().parent / "results" / "scan.md").write_text(text)
+    print(text)
+
+
+def goals(rows: list[dict]) -> str:
+    """The issue's targets as speedups (peer time / ember time; > 1: ember is faster)."""
+    lines = ["", "Speedups (peer time / ember time, > 1 means ember is faster):", ""]
+    for r in rows:
+        t = r["times"]
+        for peer in ("jax jit", "numba"):
+            if t.get(peer) is None:
+                continue
+            parts = [f"{k.removeprefix('ember native').strip(' ()') or 'jit'} {t[peer] / t[k]:.2f}x"
+                     for k in ("ember native", "ember native (executable)", "ember native (C entry)")
+                     if t.get(k)]
+            if parts:
+                lines.append(f"* {r['workload']} vs {peer}: " + ", ".join(parts))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -34,10 +34,9 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler, lapack
+from ember._src.native import blas, c_ops, compiler, lapack, loops
 from ember._src.native import passes as passes_mod
-from ember._src.native.codegen import CodegenOptions, generate
-from ember._src.native.lapack import sched_uses_lapack
+from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.planner import MemoryPlan, plan_memory
 from ember._src.native.pool import OutputSlots, data_address
 from ember._src.native.schedule import Schedule, build_schedule
@@ -135,6 +134,10 @@ class NativeExecutable:
         openmp = info.has_openmp
         nt = opt.get("num_threads")
         threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
+        loops.lower_loops(sched, loops.BodyOptions(
+            passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
+            fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
+            validate=bool(opt.get("validate", True))))
         plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
         if opt.get("validate", True):
             plan.check()
@@ -145,6 +148,7 @@ class NativeExecutable:
         gen = generate(sched, plan, cg)
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
+        self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             before = compiler.cache_stats()["compiles"]
@@ -160,9 +164,10 @@ class NativeExecutable:
         self.compile_seconds = time.perf_counter() - t0
         if logger.isEnabledFor(logging.DEBUG):
             how = "compiled" if self.compiled_now else "cache hit"
-            logger.debug("native backend: %d steps (%d kernels, %d gemm, %d fallback), arena %d B, %s "
-                         "in %.3f s", len(sched.steps), sched.count("kernel"), sched.count("gemm"),
-                         sched.count("fallback"), plan.arena_bytes, how, self.compile_seconds)
+            logger.debug("native backend: %d steps (%d kernels, %d gemm, %d fallback, %d loops), arena %d B, "
+                         "%s in %.3f s", len(sched.steps), sched.count("kernel"), sched.count("gemm"),
+                         sched.count("fallback"), sched.count("loop") + sched.count("cond"), plan.arena_bytes,
+                         how, self.compile_seconds)
             for st in sched.steps:
                 if st.kind == "fallback":
                     logger.debug("native backend: %s runs %s through the Python fallback (no kernel "
@@ -184,11 +189,13 @@ class NativeExecutable:
         self._arena_ptr = self._arena.ctypes.data
         self._callback = _CALLBACK_T(self._run_fallback)
         self._views: dict[tuple, np.ndarray] = {}
-        fixed = (blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
+        fixed = [blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
                  ctypes.cast(self._callback, ctypes.c_void_p).value,
-                 blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"))
-        extra = lapack.fn_pointers() if sched_uses_lapack(self.schedule) else ()
-        self._fns = (ctypes.c_void_p * (len(fixed) + len(extra)))(*fixed, *extra)
+                 blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"), *lapack.fn_pointers()]
+        assert len(fixed) == N_FIXED_FNS
+        body_consts = getattr(self, "_body_consts", [])
+        self._fns = (ctypes.c_void_p * (N_FIXED_FNS + len(body_consts)))(
+            *fixed, *(c.ctypes.data for c in body_consts))
         self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
         out_bufs: dict[int, tuple] = {}
         for kind, idx, a in plan.outputs:

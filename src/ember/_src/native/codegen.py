@@ -4,11 +4,12 @@
 
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
-for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback that
-runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), then, when the program has LAPACK-backed
-call steps, the routines of :data:`.lapack.FN_NAMES`. Call steps (:mod:`.calls`) are blocks of C
-emitted by their lowering, with ``static`` helpers shared across steps. The result is 0, or
-``k + 1`` when step ``k`` (a fallback) failed.
+for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback
+that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), the LAPACK routines of
+:data:`.lapack.FN_NAMES` (used by call steps), then the constants of loop bodies (:mod:`.loops`
+compiles ``scan``/``while``/``cond`` bodies into static functions). Call steps (:mod:`.calls`) are
+blocks of C emitted by their lowering, with ``static`` helpers shared across steps. The result is 0,
+or ``k + 1`` when step ``k`` (a fallback) failed.
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
@@ -28,6 +29,7 @@ import numpy as np
 from ember._src.native import c_ops
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
+from ember._src.native import lapack
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.kernel import KernelIR, Node, node_deps
 from ember._src.native.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer, MemoryPlan
@@ -35,6 +37,8 @@ from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Var
 
 INT_MAX = 2**31 - 1
+# sgemm, dgemm, the fallback callback, sgemv, dgemv, the LAPACK routines; loop-body constants follow
+N_FIXED_FNS = 5 + len(lapack.FN_NAMES)
 
 
 @dataclass
@@ -50,6 +54,10 @@ class CodegenOptions:
 class Generated:
     source: str
     fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
+    # constants of loop bodies, read through fns[N_FIXED_FNS + k] (the backend appends pointers)
+    extra_consts: list[np.ndarray] = field(default_factory=list)
+    emitted_bodies: set[str] = field(default_factory=set)  # loop-body functions already written
+    helpers: dict[str, str] = field(default_factory=dict)  # static C helpers shared by call steps
 
 
 class _Ctx:
@@ -65,19 +73,22 @@ class _Ctx:
             return f"((char *)bufs[{self.n_in + self.n_par + b.index}])"
         return f"(arena + {b.offset})"
 
+    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str] | None:
+        """C loops computing a ``gemm`` step in place of the BLAS call, or None (BLAS). Loop bodies
+        (:mod:`.loops`) inline small products: a BLAS call per iteration costs more than them."""
+        return None
+
     def ptr(self, v: Var, dtype: Any = None) -> str:
         b = self.plan.value_buffer[v.id]
         t = ctype(dtype if dtype is not None else v.aval.dtype)
         return f"(({t} *){self.base(b)})"
 
 
-def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
-    p = sched.program
-    ctx = _Ctx(plan, len(p.invars), len(p.constvars))
-    funcs: list[str] = []
+def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOptions, gen: Generated,
+               funcs: list[str]) -> list[str]:
+    """The statements running ``sched``'s steps in order (indented for a function body); static
+    helper functions (kernels, loop bodies) are appended to ``funcs``."""
     body: list[str] = []
-    gen = Generated("")
-    helpers: dict[str, str] = {}
     for s, step in enumerate(sched.steps):
         body.append(f"    /* {step} */")
         if step.kind == "kernel":
@@ -87,16 +98,28 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         elif step.kind == "gemm":
             body.extend("    " + ln for ln in _gemm(step, ctx))
         elif step.kind == "call":
-            body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, helpers))
+            body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, gen.helpers))
         elif step.kind == "fallback":
             gen.fallback_steps[s] = step
             ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
             ptrs += [ctx.ptr(v) for v in step.outputs]
             arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
             body.append(f"    {{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}")
+        elif step.kind in ("loop", "cond"):
+            from ember._src.native import loops
+            body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
+    return body
+
+
+def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
+    p = sched.program
+    ctx = _Ctx(plan, len(p.invars), len(p.constvars))
+    funcs: list[str] = []
+    gen = Generated("")
+    body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *body, "    return 0;", "}"]
-    code = "".join(helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
+    code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS
@@ -580,7 +603,8 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
     lines: list[str] = ["{"]
     has_c = len(e.inputs) == 3
     in_place = has_c and isinstance(e.inputs[2], Var) and \
-        ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+        (ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+         or ctx.ptr(e.inputs[2]) == optr)  # a loop body updating its carry in place
     if has_c and not in_place:  # C := broadcast(c), then beta * C is accumulated by gemm
         c = e.inputs[2]
         lines.append(f"    {t} *o_ = {optr};")
@@ -603,7 +627,10 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
         oidx = " + ".join(f"{nm} * {s}" for nm, s in zip(idx, ostr)) or "0"
         lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
     alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
-    if gemm_fits_blas(step):
+    inline = ctx.inline_gemm(step, has_c, alpha, beta)
+    if inline is not None:
+        lines.extend("    " + ln for ln in inline)
+    elif gemm_fits_blas(step):
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
         lines.append(f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                      f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")

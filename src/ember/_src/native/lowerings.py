@@ -25,6 +25,8 @@ def describe(name: str) -> str | None:
         return "native kernel: reduction loop with fused prologue/epilogue (kernel.py)"
     if name in ("copy", "stop_gradient"):
         return "native: identity (removed by passes.simplify)"
+    if name in ("scan", "while", "cond"):
+        return "native loop: bodies compiled into the entry point (loops.py); else a fallback step"
     if name == "dot_general":
         return "native call: BLAS ?gemm/?gemv via passes.lower_matmul"
     if name in CALLS:

@@ -14,6 +14,10 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   differs from IEEE only for ``x = -0.0`` (the result keeps the sign of zero).
 * ``cse``: equal equations (primitive, inputs, params) computed once.
 * ``dce``: equations and captured constants whose results are unused are dropped.
+* ``hoist_loop_transposes`` (registered by :mod:`.loops`): ``W @ h`` in a loop body with ``W``
+  loop-invariant and small becomes ``h @ W.T``, ``W.T`` computed once before the loop.
+* ``dce_loop_outputs`` (registered by :mod:`.loops`): also drops a ``scan``'s unused stacked
+  outputs and a ``cond``'s unused outputs, with the body computations feeding only them.
 * ``absorb_transposes``: ``dot_general(transpose(x), y)`` reads ``x`` directly (the permutation
   moves into the dimension numbers) when the free dims keep their order.
 * ``lower_matmul``: ``dot_general`` -> ``native_gemm`` over ``[B,] M, K`` views of the operands
@@ -50,8 +54,9 @@ from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "absorb_transposes", "lower_matmul",
-                  "absorb_scale", "absorb_bias", "absorb_scale", "fold_constants", "simplify", "cse", "dce")
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
+                  "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
+                  "fold_constants", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:

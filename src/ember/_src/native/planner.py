@@ -28,6 +28,7 @@ from ember._src.program import Literal, Var
 from ember.errors import ValidationError
 
 ALIGN = 64
+LOOP_WORKSPACE = -(10**9)  # scratch key (step, LOOP_WORKSPACE): a loop step's workspace
 EXTERNAL_IN, PARAMS, EXTERNAL_OUT, ACTIVATION, WORKSPACE = (
     "EXTERNAL_IN", "PARAMS", "EXTERNAL_OUT", "ACTIVATION", "WORKSPACE")
 
@@ -133,6 +134,9 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
             b.values.append(v.id)
         if step.kind == "call" and (ws := workspace_bytes(step.eqns[0])):
             scratch[(s, WS_KEY)] = new(WORKSPACE, ws, s, s, note=f"{step.name} call workspace")
+        if step.sub is not None:  # a native loop / cond: its bodies' arena and carry slots
+            scratch[(s, LOOP_WORKSPACE)] = new(WORKSPACE, step.sub.workspace_bytes, s, s,
+                                               note=f"{step.name} loop workspace")
         if step.ir is not None and step.ir.natural is not None:
             for r in step.ir.reduces:
                 size = step.ir.outer_size * np.dtype(r.dtype).itemsize

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +36,13 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 @dataclass
 class Step:
-    kind: str  # kernel | gemm | call | fallback | alias
+    kind: str  # kernel | gemm | call | fallback | alias | loop | cond
     name: str
     eqns: list[Eqn]
     inputs: list[Atom]
     outputs: list[Var]
     ir: KernelIR | None = None
+    sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
 
     def __str__(self) -> str:
         def short(a: Atom) -> str:
@@ -57,6 +59,8 @@ class Step:
             p = self.eqns[0].params
             what = f"{self.eqns[0].outvars[0].aval.str_short()} trans_a={p['trans_a']} " \
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
+        elif self.sub is not None:
+            what = self.sub.describe()
         else:
             what = ",".join(e.prim.name for e in self.eqns)
         return f"{self.name}: {self.kind} {what}  ({ins}) -> ({outs})"
@@ -70,8 +74,10 @@ class Schedule:
 
     def __str__(self) -> str:
         n = {k: sum(s.kind == k for s in self.steps) for k in ("kernel", "gemm", "call", "fallback", "alias")}
+        loops = sum(s.kind in ("loop", "cond") for s in self.steps)
         head = f"schedule: {len(self.steps)} steps ({n['kernel']} kernels, {n['gemm']} gemm, " \
-               f"{n['call']} call, {n['fallback']} fallback, {n['alias']} alias)"
+               f"{n['call']} call, {n['fallback']} fallback, {n['alias']} alias" + \
+            (f", {loops} loops" if loops else "") + ")"
         return "\n".join([head, *("  " + str(s) for s in self.steps)])
 
     def count(self, kind: str) -> int:
