@@ -28,6 +28,7 @@ Absorption runs before constant folding, so a captured weight is never materiali
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -391,8 +392,6 @@ def _operand_layout(ndim: int, batch: Sequence[int], contract: Sequence[int]) ->
 
 @register
 def lower_matmul(p: Program) -> Program:
-    if not is_static(p):
-        return p
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
@@ -445,7 +444,7 @@ def _lower_dot(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     if pb != list(range(len(ys))):
         tb = False
         y = b.emit1(mv.transpose_p, [y], {"permutation": tuple(list(yb) + yc2 + yf)})
-    prod_ = lambda dims, shape: int(np.prod([shape[i] for i in dims], dtype=np.int64))  # noqa: E731
+    prod_ = lambda dims, shape: math.prod(shape[i] for i in dims)  # noqa: E731 - dims may be symbolic
     bsz, m, k = prod_(xb, xs), prod_(xf, xs), prod_(xc, xs)
     n = prod_(yf, ys)
     lead = (bsz,) if xb else ()
@@ -690,9 +689,9 @@ def fold_constants(p: Program) -> Program:
             else:
                 foldable = False
                 break
-        out_bytes = sum(int(np.prod(v.aval.shape, dtype=np.int64)) * v.aval.dtype.itemsize for v in e.outvars)
-        if foldable and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64) \
-                and all(isinstance(d, int) for v in e.outvars for d in v.aval.shape):
+        static = all(isinstance(d, int) for v in e.outvars for d in v.aval.shape)
+        out_bytes = sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in e.outvars) if static else 0
+        if foldable and static and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64):
             try:
                 outs = core.eval_impl(e.prim, vals, e.params, [v.aval for v in e.outvars])
             except Exception:  # noqa: BLE001 - leave the error to run time
