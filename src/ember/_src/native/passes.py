@@ -675,7 +675,8 @@ def fold_constants(p: Program) -> Program:
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
-        foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and \
+        static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
+        foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
             not any(isinstance(v, (Program, list)) for v in e.params.values())
         vals, in_bytes = [], 0
         for a in ins if foldable else ():
@@ -689,7 +690,6 @@ def fold_constants(p: Program) -> Program:
             else:
                 foldable = False
                 break
-        static = all(isinstance(d, int) for v in e.outvars for d in v.aval.shape)
         out_bytes = sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in e.outvars) if static else 0
         if foldable and static and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64):
             try:

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ember._src import shapes as sh
-from ember.errors import ShapeError
 
 INF = float("inf")
 NOMINAL = 64  # every axis, for cost estimates
@@ -86,53 +85,61 @@ def nominal_prod(shape: Iterable[Any]) -> int:
     return math.prod(nominal(d) for d in shape)
 
 
-def _diff_sign(a: Any, b: Any) -> int | None:
-    """Sign of ``a - b`` when it is the same for every binding (axes >= 1), else None."""
-    if a == INF or b == -INF:
-        return None if a == b else 1
-    if a == -INF or b == INF:
-        return -1
-    diff = a - b
-    if not isinstance(diff, sh.DimExpr):
-        return (diff > 0) - (diff < 0)
-    if any(at.kind != "var" for at in diff.atoms()):
-        return None
-    try:
-        if sh._compare(diff, 0, ">"):
-            return 1
-    except ShapeError:
-        pass
-    try:
-        if sh._compare(diff, 0, "<"):
-            return -1
-    except ShapeError:
-        pass
-    return None
+def _nonneg(d: Any) -> bool:
+    """``d >= 0`` for every binding: each monomial over axes is ``>= 1``, so a polynomial whose
+    non-constant coefficients are positive is at least its constant plus those coefficients."""
+    if not isinstance(d, sh.DimExpr):
+        return d >= 0
+    if any(at.kind != "var" for at in d.atoms()):
+        return False
+    pos = {m: c for m, c in d.terms if m and c > 0}
+    const = d.constant_term()
+    for m, c in d.terms:
+        if not m or c > 0:
+            continue
+        need = -c  # cancel c*m against positive terms whose monomials m divides (M = m*q >= m)
+        for big in sorted(pos, key=len):
+            if need and _divides_mono(m, big):
+                take = min(need, pos[big])
+                pos[big] -= take
+                need -= take
+        if need:  # an uncancelled negative monomial is unbounded below
+            return False
+    return const + sum(pos.values()) >= 0
+
+
+def _divides_mono(small: tuple, big: tuple) -> bool:
+    powers = dict(big)
+    return all(powers.get(atom, 0) >= p for atom, p in small)
+
+
+def _finite(x: Any) -> bool:
+    return not isinstance(x, float) or math.isfinite(x)
 
 
 def proves_le(a: Any, b: Any) -> bool:
-    """``a <= b`` for every binding (False when undecidable)."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a <= b
-    if a == b:
-        return True
-    s = _diff_sign(a, b)
-    return s is not None and s <= 0
+    """``a <= b`` for every binding (False when undecidable); bounds may be +-INF."""
+    if not (_finite(a) and _finite(b)):
+        return a == -INF or b == INF
+    return _nonneg(b - a)
 
 
 def proves_lt(a: Any, b: Any) -> bool:
     """``a < b`` for every binding (False when undecidable)."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a < b
-    s = _diff_sign(a, b)
-    return s == -1
+    if not (_finite(a) and _finite(b)):
+        return a != b and (a == -INF or b == INF)
+    return _nonneg(b - a - 1)
 
 
 def sign(c: Any) -> int | None:
     """+1 / -1 when ``c`` has that sign for every binding, 0 for zero, else None."""
     if not isinstance(c, sh.DimExpr):
         return (c > 0) - (c < 0)
-    return _diff_sign(c, 0)
+    if _nonneg(c - 1):
+        return 1
+    if _nonneg(-c - 1):
+        return -1
+    return None
 
 
 def divides(k: Any, c: Any) -> bool:
