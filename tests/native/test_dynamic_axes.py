@@ -15,10 +15,10 @@ from ember._src.native import compiler, specialize
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
 from ember._src.native.index import Ix
+from ember._src.native.passes import run_passes
 from ember._src.native.planner import _first_fit, first_fit, plan_memory
 from ember._src.native.pool import POOL
 from ember._src.native.schedule import build_schedule
-from ember._src.native.passes import run_passes
 from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
 from tests.native.conftest import requires_cc
 
@@ -126,7 +126,7 @@ def test_symbolic_slices_concat_and_pad() -> None:
     nat = ember.jit(f, dynamic_axes=axes, backend="native")
     ref = ember.jit(f, dynamic_axes=axes, backend="numpy")
     rng = np.random.default_rng(5)
-    for b, s, e in ((1, 2, 1), (3, 5, 4), (2, 9, 7), (4, 16, 2)):  # noqa: B007
+    for b, s, e in ((1, 2, 1), (2, 1, 3), (3, 5, 4), (2, 9, 7), (4, 16, 2)):  # seq 1: empty slices
         x = rng.standard_normal((b, s)).astype(np.float32)
         y = rng.standard_normal((b, e)).astype(np.float32)
         got, want = nat(x, y), ref(x, y)
@@ -135,6 +135,27 @@ def test_symbolic_slices_concat_and_pad() -> None:
         np.testing.assert_allclose(np.asarray(got[0]),
                                    2 * np.pad(np.concatenate([x[:, :-1] + x[:, 1:], y], 1), ((0, 0), (2, 1))),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_fallback_steps_run_with_binding_shapes() -> None:
+    """Primitives without a kernel (cumsum, sort) run through the Python callback inside the one
+    native call; their buffers are viewed with the binding's concrete shapes."""
+    def f(x: object) -> object:
+        c = jnp.cumsum(jnp.exp(x), axis=0)
+        return jnp.sort(c * 2.0, axis=1) + 1.0, c.sum(0)
+
+    nat = ember.jit(f, dynamic_axes={"x": ("n", "m")}, backend="native")
+    before = _counters()
+    rng = np.random.default_rng(7)
+    for n, m in ((1, 1), (4, 3), (9, 6)):
+        x = rng.standard_normal((n, m)).astype(np.float32)
+        y, t = nat(x)
+        c = np.cumsum(np.exp(x.astype(np.float64)), axis=0)
+        np.testing.assert_allclose(np.asarray(y), np.sort(2 * c, axis=1) + 1, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(t), c.sum(0), rtol=1e-5)
+    assert _delta(before)[1:] == (1, 0)
+    sym = specialize.symbolic_executable(nat.lower(np.ones((2, 2), np.float32)).program)
+    assert sym.schedule.count("fallback") >= 1
 
 
 def test_unsupported_program_falls_back_with_reason(caplog: pytest.LogCaptureFixture) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-
 from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Var
 from ember.errors import ValidationError

@@ -173,8 +173,8 @@ class SymbolicNative:
             if kind == "output" and idx not in out_bufs:
                 out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), plan.value_buffer[a.id].nbytes)
         self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
-        self._out_spec = [(kind, idx, a if isinstance(a, Literal) else (tuple(a.aval.shape), np.dtype(a.aval.dtype)))
-                          for kind, idx, a in plan.outputs]
+        self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
+                           (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
         gemm_extents = [d for st in sched.steps if st.kind == "gemm" for d in gemm_dims(st)[1:]]
         exprs: list[Any] = [b.nbytes for b in arena]
         self._n_arena = len(arena)
@@ -281,7 +281,8 @@ class NativeRun:
             memo: dict = {}
 
             def aval(a: Any) -> Any:
-                return core.ShapedArray(sh.evaluate_shape(a.aval.shape, self.env), a.aval.dtype, a.aval.weak_type)
+                shape = sh.evaluate_shape(a.aval.shape, self.env)
+                return core.ShapedArray(shape, a.aval.dtype, a.aval.weak_type)
 
             k = 0
             vals = []

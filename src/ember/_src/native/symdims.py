@@ -57,7 +57,8 @@ def cdim(d: Any) -> str:
             parts.append(f"(int64_t){c}" if not parts else str(c))
             continue
         body = "*".join(factors)
-        parts.append(body if c == 1 else f"{c}*{body}" if c > 0 else f"-{-c}*{body}" if c != -1 else f"-{body}")
+        sign_ = "" if c > 0 else "-"
+        parts.append(f"{sign_}{body}" if abs(c) == 1 else f"{sign_}{abs(c)}*{body}")
     text = " + ".join(parts).replace("+ -", "- ")
     return f"({text})"
 
