@@ -294,7 +294,7 @@ class _Builder:
     def mv_rev(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x = e.inputs[0]
         dims = e.params["dimensions"]
-        new = tuple((x.aval.shape[d] - 1) - i if d in dims else i for d, i in enumerate(idx))
+        new = tuple(Ix.lit(x.aval.shape[d] - 1) - i if d in dims else i for d, i in enumerate(idx))
         return self.value(x, new)
 
     def mv_slice(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
