@@ -11,7 +11,9 @@ calls for each new axis binding) works in two levels:
   library per symbolic signature.
 * **Level 2** (:meth:`SymbolicNative.specialize`, per binding, tens of microseconds): evaluate the
   sizes with one generated Python function, place the arena buffers first-fit for those sizes,
-  allocate the arena, fill the ``dims`` array and return a :class:`NativeRun`.
+  fill the ``dims`` array and return a :class:`NativeRun`. The arena itself is shared by all
+  bindings of one symbolic program (grown to the largest peak seen; calls take a lock), so serving
+  many sizes keeps one warm block of memory instead of one per size.
 
 A program the symbolic path cannot handle (a dtype without a C type, no C compiler, a size
 expression the code generator cannot render, an extent beyond BLAS's ``int``) falls back to
@@ -108,6 +110,10 @@ class SymbolicNative:
         self.compile_seconds = 0.0
         self.compiled_now = False
         self.axes: tuple[str, ...] = ()
+        self._run_lock = threading.Lock()  # guards the shared arena (and each runner's buffers)
+        self._arena_raw: np.ndarray | None = None
+        self._arena_ptr = 0
+        self._arena_size = -1
         reason = self._unsupported()
         info = None
         if reason is None:
@@ -218,6 +224,14 @@ class SymbolicNative:
         STATS["specializations"] += 1
         return NativeRun(self, env, vals)
 
+    def arena(self, nbytes: int) -> int:
+        """Address of a 64-byte aligned arena of at least ``nbytes`` (call with the run lock)."""
+        if nbytes > self._arena_size:
+            raw = np.empty(nbytes + 64, dtype=np.uint8)
+            self._arena_raw, self._arena_size = raw, nbytes
+            self._arena_ptr = raw.ctypes.data + (-raw.ctypes.data) % 64
+        return self._arena_ptr
+
     def describe(self) -> str:
         if self.fallback_reason is not None:
             return f"static build per binding (fallback: {self.fallback_reason})"
@@ -257,8 +271,6 @@ class NativeRun:
             k += len(shape)
         n_ax = len(sym.axes)
         self._dims = (ctypes.c_int64 * max(1, n_ax + na))(*[env[a] for a in sym.axes], *offsets)
-        self._arena_raw = np.empty(peak + 64, dtype=np.uint8)
-        self._arena_ptr = self._arena_raw.ctypes.data + (-self._arena_raw.ctypes.data) % 64
         n_in, n_par = len(sym._in_avals), len(sym._consts_opt)
         self._n_in, self._base = n_in, n_in + n_par
         self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + len(out_bufs)))()
@@ -271,7 +283,6 @@ class NativeRun:
             fns[2] = ctypes.cast(self._callback, ctypes.c_void_p).value
         self._fns = (ctypes.c_void_p * 5)(*fns)
         self._last: list[Any] = [None] * n_in
-        self._lock = threading.Lock()
         self._error: BaseException | None = None
 
     def _run_fallback(self, step_id: int, ptrs: Any) -> int:
@@ -320,7 +331,8 @@ class NativeRun:
         outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
         fn = self.sym._fn
         if fn is not None:
-            with self._lock:
+            with self.sym._run_lock:
+                arena = self.sym.arena(self.arena_bytes)
                 bufs, last = self._bufs, self._last
                 for i, a in enumerate(ins):
                     if a is not last[i]:
@@ -329,7 +341,7 @@ class NativeRun:
                 for k, (_, addr) in enumerate(outs):
                     bufs[self._base + k] = addr
                 self._error = None
-                rc = fn(bufs, self._arena_ptr, self._dims, self._fns)
+                rc = fn(bufs, arena, self._dims, self._fns)
                 if rc:
                     err, self._error = self._error, None
                     if err is not None:
