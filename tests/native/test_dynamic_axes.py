@@ -297,3 +297,35 @@ def test_bindings_share_one_arena_safely_across_threads() -> None:
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_scan_over_a_named_axis_runs_in_the_symbolic_library() -> None:
+    """A scan whose length and carry shapes are symbolic runs as a fallback step with its body
+    resolved for each binding (once), inside the one compiled library."""
+    from ember import lax
+
+    def f(x: object) -> object:
+        def body(c: object, row: object) -> tuple:
+            c = jnp.tanh(c + row)
+            return c, c * 2.0
+
+        c, ys = lax.scan(body, jnp.zeros(x.shape[1:], x.dtype), x)
+        return c, ys.sum(1)
+
+    def ref(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c = np.zeros(x.shape[1:])
+        ys = []
+        for row in x.astype(np.float64):
+            c = np.tanh(c + row)
+            ys.append(2 * c)
+        return c, np.sum(ys, axis=1)
+
+    nat = ember.jit(f, dynamic_axes={"x": ("t", "d")}, backend="native")
+    before = _counters()
+    rng = np.random.default_rng(9)
+    for t, d in ((1, 1), (3, 4), (7, 2), (3, 4)):
+        x = rng.standard_normal((t, d)).astype(np.float32)
+        for got, want in zip(nat(x), ref(x)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    assert _delta(before)[1:] == (1, 0)
+    assert nat.cache_info()["specializations"] == 3

@@ -278,6 +278,7 @@ class NativeRun:
             self._bufs[n_in + j] = c.ctypes.data
         fns = list(sym._fns_base)
         self._callback = None
+        self._resolved: dict[int, tuple] = {}
         if sym._fallback_steps:
             self._callback = _CALLBACK_T(self._run_fallback)
             fns[2] = ctypes.cast(self._callback, ctypes.c_void_p).value
@@ -289,24 +290,30 @@ class NativeRun:
         try:
             step = self.sym._fallback_steps[step_id]
             e = step.eqns[0]
-            memo: dict = {}
+            resolved = self._resolved.get(step_id)
+            if resolved is None:  # this binding's params (sub-programs included) and shapes, once
+                memo: dict = {}
 
-            def aval(a: Any) -> Any:
-                shape = sh.evaluate_shape(a.aval.shape, self.env)
-                return core.ShapedArray(shape, a.aval.dtype, a.aval.weak_type)
+                def aval(a: Any) -> Any:
+                    shape = sh.evaluate_shape(a.aval.shape, self.env)
+                    return core.ShapedArray(shape, a.aval.dtype, a.aval.weak_type)
 
+                resolved = self._resolved[step_id] = (
+                    resolve_value(e.params, self.env, memo),
+                    [None if isinstance(a, Literal) else aval(a) for a in step.inputs],
+                    [aval(v) for v in step.outputs], [aval(v) for v in e.outvars])
+            params, in_avals, out_avals, eqn_avals = resolved
             k = 0
             vals = []
-            for a in step.inputs:
-                if isinstance(a, Literal):
+            for a, av in zip(step.inputs, in_avals):
+                if av is None:
                     vals.append(a.val)
                 else:
-                    vals.append(_view(ptrs[k], aval(a)))
+                    vals.append(_view(ptrs[k], av))
                     k += 1
-            params = resolve_value(e.params, self.env, memo)
-            outs = core.eval_impl(e.prim, vals, params, [aval(v) for v in e.outvars])
-            for v, o in zip(step.outputs, outs):
-                np.copyto(_view(ptrs[k], aval(v)), o)
+            outs = core.eval_impl(e.prim, vals, params, eqn_avals)
+            for av, o in zip(out_avals, outs):
+                np.copyto(_view(ptrs[k], av), o)
                 k += 1
             return 0
         except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
