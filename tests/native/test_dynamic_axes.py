@@ -329,3 +329,15 @@ def test_scan_over_a_named_axis_runs_in_the_symbolic_library() -> None:
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
     assert _delta(before)[1:] == (1, 0)
     assert nat.cache_info()["specializations"] == 3
+
+
+def test_binding_beyond_blas_int_extents_takes_the_static_path() -> None:
+    """BLAS takes 32-bit extents: a binding whose matrix product exceeds them gets no symbolic
+    runner (the caller then builds the resolved program statically, which loops in C)."""
+    rng = np.random.default_rng(10)
+    params = mlp_params(rng, d_in=3, d_hidden=4, d_out=2)
+    f = ember.jit(mlp, dynamic_axes={"x": ("batch", None)}, backend="native")
+    sym = specialize.symbolic_executable(f.lower(params, np.ones((2, 3), np.float32)).program)
+    assert sym.fallback_reason is None
+    assert isinstance(sym.specialize({"batch": 2**31 - 1}), specialize.NativeRun)
+    assert sym.specialize({"batch": 2**31}) is None

@@ -190,8 +190,7 @@ class SymbolicNative:
         exprs += [d for shape, _ in out_specs for d in shape]
         self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in prog.invars]
         exprs += [d for shape, _ in self._in_avals for d in shape]
-        exprs.append(max([0, *(d for d in gemm_extents if not sh.is_symbolic(d))]))
-        sym_gemm = [d for d in gemm_extents if sh.is_symbolic(d)]
+        sym_gemm = [d for d in gemm_extents if sh.is_symbolic(d)]  # checked against BLAS's int per binding
         self._sizes = _size_function(axes, exprs + sym_gemm)
         self._n_gemm = len(sym_gemm)
         self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in prog.consts]
