@@ -285,7 +285,7 @@ def main() -> None:
                      f"(median, p90 {e['specialization_us_p90']:.1f} us; full level 2: binding checks "
                      "and the backend's part)")
         if "native_level2_us_median" in e:
-            lines.append(f"  - native part (sizes, first-fit arena offsets, arena, dims array): "
+            lines.append(f"  - native part (sizes, first-fit arena offsets, dims array; the arena is shared): "
                          f"{e['native_level2_us_median']:.1f} us median"
                          + (f"; symbolic path not taken: {e['symbolic_fallback']}" if e["symbolic_fallback"]
                             else ""))
@@ -298,10 +298,13 @@ def main() -> None:
     if args.out:
         drop = ("outs", "call", "static_call")
         clean = {k: {kk: vv for kk, vv in (v or {}).items() if kk not in drop} for k, v in results.items()}
-        Path(args.out + ".json").write_text(json.dumps({"machine": machine(), "sizes": sizes,
-                                                         "results": clean}, indent=2) + "\n")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        Path(args.out + ".json").write_text(json.dumps(
+            {"machine": machine(), "load_average": load, "batch_sizes": f"{sizes[0]}..{sizes[-1]} step 8",
+             "results": clean}, indent=2) + "\n")
         md = ["## Serving many batch sizes: named dynamic axes (`benchmarks/bench_dynamic.py`)", "",
-              f"machine: {machine()}", "", *lines, "",
+              f"machine: {machine()}; load average during the run: {load} (other jobs share it)", "",
+              *lines, "",
               "First calls include tracing, compiling (ember native: one C compile for all sizes, "
               "from an empty compile cache) and specializing; warm calls are later passes over the "
               "same 64 sizes, measured for all systems in alternation (best of 5 rounds). The "
