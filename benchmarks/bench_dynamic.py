@@ -285,7 +285,7 @@ def main() -> None:
                      f"(median, p90 {e['specialization_us_p90']:.1f} us; full level 2: binding checks "
                      "and the backend's part)")
         if "native_level2_us_median" in e:
-            lines.append(f"  - native part (sizes, first-fit arena offsets, dims array; the arena is shared): "
+            lines.append("  - native part (sizes, first-fit arena offsets, dims array; shared arena): "
                          f"{e['native_level2_us_median']:.1f} us median"
                          + (f"; symbolic path not taken: {e['symbolic_fallback']}" if e["symbolic_fallback"]
                             else ""))
