@@ -123,12 +123,13 @@ def _axis_decls(opts: CodegenOptions, indent: str = "    ") -> list[str]:
 
 def _parallel(opts: CodegenOptions, work: Any, extent: Any) -> tuple[bool, str]:
     """(whether to emit a parallel pragma, its ``if`` clause): static sizes decide now, symbolic
-    ones at run time."""
+    ones at run time. The clause names ``parallel`` so that a combined ``parallel for simd`` stays
+    vectorized when it runs on one thread."""
     if not opts.openmp:
         return False, ""
     if not sd.is_sym(work) and not sd.is_sym(extent):
         return work >= opts.parallel_threshold and extent >= 2, ""
-    return True, f" if({sd.cdim(work)} >= {opts.parallel_threshold} && {sd.cdim(extent)} >= 2)"
+    return True, f" if(parallel: {sd.cdim(work)} >= {opts.parallel_threshold} && {sd.cdim(extent)} >= 2)"
 
 
 # ---------------------------------------------------------------------------------------------
