@@ -19,6 +19,7 @@ from ember._src.native.passes import run_passes
 from ember._src.native.planner import _first_fit, first_fit, plan_memory
 from ember._src.native.pool import POOL
 from ember._src.native.schedule import build_schedule
+from ember.errors import ShapeError
 from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
 from tests.native.conftest import requires_cc
 
@@ -341,3 +342,37 @@ def test_binding_beyond_blas_int_extents_takes_the_static_path() -> None:
     assert sym.fallback_reason is None
     assert isinstance(sym.specialize({"batch": 2**31 - 1}), specialize.NativeRun)
     assert sym.specialize({"batch": 2**31}) is None
+
+
+def test_operands_that_may_be_empty_are_read_safely() -> None:
+    """``x[:, 1:]`` has size ``seq - 1``, which is 0 at ``seq = 1``: concatenating or padding it
+    must not read out of bounds (such equations run unfused) and must match NumPy at every size."""
+    def f(x: object) -> object:
+        shifted = jnp.concatenate([x[:, 1:], jnp.zeros_like(x[:, :1])], axis=1)
+        padded = jnp.pad(x[:, 1:], ((0, 0), (1, 0)), constant_values=7.0)
+        return shifted * 2.0 + padded
+
+    def ref(x: np.ndarray) -> np.ndarray:
+        shifted = np.concatenate([x[:, 1:], np.zeros_like(x[:, :1])], axis=1)
+        return shifted * 2 + np.pad(x[:, 1:], ((0, 0), (1, 0)), constant_values=7.0)
+
+    nat = ember.jit(f, dynamic_axes={"x": ("batch", "seq")}, backend="native")
+    before = _counters()
+    rng = np.random.default_rng(11)
+    for b, s in ((2, 1), (3, 2), (1, 6), (4, 1)):
+        x = rng.standard_normal((b, s)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(nat(x)), ref(x), rtol=1e-6, atol=1e-6)
+    assert _delta(before)[1:] == (1, 0)
+
+
+def test_max_over_an_axis_that_may_be_empty_raises_for_that_binding() -> None:
+    def f(x: object) -> object:
+        return jnp.max(x[:, 1:], axis=1)
+
+    nat = ember.jit(f, dynamic_axes={"x": ("batch", "seq")}, backend="native")
+    ref = ember.jit(f, dynamic_axes={"x": ("batch", "seq")}, backend="numpy")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(nat(x)), x[:, 1:].max(1))
+    for g in (nat, ref):
+        with pytest.raises(ShapeError, match=r"binding \{batch: 2, seq: 1\} violates a shape constraint"):
+            g(np.ones((2, 1), np.float32))

@@ -309,6 +309,7 @@ class _Builder:
         padn = self.value(pv, ())
         if any(n == 0 for n in x.aval.shape):
             return padn
+        _require_nonempty(x.aval.shape, "pad")
         conds, new = [], []
         for i, n, (lo, _hi, it) in zip(idx, x.aval.shape, e.params["padding_config"]):
             s = it + 1
@@ -327,7 +328,8 @@ class _Builder:
         for _, n in ops:
             offsets.append(o)
             o += n
-        parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if n > 0]
+        parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if sd.is_sym(n) or n > 0]
+        _require_nonempty([n for _, _, n in parts], "concatenate")
         result = None
         for a, off, n in reversed(parts):
             new = list(idx)
@@ -359,6 +361,7 @@ class _Builder:
         dtype = e.outvars[0].aval.dtype
         k = ia.aval.ndim
         n = x.aval.shape[axis]
+        _require_nonempty([n], "take")
         if n == 0:
             if mode == "clip":
                 raise Unfusable("take from an empty axis raises at run time")
@@ -509,6 +512,14 @@ class _Builder:
             out.append(nid)
             stack.extend(node_deps(n))
         return out
+
+
+def _require_nonempty(sizes: Sequence[Any], what: str) -> None:
+    """Reads clamped into ``[0, n - 1]`` need ``n >= 1``: a symbolic extent that some binding may
+    make 0 (``seq - 1``) cannot be read that way, so the equation runs unfused (as a fallback)."""
+    for n in sizes:
+        if sd.is_sym(n) and not sd.proves_le(1, n):
+            raise Unfusable(f"{what} of an operand whose size {n} may be 0")
 
 
 def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:
