@@ -38,7 +38,7 @@ from ember._src import core
 from ember._src import shapes as sh
 from ember._src.native import blas, c_ops, compiler
 from ember._src.native import passes as passes_mod
-from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _view
+from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _debug_level, _view
 from ember._src.native.codegen import INT_MAX, CodegenOptions, gemm_dims, generate
 from ember._src.native.planner import first_fit, plan_memory
 from ember._src.native.pool import POOL
@@ -213,6 +213,8 @@ class SymbolicNative:
             logger.debug("native backend: symbolic program over axes %s: %d steps, %s in %.3f s (one "
                          "library for every binding)", ", ".join(axes), len(sched.steps),
                          "compiled" if self.compiled_now else "cache hit", self.compile_seconds)
+            if _debug_level() >= 2:
+                logger.debug("native backend: generated source (symbolic):\n%s", gen.source)
 
     # -- level 2 ------------------------------------------------------------------------------
     def specialize(self, env: dict[str, int]) -> NativeRun | None:
