@@ -379,6 +379,28 @@ def has_dim_expr(v: Any) -> bool:
 _BINDING_INDEPENDENT = {"broadcast_in_dim", "iota", "dim_as_value"}
 
 
+# Reductions without an identity: an axis that may be empty under some binding is re-checked per
+# binding, so every backend raises the same ShapeError instead of returning an identity.
+_NO_IDENTITY = {"reduce_max", "reduce_min", "argmax", "argmin"}
+
+
+def _at_least_one(d: Any) -> bool:
+    if not isinstance(d, sh.DimExpr):
+        return d >= 1
+    try:
+        return sh._compare(d, 1, ">=")
+    except ShapeError:
+        return False
+
+
+def _may_reduce_empty(e: Any) -> bool:
+    if e.prim.name not in _NO_IDENTITY:
+        return False
+    shape = e.inputs[0].aval.shape
+    axes = e.params["axes"] if "axes" in e.params else (e.params["axis"],)
+    return any(not _at_least_one(shape[a]) for a in axes)
+
+
 def _always_valid(e: Any) -> bool:
     if e.prim.name in _BINDING_INDEPENDENT:
         return True
@@ -412,7 +434,8 @@ class SymbolicExecutable:
                     if isinstance(d, sh.DimExpr):
                         exprs.setdefault(d, None)
         self._sizes = list(exprs)
-        self._checked = [e for e in program.eqns if has_dim_expr(e.params) and not _always_valid(e)]
+        self._checked = [e for e in program.eqns if (has_dim_expr(e.params) and not _always_valid(e))
+                         or _may_reduce_empty(e)]
         self._warned_fallback = False
 
     def env_from_shapes(self, shapes: Sequence[tuple]) -> dict[str, int]:

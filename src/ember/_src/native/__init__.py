@@ -4,13 +4,16 @@ compiler/BLAS infrastructure under them. Importing this package registers ``BACK
 Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod:`.schedule`
 (kernels and calls, fusion decided by :mod:`.kernel`), :mod:`.planner` (arena plan),
 :mod:`.codegen` with :mod:`.c_ops` (one C translation unit), :mod:`.compiler` (build and cache),
-:mod:`.backend` (the executable).
+:mod:`.backend` (the executable), :mod:`.specialize` (symbolic programs: compile once, bind
+the axes per call).
 """
 
 from ember._src.jit import BACKENDS
 from ember._src.native import lowerings
 from ember._src.native.backend import NativeExecutable, native_backend
+from ember._src.native.specialize import native_specialize
 
+native_backend.specialize = native_specialize  # named dynamic axes: one C compile per symbolic Program
 BACKENDS["native"] = native_backend
 lowerings.declare()
 

@@ -16,6 +16,12 @@ access reads contiguously are merged; the innermost loop carries ``#pragma omp s
 reduction clauses), so gcc/clang vectorize it without ``-ffast-math``; the outermost loop becomes
 ``#pragma omp parallel for`` when the kernel's estimated work exceeds ``parallel_threshold`` and
 OpenMP is available.
+
+Symbolic schedules (named dynamic axes, ``CodegenOptions.axes`` non-empty) compile once for every
+binding: ``dims`` then holds the axis values followed by the arena offsets (the planner leaves
+offsets to each binding), every symbolic size renders as a C expression over the axis values
+(:func:`.symdims.cdim`), kernels take ``dims`` as their first parameter, and the parallel
+decision becomes an OpenMP ``if`` clause evaluated at run time.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import c_ops
+from ember._src.native import c_ops, lapack
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
-from ember._src.native import lapack
+from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.kernel import KernelIR, Node, node_deps
 from ember._src.native.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer, MemoryPlan
@@ -48,6 +54,7 @@ class CodegenOptions:
     workspace_threads: int = 1  # per-thread row caches the planner sized (caps such loops' teams)
     parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
     simd: bool = True
+    axes: tuple[str, ...] = ()  # symbolic schedule: the axes read from dims[0..len(axes))
 
 
 @dataclass
@@ -71,7 +78,7 @@ class _Ctx:
             return f"((char *)bufs[{self.n_in + b.index}])"
         if b.cls == EXTERNAL_OUT:
             return f"((char *)bufs[{self.n_in + self.n_par + b.index}])"
-        return f"(arena + {b.offset})"
+        return f"(arena + {b.offset})"  # an int, or "dims[k]" in a symbolic plan
 
     def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str] | None:
         """C loops computing a ``gemm`` step in place of the BLAS call, or None (BLAS). Loop bodies
@@ -118,9 +125,12 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     gen = Generated("")
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
-            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *body, "    return 0;", "}"]
+            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *body,
+            "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
+    if "em_floordiv64" in code or "em_mod64" in code:
+        extra += sd.C_HELPERS
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS
         for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
@@ -131,6 +141,23 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
                           .replace("GEMM", str(gemm_i)).replace("ELT", t))
     gen.source = c_ops.prelude_for(code) + extra + code
     return gen
+
+
+def _axis_decls(opts: CodegenOptions, indent: str = "    ") -> list[str]:
+    """``const int64_t em_d_batch = dims[0];`` for each axis of a symbolic schedule."""
+    return [f"{indent}const int64_t {sd.axis_c_name(a)} = dims[{k}]; (void){sd.axis_c_name(a)};"
+            for k, a in enumerate(opts.axes)]
+
+
+def _parallel(opts: CodegenOptions, work: Any, extent: Any) -> tuple[bool, str]:
+    """(whether to emit a parallel pragma, its ``if`` clause): static sizes decide now, symbolic
+    ones at run time. The clause names ``parallel`` so that a combined ``parallel for simd`` stays
+    vectorized when it runs on one thread."""
+    if not opts.openmp:
+        return False, ""
+    if not sd.is_sym(work) and not sd.is_sym(extent):
+        return work >= opts.parallel_threshold and extent >= 2, ""
+    return True, f" if(parallel: {sd.cdim(work)} >= {opts.parallel_threshold} && {sd.cdim(extent)} >= 2)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,10 +203,10 @@ class _KernelEmitter:
         self.names = {nm: nm for nm in self.gnames}
         # dims inside opaque index terms never merge: render them by their loop's name
         self.names.update({g[0]: nm for g, nm in zip(self.groups, self.gnames) if len(g) == 1})
-        self.parallel_outer = bool(opts.openmp and n and ir.flops() >= opts.parallel_threshold
-                                   and ir.outer_size >= 2)
-        self.parallel_inner = bool(opts.openmp and not n and ir.flops() >= opts.parallel_threshold
-                                   and self.inner_sizes and self.inner_sizes[0] >= 2)
+        self.parallel_outer, self.par_if = _parallel(opts, ir.flops(), ir.outer_size) if n else (False, "")
+        self.parallel_inner = False
+        if not n and self.inner_sizes:
+            self.parallel_inner, self.par_if = _parallel(opts, ir.flops(), self.inner_sizes[0])
 
     def _all_exprs(self) -> list[ixm.Ix]:
         out = []
@@ -244,11 +271,11 @@ class _KernelEmitter:
                 s = self.ix(e)
                 parts = []
                 if lo is not None:
-                    parts.append(f"({s}) >= {lo}")
+                    parts.append(f"({s}) >= {sd.cdim(lo)}")
                 if hi is not None:
-                    parts.append(f"({s}) <= {hi}")
+                    parts.append(f"({s}) <= {sd.cdim(hi)}")
                 if m != 1:
-                    parts.append(f"({s}) % {m} == 0")
+                    parts.append(f"({s}) % {sd.cdim(m)} == 0")
                 conds.append(" && ".join(parts) or "1")
             self.w(f"const uint8_t t{nid} = ({' && '.join(conds)});")
         elif n.kind == "op":
@@ -295,7 +322,7 @@ class _KernelEmitter:
                 self.w(pragma_first)
             if k == len(names) - 1 and simd_last is not None and not (k == 0 and pragma_first):
                 self.w(simd_last)
-            self.w(f"for (int64_t {nm} = 0; {nm} < {sz}; ++{nm}) {{")
+            self.w(f"for (int64_t {nm} = 0; {nm} < {sd.cdim(sz)}; ++{nm}) {{")
             self.ind += 1
         return len(names)
 
@@ -313,7 +340,7 @@ class _KernelEmitter:
             nt = self.opts.num_threads or (self.opts.workspace_threads if ir.scratch else None)
             nt = f" num_threads({nt})" if nt else ""
             col = f" collapse({len(self.outer_names)})" if len(self.outer_names) > 1 else ""
-            pragma = f"#pragma omp parallel for{col}{nt} schedule(static)"
+            pragma = f"#pragma omp parallel for{col}{nt}{self.par_if} schedule(static)"
         else:
             pragma = None
         depth = self.open_loops(self.outer_names, self.outer_sizes, pragma, None)
@@ -343,8 +370,11 @@ class _KernelEmitter:
 
     def finish(self) -> tuple[str, str]:
         sig = self.signature()
-        fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(self.lines) + "\n}\n"
-        args = []
+        decls = _axis_decls(self.opts)
+        if decls:  # symbolic: the kernel reads the axis values from dims
+            sig = "const int64_t *dims" + (", " + sig if sig != "void" else "")
+        fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
+        args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
             args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
@@ -360,7 +390,7 @@ class _KernelEmitter:
         accs = {r.rid: self.scratch_param(-1 - r.rid, r.dtype) for r in ir.reduces}
         ksize = math.prod(kshape)
         # 1. initialize
-        self.w(f"for (int64_t k_ = 0; k_ < {ksize}; ++k_) {{")
+        self.w(f"for (int64_t k_ = 0; k_ < {sd.cdim(ksize)}; ++k_) {{")
         for r in ir.reduces:
             self.w(f"    {accs[r.rid]}[k_] = {c_ops.reduce_init(r.kind, r.dtype)};")
         self.w("}")
@@ -376,10 +406,10 @@ class _KernelEmitter:
         sizes = [math.prod(size_of[d] for d in g) for g in self.groups]
         outer = set(ir.dvars[:n])
         par = None
-        if self.opts.openmp and ir.flops() >= self.opts.parallel_threshold and set(self.groups[0]) <= outer \
-                and sizes[0] >= 2:
+        go, par_if = _parallel(self.opts, ir.flops(), sizes[0])
+        if go and set(self.groups[0]) <= outer:
             nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
-            par = f"#pragma omp parallel for{nt} schedule(static)"
+            par = f"#pragma omp parallel for{nt}{par_if} schedule(static)"
         # trailing loops over reduced dims only revisit one accumulator: they reduce into scalars
         split = len(self.groups)
         while split > 0 and not set(self.groups[split - 1]) & outer:
@@ -483,7 +513,7 @@ class _KernelEmitter:
             nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
             single = len(self.inner_names) == 1
             pragma = f"#pragma omp parallel for{' simd' if single and self.opts.simd else ''}{nt}" \
-                     f"{red_clause} schedule(static)"
+                     f"{red_clause}{self.par_if} schedule(static)"
         depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
         if not self.inner_names:
             self.w("{")
@@ -497,7 +527,7 @@ class _KernelEmitter:
             j = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars[ir.n_outer:]], inner_dims)
             jflat = self.ix(j)
             if self.parallel_outer:
-                jflat = f"tid_ * {math.prod(inner_dims)} + {jflat}"
+                jflat = f"tid_ * {sd.cdim(math.prod(inner_dims))} + {jflat}"
         for nid in self.closure(sinks, True, stop):
             if nid in stop:
                 n = self.nodes[nid]
@@ -586,8 +616,11 @@ def gemm_dims(step: Step) -> tuple[int, int, int, int]:
 
 
 def gemm_fits_blas(step: Step) -> bool:
+    """float32/float64 with every extent within BLAS's ``int`` (symbolic extents are checked per
+    binding by the symbolic executable, which falls back to a static build beyond it)."""
     _, m, n, k = gemm_dims(step)
-    return max(m, n, k) <= INT_MAX and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
+    fits = all(sd.is_sym(d) or d <= INT_MAX for d in (m, n, k))
+    return fits and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
 
 
 def _gemm(step: Step, ctx: _Ctx) -> list[str]:
@@ -616,15 +649,15 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
             cdims = prm["c_dims"]
 
             def src(idx: list[str]) -> str:
-                terms = [f"{idx[d]} * {s}" for d, s, sz in zip(cdims, cstr, c.aval.shape) if sz != 1]
+                terms = [f"{idx[d]} * {sd.cdim(s)}" for d, s, sz in zip(cdims, cstr, c.aval.shape) if sz != 1]
                 return f"{cptr}[{' + '.join(terms) or '0'}]"
         idx = [f"e{i}" for i in range(len(oshape))]
         ostr = ixm.strides(oshape)
         for i, sz in enumerate(oshape):
             if i == len(oshape) - 1:
                 lines.append("    #pragma omp simd")
-            lines.append("    " * (i + 1) + f"for (int64_t e{i} = 0; e{i} < {sz}; ++e{i})")
-        oidx = " + ".join(f"{nm} * {s}" for nm, s in zip(idx, ostr)) or "0"
+            lines.append("    " * (i + 1) + f"for (int64_t e{i} = 0; e{i} < {sd.cdim(sz)}; ++e{i})")
+        oidx = " + ".join(f"{nm} * {sd.cdim(s)}" for nm, s in zip(idx, ostr)) or "0"
         lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
     alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
     inline = ctx.inline_gemm(step, has_c, alpha, beta)
@@ -632,6 +665,7 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
         lines.extend("    " + ln for ln in inline)
     elif gemm_fits_blas(step):
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
         lines.append(f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                      f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
     else:
@@ -647,6 +681,8 @@ def _loop_gemm(step: Step, ctx: _Ctx, has_c: bool) -> list[str]:
     dt = np.dtype(out.aval.dtype)
     t = ctype(dt)
     nb, m, n, k = gemm_dims(step)
+    mk, kn = sd.cdim(m * k), sd.cdim(k * n)
+    nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
     ta, tb = e.params["trans_a"], e.params["trans_b"]
     a_ix = f"pa[p * {m} + i]" if ta else f"pa[i * {k} + p]"
     b_ix = f"pb[j * {k} + p]" if tb else f"pb[p * {n} + j]"
@@ -654,8 +690,8 @@ def _loop_gemm(step: Step, ctx: _Ctx, has_c: bool) -> list[str]:
     zero = "" if has_c else f"for (int64_t j = 0; j < {n}; ++j) crow[j] = 0;"
     return [
         f"for (int64_t bb = 0; bb < {nb}; ++bb) {{",
-        f"    const {t} *pa = {ctx.ptr(e.inputs[0])} + bb * {m * k};",
-        f"    const {t} *pb = {ctx.ptr(e.inputs[1])} + bb * {k * n};",
+        f"    const {t} *pa = {ctx.ptr(e.inputs[0])} + bb * {mk};",
+        f"    const {t} *pb = {ctx.ptr(e.inputs[1])} + bb * {kn};",
         f"    for (int64_t i = 0; i < {m}; ++i) {{",
         f"        {t} *crow = {ctx.ptr(out)} + (bb * {m} + i) * {n};",
         f"        {zero}",

@@ -7,6 +7,11 @@ variables' ranges, so reading a reshaped buffer through ``delinearize(linearize(
 back to an affine offset, which keeps the generated loops vectorizable.
 
 Expressions are immutable and hashable: the kernel builder memoizes on them.
+
+Coefficients, constants, divisors and bounds may be symbolic sizes (:class:`~ember._src.shapes.
+DimExpr`, for programs with named dynamic axes). Ranges then hold symbolic bounds, and a
+simplification that needs a range is applied only when :mod:`.symdims` proves it for every
+binding (every axis ``>= 1``); otherwise the opaque term stays, which is always correct.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-Ranges = Mapping[str, tuple[int, int]]  # loop variable -> inclusive (lo, hi)
+from ember._src import shapes as sh
+from ember._src.native import symdims as sd
+
+Ranges = Mapping[str, tuple[Any, Any]]  # loop variable -> inclusive (lo, hi); ints or DimExprs
 INF = float("inf")
 
 
@@ -107,9 +115,9 @@ class Ix:
 
     __slots__ = ("terms", "const", "_hash")
 
-    def __init__(self, terms: Mapping[Any, int] | None = None, const: int = 0):
-        self.terms = {k: int(c) for k, c in (terms or {}).items() if c != 0}
-        self.const = int(const)
+    def __init__(self, terms: Mapping[Any, Any] | None = None, const: Any = 0):
+        self.terms = {k: _num(c) for k, c in (terms or {}).items() if not _is_zero(c)}
+        self.const = _num(const)
         self._hash = hash((frozenset(self.terms.items()), self.const))
 
     # -- construction ------------------------------------------------------------------------
@@ -127,8 +135,8 @@ class Ix:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Ix) and self.const == other.const and self.terms == other.terms
 
-    def __add__(self, other: Ix | int) -> Ix:
-        if isinstance(other, int):
+    def __add__(self, other: Ix | Any) -> Ix:
+        if not isinstance(other, Ix):
             return Ix(self.terms, self.const + other)
         terms = dict(self.terms)
         for k, c in other.terms.items():
@@ -189,6 +197,26 @@ class Ix:
         return " + ".join(parts)
 
 
+def _num(c: Any) -> Any:
+    return c if isinstance(c, sh.DimExpr) else int(c)
+
+
+def _is_zero(c: Any) -> bool:
+    return not isinstance(c, sh.DimExpr) and c == 0
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, float) or isinstance(b, float):  # an infinite bound
+        return a if isinstance(a, float) else b
+    return a + b
+
+
+def _scale(c: Any, a: Any) -> Any:
+    if isinstance(a, float):  # +-INF times a coefficient of known sign
+        return a if (sd.sign(c) or 0) > 0 else -a
+    return c * a
+
+
 def _recombine(e: Ix) -> Ix:
     """``c*k*(x // k) + c*(x % k)  ->  c*x`` (undoes delinearize-then-linearize)."""
     divs = [t for t in e.terms if isinstance(t, FloorDiv)]
@@ -210,12 +238,15 @@ def _recombine(e: Ix) -> Ix:
 # ---------------------------------------------------------------------------------------------
 
 
-def term_range(t: Any, ranges: Ranges) -> tuple[float, float]:
+def term_range(t: Any, ranges: Ranges) -> tuple[Any, Any]:
     if isinstance(t, str):
         return ranges[t]
     if isinstance(t, FloorDiv):
         lo, hi = ix_range(t.e, ranges)
-        return (lo // t.k if lo != -INF else -INF, hi // t.k if hi != INF else INF)
+        if isinstance(t.k, int) and not isinstance(lo, sh.DimExpr) and not isinstance(hi, sh.DimExpr):
+            return (lo // t.k if lo != -INF else -INF, hi // t.k if hi != INF else INF)
+        # symbolic: e >= 0 (callers guarantee it) and k >= 1, so 0 <= e // k <= e
+        return (0 if sd.proves_le(0, lo) else -INF, hi if sd.proves_le(0, hi) else INF)
     if isinstance(t, Mod):
         return (0, t.k - 1)
     if isinstance(t, Clamp):
@@ -223,59 +254,72 @@ def term_range(t: Any, ranges: Ranges) -> tuple[float, float]:
     return (-INF, INF)
 
 
-def ix_range(e: Ix, ranges: Ranges) -> tuple[float, float]:
-    lo = hi = float(e.const)
+def ix_range(e: Ix, ranges: Ranges) -> tuple[Any, Any]:
+    """Inclusive bounds of ``e``: ints, symbolic sizes, or +-INF when unknown."""
+    lo = hi = e.const
     for t, c in e.terms.items():
         a, b = term_range(t, ranges)
-        if c > 0:
-            lo, hi = lo + c * a, hi + c * b
+        s = sd.sign(c)
+        if s is None:
+            return (-INF, INF)
+        if s > 0:
+            lo, hi = _add(lo, _scale(c, a)), _add(hi, _scale(c, b))
         else:
-            lo, hi = lo + c * b, hi + c * a
+            lo, hi = _add(lo, _scale(c, b)), _add(hi, _scale(c, a))
     return lo, hi
 
 
-def floordiv(e: Ix, k: int, ranges: Ranges) -> Ix:
+def _within(lo: Any, hi: Any, k: Any) -> bool:
+    """``0 <= lo`` and ``hi < k`` for every binding."""
+    return sd.proves_le(0, lo) and sd.proves_lt(hi, k)
+
+
+def floordiv(e: Ix, k: Any, ranges: Ranges) -> Ix:
     """``e // k`` for ``e >= 0`` (callers guarantee non-negative operands)."""
-    if k == 1:
+    if isinstance(k, int) and k == 1:
         return e
     lo, hi = ix_range(e, ranges)
-    if 0 <= lo and hi < k:
+    if _within(lo, hi, k):
         return Ix.lit(0)
     q, r = _split(e, k)
     rlo, rhi = ix_range(r, ranges)
-    if 0 <= rlo and rhi < k:
-        return Ix({t: c // k for t, c in q.terms.items()}, q.const // k)
+    if _within(rlo, rhi, k):
+        return Ix({t: sd.exact_div(c, k) for t, c in q.terms.items()}, sd.exact_div(q.const, k))
     return Ix({FloorDiv(e, k): 1})
 
 
-def mod(e: Ix, k: int, ranges: Ranges) -> Ix:
+def mod(e: Ix, k: Any, ranges: Ranges) -> Ix:
     """``e % k`` for ``e >= 0``."""
-    if k == 1:
+    if isinstance(k, int) and k == 1:
         return Ix.lit(0)
     lo, hi = ix_range(e, ranges)
-    if 0 <= lo and hi < k:
+    if _within(lo, hi, k):
         return e
     q, r = _split(e, k)
     rlo, rhi = ix_range(r, ranges)
-    if 0 <= rlo and rhi < k:
+    if _within(rlo, rhi, k):
         return r
     return Ix({Mod(e, k): 1})
 
 
-def clamp(e: Ix, lo: int, hi: int, ranges: Ranges) -> Ix:
+def clamp(e: Ix, lo: Any, hi: Any, ranges: Ranges) -> Ix:
     elo, ehi = ix_range(e, ranges)
-    if lo <= elo and ehi <= hi:
+    if sd.proves_le(lo, elo) and sd.proves_le(ehi, hi):
         return e
-    if e.is_const():
+    if e.is_const() and not any(isinstance(x, sh.DimExpr) for x in (e.const, lo, hi)):
         return Ix.lit(min(max(e.const, lo), hi))
     return Ix({Clamp(e, lo, hi): 1})
 
 
-def _split(e: Ix, k: int) -> tuple[Ix, Ix]:
+def _split(e: Ix, k: Any) -> tuple[Ix, Ix]:
     """Split ``e`` into (part with coefficients divisible by k, remainder part)."""
-    q = {t: c for t, c in e.terms.items() if c % k == 0}
-    r = {t: c for t, c in e.terms.items() if c % k != 0}
-    return Ix(q, e.const - e.const % k), Ix(r, e.const % k)
+    q = {t: c for t, c in e.terms.items() if sd.divides(k, c)}
+    r = {t: c for t, c in e.terms.items() if not sd.divides(k, c)}
+    if isinstance(e.const, int) and isinstance(k, int):
+        return Ix(q, e.const - e.const % k), Ix(r, e.const % k)
+    if sd.divides(k, e.const):
+        return Ix(q, e.const), Ix(r, 0)
+    return Ix(q, 0), Ix(r, e.const)
 
 
 def strides(shape: Sequence[int]) -> list[int]:
@@ -321,15 +365,20 @@ def render(e: Ix, names: Mapping[str, str], data: Mapping[int, str]) -> str:
         if isinstance(t, str):
             s = names[t]
         elif isinstance(t, FloorDiv):
-            s = f"(({render(t.e, names, data)}) / {t.k})"
+            s = f"(({render(t.e, names, data)}) / {sd.cdim(t.k)})"
         elif isinstance(t, Mod):
-            s = f"(({render(t.e, names, data)}) % {t.k})"
+            s = f"(({render(t.e, names, data)}) % {sd.cdim(t.k)})"
         elif isinstance(t, Clamp):
-            s = f"em_clampi({render(t.e, names, data)}, {t.lo}, {t.hi})"
+            s = f"em_clampi({render(t.e, names, data)}, {sd.cdim(t.lo)}, {sd.cdim(t.hi)})"
         else:
             s = f"(int64_t){data[t.node]}"
+        if isinstance(c, sh.DimExpr):
+            parts.append(f"{sd.cdim(c)}*{s}")
+            continue
         parts.append(s if c == 1 else f"{c}*{s}" if c > 0 else f"-{-c}*{s}" if c != -1 else f"-{s}")
     text = " + ".join(parts).replace("+ -", "- ")
+    if isinstance(e.const, sh.DimExpr):
+        return f"{text} + {sd.cdim(e.const)}" if parts else sd.cdim(e.const)
     if e.const or not parts:
         text = f"{text} + {e.const}" if parts and e.const > 0 else \
             f"{text} - {-e.const}" if parts else str(e.const)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ember._src.native import c_ops
 from ember._src.native import index as ixm
+from ember._src.native import symdims as sd
 from ember._src.native.index import Ix
 from ember._src.native.passes import ELEMENTWISE
 from ember._src.prims.indexing import fill_value
@@ -36,7 +37,7 @@ from ember._src.program import Atom, Eqn, Literal, Var
 CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at several indices)
 REDUCE_PRIMS = frozenset(c_ops.REDUCE_KINDS)
 MOVEMENT_PRIMS = frozenset("broadcast_in_dim reshape squeeze transpose rev slice pad concatenate".split())
-FUSIBLE = ELEMENTWISE | MOVEMENT_PRIMS | REDUCE_PRIMS | {"iota", "take", "stop_gradient"}
+FUSIBLE = ELEMENTWISE | MOVEMENT_PRIMS | REDUCE_PRIMS | {"iota", "take", "stop_gradient", "dim_as_value"}
 
 
 class Unfusable(Exception):
@@ -157,7 +158,7 @@ class _Builder:
         self.dvars = [f"d{i}" for i in range(len(domain))]
         self.outer = frozenset(self.dvars[:n_outer])
         self.inner = frozenset(self.dvars[n_outer:])
-        self.ranges = {v: (0, max(n - 1, 0)) for v, n in zip(self.dvars, domain)}
+        self.ranges = {v: (0, n - 1 if sd.is_sym(n) else max(n - 1, 0)) for v, n in zip(self.dvars, domain)}
         self.producer = {v.id: e for e in self.eqns for v in e.outvars}
         self.nodes: list[Node] = []
         self.intern_table: dict[Any, int] = {}
@@ -194,9 +195,9 @@ class _Builder:
         kept = []
         for e, lo, hi, m in conds:
             elo, ehi = ixm.ix_range(e, self.ranges)
-            if (lo is None or elo >= lo) and (hi is None or ehi <= hi) and m == 1:
+            if (lo is None or sd.proves_le(lo, elo)) and (hi is None or sd.proves_le(ehi, hi)) and m == 1:
                 continue
-            if (lo is not None and ehi < lo) or (hi is not None and elo > hi):
+            if (lo is not None and sd.proves_lt(ehi, lo)) or (hi is not None and sd.proves_lt(hi, elo)):
                 return self.const(False, np.bool_)
             kept.append((e, lo, hi, m))
         if not kept:
@@ -293,7 +294,7 @@ class _Builder:
     def mv_rev(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x = e.inputs[0]
         dims = e.params["dimensions"]
-        new = tuple((x.aval.shape[d] - 1) - i if d in dims else i for d, i in enumerate(idx))
+        new = tuple(Ix.lit(x.aval.shape[d] - 1) - i if d in dims else i for d, i in enumerate(idx))
         return self.value(x, new)
 
     def mv_slice(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
@@ -308,6 +309,7 @@ class _Builder:
         padn = self.value(pv, ())
         if any(n == 0 for n in x.aval.shape):
             return padn
+        _require_nonempty(x.aval.shape, "pad")
         conds, new = [], []
         for i, n, (lo, _hi, it) in zip(idx, x.aval.shape, e.params["padding_config"]):
             s = it + 1
@@ -326,7 +328,8 @@ class _Builder:
         for _, n in ops:
             offsets.append(o)
             o += n
-        parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if n > 0]
+        parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if sd.is_sym(n) or n > 0]
+        _require_nonempty([n for _, _, n in parts], "concatenate")
         result = None
         for a, off, n in reversed(parts):
             new = list(idx)
@@ -346,12 +349,19 @@ class _Builder:
         return self.node("iota", e.params["dtype"], (), ("iota", ix), 0, frozenset(ix.vars()),
                          [t.node for t in ix.opaques() if isinstance(t, ixm.Data)])
 
+    def mv_dim_as_value(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        """A symbolic size as a scalar: rendered like an iota of a constant index (the axis values
+        are read from ``dims`` in the generated code)."""
+        ix = Ix.lit(e.params["dim"])
+        return self.node("iota", e.params["dtype"], (), ("iota", ix), 0)
+
     def mv_take(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x, ia = e.inputs
         axis, mode = e.params["axis"], e.params["mode"]
         dtype = e.outvars[0].aval.dtype
         k = ia.aval.ndim
         n = x.aval.shape[axis]
+        _require_nonempty([n], "take")
         if n == 0:
             if mode == "clip":
                 raise Unfusable("take from an empty axis raises at run time")
@@ -455,9 +465,10 @@ class _Builder:
                 if len(nids) > 1:
                     name = self.producer[vid].prim.name
                     raise Unfusable(f"{name} would be computed at {len(nids)} indices")
-                if self.level_count(n) > size:
+                count, total = sd.nominal(self.level_count(n)), sd.nominal(size)  # symbolic: nominal
+                if count > total:
                     raise Unfusable(f"{self.producer[vid].prim.name} would be recomputed "
-                                    f"{self.level_count(n) // max(size, 1)}x (broadcast)")
+                                    f"{count // max(total, 1)}x (broadcast)")
 
     def assign_loops(self, ir: KernelIR) -> None:
         n_phase = max((r.phase for r in ir.reduces), default=0)
@@ -501,6 +512,14 @@ class _Builder:
             out.append(nid)
             stack.extend(node_deps(n))
         return out
+
+
+def _require_nonempty(sizes: Sequence[Any], what: str) -> None:
+    """Reads clamped into ``[0, n - 1]`` need ``n >= 1``: a symbolic extent that some binding may
+    make 0 (``seq - 1``) cannot be read that way, so the equation runs unfused (as a fallback)."""
+    for n in sizes:
+        if sd.is_sym(n) and not sd.proves_le(1, n):
+            raise Unfusable(f"{what} of an operand whose size {n} may be 0")
 
 
 def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:

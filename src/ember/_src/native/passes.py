@@ -37,6 +37,7 @@ Absorption runs before constant folding, so a captured weight is never materiali
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -478,8 +479,6 @@ def _operand_layout(ndim: int, batch: Sequence[int], contract: Sequence[int]) ->
 
 @register
 def lower_matmul(p: Program) -> Program:
-    if not is_static(p):
-        return p
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
@@ -532,7 +531,7 @@ def _lower_dot(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     if pb != list(range(len(ys))):
         tb = False
         y = b.emit1(mv.transpose_p, [y], {"permutation": tuple(list(yb) + yc2 + yf)})
-    prod_ = lambda dims, shape: int(np.prod([shape[i] for i in dims], dtype=np.int64))  # noqa: E731
+    prod_ = lambda dims, shape: math.prod(shape[i] for i in dims)  # noqa: E731 - dims may be symbolic
     bsz, m, k = prod_(xb, xs), prod_(xf, xs), prod_(xc, xs)
     n = prod_(yf, ys)
     lead = (bsz,) if xb else ()
@@ -763,7 +762,8 @@ def fold_constants(p: Program) -> Program:
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
-        foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and \
+        static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
+        foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
             not any(isinstance(v, (Program, list)) for v in e.params.values())
         vals, in_bytes = [], 0
         for a in ins if foldable else ():
@@ -777,9 +777,8 @@ def fold_constants(p: Program) -> Program:
             else:
                 foldable = False
                 break
-        out_bytes = sum(int(np.prod(v.aval.shape, dtype=np.int64)) * v.aval.dtype.itemsize for v in e.outvars)
-        if foldable and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64) \
-                and all(isinstance(d, int) for v in e.outvars for d in v.aval.shape):
+        out_bytes = sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in e.outvars) if static else 0
+        if foldable and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64):
             try:
                 outs = core.eval_impl(e.prim, vals, e.params, [v.aval for v in e.outvars])
             except Exception:  # noqa: BLE001 - leave the error to run time

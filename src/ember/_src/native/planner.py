@@ -13,15 +13,21 @@ into a same-size input buffer that dies at that step when it reads that input on
 it writes (:meth:`KernelIR.inplace_candidates`). Arena buffers get 64-byte aligned offsets,
 first fit, largest first; buffers whose lifetimes ([first write, last read] in steps) overlap never
 share bytes (:meth:`MemoryPlan.check`).
+
+For a schedule with symbolic sizes (named dynamic axes) the liveness, aliasing and in-place
+decisions are made once on the symbolic sizes (equal polynomials are equal sizes for every
+binding); byte sizes stay ``DimExpr`` and the offsets are left to :func:`first_fit` per binding.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.native.calls import WS_KEY, inplace_operand, workspace_bytes
 from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Var
@@ -95,8 +101,10 @@ class MemoryPlan:
             raise ValidationError("planner: peak exceeds the sum of intermediates")
 
 
-def nbytes_of(v: Var) -> int:
-    return int(math.prod(v.aval.shape)) * np.dtype(v.aval.dtype).itemsize
+def nbytes_of(v: Var) -> Any:
+    """Byte size of a value: an ``int``, or a ``DimExpr`` for a symbolic shape."""
+    n = math.prod(v.aval.shape) * np.dtype(v.aval.dtype).itemsize
+    return n if isinstance(n, sh.DimExpr) else int(n)
 
 
 def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> MemoryPlan:
@@ -201,8 +209,11 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
             b = vb.get(v.id)
             if b is not None and b.in_arena:
                 b.end = max(b.end, s)
-    arena = _first_fit([b for b in buffers if b.in_arena])
-    inter = sum(_align(b.nbytes) for b in buffers if b.in_arena)
+    if any(isinstance(b.nbytes, sh.DimExpr) for b in buffers):  # offsets are placed per binding
+        arena, inter = 0, sum(b.nbytes for b in buffers if b.in_arena)
+    else:
+        arena = _first_fit([b for b in buffers if b.in_arena])
+        inter = sum(_align(b.nbytes) for b in buffers if b.in_arena)
     for i, b in enumerate(buffers):
         b.id = i
     return MemoryPlan(buffers, vb, scratch, outputs, done_inplace, arena, inter, n_out)
@@ -251,6 +262,30 @@ def _call_in_place(s: int, step, k: int, vb: dict[int, Buffer], buffers: list[Bu
     bi.note += f"; {step.name} updates in place"
     buffers.remove(bo)
     done.append((s, out.id, x.id))
+
+
+def first_fit(sizes: list[int], starts: list[int], ends: list[int]) -> tuple[list[int], int]:
+    """Aligned first-fit offsets (largest first) for buffers with these byte sizes and inclusive
+    step lifetimes; returns (offsets, peak). The same placement as the static planner's."""
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], starts[i], i))
+    offsets = [0] * len(sizes)
+    placed: list[int] = []
+    peak = 0
+    for i in order:
+        n = sizes[i]
+        if n == 0:
+            continue
+        s, e = starts[i], ends[i]
+        live = sorted((offsets[j], sizes[j]) for j in placed if starts[j] <= e and s <= ends[j])
+        off = 0
+        for o, m in live:
+            if off + n <= o:
+                break
+            off = max(off, (o + m + ALIGN - 1) // ALIGN * ALIGN)
+        offsets[i] = off
+        placed.append(i)
+        peak = max(peak, (off + n + ALIGN - 1) // ALIGN * ALIGN)
+    return offsets, peak
 
 
 def _first_fit(bufs: list[Buffer]) -> int:

@@ -1,0 +1,413 @@
+"""Named dynamic axes on the native backend: one C compile per symbolic Program.
+
+``BACKENDS["native"].specialize(program, env, **options)`` (the hook :mod:`ember._src.dynamic`
+calls for each new axis binding) works in two levels:
+
+* **Level 1** (:class:`SymbolicNative`, once per symbolic Program and options, cached in a
+  ``WeakKeyDictionary`` keyed by the Program): passes, schedule, memory plan (liveness, aliasing,
+  in-place reuse: binding independent) and C code generation run on the symbolic program. The
+  generated ``ember_main`` reads each axis value from its ``dims`` argument
+  (``dims[0..n_axes)``) and each arena offset after them; static sizes stay constants. One shared
+  library per symbolic signature.
+* **Level 2** (:meth:`SymbolicNative.specialize`, per binding, tens of microseconds): evaluate the
+  sizes with one generated Python function, place the arena buffers first-fit for those sizes,
+  fill the ``dims`` array and return a :class:`NativeRun`. The arena itself is shared by all
+  bindings of one symbolic program (grown to the largest peak seen; calls take a lock), so serving
+  many sizes keeps one warm block of memory instead of one per size.
+
+A program the symbolic path cannot handle (a dtype without a C type, no C compiler, a size
+expression the code generator cannot render, an extent beyond BLAS's ``int``) falls back to
+today's behaviour: the program is resolved for the binding and compiled statically (logged with
+the reason at ``set_debug(1)``). Results are the same either way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import core
+from ember._src import shapes as sh
+from ember._src.native import blas, c_ops, compiler
+from ember._src.native import passes as passes_mod
+from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _debug_level, _view
+from ember._src.native.codegen import INT_MAX, CodegenOptions, gemm_dims, generate
+from ember._src.native.planner import first_fit, plan_memory
+from ember._src.native.pool import POOL
+from ember._src.native.schedule import build_schedule
+from ember._src.program import Literal, Program, resolve_program, resolve_value, validate
+from ember.errors import DTypeError, ShapeError
+
+logger = logging.getLogger("ember")
+
+_LEVEL1: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Program -> {options: SymbolicNative}
+_LEVEL1_LOCK = threading.Lock()
+STATS = {"level1_builds": 0, "specializations": 0, "static_fallbacks": 0}
+
+
+def _pydim(d: Any) -> str:
+    """Python text of a size over the axis arguments ``a_<name>``."""
+    if not isinstance(d, sh.DimExpr):
+        return str(int(d))
+    parts = []
+    for mono, c in d.terms:
+        factors = [str(c)]
+        for atom, p in mono:
+            if atom.kind == "var":
+                f = f"a_{atom.args[0]}"
+            else:
+                x, y = (_pydim(a) for a in atom.args)
+                f = {"floordiv": f"({x} // {y})", "mod": f"({x} % {y})"}.get(atom.kind, f"max({x}, {y})")
+            factors += [f] * p
+        parts.append("*".join(factors))
+    return "(" + " + ".join(parts) + ")"
+
+
+def _size_function(axes: Sequence[str], exprs: Sequence[Any]) -> Any:
+    """One compiled Python function ``f(*axis_values) -> tuple of ints`` for all ``exprs``."""
+    args = ", ".join(f"a_{a}" for a in axes)
+    body = ", ".join(_pydim(e) for e in exprs)
+    src = f"def sizes({args}):\n    return ({body}{',' if len(exprs) == 1 else ''})\n"
+    scope: dict[str, Any] = {}
+    exec(compile(src, "<ember native sizes>", "exec"), scope)  # noqa: S102 - generated from DimExprs
+    return scope["sizes"]
+
+
+def _options_key(options: dict) -> tuple:
+    def freeze(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return tuple(freeze(x) for x in v)
+        if isinstance(v, dict):
+            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+        return v
+    return freeze(options)
+
+
+class SymbolicNative:
+    """Level 1: a symbolic Program compiled once; :meth:`specialize` binds the axes.
+
+    ``fallback_reason`` is set (and nothing compiled) when the program cannot run symbolically;
+    the inspection attributes mirror :class:`~.backend.NativeExecutable`'s.
+    """
+
+    def __init__(self, program: Program, **options: Any):
+        self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
+        self.original = program
+        self.optimized: Program | None = None
+        self.schedule = None
+        self.plan = None
+        self.source: str | None = None
+        self.library_path: str | None = None
+        self.fallback_reason: str | None = None
+        self.compile_seconds = 0.0
+        self.compiled_now = False
+        self.axes: tuple[str, ...] = ()
+        self._run_lock = threading.Lock()  # guards the shared arena (and each runner's buffers)
+        self._arena_raw: np.ndarray | None = None
+        self._arena_ptr = 0
+        self._arena_size = -1
+        reason = self._unsupported()
+        info = None
+        if reason is None:
+            info = compiler.find_compiler()
+            if info is None:
+                reason = "no working C compiler found"
+        if reason is None:
+            try:
+                self._build(info)
+            except Exception as exc:  # noqa: BLE001 - any failure means: compile per binding instead
+                reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            self.fallback_reason = reason
+            logger.debug("native backend: dynamic axes: compiling a static program per binding "
+                         "instead of once: %s", reason)
+
+    def _unsupported(self) -> str | None:
+        p = self.original
+        avals = [v.aval for v in (*p.invars, *p.constvars)] + [v.aval for e in p.eqns for v in e.outvars]
+        for a in avals:
+            if np.dtype(a.dtype) not in c_ops.SUPPORTED_DTYPES:
+                return f"dtype {a.dtype} has no C type in the native backend"
+        return None
+
+    # -- level 1 ------------------------------------------------------------------------------
+    def _build(self, info: compiler.CompilerInfo) -> None:
+        t0 = time.perf_counter()
+        opt = self.options
+        from ember._src.dynamic import program_axes
+
+        self.axes = axes = program_axes(self.original)
+        prog = passes_mod.run_passes(self.original, opt.get("passes"))
+        if opt.get("validate", True):
+            validate(prog)
+        self.optimized = prog
+        for v in (*prog.invars, *prog.constvars, *(o for e in prog.eqns for o in e.outvars)):
+            extra = sh.shape_axes(v.aval.shape) - set(axes)
+            if extra:
+                raise ShapeError(f"axes {sorted(extra)} are not bound by the inputs")
+        sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
+                               fuse=bool(opt.get("fuse", True)))
+        self.schedule = sched
+        openmp = info.has_openmp
+        nt = opt.get("num_threads")
+        threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
+        plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
+        self.plan = plan
+        arena = [b for b in plan.buffers if b.in_arena]
+        n_ax = len(axes)
+        for j, b in enumerate(arena):
+            b.offset = f"dims[{n_ax + j}]"  # placed per binding
+        self._arena_starts = [b.start for b in arena]
+        self._arena_ends = [b.end for b in arena]
+        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
+                            parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
+                            simd=bool(opt.get("simd", True)), axes=axes)
+        gen = generate(sched, plan, cg)
+        self.source = gen.source
+        self._fallback_steps = gen.fallback_steps
+        # every size a binding needs, evaluated by one generated function
+        out_bufs: dict[int, tuple] = {}
+        for kind, idx, a in plan.outputs:
+            if kind == "output" and idx not in out_bufs:
+                out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), plan.value_buffer[a.id].nbytes)
+        self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
+        self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
+                           (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
+        gemm_extents = [d for st in sched.steps if st.kind == "gemm" for d in gemm_dims(st)[1:]]
+        exprs: list[Any] = [b.nbytes for b in arena]
+        self._n_arena = len(arena)
+        exprs += [n for _, _, n in self._out_bufs]
+        exprs += [d for shape, _, _ in self._out_bufs for d in shape]
+        out_specs = [s for k, _, s in self._out_spec if k != "literal"]
+        exprs += [d for shape, _ in out_specs for d in shape]
+        self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in prog.invars]
+        exprs += [d for shape, _ in self._in_avals for d in shape]
+        sym_gemm = [d for d in gemm_extents if sh.is_symbolic(d)]  # checked against BLAS's int per binding
+        self._sizes = _size_function(axes, exprs + sym_gemm)
+        self._n_gemm = len(sym_gemm)
+        self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in prog.consts]
+        self._fns_base = [blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"), None,
+                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv")]
+        if sched.steps and any(s.kind != "alias" for s in sched.steps):
+            before = compiler.cache_stats()["compiles"]
+            self.library_path = compiler.compile_shared(gen.source, name_hint="ember_symbolic")
+            self.compiled_now = compiler.cache_stats()["compiles"] > before
+            lib = compiler.load_library(gen.source, name_hint="ember_symbolic")
+            fn = lib.ember_main
+            fn.argtypes = [ctypes.c_void_p] * 4
+            fn.restype = ctypes.c_int
+            self._fn = fn
+        else:
+            self._fn = None
+        STATS["level1_builds"] += 1
+        self.compile_seconds = time.perf_counter() - t0
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("native backend: symbolic program over axes %s: %d steps, %s in %.3f s (one "
+                         "library for every binding)", ", ".join(axes), len(sched.steps),
+                         "compiled" if self.compiled_now else "cache hit", self.compile_seconds)
+            if _debug_level() >= 2:
+                logger.debug("native backend: generated source (symbolic):\n%s", gen.source)
+
+    # -- level 2 ------------------------------------------------------------------------------
+    def specialize(self, env: dict[str, int]) -> NativeRun | None:
+        """A runner for the binding ``env``, or None when this binding needs a static build."""
+        vals = self._sizes(*[env[a] for a in self.axes])
+        if self._n_gemm and max(vals[len(vals) - self._n_gemm:]) > INT_MAX:
+            return None
+        STATS["specializations"] += 1
+        return NativeRun(self, env, vals)
+
+    def arena(self, nbytes: int) -> int:
+        """Address of a 64-byte aligned arena of at least ``nbytes`` (call with the run lock)."""
+        if nbytes > self._arena_size:
+            raw = np.empty(nbytes + 64, dtype=np.uint8)
+            self._arena_raw, self._arena_size = raw, nbytes
+            self._arena_ptr = raw.ctypes.data + (-raw.ctypes.data) % 64
+        return self._arena_ptr
+
+    def describe(self) -> str:
+        if self.fallback_reason is not None:
+            return f"static build per binding (fallback: {self.fallback_reason})"
+        return f"{self.optimized}\n\n{self.schedule}\n\n{self.plan}"
+
+
+class NativeRun:
+    """Level 2: the shared library of a :class:`SymbolicNative` bound to one axis binding.
+    ``run(list_of_numpy) -> list_of_numpy``."""
+
+    def __init__(self, sym: SymbolicNative, env: dict[str, int], vals: tuple):
+        self.sym, self.env = sym, dict(env)
+        self.calls = 0
+        na = sym._n_arena
+        offsets, peak = first_fit(list(vals[:na]), sym._arena_starts, sym._arena_ends)
+        self.arena_bytes = peak
+        k = na
+        nout = len(sym._out_bufs)
+        nbytes = vals[k:k + nout]
+        k += nout
+        out_bufs = []
+        for (shape, dtype, _), n in zip(sym._out_bufs, nbytes):
+            out_bufs.append((tuple(vals[k:k + len(shape)]), dtype, n))
+            k += len(shape)
+        self._out_bufs = out_bufs
+        spec = []
+        for kind, idx, s in sym._out_spec:
+            if kind == "literal":
+                spec.append((kind, idx, s))
+            else:
+                spec.append((kind, idx, (tuple(vals[k:k + len(s[0])]), s[1])))
+                k += len(s[0])
+        self._out_spec = spec
+        self._in_avals = []
+        for shape, dtype in sym._in_avals:
+            self._in_avals.append((tuple(vals[k:k + len(shape)]), dtype))
+            k += len(shape)
+        n_ax = len(sym.axes)
+        self._dims = (ctypes.c_int64 * max(1, n_ax + na))(*[env[a] for a in sym.axes], *offsets)
+        n_in, n_par = len(sym._in_avals), len(sym._consts_opt)
+        self._n_in, self._base = n_in, n_in + n_par
+        self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + len(out_bufs)))()
+        for j, c in enumerate(sym._consts_opt):
+            self._bufs[n_in + j] = c.ctypes.data
+        fns = list(sym._fns_base)
+        self._callback = None
+        self._resolved: dict[int, tuple] = {}
+        if sym._fallback_steps:
+            self._callback = _CALLBACK_T(self._run_fallback)
+            fns[2] = ctypes.cast(self._callback, ctypes.c_void_p).value
+        self._fns = (ctypes.c_void_p * 5)(*fns)
+        self._last: list[Any] = [None] * n_in
+        self._error: BaseException | None = None
+
+    def _run_fallback(self, step_id: int, ptrs: Any) -> int:
+        try:
+            step = self.sym._fallback_steps[step_id]
+            e = step.eqns[0]
+            resolved = self._resolved.get(step_id)
+            if resolved is None:  # this binding's params (sub-programs included) and shapes, once
+                memo: dict = {}
+
+                def aval(a: Any) -> Any:
+                    shape = sh.evaluate_shape(a.aval.shape, self.env)
+                    return core.ShapedArray(shape, a.aval.dtype, a.aval.weak_type)
+
+                resolved = self._resolved[step_id] = (
+                    resolve_value(e.params, self.env, memo),
+                    [None if isinstance(a, Literal) else aval(a) for a in step.inputs],
+                    [aval(v) for v in step.outputs], [aval(v) for v in e.outvars])
+            params, in_avals, out_avals, eqn_avals = resolved
+            k = 0
+            vals = []
+            for a, av in zip(step.inputs, in_avals):
+                if av is None:
+                    vals.append(a.val)
+                else:
+                    vals.append(_view(ptrs[k], av))
+                    k += 1
+            outs = core.eval_impl(e.prim, vals, params, eqn_avals)
+            for av, o in zip(out_avals, outs):
+                np.copyto(_view(ptrs[k], av), o)
+                k += 1
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
+            self._error = exc
+            return 1
+
+    def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
+        self.calls += 1
+        if len(args) != self._n_in:
+            raise TypeError(f"native executable takes {self._n_in} inputs, got {len(args)}")
+        ins = []
+        for i, (a, (shape, dtype)) in enumerate(zip(args, self._in_avals)):
+            if not isinstance(a, np.ndarray):
+                a = np.asarray(getattr(a, "value", a))
+            if a.dtype != dtype:
+                raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
+            if a.shape != shape:
+                raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            ins.append(a)
+        outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
+        fn = self.sym._fn
+        if fn is not None:
+            with self.sym._run_lock:
+                arena = self.sym.arena(self.arena_bytes)
+                bufs, last = self._bufs, self._last
+                for i, a in enumerate(ins):
+                    if a is not last[i]:
+                        last[i] = a
+                        bufs[i] = a.ctypes.data
+                for k, (_, addr) in enumerate(outs):
+                    bufs[self._base + k] = addr
+                self._error = None
+                rc = fn(bufs, arena, self._dims, self._fns)
+                if rc:
+                    err, self._error = self._error, None
+                    if err is not None:
+                        raise err
+                    raise RuntimeError(f"native program failed at step {rc - 1}")
+        results = []
+        for kind, idx, spec in self._out_spec:
+            if kind == "output":
+                r = outs[idx][0]
+                if r.shape != spec[0] or r.dtype != spec[1]:
+                    r = r.view(spec[1]).reshape(spec[0])
+            elif kind == "literal":
+                r = np.array(spec.val, dtype=spec.aval.dtype)
+            else:
+                r = (ins[idx] if kind == "input" else self.sym._consts_opt[idx]).reshape(spec[0])
+            if r.flags.writeable:
+                r.flags.writeable = False
+            results.append(r)
+        return results
+
+    def __repr__(self) -> str:
+        env = ", ".join(f"{k}: {v}" for k, v in self.env.items())
+        return f"<NativeRun {{{env}}} arena {self.arena_bytes} B>"
+
+
+def symbolic_executable(program: Program, **options: Any) -> SymbolicNative:
+    """The level-1 build of ``program`` for ``options`` (built on first use, then cached)."""
+    key = _options_key(options)
+    with _LEVEL1_LOCK:
+        per = _LEVEL1.get(program)
+        if per is None:
+            per = _LEVEL1[program] = {}
+        exe = per.get(key)
+    if exe is None:
+        exe = SymbolicNative(program, **options)
+        with _LEVEL1_LOCK:
+            exe = per.setdefault(key, exe)
+    return exe
+
+
+def native_specialize(program: Program, env: dict[str, int], **options: Any) -> Any:
+    """``BACKENDS["native"].specialize``: a runner for ``program`` under the binding ``env``.
+
+    Compiles C once per symbolic Program (level 1); per binding only sizes, arena offsets and the
+    ``dims`` array are computed. Falls back to a static build of the resolved program when the
+    symbolic path does not apply (the reason is logged at ``set_debug(1)``).
+    """
+    exe = symbolic_executable(program, **options)
+    if exe.fallback_reason is None:
+        run = exe.specialize(env)
+        if run is not None:
+            return run
+        logger.debug("native backend: binding %s exceeds BLAS's int extents: static build", env)
+    STATS["static_fallbacks"] += 1
+    return NativeExecutable(resolve_program(program, env), **options)
+
+
+def cache_stats() -> dict[str, int]:
+    """Counters: symbolic programs built (``level1_builds``), bindings specialized
+    (``specializations``) and bindings built statically instead (``static_fallbacks``)."""
+    return dict(STATS)
