@@ -15,7 +15,10 @@ from tests.native.test_planner import independent_overlap_check
 from tests.native.util import check
 
 N_CASES = int(os.environ.get("EMBER_FUZZ_CASES", "10"))
-_BASE = int(os.environ.get("EMBER_FUZZ_SEED", np.random.SeedSequence().entropy % (1 << 31)))
+# under pytest-xdist every worker collects the tests: derive the fresh seed from the run's shared id
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_FRESH = int(_RUN, 16) if _RUN else np.random.SeedSequence().entropy
+_BASE = int(os.environ.get("EMBER_FUZZ_SEED", _FRESH % (1 << 31)))
 SEEDS = [_BASE] if "EMBER_FUZZ_SEED" in os.environ else [_BASE + i for i in range(N_CASES)]
 
 
