@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,6 @@ class CallCode:
     helpers: dict[str, str]  # name -> static C definition (shared across steps)
     openmp: bool = False
     parallel_threshold: int = 200_000
-    lines: list[str] = field(default_factory=list)
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -107,6 +106,7 @@ def inplace_operand(e: Eqn) -> int | None:
 
 
 def workspace_bytes(e: Eqn) -> int:
+    """Bytes of arena scratch the call step of ``e`` needs (0: none)."""
     low = CALLS.get(e.prim.name)
     return int(low.workspace(e)) if low is not None else 0
 
@@ -169,6 +169,8 @@ def _clamped_starts(e: Eqn, cc: CallCode, first: int, shape: tuple, sizes: tuple
     lines = []
     for k, (d, n) in enumerate(zip(shape, sizes)):
         start = cc.scalar(first + k)
+        if np.dtype(e.inputs[first + k].aval.dtype) == np.uint64:  # keep huge starts huge (clamped high)
+            start = f"({start} > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t){start})"
         lines.append(f"const int64_t s{k} = em_clampi((int64_t){start}, 0, {int(d) - int(n)});")
     return lines
 
