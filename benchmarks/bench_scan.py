@@ -202,7 +202,9 @@ def main() -> None:
 def side_by_side(side: dict[str, dict], rounds: int) -> str:
     """Ratios less exposed to a loaded machine: per workload, the implementations run in turn, one
     call each per round; medians over the rounds."""
-    lines = ["", f"Side by side (one call of each per round, {rounds} rounds; medians):", ""]
+    lines = ["", f"Side by side (one call of each per round, {rounds} rounds; medians). Interleaving evicts "
+             "each implementation's caches and can penalize runtimes with worker threads (JAX's "
+             "grad), so read these with the table above:", ""]
     for workload, fns in side.items():
         if "jax jit" not in fns and "numba" not in fns:
             continue
