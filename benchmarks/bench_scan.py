@@ -15,13 +15,15 @@ medians; writes ``benchmarks/results/scan.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import have, report, timeit  # noqa: E402
+from common import fmt, have, report, timeit  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -63,9 +65,12 @@ def rnn_numpy(W, xs):
 def c_entry(exe, args):
     """A call of the bare native entry point ``ember_main`` (the loop itself: no Python argument
     checks, output allocation or result wrapping), with the buffers of one ``exe(args)`` call."""
+    import ctypes
     keep = exe(args)  # binds inputs and outputs; holding the results keeps their memory alive
-    fn, bufs, arena, fns = exe._fn, exe._bufs, exe._arena_ptr, exe._fns
-    return lambda: (fn(bufs, arena, None, fns), keep)
+    # a private copy of the buffer table: later exe() calls rebind exe._bufs to other outputs
+    bufs = (ctypes.c_void_p * len(exe._bufs))(*exe._bufs)
+    fn, arena, fns = exe._fn, exe._arena_ptr, exe._fns
+    return lambda: (fn(bufs, arena, None, fns), keep, args)
 
 
 def ember_backends(no_native: bool) -> list[str]:
@@ -117,6 +122,7 @@ def main() -> None:
         numba_cumsum = numba.njit(cumsum_numpy)
 
     rows = []
+    side: dict[str, dict] = {}  # workload -> implementations timed side by side at the end
     for L in (1_000, 100_000):
         x = rng.standard_normal(L).astype(np.float32)
         ref = np.cumsum(x)
@@ -130,12 +136,16 @@ def main() -> None:
                 exe = f.lower(x).executable
                 times["ember native (executable)"] = timeit(lambda exe=exe, x=x: exe([x]), **kw)
                 times["ember native (C entry)"] = timeit(c_entry(exe, [x]), **kw)
+                side[f"cumsum L={L:,}"] = {"ember native (executable)": lambda exe=exe, x=x: exe([x]),
+                                           "ember native (C entry)": c_entry(exe, [x])}
         times["numpy loop"] = timeit(lambda x=x: cumsum_numpy(x), **(slow_kw if L > 10_000 else kw))
         if jax is not None:
             xj = jax.device_put(x)
             times["jax jit"] = timeit(lambda xj=xj: jax_cumsum(xj).block_until_ready(), **kw)
+            side.get(f"cumsum L={L:,}", {})["jax jit"] = lambda xj=xj: jax_cumsum(xj).block_until_ready()
         if numba_cumsum is not None:
             times["numba"] = timeit(lambda x=x: numba_cumsum(x), **kw)
+            side.get(f"cumsum L={L:,}", {})["numba"] = lambda x=x: numba_cumsum(x)
         rows.append({"workload": f"cumsum L={L:,}", "times": times})
         print(rows[-1])
 
@@ -149,9 +159,12 @@ def main() -> None:
             exe = f.lower(W, xs_rnn).executable
             times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
             times["ember native (C entry)"] = timeit(c_entry(exe, [W, xs_rnn]), **kw)
+            side["rnn forward"] = {"ember native (executable)": lambda exe=exe: exe([W, xs_rnn]),
+                                   "ember native (C entry)": c_entry(exe, [W, xs_rnn])}
     times["numpy loop"] = timeit(lambda: rnn_numpy(W, xs_rnn), **kw)
     if jax is not None:
         times["jax jit"] = timeit(lambda: jax_rnn_fwd(W, xs_rnn).block_until_ready(), **kw)
+        side.get("rnn forward", {})["jax jit"] = lambda: jax_rnn_fwd(W, xs_rnn).block_until_ready()
     rows.append({"workload": f"rnn h={H} L={L_RNN:,} forward", "times": times})
     print(rows[-1])
 
@@ -169,15 +182,47 @@ def main() -> None:
                 exe = g.lower(W, xs_rnn, ck).executable
                 times["ember native (executable)"] = timeit(lambda exe=exe: exe([W, xs_rnn]), **kw)
                 times["ember native (C entry)"] = timeit(c_entry(exe, [W, xs_rnn]), **kw)
+                side[f"rnn grad ({'checkpointed' if ck else 'stored'})"] = {
+                    "ember native (executable)": lambda exe=exe: exe([W, xs_rnn]),
+                    "ember native (C entry)": c_entry(exe, [W, xs_rnn])}
         if jax is not None:
             times["jax jit"] = timeit(lambda: jax_rnn_grad(W, xs_rnn).block_until_ready(), **kw)
+            side.get(f"rnn grad ({'checkpointed' if ck else 'stored'})", {})["jax jit"] = \
+                lambda: jax_rnn_grad(W, xs_rnn).block_until_ready()
         what = "checkpointed sqrt(L)" if ck else "stored residuals"
         rows.append({"workload": f"rnn h={H} L={L_RNN:,} grad ({what})", "times": times})
         print(rows[-1])
 
     text = report("lax.scan (median per call)", rows, "scan") + goals(rows)
+    text += side_by_side(side, rounds=20 if args.quick else 300)
     (Path(__file__).resolve().parent / "results" / "scan.md").write_text(text)
     print(text)
+
+
+def side_by_side(side: dict[str, dict], rounds: int) -> str:
+    """Ratios less exposed to a loaded machine: per workload, the implementations run in turn, one
+    call each per round; medians over the rounds."""
+    lines = ["", f"Side by side (one call of each per round, {rounds} rounds; medians). Interleaving evicts "
+             "each implementation's caches and can penalize runtimes with worker threads (JAX's "
+             "grad), so read these with the table above:", ""]
+    for workload, fns in side.items():
+        if "jax jit" not in fns and "numba" not in fns:
+            continue
+        samples: dict[str, list[float]] = {k: [] for k in fns}
+        for f in fns.values():
+            f()
+        for _ in range(rounds):
+            for k, f in fns.items():
+                t = time.perf_counter()
+                f()
+                samples[k].append(time.perf_counter() - t)
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        peers = [k for k in ("jax jit", "numba") if k in med]
+        parts = [f"{k} {fmt(v)}" for k, v in med.items()]
+        ratios = [f"{p} / {k.removeprefix('ember native ').strip('()')} {med[p] / med[k]:.2f}x"
+                  for p in peers for k in med if k.startswith("ember")]
+        lines.append(f"* {workload}: " + ", ".join(parts) + "; " + ", ".join(ratios))
+    return "\n".join(lines) + "\n"
 
 
 def goals(rows: list[dict]) -> str:

@@ -701,3 +701,34 @@ def test_while_predicate_is_a_carry():
             break
     assert int(n) == k and not bool(go)
     np.testing.assert_allclose(v, z)
+
+
+def test_transposes_move_out_of_nested_loops():
+    """In a checkpointed gradient the forward matvec sits in scans nested in scans: its transpose
+    is computed once, outside every loop."""
+    h = 6
+    W = (RNG.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32)
+    xs = RNG.standard_normal((16, h)).astype(np.float32)
+
+    def loss(W, xs):
+        s, _ = lax.scan(lambda s, x: (jnp.tanh(W @ s + x), None), jnp.zeros(h, jnp.float32), xs,
+                        checkpoint=4)
+        return s.sum()
+
+    p = ember.make_program(ember.grad(loss))(W, xs)
+    q = run_passes(p, ["hoist_loop_transposes"])
+
+    def walk(prog, depth):
+        for e in prog.eqns:
+            if depth and e.prim.name == "transpose":
+                yield e
+            matvec = (((1,), (0,)), ((), ()))
+            if depth and e.prim.name == "dot_general" and e.params["dimension_numbers"] == matvec \
+                    and e.inputs[0].aval.ndim == 2 and e.inputs[1].aval.ndim == 1:
+                yield e
+            for b in [e.params.get("body")] if e.prim.name == "scan" else []:
+                yield from walk(b, depth + 1)
+
+    assert list(walk(p, 0)) and not list(walk(q, 0))
+    assert sum(e.prim.name == "transpose" for e in q.eqns) >= 1
+    check(ember.grad(loss), W, xs, rtol=1e-4, atol=1e-5, min_loops=3)
