@@ -25,7 +25,7 @@ def debug_log(caplog):
 
 def test_reference_loop_is_logged(debug_log):
     xs = np.arange(5, dtype=np.float32)
-    ember.jit(lambda x: lax.scan(lambda c, x: (c + x, c), np.float32(0), x))(xs)
+    ember.jit(lambda x: lax.scan(lambda c, x: (c + x, c), np.float32(0), x), backend="numpy")(xs)
     lines = [r.getMessage() for r in debug_log.records if r.getMessage().startswith("scan[")]
     assert lines and "length=5" in lines[0] and "reference loop" in lines[0] and "scan_p.impl" in lines[0]
     lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0)
@@ -39,7 +39,7 @@ def test_require_native_raises_on_the_reference_backend():
     with pytest.raises(cf.NativeLoopError, match=r"scan\[length=5.*reference loop.*require_native=True"):
         f(xs)
     with pytest.raises(cf.NativeLoopError):
-        ember.jit(f)(xs)
+        ember.jit(f, backend="numpy")(xs)
     with pytest.raises(cf.NativeLoopError, match="while"):
         lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0, require_native=True)
     with cf.require_native_loops():
