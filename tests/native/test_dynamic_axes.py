@@ -90,6 +90,8 @@ def test_generated_c_reads_axes_from_dims() -> None:
     assert ", 11," in sym.source or "11)" in sym.source  # static dims stay literals
     # arena offsets come from dims after the axis values
     assert "arena + dims[1]" in sym.source
+    text = sym.describe()  # the symbolic plan: byte sizes are polynomials, offsets read from dims
+    assert "@dims[1]" in text and "*batch B" in text
 
 
 def test_grad_of_dynamic_axes_function_on_native() -> None:
