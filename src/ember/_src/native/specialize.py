@@ -156,6 +156,8 @@ class SymbolicNative:
         assert original is not None
         self.axes = axes = program_axes(original)
         prog = passes_mod.run_passes(original, opt.get("passes"))
+        if prog is original:  # no pass changed it: keep a copy, never the (weakly held) cache key
+            prog = Program(prog.constvars, prog.invars, prog.eqns, prog.outvars, prog.consts)
         if opt.get("validate", True):
             validate(prog)
         self.optimized = prog
