@@ -61,7 +61,7 @@ class Buffer:
 
     def __str__(self) -> str:
         where = f"@{self.offset}" if self.in_arena else f"#{self.index}"
-        return f"b{self.id} {self.cls:<12} {self.nbytes:>10} B {where:<10} " \
+        return f"b{self.id} {self.cls:<12} {str(self.nbytes):>10} B {where:<10} " \
                f"steps [{self.start}, {self.end}]" + \
             (f"  {self.note}" if self.note else "")
 

@@ -100,7 +100,9 @@ class SymbolicNative:
 
     def __init__(self, program: Program, **options: Any):
         self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
-        self.original = program
+        # the Program is the cache key of a WeakKeyDictionary: only a weak reference here, so the
+        # entry (library handle, arena) goes away with the jitted function's trace
+        self._original = weakref.ref(program)
         self.optimized: Program | None = None
         self.schedule = None
         self.plan = None
@@ -130,8 +132,14 @@ class SymbolicNative:
             logger.debug("native backend: dynamic axes: compiling a static program per binding "
                          "instead of once: %s", reason)
 
+    @property
+    def original(self) -> Program | None:
+        """The symbolic Program (None once it was garbage collected)."""
+        return self._original()
+
     def _unsupported(self) -> str | None:
         p = self.original
+        assert p is not None
         avals = [v.aval for v in (*p.invars, *p.constvars)] + [v.aval for e in p.eqns for v in e.outvars]
         for a in avals:
             if np.dtype(a.dtype) not in c_ops.SUPPORTED_DTYPES:
@@ -144,8 +152,12 @@ class SymbolicNative:
         opt = self.options
         from ember._src.dynamic import program_axes
 
-        self.axes = axes = program_axes(self.original)
-        prog = passes_mod.run_passes(self.original, opt.get("passes"))
+        original = self.original
+        assert original is not None
+        self.axes = axes = program_axes(original)
+        prog = passes_mod.run_passes(original, opt.get("passes"))
+        if prog is original:  # no pass changed it: keep a copy, never the (weakly held) cache key
+            prog = Program(prog.constvars, prog.invars, prog.eqns, prog.outvars, prog.consts)
         if opt.get("validate", True):
             validate(prog)
         self.optimized = prog

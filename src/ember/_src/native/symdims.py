@@ -15,7 +15,7 @@ expression over the axis values, which the generated code reads from the ``dims`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ember._src import shapes as sh
@@ -80,10 +80,6 @@ def nominal(d: Any) -> int:
     if not isinstance(d, sh.DimExpr):
         return d
     return max(sh.evaluate(d, {a: NOMINAL for a in d.axes()}), 0)
-
-
-def nominal_prod(shape: Iterable[Any]) -> int:
-    return math.prod(nominal(d) for d in shape)
 
 
 def _nonneg(d: Any) -> bool:
@@ -160,10 +156,3 @@ def exact_div(c: Any, k: Any) -> Any:
     if isinstance(c, int) and (c == 0 or isinstance(k, int)):
         return c // k if c else 0
     return sh.floordiv(c, k)
-
-
-def shape_axes(shapes: Sequence[Sequence[Any]]) -> set[str]:
-    out: set[str] = set()
-    for s in shapes:
-        out |= sh.shape_axes(s)
-    return out
