@@ -310,3 +310,17 @@ def test_conv_errors():
         lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWW", "OIHW", "NCHW"))
     with pytest.raises(ValueError, match="at most one"):
         lax.conv_general_dilated(x, w, (1, 1), "SAME", feature_group_count=2, batch_group_count=2)
+
+
+def test_conv_and_pool_with_a_named_dynamic_batch_axis():
+    k = rng.standard_normal((3, 3, 4, 8)).astype(np.float32)
+
+    def f(x, w):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return lax.reduce_window(y, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME")
+
+    g = ember.jit(f, dynamic_axes={"x": ("batch", None, None, None)})
+    for n in (2, 5):
+        x = rng.standard_normal((n, 6, 6, 4)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(g(x, k)), np.asarray(f(x, k)), rtol=1e-6, atol=1e-6)
+    assert g.traces == 1

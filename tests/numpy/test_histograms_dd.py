@@ -107,3 +107,20 @@ def test_histogramdd_errors():
         jnp.histogram2d(np.zeros(3), np.zeros(4))
     with pytest.raises(ValueError, match="positive"):
         jnp.histogramdd(s, bins=0)
+
+
+def test_histogramdd_vmap_over_samples():
+    batch = rng.standard_normal((3, 40, 2))
+
+    def counts(s):
+        return jnp.histogramdd(s, bins=3, range=[(-1, 1), (-2, 2)])[0]
+
+    got = np.asarray(ember.vmap(counts)(batch))
+    for i in range(3):
+        np.testing.assert_array_equal(got[i], np.histogramdd(batch[i], bins=3, range=[(-1, 1), (-2, 2)])[0])
+    # data-dependent edges (no range) are per sample too
+    h, edges = ember.vmap(lambda s: jnp.histogramdd(s, bins=4))(batch)
+    for i in range(3):
+        wh, we = np.histogramdd(batch[i], bins=4)
+        np.testing.assert_array_equal(np.asarray(h)[i], wh)
+        np.testing.assert_allclose(np.asarray(edges[0])[i], we[0], rtol=1e-12)
