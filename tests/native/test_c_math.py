@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -72,3 +73,39 @@ def test_signed_zero_and_saturation(kernels):
     np.testing.assert_array_equal(e[2:], [1, -1, 1, -1])
     want = [1, np.float32(sps.expit(-20.0)), 1, 0]
     np.testing.assert_array_equal(_run(kernels["em_logisticf"], x)[2:], want)
+
+
+@requires_cc
+def test_fused_math_kernel_inner_loop_vectorizes():
+    """A fused elementwise chain over every inline float32 math function compiles to a vectorized
+    inner loop (gcc's -fopt-info-vec report names the loop's source line)."""
+    import ember
+    import ember.numpy as jnp
+    from ember import nn
+    from ember.scipy import special
+
+    info = compiler.find_compiler()
+    if info.family != "gcc":
+        pytest.skip(f"the vectorization report is parsed for gcc only (compiler: {info.identity})")
+
+    def chain(x):
+        y = jnp.tanh(2 * x + 1) * jnp.exp(-x)
+        return y + jnp.log(jnp.abs(x) + 1) + nn.sigmoid(x) + special.erf(x)
+
+    x = np.linspace(-4, 4, 4096, dtype=np.float32)
+    f = ember.jit(chain, backend="native")
+    np.testing.assert_allclose(f(x), ember.jit(chain, backend="numpy")(x), rtol=2e-5, atol=2e-6)
+    exe = f.lower(x).executable
+    assert exe.schedule.count("kernel") == 1
+    source = exe.source
+    for fn in ("em_tanhf", "em_expf", "em_logf", "em_erff"):
+        assert fn + "(" in source, f"{fn} not inlined into the kernel"
+    lines = source.splitlines()
+    loops = [i + 1 for i, line in enumerate(lines) if line.strip().startswith("for (int64_t")]
+    assert loops, source
+    inner = loops[-1]  # the innermost loop: from its `for` line to the line storing the output
+    store = next(i + 1 for i in range(inner, len(lines)) if "p1_float[" in lines[i] and "] =" in lines[i])
+    report = compiler.vectorization_report(source)
+    vectorized = {int(m) for m in re.findall(r":(\d+):\d+: optimized: loop vectorized", report)}
+    assert vectorized & set(range(inner, store + 1)), \
+        f"inner loop (lines {inner}-{store}) not vectorized:\n{report}\n{source}"

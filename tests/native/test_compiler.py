@@ -198,8 +198,8 @@ def test_openmp_runtime_linked_only_for_threaded_sources():
     info = compiler.find_compiler()
     threaded = "#include <omp.h>\nint nt(void) { int n = 0;\n#pragma omp parallel\n{\n#pragma omp atomic\n" \
                "n += 1; }\nreturn n; }\n"
-    plain = "int sq(int x) { int s = 0;\n#pragma omp simd reduction(+:s)\nfor (int i = 0; i < x; ++i) s += x;\n" \
-            "return s; }\n"
+    plain = "int sq(int x) { int s = 0;\n#pragma omp simd reduction(+:s)\n" \
+            "for (int i = 0; i < x; ++i) s += x;\nreturn s; }\n"
     assert compiler.OPENMP_FLAG not in compiler.source_flags(plain, info)
     assert "-fopenmp-simd" in compiler.source_flags(plain, info)
     assert compiler.cache_key(plain, info) != compiler.cache_key(threaded, info)
