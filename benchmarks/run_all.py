@@ -202,9 +202,10 @@ def main() -> None:
     ap.add_argument("--first-call-repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None,
                     help="limit ember and every peer to N threads (default: each library's own)")
+    ap.add_argument("--tag", default="", help="suffix for the output file names (e.g. a repeat run)")
     args = ap.parse_args()
     single = not args.no_single_thread and args.threads != 1
-    name = f"summary_threads{args.threads}" if args.threads else "summary"
+    name = (f"summary_threads{args.threads}" if args.threads else "summary") + args.tag
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     load_start = load_average()
     timing = {"rounds": args.rounds, "max_seconds": args.max_seconds}
