@@ -79,7 +79,8 @@ def report(title: str, rows: list[dict[str, Any]], name: str, meta: dict[str, An
         for k in r["times"]:
             if k not in impls:
                 impls.append(k)
-    lines = [f"## {title}", "", f"machine: {machine()}; load average {load_text()}", "",
+    threads = f"; every implementation limited to {bench_threads()} thread(s)" if bench_threads() else ""
+    lines = [f"## {title}", "", f"machine: {machine()}; load average {load_text()}{threads}", "",
              "| workload | " + " | ".join(impls) + " | ember / best peer |",
              "|---" * (len(impls) + 2) + "|"]
     for r in rows:
@@ -91,7 +92,8 @@ def report(title: str, rows: list[dict[str, Any]], name: str, meta: dict[str, An
         lines.append(f"| {r['workload']} | " + " | ".join(fmt(t.get(k)) for k in impls) + f" | {ratio_s} |")
     text = "\n".join(lines) + "\n"
     RESULTS.mkdir(exist_ok=True)
-    info = {"machine": machine(), "load_average": load_average(), **(meta or {}), "rows": rows}
+    info = {"machine": machine(), "load_average": load_average(), "threads": bench_threads(), **(meta or {}),
+            "rows": rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(info, indent=1))
     (RESULTS / f"{name}.md").write_text(text)
     return text
