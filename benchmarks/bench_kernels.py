@@ -1,6 +1,7 @@
 """Fused-kernel workloads: elementwise chain, row softmax, layer norm, 1024^3 matmul and the call
-overhead of a trivial function; ember native vs the ember numpy backend vs NumPy (and JAX jit /
-PyTorch eager when installed).
+overhead of a trivial function; ember native vs the ember numpy backend vs NumPy, JAX jit, PyTorch
+eager and ONNX Runtime (a ``torch.onnx`` export) when installed. All implementations are checked
+against NumPy, then timed in interleaved rounds (``common.interleaved``).
 
     python benchmarks/bench_kernels.py [--quick] [--threads N]
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import have, report, timeit  # noqa: E402
+from common import Workload, have, interleaved, medians, peer_runners, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -62,19 +63,40 @@ FUNCS = {"chain": chain, "softmax": softmax, "layernorm": layernorm, "matmul": m
 
 
 def jax_versions() -> dict:
+    """JAX versions (``common.peer_runners`` jits them)."""
     if not have("jax"):
         return {}
     import jax
     import jax.numpy as J
 
     return {
-        "chain": jax.jit(lambda x: J.tanh(2 * x + 1) * J.exp(-x)),
-        "softmax": jax.jit(lambda x: jax.nn.softmax(x, axis=1)),
-        "layernorm": jax.jit(lambda x, g, b: (x - x.mean(1, keepdims=True))
-                             * jax.lax.rsqrt(x.var(1, keepdims=True) + 1e-5) * g + b),
-        "matmul": jax.jit(lambda a, b: a @ b),
-        "trivial": jax.jit(lambda x: x + 1.0),
+        "chain": lambda x: J.tanh(2 * x + 1) * J.exp(-x),
+        "softmax": lambda x: jax.nn.softmax(x, axis=1),
+        "layernorm": lambda x, g, b: (x - x.mean(1, keepdims=True))
+        * jax.lax.rsqrt(x.var(1, keepdims=True) + 1e-5) * g + b,
+        "matmul": lambda a, b: a @ b,
+        "trivial": lambda x: x + 1.0,
     }
+
+
+def torch_versions() -> dict:
+    if not have("torch"):
+        return {}
+    import torch
+
+    return {
+        "chain": lambda x: torch.tanh(2 * x + 1) * torch.exp(-x),
+        "softmax": lambda x: torch.softmax(x, dim=1),
+        "layernorm": lambda x, g, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, 1e-5),
+        "matmul": lambda a, b: a @ b,
+        "trivial": lambda x: x + 1.0,
+    }
+
+
+def workload(key: str, label: str, xs: list[np.ndarray]) -> Workload:
+    """The peers' versions of ``key`` over ``xs`` (all inputs are per-call data)."""
+    return Workload(label, list(xs), numpy=NUMPY[key], jax=jax_versions().get(key),
+                    torch=torch_versions().get(key), rtol=2e-3, atol=2e-3)
 
 
 def main() -> None:
@@ -91,29 +113,28 @@ def main() -> None:
     if not args.quick:
         cases.insert(1, ("chain", "elementwise chain 2^24", [f32(1 << 24)]))
         cases.append(("matmul", "matmul 1024^3 float32", [f32(1024, 1024), f32(1024, 1024)]))
-    jaxf = jax_versions()
     opts = {"num_threads": args.threads} if args.threads else {}
-    rows = [{"workload": label, "times": measure(key, xs, jaxf, opts)} for key, label, xs in cases]
+    rows = [{"workload": label, "times": measure(key, workload(key, label, xs), opts)}
+            for key, label, xs in cases]
     print(report("Fused kernels (median per call)", rows, "kernels"))
 
 
-def measure(key: str, xs: list[np.ndarray], jaxf: dict, opts: dict) -> dict:
+def measure(key: str, w: Workload, opts: dict, **timing) -> dict:
+    """ember native (jitted call and bare executable), the ember numpy backend and each peer, after
+    checking all of them against NumPy; the memory copy of the input is the limit for the chain."""
+    xs = w.data
     native = ember.jit(FUNCS[key], backend="native", **opts)
     ref = ember.jit(FUNCS[key], backend="numpy")
-    np.testing.assert_allclose(np.asarray(native(*xs)), NUMPY[key](*xs), rtol=2e-3, atol=2e-3)
+    want = NUMPY[key](*xs)
+    np.testing.assert_allclose(np.asarray(native(*xs)), want, rtol=w.rtol, atol=w.atol)
     exe = native.lower(*xs).executable
-    times = {"ember native": timeit(lambda: native(*xs)),
-             "ember native (executable)": timeit(lambda: exe(xs)),
-             "ember numpy backend": timeit(lambda: ref(*xs)),
-             "numpy": timeit(lambda: NUMPY[key](*xs))}
-    if key in jaxf:
-        import jax
-
-        jx = [jax.device_put(x) for x in xs]
-        times["jax jit"] = timeit(lambda: jaxf[key](*jx).block_until_ready())
+    impls = {"ember native": lambda: native(*xs),
+             "ember native (executable)": lambda: exe(xs),
+             "ember numpy backend": lambda: ref(*xs),
+             **peer_runners(w, reference=want)}
     if key == "chain":
-        times["memory copy"] = timeit(lambda: xs[0].copy())
-    return times
+        impls["memory copy"] = lambda: xs[0].copy()
+    return medians(interleaved(impls, **timing))
 
 
 if __name__ == "__main__":

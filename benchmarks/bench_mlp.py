@@ -1,17 +1,20 @@
 """3-layer MLP (512 wide) forward: ember native vs ember numpy backend vs NumPy, plus JAX jit,
-PyTorch eager and ONNX Runtime when they are installed (all optional).
+PyTorch eager and ONNX Runtime (a ``torch.onnx`` export) when they are installed (all optional).
+All are checked against NumPy, then timed in interleaved rounds (``common.interleaved``).
 
     python benchmarks/bench_mlp.py [--batches 1,32,128] [--width 512] [--threads N]
 
 Reports the median per workload and ember native's ratio to the best peer (lower is better);
 writes ``benchmarks/results/mlp.{json,md}``. Also reports first-call time (trace + compile) with an
-empty compile cache and with a warm disk cache in a new process.
+empty compile cache and with a warm disk cache in a new process, and JAX's first call (trace +
+XLA compile) in a new process.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import have, report, timeit  # noqa: E402
+from common import Workload, have, interleaved, medians, peer_runners, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -49,52 +52,27 @@ def mlp_numpy(x, w1, b1, w2, b2, w3, b3):
     return h @ w3 + b3
 
 
-def peers(ps: list[np.ndarray]) -> dict:
-    out = {}
-    if have("jax"):
-        import jax
-        import jax.numpy as jjnp
+def mlp_jax(x, w1, b1, w2, b2, w3, b3):
+    import jax.numpy as jjnp
 
-        @jax.jit
-        def jf(x, w1, b1, w2, b2, w3, b3):
-            h = jjnp.maximum(x @ w1 + b1, 0.0)
-            h = jjnp.maximum(h @ w2 + b2, 0.0)
-            return h @ w3 + b3
-
-        jps = [jax.device_put(p) for p in ps]
-        out["jax jit"] = lambda x: jf(jax.device_put(x), *jps).block_until_ready()
-    if have("torch"):
-        import torch
-
-        tps = [torch.from_numpy(p) for p in ps]
-
-        def tf(x):
-            with torch.no_grad():
-                h = torch.relu(torch.from_numpy(x) @ tps[0] + tps[1])
-                h = torch.relu(h @ tps[2] + tps[3])
-                return (h @ tps[4] + tps[5]).numpy()
-
-        out["torch eager"] = tf
-        if have("onnxruntime") and have("onnx"):
-            out.update(_onnx(tps))
-    return out
+    h = jjnp.maximum(x @ w1 + b1, 0.0)
+    h = jjnp.maximum(h @ w2 + b2, 0.0)
+    return h @ w3 + b3
 
 
-def _onnx(tps: list) -> dict:
-    import onnxruntime as ort
+def mlp_torch(x, w1, b1, w2, b2, w3, b3):
     import torch
 
-    class M(torch.nn.Module):
-        def forward(self, x):
-            h = torch.relu(x @ tps[0] + tps[1])
-            h = torch.relu(h @ tps[2] + tps[3])
-            return h @ tps[4] + tps[5]
+    h = torch.relu(x @ w1 + b1)
+    h = torch.relu(h @ w2 + b2)
+    return h @ w3 + b3
 
-    path = os.path.join(tempfile.mkdtemp(), "mlp.onnx")
-    torch.onnx.export(M(), (torch.zeros(1, tps[0].shape[0]),), path, input_names=["x"],
-                      dynamic_axes={"x": {0: "batch"}})
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return {"onnxruntime": lambda x: sess.run(None, {"x": x})[0]}
+
+def workload(batch: int, width: int = 512) -> Workload:
+    """The MLP at ``batch`` with the fixed weights of :func:`params` (ONNX gets them as constants)."""
+    x = np.random.default_rng(1).standard_normal((batch, width)).astype(np.float32)
+    return Workload(f"mlp {width} batch {batch}", [x], params(width), numpy=mlp_numpy, jax=mlp_jax,
+                    torch=mlp_torch, rtol=2e-4, atol=2e-4)
 
 
 FIRST_CALL = """
@@ -112,17 +90,46 @@ print(time.perf_counter() - t1)
 """
 
 
-def first_call(width: int) -> tuple[float, float]:
-    """(seconds for the first call with an empty cache, with a warm disk cache), new processes."""
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, EMBER_CACHE_DIR=cache)
-        code = FIRST_CALL.format(bench=str(Path(__file__).resolve().parent), width=width)
-        runs = []
-        for _ in range(2):
-            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                               check=True)
-            runs.append(float(p.stdout.strip().splitlines()[-1]))
-    return runs[0], runs[1]
+JAX_FIRST_CALL = """
+import sys, time, numpy as np
+sys.path.insert(0, {bench!r})
+import jax
+from bench_mlp import mlp_jax, params
+ps = params({width})
+x = np.ones((1, {width}), np.float32)
+t1 = time.perf_counter()
+f = jax.jit(mlp_jax)
+np.asarray(f(x, *ps))
+print(time.perf_counter() - t1)
+"""
+
+
+def _subprocess_seconds(code: str, env: dict) -> float:
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return float(p.stdout.strip().splitlines()[-1])
+
+
+def first_call(width: int, repeats: int = 1) -> tuple[float, float]:
+    """Median seconds of ember's first call (trace + compile + run, after imports) in a new process
+    (with an empty compile cache, with a warm disk cache), over ``repeats`` fresh caches."""
+    bench = str(Path(__file__).resolve().parent)
+    code = FIRST_CALL.format(bench=bench, width=width)
+    cold, warm = [], []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, EMBER_CACHE_DIR=cache)
+            cold.append(_subprocess_seconds(code, env))
+            warm.append(_subprocess_seconds(code, env))
+    return statistics.median(cold), statistics.median(warm)
+
+
+def jax_first_call(width: int, repeats: int = 1) -> float | None:
+    """Median seconds of JAX's first jitted call of the MLP in a new process (None without JAX)."""
+    if not have("jax"):
+        return None
+    env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
+    code = JAX_FIRST_CALL.format(bench=str(Path(__file__).resolve().parent), width=width)
+    return statistics.median(_subprocess_seconds(code, env) for _ in range(repeats))
 
 
 def main() -> None:
@@ -130,36 +137,36 @@ def main() -> None:
     ap.add_argument("--batches", default="1,32,128")
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=3, help="new processes per first-call measurement")
     args = ap.parse_args()
-    ps = params(args.width)
     opts = {"num_threads": args.threads} if args.threads else {}
     native = ember.jit(mlp, backend="native", **opts)
     ref = ember.jit(mlp, backend="numpy")
-    others = peers(ps)
     rows = []
     for b in (int(s) for s in args.batches.split(",")):
-        x = np.random.default_rng(1).standard_normal((b, args.width)).astype(np.float32)
-        rows.append({"workload": f"mlp {args.width} batch {b}", "times": measure(native, ref, others, x, ps)})
-    cold, warm = first_call(args.width)
+        w = workload(b, args.width)
+        rows.append({"workload": w.name, "times": measure(native, ref, w)})
+    cold, warm = first_call(args.width, args.repeats)
+    jax_cold = jax_first_call(args.width, args.repeats)
     rows.append({"workload": "first call incl. compile (empty cache, new process)",
-                 "times": {"ember native": cold}})
+                 "times": {"ember native": cold, **({"jax jit": jax_cold} if jax_cold else {})}})
     rows.append({"workload": "first call (warm disk cache, new process)", "times": {"ember native": warm}})
     print(report("3-layer MLP forward (median per call)", rows, "mlp"))
-    print(f"(run at {time.strftime('%Y-%m-%d %H:%M')}; peers installed: {sorted(others) or 'none'})")
+    print(f"(run at {time.strftime('%Y-%m-%d %H:%M')})")
 
 
-def measure(native, ref, others: dict, x: np.ndarray, ps: list[np.ndarray]) -> dict:
-    np.testing.assert_allclose(np.asarray(native(x, *ps)), mlp_numpy(x, *ps), rtol=2e-4, atol=2e-4)
-    exe = native.lower(x, *ps).executable
-    times = {
-        "ember native": timeit(lambda: native(x, *ps)),
-        "ember native (executable)": timeit(lambda: exe([x, *ps])),
-        "ember numpy backend": timeit(lambda: ref(x, *ps)),
-        "numpy": timeit(lambda: mlp_numpy(x, *ps)),
-    }
-    for name, fn in others.items():
-        times[name] = timeit(lambda fn=fn: fn(x))
-    return times
+def measure(native, ref, w: Workload, **timing) -> dict:
+    """ember native (jitted call and bare executable), the ember numpy backend and each peer, after
+    checking all of them against NumPy."""
+    args = [*w.data, *w.params]
+    want = mlp_numpy(*args)
+    np.testing.assert_allclose(np.asarray(native(*args)), want, rtol=w.rtol, atol=w.atol)
+    exe = native.lower(*args).executable
+    impls = {"ember native": lambda: native(*args),
+             "ember native (executable)": lambda: exe(args),
+             "ember numpy backend": lambda: ref(*args),
+             **peer_runners(w, reference=want)}
+    return medians(interleaved(impls, **timing))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""The benchmark suite's helpers (benchmarks/common.py, run_all.py goal checks) without any peer
+library: result checking of peers, interleaved timing, ratio and goal logic."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+_env = dict(os.environ)
+import common  # noqa: E402
+import run_all  # noqa: E402
+
+os.environ.clear()  # common sets OMP_WAIT_POLICY for benchmark processes; keep the test env as it was
+os.environ.update(_env)
+
+
+def test_is_peer_excludes_ember_variants_and_limits():
+    assert common.is_peer("numpy") and common.is_peer("onnxruntime") and common.is_peer("jax jit")
+    assert not common.is_peer("ember native")
+    assert not common.is_peer("ember native (1 thread)")
+    assert not common.is_peer("memory copy")
+
+
+def test_peer_runners_check_results_and_drop_a_wrong_peer():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w = common.Workload("double", [x], [np.float32(0.5)], numpy=lambda a, s: a * 2 + s)
+    ok = common.peer_runners(w, peers=("numpy",), reference=x * 2 + 0.5)
+    np.testing.assert_array_equal(ok["numpy"](), x * 2 + 0.5)
+    bad = common.peer_runners(w, peers=("numpy",), reference=x * 3)
+    assert "numpy" not in bad
+    assert "disagrees" in common.skipped_peers()["numpy"]
+
+
+def test_interleaved_medians_rank_work_correctly():
+    stats = common.interleaved({"sleep": lambda: time.sleep(2e-3), "noop": lambda: None},
+                               rounds=9, max_seconds=0.5, min_rounds=5)
+    assert stats["sleep"]["rounds"] >= 5
+    assert stats["sleep"]["median"] >= 2e-3
+    assert stats["noop"]["median"] < stats["sleep"]["median"]
+    assert stats["noop"]["calls_per_sample"] > stats["sleep"]["calls_per_sample"] == 1
+    assert stats["sleep"]["q1"] <= stats["sleep"]["median"] <= stats["sleep"]["q3"]
+
+
+def test_goals_use_the_best_peer_and_the_copy_limit():
+    rows = [
+        {"workload": "elementwise chain 2^24",
+         "times": {"ember native": 10e-3, "jax jit": 12e-3, "numpy": 50e-3, "memory copy": 4e-3}},
+        {"workload": "mlp 512 batch 32", "times": {"ember native": 0.5e-3, "onnxruntime": 0.4e-3,
+                                                   "numpy": 0.3e-3}},
+        {"workload": "matmul 1024^3 float32", "times": {"ember native": 20e-3, "numpy": 19.5e-3}},
+        {"workload": "call overhead (x + 1 on 4 floats)", "times": {"ember native": 2e-6, "numpy": 1e-6}},
+    ]
+    table = run_all.summarize(rows)
+    chain, mlp, matmul, call = rows
+    assert chain["best_peer"] == "jax jit"  # the memory copy is a limit, not a peer
+    assert chain["goal_met"] is False and "2.50x copy" in chain["goal_detail"]  # ahead of JAX, > 2x copy
+    assert mlp["best_peer"] == "numpy" and mlp["goal_met"] is False and "1.25x onnxruntime" in table
+    assert matmul["goal_met"] is True and "98% of NumPy" in matmul["goal_detail"]
+    assert call["goal_met"] is True
+    assert "| mlp 512 batch 32 |" in table and "1.67x" in table  # 0.5 / 0.3 vs the best peer
