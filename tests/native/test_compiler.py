@@ -208,3 +208,38 @@ def test_openmp_runtime_linked_only_for_threaded_sources():
     if compiler.OPENMP_FLAG in info.flags:
         assert compiler.OPENMP_FLAG in compiler.source_flags(threaded, info)
         assert compiler.load_library(threaded, name_hint="nt").nt() >= 1
+
+
+@requires_cc
+def test_cache_key_ignores_comments_but_not_code():
+    a = "/* k0: (v0:f32[4]) -> (v3:f32[4]) */\nint f(int x) { return x + 1; }\n"
+    b = "/* k0: (v13:f32[4]) -> (v19:f32[4]) */\nint f(int x) { return x + 1; }\n"
+    c = "/* k0: (v0:f32[4]) -> (v3:f32[4]) */\nint f(int x) { return x + 2; }\n"
+    assert compiler.cache_key(a) == compiler.cache_key(b) != compiler.cache_key(c)
+    assert compiler.load_library(a).f(1) == 2
+    assert compiler.load_library(b).f(1) == 2  # served from the cache: no second compile
+    assert compiler.load_library(c).f(1) == 3
+    assert compiler.cache_stats()["compiles"] == 2
+
+
+def test_same_program_after_other_work_reuses_the_compiled_code():
+    import numpy as np
+
+    import ember
+    import ember.numpy as jnp
+
+    if compiler.find_compiler() is None:
+        pytest.skip("no C compiler available")
+
+    def f(x):
+        return jnp.sum(jnp.tanh(x) * 2, axis=0) + jnp.max(x)
+
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    first = ember.jit(f, backend="native")
+    first(x)
+    ember.jit(lambda v: jnp.exp(v) + jnp.cos(v) * 3, backend="native")(x)  # other variables traced
+    before = compiler.cache_stats()["compiles"]
+    again = ember.jit(f, backend="native")  # a new trace: new variable ids in the source comments
+    np.testing.assert_allclose(again(x), np.sum(np.tanh(x) * 2, axis=0) + np.max(x), rtol=1e-5)
+    assert again.lower(x).executable.source != first.lower(x).executable.source
+    assert compiler.cache_stats()["compiles"] == before

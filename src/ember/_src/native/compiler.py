@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -288,12 +289,17 @@ def source_flags(source: str, info: CompilerInfo) -> tuple[str, ...]:
     return info.flags
 
 
+_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
+
+
 def cache_key(source: str, info: CompilerInfo | None = None) -> str:
-    """sha256 over source, flags, compiler identity and native target."""
+    """sha256 over source (without its ``/* */`` comments, which name program variables by their
+    process-wide ids, so the same program traced after other work keeps its key), flags,
+    compiler identity and native target."""
     info = info or _require_compiler()
     h = hashlib.sha256()
-    for part in (source, " ".join(source_flags(source, info)), " ".join(LINK_LIBS), info.identity,
-                 info.target):
+    for part in (_COMMENT_RE.sub("", source), " ".join(source_flags(source, info)), " ".join(LINK_LIBS),
+                 info.identity, info.target):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
