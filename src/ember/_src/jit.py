@@ -102,12 +102,15 @@ class _FastEntry:
     """A cache hit resolved once: the executable of an all-positional-array signature and how to
     wrap its outputs, so :meth:`JitFunction.__call__` skips flattening, avals and lookups."""
 
-    __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow")
+    __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow", "spec_key")
 
-    def __init__(self, c: Compiled):
+    def __init__(self, c: Compiled, spec: dyn.Specialization | None = None, spec_key: Any = None):
         self.compiled = c
-        self.exe = c.executable
-        self.avals = list(c.program.out_avals)
+        self.spec_key = spec_key  # the specialization's LRU key: the entry lives only while it is cached
+        # with named dynamic axes: the specialization of these exact input shapes (their binding
+        # was checked when it was first used; the key below is the exact shapes)
+        self.exe = c.executable if spec is None else spec.run
+        self.avals = list(c.program.out_avals if spec is None else spec.out_avals)
         self.weak = [a.weak_type for a in self.avals]
         self.out_tree = c.out_tree
         self.single = c.out_tree == tu._LEAF
@@ -120,7 +123,7 @@ class _FastEntry:
             arrays = [Array(o, w) for o, w in zip(outs, self.weak)]
         else:
             outs = self.exe([a._value if type(a) is Array else asarray_eager(a).value for a in args])
-            arrays = [wrap_result(o, a) for o, a in zip(outs, self.avals)]
+            arrays = [o if type(o) is Array else wrap_result(o, a) for o, a in zip(outs, self.avals)]
         if self.single:
             return arrays[0]
         return tu.unflatten(self.out_tree, arrays)
@@ -186,7 +189,7 @@ class JitFunction:
         self._structs: dict[Any, _Struct] = {}
         # fast path: all-positional array calls of a function without static or dynamic arguments
         self._fast: dict[tuple, _FastEntry] | None = \
-            {} if not (self.static_argnums or self.static_argnames or self._dynamic) else None
+            {} if not (self.static_argnums or self.static_argnames) else None
         self.traces = 0
         self.hits = 0
 
@@ -309,8 +312,10 @@ class JitFunction:
             if key is not None:
                 ent = fast.get(key)
                 if ent is not None:
-                    self.hits += 1
-                    return ent.run(args)
+                    if ent.spec_key is None or self._spec_cache.get(ent.spec_key) is not None:
+                        self.hits += 1
+                        return ent.run(args)
+                    del fast[key]  # its specialization was evicted from the LRU
         return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
@@ -338,22 +343,28 @@ class JitFunction:
                 self._spec_cache.put(spec_key, s)
             outs = s.run(vals)
             out_avals = s.out_avals
+            self._remember_fast(args, kwargs, c, s, spec_key)
         else:
             borrow = getattr(c.executable, "borrows_inputs", False)
             vals = [x.value if type(x) is Array else x if borrow and type(x) is np.ndarray
                     else asarray_eager(x).value for x in leaves]
             outs = c.executable(vals)
             out_avals = c.program.out_avals
-            if self._fast is not None and not kwargs:
-                key = _fast_key(args)
-                if key is not None and len(self._fast) < 256:
-                    self._fast[key] = _FastEntry(c)
+            self._remember_fast(args, kwargs, c)
         if hit:
             self.hits += 1
             if dbg._level >= 2:
                 dbg.logger.debug("%s: cache hit%s", self._label, "" if env is None else f" {env}")
         arrays = [o if isinstance(o, Array) else wrap_result(o, a) for o, a in zip(outs, out_avals)]
         return tu.unflatten(c.out_tree, arrays)
+
+    def _remember_fast(self, args: tuple, kwargs: dict, c: Compiled,
+                       spec: dyn.Specialization | None = None, spec_key: Any = None) -> None:
+        """Let later calls with exactly these argument shapes take the fast path."""
+        if self._fast is not None and not kwargs:
+            key = _fast_key(args)
+            if key is not None and len(self._fast) < 256:
+                self._fast[key] = _FastEntry(c, spec, spec_key)
 
     def specialize(self, *example_args: Any, **sizes: Any) -> list[dyn.Specialization]:
         """Build specializations ahead of time: ``f.specialize(batch=32, seq=[64, 128])``.

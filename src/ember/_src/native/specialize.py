@@ -36,6 +36,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src import shapes as sh
+from ember._src.array import aligned_copy
 from ember._src.native import blas, c_ops, compiler
 from ember._src.native import passes as passes_mod
 from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _debug_level, _view
@@ -345,9 +346,14 @@ class NativeRun:
                 raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
             if a.shape != shape:
                 raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
             ins.append(a)
+        return self.run_trusted(ins)
+
+    borrows_inputs = True  # reads caller arrays in place, never writes them (jit's fast path)
+
+    def run_trusted(self, ins: list[np.ndarray]) -> list[np.ndarray]:
+        """Run on arrays of the right dtypes and shapes (non-contiguous ones are copied)."""
+        ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
         outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
         fn = self.sym._fn
         if fn is not None:
@@ -376,7 +382,9 @@ class NativeRun:
             elif kind == "literal":
                 r = np.array(spec.val, dtype=spec.aval.dtype)
             else:
-                r = (ins[idx] if kind == "input" else self.sym._consts_opt[idx]).reshape(spec[0])
+                # an input or a constant, reshaped: copied, so no output aliases a caller's array
+                src = ins[idx] if kind == "input" else self.sym._consts_opt[idx]
+                r = aligned_copy(src.reshape(spec[0]))
             if r.flags.writeable:
                 r.flags.writeable = False
             results.append(r)
