@@ -323,7 +323,7 @@ class _Fuser:
             if len(eqns) == 1 and eqns[0].prim.name in ("reshape", "squeeze") and len(roots) == 1:
                 units[gid] = Step("alias", "", eqns, [eqns[0].inputs[0]], roots)
                 continue
-            ir = build_kernel(eqns, g.domain, g.n_outer, roots, self.max_inputs)
+            ir = build_kernel(eqns, g.domain, g.n_outer, roots, self.max_inputs, split=True)
             ins = list(ir.inputs)
             units[gid] = Step("kernel", "", eqns, ins, roots, ir)
         for i, kind in self.call_kind.items():
