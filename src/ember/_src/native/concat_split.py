@@ -30,6 +30,8 @@ def _cut(box: Box, ir: KernelIR) -> list[Box] | None:
     """``box`` cut at the cut points ``ir`` recorded on its first cut variable (None: no cut)."""
     for k, dv in enumerate(ir.dvars):
         start, n = box[k]
+        if not isinstance(n, int):  # symbolic extents are never cut
+            continue
         pts = sorted(c for c in ir.cuts.get(dv, ()) if 0 < c < n)
         if not pts:
             continue
@@ -45,11 +47,11 @@ def split_parts(eqns: Sequence[Eqn], domain: tuple[int, ...], roots: Sequence[Va
     """The per-box map kernels computing ``roots`` over ``domain`` (the unsplit kernel ``ir``
     recorded the cut points), ordered as the output is laid out; None when no cut applies or a
     box cannot be built."""
-    if not ENABLED or any(not isinstance(n, int) for n in domain):
+    if not ENABLED:
         return None
     full: Box = tuple((0, n) for n in domain)
     first = _cut(full, ir)
-    if first is None:
+    if first is None or len(first) > MAX_PARTS:
         return None
     done: list[tuple[Box, KernelIR | None]] = []
     todo = list(first)
@@ -60,8 +62,8 @@ def split_parts(eqns: Sequence[Eqn], domain: tuple[int, ...], roots: Sequence[Va
                                 origin=tuple(s for s, _ in box))
         except Unfusable:
             return None
-        sub = _cut(box, part) if len(done) + len(todo) + 2 <= MAX_PARTS else None
-        if sub is None:
+        sub = _cut(box, part)
+        if sub is None or len(done) + len(todo) + len(sub) + 1 > MAX_PARTS:
             done.append((box, part))
         else:
             todo.extend(sub)

@@ -102,6 +102,7 @@ class KernelIR:
     # that replace this kernel's single loop nest when set (all share ``n_outer`` prefix dims)
     cuts: dict[str, set[int]] = field(default_factory=dict)
     parts: list[KernelIR] | None = None
+    needs_split: bool = False  # only valid as parts (unsplit, it would recompute expensive work)
 
     @property
     def outputs(self) -> list[Var]:
@@ -459,11 +460,19 @@ class _Builder:
                 raise Unfusable("an output is not computed by the kernel")
             n = self.value(v, idx)
             roots.append(Root(v, n, full, ixm.linearize(idx, shape)))
-        self.check_duplication()
+        needs_split = False
+        try:
+            self.check_duplication()
+        except Unfusable:
+            # evaluated under a select chain, a piece's producer looks recomputed over the whole
+            # domain; per-piece loops (checked again box by box) evaluate it once per element
+            if not self.cuts or self.reduces or self.n_outer:
+                raise
+            needs_split = True
         if self.many_pieces and self.reduces:
             raise Unfusable("a concatenate of many pieces read inside a reduction kernel")
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
-                      self.inputs, self.eqns, cuts=self.cuts)
+                      self.inputs, self.eqns, cuts=self.cuts, needs_split=needs_split)
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
         return ir
@@ -603,7 +612,9 @@ def build_kernel(eqns: Sequence[Eqn], domain: Sequence[int], n_outer: int, roots
     element ``i`` computes the roots at ``origin + i``.
     """
     ir = _Builder(eqns, tuple(domain), n_outer, roots, max_inputs, origin).build()
-    if split and ir.cuts and not ir.reduces and n_outer == 0:
+    if (split or ir.needs_split) and ir.cuts and not ir.reduces and n_outer == 0 and origin is None:
         from ember._src.native.concat_split import split_parts
         ir.parts = split_parts(eqns, tuple(domain), roots, max_inputs, ir)
+    if ir.needs_split and not ir.parts:
+        raise Unfusable("a concatenate's pieces would be recomputed under a select chain")
     return ir

@@ -54,6 +54,8 @@ class Step:
             ir = self.ir
             dom = "x".join(str(d) for d in ir.domain) or "scalar"
             kind = "map" if not ir.reduces else f"reduce({ir.n_loops} loops)"
+            if ir.parts:
+                kind += f" in {len(ir.parts)} parts"
             what = f"{kind} over {dom} [{ir.describe()}]"
         elif self.kind == "gemm":
             p = self.eqns[0].params
