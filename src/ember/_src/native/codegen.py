@@ -375,7 +375,8 @@ class _KernelEmitter:
         """Split loops (:mod:`.concat_split`): the shared outer loops once, then each part's
         loop nest in its own block, all writing into this function's lines and parameters."""
         parts = self.ir.parts or []
-        exprs = [x for p in parts for x in _KernelEmitter(self.step, self.s, self.ctx, self.opts, p)._all_exprs()]
+        exprs = [x for p in parts
+                 for x in _KernelEmitter(self.step, self.s, self.ctx, self.opts, p)._all_exprs()]
         ems = [_KernelEmitter(self.step, self.s, self.ctx, self.opts, p, exprs) for p in parts]
         first = ems[0]
         for em in ems:
