@@ -189,3 +189,24 @@ def test_part_limit_keeps_select_chains(monkeypatch: pytest.MonkeyPatch) -> None
     xs = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(9)]
     exe = check(lambda *xs: jnp.concatenate(xs, axis=0) + 1.0, *xs)
     assert max(_kernel_parts(exe)) == 0
+
+
+def test_expensive_broadcast_is_not_recomputed_per_part() -> None:
+    """A broadcast expensive value read by every box would be computed once per box: no split
+    that multiplies its work (the value is materialized instead), same results."""
+    rng = _rng()
+    xs = [rng.standard_normal((3, 4, 5)).astype(np.float32) for _ in range(6)]
+    v = rng.standard_normal((5,)).astype(np.float32)
+
+    def f(v: object, *xs: object) -> object:
+        return jnp.concatenate([jnp.sin(x) for x in xs], axis=0) * jnp.exp(jnp.tanh(v))
+
+    exe = check(f, v, *xs)
+    assert exe.schedule.count("kernel") == 2  # exp(tanh(v)) once, then the split concatenate
+    for s in exe.schedule.steps:
+        if s.kind == "kernel" and s.ir is not None and s.ir.parts:
+            total: dict[int, int] = {}
+            for p in s.ir.parts:
+                for vid, (count, size) in p.evaluations.items():
+                    total[vid] = total.get(vid, 0) + count
+                    assert total[vid] <= size

@@ -53,7 +53,7 @@ def split_parts(eqns: Sequence[Eqn], domain: tuple[int, ...], roots: Sequence[Va
     first = _cut(full, ir)
     if first is None or len(first) > MAX_PARTS:
         return None
-    done: list[tuple[Box, KernelIR | None]] = []
+    done: list[tuple[Box, KernelIR]] = []
     todo = list(first)
     while todo:
         box = todo.pop()
@@ -69,6 +69,13 @@ def split_parts(eqns: Sequence[Eqn], domain: tuple[int, ...], roots: Sequence[Va
             todo.extend(sub)
     # shared outer loops: the dims before the first one any box cuts
     n_outer = min(k for box, _ in done for k, (s, n) in enumerate(box) if (s, n) != (0, domain[k]))
+    # an expensive value evaluated by several boxes must not add up to more than its elements
+    counts: dict[int, list[int]] = {}
+    for _, part in done:
+        for vid, (count, size) in part.evaluations.items():
+            counts.setdefault(vid, [0, size])[0] += count
+    if any(c > size for c, size in counts.values()):
+        return None
     parts = []
     for box, _ in sorted(done, key=lambda bp: tuple(s for s, _ in bp[0])):
         try:

@@ -103,6 +103,7 @@ class KernelIR:
     cuts: dict[str, set[int]] = field(default_factory=dict)
     parts: list[KernelIR] | None = None
     needs_split: bool = False  # only valid as parts (unsplit, it would recompute expensive work)
+    evaluations: dict[int, tuple[int, int]] = field(default_factory=dict)  # var id -> (count, size)
 
     @property
     def outputs(self) -> list[Var]:
@@ -166,6 +167,7 @@ class _Builder:
         self.origin = tuple(origin) if origin is not None else None
         self.cuts: dict[str, set[int]] = {}
         self.many_pieces = False  # a select chain over more than MAX_SELECT_PIECES pieces
+        self.evaluations: dict[int, tuple[int, int]] = {}  # expensive var id -> (evaluations, size)
         self.n_outer = n_outer
         self.roots_in = list(roots)
         self.max_inputs = max_inputs
@@ -472,7 +474,8 @@ class _Builder:
         if self.many_pieces and self.reduces:
             raise Unfusable("a concatenate of many pieces read inside a reduction kernel")
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
-                      self.inputs, self.eqns, cuts=self.cuts, needs_split=needs_split)
+                      self.inputs, self.eqns, cuts=self.cuts, needs_split=needs_split,
+                      evaluations=self.evaluations)
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
         return ir
@@ -516,6 +519,7 @@ class _Builder:
                     name = self.producer[vid].prim.name
                     raise Unfusable(f"{name} would be computed at {len(nids)} indices")
                 count, total = sd.nominal(self.level_count(n)), sd.nominal(size)  # symbolic: nominal
+                self.evaluations[vid] = (count, total)
                 if count > total:
                     raise Unfusable(f"{self.producer[vid].prim.name} would be recomputed "
                                     f"{count // max(total, 1)}x (broadcast)")
