@@ -10,7 +10,11 @@ Single-phase reductions over axes that are not the trailing ones (column sums) u
 nest in the operand's own axis order so the innermost loop stays contiguous, then the epilogue.
 
 Values are read through index expressions (:mod:`.index`), so broadcast, reshape, transpose,
-slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. The builder walks
+slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. A concatenate read
+at an index affine in one loop variable records cut points; map kernels are then built as one
+loop nest per piece (:mod:`.concat_split`) instead of selecting among all pieces per element, and
+other kernels refuse select chains longer than ``MAX_SELECT_PIECES`` (the concatenate is then
+materialized by its own split kernel). The builder walks
 from the kernel's outputs (roots) toward its inputs, interning one node per (value, index) pair,
 and rejects groupings that would recompute expensive work (an expensive node evaluated at two
 different indices, or more times than it has elements) or that exceed the input limit; the
