@@ -210,3 +210,18 @@ def test_expensive_broadcast_is_not_recomputed_per_part() -> None:
                 for vid, (count, size) in p.evaluations.items():
                     total[vid] = total.get(vid, 0) + count
                     assert total[vid] <= size
+
+
+def test_nested_concatenate_of_expensive_pieces() -> None:
+    """Expensive producers under two nested concatenates: fusible only once both are cut."""
+    rng = _rng()
+    x = rng.standard_normal((4, 12)).astype(np.float32)
+
+    def f(x: object) -> object:
+        rows = [jnp.concatenate([jnp.exp(x[i:i + 1, 3 * j:3 * j + 3]) for j in range(4)], axis=1)
+                for i in range(4)]
+        return jnp.concatenate(rows, axis=0) + 1.0
+
+    exe = check(f, x, rtol=1e-5)
+    assert exe.schedule.count("kernel") == 1
+    assert _kernel_parts(exe) == [16]

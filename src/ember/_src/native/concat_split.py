@@ -64,6 +64,8 @@ def split_parts(eqns: Sequence[Eqn], domain: tuple[int, ...], roots: Sequence[Va
             return None
         sub = _cut(box, part)
         if sub is None or len(done) + len(todo) + len(sub) + 1 > MAX_PARTS:
+            if part.needs_split:  # still recomputes expensive work and cannot be cut further
+                return None
             done.append((box, part))
         else:
             todo.extend(sub)

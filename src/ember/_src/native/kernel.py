@@ -170,6 +170,7 @@ class _Builder:
         # a box of a larger domain: roots are written at ``origin + loop index`` (split loops)
         self.origin = tuple(origin) if origin is not None else None
         self.cuts: dict[str, set[int]] = {}
+        self.soft_cuts: dict[str, set[int]] = {}
         self.many_pieces = False  # a select chain over more than MAX_SELECT_PIECES pieces
         self.evaluations: dict[int, tuple[int, int]] = {}  # expensive var id -> (evaluations, size)
         self.n_outer = n_outer
@@ -383,7 +384,10 @@ class _Builder:
         # local index v where piece j starts: c * v + const >= start (c > 0) or < start (c < 0)
         cuts = {-((ix.const - s) // c) if c > 0 else (s - ix.const) // c + 1 for s in starts}
         if t == self.dvars[-1] and not many and min(sizes) < 8 * abs(c):
-            return  # a few short pieces on the innermost loop: the select chain is cheaper
+            # a few short pieces on the innermost loop: the select chain is cheaper, unless it
+            # would recompute expensive pieces (see build)
+            self.soft_cuts.setdefault(t, set()).update(cuts)
+            return
         self.many_pieces = self.many_pieces or many
         self.cuts.setdefault(t, set()).update(cuts)
 
@@ -472,9 +476,11 @@ class _Builder:
         except Unfusable:
             # evaluated under a select chain, a piece's producer looks recomputed over the whole
             # domain; per-piece loops (checked again box by box) evaluate it once per element
-            if not self.cuts or self.reduces or self.n_outer:
+            if not (self.cuts or self.soft_cuts) or self.reduces or self.n_outer:
                 raise
             needs_split = True
+            for t, cs in self.soft_cuts.items():
+                self.cuts.setdefault(t, set()).update(cs)
         if self.many_pieces and self.reduces:
             raise Unfusable("a concatenate of many pieces read inside a reduction kernel")
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
@@ -623,6 +629,6 @@ def build_kernel(eqns: Sequence[Eqn], domain: Sequence[int], n_outer: int, roots
     if (split or ir.needs_split) and ir.cuts and not ir.reduces and n_outer == 0 and origin is None:
         from ember._src.native.concat_split import split_parts
         ir.parts = split_parts(eqns, tuple(domain), roots, max_inputs, ir)
-    if ir.needs_split and not ir.parts:
+    if ir.needs_split and not ir.parts and origin is None:  # (a box is cut further by the caller)
         raise Unfusable("a concatenate's pieces would be recomputed under a select chain")
     return ir
