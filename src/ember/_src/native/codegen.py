@@ -177,9 +177,10 @@ class _ExprNames(dict):
 
 
 class _KernelEmitter:
-    def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions):
+    def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions, ir: KernelIR | None = None,
+                 outer_exprs: list[ixm.Ix] | None = None):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
-        self.ir: KernelIR = step.ir  # type: ignore[assignment]
+        self.ir: KernelIR = ir or step.ir  # type: ignore[assignment]
         ir = self.ir
         self.nodes = ir.nodes
         self.inner = frozenset(ir.dvars[ir.n_outer:])
@@ -190,7 +191,7 @@ class _KernelEmitter:
         # loop merging
         exprs = self._all_exprs()
         n = ir.n_outer
-        og = ixm.mergeable_groups(ir.dvars[:n], ir.domain[:n], exprs)
+        og = ixm.mergeable_groups(ir.dvars[:n], ir.domain[:n], outer_exprs or exprs)
         ig = [[i + n for i in g] for g in ixm.mergeable_groups(ir.dvars[n:], ir.domain[n:], exprs)]
         self.outer_groups = [[ir.dvars[i] for i in g] for g in og] if n else []
         self.inner_groups = [[ir.dvars[i] for i in g] for g in ig] if ir.domain[n:] else []
@@ -332,6 +333,8 @@ class _KernelEmitter:
             self.w("}")
 
     def emit(self) -> tuple[str, str]:
+        if self.ir.parts:
+            return self.emit_split()
         if self.ir.natural is not None:
             self.emit_accumulate()
             return self.finish()
@@ -365,6 +368,41 @@ class _KernelEmitter:
                 emitted_row.add(nid)
         for r in row_roots:
             self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
+        self.close(depth)
+        return self.finish()
+
+    def emit_split(self) -> tuple[str, str]:
+        """Split loops (:mod:`.concat_split`): the shared outer loops once, then each part's
+        loop nest in its own block, all writing into this function's lines and parameters."""
+        parts = self.ir.parts or []
+        exprs = [x for p in parts
+                 for x in _KernelEmitter(self.step, self.s, self.ctx, self.opts, p)._all_exprs()]
+        ems = [_KernelEmitter(self.step, self.s, self.ctx, self.opts, p, exprs) for p in parts]
+        first = ems[0]
+        for em in ems:
+            em.params, em.param_written, em.lines = self.params, self.param_written, self.lines
+        self.outer_names, self.outer_sizes = first.outer_names, first.outer_sizes
+        pragma = None
+        if first.outer_names and self.opts.openmp:
+            go, par_if = _parallel(self.opts, self.ir.flops(), first.outer_sizes[0])
+            if go:
+                nt = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+                pragma = f"#pragma omp parallel for{nt}{par_if} schedule(static)"
+        depth = self.open_loops(first.outer_names, first.outer_sizes, pragma, None)
+        for em in ems:
+            em.ind = self.ind
+            em.w("{")
+            em.ind += 1
+            if not first.outer_names:  # parts run one after another: each may go parallel itself
+                em.parallel_inner, em.par_if = _parallel(self.opts, self.ir.flops(), em.inner_sizes[0]) \
+                    if em.inner_sizes else (False, "")
+            for q in range(em.ir.n_loops):
+                sinks = em.ir.loop_sinks[q]
+                for nid in em.row_deps(sinks):
+                    em.emit_node(nid)
+                em.emit_loop(q, sinks)
+            em.ind -= 1
+            em.w("}")
         self.close(depth)
         return self.finish()
 

@@ -10,7 +10,11 @@ Single-phase reductions over axes that are not the trailing ones (column sums) u
 nest in the operand's own axis order so the innermost loop stays contiguous, then the epilogue.
 
 Values are read through index expressions (:mod:`.index`), so broadcast, reshape, transpose,
-slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. The builder walks
+slice, pad, rev, concatenate, iota and gathers (``take``) fuse without copies. A concatenate read
+at an index affine in one loop variable records cut points; map kernels are then built as one
+loop nest per piece (:mod:`.concat_split`) instead of selecting among all pieces per element, and
+other kernels refuse select chains longer than ``MAX_SELECT_PIECES`` (the concatenate is then
+materialized by its own split kernel). The builder walks
 from the kernel's outputs (roots) toward its inputs, interning one node per (value, index) pair,
 and rejects groupings that would recompute expensive work (an expensive node evaluated at two
 different indices, or more times than it has elements) or that exceed the input limit; the
@@ -35,6 +39,10 @@ from ember._src.prims.indexing import fill_value
 from ember._src.program import Atom, Eqn, Literal, Var
 
 CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at several indices)
+# a concatenate read inside a kernel evaluates every live piece and selects one (a select chain);
+# beyond this many pieces it must be split into per-piece loop nests (map kernels, an index that
+# is affine in one loop variable) or materialized by its own kernel (the fusion is refused)
+MAX_SELECT_PIECES = 4
 REDUCE_PRIMS = frozenset(c_ops.REDUCE_KINDS)
 MOVEMENT_PRIMS = frozenset("broadcast_in_dim reshape squeeze transpose rev slice pad concatenate".split())
 FUSIBLE = ELEMENTWISE | MOVEMENT_PRIMS | REDUCE_PRIMS | {"iota", "take", "stop_gradient", "dim_as_value"}
@@ -93,6 +101,13 @@ class KernelIR:
     # accumulate strategy (single-phase reductions over non-trailing axes): loop over the input in
     # its natural order (these loop variables, outermost first) updating per-row accumulators
     natural: list[str] | None = None
+    # split loops (see :mod:`.concat_split`): per-concatenate-piece cut points, loop variable ->
+    # local indices where another piece starts; and the map kernels over boxes of the domain
+    # that replace this kernel's single loop nest when set (all share ``n_outer`` prefix dims)
+    cuts: dict[str, set[int]] = field(default_factory=dict)
+    parts: list[KernelIR] | None = None
+    needs_split: bool = False  # only valid as parts (unsplit, it would recompute expensive work)
+    evaluations: dict[int, tuple[int, int]] = field(default_factory=dict)  # var id -> (count, size)
 
     @property
     def outputs(self) -> list[Var]:
@@ -114,7 +129,7 @@ class KernelIR:
     def inplace_candidates(self) -> list[tuple[Var, int]]:
         """(root var, input var id) pairs where the root may overwrite the input's buffer: a
         single-loop map kernel that reads the input only at the element it writes."""
-        if self.n_outer != 0 or self.reduces or self.n_loops > 1:
+        if self.n_outer != 0 or self.reduces or self.n_loops > 1 or self.parts:
             return []
         out = []
         for r in self.roots:
@@ -149,9 +164,15 @@ def _size(shape: Sequence[int]) -> int:
 
 class _Builder:
     def __init__(self, eqns: Sequence[Eqn], domain: tuple[int, ...], n_outer: int, roots: Sequence[Var],
-                 max_inputs: int):
+                 max_inputs: int, origin: Sequence[int] | None = None):
         self.eqns = list(eqns)
         self.domain = tuple(domain)
+        # a box of a larger domain: roots are written at ``origin + loop index`` (split loops)
+        self.origin = tuple(origin) if origin is not None else None
+        self.cuts: dict[str, set[int]] = {}
+        self.soft_cuts: dict[str, set[int]] = {}
+        self.many_pieces = False  # a select chain over more than MAX_SELECT_PIECES pieces
+        self.evaluations: dict[int, tuple[int, int]] = {}  # expensive var id -> (evaluations, size)
         self.n_outer = n_outer
         self.roots_in = list(roots)
         self.max_inputs = max_inputs
@@ -330,8 +351,14 @@ class _Builder:
             o += n
         parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if sd.is_sym(n) or n > 0]
         _require_nonempty([n for _, _, n in parts], "concatenate")
+        # pieces that the index can reach in this loop nest (the others are never read)
+        lo, hi = ixm.ix_range(idx[d], self.ranges)
+        live = [(a, off, n) for a, off, n in parts
+                if not (sd.proves_lt(off + n - 1, lo) or sd.proves_lt(hi, off))] or parts[:1]
+        if len(live) > 1:
+            self.note_pieces(idx[d], [off for _, off, _ in live[1:]], [n for _, _, n in live])
         result = None
-        for a, off, n in reversed(parts):
+        for a, off, n in reversed(live):
             new = list(idx)
             new[d] = ixm.clamp(idx[d] - off, 0, n - 1, self.ranges)
             v = self.value(a, tuple(new))
@@ -343,6 +370,26 @@ class _Builder:
         if result is None:
             raise Unfusable("concatenate of empty operands")
         return result
+
+    def note_pieces(self, ix: Ix, starts: Sequence[Any], sizes: Sequence[Any]) -> None:
+        """Record where a concatenate read at ``ix`` changes pieces, as cut points of the loop
+        variable that ``ix`` is affine in; refuse long select chains that no cut can remove."""
+        many = len(sizes) > MAX_SELECT_PIECES
+        static = not any(sd.is_sym(x) for x in (*starts, *sizes, ix.const, *ix.terms.values()))
+        (t, c), = ix.terms.items() if len(ix.terms) == 1 else ((None, 0),)
+        if not static or not isinstance(t, str):
+            if many and static:
+                raise Unfusable(f"concatenate of {len(sizes)} pieces read through {ix}")
+            return
+        # local index v where piece j starts: c * v + const >= start (c > 0) or < start (c < 0)
+        cuts = {-((ix.const - s) // c) if c > 0 else (s - ix.const) // c + 1 for s in starts}
+        if t == self.dvars[-1] and not many and min(sizes) < 8 * abs(c):
+            # a few short pieces on the innermost loop: the select chain is cheaper, unless it
+            # would recompute expensive pieces (see build)
+            self.soft_cuts.setdefault(t, set()).update(cuts)
+            return
+        self.many_pieces = self.many_pieces or many
+        self.cuts.setdefault(t, set()).update(cuts)
 
     def mv_iota(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         ix = idx[e.params["dimension"]]
@@ -408,7 +455,10 @@ class _Builder:
         roots = []
         for v in self.roots_in:
             shape = tuple(v.aval.shape)
-            if shape == self.domain:
+            if self.origin is not None:  # a box of the root's domain
+                idx = tuple(Ix.var(d) + o for d, o in zip(self.dvars, self.origin))
+                full = True
+            elif shape == self.domain:
                 idx = tuple(Ix.var(d) for d in self.dvars)
                 full = True
             elif shape == self.domain[:self.n_outer]:
@@ -420,9 +470,22 @@ class _Builder:
                 raise Unfusable("an output is not computed by the kernel")
             n = self.value(v, idx)
             roots.append(Root(v, n, full, ixm.linearize(idx, shape)))
-        self.check_duplication()
+        needs_split = False
+        try:
+            self.check_duplication()
+        except Unfusable:
+            # evaluated under a select chain, a piece's producer looks recomputed over the whole
+            # domain; per-piece loops (checked again box by box) evaluate it once per element
+            if not (self.cuts or self.soft_cuts) or self.reduces or self.n_outer:
+                raise
+            needs_split = True
+            for t, cs in self.soft_cuts.items():
+                self.cuts.setdefault(t, set()).update(cs)
+        if self.many_pieces and self.reduces:
+            raise Unfusable("a concatenate of many pieces read inside a reduction kernel")
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
-                      self.inputs, self.eqns)
+                      self.inputs, self.eqns, cuts=self.cuts, needs_split=needs_split,
+                      evaluations=self.evaluations)
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
         return ir
@@ -466,6 +529,7 @@ class _Builder:
                     name = self.producer[vid].prim.name
                     raise Unfusable(f"{name} would be computed at {len(nids)} indices")
                 count, total = sd.nominal(self.level_count(n)), sd.nominal(size)  # symbolic: nominal
+                self.evaluations[vid] = (count, total)
                 if count > total:
                     raise Unfusable(f"{self.producer[vid].prim.name} would be recomputed "
                                     f"{count // max(total, 1)}x (broadcast)")
@@ -552,10 +616,19 @@ def node_deps(n: Node) -> list[int]:
 
 
 def build_kernel(eqns: Sequence[Eqn], domain: Sequence[int], n_outer: int, roots: Sequence[Var],
-                 max_inputs: int = 16) -> KernelIR:
+                 max_inputs: int = 16, split: bool = False, origin: Sequence[int] | None = None) -> KernelIR:
     """Build (and check) the kernel computing ``roots`` from ``eqns`` over ``domain``.
 
     Raises :class:`Unfusable` when the equations cannot form one kernel without duplicating
-    expensive work or exceeding ``max_inputs`` input buffers.
+    expensive work or exceeding ``max_inputs`` input buffers. ``split=True``: a map kernel that
+    reads concatenates gets per-piece loop nests (``KernelIR.parts``, see :mod:`.concat_split`).
+    ``origin``: build over a box of the roots' shape (``domain`` is the box's extent) whose
+    element ``i`` computes the roots at ``origin + i``.
     """
-    return _Builder(eqns, tuple(domain), n_outer, roots, max_inputs).build()
+    ir = _Builder(eqns, tuple(domain), n_outer, roots, max_inputs, origin).build()
+    if (split or ir.needs_split) and ir.cuts and not ir.reduces and n_outer == 0 and origin is None:
+        from ember._src.native.concat_split import split_parts
+        ir.parts = split_parts(eqns, tuple(domain), roots, max_inputs, ir)
+    if ir.needs_split and not ir.parts and origin is None:  # (a box is cut further by the caller)
+        raise Unfusable("a concatenate's pieces would be recomputed under a select chain")
+    return ir

@@ -54,6 +54,8 @@ class Step:
             ir = self.ir
             dom = "x".join(str(d) for d in ir.domain) or "scalar"
             kind = "map" if not ir.reduces else f"reduce({ir.n_loops} loops)"
+            if ir.parts:
+                kind += f" in {len(ir.parts)} parts"
             what = f"{kind} over {dom} [{ir.describe()}]"
         elif self.kind == "gemm":
             p = self.eqns[0].params
@@ -323,7 +325,7 @@ class _Fuser:
             if len(eqns) == 1 and eqns[0].prim.name in ("reshape", "squeeze") and len(roots) == 1:
                 units[gid] = Step("alias", "", eqns, [eqns[0].inputs[0]], roots)
                 continue
-            ir = build_kernel(eqns, g.domain, g.n_outer, roots, self.max_inputs)
+            ir = build_kernel(eqns, g.domain, g.n_outer, roots, self.max_inputs, split=True)
             ins = list(ir.inputs)
             units[gid] = Step("kernel", "", eqns, ins, roots, ir)
         for i, kind in self.call_kind.items():
