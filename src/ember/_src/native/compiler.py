@@ -46,6 +46,12 @@ __all__ = [
     "vectorization_report",
 ]
 
+# libgomp reads OMP_WAIT_POLICY when the first OpenMP program is loaded. Its default lets idle
+# threads spin, which on a busy or oversubscribed machine (BLAS threads, pytest-xdist workers, other
+# processes) made a 1 ms MLP call take 27 ms; sleeping idle threads cost a few microseconds per
+# parallel region instead. Set the variable before importing ember to choose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # -fno-trapping-math lets the compiler if-convert NaN checks (selects) so loops vectorize; results
 # stay IEEE (only FP-exception traps are assumed off). -fwrapv gives signed integer overflow the
 # wrap-around NumPy has. -fopenmp-simd honours `#pragma omp simd` even without OpenMP threads.
