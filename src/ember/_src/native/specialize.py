@@ -191,6 +191,7 @@ class SymbolicNative:
         self.plan = plan
         # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
         self.layout = layout = ArenaLayout(sched, plan, len(axes))
+        self._arena_starts, self._arena_ends = layout.root_lifetimes()
         cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
                             simd=bool(opt.get("simd", True)), axes=axes)

@@ -110,6 +110,10 @@ class ArenaLayout:
         self.n_axes = n_axes
         self.n_slots = slots.n - n_axes
 
+    def root_lifetimes(self) -> tuple[list[int], list[int]]:
+        """First and last step of each of the parent plan's arena buffers (its slots come first)."""
+        return list(self._root.starts), list(self._root.ends)
+
     def place(self, vals: tuple) -> tuple[list[int], int]:
         """(the ``dims`` entries after the axis values, the arena peak) for a binding whose
         evaluated ``exprs`` are ``vals``."""
