@@ -169,7 +169,7 @@ def test_grad_of_the_rnn_on_a_named_axis() -> None:
         V = rng.standard_normal(W.shape)
         eps = 1e-6
 
-        def np_loss(Wd):
+        def np_loss(Wd, h0=h0, xs=xs):
             hT, ys = _rnn_np(Wd, U, b, h0, xs)
             return (hT ** 2).sum() + ys.mean()
         fd = (np_loss(W + eps * V) - np_loss(W - eps * V)) / (2 * eps)
@@ -314,3 +314,29 @@ def test_layout_places_nested_regions_per_binding() -> None:
     for row in np.full((3, 4), 0.5):
         c = np.tanh(c * row[:, None] + 1.0)
     np.testing.assert_allclose(got, c, rtol=1e-12)
+
+
+def test_body_without_a_native_lowering_falls_back_per_binding(monkeypatch) -> None:
+    """A symbolic scan whose body runs a fallback step stays a reference loop (its body resolved
+    for each binding) inside the one library; with ``require_native=True`` it raises early."""
+    from ember._src.control_flow import common as cf
+    from tests.native.util import without_calls
+
+    without_calls(monkeypatch, "sort")  # pin sort to the Python fallback
+
+    def f(x, req):
+        return lax.scan(lambda c, r: (c + jnp.sort(r)[0], jnp.sort(r)), jnp.zeros((), x.dtype), x,
+                        require_native=req)
+
+    axes = {"x": ("seq", "m")}
+    with pytest.raises(cf.NativeLoopError, match="sort"):
+        ember.jit(f, dynamic_axes=axes, static_argnums=1, backend="native")(np.ones((2, 3)), True)
+    g = ember.jit(f, dynamic_axes=axes, static_argnums=1, backend="native")
+    rng = np.random.default_rng(6)
+    for s, m in ((1, 2), (4, 3), (7, 1)):
+        x = rng.standard_normal((s, m))
+        c, ys = g(x, False)
+        np.testing.assert_allclose(np.asarray(ys), np.sort(x, axis=1))
+        np.testing.assert_allclose(float(c), np.sort(x, axis=1)[:, 0].sum(), rtol=1e-12)
+    sym = _symbolic(g, x, False)
+    assert sym.schedule.count("fallback") == 1 and not _loop_steps(sym.schedule)

@@ -6,7 +6,7 @@ step). Here each such equation becomes a step of kind ``loop`` (scan, while) or 
 body Programs are compiled by the same pipeline (passes -> schedule -> nested loops -> memory
 plan -> C) into ``static inline`` functions of the same translation unit::
 
-    static inline void L0b0(char *arena, void **fns, char *in0, ..., char *out0, ...);
+    static inline void L0b0(char *arena, void **fns, const int64_t *dims, char *in0, ..., char *out0, ...);
 
 A body reads its inputs and writes its outputs through plain pointers (no ``bufs`` array, so
 the compiler can inline it and keep scalar carries in registers); its intermediates live in its
@@ -32,10 +32,16 @@ The loop in the parent (see :func:`emit_step`):
 
 Body outputs that are not computed by the body (an input passed through, a constant, a literal,
 the same value twice) are copied after the call. A body the native path cannot compile (a
-fallback step inside, e.g. ``sort`` or a nested loop that itself falls back; symbolic shapes;
-dtypes without a C type) keeps today's fallback step; the decision is reported with
+fallback step inside, e.g. ``sort`` or a nested loop that itself falls back; dtypes without
+a C type) keeps today's fallback step; the decision is reported with
 :func:`ember._src.control_flow.common.report_loop_path` (``NATIVE_LOOP`` or ``REFERENCE_LOOP`` and
 the reason) at compile time, so ``require_native=True`` raises ``NativeLoopError`` early.
+
+Under named dynamic axes (``BodyOptions.symbolic``, from :mod:`.specialize`) the scan length,
+carries and xs/ys slices may have symbolic sizes: they render as C expressions over the axis
+values (bodies take ``dims``), symbolic carries use arena slots, and every offset (carry slots,
+the bodies' arena, body intermediates) is a ``dims`` entry placed per binding by
+:mod:`.symlayout` (``LoopLowering.per_binding``).
 
 Matrix products in bodies with at most :data:`SMALL_GEMM_FLOPS` multiply-adds are inlined C
 loops (:func:`small_gemm`; a BLAS call per step costs more than the product). Two passes (in
@@ -355,14 +361,18 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
     matrix-vector product or rank-1 update of an RNN step), or None for larger ones. Forms: a
     matrix times a vector as dot products over four rows at a time (four independent vector
     accumulators); with ``B`` not transposed, rows of ``C`` accumulated as ``a_ip * B[p, :]``
-    (vectorized over ``j``); else one dot product per element. ``C = alpha AB (+ beta C)``."""
+    (vectorized over ``j``); else one dot product per element. ``C = alpha AB (+ beta C)``.
+
+    With symbolic extents (named dynamic axes) the choice is made at run time: the C loops when
+    the product has at most :data:`SMALL_GEMM_FLOPS` multiply-adds for the binding, else BLAS."""
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
     if dt not in (np.float32, np.float64):
         return None
     nb, m, n, k = gemm_dims(step)
-    if sd.nominal(nb * m * n * k) > SMALL_GEMM_FLOPS:  # symbolic extents: decided at nominal sizes
+    flops = nb * m * n * k
+    if not sd.is_sym(flops) and flops > SMALL_GEMM_FLOPS:
         return None
     ta, tb = bool(e.params["trans_a"]), bool(e.params["trans_b"])
     t = ctype(dt)
@@ -428,6 +438,13 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
                   f"        {store(f'C_[i_ * {n} + j_]', 's')}",
                   "    }"]
     lines.append("}")
+    if sd.is_sym(flops):  # per binding: these loops for small products, BLAS for the others
+        name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        blas_call = (f"{name}(fns, {int(ta)}, {int(tb)}, {nb}, {m}, {n}, {k}, {al}, "
+                     f"{literal(beta if has_c else 0.0, dt)}, {ctx.ptr(e.inputs[0])}, {ctx.ptr(e.inputs[1])}, "
+                     f"{ctx.ptr(out)});")
+        lines = [f"if ({sd.cdim(flops)} <= {SMALL_GEMM_FLOPS}) {{", *("    " + ln for ln in lines),
+                 "} else {", "    " + blas_call, "}"]
     return lines
 
 
