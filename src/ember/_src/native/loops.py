@@ -441,8 +441,8 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
     if sd.is_sym(flops):  # per binding: these loops for small products, BLAS for the others
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
         blas_call = (f"{name}(fns, {int(ta)}, {int(tb)}, {nb}, {m}, {n}, {k}, {al}, "
-                     f"{literal(beta if has_c else 0.0, dt)}, {ctx.ptr(e.inputs[0])}, {ctx.ptr(e.inputs[1])}, "
-                     f"{ctx.ptr(out)});")
+                     f"{literal(beta if has_c else 0.0, dt)}, {ctx.ptr(e.inputs[0])}, "
+                     f"{ctx.ptr(e.inputs[1])}, {ctx.ptr(out)});")
         lines = [f"if ({sd.cdim(flops)} <= {SMALL_GEMM_FLOPS}) {{", *("    " + ln for ln in lines),
                  "} else {", "    " + blas_call, "}"]
     return lines
