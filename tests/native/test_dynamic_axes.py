@@ -303,8 +303,8 @@ def test_bindings_share_one_arena_safely_across_threads() -> None:
 
 
 def test_scan_over_a_named_axis_runs_in_the_symbolic_library() -> None:
-    """A scan whose length and carry shapes are symbolic runs as a fallback step with its body
-    resolved for each binding (once), inside the one compiled library."""
+    """A scan whose length and carry shapes are symbolic runs as a native loop of the one compiled
+    library (tests/native/test_symbolic_loops.py covers the rest)."""
     from ember import lax
 
     def f(x: object) -> object:
@@ -332,6 +332,9 @@ def test_scan_over_a_named_axis_runs_in_the_symbolic_library() -> None:
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
     assert _delta(before)[1:] == (1, 0)
     assert nat.cache_info()["specializations"] == 3
+    sym = specialize.symbolic_executable(nat.lower(x).program)
+    assert [st.kind for st in sym.schedule.steps].count("loop") == 1
+    assert sym.schedule.count("fallback") == 0
 
 
 def test_binding_beyond_blas_int_extents_takes_the_static_path() -> None:

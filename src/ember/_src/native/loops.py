@@ -6,7 +6,7 @@ step). Here each such equation becomes a step of kind ``loop`` (scan, while) or 
 body Programs are compiled by the same pipeline (passes -> schedule -> nested loops -> memory
 plan -> C) into ``static inline`` functions of the same translation unit::
 
-    static inline void L0b0(char *arena, void **fns, char *in0, ..., char *out0, ...);
+    static inline void L0b0(char *arena, void **fns, const int64_t *dims, char *in0, ..., char *out0, ...);
 
 A body reads its inputs and writes its outputs through plain pointers (no ``bufs`` array, so
 the compiler can inline it and keep scalar carries in registers); its intermediates live in its
@@ -32,10 +32,16 @@ The loop in the parent (see :func:`emit_step`):
 
 Body outputs that are not computed by the body (an input passed through, a constant, a literal,
 the same value twice) are copied after the call. A body the native path cannot compile (a
-fallback step inside, e.g. ``sort`` or a nested loop that itself falls back; symbolic shapes;
-dtypes without a C type) keeps today's fallback step; the decision is reported with
+fallback step inside, e.g. ``sort`` or a nested loop that itself falls back; dtypes without
+a C type) keeps today's fallback step; the decision is reported with
 :func:`ember._src.control_flow.common.report_loop_path` (``NATIVE_LOOP`` or ``REFERENCE_LOOP`` and
 the reason) at compile time, so ``require_native=True`` raises ``NativeLoopError`` early.
+
+Under named dynamic axes (``BodyOptions.symbolic``, from :mod:`.specialize`) the scan length,
+carries and xs/ys slices may have symbolic sizes: they render as C expressions over the axis
+values (bodies take ``dims``), symbolic carries use arena slots, and every offset (carry slots,
+the bodies' arena, body intermediates) is a ``dims`` entry placed per binding by
+:mod:`.symlayout` (``LoopLowering.per_binding``).
 
 Matrix products in bodies with at most :data:`SMALL_GEMM_FLOPS` multiply-adds are inlined C
 loops (:func:`small_gemm`; a BLAS call per step costs more than the product). Two passes (in
@@ -56,8 +62,17 @@ import numpy as np
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
 from ember._src.native import passes as passes_mod
+from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
-from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, Generated, _Ctx, emit_steps, gemm_dims
+from ember._src.native.codegen import (
+    N_FIXED_FNS,
+    CodegenOptions,
+    Generated,
+    _axis_decls,
+    _Ctx,
+    emit_steps,
+    gemm_dims,
+)
 from ember._src.native.planner import (
     ALIGN,
     EXTERNAL_IN,
@@ -80,8 +95,15 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _nbytes(aval: Any) -> int:
-    return int(math.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
+def _nbytes(aval: Any) -> Any:
+    """Byte size of a value: an ``int``, or a ``DimExpr`` under named dynamic axes."""
+    n = math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
+    return n if sd.is_sym(n) else int(n)
+
+
+def _nonzero(n: Any) -> bool:
+    """Whether a byte count may be non-zero (a symbolic one may: it is copied, 0 bytes or not)."""
+    return sd.is_sym(n) or n != 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +121,7 @@ class BodyOptions:
     threads: int = 1
     inplace: bool = True
     validate: bool = True
+    symbolic: bool = False  # named dynamic axes: sizes may be DimExprs, arena offsets per binding
 
 
 @dataclass
@@ -126,7 +149,7 @@ def compile_body(prog: Program, opts: BodyOptions, name: str) -> Body:
     """Compile ``prog`` into a :class:`Body` whose C function is ``name``; raises
     :class:`BodyError` with the reason when it cannot run natively."""
     from ember._src.native.backend import unsupported_reason
-    reason = unsupported_reason(prog)
+    reason = _dtype_reason(prog) if opts.symbolic else unsupported_reason(prog)
     if reason is not None:
         raise BodyError(reason)
     p = passes_mod.run_passes(prog, opts.passes)
@@ -142,9 +165,18 @@ def compile_body(prog: Program, opts: BodyOptions, name: str) -> Body:
         if st.kind not in ("loop", "cond"):
             st.name = f"{name}_{st.name}"
     plan = plan_memory(sched, threads=opts.threads, inplace=opts.inplace)
-    if opts.validate:
+    if opts.validate and not opts.symbolic:  # symbolic plans are placed (and checked) per binding
         plan.check()
     return Body(name, p, sched, plan)
+
+
+def _dtype_reason(p: Program) -> str | None:
+    """Why ``p`` (symbolic shapes allowed) cannot run natively: a dtype without a C type."""
+    from ember._src.native.c_ops import SUPPORTED_DTYPES
+    for v in (*p.invars, *p.constvars, *(o for e in p.eqns for o in e.outvars)):
+        if np.dtype(v.aval.dtype) not in SUPPORTED_DTYPES:
+            return f"dtype {v.aval.dtype} has no C type in the native backend"
+    return None
 
 
 @dataclass
@@ -159,16 +191,19 @@ class LoopLowering:
     bodies: list[Body]
     small_carries: bool = True
     inplace: set[int] = field(default_factory=set)  # carries updated in place (one slot)
-    slot_offsets: list[tuple[int, int]] = field(default_factory=list)
-    arena_offset: int = 0
+    slot_offsets: list[tuple[Any, Any]] = field(default_factory=list)  # ints, or "dims[k]" texts
+    arena_offset: Any = 0
     workspace_bytes: int = 0
+    carry_bytes: list[Any] = field(default_factory=list)  # byte size of each carry
+    per_binding: bool = False  # symbolic: offsets and workspace size placed per binding (symlayout)
 
     def describe(self) -> str:
         names = ", ".join(b.name for b in self.bodies)
         where = "local carries" if self.small_carries else "arena carries"
         if self.inplace:
             where += f", {sorted(self.inplace)} in place"
-        return f"native {self.kind} ({names}; {where}; workspace {self.workspace_bytes} B)"
+        ws = "per binding" if self.per_binding else f"{self.workspace_bytes} B"
+        return f"native {self.kind} ({names}; {where}; workspace {ws})"
 
 
 def _carry_avals(e: Eqn) -> list[Any]:
@@ -184,7 +219,8 @@ def _carry_avals(e: Eqn) -> list[Any]:
 def _lower(e: Eqn, opts: BodyOptions, name: str) -> LoopLowering:
     kind = e.prim.name
     if kind == "scan":
-        if not isinstance(e.params["length"], (int, np.integer)):
+        if not isinstance(e.params["length"], (int, np.integer)) and not (
+                opts.symbolic and sd.is_sym(e.params["length"])):
             raise BodyError(f"the length {e.params['length']} is not a static int")
         progs = [e.params["body"]]
     elif kind == "while":
@@ -194,16 +230,20 @@ def _lower(e: Eqn, opts: BodyOptions, name: str) -> LoopLowering:
     bodies = [compile_body(p, opts, f"{name}b{j}") for j, p in enumerate(progs)]
     low = LoopLowering("scan" if kind == "scan" else kind, bodies)
     carries = _carry_avals(e)
-    total = sum(_nbytes(a) for a in carries)
-    low.small_carries = total <= SMALL_CARRY_BYTES
-    off = 0
-    if not low.small_carries:
-        for a in carries:
-            n = _align(_nbytes(a))
-            low.slot_offsets.append((off, off + n))
-            off += 2 * n
-    low.arena_offset = off
-    low.workspace_bytes = off + max([b.arena_bytes for b in bodies], default=0)
+    low.carry_bytes = [_nbytes(a) for a in carries]
+    total = sum(low.carry_bytes)
+    low.small_carries = not sd.is_sym(total) and total <= SMALL_CARRY_BYTES
+    if opts.symbolic:  # slot offsets, the bodies' arena offset and size: symlayout, per binding
+        low.per_binding = True
+    else:
+        off = 0
+        if not low.small_carries:
+            for n in low.carry_bytes:
+                n = _align(n)
+                low.slot_offsets.append((off, off + n))
+                off += 2 * n
+        low.arena_offset = off
+        low.workspace_bytes = off + max([b.arena_bytes for b in bodies], default=0)
     if not low.small_carries and kind in ("scan", "while"):
         body = bodies[-1]
         first = e.params["num_consts"] if kind == "scan" else e.params["body_nconsts"]
@@ -321,14 +361,18 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
     matrix-vector product or rank-1 update of an RNN step), or None for larger ones. Forms: a
     matrix times a vector as dot products over four rows at a time (four independent vector
     accumulators); with ``B`` not transposed, rows of ``C`` accumulated as ``a_ip * B[p, :]``
-    (vectorized over ``j``); else one dot product per element. ``C = alpha AB (+ beta C)``."""
+    (vectorized over ``j``); else one dot product per element. ``C = alpha AB (+ beta C)``.
+
+    With symbolic extents (named dynamic axes) the choice is made at run time: the C loops when
+    the product has at most :data:`SMALL_GEMM_FLOPS` multiply-adds for the binding, else BLAS."""
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
     if dt not in (np.float32, np.float64):
         return None
     nb, m, n, k = gemm_dims(step)
-    if nb * m * n * k > SMALL_GEMM_FLOPS:
+    flops = nb * m * n * k
+    if not sd.is_sym(flops) and flops > SMALL_GEMM_FLOPS:
         return None
     ta, tb = bool(e.params["trans_a"]), bool(e.params["trans_b"])
     t = ctype(dt)
@@ -344,11 +388,16 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
     def aix(i: str, p: str) -> str:
         return f"{p} * {m} + {i}" if ta else f"{i} * {k} + {p}"
 
+    if not (n == 1 and not ta) and not tb and sd.is_sym(n):
+        return None  # the row form keeps a row of C in a local array of n elements
+    mk, kn, mn = sd.cdim(m * k), sd.cdim(k * n), sd.cdim(m * n)
+    acc_n = 1 if sd.is_sym(n) else max(n, 1)
+    nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
     lines = [f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) {{",
-             f"    const {t} *restrict A_ = {ctx.ptr(e.inputs[0])} + bb_ * {m * k};",
-             f"    const {t} *restrict B_ = {ctx.ptr(e.inputs[1])} + bb_ * {k * n};",
-             f"    {t} *restrict C_ = {ctx.ptr(out)} + bb_ * {m * n};"]
-    if n == 1 and not ta:
+             f"    const {t} *restrict A_ = {ctx.ptr(e.inputs[0])} + bb_ * {mk};",
+             f"    const {t} *restrict B_ = {ctx.ptr(e.inputs[1])} + bb_ * {kn};",
+             f"    {t} *restrict C_ = {ctx.ptr(out)} + bb_ * {mn};"]
+    if n == "1" and not ta:
         lines += ["    int64_t i_ = 0;",
                   f"    for (; i_ + 4 <= {m}; i_ += 4) {{",
                   f"        {t} s0 = 0, s1 = 0, s2 = 0, s3 = 0;",
@@ -367,7 +416,7 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
                   "    }"]
     elif not tb:
         lines += [f"    for (int64_t i_ = 0; i_ < {m}; ++i_) {{",
-                  f"        {t} acc_[{max(n, 1)}];",
+                  f"        {t} acc_[{acc_n}];",
                   "        #pragma omp simd",
                   f"        for (int64_t j_ = 0; j_ < {n}; ++j_) acc_[j_] = 0;",
                   f"        for (int64_t p_ = 0; p_ < {k}; ++p_) {{",
@@ -389,6 +438,13 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
                   f"        {store(f'C_[i_ * {n} + j_]', 's')}",
                   "    }"]
     lines.append("}")
+    if sd.is_sym(flops):  # per binding: these loops for small products, BLAS for the others
+        name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        blas_call = (f"{name}(fns, {int(ta)}, {int(tb)}, {nb}, {m}, {n}, {k}, {al}, "
+                     f"{literal(beta if has_c else 0.0, dt)}, {ctx.ptr(e.inputs[0])}, "
+                     f"{ctx.ptr(e.inputs[1])}, {ctx.ptr(out)});")
+        lines = [f"if ({sd.cdim(flops)} <= {SMALL_GEMM_FLOPS}) {{", *("    " + ln for ln in lines),
+                 "} else {", "    " + blas_call, "}"]
     return lines
 
 
@@ -403,11 +459,12 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
         gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
     ctx = _BodyCtx(body)
     lines = emit_steps(body.schedule, body.plan, ctx, opts, gen, funcs)
-    params = ["char *arena", "void **fns"]
+    params = ["char *arena", "void **fns", "const int64_t *dims"]
     params += [f"char *in{i}" for i in range(len(body.program.invars))]
     params += [f"char *out{k}" for k in range(body.plan.n_outputs)]
-    funcs.append(f"static inline void {body.name}({', '.join(params)}) {{\n    (void)arena; (void)fns;\n"
-                 + "\n".join(lines) + "\n}\n")
+    decls = "".join(ln + "\n" for ln in _axis_decls(opts))  # symbolic: axis values and offsets in dims
+    funcs.append(f"static inline void {body.name}({', '.join(params)}) {{\n    (void)arena; (void)fns; "
+                 "(void)dims;\n" + decls + "\n".join(lines) + "\n}\n")
 
 
 # multiply-adds of inlined products: one fused instruction where the target has FMA (the C11
@@ -422,8 +479,8 @@ _FMA_MACROS = """#ifdef __FMA__
 """
 
 
-def _copy(dst: str, src: str, n: int) -> str:
-    return f"memcpy({dst}, {src}, {n});"
+def _copy(dst: str, src: str, n: Any) -> str:
+    return f"memcpy({dst}, {src}, {sd.cdim(n)});"
 
 
 def _call(body: Body, ws: str, ins: list[str], dests: list[str]) -> list[str]:
@@ -434,11 +491,11 @@ def _call(body: Body, ws: str, ins: list[str], dests: list[str]) -> list[str]:
         if kind == "output" and idx not in first:
             first[idx] = p
     outs = [dests[first[k]] for k in range(plan.n_outputs)]
-    lines = [f"{body.name}({', '.join([ws, 'fns', *ins, *outs])});"]
+    lines = [f"{body.name}({', '.join([ws, 'fns', 'dims', *ins, *outs])});"]
     for p, (kind, idx, a) in enumerate(plan.outputs):
         aval = body.program.outvars[p].aval
         n = _nbytes(aval)
-        if n == 0:
+        if not _nonzero(n):
             continue
         if kind == "output":
             if first[idx] != p:
@@ -508,13 +565,13 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         else:
             oa, ob = low.slot_offsets[j]
             lines.append(f"    char *{ka[j]} = ws_ + {oa}, *{kb[j]} = ws_ + {ob};")
-        if sizes[j]:
+        if _nonzero(sizes[j]):
             lines.append("    " + _copy(ka[j], src, sizes[j]))
     for j in low.inplace:
         kb[j] = ka[j]
     rotate = []
     for j in range(nk):
-        if not sizes[j] or j in low.inplace:
+        if not _nonzero(sizes[j]) or j in low.inplace:
             continue
         if low.small_carries:
             rotate.append(_copy(ka[j], kb[j], sizes[j]))
@@ -522,19 +579,21 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
             rotate.append(f"{{ char *t_ = {ka[j]}; {ka[j]} = {kb[j]}; {kb[j]} = t_; }}")
     if e.prim.name == "scan":
         (body,) = low.bodies
-        length, reverse = int(e.params["length"]), bool(e.params["reverse"])
+        length, reverse = e.params["length"], bool(e.params["reverse"])
+        length = length if sd.is_sym(length) else int(length)
+        clen = sd.cdim(length)
         xs = [atom(a) for a in rest]
         x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
         y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
 
         def step_call(src: list[str], dst: list[str], it: str) -> list[str]:
-            i = f"({length - 1} - ({it}))" if reverse else f"({it})"
-            ins = [*cptr, *src, *(f"{x} + {i} * {n}" for x, n in zip(xs, x_step))]
-            dests = [*dst, *(f"{y} + {i} * {n}" for y, n in zip(outs[nk:], y_step))]
+            i = f"({sd.cdim(length - 1)} - ({it}))" if reverse else f"({it})"
+            ins = [*cptr, *src, *(f"{x} + {i} * {sd.cdim(n)}" for x, n in zip(xs, x_step))]
+            dests = [*dst, *(f"{y} + {i} * {sd.cdim(n)}" for y, n in zip(outs[nk:], y_step))]
             return _call(body, bws, ins, dests)
 
         nested = any(st.kind in ("loop", "cond") for st in body.schedule.steps)
-        if low.small_carries and rotate and length >= 2 and not nested:
+        if low.small_carries and rotate and not sd.is_sym(length) and length >= 2 and not nested:
             # two steps per iteration, alternating the slots: no copy between steps
             lines.append(f"    for (int64_t it_ = 0; it_ + 1 < {length}; it_ += 2) {{")
             lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
@@ -544,7 +603,7 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
                 lines.extend("    " + ln for ln in step_call(ka, kb, str(length - 1)))
                 lines.extend("    " + ln for ln in rotate)
         else:
-            lines.append(f"    for (int64_t it_ = 0; it_ < {length}; ++it_) {{")
+            lines.append(f"    for (int64_t it_ = 0; it_ < {clen}; ++it_) {{")
             lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
             lines.extend("        " + ln for ln in rotate)
             lines.append("    }")
@@ -560,7 +619,7 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         lines.extend("        " + ln for ln in rotate)
         lines.append("    }")
     for j in range(nk):
-        if sizes[j]:
+        if _nonzero(sizes[j]):
             lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
     lines.append("}")
     return lines
@@ -667,7 +726,8 @@ def _hoistable_matvecs(body: Program, consts: range) -> dict[int, int]:
             continue
         w, h = e.inputs
         if not (isinstance(w, Var) and w.id in pos and isinstance(h, Var) and h.aval.ndim == 1
-                and w.aval.ndim == 2 and np.dtype(w.aval.dtype) in (np.float32, np.float64)
+                and w.aval.ndim == 2 and not any(sd.is_sym(d) for d in w.aval.shape)
+                and np.dtype(w.aval.dtype) in (np.float32, np.float64)
                 and np.dtype(h.aval.dtype) == np.dtype(w.aval.dtype)
                 and int(math.prod(w.aval.shape)) <= SMALL_GEMM_FLOPS):
             continue

@@ -37,13 +37,14 @@ import numpy as np
 from ember._src import core
 from ember._src import shapes as sh
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler
+from ember._src.native import blas, c_ops, compiler, lapack, loops
 from ember._src.native import passes as passes_mod
 from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _debug_level, _view
-from ember._src.native.codegen import INT_MAX, CodegenOptions, gemm_dims, generate
-from ember._src.native.planner import first_fit, plan_memory
+from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
+from ember._src.native.planner import plan_memory
 from ember._src.native.pool import POOL
-from ember._src.native.schedule import build_schedule
+from ember._src.native.schedule import Schedule, Step, build_schedule
+from ember._src.native.symlayout import ArenaLayout
 from ember._src.program import Literal, Program, resolve_program, resolve_value, validate
 from ember.errors import DTypeError, ShapeError
 
@@ -80,6 +81,17 @@ def _size_function(axes: Sequence[str], exprs: Sequence[Any]) -> Any:
     scope: dict[str, Any] = {}
     exec(compile(src, "<ember native sizes>", "exec"), scope)  # noqa: S102 - generated from DimExprs
     return scope["sizes"]
+
+
+def _all_steps(sched: Schedule) -> list[Step]:
+    """The steps of ``sched`` and of every native loop body in it (nested ones included)."""
+    out = []
+    for st in sched.steps:
+        out.append(st)
+        if st.kind in ("loop", "cond"):
+            for b in st.sub.bodies:
+                out.extend(_all_steps(b.schedule))
+    return out
 
 
 def _options_key(options: dict) -> tuple:
@@ -172,14 +184,15 @@ class SymbolicNative:
         openmp = info.has_openmp
         nt = opt.get("num_threads")
         threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
+        loops.lower_loops(sched, loops.BodyOptions(  # native loops with symbolic shapes
+            passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
+            fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
+            validate=bool(opt.get("validate", True)), symbolic=True))
         plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
         self.plan = plan
-        arena = [b for b in plan.buffers if b.in_arena]
-        n_ax = len(axes)
-        for j, b in enumerate(arena):
-            b.offset = f"dims[{n_ax + j}]"  # placed per binding
-        self._arena_starts = [b.start for b in arena]
-        self._arena_ends = [b.end for b in arena]
+        # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
+        self.layout = layout = ArenaLayout(sched, plan, len(axes))
+        self._arena_starts, self._arena_ends = layout.root_lifetimes()
         cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
                             simd=bool(opt.get("simd", True)), axes=axes)
@@ -194,9 +207,9 @@ class SymbolicNative:
         self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
         self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
                            (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
-        gemm_extents = [d for st in sched.steps if st.kind == "gemm" for d in gemm_dims(st)[1:]]
-        exprs: list[Any] = [b.nbytes for b in arena]
-        self._n_arena = len(arena)
+        gemm_extents = [d for st in _all_steps(sched) if st.kind == "gemm" for d in gemm_dims(st)[1:]]
+        exprs: list[Any] = list(layout.exprs)
+        self._n_arena = len(exprs)
         exprs += [n for _, _, n in self._out_bufs]
         exprs += [d for shape, _, _ in self._out_bufs for d in shape]
         out_specs = [s for k, _, s in self._out_spec if k != "literal"]
@@ -208,7 +221,9 @@ class SymbolicNative:
         self._n_gemm = len(sym_gemm)
         self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in prog.consts]
         self._fns_base = [blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"), None,
-                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv")]
+                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"), *lapack.fn_pointers()]
+        assert len(self._fns_base) == N_FIXED_FNS
+        self._body_consts = gen.extra_consts  # loop-body constants: fns[N_FIXED_FNS + k]
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             before = compiler.cache_stats()["compiles"]
             self.library_path = compiler.compile_shared(gen.source, name_hint="ember_symbolic")
@@ -260,7 +275,7 @@ class NativeRun:
         self.sym, self.env = sym, dict(env)
         self.calls = 0
         na = sym._n_arena
-        offsets, peak = first_fit(list(vals[:na]), sym._arena_starts, sym._arena_ends)
+        offsets, peak = sym.layout.place(vals[:na])
         self.arena_bytes = peak
         k = na
         nout = len(sym._out_bufs)
@@ -284,7 +299,7 @@ class NativeRun:
             self._in_avals.append((tuple(vals[k:k + len(shape)]), dtype))
             k += len(shape)
         n_ax = len(sym.axes)
-        self._dims = (ctypes.c_int64 * max(1, n_ax + na))(*[env[a] for a in sym.axes], *offsets)
+        self._dims = (ctypes.c_int64 * max(1, n_ax + len(offsets)))(*[env[a] for a in sym.axes], *offsets)
         n_in, n_par = len(sym._in_avals), len(sym._consts_opt)
         self._n_in, self._base = n_in, n_in + n_par
         self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + len(out_bufs)))()
@@ -296,7 +311,8 @@ class NativeRun:
         if sym._fallback_steps:
             self._callback = _CALLBACK_T(self._run_fallback)
             fns[2] = ctypes.cast(self._callback, ctypes.c_void_p).value
-        self._fns = (ctypes.c_void_p * 5)(*fns)
+        fns += [c.ctypes.data for c in sym._body_consts]
+        self._fns = (ctypes.c_void_p * len(fns))(*fns)
         self._last: list[Any] = [None] * n_in
         self._error: BaseException | None = None
 
