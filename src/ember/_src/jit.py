@@ -26,7 +26,8 @@ from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
 from ember._src.core import ShapedArray
-from ember._src.program import Literal, Program, resolve_value, trace_to_program, validate
+from ember._src.program import Literal, Program, resolve_value, trace_to_program
+from ember._src.validation import run_validators, validation_mode
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
 
@@ -188,7 +189,11 @@ class JitFunction:
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames or self._dynamic) else None
         self.traces = 0
-        self.hits = 0
+        self.hits = 0  # incremented by the fast path too; calls = hits - _other_hits + _slow_calls
+        self._other_hits = 0  # hits counted by _call and lower (not fast-path calls)
+        self._slow_calls = 0  # calls that took the general path
+        self._compiler_runs = 0
+        self._disk_hits = 0
 
     # -- signature handling -----------------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict, dict]:
@@ -268,7 +273,7 @@ class JitFunction:
         st, avals, static_pos, static_kw = self._signature(args, kwargs)
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
-        validate(prog)
+        run_validators("traced", prog, validation_mode(self.options.get("validate")))
         return prog, store[0]
 
     def _compile(self, st: _Struct, avals: tuple, static_pos: dict, static_kw: dict) -> Compiled:
@@ -281,7 +286,7 @@ class JitFunction:
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
         self.traces += 1
-        validate(prog)
+        run_validators("traced", prog, validation_mode(self.options.get("validate")))
         name = self.backend or default_backend()
         factory = BACKENDS[name]
         if dyn.is_symbolic_program(prog):
@@ -289,6 +294,7 @@ class JitFunction:
                                                    self._label)
         else:
             exe = factory(prog, **self.options)
+        self._count_build(exe)
         c = st.entries[avals] = Compiled(prog, store[0], exe)
         return c
 
@@ -299,6 +305,7 @@ class JitFunction:
         c = st.entries.get(avals)
         if c is not None:
             self.hits += 1
+            self._other_hits += 1
             return c
         return self._compile(st, avals, static_pos, static_kw)
 
@@ -315,6 +322,7 @@ class JitFunction:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The general path: flatten, find or trace the signature, run, wrap."""
+        self._slow_calls += 1
         if core.dynamic_trace_active():
             return self.fun(*args, **kwargs)  # inline into the enclosing trace
         leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
@@ -350,6 +358,7 @@ class JitFunction:
                     self._fast[key] = _FastEntry(c)
         if hit:
             self.hits += 1
+            self._other_hits += 1
             if dbg._level >= 2:
                 dbg.logger.debug("%s: cache hit%s", self._label, "" if env is None else f" {env}")
         arrays = [o if isinstance(o, Array) else wrap_result(o, a) for o, a in zip(outs, out_avals)]
@@ -380,12 +389,22 @@ class JitFunction:
                 out.append(c.specialize(**dict(zip(axes, combo))))
         return out
 
+    def _count_build(self, exe: Any) -> None:
+        """Add the C compiles / disk-cache hits that building ``exe`` caused to this function's
+        counters (native executables record ``compiled_now`` and ``disk_hit``)."""
+        self._compiler_runs += bool(getattr(exe, "compiled_now", False))
+        self._disk_hits += bool(getattr(exe, "disk_hit", False))
+
     def cache_info(self) -> dict[str, int]:
         """``compiles``/``traces``: Programs traced (level 1); ``specializations``: bindings built
-        (level 2); ``hits``: calls that built nothing; ``size``/``specializations_cached``: entries
-        held now; ``evictions``: specializations dropped by the LRU."""
+        (level 2); ``hits``: calls (and ``lower``) that built nothing; ``calls``: every call of the
+        function; ``compiler_runs`` / ``disk_cache_hits``: C compiles run / libraries loaded from the
+        disk cache by the executables this function built; ``size``/``specializations_cached``:
+        entries held now; ``evictions``: specializations dropped by the LRU."""
         sc = self._spec_cache
-        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits,
+        calls = self.hits - self._other_hits + self._slow_calls
+        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits, "calls": calls,
+                "compiler_runs": self._compiler_runs, "disk_cache_hits": self._disk_hits,
                 "size": sum(len(st.entries) for st in self._structs.values()), "specializations": sc.built,
                 "specializations_cached": len(sc), "specialization_cache_size": sc.maxsize,
                 "evictions": sc.evictions}
