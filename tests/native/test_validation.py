@@ -318,3 +318,16 @@ def test_cache_info_in_process_memory_hit_is_neither(tmp_path, monkeypatch):
     ia, ib = a.cache_info(), b.cache_info()
     assert (ia["compiler_runs"], ia["disk_cache_hits"]) == (1, 0)
     assert (ib["compiler_runs"], ib["disk_cache_hits"]) == (0, 0)  # the in-memory tier served it
+
+
+@requires_cc
+def test_cache_info_counts_the_symbolic_compile_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "c3"))
+    compiler.clear_memory_cache()
+    jf = ember.jit(lambda x: jnp.tanh(x) * 2.0, backend="native", dynamic_axes=["n"])
+    for n in (3, 5, 7, 5):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_allclose(np.asarray(jf(x)), np.tanh(x) * 2, rtol=1e-6)
+    info = jf.cache_info()
+    assert (info["calls"], info["specializations"]) == (4, 3)
+    assert (info["compiler_runs"], info["disk_cache_hits"]) == (1, 0)  # one symbolic library

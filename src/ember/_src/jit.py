@@ -145,6 +145,14 @@ def _fast_key(args: tuple) -> tuple | None:
     return tuple(key)
 
 
+def _compiler_stats() -> tuple[int, int]:
+    """The process's native compiler counters ``(compiles, disk_hits)`` (build path only)."""
+    from ember._src.native import compiler
+
+    st = compiler.cache_stats()
+    return st["compiles"], st["disk_hits"]
+
+
 class JitFunction:
     """A function traced to a Program once per signature and run by a backend.
 
@@ -293,8 +301,9 @@ class JitFunction:
             exe: Callable = dyn.SymbolicExecutable(prog, factory, name, self.options, self._spec_cache,
                                                    self._label)
         else:
+            before = _compiler_stats()
             exe = factory(prog, **self.options)
-        self._count_build(exe)
+            self._count_build(before)
         c = st.entries[avals] = Compiled(prog, store[0], exe)
         return c
 
@@ -342,7 +351,9 @@ class JitFunction:
             s = self._spec_cache.get(spec_key)
             if s is None:
                 hit = False
+                before = _compiler_stats()
                 s = exe.build(env)
+                self._count_build(before)
                 self._spec_cache.put(spec_key, s)
             outs = s.run(vals)
             out_avals = s.out_avals
@@ -389,18 +400,20 @@ class JitFunction:
                 out.append(c.specialize(**dict(zip(axes, combo))))
         return out
 
-    def _count_build(self, exe: Any) -> None:
-        """Add the C compiles / disk-cache hits that building ``exe`` caused to this function's
-        counters (native executables record ``compiled_now`` and ``disk_hit``)."""
-        self._compiler_runs += bool(getattr(exe, "compiled_now", False))
-        self._disk_hits += bool(getattr(exe, "disk_hit", False))
+    def _count_build(self, before: tuple[int, int]) -> None:
+        """Add the C compiles / disk-cache hits since ``before`` (:func:`_compiler_stats`), i.e. those
+        building one of this function's executables caused, to its counters."""
+        after = _compiler_stats()
+        self._compiler_runs += after[0] - before[0]
+        self._disk_hits += after[1] - before[1]
 
     def cache_info(self) -> dict[str, int]:
         """``compiles``/``traces``: Programs traced (level 1); ``specializations``: bindings built
         (level 2); ``hits``: calls (and ``lower``) that built nothing; ``calls``: every call of the
         function; ``compiler_runs`` / ``disk_cache_hits``: C compiles run / libraries loaded from the
-        disk cache by the executables this function built; ``size``/``specializations_cached``:
-        entries held now; ``evictions``: specializations dropped by the LRU."""
+        disk cache while building this function's executables and specializations;
+        ``size``/``specializations_cached``: entries held now; ``evictions``: specializations
+        dropped by the LRU."""
         sc = self._spec_cache
         calls = self.hits - self._other_hits + self._slow_calls
         return {"traces": self.traces, "compiles": self.traces, "hits": self.hits, "calls": calls,

@@ -102,8 +102,10 @@ def _normalize(mode: Any, what: str) -> str:
 
 
 def set_validation(mode: str | bool | None) -> None:
-    """Set the process-wide validation mode: ``"strict"``, ``"normal"``, ``"off"`` (``True`` /
-    ``False`` mean normal / off; ``None`` returns to ``$EMBER_VALIDATE`` or ``"normal"``).
+    """Set the process-wide validation mode of native/jit compiles: strict, normal or off.
+
+    ``"strict"``, ``"normal"``, ``"off"`` (``True`` / ``False`` mean normal / off; ``None`` returns
+    to ``$EMBER_VALIDATE`` or ``"normal"``).
 
     It applies to programs compiled afterwards; a ``jit(..., validate=...)`` option overrides it.
     """
