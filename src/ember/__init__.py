@@ -13,6 +13,7 @@ from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
 from ember._src.jit import default_backend, jit, make_program, set_default_backend
 from ember._src.numpy import array_methods as _array_methods
 from ember._src.program import Program
+from ember._src.validation import set_validation
 
 _array_methods.attach_all()
 
@@ -27,7 +28,7 @@ __all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks",
 from ember._src.api_util import block_until_ready, device_put  # noqa: E402
 
 __all__ += ["block_until_ready", "device_put"]
-__all__ += ["default_backend", "dimension_as_value", "set_debug", "set_default_backend"]
+__all__ += ["default_backend", "dimension_as_value", "set_debug", "set_default_backend", "set_validation"]
 
 from ember._src.ad import (  # noqa: E402
     grad,

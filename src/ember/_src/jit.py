@@ -26,7 +26,8 @@ from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
 from ember._src.core import ShapedArray
-from ember._src.program import Literal, Program, resolve_value, trace_to_program, validate
+from ember._src.program import Literal, Program, resolve_value, trace_to_program
+from ember._src.validation import run_validators, validation_mode
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
 
@@ -147,6 +148,14 @@ def _fast_key(args: tuple) -> tuple | None:
     return tuple(key)
 
 
+def _compiler_stats() -> tuple[int, int]:
+    """The process's native compiler counters ``(compiles, disk_hits)`` (build path only)."""
+    from ember._src.native import compiler
+
+    st = compiler.cache_stats()
+    return st["compiles"], st["disk_hits"]
+
+
 class JitFunction:
     """A function traced to a Program once per signature and run by a backend.
 
@@ -191,7 +200,11 @@ class JitFunction:
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames) else None
         self.traces = 0
-        self.hits = 0
+        self.hits = 0  # incremented by the fast path too; calls = hits - _other_hits + _slow_calls
+        self._other_hits = 0  # hits counted by _call and lower (not fast-path calls)
+        self._slow_calls = 0  # calls that took the general path
+        self._compiler_runs = 0
+        self._disk_hits = 0
 
     # -- signature handling -----------------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict, dict]:
@@ -271,7 +284,7 @@ class JitFunction:
         st, avals, static_pos, static_kw = self._signature(args, kwargs)
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
-        validate(prog)
+        run_validators("traced", prog, validation_mode(self.options.get("validate")))
         return prog, store[0]
 
     def _compile(self, st: _Struct, avals: tuple, static_pos: dict, static_kw: dict) -> Compiled:
@@ -284,14 +297,16 @@ class JitFunction:
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
         self.traces += 1
-        validate(prog)
+        run_validators("traced", prog, validation_mode(self.options.get("validate")))
         name = self.backend or default_backend()
         factory = BACKENDS[name]
         if dyn.is_symbolic_program(prog):
             exe: Callable = dyn.SymbolicExecutable(prog, factory, name, self.options, self._spec_cache,
                                                    self._label)
         else:
+            before = _compiler_stats()
             exe = factory(prog, **self.options)
+            self._count_build(before)
         c = st.entries[avals] = Compiled(prog, store[0], exe)
         return c
 
@@ -302,6 +317,7 @@ class JitFunction:
         c = st.entries.get(avals)
         if c is not None:
             self.hits += 1
+            self._other_hits += 1
             return c
         return self._compile(st, avals, static_pos, static_kw)
 
@@ -320,6 +336,7 @@ class JitFunction:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The general path: flatten, find or trace the signature, run, wrap."""
+        self._slow_calls += 1
         if core.dynamic_trace_active():
             return self.fun(*args, **kwargs)  # inline into the enclosing trace
         leaves, in_tree, dyn_args, dyn_kw, static_pos, static_kw = self._flatten(args, kwargs)
@@ -339,7 +356,9 @@ class JitFunction:
             s = self._spec_cache.get(spec_key)
             if s is None:
                 hit = False
+                before = _compiler_stats()
                 s = exe.build(env)
+                self._count_build(before)
                 self._spec_cache.put(spec_key, s)
             outs = s.run(vals)
             out_avals = s.out_avals
@@ -353,6 +372,7 @@ class JitFunction:
             self._remember_fast(args, kwargs, c)
         if hit:
             self.hits += 1
+            self._other_hits += 1
             if dbg._level >= 2:
                 dbg.logger.debug("%s: cache hit%s", self._label, "" if env is None else f" {env}")
         arrays = [o if isinstance(o, Array) else wrap_result(o, a) for o, a in zip(outs, out_avals)]
@@ -391,12 +411,24 @@ class JitFunction:
                 out.append(c.specialize(**dict(zip(axes, combo))))
         return out
 
+    def _count_build(self, before: tuple[int, int]) -> None:
+        """Add the C compiles / disk-cache hits since ``before`` (:func:`_compiler_stats`), i.e. those
+        building one of this function's executables caused, to its counters."""
+        after = _compiler_stats()
+        self._compiler_runs += after[0] - before[0]
+        self._disk_hits += after[1] - before[1]
+
     def cache_info(self) -> dict[str, int]:
         """``compiles``/``traces``: Programs traced (level 1); ``specializations``: bindings built
-        (level 2); ``hits``: calls that built nothing; ``size``/``specializations_cached``: entries
-        held now; ``evictions``: specializations dropped by the LRU."""
+        (level 2); ``hits``: calls (and ``lower``) that built nothing; ``calls``: every call of the
+        function; ``compiler_runs`` / ``disk_cache_hits``: C compiles run / libraries loaded from the
+        disk cache while building this function's executables and specializations;
+        ``size``/``specializations_cached``: entries held now; ``evictions``: specializations
+        dropped by the LRU."""
         sc = self._spec_cache
-        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits,
+        calls = self.hits - self._other_hits + self._slow_calls
+        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits, "calls": calls,
+                "compiler_runs": self._compiler_runs, "disk_cache_hits": self._disk_hits,
                 "size": sum(len(st.entries) for st in self._structs.values()), "specializations": sc.built,
                 "specializations_cached": len(sc), "specialization_cache_size": sc.maxsize,
                 "evictions": sc.evictions}

@@ -8,7 +8,8 @@
 Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bool),
 ``max_kernel_inputs`` (16), ``num_threads`` (OpenMP threads; None = OpenMP default),
 ``parallel_threshold`` (cost-weighted elements before a loop goes parallel), ``inplace`` (bool),
-``simd`` (bool), ``validate`` (check the program after passes and the plan; default True).
+``simd`` (bool), ``validate`` (validation mode ``"strict" | "normal" | "off"`` or True/False, see
+:mod:`ember._src.validation`; default: :func:`~ember._src.validation.validation_mode`).
 
 Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
 float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
@@ -40,7 +41,8 @@ from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.planner import MemoryPlan, plan_memory
 from ember._src.native.pool import OutputSlots, data_address
 from ember._src.native.schedule import Schedule, build_schedule
-from ember._src.program import Literal, Program, run_numpy, validate
+from ember._src.program import Literal, Program, run_numpy
+from ember._src.validation import ExecuteCheck, run_validators, validation_mode
 from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
@@ -100,6 +102,7 @@ class NativeExecutable:
         self.fallback_reason: str | None = None
         self.compile_seconds = 0.0
         self.compiled_now = False  # whether building this executable ran the compiler
+        self.disk_hit = False  # whether building it loaded the library from the disk cache
         self.calls = 0
         self._consts = [core.concrete_or_error(c, "a captured constant") for c in program.consts]
         self._lock = threading.Lock()
@@ -125,8 +128,8 @@ class NativeExecutable:
         t0 = time.perf_counter()
         opt = self.options
         prog = passes_mod.run_passes(self.original, opt.get("passes"))
-        if opt.get("validate", True):
-            validate(prog)
+        mode = validation_mode(opt.get("validate"))
+        run_validators("optimized", prog, mode)
         self.optimized = prog
         sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
                                fuse=bool(opt.get("fuse", True)))
@@ -137,11 +140,10 @@ class NativeExecutable:
         loops.lower_loops(sched, loops.BodyOptions(
             passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
             fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
-            validate=bool(opt.get("validate", True))))
+            validate=mode != "off"))
         plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
-        if opt.get("validate", True):
-            plan.check()
         self.plan = plan
+        run_validators("planned", self, mode)
         cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
                             simd=bool(opt.get("simd", True)))
@@ -151,9 +153,11 @@ class NativeExecutable:
         self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
-            before = compiler.cache_stats()["compiles"]
+            before = compiler.cache_stats()
             self.library_path = compiler.compile_shared(gen.source, name_hint="ember_program")
-            self.compiled_now = compiler.cache_stats()["compiles"] > before
+            after = compiler.cache_stats()
+            self.compiled_now = after["compiles"] > before["compiles"]
+            self.disk_hit = after["disk_hits"] > before["disk_hits"]
             lib = compiler.load_library(gen.source, name_hint="ember_program")
             fn = lib.ember_main
             fn.argtypes = [ctypes.c_void_p] * 4
@@ -161,6 +165,8 @@ class NativeExecutable:
             self._fn = fn
         else:
             self._fn = None
+        if mode == "strict":  # the execute phase: an instance attribute, so the default path is untouched
+            self.run_trusted = self._run_validated  # type: ignore[method-assign]
         self.compile_seconds = time.perf_counter() - t0
         if logger.isEnabledFor(logging.DEBUG):
             how = "compiled" if self.compiled_now else "cache hit"
@@ -312,6 +318,11 @@ class NativeExecutable:
                 r = aligned_copy((ins[idx] if kind == "input" else self._consts_opt[idx]).reshape(spec[0]))
             results.append(r)
         return results
+
+    def _run_validated(self, ins: list[np.ndarray]) -> list[np.ndarray]:
+        """:meth:`run_trusted` after the ``execute`` validators (strict validation mode only)."""
+        run_validators("execute", ExecuteCheck(self._in_avals, ins), "strict")
+        return NativeExecutable.run_trusted(self, ins)
 
     def describe(self) -> str:
         """Optimized program, schedule, memory plan (the C source is ``.source``)."""

@@ -45,7 +45,8 @@ from ember._src.native.planner import plan_memory
 from ember._src.native.pool import POOL
 from ember._src.native.schedule import Schedule, Step, build_schedule
 from ember._src.native.symlayout import ArenaLayout
-from ember._src.program import Literal, Program, resolve_program, resolve_value, validate
+from ember._src.program import Literal, Program, resolve_program, resolve_value
+from ember._src.validation import run_validators, validation_mode
 from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
@@ -124,6 +125,7 @@ class SymbolicNative:
         self.fallback_reason: str | None = None
         self.compile_seconds = 0.0
         self.compiled_now = False
+        self.disk_hit = False  # whether building it loaded the library from the disk cache
         self.axes: tuple[str, ...] = ()
         self._run_lock = threading.Lock()  # guards the shared arena (and each runner's buffers)
         self._arena_raw: np.ndarray | None = None
@@ -171,8 +173,7 @@ class SymbolicNative:
         prog = passes_mod.run_passes(original, opt.get("passes"))
         if prog is original:  # no pass changed it: keep a copy, never the (weakly held) cache key
             prog = Program(prog.constvars, prog.invars, prog.eqns, prog.outvars, prog.consts)
-        if opt.get("validate", True):
-            validate(prog)
+        run_validators("optimized", prog, validation_mode(opt.get("validate")))
         self.optimized = prog
         for v in (*prog.invars, *prog.constvars, *(o for e in prog.eqns for o in e.outvars)):
             extra = sh.shape_axes(v.aval.shape) - set(axes)
@@ -225,9 +226,11 @@ class SymbolicNative:
         assert len(self._fns_base) == N_FIXED_FNS
         self._body_consts = gen.extra_consts  # loop-body constants: fns[N_FIXED_FNS + k]
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
-            before = compiler.cache_stats()["compiles"]
+            before = compiler.cache_stats()
             self.library_path = compiler.compile_shared(gen.source, name_hint="ember_symbolic")
-            self.compiled_now = compiler.cache_stats()["compiles"] > before
+            after = compiler.cache_stats()
+            self.compiled_now = after["compiles"] > before["compiles"]
+            self.disk_hit = after["disk_hits"] > before["disk_hits"]
             lib = compiler.load_library(gen.source, name_hint="ember_symbolic")
             fn = lib.ember_main
             fn.argtypes = [ctypes.c_void_p] * 4
