@@ -73,6 +73,18 @@ def unsupported_reason(p: Program) -> str | None:
     return None
 
 
+def load_entry(source: str, name_hint: str) -> tuple[Any, str, bool, bool]:
+    """Compile (or find in the cache) and load ``source``; returns its ``ember_main`` as a ctypes
+    function, the library path, whether the compiler ran and whether the disk cache served it."""
+    before = compiler.cache_stats()
+    path = compiler.compile_shared(source, name_hint=name_hint)
+    after = compiler.cache_stats()
+    fn = compiler.load_library(source, name_hint=name_hint).ember_main
+    fn.argtypes = [ctypes.c_void_p] * 4
+    fn.restype = ctypes.c_int
+    return fn, path, after["compiles"] > before["compiles"], after["disk_hits"] > before["disk_hits"]
+
+
 def _view(ptr: int, aval: Any) -> np.ndarray:
     shape = tuple(aval.shape)
     dtype = np.dtype(aval.dtype)
@@ -153,16 +165,8 @@ class NativeExecutable:
         self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
-            before = compiler.cache_stats()
-            self.library_path = compiler.compile_shared(gen.source, name_hint="ember_program")
-            after = compiler.cache_stats()
-            self.compiled_now = after["compiles"] > before["compiles"]
-            self.disk_hit = after["disk_hits"] > before["disk_hits"]
-            lib = compiler.load_library(gen.source, name_hint="ember_program")
-            fn = lib.ember_main
-            fn.argtypes = [ctypes.c_void_p] * 4
-            fn.restype = ctypes.c_int
-            self._fn = fn
+            self._fn, self.library_path, self.compiled_now, self.disk_hit = \
+                load_entry(gen.source, "ember_program")
         else:
             self._fn = None
         if mode == "strict":  # the execute phase: an instance attribute, so the default path is untouched

@@ -39,7 +39,14 @@ from ember._src import shapes as sh
 from ember._src.array import aligned_copy
 from ember._src.native import blas, c_ops, compiler, lapack, loops
 from ember._src.native import passes as passes_mod
-from ember._src.native.backend import _CALLBACK_T, KNOWN_OPTIONS, NativeExecutable, _debug_level, _view
+from ember._src.native.backend import (
+    _CALLBACK_T,
+    KNOWN_OPTIONS,
+    NativeExecutable,
+    _debug_level,
+    _view,
+    load_entry,
+)
 from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
 from ember._src.native.planner import plan_memory
 from ember._src.native.pool import POOL
@@ -226,16 +233,8 @@ class SymbolicNative:
         assert len(self._fns_base) == N_FIXED_FNS
         self._body_consts = gen.extra_consts  # loop-body constants: fns[N_FIXED_FNS + k]
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
-            before = compiler.cache_stats()
-            self.library_path = compiler.compile_shared(gen.source, name_hint="ember_symbolic")
-            after = compiler.cache_stats()
-            self.compiled_now = after["compiles"] > before["compiles"]
-            self.disk_hit = after["disk_hits"] > before["disk_hits"]
-            lib = compiler.load_library(gen.source, name_hint="ember_symbolic")
-            fn = lib.ember_main
-            fn.argtypes = [ctypes.c_void_p] * 4
-            fn.restype = ctypes.c_int
-            self._fn = fn
+            self._fn, self.library_path, self.compiled_now, self.disk_hit = \
+                load_entry(gen.source, "ember_symbolic")
         else:
             self._fn = None
         STATS["level1_builds"] += 1
