@@ -136,23 +136,47 @@ class PyTreeDef:
 _LEAF = PyTreeDef("leaf", None, ())
 
 
+def _flatten_into(x: Any, is_leaf: Callable[[Any], bool] | None, leaves: list) -> PyTreeDef:
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return _LEAF
+    n = _node_of(x)
+    if n is None:
+        leaves.append(x)
+        return _LEAF
+    node, children, aux = n
+    return PyTreeDef(node, aux, tuple(_flatten_into(c, is_leaf, leaves) for c in children))
+
+
 def flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
     """Leaves in a fixed order and the structure to rebuild ``tree`` from them."""
+    # module-level recursion, not a self-referencing closure: such a closure is a reference cycle
+    # that would keep the leaves (the caller's arrays) alive until the garbage collector runs
     leaves: list = []
-
-    def rec(x: Any) -> PyTreeDef:
-        if is_leaf is not None and is_leaf(x):
-            leaves.append(x)
-            return _LEAF
-        n = _node_of(x)
-        if n is None:
-            leaves.append(x)
-            return _LEAF
-        node, children, aux = n
-        return PyTreeDef(node, aux, tuple(rec(c) for c in children))
-
-    td = rec(tree)
+    td = _flatten_into(tree, is_leaf, leaves)
     return leaves, td
+
+
+def _build(td: PyTreeDef, it: Any) -> Any:
+    if td.node == "leaf":
+        return next(it)
+    children = [_build(c, it) for c in td.children]
+    node = td.node
+    if node is None:
+        return None
+    if node is tuple:
+        return tuple(children)
+    if node is list:
+        return children
+    if node is dict:
+        return dict(zip(td.aux, children))
+    if node in _registry:
+        return _registry[node].from_iterable(td.aux, children)
+    if isinstance(node, type) and issubclass(node, tuple):  # namedtuple
+        return node(*children)
+    if isinstance(node, type) and issubclass(node, dict):
+        return node(zip(td.aux, children))
+    raise TypeError(f"cannot rebuild pytree node {node}")  # pragma: no cover
 
 
 def unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
@@ -160,30 +184,7 @@ def unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
     leaves = list(leaves)
     if len(leaves) != treedef.num_leaves:
         raise ValueError(f"tree structure {treedef} needs {treedef.num_leaves} leaves, got {len(leaves)}")
-    it = iter(leaves)
-
-    def rec(td: PyTreeDef) -> Any:
-        if td.node == "leaf":
-            return next(it)
-        children = [rec(c) for c in td.children]
-        node = td.node
-        if node is None:
-            return None
-        if node is tuple:
-            return tuple(children)
-        if node is list:
-            return children
-        if node is dict:
-            return dict(zip(td.aux, children))
-        if node in _registry:
-            return _registry[node].from_iterable(td.aux, children)
-        if isinstance(node, type) and issubclass(node, tuple):  # namedtuple
-            return node(*children)
-        if isinstance(node, type) and issubclass(node, dict):
-            return node(zip(td.aux, children))
-        raise TypeError(f"cannot rebuild pytree node {node}")  # pragma: no cover
-
-    return rec(treedef)
+    return _build(treedef, iter(leaves))  # module-level recursion: no reference cycle
 
 
 def leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list:
@@ -204,23 +205,23 @@ def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] 
     return unflatten(td, [f(*xs) for xs in zip(lv, *others)])
 
 
+def _flatten_up_to_into(td: PyTreeDef, x: Any, path: str, out: list) -> None:
+    if td.node == "leaf":
+        out.append(x)
+        return
+    n = _node_of(x)
+    if n is None or n[0] != td.node or (td.node is dict and n[2] != td.aux) \
+            or len(n[1]) != len(td.children):
+        raise ValueError(f"pytree structure mismatch at {path or 'root'}: expected {td}, got "
+                         f"{structure(x)}")
+    for i, (c, y) in enumerate(zip(td.children, n[1])):
+        _flatten_up_to_into(c, y, f"{path}[{td.aux[i]!r}]" if td.node is dict else f"{path}[{i}]", out)
+
+
 def flatten_up_to(treedef: PyTreeDef, tree: Any) -> tuple[list, PyTreeDef]:
     """Flatten ``tree`` to the leaves of ``treedef`` (whose leaves may be subtrees of ``tree``)."""
     out: list = []
-
-    def rec(td: PyTreeDef, x: Any, path: str) -> None:
-        if td.node == "leaf":
-            out.append(x)
-            return
-        n = _node_of(x)
-        if n is None or n[0] != td.node or (td.node is dict and n[2] != td.aux) \
-                or len(n[1]) != len(td.children):
-            raise ValueError(f"pytree structure mismatch at {path or 'root'}: expected {td}, got "
-                             f"{structure(x)}")
-        for i, (c, y) in enumerate(zip(td.children, n[1])):
-            rec(c, y, f"{path}[{td.aux[i]!r}]" if td.node is dict else f"{path}[{i}]")
-
-    rec(treedef, tree, "")
+    _flatten_up_to_into(treedef, tree, "", out)
     return out, treedef
 
 
