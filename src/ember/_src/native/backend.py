@@ -85,6 +85,24 @@ def load_entry(source: str, name_hint: str) -> tuple[Any, str, bool, bool]:
     return fn, path, after["compiles"] > before["compiles"], after["disk_hits"] > before["disk_hits"]
 
 
+def check_inputs(args: Sequence[Any], in_avals: list[tuple[tuple, np.dtype]]) -> list[np.ndarray]:
+    """``args`` as C-contiguous NumPy arrays, checked against the expected (shape, dtype) pairs."""
+    if len(args) != len(in_avals):
+        raise TypeError(f"native executable takes {len(in_avals)} inputs, got {len(args)}")
+    out = []
+    for i, (a, (shape, dtype)) in enumerate(zip(args, in_avals)):
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(getattr(a, "value", a))
+        if a.dtype != dtype:
+            raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
+        if a.shape != shape:
+            raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+        out.append(a)
+    return out
+
+
 def _view(ptr: int, aval: Any) -> np.ndarray:
     shape = tuple(aval.shape)
     dtype = np.dtype(aval.dtype)
@@ -259,20 +277,7 @@ class NativeExecutable:
             return 1
 
     def _check_inputs(self, args: Sequence[Any]) -> list[np.ndarray]:
-        if len(args) != self._n_in:
-            raise TypeError(f"native executable takes {self._n_in} inputs, got {len(args)}")
-        out = []
-        for i, (a, (shape, dtype)) in enumerate(zip(args, self._in_avals)):
-            if not isinstance(a, np.ndarray):
-                a = np.asarray(getattr(a, "value", a))
-            if a.dtype != dtype:
-                raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
-            if a.shape != shape:
-                raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-            out.append(a)
-        return out
+        return check_inputs(args, self._in_avals)
 
     def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
         """Run on NumPy arrays (or ember Arrays) of the program's input shapes and dtypes; returns

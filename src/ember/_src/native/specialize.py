@@ -45,6 +45,7 @@ from ember._src.native.backend import (
     NativeExecutable,
     _debug_level,
     _view,
+    check_inputs,
     load_entry,
 )
 from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
@@ -54,7 +55,7 @@ from ember._src.native.schedule import Schedule, Step, build_schedule
 from ember._src.native.symlayout import ArenaLayout
 from ember._src.program import Literal, Program, resolve_program, resolve_value
 from ember._src.validation import run_validators, validation_mode
-from ember.errors import DTypeError, ShapeError
+from ember.errors import ShapeError
 
 logger = logging.getLogger("ember")
 
@@ -354,18 +355,7 @@ class NativeRun:
 
     def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
         self.calls += 1
-        if len(args) != self._n_in:
-            raise TypeError(f"native executable takes {self._n_in} inputs, got {len(args)}")
-        ins = []
-        for i, (a, (shape, dtype)) in enumerate(zip(args, self._in_avals)):
-            if not isinstance(a, np.ndarray):
-                a = np.asarray(getattr(a, "value", a))
-            if a.dtype != dtype:
-                raise DTypeError(f"input {i}: expected dtype {dtype}, got {a.dtype}")
-            if a.shape != shape:
-                raise ShapeError(f"input {i}: expected shape {shape}, got {a.shape}")
-            ins.append(a)
-        return self.run_trusted(ins)
+        return self.run_trusted(check_inputs(args, self._in_avals))
 
     borrows_inputs = True  # reads caller arrays in place, never writes them (jit's fast path)
 
