@@ -28,7 +28,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -101,6 +101,25 @@ def check_inputs(args: Sequence[Any], in_avals: list[tuple[tuple, np.dtype]]) ->
             a = np.ascontiguousarray(a)
         out.append(a)
     return out
+
+
+def run_fallback_step(e: Any, params: dict, inputs: Sequence[Any], in_avals: list, out_avals: list,
+                      eqn_avals: list, ptrs: Any, view: Callable[[int, Any], np.ndarray]) -> None:
+    """Run a fallback step's primitive with its NumPy implementation on the step's buffers:
+    ``ptrs`` holds the addresses of the non-literal inputs (``in_avals`` None for literals) and
+    then of the outputs; ``view(ptr, aval)`` makes a NumPy view of one buffer."""
+    k = 0
+    vals = []
+    for a, av in zip(inputs, in_avals):
+        if av is None:
+            vals.append(a.val)
+        else:
+            vals.append(view(ptrs[k], av))
+            k += 1
+    outs = core.eval_impl(e.prim, vals, params, eqn_avals)
+    for av, o in zip(out_avals, outs):
+        np.copyto(view(ptrs[k], av), o)
+        k += 1
 
 
 def _view(ptr: int, aval: Any) -> np.ndarray:
@@ -259,18 +278,9 @@ class NativeExecutable:
         try:
             step = self._fallback_steps[step_id]
             e = step.eqns[0]
-            k = 0
-            vals = []
-            for a in step.inputs:
-                if isinstance(a, Literal):
-                    vals.append(a.val)
-                else:
-                    vals.append(self._view(ptrs[k], a.aval))
-                    k += 1
-            outs = core.eval_impl(e.prim, vals, e.params, [v.aval for v in e.outvars])
-            for v, o in zip(step.outputs, outs):
-                np.copyto(self._view(ptrs[k], v.aval), o)
-                k += 1
+            run_fallback_step(e, e.params, step.inputs, [None if isinstance(a, Literal) else a.aval
+                                                         for a in step.inputs],
+                              [v.aval for v in step.outputs], [v.aval for v in e.outvars], ptrs, self._view)
             return 0
         except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
             self._error = exc

@@ -47,6 +47,7 @@ from ember._src.native.backend import (
     _view,
     check_inputs,
     load_entry,
+    run_fallback_step,
 )
 from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
 from ember._src.native.planner import plan_memory
@@ -336,18 +337,7 @@ class NativeRun:
                     [None if isinstance(a, Literal) else aval(a) for a in step.inputs],
                     [aval(v) for v in step.outputs], [aval(v) for v in e.outvars])
             params, in_avals, out_avals, eqn_avals = resolved
-            k = 0
-            vals = []
-            for a, av in zip(step.inputs, in_avals):
-                if av is None:
-                    vals.append(a.val)
-                else:
-                    vals.append(_view(ptrs[k], av))
-                    k += 1
-            outs = core.eval_impl(e.prim, vals, params, eqn_avals)
-            for av, o in zip(out_avals, outs):
-                np.copyto(_view(ptrs[k], av), o)
-                k += 1
+            run_fallback_step(e, params, step.inputs, in_avals, out_avals, eqn_avals, ptrs, _view)
             return 0
         except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
             self._error = exc
