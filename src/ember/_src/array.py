@@ -8,6 +8,7 @@ transformations.
 from __future__ import annotations
 
 import contextlib
+import os
 import traceback
 import weakref
 from collections.abc import Iterator
@@ -33,6 +34,16 @@ class _MemoryStats:
 
 
 _stats = _MemoryStats()
+
+
+_SRC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_frames() -> str:
+    """The innermost three stack frames outside ember's implementation, formatted (where a tracked
+    array was created, for :func:`check_leaks`)."""
+    frames = [f for f in traceback.extract_stack(limit=24)[:-2] if not f.filename.startswith(_SRC_DIR)]
+    return "".join(traceback.format_list(frames[-3:]))
 
 
 def aligned_copy(x: np.ndarray, owned: bool = False) -> np.ndarray:
@@ -74,7 +85,7 @@ class Array:
         if s.live_bytes > s.peak_bytes:
             s.peak_bytes = s.live_bytes
         if s.trackers:
-            where = "".join(traceback.format_list(traceback.extract_stack(limit=8)[:-3][-3:]))
+            where = _user_frames()
             for tr in s.trackers:
                 tr.append((weakref.ref(self), where, value.shape, value.dtype))
 

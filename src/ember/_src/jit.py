@@ -26,6 +26,8 @@ from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
 from ember._src.core import ShapedArray
+from ember._src.native import dispatch
+from ember._src.native.dispatch import MISS as _MISS
 from ember._src.program import Literal, Program, resolve_value, trace_to_program
 from ember._src.validation import run_validators, validation_mode
 
@@ -103,10 +105,13 @@ class _FastEntry:
     """A cache hit resolved once: the executable of an all-positional-array signature and how to
     wrap its outputs, so :meth:`JitFunction.__call__` skips flattening, avals and lookups."""
 
-    __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow", "spec_key")
+    __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow", "spec_key", "key",
+                 "c_pending")
 
-    def __init__(self, c: Compiled, spec: dyn.Specialization | None = None, spec_key: Any = None):
+    def __init__(self, c: Compiled, key: tuple, spec: dyn.Specialization | None = None,
+                 spec_key: Any = None):
         self.compiled = c
+        self.key = key
         self.spec_key = spec_key  # the specialization's LRU key: the entry lives only while it is cached
         # with named dynamic axes: the specialization of these exact input shapes (their binding
         # was checked when it was first used; the key below is the exact shapes)
@@ -117,6 +122,8 @@ class _FastEntry:
         self.single = c.out_tree == tu._LEAF
         # a compiled native executable reads caller arrays in place and returns frozen outputs
         self.borrow = bool(getattr(self.exe, "borrows_inputs", False))
+        # a static native executable can also be served by the C dispatcher once it is loaded
+        self.c_pending = self.borrow and spec is None and hasattr(self.exe, "dispatch_entry")
 
     def run(self, args: tuple) -> Any:
         if self.borrow:
@@ -199,6 +206,7 @@ class JitFunction:
         # fast path: all-positional array calls of a function without static or dynamic arguments
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames) else None
+        self._dispatch: Any = None  # the C dispatcher of warm static signatures (native/dispatch.py)
         self.traces = 0
         self.hits = 0  # incremented by the fast path too; calls = hits - _other_hits + _slow_calls
         self._other_hits = 0  # hits counted by _call and lower (not fast-path calls)
@@ -322,6 +330,11 @@ class JitFunction:
         return self._compile(st, avals, static_pos, static_kw)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        d = self._dispatch
+        if d is not None and not kwargs:
+            r = d(args)  # the C dispatcher: warm static signatures, no Python in between
+            if r is not _MISS:
+                return r
         fast = self._fast
         if fast is not None and not kwargs and not core.dynamic_trace_active():
             key = _fast_key(args)
@@ -330,9 +343,32 @@ class JitFunction:
                 if ent is not None:
                     if ent.spec_key is None or self._spec_cache.get(ent.spec_key) is not None:
                         self.hits += 1
+                        if ent.c_pending:
+                            self._to_dispatcher(ent)
                         return ent.run(args)
                     del fast[key]  # its specialization was evicted from the LRU
         return self._call(args, kwargs)
+
+    def _to_dispatcher(self, ent: _FastEntry) -> None:
+        """Hand a fast-path entry to the C dispatcher once its extension module is loaded (the
+        first request starts a background build; until then calls stay on the Python path)."""
+        mod = dispatch.module()
+        if mod is None:
+            if dispatch.unavailable_reason() is not None:
+                ent.c_pending = False
+            return
+        ent.c_pending = False
+        if self._dispatch is None:
+            self._dispatch = dispatch.new_dispatcher()
+        if len(self._dispatch.entries) >= 64:
+            return
+        in_specs = [(0, int(k[2]), k[0], k[1]) if len(k) == 3 else (1, 0, k[0], k[1]) for k in ent.key]
+        t = ent.out_tree
+        wrap: Any = None if ent.single else () if (t.node is tuple and all(
+            c == tu._LEAF for c in t.children)) else functools.partial(tu.unflatten, t)
+        e = ent.exe.dispatch_entry(mod, in_specs, ent.weak, wrap, Array, _MISS)
+        if e is not None:
+            self._dispatch.add(e)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The general path: flatten, find or trace the signature, run, wrap."""
@@ -384,7 +420,9 @@ class JitFunction:
         if self._fast is not None and not kwargs:
             key = _fast_key(args)
             if key is not None and len(self._fast) < 256:
-                self._fast[key] = _FastEntry(c, spec, spec_key)
+                ent = self._fast[key] = _FastEntry(c, key, spec, spec_key)
+                if ent.c_pending:
+                    self._to_dispatcher(ent)
 
     def specialize(self, *example_args: Any, **sizes: Any) -> list[dyn.Specialization]:
         """Build specializations ahead of time: ``f.specialize(batch=32, seq=[64, 128])``.
@@ -426,8 +464,9 @@ class JitFunction:
         ``size``/``specializations_cached``: entries held now; ``evictions``: specializations
         dropped by the LRU."""
         sc = self._spec_cache
-        calls = self.hits - self._other_hits + self._slow_calls
-        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits, "calls": calls,
+        c_calls = self._dispatch.calls if self._dispatch is not None else 0  # served in C
+        calls = self.hits - self._other_hits + self._slow_calls + c_calls
+        return {"traces": self.traces, "compiles": self.traces, "hits": self.hits + c_calls, "calls": calls,
                 "compiler_runs": self._compiler_runs, "disk_cache_hits": self._disk_hits,
                 "size": sum(len(st.entries) for st in self._structs.values()), "specializations": sc.built,
                 "specializations_cached": len(sc), "specialization_cache_size": sc.maxsize,

@@ -338,6 +338,38 @@ class NativeExecutable:
             results.append(r)
         return results
 
+    def dispatch_entry(self, mod: Any, in_specs: list[tuple], out_weak: list[bool], wrap: Any,
+                       array_type: type, miss: Any) -> Any | None:
+        """An ``ember_dispatch.Entry`` running this executable for one exact argument signature
+        (``in_specs``: ``(kind, weak, shape, dtype)`` per input, kind 0 an ember Array, 1 a NumPy
+        array), or None when the C path cannot serve it (no compiled entry point, outputs that are
+        inputs/constants/literals, strict validation)."""
+        if (self._fn is None or self._direct_out is None or "run_trusted" in self.__dict__
+                or len(in_specs) != self._n_in):
+            return None
+        fn = ctypes.cast(self._fn, ctypes.c_void_p).value
+        return mod.Entry(fn, ctypes.addressof(self._bufs), self._arena_ptr, ctypes.addressof(self._fns),
+                         self._n_in + self._n_par, list(in_specs), self._slots.slots, self._slots.take_new,
+                         list(self._direct_out), list(out_weak), wrap, self._raise_failure, self._lock,
+                         self._last_inputs, array_type, self._releases_gil(), miss)
+
+    def _releases_gil(self) -> bool:
+        """Whether a C-dispatched call releases the GIL: for every program but the tiny ones
+        (only elementwise kernels over at most 64 KiB), where releasing costs more than it frees."""
+        sched, plan = self.schedule, self.plan
+        if any(s.kind not in ("kernel", "alias") for s in sched.steps):
+            return True
+        io = sum(int(np.prod(v.aval.shape, dtype=np.int64)) * np.dtype(v.aval.dtype).itemsize
+                 for v in self.optimized.invars)
+        return plan.arena_bytes + io + sum(n for _, _, n in self._out_bufs) > 64 * 1024
+
+    def _raise_failure(self, rc: int) -> None:
+        """Raise the error of a failed native call (a fallback step's exception, or the step)."""
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+        raise RuntimeError(f"native program failed at step {rc - 1}")
+
     def _run_validated(self, ins: list[np.ndarray]) -> list[np.ndarray]:
         """:meth:`run_trusted` after the ``execute`` validators (strict validation mode only)."""
         run_validators("execute", ExecuteCheck(self._in_avals, ins), "strict")

@@ -298,14 +298,14 @@ def source_flags(source: str, info: CompilerInfo) -> tuple[str, ...]:
 _COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
 
 
-def cache_key(source: str, info: CompilerInfo | None = None) -> str:
+def cache_key(source: str, info: CompilerInfo | None = None, extra_flags: tuple[str, ...] = ()) -> str:
     """sha256 over source (without its ``/* */`` comments, which name program variables by their
     process-wide ids, so the same program traced after other work keeps its key), flags,
     compiler identity and native target."""
     info = info or _require_compiler()
     h = hashlib.sha256()
-    for part in (_COMMENT_RE.sub("", source), " ".join(source_flags(source, info)), " ".join(LINK_LIBS),
-                 info.identity, info.target):
+    for part in (_COMMENT_RE.sub("", source), " ".join(source_flags(source, info) + extra_flags),
+                 " ".join(LINK_LIBS), info.identity, info.target):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -376,14 +376,15 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
             os.unlink(tmp)
 
 
-def compile_shared(source: str, *, name_hint: str = "kernel") -> str:
-    """Compile C ``source`` into a shared object and return its path (cached by content).
+def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple[str, ...] = ()) -> str:
+    """Compile C ``source`` into a shared object and return its path (cached by content;
+    ``extra_flags``, e.g. include directories, are added to the command line and the key).
 
     Raises :class:`CompileError` (holding the compiler output and the saved source path) when
     compilation fails or no compiler is available.
     """
     info = _require_compiler()
-    key = cache_key(source, info)
+    key = cache_key(source, info, extra_flags)
     directory = cache_dir()
     memo = (str(directory), key)
     with _lock:
@@ -400,7 +401,7 @@ def compile_shared(source: str, *, name_hint: str = "kernel") -> str:
         else:
             if not src.exists() or src.read_text() != source:
                 _atomic_write_text(src, source)
-            _build(info, src, so, name_hint, source_flags(source, info))
+            _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags))
             counter = "compiles"
     with _lock:
         setattr(_stats, counter, getattr(_stats, counter) + 1)

@@ -95,25 +95,34 @@ class OutputSlots:
     def take(self) -> list[tuple[np.ndarray, int]]:
         """One (read-only array, data address) per output buffer, each free for the program to write."""
         out = []
-        for (shape, dtype, n), slot in zip(self.specs, self.slots):
-            if slot is None:
-                arr, addr = POOL.array(shape, dtype, n)
-                arr.flags.writeable = False
-                out.append((arr, addr))
-                continue
-            for ent in slot:
-                # idle: referenced by `ent` only (+1 argument); its block by `ent` and arr.base (+1)
-                if _getrefcount(ent[0]) == 2 and _getrefcount(ent[1]) == 3:
-                    out.append((ent[0], ent[2]))
-                    break
+        for k, slot in enumerate(self.slots):
+            if slot is not None:
+                for ent in slot:
+                    # idle: referenced by `ent` only (+1 argument); its block by `ent` and arr.base (+1)
+                    if _getrefcount(ent[0]) == 2 and _getrefcount(ent[1]) == 3:
+                        out.append((ent[0], ent[2]))
+                        break
+                else:
+                    out.append(self.take_new(k))
             else:
-                raw, off, addr = _aligned_block(n)
-                arr = np.ndarray(shape, dtype, raw, off)
-                arr.flags.writeable = False
-                if len(slot) < SLOT_DEPTH:
-                    slot.append((arr, raw, addr))
-                out.append((arr, addr))
+                out.append(self.take_new(k))
         return out
+
+    def take_new(self, k: int) -> tuple[np.ndarray, int]:
+        """A buffer for output ``k`` when none of its recycled ones is idle (kept for reuse while
+        the slot has room; outputs above the slot size come from the shared pool)."""
+        shape, dtype, n = self.specs[k]
+        slot = self.slots[k]
+        if slot is None:
+            arr, addr = POOL.array(shape, dtype, n)
+            arr.flags.writeable = False
+            return arr, addr
+        raw, off, addr = _aligned_block(n)
+        arr = np.ndarray(shape, dtype, raw, off)
+        arr.flags.writeable = False
+        if len(slot) < SLOT_DEPTH:
+            slot.append((arr, raw, addr))
+        return arr, addr
 
 
 def _probe_data_offset() -> int | None:
