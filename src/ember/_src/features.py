@@ -109,7 +109,9 @@ def _section(title: str, module: str, reference: list[str] | None) -> list[str]:
     have = _public(mod)
     lines += [f"{title}: {len(have)} public functions.", "", "| function | summary |", "|---|---|"]
     for n in have:
-        doc = inspect.getdoc(getattr(mod, n)) or ""
+        obj = getattr(mod, n)
+        doc = (f"NumPy's abstract scalar type ``numpy.{obj.__name__}`` (for ``issubdtype``)."
+               if isinstance(obj, type) and obj.__module__ == "numpy" else inspect.getdoc(obj) or "")
         first = doc.strip().splitlines()[0] if doc.strip() else ""
         first = first.replace("|", "\\|")
         lines.append(f"| `{n}` | {first} |")

@@ -4,23 +4,6 @@ Each ``ember._src.numpy`` module lists its public names in ``__all__``.
 """
 
 from ember._src.array import Array as ndarray
-from ember._src.dtypes import (
-    bfloat16,
-    bool_,
-    complex64,
-    complex128,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
 from ember._src.numpy.array_api import __array_api_version__, __array_namespace_info__
 from ember._src.numpy.bit_packing import *
 from ember._src.numpy.contractions import *
@@ -34,6 +17,33 @@ from ember._src.numpy.manipulation import *
 from ember._src.numpy.more_ufuncs import *
 from ember._src.numpy.polynomial import *
 from ember._src.numpy.reductions import *
+from ember._src.numpy.scalar_types import (
+    bfloat16,
+    bool_,
+    character,
+    complex64,
+    complex128,
+    complexfloating,
+    flexible,
+    float16,
+    float32,
+    float64,
+    floating,
+    generic,
+    inexact,
+    int8,
+    int16,
+    int32,
+    int64,
+    integer,
+    number,
+    signedinteger,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    unsignedinteger,
+)
 from ember._src.numpy.searching import *
 from ember._src.numpy.statistics import *
 from ember._src.numpy.ufuncs import *
