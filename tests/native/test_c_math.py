@@ -15,6 +15,7 @@ from tests.native.conftest import requires_cc
 FUNCS = ["em_expf", "em_logf", "em_tanhf", "em_logisticf", "em_erff"]
 REFS = [np.exp, np.log, np.tanh, sps.expit, sps.erf]
 ULP_BOUND = {"em_expf": 2, "em_logf": 2, "em_tanhf": 7, "em_logisticf": 4, "em_erff": 8}
+ABS_BOUND = {"em_tanhf": 4e-7, "em_erff": 5e-7}
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.4e38, -3.4e38, 88.7, 88.8,
                     -87.3, -103.9, -104.5, 1, -1, 0.625, -0.625, 9, -9, 4, -4], np.float32)
 
@@ -39,6 +40,29 @@ def _run(f, x: np.ndarray) -> np.ndarray:
     return o
 
 
+def _max_error(f, ref, name: str, x: np.ndarray) -> float:
+    """Check ``f`` against ``ref`` in float64 on ``x``: the NaN pattern and the infinities match, finite
+    results are within the stated ulp bound (subnormal results within 1.2e-44 absolute); returns
+    the largest ulp error seen."""
+    got = _run(f, x)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64))
+        want32 = want.astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want32)), \
+        f"{name}: NaN pattern differs at {x[np.isnan(got) != np.isnan(want32)][:5]}"
+    fin = np.isfinite(want32) & ~np.isnan(got)
+    assert np.array_equal(got[~fin & ~np.isnan(got)], want32[~fin & ~np.isnan(got)]), "infinities differ"
+    spacing = np.spacing(np.abs(want32[fin])).astype(np.float64)
+    ulps = np.abs(got[fin].astype(np.float64) - want[fin]) / spacing
+    tiny = np.abs(want[fin]) < 1e-37  # subnormal results: absolute error checked instead
+    worst = ulps[~tiny].max()
+    assert worst <= ULP_BOUND[name], f"{name}: {worst:.2f} ulp at x = {x[fin][~tiny][ulps[~tiny].argmax()]!r}"
+    assert np.abs(got[fin][tiny] - want[fin][tiny]).max(initial=0) <= 1.2e-44
+    if name in ABS_BOUND:
+        assert np.abs(got[fin] - want[fin]).max() <= ABS_BOUND[name]
+    return float(worst)
+
+
 @requires_cc
 @pytest.mark.parametrize("name,ref", list(zip(FUNCS, REFS)))
 def test_accuracy(kernels, name, ref):
@@ -46,20 +70,26 @@ def test_accuracy(kernels, name, ref):
     x = np.concatenate([SPECIAL, rng.standard_normal(1 << 18).astype(np.float32) * 30,
                         (rng.standard_normal(1 << 16) * 3).astype(np.float32),
                         np.exp(rng.uniform(-100, 88, 1 << 16)).astype(np.float32)])
-    got = _run(kernels[name], x)
-    with np.errstate(all="ignore"):
-        want = ref(x.astype(np.float64))
-        want32 = want.astype(np.float32)
-    assert np.array_equal(np.isnan(got), np.isnan(want32)), "NaN pattern differs"
-    fin = np.isfinite(want32) & ~np.isnan(got)
-    assert np.array_equal(got[~fin & ~np.isnan(got)], want32[~fin & ~np.isnan(got)]), "infinities differ"
-    spacing = np.spacing(np.abs(want32[fin])).astype(np.float64)
-    ulps = np.abs(got[fin].astype(np.float64) - want[fin]) / spacing
-    tiny = np.abs(want[fin]) < 1e-37  # subnormal results: absolute error checked instead
-    assert ulps[~tiny].max() <= ULP_BOUND[name], f"{name}: {ulps[~tiny].max():.2f} ulp"
-    assert np.abs(got[fin][tiny] - want[fin][tiny]).max(initial=0) <= 1.2e-44
-    if name == "em_erff":
-        assert np.abs(got[fin] - want[fin]).max() <= 5e-7
+    _max_error(kernels[name], ref, name, x)
+
+
+def _sweep() -> np.ndarray:
+    """Every 509th float32 bit pattern over all 2**32 (both signs, every exponent: subnormals,
+    +-inf and NaNs included) plus dense runs of consecutive floats at the thresholds the
+    implementations switch at (clamps, small-argument paths, the subnormal-result range)."""
+    strided = np.arange(0, 1 << 32, 509, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    edges = [-104.0, -103.97, -87.34, 88.72, 89.0, 4e-4, 7.9053111, 9.01, 4.0, 1e-20, 1.1754944e-38,
+             0.70710677, 1.0, 1.4142135, 0.0]
+    runs = [np.float32(e).view(np.uint32).astype(np.int64) + np.arange(-2048, 2048) for e in edges]
+    dense = np.concatenate([np.clip(r, 0, (1 << 31) - 1) for r in runs]).astype(np.uint32).view(np.float32)
+    return np.concatenate([SPECIAL, strided, dense, -dense])
+
+
+@requires_cc
+@pytest.mark.parametrize("name,ref", list(zip(FUNCS, REFS)))
+def test_accuracy_full_range_sweep(kernels, name, ref):
+    """The bounds hold over the whole float32 line, not only where random samples fall."""
+    _max_error(kernels[name], ref, name, _sweep())
 
 
 @requires_cc
