@@ -20,18 +20,29 @@ SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.
                     -87.3, -103.9, -104.5, 1, -1, 0.625, -0.625, 9, -9, 4, -4], np.float32)
 
 
-@pytest.fixture(scope="module")
-def kernels():
+def _load(no_fma: bool) -> dict:
     body = "".join(
         f"void run_{n}(const float *restrict x, float *restrict o, int64_t m) {{\n"
         f"#pragma omp simd\n for (int64_t i = 0; i < m; ++i) o[i] = {n}(x[i]);\n}}\n" for n in FUNCS)
-    lib = compiler.load_library(c_ops.prelude_for(body) + body, name_hint="math_test")
+    # without FMA (a target lacking it) EM_FMA is a plain multiply-add, two roundings
+    head = "#undef __FMA__\n#undef __ARM_FEATURE_FMA\n" if no_fma else ""
+    lib = compiler.load_library(head + c_ops.prelude_for(body) + body, name_hint="math_test")
     out = {}
     for n in FUNCS:
         f = getattr(lib, f"run_{n}")
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
         out[n] = f
     return out
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return _load(no_fma=False)
+
+
+@pytest.fixture(scope="module")
+def kernels_no_fma():
+    return _load(no_fma=True)
 
 
 def _run(f, x: np.ndarray) -> np.ndarray:
@@ -93,6 +104,13 @@ def test_accuracy_full_range_sweep(kernels, name, ref):
 
 
 @requires_cc
+@pytest.mark.parametrize("name,ref", list(zip(FUNCS, REFS)))
+def test_accuracy_without_fma(kernels_no_fma, name, ref):
+    """The same bounds with the multiply-add fallback that targets without FMA compile."""
+    _max_error(kernels_no_fma[name], ref, name, _sweep())
+
+
+@requires_cc
 def test_signed_zero_and_saturation(kernels):
     x = np.array([-0.0, 0.0, 20.0, -20.0, 1e30, -1e30], np.float32)
     t = _run(kernels["em_tanhf"], x)
@@ -139,3 +157,42 @@ def test_fused_math_kernel_inner_loop_vectorizes():
     vectorized = {int(m) for m in re.findall(r":(\d+):\d+: optimized: loop vectorized", report)}
     assert vectorized & set(range(inner, store + 1)), \
         f"inner loop (lines {inner}-{store}) not vectorized:\n{report}\n{source}"
+
+
+@requires_cc
+def test_softmax_kernel_loops_vectorize():
+    """Row softmax fuses into one kernel whose three row loops (max, exp-sum, divide) all
+    vectorize, and matches NumPy."""
+    import ember
+    import ember.numpy as jnp
+    from ember import lax
+
+    info = compiler.find_compiler()
+    if info.family != "gcc":
+        pytest.skip(f"the vectorization report is parsed for gcc only (compiler: {info.identity})")
+
+    def softmax(x):
+        m = lax.reduce_max(x, (1,))
+        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
+        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
+
+    x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32) * 10
+    x[3, 7] = np.nan
+    x[5] = -np.inf
+    x[5, 2] = 0
+    f = ember.jit(softmax, backend="native", num_threads=1)
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x64 - x64.max(1, keepdims=True))
+        want = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=3e-6, atol=1e-30)
+    exe = f.lower(x).executable
+    assert exe.schedule.count("kernel") == 1
+    lines = exe.source.splitlines()
+    inner = [i + 1 for i, line in enumerate(lines) if line.strip().startswith("for (int64_t i")]
+    assert len(inner) == 3, exe.source
+    report = compiler.vectorization_report(exe.source)
+    vectorized = {int(m) for m in re.findall(r":(\d+):\d+: optimized: loop vectorized", report)}
+    # gcc names a loop by its `for` line, the `omp simd` line above it or a line of its body
+    missing = [i for i in inner if not vectorized & set(range(i - 1, i + 3))]
+    assert not missing, f"row loops at lines {missing} not vectorized:\n{report}\n{exe.source}"
