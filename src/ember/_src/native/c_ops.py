@@ -4,12 +4,16 @@ A renderer is a function ``(args, in_dtypes, out_dtype, params) -> str`` returni
 expression. Inline math helpers (``em_expf`` ...) live in :data:`PRELUDE_FUNCS`; the code generator
 includes only those a program uses (see :func:`prelude_for`).
 
-Math accuracy (float32, measured against float64 NumPy over 2**20 random and special values in
-``tests/native/test_c_math.py``; measured maxima in brackets): ``em_expf`` <= 2 ulp [0.97],
-``em_logf`` <= 2 ulp [0.78], ``em_tanhf`` <= 7 ulp and 4e-7 absolute [5.7], ``em_logisticf`` <= 4 ulp [2.7],
-``em_erff`` <= 8 ulp and <= 5e-7 absolute [6.9 ulp near |x| = 3.5 where erf is ~1]. Results below
-1e-37 (near or in the subnormal range) are within 1.2e-44 absolute. All are branch-free
-(selects only) so loops that use them vectorize; NaN, +-inf and signed zeros follow IEEE (no
+Math accuracy (float32, measured against float64 NumPy over 2**19 random and special values and
+a sweep of every 509th float32 bit pattern plus dense runs at each threshold, in
+``tests/native/test_c_math.py``; measured maxima in brackets): ``em_expf`` <= 2 ulp [0.98],
+``em_logf`` <= 2 ulp [0.82], ``em_tanhf`` <= 7 ulp and 4e-7 absolute [4.6, 2.7e-7],
+``em_logisticf`` <= 4 ulp [2.5], ``em_erff`` <= 8 ulp and <= 5e-7 absolute [5.5 ulp near
+|x| = 3.9 where erf is ~1, 3.3e-7]. Results below 1e-37 (near or in the subnormal range) are within
+1.2e-44 absolute. All are branch-free (selects only, and few of them: clamps are written so gcc
+does not chain them into compare/and/blend ladders) and evaluate their polynomials with ``EM_FMA``
+(one rounding per step; ``fmaf`` where the target has FMA, since ``-std=c11`` turns off gcc's
+own contraction) so loops that use them vectorize; NaN, +-inf and signed zeros follow IEEE (no
 finite-math assumptions). float64 math calls libm (correctly rounded to <= 1 ulp, not vectorized).
 """
 
@@ -383,31 +387,38 @@ PRELUDE_HEAD = """\
 static inline int64_t em_clampi(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
 static inline float em_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t em_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define EM_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define EM_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 """
 
 PRELUDE_FUNCS: dict[str, tuple[tuple[str, ...], str]] = {
     # name: (dependencies, definition)
     "em_expf": ((), """\
-/* exp for float32: Cody-Waite reduction x = k ln2 + r, degree-6 polynomial, 2^k in two steps so
-   results that are subnormal round once. Error <= 2 ulp (measured 0.97); NaN, +-inf, overflow and
-   underflow follow IEEE. */
+/* exp for float32: Cody-Waite reduction x = k ln2 + r (k rounded by the 1.5*2^23 shifter, which
+   also leaves k in the low bits; clamped at 128 in the integer domain, one vpminsd, so x > 89 and
+   +inf overflow to inf), degree-6 polynomial, 2^k in two steps so results that are subnormal
+   round once. x < -104 gives 0 by the one final select; NaN propagates through the arithmetic.
+   Error <= 2 ulp (measured 0.98); NaN, +-inf, overflow and underflow follow IEEE. */
 static inline float em_expf(float x) {
-    float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-    xc = (x != x) ? 0.0f : xc;
-    float k = floorf(xc * 1.44269504088896341f + 0.5f);
-    float r = xc - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
+    float kf = EM_FMA(x, 1.44269504088896341f, 12582912.0f);
+    int32_t ki = (int32_t)em_u32(kf) - 0x4B400000;
+    ki = ki > 128 ? 128 : ki;
+    float k = (float)ki;
+    float r = EM_FMA(k, -0.693359375f, x);
+    r = EM_FMA(k, 2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t ki = (int32_t)k;
-    int32_t k1 = ki / 2, k2 = ki - k1;
+    p = EM_FMA(p, r, 1.3981999507e-3f);
+    p = EM_FMA(p, r, 8.3334519073e-3f);
+    p = EM_FMA(p, r, 4.1665795894e-2f);
+    p = EM_FMA(p, r, 1.6666665459e-1f);
+    p = EM_FMA(p, r, 5.0000001201e-1f);
+    p = EM_FMA(p, r * r, r) + 1.0f;
+    int32_t k1 = ki >> 1, k2 = ki - k1;
     float res = p * em_f32((uint32_t)(k1 + 127) << 23) * em_f32((uint32_t)(k2 + 127) << 23);
-    return (x != x) ? x : res;
+    return x < -104.0f ? 0.0f : res;
 }
 """),
     "em_logf": ((), """\
@@ -424,18 +435,18 @@ static inline float em_logf(float x) {
     m = small ? m + m - 1.0f : m - 1.0f;
     float z = m * m;
     float y = 7.0376836292e-2f;
-    y = y * m - 1.1514610310e-1f;
-    y = y * m + 1.1676998740e-1f;
-    y = y * m - 1.2420140846e-1f;
-    y = y * m + 1.4249322787e-1f;
-    y = y * m - 1.6668057665e-1f;
-    y = y * m + 2.0000714765e-1f;
-    y = y * m - 2.4999993993e-1f;
-    y = y * m + 3.3333331174e-1f;
+    y = EM_FMA(y, m, -1.1514610310e-1f);
+    y = EM_FMA(y, m, 1.1676998740e-1f);
+    y = EM_FMA(y, m, -1.2420140846e-1f);
+    y = EM_FMA(y, m, 1.4249322787e-1f);
+    y = EM_FMA(y, m, -1.6668057665e-1f);
+    y = EM_FMA(y, m, 2.0000714765e-1f);
+    y = EM_FMA(y, m, -2.4999993993e-1f);
+    y = EM_FMA(y, m, 3.3333331174e-1f);
     y = y * m * z;
     float fe = (float)(sub ? e - 23 : e);
-    y = y + fe * -2.12194440e-4f;
-    y = y - 0.5f * z;
+    y = EM_FMA(fe, -2.12194440e-4f, y);
+    y = EM_FMA(-0.5f, z, y);
     float res = m + y + fe * 0.693359375f;
     res = (x == 0.0f) ? -INFINITY : res;
     res = (x < 0.0f) ? NAN : res;
@@ -444,30 +455,29 @@ static inline float em_logf(float x) {
 }
 """),
     "em_tanhf": ((), """\
-/* tanh for float32: the rational approximation XLA and Eigen use on [-7.9, 7.9] (odd, no exp;
-   saturates to +-1 beyond), and x itself for |x| < 4e-4 (where tanh(x) = x within 0.5 ulp, and the
-   product n*x would lose tiny and subnormal x). One polynomial pair, no second branch to compute
-   and blend, so the vectorized loop stays short. Error <= 7 ulp and <= 4e-7 absolute (measured
-   5.7 ulp near |x| = 6, 4.1 ulp below 0.625); NaN propagates, tanh(-0) = -0. */
+/* tanh for float32: the rational approximation XLA and Eigen use on [0, 7.9] evaluated at |x|
+   (odd: the sign of x is put back with one or; exactly 1 beyond), and x itself for |x| < 4e-4
+   (where tanh(x) = x within 0.5 ulp, and the product n*x would lose tiny and subnormal x). One
+   polynomial pair, three selects, no clamp chains, so the vectorized loop stays short. Error
+   <= 7 ulp and <= 4e-7 absolute (measured 5.6 ulp near |x| = 6); NaN propagates, tanh(-0) = -0. */
 static inline float em_tanhf(float x) {
-    const float lim = 7.90531110763549805f;
-    float xc = x < -lim ? -lim : (x > lim ? lim : x);
-    float x2 = xc * xc;
+    float ax = fabsf(x);
+    float x2 = ax * ax;
     float n = -2.76076847742355e-16f;
-    n = n * x2 + 2.00018790482477e-13f;
-    n = n * x2 - 8.60467152213735e-11f;
-    n = n * x2 + 5.12229709037114e-08f;
-    n = n * x2 + 1.48572235717979e-05f;
-    n = n * x2 + 6.37261928875436e-04f;
-    n = n * x2 + 4.89352455891786e-03f;
+    n = EM_FMA(n, x2, 2.00018790482477e-13f);
+    n = EM_FMA(n, x2, -8.60467152213735e-11f);
+    n = EM_FMA(n, x2, 5.12229709037114e-08f);
+    n = EM_FMA(n, x2, 1.48572235717979e-05f);
+    n = EM_FMA(n, x2, 6.37261928875436e-04f);
+    n = EM_FMA(n, x2, 4.89352455891786e-03f);
     float d = 1.19825839466702e-06f;
-    d = d * x2 + 1.18534705686654e-04f;
-    d = d * x2 + 2.26843463243900e-03f;
-    d = d * x2 + 4.89352518554385e-03f;
-    float big = n * xc / d;
-    big = big > 1.0f ? 1.0f : (big < -1.0f ? -1.0f : big);
-    float r = (fabsf(x) < 0.0004f) ? x : big;
-    return (x != x) ? x : r;
+    d = EM_FMA(d, x2, 1.18534705686654e-04f);
+    d = EM_FMA(d, x2, 2.26843463243900e-03f);
+    d = EM_FMA(d, x2, 4.89352518554385e-03f);
+    float t = n * ax / d;
+    t = ax > 7.90531110763549805f ? 1.0f : t;
+    t = em_f32(em_u32(t) | (em_u32(x) & 0x80000000u));
+    return ax < 0.0004f ? x : t;
 }
 """),
     "em_logisticf": (("em_expf",), """\
@@ -486,28 +496,29 @@ static inline double em_logistic(double x) {
 }
 """),
     "em_erff": ((), """\
-/* erf for float32: rational approximation p(x^2) x / q(x^2) on [-4, 4] (as Eigen/XLA), exact
-   +-1 beyond, x * 2/sqrt(pi) below 1e-20. Error <= 8 ulp and 5e-7 absolute; NaN propagates. */
+/* erf for float32: rational approximation p(x^2) x / q(x^2) on [0, 4] evaluated at |x| (as
+   Eigen/XLA; odd: the sign of x is put back with one or), exactly 1 beyond, x * 2/sqrt(pi) below
+   1e-20. Error <= 8 ulp and 5e-7 absolute; NaN propagates. */
 static inline float em_erff(float x) {
-    float xc = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
-    float x2 = xc * xc;
+    float ax = fabsf(x);
+    float x2 = ax * ax;
     float p = -2.72614225801306e-10f;
-    p = p * x2 + 2.77068142495902e-08f;
-    p = p * x2 + -2.10102402082508e-06f;
-    p = p * x2 + -5.69250639462346e-05f;
-    p = p * x2 + -7.34990630326855e-04f;
-    p = p * x2 + -2.95459980854025e-03f;
-    p = p * x2 + -1.60960333262415e-02f;
-    p = p * xc;
+    p = EM_FMA(p, x2, 2.77068142495902e-08f);
+    p = EM_FMA(p, x2, -2.10102402082508e-06f);
+    p = EM_FMA(p, x2, -5.69250639462346e-05f);
+    p = EM_FMA(p, x2, -7.34990630326855e-04f);
+    p = EM_FMA(p, x2, -2.95459980854025e-03f);
+    p = EM_FMA(p, x2, -1.60960333262415e-02f);
+    p = p * ax;
     float q = -1.45660718464996e-05f;
-    q = q * x2 + -2.13374055278905e-04f;
-    q = q * x2 + -1.68282697438203e-03f;
-    q = q * x2 + -7.37332916720468e-03f;
-    q = q * x2 + -1.42647390514189e-02f;
+    q = EM_FMA(q, x2, -2.13374055278905e-04f);
+    q = EM_FMA(q, x2, -1.68282697438203e-03f);
+    q = EM_FMA(q, x2, -7.37332916720468e-03f);
+    q = EM_FMA(q, x2, -1.42647390514189e-02f);
     float r = p / q;
-    r = r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
-    r = fabsf(x) < 1e-20f ? x * 1.12837916709551257f : r;
-    return (x != x) ? x : r;
+    r = (ax > 4.0f) | (r > 1.0f) ? 1.0f : r;
+    r = em_f32(em_u32(r) | (em_u32(x) & 0x80000000u));
+    return ax < 1e-20f ? x * 1.12837916709551257f : r;
 }
 """),
 }
