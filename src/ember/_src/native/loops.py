@@ -89,6 +89,7 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, validate
 LOOP_PRIMS = ("scan", "while", "cond")
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
 SMALL_GEMM_FLOPS = 1 << 15  # products up to this many multiply-adds in bodies are C loops, not BLAS
+MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
 
 
 def _align(n: int) -> int:
@@ -593,34 +594,116 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
             return _call(body, bws, ins, dests)
 
         nested = any(st.kind in ("loop", "cond") for st in body.schedule.steps)
-        if low.small_carries and rotate and not sd.is_sym(length) and length >= 2 and not nested:
-            # two steps per iteration, alternating the slots: no copy between steps
-            lines.append(f"    for (int64_t it_ = 0; it_ + 1 < {length}; it_ += 2) {{")
-            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
-            lines.extend("        " + ln for ln in step_call(kb, ka, "it_ + 1"))
-            lines.append("    }")
-            if length % 2:
-                lines.extend("    " + ln for ln in step_call(ka, kb, str(length - 1)))
-                lines.extend("    " + ln for ln in rotate)
-        else:
-            lines.append(f"    for (int64_t it_ = 0; it_ < {clen}; ++it_) {{")
-            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
-            lines.extend("        " + ln for ln in rotate)
-            lines.append("    }")
+        pingpong = low.small_carries and bool(rotate) and not nested
+        u = unroll_factor(e.params.get("unroll", 1), length, pingpong)
+        lines.extend("    " + ln for ln in _scan_loop(step_call, ka, kb, rotate, length, u, pingpong))
     else:
         cond, body = low.bodies
         ncc = e.params["cond_nconsts"]
         bt = ctype(np.bool_)
-        lines.append("    for (;;) {")
-        lines.append(f"        {bt} pr_[1];")
-        lines.extend("        " + ln for ln in _call(cond, bws, [*cptr[:ncc], *ka], ["((char *)pr_)"]))
-        lines.append("        if (!pr_[0]) break;")
-        lines.extend("        " + ln for ln in _call(body, bws, [*cptr[ncc:], *ka], kb))
-        lines.extend("        " + ln for ln in rotate)
-        lines.append("    }")
+        nested = any(st.kind in ("loop", "cond") for b in (cond, body) for st in b.schedule.steps)
+
+        def test(src: list[str]) -> list[str]:
+            return _call(cond, bws, [*cptr[:ncc], *src], ["((char *)pr_)"])
+
+        def advance(src: list[str], dst: list[str]) -> list[str]:
+            return _call(body, bws, [*cptr[ncc:], *src], dst)
+
+        lines.append(f"    {bt} pr_[1];")
+        if low.small_carries and rotate and not nested:
+            # two steps per iteration, alternating the slots (no copy between steps); leaving
+            # after an odd number of steps, the carries are in the B slots
+            lines.append("    int odd_ = 0;")
+            lines.append("    for (;;) {")
+            lines.extend("        " + ln for ln in test(ka))
+            lines.append("        if (!pr_[0]) break;")
+            lines.extend("        " + ln for ln in advance(ka, kb))
+            lines.extend("        " + ln for ln in test(kb))
+            lines.append("        if (!pr_[0]) { odd_ = 1; break; }")
+            lines.extend("        " + ln for ln in advance(kb, ka))
+            lines.append("    }")
+            lines.append("    if (odd_) {")
+            lines.extend("        " + ln for ln in rotate)
+            lines.append("    }")
+        else:
+            lines.append("    for (;;) {")
+            lines.extend("        " + ln for ln in test(ka))
+            lines.append("        if (!pr_[0]) break;")
+            lines.extend("        " + ln for ln in advance(ka, kb))
+            lines.extend("        " + ln for ln in rotate)
+            lines.append("    }")
     for j in range(nk):
         if _nonzero(sizes[j]):
             lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
+    lines.append("}")
+    return lines
+
+
+def unroll_factor(unroll: Any, length: Any, pingpong: bool) -> int:
+    """Body copies per iteration of a native scan loop for the ``unroll`` hint (``-1``: fully).
+
+    ``-1`` unrolls a static length up to :data:`MAX_UNROLL` completely (a longer or symbolic one
+    gets :data:`MAX_UNROLL` copies); an int ``k`` gives ``k`` copies, at most :data:`MAX_UNROLL`.
+    With ping-pong carries (small carries alternating between two local slots) the count is
+    even (``k`` odd: ``2k``; so ``unroll=1`` runs two steps per iteration) so that every iteration
+    ends where it started."""
+    k = int(unroll)
+    if k < 0:
+        k = int(length) if not sd.is_sym(length) and int(length) <= MAX_UNROLL else MAX_UNROLL
+    k = max(1, min(k, MAX_UNROLL))
+    if pingpong and k % 2:
+        k = min(2 * k, 2 * MAX_UNROLL)
+    return k
+
+
+def _scan_loop(step_call: Any, ka: list[str], kb: list[str], rotate: list[str], length: Any, u: int,
+               pingpong: bool) -> list[str]:
+    """The C loop of a scan: ``u`` body copies per iteration, then the remaining steps.
+
+    ``step_call(src, dst, it)`` runs step ``it`` reading carries ``src`` and writing ``dst``.
+    Ping-pong: the copies alternate ``A -> B``, ``B -> A`` (``u`` is even); a static remainder is
+    straight-line code (a final ``rotate`` when it is odd), a symbolic one a loop. Otherwise each
+    copy is followed by ``rotate`` (pointer swaps or copies)."""
+    lines: list[str] = []
+    clen = sd.cdim(length)
+    static = not sd.is_sym(length)
+    n = int(length) if static else None
+    if static and n == 0:
+        return lines
+    if pingpong and static and n < 2:
+        return [*step_call(ka, kb, "0"), *rotate]
+    if u > 1 and not (static and n < u):
+        lines.append(f"for (int64_t it_ = 0; it_ + {u} <= {clen}; it_ += {u}) {{")
+        for c in range(u):
+            it = "it_" if c == 0 else f"it_ + {c}"
+            if pingpong:
+                src, dst = (ka, kb) if c % 2 == 0 else (kb, ka)
+                lines.extend("    " + ln for ln in step_call(src, dst, it))
+            else:
+                lines.extend("    " + ln for ln in step_call(ka, kb, it))
+                lines.extend("    " + ln for ln in rotate)
+        lines.append("}")
+        done = f"({clen} / {u}) * {u}" if not static else str((n // u) * u)
+    else:
+        done = "0"
+    if static:
+        start = int(done)
+        rest = n - start
+        if rest == 0:
+            return lines
+        if rest <= u:  # straight-line remainder
+            for c in range(rest):
+                if pingpong:  # alternating the slots
+                    src, dst = (ka, kb) if c % 2 == 0 else (kb, ka)
+                    lines.extend(step_call(src, dst, str(start + c)))
+                else:
+                    lines.extend([*step_call(ka, kb, str(start + c)), *rotate])
+            if pingpong and rest % 2:
+                lines.extend(rotate)
+            return lines
+    lines.append(f"for (int64_t it_ = {done}; it_ < {clen}; ++it_) {{")
+    lines.extend("    " + ln for ln in step_call(ka, kb, "it_"))
+    lines.extend("    " + ln for ln in rotate)
     lines.append("}")
     return lines
 
