@@ -2,8 +2,9 @@
 
 A dimension is an ``int`` or a :class:`DimExpr`: a polynomial with integer coefficients over
 *atoms*, where an atom is a named axis (``batch``) or an opaque node ``floordiv(a, b)``,
-``mod(a, b)``, ``max(a, b)`` or ``ceil_sqrt(a)`` (the segment length of a checkpointed scan). Expressions are kept in a canonical form, so ``batch*seq`` built
-along two paths compares equal, and an expression that simplifies to a constant becomes an ``int``.
+``mod(a, b)``, ``max(a, b)`` or ``ceil_sqrt(a)`` (the segment length of a checkpointed scan).
+Expressions are kept in a canonical form, so ``batch*seq`` built along two paths compares equal,
+and an expression that simplifies to a constant becomes an ``int``.
 
 Shape inference treats a symbolic dim as ``>= 1`` and never equal to 1 for broadcasting purposes
 (as JAX's shape polymorphism does): ``[batch, 512] + [1, 512]`` broadcasts, ``[batch, 512] +

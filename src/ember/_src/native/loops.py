@@ -582,7 +582,6 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         (body,) = low.bodies
         length, reverse = e.params["length"], bool(e.params["reverse"])
         length = length if sd.is_sym(length) else int(length)
-        clen = sd.cdim(length)
         xs = [atom(a) for a in rest]
         x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
         y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
