@@ -827,3 +827,68 @@ def test_while_loop_alternates_carry_slots():
     # no copy of a carry from its B slot back to its A slot inside the loop (only the body's
     # pass-through output ``new a = old b`` is a copy)
     assert not re.search(r"memcpy\(\(\(char \*\)kA(\d+)_\), \(\(char \*\)kB\1_\)", loop_text)
+
+
+def test_loop_inside_a_falling_back_loop_is_reported_as_reference(monkeypatch, caplog):
+    """An inner scan that could compile natively, inside an outer scan whose body cannot (``sort``
+    pinned to the Python fallback), runs inside the outer reference loop: the log says so for
+    both, never "native" for the inner one, and ``require_native=True`` on the inner loop raises."""
+    without_calls(monkeypatch, "sort")
+    x = RNG.standard_normal((3, 4))
+
+    def f(x, req_inner):
+        def outer(c, r):
+            s, _ = lax.scan(lambda d, v: (d * 0.5 + v, None), np.float64(0), r, require_native=req_inner)
+            return c + s + jnp.sort(r)[0], None
+        return lax.scan(outer, np.float64(0), x)[0]
+
+    def np_f(x):
+        c = 0.0
+        for r in x:
+            d = 0.0
+            for v in r:
+                d = d * 0.5 + v
+            c = c + d + np.sort(r)[0]
+        return c
+
+    ember.set_debug(1)
+    caplog.set_level(logging.DEBUG, logger="ember")
+    try:
+        got = native(f, static_argnums=1)(x, False)
+        with pytest.raises(cf.NativeLoopError, match="inside a scan that runs as a reference loop"):
+            native(f, static_argnums=1)(x, True)
+    finally:
+        ember.set_debug(0)
+    np.testing.assert_allclose(float(got), np_f(x), rtol=1e-12)
+    msgs = [r.getMessage() for r in caplog.records if r.getMessage().startswith("scan[")]
+    assert not any("native loop on backend 'native'" in m for m in msgs), msgs
+    inner = [m for m in msgs if "inside a scan that runs as a reference loop" in m]
+    outer = [m for m in msgs if "reference loop on backend 'native' (the body runs sort" in m]
+    assert inner and outer
+
+
+def test_nested_native_loops_are_reported_native(caplog):
+    """Both levels of a nested scan that compiles natively are logged as native loops."""
+    x = RNG.standard_normal((3, 4))
+
+    def f(x):
+        def outer(c, r):
+            s, _ = lax.scan(lambda d, v: (d * 0.25 + v, None), np.float64(0), r)
+            return c + s, None
+        return lax.scan(outer, np.float64(0), x)[0]
+
+    ember.set_debug(1)
+    caplog.set_level(logging.DEBUG, logger="ember")
+    try:
+        got = native(f)(x)
+    finally:
+        ember.set_debug(0)
+    want = 0.0
+    for r in x:
+        d = 0.0
+        for v in r:
+            d = d * 0.25 + v
+        want += d
+    np.testing.assert_allclose(float(got), want, rtol=1e-12)
+    msgs = [r.getMessage() for r in caplog.records if "native loop on backend 'native'" in r.getMessage()]
+    assert len(msgs) == 2 and any("body of 2 equations" in m or "scan[length=4" in m for m in msgs), msgs

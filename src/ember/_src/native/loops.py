@@ -54,6 +54,7 @@ of a ``cond`` that nothing reads, and the equations computing them.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,9 +308,19 @@ def _updates_in_place(st: Step, b_in: Buffer, b_out: Buffer, vb: dict) -> bool:
     return False
 
 
+_PENDING = threading.local()  # per thread: a stack of lists of native decisions not yet reported
+
+
 def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
     """Turn the schedule's ``scan``/``while``/``cond`` fallback steps into native ``loop``/``cond``
-    steps where their bodies compile (reporting each decision); the others stay fallbacks."""
+    steps where their bodies compile (reporting each decision); the others stay fallbacks.
+
+    A loop nested in a body is reported ``native`` only once its outermost enclosing loop is
+    lowered: when an enclosing loop falls back, the nested loops run inside its reference loop
+    and are reported (and checked against ``require_native``) as reference loops."""
+    stack = getattr(_PENDING, "stack", None)
+    if stack is None:
+        stack = _PENDING.stack = []
     k = 0
     for st in sched.steps:
         if st.kind != "fallback" or st.eqns[0].prim.name not in LOOP_PRIMS:
@@ -318,12 +329,25 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
         kind = e.prim.name
         name = f"{prefix}L{k}"
         first = e.params["branches"][0] if kind == "cond" else e.params["body"]
+        stack.append([])
         try:
             low = _lower(e, opts, name)
         except BodyError as exc:
+            nested = stack.pop()
             cf.report_loop_path(kind, first, e.params, cf.REFERENCE_LOOP, str(exc), backend="native")
+            why = f"inside a {kind} that runs as a reference loop: {exc}"
+            for n_kind, n_first, n_params in nested:
+                cf.report_loop_path(n_kind, n_first, n_params, cf.REFERENCE_LOOP, why, backend="native")
             continue
-        cf.report_loop_path(kind, first, e.params, cf.NATIVE_LOOP, backend="native")
+        except BaseException:
+            stack.pop()
+            raise
+        decided = [*stack.pop(), (kind, first, e.params)]
+        if stack:  # inside an enclosing body: its loop decides
+            stack[-1].extend(decided)
+        else:
+            for d_kind, d_first, d_params in decided:
+                cf.report_loop_path(d_kind, d_first, d_params, cf.NATIVE_LOOP, backend="native")
         st.kind = "cond" if kind == "cond" else "loop"
         st.name = name
         st.sub = low
