@@ -461,3 +461,35 @@ def test_checkpointed_named_axis_scan_stores_sqrt_n_carries() -> None:
 def sh_eval(d, seq: int) -> int:
     from ember._src import shapes
     return shapes.evaluate(d, {"seq": seq})
+
+
+def test_binding_checks_look_inside_loop_bodies_without_resolving_them() -> None:
+    """A new binding re-checks the equations of loop bodies (here a body slice whose bounds are
+    symbolic) but not the scan equation itself (whose typing holds for every binding), so the
+    body is not resolved at every new length; results still match a Python loop."""
+    from ember._src import dynamic
+
+    def f(x):
+        def step(c, row):
+            c = c * 0.5 + row[1:].sum()
+            return c, c
+        return lax.scan(step, jnp.zeros((), x.dtype), x)
+
+    nat = ember.jit(f, dynamic_axes={"x": ("seq", "feat")}, backend="native")
+    rng = np.random.default_rng(9)
+    for s, m in ((1, 2), (5, 3), (8, 7), (3, 2)):
+        x = rng.standard_normal((s, m))
+        c, ys = nat(x)
+        want, acc = [], 0.0
+        for row in x:
+            acc = acc * 0.5 + row[1:].sum()
+            want.append(acc)
+        np.testing.assert_allclose(np.asarray(ys), want, rtol=1e-12)
+        assert float(c) == pytest.approx(want[-1], rel=1e-12)
+    prog = nat.lower(x).program
+    checked: list = []
+    dynamic._collect_checks(prog, {}, checked, set())
+    names = [e.prim.name for e in checked]
+    assert "scan" not in names and "slice" in names
+    (scan_eqn,) = [e for e in prog.eqns if e.prim.name == "scan"]
+    assert any(e in scan_eqn.params["body"].eqns for e in checked)
