@@ -3,7 +3,7 @@
 ``scan_p`` operands are ``[consts, init carries, xs]``; its ``body`` Program takes
 ``[consts, carries, x slices]`` and returns ``[new carries, y slices]``; the primitive returns
 ``[final carries, stacked ys]``. Params: ``body``, ``num_consts``, ``num_carry``, ``length`` (an
-int or a named dynamic axis), ``reverse``, ``unroll`` (recorded for backends), ``checkpoint``
+int or a named dynamic axis), ``reverse``, ``unroll`` (body copies per native loop iteration), ``checkpoint``
 (reverse-mode policy, see below) and ``require_native``.
 
 Rules (JAX's design):
@@ -577,8 +577,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``new_carry`` has the structure, shapes and dtypes of ``init`` (a ``TypeError`` names the
     mismatched leaf otherwise) and ``y`` is a pytree (``None`` to stack nothing). ``xs=None``
     needs ``length``. ``reverse=True`` runs from the end (outputs stay in index order).
-    ``unroll`` (a positive int; ``True`` means fully, recorded as ``-1``) is a hint for backends
-    (the reference loop ignores it).
+    ``unroll`` (a positive int; ``True`` means fully, recorded as ``-1``): the native backend runs
+    that many body copies per loop iteration (``True``: a static scan of up to 32 steps
+    completely); the reference loop ignores it.
 
     ``checkpoint`` sets what reverse-mode differentiation stores: ``True`` (default) stores the
     carries at the starts of about ``sqrt(length)`` segments and recomputes each segment in the
