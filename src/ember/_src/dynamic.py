@@ -410,6 +410,39 @@ def _always_valid(e: Any) -> bool:
     return False
 
 
+def _sub_programs(v: Any) -> list[Program]:
+    if isinstance(v, Program):
+        return [v]
+    if isinstance(v, (tuple, list)):
+        return [p for x in v for p in _sub_programs(x)]
+    if isinstance(v, dict):
+        return [p for x in v.values() for p in _sub_programs(x)]
+    return []
+
+
+def _collect_checks(program: Program, exprs: dict, checked: list, seen: set) -> None:
+    """The symbolic sizes of ``program``'s values and the equations to re-check per binding,
+    nested programs (loop bodies, branches) included. An equation holding sub-programs is not
+    re-checked itself: its typing (operands against the sub-programs' inputs, a scan's length
+    against its xs) is equalities of canonical polynomials, true for every binding, and
+    re-checking it would resolve the whole sub-program at every new binding; its sub-programs'
+    own equations are checked instead."""
+    for e in program.eqns:
+        for v in e.outvars:
+            for d in v.aval.shape:
+                if isinstance(d, sh.DimExpr):
+                    exprs.setdefault(d, None)
+        subs = _sub_programs(e.params)
+        if subs:
+            for p in subs:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    _collect_checks(p, exprs, checked, seen)
+            continue
+        if (has_dim_expr(e.params) and not _always_valid(e)) or _may_reduce_empty(e):
+            checked.append(e)
+
+
 class SymbolicExecutable:
     """Level 1 for a Program with symbolic dims: ``exe(list_of_np)`` binds the axes from the input
     shapes and runs the specialization for that binding (building it on first use)."""
@@ -428,14 +461,9 @@ class SymbolicExecutable:
         # sizes that must come out >= 0 under a binding, and the equations whose shape checks
         # depend on the binding (slice bounds, ...), re-run at each binding
         exprs: dict[sh.DimExpr, None] = {}
-        for e in program.eqns:
-            for v in e.outvars:
-                for d in v.aval.shape:
-                    if isinstance(d, sh.DimExpr):
-                        exprs.setdefault(d, None)
+        self._checked: list = []
+        _collect_checks(program, exprs, self._checked, set())
         self._sizes = list(exprs)
-        self._checked = [e for e in program.eqns if (has_dim_expr(e.params) and not _always_valid(e))
-                         or _may_reduce_empty(e)]
         self._warned_fallback = False
 
     def env_from_shapes(self, shapes: Sequence[tuple]) -> dict[str, int]:

@@ -2,8 +2,9 @@
 
 A dimension is an ``int`` or a :class:`DimExpr`: a polynomial with integer coefficients over
 *atoms*, where an atom is a named axis (``batch``) or an opaque node ``floordiv(a, b)``,
-``mod(a, b)`` or ``max(a, b)``. Expressions are kept in a canonical form, so ``batch*seq`` built
-along two paths compares equal, and an expression that simplifies to a constant becomes an ``int``.
+``mod(a, b)``, ``max(a, b)`` or ``ceil_sqrt(a)`` (the segment length of a checkpointed scan).
+Expressions are kept in a canonical form, so ``batch*seq`` built along two paths compares equal,
+and an expression that simplifies to a constant becomes an ``int``.
 
 Shape inference treats a symbolic dim as ``>= 1`` and never equal to 1 for broadcasting purposes
 (as JAX's shape polymorphism does): ``[batch, 512] + [1, 512]`` broadcasts, ``[batch, 512] +
@@ -23,7 +24,7 @@ Shape = tuple  # tuple[Dim, ...]
 
 
 class _Atom:
-    """An indivisible factor: a named axis, or an opaque floordiv/mod/max node."""
+    """An indivisible factor: a named axis, or an opaque floordiv/mod/max/ceil_sqrt node."""
 
     __slots__ = ("kind", "args", "key")
 
@@ -50,6 +51,8 @@ class _Atom:
                 return int(env[self.args[0]])
             except KeyError:
                 raise ShapeError(f"axis {self.args[0]!r} has no size bound") from None
+        if self.kind == "ceil_sqrt":
+            return _ceil_sqrt_int(evaluate(self.args[0], env))
         a, b = (evaluate(x, env) for x in self.args)
         if self.kind == "floordiv":
             return a // b
@@ -267,6 +270,17 @@ def mod(a: Dim, b: Dim) -> Dim:
     elif a == b:
         return 0
     return DimExpr({((_Atom("mod", (a, b)), 1),): 1})
+
+
+def _ceil_sqrt_int(n: int) -> int:
+    return 0 if n <= 0 else math.isqrt(n - 1) + 1
+
+
+def ceil_sqrt(a: Dim) -> Dim:
+    """``ceil(sqrt(a))`` (0 for ``a <= 0``): an int for an int, else an opaque atom."""
+    if isinstance(a, int):
+        return _ceil_sqrt_int(a)
+    return DimExpr({((_Atom("ceil_sqrt", (a,)), 1),): 1})
 
 
 def dmax(a: Dim, b: Dim) -> Dim:

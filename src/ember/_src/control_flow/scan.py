@@ -3,7 +3,7 @@
 ``scan_p`` operands are ``[consts, init carries, xs]``; its ``body`` Program takes
 ``[consts, carries, x slices]`` and returns ``[new carries, y slices]``; the primitive returns
 ``[final carries, stacked ys]``. Params: ``body``, ``num_consts``, ``num_carry``, ``length`` (an
-int or a named dynamic axis), ``reverse``, ``unroll`` (recorded for backends), ``checkpoint``
+int or a named dynamic axis), ``reverse``, ``unroll`` (body copies per native loop iteration), ``checkpoint``
 (reverse-mode policy, see below) and ``require_native``.
 
 Rules (JAX's design):
@@ -167,11 +167,21 @@ def _scan_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]
 # ---------------------------------------------------------------------------------------------
 
 
-def segments(length: Any, checkpoint: Any) -> tuple[int, int, int] | None:
+def segments(length: Any, checkpoint: Any) -> tuple[Any, Any, Any] | None:
     """``(segment length s, number of full segments n, remaining steps r)``, or ``None`` when every
-    step's residuals are stored (``checkpoint=False``, tiny or symbolic lengths)."""
-    if checkpoint is False or checkpoint is None or not isinstance(length, (int, np.integer)):
+    step's residuals are stored (``checkpoint=False``, tiny lengths).
+
+    A symbolic (named-axis) length ``L`` gets symbolic sizes chosen per binding: ``s =
+    ceil_sqrt(L)`` (or the given int), ``n = L // s``, ``r = L - n*s`` (``r`` and, for an int ``s >
+    L``, ``n`` may be 0 under some bindings)."""
+    if checkpoint is False or checkpoint is None:
         return None
+    if isinstance(length, sh.DimExpr):
+        s = sh.ceil_sqrt(length) if checkpoint is True else int(checkpoint)
+        if s == 1:
+            return None
+        n = sh.floordiv(length, s)
+        return s, n, length - n * s
     length = int(length)
     if checkpoint is True:
         if length < 4:
@@ -184,6 +194,10 @@ def segments(length: Any, checkpoint: Any) -> tuple[int, int, int] | None:
     s = min(s, length)
     n = length // s
     return s, n, length - n * s
+
+
+def _is_zero_dim(d: Any) -> bool:
+    return isinstance(d, (int, np.integer)) and int(d) == 0
 
 
 def _inst(trace: ad.PartialEvalTrace, v: Any) -> Any:
@@ -304,7 +318,7 @@ def _scan_partial_eval(trace: ad.PartialEvalTrace, tracers: list, **params: Any)
         outer_known = _outer_known_body(sp, params, s)
         ko = bind([*kc, *kk, *kx_main], outer_known, sp.n_kc, sp.n_kk, n)
         k_mid, kys_main, bounds = ko[:sp.n_kk], ko[sp.n_kk:sp.n_kout], ko[sp.n_kout:]
-        if r:
+        if not _is_zero_dim(r):
             kx_rest = [_cut(x, *rest) for x in kx]
             ko2 = bind([*kc, *k_mid, *kx_rest], sp.known_body, sp.n_kc, sp.n_kk, r)
             k_carry, kys_rest, stacked_rest = ko2[:sp.n_kk], ko2[sp.n_kk:sp.n_kout], ko2[sp.n_kout:]
@@ -318,7 +332,7 @@ def _scan_partial_eval(trace: ad.PartialEvalTrace, tracers: list, **params: Any)
         uo = stage([*inv, *uc, *kc, *ukk, *ux_main, *bounds, *kx_main], outer_staged,
                    n_uconsts + sp.n_kc, sp.n_ukk, n)
         u_mid, uys_main = uo[:sp.n_ukk], uo[sp.n_ukk:]
-        if r:
+        if not _is_zero_dim(r):
             ux_rest = [_cut(x, *rest) for x in ux]
             fwd = [kx_rest[i] for i in sp.fwd]
             uo2 = stage([*inv, *uc, *u_mid, *ux_rest, *fwd, *stacked_rest], sp.staged_body, n_uconsts,
@@ -563,8 +577,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     ``new_carry`` has the structure, shapes and dtypes of ``init`` (a ``TypeError`` names the
     mismatched leaf otherwise) and ``y`` is a pytree (``None`` to stack nothing). ``xs=None``
     needs ``length``. ``reverse=True`` runs from the end (outputs stay in index order).
-    ``unroll`` (a positive int; ``True`` means fully, recorded as ``-1``) is a hint for backends
-    (the reference loop ignores it).
+    ``unroll`` (a positive int; ``True`` means fully, recorded as ``-1``): the native backend runs
+    that many body copies per loop iteration (``True``: a static scan of up to 32 steps
+    completely); the reference loop ignores it.
 
     ``checkpoint`` sets what reverse-mode differentiation stores: ``True`` (default) stores the
     carries at the starts of about ``sqrt(length)`` segments and recomputes each segment in the

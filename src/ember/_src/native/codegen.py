@@ -129,7 +129,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
             "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
-    if "em_floordiv64" in code or "em_mod64" in code:
+    if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:
         extra += sd.C_HELPERS
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS

@@ -54,6 +54,7 @@ of a ``cond`` that nothing reads, and the equations computing them.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,7 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, validate
 LOOP_PRIMS = ("scan", "while", "cond")
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
 SMALL_GEMM_FLOPS = 1 << 15  # products up to this many multiply-adds in bodies are C loops, not BLAS
+MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
 
 
 def _align(n: int) -> int:
@@ -306,9 +308,19 @@ def _updates_in_place(st: Step, b_in: Buffer, b_out: Buffer, vb: dict) -> bool:
     return False
 
 
+_PENDING = threading.local()  # per thread: a stack of lists of native decisions not yet reported
+
+
 def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
     """Turn the schedule's ``scan``/``while``/``cond`` fallback steps into native ``loop``/``cond``
-    steps where their bodies compile (reporting each decision); the others stay fallbacks."""
+    steps where their bodies compile (reporting each decision); the others stay fallbacks.
+
+    A loop nested in a body is reported ``native`` only once its outermost enclosing loop is
+    lowered: when an enclosing loop falls back, the nested loops run inside its reference loop
+    and are reported (and checked against ``require_native``) as reference loops."""
+    stack = getattr(_PENDING, "stack", None)
+    if stack is None:
+        stack = _PENDING.stack = []
     k = 0
     for st in sched.steps:
         if st.kind != "fallback" or st.eqns[0].prim.name not in LOOP_PRIMS:
@@ -317,12 +329,25 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
         kind = e.prim.name
         name = f"{prefix}L{k}"
         first = e.params["branches"][0] if kind == "cond" else e.params["body"]
+        stack.append([])
         try:
             low = _lower(e, opts, name)
         except BodyError as exc:
+            nested = stack.pop()
             cf.report_loop_path(kind, first, e.params, cf.REFERENCE_LOOP, str(exc), backend="native")
+            why = f"inside a {kind} that runs as a reference loop: {exc}"
+            for n_kind, n_first, n_params in nested:
+                cf.report_loop_path(n_kind, n_first, n_params, cf.REFERENCE_LOOP, why, backend="native")
             continue
-        cf.report_loop_path(kind, first, e.params, cf.NATIVE_LOOP, backend="native")
+        except BaseException:
+            stack.pop()
+            raise
+        decided = [*stack.pop(), (kind, first, e.params)]
+        if stack:  # inside an enclosing body: its loop decides
+            stack[-1].extend(decided)
+        else:
+            for d_kind, d_first, d_params in decided:
+                cf.report_loop_path(d_kind, d_first, d_params, cf.NATIVE_LOOP, backend="native")
         st.kind = "cond" if kind == "cond" else "loop"
         st.name = name
         st.sub = low
@@ -581,7 +606,6 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
         (body,) = low.bodies
         length, reverse = e.params["length"], bool(e.params["reverse"])
         length = length if sd.is_sym(length) else int(length)
-        clen = sd.cdim(length)
         xs = [atom(a) for a in rest]
         x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
         y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
@@ -593,34 +617,116 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
             return _call(body, bws, ins, dests)
 
         nested = any(st.kind in ("loop", "cond") for st in body.schedule.steps)
-        if low.small_carries and rotate and not sd.is_sym(length) and length >= 2 and not nested:
-            # two steps per iteration, alternating the slots: no copy between steps
-            lines.append(f"    for (int64_t it_ = 0; it_ + 1 < {length}; it_ += 2) {{")
-            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
-            lines.extend("        " + ln for ln in step_call(kb, ka, "it_ + 1"))
-            lines.append("    }")
-            if length % 2:
-                lines.extend("    " + ln for ln in step_call(ka, kb, str(length - 1)))
-                lines.extend("    " + ln for ln in rotate)
-        else:
-            lines.append(f"    for (int64_t it_ = 0; it_ < {clen}; ++it_) {{")
-            lines.extend("        " + ln for ln in step_call(ka, kb, "it_"))
-            lines.extend("        " + ln for ln in rotate)
-            lines.append("    }")
+        pingpong = low.small_carries and bool(rotate) and not nested
+        u = unroll_factor(e.params.get("unroll", 1), length, pingpong)
+        lines.extend("    " + ln for ln in _scan_loop(step_call, ka, kb, rotate, length, u, pingpong))
     else:
         cond, body = low.bodies
         ncc = e.params["cond_nconsts"]
         bt = ctype(np.bool_)
-        lines.append("    for (;;) {")
-        lines.append(f"        {bt} pr_[1];")
-        lines.extend("        " + ln for ln in _call(cond, bws, [*cptr[:ncc], *ka], ["((char *)pr_)"]))
-        lines.append("        if (!pr_[0]) break;")
-        lines.extend("        " + ln for ln in _call(body, bws, [*cptr[ncc:], *ka], kb))
-        lines.extend("        " + ln for ln in rotate)
-        lines.append("    }")
+        nested = any(st.kind in ("loop", "cond") for b in (cond, body) for st in b.schedule.steps)
+
+        def test(src: list[str]) -> list[str]:
+            return _call(cond, bws, [*cptr[:ncc], *src], ["((char *)pr_)"])
+
+        def advance(src: list[str], dst: list[str]) -> list[str]:
+            return _call(body, bws, [*cptr[ncc:], *src], dst)
+
+        lines.append(f"    {bt} pr_[1];")
+        if low.small_carries and rotate and not nested:
+            # two steps per iteration, alternating the slots (no copy between steps); leaving
+            # after an odd number of steps, the carries are in the B slots
+            lines.append("    int odd_ = 0;")
+            lines.append("    for (;;) {")
+            lines.extend("        " + ln for ln in test(ka))
+            lines.append("        if (!pr_[0]) break;")
+            lines.extend("        " + ln for ln in advance(ka, kb))
+            lines.extend("        " + ln for ln in test(kb))
+            lines.append("        if (!pr_[0]) { odd_ = 1; break; }")
+            lines.extend("        " + ln for ln in advance(kb, ka))
+            lines.append("    }")
+            lines.append("    if (odd_) {")
+            lines.extend("        " + ln for ln in rotate)
+            lines.append("    }")
+        else:
+            lines.append("    for (;;) {")
+            lines.extend("        " + ln for ln in test(ka))
+            lines.append("        if (!pr_[0]) break;")
+            lines.extend("        " + ln for ln in advance(ka, kb))
+            lines.extend("        " + ln for ln in rotate)
+            lines.append("    }")
     for j in range(nk):
         if _nonzero(sizes[j]):
             lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
+    lines.append("}")
+    return lines
+
+
+def unroll_factor(unroll: Any, length: Any, pingpong: bool) -> int:
+    """Body copies per iteration of a native scan loop for the ``unroll`` hint (``-1``: fully).
+
+    ``-1`` unrolls a static length up to :data:`MAX_UNROLL` completely (a longer or symbolic one
+    gets :data:`MAX_UNROLL` copies); an int ``k`` gives ``k`` copies, at most :data:`MAX_UNROLL`.
+    With ping-pong carries (small carries alternating between two local slots) the count is
+    even (``k`` odd: ``2k``; so ``unroll=1`` runs two steps per iteration) so that every iteration
+    ends where it started."""
+    k = int(unroll)
+    if k < 0:
+        k = int(length) if not sd.is_sym(length) and int(length) <= MAX_UNROLL else MAX_UNROLL
+    k = max(1, min(k, MAX_UNROLL))
+    if pingpong and k % 2:
+        k = min(2 * k, 2 * MAX_UNROLL)
+    return k
+
+
+def _scan_loop(step_call: Any, ka: list[str], kb: list[str], rotate: list[str], length: Any, u: int,
+               pingpong: bool) -> list[str]:
+    """The C loop of a scan: ``u`` body copies per iteration, then the remaining steps.
+
+    ``step_call(src, dst, it)`` runs step ``it`` reading carries ``src`` and writing ``dst``.
+    Ping-pong: the copies alternate ``A -> B``, ``B -> A`` (``u`` is even); a static remainder is
+    straight-line code (a final ``rotate`` when it is odd), a symbolic one a loop. Otherwise each
+    copy is followed by ``rotate`` (pointer swaps or copies)."""
+    lines: list[str] = []
+    clen = sd.cdim(length)
+    static = not sd.is_sym(length)
+    n = int(length) if static else None
+    if static and n == 0:
+        return lines
+    if pingpong and static and n < 2:
+        return [*step_call(ka, kb, "0"), *rotate]
+    if u > 1 and not (static and n < u):
+        lines.append(f"for (int64_t it_ = 0; it_ + {u} <= {clen}; it_ += {u}) {{")
+        for c in range(u):
+            it = "it_" if c == 0 else f"it_ + {c}"
+            if pingpong:
+                src, dst = (ka, kb) if c % 2 == 0 else (kb, ka)
+                lines.extend("    " + ln for ln in step_call(src, dst, it))
+            else:
+                lines.extend("    " + ln for ln in step_call(ka, kb, it))
+                lines.extend("    " + ln for ln in rotate)
+        lines.append("}")
+        done = f"({clen} / {u}) * {u}" if not static else str((n // u) * u)
+    else:
+        done = "0"
+    if static:
+        start = int(done)
+        rest = n - start
+        if rest == 0:
+            return lines
+        if rest <= u:  # straight-line remainder
+            for c in range(rest):
+                if pingpong:  # alternating the slots
+                    src, dst = (ka, kb) if c % 2 == 0 else (kb, ka)
+                    lines.extend(step_call(src, dst, str(start + c)))
+                else:
+                    lines.extend([*step_call(ka, kb, str(start + c)), *rotate])
+            if pingpong and rest % 2:
+                lines.extend(rotate)
+            return lines
+    lines.append(f"for (int64_t it_ = {done}; it_ < {clen}; ++it_) {{")
+    lines.extend("    " + ln for ln in step_call(ka, kb, "it_"))
+    lines.extend("    " + ln for ln in rotate)
     lines.append("}")
     return lines
 

@@ -75,6 +75,8 @@ def _pydim(d: Any) -> str:
         for atom, p in mono:
             if atom.kind == "var":
                 f = f"a_{atom.args[0]}"
+            elif atom.kind == "ceil_sqrt":
+                f = f"_ceil_sqrt({_pydim(atom.args[0])})"
             else:
                 x, y = (_pydim(a) for a in atom.args)
                 f = {"floordiv": f"({x} // {y})", "mod": f"({x} % {y})"}.get(atom.kind, f"max({x}, {y})")
@@ -88,7 +90,7 @@ def _size_function(axes: Sequence[str], exprs: Sequence[Any]) -> Any:
     args = ", ".join(f"a_{a}" for a in axes)
     body = ", ".join(_pydim(e) for e in exprs)
     src = f"def sizes({args}):\n    return ({body}{',' if len(exprs) == 1 else ''})\n"
-    scope: dict[str, Any] = {}
+    scope: dict[str, Any] = {"_ceil_sqrt": sh._ceil_sqrt_int}
     exec(compile(src, "<ember native sizes>", "exec"), scope)  # noqa: S102 - generated from DimExprs
     return scope["sizes"]
 

@@ -36,6 +36,8 @@ def axis_c_name(name: str) -> str:
 def _atom_c(atom: Any) -> str:
     if atom.kind == "var":
         return axis_c_name(atom.args[0])
+    if atom.kind == "ceil_sqrt":
+        return f"em_ceil_sqrt64({cdim(atom.args[0])})"
     a, b = (cdim(x) for x in atom.args)
     if atom.kind == "floordiv":
         return f"em_floordiv64({a}, {b})"
@@ -68,6 +70,12 @@ static inline int64_t em_floordiv64(int64_t a, int64_t b) {
     int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t em_mod64(int64_t a, int64_t b) {
     int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t em_ceil_sqrt64(int64_t a) {
+    if (a <= 0) return 0;
+    int64_t s = (int64_t)__builtin_sqrt((double)a);
+    while (s * s < a) s++;
+    while (s > 1 && (s - 1) * (s - 1) >= a) s--;
+    return s; }
 """
 
 
