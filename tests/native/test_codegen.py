@@ -268,3 +268,19 @@ def test_parallel_rows_with_row_cache_cap_their_team():
     from ember._src.native import compiler
     if compiler.find_compiler().has_openmp:
         assert "omp_get_thread_num" in exe.source and "num_threads(" in exe.source
+
+
+def test_scratch_kernel_team_follows_omp_max_threads():
+    """A parallel kernel with per-thread row caches (softmax) caps its team at the planned
+    workspace count *and* at omp_get_max_threads() (OMP_NUM_THREADS), and stays exact."""
+    import ember
+    from ember._src.native import compiler
+
+    if not compiler.find_compiler().has_openmp:
+        pytest.skip("no OpenMP: kernels are sequential")
+    x = RNG.standard_normal((512, 300)).astype(np.float32)
+    f = ember.jit(lambda a: ember.nn.softmax(a, axis=-1), backend="native", parallel_threshold=1000)
+    src = f.lower(x).executable.source
+    assert "omp_get_max_threads()" in src
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(f(x)), e / e.sum(axis=-1, keepdims=True), rtol=2e-6, atol=1e-7)

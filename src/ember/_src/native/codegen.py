@@ -340,7 +340,10 @@ class _KernelEmitter:
             return self.finish()
         ir = self.ir
         if self.parallel_outer:
-            nt = self.opts.num_threads or (self.opts.workspace_threads if ir.scratch else None)
+            nt = self.opts.num_threads
+            if not nt and ir.scratch:  # per-thread row caches: at most the planned team, fewer if
+                w = self.opts.workspace_threads  # OMP_NUM_THREADS / omp_set_num_threads ask for fewer
+                nt = f"omp_get_max_threads() < {w} ? omp_get_max_threads() : {w}"
             nt = f" num_threads({nt})" if nt else ""
             col = f" collapse({len(self.outer_names)})" if len(self.outer_names) > 1 else ""
             pragma = f"#pragma omp parallel for{col}{nt}{self.par_if} schedule(static)"
