@@ -219,8 +219,13 @@ def _inspect(path: str) -> CompilerInfo | None:
 
 def _cpu_fingerprint() -> str:
     try:
-        with open("/proc/cpuinfo") as fh:
-            lines = [ln for ln in fh if ln.startswith(("model name", "flags"))][:2]
+        lines: list[str] = []
+        with open("/proc/cpuinfo") as fh:  # the first CPU's lines: stop there (many-core machines)
+            for ln in fh:
+                if ln.startswith(("model name", "flags")):
+                    lines.append(ln)
+                    if len(lines) == 2:
+                        break
         return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
     except OSError:
         import platform
