@@ -114,7 +114,7 @@ def first_call(width: int, repeats: int = 1) -> tuple[float, float]:
     (with an empty compile cache, with a warm disk cache), over ``repeats`` fresh caches. The
     compiler probe (flags, OpenMP, native target: per machine and compiler, kept in the user cache
     dir, not in ``$EMBER_CACHE_DIR``) is not repeated; on a machine where ember never ran, the
-    first process also pays it once (about 50-70 ms more)."""
+    first process also pays it once (one trial build and three compiler queries, run concurrently)."""
     bench = str(Path(__file__).resolve().parent)
     code = FIRST_CALL.format(bench=bench, width=width)
     cold, warm = [], []
