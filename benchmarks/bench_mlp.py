@@ -111,7 +111,10 @@ def _subprocess_seconds(code: str, env: dict) -> float:
 
 def first_call(width: int, repeats: int = 1) -> tuple[float, float]:
     """Median seconds of ember's first call (trace + compile + run, after imports) in a new process
-    (with an empty compile cache, with a warm disk cache), over ``repeats`` fresh caches."""
+    (with an empty compile cache, with a warm disk cache), over ``repeats`` fresh caches. The
+    compiler probe (flags, OpenMP, native target: per machine and compiler, kept in the user cache
+    dir, not in ``$EMBER_CACHE_DIR``) is not repeated; on a machine where ember never ran, the
+    first process also pays it once (one trial build and three compiler queries, run concurrently)."""
     bench = str(Path(__file__).resolve().parent)
     code = FIRST_CALL.format(bench=bench, width=width)
     cold, warm = [], []

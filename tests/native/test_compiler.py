@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import subprocess
 import sys
@@ -243,3 +244,115 @@ def test_same_program_after_other_work_reuses_the_compiled_code():
     np.testing.assert_allclose(again(x), np.sum(np.tanh(x) * 2, axis=0) + np.max(x), rtol=1e-5)
     assert again.lower(x).executable.source != first.lower(x).executable.source
     assert compiler.cache_stats()["compiles"] == before
+
+
+# ----------------------------------------------------------------------------------------------
+# The compiler probe: per machine (user cache dir), optimistic, with fallbacks
+
+
+def _probe_fresh(monkeypatch, tmp_path, cc: str | None = None) -> compiler.CompilerInfo | None:
+    """find_compiler() with an empty user cache (so it really probes) and ``$EMBER_CC=cc``."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if cc is not None:
+        monkeypatch.setenv("EMBER_CC", cc)
+    compiler.find_compiler.cache_clear()
+    try:
+        return compiler.find_compiler()
+    finally:
+        compiler.find_compiler.cache_clear()
+
+
+@requires_cc
+def test_probe_is_kept_in_the_user_cache_not_the_compile_cache(monkeypatch, tmp_path):
+    info = _probe_fresh(monkeypatch, tmp_path)
+    # identity is the compiler's own --version line (asked independently here)
+    version = subprocess.run([info.path, "--version"], capture_output=True, text=True).stdout
+    assert info.identity == version.splitlines()[0].strip()
+    records = list((tmp_path / "xdg" / "ember" / "compilers").glob("*.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["flags"] == list(info.flags)
+    assert not (tmp_path / "cache" / "compilers").exists()
+    # a new, empty compile cache does not repeat the probe
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "another-cache"))
+
+    def no_subprocess(*a, **k):
+        raise AssertionError("the compiler was run although its probe is cached")
+
+    monkeypatch.setattr(compiler, "_run", no_subprocess)
+    compiler.find_compiler.cache_clear()
+    try:
+        assert compiler.find_compiler() == info
+    finally:
+        compiler.find_compiler.cache_clear()
+
+
+def _reference_flags(cc: str, tmp_path: Path) -> list[str] | None:
+    """The probe's contract, checked step by step: every base flag if a shared object builds with
+    them (else without -march=native), plus -fopenmp if an OpenMP program builds and loads."""
+    src = tmp_path / "ref.c"
+    src.write_text(compiler._OPENMP_PROBE_SOURCE)
+
+    def builds(flags: list[str], openmp: bool) -> bool:
+        out = tmp_path / "ref.so"
+        if out.exists():
+            out.unlink()
+        code = src if openmp else tmp_path / "plain.c"
+        if not openmp:
+            code.write_text("int f(int x) { return x; }\n")
+        ok = subprocess.run([cc, *flags, "-o", str(out), str(code)], capture_output=True).returncode == 0
+        if ok and openmp:
+            ctypes.CDLL(str(out))
+        return ok
+
+    flags = list(compiler.BASE_FLAGS)
+    if not builds(flags, False):
+        flags.remove("-march=native")
+        if not builds(flags, False):
+            return None
+    if builds([*flags, compiler.OPENMP_FLAG], True):
+        flags.append(compiler.OPENMP_FLAG)
+    return flags
+
+
+def _wrapper(tmp_path: Path, rejected: str) -> str:
+    """A compiler that fails whenever it is given ``rejected`` and is the system cc otherwise."""
+    real = compiler.find_compiler().path
+    script = tmp_path / f"cc-without{rejected}"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "{rejected}" ] && exit 1; done\n'
+                      f'exec {real} "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+@requires_cc
+@pytest.mark.parametrize("rejected", [None, "-fopenmp", "-march=native"])
+def test_probe_finds_the_flags_the_compiler_accepts(monkeypatch, tmp_path, rejected):
+    cc = compiler.find_compiler().path if rejected is None else _wrapper(tmp_path, rejected)
+    info = _probe_fresh(monkeypatch, tmp_path, cc)
+    assert info is not None and info.path == cc
+    assert list(info.flags) == _reference_flags(cc, tmp_path)
+    if rejected is not None:
+        assert rejected not in info.flags
+    if rejected == "-march=native":
+        assert info.target == ""  # no native target in the cache key when it is not used
+    else:
+        assert "-march=native" in info.flags and info.target
+    # the probed flags build working code
+    monkeypatch.setattr(compiler, "find_compiler", lambda: info)
+    compiler.clear_memory_cache()
+    assert _load_add(compiler.load_library(ADD_SOURCE, name_hint="wrapped"))(20, 22) == 42
+
+
+def test_libm_is_linked_only_for_sources_that_include_math():
+    assert compiler.source_libs("#include <math.h>\ndouble f(double x) { return exp(x); }\n") == ("-lm",)
+    assert compiler.source_libs("#include <stdint.h>\n  #  include <complex.h>\n") == ("-lm",)
+    assert compiler.source_libs(ADD_SOURCE) == ()
+    assert compiler.source_libs("/* #include <math.h> in a comment */ int x;\n") == ()
+
+
+@requires_cc
+def test_sources_with_and_without_libm_compile_and_run():
+    mathy = "#include <math.h>\ndouble ex(double x) { return exp(x) + erf(x); }\n"
+    fn = compiler.load_library(mathy, name_hint="mathy").ex
+    fn.argtypes, fn.restype = [ctypes.c_double], ctypes.c_double
+    assert fn(0.7) == pytest.approx(math.exp(0.7) + math.erf(0.7), rel=1e-15)
+    assert _load_add(compiler.load_library(ADD_SOURCE))(3, 4) == 7

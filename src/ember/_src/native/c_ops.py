@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.native.c_headers import includes_for
+
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
     np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint8): "uint8_t",
@@ -376,19 +378,14 @@ OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&"
 # Prelude: inline math (float32), helpers
 # ---------------------------------------------------------------------------------------------
 
+# The helpers every program gets; the #include lines in front of them are chosen per program
+# (:func:`.c_headers.includes_for`), so these use ``__builtin_memcpy`` and need no <string.h>.
 PRELUDE_HEAD = """\
-#include <stdint.h>
-#include <string.h>
-#include <math.h>
-#include <float.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 static inline int64_t em_clampi(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
-static inline float em_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t em_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float em_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline uint32_t em_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-#define EM_FMA(a, b, c) fmaf(a, b, c)
+#define EM_FMA(a, b, c) __builtin_fmaf(a, b, c)
 #else
 #define EM_FMA(a, b, c) ((a) * (b) + (c))
 #endif
@@ -527,7 +524,8 @@ _FUNC_RE = re.compile(r"\b(em_[a-z0-9]+)\(")
 
 
 def prelude_for(source_body: str) -> str:
-    """The prelude plus the inline math functions ``source_body`` calls (with dependencies)."""
+    """The prelude plus the inline math functions ``source_body`` calls (with dependencies), led by
+    the ``#include`` lines that they and ``source_body`` need (:func:`.c_headers.includes_for`)."""
     wanted: list[str] = []
 
     def want(name: str) -> None:
@@ -538,7 +536,8 @@ def prelude_for(source_body: str) -> str:
 
     for name in _FUNC_RE.findall(source_body):
         want(name)
-    return PRELUDE_HEAD + "".join(PRELUDE_FUNCS[n][1] for n in wanted)
+    funcs = "".join(PRELUDE_FUNCS[n][1] for n in wanted)
+    return includes_for(PRELUDE_HEAD + funcs + source_body) + PRELUDE_HEAD + funcs
 
 
 from ember._src.native import c_special  # noqa: E402, F401 - registers digamma, erf_inv, polygamma, bitcast

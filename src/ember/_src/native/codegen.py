@@ -139,7 +139,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
                           .replace("em_Sgemv_t", f"em_{pre}gemv_t")
                           .replace("em_Sgemm_t", f"em_{pre}gemm_t").replace("GEMV", str(gemv_i))
                           .replace("GEMM", str(gemm_i)).replace("ELT", t))
-    gen.source = c_ops.prelude_for(code) + extra + code
+    # the prelude's #include lines are chosen for everything after them (helpers included)
+    gen.source = c_ops.prelude_for(extra + code) + extra + code
     return gen
 
 

@@ -6,6 +6,13 @@ Three cache tiers, checked in order:
 2. compiled paths in this process: (cache dir, key) -> path of the ``.so``;
 3. the disk cache: ``<cache dir>/<key>.so`` next to the saved source ``<key>.c``.
 
+The compiler probe (which flags the compiler accepts, whether OpenMP links and loads, what
+``-march=native`` means) is a property of the machine and the compiler binary, not of a program: it
+is remembered in the user cache directory (``$XDG_CACHE_HOME/ember/compilers``, else
+``~/.cache/ember/compilers``) whatever ``$EMBER_CACHE_DIR`` says, so a new or emptied compile cache
+does not repeat it. A probe that does run starts the compiler's cheap queries (version, family,
+native target) concurrently with the one trial build that normally settles the flags.
+
 The key hashes the source, the flags, the compiler identity and the CPU that ``-march=native``
 resolves to, so a cache directory shared between machines never hands out code for the wrong CPU.
 Writes are atomic (compile into a temporary file in the cache directory, then ``os.replace``) and
@@ -58,7 +65,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-fno-math-errno", "-fno-trapping-math",
               "-fwrapv", "-fopenmp-simd")
 OPENMP_FLAG = "-fopenmp"
-LINK_LIBS = ("-lm",)
+LINK_LIBS = ("-lm",)  # linked when a source includes math.h (or complex.h/tgmath.h): see source_libs
 CANDIDATES = ("cc", "gcc", "clang")
 PROBE_TIMEOUT_S = 60
 COMPILE_TIMEOUT_S = 600
@@ -164,34 +171,61 @@ def _native_target(path: str, flags: list[str]) -> str:
 
 
 def _probe_flags(path: str) -> list[str] | None:
-    """The flag list this compiler accepts, or None when it cannot build a shared object."""
-    flags = list(BASE_FLAGS)
+    """The flag list this compiler accepts, or None when it cannot build a shared object.
+
+    Optimistic order: one build of the OpenMP probe with every flag settles the usual case (it
+    succeeding implies the flags without ``-fopenmp`` work too); the fallbacks -- no OpenMP,
+    then no ``-march=native`` -- only run when it fails."""
+    full = list(BASE_FLAGS)
+    if _try_build(path, [*full, OPENMP_FLAG], _OPENMP_PROBE_SOURCE, load=True):
+        return [*full, OPENMP_FLAG]
+    if _try_build(path, full, _PROBE_SOURCE):
+        return full
+    flags = [f for f in full if f != "-march=native"]
     if not _try_build(path, flags, _PROBE_SOURCE):
-        flags.remove("-march=native")
-        if not _try_build(path, flags, _PROBE_SOURCE):
-            return None
+        return None
     if _try_build(path, [*flags, OPENMP_FLAG], _OPENMP_PROBE_SOURCE, load=True):
         flags.append(OPENMP_FLAG)
     return flags
 
 
 def _inspect(path: str) -> CompilerInfo | None:
+    """Probe the compiler at ``path``: the version, family and native-target queries run in threads
+    while the trial builds of :func:`_probe_flags` run here (each is a separate process)."""
+    found: dict[str, str] = {}
+    queries = {"identity": lambda: _first_line(path, "--version"),
+               "family": lambda: _family(path),
+               "target": lambda: _native_target(path, list(BASE_FLAGS))}
+
+    def query(name: str) -> None:
+        found[name] = queries[name]()
+
+    threads = [threading.Thread(target=query, args=(name,), daemon=True) for name in queries]
+    for t in threads:
+        t.start()
     flags = _probe_flags(path)
+    for t in threads:
+        t.join()
     if flags is None:
         return None
     return CompilerInfo(
         path=path,
-        identity=_first_line(path, "--version") or path,
+        identity=found.get("identity") or path,
         flags=tuple(flags),
-        family=_family(path),
-        target=_native_target(path, flags),
+        family=found.get("family", "unknown"),
+        target=found.get("target", "") if "-march=native" in flags else "",
     )
 
 
 def _cpu_fingerprint() -> str:
     try:
-        with open("/proc/cpuinfo") as fh:
-            lines = [ln for ln in fh if ln.startswith(("model name", "flags"))][:2]
+        lines: list[str] = []
+        with open("/proc/cpuinfo") as fh:  # the first CPU's lines: stop there (many-core machines)
+            for ln in fh:
+                if ln.startswith(("model name", "flags")):
+                    lines.append(ln)
+                    if len(lines) == 2:
+                        break
         return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
     except OSError:
         import platform
@@ -206,12 +240,13 @@ def _probe_cache_file(path: str) -> Path | None:
         return None
     key = "\0".join([os.path.realpath(path), str(st.st_size), str(st.st_mtime_ns), " ".join(BASE_FLAGS),
                      OPENMP_FLAG, _cpu_fingerprint(), "probe-v1"])
-    return cache_dir() / "compilers" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+    return user_cache_dir() / "compilers" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
 
 def _inspect_cached(path: str) -> CompilerInfo | None:
-    """:func:`_inspect`, remembered on disk per compiler binary (path, size, mtime) and CPU, so a
-    new process with a warm cache starts without running the compiler."""
+    """:func:`_inspect`, remembered on disk per compiler binary (path, size, mtime) and CPU in the
+    user cache directory, so a new process -- also one with a new, empty ``$EMBER_CACHE_DIR`` --
+    starts without running the compiler."""
     f = _probe_cache_file(path)
     if f is not None:
         try:
@@ -281,6 +316,12 @@ def cache_dir() -> Path:
     explicit = os.environ.get("EMBER_CACHE_DIR")
     if explicit:
         return Path(explicit).expanduser()
+    return user_cache_dir()
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember``: where per-machine facts (the compiler
+    probe) live, independent of ``$EMBER_CACHE_DIR`` (read per call)."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "ember"
@@ -295,6 +336,16 @@ def source_flags(source: str, info: CompilerInfo) -> tuple[str, ...]:
     return info.flags
 
 
+_LIBM_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:math|complex|tgmath)\.h>", re.M)
+
+
+def source_libs(source: str) -> tuple[str, ...]:
+    """The libraries to link ``source`` with: :data:`LINK_LIBS` (libm) when it includes math.h,
+    complex.h or tgmath.h, else none -- reading libm's linker script is a measurable part of
+    linking a small program, and code that declares no libm function calls none."""
+    return LINK_LIBS if _LIBM_INCLUDE_RE.search(source) else ()
+
+
 _COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
 
 
@@ -305,7 +356,7 @@ def cache_key(source: str, info: CompilerInfo | None = None, extra_flags: tuple[
     info = info or _require_compiler()
     h = hashlib.sha256()
     for part in (_COMMENT_RE.sub("", source), " ".join(source_flags(source, info) + extra_flags),
-                 " ".join(LINK_LIBS), info.identity, info.target):
+                 " ".join(source_libs(source)), info.identity, info.target):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -353,11 +404,12 @@ def _safe_hint(name_hint: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name_hint)[:40] or "kernel"
 
 
-def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple[str, ...]) -> None:
+def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple[str, ...],
+           libs: tuple[str, ...] = LINK_LIBS) -> None:
     """Compile ``src`` into a temporary file next to ``so`` and rename it into place."""
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{_safe_hint(name_hint)}-", suffix=".so.tmp")
     os.close(fd)
-    cmd = [info.path, *flags, "-o", tmp, str(src), *LINK_LIBS]
+    cmd = [info.path, *flags, "-o", tmp, str(src), *libs]
     try:
         try:
             proc = _run(cmd, timeout=COMPILE_TIMEOUT_S)
@@ -401,7 +453,8 @@ def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple
         else:
             if not src.exists() or src.read_text() != source:
                 _atomic_write_text(src, source)
-            _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags))
+            _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags),
+                   source_libs(source))
             counter = "compiles"
     with _lock:
         setattr(_stats, counter, getattr(_stats, counter) + 1)
