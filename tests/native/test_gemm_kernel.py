@@ -139,7 +139,8 @@ def test_size_rule():
     assert gemm_kernel.use_small_sgemm(32, 512, 512) and gemm_kernel.use_small_sgemm(128, 10, 512)
     assert not gemm_kernel.use_small_sgemm(1, 512, 512)  # a single row: BLAS sgemv
     assert not gemm_kernel.use_small_sgemm(32, 1, 512)
-    assert not gemm_kernel.use_small_sgemm(1024, 1024, 1024)
+    assert not gemm_kernel.use_small_sgemm(1024, 1024, 1024)  # A beyond L2
+    assert not gemm_kernel.use_small_sgemm(16, 4096, 4096)  # B streamed from DRAM
 
 
 @requires_cc
