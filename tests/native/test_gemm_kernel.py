@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -143,9 +147,16 @@ def test_size_rule():
     assert not gemm_kernel.use_small_sgemm(16, 4096, 4096)  # B streamed from DRAM
 
 
+@pytest.fixture
+def kernel_loaded():
+    """The kernel library built and loaded (where this machine can run it), so that generated
+    programs call it rather than their BLAS fallback."""
+    gemm_kernel.load(wait=True)
+
+
 @requires_cc
 @pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
-def test_jit_products_use_kernel(trans_a, trans_b):
+def test_jit_products_use_kernel(kernel_loaded, trans_a, trans_b):
     """dot_general with each transpose, a scale and a bias, through the native backend."""
     rng = np.random.default_rng(5)
     m, n, k = 19, 37, 70
@@ -162,12 +173,12 @@ def test_jit_products_use_kernel(trans_a, trans_b):
     got = np.asarray(fn(a_in, b_in, bias))
     np.testing.assert_allclose(got, 0.5 * _ref(a, b) + bias, rtol=1e-5, atol=1e-4)
     exe = fn.lower(a_in, b_in, bias).executable
-    if exe.fallback_reason is None:
-        assert "em_sgemm_small(" in exe.source
+    if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None:
+        assert "em_sk_fn()" in exe.source and gemm_kernel.kernel_symbol() in exe.source
 
 
 @requires_cc
-def test_jit_batched_product_and_mlp():
+def test_jit_batched_product_and_mlp(kernel_loaded):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((3, 10, 24)).astype(np.float32)
     y = rng.standard_normal((3, 24, 9)).astype(np.float32)
@@ -180,3 +191,37 @@ def test_jit_batched_product_and_mlp():
     mlp = ember.jit(lambda h, w1, w2: lax.dot(jnp.maximum(lax.dot(h, w1), 0.0), w2), backend="native")
     want = np.maximum(h.astype(np.float64) @ w1, 0.0) @ w2
     np.testing.assert_allclose(np.asarray(mlp(h, w1, w2)), want, rtol=1e-4, atol=1e-4)
+
+
+@requires_cc
+def test_blas_fallback_until_library_loads(tmp_path):
+    """In a new process whose kernel library never loads, the generated programs' BLAS fallback
+    computes the product; once it loads (same executable), the kernel computes it."""
+    code = (
+        "import json, sys, numpy as np\n"
+        "import ember\n"
+        "from ember import lax\n"
+        "from ember._src.native import gemm_kernel\n"
+        "real_load = gemm_kernel.load\n"
+        "gemm_kernel.load = lambda wait=False: None\n"
+        "rng = np.random.default_rng(7)\n"
+        "a = rng.standard_normal((33, 70)).astype(np.float32)\n"
+        "b = rng.standard_normal((70, 50)).astype(np.float32)\n"
+        "f = ember.jit(lambda x, y: lax.dot(x, y), backend='native')\n"
+        "before = np.asarray(f(a, b)).tolist()\n"
+        "loaded = real_load(wait=True)\n"
+        "after = np.asarray(f(a, b)).tolist()\n"
+        "print(json.dumps({'before': before, 'after': after, 'loaded': loaded,\n"
+        "                  'uses': 'em_sk_fn()' in f.lower(a, b).executable.source}))\n"
+    )
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
+    out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.strip().splitlines()[-1])
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((33, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 50)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(np.array(out["before"]), want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.array(out["after"]), want, rtol=1e-5, atol=1e-4)
+    assert out["uses"] == (gemm_kernel.kernel_symbol() is not None)
+    assert out["loaded"] == (gemm_kernel.kernel_symbol() is not None)

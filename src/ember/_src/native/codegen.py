@@ -131,8 +131,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_floordiv64" in code or "em_mod64" in code:
         extra += sd.C_HELPERS
-    if "em_sgemm_small(" in code:
-        extra += gemm_kernel.c_source()
+    if "em_sk_fn()" in code:
+        extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS
         for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
@@ -665,13 +665,17 @@ def gemm_fits_blas(step: Step) -> bool:
 
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
                       beta: float) -> str | None:
-    """A call of :mod:`.gemm_kernel`'s ``em_sgemm_small`` for a static float32 product its size rule
-    takes (None otherwise): per batch, A and B as (row, column) strides, so transposes are free."""
+    """The arguments of :mod:`.gemm_kernel`'s kernel for a static float32 product its size rule
+    takes (None otherwise, or where this machine cannot run it): A and B as (row, column) strides,
+    so transposes are free; batch ``bb_`` of a batched product."""
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
     if any(sd.is_sym(d) for d in (nb, m, n, k)) or not gemm_kernel.use_small_sgemm(m, n, k):
         return None
+    if gemm_kernel.kernel_symbol() is None:
+        return None
+    gemm_kernel.load()  # builds the kernel library in the background (once); BLAS runs until then
     e = step.eqns[0]
     ta, tb = e.params["trans_a"], e.params["trans_b"]
     rsa, csa = (1, m) if ta else (k, 1)
@@ -680,10 +684,12 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     if opts is not None and _parallel(opts, m * n * k, (n + 23) // 24)[0]:
         nthreads = opts.num_threads or 0
     a, b, out = ctx.ptr(e.inputs[0]), ctx.ptr(e.inputs[1]), ctx.ptr(step.outputs[0])
-    call = (f"em_sgemm_small({m}, {n}, {k}, {literal(alpha, np.float32)}, {a} + bb_ * {m * k}, {rsa}, {csa}, "
+    args = (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {a} + bb_ * {m * k}, {rsa}, {csa}, "
             f"{b} + bb_ * {k * n}, {rsb}, {csb}, {literal(beta, np.float32)}, {out} + bb_ * {m * n}, {n}, "
-            f"{nthreads});")
-    return f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) {call}" if nb != 1 else call.replace("bb_ * ", "0 * ")
+            f"{nthreads}")
+    if nb == 1:
+        return args.replace("bb_ * ", "0 * ")
+    return args
 
 
 def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str]:
@@ -729,13 +735,14 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
     elif gemm_fits_blas(step):
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
         small = _small_sgemm_call(step, ctx, opts, alpha, beta)
+        nbs = nb
         nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
-        blas = (f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+        blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                 f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
         if small is None:
-            lines.append(blas)
-        else:  # the register-blocked kernel where the target has AVX2/FMA, BLAS elsewhere
-            lines.extend(["#if EM_SGEMM_SMALL", f"    {small}", "#else", blas, "#endif"])
+            lines.append("    " + blas)
+        else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
+            lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
     lines.append("}")
