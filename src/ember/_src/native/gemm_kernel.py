@@ -67,12 +67,19 @@ def _micro_kernel(mr: int, nv: int) -> str:
     lines = [
         f"static __attribute__((noinline)) void em_sk_{mr}x{w}(int64_t kc, const float *const *ar,",
         "        int64_t csa, const float *restrict bp, float *restrict t, const char *pf, int64_t pfs,",
-        "        int64_t npf) {",
+        "        int64_t npf, const float *bsrc, int64_t rsb) {",
         "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         *(f"    const float *a{r} = ar[{r}];" for r in range(mr)),
         "    #pragma GCC unroll 2",
         "    for (int64_t p = 0; p < kc; ++p) {",
-        *(f"        const em_v8 b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv)),
+        # bsrc set (the first row block of a full panel): read B's row in place and pack it as we go
+        "        em_v8 " + ", ".join(f"b{v}" for v in range(nv)) + ";",
+        "        if (bsrc) {",
+        *(f"            b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
+          f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv)),
+        "        } else {",
+        *(f"            b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv)),
+        "        }",
         # the next panel's row p (4 * w bytes from any alignment: every line it touches)
         "        if (p < npf) {",
         *(f"            __builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w)),
@@ -168,7 +175,9 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
         const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
         for (int64_t p0 = 0; p0 < k; p0 += EM_SK_KC) {
             const int64_t kc = k - p0 < EM_SK_KC ? k - p0 : EM_SK_KC;
-            em_sk_pack(kc, nr, w, b + p0 * rsb + j0 * csb, rsb, csb, bp);
+            /* a full panel of row-major B is packed by the first row block's micro-kernel */
+            const int fused = csb == 1 && nr == w;
+            if (!fused) em_sk_pack(kc, nr, w, b + p0 * rsb + j0 * csb, rsb, csb, bp);
             /* the next panel packed: (p0 + KC, j0), else (0, j0 + nr) while within [j_begin, j_end);
                the row blocks share out prefetching its rows (block ib of nb: [npf0 ib / nb,
                npf0 (ib + 1) / nb)) */
@@ -182,9 +191,10 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
                 const int64_t q0 = npf0 * ib / nb, npf = npf0 * (ib + 1) / nb - q0;
                 const float *ar[8];
                 for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? i0 + r : 0) * rsa + p0 * csa;
-                if (w == 24) em_sk_4x24(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf);
-                else if (w == 16) em_sk_6x16(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf);
-                else em_sk_8x8(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf);
+                const float *bs = fused && ib == 0 ? b + p0 * rsb + j0 : 0;
+                if (w == 24) em_sk_4x24(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
+                else if (w == 16) em_sk_6x16(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
+                else em_sk_8x8(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
                 em_sk_store(t, w, mr, nr, alpha, beta, p0 == 0, c + i0 * ldc + j0, ldc);
             }
         }
