@@ -40,20 +40,23 @@ KC = 256  # contraction block: a 256 x 24 panel is 24 KiB, within a 32 KiB L1 da
 # (MR, vectors per row) for each micro-kernel, widest first
 _KERNELS = ((4, 3), (6, 2), (8, 1))
 
-# Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen, 512 KiB
-# L2) for m in 8..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
-# 24-column panel, stays in L2 (m * k floats) and B, read once in strided 96-byte row pieces, is
-# not so large that DRAM/TLB misses dominate (k * n floats); beyond either, OpenBLAS's own
-# blocking wins (a 64 x 2048 x 2048 product ran 1.28x slower here).
+# Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
+# KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
+# 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
+# in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
+# beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
 MAX_M = 1024
-MAX_A_FLOATS = 128 * 1024  # 512 KiB of A
+MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
+MAX_A_FLOATS_NARROW = 128 * 1024  # ... 512 KiB while n <= NARROW_N
+NARROW_N = 512
 MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 
 
 def use_small_sgemm(m: int, n: int, k: int) -> bool:
     """Whether a static-shape float32 product ``m x k @ k x n`` goes to :func:`c_source`'s kernel
     rather than BLAS ``sgemm`` (single rows/columns stay with BLAS ``sgemv``)."""
-    return 2 <= m <= MAX_M and n >= 2 and k >= 1 and m * k <= MAX_A_FLOATS and k * n <= MAX_B_FLOATS
+    a_max = MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS
+    return 2 <= m <= MAX_M and n >= 2 and k >= 1 and m * k <= a_max and k * n <= MAX_B_FLOATS
 
 
 def _prefetch_offsets(w: int) -> list[int]:
