@@ -326,12 +326,12 @@ def load(wait: bool = False) -> bool | None:
 def c_helpers(symbol: str) -> str:
     """Declarations for :func:`c_call`: the kernel's type and a ``dlsym`` lookup."""
     return f"""\
-/* dlsym itself declared (not <dlfcn.h>: its parsing costs); RTLD_DEFAULT is the null handle */
-extern void *dlsym(void *handle, const char *name);
 typedef void (*em_sk_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
                            const float *, int64_t, int64_t, float, float *, int64_t, int);
 /* {symbol} from the kernel library, once it is loaded (looked up again until it resolves) */
 static em_sk_fn_t em_sk_fn(void) {{
+    /* dlsym declared here, not by <dlfcn.h> (its parsing costs); RTLD_DEFAULT is the null handle */
+    extern void *dlsym(void *handle, const char *name);
     static em_sk_fn_t fn;
     if (!fn) fn = (em_sk_fn_t)dlsym((void *)0, "{symbol}");
     return fn;
