@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import c_ops, lapack
+from ember._src.native import c_ops, gemm_kernel, lapack
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
@@ -103,7 +103,7 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
             funcs.append(fn)
             body.append("    " + call)
         elif step.kind == "gemm":
-            body.extend("    " + ln for ln in _gemm(step, ctx))
+            body.extend("    " + ln for ln in _gemm(step, ctx, opts))
         elif step.kind == "call":
             body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, gen.helpers))
         elif step.kind == "fallback":
@@ -131,6 +131,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:
         extra += sd.C_HELPERS
+    if "em_sk_fn()" in code:
+        extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
     if "em_gemm_f32" in code or "em_gemm_f64" in code:
         extra += _GEMM_HELPERS
         for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
@@ -665,7 +667,36 @@ def gemm_fits_blas(step: Step) -> bool:
     return fits and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
 
 
-def _gemm(step: Step, ctx: _Ctx) -> list[str]:
+def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
+                      beta: float) -> str | None:
+    """The arguments of :mod:`.gemm_kernel`'s kernel for a static float32 product its size rule
+    takes (None otherwise, or where this machine cannot run it): A and B as (row, column) strides,
+    so transposes are free; batch ``bb_`` of a batched product."""
+    if np.dtype(step.outputs[0].aval.dtype) != np.float32:
+        return None
+    nb, m, n, k = gemm_dims(step)
+    if any(sd.is_sym(d) for d in (nb, m, n, k)) or not gemm_kernel.use_small_sgemm(m, n, k):
+        return None
+    if gemm_kernel.kernel_symbol() is None:
+        return None
+    gemm_kernel.load()  # builds the kernel library in the background (once); BLAS runs until then
+    e = step.eqns[0]
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    rsa, csa = (1, m) if ta else (k, 1)
+    rsb, csb = (1, k) if tb else (n, 1)
+    nthreads = 1
+    if opts is not None and _parallel(opts, m * n * k, (n + 23) // 24)[0]:
+        nthreads = opts.num_threads or 0
+    a, b, out = ctx.ptr(e.inputs[0]), ctx.ptr(e.inputs[1]), ctx.ptr(step.outputs[0])
+    args = (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {a} + bb_ * {m * k}, {rsa}, {csa}, "
+            f"{b} + bb_ * {k * n}, {rsb}, {csb}, {literal(beta, np.float32)}, {out} + bb_ * {m * n}, {n}, "
+            f"{nthreads}")
+    if nb == 1:
+        return args.replace("bb_ * ", "0 * ")
+    return args
+
+
+def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str]:
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
@@ -707,9 +738,15 @@ def _gemm(step: Step, ctx: _Ctx) -> list[str]:
         lines.extend("    " + ln for ln in inline)
     elif gemm_fits_blas(step):
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        small = _small_sgemm_call(step, ctx, opts, alpha, beta)
+        nbs = nb
         nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
-        lines.append(f"    {name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
-                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+        blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+                f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+        if small is None:
+            lines.append("    " + blas)
+        else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
+            lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
     lines.append("}")

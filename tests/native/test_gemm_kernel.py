@@ -1,0 +1,228 @@
+"""The register-blocked float32 matrix product (:mod:`ember._src.native.gemm_kernel`) against NumPy
+(float64 products as the reference): called directly through ctypes for many shapes, strides,
+transposes, alpha/beta and thread counts, and through ``ember.jit`` where the native backend emits
+it in place of BLAS."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src.native import compiler, gemm_kernel
+from tests.native.conftest import requires_cc
+
+_WRAPPER = """
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+{helpers}
+int em_test_has_kernel(void) {{ return EM_SGEMM_SMALL; }}
+void em_test_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                   int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                   int nthreads) {{
+#if EM_SGEMM_SMALL
+    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, nthreads);
+#else
+    (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)b; (void)rsb; (void)csb;
+    (void)beta; (void)c; (void)ldc; (void)nthreads;
+#endif
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    if compiler.find_compiler() is None:
+        pytest.skip("no C compiler available")
+    lib = compiler.load_library(_WRAPPER.format(helpers=gemm_kernel.c_source()), name_hint="test_gemm_kernel")
+    if not lib.em_test_has_kernel():
+        pytest.skip("target without AVX2/FMA: the kernel is compiled out")
+    fn = lib.em_test_sgemm
+    i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, f32, ptr, i64, ctypes.c_int]
+    fn.restype = None
+    return fn
+
+
+def _run(fn, a_op, b_op, alpha=1.0, beta=0.0, c=None, nthreads=1):
+    """C = alpha * a_op @ b_op + beta * c through the kernel; a_op/b_op are float32 views whose
+    strides (in elements) are passed as they are (transposed views included)."""
+    m, k = a_op.shape
+    n = b_op.shape[1]
+    c = np.zeros((m, n), np.float32) if c is None else c
+    item = 4
+    fn(m, n, k, alpha, a_op.ctypes.data, a_op.strides[0] // item, a_op.strides[1] // item,
+       b_op.ctypes.data, b_op.strides[0] // item, b_op.strides[1] // item, beta, c.ctypes.data,
+       c.strides[0] // item, nthreads)
+    return c
+
+
+def _ref(a_op, b_op, alpha=1.0, beta=0.0, c=None):
+    r = alpha * (a_op.astype(np.float64) @ b_op.astype(np.float64))
+    return r if c is None or beta == 0.0 else r + beta * c.astype(np.float64)
+
+
+SIZES = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 23, 24, 25, 33, 48, 64, 100]
+K_SIZES = [1, 3, 17, 255, 256, 257, 513]
+
+
+def _operand(rng, rows, cols, trans):
+    """A rows x cols float32 operand, stored transposed (a non-contiguous view) when ``trans``."""
+    x = rng.standard_normal((cols, rows) if trans else (rows, cols)).astype(np.float32)
+    return x.T if trans else x
+
+
+@pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
+def test_shapes_and_transposes(kernel, trans_a, trans_b):
+    rng = np.random.default_rng(0)
+    for m, n, k in itertools.product([1, 4, 5, 9, 17], [1, 7, 8, 17, 24, 25, 41], [1, 17, 257]):
+        a, b = _operand(rng, m, k, trans_a), _operand(rng, k, n, trans_b)
+        got = _run(kernel, a, b)
+        np.testing.assert_allclose(got, _ref(a, b), rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+def test_every_edge_size(kernel):
+    rng = np.random.default_rng(1)
+    for m in SIZES:
+        for n in SIZES:
+            k = K_SIZES[(m + n) % len(K_SIZES)]
+            a, b = _operand(rng, m, k, False), _operand(rng, k, n, False)
+            np.testing.assert_allclose(_run(kernel, a, b), _ref(a, b), rtol=1e-5, atol=1e-5 * np.sqrt(k),
+                                       err_msg=f"m={m} n={n} k={k}")
+
+
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, 0.0), (-2.0, 0.25), (1.0, -1.0), (0.0, 3.0)])
+def test_alpha_beta(kernel, alpha, beta):
+    rng = np.random.default_rng(2)
+    for m, n, k in [(6, 10, 512), (33, 50, 300), (2, 3, 1)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, True)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        want = _ref(a, b, alpha, beta, c)
+        np.testing.assert_allclose(_run(kernel, a, b, alpha, beta, c.copy()), want, rtol=1e-5,
+                                   atol=1e-5 * np.sqrt(k))
+
+
+def test_beta_zero_ignores_nan_in_c(kernel):
+    rng = np.random.default_rng(3)
+    a, b = _operand(rng, 9, 300, False), _operand(rng, 300, 30, False)
+    c = np.full((9, 30), np.nan, np.float32)
+    np.testing.assert_allclose(_run(kernel, a, b, 1.0, 0.0, c), _ref(a, b), rtol=1e-5, atol=1e-4)
+
+
+def test_k_zero_scales_c(kernel):
+    a, b = np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32)
+    c = np.arange(35, dtype=np.float32).reshape(5, 7)
+    np.testing.assert_array_equal(_run(kernel, a, b, 1.0, 2.0, c.copy()), 2.0 * c)
+    np.testing.assert_array_equal(_run(kernel, a, b, 1.0, 0.0, np.full((5, 7), np.nan, np.float32)), 0.0)
+
+
+def test_output_row_stride_and_threads(kernel):
+    """C written into a wider buffer (ldc > n) leaves the other columns alone; the column split
+    among threads gives the same values."""
+    rng = np.random.default_rng(4)
+    a, b = _operand(rng, 37, 129, False), _operand(rng, 129, 100, False)
+    for nthreads in (1, 2, 3, 0):
+        big = np.full((37, 110), 7.0, np.float32)
+        _run(kernel, a, b, c=big[:, 5:105], nthreads=nthreads)
+        np.testing.assert_allclose(big[:, 5:105], _ref(a, b), rtol=1e-5, atol=1e-4)
+        assert (big[:, :5] == 7.0).all() and (big[:, 105:] == 7.0).all()
+
+
+def test_size_rule():
+    assert gemm_kernel.use_small_sgemm(32, 512, 512) and gemm_kernel.use_small_sgemm(128, 10, 512)
+    assert not gemm_kernel.use_small_sgemm(1, 512, 512)  # a single row: BLAS sgemv
+    assert not gemm_kernel.use_small_sgemm(32, 1, 512)
+    assert not gemm_kernel.use_small_sgemm(1024, 1024, 1024)  # A beyond L2
+    assert not gemm_kernel.use_small_sgemm(16, 4096, 4096)  # B streamed from DRAM
+    assert gemm_kernel.use_small_sgemm(512, 256, 256) and not gemm_kernel.use_small_sgemm(512, 1024, 256)
+
+
+@pytest.fixture
+def kernel_loaded():
+    """The kernel library built and loaded (where this machine can run it), so that generated
+    programs call it rather than their BLAS fallback."""
+    gemm_kernel.load(wait=True)
+
+
+@requires_cc
+@pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
+def test_jit_products_use_kernel(kernel_loaded, trans_a, trans_b):
+    """dot_general with each transpose, a scale and a bias, through the native backend."""
+    rng = np.random.default_rng(5)
+    m, n, k = 19, 37, 70
+    a = _operand(rng, m, k, trans_a)
+    b = _operand(rng, k, n, trans_b)
+    a_in, b_in = (np.ascontiguousarray(a.T) if trans_a else a), (np.ascontiguousarray(b.T) if trans_b else b)
+    bias = rng.standard_normal(n).astype(np.float32)
+    dims = (((0 if trans_a else 1,), (1 if trans_b else 0,)), ((), ()))
+
+    def f(x, y, z):
+        return lax.dot_general(x, y, dims) * 0.5 + z
+
+    fn = ember.jit(f, backend="native")
+    got = np.asarray(fn(a_in, b_in, bias))
+    np.testing.assert_allclose(got, 0.5 * _ref(a, b) + bias, rtol=1e-5, atol=1e-4)
+    exe = fn.lower(a_in, b_in, bias).executable
+    if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None:
+        assert "em_sk_fn()" in exe.source and gemm_kernel.kernel_symbol() in exe.source
+
+
+@requires_cc
+def test_jit_batched_product_and_mlp(kernel_loaded):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 10, 24)).astype(np.float32)
+    y = rng.standard_normal((3, 24, 9)).astype(np.float32)
+    fn = ember.jit(lambda p, q: lax.dot_general(p, q, (((2,), (1,)), ((0,), (0,)))), backend="native")
+    np.testing.assert_allclose(np.asarray(fn(x, y)), np.einsum("bik,bkj->bij", x.astype(np.float64), y),
+                               rtol=1e-5, atol=1e-5)
+    w1 = rng.standard_normal((64, 48)).astype(np.float32)
+    w2 = rng.standard_normal((48, 10)).astype(np.float32)
+    h = rng.standard_normal((32, 64)).astype(np.float32)
+    mlp = ember.jit(lambda h, w1, w2: lax.dot(jnp.maximum(lax.dot(h, w1), 0.0), w2), backend="native")
+    want = np.maximum(h.astype(np.float64) @ w1, 0.0) @ w2
+    np.testing.assert_allclose(np.asarray(mlp(h, w1, w2)), want, rtol=1e-4, atol=1e-4)
+
+
+@requires_cc
+def test_blas_fallback_until_library_loads(tmp_path):
+    """In a new process whose kernel library never loads, the generated programs' BLAS fallback
+    computes the product; once it loads (same executable), the kernel computes it."""
+    code = (
+        "import json, sys, numpy as np\n"
+        "import ember\n"
+        "from ember import lax\n"
+        "from ember._src.native import gemm_kernel\n"
+        "real_load = gemm_kernel.load\n"
+        "gemm_kernel.load = lambda wait=False: None\n"
+        "rng = np.random.default_rng(7)\n"
+        "a = rng.standard_normal((33, 70)).astype(np.float32)\n"
+        "b = rng.standard_normal((70, 50)).astype(np.float32)\n"
+        "f = ember.jit(lambda x, y: lax.dot(x, y), backend='native')\n"
+        "before = np.asarray(f(a, b)).tolist()\n"
+        "loaded = real_load(wait=True)\n"
+        "after = np.asarray(f(a, b)).tolist()\n"
+        "print(json.dumps({'before': before, 'after': after, 'loaded': loaded,\n"
+        "                  'uses': 'em_sk_fn()' in f.lower(a, b).executable.source}))\n"
+    )
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
+    out = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.strip().splitlines()[-1])
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((33, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 50)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(np.array(out["before"]), want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.array(out["after"]), want, rtol=1e-5, atol=1e-4)
+    assert out["uses"] == (gemm_kernel.kernel_symbol() is not None)
+    assert out["loaded"] == (gemm_kernel.kernel_symbol() is not None)
