@@ -104,8 +104,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the 2**24 chain and the 1024^3 matmul")
     ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
     args = ap.parse_args()
-    from ember._src.native import dispatch
-    dispatch.module(wait=True)  # time the warm state: the C call dispatcher is built once per machine
+    from ember._src.native import prepare
+    prepare()  # time the steady state: per-machine runtime libraries loaded
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     cases = [("chain", "elementwise chain 2^20", [f32(1 << 20)]),

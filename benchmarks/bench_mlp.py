@@ -142,8 +142,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3, help="new processes per first-call measurement")
     args = ap.parse_args()
-    from ember._src.native import dispatch
-    dispatch.module(wait=True)  # time the warm state: the C call dispatcher is built once per machine
+    from ember._src.native import prepare
+    prepare()  # time the steady state: per-machine runtime libraries loaded
     opts = {"num_threads": args.threads} if args.threads else {}
     native = ember.jit(mlp, backend="native", **opts)
     ref = ember.jit(mlp, backend="numpy")

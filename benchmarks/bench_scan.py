@@ -93,8 +93,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (for smoke runs)")
     ap.add_argument("--no-native", action="store_true")
     args = ap.parse_args()
-    from ember._src.native import dispatch
-    dispatch.module(wait=True)  # time the warm state: the C call dispatcher is built once per machine
+    from ember._src.native import prepare
+    prepare()  # time the steady state: per-machine runtime libraries loaded
     kw = {"min_time": 0.05, "min_runs": 2, "warmup": 1} if args.quick else {"min_time": 0.5, "min_runs": 5}
     slow_kw = {"min_time": 0.0, "min_runs": 1 if args.quick else 3, "warmup": 1}
     rng = np.random.default_rng(0)

@@ -162,8 +162,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1x16x64,4x64x128,4x128x256")
     ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
     args = ap.parse_args()
-    from ember._src.native import dispatch
-    dispatch.module(wait=True)  # time the warm state: the C call dispatcher is built once per machine
+    from ember._src.native import prepare
+    prepare()  # time the steady state: per-machine runtime libraries loaded
     opts = {"num_threads": args.threads} if args.threads else {}
     rows = []
     for size in args.sizes.split(","):

@@ -210,8 +210,8 @@ def main() -> None:
     load_start = load_average()
     timing = {"rounds": args.rounds, "max_seconds": args.max_seconds}
     rows = []
-    from ember._src.native import dispatch
-    dispatch.module(wait=True)  # the C call dispatcher is built once per machine; time the warm state
+    from ember._src.native import prepare
+    prepare()  # time the steady state: per-machine runtime libraries loaded
     for w, fn, extra in workloads(args.quick):
         rows.append(run_workload(w, fn, reference(w), single, extra, **timing))
     cold, warm = bm.first_call(512, args.first_call_repeats)

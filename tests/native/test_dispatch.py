@@ -168,3 +168,11 @@ def test_switch_off(monkeypatch):
     for _ in range(3):
         np.testing.assert_array_equal(np.asarray(f(x)), np.full(3, 2.0))
     assert f._dispatch is None and dispatch.unavailable_reason() == "EMBER_DISPATCH is off"
+
+
+def test_prepare_loads_the_runtime_libraries():
+    from ember._src.native import gemm_kernel, prepare
+
+    st = prepare(wait=True)
+    assert st["dispatch"] is True
+    assert st["gemm_kernel"] is (gemm_kernel.kernel_symbol() is not None)

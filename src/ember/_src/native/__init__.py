@@ -13,8 +13,20 @@ from ember._src.native import lowerings
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
 
+
+def prepare(wait: bool = True) -> dict[str, bool | None]:
+    """Start (and with ``wait``, finish) building the per-machine runtime libraries that are
+    otherwise built in the background on first need: the C call dispatcher (:mod:`.dispatch`)
+    and the float32 GEMM kernel (:mod:`.gemm_kernel`). Until they load, calls take the Python
+    path and products call BLAS. Returns whether each is loaded (None: still building).
+    Benchmarks call this so they time the steady state."""
+    from ember._src.native import dispatch, gemm_kernel
+
+    return {"dispatch": dispatch.module(wait=wait) is not None, "gemm_kernel": gemm_kernel.load(wait=wait)}
+
+
 native_backend.specialize = native_specialize  # named dynamic axes: one C compile per symbolic Program
 BACKENDS["native"] = native_backend
 lowerings.declare()
 
-__all__ = ["NativeExecutable", "native_backend"]
+__all__ = ["NativeExecutable", "native_backend", "prepare"]
