@@ -420,9 +420,9 @@ class JitFunction:
         if self._fast is not None and not kwargs:
             key = _fast_key(args)
             if key is not None and len(self._fast) < 256:
-                ent = self._fast[key] = _FastEntry(c, key, spec, spec_key)
-                if ent.c_pending:
-                    self._to_dispatcher(ent)
+                # the C dispatcher takes it over from its first fast-path call (starting the
+                # dispatcher's background build there keeps thread start-up off this first call)
+                self._fast[key] = _FastEntry(c, key, spec, spec_key)
 
     def specialize(self, *example_args: Any, **sizes: Any) -> list[dyn.Specialization]:
         """Build specializations ahead of time: ``f.specialize(batch=32, seq=[64, 128])``.
