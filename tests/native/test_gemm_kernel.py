@@ -30,12 +30,12 @@ _WRAPPER = """
 int em_test_has_kernel(void) {{ return EM_SGEMM_SMALL; }}
 void em_test_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                    int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
-                   int nthreads) {{
+                   const float *bias, int relu, int nthreads) {{
 #if EM_SGEMM_SMALL
-    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, nthreads);
+    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, nthreads);
 #else
     (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)b; (void)rsb; (void)csb;
-    (void)beta; (void)c; (void)ldc; (void)nthreads;
+    (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
 #endif
 }}
 """
@@ -50,21 +50,23 @@ def kernel():
         pytest.skip("target without AVX2/FMA: the kernel is compiled out")
     fn = lib.em_test_sgemm
     i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-    fn.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, f32, ptr, i64, ctypes.c_int]
+    fn.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, f32, ptr, i64, ptr, ctypes.c_int,
+                   ctypes.c_int]
     fn.restype = None
     return fn
 
 
-def _run(fn, a_op, b_op, alpha=1.0, beta=0.0, c=None, nthreads=1):
-    """C = alpha * a_op @ b_op + beta * c through the kernel; a_op/b_op are float32 views whose
-    strides (in elements) are passed as they are (transposed views included)."""
+def _run(fn, a_op, b_op, alpha=1.0, beta=0.0, c=None, nthreads=1, bias=None, relu=False):
+    """C = alpha * a_op @ b_op + beta * c (+ bias[j], then max(., 0)) through the kernel; a_op/b_op
+    are float32 views whose strides (in elements) are passed as they are (transposed views
+    included)."""
     m, k = a_op.shape
     n = b_op.shape[1]
     c = np.zeros((m, n), np.float32) if c is None else c
     item = 4
     fn(m, n, k, alpha, a_op.ctypes.data, a_op.strides[0] // item, a_op.strides[1] // item,
        b_op.ctypes.data, b_op.strides[0] // item, b_op.strides[1] // item, beta, c.ctypes.data,
-       c.strides[0] // item, nthreads)
+       c.strides[0] // item, None if bias is None else bias.ctypes.data, int(relu), nthreads)
     return c
 
 
@@ -137,6 +139,38 @@ def test_output_row_stride_and_threads(kernel):
         _run(kernel, a, b, c=big[:, 5:105], nthreads=nthreads)
         np.testing.assert_allclose(big[:, 5:105], _ref(a, b), rtol=1e-5, atol=1e-4)
         assert (big[:, :5] == 7.0).all() and (big[:, 105:] == 7.0).all()
+
+
+def _relu_keep_nan(x):
+    return np.where(np.isnan(x) | (x > 0), x, 0.0)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_fused_bias_relu_epilogue(kernel, relu):
+    """The epilogue (+ bias[j], optional ReLU keeping NaN) on every edge size, with more than one
+    contraction block (applied once, after the last), beta != 0, and a thread split."""
+    rng = np.random.default_rng(8)
+    for m, n, k in [(2, 2, 1), (5, 7, 3), (9, 24, 256), (17, 25, 257), (33, 41, 513), (4, 100, 600),
+                    (13, 8, 70), (1, 17, 5)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, m % 2 == 1)
+        bias = rng.standard_normal(n).astype(np.float32)
+        a[0, 0] = np.nan  # row 0 is NaN throughout: the ReLU keeps it
+        for beta, nthreads in [(0.0, 1), (1.0, 2), (0.5, 0)]:
+            c = rng.standard_normal((m, n)).astype(np.float32)
+            want = _ref(a, b, 1.0, beta, c) + bias
+            want = _relu_keep_nan(want) if relu else want
+            got = _run(kernel, a, b, 1.0, beta, c.copy(), nthreads, bias=bias, relu=relu)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k),
+                                       err_msg=f"m={m} n={n} k={k} beta={beta}")
+            assert np.isnan(got[0]).all() and not np.isnan(got[1:]).any()
+    # ReLU alone; and k == 0 (C = relu(beta * C + bias))
+    a, b = _operand(rng, 6, 40, False), _operand(rng, 40, 30, False)
+    np.testing.assert_allclose(_run(kernel, a, b, relu=True), np.maximum(_ref(a, b), 0), rtol=1e-5, atol=1e-4)
+    c, bias = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    got = _run(kernel, np.zeros((5, 0), np.float32), np.zeros((0, 7), np.float32), 1.0, 2.0, c.copy(),
+               bias=bias, relu=relu)
+    want = 2.0 * c + bias
+    np.testing.assert_allclose(got, np.maximum(want, 0) if relu else want, rtol=1e-6)
 
 
 def test_size_rule():

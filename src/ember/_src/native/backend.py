@@ -38,6 +38,7 @@ from ember._src.array import aligned_copy
 from ember._src.native import blas, c_ops, compiler, lapack, loops
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
+from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.planner import MemoryPlan, plan_memory
 from ember._src.native.pool import OutputSlots, data_address
 from ember._src.native.schedule import Schedule, build_schedule
@@ -47,8 +48,8 @@ from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
 
-KNOWN_OPTIONS = {"passes", "fuse", "max_kernel_inputs", "num_threads", "parallel_threshold", "inplace",
-                 "simd", "validate"}
+KNOWN_OPTIONS = {"passes", "fuse", "gemm_epilogue", "max_kernel_inputs", "num_threads", "parallel_threshold",
+                 "inplace", "simd", "validate"}
 _CALLBACK_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
 _warned: set[str] = set()
 
@@ -182,6 +183,8 @@ class NativeExecutable:
         self.optimized = prog
         sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
                                fuse=bool(opt.get("fuse", True)))
+        if opt.get("gemm_epilogue", True):  # bias/ReLU after a product into the GEMM kernel's store
+            fuse_gemm_epilogues(sched)
         self.schedule = sched
         openmp = info.has_openmp
         nt = opt.get("num_threads")

@@ -688,9 +688,12 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     if opts is not None and _parallel(opts, m * n * k, (n + 23) // 24)[0]:
         nthreads = opts.num_threads or 0
     a, b, out = ctx.ptr(e.inputs[0]), ctx.ptr(e.inputs[1]), ctx.ptr(step.outputs[0])
+    epi = step.epilogue
+    bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
+    relu = int(epi is not None and epi.relu)
     args = (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {a} + bb_ * {m * k}, {rsa}, {csa}, "
             f"{b} + bb_ * {k * n}, {rsb}, {csb}, {literal(beta, np.float32)}, {out} + bb_ * {m * n}, {n}, "
-            f"{nthreads}")
+            f"{bias}, {relu}, {nthreads}")
     if nb == 1:
         return args.replace("bb_ * ", "0 * ")
     return args
@@ -707,7 +710,7 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
     oshape = tuple(out.aval.shape)
     optr = ctx.ptr(out)
     lines: list[str] = ["{"]
-    has_c = len(e.inputs) == 3
+    has_c = len(e.inputs) == 3 and step.epilogue is None  # an epilogue holds the c of gemm(a, b, bias)
     in_place = has_c and isinstance(e.inputs[2], Var) and \
         (ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
          or ctx.ptr(e.inputs[2]) == optr)  # a loop body updating its carry in place
@@ -743,14 +746,33 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
         nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
         blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                 f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+        blas += _epilogue_loop(step, ctx)
         if small is None:
             lines.append("    " + blas)
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
             lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
+    if step.epilogue is not None and (inline is not None or not gemm_fits_blas(step)):
+        lines.append("    " + _epilogue_loop(step, ctx))
     lines.append("}")
     return lines
+
+
+def _epilogue_loop(step: Step, ctx: _Ctx) -> str:
+    """C loop applying a fused ``gemm`` step's epilogue (:mod:`.gemm_epilogue`) to its output in
+    place, for the paths other than the kernel (which applies it in its store); "" without one."""
+    epi = step.epilogue
+    if epi is None:
+        return ""
+    m, n = step.outputs[0].aval.shape
+    o = f"o_[i_ * {n} + j_]"
+    v = o + (" + b_[j_]" if epi.bias is not None else "")
+    put = f"{o} = v_ > 0.0f || v_ != v_ ? v_ : 0.0f;" if epi.relu else f"{o} = v_;"
+    bias = f" const float *b_ = {ctx.ptr(epi.bias)};" if epi.bias is not None else ""
+    return (f" {{ float *o_ = {ctx.ptr(step.outputs[0])};{bias} for (int64_t i_ = 0; i_ < {m}; ++i_)"
+            f" _Pragma(\"omp simd\") for (int64_t j_ = 0; j_ < {n}; ++j_)"
+            f" {{ const float v_ = {v}; {put} }} }}")
 
 
 def _loop_gemm(step: Step, ctx: _Ctx, has_c: bool) -> list[str]:

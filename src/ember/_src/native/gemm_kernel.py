@@ -138,37 +138,52 @@ static __attribute__((noinline)) void em_sk_pack(int64_t kc, int64_t nr, int64_t
     }
 }
 
+/* One row of the epilogue: cr[j] = EXPR (j in [0, nr)), then on the last contraction block
+   (post) + bias[j] and/or the ReLU max(v, 0) that keeps NaN (v > 0 || v != v ? v : 0). */
+#define EM_SK_ROW(EXPR) do { \
+    if (!post) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR); \
+    } else if (bias && relu) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR) + bias[j]; cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } else if (bias) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR) + bias[j]; \
+    } else { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR); cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } } while (0)
+
 /* C[i0 .. i0+mr, j0 .. j0+nr) from the tile t (rows of w floats): the first contraction block
-   applies beta (beta == 0 does not read C), later ones accumulate. */
+   applies beta (beta == 0 does not read C), later ones accumulate; the last one also applies the
+   fused epilogue (bias: the columns' bias vector from j0, or null; relu). */
 static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, int64_t nr, float alpha,
-                               float beta, int first, float *restrict c, int64_t ldc) {
+                               float beta, int first, int last, const float *restrict bias, int relu,
+                               float *restrict c, int64_t ldc) {
+    const int post = last && (bias || relu);
     for (int64_t r = 0; r < mr; ++r) {
-        float *cr = c + r * ldc;
-        const float *tr = t + r * w;
-        if (!first || beta == 1.0f) {
-            #pragma omp simd
-            for (int64_t j = 0; j < nr; ++j) cr[j] += alpha * tr[j];
-        } else if (beta == 0.0f) {
-            #pragma omp simd
-            for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * tr[j];
-        } else {
-            #pragma omp simd
-            for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * tr[j] + beta * cr[j];
-        }
+        float *restrict cr = c + r * ldc;
+        const float *restrict tr = t + r * w;
+        if (!first || beta == 1.0f) EM_SK_ROW(cr[j] + alpha * tr[j]);
+        else if (beta == 0.0f) EM_SK_ROW(alpha * tr[j]);
+        else EM_SK_ROW(alpha * tr[j] + beta * cr[j]);
     }
 }
 
 /* Row-major C[m, n] (row stride ldc) = alpha * A B + beta * C with A(i, p) at a[i * rsa + p * csa]
-   and B(p, j) at b[p * rsb + j * csb]; the column panels [j_begin, j_end) only (a thread's share). */
+   and B(p, j) at b[p * rsb + j * csb], then + bias[j] (bias non-null) and max(., 0) (relu, NaN
+   kept); the column panels [j_begin, j_end) only (a thread's share). */
 static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
                                 const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
-                                int64_t j_begin, int64_t j_end) {
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end) {
     float bp[EM_SK_KC * 24] __attribute__((aligned(64)));
     float t[8 * 24] __attribute__((aligned(64)));
     if (k == 0) {
         for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = j_begin; j < j_end; ++j)
-                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+            for (int64_t j = j_begin; j < j_end; ++j) {
+                float v = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+                if (bias) v += bias[j];
+                c[i * ldc + j] = relu && !(v > 0.0f || v != v) ? 0.0f : v;
+            }
         return;
     }
     for (int64_t j0 = j_begin; j0 < j_end;) {
@@ -198,18 +213,19 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
                 if (w == 24) em_sk_4x24(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
                 else if (w == 16) em_sk_6x16(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
                 else em_sk_8x8(kc, ar, csa, bp, t, pf + q0 * pfs, pfs, npf, bs, rsb);
-                em_sk_store(t, w, mr, nr, alpha, beta, p0 == 0, c + i0 * ldc + j0, ldc);
+                em_sk_store(t, w, mr, nr, alpha, beta, p0 == 0, p0 + kc == k, bias ? bias + j0 : 0, relu,
+                            c + i0 * ldc + j0, ldc);
             }
         }
         j0 += nr;
     }
 }
 
-/* The whole product; with OpenMP and nthreads > 1 (0: the OpenMP default) the column panels are
-   split among threads. */
+/* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
+   the OpenMP default) the column panels are split among threads. */
 static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                            int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c,
-                           int64_t ldc, int nthreads) {
+                           int64_t ldc, const float *bias, int relu, int nthreads) {
     const int64_t panels = (n + 23) / 24;
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
@@ -218,13 +234,14 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
         #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t q = 0; q < nt; ++q) {
             const int64_t lo = panels * q / nt * 24, hi = panels * (q + 1) / nt * 24;
-            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, lo, hi < n ? hi : n);
+            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
+                                hi < n ? hi : n);
         }
         return;
     }
 #endif
     (void)nthreads; (void)panels;
-    em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, 0, n);
+    em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
 }
 """
 
@@ -233,12 +250,13 @@ _ENTRY = """
 /* the exported entry points (names carry a hash of this source: a changed kernel is a new symbol) */
 int SYMBOL_ok(void) { return EM_SGEMM_SMALL; }
 void SYMBOL(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
-            const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc, int nthreads) {
+            const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc, const float *bias,
+            int relu, int nthreads) {
 #if EM_SGEMM_SMALL
-    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, nthreads);
+    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, nthreads);
 #else
     (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)b; (void)rsb;
-    (void)csb; (void)beta; (void)c; (void)ldc; (void)nthreads;
+    (void)csb; (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
 #endif
 }
 """
@@ -323,17 +341,27 @@ def load(wait: bool = False) -> bool | None:
     return _state.get("ok")  # type: ignore[return-value]
 
 
+# Programs generated while this is set never call the kernel (their ``em_sk_fn`` is null): the BLAS
+# fallback, with a fused epilogue as a loop after it, runs instead (tests; ``EMBER_SGEMM_KERNEL=0``).
+BLAS_ONLY = os.environ.get("EMBER_SGEMM_KERNEL", "1") == "0"
+
+
 def c_helpers(symbol: str) -> str:
-    """Declarations for :func:`c_call`: the kernel's type and a ``dlsym`` lookup."""
+    """Declarations for :func:`c_call`: the kernel's type and a ``dlsym`` lookup (a null function
+    under :data:`BLAS_ONLY`)."""
+    if BLAS_ONLY:
+        symbol = ""
+    lookup = f'dlsym((void *)0, "{symbol}")' if symbol else "0"
     return f"""\
 typedef void (*em_sk_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
-                           const float *, int64_t, int64_t, float, float *, int64_t, int);
+                           const float *, int64_t, int64_t, float, float *, int64_t, const float *, int,
+                           int);
 /* {symbol} from the kernel library, once it is loaded (looked up again until it resolves) */
 static em_sk_fn_t em_sk_fn(void) {{
     /* dlsym declared here, not by <dlfcn.h> (its parsing costs); RTLD_DEFAULT is the null handle */
     extern void *dlsym(void *handle, const char *name);
     static em_sk_fn_t fn;
-    if (!fn) fn = (em_sk_fn_t)dlsym((void *)0, "{symbol}");
+    if (!fn) fn = (em_sk_fn_t){lookup};
     return fn;
 }}
 """
@@ -341,7 +369,7 @@ static em_sk_fn_t em_sk_fn(void) {{
 
 def c_call(args: str, fallback: str, batches: int = 1) -> str:
     """C statement: the kernel on ``args`` (m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc,
-    nthreads; over ``bb_`` in ``[0, batches)`` when batched) once its library is loaded, else the
+    bias, relu, nthreads; over ``bb_`` in ``[0, batches)`` when batched) once its library is loaded, else the
     statement ``fallback`` (BLAS)."""
     call = f"f_({args});"
     if batches != 1:

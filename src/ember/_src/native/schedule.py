@@ -43,6 +43,7 @@ class Step:
     outputs: list[Var]
     ir: KernelIR | None = None
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
+    epilogue: Any = None  # gemm steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
 
     def __str__(self) -> str:
         def short(a: Atom) -> str:
@@ -61,6 +62,8 @@ class Step:
             p = self.eqns[0].params
             what = f"{self.eqns[0].outvars[0].aval.str_short()} trans_a={p['trans_a']} " \
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
+            if self.epilogue is not None:
+                what += f" then [{self.epilogue.describe()}]"
         elif self.sub is not None:
             what = self.sub.describe()
         else:

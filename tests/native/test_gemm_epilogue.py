@@ -1,0 +1,139 @@
+"""The ``gemm`` + bias/ReLU epilogue fusion (:mod:`ember._src.native.gemm_epilogue`) through
+``ember.jit``: which patterns fuse (one ``gemm`` step, no separate kernel), the results against
+NumPy (float64 products) on the kernel path and on the BLAS path with the epilogue as a loop, and
+the patterns that must not fuse still computing the right values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src.native import gemm_kernel
+from ember._src.native.gemm_epilogue import GemmEpilogue
+from tests.native.conftest import requires_cc
+
+pytestmark = requires_cc
+
+
+@pytest.fixture(autouse=True)
+def kernel_loaded():
+    """The kernel library loaded, so that generated programs call it rather than BLAS."""
+    gemm_kernel.load(wait=True)
+
+
+def _relu(x):
+    return np.where(np.isnan(x) | (x > 0), x, 0.0)
+
+
+PATTERNS = {
+    "bias_relu": (lambda x, w, b: jnp.maximum(lax.dot(x, w) + b, 0.0),
+                  lambda x, w, b: _relu(x @ w + b)),
+    "relu_bias_swapped": (lambda x, w, b: jnp.maximum(0.0, b + lax.dot(x, w)),
+                          lambda x, w, b: _relu(x @ w + b)),
+    "bias": (lambda x, w, b: lax.dot(x, w) + b, lambda x, w, b: x @ w + b),
+    "bias_first": (lambda x, w, b: b + lax.dot(x, w), lambda x, w, b: x @ w + b),
+    "relu_only": (lambda x, w, b: jnp.maximum(lax.dot(x, w), 0.0), lambda x, w, b: _relu(x @ w)),
+}
+
+
+def _fused_steps(fn, *args):
+    exe = fn.lower(*args).executable
+    if exe.fallback_reason is not None:
+        return None, exe
+    return [s for s in exe.schedule.steps if s.kind == "gemm" and s.epilogue is not None], exe
+
+
+def _check(fn, ref, shapes, rng, nan=True):
+    for m, n, k in shapes:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        if nan and m > 1:
+            x[1, 0] = np.nan
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        got = np.asarray(fn(x, w, b))
+        want = ref(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5, err_msg=f"m={m} n={n} k={k}")
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+SHAPES = [(2, 2, 1), (3, 7, 5), (5, 9, 17), (17, 24, 256), (33, 25, 257), (8, 41, 513), (64, 100, 70)]
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_patterns_fuse_and_match_numpy(name):
+    f, ref = PATTERNS[name]
+    fn = ember.jit(f, backend="native")
+    _check(fn, ref, SHAPES, np.random.default_rng(0))
+    m, n, k = 32, 48, 64
+    args = [np.ones((m, k), np.float32), np.ones((k, n), np.float32), np.ones(n, np.float32)]
+    fused, exe = _fused_steps(fn, *args)
+    if fused is None or gemm_kernel.kernel_symbol() is None:
+        pytest.skip("native backend or kernel unavailable here")
+    assert len(fused) == 1, str(exe.schedule)
+    epi = fused[0].epilogue
+    assert isinstance(epi, GemmEpilogue)
+    assert epi.relu == ("relu" in name) and (epi.bias is None) == (name == "relu_only")
+    assert exe.schedule.count("kernel") == 0, str(exe.schedule)
+
+
+def test_mlp_blas_path_with_epilogue_loop(monkeypatch):
+    """With the kernel never called (``BLAS_ONLY``), the fused steps run BLAS and then the epilogue
+    as a loop: same results; and with the rule off (``gemm_epilogue=False``) the separate kernel."""
+
+    def mlp(x, w1, b1, w2, b2):
+        return lax.dot(jnp.maximum(lax.dot(x, w1) + b1, 0.0), w2) + b2
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((37, 130)).astype(np.float32)
+    x[3, 5] = np.nan
+    w1 = (rng.standard_normal((130, 70)) / 11).astype(np.float32)
+    b1, b2 = rng.standard_normal(70).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    w2 = (rng.standard_normal((70, 9)) / 8).astype(np.float32)
+    x64 = x.astype(np.float64)
+    want = _relu(x64 @ w1 + b1) @ w2 + b2
+    outs = {}
+    for mode in ("kernel", "blas", "unfused"):
+        monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", mode == "blas")
+        fn = ember.jit(mlp, backend="native", gemm_epilogue=mode != "unfused")
+        got = np.asarray(fn(x, w1, b1, w2, b2))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5, err_msg=mode)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        fused, exe = _fused_steps(fn, x, w1, b1, w2, b2)
+        if fused is not None and gemm_kernel.kernel_symbol() is not None:
+            assert len(fused) == (0 if mode == "unfused" else 2), str(exe.schedule)
+            assert ("dlsym((void *)0, \"" in exe.source) == (mode != "blas")
+        outs[mode] = got
+    np.testing.assert_allclose(outs["blas"], outs["unfused"], rtol=1e-6, atol=1e-6)
+
+
+def test_patterns_that_do_not_fuse():
+    """A bias along the columns, a product read twice, a product that is an output, and a ReLU
+    with a non-zero bound stay separate kernels (and compute the right values)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((12, 20)).astype(np.float32)
+    w = rng.standard_normal((20, 16)).astype(np.float32)
+    bc = rng.standard_normal(12).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    cases = [
+        (lambda x, w, b, bc: jnp.maximum(lax.dot(x, w) + bc[:, None], 0.0),
+         lambda: np.maximum(x64 @ w64 + bc[:, None], 0.0)),
+        (lambda x, w, b, bc: jnp.maximum(lax.dot(x, w) + b, 0.0) * lax.dot(x, w),
+         lambda: np.maximum(x64 @ w64 + b, 0.0) * (x64 @ w64)),
+        (lambda x, w, b, bc: (lax.dot(x, w), jnp.maximum(lax.dot(x, w) + b, 0.0)),
+         lambda: (x64 @ w64, np.maximum(x64 @ w64 + b, 0.0))),
+        (lambda x, w, b, bc: jnp.maximum(lax.dot(x, w) + b, 1.0),
+         lambda: np.maximum(x64 @ w64 + b, 1.0)),
+    ]
+    for f, ref in cases:
+        fn = ember.jit(f, backend="native")
+        got, want = fn(x, w, b, bc), ref()
+        got, want = (got, want) if isinstance(got, tuple) else ([got], [want])
+        for g, r in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), r, rtol=1e-5, atol=1e-4)
+        fused, exe = _fused_steps(fn, x, w, b, bc)
+        if fused is not None:
+            assert not fused, str(exe.schedule)
