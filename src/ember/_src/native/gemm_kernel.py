@@ -45,7 +45,10 @@ _KERNELS = ((4, 3), (6, 2), (8, 1))
 # 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
 # in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
 # beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
-MAX_M = 1024
+# Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of alternating blocks,
+# m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64 1.03-1.09x the BLAS
+# time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran 0.95-1.04x (0.94-0.99x fused).
+MAX_M = 512
 MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
 MAX_A_FLOATS_NARROW = 128 * 1024  # ... 512 KiB while n <= NARROW_N
 NARROW_N = 512
