@@ -244,7 +244,7 @@ class _Builder:
     def value(self, a: Atom, idx: tuple[Ix, ...]) -> int:
         if isinstance(a, Literal):
             return self.const(a.val, a.aval.dtype)
-        key = (a.id, idx)
+        key = (a.id, idx, self.checked > 0)  # a checked read never reuses an unchecked one
         hit = self.memo.get(key)
         if hit is not None:
             return hit
