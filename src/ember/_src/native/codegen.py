@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.native import c_ops, gemm_kernel, lapack
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
@@ -266,7 +267,12 @@ class _KernelEmitter:
             return
         if n.kind == "load":
             v = self._var(n.attrs[1])
-            self.w(f"const {t} t{nid} = {self.param(v)}[{self.ix(n.attrs[2])}];")
+            off = self.ix(n.attrs[2])
+            read = f"{self.param(v)}[{off}]"
+            if n.attrs[3]:  # read through an operand that may be empty: in-bounds reads only
+                size = sd.cdim(sh.size(v.aval.shape))
+                read = f"((uint64_t)({off}) < (uint64_t){size} ? {read} : ({t})0)"
+            self.w(f"const {t} t{nid} = {read};")
         elif n.kind == "iota":
             self.w(f"const {t} t{nid} = ({t})({self.ix(n.attrs[1])});")
         elif n.kind == "pred":

@@ -365,9 +365,9 @@ def render(e: Ix, names: Mapping[str, str], data: Mapping[int, str]) -> str:
         if isinstance(t, str):
             s = names[t]
         elif isinstance(t, FloorDiv):
-            s = f"(({render(t.e, names, data)}) / {sd.cdim(t.k)})"
+            s = f"(({render(t.e, names, data)}) / {_divisor(t.k)})"
         elif isinstance(t, Mod):
-            s = f"(({render(t.e, names, data)}) % {sd.cdim(t.k)})"
+            s = f"(({render(t.e, names, data)}) % {_divisor(t.k)})"
         elif isinstance(t, Clamp):
             s = f"em_clampi({render(t.e, names, data)}, {sd.cdim(t.lo)}, {sd.cdim(t.hi)})"
         else:
@@ -383,6 +383,15 @@ def render(e: Ix, names: Mapping[str, str], data: Mapping[int, str]) -> str:
         text = f"{text} + {e.const}" if parts and e.const > 0 else \
             f"{text} - {-e.const}" if parts else str(e.const)
     return text
+
+
+def _divisor(k: Any) -> str:
+    """C text of a divisor; a symbolic one that may be 0 (a stride of a possibly-empty operand,
+    whose index is then never used to read) divides by 1 instead of trapping."""
+    if sd.is_sym(k) and sd.may_be_zero(k):
+        c = sd.cdim(k)
+        return f"({c} > 0 ? {c} : 1)"
+    return sd.cdim(k)
 
 
 def substitute(e: Ix, mapping: Mapping[str, Ix]) -> Ix:

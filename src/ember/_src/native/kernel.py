@@ -189,6 +189,10 @@ class _Builder:
         self.loads: dict[int, set[Ix]] = {}
         self.inputs: list[Var] = []
         self.reduces: list[Reduce] = []
+        # > 0 while evaluating an operand that may be empty for some binding (a concatenate piece,
+        # a padded or gathered operand of symbolic size): its index is then clamped into an empty
+        # range, so loads made meanwhile are bounds-checked in C (never read past a buffer)
+        self.checked = 0
 
     # -- nodes -------------------------------------------------------------------------------
     def node(self, kind: str, dtype: Any, args: Sequence[int], attrs: Any, own_cost: int,
@@ -240,7 +244,7 @@ class _Builder:
     def value(self, a: Atom, idx: tuple[Ix, ...]) -> int:
         if isinstance(a, Literal):
             return self.const(a.val, a.aval.dtype)
-        key = (a.id, idx)
+        key = (a.id, idx, self.checked > 0)  # a checked read never reuses an unchecked one
         hit = self.memo.get(key)
         if hit is not None:
             return hit
@@ -267,7 +271,18 @@ class _Builder:
         self.loads[v.id].add(off)
         data = [t.node for t in off.opaques() if isinstance(t, ixm.Data)]
         data += [t.node for o in off.opaques() for t in _nested_data(o)]
-        return self.node("load", v.aval.dtype, (), ("load", v.id, off), 0, frozenset(off.vars()), data)
+        attrs = ("load", v.id, off, self.checked > 0)
+        return self.node("load", v.aval.dtype, (), attrs, 0, frozenset(off.vars()), data)
+
+    def checked_value(self, a: Atom, idx: tuple[Ix, ...], may_be_empty: bool) -> int:
+        """``value(a, idx)``; when ``a`` may be empty, its loads are bounds-checked."""
+        if not may_be_empty:
+            return self.value(a, idx)
+        self.checked += 1
+        try:
+            return self.value(a, idx)
+        finally:
+            self.checked -= 1
 
     def eqn_value(self, e: Eqn, out: Var, idx: tuple[Ix, ...]) -> int:
         name, prm, ins = e.prim.name, e.params, e.inputs
@@ -328,9 +343,10 @@ class _Builder:
         x, pv = e.inputs
         dtype = e.outvars[0].aval.dtype
         padn = self.value(pv, ())
-        if any(n == 0 for n in x.aval.shape):
+        if any(not sd.is_sym(n) and n == 0 for n in x.aval.shape):
             return padn
-        _require_nonempty(x.aval.shape, "pad")
+        # a symbolic size that may be 0: no index passes the predicate (t in [0, -s]), and the
+        # reads of the empty operand are bounds-checked (checked_value)
         conds, new = [], []
         for i, n, (lo, _hi, it) in zip(idx, x.aval.shape, e.params["padding_config"]):
             s = it + 1
@@ -339,7 +355,8 @@ class _Builder:
             conds.append((t, 0, top, s))
             new.append(ixm.floordiv(ixm.clamp(t, 0, top, self.ranges), s, self.ranges))
         p = self.pred(conds)
-        return self.select(p, self.value(x, tuple(new)), padn, dtype)
+        empty = any(sd.may_be_zero(n) for n in x.aval.shape)
+        return self.select(p, self.checked_value(x, tuple(new), empty), padn, dtype)
 
     def mv_concatenate(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         d = e.params["dimension"]
@@ -349,8 +366,10 @@ class _Builder:
         for _, n in ops:
             offsets.append(o)
             o += n
+        # pieces of symbolic size may be empty for some bindings: an empty piece's predicate
+        # (idx <= off - 1) never selects it over the pieces before it, the last piece is reached
+        # only below the total size, and reads of an empty piece are bounds-checked
         parts = [(a, off, n) for (a, n), off in zip(ops, offsets) if sd.is_sym(n) or n > 0]
-        _require_nonempty([n for _, _, n in parts], "concatenate")
         # pieces that the index can reach in this loop nest (the others are never read)
         lo, hi = ixm.ix_range(idx[d], self.ranges)
         live = [(a, off, n) for a, off, n in parts
@@ -361,7 +380,7 @@ class _Builder:
         for a, off, n in reversed(live):
             new = list(idx)
             new[d] = ixm.clamp(idx[d] - off, 0, n - 1, self.ranges)
-            v = self.value(a, tuple(new))
+            v = self.checked_value(a, tuple(new), sd.may_be_zero(n))
             if result is None:
                 result = v
             else:
@@ -408,8 +427,12 @@ class _Builder:
         dtype = e.outvars[0].aval.dtype
         k = ia.aval.ndim
         n = x.aval.shape[axis]
-        _require_nonempty([n], "take")
-        if n == 0:
+        if mode == "clip" and sd.is_sym(n) and sd.may_be_zero(n):
+            # a non-empty index set into an empty axis raises (the reference step does)
+            raise Unfusable(f"take (clip) from an axis whose size {n} may be 0 raises at run time")
+        # mode "fill" with a possibly-empty axis: every index fails the bounds predicate, the
+        # clamped reads of the empty operand are bounds-checked
+        if not sd.is_sym(n) and n == 0:
             if mode == "clip":
                 raise Unfusable("take from an empty axis raises at run time")
             return self.const(fill_value(dtype), dtype)
@@ -417,7 +440,7 @@ class _Builder:
         iv = self.nodes[ival]
         data = Ix.lit(int(iv.attrs[2])) if iv.kind == "const" else Ix({ixm.Data(ival, iv.vars): 1})
         xi = ixm.clamp(data, 0, n - 1, self.ranges)
-        v = self.value(x, (*idx[:axis], xi, *idx[axis + k:]))
+        v = self.checked_value(x, (*idx[:axis], xi, *idx[axis + k:]), sd.may_be_zero(n))
         if mode == "fill":
             p = self.pred([(data, 0, n - 1, 1)])
             v = self.select(p, v, self.const(fill_value(dtype), dtype), dtype)
@@ -576,14 +599,6 @@ class _Builder:
             out.append(nid)
             stack.extend(node_deps(n))
         return out
-
-
-def _require_nonempty(sizes: Sequence[Any], what: str) -> None:
-    """Reads clamped into ``[0, n - 1]`` need ``n >= 1``: a symbolic extent that some binding may
-    make 0 (``seq - 1``) cannot be read that way, so the equation runs unfused (as a fallback)."""
-    for n in sizes:
-        if sd.is_sym(n) and not sd.proves_le(1, n):
-            raise Unfusable(f"{what} of an operand whose size {n} may be 0")
 
 
 def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:

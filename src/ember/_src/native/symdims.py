@@ -129,6 +129,14 @@ def proves_le(a: Any, b: Any) -> bool:
     return _nonneg(b - a)
 
 
+def may_be_zero(d: Any) -> bool:
+    """Whether the size ``d`` is 0 under some binding (``seq - 1``, a remainder ``seq - n*s``); a
+    static 0 counts too. Reads of an operand with such a dim must be guarded (nothing to read)."""
+    if not isinstance(d, sh.DimExpr):
+        return int(d) == 0
+    return not proves_le(1, d)
+
+
 def proves_lt(a: Any, b: Any) -> bool:
     """``a < b`` for every binding (False when undecidable)."""
     if not (_finite(a) and _finite(b)):

@@ -416,7 +416,10 @@ def _pad_abstract(x: ShapedArray, v: ShapedArray, *, padding_config: tuple) -> S
     for i, ((lo, hi, interior), d) in enumerate(zip(padding_config, x.shape)):
         if interior < 0:
             raise ShapeError(f"pad: negative interior padding on axis {i}")
-        core_n = d + (d - 1) * interior if not (isinstance(d, int) and d == 0) else 0
+        if isinstance(d, int):
+            core_n = d + (d - 1) * interior if d else 0
+        else:  # a symbolic size may be 0 for some binding: no interior padding then
+            core_n = d + sh.dmax(d - 1, 0) * interior if interior else d
         n = lo + hi + core_n
         if isinstance(n, int) and n < 0:
             raise ShapeError(f"pad: axis {i} would have negative size {n}")
