@@ -73,7 +73,9 @@ def _aval(a: Any) -> str:
 def _param(v: Any, out: list[str]) -> None:
     """Append a canonical, type-tagged text of one parameter value; raise :class:`Uncacheable` for
     a value whose text might not determine it (arrays, callables, other objects)."""
-    if v is None or isinstance(v, (bool, int, str)):
+    if type(v) is tuple and all(type(x) is int for x in v):  # the common case: a shape or axes
+        out.append(f"ints{v!r}")
+    elif v is None or isinstance(v, (bool, int, str)):
         out.append(f"{type(v).__name__}:{v!r}")
     elif isinstance(v, float):
         out.append(f"float:{v.hex()}")
