@@ -236,6 +236,8 @@ class NativeExecutable:
         directory = compiler.cache_dir()
         if key is not None and self._from_cache(progcache.load(directory, key)):
             self.compile_seconds = time.perf_counter() - t0
+            logger.debug("native backend: program cache hit %s (no passes, schedule or codegen) in %.3f s",
+                         key[:16], self.compile_seconds)
             return
         prog, sched, plan, gen, _ = self._lower(info, mode)
         self.source = gen.source
