@@ -35,7 +35,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler, lapack, loops
+from ember._src.native import blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
@@ -144,9 +144,12 @@ class NativeExecutable:
             logger.warning("native backend: ignoring unknown options %s", sorted(unknown))
         self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
         self.original = program
-        self.optimized: Program | None = None
-        self.schedule: Schedule | None = None
-        self.plan: MemoryPlan | None = None
+        self._optimized: Program | None = None
+        self._schedule: Schedule | None = None
+        self._plan: MemoryPlan | None = None
+        self._info: compiler.CompilerInfo | None = None
+        self.program_cache_hit = False  # whether the program cache served this executable
+        self._gil_release: bool | None = None  # _releases_gil from a program-cache entry
         self.source: str | None = None
         self.library_path: str | None = None
         self.fallback_reason: str | None = None
@@ -174,32 +177,72 @@ class NativeExecutable:
         self._build(info)
 
     # -- compile ------------------------------------------------------------------------------
-    def _build(self, info: compiler.CompilerInfo) -> None:
-        t0 = time.perf_counter()
+    @property
+    def optimized(self) -> Program | None:
+        """The Program after the passes (rebuilt on first access when the program cache served
+        this executable)."""
+        self._ensure_stages()
+        return self._optimized
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """The schedule (steps) of :attr:`optimized` (rebuilt lazily after a program-cache hit)."""
+        self._ensure_stages()
+        return self._schedule
+
+    @property
+    def plan(self) -> MemoryPlan | None:
+        """The memory plan of :attr:`schedule` (rebuilt lazily after a program-cache hit)."""
+        self._ensure_stages()
+        return self._plan
+
+    def _ensure_stages(self) -> None:
+        if self._optimized is None and self.program_cache_hit and self._info is not None:
+            prog, sched, plan, _, _ = self._lower(self._info, "off")
+            self._optimized, self._schedule, self._plan = prog, sched, plan
+
+    def _threads(self, info: compiler.CompilerInfo) -> int:
+        nt = self.options.get("num_threads")
+        return (int(nt) if nt else (os.cpu_count() or 1)) if info.has_openmp else 1
+
+    def _lower(self, info: compiler.CompilerInfo, mode: str) -> tuple[Program, Schedule, MemoryPlan, Any,
+                                                                      CodegenOptions]:
+        """Passes, schedule, loop lowering, memory plan and C generation (validated under ``mode``)."""
         opt = self.options
         prog = passes_mod.run_passes(self.original, opt.get("passes"))
-        mode = validation_mode(opt.get("validate"))
         run_validators("optimized", prog, mode)
-        self.optimized = prog
         sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
                                fuse=bool(opt.get("fuse", True)))
         if opt.get("gemm_epilogue", True):  # bias/ReLU after a product into the GEMM kernel's store
             fuse_gemm_epilogues(sched)
-        self.schedule = sched
-        openmp = info.has_openmp
+        threads = self._threads(info)
         nt = opt.get("num_threads")
-        threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
         loops.lower_loops(sched, loops.BodyOptions(
             passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
             fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
             validate=mode != "off"))
         plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
-        self.plan = plan
+        self._optimized, self._schedule, self._plan = prog, sched, plan
         run_validators("planned", self, mode)
-        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
+        cg = CodegenOptions(openmp=info.has_openmp, num_threads=int(nt) if nt else None,
+                            workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
                             simd=bool(opt.get("simd", True)))
-        gen = generate(sched, plan, cg)
+        return prog, sched, plan, generate(sched, plan, cg), cg
+
+    def _build(self, info: compiler.CompilerInfo) -> None:
+        t0 = time.perf_counter()
+        self._info = info
+        mode = validation_mode(self.options.get("validate"))
+        key = progcache.program_key(self.original, self.options, info, mode) \
+            if mode != "strict" and progcache.enabled() else None
+        directory = compiler.cache_dir()
+        if key is not None and self._from_cache(progcache.load(directory, key)):
+            self.compile_seconds = time.perf_counter() - t0
+            logger.debug("native backend: program cache hit %s (no passes, schedule or codegen) in %.3f s",
+                         key[:16], self.compile_seconds)
+            return
+        prog, sched, plan, gen, _ = self._lower(info, mode)
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
         self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
@@ -209,6 +252,8 @@ class NativeExecutable:
                 load_entry(gen.source, "ember_program")
         else:
             self._fn = None
+        if key is not None:
+            self._store(directory, key)
         if mode == "strict":  # the execute phase: an instance attribute, so the default path is untouched
             self.run_trusted = self._run_validated  # type: ignore[method-assign]
         self.compile_seconds = time.perf_counter() - t0
@@ -226,14 +271,30 @@ class NativeExecutable:
                 logger.debug("native backend: generated source:\n%s", gen.source)
 
     def _setup_call(self) -> None:
-        p, plan = self.optimized, self.plan
-        n_in, n_par = len(p.invars), len(p.constvars)
+        p, plan = self._optimized, self._plan
+        out_bufs: dict[int, tuple] = {}
+        for kind, idx, a in plan.outputs:
+            if kind == "output" and idx not in out_bufs:
+                b = plan.value_buffer[a.id]
+                out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), b.nbytes)
+        self._setup_buffers(
+            len(p.invars), [np.ascontiguousarray(getattr(c, "value", c)) for c in p.consts], plan.arena_bytes,
+            [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars],
+            [out_bufs[i] for i in range(plan.n_outputs)],
+            [(kind, idx, a if isinstance(a, Literal) else (tuple(a.aval.shape), np.dtype(a.aval.dtype)))
+             for kind, idx, a in plan.outputs])
+
+    def _setup_buffers(self, n_in: int, consts: list[np.ndarray], arena_bytes: int,
+                       in_avals: list[tuple[tuple, np.dtype]], out_bufs: list[tuple],
+                       out_spec: list[tuple]) -> None:
+        """The call's fixed state: argument/function pointer arrays, arena, output slots."""
+        n_par = len(consts)
         self._n_in, self._n_par = n_in, n_par
-        self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + plan.n_outputs))()
-        self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in p.consts]
+        self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + len(out_bufs)))()
+        self._consts_opt = consts
         for j, c in enumerate(self._consts_opt):
             self._bufs[n_in + j] = c.ctypes.data
-        self._arena_raw = np.zeros(plan.arena_bytes + 64, dtype=np.uint8)
+        self._arena_raw = np.zeros(arena_bytes + 64, dtype=np.uint8)
         off = (-self._arena_raw.ctypes.data) % 64
         self._arena = self._arena_raw[off:]
         self._arena_ptr = self._arena.ctypes.data
@@ -246,25 +307,73 @@ class NativeExecutable:
         body_consts = getattr(self, "_body_consts", [])
         self._fns = (ctypes.c_void_p * (N_FIXED_FNS + len(body_consts)))(
             *fixed, *(c.ctypes.data for c in body_consts))
-        self._in_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars]
-        out_bufs: dict[int, tuple] = {}
-        for kind, idx, a in plan.outputs:
-            if kind == "output" and idx not in out_bufs:
-                b = plan.value_buffer[a.id]
-                out_bufs[idx] = (tuple(a.aval.shape), np.dtype(a.aval.dtype), b.nbytes)
-        self._out_bufs = [out_bufs[i] for i in range(plan.n_outputs)]
+        self._in_avals = in_avals
+        self._out_bufs = out_bufs
         self._slots = OutputSlots(self._out_bufs)
         self._last_inputs: list[Any] = [None] * n_in
-        self._out_spec = [(kind, idx, a if isinstance(a, Literal) else
-                           (tuple(a.aval.shape), np.dtype(a.aval.dtype))) for kind, idx, a in plan.outputs]
+        self._out_spec = out_spec
         # the common case: every output is its own buffer, of the output's shape and dtype
-        self._direct_out = [idx for kind, idx, _ in plan.outputs] \
+        self._direct_out = [idx for kind, idx, _ in out_spec] \
             if all(kind == "output" and spec == self._out_bufs[idx][:2]
                    for kind, idx, spec in self._out_spec) else None
         self._call_args = (ctypes.addressof(self._bufs), self._arena_ptr, None, ctypes.addressof(self._fns))
         # run_trusted accepts writable caller arrays: the program never writes its inputs and
         # an output that is an input is copied when that input is writable
         self.borrows_inputs = True
+
+    def _store(self, directory: Any, key: str) -> None:
+        """Write this executable's program-cache entry (only for the plain case the cache serves:
+        no constants, loop-body constants or fallback steps, every output its own buffer)."""
+        if (self._n_par or getattr(self, "_body_consts", None) or getattr(self, "_fallback_steps", None)
+                or self._direct_out is None or self.source is None):
+            return
+        progcache.store(directory, key, {
+            "source": self.source,
+            "in_avals": [[list(shape), dtype.str] for shape, dtype in self._in_avals],
+            "arena_bytes": int(self._plan.arena_bytes),
+            "out_bufs": [[list(shape), dtype.str, int(n)] for shape, dtype, n in self._out_bufs],
+            "outputs": [int(i) for i in self._direct_out],
+            "native": self._fn is not None,
+            "releases_gil": bool(self._releases_gil()),
+        })
+
+    def _from_cache(self, entry: dict | None) -> bool:
+        """Set this executable up from a program-cache entry (see :mod:`.progcache`): no passes,
+        schedule, plan or C generation; those stages are rebuilt only if inspected. False when
+        ``entry`` is None or does not fit the program."""
+        if entry is None:
+            return False
+        try:
+            source = entry["source"]
+            in_avals = [(tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in entry["in_avals"]]
+            out_bufs = [(tuple(int(d) for d in shape), np.dtype(dt), int(n))
+                        for shape, dt, n in entry["out_bufs"]]
+            outputs = [int(i) for i in entry["outputs"]]
+            arena_bytes, native = int(entry["arena_bytes"]), bool(entry["native"])
+            releases_gil = bool(entry["releases_gil"])
+            if not isinstance(source, str) or any(not 0 <= i < len(out_bufs) for i in outputs):
+                return False
+        except (KeyError, TypeError, ValueError):
+            return False
+        p = self.original
+        if in_avals != [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in p.invars] or \
+                len(outputs) != len(p.outvars):
+            return False
+        self.source = source
+        self._fallback_steps = []
+        self._body_consts = []
+        self._setup_buffers(len(in_avals), [], arena_bytes, in_avals, out_bufs,
+                            [("output", i, out_bufs[i][:2]) for i in outputs])
+        if native:
+            self._fn, self.library_path, self.compiled_now, self.disk_hit = \
+                load_entry(source, "ember_program")
+        else:
+            self._fn = None
+        if "em_sk_fn()" in source:
+            gemm_kernel.load()  # what C generation would have started (see codegen._small_sgemm_call)
+        self._gil_release = releases_gil
+        self.program_cache_hit = True
+        return True
 
     # -- run ----------------------------------------------------------------------------------
     def _view(self, ptr: int, aval: Any) -> np.ndarray:
@@ -359,11 +468,13 @@ class NativeExecutable:
     def _releases_gil(self) -> bool:
         """Whether a C-dispatched call releases the GIL: for every program but the tiny ones
         (only elementwise kernels over at most 64 KiB), where releasing costs more than it frees."""
-        sched, plan = self.schedule, self.plan
+        if self._gil_release is not None:
+            return self._gil_release
+        sched, plan = self._schedule, self._plan
         if any(s.kind not in ("kernel", "alias") for s in sched.steps):
             return True
         io = sum(int(np.prod(v.aval.shape, dtype=np.int64)) * np.dtype(v.aval.dtype).itemsize
-                 for v in self.optimized.invars)
+                 for v in self._optimized.invars)
         return plan.arena_bytes + io + sum(n for _, _, n in self._out_bufs) > 64 * 1024
 
     def _raise_failure(self, rc: int) -> None:

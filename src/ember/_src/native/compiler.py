@@ -444,9 +444,23 @@ def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple
         if path is not None and os.path.exists(path):
             _stats.memory_hits += 1
             return path
-    directory.mkdir(parents=True, exist_ok=True)
     so = directory / f"{key}.so"
     src = directory / f"{key}.c"
+    if so.exists():  # put in place by an atomic rename (_build): present means complete, no lock needed
+        counter = "disk_hits"
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+        counter = _build_locked(info, source, directory, key, src, so, name_hint, extra_flags)
+    with _lock:
+        setattr(_stats, counter, getattr(_stats, counter) + 1)
+        _paths[memo] = str(so)
+    return str(so)
+
+
+def _build_locked(info: CompilerInfo, source: str, directory: Path, key: str, src: Path, so: Path,
+                  name_hint: str, extra_flags: tuple[str, ...]) -> str:
+    """Build ``so`` under the key's file lock unless another process did meanwhile; returns the
+    :func:`cache_stats` counter to bump (``"compiles"`` or ``"disk_hits"``)."""
     with _file_lock(directory / f"{key}.lock"):
         if so.exists():
             counter = "disk_hits"
@@ -456,10 +470,7 @@ def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple
             _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags),
                    source_libs(source))
             counter = "compiles"
-    with _lock:
-        setattr(_stats, counter, getattr(_stats, counter) + 1)
-        _paths[memo] = str(so)
-    return str(so)
+    return counter
 
 
 def load_library(source: str, *, name_hint: str = "kernel") -> ctypes.CDLL:

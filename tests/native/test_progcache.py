@@ -1,0 +1,188 @@
+"""The program-level disk cache (:mod:`ember._src.native.progcache`): a program compiled before --
+in this process or another -- is set up from its entry without passes, schedule or C generation,
+gives the same results, and any change to the program, options or ember's code changes its key."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src.native import backend as nb
+from ember._src.native import compiler, progcache
+from tests.native.conftest import requires_cc
+
+RNG = np.random.default_rng(7)
+SRC_DIR = Path(__file__).resolve().parents[2] / "src"
+
+
+def mlp(x, w1, b1, w2, b2):
+    h = jnp.maximum(lax.dot(x, w1) + b1, 0.0)
+    return lax.dot(h, w2) + b2
+
+
+def mlp_ref(x, w1, b1, w2, b2):
+    return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+
+
+def _args(batch: int = 3, width: int = 24) -> list[np.ndarray]:
+    shapes = [(batch, width), (width, width), (width,), (width, 5), (5,)]
+    return [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+@pytest.fixture()
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(progcache.ENV_VAR, raising=False)
+    return tmp_path
+
+
+@pytest.fixture()
+def counted(monkeypatch):
+    """Counts of the pipeline stages the cache skips."""
+    counts = {"passes": 0, "schedule": 0, "generate": 0}
+
+    def wrap(name: str, key: str) -> None:
+        real = getattr(nb, name) if name != "run_passes" else nb.passes_mod.run_passes
+
+        def f(*a, **k):
+            counts[key] += 1
+            return real(*a, **k)
+
+        if name == "run_passes":
+            monkeypatch.setattr(nb.passes_mod, "run_passes", f)
+        else:
+            monkeypatch.setattr(nb, name, f)
+
+    wrap("run_passes", "passes")
+    wrap("build_schedule", "schedule")
+    wrap("generate", "generate")
+    return counts
+
+
+@requires_cc
+def test_second_build_skips_the_pipeline(fresh_cache, counted):
+    args = _args()
+    exe1 = nb.native_backend(ember.make_program(mlp)(*args))
+    assert not exe1.program_cache_hit
+    assert counted == {"passes": 1, "schedule": 1, "generate": 1}
+    assert list((fresh_cache / "programs").glob("*.json"))
+    exe2 = nb.native_backend(ember.make_program(mlp)(*args))  # a new trace: new variable ids
+    assert exe2.program_cache_hit
+    assert counted == {"passes": 1, "schedule": 1, "generate": 1}
+    assert exe2.source == exe1.source
+    for a in (args, _args()):
+        (r1,), (r2,) = exe1(a), exe2(a)
+        np.testing.assert_allclose(r2, mlp_ref(*a), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(r1, r2)
+    # the stages are rebuilt on demand for inspection
+    assert exe2.plan.arena_bytes == exe1.plan.arena_bytes
+    assert len(exe2.schedule.steps) == len(exe1.schedule.steps)
+    assert str(exe2.optimized) == str(exe1.optimized)  # variables named by position
+
+
+@requires_cc
+def test_new_process_skips_the_pipeline(fresh_cache):
+    code = """
+import json, numpy as np, ember, ember.numpy as jnp
+from ember import lax
+from ember._src.native import backend as nb
+counts = {"passes": 0, "schedule": 0}
+real_p, real_s = nb.passes_mod.run_passes, nb.build_schedule
+def p(*a, **k):
+    counts["passes"] += 1
+    return real_p(*a, **k)
+def s(*a, **k):
+    counts["schedule"] += 1
+    return real_s(*a, **k)
+nb.passes_mod.run_passes, nb.build_schedule = p, s
+def f(x, w, b):
+    return jnp.maximum(lax.dot(x, w) + b, 0.0) * 2.0
+x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+w = np.cos(np.arange(20, dtype=np.float32)).reshape(4, 5)
+b = np.linspace(-1, 1, 5).astype(np.float32)
+r = np.asarray(ember.jit(f, backend="native")(x, w, b))
+print(json.dumps({"counts": counts, "err": float(np.abs(r - np.maximum(x @ w + b, 0) * 2).max())}))
+"""
+    env = dict(os.environ, EMBER_CACHE_DIR=str(fresh_cache), PYTHONPATH=str(SRC_DIR))
+    env.pop(progcache.ENV_VAR, None)
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                      check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    assert runs[0]["counts"] == {"passes": 1, "schedule": 1}
+    assert runs[1]["counts"] == {"passes": 0, "schedule": 0}
+    assert runs[0]["err"] < 1e-5 and runs[1]["err"] < 1e-5
+
+
+def _key(f, *args, options: dict | None = None) -> str | None:
+    info = compiler.find_compiler()
+    return progcache.program_key(ember.make_program(f)(*args), options or {}, info, "normal")
+
+
+@requires_cc
+def test_key_depends_on_what_changes_the_code(monkeypatch):
+    x = np.ones((2, 3), np.float32)
+    k = _key(lambda a: a * 2.0 + 1.0, x)
+    assert k is not None
+    assert k == _key(lambda a: a * 2.0 + 1.0, x)  # same program, new trace
+    assert k != _key(lambda a: a * 2.0 + 1.5, x)  # a literal
+    assert k != _key(lambda a: a * 2.0 - 1.0, x)  # a primitive
+    assert k != _key(lambda a: a * 2.0 + 1.0, np.ones((3, 2), np.float32))  # a shape
+    assert k != _key(lambda a: a * 2.0 + 1.0, np.ones((2, 3), np.float64))  # a dtype
+    assert k != _key(lambda a: a * 2.0 + 1.0, x, options={"simd": False})  # an option
+    assert k != _key(lambda a: jnp.sum(a, axis=0), x) != _key(lambda a: jnp.sum(a, axis=1), x)  # a param
+    monkeypatch.setattr(progcache, "source_fingerprint", lambda: "edited")  # ember's code
+    assert k != _key(lambda a: a * 2.0 + 1.0, x)
+
+
+def test_programs_with_constants_have_no_key():
+    c = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = np.ones((2, 3), np.float32)
+    assert _key(lambda a: a + c, x) is None or compiler.find_compiler() is None
+
+
+def test_source_fingerprint_follows_file_stats(tmp_path, monkeypatch):
+    pkg = tmp_path / "ember"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("x = 1\n")
+    monkeypatch.setattr(ember, "__file__", str(pkg / "__init__.py"))
+    progcache.source_fingerprint.cache_clear()
+    try:
+        a = progcache.source_fingerprint()
+        (pkg / "mod.py").write_text("x = 22\n")
+        progcache.source_fingerprint.cache_clear()
+        b = progcache.source_fingerprint()
+    finally:
+        progcache.source_fingerprint.cache_clear()
+    assert a != b
+
+
+@requires_cc
+def test_bad_entries_are_ignored_and_disabling_works(fresh_cache, counted, monkeypatch):
+    args = _args(batch=2, width=16)
+    nb.native_backend(ember.make_program(mlp)(*args))
+    (entry,) = (fresh_cache / "programs").glob("*.json")
+    data = json.loads(entry.read_text())
+    data["out_bufs"] = "garbage"
+    entry.write_text(json.dumps(data))
+    exe = nb.native_backend(ember.make_program(mlp)(*args))
+    assert not exe.program_cache_hit and counted["passes"] == 2
+    np.testing.assert_allclose(exe(args)[0], mlp_ref(*args), rtol=1e-5, atol=1e-5)
+    entry.write_text("{not json")
+    exe = nb.native_backend(ember.make_program(mlp)(*args))
+    assert not exe.program_cache_hit and counted["passes"] == 3
+    assert nb.native_backend(ember.make_program(mlp)(*args)).program_cache_hit  # rewritten
+    monkeypatch.setenv(progcache.ENV_VAR, "0")
+    exe = nb.native_backend(ember.make_program(mlp)(*args))
+    assert not exe.program_cache_hit and counted["passes"] == 4
+    monkeypatch.delenv(progcache.ENV_VAR)
+    exe = nb.native_backend(ember.make_program(mlp)(*args), validate="strict")  # strict: never cached
+    assert not exe.program_cache_hit
