@@ -138,6 +138,11 @@ def test_key_depends_on_what_changes_the_code(monkeypatch):
     assert k != _key(lambda a: a * 2.0 + 1.0, np.ones((2, 3), np.float64))  # a dtype
     assert k != _key(lambda a: a * 2.0 + 1.0, x, options={"simd": False})  # an option
     assert k != _key(lambda a: jnp.sum(a, axis=0), x) != _key(lambda a: jnp.sum(a, axis=1), x)  # a param
+    from ember._src.native import gemm_kernel
+
+    monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", not gemm_kernel.BLAS_ONLY)  # changes emitted C
+    assert k != _key(lambda a: a * 2.0 + 1.0, x)
+    monkeypatch.undo()
     monkeypatch.setattr(progcache, "source_fingerprint", lambda: "edited")  # ember's code
     assert k != _key(lambda a: a * 2.0 + 1.0, x)
 
