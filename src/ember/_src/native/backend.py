@@ -430,10 +430,7 @@ class NativeExecutable:
                 self._error = None
                 rc = self._fn(*self._call_args)
                 if rc:
-                    err, self._error = self._error, None
-                    if err is not None:
-                        raise err
-                    raise RuntimeError(f"native program failed at step {rc - 1}")
+                    self._raise_failure(rc)
         direct = self._direct_out
         if direct is not None:
             return [outs[k][0] for k in direct]
