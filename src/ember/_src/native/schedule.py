@@ -43,6 +43,7 @@ class Step:
     outputs: list[Var]
     ir: KernelIR | None = None
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
+    group: list | None = None  # batch-interleaved members (:mod:`.batch_groups`), shared by all of them
 
     def __str__(self) -> str:
         def short(a: Atom) -> str:
@@ -61,10 +62,15 @@ class Step:
             p = self.eqns[0].params
             what = f"{self.eqns[0].outvars[0].aval.str_short()} trans_a={p['trans_a']} " \
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
+            if p.get("views") is not None:
+                what += " strided"
         elif self.sub is not None:
             what = self.sub.describe()
         else:
             what = ",".join(e.prim.name for e in self.eqns)
+        if self.group is not None:
+            what += " [batch-interleaved with " + \
+                ", ".join(m.name for m in self.group if m is not self) + "]"
         return f"{self.name}: {self.kind} {what}  ({ins}) -> ({outs})"
 
 
