@@ -95,6 +95,12 @@ class Schedule:
 # ---------------------------------------------------------------------------------------------
 
 
+def row_shaped(shape: Sequence[int], rows: Sequence[int]) -> bool:
+    """Whether values of ``shape`` are the rows ``rows`` up to size-1 dims (a reduction's result
+    with ``keepdims``, e.g. a layer norm's mean of shape ``[b, t, 1]`` over rows ``[b, t]``)."""
+    return tuple(d for d in shape if d != 1) == tuple(d for d in rows if d != 1)
+
+
 def natural_domain(e: Eqn) -> tuple[tuple[int, ...], int]:
     """The loop domain of a single-equation kernel: reductions loop over kept dims, then reduced."""
     if e.prim.name in REDUCE_PRIMS:
@@ -252,7 +258,7 @@ class _Fuser:
             return g.domain, g.n_outer
         if g.has_reduce:
             return (g.domain, g.n_outer) if (g.domain, g.n_outer) == (p.domain, p.n_outer) else None
-        if g.domain == p.domain or g.domain == p.domain[:p.n_outer]:
+        if g.domain == p.domain or row_shaped(g.domain, p.domain[:p.n_outer]):
             return p.domain, p.n_outer
         return None
 
