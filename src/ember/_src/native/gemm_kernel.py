@@ -45,9 +45,13 @@ _KERNELS = ((4, 3), (6, 2), (8, 1))
 # 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
 # in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
 # beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
+# An A as large as the whole L2 does not stay there inside a program (its producer's output, B's
+# panels and C share the cache, and a neighbour on the core shares it too): in the transformer
+# block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to 1.2x faster on OpenBLAS
+# (bench_transformer.py, per-step timings, quiet and loaded machine), so A stops short of L2's size.
 MAX_M = 1024
 MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
-MAX_A_FLOATS_NARROW = 128 * 1024  # ... 512 KiB while n <= NARROW_N
+MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
 NARROW_N = 512
 MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 
