@@ -297,3 +297,33 @@ def test_group_row_kernel_with_broadcast_mask():
     exe.plan.check()
     want = ember.jit(f, backend="numpy")(q, k, v, mask)
     np.testing.assert_allclose(np.asarray(fn(q, k, v, mask)), np.asarray(want), rtol=2e-5, atol=2e-5)
+
+
+@requires_cc
+@pytest.mark.parametrize("seed", range(16))
+def test_random_transposed_operands_and_results(seed):
+    """Random permutations of 4-D values as the left operand of a batched product (two batch dims,
+    rows, contraction) and of its reshaped result: the rewrite is exact where it applies (a unit
+    stride in each matrix) and the copies stay where it does not."""
+    rng = np.random.default_rng(100 + seed)
+    b1, b2, m, k, n = (int(v) for v in rng.integers(1, 5, 5))
+    m, k = m + 1, k + 1
+    perm_a = tuple(int(i) for i in rng.permutation(4))
+    perm_o = tuple(int(i) for i in rng.permutation(4))
+    logical = (b1, b2, m, k)
+    stored = tuple(logical[p] for p in np.argsort(perm_a))  # x.transpose(perm_a) is [b1, b2, m, k]
+    x = rng.standard_normal(stored).astype(np.float32)
+    y = rng.standard_normal((b1 * b2, k, n)).astype(np.float32)
+
+    def f(x, y):
+        a = jnp.reshape(jnp.transpose(x, perm_a), (b1 * b2, m, k))
+        out = jnp.reshape(a @ y, (b1, b2, m, n))
+        return jnp.transpose(out, perm_o) * 1.5
+
+    fn = ember.jit(f, backend="native")
+    want = 1.5 * np.transpose((np.transpose(x, perm_a).reshape(b1 * b2, m, k).astype(np.float64) @ y)
+                              .reshape(b1, b2, m, n), perm_o)
+    np.testing.assert_allclose(np.asarray(fn(x, y)), want, rtol=2e-5, atol=2e-5)
+    q = passes.run_passes(ember.make_program(f)(x, y))
+    validate(q)
+    np.testing.assert_allclose(run_numpy(q, consts(q), [x, y])[0], want, rtol=2e-5, atol=2e-5)
