@@ -179,7 +179,8 @@ def test_size_rule():
     assert not gemm_kernel.use_small_sgemm(32, 1, 512)
     assert not gemm_kernel.use_small_sgemm(1024, 1024, 1024)  # A beyond L2
     assert not gemm_kernel.use_small_sgemm(16, 4096, 4096)  # B streamed from DRAM
-    assert gemm_kernel.use_small_sgemm(512, 256, 256) and not gemm_kernel.use_small_sgemm(512, 1024, 256)
+    assert gemm_kernel.use_small_sgemm(384, 256, 256) and not gemm_kernel.use_small_sgemm(512, 1024, 256)
+    assert not gemm_kernel.use_small_sgemm(512, 256, 256)  # A as large as L2: BLAS (transformer block)
     assert not gemm_kernel.use_small_sgemm(768, 128, 128)  # tall: BLAS's blocking is as fast or faster
 
 

@@ -74,6 +74,30 @@ def test_layernorm_is_one_kernel():
     assert s.steps[0].outputs[0].aval.shape == (4, 8)
 
 
+def test_keepdims_layernorm_and_softmax_are_one_kernel_each():
+    """Row statistics kept as ``[..., 1]`` (``keepdims=True``) fuse like ``[...]`` rows: the layer
+    norm of a 3-D value is one three-loop kernel, values as on NumPy."""
+    x = RNG.standard_normal((2, 5, 24)).astype(np.float32)
+    g, b = RNG.standard_normal(24).astype(np.float32), RNG.standard_normal(24).astype(np.float32)
+
+    def ln(z, g, b):
+        mu = jnp.mean(z, axis=-1, keepdims=True)
+        zc = z - mu
+        var = jnp.mean(zc * zc, axis=-1, keepdims=True)
+        return zc / jnp.sqrt(var + 1e-5) * g + b, jnp.exp(z - jnp.max(z, axis=-1, keepdims=True))
+
+    s = sched(ln, x, g, b)
+    assert kinds(s) == ["kernel", "kernel"]
+    assert sorted(st.ir.n_loops for st in s.steps) == [2, 3]
+    from tests.native.util import check
+
+    check(ln, x, g, b)
+    # the keepdims statistics themselves as outputs: row roots of shape [..., 1]
+    exe = check(lambda z: (jnp.mean(z, axis=-1, keepdims=True), z / jnp.sum(z, axis=1, keepdims=True)), x)
+    assert any(st.kind == "kernel" and st.ir.reduces and st.outputs[0].aval.shape == (2, 5, 1)
+               for st in exe.schedule.steps)
+
+
 def test_elementwise_chain_and_siblings():
     s = sched(lambda x: jnp.tanh(2 * x + 1) * jnp.exp(-x), X)
     assert kinds(s) == ["kernel"]

@@ -9,7 +9,9 @@ Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bo
 ``max_kernel_inputs`` (16), ``num_threads`` (OpenMP threads; None = OpenMP default),
 ``parallel_threshold`` (cost-weighted elements before a loop goes parallel), ``inplace`` (bool),
 ``simd`` (bool), ``validate`` (validation mode ``"strict" | "normal" | "off"`` or True/False, see
-:mod:`ember._src.validation`; default: :func:`~ember._src.validation.validation_mode`).
+:mod:`ember._src.validation`; default: :func:`~ember._src.validation.validation_mode`),
+``batch_groups`` (bool, default True: run ``gemm -> row kernel -> gemm`` chains such as attention
+one batch at a time, see :mod:`.batch_groups`).
 
 Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
 float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
@@ -35,7 +37,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
+from ember._src.native import batch_groups, blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
@@ -48,8 +50,8 @@ from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
 
-KNOWN_OPTIONS = {"passes", "fuse", "gemm_epilogue", "max_kernel_inputs", "num_threads", "parallel_threshold",
-                 "inplace", "simd", "validate"}
+KNOWN_OPTIONS = {"passes", "fuse", "gemm_epilogue", "batch_groups", "max_kernel_inputs", "num_threads",
+                 "parallel_threshold", "inplace", "simd", "validate"}
 _CALLBACK_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
 _warned: set[str] = set()
 
@@ -221,6 +223,8 @@ class NativeExecutable:
             passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
             fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
             validate=mode != "off"))
+        if opt.get("batch_groups", True):
+            batch_groups.group_batched(sched, threads)
         plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
         self._optimized, self._schedule, self._plan = prog, sched, plan
         run_validators("planned", self, mode)

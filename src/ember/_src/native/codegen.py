@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import c_ops, gemm_kernel, lapack
+from ember._src.native import c_ops, fused, gemm_kernel, lapack
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
@@ -97,8 +97,14 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
     """The statements running ``sched``'s steps in order (indented for a function body); static
     helper functions (kernels, loop bodies) are appended to ``funcs``."""
     body: list[str] = []
+    index = {id(st): s for s, st in enumerate(sched.steps)}
     for s, step in enumerate(sched.steps):
         body.append(f"    /* {step} */")
+        if step.group is not None:
+            if step is step.group[0]:
+                lines = _emit_group(step.group, index, ctx, opts, funcs, gen.helpers)
+                body.extend("    " + ln for ln in lines)
+            continue
         if step.kind == "kernel":
             fn, call = _KernelEmitter(step, s, ctx, opts).emit()
             funcs.append(fn)
@@ -134,14 +140,15 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
-    if "em_gemm_f32" in code or "em_gemm_f64" in code:
+    if any(f"em_gemm_{x}" in code for x in ("f32", "f64", "sv_f32", "sv_f64")):
         extra += _GEMM_HELPERS
         for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
-            if f"em_gemm_{name}" in code:
-                extra += (_GEMM_FN.replace("em_gemm_T", f"em_gemm_{name}")
-                          .replace("em_Sgemv_t", f"em_{pre}gemv_t")
-                          .replace("em_Sgemm_t", f"em_{pre}gemm_t").replace("GEMV", str(gemv_i))
-                          .replace("GEMM", str(gemm_i)).replace("ELT", t))
+            for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
+                if fn in code:
+                    extra += (text.replace("em_gemm_T", fn)
+                              .replace("em_Sgemv_t", f"em_{pre}gemv_t")
+                              .replace("em_Sgemm_t", f"em_{pre}gemm_t").replace("GEMV", str(gemv_i))
+                              .replace("GEMM", str(gemm_i)).replace("ELT", t))
     # the prelude's #include lines are chosen for everything after them (helpers included)
     gen.source = c_ops.prelude_for(extra + code) + extra + code
     return gen
@@ -182,8 +189,14 @@ class _ExprNames(dict):
 
 class _KernelEmitter:
     def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions, ir: KernelIR | None = None,
-                 outer_exprs: list[ixm.Ix] | None = None):
+                 outer_exprs: list[ixm.Ix] | None = None, row_range: tuple[str, str] | None = None,
+                 local_rows: dict[int, int] | None = None):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
+        # rows [lo_, hi_) of the flattened outer loops only (the function takes lo_, hi_; the
+        # call passes these two C expressions): a batch-interleaved row kernel (.batch_groups);
+        # buffers in local_rows (id -> row length) hold rows lo_.. only (indices shift by lo_ rows)
+        self.row_range = row_range
+        self.local_rows = local_rows or {}
         self.ir: KernelIR = ir or step.ir  # type: ignore[assignment]
         ir = self.ir
         self.nodes = ir.nodes
@@ -210,7 +223,9 @@ class _KernelEmitter:
         self.names.update({g[0]: nm for g, nm in zip(self.groups, self.gnames) if len(g) == 1})
         self.parallel_outer, self.par_if = _parallel(opts, ir.flops(), ir.outer_size) if n else (False, "")
         self.parallel_inner = False
-        if not n and self.inner_sizes:
+        if row_range is not None:
+            self.parallel_outer = False
+        elif not n and self.inner_sizes:
             self.parallel_inner, self.par_if = _parallel(opts, ir.flops(), self.inner_sizes[0])
 
     def _all_exprs(self) -> list[ixm.Ix]:
@@ -229,6 +244,11 @@ class _KernelEmitter:
     def ix(self, e: ixm.Ix) -> str:
         m = ixm.merge_vars(e, self.groups, self.gnames)
         return ixm.render(m, self.names, _ExprNames(self))
+
+    def index(self, v: Var, e: ixm.Ix) -> str:
+        """C index of ``e`` into value ``v``'s buffer (shifted for a buffer holding rows lo_..)."""
+        shift = self.local_rows.get(self.ctx.plan.value_buffer[v.id].id)
+        return self.ix(e) if shift is None else f"{self.ix(e)} - lo_ * {shift}"
 
     def param(self, v: Var, written: bool = False) -> str:
         b = self.ctx.plan.value_buffer[v.id]
@@ -267,7 +287,7 @@ class _KernelEmitter:
             return
         if n.kind == "load":
             v = self._var(n.attrs[1])
-            off = self.ix(n.attrs[2])
+            off = self.index(v, n.attrs[2])
             read = f"{self.param(v)}[{off}]"
             if n.attrs[3]:  # read through an operand that may be empty: in-bounds reads only
                 size = sd.cdim(sh.size(v.aval.shape))
@@ -336,6 +356,23 @@ class _KernelEmitter:
             self.ind += 1
         return len(names)
 
+    def open_row_range(self) -> int:
+        """One loop over the flattened rows [lo_, hi_), the outer loop indices derived from it."""
+        self.w("for (int64_t r_ = lo_; r_ < hi_; ++r_) {")
+        self.ind += 1
+        inner = 1
+        decls = []
+        for k in range(len(self.outer_names) - 1, -1, -1):
+            size = self.outer_sizes[k]
+            v = "r_" if inner == 1 else f"r_ / {inner}"
+            if k > 0:
+                v = f"({v}) % {size}"
+            decls.append(f"const int64_t {self.outer_names[k]} = {v};")
+            inner *= size
+        for d in reversed(decls):
+            self.w(d)
+        return 1
+
     def close(self, k: int) -> None:
         for _ in range(k):
             self.ind -= 1
@@ -358,7 +395,10 @@ class _KernelEmitter:
             pragma = f"#pragma omp parallel for{col}{nt}{self.par_if} schedule(static)"
         else:
             pragma = None
-        depth = self.open_loops(self.outer_names, self.outer_sizes, pragma, None)
+        if self.row_range is not None:
+            depth = self.open_row_range()
+        else:
+            depth = self.open_loops(self.outer_names, self.outer_sizes, pragma, None)
         if not self.outer_names:
             self.w("{")
             self.ind += 1
@@ -379,7 +419,7 @@ class _KernelEmitter:
                 self.emit_node(nid)
                 emitted_row.add(nid)
         for r in row_roots:
-            self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
+            self.w(f"{self.param(r.var, True)}[{self.index(r.var, r.offset)}] = {self.expr(r.node)};")
         self.close(depth)
         return self.finish()
 
@@ -423,11 +463,15 @@ class _KernelEmitter:
         decls = _axis_decls(self.opts)
         if decls:  # symbolic: the kernel reads the axis values from dims
             sig = "const int64_t *dims" + (", " + sig if sig != "void" else "")
+        if self.row_range is not None:
+            sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
         fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
         args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
             args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
+        if self.row_range is not None:
+            args += list(self.row_range)
         return fn, f"{self.step.name}({', '.join(args)});"
 
     def emit_accumulate(self) -> None:
@@ -507,7 +551,7 @@ class _KernelEmitter:
         for nid in self.closure([r.node for r in row_roots], False, set()):
             self.emit_node(nid)
         for r in row_roots:
-            self.w(f"{self.param(r.var, True)}[{self.ix(r.offset)}] = {self.expr(r.node)};")
+            self.w(f"{self.param(r.var, True)}[{self.index(r.var, r.offset)}] = {self.expr(r.node)};")
         self.close(depth)
 
     def _acc_update(self, r: Any, a: str, x: str) -> None:
@@ -598,7 +642,8 @@ class _KernelEmitter:
                 self.w(c_ops.reduce_update(r.kind, f"a{r.rid}", x, r.dtype, flag))
         for root in ir.roots:
             if root.full and root.loop == q + 1:
-                self.w(f"{self.param(root.var, True)}[{self.ix(root.offset)}] = {self.expr(root.node)};")
+                self.w(f"{self.param(root.var, True)}[{self.index(root.var, root.offset)}] = "
+                       f"{self.expr(root.node)};")
         self.close(depth)
         for r in reds:
             t = ctype(r.out_dtype)
@@ -654,8 +699,37 @@ static void em_gemm_T(void **fns, int ta, int tb, int64_t nb, int m, int n, int 
 """
 
 
+def gemm_views(step: Step) -> tuple | None:
+    """(op(a), op(b), result) strided views of a ``gemm`` step with ``views`` (see
+    :func:`.fused.layouts`), else None."""
+    e = step.eqns[0]
+    if e.params.get("views") is None:
+        return None
+    va, vb, vo, _ = fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)
+    return va, vb, vo
+
+
+_GEMM_SV_FN = """\
+/* Row-major C[m,n] (row stride ldc) = alpha A B + beta C with A(i, p) at a[i*rsa + p*csa] and
+   B(p, j) at b[p*rsb + j*csb], one of each pair of strides 1 (the views of a gemm step that reads
+   or writes a transposed value in place): the column-major product C^T = B^T A^T. */
+static void em_gemm_T(void **fns, int m, int n, int k, ELT alpha, ELT beta, const ELT *a,
+                      int64_t rsa, int64_t csa, const ELT *b, int64_t rsb, int64_t csb, ELT *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    char tra = csb == 1 ? 'N' : 'T', trb = csa == 1 ? 'N' : 'T';
+    int lda = (int)(csb == 1 ? rsb : csb), ldb = (int)(csa == 1 ? rsa : csa), ldc_ = (int)ldc;
+    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
+    ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldc_);
+}
+"""
+
+
 def gemm_dims(step: Step) -> tuple[int, int, int, int]:
     e = step.eqns[0]
+    views = gemm_views(step)
+    if views is not None:
+        va, vb, _ = views
+        return fused.batch_size(va[0]), va[1][0], vb[2][0], va[2][0]
     a, b = e.inputs[0], e.inputs[1]
     ta, tb = e.params["trans_a"], e.params["trans_b"]
     ash, bsh = a.aval.shape, b.aval.shape
@@ -673,8 +747,14 @@ def gemm_fits_blas(step: Step) -> bool:
     return fits and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
 
 
+def _step_layouts(step: Step) -> tuple:
+    """(op(a), op(b), result) strided views of a static ``gemm`` step (see :func:`.fused.layouts`)."""
+    e = step.eqns[0]
+    return fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)[:3]
+
+
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
-                      beta: float) -> str | None:
+                      beta: float, local: Any = frozenset()) -> str | None:
     """The arguments of :mod:`.gemm_kernel`'s kernel for a static float32 product its size rule
     takes (None otherwise, or where this machine cannot run it): A and B as (row, column) strides,
     so transposes are free; batch ``bb_`` of a batched product."""
@@ -687,22 +767,33 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
         return None
     gemm_kernel.load()  # builds the kernel library in the background (once); BLAS runs until then
     e = step.eqns[0]
-    ta, tb = e.params["trans_a"], e.params["trans_b"]
-    rsa, csa = (1, m) if ta else (k, 1)
-    rsb, csb = (1, k) if tb else (n, 1)
     nthreads = 1
     if opts is not None and _parallel(opts, m * n * k, (n + 23) // 24)[0]:
         nthreads = opts.num_threads or 0
-    a, b, out = ctx.ptr(e.inputs[0]), ctx.ptr(e.inputs[1]), ctx.ptr(step.outputs[0])
+    (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = _step_layouts(step)
+    a, b, out = e.inputs[0], e.inputs[1], step.outputs[0]
     epi = step.epilogue
     bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
     relu = int(epi is not None and epi.relu)
-    args = (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {a} + bb_ * {m * k}, {rsa}, {csa}, "
-            f"{b} + bb_ * {k * n}, {rsb}, {csb}, {literal(beta, np.float32)}, {out} + bb_ * {m * n}, {n}, "
+    oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
+            f"{ctx.ptr(b)} + {ob}, {rsb}, {csb}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, "
             f"{bias}, {relu}, {nthreads}")
-    if nb == 1:
-        return args.replace("bb_ * ", "0 * ")
-    return args
+
+
+def _batch_offset(batch: tuple, var: str = "bb_") -> str:
+    """C offset of batch ``var`` in a view whose batch digits are ``batch`` ((size, stride), ...)."""
+    total = fused.batch_size(batch)
+    terms, inner = [], 1
+    for size, stride in reversed(batch):
+        if size == 1:
+            continue
+        digit = var if inner == 1 else f"{var} / {inner}"
+        if inner * size < total:
+            digit = f"({digit}) % {size}"
+        terms.append(f"({digit}) * {stride}")
+        inner *= size
+    return "(" + " + ".join(terms[::-1]) + ")" if terms else "0"
 
 
 def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str]:
@@ -749,10 +840,21 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
         name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
         small = _small_sgemm_call(step, ctx, opts, alpha, beta)
         nbs = nb
-        nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
-        blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
-                f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
-        blas += _epilogue_loop(step, ctx)
+        views = gemm_views(step)
+        if views is not None:  # per batch: BLAS on the strided matrices (one unit stride each)
+            (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = views
+            loop = f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) " if nb != 1 else ""
+            blas = (f"{loop}{name.replace('gemm', 'gemm_sv')}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, "
+                    f"{literal(beta, dt)}, {ctx.ptr(a)} + {_batch_offset(ba)}, {rsa}, {csa}, "
+                    f"{ctx.ptr(b)} + {_batch_offset(bb)}, {rsb}, {csb}, {optr} + {_batch_offset(bo)}, "
+                    f"{ldc});")
+            if nb == 1:
+                blas = blas.replace("bb_", "0")
+        else:
+            nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
+            blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+                    f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+            blas += _epilogue_loop(step, ctx)
         if small is None:
             lines.append("    " + blas)
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
@@ -779,6 +881,85 @@ def _epilogue_loop(step: Step, ctx: _Ctx) -> str:
     return (f" {{ float *o_ = {ctx.ptr(step.outputs[0])};{bias} for (int64_t i_ = 0; i_ < {m}; ++i_)"
             f" _Pragma(\"omp simd\") for (int64_t j_ = 0; j_ < {n}; ++j_)"
             f" {{ const float v_ = {v}; {put} }} }}")
+
+
+def _gemm_batch(step: Step, ctx: _Ctx, opts: CodegenOptions, local: Any) -> str:
+    """C statement computing batch ``bb_`` of a ``gemm`` step (no ``c``; see .batch_groups); the
+    values in ``local`` hold that batch only (offset 0)."""
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    _, m, n, k = gemm_dims(step)
+    alpha = e.params["alpha"]
+    (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = _step_layouts(step)
+    a, b = e.inputs[0], e.inputs[1]
+    oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    fn = "em_gemm_sv_f32" if dt == np.float32 else "em_gemm_sv_f64"
+    blas = (f"{fn}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, {literal(0.0, dt)}, {ctx.ptr(a)} + {oa}, {rsa}, "
+            f"{csa}, {ctx.ptr(b)} + {ob}, {rsb}, {csb}, {ctx.ptr(out)} + {oo}, {ldc});")
+    small = _small_sgemm_call(step, ctx, opts, alpha, 0.0, local)
+    return blas if small is None else gemm_kernel.c_call(small, blas)
+
+
+def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: CodegenOptions, funcs: list[str],
+                      local_bufs: dict[int, int], helpers: dict[str, str]) -> list[str]:
+    """A float32 group on :mod:`.group_kernel`: per batch, pack op(B1) and op(B2), then per row
+    block: rows of S, the row kernel on them, rows of O."""
+    from ember._src.native import group_kernel
+    from ember._src.native.planner import GROUP_PANELS
+
+    g1, r, g2 = group
+    nb, m, n, mr_ = group.nb, group.m, group.n, group.block
+    helpers.setdefault("em_gk", group_kernel.c_source())
+    s1 = index[id(g1)]
+    kt, vp = (ctx.base(ctx.plan.scratch[(s1, key)]) for key in GROUP_PANELS)
+    (ba1, (_, rsa1), (_, csa1)), (bb1, (_, rsb1), (_, csb1)), _ = _step_layouts(g1)
+    _, (bb2, (_, rsb2), (_, csb2)), (bo2, (_, ldo), _) = _step_layouts(g2)
+    np1, np2 = group_kernel.panel_width(n), group_kernel.panel_width(group.n2)
+    e1, e2 = g1.eqns[0], g2.eqns[0]
+    a1, b1, s_ = ctx.ptr(e1.inputs[0]), ctx.ptr(e1.inputs[1]), ctx.ptr(g1.outputs[0])
+    p_, b2, o_ = ctx.ptr(e2.inputs[0]), ctx.ptr(e2.inputs[1]), ctx.ptr(g2.outputs[0])
+    al1, al2 = literal(e1.params["alpha"], np.float32), literal(e2.params["alpha"], np.float32)
+    rows = f"bb_ * {m} + i0_", f"bb_ * {m} + i0_ + mr_"
+    fn, call = _KernelEmitter(r, index[id(r)], ctx, opts, row_range=rows, local_rows=local_bufs).emit()
+    funcs.append(fn)
+    return ["/* " + " -> ".join(st.name for st in group) + f": one batch at a time ({nb} batches), "
+            f"{mr_}-row blocks */",
+            f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) {{",
+            f"    float *kt_ = (float *){kt}, *vp_ = (float *){vp};",
+            f"    em_gk_pack({group.k1}, {n}, {np1}, {b1} + {_batch_offset(bb1)}, {rsb1}, {csb1}, kt_);",
+            f"    em_gk_pack({n}, {group.n2}, {np2}, {b2} + {_batch_offset(bb2)}, {rsb2}, {csb2}, vp_);",
+            f"    const float *a_ = {a1} + {_batch_offset(ba1)};",
+            f"    float *o_ = {o_} + {_batch_offset(bo2)};",
+            f"    for (int64_t i0_ = 0; i0_ < {m}; i0_ += {mr_}) {{",
+            f"        const int64_t mr_ = {m} - i0_ < {mr_} ? {m} - i0_ : {mr_};",
+            f"        em_gk_rows(mr_, {n}, {np1}, {group.k1}, {al1}, a_ + i0_ * {rsa1}, {rsa1}, {csa1}, kt_, "
+            f"{s_}, {n});",
+            "        " + call,
+            f"        em_gk_rows(mr_, {group.n2}, {np2}, {n}, {al2}, {p_}, {n}, 1, vp_, o_ + i0_ * {ldo}, "
+            f"{ldo});",
+            "    }",
+            "}"]
+
+
+def _emit_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: CodegenOptions,
+                funcs: list[str], helpers: dict[str, str]) -> list[str]:
+    """A batch-interleaved ``gemm -> row kernel -> gemm`` group (.batch_groups): one loop over the
+    batch running each member on that batch's slice."""
+    g1, r, g2 = group
+    nb, m, n = group.nb, group.m, group.n
+    local_bufs = {ctx.plan.value_buffer[vid].id: n for vid in group.local}
+    if group.tiled:
+        return _emit_tiled_group(group, index, ctx, opts, funcs, local_bufs, helpers)
+    rows = f"bb_ * {m}", f"(bb_ + 1) * {m}"
+    fn, call = _KernelEmitter(r, index[id(r)], ctx, opts, row_range=rows, local_rows=local_bufs).emit()
+    funcs.append(fn)
+    return ["/* " + " -> ".join(st.name for st in group) + f": one batch at a time ({nb} batches) */",
+            f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) {{",
+            "    " + _gemm_batch(g1, ctx, opts, group.local),
+            "    " + call,
+            "    " + _gemm_batch(g2, ctx, opts, group.local),
+            "}"]
 
 
 def _loop_gemm(step: Step, ctx: _Ctx, has_c: bool) -> list[str]:

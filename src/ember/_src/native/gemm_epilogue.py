@@ -123,7 +123,7 @@ def _fusable_gemm(step: Step) -> bool:
         return False
     e: Eqn = step.eqns[0]
     out = step.outputs[0]
-    if len(e.inputs) == 3 and _row_bias(e) is None:
+    if len(e.inputs) == 3 and _row_bias(e) is None or e.params.get("views") is not None:
         return False
     if np.dtype(out.aval.dtype) != np.float32 or len(out.aval.shape) != 2:
         return False

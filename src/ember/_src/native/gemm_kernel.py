@@ -48,9 +48,13 @@ _KERNELS = ((4, 3), (6, 2), (8, 1))
 # Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of alternating blocks,
 # m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64 1.03-1.09x the BLAS
 # time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran 0.95-1.04x (0.94-0.99x fused).
+# An A as large as the whole L2 does not stay there inside a program (its producer's output, B's
+# panels and C share the cache, and a neighbour on the core shares it too): in the transformer
+# block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to 1.2x faster on OpenBLAS
+# (bench_transformer.py, per-step timings, quiet and loaded machine), so A stops short of L2's size.
 MAX_M = 512
 MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
-MAX_A_FLOATS_NARROW = 128 * 1024  # ... 512 KiB while n <= NARROW_N
+MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
 NARROW_N = 512
 MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 

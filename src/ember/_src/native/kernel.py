@@ -487,6 +487,9 @@ class _Builder:
             elif shape == self.domain[:self.n_outer]:
                 idx = tuple(Ix.var(d) for d in self.dvars[:self.n_outer])
                 full = False
+            elif self.n_outer and _row_index(shape, self.domain[:self.n_outer], self.dvars) is not None:
+                idx = _row_index(shape, self.domain[:self.n_outer], self.dvars)  # rows with size-1 dims
+                full = False
             else:
                 raise Unfusable(f"output of shape {shape} does not fit the domain {self.domain}")
             if v.id not in self.producer:
@@ -628,6 +631,17 @@ def node_deps(n: Node) -> list[int]:
                 deps.append(t.node)
             deps.extend(d.node for d in _nested_data(t))
     return deps
+
+
+def _row_index(shape: Sequence[int], rows: Sequence[int], dvars: Sequence[str]) -> tuple | None:
+    """The index of a value of ``shape`` that holds the rows ``rows`` up to size-1 dims (row ``r``
+    of the outer loops at the position of its non-1 dims, 0 elsewhere), or None."""
+    outer = [Ix.var(d) if n != 1 else None for d, n in zip(dvars, rows)]
+    outer = [i for i in outer if i is not None]
+    if tuple(d for d in shape if d != 1) != tuple(d for d in rows if d != 1):
+        return None
+    it = iter(outer)
+    return tuple(Ix.lit(0) if d == 1 else next(it) for d in shape)
 
 
 def build_kernel(eqns: Sequence[Eqn], domain: Sequence[int], n_outer: int, roots: Sequence[Var],

@@ -393,7 +393,7 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
-    if dt not in (np.float32, np.float64):
+    if dt not in (np.float32, np.float64) or e.params.get("views") is not None:
         return None
     nb, m, n, k = gemm_dims(step)
     flops = nb * m * n * k

@@ -28,6 +28,9 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
 * ``absorb_bias``: ``gemm + c`` with ``c`` a full-shape value, a scalar, or a vector broadcast along
   the output's last (N) dim becomes ``gemm(..., c, beta=1)`` -- unless the sum flows into further
   elementwise work (e.g. an activation), whose fused kernel adds the bias for free.
+* ``gemm_views``: a float ``native_gemm`` operand that is a transpose (through reshapes) of another
+  value, or a result that is only transposed (through reshapes), is read / written in place through
+  strides (the gemm's ``views``): attention's head splits and merges cost no copy kernels.
 * ``fold_constants``: equations whose inputs are all captured constants, literals or splats are
   evaluated with the reference implementations; the results become constants (never larger than
   their inputs: broadcasts and iotas are not materialized).
@@ -50,6 +53,7 @@ from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
 from ember._src.native import threefry
 from ember._src.native.fused import gemm_p
+from ember._src.native.fused import layouts as fused_layouts
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
@@ -57,7 +61,7 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
                   "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
-                  "fold_constants", "simplify", "cse", "dce_loop_outputs", "dce")
+                  "fold_constants", "gemm_views", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -742,6 +746,231 @@ def _bias_operand(c: Atom, gshape: tuple, fshape: tuple, prod: dict[int, Eqn]) -
     if tuple(c.aval.shape) == tuple(fshape):
         return c, tuple(gshape), tuple(range(len(gshape)))
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# gemm_views: reshape/transpose chains around a matrix product become strides
+# ---------------------------------------------------------------------------------------------
+
+# A strided view of a value's elements in a contiguous buffer: one entry per dim, each a list of
+# (size, stride) sub-dims (row-major digits of that dim's index; size-1 digits dropped).
+_View = list
+
+
+def _contiguous_view(shape: Sequence[int]) -> _View:
+    dims, acc = [], 1
+    for d in reversed(tuple(shape)):
+        dims.append([(d, acc)] if d != 1 else [])
+        acc *= d
+    return dims[::-1]
+
+
+def _view_transpose(view: _View, perm: Sequence[int]) -> _View:
+    return [view[p] for p in perm]
+
+
+def _view_reshape(view: _View, shape: Sequence[int]) -> _View | None:
+    """The view after a reshape to ``shape``, or None when a new dim would straddle sub-dims in a
+    way no stride describes (a size that does not divide the digit it cuts)."""
+    subs = [sd for dim in view for sd in dim]
+    out: _View = []
+    for size in shape:
+        dim, need = [], size
+        while need > 1:
+            if not subs:
+                return None
+            z, st = subs[0]
+            if z <= need:
+                if need % z:
+                    return None
+                dim.append((z, st))
+                subs.pop(0)
+                need //= z
+            else:
+                if z % need:
+                    return None
+                dim.append((need, st * (z // need)))
+                subs[0] = (z // need, st)
+                need = 1
+        out.append(dim)
+    return out if not subs else None
+
+
+def _merged(dim: list) -> list:
+    """Adjacent digits ``(z1, s1), (z2, s2)`` with ``s1 == z2 * s2`` merged into one."""
+    out: list = []
+    for z, st in dim:
+        if out and out[-1][1] == z * st:
+            z0, _ = out.pop()
+            out.append((z0 * z, st))
+        else:
+            out.append((z, st))
+    return out
+
+
+def _simple(dim: list, size: int) -> tuple[int, int] | None:
+    """(size, stride) of a dim with one stride (stride 0 standing for 'any' when size is 1)."""
+    m = _merged(dim)
+    if not m:
+        return (size, 0)
+    return m[0] if len(m) == 1 else None
+
+
+def _blas_matrix(rows: tuple[int, int], cols: tuple[int, int]) -> tuple | None:
+    """Fill in the strides of size-1 dims and check that BLAS can read the matrix in place (one of
+    the strides 1, the other a leading dimension at least as large as the extent it spans)."""
+    (r, rs), (c, cs) = rows, cols
+    if c == 1:
+        cs = 1
+    if r == 1:
+        rs = max(c, 1) if cs == 1 else 1
+    if cs == 1 and rs >= max(c, 1):
+        return (r, rs), (c, cs)
+    if rs == 1 and cs >= max(r, 1):
+        return (r, rs), (c, cs)
+    return None
+
+
+def _matrix_view(view: _View, batched: bool, trans: bool) -> tuple | None:
+    """A gemm operand's view as fused.MatView of op(x), or None."""
+    rows, cols = view[-2:]
+    size_r = math.prod(z for z, _ in rows)
+    size_c = math.prod(z for z, _ in cols)
+    r, c = _simple(rows, size_r), _simple(cols, size_c)
+    if r is None or c is None:
+        return None
+    if trans:
+        r, c = c, r
+    rc = _blas_matrix(r, c)
+    if rc is None:
+        return None
+    batch = tuple(_merged(view[0])) if batched else ()
+    return (batch, *rc)
+
+
+def _movement_chain_back(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tuple[Atom, list[Eqn]]:
+    """Walk from ``a`` back through reshapes/transposes whose results are used only along the
+    chain: (the source value, the chain's equations from the source on)."""
+    chain: list[Eqn] = []
+    while isinstance(a, Var) and uses.get(a.id, 0) == 1:
+        e = prod.get(a.id)
+        if e is None or e.prim.name not in ("reshape", "transpose"):
+            break
+        chain.append(e)
+        a = e.inputs[0]
+    return a, chain[::-1]
+
+
+def _movement_chain_forward(v: Var, cons: dict[int, list[Eqn]], uses: dict[int, int]) -> list[Eqn]:
+    """Reshapes/transposes applied to ``v`` one after another, each intermediate used once."""
+    chain: list[Eqn] = []
+    while uses.get(v.id, 0) == 1 and len(cons.get(v.id, ())) == 1:
+        e = cons[v.id][0]
+        if e.prim.name not in ("reshape", "transpose"):
+            break
+        chain.append(e)
+        v = e.outvars[0]
+    return chain
+
+
+def _apply_chain(view: _View | None, chain: Sequence[Eqn]) -> _View | None:
+    for e in chain:
+        if view is None:
+            return None
+        if e.prim.name == "transpose":
+            view = _view_transpose(view, e.params["permutation"])
+        else:
+            view = _view_reshape(view, e.outvars[0].aval.shape)
+    return view
+
+
+def _unapply_chain(view: _View | None, chain: Sequence[Eqn]) -> _View | None:
+    """The view of the chain's first input, given its last output's view."""
+    for e in reversed(chain):
+        if view is None:
+            return None
+        if e.prim.name == "transpose":
+            perm = e.params["permutation"]
+            view = _view_transpose(view, [perm.index(i) for i in range(len(perm))])
+        else:
+            view = _view_reshape(view, e.inputs[0].aval.shape)
+    return view
+
+
+def _moves_data(chain: Sequence[Eqn]) -> bool:
+    return any(e.prim.name == "transpose" for e in chain)
+
+
+def _static_shapes(*avals: Any) -> bool:
+    return all(isinstance(d, int) for a in avals for d in a.shape)
+
+
+@register
+def gemm_views(p: Program) -> Program:
+    """A float ``native_gemm`` whose operand is a transpose (through reshapes) of another value, or
+    whose result is only transposed (through reshapes), reads / writes that value in place through
+    strides (``views``): the copy kernel disappears. Only where every matrix stays readable by BLAS
+    (one unit stride), so the product can always run on BLAS too."""
+    prod, uses, cons = producers(p), use_counts(p), _consumers(p)
+    plans: dict[int, tuple] = {}  # id(gemm eqn) -> (inputs, views, output chain)
+    # chain equations taken (a producer's result chain can be its consumer's operand chain)
+    claimed: set[int] = set()
+    for e in p.eqns:
+        if e.prim is not gemm_p or e.params.get("views") is not None or len(e.inputs) not in (2, 3):
+            continue
+        if np.dtype(e.outvars[0].aval.dtype) not in (np.float32, np.float64):
+            continue
+        if not _static_shapes(*(a.aval for a in e.inputs), e.outvars[0].aval):
+            continue
+        if any(isinstance(a, Literal) for a in e.inputs[:2]):
+            continue
+        batched = len(e.inputs[0].aval.shape) == 3
+        va, vb, vo, _ = fused_layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)
+        new_ins, views, changed = list(e.inputs[:2]), [va, vb], False
+        for side in (0, 1):
+            src, chain = _movement_chain_back(e.inputs[side], prod, uses)
+            if not chain or not _moves_data(chain) or not _static_shapes(src.aval):
+                continue
+            if any(id(c) in claimed for c in chain):
+                continue
+            view = _apply_chain(_contiguous_view(src.aval.shape), chain)
+            mv_ = None if view is None else _matrix_view(view, batched, bool(e.params["trans_" + "ab"[side]]))
+            if mv_ is not None:
+                new_ins[side], views[side], changed = src, mv_, True
+                claimed.update(id(c) for c in chain)
+        out, out_chain = e.outvars[0], []
+        chain = _movement_chain_forward(out, cons, uses) if len(e.inputs) == 2 else []
+        while chain and _moves_data(chain):
+            end = chain[-1].outvars[0]
+            view = _unapply_chain(_contiguous_view(end.aval.shape), chain)
+            mv_ = None if view is None else _matrix_view(view, batched, False)
+            if mv_ is not None and mv_[2][1] == 1 and _static_shapes(end.aval):
+                vo = (tuple(end.aval.shape), mv_[0], mv_[1][1])
+                out_chain, changed = chain, True
+                claimed.update(id(c) for c in chain)
+                break
+            chain = chain[:-1]
+        else:
+            vo = (tuple(out.aval.shape), vo[0], vo[1][1])
+        if changed:
+            plans[id(e)] = (new_ins + list(e.inputs[2:]), (views[0], views[1], vo), out_chain)
+    if not plans:
+        return p
+    b = Builder(p)
+    skip: set[int] = set()
+    for e in p.eqns:
+        if id(e) in skip:
+            continue
+        plan = plans.get(id(e))
+        if plan is None:
+            b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
+            continue
+        ins, views, out_chain = plan
+        params = dict(e.params, trans_a=False, trans_b=False, views=views)
+        outvars = [out_chain[-1].outvars[0]] if out_chain else list(e.outvars)
+        b.emit(e.prim, [b.read(a) for a in ins], params, outvars)
+        skip.update(id(c) for c in out_chain)
+    return dce(b.finish())
 
 
 # ---------------------------------------------------------------------------------------------

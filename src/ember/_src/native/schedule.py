@@ -44,6 +44,7 @@ class Step:
     ir: KernelIR | None = None
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
     epilogue: Any = None  # gemm steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
+    group: list | None = None  # batch-interleaved members (:mod:`.batch_groups`), shared by all of them
 
     def __str__(self) -> str:
         def short(a: Atom) -> str:
@@ -64,10 +65,15 @@ class Step:
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
             if self.epilogue is not None:
                 what += f" then [{self.epilogue.describe()}]"
+            if p.get("views") is not None:
+                what += " strided"
         elif self.sub is not None:
             what = self.sub.describe()
         else:
             what = ",".join(e.prim.name for e in self.eqns)
+        if self.group is not None:
+            what += " [batch-interleaved with " + \
+                ", ".join(m.name for m in self.group if m is not self) + "]"
         return f"{self.name}: {self.kind} {what}  ({ins}) -> ({outs})"
 
 
@@ -90,6 +96,12 @@ class Schedule:
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def row_shaped(shape: Sequence[int], rows: Sequence[int]) -> bool:
+    """Whether values of ``shape`` are the rows ``rows`` up to size-1 dims (a reduction's result
+    with ``keepdims``, e.g. a layer norm's mean of shape ``[b, t, 1]`` over rows ``[b, t]``)."""
+    return tuple(d for d in shape if d != 1) == tuple(d for d in rows if d != 1)
 
 
 def natural_domain(e: Eqn) -> tuple[tuple[int, ...], int]:
@@ -249,7 +261,7 @@ class _Fuser:
             return g.domain, g.n_outer
         if g.has_reduce:
             return (g.domain, g.n_outer) if (g.domain, g.n_outer) == (p.domain, p.n_outer) else None
-        if g.domain == p.domain or g.domain == p.domain[:p.n_outer]:
+        if g.domain == p.domain or row_shaped(g.domain, p.domain[:p.n_outer]):
             return p.domain, p.n_outer
         return None
 
