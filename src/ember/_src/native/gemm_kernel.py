@@ -18,7 +18,7 @@ inner loop has no edge branches; partial tiles go through a small buffer in the 
 (cached next to the programs, outside their counters), in a background thread started by the first
 program that wants it, and loaded ``RTLD_GLOBAL``. Generated programs look the exported symbol up
 with ``dlsym`` on each call until it resolves and call BLAS until then, so the kernel adds nothing
-to a program's compile time or first call (the library's ~0.2 s build overlaps them). It needs GCC
+to a program's compile time or first call (the library's ~0.4-0.6 s build overlaps them). It needs GCC
 with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere :func:`kernel_symbol` is None and
 programs keep BLAS. :func:`use_small_sgemm` is the size rule.
 """
@@ -72,36 +72,54 @@ def _prefetch_offsets(w: int) -> list[int]:
 
 
 def _micro_kernel(mr: int, nv: int) -> str:
+    """C of the ``mr x 8 nv`` micro-kernel: an always-inline body and a noinline entry that calls it
+    with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four copies has
+    branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the rest do not)."""
     w = 8 * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    bvars = ", ".join(f"b{v}" for v in range(nv))
+    load_src = " ".join(f"b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
+                        f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv))
+    load_bp = " ".join(f"b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv))
+    fmas = []
+    for r in range(mr):
+        fmas.append(f"{{ const float x = a{r}[p * csa]; const em_v8 a = {{x, x, x, x, x, x, x, x}};")
+        fmas.extend(f"  {acc[r][v]} = EM_FMA8(a, b{v}, {acc[r][v]});" for v in range(nv))
+        fmas.append("}")
+    prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w))
+
+    def step(with_prefetch: bool) -> list[str]:
+        body = [f"em_v8 {bvars};",
+                # bsrc set (the first row block of a full panel): read B's row in place, pack it as we go
+                f"if (bsrc) {{ {load_src} }} else {{ {load_bp} }}"]
+        if with_prefetch:  # the next panel's row p (4 * w bytes from any alignment: every line it touches)
+            body.append(prefetch)
+        return ["        " + line for line in body + fmas]
+
+    name = f"em_sk_{mr}x{w}"
+    args = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, float *restrict t, "
+            "const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
     lines = [
-        f"static __attribute__((noinline)) void em_sk_{mr}x{w}(int64_t kc, const float *const *ar,",
-        "        int64_t csa, const float *restrict bp, float *restrict t, const char *pf, int64_t pfs,",
-        "        int64_t npf, const float *bsrc, int64_t rsb) {",
+        f"static inline __attribute__((always_inline)) void {name}_body({args}) {{",
         "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         *(f"    const float *a{r} = ar[{r}];" for r in range(mr)),
+        "    int64_t p = 0;",
         "    #pragma GCC unroll 2",
-        "    for (int64_t p = 0; p < kc; ++p) {",
-        # bsrc set (the first row block of a full panel): read B's row in place and pack it as we go
-        "        em_v8 " + ", ".join(f"b{v}" for v in range(nv)) + ";",
-        "        if (bsrc) {",
-        *(f"            b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
-          f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv)),
-        "        } else {",
-        *(f"            b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv)),
-        "        }",
-        # the next panel's row p (4 * w bytes from any alignment: every line it touches)
-        "        if (p < npf) {",
-        *(f"            __builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w)),
-        "        }",
+        "    for (; p < npf; ++p) {", *step(True), "    }",
+        "    #pragma GCC unroll 2",
+        "    for (; p < kc; ++p) {", *step(False), "    }",
     ]
-    for r in range(mr):
-        lines.append(f"        {{ const float x = a{r}[p * csa]; const em_v8 a = {{x, x, x, x, x, x, x, x}};")
-        lines.extend(f"          {acc[r][v]} = EM_FMA8(a, b{v}, {acc[r][v]});" for v in range(nv))
-        lines.append("        }")
-    lines.append("    }")
     lines.extend(f"    *(em_v8 *)(t + {r * w + 8 * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv))
-    lines.append("}")
+    lines += [
+        "}",
+        f"static __attribute__((noinline)) void {name}({args}) {{",
+        "    if (csa == 1) {",
+        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, pf, pfs, npf, bsrc, rsb);",
+        f"        else {name}_body(kc, ar, 1, bp, t, pf, pfs, npf, 0, rsb);",
+        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, pf, pfs, npf, bsrc, rsb);",
+        f"    else {name}_body(kc, ar, csa, bp, t, pf, pfs, npf, 0, rsb);",
+        "}",
+    ]
     return "\n".join(lines) + "\n"
 
 
