@@ -15,8 +15,11 @@ native target) concurrently with the one trial build that normally settles the f
 
 The key hashes the source, the flags, the compiler identity and the CPU that ``-march=native``
 resolves to, so a cache directory shared between machines never hands out code for the wrong CPU.
-Writes are atomic (compile into a temporary file in the cache directory, then ``os.replace``) and
-serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes do not clash.
+Writes are atomic (compile into a uniquely named temporary file in the cache directory, then
+``os.replace``) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes
+do not clash; temporary files a killed process left are removed by the next build of that key.
+:func:`build_library` is the disk tier alone, without the counters (per-machine libraries built in
+the background); :func:`compile_shared` adds the in-memory tier and the counters.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ember.errors import CompileError
 __all__ = [
     "CompileError",
     "CompilerInfo",
+    "build_library",
     "cache_dir",
     "cache_key",
     "cache_stats",
@@ -406,8 +410,9 @@ def _safe_hint(name_hint: str) -> str:
 
 def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple[str, ...],
            libs: tuple[str, ...] = LINK_LIBS) -> None:
-    """Compile ``src`` into a temporary file next to ``so`` and rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{_safe_hint(name_hint)}-", suffix=".so.tmp")
+    """Compile ``src`` into a uniquely named temporary file next to ``so`` (``.<so stem>-<hint>-*.so.tmp``)
+    and rename it into place; the temporary file is removed when the compile fails."""
+    fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{so.stem}-{_safe_hint(name_hint)}-", suffix=".so.tmp")
     os.close(fd)
     cmd = [info.path, *flags, "-o", tmp, str(src), *libs]
     try:
@@ -428,49 +433,73 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
             os.unlink(tmp)
 
 
+def _remove_stale_temporaries(directory: Path, key: str) -> None:
+    """Delete the temporary files of ``key``'s source and library (``.<key>*.tmp``) that a process
+    killed while building left behind. Called under the key's file lock: no live build owns them."""
+    for stale in directory.glob(f".{key}*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
+def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
+                  extra_flags: tuple[str, ...]) -> tuple[str, bool]:
+    """The disk tier: ``(path of <cache dir>/<key>.so, whether it was compiled now)``. An existing
+    ``.so`` is reused without locking (it was put in place by an atomic rename, so present means
+    complete); otherwise it is built under the key's file lock unless another process did meanwhile."""
+    directory = cache_dir()
+    so = directory / f"{key}.so"
+    if so.exists():
+        return str(so), False
+    directory.mkdir(parents=True, exist_ok=True)
+    with _file_lock(directory / f"{key}.lock"):
+        if so.exists():
+            return str(so), False
+        _remove_stale_temporaries(directory, key)
+        src = directory / f"{key}.c"
+        if not src.exists() or src.read_text() != source:
+            _atomic_write_text(src, source)
+        _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags), source_libs(source))
+    return str(so), True
+
+
+def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple[str, ...] = ()) -> str:
+    """Compile C ``source`` into a shared object in the disk cache, or reuse the one there, and
+    return its path -- without touching :func:`cache_stats` or the in-memory tier.
+
+    For per-machine libraries built in the background (the call dispatcher, the GEMM kernel): a
+    jitted function counts the compiles its own build causes by :func:`cache_stats` deltas, so a
+    library landing in that window must not move the counters. Same key, file lock, atomic write
+    and errors (:class:`CompileError`) as :func:`compile_shared`.
+    """
+    info = _require_compiler()
+    return _cached_build(info, source, cache_key(source, info, extra_flags), name_hint, extra_flags)[0]
+
+
 def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple[str, ...] = ()) -> str:
     """Compile C ``source`` into a shared object and return its path (cached by content;
     ``extra_flags``, e.g. include directories, are added to the command line and the key).
 
+    The in-memory tier answers repeated requests in this process; otherwise the disk tier
+    (:func:`build_library`'s) does, and the ``compiles`` or ``disk_hits`` counter is bumped.
     Raises :class:`CompileError` (holding the compiler output and the saved source path) when
     compilation fails or no compiler is available.
     """
     info = _require_compiler()
     key = cache_key(source, info, extra_flags)
-    directory = cache_dir()
-    memo = (str(directory), key)
+    memo = (str(cache_dir()), key)
     with _lock:
         path = _paths.get(memo)
         if path is not None and os.path.exists(path):
             _stats.memory_hits += 1
             return path
-    so = directory / f"{key}.so"
-    src = directory / f"{key}.c"
-    if so.exists():  # put in place by an atomic rename (_build): present means complete, no lock needed
-        counter = "disk_hits"
-    else:
-        directory.mkdir(parents=True, exist_ok=True)
-        counter = _build_locked(info, source, directory, key, src, so, name_hint, extra_flags)
+    path, compiled = _cached_build(info, source, key, name_hint, extra_flags)
     with _lock:
-        setattr(_stats, counter, getattr(_stats, counter) + 1)
-        _paths[memo] = str(so)
-    return str(so)
-
-
-def _build_locked(info: CompilerInfo, source: str, directory: Path, key: str, src: Path, so: Path,
-                  name_hint: str, extra_flags: tuple[str, ...]) -> str:
-    """Build ``so`` under the key's file lock unless another process did meanwhile; returns the
-    :func:`cache_stats` counter to bump (``"compiles"`` or ``"disk_hits"``)."""
-    with _file_lock(directory / f"{key}.lock"):
-        if so.exists():
-            counter = "disk_hits"
+        if compiled:
+            _stats.compiles += 1
         else:
-            if not src.exists() or src.read_text() != source:
-                _atomic_write_text(src, source)
-            _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags),
-                   source_libs(source))
-            counter = "compiles"
-    return counter
+            _stats.disk_hits += 1
+        _paths[memo] = path
+    return path
 
 
 def load_library(source: str, *, name_hint: str = "kernel") -> ctypes.CDLL:

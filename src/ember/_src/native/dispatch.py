@@ -24,13 +24,13 @@ import logging
 import os
 import sys
 import sysconfig
-import threading
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ember._src.native import compiler
+from ember._src.native.background import BackgroundLibrary
 from ember._src.native.dispatch_src import SOURCE
 
 logger = logging.getLogger("ember")
@@ -46,11 +46,6 @@ class _Miss:
 
 
 MISS = _Miss()  # returned by a Dispatcher call it could not serve
-
-_lock = threading.Lock()
-_module: ModuleType | None = None
-_thread: threading.Thread | None = None
-_failed: str | None = None
 
 
 def enabled() -> bool:
@@ -75,58 +70,47 @@ def source() -> str:
 
 
 def build() -> ModuleType:
-    """Compile (or load from the disk cache) and import the extension module."""
+    """Compile (or load from the disk cache) and import the extension module.
+
+    Built through :func:`compiler.build_library`, which leaves the compile counters alone: the
+    build runs in the background and must not count towards a jitted function's ``cache_info``."""
     flags = tuple(f"-I{d}" for d in include_dirs())
-    path = compiler.compile_shared(source(), name_hint="dispatch", extra_flags=flags)
+    path = compiler.build_library(source(), name_hint="dispatch", extra_flags=flags)
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, path)
     spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
     if spec is None:  # pragma: no cover - only for a broken importlib
         raise ImportError(f"cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
+    logger.debug("C call dispatcher loaded (%s)", mod.abi)
     return mod
 
 
-def _build_in_background() -> None:
-    global _module, _failed
-    try:
-        mod = build()
-    except Exception as exc:  # noqa: BLE001 - any failure only disables the C path
-        _failed = f"{type(exc).__name__}: {exc}"
-        logger.debug("C call dispatcher unavailable, calls stay on the Python path: %s", _failed)
-        return
-    _module = mod
-    logger.debug("C call dispatcher loaded (%s)", mod.abi)
+_library: BackgroundLibrary[ModuleType] = BackgroundLibrary(
+    "ember-dispatch-build", build,
+    on_failure=lambda reason: logger.debug("C call dispatcher unavailable, calls stay on the Python path: %s",
+                                           reason))
 
 
 def module(wait: bool = False) -> ModuleType | None:
     """The loaded extension, or None while it is being built (the first request starts a
     background build) or when it is unavailable. ``wait=True`` blocks until the build ends."""
-    global _thread
     if not enabled():
         return None
-    if _module is not None or _failed is not None:
-        return _module
-    with _lock:
-        if _thread is None:
-            _thread = threading.Thread(target=_build_in_background, name="ember-dispatch-build")
-            _thread.start()
-        t = _thread
-    if wait:
-        t.join()
-    return _module
+    return _library.get(wait)
 
 
 def unavailable_reason() -> str | None:
     """Why the C path is off (None when it is loaded or still building)."""
     if not enabled():
         return "EMBER_DISPATCH is off"
-    return _failed
+    return _library.failure
 
 
 def new_dispatcher() -> Any:
     """A Dispatcher for one jitted function (the extension must be loaded)."""
     from ember._src import core
 
-    assert _module is not None
-    return _module.Dispatcher(core._state, MISS)
+    mod = _library.get()
+    assert mod is not None
+    return mod.Dispatcher(core._state, MISS)

@@ -30,7 +30,8 @@ import functools
 import hashlib
 import logging
 import os
-import threading
+
+from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_helpers", "c_source", "kernel_symbol", "load", "use_small_sgemm"]
 
@@ -315,35 +316,23 @@ def kernel_symbol() -> str | None:
     return _library_source()[1]
 
 
-_loaded: list[ctypes.CDLL] = []  # keeps the library (and its global symbols) alive
-_state: dict[str, object] = {}
-_state_lock = threading.Lock()
-
-
-def _build_and_load() -> bool:
+def _build_and_load() -> ctypes.CDLL:
+    """Build (or take from the disk cache, outside the compile counters) and load the library with
+    its symbols global; raises when it cannot or when the loaded library has no kernel."""
     from ember._src.native import compiler
 
-    try:
-        info = compiler.find_compiler()
-        assert info is not None
-        source, symbol = _library_source()
-        directory = compiler.cache_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        key = compiler.cache_key(source, info)
-        so = directory / f"gemmlib-{key}.so"
-        with compiler._file_lock(directory / f"gemmlib-{key}.lock"):
-            if not so.exists():
-                src = directory / f"gemmlib-{key}.c"
-                compiler._atomic_write_text(src, source)
-                compiler._build(info, src, so, "gemm_kernel", compiler.source_flags(source, info))
-        lib = ctypes.CDLL(os.fspath(so), mode=ctypes.RTLD_GLOBAL)
-        if not getattr(lib, symbol + "_ok")():
-            return False
-        _loaded.append(lib)
-        return True
-    except Exception as exc:  # programs then stay on BLAS
-        logger.warning("ember: building the float32 GEMM kernel library failed (BLAS is used): %s", exc)
-        return False
+    source, symbol = _library_source()
+    lib = ctypes.CDLL(compiler.build_library(source, name_hint="gemm_kernel"), mode=ctypes.RTLD_GLOBAL)
+    if not getattr(lib, symbol + "_ok")():
+        raise RuntimeError(f"{symbol} was compiled without the AVX2/FMA kernel")
+    return lib
+
+
+# keeps the library (and its global symbols) alive once loaded
+_library: BackgroundLibrary[ctypes.CDLL] = BackgroundLibrary(
+    "ember-gemm-kernel", _build_and_load,
+    on_failure=lambda reason: logger.warning(
+        "ember: building the float32 GEMM kernel library failed (BLAS is used): %s", reason))
 
 
 def load(wait: bool = False) -> bool | None:
@@ -352,18 +341,9 @@ def load(wait: bool = False) -> bool | None:
     None while the build runs."""
     if kernel_symbol() is None:
         return False
-    with _state_lock:
-        thread = _state.get("thread")
-        if thread is None:
-            def run() -> None:
-                _state["ok"] = _build_and_load()
-
-            thread = threading.Thread(target=run, name="ember-gemm-kernel", daemon=True)
-            _state["thread"] = thread
-            thread.start()
-    if wait:
-        thread.join()  # type: ignore[attr-defined]
-    return _state.get("ok")  # type: ignore[return-value]
+    if _library.get(wait) is not None:
+        return True
+    return False if _library.failure is not None else None
 
 
 # Programs generated while this is set never call the kernel (their ``em_sk_fn`` is null): the BLAS
