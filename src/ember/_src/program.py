@@ -7,7 +7,7 @@ it by re-running abstract evaluation on every equation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,25 +155,42 @@ def pretty_print(p: Program, indent: int = 0) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def validate(p: Program) -> None:
-    """Type-check ``p``: every value defined once before use, every equation's avals re-inferred."""
+def definition_errors(p: Program) -> Iterator[str]:
+    """Messages for every SSA violation of ``p``: a value defined twice (or a non-Var defined), an
+    equation input used before it is defined, an output never defined. Shared by :func:`validate`
+    (which raises on the first) and the ``producers`` validator (which reports them all)."""
     env: set[int] = set()
 
-    def define(v: Var, where: str) -> None:
+    def define(v: Any, where: str) -> Iterator[str]:
         if not isinstance(v, Var):
-            raise ValidationError(f"{where}: expected a Var, got {v!r}")
-        if v.id in env:
-            raise ValidationError(f"{where}: value {v} defined twice")
-        env.add(v.id)
+            yield f"{where}: expected a Var, got {v!r}"
+        elif v.id in env:
+            yield f"{where}: value {v} defined twice"
+        else:
+            env.add(v.id)
 
     for v in p.constvars:
-        define(v, "constvars")
+        yield from define(v, "constvars")
     for v in p.invars:
-        define(v, "invars")
+        yield from define(v, "invars")
     for i, e in enumerate(p.eqns):
         for a in e.inputs:
             if isinstance(a, Var) and a.id not in env:
-                raise ValidationError(f"equation {i} ({e.prim.name}): input {a} used before it is defined")
+                yield (f"equation {i} ({e.prim.name}): input {a} used before it is defined "
+                       "(no producer before it)")
+        for v in e.outvars:
+            yield from define(v, f"equation {i} ({e.prim.name})")
+    for a in p.outvars:
+        if isinstance(a, Var) and a.id not in env:
+            yield f"output {a} is not defined (no producer)"
+
+
+def validate(p: Program) -> None:
+    """Type-check ``p``: every value defined once before use (:func:`definition_errors`), every
+    equation's avals re-inferred."""
+    for message in definition_errors(p):
+        raise ValidationError(message)
+    for i, e in enumerate(p.eqns):
         try:
             expected = e.prim.abstract([a.aval for a in e.inputs], e.params)
         except Exception as err:
@@ -185,10 +202,6 @@ def validate(p: Program) -> None:
             if (v.aval.shape, v.aval.dtype) != (a.shape, a.dtype):
                 raise ValidationError(f"equation {i} ({e.prim.name}): output typed {v.aval.str_short()}"
                                       f" but the rule infers {a.str_short()}")
-            define(v, f"equation {i} ({e.prim.name})")
-    for a in p.outvars:
-        if isinstance(a, Var) and a.id not in env:
-            raise ValidationError(f"output {a} is not defined")
 
 
 # ---------------------------------------------------------------------------------------------

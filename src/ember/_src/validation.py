@@ -201,30 +201,8 @@ def _ssa(p: Any) -> list[Finding]:
 @validator(("traced", "optimized"), "producers")
 def _producers(p: Any) -> list[Finding]:
     """Every value used has exactly one producer (constant, input or an earlier equation)."""
-    from ember._src.program import Var
-    out: list[Finding] = []
-    defined: set[int] = set()
-
-    def define(v: Any, where: str) -> None:
-        if v.id in defined:
-            out.append(_finding("error", "program", "producers", f"{where}: value {v} defined twice"))
-        defined.add(v.id)
-
-    for v in p.constvars:
-        define(v, "constvars")
-    for v in p.invars:
-        define(v, "invars")
-    for i, e in enumerate(p.eqns):
-        for a in e.inputs:
-            if isinstance(a, Var) and a.id not in defined:
-                out.append(_finding("error", "program", "producers",
-                                    f"equation {i} ({e.prim.name}): input {a} has no producer before it"))
-        for v in e.outvars:
-            define(v, f"equation {i} ({e.prim.name})")
-    for a in p.outvars:
-        if isinstance(a, Var) and a.id not in defined:
-            out.append(_finding("error", "program", "producers", f"output {a} has no producer"))
-    return out
+    from ember._src.program import definition_errors
+    return [_finding("error", "program", "producers", m) for m in definition_errors(p)]
 
 
 @validator(("traced", "optimized"), "avals", expensive=True)
