@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Workload, have, interleaved, medians, peer_runners, report  # noqa: E402
+from common import Workload, constant_weights_runner, have, interleaved, medians, peer_runners, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -170,6 +170,7 @@ def measure(native, ref, w: Workload, **timing) -> dict:
     impls = {"ember native": lambda: native(*args),
              "ember native (executable)": lambda: exe(args),
              "ember numpy backend": lambda: ref(*args),
+             **constant_weights_runner(mlp, w, want, **getattr(native, "options", {})),
              **peer_runners(w, reference=want)}
     return medians(interleaved(impls, **timing))
 

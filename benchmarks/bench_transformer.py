@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Workload, interleaved, load_average, medians, peer_runners, report  # noqa: E402
+from common import Workload, constant_weights_runner, interleaved, load_average, medians, peer_runners, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -152,7 +152,8 @@ def measure(w: Workload, opts: dict, **timing) -> tuple[dict, dict]:
     native = ember.jit(block, backend="native", **opts)
     got = np.asarray(native(*args))
     np.testing.assert_allclose(got, want, rtol=w.rtol, atol=w.atol)
-    impls = {"ember native": lambda: native(*args), **peer_runners(w, reference=want)}
+    impls = {"ember native": lambda: native(*args), **constant_weights_runner(block, w, want, **opts),
+             **peer_runners(w, reference=want)}
     stats = interleaved(impls, **timing)
     return medians(stats), stats
 

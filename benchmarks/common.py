@@ -104,6 +104,21 @@ def report(title: str, rows: list[dict[str, Any]], name: str, meta: dict[str, An
 # --------------------------------------------------------------------------------------------------
 
 NOT_PEERS = ("memory copy",)
+EMBER_CONST = "ember native (constant weights)"
+
+
+def constant_weights_runner(fn: Callable[..., Any], w: Workload, want: np.ndarray,
+                            **opts: Any) -> dict[str, Callable[[], Any]]:
+    """``{EMBER_CONST: call}``: ember native with the workload's weights captured by the jitted
+    function (program constants, packed once when it is built), the way ONNX Runtime's session holds
+    them as initializers; checked against ``want`` first. Empty for a workload without weights."""
+    if not w.params:
+        return {}
+    import ember
+
+    baked = ember.jit(lambda *xs: fn(*xs, *w.params), backend="native", **opts)
+    np.testing.assert_allclose(np.asarray(baked(*w.data)), want, rtol=w.rtol, atol=w.atol)
+    return {EMBER_CONST: lambda: baked(*w.data)}
 
 
 def is_peer(name: str) -> bool:

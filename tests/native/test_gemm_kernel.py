@@ -38,6 +38,16 @@ void em_test_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
     (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
 #endif
 }}
+void em_test_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                          int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                          const float *bias, int relu, int nthreads) {{
+#if EM_SGEMM_SMALL
+    em_sgemm_packed(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, nthreads);
+#else
+    (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)bpk; (void)beta; (void)c;
+    (void)ldc; (void)bias; (void)relu; (void)nthreads;
+#endif
+}}
 """
 
 
@@ -53,6 +63,10 @@ def kernel():
     fn.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, f32, ptr, i64, ptr, ctypes.c_int,
                    ctypes.c_int]
     fn.restype = None
+    packed = lib.em_test_sgemm_packed
+    packed.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, f32, ptr, i64, ptr, ctypes.c_int, ctypes.c_int]
+    packed.restype = None
+    fn.packed = packed
     return fn
 
 
@@ -173,6 +187,53 @@ def test_fused_bias_relu_epilogue(kernel, relu):
     np.testing.assert_allclose(got, np.maximum(want, 0) if relu else want, rtol=1e-6)
 
 
+def test_panel_widths_and_prepacked_layout():
+    """prepack_b: panel j0 of width w holds B[p, j0 + i] at j0 * k + p * w + i, zeros past n; the
+    panel widths cover n exactly as the kernel walks it; the data is 64-byte aligned."""
+    assert gemm_kernel.panel_widths(512) == [24] * 20 + [16, 16]  # a 32-column remainder: two of 16
+    assert gemm_kernel.panel_widths(10) == [16] and gemm_kernel.panel_widths(8) == [8]
+    assert gemm_kernel.panel_widths(24) == [24] and gemm_kernel.panel_widths(0) == []
+    assert gemm_kernel.panel_widths(41) == [24, 24]
+    rng = np.random.default_rng(10)
+    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8)]:
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        packed = gemm_kernel.prepack_b(b)
+        assert packed.ctypes.data % 64 == 0
+        j0 = 0
+        for w in gemm_kernel.panel_widths(n):
+            nr = min(w, n - j0)
+            panel = packed[j0 * k:j0 * k + k * w].reshape(k, w)
+            np.testing.assert_array_equal(panel[:, :nr], b[:, j0:j0 + nr])
+            assert (panel[:, nr:] == 0).all()
+            j0 += nr
+        assert j0 == n and packed.size == k * (n - nr + w)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_prepacked_entry_matches_packing_entry(kernel, relu):
+    """The prepacked-B entry gives bit-for-bit the values of the entry that packs B per call (same
+    tiles, same order of summation): edge widths, more than one contraction block, transposed B,
+    alpha/beta, bias/ReLU, and the panel split among threads."""
+    rng = np.random.default_rng(11)
+    for (m, n, k), trans_b in itertools.product([(2, 2, 1), (5, 7, 3), (9, 24, 256), (17, 25, 257),
+                                                 (33, 41, 513), (32, 512, 300), (4, 100, 600), (13, 8, 70)],
+                                                [False, True]):
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, trans_b)
+        bias = rng.standard_normal(n).astype(np.float32) if relu or m % 2 else None
+        packed = gemm_kernel.prepack_b(b)
+        for alpha, beta, nthreads in [(1.0, 0.0, 1), (0.5, 1.0, 2), (-1.0, 0.25, 0)]:
+            c0 = rng.standard_normal((m, n)).astype(np.float32)
+            want = _run(kernel, a, b, alpha, beta, c0.copy(), nthreads, bias=bias, relu=relu)
+            got = c0.copy()
+            kernel.packed(m, n, k, alpha, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4,
+                          packed.ctypes.data, beta, got.ctypes.data, n,
+                          None if bias is None else bias.ctypes.data, int(relu), nthreads)
+            np.testing.assert_array_equal(got, want, err_msg=f"m={m} n={n} k={k} trans_b={trans_b}")
+            ref = _ref(a, b, alpha, beta, c0) + (0.0 if bias is None else bias)
+            ref = _relu_keep_nan(ref) if relu else ref
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
 def test_size_rule():
     assert gemm_kernel.use_small_sgemm(32, 512, 512) and gemm_kernel.use_small_sgemm(128, 10, 512)
     assert not gemm_kernel.use_small_sgemm(1, 512, 512)  # a single row: BLAS sgemv
@@ -228,6 +289,35 @@ def test_jit_batched_product_and_mlp(kernel_loaded):
     mlp = ember.jit(lambda h, w1, w2: lax.dot(jnp.maximum(lax.dot(h, w1), 0.0), w2), backend="native")
     want = np.maximum(h.astype(np.float64) @ w1, 0.0) @ w2
     np.testing.assert_allclose(np.asarray(mlp(h, w1, w2)), want, rtol=1e-4, atol=1e-4)
+
+
+@requires_cc
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_jit_constant_weights_are_prepacked(kernel_loaded, trans_b):
+    """Weights captured by the jitted function (program constants) are packed once when the
+    program is built and the products call the kernel's prepacked entry: same values, bit for bit,
+    as the program taking the weights as arguments (and within float32 of a float64 reference)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((32, 200)).astype(np.float32)
+    w1 = rng.standard_normal((300, 200) if trans_b else (200, 300)).astype(np.float32) / 14
+    b1 = rng.standard_normal(300).astype(np.float32)
+    w2 = rng.standard_normal((300, 41)).astype(np.float32) / 17
+
+    def mlp(x, w1, b1, w2):
+        h = (x @ w1.T if trans_b else x @ w1) + b1
+        return jnp.maximum(h, 0.0) @ w2
+
+    baked = ember.jit(lambda x: mlp(x, w1, b1, w2), backend="native")
+    as_args = ember.jit(mlp, backend="native")
+    got = np.asarray(baked(x))
+    w1_op = (w1.T if trans_b else w1).astype(np.float64)
+    want = np.maximum(x.astype(np.float64) @ w1_op + b1, 0.0) @ w2
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got, np.asarray(as_args(x, w1, b1, w2)))
+    exe = baked.lower(x).executable
+    if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        assert exe.source.count("em_skp_fn()") == 2
+        assert "em_skp_fn()" not in as_args.lower(x, w1, b1, w2).executable.source
 
 
 @requires_cc

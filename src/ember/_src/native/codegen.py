@@ -71,6 +71,10 @@ class Generated:
 class _Ctx:
     def __init__(self, plan: MemoryPlan, n_in: int, n_par: int):
         self.plan, self.n_in, self.n_par = plan, n_in, n_par
+        # the program's constants by Var id, and where derived constants go (fns[N_FIXED_FNS + k]):
+        # set for a top-level program, so a product with a constant B can use it prepacked
+        self.consts: dict[int, Any] = {}
+        self.gen: Generated | None = None
 
     def base(self, b: Buffer) -> str:
         if b.cls == EXTERNAL_IN:
@@ -130,6 +134,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     ctx = _Ctx(plan, len(p.invars), len(p.constvars))
     funcs: list[str] = []
     gen = Generated("")
+    ctx.consts, ctx.gen = {v.id: c for v, c in zip(p.constvars, p.consts)}, gen
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *body,
@@ -138,7 +143,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:
         extra += sd.C_HELPERS
-    if "em_sk_fn()" in code:
+    if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
     if any(f"em_gemm_{x}" in code for x in ("f32", "f64", "sv_f32", "sv_f64")):
         extra += _GEMM_HELPERS
@@ -753,11 +758,30 @@ def _step_layouts(step: Step) -> tuple:
     return fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)[:3]
 
 
+def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
+    """C pointer to ``op(B)`` packed for the kernel (:func:`.gemm_kernel.prepack_b`) when ``B`` of
+    this unbatched product is a program constant: packed once here, kept as a derived constant."""
+    b = step.eqns[0].inputs[1]
+    if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.consts:
+        return None
+    _, m, n, k = gemm_dims(step)
+    (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
+    value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
+    if value.dtype != np.float32 or value.size != k * n or k < 1:
+        return None
+    flat = value.reshape(-1)
+    opb = np.lib.stride_tricks.as_strided(flat, (k, n), (rsb * 4, csb * 4), writeable=False)
+    slot = N_FIXED_FNS + len(ctx.gen.extra_consts)
+    ctx.gen.extra_consts.append(gemm_kernel.prepack_b(opb))
+    return f"((const float *)fns[{slot}])"
+
+
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
-                      beta: float, local: Any = frozenset()) -> str | None:
+                      beta: float, local: Any = frozenset(), packed: str | None = None) -> str | None:
     """The arguments of :mod:`.gemm_kernel`'s kernel for a static float32 product its size rule
     takes (None otherwise, or where this machine cannot run it): A and B as (row, column) strides,
-    so transposes are free; batch ``bb_`` of a batched product."""
+    so transposes are free; batch ``bb_`` of a batched product. With ``packed`` (a pointer from
+    :func:`_prepacked_b`), the arguments of its prepacked-B entry instead."""
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
@@ -776,9 +800,9 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
     relu = int(epi is not None and epi.relu)
     oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {rsb}, {csb}"
     return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
-            f"{ctx.ptr(b)} + {ob}, {rsb}, {csb}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, "
-            f"{bias}, {relu}, {nthreads}")
+            f"{bargs}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, {bias}, {relu}, {nthreads}")
 
 
 def _batch_offset(batch: tuple, var: str = "bb_") -> str:
@@ -855,8 +879,12 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
             blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
+        packed = _prepacked_b(step, ctx) if small is not None and nbs == 1 and views is None else None
         if small is None:
             lines.append("    " + blas)
+        elif packed is not None:  # a constant B: packed once when the program was built
+            args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed)
+            lines.append("    " + gemm_kernel.c_call_packed(args, blas))
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
             lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
     else:
