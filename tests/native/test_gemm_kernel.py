@@ -321,6 +321,26 @@ def test_jit_constant_weights_are_prepacked(kernel_loaded, trans_b):
 
 
 @requires_cc
+def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
+    """Beyond the packing entry's size rule (A larger than L2 here), a constant B still takes the
+    prepacked entry (use_prepacked), with its bias + ReLU fused, and agrees with float64 NumPy."""
+    rng = np.random.default_rng(13)
+    m, k, n = 512, 256, 1000
+    assert not gemm_kernel.use_small_sgemm(m, n, k) and gemm_kernel.use_prepacked(m, n, k)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = (rng.standard_normal((k, n)) / 16).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    baked = ember.jit(lambda x: jnp.maximum(x @ w + bias, 0.0), backend="native")
+    want = np.maximum(x.astype(np.float64) @ w + bias, 0.0)
+    np.testing.assert_allclose(np.asarray(baked(x)), want, rtol=1e-4, atol=1e-4)
+    exe = baked.lower(x).executable
+    if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        assert exe.source.count("em_skp_fn()") == 1
+        assert sum(st.kind == "kernel" for st in exe.schedule.steps) == 0  # the epilogue went into the store
+    assert not gemm_kernel.use_prepacked(1, n, k) and not gemm_kernel.use_prepacked(1024, n, k)
+
+
+@requires_cc
 def test_blas_fallback_until_library_loads(tmp_path):
     """In a new process whose kernel library never loads, the generated programs' BLAS fallback
     computes the product; once it loads (same executable), the kernel computes it."""

@@ -764,7 +764,10 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     b = step.eqns[0].inputs[1]
     if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.consts:
         return None
-    _, m, n, k = gemm_dims(step)
+    nb, m, n, k = gemm_dims(step)
+    if any(sd.is_sym(d) for d in (nb, m, n, k)) or nb != 1 or not gemm_kernel.use_prepacked(m, n, k) \
+            or gemm_kernel.kernel_symbol() is None or gemm_views(step) is not None:
+        return None
     (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
     if value.dtype != np.float32 or value.size != k * n or k < 1:
@@ -785,7 +788,8 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
-    if any(sd.is_sym(d) for d in (nb, m, n, k)) or not gemm_kernel.use_small_sgemm(m, n, k):
+    rule = gemm_kernel.use_prepacked if packed is not None else gemm_kernel.use_small_sgemm
+    if any(sd.is_sym(d) for d in (nb, m, n, k)) or not rule(m, n, k):
         return None
     if gemm_kernel.kernel_symbol() is None:
         return None
@@ -879,12 +883,12 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
             blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
-        packed = _prepacked_b(step, ctx) if small is not None and nbs == 1 and views is None else None
-        if small is None:
+        packed = _prepacked_b(step, ctx) if np.dtype(dt) == np.float32 else None
+        packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
+        if packed_args is not None:  # a constant B: packed once when the program was built
+            lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas))
+        elif small is None:
             lines.append("    " + blas)
-        elif packed is not None:  # a constant B: packed once when the program was built
-            args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed)
-            lines.append("    " + gemm_kernel.c_call_packed(args, blas))
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
             lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
     else:

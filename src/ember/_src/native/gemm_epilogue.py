@@ -116,9 +116,10 @@ def _row_bias(e: Eqn) -> Var | None:
     return None
 
 
-def _fusable_gemm(step: Step) -> bool:
+def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
     """A 2-D static float32 ``gemm`` without an accumulator (or with a row bias as its ``c``) that
-    goes to the kernel."""
+    goes to the kernel (``consts``: ids of the program's constants; a constant ``B`` takes the
+    kernel's prepacked entry, whose size rule is wider)."""
     if step.kind != "gemm" or len(step.eqns) != 1:
         return False
     e: Eqn = step.eqns[0]
@@ -133,7 +134,9 @@ def _fusable_gemm(step: Step) -> bool:
     ash, bsh = e.inputs[0].aval.shape, e.inputs[1].aval.shape
     m, k = (ash[1], ash[0]) if ta else (ash[0], ash[1])
     n = bsh[0] if tb else bsh[1]
-    return gemm_kernel.kernel_symbol() is not None and gemm_kernel.use_small_sgemm(m, n, k)
+    b = e.inputs[1]
+    rule = gemm_kernel.use_prepacked if isinstance(b, Var) and b.id in consts else gemm_kernel.use_small_sgemm
+    return gemm_kernel.kernel_symbol() is not None and rule(m, n, k)
 
 
 def fuse_gemm_epilogues(sched: Schedule) -> int:
@@ -142,6 +145,7 @@ def fuse_gemm_epilogues(sched: Schedule) -> int:
     number fused."""
     steps = sched.steps
     out_ids = {a.id for a in sched.program.outvars if isinstance(a, Var)}
+    consts = frozenset(v.id for v in sched.program.constvars)
     readers: dict[int, list[int]] = {}
     for s, st in enumerate(steps):
         for a in st.inputs:
@@ -150,7 +154,7 @@ def fuse_gemm_epilogues(sched: Schedule) -> int:
     fused = 0
     drop: set[int] = set()
     for g, st in enumerate(steps):
-        if not _fusable_gemm(st):
+        if not _fusable_gemm(st, consts):
             continue
         bias0 = _row_bias(st.eqns[0])
         if bias0 is not None:  # gemm(a, b, bias): the kernel adds the bias in its store instead

@@ -42,7 +42,7 @@ import numpy as np
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_symbol", "load", "panel_widths",
-           "prepack_b", "use_small_sgemm"]
+           "prepack_b", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,17 @@ def use_small_sgemm(m: int, n: int, k: int) -> bool:
     rather than BLAS ``sgemm`` (single rows/columns stay with BLAS ``sgemv``)."""
     a_max = MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS
     return 2 <= m <= MAX_M and n >= 2 and k >= 1 and m * k <= a_max and k * n <= MAX_B_FLOATS
+
+
+def use_prepacked(m: int, n: int, k: int) -> bool:
+    """Whether a static-shape float32 product ``m x k @ k x n`` whose ``B`` is a program constant
+    goes to the kernel's prepacked entry: up to :data:`MAX_M` rows whatever ``n`` and ``k``.
+    Without packing ``B`` on each call, and with ``A`` re-read once per block of four panels, it ran
+    level with OpenBLAS or faster on every such shape measured (e.g. 512 x 1024 x 256 0.94-1.0x,
+    512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
+    six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
+    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
+    return 2 <= m <= MAX_M and n >= 2 and k >= 1
 
 
 def _prefetch_offsets(w: int) -> list[int]:
@@ -299,13 +310,35 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
 
 /* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
    over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 32-byte aligned),
-   for the column panels [q_begin, q_end) only (k >= 1). */
+   for the column panels [q_begin, q_end) only (k >= 1). The leading 24-wide panels go in blocks
+   of EM_SK_NBP: each 4-row block of A runs over all the block's panels while its rows are in L1,
+   so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
+   B, at most 4 x 512 x 24 floats, stays in L2). The rest (at most two narrower panels) go one at
+   a time. Every element is summed in the same order either way. */
+#define EM_SK_NBP 4
 static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                                  int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                                  const float *bias, int relu, int64_t q_begin, int64_t q_end) {
     float t[8 * 24] __attribute__((aligned(64)));
     const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
-    for (int64_t j0 = 0, q = 0; j0 < n && q < q_end; ++q) {
+    int64_t nfull = 0;  /* panels [0, nfull) are 24 wide */
+    while (nfull * 24 < n && em_sk_panel_width(n - nfull * 24) == 24 && n - nfull * 24 >= 24) ++nfull;
+    const int64_t fe = q_end < nfull ? q_end : nfull;
+    for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
+        const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            for (int64_t i0 = 0; i0 < m; i0 += 4)
+                for (int64_t q = qb; q < qe; ++q) {
+                    const float *bp = bpk + q * 24 * k + p0 * 24;
+                    em_sk_block(kc, 24, 4, m - i0 < 4 ? m - i0 : 4, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
+                                bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
+                                bias ? bias + q * 24 : 0, relu, 24, c + i0 * ldc + q * 24, ldc);
+                }
+        }
+    }
+    if (q_begin < nfull) q_begin = nfull;
+    for (int64_t j0 = nfull * 24, q = nfull; j0 < n && q < q_end; ++q) {
         const int64_t left = n - j0, w = em_sk_panel_width(left);
         const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
         for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
