@@ -16,9 +16,11 @@ inner loop has no edge branches; partial tiles go through a small buffer in the 
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
 that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
-it panel by panel, and the program calls the ``_packed`` entry on it (same tiles and order of
-summation, so the same values bit for bit; about 5-8% faster at 32 rows, where packing is a larger
-share of the call). ONNX Runtime does the same with a session's constant weights.
+it panel by panel, and the program calls the ``_packed`` entry on it. That entry runs four panels
+at a time over each block of rows and takes contractions 512 deep (B is in L2, not rebuilt in L1),
+so it is faster than the packing entry at every size and than OpenBLAS up to 512 rows
+(:func:`use_prepacked`); up to k = 512 its sums are those of the packing entry, bit for bit. ONNX
+Runtime does the same with a session's constant weights.
 
 :func:`c_source` is the kernel's C. It is compiled once per machine into its own shared object
 (cached next to the programs, outside their counters), in a background thread started by the first
@@ -122,7 +124,7 @@ def _micro_kernel(mr: int, nv: int) -> str:
 
     name = f"em_sk_{mr}x{w}"
     args = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, float *restrict t, "
-            "const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
+            "int64_t ldt, const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
     lines = [
         f"static inline __attribute__((always_inline)) void {name}_body({args}) {{",
         "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
@@ -133,15 +135,16 @@ def _micro_kernel(mr: int, nv: int) -> str:
         "    #pragma GCC unroll 2",
         "    for (; p < kc; ++p) {", *step(False), "    }",
     ]
-    lines.extend(f"    *(em_v8 *)(t + {r * w + 8 * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv))
+    lines.extend(f"    *(em_v8u *)(t + {r} * ldt + {8 * v}) = {acc[r][v]};"
+                 for r in range(mr) for v in range(nv))
     lines += [
         "}",
         f"static __attribute__((noinline)) void {name}({args}) {{",
         "    if (csa == 1) {",
-        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, pf, pfs, npf, bsrc, rsb);",
-        f"        else {name}_body(kc, ar, 1, bp, t, pf, pfs, npf, 0, rsb);",
-        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, pf, pfs, npf, bsrc, rsb);",
-        f"    else {name}_body(kc, ar, csa, bp, t, pf, pfs, npf, 0, rsb);",
+        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
+        f"        else {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, 0, rsb);",
+        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
+        f"    else {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, 0, rsb);",
         "}",
     ]
     return "\n".join(lines) + "\n"
@@ -232,10 +235,16 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
                                float *c, int64_t ldc) {
     const float *ar[8];
     for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    if (w == 24) em_sk_4x24(kc, ar, csa, bp, t, pf, pfs, npf, bs, rsb);
-    else if (w == 16) em_sk_6x16(kc, ar, csa, bp, t, pf, pfs, npf, bs, rsb);
-    else em_sk_8x8(kc, ar, csa, bp, t, pf, pfs, npf, bs, rsb);
-    em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
+    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
+       from the accumulators straight into C; otherwise through t and em_sk_store */
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
+                       && nr == w;
+    float *td = direct ? c : t;
+    const int64_t ldt = direct ? ldc : w;
+    if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == 16) em_sk_6x16(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else em_sk_8x8(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
 /* Row-major C[m, n] (row stride ldc) = alpha * A B + beta * C with A(i, p) at a[i * rsa + p * csa]
@@ -320,7 +329,7 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
                                  int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                                  const float *bias, int relu, int64_t q_begin, int64_t q_end) {
     float t[8 * 24] __attribute__((aligned(64)));
-    const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 96 floats of B: 192 KiB, in L2 */
     int64_t nfull = 0;  /* panels [0, nfull) are 24 wide */
     while (nfull * 24 < n && em_sk_panel_width(n - nfull * 24) == 24 && n - nfull * 24 >= 24) ++nfull;
     const int64_t fe = q_end < nfull ? q_end : nfull;
