@@ -339,6 +339,10 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
     if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
         assert exe.source.count("em_skp_fn()") == 1
         assert sum(st.kind == "kernel" for st in exe.schedule.steps) == 0  # the epilogue went into the store
+    # prepack=False: the constant stays as it is (OpenBLAS here), same values within float32
+    plain = ember.jit(lambda x: jnp.maximum(x @ w + bias, 0.0), backend="native", prepack=False)
+    np.testing.assert_allclose(np.asarray(plain(x)), want, rtol=1e-4, atol=1e-4)
+    assert "em_skp_fn()" not in plain.lower(x).executable.source
     assert not gemm_kernel.use_prepacked(1, n, k) and not gemm_kernel.use_prepacked(1024, n, k)
 
 

@@ -51,7 +51,7 @@ from ember.errors import DTypeError, ShapeError
 logger = logging.getLogger("ember")
 
 KNOWN_OPTIONS = {"passes", "fuse", "gemm_epilogue", "batch_groups", "max_kernel_inputs", "num_threads",
-                 "parallel_threshold", "inplace", "simd", "validate"}
+                 "parallel_threshold", "inplace", "simd", "validate", "prepack"}
 _CALLBACK_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
 _warned: set[str] = set()
 
@@ -216,7 +216,7 @@ class NativeExecutable:
         sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
                                fuse=bool(opt.get("fuse", True)))
         if opt.get("gemm_epilogue", True):  # bias/ReLU after a product into the GEMM kernel's store
-            fuse_gemm_epilogues(sched)
+            fuse_gemm_epilogues(sched, prepack=bool(opt.get("prepack", True)))
         threads = self._threads(info)
         nt = opt.get("num_threads")
         loops.lower_loops(sched, loops.BodyOptions(
@@ -231,7 +231,7 @@ class NativeExecutable:
         cg = CodegenOptions(openmp=info.has_openmp, num_threads=int(nt) if nt else None,
                             workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
-                            simd=bool(opt.get("simd", True)))
+                            simd=bool(opt.get("simd", True)), prepack=bool(opt.get("prepack", True)))
         return prog, sched, plan, generate(sched, plan, cg), cg
 
     def _build(self, info: compiler.CompilerInfo) -> None:

@@ -56,6 +56,7 @@ class CodegenOptions:
     parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
     simd: bool = True
     axes: tuple[str, ...] = ()  # symbolic schedule: the axes read from dims[0..len(axes))
+    prepack: bool = True  # a constant B of a float32 product packed once for the GEMM kernel
 
 
 @dataclass
@@ -883,7 +884,8 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
             blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
-        packed = _prepacked_b(step, ctx) if np.dtype(dt) == np.float32 else None
+        packed = _prepacked_b(step, ctx) if np.dtype(dt) == np.float32 and (opts is None or opts.prepack) \
+            else None
         packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
         if packed_args is not None:  # a constant B: packed once when the program was built
             lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas))

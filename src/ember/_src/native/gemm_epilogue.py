@@ -139,13 +139,14 @@ def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
     return gemm_kernel.kernel_symbol() is not None and rule(m, n, k)
 
 
-def fuse_gemm_epilogues(sched: Schedule) -> int:
+def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
     """Fuse each ``gemm`` step whose product only feeds one elementwise kernel of the
     :func:`match_epilogue` forms into that kernel's place (in ``sched``, in place); returns the
-    number fused."""
+    number fused. ``prepack``: whether products with a constant ``B`` will take the kernel's
+    prepacked entry (the backend option of that name)."""
     steps = sched.steps
     out_ids = {a.id for a in sched.program.outvars if isinstance(a, Var)}
-    consts = frozenset(v.id for v in sched.program.constvars)
+    consts = frozenset(v.id for v in sched.program.constvars) if prepack else frozenset()
     readers: dict[int, list[int]] = {}
     for s, st in enumerate(steps):
         for a in st.inputs:
