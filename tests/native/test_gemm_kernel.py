@@ -347,6 +347,47 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
 
 
 @requires_cc
+@pytest.mark.parametrize("baked", [False, True])
+def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
+    """With the batch a named dynamic axis, the products call the kernel (prepacked for constant
+    weights) when the bound batch is within its row rule, tested at run time, and BLAS otherwise:
+    every batch agrees with float64 NumPy, and within the rule bit for bit with the static-shape
+    program."""
+    rng = np.random.default_rng(14)
+    w1 = (rng.standard_normal((96, 200)) / 10).astype(np.float32)
+    b1 = rng.standard_normal(200).astype(np.float32)
+    w2 = (rng.standard_normal((200, 30)) / 14).astype(np.float32)
+
+    def mlp(x, w1, b1, w2):
+        return jnp.maximum(x @ w1 + b1, 0.0) @ w2
+
+    if baked:
+        dyn = ember.jit(lambda x: mlp(x, w1, b1, w2), backend="native", dynamic_axes={"x": ("batch", None)})
+        static = ember.jit(lambda x: mlp(x, w1, b1, w2), backend="native")
+        call_d, call_s = dyn, static
+    else:
+        dyn = ember.jit(mlp, backend="native", dynamic_axes={"x": ("batch", None)})
+        static = ember.jit(mlp, backend="native")
+        call_d = lambda x: dyn(x, w1, b1, w2)  # noqa: E731
+        call_s = lambda x: static(x, w1, b1, w2)  # noqa: E731
+    for batch in (0, 1, 2, 33, 512, 700):
+        x = rng.standard_normal((batch, 96)).astype(np.float32)
+        got = np.asarray(call_d(x))
+        want = np.maximum(x.astype(np.float64) @ w1 + b1, 0.0) @ w2
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"batch {batch}")
+        if 2 <= batch <= 512 and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
+            np.testing.assert_array_equal(got, np.asarray(call_s(x)), err_msg=f"batch {batch}")
+    x = rng.standard_normal((5, 96)).astype(np.float32)
+    args = (x,) if baked else (x, w1, b1, w2)
+    from ember._src.native import specialize
+
+    src = specialize.symbolic_executable(dyn.lower(*args).program).source or ""
+    if gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        entry = "em_skp_fn()" if baked else "em_sk_fn()"
+        assert src.count(entry) == 2 and "<= 512)" in src
+
+
+@requires_cc
 def test_blas_fallback_until_library_loads(tmp_path):
     """In a new process whose kernel library never loads, the generated programs' BLAS fallback
     computes the product; once it loads (same executable), the kernel computes it."""

@@ -766,8 +766,8 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.consts:
         return None
     nb, m, n, k = gemm_dims(step)
-    if any(sd.is_sym(d) for d in (nb, m, n, k)) or nb != 1 or not gemm_kernel.use_prepacked(m, n, k) \
-            or gemm_kernel.kernel_symbol() is None or gemm_views(step) is not None:
+    if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
+            or gemm_views(step) is not None:
         return None
     (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
@@ -780,17 +780,39 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     return f"((const float *)fns[{slot}])"
 
 
+def _kernel_rows(step: Step, prepacked: bool) -> int | None:
+    """The kernel's row limit for this product (:func:`.gemm_kernel.kernel_rows`) when it may take
+    it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
+    at run time, :func:`_rows_guard`) with everything else static; None otherwise."""
+    nb, m, n, k = gemm_dims(step)
+    if any(sd.is_sym(d) for d in (nb, n, k)):
+        return None
+    rows = gemm_kernel.kernel_rows(n, k, prepacked)
+    if sd.is_sym(m):
+        return rows if rows >= 2 else None
+    return rows if 2 <= m <= rows else None
+
+
+def _rows_guard(step: Step, prepacked: bool) -> str:
+    """C condition that a dynamic ``m`` is within the kernel's rule ("" for a static one)."""
+    _, m, n, k = gemm_dims(step)
+    if not sd.is_sym(m):
+        return ""
+    rows, cm = gemm_kernel.kernel_rows(n, k, prepacked), sd.cdim(m)
+    return f"{cm} >= 2 && {cm} <= {rows}"
+
+
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
                       beta: float, local: Any = frozenset(), packed: str | None = None) -> str | None:
-    """The arguments of :mod:`.gemm_kernel`'s kernel for a static float32 product its size rule
-    takes (None otherwise, or where this machine cannot run it): A and B as (row, column) strides,
-    so transposes are free; batch ``bb_`` of a batched product. With ``packed`` (a pointer from
-    :func:`_prepacked_b`), the arguments of its prepacked-B entry instead."""
+    """The arguments of :mod:`.gemm_kernel`'s kernel for a float32 product its size rule takes
+    (None otherwise, or where this machine cannot run it): A and B as (row, column) strides, so
+    transposes are free; batch ``bb_`` of a batched product; a dynamic ``m`` as its C expression
+    (the caller adds :func:`_rows_guard`). With ``packed`` (a pointer from :func:`_prepacked_b`), the
+    arguments of its prepacked-B entry instead."""
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
-    rule = gemm_kernel.use_prepacked if packed is not None else gemm_kernel.use_small_sgemm
-    if any(sd.is_sym(d) for d in (nb, m, n, k)) or not rule(m, n, k):
+    if _kernel_rows(step, packed is not None) is None:
         return None
     if gemm_kernel.kernel_symbol() is None:
         return None
@@ -806,6 +828,7 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     relu = int(epi is not None and epi.relu)
     oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
     bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {rsb}, {csb}"
+    m, rsa, csa = (sd.cdim(x) for x in (m, rsa, csa))
     return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
             f"{bargs}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, {bias}, {relu}, {nthreads}")
 
@@ -888,11 +911,11 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
             else None
         packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
         if packed_args is not None:  # a constant B: packed once when the program was built
-            lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas))
+            lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas, _rows_guard(step, True)))
         elif small is None:
             lines.append("    " + blas)
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
-            lines.append("    " + gemm_kernel.c_call(small, blas, nbs))
+            lines.append("    " + gemm_kernel.c_call(small, blas, nbs, _rows_guard(step, False)))
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
     if step.epilogue is not None and (inline is not None or not gemm_fits_blas(step)):
@@ -932,7 +955,7 @@ def _gemm_batch(step: Step, ctx: _Ctx, opts: CodegenOptions, local: Any) -> str:
     blas = (f"{fn}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, {literal(0.0, dt)}, {ctx.ptr(a)} + {oa}, {rsa}, "
             f"{csa}, {ctx.ptr(b)} + {ob}, {rsb}, {csb}, {ctx.ptr(out)} + {oo}, {ldc});")
     small = _small_sgemm_call(step, ctx, opts, alpha, 0.0, local)
-    return blas if small is None else gemm_kernel.c_call(small, blas)
+    return blas if small is None else gemm_kernel.c_call(small, blas, guard=_rows_guard(step, False))
 
 
 def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: CodegenOptions, funcs: list[str],

@@ -43,8 +43,8 @@ import numpy as np
 
 from ember._src.native.background import BackgroundLibrary
 
-__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_symbol", "load", "panel_widths",
-           "prepack_b", "use_prepacked", "use_small_sgemm"]
+__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_rows", "kernel_symbol", "load",
+           "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +74,23 @@ NARROW_N = 512
 MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 
 
+def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
+    """The most rows ``m`` for which a float32 product ``m x k @ k x n`` goes to the kernel (it takes
+    ``2 <= m <=`` this; 0: no ``m``): the size rule of :func:`use_small_sgemm`, or with a prepacked
+    ``B`` that of :func:`use_prepacked`. Programs whose ``m`` is a dynamic axis test it at run time."""
+    if n < 2 or k < 1:
+        return 0
+    if prepacked:
+        return MAX_M
+    if k * n > MAX_B_FLOATS:
+        return 0
+    return min(MAX_M, (MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS) // k)
+
+
 def use_small_sgemm(m: int, n: int, k: int) -> bool:
     """Whether a static-shape float32 product ``m x k @ k x n`` goes to :func:`c_source`'s kernel
     rather than BLAS ``sgemm`` (single rows/columns stay with BLAS ``sgemv``)."""
-    a_max = MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS
-    return 2 <= m <= MAX_M and n >= 2 and k >= 1 and m * k <= a_max and k * n <= MAX_B_FLOATS
+    return 2 <= m <= kernel_rows(n, k)
 
 
 def use_prepacked(m: int, n: int, k: int) -> bool:
@@ -89,7 +101,7 @@ def use_prepacked(m: int, n: int, k: int) -> bool:
     512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
     six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
     1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
-    return 2 <= m <= MAX_M and n >= 2 and k >= 1
+    return 2 <= m <= kernel_rows(n, k, prepacked=True)
 
 
 def _prefetch_offsets(w: int) -> list[int]:
@@ -539,18 +551,20 @@ static inline __attribute__((unused)) em_skp_fn_t em_skp_fn(void) {{
 """
 
 
-def c_call_packed(args: str, fallback: str) -> str:
+def c_call_packed(args: str, fallback: str, guard: str = "") -> str:
     """C statement: the kernel's prepacked-B entry on ``args`` (m, n, k, alpha, a, rsa, csa, packed
-    B, beta, c, ldc, bias, relu, nthreads) once its library is loaded, else ``fallback`` (BLAS on
-    the original B)."""
-    return f"{{ em_skp_fn_t f_ = em_skp_fn(); if (f_) {{ f_({args}); }} else {{ {fallback} }} }}"
+    B, beta, c, ldc, bias, relu, nthreads) once its library is loaded and ``guard`` (a C condition,
+    e.g. on a dynamic row count) holds, else ``fallback`` (BLAS on the original B)."""
+    cond = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_skp_fn_t f_ = em_skp_fn(); if ({cond}) {{ f_({args}); }} else {{ {fallback} }} }}"
 
 
-def c_call(args: str, fallback: str, batches: int = 1) -> str:
+def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
     """C statement: the kernel on ``args`` (m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc,
-    bias, relu, nthreads; over ``bb_`` in ``[0, batches)`` when batched) once its library is loaded, else the
-    statement ``fallback`` (BLAS)."""
+    bias, relu, nthreads; over ``bb_`` in ``[0, batches)`` when batched) once its library is loaded
+    and ``guard`` holds, else the statement ``fallback`` (BLAS)."""
     call = f"f_({args});"
     if batches != 1:
         call = f"for (int64_t bb_ = 0; bb_ < {batches}; ++bb_) {call}"
-    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if (f_) {{ {call} }} else {{ {fallback} }} }}"
+    cond = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({cond}) {{ {call} }} else {{ {fallback} }} }}"

@@ -207,7 +207,8 @@ class SymbolicNative:
         self._arena_starts, self._arena_ends = layout.root_lifetimes()
         cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
                             parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
-                            simd=bool(opt.get("simd", True)), axes=axes)
+                            simd=bool(opt.get("simd", True)), axes=axes,
+                            prepack=bool(opt.get("prepack", True)))
         gen = generate(sched, plan, cg)
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
