@@ -24,7 +24,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Workload, constant_weights_runner, have, interleaved, medians, peer_runners, report  # noqa: E402
+from common import (  # noqa: E402
+    Workload,
+    constant_weights_runner,
+    ember_arrays,
+    have,
+    interleaved,
+    medians,
+    peer_runners,
+    report,
+)
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -163,8 +172,8 @@ def main() -> None:
 def measure(native, ref, w: Workload, **timing) -> dict:
     """ember native (jitted call and bare executable), the ember numpy backend and each peer, after
     checking all of them against NumPy."""
-    args = [*w.data, *w.params]
-    want = mlp_numpy(*args)
+    want = mlp_numpy(*w.data, *w.params)
+    args = ember_arrays([*w.data, *w.params])
     np.testing.assert_allclose(np.asarray(native(*args)), want, rtol=w.rtol, atol=w.atol)
     exe = native.lower(*args).executable
     impls = {"ember native": lambda: native(*args),

@@ -18,7 +18,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Workload, constant_weights_runner, interleaved, load_average, medians, peer_runners, report  # noqa: E402
+from common import (  # noqa: E402
+    Workload,
+    constant_weights_runner,
+    ember_arrays,
+    interleaved,
+    load_average,
+    medians,
+    peer_runners,
+    report,
+)
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -147,8 +156,8 @@ def workload(b: int, t: int, d: int) -> Workload:
 
 def measure(w: Workload, opts: dict, **timing) -> tuple[dict, dict]:
     """Check ember native (and each peer) against NumPy, then time all interleaved."""
-    args = [*w.data, *w.params]
-    want = block_numpy(*args)
+    want = block_numpy(*w.data, *w.params)
+    args = ember_arrays([*w.data, *w.params])
     native = ember.jit(block, backend="native", **opts)
     got = np.asarray(native(*args))
     np.testing.assert_allclose(got, want, rtol=w.rtol, atol=w.atol)

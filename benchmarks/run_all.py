@@ -40,6 +40,7 @@ from common import (  # noqa: E402
     Workload,
     bench_threads,
     constant_weights_runner,
+    ember_arrays,
     fmt,
     interleaved,
     is_peer,
@@ -81,7 +82,7 @@ def compiler() -> str:
 def run_workload(w: Workload, fn: Callable[..., Any], want: np.ndarray, single_thread: bool,
                  extra: dict[str, Callable[[], Any]] | None = None, **timing) -> dict[str, Any]:
     """Check ember native against ``want``, then time it, its 1-thread build and every peer."""
-    args = [*w.data, *w.params]
+    args = ember_arrays([*w.data, *w.params])
     opts = {"num_threads": bench_threads()} if bench_threads() else {}
     native = ember.jit(fn, backend="native", **opts)
     np.testing.assert_allclose(np.asarray(native(*args)), want, rtol=w.rtol, atol=w.atol)

@@ -46,15 +46,16 @@ def _user_frames() -> str:
     return "".join(traceback.format_list(frames[-3:]))
 
 
-def aligned_copy(x: np.ndarray, owned: bool = False) -> np.ndarray:
+def aligned_copy(x: np.ndarray, owned: bool = False, share: bool = True) -> np.ndarray:
     """A C-contiguous, 64-byte aligned, read-only copy of ``x``.
 
-    ``x`` itself is returned when it already is all that, or when ``owned`` (a fresh buffer nobody
-    else references) and aligned, in which case it is frozen in place. A caller's array is never
-    frozen.
+    ``x`` itself is returned when it already is all that (unless not ``share``: a caller's read-only
+    array may be a view of memory the caller can still write, and an Array's data must not
+    change), or when ``owned`` (a fresh buffer nobody else references) and aligned, in which case it
+    is frozen in place. A caller's array is never frozen.
     """
     if x.flags.c_contiguous and (x.size == 0 or x.__array_interface__["data"][0] % ALIGNMENT == 0):
-        if not x.flags.writeable:
+        if not x.flags.writeable and share:
             return x
         if owned and x.base is None:  # a fresh buffer we own: freeze it in place
             x.flags.writeable = False
@@ -258,7 +259,9 @@ def asarray_eager(x: Any, dtype: Any = None) -> Array:
             want = dt.int64
     if v.dtype != want:
         v = v.astype(want)
-    return Array(aligned_copy(v, owned=v is not x), weak)
+    # the caller's data is always copied (JAX's device_put does too): a read-only array of theirs
+    # may view memory they still write, and compiled programs rely on an Array never changing
+    return Array(aligned_copy(v, owned=v is not x and v.base is None, share=False), weak)
 
 
 def _from_nested(x: Any) -> np.ndarray:

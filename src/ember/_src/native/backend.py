@@ -159,6 +159,7 @@ class NativeExecutable:
         self.compiled_now = False  # whether building this executable ran the compiler
         self.disk_hit = False  # whether building it loaded the library from the disk cache
         self.calls = 0
+        self._packed_args: list[tuple[int, ...]] = []
         self._consts = [core.concrete_or_error(c, "a captured constant") for c in program.consts]
         self._lock = threading.Lock()
         self._error: BaseException | None = None
@@ -250,6 +251,7 @@ class NativeExecutable:
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
         self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
+        self._packed_args = gen.packed_args  # products whose B is an argument (codegen._argument_packed_b)
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
@@ -315,6 +317,8 @@ class NativeExecutable:
         self._out_bufs = out_bufs
         self._slots = OutputSlots(self._out_bufs)
         self._last_inputs: list[Any] = [None] * n_in
+        # per product whose B is an argument: (the argument's array, its packed copy) once packed
+        self._packed_cache: list[Any] = [None] * len(getattr(self, "_packed_args", []))
         self._out_spec = out_spec
         # the common case: every output is its own buffer, of the output's shape and dtype
         self._direct_out = [idx for kind, idx, _ in out_spec] \
@@ -328,7 +332,8 @@ class NativeExecutable:
     def _store(self, directory: Any, key: str) -> None:
         """Write this executable's program-cache entry (only for the plain case the cache serves:
         no constants, loop-body constants or fallback steps, every output its own buffer)."""
-        if (self._n_par or getattr(self, "_body_consts", None) or getattr(self, "_fallback_steps", None)
+        cells_only = [pa[0] for pa in self._packed_args] == list(range(len(self._body_consts)))
+        if (self._n_par or not cells_only or getattr(self, "_fallback_steps", None)
                 or self._direct_out is None or self.source is None):
             return
         progcache.store(directory, key, {
@@ -339,6 +344,7 @@ class NativeExecutable:
             "outputs": [int(i) for i in self._direct_out],
             "native": self._fn is not None,
             "releases_gil": bool(self._releases_gil()),
+            "packed_args": [list(pa) for pa in self._packed_args],
         })
 
     def _from_cache(self, entry: dict | None) -> bool:
@@ -355,6 +361,9 @@ class NativeExecutable:
             outputs = [int(i) for i in entry["outputs"]]
             arena_bytes, native = int(entry["arena_bytes"]), bool(entry["native"])
             releases_gil = bool(entry["releases_gil"])
+            packed_args = [tuple(int(x) for x in pa) for pa in entry.get("packed_args", [])]
+            if [pa[0] for pa in packed_args] != list(range(len(packed_args))):
+                return False
             if not isinstance(source, str) or any(not 0 <= i < len(out_bufs) for i in outputs):
                 return False
         except (KeyError, TypeError, ValueError):
@@ -365,7 +374,8 @@ class NativeExecutable:
             return False
         self.source = source
         self._fallback_steps = []
-        self._body_consts = []
+        self._body_consts = [np.zeros(1, np.uint64) for _ in packed_args]  # the cells, still empty
+        self._packed_args = packed_args
         self._setup_buffers(len(in_avals), [], arena_bytes, in_avals, out_bufs,
                             [("output", i, out_bufs[i][:2]) for i in outputs])
         if native:
@@ -373,7 +383,7 @@ class NativeExecutable:
                 load_entry(source, "ember_program")
         else:
             self._fn = None
-        if "em_sk_fn()" in source:
+        if "em_sk_fn()" in source or "em_skp_fn()" in source:
             gemm_kernel.load()  # what C generation would have started (see codegen._small_sgemm_call)
         self._gil_release = releases_gil
         self.program_cache_hit = True
@@ -461,10 +471,19 @@ class NativeExecutable:
                 or len(in_specs) != self._n_in):
             return None
         fn = ctypes.cast(self._fn, ctypes.c_void_p).value
+        packables = [(pa[1], self._body_consts[pa[0]].ctypes.data) for pa in self._packed_args]
         return mod.Entry(fn, ctypes.addressof(self._bufs), self._arena_ptr, ctypes.addressof(self._fns),
                          self._n_in + self._n_par, list(in_specs), self._slots.slots, self._slots.take_new,
                          list(self._direct_out), list(out_weak), wrap, self._raise_failure, self._lock,
-                         self._last_inputs, array_type, self._releases_gil(), miss)
+                         self._last_inputs, array_type, self._releases_gil(), miss, packables,
+                         self._pack_argument, self._packed_cache)
+
+    def _pack_argument(self, j: int, arr: np.ndarray) -> np.ndarray:
+        """The packed copy of argument ``arr`` for the ``j``-th product whose B is an argument
+        (called by the C dispatcher when the same ember Array comes back; see dispatch_src.py)."""
+        _, _, k, n, rsb, csb = self._packed_args[j]
+        opb = np.lib.stride_tricks.as_strided(arr.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
+        return gemm_kernel.packed_argument(opb, arr.ctypes.data)
 
     def _releases_gil(self) -> bool:
         """Whether a C-dispatched call releases the GIL: for every program but the tiny ones

@@ -65,6 +65,9 @@ class Generated:
     fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
     # constants of loop bodies, read through fns[N_FIXED_FNS + k] (the backend appends pointers)
     extra_consts: list[np.ndarray] = field(default_factory=list)
+    # products whose B is an argument: (index in extra_consts of the 8-byte cell the runtime may
+    # point at a packed copy of the argument, input index, k, n, rsb, csb); see _argument_packed_b
+    packed_args: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     emitted_bodies: set[str] = field(default_factory=set)  # loop-body functions already written
     helpers: dict[str, str] = field(default_factory=dict)  # static C helpers shared by call steps
 
@@ -75,6 +78,7 @@ class _Ctx:
         # the program's constants by Var id, and where derived constants go (fns[N_FIXED_FNS + k]):
         # set for a top-level program, so a product with a constant B can use it prepacked
         self.consts: dict[int, Any] = {}
+        self.inputs: dict[int, int] = {}  # Var id -> input index (static top-level programs)
         self.gen: Generated | None = None
 
     def base(self, b: Buffer) -> str:
@@ -136,6 +140,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     funcs: list[str] = []
     gen = Generated("")
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(p.constvars, p.consts)}, gen
+    if not opts.axes:
+        ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *body,
@@ -780,6 +786,27 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     return f"((const float *)fns[{slot}])"
 
 
+def _argument_packed_b(step: Step, ctx: _Ctx) -> str | None:
+    """For an unbatched float32 product whose ``B`` is a program argument: a C expression of the
+    packed copy the runtime may keep for that argument (``const float *``, null when none), read
+    from an 8-byte cell of this program's derived constants. The C dispatcher fills the cell when an
+    ember Array (immutable) comes back as that argument (``dispatch_src.py``); the copy's header
+    holds the address it was packed from, and the program uses it only while the argument's data
+    pointer is that address (:func:`.gemm_kernel.packed_argument`)."""
+    b = step.eqns[0].inputs[1]
+    if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.inputs:
+        return None
+    nb, m, n, k = gemm_dims(step)
+    if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
+            or gemm_views(step) is not None or np.dtype(b.aval.dtype) != np.float32:
+        return None
+    (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
+    slot = len(ctx.gen.extra_consts)
+    ctx.gen.extra_consts.append(np.zeros(1, np.uint64))
+    ctx.gen.packed_args.append((slot, ctx.inputs[b.id], int(k), int(n), int(rsb), int(csb)))
+    return f"(*(const float *const *)fns[{N_FIXED_FNS + slot}])"
+
+
 def _kernel_rows(step: Step, prepacked: bool) -> int | None:
     """The kernel's row limit for this product (:func:`.gemm_kernel.kernel_rows`) when it may take
     it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
@@ -907,15 +934,23 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
             blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
-        packed = _prepacked_b(step, ctx) if np.dtype(dt) == np.float32 and (opts is None or opts.prepack) \
-            else None
+        prepack = np.dtype(dt) == np.float32 and (opts is None or opts.prepack)
+        packed = _prepacked_b(step, ctx) if prepack else None
         packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
+        plain = blas if small is None else gemm_kernel.c_call(small, blas, nbs, _rows_guard(step, False))
+        cell = _argument_packed_b(step, ctx) if prepack and views is None and packed_args is None else None
         if packed_args is not None:  # a constant B: packed once when the program was built
             lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas, _rows_guard(step, True)))
-        elif small is None:
-            lines.append("    " + blas)
+        elif cell is not None:  # B an argument: a packed copy the runtime keeps for it, if any
+            pk = "pk_ + " + str(gemm_kernel.PACK_HEADER_FLOATS)
+            args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=pk)
+            same = f"pk_ && *(const void *const *)pk_ == (const void *)({ctx.ptr(b)})"
+            guard = " && ".join(x for x in (same, _rows_guard(step, True)) if x)
+            lines.append(f"    {{ const float *pk_ = {cell};")
+            lines.append("      " + gemm_kernel.c_call_packed(args, plain, guard))
+            lines.append("    }")
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
-            lines.append("    " + gemm_kernel.c_call(small, blas, nbs, _rows_guard(step, False)))
+            lines.append("    " + plain)
     else:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
     if step.epilogue is not None and (inline is not None or not gemm_fits_blas(step)):

@@ -52,6 +52,14 @@ typedef struct {
     PyObject *miss;
     Py_ssize_t value_off, weak_off; /* offsets of Array._value / Array._weak slots */
     long long calls;
+    /* products whose B is an argument (codegen._argument_packed_b): per such product, the input
+       index, the program's 8-byte cell for a packed copy; pack(j, array) makes the copy, and
+       pcache[j] is (array, copy) once made (a list the executable owns, so a copy outlives this
+       entry while the cell may point at it) */
+    Py_ssize_t n_pk;
+    Py_ssize_t *pk_in;
+    void **pk_cell_ptr;
+    PyObject *pack, *pcache;
 } Entry;
 
 static void Entry_dealloc(Entry *self) {
@@ -60,6 +68,8 @@ static void Entry_dealloc(Entry *self) {
     if (self->out_weak) for (i = 0; i < self->n_res; i++) Py_XDECREF(self->out_weak[i]);
     PyMem_Free(self->kind); PyMem_Free(self->weak); PyMem_Free(self->ndim); PyMem_Free(self->shape);
     PyMem_Free(self->descr); PyMem_Free(self->direct); PyMem_Free(self->out_weak);
+    PyMem_Free(self->pk_in); PyMem_Free(self->pk_cell_ptr);
+    Py_XDECREF(self->pack); Py_XDECREF(self->pcache);
     Py_XDECREF(self->slots); Py_XDECREF(self->take_one); Py_XDECREF(self->on_error);
     Py_XDECREF(self->acquire); Py_XDECREF(self->release); Py_XDECREF(self->last);
     Py_XDECREF(self->array_type); Py_XDECREF(self->wrap); Py_XDECREF(self->miss);
@@ -79,17 +89,18 @@ static Py_ssize_t slot_offset(PyObject *type, const char *name) {
 }
 
 /* Entry(fn, bufs, arena, fns, base, in_specs, slots, take_one, direct, out_weak, wrap,
-         on_error, lock, last, array_type, release_gil, miss) */
+         on_error, lock, last, array_type, release_gil, miss, packables, pack, pcache) */
 static int Entry_init(Entry *self, PyObject *args, PyObject *kw) {
     unsigned long long fn, bufs, arena, fns;
     Py_ssize_t base, i, j;
     PyObject *in_specs, *slots, *take_one, *direct, *out_weak, *wrap, *on_error, *lock, *last;
-    PyObject *array_type, *miss;
+    PyObject *array_type, *miss, *packables, *pack, *pcache;
     int release_gil;
-    if (!PyArg_ParseTuple(args, "KKKKnO!O!OO!O!OOOO!OpO", &fn, &bufs, &arena, &fns, &base,
+    if (!PyArg_ParseTuple(args, "KKKKnO!O!OO!O!OOOO!OpOO!OO!", &fn, &bufs, &arena, &fns, &base,
                           &PyList_Type, &in_specs, &PyList_Type, &slots, &take_one,
                           &PyList_Type, &direct, &PyList_Type, &out_weak, &wrap, &on_error, &lock,
-                          &PyList_Type, &last, &array_type, &release_gil, &miss))
+                          &PyList_Type, &last, &array_type, &release_gil, &miss,
+                          &PyList_Type, &packables, &pack, &PyList_Type, &pcache))
         return -1;
     self->fn = (entry_fn)(uintptr_t)fn;
     self->bufs = (void **)(uintptr_t)bufs;
@@ -151,6 +162,25 @@ static int Entry_init(Entry *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     self->release_gil = release_gil;
+    self->n_pk = PyList_GET_SIZE(packables);
+    if (PyList_GET_SIZE(pcache) != self->n_pk) {
+        PyErr_SetString(PyExc_ValueError, "Entry: packables and pcache differ in length");
+        return -1;
+    }
+    self->pk_in = PyMem_Calloc(self->n_pk ? self->n_pk : 1, sizeof(Py_ssize_t));
+    self->pk_cell_ptr = PyMem_Calloc(self->n_pk ? self->n_pk : 1, sizeof(void *));
+    if (!self->pk_in || !self->pk_cell_ptr) { PyErr_NoMemory(); return -1; }
+    for (j = 0; j < self->n_pk; j++) {
+        unsigned long long cell;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(packables, j), "nK", &self->pk_in[j], &cell)) return -1;
+        if (self->pk_in[j] < 0 || self->pk_in[j] >= self->n_in) {
+            PyErr_SetString(PyExc_ValueError, "Entry: bad packable input index");
+            return -1;
+        }
+        self->pk_cell_ptr[j] = (void *)(uintptr_t)cell;
+    }
+    Py_INCREF(pack); self->pack = pack;
+    Py_INCREF(pcache); self->pcache = pcache;
     self->value_off = slot_offset(array_type, "_value");
     self->weak_off = slot_offset(array_type, "_weak");
     if (self->value_off < 0 || self->weak_off < 0) {
@@ -200,6 +230,20 @@ static PyObject *entry_run(Entry *self, PyObject *args) {
     int locked = got == Py_True;
     Py_DECREF(got);
     if (!locked) { Py_INCREF(self->miss); return self->miss; }  /* busy: the Python path waits */
+    /* an ember Array (immutable) passed again as a product's B: pack it once, keep the copy, and
+       point the program's cell at it (the program checks the copy's source address against B) */
+    for (Py_ssize_t j = 0; j < self->n_pk; j++) {
+        Py_ssize_t q = self->pk_in[j];
+        PyObject *cur = (PyObject *)ins[q], *ent = PyList_GET_ITEM(self->pcache, j);
+        if (self->kind[q] != 0 || (ent != Py_None && PyTuple_GET_ITEM(ent, 0) == cur)) continue;
+        if (PyList_GET_ITEM(self->last, q) != cur) continue;  /* first sighting: pack on the second */
+        PyObject *copy = PyObject_CallFunction(self->pack, "nO", j, cur);
+        PyObject *pair = copy != NULL && PyArray_Check(copy) ? PyTuple_Pack(2, cur, copy) : NULL;
+        Py_XDECREF(copy);
+        if (pair == NULL) { PyErr_Clear(); continue; }  /* not packed: the program packs per call */
+        *(void **)self->pk_cell_ptr[j] = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(pair, 1));
+        PyList_SetItem(self->pcache, j, pair);  /* steals pair; frees the previous copy, if any */
+    }
     for (i = 0; i < n; i++) {
         self->bufs[i] = PyArray_DATA(ins[i]);
         PyObject *old = PyList_GET_ITEM(self->last, i);

@@ -44,7 +44,7 @@ import numpy as np
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_rows", "kernel_symbol", "load",
-           "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
+           "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -517,6 +517,24 @@ def prepack_b(b: np.ndarray) -> np.ndarray:
         nr = min(w, n - j0)
         out[j0 * k:j0 * k + k * w].reshape(k, w)[:, :nr] = b[:, j0:j0 + nr]
         j0 += nr
+    return out
+
+
+PACK_HEADER_FLOATS = 16  # 64 bytes before a packed argument's data: the address it was packed from
+
+
+def packed_argument(b: np.ndarray, src: int) -> np.ndarray:
+    """:func:`prepack_b` of ``b`` (``op(B)``, ``k x n``) behind a 64-byte header whose first 8 bytes
+    hold ``src``, the address of the argument it was packed from. A program given this for an
+    argument ``B`` uses it only while the argument's data pointer is ``src`` (see
+    ``codegen._argument_packed_b``); the 64-byte aligned data starts at element
+    :data:`PACK_HEADER_FLOATS`."""
+    data = prepack_b(b)
+    raw = np.zeros(PACK_HEADER_FLOATS + data.size + 16, np.float32)
+    off = (-raw.ctypes.data % 64) // 4
+    out = raw[off:off + PACK_HEADER_FLOATS + data.size]
+    out[:2].view(np.uint64)[0] = src
+    out[PACK_HEADER_FLOATS:] = data
     return out
 
 
