@@ -20,7 +20,8 @@ it panel by panel, and the program calls the ``_packed`` entry on it. That entry
 at a time over each block of rows and takes contractions 512 deep (B is in L2, not rebuilt in L1),
 so it is faster than the packing entry at every size and than OpenBLAS up to 512 rows
 (:func:`use_prepacked`); up to k = 512 its sums are those of the packing entry, bit for bit. ONNX
-Runtime does the same with a session's constant weights.
+Runtime does the same with a session's constant weights. A ``B`` passed as an argument gets the
+same once the C dispatcher has seen the same ember Array twice (:func:`packed_argument`).
 
 :func:`c_source` is the kernel's C. It is compiled once per machine into its own shared object
 (cached next to the programs, outside their counters), in a background thread started by the first
