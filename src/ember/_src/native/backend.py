@@ -482,8 +482,7 @@ class NativeExecutable:
         """The packed copy of argument ``arr`` for the ``j``-th product whose B is an argument
         (called by the C dispatcher when the same ember Array comes back; see dispatch_src.py)."""
         _, _, k, n, rsb, csb = self._packed_args[j]
-        opb = np.lib.stride_tricks.as_strided(arr.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
-        return gemm_kernel.packed_argument(opb, arr.ctypes.data)
+        return gemm_kernel.packed_argument(gemm_kernel.op_b(arr, k, n, rsb, csb), arr.ctypes.data)
 
     def _releases_gil(self) -> bool:
         """Whether a C-dispatched call releases the GIL: for every program but the tiny ones

@@ -779,10 +779,8 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
     if value.dtype != np.float32 or value.size != k * n or k < 1:
         return None
-    flat = value.reshape(-1)
-    opb = np.lib.stride_tricks.as_strided(flat, (k, n), (rsb * 4, csb * 4), writeable=False)
     slot = N_FIXED_FNS + len(ctx.gen.extra_consts)
-    ctx.gen.extra_consts.append(gemm_kernel.prepack_b(opb))
+    ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
     return f"((const float *)fns[{slot}])"
 
 

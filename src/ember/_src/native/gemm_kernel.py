@@ -45,7 +45,7 @@ import numpy as np
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_rows", "kernel_symbol", "load",
-           "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
+           "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -499,6 +499,12 @@ def panel_widths(n: int) -> list[int]:
         widths.append(w)
         left -= min(w, left)
     return widths
+
+
+def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
+    """The ``k x n`` read-only view of ``op(B)`` whose element ``(p, j)`` is ``buffer.flat[p * rsb +
+    j * csb]`` (float32, C-contiguous ``buffer``): what :func:`prepack_b` takes."""
+    return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
 
 
 def prepack_b(b: np.ndarray) -> np.ndarray:
