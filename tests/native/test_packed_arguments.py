@@ -116,3 +116,23 @@ def test_asarray_copies_a_read_only_view_of_writable_memory():
     a = jnp.asarray(view)
     base[0] = 5.0
     assert np.asarray(a)[0] == 1.0
+
+
+@requires_cc
+@pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
+def test_transposed_operands(trans_a, trans_b):
+    """A read through its strides and B packed through its strides (a transposed argument)."""
+    rng = np.random.default_rng(5)
+    m, k, n = 40, 70, 50
+    a_st = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b_st = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    a, b = jnp.asarray(a_st), jnp.asarray(b_st)
+
+    def f(a, b):
+        return (a.T if trans_a else a) @ (b.T if trans_b else b)
+
+    jf = ember.jit(f, backend="native")
+    want = (a_st.T if trans_a else a_st).astype(np.float64) @ (b_st.T if trans_b else b_st)
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(jf(a, b)), want, rtol=1e-5, atol=1e-4)
+    assert jf.lower(a, b).executable._packed_cache[0] is not None
