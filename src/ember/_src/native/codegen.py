@@ -56,7 +56,7 @@ class CodegenOptions:
     parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
     simd: bool = True
     axes: tuple[str, ...] = ()  # symbolic schedule: the axes read from dims[0..len(axes))
-    prepack: bool = True  # a constant B of a float32 product packed once for the GEMM kernel
+    prepack: bool = True  # a constant B, or a repeated Array argument B, packed once for the GEMM kernel
 
 
 @dataclass
@@ -765,19 +765,29 @@ def _step_layouts(step: Step) -> tuple:
     return fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)[:3]
 
 
-def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
-    """C pointer to ``op(B)`` packed for the kernel (:func:`.gemm_kernel.prepack_b`) when ``B`` of
-    this unbatched product is a program constant: packed once here, kept as a derived constant."""
+def _packable_b(step: Step, ctx: _Ctx, table: dict[int, Any]) -> tuple[Var, int, int, int, int] | None:
+    """``(B, k, n, rsb, csb)`` when this unbatched float32 product's ``B`` is a Var in ``table`` (the
+    program's constants or inputs) and the prepacked entry may take the product; None otherwise."""
     b = step.eqns[0].inputs[1]
-    if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.consts:
+    if ctx.gen is None or not isinstance(b, Var) or b.id not in table or np.dtype(b.aval.dtype) != np.float32:
         return None
-    nb, m, n, k = gemm_dims(step)
+    nb, _, n, k = gemm_dims(step)
     if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
             or gemm_views(step) is not None:
         return None
     (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
+    return b, int(k), int(n), int(rsb), int(csb)
+
+
+def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
+    """C pointer to ``op(B)`` packed for the kernel (:func:`.gemm_kernel.prepack_b`) when ``B`` of
+    this unbatched product is a program constant: packed once here, kept as a derived constant."""
+    found = _packable_b(step, ctx, ctx.consts)
+    if found is None:
+        return None
+    b, k, n, rsb, csb = found
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
-    if value.dtype != np.float32 or value.size != k * n or k < 1:
+    if value.dtype != np.float32 or value.size != k * n:
         return None
     slot = N_FIXED_FNS + len(ctx.gen.extra_consts)
     ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
@@ -791,17 +801,13 @@ def _argument_packed_b(step: Step, ctx: _Ctx) -> str | None:
     ember Array (immutable) comes back as that argument (``dispatch_src.py``); the copy's header
     holds the address it was packed from, and the program uses it only while the argument's data
     pointer is that address (:func:`.gemm_kernel.packed_argument`)."""
-    b = step.eqns[0].inputs[1]
-    if ctx.gen is None or not isinstance(b, Var) or b.id not in ctx.inputs:
+    found = _packable_b(step, ctx, ctx.inputs)
+    if found is None:
         return None
-    nb, m, n, k = gemm_dims(step)
-    if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
-            or gemm_views(step) is not None or np.dtype(b.aval.dtype) != np.float32:
-        return None
-    (_, (_, rsb), (_, csb)) = _step_layouts(step)[1]
+    b, k, n, rsb, csb = found
     slot = len(ctx.gen.extra_consts)
     ctx.gen.extra_consts.append(np.zeros(1, np.uint64))
-    ctx.gen.packed_args.append((slot, ctx.inputs[b.id], int(k), int(n), int(rsb), int(csb)))
+    ctx.gen.packed_args.append((slot, ctx.inputs[b.id], k, n, rsb, csb))
     return f"(*(const float *const *)fns[{N_FIXED_FNS + slot}])"
 
 
@@ -832,8 +838,9 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     """The arguments of :mod:`.gemm_kernel`'s kernel for a float32 product its size rule takes
     (None otherwise, or where this machine cannot run it): A and B as (row, column) strides, so
     transposes are free; batch ``bb_`` of a batched product; a dynamic ``m`` as its C expression
-    (the caller adds :func:`_rows_guard`). With ``packed`` (a pointer from :func:`_prepacked_b`), the
-    arguments of its prepacked-B entry instead."""
+    (the caller adds :func:`_rows_guard`). With ``packed`` (a C pointer to a packed ``B``: from
+    :func:`_prepacked_b`, or the argument copy of :func:`_argument_packed_b`), the arguments of its
+    prepacked-B entry instead."""
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
