@@ -1,5 +1,6 @@
 """ember.fft against numpy.fft: every transform with ``n``/``s``, axes and all three norms, several
-dtypes and batched inputs; equality under ``jit``; ``vmap``; derivatives of the linear maps."""
+dtypes and batched inputs; agreement under ``jit`` (the native backend runs its own C FFT, so
+within a few ulp of NumPy's); ``vmap``; derivatives of the linear maps."""
 
 import numpy as np
 import pytest
@@ -32,7 +33,10 @@ def _check(got, want, single=False):
 
 def _jit(f, *args):
     eager = f(*args)
-    np.testing.assert_array_equal(np.asarray(ember.jit(f)(*args)), np.asarray(eager))
+    want = np.asarray(eager)
+    got = np.asarray(ember.jit(f)(*args))
+    assert got.dtype == want.dtype
+    _check(got, want, single=want.dtype in (np.float32, np.complex64))
     return eager
 
 

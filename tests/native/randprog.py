@@ -1,5 +1,6 @@
 """Random programs for fuzzing: DAGs of elementwise, broadcast, movement, reduction, matmul and
-fallback ops over random shapes and dtypes, built from a seed so a failure reproduces."""
+fallback ops over random shapes and dtypes (complex64 with complex ops and FFTs among them), built
+from a seed so a failure reproduces."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ember import lax
 def make(seed: int, n_ops: int = 12) -> tuple[Callable, list[np.ndarray], str]:
     """(function, example inputs, description) for ``seed``."""
     rng = np.random.default_rng(seed)
-    dtype = rng.choice([np.float32, np.float32, np.float64, np.int32])
+    dtype = rng.choice([np.float32, np.float32, np.float64, np.int32, np.complex64])
     ndim = int(rng.integers(1, 4))
     shape = tuple(int(d) for d in rng.integers(1, 7, ndim))
     n_in = int(rng.integers(1, 4))
@@ -23,11 +24,13 @@ def make(seed: int, n_ops: int = 12) -> tuple[Callable, list[np.ndarray], str]:
         s = tuple(d if rng.random() < 0.8 else 1 for d in shape)
         if dtype == np.int32:
             inputs.append(rng.integers(-20, 20, s).astype(np.int32))
+        elif dtype == np.complex64:
+            inputs.append((rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(dtype))
         else:
             inputs.append((rng.standard_normal(s) * 2).astype(dtype))
     recipe: list[tuple] = []
     for _ in range(n_ops):
-        op = str(rng.choice(OPS_INT if dtype == np.int32 else OPS))
+        op = str(rng.choice({np.int32: OPS_INT, np.complex64: OPS_COMPLEX}.get(dtype, OPS)))
         recipe.append((op, int(rng.integers(0, 1 << 30))))
     n_out = int(rng.integers(1, 4))
 
@@ -142,10 +145,43 @@ def _sort(a, b, r):
     return lax.sort(a, int(r.integers(a.ndim)))
 
 
-APPLY = {"unary": _unary, "binary": _binary, "ibinary": _int_binary, "where": _where, "reduce": _reduce,
+def _cunary(a, b, r):
+    fn = ["exp", "conj", "abs", "sqrt", "square", "neg", "swap"][int(r.integers(7))]
+    if fn == "exp":
+        return jnp.exp(a * 0.25)
+    if fn == "abs":
+        return lax.convert_element_type(jnp.abs(a), a.dtype)
+    if fn == "square":
+        return a * a * 0.5
+    if fn == "swap":
+        return lax.complex(jnp.imag(a), jnp.real(a))
+    return getattr(jnp, {"neg": "negative"}.get(fn, fn))(a)
+
+
+def _cbinary(a, b, r):
+    return [jnp.add, jnp.subtract, jnp.multiply][int(r.integers(3))](a, b)
+
+
+def _creduce(a, b, r):
+    if a.ndim == 0:
+        return None
+    k = int(r.integers(1, a.ndim + 1))
+    return lax.reduce_sum(a, tuple(sorted(r.choice(a.ndim, k, replace=False).tolist())))
+
+
+def _fft(a, b, r):
+    if a.ndim == 0:
+        return None
+    return jnp.fft.fft(a, axis=int(r.integers(a.ndim))) * 0.5
+
+
+APPLY = {"cunary": _cunary, "cbinary": _cbinary, "creduce": _creduce, "fft": _fft,
+         "unary": _unary, "binary": _binary, "ibinary": _int_binary, "where": _where, "reduce": _reduce,
          "transpose": _transpose, "reshape": _reshape, "slice": _slice, "pad": _pad, "rev": _rev,
          "concat": _concat, "matmul": _matmul, "sort": _sort}
 OPS = ["unary", "unary", "binary", "binary", "where", "reduce", "reduce", "transpose", "reshape", "slice",
        "pad", "rev", "concat", "matmul", "sort"]
 OPS_INT = ["ibinary", "ibinary", "where", "reduce", "transpose", "reshape", "slice", "pad", "rev", "concat",
            "matmul", "sort"]
+OPS_COMPLEX = ["cunary", "cunary", "cbinary", "cbinary", "creduce", "transpose", "reshape", "slice", "pad",
+               "rev", "concat", "matmul", "fft"]

@@ -176,3 +176,30 @@ def test_linalg_api_solve_and_cholesky_batch_native():
     assert jf.lower(a, b).executable.schedule.count("fallback") == 0
     np.testing.assert_allclose(np.asarray(c), np.linalg.cholesky(a), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(x), np.linalg.solve(a, b), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("vectors", [True, False])
+def test_eig_real_input_pairs_and_nonfinite(dtype, vectors):
+    """geev's eigenvalues and conjugate-pair vectors, against NumPy (float64) and the definition
+    A v = w v; a non-finite matrix gives NaN for that matrix only."""
+    a = np.random.default_rng(3).standard_normal((3, 7, 7)).astype(dtype)
+    a[1] = np.diag([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]).astype(dtype)  # all real
+    a[2, 3, 4] = np.inf
+    outs = native(lambda x: L.eig(x, compute_eigenvectors=vectors), a)
+    w = outs[0]
+    assert w.dtype == (np.complex64 if dtype == np.float32 else np.complex128)
+    assert np.isnan(w[2].real).all() and not np.isnan(w[:2]).any()
+    want_w = np.linalg.eigvals(a[:2].astype(np.float64))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for b in range(2):  # same eigenvalues (as sets: geev's order is the reference's too)
+        np.testing.assert_allclose(np.sort_complex(w[b]), np.sort_complex(want_w[b]), rtol=tol, atol=tol)
+    assert np.iscomplex(w[0]).any()  # a random 7x7 real matrix has a complex pair here
+    if vectors:
+        v = outs[1]
+        for b in range(2):
+            lhs = a[b].astype(np.complex128) @ v[b]
+            np.testing.assert_allclose(lhs, v[b] * w[b][None, :], rtol=tol * 10, atol=tol * 10)
+            np.testing.assert_allclose(np.linalg.norm(v[b], axis=0), 1.0, rtol=tol)
+        ref = L.eig_p.impl(a, compute_eigenvectors=True)
+        np.testing.assert_allclose(v, ref[1], rtol=tol, atol=tol, equal_nan=True)

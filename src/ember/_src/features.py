@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,54 @@ def render() -> str:
         lines += [rule_table(), ""]
     except ImportError:
         lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
+    lines += _native_section()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _native_section() -> list[str]:
+    """How the native backend runs each primitive (from ``Primitive.lowering`` and its reasons)."""
+    try:
+        from ember._src.native import lowerings
+    except ImportError:
+        return []
+    from ember._src.core import PRIMITIVES
+    lowerings.declare()
+    groups: dict[str, list[str]] = {}
+    for name, p in sorted(PRIMITIVES.items()):
+        groups.setdefault(lowerings.native_kind(p), []).append(name)
+    lines = ["## Native backend coverage", "",
+             "How `jit`'s native backend runs each primitive (all inside the program's one native call). "
+             "A *fallback step* calls the primitive's NumPy implementation back from the compiled program.",
+             "", "| how | primitives |", "|---|---|"]
+    for kind, names in sorted(groups.items()):
+        lines.append(f"| {kind} | {', '.join(f'`{n}`' for n in names)} |")
+    from ember._src.native import c_ops
+    missing = _complex_without_rendering(c_ops)
+    lines += ["", "**Complex values** (complex64/complex128) fuse in kernels for: "
+              + ", ".join(f"`{n}`" for n in sorted(c_ops.COMPLEX_OPS))
+              + ", and `reduce_sum`; `fft`, `eig` (real "
+              "input), `dynamic_slice` and `dynamic_update_slice` are native calls. **Missing** on complex "
+              "values (fallback steps): " + ", ".join(f"`{n}`" for n in missing)
+              + "; the other reductions, sorts, cumulative scans (`cumsum` ...), scatters and complex "
+              "matrix products.", ""]
+    return lines
+
+
+def _complex_without_rendering(c_ops: Any) -> list[str]:
+    """Elementwise primitives that accept complex operands but have no complex C rendering."""
+    from ember._src.core import PRIMITIVES, ShapedArray
+    z = ShapedArray((2,), np.dtype(np.complex64))
+    params = {"round": {"rounding_method": 0}, "bitcast_convert_type": {"new_dtype": z.dtype}}
+    out = []
+    for name in sorted(set(c_ops.OPS) - set(c_ops.COMPLEX_OPS)):
+        for args in ((z,), (z, z)):
+            try:
+                PRIMITIVES[name].abstract_eval(*args, **params.get(name, {}))
+            except Exception:  # noqa: BLE001 - this arity or dtype is not accepted
+                continue
+            out.append(name)
+            break
+    return out
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MATH_NAMES", "STRING_NAMES", "includes_for"]
+__all__ = ["COMPLEX_NAMES", "MATH_NAMES", "STRING_NAMES", "includes_for"]
 
 # C99/C11 <math.h> functions: each also comes with an ``f`` (float) and ``l`` (long double) variant.
 _MATH_FUNCS = """
@@ -40,6 +40,14 @@ NULL memchr memcmp memcpy memmove memset size_t strcat strchr strcmp strcoll str
 strlen strncat strncmp strncpy strpbrk strrchr strspn strstr strtok strxfrm
 """.split())
 
+# C99 <complex.h> functions (with ``f`` and ``l`` variants) and macros.
+_COMPLEX_FUNCS = """
+cabs cacos cacosh carg casin casinh catan catanh ccos ccosh cexp cimag clog conj cpow cproj creal
+csin csinh csqrt ctan ctanh
+""".split()
+COMPLEX_NAMES: frozenset[str] = frozenset(["CMPLX", "CMPLXF", "I", "complex", "_Complex_I"]
+                                          + [f + s for f in _COMPLEX_FUNCS for s in ("", "f", "l")])
+
 _COMMENT_RE = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 # bytes.translate to blanks everything but identifier characters, then split: the words of the code
 # (identifiers, and numbers, which match no name) at a fraction of a regex scan's cost
@@ -47,18 +55,22 @@ _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 _BLANK_OTHERS = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
 _MATH_B = frozenset(n.encode() for n in MATH_NAMES)
 _STRING_B = frozenset(n.encode() for n in STRING_NAMES)
+_COMPLEX_B = frozenset(n.encode() for n in COMPLEX_NAMES)
 
 
 def includes_for(code: str) -> str:
     """The ``#include`` block for a translation unit whose code (everything after the includes) is
-    ``code``: ``<stdint.h>`` and ``<float.h>`` always, ``<string.h>`` and ``<math.h>`` when ``code``
-    names something they declare, ``<omp.h>`` (under ``_OPENMP``) when it calls an ``omp_`` function."""
+    ``code``: ``<stdint.h>`` and ``<float.h>`` always, ``<string.h>``, ``<math.h>`` and ``<complex.h>`` when
+    ``code`` names something they declare, ``<omp.h>`` (under ``_OPENMP``) when it calls an ``omp_``
+    function."""
     names = set(_COMMENT_RE.sub(" ", code).encode("utf-8", "replace").translate(_BLANK_OTHERS).split())
     lines = ["#include <stdint.h>", "#include <float.h>"]
     if not names.isdisjoint(_STRING_B):
         lines.append("#include <string.h>")
     if not names.isdisjoint(_MATH_B):
         lines.append("#include <math.h>")
+    if not names.isdisjoint(_COMPLEX_B):
+        lines.append("#include <complex.h>")
     if any(n.startswith(b"omp_") for n in names):
         lines += ["#ifdef _OPENMP", "#include <omp.h>", "#endif"]
     return "\n".join(lines) + "\n"

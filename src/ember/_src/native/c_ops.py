@@ -32,6 +32,7 @@ C_TYPES = {
     np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint8): "uint8_t",
     np.dtype(np.uint16): "uint16_t", np.dtype(np.uint32): "uint32_t", np.dtype(np.uint64): "uint64_t",
     np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+    np.dtype(np.complex64): "em_c64", np.dtype(np.complex128): "em_c128",  # typedefs: PRELUDE_HEAD
 }
 SUPPORTED_DTYPES = frozenset(C_TYPES)
 
@@ -42,6 +43,15 @@ def ctype(dtype: Any) -> str:
 
 def is_float(d: np.dtype) -> bool:
     return d.kind == "f"
+
+
+def is_complex(d: np.dtype) -> bool:
+    return d.kind == "c"
+
+
+def real_ctype(d: np.dtype) -> str:
+    """The C type of a complex dtype's parts (``float`` or ``double``)."""
+    return "float" if d.itemsize == 8 else "double"
 
 
 def is_bool(d: np.dtype) -> bool:
@@ -66,6 +76,11 @@ def literal(value: Any, dtype: Any) -> str:
         if d.kind == "i" and d.itemsize == 4 and v == -(2**31):
             return "INT32_MIN"
         return f"{v}" if d.kind == "i" else f"{v}u"
+    if is_complex(d):
+        part = np.dtype(np.float32) if d.itemsize == 8 else np.dtype(np.float64)
+        z = complex(value)
+        return f"__builtin_complex(({real_ctype(d)}){literal(z.real, part)}, " \
+               f"({real_ctype(d)}){literal(z.imag, part)})"
     v = float(value)
     suffix = "f" if d.itemsize == 4 else ""
     if np.isnan(v):
@@ -117,6 +132,9 @@ def op_cost(name: str) -> int:
 
 Renderer = Callable[[Sequence[str], Sequence[np.dtype], np.dtype, dict], str]
 OPS: dict[str, Renderer] = {}
+# Renderers for an op any of whose operands or result is complex (filled by :mod:`.c_complex`);
+# an op missing here has no lowering on complex values and stays out of kernels.
+COMPLEX_OPS: dict[str, Renderer] = {}
 
 
 def _op(*names: str) -> Callable[[Renderer], Renderer]:
@@ -319,16 +337,18 @@ def _shra(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> 
 
 def has_lowering(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> bool:
     """Whether an elementwise primitive has a C rendering for these dtypes."""
-    if name not in OPS:
-        return False
     if any(d not in SUPPORTED_DTYPES for d in (*in_dtypes, out_dtype)):
         return False
-    return True
+    return name in _table(in_dtypes, out_dtype)
+
+
+def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> dict[str, Renderer]:
+    return COMPLEX_OPS if any(is_complex(np.dtype(d)) for d in (*in_dtypes, out_dtype)) else OPS
 
 
 def render_op(name: str, args: Sequence[str], in_dtypes: Sequence[np.dtype], out_dtype: np.dtype,
               params: dict) -> str:
-    return OPS[name](args, list(in_dtypes), np.dtype(out_dtype), params)
+    return _table(in_dtypes, out_dtype)[name](args, list(in_dtypes), np.dtype(out_dtype), params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,9 +359,12 @@ REDUCE_KINDS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max",
                 "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
 
 
-def reduce_kind(name: str, dtype: np.dtype) -> str:
-    """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``."""
+def reduce_kind(name: str, dtype: np.dtype) -> str | None:
+    """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``. None when
+    the reduction has no C lowering for ``dtype`` (complex values: only sums lower)."""
     k = REDUCE_KINDS[name]
+    if is_complex(dtype):
+        return k if k == "sum" else None
     if is_bool(dtype):
         k = {"sum": "or", "max": "or", "prod": "and", "min": "and"}.get(k, k)
     return k
@@ -349,7 +372,9 @@ def reduce_kind(name: str, dtype: np.dtype) -> str:
 
 def reduce_init(kind: str, d: np.dtype) -> str:
     t = ctype(d)
-    return {"sum": f"({t})0", "prod": f"({t})1", "max": min_value(d), "min": max_value(d),
+    if kind == "sum":
+        return f"({t})0"
+    return {"prod": f"({t})1", "max": min_value(d), "min": max_value(d),
             "or": f"({t})0", "and": "1" if is_bool(d) else f"({t})~({t})0"}[kind]
 
 
@@ -381,6 +406,8 @@ OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&"
 # The helpers every program gets; the #include lines in front of them are chosen per program
 # (:func:`.c_headers.includes_for`), so these use ``__builtin_memcpy`` and need no <string.h>.
 PRELUDE_HEAD = """\
+typedef float _Complex em_c64;
+typedef double _Complex em_c128;
 static inline int64_t em_clampi(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
 static inline float em_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 static inline uint32_t em_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
@@ -540,4 +567,5 @@ def prelude_for(source_body: str) -> str:
     return includes_for(PRELUDE_HEAD + funcs + source_body) + PRELUDE_HEAD + funcs
 
 
-from ember._src.native import c_special  # noqa: E402, F401 - registers digamma, erf_inv, polygamma, bitcast
+# register digamma, erf_inv, polygamma, bitcast (c_special) and the complex renderers (c_complex)
+from ember._src.native import c_complex, c_special  # noqa: E402, F401

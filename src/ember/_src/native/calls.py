@@ -68,17 +68,19 @@ class CallLowering:
     accepts: Callable[[Eqn], bool] = lambda e: True
     workspace: Callable[[Eqn], int] = lambda e: 0
     description: str = ""
+    complex_ok: bool = False  # whether the emitter handles complex operands/results
 
 
 CALLS: dict[str, CallLowering] = {}
 
 
 def register(name: str, description: str, accepts: Callable[[Eqn], bool] | None = None,
-             workspace: Callable[[Eqn], int] | None = None) -> Callable:
-    """Decorator registering ``emit`` as the call lowering of primitive ``name``."""
+             workspace: Callable[[Eqn], int] | None = None, complex_ok: bool = False) -> Callable:
+    """Decorator registering ``emit`` as the call lowering of primitive ``name`` (``complex_ok``:
+    it also handles complex operands; otherwise an equation with one stays a fallback step)."""
     def deco(fn: Callable[[Eqn, CallCode], list[str]]) -> Callable:
         CALLS[name] = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0),
-                                   description)
+                                   description, complex_ok)
         return fn
 
     return deco
@@ -91,6 +93,8 @@ def lowerable(e: Eqn) -> bool:
         return False
     avals = [a.aval for a in e.inputs] + [v.aval for v in e.outvars]
     if any(np.dtype(a.dtype) not in c_ops.SUPPORTED_DTYPES for a in avals):
+        return False
+    if not low.complex_ok and any(c_ops.is_complex(np.dtype(a.dtype)) for a in avals):
         return False
     if any(not isinstance(d, int) for a in avals for d in a.shape):
         return False
@@ -175,7 +179,8 @@ def _clamped_starts(e: Eqn, cc: CallCode, first: int, shape: tuple, sizes: tuple
     return lines
 
 
-@register("dynamic_slice", "native call: clamped block copy (calls.py)", lambda e: _array_operands(e, 1))
+@register("dynamic_slice", "native call: clamped block copy (calls.py)", lambda e: _array_operands(e, 1),
+          complex_ok=True)
 def _dynamic_slice(e: Eqn, cc: CallCode) -> list[str]:
     x, out = e.inputs[0], e.outvars[0]
     shape, sizes = tuple(x.aval.shape), tuple(out.aval.shape)
@@ -193,7 +198,7 @@ def _copy_all(dst: str, src: str, nbytes: int) -> str:
 
 
 @register("dynamic_update_slice", "native call: copy, then clamped block write (calls.py)",
-          lambda e: _array_operands(e, 2))
+          lambda e: _array_operands(e, 2), complex_ok=True)
 def _dynamic_update_slice(e: Eqn, cc: CallCode) -> list[str]:
     x, u = e.inputs[0], e.inputs[1]
     shape, sizes = tuple(x.aval.shape), tuple(u.aval.shape)
@@ -511,4 +516,5 @@ def _radix_sort(e: Eqn, cc: CallCode, outer: int, n: int, inner: int, dts: list[
     return lines
 
 
-from ember._src.native import lapack  # noqa: E402, F401 - registers the LAPACK-backed lowerings
+# register the fft (fft.py) and LAPACK-backed (lapack.py) lowerings
+from ember._src.native import fft, lapack  # noqa: E402, F401

@@ -463,6 +463,8 @@ class _Builder:
         if xdt not in c_ops.SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {xdt} has no C type")
         kind = c_ops.reduce_kind(e.prim.name, xdt)
+        if kind is None:
+            raise Unfusable(f"no C lowering for {e.prim.name} on {xdt}")
         rid = len(self.reduces)
         phase = 1 + max((self.reduces[r].phase for r in self.nodes[inp].reduces), default=0)
         r = Reduce(rid, kind, inp, xdt, out.aval.dtype, phase)

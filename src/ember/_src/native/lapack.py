@@ -1,4 +1,5 @@
-"""LAPACK-backed call steps: ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``.
+"""LAPACK-backed call steps: ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``,
+``eig`` (real input).
 
 Each lowering loops over the leading (batch) dims in C and calls the float32/float64 routine that
 SciPy ships (function pointers from ``scipy.linalg.cython_lapack`` / ``cython_blas`` capsules, see
@@ -14,7 +15,9 @@ system), ``svd`` factorizes the transpose and swaps the roles of ``U`` and ``V^T
 in the outputs directly); ``lu`` and ``qr`` transpose into workspace. Output conventions are those
 of the primitives' NumPy implementations (prims/linalg.py): NaN factors for failed factorizations
 and non-finite inputs (per matrix), ``lu`` pivots 0-based int32 with the row permutation, ``eigh``
-ascending eigenvalues with eigenvectors as columns, ``svd`` returns ``(s, u, vh)``.
+ascending eigenvalues with eigenvectors as columns, ``svd`` returns ``(s, u, vh)``, ``eig`` the
+complex eigenvalues in ``?geev``'s order and right eigenvectors as columns (a conjugate pair's
+vectors assembled from ``?geev``'s two real columns, as NumPy does).
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from ember._src.native.calls import CallCode, register
 from ember._src.program import Eqn, Literal
 
 N_FIXED_FNS = 5  # sgemm, dgemm, callback, sgemv, dgemv (codegen.py)
-_ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd")
+_ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "geev")
 FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d"))
 _INT_MAX = 2**31 - 1
-LAPACK_PRIMS = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
+LAPACK_PRIMS = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
 
 
 @functools.cache
@@ -60,6 +63,8 @@ typedef void (*em_orgqr_T)(int *, int *, int *, ELT *, int *, ELT *, ELT *, int 
 typedef void (*em_syevd_T)(char *, char *, int *, ELT *, int *, ELT *, ELT *, int *, int *, int *, int *);
 typedef void (*em_gesdd_T)(char *, int *, int *, ELT *, int *, ELT *, ELT *, int *, ELT *, int *, ELT *,
                            int *, int *, int *);
+typedef void (*em_geev_T)(char *, char *, int *, ELT *, int *, ELT *, ELT *, ELT *, int *, ELT *, int *,
+                          ELT *, int *, int *);
 static int em_all_finite_T(const ELT *a, int64_t n) {
     for (int64_t i = 0; i < n; ++i) if (!isfinite(a[i])) return 0;
     return 1;
@@ -365,3 +370,71 @@ def _svd(e: Eqn, cc: CallCode) -> list[str]:
         "work_, &lw_, iwork_, &info_);",
         f"    if (info_ != 0) {{ {' '.join(nan_all)} }}",
         "}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# eig (real input): geev on a column-major copy; complex eigenvalues and right eigenvectors
+# ---------------------------------------------------------------------------------------------
+
+
+def _eig_lwork(n: int) -> int:
+    return 68 * max(n, 1) + 64  # >= 4n (the documented minimum), room for blocked Hessenberg
+
+
+def _eig_ws(e: Eqn) -> int:
+    n = e.inputs[0].aval.shape[-1]
+    return (2 * n * n + 2 * n + _eig_lwork(n)) * 8 + 256  # double precision: see _eig
+
+
+@register("eig", "native call: LAPACK ?geev per matrix, pairs assembled into complex vectors (lapack.py)",
+          _float_matrix, _eig_ws, complex_ok=True)
+def _eig(e: Eqn, cc: CallCode) -> list[str]:
+    shape = tuple(e.inputs[0].aval.shape)
+    n, nb = shape[-1], _batch(shape)
+    # float32 is factorized in double precision and rounded once, as NumPy's eig does (its
+    # eigenvector signs then agree with the reference's)
+    d = np.dtype(np.float64)
+    if nb == 0 or n == 0:
+        return []
+    t, s = _typedefs(cc, d)
+    ot = "float" if np.dtype(e.inputs[0].aval.dtype) == np.float32 else "double"
+    vecs = e.params["compute_eigenvectors"]
+    lw = _eig_lwork(n)
+    # NaN + 0j, as the reference (np.nan cast to complex)
+    nan = [f"for (int64_t i = 0; i < {n}; ++i) {{ wo_[2 * i] = ({ot})NAN; wo_[2 * i + 1] = 0; }}"]
+    if vecs:
+        nan.append(f"for (int64_t i = 0; i < {n * n}; ++i) {{ vo_[2 * i] = ({ot})NAN; vo_[2 * i + 1] = 0; }}")
+    lines = [
+        f"{t} *a_ = ({t} *)({cc.ws}), *wr_ = a_ + {n * n}, *wi_ = wr_ + {n}, *vr_ = wi_ + {n}, "
+        f"*work_ = vr_ + {n * n}, vl_[1];",
+        f"char jl_ = 'N', jr_ = '{'V' if vecs else 'N'}';",
+        f"int n_ = {n}, one_ = 1, ldvr_ = {n if vecs else 1}, "
+        f"lw_ = {lw}, info_ = 0;",
+        f"for (int64_t b = 0; b < {nb}; ++b) {{",
+        f"    const {ot} *x_ = {cc.ins[0]} + b * {n * n}; {ot} *wo_ = ({ot} *)({cc.outs[0]} + b * {n});",
+        f"    {ot} *vo_ = {f'({ot} *)({cc.outs[1]} + b * {n * n})' if vecs else '0'}; (void)vo_;",
+        f"    int fin_ = 1; for (int64_t i = 0; i < {n * n}; ++i) fin_ &= isfinite(x_[i]) != 0;",
+        f"    if (!fin_) {{ {' '.join(nan)} continue; }}",
+        _loop2(n, n, f"a_[i + j * {n}] = x_[i * {n} + j];"),
+        f"    ((em_geev_{s}){_fn('geev', d)})(&jl_, &jr_, &n_, a_, &n_, wr_, wi_, vl_, &one_, vr_, &ldvr_, "
+        "work_, &lw_, &info_);",
+        f"    if (info_ != 0) {{ {' '.join(nan)} continue; }}",
+        f"    for (int64_t j = 0; j < {n}; ++j) {{ wo_[2 * j] = ({ot})wr_[j]; "
+        f"wo_[2 * j + 1] = ({ot})wi_[j]; }}"]
+    if vecs:
+        lines += [
+            f"    for (int64_t j = 0; j < {n}; ++j) {{",
+            f"        if (wi_[j] == 0 || j + 1 == {n}) {{",
+            f"            for (int64_t i = 0; i < {n}; ++i) {{",
+            f"                vo_[2 * (i * {n} + j)] = ({ot})vr_[i + j * {n}]; "
+            f"vo_[2 * (i * {n} + j) + 1] = 0; }}",
+            "            continue;",
+            "        }",
+            f"        for (int64_t i = 0; i < {n}; ++i) {{",
+            f"            {ot} re_ = ({ot})vr_[i + j * {n}], im_ = ({ot})vr_[i + (j + 1) * {n}];",
+            f"            vo_[2 * (i * {n} + j)] = re_; vo_[2 * (i * {n} + j) + 1] = im_;",
+            f"            vo_[2 * (i * {n} + j + 1)] = re_; vo_[2 * (i * {n} + j + 1) + 1] = -im_;",
+            "        }",
+            "        ++j;",
+            "    }"]
+    return lines + ["}"]

@@ -19,6 +19,8 @@ from ember._src.native.passes import INLINE_PARAM
 def describe(name: str) -> str | None:
     if name in c_ops.OPS and name not in ("copy", "stop_gradient"):
         return "native kernel: elementwise C expression (c_ops.OPS)"
+    if name in c_ops.COMPLEX_OPS and name not in ("copy", "stop_gradient"):
+        return "native kernel: elementwise C expression on complex values (c_complex.py)"
     if name in MOVEMENT_PRIMS or name in ("iota", "take"):
         return "native kernel: read through an index expression (kernel.py)"
     if name in REDUCE_PRIMS:
@@ -41,18 +43,25 @@ def describe(name: str) -> str | None:
 # call, through a Python callback to their NumPy implementation.
 _FALLBACK = "runs as a native fallback step (its NumPy implementation is called back from the program)"
 NO_LOWERING = {
-    "fft": f"{_FALLBACK}: complex results have no C type; a pocketfft call is future work",
-    "eig": f"{_FALLBACK}: complex eigenvalues/eigenvectors have no C type",
     "random_gamma": f"{_FALLBACK}: rejection sampling with data-dependent loops stays in NumPy",
     "random_gamma_grad": f"{_FALLBACK}: series/asymptotic gradient of the gamma CDF stays in NumPy",
     "random_poisson": f"{_FALLBACK}: rejection sampling with data-dependent loops stays in NumPy",
-    "complex": "complex dtypes have no C type: programs using them run on the reference backend",
-    "real": "complex dtypes have no C type: programs using them run on the reference backend",
-    "imag": "complex dtypes have no C type: programs using them run on the reference backend",
-    "conj": "complex dtypes have no C type: programs using them run on the reference backend",
     "custom_lin": "never reaches a backend: grad transposes it into the bwd program; its forward "
                   "evaluation is an error (forward-mode of a custom_vjp function)",
 }
+
+
+def native_kind(p: core.Primitive) -> str:
+    """A one-word summary of how the native backend runs ``p``: kernel, call, loop, inlined,
+    identity, fallback step, or not applicable."""
+    text = p.lowering or ""
+    for prefix, kind in (("native kernel", "fused kernel"), ("native call", "native call"),
+                         ("native loop", "native loop"), ("native: inlined", "inlined"),
+                         ("native: identity", "removed (identity)")):
+        if text.startswith(prefix):
+            return kind
+    reason = p.not_applicable.get("lowering", "")
+    return "fallback step" if "fallback step" in reason else "never lowered"
 
 
 def declare() -> None:

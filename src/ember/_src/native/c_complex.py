@@ -1,0 +1,134 @@
+"""Complex values in the C op table: ``complex64``/``complex128`` as C99 ``float _Complex`` /
+``double _Complex`` (typedef'd ``em_c64``/``em_c128`` in the prelude), and the elementwise ops that
+have a complex rendering.
+
+Registered into :data:`c_ops.COMPLEX_OPS` (used whenever an operand or the result is complex):
+``add sub neg mul div eq ne select_n convert_element_type complex real imag conj abs
+integer_pow`` and the transcendental functions glibc's ``<complex.h>`` provides (``exp log sqrt
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh``). The rest (``sign``, ``pow``,
+``expm1``, ``log1p``, orderings, ``max``/``min``) have no rendering: an equation using one on
+complex values runs as a fallback step, so results stay those of the NumPy implementation.
+
+Semantics follow NumPy's complex loops, not C's Annex G arithmetic:
+
+* ``mul`` is ``(ar br - ai bi) + (ar bi + ai br) i`` with no infinity/NaN recovery (C's ``*`` calls
+  ``__mulsc3``, slower and different on non-finite operands); ember compiles with ``-std=c11``, so
+  no multiply-add is contracted and finite results are bit-identical to NumPy's.
+* ``div`` is Smith's algorithm with NumPy's branches (scale by the larger of ``|br|``, ``|bi|``;
+  a zero divisor divides each part by zero, giving NaN/inf parts as NumPy does).
+* ``abs`` is ``hypot(re, im)``; ``convert_element_type`` from complex to a real or integer dtype
+  converts the real part (the reference's ``np.real`` then ``astype``).
+* reductions: only ``reduce_sum`` lowers (see :func:`c_ops.reduce_kind`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember._src.native import c_ops
+from ember._src.native.c_ops import COMPLEX_OPS, PRELUDE_FUNCS, ctype, is_complex, real_ctype
+
+_HELPERS = {
+    "cmul": """\
+static inline CT em_cmulS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
+}
+""",
+    "cdiv": """\
+static inline CT em_cdivS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    RT abr = br < 0 ? -br : br, abi = bi < 0 ? -bi : bi;
+    if (abr >= abi) {
+        if (abr == 0 && abi == 0) return __builtin_complex(ar / abr, ai / abr);
+        RT rat = bi / br, scl = (RT)1 / (br + bi * rat);
+        return __builtin_complex((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+    }
+    RT rat = br / bi, scl = (RT)1 / (bi + br * rat);
+    return __builtin_complex((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+}
+""",
+    "conj": "static inline CT em_conjS(CT a) { return __builtin_complex(__real__ a, -__imag__ a); }\n",
+    "cabs": "static inline RT em_cabsS(CT a) { return hypotS(__real__ a, __imag__ a); }\n",
+}
+for _sfx, _ct, _rt in (("f", "em_c64", "float"), ("", "em_c128", "double")):
+    for _name, _tmpl in _HELPERS.items():
+        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
+            (), _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
+
+
+def _s(d: np.dtype) -> str:
+    """The C name suffix of a complex dtype's functions: ``f`` for complex64."""
+    return "f" if d.itemsize == 8 else ""
+
+
+def _real_of(d: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if d.itemsize == 8 else np.dtype(np.float64)
+
+
+def _op(*names: str):
+    def deco(fn):
+        for n in names:
+            COMPLEX_OPS[n] = fn
+        return fn
+
+    return deco
+
+
+COMPLEX_OPS["add"] = lambda a, ins, out, p: f"({a[0]} + {a[1]})"
+COMPLEX_OPS["sub"] = lambda a, ins, out, p: f"({a[0]} - {a[1]})"
+COMPLEX_OPS["neg"] = lambda a, ins, out, p: f"(-{a[0]})"
+COMPLEX_OPS["mul"] = lambda a, ins, out, p: f"em_cmul{_s(out)}({a[0]}, {a[1]})"
+COMPLEX_OPS["div"] = lambda a, ins, out, p: f"em_cdiv{_s(out)}({a[0]}, {a[1]})"
+COMPLEX_OPS["eq"] = lambda a, ins, out, p: f"({a[0]} == {a[1]})"
+COMPLEX_OPS["ne"] = lambda a, ins, out, p: f"({a[0]} != {a[1]})"
+COMPLEX_OPS["select_n"] = c_ops.OPS["select_n"]
+COMPLEX_OPS["copy"] = COMPLEX_OPS["stop_gradient"] = lambda a, ins, out, p: a[0]
+COMPLEX_OPS["conj"] = lambda a, ins, out, p: f"em_conj{_s(out)}({a[0]})"
+COMPLEX_OPS["real"] = lambda a, ins, out, p: f"(__real__ ({a[0]}))"
+COMPLEX_OPS["imag"] = lambda a, ins, out, p: f"(__imag__ ({a[0]}))"
+COMPLEX_OPS["abs"] = lambda a, ins, out, p: f"em_cabs{_s(ins[0])}({a[0]})"
+COMPLEX_OPS["complex"] = lambda a, ins, out, p: \
+    f"__builtin_complex(({real_ctype(out)})({a[0]}), ({real_ctype(out)})({a[1]}))"
+
+
+@_op("convert_element_type")
+def _convert(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    src = np.dtype(ins[0])
+    if is_complex(src) and is_complex(out):
+        return a[0] if src == out else f"(({ctype(out)})({a[0]}))"
+    if is_complex(out):
+        r = real_ctype(out)
+        return f"__builtin_complex(({r})({a[0]}), ({r})0)"
+    # complex -> real/integer/bool: the real part, converted as a real value is
+    re = _real_of(src)
+    return c_ops.OPS["convert_element_type"]([f"(__real__ ({a[0]}))"], [re], out, p)
+
+
+def _libm(name: str):
+    return lambda a, ins, out, p: f"c{name}{_s(out)}({a[0]})"
+
+
+for _fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan",
+            "asinh", "acosh", "atanh"):
+    COMPLEX_OPS[_fn] = _libm(_fn)
+
+
+@_op("integer_pow")
+def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    y, t, s = int(p["y"]), ctype(out), _s(out)
+    one = c_ops.literal(1, out)
+    if y == 0:
+        return one
+    n = abs(y)
+    body = [f"{t} b_ = {a[0]}, r_ = {one};"]
+    while n:
+        if n & 1:
+            body.append(f"r_ = em_cmul{s}(r_, b_);")
+        n >>= 1
+        if n:
+            body.append(f"b_ = em_cmul{s}(b_, b_);")
+    body.append(f"em_cdiv{s}({one}, r_);" if y < 0 else "r_;")
+    return "({ " + " ".join(body) + " })"

@@ -1,0 +1,173 @@
+"""Complex values on the native backend (c_complex.py): each complex op with a C rendering runs in
+a fused kernel and agrees with NumPy (special values included); ops without one run as fallback
+steps inside the same native program and still give NumPy's results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from tests.native.conftest import requires_cc
+
+pytestmark = requires_cc
+CDTYPES = [np.complex64, np.complex128]
+
+
+def data(dtype, n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal(n) * 3 + 1j * rng.standard_normal(n) * 3
+    special = [0, 1, -1, 1j, -1j, complex(-1, -0.0), complex(-2, 0.0), complex(0.5, -0.0), 3 + 4j,
+               -7.5 + 0.25j]
+    return np.concatenate([z, special]).astype(dtype)
+
+
+def native(f, *args, kernels=True):
+    jf = ember.jit(f, backend="native")
+    out = jf(*args)
+    sched = jf.lower(*args).executable.schedule
+    if kernels:
+        assert sched.count("fallback") == 0 and sched.count("kernel") >= 1, str(sched)
+    return out, sched
+
+
+def close(got, want, dtype, rtol=None):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    single = np.dtype(dtype) in (np.complex64, np.float32)
+    tol = rtol or (4e-6 if single else 1e-14)
+    wide = np.complex128 if got.dtype.kind == "c" else np.float64
+    np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=tol, atol=tol, equal_nan=True)
+
+
+UNARY = {
+    "exp": (jnp.exp, np.exp), "log": (jnp.log, np.log), "sqrt": (jnp.sqrt, np.sqrt),
+    "sin": (jnp.sin, np.sin), "cos": (jnp.cos, np.cos), "tan": (jnp.tan, np.tan),
+    "sinh": (jnp.sinh, np.sinh), "cosh": (jnp.cosh, np.cosh), "tanh": (jnp.tanh, np.tanh),
+    "arcsin": (jnp.arcsin, np.arcsin), "arccos": (jnp.arccos, np.arccos), "arctan": (jnp.arctan, np.arctan),
+    "arcsinh": (jnp.arcsinh, np.arcsinh), "arccosh": (jnp.arccosh, np.arccosh),
+    "arctanh": (jnp.arctanh, np.arctanh), "conj": (jnp.conj, np.conj), "real": (jnp.real, np.real),
+    "imag": (jnp.imag, np.imag), "abs": (jnp.abs, np.abs), "neg": (jnp.negative, np.negative),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_unary(name, dtype):
+    ef, nf = UNARY[name]
+    z = data(dtype)
+    if name == "arctan" or name == "arctanh":
+        z = z[np.abs(np.abs(z.imag if name == "arctan" else z.real) - 1) > 1e-3]  # off the poles
+    got, _ = native(ef, z)
+    with np.errstate(all="ignore"):
+        want = nf(z)
+    close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_arithmetic_matches_numpy_bitwise(dtype):
+    """mul and div use NumPy's formulas (no FMA contraction under -std=c11): bit-identical results."""
+    a, b = data(dtype, seed=1), data(dtype, seed=2)[::-1].copy()
+    for ef, nf in ((lambda x, y: x * y, np.multiply), (lambda x, y: x / y, np.divide),
+                   (lambda x, y: x + y, np.add), (lambda x, y: x - y, np.subtract)):
+        got, _ = native(ef, a, b)
+        with np.errstate(all="ignore"):
+            want = nf(a, b)
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_division_extremes(dtype):
+    """Smith's algorithm: huge and tiny divisors without overflow; a zero divisor gives inf/NaN parts."""
+    big = 1e30 if dtype == np.complex64 else 1e300
+    a = np.array([1 + 1j, 2 - 3j, 1 + 0j, 0j, 1 + 1j, 4 + 2j], dtype)
+    b = np.array([big + big * 1j, 1 / big + 1j / big, 0j, 0j, 3 + 0j, 0 + 2j], dtype)
+    got, _ = native(lambda x, y: x / y, a, b)
+    with np.errstate(all="ignore"):
+        want = a / b
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert np.isfinite(np.asarray(got)[:2]).all()
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_comparisons_select_and_literals(dtype):
+    a, b = data(dtype, seed=3), data(dtype, seed=3)
+    b[::3] += 1j
+
+    def f(x, y):
+        w = jnp.where(x == y, x * (2 - 0.5j), jnp.conj(y))
+        return w, x != y
+
+    (got, ne), _ = native(f, a, b)
+    np.testing.assert_array_equal(np.asarray(ne), a != b)
+    close(got, np.where(a == b, a * np.asarray(2 - 0.5j, dtype), np.conj(b)), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("y", [0, 1, 2, 3, 7, -1, -4])
+def test_integer_pow(dtype, y):
+    z = data(dtype)[:40] / 3
+    got, _ = native(lambda x: lax.integer_pow(x, y), z, kernels=y != 1)  # x ** 1 simplifies to x
+    with np.errstate(all="ignore"):
+        want = z.astype(np.complex128) ** y
+    close(got, want.astype(dtype), dtype, rtol=4e-5 if dtype == np.complex64 else 1e-13)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_conversions_and_construction(dtype):
+    z = data(dtype)
+    rd = np.float32 if dtype == np.complex64 else np.float64
+    other = np.complex128 if dtype == np.complex64 else np.complex64
+
+    def f(x):
+        return (lax.convert_element_type(x, rd), lax.convert_element_type(x, np.int32),
+                lax.convert_element_type(x, np.bool_), lax.convert_element_type(x, other),
+                lax.complex(jnp.imag(x), jnp.real(x)), lax.convert_element_type(jnp.abs(x), dtype))
+
+    got, _ = native(f, z)
+    want = (z.real.astype(rd), np.trunc(z.real).astype(np.int32), z.real != 0, z.astype(other),
+            (z.imag + 1j * z.real).astype(dtype), np.abs(z).astype(dtype))
+    for g, w in zip(got, want):
+        close(g, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_sum_reduction_fused(dtype):
+    z = data(dtype, n=1000 * 3)[:3000].reshape(30, 100)
+    got, sched = native(lambda x: jnp.sum(x * jnp.conj(x), axis=1) + jnp.sum(x), z)
+    zw = z.astype(np.complex128)
+    want = (np.sum(zw * np.conj(zw), axis=1) + np.sum(zw)).astype(dtype)
+    close(got, want, dtype, rtol=2e-5 if dtype == np.complex64 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_ops_without_rendering_run_as_fallback_steps(dtype):
+    """prod, sign and cumsum have no complex C rendering: fallback steps, NumPy's results."""
+    z = data(dtype)[:20] / 2
+    got, sched = native(lambda x: (jnp.prod(x), jnp.sign(x) * 2, jnp.cumsum(x)), z, kernels=False)
+    assert sched.count("fallback") >= 1
+    ref = ember.jit(lambda x: (jnp.prod(x), jnp.sign(x) * 2, jnp.cumsum(x)), backend="numpy")(z)
+    for g, w in zip(got, ref):
+        close(g, w, dtype, rtol=1e-5 if dtype == np.complex64 else 1e-13)
+
+
+def test_complex_scan_carry():
+    """A complex carry through a native loop: z <- z * w + 1."""
+    w = np.complex64(0.9 + 0.3j)
+
+    def f(z0):
+        def body(z, _):
+            z = z * w + 1
+            return z, z
+        return lax.scan(body, z0, None, length=12)
+
+    z0 = data(np.complex64)[:8]
+    (last, ys) = ember.jit(f, backend="native")(z0)
+    z, hist = z0.copy(), []
+    for _ in range(12):
+        z = z * w + np.complex64(1)
+        hist.append(z)
+    close(last, z, np.complex64)
+    close(ys, np.stack(hist), np.complex64)

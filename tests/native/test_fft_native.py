@@ -1,0 +1,138 @@
+"""The native ``fft`` call step (fft.py) against float64/complex128 NumPy: every FFT type, lengths
+with small and large prime factors (mixed radix and Bluestein), one to three transformed axes,
+batch dims, both precisions, empty operands; and that it runs as a call step, not a fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember._src.native import fft as nfft
+from ember._src.prims.fft import fft as lax_fft
+from tests.native.conftest import requires_cc
+
+pytestmark = requires_cc
+RNG = np.random.default_rng(5)
+
+
+def native(f, *args):
+    jf = ember.jit(f, backend="native")
+    out = np.asarray(jf(*args))
+    sched = jf.lower(*args).executable.schedule
+    assert sched.count("fallback") == 0, str(sched)
+    assert any(st.kind == "call" and st.eqns[0].prim.name == "fft" for st in sched.steps), str(sched)
+    return out
+
+
+def cdata(shape, dtype):
+    z = RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)
+    return z.astype(dtype)
+
+
+def close(got, want, dtype):
+    """Within float rounding of the transform: relative to the largest output magnitude."""
+    tol = 2e-6 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-13
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    np.testing.assert_allclose(got.astype(np.complex128), want, rtol=0, atol=tol * scale * 4)
+
+
+LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 30, 49, 61, 64, 67, 97, 100, 127, 128, 134, 210,
+           243, 256, 1000, 1024, 1031]
+
+
+def test_plans_cover_both_algorithms():
+    assert nfft.plan_of(1000) == ([2, 2, 2, 5, 5, 5], 0, [])
+    fac, m2, fac2 = nfft.plan_of(67)
+    assert fac == [] and m2 == 256 and fac2 == [2] * 8  # 2 * 67 - 1 = 133 -> 256
+    assert nfft.plan_of(134)[1] == 512 and nfft.plan_of(61)[1] == 0
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_fft_and_ifft_1d(n, dtype):
+    x = cdata((3, n), dtype)
+    ref = x.astype(np.complex128)
+    got = native(lambda a: lax_fft(a, "FFT", (n,)), x)
+    assert got.dtype == dtype
+    close(got, np.fft.fft(ref, axis=-1), dtype)
+    got = native(lambda a: lax_fft(a, "IFFT", (n,)), x)
+    close(got, np.fft.ifft(ref, axis=-1), dtype)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rfft_and_irfft_1d(n, dtype):
+    x = RNG.standard_normal((2, n)).astype(dtype)
+    got = native(lambda a: lax_fft(a, "RFFT", (n,)), x)
+    cd = np.complex64 if dtype == np.float32 else np.complex128
+    assert got.dtype == cd and got.shape == (2, n // 2 + 1)
+    close(got, np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
+    h = cdata((2, n // 2 + 1), cd)  # imaginary DC/Nyquist parts are ignored, as NumPy's irfft does
+    got = native(lambda a: lax_fft(a, "IRFFT", (n,)), h)
+    assert got.dtype == dtype and got.shape == (2, n)
+    close(got, np.fft.irfft(h.astype(np.complex128), n=n, axis=-1), dtype)
+
+
+@pytest.mark.parametrize("shape,k", [((4, 6, 10), 2), ((3, 5, 8), 3), ((2, 67, 12), 2), ((9, 7), 2)])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_multi_axis(shape, k, dtype):
+    axes = tuple(range(len(shape) - k, len(shape)))
+    lengths = shape[-k:]
+    x = cdata(shape, dtype)
+    ref = x.astype(np.complex128)
+    close(native(lambda a: lax_fft(a, "FFT", lengths), x), np.fft.fftn(ref, axes=axes), dtype)
+    close(native(lambda a: lax_fft(a, "IFFT", lengths), x), np.fft.ifftn(ref, axes=axes), dtype)
+    rd = np.float32 if dtype == np.complex64 else np.float64
+    r = RNG.standard_normal(shape).astype(rd)
+    close(native(lambda a: lax_fft(a, "RFFT", lengths), r), np.fft.rfftn(r.astype(np.float64), axes=axes), rd)
+    hs = (*shape[:-1], shape[-1] // 2 + 1)
+    h = cdata(hs, dtype)
+    want = np.fft.irfftn(h.astype(np.complex128), s=lengths, axes=axes)
+    close(native(lambda a: lax_fft(a, "IRFFT", lengths), h), want, rd)
+
+
+def test_numpy_api_roundtrip_and_fusion():
+    """jnp.fft functions compose with the fused kernels around the call (one native program)."""
+    x = RNG.standard_normal((8, 96)).astype(np.float32)
+
+    def f(a):
+        spec = jnp.fft.rfft(a * 2.0, axis=-1)
+        return jnp.fft.irfft(spec * jnp.conj(spec), n=96, axis=-1) + jnp.abs(jnp.fft.fft(a)).sum()
+
+    got = native(f, x)
+    xd = x.astype(np.float64) * 2
+    s = np.fft.rfft(xd, axis=-1)
+    want = np.fft.irfft(s * np.conj(s), n=96, axis=-1) + np.abs(np.fft.fft(x.astype(np.float64))).sum()
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("shape,ft,lengths", [((0, 8), "FFT", (8,)), ((3, 0), "RFFT", (0,)),
+                                              ((0, 5), "IRFFT", (8,))])
+def test_empty(shape, ft, lengths):
+    dtype = np.float32 if ft == "RFFT" else np.complex64
+    x = np.zeros(shape, dtype)
+    jf = ember.jit(lambda a: lax_fft(a, ft, lengths), backend="native")
+    got = np.asarray(jf(x))
+    want = np.asarray(ember.jit(lambda a: lax_fft(a, ft, lengths), backend="numpy")(x))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_grad_through_fft_runs_natively():
+    """The transposes (rfft <-> fft/irfft) lower too: the gradient of a spectral loss."""
+    x = RNG.standard_normal((4, 24))
+
+    def loss(a):
+        return jnp.sum(jnp.abs(jnp.fft.rfft(a, axis=-1)) ** 2)
+
+    g = native(ember.grad(loss), x)
+    # Parseval for rfft: sum |X_k|^2 over the half spectrum -> grad by finite differences
+    eps, fd = 1e-6, np.zeros_like(x)
+    ref = lambda a: np.sum(np.abs(np.fft.rfft(a, axis=-1)) ** 2)  # noqa: E731
+    for idx in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[idx] = eps
+        fd[idx] = (ref(x + d) - ref(x - d)) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
