@@ -180,11 +180,11 @@ def _native_section() -> list[str]:
     missing = _complex_without_rendering(c_ops)
     lines += ["", "**Complex values** (complex64/complex128) fuse in kernels for: "
               + ", ".join(f"`{n}`" for n in sorted(c_ops.COMPLEX_OPS))
-              + ", and `reduce_sum`; `fft`, `eig` (real "
+              + ", and `reduce_sum`; matrix products run on BLAS (`?gemm`/`?gemv`); `fft`, `eig` (real "
               "input), `dynamic_slice` and `dynamic_update_slice` are native calls. **Missing** on complex "
               "values (fallback steps): " + ", ".join(f"`{n}`" for n in missing)
-              + "; the other reductions, sorts, cumulative scans (`cumsum` ...), scatters and complex "
-              "matrix products.", ""]
+              + "; the other reductions, sorts, cumulative scans (`cumsum` ...), scatters and `eig` of a "
+              "complex matrix.", ""]
     return lines
 
 

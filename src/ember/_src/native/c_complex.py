@@ -19,6 +19,9 @@ Semantics follow NumPy's complex loops, not C's Annex G arithmetic:
 * ``abs`` is ``hypot(re, im)``; ``convert_element_type`` from complex to a real or integer dtype
   converts the real part (the reference's ``np.real`` then ``astype``).
 * reductions: only ``reduce_sum`` lowers (see :func:`c_ops.reduce_kind`).
+
+Complex matrix products are ``native_gemm`` steps on BLAS ``cgemm``/``zgemm`` (``cgemv``/``zgemv``
+for a single row or column; codegen.py), the FFT is a call step (:mod:`.fft`).
 """
 
 from __future__ import annotations

@@ -152,15 +152,18 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
-    if any(f"em_gemm_{x}" in code for x in ("f32", "f64", "sv_f32", "sv_f64")):
+    if "em_gemm_" in code:
         extra += _GEMM_HELPERS
-        for t, name, gemm_i, gemv_i, pre in (("float", "f32", 0, 3, "s"), ("double", "f64", 1, 4, "d")):
+        if "em_gemm_c" in code or "em_gemm_sv_c" in code:
+            extra += _CGEMM_HELPERS
+        for t, name, pre in GEMM_TYPES.values():
             for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
-                if fn in code:
+                if f"{fn}(" in code:
                     extra += (text.replace("em_gemm_T", fn)
                               .replace("em_Sgemv_t", f"em_{pre}gemv_t")
-                              .replace("em_Sgemm_t", f"em_{pre}gemm_t").replace("GEMV", str(gemv_i))
-                              .replace("GEMM", str(gemm_i)).replace("ELT", t))
+                              .replace("em_Sgemm_t", f"em_{pre}gemm_t")
+                              .replace("GEMV", str(_blas_slot(pre + "gemv")))
+                              .replace("GEMM", str(_blas_slot(pre + "gemm"))).replace("ELT", t))
     # the prelude's #include lines are chosen for everything after them (helpers included)
     gen.source = c_ops.prelude_for(extra + code) + extra + code
     return gen
@@ -681,6 +684,32 @@ typedef void (*em_sgemv_t)(char *, int *, int *, float *, const float *, int *, 
 typedef void (*em_dgemv_t)(char *, int *, int *, double *, const double *, int *, const double *, int *,
                            double *, double *, int *);
 """
+_CGEMM_HELPERS = """\
+typedef void (*em_cgemm_t)(char *, char *, int *, int *, int *, em_c64 *, const em_c64 *, int *,
+                           const em_c64 *, int *, em_c64 *, em_c64 *, int *);
+typedef void (*em_zgemm_t)(char *, char *, int *, int *, int *, em_c128 *, const em_c128 *, int *,
+                           const em_c128 *, int *, em_c128 *, em_c128 *, int *);
+typedef void (*em_cgemv_t)(char *, int *, int *, em_c64 *, const em_c64 *, int *, const em_c64 *, int *,
+                           em_c64 *, em_c64 *, int *);
+typedef void (*em_zgemv_t)(char *, int *, int *, em_c128 *, const em_c128 *, int *, const em_c128 *, int *,
+                           em_c128 *, em_c128 *, int *);
+"""
+# dtype -> (C element type, name suffix, BLAS prefix) of the em_gemm_* helpers
+GEMM_TYPES = {np.dtype(np.float32): ("float", "f32", "s"),
+              np.dtype(np.float64): ("double", "f64", "d"),
+              np.dtype(np.complex64): ("em_c64", "c64", "c"),
+              np.dtype(np.complex128): ("em_c128", "c128", "z")}
+
+
+def gemm_fn(dt: Any, strided: bool = False) -> str:
+    """The name of the ``em_gemm_*`` helper (``em_gemm_sv_*`` with ``strided``) for dtype ``dt``."""
+    return f"em_gemm_{'sv_' if strided else ''}{GEMM_TYPES[np.dtype(dt)][1]}"
+
+
+def _blas_slot(name: str) -> int:
+    """Index in ``fns`` of BLAS routine ``name``: the five fixed entries, then lapack.FN_NAMES."""
+    fixed = {"sgemm": 0, "dgemm": 1, "sgemv": 3, "dgemv": 4}
+    return fixed[name] if name in fixed else lapack.N_FIXED_FNS + lapack.FN_NAMES.index(name)
 _GEMM_FN = """\
 /* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
    C^T = op(B)^T op(A)^T (no data movement). A single row or column goes to ?gemv, which BLAS
@@ -752,11 +781,12 @@ def gemm_dims(step: Step) -> tuple[int, int, int, int]:
 
 
 def gemm_fits_blas(step: Step) -> bool:
-    """float32/float64 with every extent within BLAS's ``int`` (symbolic extents are checked per
-    binding by the symbolic executable, which falls back to a static build beyond it)."""
+    """float32/float64/complex64/complex128 with every extent within BLAS's ``int`` (symbolic
+    extents are checked per binding by the symbolic executable, which falls back to a static build
+    beyond it)."""
     _, m, n, k = gemm_dims(step)
     fits = all(sd.is_sym(d) or d <= INT_MAX for d in (m, n, k))
-    return fits and np.dtype(step.outputs[0].aval.dtype) in (np.float32, np.float64)
+    return fits and np.dtype(step.outputs[0].aval.dtype) in GEMM_TYPES
 
 
 def _step_layouts(step: Step) -> tuple:
@@ -921,7 +951,7 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
     if inline is not None:
         lines.extend("    " + ln for ln in inline)
     elif gemm_fits_blas(step):
-        name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        name = gemm_fn(dt)
         small = _small_sgemm_call(step, ctx, opts, alpha, beta)
         nbs = nb
         views = gemm_views(step)
@@ -991,7 +1021,7 @@ def _gemm_batch(step: Step, ctx: _Ctx, opts: CodegenOptions, local: Any) -> str:
     (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = _step_layouts(step)
     a, b = e.inputs[0], e.inputs[1]
     oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
-    fn = "em_gemm_sv_f32" if dt == np.float32 else "em_gemm_sv_f64"
+    fn = gemm_fn(dt, strided=True)
     blas = (f"{fn}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, {literal(0.0, dt)}, {ctx.ptr(a)} + {oa}, {rsa}, "
             f"{csa}, {ctx.ptr(b)} + {ob}, {rsb}, {csb}, {ctx.ptr(out)} + {oo}, {ldc});")
     small = _small_sgemm_call(step, ctx, opts, alpha, 0.0, local)

@@ -33,7 +33,8 @@ from ember._src.program import Eqn, Literal
 
 N_FIXED_FNS = 5  # sgemm, dgemm, callback, sgemv, dgemv (codegen.py)
 _ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "geev")
-FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d"))
+# then the complex BLAS products (complex64/complex128 ``native_gemm`` steps, codegen.py)
+FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d")) + ("cgemm", "zgemm", "cgemv", "zgemv")
 _INT_MAX = 2**31 - 1
 LAPACK_PRIMS = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
 

@@ -73,6 +73,7 @@ from ember._src.native.codegen import (
     _Ctx,
     emit_steps,
     gemm_dims,
+    gemm_fn,
 )
 from ember._src.native.planner import (
     ALIGN,
@@ -464,7 +465,7 @@ def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) ->
                   "    }"]
     lines.append("}")
     if sd.is_sym(flops):  # per binding: these loops for small products, BLAS for the others
-        name = "em_gemm_f32" if dt == np.float32 else "em_gemm_f64"
+        name = gemm_fn(dt)
         blas_call = (f"{name}(fns, {int(ta)}, {int(tb)}, {nb}, {m}, {n}, {k}, {al}, "
                      f"{literal(beta if has_c else 0.0, dt)}, {ctx.ptr(e.inputs[0])}, "
                      f"{ctx.ptr(e.inputs[1])}, {ctx.ptr(out)});")

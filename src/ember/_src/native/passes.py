@@ -502,7 +502,7 @@ def _lower_dot(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     (xc, yc), (xb, yb) = e.params["dimension_numbers"]
     pet = e.params.get("preferred_element_type")
     out_aval = e.outvars[0].aval
-    if dt.is_complex(x.aval.dtype) or dt.is_low_precision(x.aval.dtype):
+    if dt.is_low_precision(x.aval.dtype):
         return None
     if pet is not None and np.dtype(pet) != x.aval.dtype:
         if dt.is_inexact(np.dtype(pet)) != dt.is_inexact(x.aval.dtype):
