@@ -43,9 +43,10 @@ LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 30, 49, 61, 64, 67, 97, 10
 
 
 def test_plans_cover_both_algorithms():
-    assert nfft.plan_of(1000) == ([2, 2, 2, 5, 5, 5], 0, [])
+    assert nfft.plan_of(1000) == ([4, 2, 5, 5, 5], 0, [])
+    assert nfft.plan_of(2048)[0] == [4] * 5 + [2]
     fac, m2, fac2 = nfft.plan_of(67)
-    assert fac == [] and m2 == 256 and fac2 == [2] * 8  # 2 * 67 - 1 = 133 -> 256
+    assert fac == [] and m2 == 256 and fac2 == [4] * 4  # 2 * 67 - 1 = 133 -> 256
     assert nfft.plan_of(134)[1] == 512 and nfft.plan_of(61)[1] == 0
 
 

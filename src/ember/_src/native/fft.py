@@ -5,7 +5,8 @@ allocated at run time (twiddle tables and line buffers come from the step's aren
 
 * **Algorithm.** Each line is gathered into a double-precision buffer and transformed with a
   recursive mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n``
-  (radix-2 butterflies written out, other primes by a direct ``p``-point DFT per butterfly:
+  (radix-4 and radix-2 butterflies written out; an odd prime ``p`` by a direct ``p``-point DFT per
+  butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of inputs:
   ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses Bluestein's
   chirp-z algorithm instead: the transform becomes a cyclic convolution of length ``m2``, the power
   of two at least ``2n - 1``, done with two radix-2 FFTs (the chirp's transform is made once per
@@ -63,6 +64,21 @@ static void em_fft_work(em_z *out, const em_z *in, int64_t is, const int32_t *fa
         for (int64_t q = 0; q < p; ++q)
             em_fft_work(out + q * m, in + q * is, is * p, fac + 1, m, tw, ts * p, inv, tmp);
     }
+    if (p == 4) {  /* radix 4: W_4 = -i forward, +i inverse */
+        for (int64_t k = 0; k < m; ++k) {
+            em_z w1 = tw[k * ts], w2 = tw[2 * k * ts], w3 = tw[3 * k * ts];
+            w1.im *= sg; w2.im *= sg; w3.im *= sg;
+            em_z f0 = out[k], b1 = em_zmul(out[m + k], w1), b2 = em_zmul(out[2 * m + k], w2),
+                 b3 = em_zmul(out[3 * m + k], w3);
+            em_z s0 = {f0.re + b2.re, f0.im + b2.im}, s1 = {f0.re - b2.re, f0.im - b2.im};
+            em_z s2 = {b1.re + b3.re, b1.im + b3.im}, s3 = {b1.re - b3.re, b1.im - b3.im};
+            out[k].re = s0.re + s2.re; out[k].im = s0.im + s2.im;
+            out[2 * m + k].re = s0.re - s2.re; out[2 * m + k].im = s0.im - s2.im;
+            out[m + k].re = s1.re + sg * s3.im; out[m + k].im = s1.im - sg * s3.re;
+            out[3 * m + k].re = s1.re - sg * s3.im; out[3 * m + k].im = s1.im + sg * s3.re;
+        }
+        return;
+    }
     if (p == 2) {
         for (int64_t k = 0; k < m; ++k) {
             em_z w = tw[k * ts]; w.im *= sg;
@@ -72,20 +88,28 @@ static void em_fft_work(em_z *out, const em_z *in, int64_t is, const int32_t *fa
         }
         return;
     }
+    /* odd p: outputs u and p - u share the sums over the pairs (q, p - q), since
+       W^(qu) t_q + W^(-qu) t_(p-q) = c (t_q + t_(p-q)) + i s (t_q - t_(p-q)) with W^(qu) = c + i s */
+    const int64_t h = (p - 1) / 2;
     for (int64_t k = 0; k < m; ++k) {
         tmp[0] = out[k];
         for (int64_t q = 1; q < p; ++q) {
             em_z w = tw[q * k * ts]; w.im *= sg;
             tmp[q] = em_zmul(out[q * m + k], w);
         }
-        for (int64_t u = 0; u < p; ++u) {
-            em_z s = tmp[0];
-            for (int64_t q = 1, r = u; q < p; ++q, r = (r + u) % p) {
-                em_z w = tw[r * m * ts]; w.im *= sg;
-                em_z t = em_zmul(tmp[q], w);
-                s.re += t.re; s.im += t.im;
+        const em_z x0 = tmp[0];
+        em_z s0 = x0;
+        for (int64_t q = 1; q < p; ++q) { s0.re += tmp[q].re; s0.im += tmp[q].im; }
+        out[k] = s0;
+        for (int64_t u = 1; u <= h; ++u) {
+            double ar = 0, ai = 0, br = 0, bi = 0;
+            for (int64_t q = 1, r = u; q <= h; ++q, r = r + u >= p ? r + u - p : r + u) {
+                const double c = tw[r * m * ts].re, s = tw[r * m * ts].im * sg;
+                ar += (tmp[q].re + tmp[p - q].re) * c; ai += (tmp[q].im + tmp[p - q].im) * c;
+                br += (tmp[q].re - tmp[p - q].re) * s; bi += (tmp[q].im - tmp[p - q].im) * s;
             }
-            out[u * m + k] = s;
+            out[u * m + k].re = x0.re + ar - bi; out[u * m + k].im = x0.im + ai + br;
+            out[(p - u) * m + k].re = x0.re + ar + bi; out[(p - u) * m + k].im = x0.im + ai - br;
         }
     }
 }
@@ -176,7 +200,11 @@ static void em_irfft_last_T(const ELT *h, ELT *out, int64_t outer, int64_t n, co
 
 
 def _factors(n: int) -> list[int]:
+    """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
     out, p = [], 2
+    while n % 4 == 0:
+        out.append(4)
+        n //= 4
     while p * p <= n:
         while n % p == 0:
             out.append(p)
@@ -194,7 +222,7 @@ def plan_of(n: int) -> tuple[list[int], int, list[int]]:
     if max(f) <= BLUESTEIN_PRIME:
         return f, 0, []
     m2 = 1 << (2 * n - 2).bit_length()
-    return [], m2, [2] * (m2.bit_length() - 1)
+    return [], m2, _factors(m2)
 
 
 def _plan_elems(n: int) -> int:

@@ -1,0 +1,73 @@
+"""FFTs: ember's native C FFT (``ember._src.native.fft``) against NumPy's pocketfft, JAX ``jit``
+(ducc) and PyTorch (when installed), interleaved in one process.
+
+    python benchmarks/bench_fft.py [--quick]
+
+Workloads: batched 1-d complex FFTs at a power of two, a composite length and a prime (Bluestein),
+a real FFT and a 2-d FFT. Each result is checked against NumPy in double precision before timing.
+Writes ``benchmarks/results/fft.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, interleaved, medians, report  # noqa: E402
+
+import ember  # noqa: E402
+import ember.numpy as jnp  # noqa: E402
+
+
+def workloads(b: int) -> list[tuple[str, str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+
+    def c(shape: tuple) -> np.ndarray:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+    return [(f"fft complex64 {b}x1024", "fft", c((b, 1024))),
+            (f"fft complex64 {b}x1000", "fft", c((b, 1000))),
+            (f"fft complex64 {b}x1031 (prime)", "fft", c((b, 1031))),
+            (f"rfft float32 {b}x1024", "rfft", rng.standard_normal((b, 1024)).astype(np.float32)),
+            ("fft2 complex64 256x256", "fft2", c((256, 256)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    jax = torch = None
+    if have("jax"):
+        import jax
+        jax.config.update("jax_platforms", "cpu")
+    if have("torch"):
+        import torch
+    rows = []
+    for name, fn, x in workloads(8 if args.quick else 64):
+        want = getattr(np.fft, fn)(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64))
+        ef = ember.jit(getattr(jnp.fft, fn), backend="native")
+        ex = jnp.asarray(x)
+        got = np.asarray(ef(ex))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+        runners = {"ember native": lambda ef=ef, ex=ex: ef(ex),
+                   "numpy": lambda fn=fn, x=x: getattr(np.fft, fn)(x)}
+        if jax is not None:
+            jf = jax.jit(getattr(jax.numpy.fft, fn))
+            jx = jax.device_put(x)
+            runners["jax jit"] = lambda jf=jf, jx=jx: jf(jx).block_until_ready()
+        if torch is not None:
+            tf = getattr(torch.fft, fn)
+            tx = torch.from_numpy(x)
+            runners["torch eager"] = lambda tf=tf, tx=tx: tf(tx)
+        times = medians(interleaved(runners, max_seconds=4.0 if args.quick else 10.0))
+        rows.append({"workload": name, "times": times})
+        print(name, {k: f"{v * 1e6:.0f} us" for k, v in times.items()}, flush=True)
+    print(report("FFTs (ember's C FFT: mixed radix 4/2/p, Bluestein for large primes)", rows, "fft"))
+
+
+if __name__ == "__main__":
+    main()
