@@ -121,17 +121,9 @@ for _fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "
 
 @_op("integer_pow")
 def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
-    y, t, s = int(p["y"]), ctype(out), _s(out)
+    y, s = int(p["y"]), _s(out)
     one = c_ops.literal(1, out)
     if y == 0:
         return one
-    n = abs(y)
-    body = [f"{t} b_ = {a[0]}, r_ = {one};"]
-    while n:
-        if n & 1:
-            body.append(f"r_ = em_cmul{s}(r_, b_);")
-        n >>= 1
-        if n:
-            body.append(f"b_ = em_cmul{s}(b_, b_);")
-    body.append(f"em_cdiv{s}({one}, r_);" if y < 0 else "r_;")
-    return "({ " + " ".join(body) + " })"
+    return c_ops.power_by_squaring(a[0], y, ctype(out), one, lambda u, v: f"em_cmul{s}({u}, {v})",
+                                   lambda r: f"em_cdiv{s}({one}, {r})")

@@ -289,22 +289,29 @@ OPS["copy"] = lambda a, ins, out, p: a[0]
 OPS["stop_gradient"] = OPS["copy"]
 
 
-@_op("integer_pow")
-def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
-    y, x, t = int(p["y"]), a[0], ctype(out)
-    if y == 0:
-        return f"(({t})1)"
+def power_by_squaring(x: str, y: int, t: str, one: str, mul: Callable[[str, str], str],
+                      recip: Callable[[str], str]) -> str:
+    """``x ** y`` (integer ``y != 0``) by square-and-multiply, as a GCC statement expression over
+    C type ``t``; ``mul(a, b)`` renders a product, ``recip(r)`` the reciprocal for ``y < 0``."""
     n = abs(y)
-    # square-and-multiply, written as a nested expression over a GCC statement expression
-    body = [f"{t} b_ = {x}, r_ = ({t})1;"]
+    body = [f"{t} b_ = {x}, r_ = {one};"]
     while n:
         if n & 1:
-            body.append(f"r_ = ({t})(r_ * b_);")
+            body.append(f"r_ = {mul('r_', 'b_')};")
         n >>= 1
         if n:
-            body.append(f"b_ = ({t})(b_ * b_);")
-    body.append(f"({t})1 / r_;" if y < 0 else "r_;")
+            body.append(f"b_ = {mul('b_', 'b_')};")
+    body.append(f"{recip('r_')};" if y < 0 else "r_;")
     return "({ " + " ".join(body) + " })"
+
+
+@_op("integer_pow")
+def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    y, t = int(p["y"]), ctype(out)
+    if y == 0:
+        return f"(({t})1)"
+    return power_by_squaring(a[0], y, t, f"({t})1", lambda u, v: f"({t})({u} * {v})",
+                             lambda r: f"({t})1 / {r}")
 
 
 @_op("population_count")

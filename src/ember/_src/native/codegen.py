@@ -153,9 +153,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
     if "em_gemm_" in code:
-        extra += _GEMM_HELPERS
-        if "em_gemm_c" in code or "em_gemm_sv_c" in code:
-            extra += _CGEMM_HELPERS
+        complex_ = "em_gemm_c" in code or "em_gemm_sv_c" in code
+        extra += _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
         for t, name, pre in GEMM_TYPES.values():
             for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
                 if f"{fn}(" in code:
@@ -674,26 +673,19 @@ class _KernelEmitter:
 # Calls
 # ---------------------------------------------------------------------------------------------
 
-_GEMM_HELPERS = """\
-typedef void (*em_sgemm_t)(char *, char *, int *, int *, int *, float *, const float *, int *,
-                           const float *, int *, float *, float *, int *);
-typedef void (*em_dgemm_t)(char *, char *, int *, int *, int *, double *, const double *, int *,
-                           const double *, int *, double *, double *, int *);
-typedef void (*em_sgemv_t)(char *, int *, int *, float *, const float *, int *, const float *, int *,
-                           float *, float *, int *);
-typedef void (*em_dgemv_t)(char *, int *, int *, double *, const double *, int *, const double *, int *,
-                           double *, double *, int *);
+_BLAS_TYPEDEFS = """\
+typedef void (*em_Pgemm_t)(char *, char *, int *, int *, int *, ELT *, const ELT *, int *,
+                           const ELT *, int *, ELT *, ELT *, int *);
+typedef void (*em_Pgemv_t)(char *, int *, int *, ELT *, const ELT *, int *, const ELT *, int *,
+                           ELT *, ELT *, int *);
 """
-_CGEMM_HELPERS = """\
-typedef void (*em_cgemm_t)(char *, char *, int *, int *, int *, em_c64 *, const em_c64 *, int *,
-                           const em_c64 *, int *, em_c64 *, em_c64 *, int *);
-typedef void (*em_zgemm_t)(char *, char *, int *, int *, int *, em_c128 *, const em_c128 *, int *,
-                           const em_c128 *, int *, em_c128 *, em_c128 *, int *);
-typedef void (*em_cgemv_t)(char *, int *, int *, em_c64 *, const em_c64 *, int *, const em_c64 *, int *,
-                           em_c64 *, em_c64 *, int *);
-typedef void (*em_zgemv_t)(char *, int *, int *, em_c128 *, const em_c128 *, int *, const em_c128 *, int *,
-                           em_c128 *, em_c128 *, int *);
-"""
+
+
+def _blas_typedefs(types: list[tuple[str, str, str]]) -> str:
+    """The ``em_?gemm_t``/``em_?gemv_t`` pointer types for ``(C type, suffix, BLAS prefix)`` rows."""
+    return "".join(_BLAS_TYPEDEFS.replace("em_P", f"em_{pre}").replace("ELT", t) for t, _, pre in types)
+
+
 # dtype -> (C element type, name suffix, BLAS prefix) of the em_gemm_* helpers
 GEMM_TYPES = {np.dtype(np.float32): ("float", "f32", "s"),
               np.dtype(np.float64): ("double", "f64", "d"),
