@@ -313,6 +313,8 @@ def test_conv_errors():
 
 
 def test_conv_and_pool_with_a_named_dynamic_batch_axis():
+    # its own generator: the module's is shared with the tests a pytest-xdist worker ran before
+    rng = np.random.default_rng(325)
     k = rng.standard_normal((3, 3, 4, 8)).astype(np.float32)
 
     def f(x, w):
@@ -322,5 +324,7 @@ def test_conv_and_pool_with_a_named_dynamic_batch_axis():
     g = ember.jit(f, dynamic_axes={"x": ("batch", None, None, None)})
     for n in (2, 5):
         x = rng.standard_normal((n, 6, 6, 4)).astype(np.float32)
-        np.testing.assert_allclose(np.asarray(g(x, k)), np.asarray(f(x, k)), rtol=1e-6, atol=1e-6)
+        # 36-term float32 sums of magnitude ~10 in two summation orders (fused program vs op by
+        # op): a near-cancelling output differed by 1.3e-6 for some draws
+        np.testing.assert_allclose(np.asarray(g(x, k)), np.asarray(f(x, k)), rtol=1e-5, atol=1e-5)
     assert g.traces == 1

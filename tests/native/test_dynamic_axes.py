@@ -86,7 +86,8 @@ def test_generated_c_reads_axes_from_dims() -> None:
     sym = specialize.symbolic_executable(c.program)
     assert sym.fallback_reason is None and sym.axes == ("batch",)
     assert "const int64_t em_d_batch = dims[0];" in sym.source
-    assert "< (em_d_batch)" in sym.source  # a loop bound read at run time
+    # a loop bound read at run time: in the loop, or as the row count of a pooled parallel loop
+    assert "< (em_d_batch)" in sym.source or "em_par(k1_task, &em_mctx_, (em_d_batch)," in sym.source
     assert ", 11," in sym.source or "11)" in sym.source  # static dims stay literals
     # arena offsets come from dims after the axis values
     assert "arena + dims[1]" in sym.source

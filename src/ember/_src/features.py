@@ -184,7 +184,13 @@ def _native_section() -> list[str]:
               "input), `dynamic_slice` and `dynamic_update_slice` are native calls. **Missing** on complex "
               "values (fallback steps): " + ", ".join(f"`{n}`" for n in missing)
               + "; the other reductions, sorts, cumulative scans (`cumsum` ...), scatters and `eig` of a "
-              "complex matrix.", ""]
+              "complex matrix.", "",
+              "**Threads**: the parallel loops of a program's own steps (row kernels, elementwise maps, "
+              "per-head products of attention, the float32 GEMM kernel's column panels) run on ember's "
+              "thread pool, whose caller takes over chunks a late thread has not started (docs/jit.md); "
+              "loops inside native `scan`/`while` bodies, whole-array reductions and split (concatenate) "
+              "kernels still run in OpenMP regions. Missing: attention's per-head grouping "
+              "(`batch_groups`) on more than one thread.", ""]
     return lines
 
 

@@ -16,13 +16,15 @@ from ember._src.native.specialize import native_specialize
 
 def prepare(wait: bool = True) -> dict[str, bool | None]:
     """Start (and with ``wait``, finish) building the per-machine runtime libraries that are
-    otherwise built in the background on first need: the C call dispatcher (:mod:`.dispatch`)
-    and the float32 GEMM kernel (:mod:`.gemm_kernel`). Until they load, calls take the Python
-    path and products call BLAS. Returns whether each is loaded (None: still building).
-    Benchmarks call this so they time the steady state."""
-    from ember._src.native import dispatch, gemm_kernel
+    otherwise built in the background on first need: the C call dispatcher (:mod:`.dispatch`),
+    the float32 GEMM kernel (:mod:`.gemm_kernel`) and the thread pool (:mod:`.threadpool`). Until
+    they load, calls take the Python path, products call BLAS and parallel loops run in OpenMP
+    regions. Returns whether each is loaded (None: still building). Benchmarks call this so they
+    time the steady state."""
+    from ember._src.native import dispatch, gemm_kernel, threadpool
 
-    return {"dispatch": dispatch.module(wait=wait) is not None, "gemm_kernel": gemm_kernel.load(wait=wait)}
+    return {"dispatch": dispatch.module(wait=wait) is not None, "gemm_kernel": gemm_kernel.load(wait=wait),
+            "threadpool": threadpool.load(wait=wait)}
 
 
 native_backend.specialize = native_specialize  # named dynamic axes: one C compile per symbolic Program

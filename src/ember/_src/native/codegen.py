@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import c_ops, fused, gemm_kernel, lapack
+from ember._src.native import c_ops, fused, gemm_kernel, lapack, threadpool
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
@@ -80,6 +80,9 @@ class _Ctx:
         self.consts: dict[int, Any] = {}
         self.inputs: dict[int, int] = {}  # Var id -> input index (static top-level programs)
         self.gen: Generated | None = None
+        # parallel loops run on ember's thread pool (.threadpool): set for ember_main's own steps,
+        # whose chunk functions unpack bufs/arena/dims/fns from an em_main_ctx (not in loop bodies)
+        self.pooled = False
 
     def base(self, b: Buffer) -> str:
         if b.cls == EXTERNAL_IN:
@@ -115,11 +118,15 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
                 body.extend("    " + ln for ln in lines)
             continue
         if step.kind == "kernel":
+            pooled = _pooled_kernel(step, s, ctx, opts, funcs)
+            if pooled is not None:
+                body.append("    " + pooled)
+                continue
             fn, call = _KernelEmitter(step, s, ctx, opts).emit()
             funcs.append(fn)
             body.append("    " + call)
         elif step.kind == "gemm":
-            body.extend("    " + ln for ln in _gemm(step, ctx, opts))
+            body.extend("    " + ln for ln in _gemm(step, ctx, opts, funcs, s))
         elif step.kind == "call":
             body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, gen.helpers))
         elif step.kind == "fallback":
@@ -134,17 +141,88 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
     return body
 
 
+# chunks per thread of a pooled kernel's rows: a late thread's share is taken over in pieces
+POOL_CHUNKS = 4
+# a split vectorized loop (a 1-D map) is cut at multiples of this many elements: two threads never
+# write into one cache line (64 elements span whole lines when the array is 64-byte aligned), and
+# every element but the array's last few runs in the vector body, as on one thread, so a vector
+# code path that rounded differently from the scalar remainder could not make results depend on
+# the thread count
+POOL_GRAIN = 64
+
+
+def _pool_threads(opts: CodegenOptions, scratch: bool) -> str:
+    """``nt, cap`` arguments of ``em_par``: the configured thread count (0: the OpenMP default),
+    capped by the planned per-thread row caches when the loop uses them."""
+    return f"{opts.num_threads or 0}, {opts.workspace_threads if scratch else 0}"
+
+
+def _pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
+    """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
+    ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
+    decls = "".join(ln.strip() + "\n    " for ln in _axis_decls(opts))
+    return (f"EM_TASK void {name}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{\n"
+            f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n    {decls}{statement}\n}}\n")
+
+
+def _pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "") -> str:
+    """ember_main's statement running ``task`` over ``rows`` on the pool (serially unless the
+    run-time condition ``cond`` holds, when given)."""
+    par = f"em_par({task}, &em_mctx_, {sd.cdim(rows)}, {threads}, {chunks});"
+    if not cond:
+        return par
+    return f"if ({cond}) {par} else {task}(&em_mctx_, 0, {sd.cdim(rows)}, 0);"
+
+
+def _pooled_kernel(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, funcs: list[str]) -> str | None:
+    """A kernel whose flattened outer loop goes parallel, as a chunk function on the thread pool
+    (:mod:`.threadpool`): the kernel takes rows ``[lo_, hi_)`` and the thread id for its row
+    caches; ember_main calls ``em_par``. None where the kernel is not such a loop (split and
+    accumulating kernels, one-row kernels, loop bodies), or runs serially: those stay as before."""
+    ir = step.ir
+    if not ctx.pooled or ir is None or ir.parts or ir.natural is not None:
+        return None
+    grain = 1
+    if ir.n_outer:
+        rows = ir.outer_size
+        range_: tuple[str, str] | None = ("lo_", "hi_")
+    else:  # a map: one loop nest, no reductions, whose first loop is split
+        if ir.n_loops != 1 or ir.reduces or ir.scratch or len(ir.domain) == 0:
+            return None
+        inner = _KernelEmitter(step, s, ctx, opts).inner_sizes
+        rows, range_ = inner[0], None
+        if len(inner) == 1:  # the split loop is the vectorized one: see POOL_GRAIN
+            grain = POOL_GRAIN
+    go, par_if = _parallel(opts, ir.flops(), rows)
+    if not go:
+        return None
+    fn, call = _KernelEmitter(step, s, ctx, opts, row_range=range_, pool=True).emit()
+    funcs.append(fn)
+    task = f"{step.name}_task"
+    if grain != 1:
+        n = sd.cdim(rows)
+        hi = f"(hi_ * {grain} < {n} ? hi_ * {grain} : {n})"
+        call = call.replace("lo_, hi_, tid_)", f"lo_ * {grain}, {hi}, tid_)")
+        rows = (rows + grain - 1) // grain
+    funcs.append(_pool_task(task, call, opts))
+    cond = par_if[len(" if(parallel: "):-1] if par_if else ""
+    return _pool_call(task, rows, _pool_threads(opts, bool(ir.scratch)), POOL_CHUNKS, cond)
+
+
 def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
     p = sched.program
     ctx = _Ctx(plan, len(p.invars), len(p.constvars))
     funcs: list[str] = []
     gen = Generated("")
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(p.constvars, p.consts)}, gen
+    ctx.pooled = opts.openmp and opts.num_threads != 1
     if not opts.axes:
         ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
+    pooled = any("&em_mctx_" in ln for ln in body)
+    pool = ["    em_main_ctx em_mctx_ = {bufs, arena, dims, fns};"] if pooled else []
     main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
-            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *body,
+            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
             "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
@@ -152,6 +230,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
+    if "em_par(" in code:
+        extra += threadpool.c_helpers()
     if "em_gemm_" in code:
         complex_ = "em_gemm_c" in code or "em_gemm_sv_c" in code
         extra += _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
@@ -204,8 +284,10 @@ class _ExprNames(dict):
 class _KernelEmitter:
     def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions, ir: KernelIR | None = None,
                  outer_exprs: list[ixm.Ix] | None = None, row_range: tuple[str, str] | None = None,
-                 local_rows: dict[int, int] | None = None):
+                 local_rows: dict[int, int] | None = None, pool: bool = False):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
+        # a chunk of a pooled loop: rows [lo_, hi_) as thread tid_ (the function takes tid_ too)
+        self.pool = pool
         # rows [lo_, hi_) of the flattened outer loops only (the function takes lo_, hi_; the
         # call passes these two C expressions): a batch-interleaved row kernel (.batch_groups);
         # buffers in local_rows (id -> row length) hold rows lo_.. only (indices shift by lo_ rows)
@@ -237,9 +319,11 @@ class _KernelEmitter:
         self.names.update({g[0]: nm for g, nm in zip(self.groups, self.gnames) if len(g) == 1})
         self.parallel_outer, self.par_if = _parallel(opts, ir.flops(), ir.outer_size) if n else (False, "")
         self.parallel_inner = False
+        # a pooled kernel without outer loops (a map): its first inner loop runs [lo_, hi_)
+        self.pool_inner = pool and not n
         if row_range is not None:
             self.parallel_outer = False
-        elif not n and self.inner_sizes:
+        elif not n and self.inner_sizes and not self.pool_inner:
             self.parallel_inner, self.par_if = _parallel(opts, ir.flops(), self.inner_sizes[0])
 
     def _all_exprs(self) -> list[ixm.Ix]:
@@ -366,7 +450,10 @@ class _KernelEmitter:
                 self.w(pragma_first)
             if k == len(names) - 1 and simd_last is not None and not (k == 0 and pragma_first):
                 self.w(simd_last)
-            self.w(f"for (int64_t {nm} = 0; {nm} < {sd.cdim(sz)}; ++{nm}) {{")
+            if self.pool_inner and self.inner_names and nm == self.inner_names[0]:
+                self.w(f"for (int64_t {nm} = lo_; {nm} < hi_; ++{nm}) {{")
+            else:
+                self.w(f"for (int64_t {nm} = 0; {nm} < {sd.cdim(sz)}; ++{nm}) {{")
             self.ind += 1
         return len(names)
 
@@ -378,9 +465,9 @@ class _KernelEmitter:
         decls = []
         for k in range(len(self.outer_names) - 1, -1, -1):
             size = self.outer_sizes[k]
-            v = "r_" if inner == 1 else f"r_ / {inner}"
+            v = "r_" if inner == 1 else f"r_ / {sd.cdim(inner)}"
             if k > 0:
-                v = f"({v}) % {size}"
+                v = f"({v}) % {sd.cdim(size)}"
             decls.append(f"const int64_t {self.outer_names[k]} = {v};")
             inner *= size
         for d in reversed(decls):
@@ -477,14 +564,18 @@ class _KernelEmitter:
         decls = _axis_decls(self.opts)
         if decls:  # symbolic: the kernel reads the axis values from dims
             sig = "const int64_t *dims" + (", " + sig if sig != "void" else "")
-        if self.row_range is not None:
+        if self.row_range is not None or self.pool_inner:
             sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
+            if self.pool:
+                sig += ", int64_t tid_"
         fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
         args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
             args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
-        if self.row_range is not None:
+        if self.pool:
+            args += ["lo_", "hi_", "tid_"]
+        elif self.row_range is not None:
             args += list(self.row_range)
         return fn, f"{self.step.name}({', '.join(args)});"
 
@@ -634,7 +725,7 @@ class _KernelEmitter:
             inner_dims = ir.domain[ir.n_outer:]
             j = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars[ir.n_outer:]], inner_dims)
             jflat = self.ix(j)
-            if self.parallel_outer:
+            if self.parallel_outer or self.pool:
                 jflat = f"tid_ * {sd.cdim(math.prod(inner_dims))} + {jflat}"
         for nid in self.closure(sinks, True, stop):
             if nid in stop:
@@ -902,7 +993,28 @@ def _batch_offset(batch: tuple, var: str = "bb_") -> str:
     return "(" + " + ".join(terms[::-1]) + ")" if terms else "0"
 
 
-def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str]:
+def _pooled_batches(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions | None, small: str, nb: Any,
+                    fallback: str, funcs: list[str] | None) -> str | None:
+    """A batched product on the GEMM kernel with its batches shared out on the thread pool, each
+    batch on one thread (a product per head is too small to split its columns, and one pool loop
+    replaces a fork/join per batch); None where the product is not such (one batch, loop bodies,
+    one thread, too little work)."""
+    if funcs is None or opts is None or not ctx.pooled or sd.is_sym(nb) or nb < 2:
+        return None
+    _, m, n, k = gemm_dims(step)
+    go, _ = _parallel(opts, nb * m * n * k, nb)
+    if not go or sd.is_sym(m):
+        return None
+    one = small.rsplit(", ", 1)[0] + ", 1"  # each batch on one thread
+    task = f"em_task{s}"
+    funcs.append(_pool_task(task, f"em_sk_fn_t f_ = em_sk_fn(); "
+                                  f"for (int64_t bb_ = lo_; bb_ < hi_; ++bb_) f_({one});", opts))
+    par = _pool_call(task, nb, _pool_threads(opts, False), 2)
+    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if (f_) {{ {par} }} else {{ {fallback} }} }}"
+
+
+def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None, funcs: list[str] | None = None,
+          s: int = -1) -> list[str]:
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
@@ -964,7 +1076,9 @@ def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None) -> list[str
         prepack = np.dtype(dt) == np.float32 and (opts is None or opts.prepack)
         packed = _prepacked_b(step, ctx) if prepack else None
         packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
-        plain = blas if small is None else gemm_kernel.c_call(small, blas, nbs, _rows_guard(step, False))
+        pooled = None if small is None else _pooled_batches(step, s, ctx, opts, small, nbs, blas, funcs)
+        plain = blas if small is None else pooled or gemm_kernel.c_call(small, blas, nbs,
+                                                                        _rows_guard(step, False))
         cell = _argument_packed_b(step, ctx) if prepack and views is None and packed_args is None else None
         if packed_args is not None:  # a constant B: packed once when the program was built
             lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas, _rows_guard(step, True)))

@@ -307,6 +307,39 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
     }
 }
 
+/* ember's thread pool (threadpool.py), found once its library is loaded: a product's column panels
+   are claimed in chunks, the calling thread taking over those a late thread has not started */
+typedef void (*em_sk_task_t)(void *, int64_t, int64_t, int64_t);
+typedef void (*em_sk_par_t)(em_sk_task_t, void *, int64_t, int64_t, int64_t);
+static em_sk_par_t em_sk_pool(void) {
+    extern void *dlsym(void *handle, const char *name);
+    static em_sk_par_t fn;
+    if (!fn) fn = (em_sk_par_t)dlsym((void *)0, "POOL_SYMBOL");
+    return fn;
+}
+struct em_sk_job {
+    int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
+    float beta; float *c; int64_t ldc; const float *bias; int relu;
+};
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
+static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
+                        j->ldc, j->bias, j->relu, lo * 24, hi * 24 < j->n ? hi * 24 : j->n);
+}
+static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_packed_cols(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->beta, j->c, j->ldc,
+                         j->bias, j->relu, lo, hi);
+}
+
 /* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
    the OpenMP default) the column panels are split among threads. */
 static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
@@ -315,6 +348,13 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
     const int64_t panels = (n + 23) / 24;
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
     if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
         const int64_t nt = nthreads < panels ? nthreads : panels;
         #pragma omp parallel for num_threads(nt) schedule(static)
@@ -385,6 +425,13 @@ static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const 
     }
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task_packed, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
     if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
         const int64_t nt = nthreads < panels ? nthreads : panels;
         #pragma omp parallel for num_threads(nt) schedule(static)
@@ -430,8 +477,10 @@ void SYMBOL_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 def c_source() -> str:
     """The C helpers defining ``static em_sgemm_small`` (inside ``#if`` GCC with AVX2 and FMA, with
     ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise)."""
+    from ember._src.native import threadpool
+
     kernels = "".join(_micro_kernel(mr, nv) for mr, nv in _KERNELS)
-    return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER
+    return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
 
 

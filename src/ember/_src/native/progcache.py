@@ -126,11 +126,12 @@ def _program(p: Program, out: list[str]) -> None:
 def program_key(program: Program, options: dict, compiler_info: Any, mode: str) -> str | None:
     """The cache key of ``program`` compiled with backend ``options`` by ``compiler_info`` under
     validation ``mode``, or None when the program has no safe canonical text."""
-    from ember._src.native import gemm_kernel
+    from ember._src.native import gemm_kernel, threadpool
 
     # process state that changes the generated C: the GEMM kernel's symbol and its off switch
     out = [FORMAT, source_fingerprint(), repr(compiler_info), f"mode={mode}",
-           f"cpus={os.cpu_count()}", f"sgemm={gemm_kernel.kernel_symbol()}:{gemm_kernel.BLAS_ONLY}"]
+           f"cpus={os.cpu_count()}", f"sgemm={gemm_kernel.kernel_symbol()}:{gemm_kernel.BLAS_ONLY}",
+           f"pool={threadpool.symbol()}:{threadpool.POOL_OFF}"]
     try:
         for k in sorted(options):
             out.append(f"opt {k}=")
