@@ -105,7 +105,7 @@ def test_one_native_call_per_program(which, monkeypatch):
         exe._fn = inner
     assert len(calls) == 1
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
-    exported = re.findall(r"^(?!static)\w[\w\s\*]*\b(\w+)\(", exe.source, flags=re.M)
+    exported = re.findall(r"^(?!static|typedef)\w[\w\s\*]*\b(\w+)\(", exe.source, flags=re.M)
     assert exported == ["ember_main"], exported
     assert exe.schedule.count("fallback") == 0
 

@@ -142,9 +142,67 @@ def test_sum_reduction_fused(dtype):
     close(got, want, dtype, rtol=2e-5 if dtype == np.complex64 else 1e-12)
 
 
+def _sign(z):
+    return np.where(z == 0, 0, z / np.where(z == 0, 1, np.abs(z)))
+
+
+# each against NumPy's complex loop, or the formula NumPy's documentation gives
+UNARY_NUMPY_LOOPS = {
+    "sign": (jnp.sign, _sign),
+    "expm1": (jnp.expm1, np.expm1),
+    "log1p": (jnp.log1p, np.log1p),
+    "exp2": (jnp.exp2, np.exp2),
+    "rsqrt": (lax.rsqrt, lambda z: 1 / np.sqrt(z)),
+    "logistic": (ember.nn.sigmoid, lambda z: 1 / (1 + np.exp(-z))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_NUMPY_LOOPS))
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_unary_with_numpy_semantics(name, dtype):
+    ef, nf = UNARY_NUMPY_LOOPS[name]
+    z = data(dtype)
+    if name in ("rsqrt", "logistic"):  # off the poles (z = 0; exp(-z) = -1)
+        z = z[np.abs(z) > 1e-3] if name == "rsqrt" else z[np.abs(1 + np.exp(-z.astype(complex))) > 1e-3]
+    got, _ = native(ef, z)
+    with np.errstate(all="ignore"):
+        want = nf(z.astype(np.complex128)).astype(dtype)
+    close(got, want, dtype, rtol=2e-5 if dtype == np.complex64 else 1e-13)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_pow_special_cases_and_integer_exponents(dtype):
+    """NumPy's complex power: z ** 0 = 1, 0 ** w is 0 for real w > 0 and NaN otherwise, integral
+    real exponents below 100 by repeated multiplication, else exp(w log z)."""
+    z = data(dtype)[:40]
+    ws = [0, 1, 2, 3, -1, -3, 5, 7, 0.5, -1.5, 2 + 1j, 1j]
+    got, _ = native(lambda a, b: a ** b, np.repeat(z, len(ws)), np.tile(np.asarray(ws, dtype), len(z)))
+    with np.errstate(all="ignore"):
+        want = np.repeat(z, len(ws)) ** np.tile(np.asarray(ws, dtype), len(z))
+    close(got, want, dtype, rtol=1e-4 if dtype == np.complex64 else 1e-12)
+    zero = np.zeros(4, dtype)
+    w = np.asarray([2, 0, -1, 1j], dtype)
+    got, _ = native(lambda a, b: a ** b, zero, w)
+    np.testing.assert_array_equal(np.asarray(got)[:2], np.asarray([0, 1], dtype))
+    assert np.isnan(np.asarray(got)[2:].real).all() and np.isnan(np.asarray(got)[2:].imag).all()
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_maximum_minimum_lexicographic_with_nan(dtype):
+    a = np.asarray([1 + 2j, 1 + 2j, 3 - 1j, -1 + 0j, complex(np.nan, 0), 2 + 2j, 0j, 5 + 1j], dtype)
+    b = np.asarray([1 + 3j, 1 + 1j, 2 + 9j, -1 - 0j, 1 + 1j, complex(0, np.nan), -0j, 5 + 1j], dtype)
+    got, _ = native(lambda x, y: (jnp.maximum(x, y), jnp.minimum(x, y)), a, b)
+    for g, w in zip(got, (np.maximum(a, b), np.minimum(a, b))):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    z, w2 = data(dtype), data(dtype, seed=1)
+    got, _ = native(lambda x, y: (jnp.maximum(x, y), jnp.minimum(x, y)), z, w2)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.maximum(z, w2))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.minimum(z, w2))
+
+
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_ops_without_rendering_run_as_fallback_steps(dtype):
-    """prod, sign and cumsum have no complex C rendering: fallback steps, NumPy's results."""
+    """prod and cumsum have no complex C rendering: fallback steps, NumPy's results."""
     z = data(dtype)[:20] / 2
     got, sched = native(lambda x: (jnp.prod(x), jnp.sign(x) * 2, jnp.cumsum(x)), z, kernels=False)
     assert sched.count("fallback") >= 1

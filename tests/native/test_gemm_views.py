@@ -243,9 +243,35 @@ def test_no_group_when_scores_are_used_elsewhere_or_threads():
     want = ember.jit(f, backend="numpy")(*args)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-4)
+    # on two threads a float32 group forms only where the tiled group kernel runs (its batches
+    # then go to the thread pool, test_group_on_threads_equals_one_thread)
+    from ember._src.native import group_kernel
+
     two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", num_threads=2)
-    assert not _groups(two.lower(*args).executable)
+    assert bool(_groups(two.lower(*args).executable)) == group_kernel.available()
     np.testing.assert_allclose(np.asarray(two(*args)), attention_numpy(*args, h=2), rtol=2e-5, atol=2e-5)
+
+
+@requires_cc
+@pytest.mark.parametrize("threads", [2, 3])
+def test_group_on_threads_equals_one_thread(threads):
+    """A tiled group on several threads: per-thread copies of S, P and the packed panels (the plan
+    checks no two live buffers overlap), batches shared out on the thread pool; every batch is
+    computed as on one thread, so the result is bitwise the one-thread group's."""
+    from ember._src.native import group_kernel, threadpool
+
+    if not group_kernel.available():
+        pytest.skip("the tiled group kernel needs GCC with AVX2/FMA")
+    threadpool.load(wait=True)
+    args = qkv(3, 40, 40, 32)
+    f = lambda q, k, v: attention(q, k, v, h=4)  # noqa: E731
+    one = ember.jit(f, backend="native", num_threads=1)
+    many = ember.jit(f, backend="native", num_threads=threads, parallel_threshold=1000)
+    exe = many.lower(*args).executable
+    assert len(_groups(exe)) == 1 and "em_par(em_task" in exe.source
+    exe.plan.check()
+    np.testing.assert_array_equal(np.asarray(many(*args)), np.asarray(one(*args)))
+    np.testing.assert_allclose(np.asarray(many(*args)), attention_numpy(*args, h=4), rtol=2e-5, atol=2e-5)
 
 
 def test_transformer_block_schedule_has_no_copies():

@@ -197,9 +197,38 @@ def test_eig_real_input_pairs_and_nonfinite(dtype, vectors):
     assert np.iscomplex(w[0]).any()  # a random 7x7 real matrix has a complex pair here
     if vectors:
         v = outs[1]
-        for b in range(2):
-            lhs = a[b].astype(np.complex128) @ v[b]
-            np.testing.assert_allclose(lhs, v[b] * w[b][None, :], rtol=tol * 10, atol=tol * 10)
-            np.testing.assert_allclose(np.linalg.norm(v[b], axis=0), 1.0, rtol=tol)
+        _check_eigenvectors(a, v, w, tol)
         ref = L.eig_p.impl(a, compute_eigenvectors=True)
         np.testing.assert_allclose(v, ref[1], rtol=tol, atol=tol, equal_nan=True)
+
+
+def _check_eigenvectors(a, v, w, tol, matrices=2):
+    """A v = w v and unit columns for the first ``matrices`` matrices."""
+    for b in range(matrices):
+        lhs = a[b].astype(np.complex128) @ v[b]
+        np.testing.assert_allclose(lhs, v[b] * w[b][None, :], rtol=tol * 10, atol=tol * 10)
+        np.testing.assert_allclose(np.linalg.norm(v[b], axis=0), 1.0, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("vectors", [True, False])
+def test_eig_complex_input_zgeev(dtype, vectors):
+    """zgeev (in double precision, as NumPy's eig) for complex matrices: eigenvalues against
+    NumPy's, vectors against the definition A v = w v with unit columns and against the reference
+    backend; a non-finite matrix gives NaN + 0j for that matrix only."""
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 6, 6)) + 1j * rng.standard_normal((3, 6, 6))).astype(dtype)
+    a[2, 0, 5] = complex(0, np.nan)
+    outs = native(lambda x: L.eig(x, compute_eigenvectors=vectors), a)
+    w = outs[0]
+    assert w.dtype == dtype
+    assert np.isnan(w[2].real).all() and (w[2].imag == 0).all() and not np.isnan(w[:2]).any()
+    want_w = np.linalg.eigvals(a[:2].astype(np.complex128))
+    tol = 1e-5 if dtype == np.complex64 else 1e-12
+    np.testing.assert_allclose(w[:2], want_w, rtol=tol, atol=tol)  # zgeev's order, as NumPy's
+    if vectors:
+        v = outs[1]
+        _check_eigenvectors(a, v, w, tol)
+        assert np.isnan(v[2].real).all()
+        ref = L.eig_p.impl(a, compute_eigenvectors=True)
+        np.testing.assert_allclose(v[:2], ref[1][:2], rtol=tol * 10, atol=tol * 10)

@@ -270,7 +270,7 @@ def test_transformer_block_two_threads_equals_one_thread():
 def test_symbolic_pooled_maps_run_on_both_branches(batch):
     """A map over a dynamic axis, then a concatenation reading its result: GCC 12 dropped the
     serial branch's direct call of such a chunk function (below the threshold) until chunk
-    functions were made opaque to its interprocedural analyses (``EM_TASK``)."""
+    functions were made opaque to its interprocedural analyses (``EM_TASK_ATTR``)."""
     threadpool.load(wait=True)
 
     def f(x):

@@ -180,17 +180,16 @@ def _native_section() -> list[str]:
     missing = _complex_without_rendering(c_ops)
     lines += ["", "**Complex values** (complex64/complex128) fuse in kernels for: "
               + ", ".join(f"`{n}`" for n in sorted(c_ops.COMPLEX_OPS))
-              + ", and `reduce_sum`; matrix products run on BLAS (`?gemm`/`?gemv`); `fft`, `eig` (real "
-              "input), `dynamic_slice` and `dynamic_update_slice` are native calls. **Missing** on complex "
-              "values (fallback steps): " + ", ".join(f"`{n}`" for n in missing)
-              + "; the other reductions, sorts, cumulative scans (`cumsum` ...), scatters and `eig` of a "
-              "complex matrix.", "",
+              + ", and `reduce_sum`; matrix products run on BLAS (`?gemm`/`?gemv`); `fft`, `eig` (LAPACK "
+              "`zgeev` for complex matrices), `dynamic_slice` and `dynamic_update_slice` are native calls. "
+              "**Missing** on complex values (fallback steps): " + ", ".join(f"`{n}`" for n in missing)
+              + "; the other reductions, sorts, cumulative scans (`cumsum` ...) and scatters.", "",
               "**Threads**: the parallel loops of a program's own steps (row kernels, elementwise maps, "
               "per-head products of attention, the float32 GEMM kernel's column panels) run on ember's "
-              "thread pool, whose caller takes over chunks a late thread has not started (docs/jit.md); "
+              "thread pool, whose caller takes over chunks a late thread has not started (docs/jit.md), "
+              "attention's per-head groups included (one head per chunk, per-thread scratch); "
               "loops inside native `scan`/`while` bodies, whole-array reductions and split (concatenate) "
-              "kernels still run in OpenMP regions. Missing: attention's per-head grouping "
-              "(`batch_groups`) on more than one thread.", ""]
+              "kernels still run in OpenMP regions.", ""]
     return lines
 
 

@@ -23,8 +23,9 @@ large. Either way that storage is reused by every batch, so it stays in cache (w
 to fresh full-size buffers would move as much memory as the step-by-step run). The planner keeps
 every buffer a member touches live over the whole group (a later member runs before an earlier one
 finishes) and gives members no in-place reuse. Values are those of the step-by-step run up to the summation
-order inside the products (the row kernel is the same code). Single-threaded programs only: with threads, the
-members' own parallel loops (rows, column panels) stay as they are.
+order inside the products (the row kernel is the same code). On several threads (float32 groups on the
+tiled kernel only), each thread gets its own copy of S, P and the packed panels, and the batches are
+shared out on the thread pool (:mod:`.threadpool`).
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ class Group(list):
     inside the group (``S``, ``P`` and their reshapes): those get one batch's slice of storage,
     reused by every batch."""
 
-    def __init__(self, steps: list[Step], nb: int, m: int, n: int, local: set[int]):
+    def __init__(self, steps: list[Step], nb: int, m: int, n: int, local: set[int], copies: int = 1):
         super().__init__(steps)
         self.nb, self.m, self.n, self.local = nb, m, n, local
+        # per-thread copies of the group-local storage (S, P, the packed panels): a program on
+        # several threads runs the batches on the thread pool, each thread in its own copy
+        self.copies = copies
         g1, _, g2 = steps
         va1, _, _, _ = _gemm_layout(g1)
         _, vb2, _, _ = _gemm_layout(g2)
@@ -59,14 +63,26 @@ class Group(list):
         self.tiled = np.dtype(g1.outputs[0].aval.dtype) == np.float32 and group_kernel.available()
         self.block = min(group_kernel.MR, m) if self.tiled else m
 
+    def local_stride(self, v: Var) -> int:
+        """Bytes of one copy of a group-local value's storage (``block`` of its rows), 64-byte
+        aligned; the value's buffer holds :attr:`copies` of them."""
+        return _align64(self.block * self.n * np.dtype(v.aval.dtype).itemsize)
+
     def local_nbytes(self, v: Var) -> int:
-        """Bytes of a group-local value's storage (``block`` of its rows)."""
-        return self.block * self.n * np.dtype(v.aval.dtype).itemsize
+        return self.local_stride(v) * self.copies
+
+    def panel_strides(self) -> tuple[int, int]:
+        """Bytes of one copy of the packed ``op(B1)`` and ``op(B2)`` panels of a tiled group."""
+        return (_align64(self.k1 * group_kernel.panel_width(self.n) * 4),
+                _align64(self.n * group_kernel.panel_width(self.n2) * 4))
 
     def panel_nbytes(self) -> tuple[int, int]:
-        """Bytes of the packed ``op(B1)`` and ``op(B2)`` panels of a tiled group."""
-        return (self.k1 * group_kernel.panel_width(self.n) * 4,
-                self.n * group_kernel.panel_width(self.n2) * 4)
+        a, b = self.panel_strides()
+        return a * self.copies, b * self.copies
+
+
+def _align64(n: int) -> int:
+    return (n + 63) // 64 * 64
 
 
 def _is_static(*shapes: Any) -> bool:
@@ -150,8 +166,10 @@ def _plain(view: tuple, nb: int, m: int, n: int) -> bool:
 
 def group_batched(sched: Schedule, threads: int = 1) -> int:
     """Mark (and order) the batch-interleavable ``gemm -> row kernel -> gemm`` triples of ``sched``;
-    returns how many were found."""
-    if threads != 1:
+    returns how many were found. With ``threads > 1`` only groups on :mod:`.group_kernel` (float32,
+    AVX2/FMA) are formed, with a copy of their local storage per thread (codegen shares their
+    batches out on the thread pool)."""
+    if threads != 1 and not group_kernel.available():
         return 0
     found = 0
     s = 0
@@ -162,13 +180,16 @@ def group_batched(sched: Schedule, threads: int = 1) -> int:
             continue
         members, (nb, m, n, local) = found_[:3], found_[3]
         g1, r, g2 = members
+        if threads != 1 and np.dtype(sched.steps[g1].outputs[0].aval.dtype) != np.float32:
+            s += 1  # only tiled (float32) groups run on several threads
+            continue
         steps = sched.steps
         inside = set(members) | {k for k in range(g1, g2 + 1) if steps[k].kind == "alias"
                                  and _alias_of_member(steps, k, members)}
         moved = [steps[k] for k in range(g1 + 1, g2) if k not in inside]
         kept = [steps[k] for k in range(g1, g2 + 1) if k in inside]
         sched.steps[g1:g2 + 1] = moved + kept
-        group = Group([st for st in kept if st.kind != "alias"], nb, m, n, local)
+        group = Group([st for st in kept if st.kind != "alias"], nb, m, n, local, copies=max(1, threads))
         for st in group:
             st.group = group
         found += 1

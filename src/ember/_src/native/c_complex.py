@@ -5,9 +5,10 @@ have a complex rendering.
 Registered into :data:`c_ops.COMPLEX_OPS` (used whenever an operand or the result is complex):
 ``add sub neg mul div eq ne select_n convert_element_type complex real imag conj abs
 integer_pow`` and the transcendental functions glibc's ``<complex.h>`` provides (``exp log sqrt
-sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh``). The rest (``sign``, ``pow``,
-``expm1``, ``log1p``, orderings, ``max``/``min``) have no rendering: an equation using one on
-complex values runs as a fallback step, so results stay those of the NumPy implementation.
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh``), and ``sign expm1 log1p exp2
+rsqrt logistic pow max min`` with the formulas of NumPy's complex loops (``_HELPERS_2``). The
+rest (orderings, bit casts) have no rendering: an equation using one on complex values runs as a
+fallback step, so results stay those of the NumPy implementation.
 
 Semantics follow NumPy's complex loops, not C's Annex G arithmetic:
 
@@ -56,10 +57,73 @@ static inline CT em_cdivS(CT a, CT b) {
     "conj": "static inline CT em_conjS(CT a) { return __builtin_complex(__real__ a, -__imag__ a); }\n",
     "cabs": "static inline RT em_cabsS(CT a) { return hypotS(__real__ a, __imag__ a); }\n",
 }
+# NumPy's complex loops for these (npymath), so values agree with the reference backend
+_HELPERS_2 = {
+    # z / |z|, 0 at 0 (NumPy 2's sign)
+    "csign": ("cabs", """\
+static inline CT em_csignS(CT a) {
+    RT r = em_cabsS(a);
+    if (__real__ a == 0 && __imag__ a == 0) return __builtin_complex((RT)0, (RT)0);
+    return __builtin_complex(__real__ a / r, __imag__ a / r);
+}
+"""),
+    # expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)
+    "cexpm1": ((), """\
+static inline CT em_cexpm1S(CT a) {
+    RT x = __real__ a, y = __imag__ a, h = sinS(y / 2);
+    return __builtin_complex(expm1S(x) * cosS(y) - 2 * h * h, expS(x) * sinS(y));
+}
+"""),
+    # log|1 + z| + i arg(1 + z)
+    "clog1p": ((), """\
+static inline CT em_clog1pS(CT a) {
+    RT x = __real__ a + 1, y = __imag__ a;
+    return __builtin_complex(logS(hypotS(x, y)), atan2S(y, x));
+}
+"""),
+    # 0 ** w: 0 for real w > 0, else NaN; an integral real exponent below 100 in magnitude by
+    # repeated squaring; otherwise exp(w log z) (C's cpow)
+    "cpow": ("cmul cdiv", """\
+static inline CT em_cpowS(CT a, CT b) {
+    RT br = __real__ b, bi = __imag__ b;
+    if (br == 0 && bi == 0) return __builtin_complex((RT)1, (RT)0);
+    if (__real__ a == 0 && __imag__ a == 0) {
+        if (br > 0 && bi == 0) return __builtin_complex((RT)0, (RT)0);
+        return __builtin_complex((RT)NAN, (RT)NAN);
+    }
+    if (bi == 0 && br == (RT)(int)br && br > -100 && br < 100) {
+        int n = (int)br, m = n < 0 ? -n : n;
+        CT r = __builtin_complex((RT)1, (RT)0), p = a;
+        while (m) { if (m & 1) r = em_cmulS(r, p); m >>= 1; if (m) p = em_cmulS(p, p); }
+        return n < 0 ? em_cdivS(__builtin_complex((RT)1, (RT)0), r) : r;
+    }
+    return cpowS(a, b);
+}
+"""),
+    # NumPy's maximum/minimum: lexicographic, a NaN in either operand propagates
+    "cmax": ((), """\
+static inline CT em_cmaxS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    int ge = (ar > br && ai == ai && bi == bi) || (ar == br && ai >= bi);
+    return (ar != ar || ai != ai || ge) ? a : b;
+}
+"""),
+    "cmin": ((), """\
+static inline CT em_cminS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    int le = (ar < br && ai == ai && bi == bi) || (ar == br && ai <= bi);
+    return (ar != ar || ai != ai || le) ? a : b;
+}
+"""),
+}
 for _sfx, _ct, _rt in (("f", "em_c64", "float"), ("", "em_c128", "double")):
     for _name, _tmpl in _HELPERS.items():
         PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
             (), _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
+    for _name, (_deps, _tmpl) in _HELPERS_2.items():
+        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
+            tuple(f"em_{d}{_sfx}" for d in (_deps.split() if isinstance(_deps, str) else _deps)),
+            _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
 
 
 def _s(d: np.dtype) -> str:
@@ -127,3 +191,20 @@ def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: di
         return one
     return c_ops.power_by_squaring(a[0], y, ctype(out), one, lambda u, v: f"em_cmul{s}({u}, {v})",
                                    lambda r: f"em_cdiv{s}({one}, {r})")
+
+
+def _helper_call(helper: str):
+    """Renderer calling prelude helper ``em_<helper>`` (its ``f`` variant for complex64)."""
+    return lambda a, ins, out, p: f"em_{helper}{_s(out)}({', '.join(a)})"
+
+
+for _prim, _helper in (("sign", "csign"), ("expm1", "cexpm1"), ("log1p", "clog1p"), ("pow", "cpow"),
+                       ("max", "cmax"), ("min", "cmin")):
+    COMPLEX_OPS[_prim] = _helper_call(_helper)
+# exp(z ln 2), as NumPy's exp2; 1 / sqrt(z) and 1 / (1 + exp(-z)) with NumPy's complex division
+COMPLEX_OPS["exp2"] = lambda a, ins, out, p: \
+    f"cexp{_s(out)}(({a[0]}) * ({real_ctype(out)})0.693147180559945309417232121458176568)"
+COMPLEX_OPS["rsqrt"] = lambda a, ins, out, p: \
+    f"em_cdiv{_s(out)}({c_ops.literal(1, out)}, csqrt{_s(out)}({a[0]}))"
+COMPLEX_OPS["logistic"] = lambda a, ins, out, p: \
+    f"em_cdiv{_s(out)}({c_ops.literal(1, out)}, {c_ops.literal(1, out)} + cexp{_s(out)}(-({a[0]})))"

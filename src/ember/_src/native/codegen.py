@@ -161,7 +161,7 @@ def _pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
     """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
     ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
     decls = "".join(ln.strip() + "\n    " for ln in _axis_decls(opts))
-    return (f"EM_TASK void {name}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{\n"
+    return (f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{\n"
             f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n    {decls}{statement}\n}}\n")
 
 
@@ -230,7 +230,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
-    if "em_par(" in code:
+    if "EM_TASK_ATTR" in code:  # chunk functions (run on the pool, or called serially)
         extra += threadpool.c_helpers()
     if "em_gemm_" in code:
         complex_ = "em_gemm_c" in code or "em_gemm_sv_c" in code
@@ -573,10 +573,12 @@ class _KernelEmitter:
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
             args.append(f"({ctype(np.dtype(dts))} *){self.ctx.base(b)}")
-        if self.pool:
-            args += ["lo_", "hi_", "tid_"]
-        elif self.row_range is not None:
+        if self.row_range is not None:
             args += list(self.row_range)
+        elif self.pool_inner:
+            args += ["lo_", "hi_"]
+        if self.pool:
+            args.append("tid_")
         return fn, f"{self.step.name}({', '.join(args)});"
 
     def emit_accumulate(self) -> None:
@@ -1145,7 +1147,10 @@ def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: Codege
     nb, m, n, mr_ = group.nb, group.m, group.n, group.block
     helpers.setdefault("em_gk", group_kernel.c_source())
     s1 = index[id(g1)]
+    pooled = ctx.pooled and group.copies > 1  # batches on the pool, a copy of the storage per thread
     kt, vp = (ctx.base(ctx.plan.scratch[(s1, key)]) for key in GROUP_PANELS)
+    if pooled:
+        kt, vp = (f"({base} + tid_ * {stride})" for base, stride in zip((kt, vp), group.panel_strides()))
     (ba1, (_, rsa1), (_, csa1)), (bb1, (_, rsb1), (_, csb1)), _ = _step_layouts(g1)
     _, (bb2, (_, rsb2), (_, csb2)), (bo2, (_, ldo), _) = _step_layouts(g2)
     np1, np2 = group_kernel.panel_width(n), group_kernel.panel_width(group.n2)
@@ -1154,11 +1159,17 @@ def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: Codege
     p_, b2, o_ = ctx.ptr(e2.inputs[0]), ctx.ptr(e2.inputs[1]), ctx.ptr(g2.outputs[0])
     al1, al2 = literal(e1.params["alpha"], np.float32), literal(e2.params["alpha"], np.float32)
     rows = f"bb_ * {m} + i0_", f"bb_ * {m} + i0_ + mr_"
-    fn, call = _KernelEmitter(r, index[id(r)], ctx, opts, row_range=rows, local_rows=local_bufs).emit()
+    fn, call = _KernelEmitter(r, index[id(r)], ctx, opts, row_range=rows, local_rows=local_bufs,
+                              pool=pooled).emit()
     funcs.append(fn)
-    return ["/* " + " -> ".join(st.name for st in group) + f": one batch at a time ({nb} batches), "
-            f"{mr_}-row blocks */",
-            f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) {{",
+    if pooled:  # this thread's copy of each group-local (float32) buffer: S, P and their reshapes
+        stride = group.local_stride(g1.outputs[0])
+        for base in sorted({ctx.base(ctx.plan.value_buffer[vid]) for vid in group.local}):
+            mine = f"({base} + tid_ * {stride})"
+            call, s_, p_ = (x.replace(base, mine) for x in (call, s_, p_))
+    head = "/* " + " -> ".join(st.name for st in group) + f": one batch at a time ({nb} batches), " \
+           f"{mr_}-row blocks */"
+    lines = [f"for (int64_t bb_ = {'lo_' if pooled else 0}; bb_ < {'hi_' if pooled else nb}; ++bb_) {{",
             f"    float *kt_ = (float *){kt}, *vp_ = (float *){vp};",
             f"    em_gk_pack({group.k1}, {n}, {np1}, {b1} + {_batch_offset(bb1)}, {rsb1}, {csb1}, kt_);",
             f"    em_gk_pack({n}, {group.n2}, {np2}, {b2} + {_batch_offset(bb2)}, {rsb2}, {csb2}, vp_);",
@@ -1173,6 +1184,13 @@ def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: Codege
             f"{ldo});",
             "    }",
             "}"]
+    if not pooled:
+        return [head, *lines]
+    task = f"em_task{s1}"
+    funcs.append(_pool_task(task, "\n    ".join(lines), opts))
+    if not _parallel(opts, 2 * nb * m * n * (group.k1 + group.n2), nb)[0]:  # too little work
+        return [head, f"{task}(&em_mctx_, 0, {nb}, 0);"]
+    return [head, _pool_call(task, nb, f"{opts.num_threads or 0}, {group.copies}", POOL_CHUNKS)]
 
 
 def _emit_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: CodegenOptions,

@@ -34,7 +34,7 @@ from ember._src.program import Eqn, Literal
 N_FIXED_FNS = 5  # sgemm, dgemm, callback, sgemv, dgemv (codegen.py)
 _ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "geev")
 # then the complex BLAS products (complex64/complex128 ``native_gemm`` steps, codegen.py)
-FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d")) + ("cgemm", "zgemm", "cgemv", "zgemv")
+FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d")) + ("cgemm", "zgemm", "cgemv", "zgemv", "zgeev")
 _INT_MAX = 2**31 - 1
 LAPACK_PRIMS = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
 
@@ -374,7 +374,7 @@ def _svd(e: Eqn, cc: CallCode) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# eig (real input): geev on a column-major copy; complex eigenvalues and right eigenvectors
+# eig: geev on a column-major copy (zgeev for complex input); eigenvalues and right eigenvectors
 # ---------------------------------------------------------------------------------------------
 
 
@@ -384,14 +384,26 @@ def _eig_lwork(n: int) -> int:
 
 def _eig_ws(e: Eqn) -> int:
     n = e.inputs[0].aval.shape[-1]
+    if np.dtype(e.inputs[0].aval.dtype).kind == "c":  # zgeev: a, w, vr, work (complex), rwork
+        return (2 * n * n + n + _eig_lwork(n)) * 16 + 2 * n * 8 + 256
     return (2 * n * n + 2 * n + _eig_lwork(n)) * 8 + 256  # double precision: see _eig
 
 
-@register("eig", "native call: LAPACK ?geev per matrix, pairs assembled into complex vectors (lapack.py)",
-          _float_matrix, _eig_ws, complex_ok=True)
+def _eig_accepts(e: Eqn) -> bool:
+    """A real matrix (``?geev``) or a complex one (``zgeev``)."""
+    a = e.inputs[0]
+    if isinstance(a, Literal) or a.aval.ndim < 2 or any(d > _INT_MAX // 16 for d in a.aval.shape[-2:]):
+        return False
+    return _float_matrix(e) or np.dtype(a.aval.dtype) in (np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+@register("eig", "native call: LAPACK ?geev per matrix (zgeev for complex input), pairs assembled into "
+          "complex vectors (lapack.py)", _eig_accepts, _eig_ws, complex_ok=True)
 def _eig(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     n, nb = shape[-1], _batch(shape)
+    if np.dtype(e.inputs[0].aval.dtype).kind == "c":
+        return _eig_complex(e, cc, n, nb)
     # float32 is factorized in double precision and rounded once, as NumPy's eig does (its
     # eigenvector signs then agree with the reference's)
     d = np.dtype(np.float64)
@@ -438,4 +450,44 @@ def _eig(e: Eqn, cc: CallCode) -> list[str]:
             "        }",
             "        ++j;",
             "    }"]
+    return lines + ["}"]
+
+
+def _eig_complex(e: Eqn, cc: CallCode, n: int, nb: int) -> list[str]:
+    """eig of complex matrices: zgeev in double precision (complex64 rounded once at the end, as
+    NumPy's eig computes), eigenvalues in its order, right eigenvectors as columns; NaN + 0j
+    outputs for a matrix with a non-finite entry (the reference's ``np.nan`` cast to complex)."""
+    if nb == 0 or n == 0:
+        return []
+    cc.helper("em_zgeev_t", "typedef void (*em_zgeev_t)(char *, char *, int *, em_c128 *, int *, em_c128 *, "
+                            "em_c128 *, int *, em_c128 *, int *, em_c128 *, int *, double *, int *);\n")
+    ct = "em_c64" if np.dtype(e.inputs[0].aval.dtype) == np.complex64 else "em_c128"
+    rt = "float" if ct == "em_c64" else "double"
+    vecs = e.params["compute_eigenvectors"]
+    lw = _eig_lwork(n)
+    nan = f"__builtin_complex(({rt})NAN, ({rt})0)"
+    fill = [f"for (int64_t i = 0; i < {n}; ++i) wo_[i] = {nan};"]
+    if vecs:
+        fill.append(f"for (int64_t i = 0; i < {n * n}; ++i) vo_[i] = {nan};")
+    fn = f"fns[{N_FIXED_FNS + FN_NAMES.index('zgeev')}]"
+    lines = [
+        f"em_c128 *a_ = (em_c128 *)({cc.ws}), *w_ = a_ + {n * n}, *vr_ = w_ + {n}, "
+        f"*work_ = vr_ + {n * n}, vl_[1];",
+        f"double *rw_ = (double *)(work_ + {lw});",
+        f"char jl_ = 'N', jr_ = '{'V' if vecs else 'N'}';",
+        f"int n_ = {n}, one_ = 1, ldvr_ = {n if vecs else 1}, lw_ = {lw}, info_ = 0;",
+        f"for (int64_t b = 0; b < {nb}; ++b) {{",
+        f"    const {ct} *x_ = (const {ct} *)({cc.ins[0]}) + b * {n * n};",
+        f"    {ct} *wo_ = ({ct} *)({cc.outs[0]}) + b * {n};",
+        f"    {ct} *vo_ = {f'({ct} *)({cc.outs[1]}) + b * {n * n}' if vecs else '0'}; (void)vo_;",
+        f"    int fin_ = 1; for (int64_t i = 0; i < {n * n}; ++i) "
+        "fin_ &= isfinite(__real__ x_[i]) && isfinite(__imag__ x_[i]);",
+        f"    if (!fin_) {{ {' '.join(fill)} continue; }}",
+        _loop2(n, n, f"a_[i + j * {n}] = (em_c128)x_[i * {n} + j];"),
+        f"    ((em_zgeev_t){fn})(&jl_, &jr_, &n_, a_, &n_, w_, vl_, &one_, vr_, &ldvr_, work_, &lw_, rw_, "
+        "&info_);",
+        f"    if (info_ != 0) {{ {' '.join(fill)} continue; }}",
+        f"    for (int64_t j = 0; j < {n}; ++j) wo_[j] = ({ct})w_[j];"]
+    if vecs:
+        lines.append("    " + _loop2(n, n, f"vo_[i * {n} + j] = ({ct})vr_[i + j * {n}];").strip())
     return lines + ["}"]

@@ -299,9 +299,9 @@ static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, i
    drop a direct call of one (on the serial path) whose writes all go through pointers it loads
    from the context, as if they had no effect; noipa keeps every such call. */
 #if defined(__GNUC__) && !defined(__clang__)
-#define EM_TASK static __attribute__((noipa))
+#define EM_TASK_ATTR __attribute__((noipa))
 #else
-#define EM_TASK static __attribute__((noinline))
+#define EM_TASK_ATTR __attribute__((noinline))
 #endif
 #define EM_MAIN_UNPACK(c_) \\
     void **bufs = ((em_main_ctx *)(c_))->bufs; char *arena = ((em_main_ctx *)(c_))->arena; \\

@@ -127,6 +127,8 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
+    if np.iscomplexobj(x):  # scipy's expit has no complex loop
+        return 1 / (1 + np.exp(-x))
     return sps.expit(x)
 
 
