@@ -21,9 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import threads  # noqa: E402
+
+threads.quiet_openblas()  # before NumPy loads OpenBLAS
+
+import numpy as np  # noqa: E402
 from common import (  # noqa: E402
     Workload,
     constant_weights_runner,

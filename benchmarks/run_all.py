@@ -16,9 +16,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-if "--threads" in sys.argv:  # thread limits must be in the environment before NumPy/JAX/torch load
-    from threads import limit_threads
+# thread settings must be in the environment before NumPy/JAX/torch load
+from threads import limit_threads, quiet_openblas  # noqa: E402
 
+quiet_openblas()
+if "--threads" in sys.argv:
     limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import argparse  # noqa: E402
@@ -240,7 +242,9 @@ def main() -> None:
     meta = {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(),
             "load_average_start": load_start, "load_average_end": load_average(), "versions": versions(),
             "compiler": compiler(), "onnx_exporter": ONNX_EXPORTER,
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "skipped_peers": skipped_peers(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+            "openblas_thread_timeout": os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
+            "skipped_peers": skipped_peers(),
             "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                                           "XLA_FLAGS", "EMBER_BENCH_THREADS")},
             "timing": "median over interleaved rounds of per-call means (common.interleaved); "
@@ -251,7 +255,8 @@ def main() -> None:
             f"run {started} .. {meta['finished']}; load average (1/5/15 min) at start "
             f"{'/'.join(map(str, load_start))}, at end {load_text()}\n\n"
             "peers: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + "\n\n"
-            f"ONNX export: {ONNX_EXPORTER}; OMP_WAIT_POLICY={meta['omp_wait_policy']}; threads: "
+            f"ONNX export: {ONNX_EXPORTER}; OMP_WAIT_POLICY={meta['omp_wait_policy']}; "
+            f"OPENBLAS_THREAD_TIMEOUT={meta['openblas_thread_timeout']}; threads: "
             f"{args.threads or 'each library default'}\n\n")
     if meta["skipped_peers"]:
         head += "skipped: " + "; ".join(f"{k}: {v}" for k, v in meta["skipped_peers"].items()) + "\n\n"

@@ -5,6 +5,17 @@ from __future__ import annotations
 import os
 
 
+# OpenBLAS (NumPy's and SciPy's copies) keeps its idle threads busy-waiting for 2^28 cycles (~0.1 s)
+# after each call. On 2 shared vCPUs a spinning NumPy BLAS thread takes the second core from
+# whatever is timed next: ember's two-thread transformer block measured 9.5 ms right after NumPy's
+# run against 4.9 ms without. 2^18 cycles (~0.1 ms) keeps OpenBLAS's threads hot across back-to-back
+# calls (NumPy's own block time was unchanged, 49-50 ms) and lets them sleep between implementations.
+# Read when OpenBLAS loads: the scripts call this before importing NumPy; the environment wins.
+def quiet_openblas() -> None:
+    """Shorten OpenBLAS's idle spin (see above) unless ``OPENBLAS_THREAD_TIMEOUT`` is set."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
+
+
 def bench_threads() -> int | None:
     """The thread count every implementation is limited to (``EMBER_BENCH_THREADS``), or None for
     each library's default."""
