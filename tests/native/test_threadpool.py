@@ -297,3 +297,14 @@ def test_pooled_1d_float64_map_is_independent_of_the_thread_count(threads):
     many = np.asarray(ember.jit(f, backend="native", num_threads=threads, parallel_threshold=1000)(x))
     np.testing.assert_array_equal(many, one)
     np.testing.assert_allclose(many, np.log(x) * np.sqrt(x) + np.exp(-x), rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [5, 100_003])
+def test_symbolic_1d_map_in_grain_sized_chunks(n):
+    """A 1-D map over a dynamic axis: the pool's items are ceil(n / POOL_GRAIN) blocks, the last
+    one cut at n; both the serial and the parallel branch against NumPy."""
+    threadpool.load(wait=True)
+    f = ember.jit(lambda x: jnp.tanh(x * 2) + 1, backend="native", num_threads=2, parallel_threshold=1000,
+                  dynamic_axes={"x": ("n",)})
+    x = RNG.standard_normal(n).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(f(x)), np.tanh(2 * x.astype(np.float64)) + 1, rtol=2e-6, atol=1e-6)
