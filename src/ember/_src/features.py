@@ -188,8 +188,9 @@ def _native_section() -> list[str]:
               "per-head products of attention, the float32 GEMM kernel's column panels) run on ember's "
               "thread pool, whose caller takes over chunks a late thread has not started (docs/jit.md), "
               "attention's per-head groups included (one head per chunk, per-thread scratch); "
-              "loops inside native `scan`/`while` bodies, whole-array reductions and split (concatenate) "
-              "kernels still run in OpenMP regions.", ""]
+              "one-loop whole-array reductions run in fixed blocks combined in order (the same bits on "
+              "any thread count); loops inside native `scan`/`while` bodies, multi-loop whole-array "
+              "reductions and split (concatenate) kernels still run in OpenMP regions.", ""]
     return lines
 
 

@@ -118,6 +118,10 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
                 body.extend("    " + ln for ln in lines)
             continue
         if step.kind == "kernel":
+            blocked = _block_reduce_kernel(step, s, ctx, opts, funcs)
+            if blocked is not None:
+                body.extend("    " + ln for ln in blocked)
+                continue
             pooled = _pooled_kernel(step, s, ctx, opts, funcs)
             if pooled is not None:
                 body.append("    " + pooled)
@@ -209,6 +213,36 @@ def _pooled_kernel(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, funcs: l
     return _pool_call(task, rows, _pool_threads(opts, bool(ir.scratch)), POOL_CHUNKS, cond)
 
 
+def _block_reduce_kernel(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions,
+                         funcs: list[str]) -> list[str] | None:
+    """A whole-array reduction kernel in fixed blocks (:mod:`.blockreduce`): the part function per
+    block (on the thread pool at the top level when the work is large enough, else in order), then
+    the kernel combining the partials. None where the planner gave the kernel no partials or its
+    loop is not one merged loop."""
+    from ember._src.native import blockreduce
+
+    ir = step.ir
+    nblk = blockreduce.blocks(ir)
+    if nblk is None or any((s, blockreduce.partial_key(r.rid)) not in ctx.plan.scratch for r in ir.reduces):
+        return None
+    if len(_KernelEmitter(step, s, ctx, opts).inner_names) != 1:
+        return None
+    n, nb = nblk
+    g = blockreduce.BLOCK
+    part_fn, part_call = _KernelEmitter(step, s, ctx, opts, block="part").emit()
+    fin_fn, fin_call = _KernelEmitter(step, s, ctx, opts, block="finish").emit()
+    funcs += [part_fn, fin_fn]
+    end = f"(b_ * {g} + {g} < {n} ? b_ * {g} + {g} : {n})"
+    one = part_call.replace("lo_, hi_, tid_)", f"b_ * {g}, {end}, tid_)")
+    loop = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {one}"
+    if ctx.pooled and _parallel(opts, ir.flops(), nb)[0]:
+        task = f"{step.name}_task"
+        funcs.append(_pool_task(task, loop, opts))
+        return [_pool_call(task, nb, _pool_threads(opts, False), POOL_CHUNKS), fin_call]
+    serial = loop.replace("lo_", "0").replace("hi_", str(nb)).replace("tid_)", "0)")
+    return [serial, fin_call]
+
+
 def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
     p = sched.program
     ctx = _Ctx(plan, len(p.invars), len(p.constvars))
@@ -284,8 +318,13 @@ class _ExprNames(dict):
 class _KernelEmitter:
     def __init__(self, step: Step, index: int, ctx: _Ctx, opts: CodegenOptions, ir: KernelIR | None = None,
                  outer_exprs: list[ixm.Ix] | None = None, row_range: tuple[str, str] | None = None,
-                 local_rows: dict[int, int] | None = None, pool: bool = False):
+                 local_rows: dict[int, int] | None = None, pool: bool = False, block: str | None = None):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
+        # a whole-array reduction in blocks (.blockreduce): "part" reduces elements [lo_, hi_) of
+        # one block into its partials, "finish" combines the partials and computes the rest
+        self.block = block
+        pool = pool or block == "part"
+        self.fname = step.name + ("_part" if block == "part" else "")
         # a chunk of a pooled loop: rows [lo_, hi_) as thread tid_ (the function takes tid_ too)
         self.pool = pool
         # rows [lo_, hi_) of the flattened outer loops only (the function takes lo_, hi_; the
@@ -509,12 +548,15 @@ class _KernelEmitter:
             self.w("const int64_t tid_ = omp_get_thread_num();")
         for q in range(ir.n_loops):
             sinks = ir.loop_sinks[q]
+            if self.block == "finish":
+                self.emit_combine(q)
+                continue
             for nid in self.row_deps(sinks):
                 if nid not in emitted_row:
                     self.emit_node(nid)
                     emitted_row.add(nid)
             self.emit_loop(q, sinks)
-        row_roots = [r for r in ir.roots if not r.full]
+        row_roots = [r for r in ir.roots if not r.full] if self.block != "part" else []
         for nid in self.closure([r.node for r in row_roots], False, set()):
             if nid not in emitted_row:
                 self.emit_node(nid)
@@ -523,6 +565,25 @@ class _KernelEmitter:
             self.w(f"{self.param(r.var, True)}[{self.index(r.var, r.offset)}] = {self.expr(r.node)};")
         self.close(depth)
         return self.finish()
+
+    def emit_combine(self, q: int) -> None:
+        """``finish`` mode: loop ``q``'s reductions from the partials of its blocks, in block order."""
+        from ember._src.native import blockreduce
+
+        nb = blockreduce.blocks(self.ir)[1]
+        for r in (r for r in self.ir.reduces if r.phase == q + 1):
+            t, flt = ctype(r.dtype), r.kind in ("max", "min") and c_ops.is_float(r.dtype)
+            part = self.scratch_param(blockreduce.partial_key(r.rid), r.dtype)
+            self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+            if flt:
+                self.w(f"int n{r.rid} = 0;")
+            self.w(f"for (int64_t b_ = 0; b_ < {nb}; ++b_) {{")
+            self.w("    " + c_ops.reduce_update(r.kind, f"a{r.rid}", f"{part}[b_]", r.dtype,
+                                                f"n{r.rid}" if flt else None))
+            self.w("}")
+            ot = ctype(r.out_dtype)
+            val = f"n{r.rid} ? ({ot})NAN : ({ot})a{r.rid}" if flt else f"({ot})a{r.rid}"
+            self.w(f"const {ot} r{r.rid} = {val};")
 
     def emit_split(self) -> tuple[str, str]:
         """Split loops (:mod:`.concat_split`): the shared outer loops once, then each part's
@@ -568,7 +629,7 @@ class _KernelEmitter:
             sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
             if self.pool:
                 sig += ", int64_t tid_"
-        fn = f"static void {self.step.name}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
+        fn = f"static void {self.fname}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
         args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
@@ -579,7 +640,7 @@ class _KernelEmitter:
             args += ["lo_", "hi_"]
         if self.pool:
             args.append("tid_")
-        return fn, f"{self.step.name}({', '.join(args)});"
+        return fn, f"{self.fname}({', '.join(args)});"
 
     def emit_accumulate(self) -> None:
         """Reductions over non-trailing axes: per-row accumulators (workspace), one loop nest in
@@ -752,6 +813,15 @@ class _KernelEmitter:
                 self.w(f"{self.param(root.var, True)}[{self.index(root.var, root.offset)}] = "
                        f"{self.expr(root.node)};")
         self.close(depth)
+        if self.block == "part":  # this block's partials, in the accumulator type
+            from ember._src.native import blockreduce
+
+            for r in reds:
+                flt = r.kind in ("max", "min") and c_ops.is_float(r.dtype)
+                val = f"n{r.rid} ? ({ctype(r.dtype)})NAN : a{r.rid}" if flt else f"a{r.rid}"
+                part = self.scratch_param(blockreduce.partial_key(r.rid), r.dtype)
+                self.w(f"{part}[lo_ / {blockreduce.BLOCK}] = {val};")
+            return
         for r in reds:
             t = ctype(r.out_dtype)
             if r.kind in ("argmax", "argmin"):

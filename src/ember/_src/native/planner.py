@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native import blockreduce
 from ember._src.native.calls import WS_KEY, inplace_operand, workspace_bytes
 from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Var
@@ -157,6 +158,11 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 size = step.ir.outer_size * np.dtype(r.dtype).itemsize
                 scratch[(s, -1 - r.rid)] = new(WORKSPACE, size, s, s,
                                                note=f"{step.name} accumulators r{r.rid}")
+        if (nblk := blockreduce.blocks(step.ir)) is not None:  # whole-array reductions in blocks
+            for r in step.ir.reduces:
+                size = nblk[1] * np.dtype(r.dtype).itemsize
+                scratch[(s, blockreduce.partial_key(r.rid))] = new(WORKSPACE, size, s, s,
+                                                                   note=f"{step.name} partials r{r.rid}")
         if step.ir is not None:
             mult = threads if step.ir.n_outer > 0 else 1
             for nid in step.ir.scratch:
