@@ -31,8 +31,8 @@ def _inputs_for(examples: list[np.ndarray], n0: int, n: int, seed: int) -> list[
     return out
 
 
-def _check(f, specs, examples: list[np.ndarray], n0: int, seed: int) -> None:
-    nat = ember.jit(f, dynamic_axes=specs, backend="native")
+def _check(f, specs, examples: list[np.ndarray], n0: int, seed: int, **options) -> None:
+    nat = ember.jit(f, dynamic_axes=specs, backend="native", **options)
     ref = ember.jit(f, dynamic_axes=specs, backend="numpy")
     before = specialize.cache_stats()
     for n in (n0, n0 + 3, 1):
@@ -51,13 +51,17 @@ def _check(f, specs, examples: list[np.ndarray], n0: int, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 3, 7, 12, 18, 25, 31, 44])
-def test_random_program_with_named_leading_axis(seed: int) -> None:
+@pytest.mark.parametrize("parallel", [False, True], ids=["default", "every_loop_parallel"])
+def test_random_program_with_named_leading_axis(seed: int, parallel: bool) -> None:
+    """... and with every loop parallel on three threads (pooled chunk functions whose row counts
+    are read from dims, with their run-time serial/parallel branch)."""
     f, inputs, desc = randprog.make(seed)
     n0 = inputs[0].shape[0]
     if n0 < 2 or any(x.shape[0] not in (1, n0) for x in inputs):
         pytest.skip(f"{desc}: no common leading dim to name")
     specs = [("n",) + (None,) * (x.ndim - 1) if x.shape[0] == n0 else None for x in inputs]
-    _check(f, specs, inputs, n0, seed)
+    options = {"num_threads": 3, "parallel_threshold": 1} if parallel else {}
+    _check(f, specs, inputs, n0, seed, **options)
 
 
 def _symbolic_ops(seed: int):

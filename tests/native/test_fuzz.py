@@ -43,3 +43,23 @@ def test_random_program(case):
     if exe.plan is not None:
         exe.plan.check()
         independent_overlap_check(exe)
+
+
+@requires_cc
+@pytest.mark.parametrize("case", range(N_CASES), ids=[f"case{i}" for i in range(N_CASES)])
+def test_random_program_every_loop_parallel(case):
+    """The same random programs with every loop above one element parallel on three threads: the
+    thread pool's chunk functions (rows, maps, blocked reductions, head groups) and the OpenMP
+    regions that remain agree with the reference backend."""
+    from ember._src.native import threadpool
+
+    threadpool.load(wait=True)
+    seed = _BASE if "EMBER_FUZZ_SEED" in os.environ else _BASE + 7919 * (case + 1)  # other programs
+    f, inputs, desc = randprog.make(seed)
+    try:
+        exe = check(f, *inputs, rtol=1e-4, atol=1e-4, num_threads=3, parallel_threshold=1)
+    except AssertionError as e:
+        replay = f"replay with EMBER_FUZZ_SEED={seed} (test_random_program_every_loop_parallel)"
+        raise AssertionError(f"{desc}\n{replay}\n{e}") from None
+    if exe.plan is not None:
+        exe.plan.check()
