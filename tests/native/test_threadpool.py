@@ -308,3 +308,32 @@ def test_symbolic_1d_map_in_grain_sized_chunks(n):
                   dynamic_axes={"x": ("n",)})
     x = RNG.standard_normal(n).astype(np.float32)
     np.testing.assert_allclose(np.asarray(f(x)), np.tanh(2 * x.astype(np.float64)) + 1, rtol=2e-6, atol=1e-6)
+
+
+def test_two_python_threads_run_pooled_programs_at_once():
+    """Two programs called from two Python threads (the C call path releases the GIL): one of
+    them may find the pool busy and run its loops on its own thread; both stay bitwise equal to
+    their results from a single thread, and to NumPy."""
+    threadpool.load(wait=True)
+    xs = [RNG.standard_normal((512, 700)).astype(np.float32) for _ in range(2)]
+    fs = [ember.jit(lambda x: ember.nn.softmax(x, axis=-1), backend="native", num_threads=2,
+                    parallel_threshold=1000),
+          ember.jit(lambda x: jnp.tanh(x) * 2 + jnp.sum(x), backend="native", num_threads=2,
+                    parallel_threshold=1000)]
+    wants = [np.asarray(f(x)) for f, x in zip(fs, xs)]
+    np.testing.assert_allclose(wants[0], _np_softmax(xs[0]), rtol=2e-6, atol=1e-7)
+    x64 = xs[1].astype(np.float64)
+    np.testing.assert_allclose(wants[1], np.tanh(x64) * 2 + x64.sum(), rtol=1e-5, atol=2e-3)
+    bad: list[int] = []
+
+    def run(k: int) -> None:
+        for _ in range(100):
+            if not np.array_equal(np.asarray(fs[k](xs[k])), wants[k]):
+                bad.append(k)
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
