@@ -226,3 +226,27 @@ def test_gemm_primitive_reference():
     out = np.asarray(gemm(a, b, c, trans_a=True, trans_b=True, alpha=2.0, beta=0.5, c_dims=(2,)))
     want = 2 * np.swapaxes(a, 1, 2) @ np.swapaxes(b, 1, 2) + 0.5 * c
     np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_absorb_output_transpose_swaps_operands(batched):
+    """transpose(op(x) op(y)) -> op(y)^T op(x)^T: one product, no transpose, same values (NumPy)."""
+    a = RNG.standard_normal((3, 6, 4) if batched else (6, 4)).astype(np.float32)
+    c = RNG.standard_normal((3, 6, 5) if batched else (6, 5)).astype(np.float32)
+    perm = (0, 2, 1) if batched else (1, 0)
+    p = prog(lambda x, y: lax.transpose(jnp.matmul(jnp.swapaxes(x, -1, -2), y) * 2.0, perm), a, c)
+    q = passes.run_passes(p)
+    assert prims(q) == ["native_gemm"], prims(q)
+    same_values(p, q, a, c)
+    want = np.swapaxes(np.swapaxes(a, -1, -2).astype(np.float64) @ c, -1, -2) * 2
+    np.testing.assert_allclose(run_numpy(q, consts(q), [a, c])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_layer_weight_gradient_has_no_transpose_copy():
+    x = RNG.standard_normal((32, 64)).astype(np.float32)
+    w = RNG.standard_normal((64, 48)).astype(np.float32)
+    g = ember.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w)))
+    q = passes.run_passes(prog(g, w, x))
+    assert "transpose" not in prims(q)
+    want = x.T.astype(np.float64) @ (1 - np.tanh(x.astype(np.float64) @ w) ** 2)
+    np.testing.assert_allclose(np.asarray(ember.jit(g, backend="native")(w, x)), want, rtol=1e-4, atol=1e-4)

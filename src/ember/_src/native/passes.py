@@ -28,6 +28,8 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
 * ``absorb_bias``: ``gemm + c`` with ``c`` a full-shape value, a scalar, or a vector broadcast along
   the output's last (N) dim becomes ``gemm(..., c, beta=1)`` -- unless the sum flows into further
   elementwise work (e.g. an activation), whose fused kernel adds the bias for free.
+* ``absorb_output_transpose``: ``transpose(gemm(x, y))`` swapping the matrix dims of a product used
+  only there becomes ``gemm(y, x)`` with flipped flags (a dense layer's weight gradient).
 * ``gemm_views``: a float ``native_gemm`` operand that is a transpose (through reshapes) of another
   value, or a result that is only transposed (through reshapes), is read / written in place through
   strides (the gemm's ``views``): attention's head splits and merges cost no copy kernels.
@@ -61,7 +63,8 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
                   "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
-                  "fold_constants", "gemm_views", "simplify", "cse", "dce_loop_outputs", "dce")
+                  "absorb_output_transpose", "fold_constants", "gemm_views", "simplify", "cse",
+                  "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -543,6 +546,42 @@ def _lower_dot(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     y = b.reshape(y, (*lead, n, k) if tb else (*lead, k, n))
     g = b.emit1(gemm_p, [x, y], {"trans_a": ta, "trans_b": tb, "alpha": 1.0, "beta": 0.0, "c_dims": None})
     return b.reshape(g, tuple(out_aval.shape))
+
+
+@register
+def absorb_output_transpose(p: Program) -> Program:
+    """``transpose(gemm(x, y))`` (the matrix dims swapped, the product's only use) becomes
+    ``gemm(y, x)`` with both transpose flags flipped: ``(op(x) op(y))^T = op(y)^T op(x)^T``. The
+    weight gradients of a dense layer come out of autodiff this way (``dW = (dY^T X)^T``); the
+    512 x 512 copy kernel per layer disappears."""
+    uses = use_counts(p)
+    prod = producers(p)
+    swap: dict[int, Eqn] = {}  # id(transpose eqn) -> the gemm it absorbs
+    for e in p.eqns:
+        if e.prim.name != "transpose" or not isinstance(e.inputs[0], Var):
+            continue
+        g = prod.get(e.inputs[0].id)
+        if g is None or g.prim is not gemm_p or len(g.inputs) != 2 or g.params.get("views") is not None:
+            continue
+        nd = len(g.outvars[0].aval.shape)
+        if uses[g.outvars[0].id] != 1 or tuple(e.params["permutation"]) != (*range(nd - 2), nd - 1, nd - 2):
+            continue
+        swap[id(e)] = g
+    if not swap:
+        return p
+    dropped = {id(g) for g in swap.values()}
+    b = Builder(p)
+    for e in p.eqns:
+        if id(e) in dropped:
+            continue
+        g = swap.get(id(e))
+        if g is None:
+            b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
+            continue
+        x, y = (b.read(a) for a in g.inputs)
+        params = dict(g.params, trans_a=not g.params["trans_b"], trans_b=not g.params["trans_a"])
+        b.emit(gemm_p, [y, x], params, e.outvars)
+    return b.finish()
 
 
 def _gemm_chain(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tuple[Eqn, list[Eqn]] | None:
