@@ -140,3 +140,41 @@ def test_executable_checks_what_the_fast_path_trusts():
 def test_data_address_matches_numpy():
     for a in (np.zeros(5), np.arange(12, dtype=np.int16).reshape(3, 4)[1:], np.float32(1) * np.ones(0)):
         assert pool.data_address(a) == a.ctypes.data or a.size == 0
+
+
+def test_pytree_arguments_take_the_fast_path_with_their_structure():
+    """Lists, tuples and dicts of arrays (a parameter list) skip the general path after the first
+    call, keyed by their structure as well as the leaves' shapes: a different structure with the
+    same leaves traces again and gets its own (correct) result."""
+    ws = [RNG.standard_normal((4, 3)).astype(np.float32) for _ in range(2)]
+    bs = [RNG.standard_normal(3).astype(np.float32) for _ in range(2)]
+    x = RNG.standard_normal((5, 4)).astype(np.float32)
+    params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in zip(ws, bs)]
+    xa = jnp.asarray(x)
+
+    def f(ps, x):
+        return [x @ w + b for w, b in ps]
+
+    jf = ember.jit(f, backend="native")
+    for _ in range(5):
+        out = jf(params, xa)
+    for o, w, b in zip(out, ws, bs):
+        np.testing.assert_allclose(np.asarray(o), x @ w + b, rtol=1e-5, atol=1e-5)
+    info = jf.cache_info()
+    assert info["traces"] == 1 and info["calls"] == 5 and info["hits"] == 4
+    assert jf._slow_calls == 1  # every later call took the fast path (Python or C)
+    # the same leaves as a flat list of four arrays: another structure, another trace
+    flat = [params[0][0], params[0][1], params[1][0], params[1][1]]
+
+    def g(ps, x):
+        return f([(ps[0], ps[1]), (ps[2], ps[3])], x)
+
+    jg = ember.jit(g, backend="native")
+    np.testing.assert_allclose(np.asarray(jg(flat, xa)[1]), x @ ws[1] + bs[1], rtol=1e-5, atol=1e-5)
+    swapped = [params[1], params[0]]
+    np.testing.assert_allclose(np.asarray(jf(swapped, xa)[0]), x @ ws[1] + bs[1], rtol=1e-5, atol=1e-5)
+    d = {"w": params[0][0], "b": params[0][1]}
+    jd = ember.jit(lambda d, x: x @ d["w"] + d["b"], backend="native")
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(jd(d, xa)), x @ ws[0] + bs[0], rtol=1e-5, atol=1e-5)
+    assert jd.cache_info()["traces"] == 1 and jd._slow_calls == 1

@@ -106,12 +106,13 @@ class _FastEntry:
     wrap its outputs, so :meth:`JitFunction.__call__` skips flattening, avals and lookups."""
 
     __slots__ = ("compiled", "exe", "weak", "avals", "out_tree", "single", "borrow", "spec_key", "key",
-                 "c_pending")
+                 "c_pending", "struct")
 
     def __init__(self, c: Compiled, key: tuple, spec: dyn.Specialization | None = None,
-                 spec_key: Any = None):
+                 spec_key: Any = None, struct: tuple | None = None):
         self.compiled = c
         self.key = key
+        self.struct = struct  # the argument pytree structure (_fast_tree_key), None: flat arrays
         self.spec_key = spec_key  # the specialization's LRU key: the entry lives only while it is cached
         # with named dynamic axes: the specialization of these exact input shapes (their binding
         # was checked when it was first used; the key below is the exact shapes)
@@ -153,6 +154,51 @@ def _fast_key(args: tuple) -> tuple | None:
         else:
             return None
     return tuple(key)
+
+
+def _tree_walk(x: Any, leaves: list, struct: list, leaf_key: list) -> bool:
+    """Append ``x``'s leaves (pytree flatten order), structure markers and leaf keys; False for
+    anything but (nested) plain lists, tuples and dicts of live ember Arrays / NumPy arrays."""
+    t = type(x)
+    if t is Array:
+        v = x._value
+        if v is None:
+            return False
+        leaves.append(x)
+        leaf_key.append((v.shape, v.dtype, x._weak))
+        struct.append(None)
+        return True
+    if t is np.ndarray:
+        leaves.append(x)
+        leaf_key.append((x.shape, x.dtype))
+        struct.append(None)
+        return True
+    if t in tu._registry:
+        return False
+    if t is list or t is tuple:
+        struct.append((t, len(x)))
+        return all(_tree_walk(c, leaves, struct, leaf_key) for c in x)
+    if t is dict:
+        try:
+            keys = tuple(sorted(x, key=tu._key_order))
+        except TypeError:
+            return False
+        struct.append((dict, keys))
+        return all(_tree_walk(x[k], leaves, struct, leaf_key) for k in keys)
+    return False
+
+
+def _fast_tree_key(args: tuple) -> tuple[tuple, tuple, list] | None:
+    """For positional arguments that are (nested) lists, tuples and dicts of arrays: (the
+    structure, the leaves' fast-path key, the leaves in the order the traced Program takes them),
+    or None."""
+    leaves: list = []
+    struct: list = []
+    leaf_key: list = []
+    for a in args:
+        if not _tree_walk(a, leaves, struct, leaf_key):
+            return None
+    return tuple(struct), tuple(leaf_key), leaves
 
 
 def _compiler_stats() -> tuple[int, int]:
@@ -207,6 +253,10 @@ class JitFunction:
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames) else None
         self._dispatch: Any = None  # the C dispatcher of warm static signatures (native/dispatch.py)
+        # the same for calls whose arguments are lists/tuples/dicts of arrays: entries by (structure,
+        # leaf key), and one C dispatcher per structure (it is handed the flattened leaves)
+        self._fast_tree: dict[tuple, _FastEntry] | None = {} if self._fast is not None else None
+        self._tree_dispatch: dict[tuple, Any] = {}
         self.traces = 0
         self.hits = 0  # incremented by the fast path too; calls = hits - _other_hits + _slow_calls
         self._other_hits = 0  # hits counted by _call and lower (not fast-path calls)
@@ -347,7 +397,34 @@ class JitFunction:
                             self._to_dispatcher(ent)
                         return ent.run(args)
                     del fast[key]  # its specialization was evicted from the LRU
+            elif self._fast_tree:
+                r = self._call_tree(args)
+                if r is not _MISS:
+                    return r
         return self._call(args, kwargs)
+
+    def _call_tree(self, args: tuple) -> Any:
+        """The fast path for arguments that are lists/tuples/dicts of arrays (a parameter list):
+        flatten them without the pytree registry, then the C dispatcher or the cached entry."""
+        tk = _fast_tree_key(args)
+        if tk is None:
+            return _MISS
+        struct, leaf_key, leaves = tk
+        d = self._tree_dispatch.get(struct)
+        if d is not None:
+            r = d(tuple(leaves))
+            if r is not _MISS:
+                return r
+        ent = self._fast_tree.get((struct, leaf_key))  # type: ignore[union-attr]
+        if ent is None:
+            return _MISS
+        if ent.spec_key is not None and self._spec_cache.get(ent.spec_key) is None:
+            del self._fast_tree[(struct, leaf_key)]  # type: ignore[union-attr]
+            return _MISS
+        self.hits += 1
+        if ent.c_pending:
+            self._to_dispatcher(ent)
+        return ent.run(leaves)
 
     def _to_dispatcher(self, ent: _FastEntry) -> None:
         """Hand a fast-path entry to the C dispatcher once its extension module is loaded (the
@@ -358,9 +435,17 @@ class JitFunction:
                 ent.c_pending = False
             return
         ent.c_pending = False
-        if self._dispatch is None:
-            self._dispatch = dispatch.new_dispatcher()
-        if len(self._dispatch.entries) >= 64:
+        if ent.struct is not None:
+            target = self._tree_dispatch.get(ent.struct)
+            if target is None:
+                if len(self._tree_dispatch) >= 16:
+                    return
+                target = self._tree_dispatch[ent.struct] = dispatch.new_dispatcher()
+        else:
+            if self._dispatch is None:
+                self._dispatch = dispatch.new_dispatcher()
+            target = self._dispatch
+        if len(target.entries) >= 64:
             return
         in_specs = [(0, int(k[2]), k[0], k[1]) if len(k) == 3 else (1, 0, k[0], k[1]) for k in ent.key]
         t = ent.out_tree
@@ -368,7 +453,7 @@ class JitFunction:
             c == tu._LEAF for c in t.children)) else functools.partial(tu.unflatten, t)
         e = ent.exe.dispatch_entry(mod, in_specs, ent.weak, wrap, Array, _MISS)
         if e is not None:
-            self._dispatch.add(e)
+            target.add(e)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         """The general path: flatten, find or trace the signature, run, wrap."""
@@ -423,6 +508,11 @@ class JitFunction:
                 # the C dispatcher takes it over from its first fast-path call (starting the
                 # dispatcher's background build there keeps thread start-up off this first call)
                 self._fast[key] = _FastEntry(c, key, spec, spec_key)
+            elif key is None and self._fast_tree is not None and len(self._fast_tree) < 256:
+                tk = _fast_tree_key(args)
+                if tk is not None and len(tk[2]) == len(c.program.invars):
+                    struct, leaf_key, _ = tk
+                    self._fast_tree[(struct, leaf_key)] = _FastEntry(c, leaf_key, spec, spec_key, struct)
 
     def specialize(self, *example_args: Any, **sizes: Any) -> list[dyn.Specialization]:
         """Build specializations ahead of time: ``f.specialize(batch=32, seq=[64, 128])``.
@@ -464,7 +554,8 @@ class JitFunction:
         ``size``/``specializations_cached``: entries held now; ``evictions``: specializations
         dropped by the LRU."""
         sc = self._spec_cache
-        c_calls = self._dispatch.calls if self._dispatch is not None else 0  # served in C
+        c_calls = (self._dispatch.calls if self._dispatch is not None else 0) + \
+            sum(d.calls for d in self._tree_dispatch.values())  # served in C
         calls = self.hits - self._other_hits + self._slow_calls + c_calls
         return {"traces": self.traces, "compiles": self.traces, "hits": self.hits + c_calls, "calls": calls,
                 "compiler_runs": self._compiler_runs, "disk_cache_hits": self._disk_hits,
@@ -476,6 +567,9 @@ class JitFunction:
         self._structs.clear()
         if self._fast is not None:
             self._fast.clear()
+        if self._fast_tree is not None:
+            self._fast_tree.clear()
+        self._tree_dispatch.clear()
         self._spec_cache.clear()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
