@@ -1,4 +1,6 @@
-"""ember.random: bit-exactness with JAX's classic threefry PRNG, distribution moments, and equal
+"""ember.random: bit-exactness with JAX's classic threefry PRNG (the flag
+``jax_threefry_partitionable`` off for this whole module; the default scheme is tested in
+``test_random_partitionable.py``), distribution moments, and equal
 results eagerly, under ``jit`` and under ``vmap``.
 
 Reference values come from three sources:
@@ -16,8 +18,15 @@ import pytest
 import ember
 import ember.numpy as jnp
 import ember.random as er
+from ember._src import flags
 from ember._src.prims import random_bits as rb
 from tests.numpy.helpers import assert_jit_close
+
+
+@pytest.fixture(autouse=True)
+def _classic_threefry():
+    with flags.override("jax_threefry_partitionable", False):
+        yield
 
 # ---------------------------------------------------------------------------------------------
 # known answers
@@ -227,13 +236,13 @@ def test_large_samples_bit_identical_to_jax(name):
 
 def test_against_installed_jax():
     jax = pytest.importorskip("jax", reason="optional live comparison; jax is not installed")
-    jax.config.update("jax_threefry_partitionable", False)
     jr = jax.random
     k = jr.PRNGKey(7)
-    for shape in [(), (5,), (3, 7)]:
-        np.testing.assert_array_equal(np.asarray(jr.uniform(k, shape)), er.uniform(er.PRNGKey(7), shape))
-        np.testing.assert_array_equal(np.asarray(jr.normal(k, shape)), er.normal(er.PRNGKey(7), shape))
-        np.testing.assert_array_equal(np.asarray(jr.bits(k, shape)), er.bits(er.PRNGKey(7), shape))
+    with jax.threefry_partitionable(False):
+        for shape in [(), (5,), (3, 7)]:
+            np.testing.assert_array_equal(np.asarray(jr.uniform(k, shape)), er.uniform(er.PRNGKey(7), shape))
+            np.testing.assert_array_equal(np.asarray(jr.normal(k, shape)), er.normal(er.PRNGKey(7), shape))
+            np.testing.assert_array_equal(np.asarray(jr.bits(k, shape)), er.bits(er.PRNGKey(7), shape))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,9 +4,11 @@ A key is a raw ``uint32[2]`` array (what ``jax.random.PRNGKey`` returns); ``key`
 ``PRNGKey`` both make one. Every sampler is a pure function of its key, written over lax-level
 operations, so it runs eagerly, under ``jit`` and under ``vmap`` with identical results.
 
-``bits``, ``uniform`` and ``normal`` are bit-identical to JAX's classic threefry implementation
-(``jax_threefry_partitionable=False``) for float32 / float16 / bfloat16 / uint*; float64
-``uniform`` is bit-identical and float64 ``normal`` agrees to a few ulps. To get there, float32
+``bits``, ``uniform`` and ``normal`` are bit-identical to JAX's threefry implementation for
+float32 / float16 / bfloat16 / uint* in both of JAX's schemes: the partitionable one (JAX's
+default since 0.5, ember's default) and the classic one (flag ``jax_threefry_partitionable`` off,
+see :mod:`ember._src.prims.random_bits`); float64 ``uniform`` is bit-identical and float64
+``normal`` agrees to a few ulps. To get there, float32
 ``normal``/``gumbel``/``exponential``/``laplace``/``logistic`` evaluate ``erf_inv``, ``log`` and
 ``log1p`` with the exact algorithms XLA's CPU backend uses (Giles' polynomial; Cephes ``logf``
 and ``log1p``, with their fused multiply-adds emulated in float64, which is exact here because

@@ -2,10 +2,19 @@
 rejection samplers ``random_gamma`` / ``random_poisson``.
 
 The key functions below (``threefry_seed``, ``threefry_split``, ``threefry_fold_in``,
-``threefry_random_bits``) reproduce JAX's classic threefry implementation
-(``jax_threefry_partitionable=False``) bit for bit: a key is a ``uint32[2]`` array, ``split`` hashes
-``iota(2 * num)``, and random bits hash ``iota(ceil(bits * size / 32))`` with the two halves of
-the counter array fed to the two hash lanes.
+``threefry_random_bits``) reproduce JAX's two threefry schemes bit for bit; a key is a
+``uint32[2]`` array in both. The flag ``jax_threefry_partitionable`` (default on, as in JAX since
+0.5; environment ``EMBER_THREEFRY_PARTITIONABLE``) picks the scheme when a program is traced:
+
+* partitionable (default): element ``i`` of the output (row-major index) hashes the 64-bit
+  counter ``i`` split into its high and low words, one per hash lane; ``split`` stacks the two
+  lanes as the new key, 32-bit ``bits`` are the XOR of the lanes, 64-bit bits are
+  ``hi << 32 | lo``, 8/16-bit bits the XOR truncated.
+* classic (``jax_threefry_partitionable=False``): ``split`` hashes ``iota(2 * num)``, and random
+  bits hash ``iota(ceil(bits * size / 32))`` with the two halves of the counter array fed to the
+  two hash lanes.
+
+``fold_in`` is the same in both: the hash of ``[0, data]``.
 
 ``random_gamma`` and ``random_poisson`` are primitives because their rejection loops have a
 data-dependent trip count (ember has no ``while_loop`` primitive at this level); their NumPy
@@ -23,13 +32,18 @@ import numpy as np
 import scipy.special as sps
 
 from ember._src import ad_util as ad
-from ember._src import core
+from ember._src import core, flags
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember.errors import DTypeError, ShapeError
+
+PARTITIONABLE = flags.define_bool(
+    "jax_threefry_partitionable", True, "EMBER_THREEFRY_PARTITIONABLE",
+    "JAX's partitionable threefry scheme for split and random bits (JAX's default since 0.5); "
+    "off gives the classic scheme")
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _KS_PARITY = np.uint32(0x1BD11BDA)
@@ -193,11 +207,25 @@ def threefry_seed(seed: Any) -> Any:
 
 
 def threefry_split(key: Any, shape: Sequence[int]) -> Any:
-    """``prod(shape)`` new keys, shaped ``(*shape, 2)``: the hash of ``iota(2 * num)``."""
+    """``prod(shape)`` new keys, shaped ``(*shape, 2)``, in the scheme the flag selects."""
     shape = tuple(int(s) for s in shape)
+    if PARTITIONABLE.value:
+        y1, y2 = _hash_index(key, shape)
+        return mv.concatenate([mv.reshape(y1, (*shape, 1)), mv.reshape(y2, (*shape, 1))], len(shape))
     num = math.prod(shape)
     counts = mv.iota(dt.uint32, num * 2)
     return mv.reshape(threefry_2x32(key, counts), (*shape, 2))
+
+
+def _hash_index(key: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """Both hash lanes of every element's row-major index (a 64-bit counter as ``(hi, lo)``)."""
+    size = math.prod(shape)
+    if size >= 2**32:
+        raise NotImplementedError("random bits arrays of 2**32 or more elements are not supported")
+    lo = mv.reshape(mv.iota(dt.uint32, size), shape)
+    k1, k2 = _key_halves(key)
+    return threefry2x32_p.bind(mv.broadcast_in_dim(k1, shape, ()), mv.broadcast_in_dim(k2, shape, ()),
+                               _u32(0, shape), lo)
 
 
 def threefry_fold_in(key: Any, data: Any) -> Any:
@@ -219,16 +247,22 @@ _UINT = {8: dt.uint8, 16: dt.uint16, 32: dt.uint32, 64: dt.uint64}
 
 
 def threefry_random_bits(key: Any, bit_width: int, shape: Sequence[int]) -> Any:
-    """Uniform random unsigned integers of ``bit_width`` bits (JAX's original threefry scheme)."""
+    """Uniform random unsigned integers of ``bit_width`` bits, in the scheme the flag selects."""
     if bit_width not in _UINT:
         raise TypeError(f"random bits: bit_width must be 8, 16, 32 or 64, got {bit_width}")
     shape = tuple(int(s) for s in shape)
+    dtype = _UINT[bit_width]
+    if PARTITIONABLE.value:
+        y1, y2 = _hash_index(key, shape)
+        if bit_width == 64:
+            hi, lo = ew.convert_element_type(y1, dtype), ew.convert_element_type(y2, dtype)
+            return ew.bitwise_or(ew.shift_left(hi, mv.full_like(hi, 32)), lo)
+        return ew.convert_element_type(ew.bitwise_xor(y1, y2), dtype)
     size = math.prod(shape)
     max_count = -(-bit_width * size // 32)
     if max_count >= 2**32 - 1:
         raise NotImplementedError("random bits arrays of 2**32 or more words are not supported")
     bits = threefry_2x32(key, mv.iota(dt.uint32, max_count))
-    dtype = _UINT[bit_width]
     if bit_width == 64:
         half = max_count // 2
         hi = ew.convert_element_type(mv.slice(bits, (0,), (half,)), dtype)
@@ -262,8 +296,16 @@ def _np_hash(keys: np.ndarray, counts: np.ndarray) -> np.ndarray:
                            np.broadcast_to(y2, (*keys.shape[:-1], h))], axis=-1)[..., :n]
 
 
+def _np_hash_index(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both lanes of the hash of indices ``0..size-1`` (partitionable scheme): ``(..., size)`` each."""
+    lo = np.arange(size, dtype=np.uint32)
+    return threefry2x32_np(keys[..., 0:1], keys[..., 1:2], np.zeros_like(lo), lo)
+
+
 def np_split(keys: np.ndarray, num: int) -> np.ndarray:
     """Split each key in ``keys (..., 2)`` into ``num``: ``(..., num, 2)``."""
+    if PARTITIONABLE.value:
+        return np.stack(_np_hash_index(keys, num), axis=-1)
     out = _np_hash(keys, np.arange(2 * num, dtype=np.uint32))
     return out.reshape(*keys.shape[:-1], num, 2)
 
@@ -271,7 +313,14 @@ def np_split(keys: np.ndarray, num: int) -> np.ndarray:
 def np_uniform(keys: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
     """``uniform(key, shape, dtype)`` in [0, 1) for each key of ``keys (..., 2)`` (float32/64)."""
     size = math.prod(shape)
-    if dtype == np.float64:
+    if PARTITIONABLE.value:
+        y1, y2 = _np_hash_index(keys, size)
+        if dtype == np.float64:
+            bits = (y1.astype(np.uint64) << np.uint64(32)) | y2
+            u = (bits >> np.uint64(12)).astype(np.float64) * 2.0**-52
+        else:
+            u = ((y1 ^ y2) >> np.uint32(9)).astype(np.float32) * np.float32(2.0**-23)
+    elif dtype == np.float64:
         b = _np_hash(keys, np.arange(2 * size, dtype=np.uint32)).astype(np.uint64)
         bits = (b[..., :size] << np.uint64(32)) | b[..., size:]
         u = (bits >> np.uint64(12)).astype(np.float64) * 2.0**-52
