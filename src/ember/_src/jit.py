@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import core
+from ember._src import aot, core
 from ember._src import debug as dbg
 from ember._src import dynamic as dyn
 from ember._src import tree as tu
@@ -54,8 +54,11 @@ def _hashable_static(v: Any, name: str) -> Any:
     return v
 
 
-class Compiled:
+class Compiled(aot.LoweredStage):
     """One traced signature: its Program, output structure and the backend's executable.
+
+    It is what ``jit(f).lower(*args)`` returns, so it has JAX's ``Lowered`` methods too
+    (``as_text``, ``cost_analysis``, ``compile``; see :mod:`ember._src.aot`).
 
     For a signature with named dynamic axes, ``program`` has symbolic dims and ``executable`` is
     a :class:`~ember._src.dynamic.SymbolicExecutable`: calling it with NumPy inputs binds the axes
@@ -337,13 +340,14 @@ class JitFunction:
         st = self._struct(in_tree, dyn_args, dyn_kw, static_pos, static_kw)
         return st, self._avals(st, leaves, True)[0], static_pos, static_kw
 
-    def trace(self, *args: Any, **kwargs: Any) -> tuple[Program, tu.PyTreeDef]:
-        """Trace to a Program for these arguments (without running or caching it)."""
+    def trace(self, *args: Any, **kwargs: Any) -> aot.Traced:
+        """Trace to a Program for these arguments (without running or caching it): a
+        :class:`~ember._src.aot.Traced` that unpacks as ``(program, out_tree)``."""
         st, avals, static_pos, static_kw = self._signature(args, kwargs)
         store: list = []
         prog, _ = trace_to_program(self._flat_fun(static_pos, static_kw, st.in_tree, store), avals)
         run_validators("traced", prog, validation_mode(self.options.get("validate")))
-        return prog, store[0]
+        return aot.Traced(prog, store[0], lambda: self.lower(*args, **kwargs))
 
     def _compile(self, st: _Struct, avals: tuple, static_pos: dict, static_kw: dict) -> Compiled:
         if dbg.logger.isEnabledFor(logging.DEBUG):
