@@ -12,6 +12,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
+from ember._src.numpy import eager
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember.errors import DTypeError
@@ -75,6 +76,8 @@ def _check_scalar_fits(x: Any, dtype: np.dtype, name: str) -> None:
 
 def _unary(name: str, lax_fn: Callable, to: str | None = None, doc: str = "") -> Callable:
     def f(x: ArrayLike, /) -> Any:
+        if type(x) is Array and (r := eager.try_fast(name, lax_fn, to, (x,))) is not None:
+            return r
         (x,) = promote_args(name, x, to=to)
         return lax_fn(x)
 
@@ -86,6 +89,9 @@ def _unary(name: str, lax_fn: Callable, to: str | None = None, doc: str = "") ->
 
 def _binary(name: str, lax_fn: Callable, to: str | None = None, doc: str = "") -> Callable:
     def f(x1: ArrayLike, x2: ArrayLike, /) -> Any:
+        if (type(x1) is Array or type(x2) is Array) and \
+                (r := eager.try_fast(name, lax_fn, to, (x1, x2))) is not None:
+            return r
         a, b = promote_args(name, x1, x2, to=to)
         return lax_fn(a, b)
 

@@ -1,0 +1,81 @@
+"""Eager (un-jitted) calls: ember.numpy outside ``jit`` vs NumPy, JAX without ``jit`` and PyTorch
+eager, on small operands where dispatch cost dominates and on a 1000x1000 product. "ember eager
+(general path)" is ember with its eager fast path switched off (the state before it existed),
+measured in the same run.
+
+    python benchmarks/bench_eager.py
+
+Writes ``benchmarks/results/eager.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, interleaved, medians, report  # noqa: E402
+
+import ember.numpy as jnp  # noqa: E402
+from ember._src import flags  # noqa: E402
+
+
+def workloads() -> list[tuple[str, list[np.ndarray], str]]:
+    rng = np.random.default_rng(0)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    return [
+        ("x + 1 (4 floats)", [f32(4)], "add1"),
+        ("sin(x) (4 floats)", [f32(4)], "sin"),
+        ("x * y (1000 floats)", [f32(1000), f32(1000)], "mul"),
+        ("x < 0.5 (4 floats)", [f32(4)], "lt"),
+        ("matmul 1000x1000", [f32(1000, 1000), f32(1000, 1000)], "matmul"),
+    ]
+
+
+OPS = {
+    "add1": lambda m, x: x + 1,
+    "sin": lambda m, x: m.sin(x),
+    "mul": lambda m, x, y: x * y,
+    "lt": lambda m, x: x < 0.5,
+    "matmul": lambda m, x, y: m.matmul(x, y),
+}
+
+
+def main() -> None:
+    rows = []
+    jax_np = torch = None
+    if have("jax"):
+        import jax.numpy as jax_np
+    if have("torch"):
+        import torch
+    for title, xs, op in workloads():
+        fn = OPS[op]
+        want = fn(np, *xs)
+        ex = [jnp.asarray(x) for x in xs]
+        impls = {"ember native": lambda fn=fn, ex=ex: fn(jnp, *ex)}
+
+        def general(fn=fn, ex=ex):
+            with flags.override("ember_eager_fast_path", False):
+                return fn(jnp, *ex)
+
+        impls["ember eager (general path)"] = general
+        impls["numpy"] = lambda fn=fn, xs=xs: fn(np, *xs)
+        if jax_np is not None:
+            jx = [jax_np.asarray(x) for x in xs]
+            impls["jax (no jit)"] = lambda fn=fn, jx=jx: fn(jax_np, *jx).block_until_ready()
+        if torch is not None:
+            tx = [torch.from_numpy(x) for x in xs]
+            impls["torch eager"] = lambda fn=fn, tx=tx: fn(torch, *tx)
+        for k, f in impls.items():  # every implementation checked before timing
+            got = np.asarray(f())
+            np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, np.float64), rtol=2e-4,
+                                       atol=1e-4, err_msg=k)
+        stats = interleaved(impls, max_seconds=8.0)
+        rows.append({"workload": title, "times": medians(stats), "stats": stats})
+    print(report("Eager calls (no jit)", rows, "eager"))
+
+
+if __name__ == "__main__":
+    main()

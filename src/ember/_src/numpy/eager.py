@@ -1,0 +1,172 @@
+"""The eager fast path of elementwise NumPy-level functions: a cached plan per operand signature.
+
+Outside any trace, ``ember.numpy.add(x, 1)`` (and ``x + 1``) used to promote, convert and
+broadcast through one primitive ``bind`` each, re-running abstract evaluation every time: tens of
+microseconds for a 4-element add. Here the first call with a given *operand signature* (for each
+operand: an Array's dtype, weak type and shape, or a Python scalar's type) traces the function's
+lax-level body once on abstract values into a small Program, and keeps a plan: the promoted dtype,
+how each operand becomes an input (scalar cast with the same overflow check, array conversion with
+``convert_element_type``'s semantics, broadcasting as a NumPy view) and the Program, whose
+equations then run straight from their NumPy implementations. Later calls with that signature
+skip tracing, abstract evaluation and the intermediate Arrays.
+
+The results are those of the general path, bit for bit: the same promotion, the same primitive
+implementations, the same result dtypes and weak types (``tests/numpy/test_eager_fast.py``
+compares the two over dtype/shape/scalar combinations). Anything the plan does not cover (a
+tracer, a NumPy array or list operand, an active trace, a body with sub-programs) takes the
+general path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ember._src import core, flags
+from ember._src import dtypes as dt
+from ember._src import shapes as sh
+from ember._src.array import Array, aligned_copy
+from ember._src.core import ShapedArray
+from ember._src.prims import elementwise as ew
+from ember._src.program import Literal, Program, trace_to_program
+
+ENABLED = flags.define_bool(
+    "ember_eager_fast_path", True, "EMBER_EAGER_FAST_PATH",
+    "cached plans for eager elementwise NumPy-level calls (off: every call goes through bind)")
+_SCALARS = (bool, int, float, complex)
+_MAX_PLANS = 4096
+_UNSUPPORTED = object()
+_convert = ew.convert_element_type_p.impl
+# the primitives declared in prims/elementwise.py: NumPy-broadcasting implementations, one
+# output element per input element
+_ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, core.Primitive))
+
+
+class _Plan:
+    """How to run one elementwise function for one operand signature."""
+
+    __slots__ = ("name", "dtype", "weak", "shape", "prep", "program", "out_aval", "fix_shape")
+
+    def __init__(self, name: str, dtype: np.dtype, weak: bool, shape: tuple, prep: list,
+                 program: Program):
+        self.name, self.dtype, self.weak, self.shape = name, dtype, weak, shape
+        # per operand: (is_scalar, convert: bool, broadcast: bool); a body of elementwise
+        # primitives broadcasts as NumPy does, so its operands need no materialized broadcast
+        elementwise = all(e.prim in _ELEMENTWISE for e in program.eqns)
+        self.prep = [(sc, cv, bc and not elementwise) for sc, cv, bc in prep]
+        self.fix_shape = elementwise and any(bc for _, _, bc in prep)
+        self.program = program
+        self.out_aval = program.out_avals[0]
+
+    def __call__(self, args: tuple) -> Array:
+        dtype, shape = self.dtype, self.shape
+        vals = []
+        for a, (scalar, convert, bcast) in zip(args, self.prep):
+            if scalar:
+                if type(a) is int and dtype.kind in "iu":
+                    info = np.iinfo(dtype)
+                    if not info.min <= a <= info.max:
+                        raise OverflowError(f"{self.name}: Python int {a} is out of bounds for {dtype}")
+                v = np.asarray(a).astype(dtype)
+            else:
+                v = a._value
+                if convert:
+                    v = _convert(v, new_dtype=dtype, weak_type=self.weak)
+            if bcast:
+                v = np.broadcast_to(v, shape)
+            vals.append(v)
+        out = _run(self.program, vals)
+        if out.dtype != self.out_aval.dtype:
+            out = out.astype(self.out_aval.dtype)
+        if self.fix_shape and out.shape != shape:
+            out = np.broadcast_to(out, shape)
+        return Array(aligned_copy(out, owned=True), self.out_aval.weak_type)
+
+
+def _run(p: Program, vals: list) -> np.ndarray:
+    env: dict = dict(zip(p.invars, vals))
+    for e in p.eqns:
+        ins = [a.val if type(a) is Literal else env[a] for a in e.inputs]
+        outs = e.prim.impl(*ins, **e.params)
+        if e.prim.multiple_results:
+            for v, o in zip(e.outvars, outs):
+                env[v] = np.asarray(o)
+        else:
+            o = np.asarray(outs)
+            want = e.outvars[0].aval.dtype
+            env[e.outvars[0]] = o if o.dtype == want else o.astype(want)
+    res = p.outvars[0]
+    return res.val if type(res) is Literal else env[res]
+
+
+def _signature(args: tuple) -> tuple | None:
+    key = []
+    for a in args:
+        t = type(a)
+        if t is Array:
+            v = a._value
+            if v is None:
+                return None
+            key.append((v.dtype, a._weak, v.shape))
+        elif t in _SCALARS:
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+def _build(name: str, lax_fn: Callable, to: str | None, sig: tuple) -> Any:
+    typed = [dt.dtype_and_weak(t(0)) if isinstance(t, type) else (t[0], t[1]) for t in sig]
+    dtype, weak = dt.promote(*typed)
+    if to == "inexact" and not dt.is_inexact(dtype):
+        dtype = dt.to_float(dtype) if not weak else dt.float32
+    shapes = [() if isinstance(t, type) else t[2] for t in sig]
+    shape = sh.broadcast_shapes(*shapes, op=name)
+    prep = []
+    for t, s, (d, w) in zip(sig, shapes, typed):
+        scalar = isinstance(t, type)
+        prep.append((scalar, not scalar and (d != dtype or w != weak), s != shape))
+    in_avals = [ShapedArray(shape, dtype, weak) for _ in sig]
+    prog, _ = trace_to_program(lambda *xs: [lax_fn(*xs)], in_avals)
+    if prog.consts or len(prog.outvars) != 1 or any(_has_subprogram(e.params) for e in prog.eqns):
+        return _UNSUPPORTED
+    return _Plan(name, dtype, weak, shape, prep, prog)
+
+
+def _has_subprogram(params: dict) -> bool:
+    return any(isinstance(v, Program)
+               or isinstance(v, (tuple, list)) and any(isinstance(x, Program) for x in v)
+               for v in params.values())
+
+
+_PLANS: dict[tuple, Any] = {}
+
+
+def try_fast(name: str, lax_fn: Callable, to: str | None, args: tuple) -> Any:
+    """The result of ``lax_fn`` on the promoted, broadcast ``args``, or ``None`` when the fast
+    path does not apply (the caller then takes the general path)."""
+    if core.dynamic_trace_active() or not ENABLED.value:
+        return None
+    sig = _signature(args)
+    if sig is None or all(isinstance(t, type) for t in sig):
+        return None
+    key = (lax_fn, to, sig)
+    plan = _PLANS.get(key)
+    if plan is None:
+        try:
+            plan = _build(name, lax_fn, to, sig)
+        except Exception:  # the general path raises its own, user-facing error
+            return None
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is _UNSUPPORTED:
+        return None
+    return plan(args)
+
+
+def clear_plans() -> None:
+    """Drop every cached eager plan."""
+    _PLANS.clear()
