@@ -207,8 +207,19 @@ class Array:
     def __reduce__(self) -> Any:
         return (_rebuild, (np.array(self.value), self._weak))
 
-    def __dlpack__(self, **kwargs: Any) -> Any:
-        return self.value.__dlpack__(**kwargs)
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        """Export the buffer through DLPack (zero-copy, marked read-only for DLPack >= 1.0
+        consumers). A consumer of the older protocol cannot be told the buffer is read-only, so it
+        gets a copy unless ``copy=False`` (then ``BufferError``)."""
+        kw = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                ("copy", copy)) if v is not None}
+        try:
+            return self.value.__dlpack__(**kw)
+        except BufferError:
+            if copy is False or not self.value.flags.c_contiguous or self.value.flags.writeable:
+                raise
+            return np.array(self.value).__dlpack__(**kw)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self.value.__dlpack_device__()

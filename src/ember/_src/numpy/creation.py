@@ -133,17 +133,45 @@ def array(object: ArrayLike, dtype: DTypeLike = None, copy: bool = True,  # noqa
     return out
 
 
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An Array from any object with ``__dlpack__`` (a PyTorch tensor, a JAX or NumPy array).
+
+    Host memory is shared when the exporter's buffer is 64-byte aligned and C-contiguous (ember
+    then treats it as immutable: the exporter must not write it while the Array lives); otherwise,
+    or with ``copy=True``, the data is copied. ``copy=False`` raises ``BufferError`` when sharing
+    is impossible.
+    """
+    ufuncs.check_device("from_dlpack", device)
+    if isinstance(x, Array):
+        return ufuncs.asarray(x, copy=copy)
+    try:
+        v = np.from_dlpack(x)
+    except BufferError:
+        if copy is False:
+            raise
+        v = np.from_dlpack(x, copy=True)
+    shareable = v.flags.c_contiguous and (v.size == 0 or v.ctypes.data % 64 == 0)
+    if copy is False and not shareable:
+        raise BufferError("from_dlpack(copy=False): the buffer is not 64-byte aligned and C-contiguous")
+    if shareable and not copy:
+        view = v.view()
+        view.flags.writeable = False
+        return Array(view, False)
+    return Array(aligned_copy(v, share=False), False)
+
+
 # ---------------------------------------------------------------------------------------------
 # zeros / ones / full / empty and their *_like forms
 # ---------------------------------------------------------------------------------------------
 
 
-def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None) -> Any:
+def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (a scalar or an array broadcast to ``shape``).
 
     Without ``dtype`` the dtype is that of ``fill_value`` (Python scalars give weakly typed
     float32/int32 arrays, as JAX).
     """
+    ufuncs.check_device("full", device)
     shp = _shape(shape)
     fill = _scalar_array(fill_value, None if dtype is None else dt.canonicalize(dtype))
     fa = core.get_aval(fill)
@@ -153,19 +181,21 @@ def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None) -> An
     return mv.broadcast_to_rank_shape(fill, shp) if fa.shape != shp or fa.ndim == 0 else fill
 
 
-def zeros(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+def zeros(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of zeros (float32 by default); ``shape`` entries may be symbolic dims."""
+    ufuncs.check_device("zeros", device)
     return mv.full(_shape(shape), 0, dt.float32 if dtype is None else dtype)
 
 
-def ones(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+def ones(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of ones (float32 by default); ``shape`` entries may be symbolic dims."""
+    ufuncs.check_device("ones", device)
     return mv.full(_shape(shape), 1, dt.float32 if dtype is None else dtype)
 
 
-def empty(shape: ShapeLike, dtype: DTypeLike = None) -> Any:
+def empty(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """Like :func:`zeros` (ember arrays are immutable, so uninitialized memory is never exposed)."""
-    return zeros(shape, dtype)
+    return zeros(shape, dtype, device=device)
 
 
 def _like(name: str, a: ArrayLike, fill_value: Any, dtype: DTypeLike, shape: ShapeLike) -> Any:
@@ -178,23 +208,28 @@ def _like(name: str, a: ArrayLike, fill_value: Any, dtype: DTypeLike, shape: Sha
     return mv.broadcast_to_rank_shape(fill, shp)
 
 
-def zeros_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+def zeros_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Zeros with the shape and dtype of ``a`` (works on traced values)."""
+    ufuncs.check_device("zeros_like", device)
     return _like("zeros_like", a, 0, dtype, shape)
 
 
-def ones_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+def ones_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Ones with the shape and dtype of ``a`` (works on traced values)."""
+    ufuncs.check_device("ones_like", device)
     return _like("ones_like", a, 1, dtype, shape)
 
 
-def empty_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+def empty_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Like :func:`zeros_like`."""
+    ufuncs.check_device("empty_like", device)
     return _like("empty_like", a, 0, dtype, shape)
 
 
-def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None) -> Any:
+def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *,
+              device: Any = None) -> Any:
     """``fill_value`` broadcast to the shape of ``a`` with the dtype of ``a`` unless ``dtype`` is given."""
+    ufuncs.check_device("full_like", device)
     x = a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a)
     aval = core.get_aval(x)
     out_dtype = aval.dtype if dtype is None else dt.canonicalize(dtype)
@@ -233,12 +268,14 @@ def _arange_dtype(args: Sequence[Any]) -> np.dtype:
     return d
 
 
-def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dtype: DTypeLike = None) -> Any:
+def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dtype: DTypeLike = None, *,
+           device: Any = None) -> Any:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``.
 
     Arguments must be concrete (the length of the result depends on them); ``arange(n)`` with a
     symbolic dim ``n`` gives an ``iota`` of that length. Python ints give int32 and floats float32.
     """
+    ufuncs.check_device("arange", device)
     if stop is None:
         start, stop = 0, start
     if step is None:
@@ -290,12 +327,13 @@ def _as_bound(x: ArrayLike) -> Any:
 
 
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
-             retstep: bool = False, dtype: DTypeLike = None, axis: int = 0) -> Any:
+             retstep: bool = False, dtype: DTypeLike = None, axis: int = 0, *, device: Any = None) -> Any:
     """``num`` evenly spaced samples over ``[start, stop]`` (or ``[start, stop)``).
 
     ``start``/``stop`` may be arrays (broadcast together); the samples run along ``axis`` of the
     result. With ``endpoint`` the last sample is exactly ``stop``.
     """
+    ufuncs.check_device("linspace", device)
     num = int(core.concrete_or_error(num, "linspace: num")) if not isinstance(num, int) else num
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
@@ -388,15 +426,18 @@ def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool =
 # ---------------------------------------------------------------------------------------------
 
 
-def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None) -> Any:
+def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """A 2-D array with ones on the ``k``-th diagonal (``k`` may be traced) and zeros elsewhere."""
+    ufuncs.check_device("eye", device)
     n = sh.canonical_dim(N)
     m = n if M is None else sh.canonical_dim(M)
     out_dtype = dt.float32 if dtype is None else dt.canonicalize(dtype)
     rows = mv.broadcasted_iota(dt.int32, (n, m), 0)
     cols = mv.broadcasted_iota(dt.int32, (n, m), 1)
     if isinstance(k, (int, np.integer)):
-        kk = mv.full((n, m), int(k), dt.int32)
+        # a diagonal outside the matrix selects nothing; clamping keeps extreme k in int32
+        lim = (n if isinstance(n, int) else 2**30, m if isinstance(m, int) else 2**30)
+        kk = mv.full((n, m), builtins.min(builtins.max(int(k), -lim[0] - 1), lim[1] + 1), dt.int32)
     else:
         ka = _convert(_as_bound(k), dt.int32)
         if core.get_aval(ka).shape != ():
@@ -453,6 +494,6 @@ def indices(dimensions: Sequence[Any], dtype: DTypeLike = None, sparse: bool = F
 
 
 __all__ = [
-    "arange", "array", "empty", "empty_like", "eye", "full", "full_like", "geomspace", "identity",
-    "indices", "linspace", "logspace", "meshgrid", "ones", "ones_like", "zeros", "zeros_like",
+    "arange", "array", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "geomspace",
+    "identity", "indices", "linspace", "logspace", "meshgrid", "ones", "ones_like", "zeros", "zeros_like",
 ]

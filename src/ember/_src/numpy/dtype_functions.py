@@ -10,7 +10,34 @@ from ember._src import dtypes as dt
 
 __all__ = ["can_cast", "dtype", "finfo", "iinfo", "isdtype", "issubdtype", "promote_types", "result_type"]
 
-finfo = dt.finfo
+
+
+class finfo:  # noqa: N801 - NumPy's name
+    """Machine limits of a floating dtype, as ``numpy.finfo``, with the Array API's fields
+    (``bits``, ``eps``, ``max``, ``min``, ``smallest_normal``, ``dtype``) as Python ints/floats;
+    every other attribute of NumPy's (or ml_dtypes') ``finfo`` is available too."""
+
+    def __init__(self, dtype: Any):
+        if hasattr(dtype, "dtype") and not isinstance(dtype, (type, np.dtype)):
+            dtype = dtype.dtype  # an array
+        self._info = dt.finfo(dtype)
+        self.dtype = dt.canonicalize(self._info.dtype)
+        self.bits = int(self._info.bits)
+        if dt.is_complex(self.dtype):
+            self.dtype = dt.real_dtype(self.dtype)
+        conv = float
+        self.eps = conv(self._info.eps)
+        self.max = conv(self._info.max)
+        self.min = conv(self._info.min)
+        self.smallest_normal = conv(self._info.smallest_normal)
+        self.tiny = self.smallest_normal
+        self.resolution = conv(self._info.resolution)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._info, name)
+
+    def __repr__(self) -> str:
+        return f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
 iinfo = dt.iinfo
 
 
@@ -64,9 +91,9 @@ _ISDTYPE_KINDS = {
 }
 
 
-def isdtype(dtype_: Any, kind: Any) -> bool:
+def isdtype(dtype: Any, kind: Any) -> bool:
     """Array-API ``isdtype``: ``kind`` is a dtype, a kind name, or a tuple of them."""
-    d = dt.canonicalize(dtype_)
+    d = dt.canonicalize(dtype)
     kinds = kind if isinstance(kind, tuple) else (kind,)
     for k in kinds:
         if isinstance(k, str):

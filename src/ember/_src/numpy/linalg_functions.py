@@ -17,6 +17,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.numpy import reductions
 from ember._src.numpy.ufuncs import asarray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import linalg as pl
@@ -197,16 +198,21 @@ def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Any:
 
 
 def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Any:
-    """Sum of the ``offset`` diagonal of the last two axes."""
-    d = diagonal(x, offset=offset)
-    if dtype is not None:
-        d = ew.convert_element_type(d, dt.canonicalize(dtype))
-    return red.reduce_sum(d, (_aval(d).ndim - 1,))
+    """Sum of the ``offset`` diagonal of the last two axes, accumulated as :func:`sum` does (small
+    integers widen to the default integer of their signedness unless ``dtype`` is given)."""
+    return reductions.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
-    """``sum(conj(x1) * x2, axis)`` with broadcasting."""
+    """``sum(conj(x1) * x2, axis)`` with broadcasting; the reduced axis must have the same size in
+    both operands."""
     from ember._src.numpy.ufuncs import promote_args
+    s1, s2 = _aval(asarray(x1)).shape, _aval(asarray(x2)).shape
+    for s, name in ((s1, "x1"), (s2, "x2")):
+        if not s or not -len(s) <= axis < len(s):
+            raise ShapeError(f"vecdot: axis {axis} is out of range for {name} of shape {sh.shape_str(s)}")
+    if axis >= 0 and len(s1) != len(s2) or s1[axis] != s2[axis]:
+        raise ShapeError(f"vecdot: the reduced axis {axis} has size {s1[axis]} in x1 and {s2[axis]} in x2")
     a, b = promote_args("vecdot", x1, x2)
     prod = ew.mul(pl.conj(a), b)
     return red.reduce_sum(prod, (sh.normalize_axis(axis, _aval(prod).ndim),))

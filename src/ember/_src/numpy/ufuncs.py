@@ -20,11 +20,31 @@ from ember.errors import DTypeError
 ArrayLike = Any
 
 
-def asarray(x: ArrayLike, dtype: Any = None) -> Any:
-    """An ember value for ``x``: tracers and Arrays pass through, everything else converts."""
+def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
+    """An ember value for ``x``: tracers and Arrays pass through, everything else converts.
+
+    As ``jax.numpy.asarray``: ``copy=True`` returns a new Array even for an Array input;
+    ``copy=None``/``False`` reuse an Array input when no conversion is needed (host data is always
+    copied into an immutable buffer, as JAX does). ``device`` must be the host (``"cpu"``).
+    """
+    check_device("asarray", device)
+    if order not in (None, "K", "A", "C"):
+        raise NotImplementedError(f"asarray: order={order!r} is not supported (ember arrays are C-order)")
     if isinstance(x, core.Tracer):
         return x if dtype is None else ew.convert_element_type(x, dt.canonicalize(dtype))
-    return asarray_eager(x, dtype)
+    out = asarray_eager(x, dtype)
+    if copy and out is x:
+        out = Array(aligned_copy(np.array(x.value)), x.weak_type)
+    return out
+
+
+def check_device(name: str, device: Any) -> None:
+    """Accept ``device`` when it names the host (None, ``"cpu"``, or a device object whose
+    ``platform`` is ``"cpu"``); anything else raises ``ValueError`` naming the function."""
+    if device is None or device == "cpu" or getattr(device, "platform", None) == "cpu":
+        return
+    raise ValueError(f"{name}: unknown device {device!r}; ember arrays live on the host ('cpu')")
 
 
 def _operand(x: ArrayLike) -> Any:
