@@ -16,6 +16,11 @@ class ShapeError(EmberError, ValueError):
     """Shapes do not agree: the message names the axes (or argument positions) and their sizes."""
 
 
+class AxisError(ShapeError, IndexError):
+    """An axis argument is out of range for the array's rank (as NumPy's ``AxisError``, it is
+    both a ``ValueError`` and an ``IndexError``)."""
+
+
 class DTypeError(EmberError, TypeError):
     """An operation got an unsupported or incompatible dtype."""
 
@@ -37,6 +42,7 @@ class DeletedArrayError(EmberError, RuntimeError):
 
 
 __all__ = [
+    "AxisError",
     "EmberError",
     "ShapeError",
     "DTypeError",

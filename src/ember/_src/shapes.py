@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
 
-from ember.errors import ShapeError
+from ember.errors import AxisError, ShapeError
 
 Dim = Union[int, "DimExpr"]
 Shape = tuple  # tuple[Dim, ...]
@@ -408,7 +408,7 @@ def normalize_axis(axis_: int, ndim: int, what: str = "axis") -> int:
     except AttributeError:
         raise TypeError(f"{what} must be an integer, got {axis_!r}") from None
     if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
-        raise ShapeError(f"{what} {a} is out of bounds for an array of dimension {ndim}")
+        raise AxisError(f"{what} {a} is out of bounds for an array of dimension {ndim}")
     return a % ndim if ndim else 0
 
 

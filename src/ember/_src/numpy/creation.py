@@ -49,7 +49,7 @@ def _shape(shape: ShapeLike, what: str = "shape") -> tuple:
     try:
         return sh.canonical_shape(shape)
     except ShapeError as e:
-        raise ShapeError(f"{what}: {e}") from None
+        raise type(e)(f"{what}: {e}") from None
     except TypeError:
         raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}") from None
 
@@ -322,8 +322,15 @@ def _interp_dtypes(start: Any, stop: Any, dtype: DTypeLike) -> tuple[np.dtype, n
     return out, (dt.float32 if dt.is_low_precision(comp) else comp)
 
 
-def _as_bound(x: ArrayLike) -> Any:
-    return ufuncs.asarray(_np_scalar(x)) if not isinstance(x, (core.Tracer, Array)) else x
+def _as_bound(x: ArrayLike, dtype: DTypeLike = None) -> Any:
+    """``x`` as an ember value; a Python/NumPy scalar converts straight to ``dtype`` (so a float64
+    bound is not rounded through float32 first)."""
+    if isinstance(x, (core.Tracer, Array)):
+        return x
+    x = _np_scalar(x)
+    if dtype is not None and isinstance(x, (int, float, complex)) and not isinstance(x, bool):
+        return ufuncs.asarray(x, dtype=dtype)
+    return ufuncs.asarray(x)
 
 
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
@@ -338,7 +345,7 @@ def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     out_dtype, cdt = _interp_dtypes(start, stop, dtype)
-    s, e = (_convert(_as_bound(v), cdt) for v in (start, stop))
+    s, e = (_convert(_as_bound(v, cdt), cdt) for v in (start, stop))
     bshape = sh.broadcast_shapes(core.get_aval(s).shape, core.get_aval(e).shape, op="linspace")
     s, e = mv.broadcast_to_rank_shape(s, bshape), mv.broadcast_to_rank_shape(e, bshape)
     nd = len(bshape) + 1
@@ -375,7 +382,7 @@ def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
     out_dtype, cdt = _interp_dtypes(start, stop, dtype)
     exps = linspace(start, stop, num, endpoint, dtype=cdt, axis=axis)
     out_shape = core.get_aval(exps).shape
-    b = _convert(_as_bound(base), cdt)
+    b = _convert(_as_bound(base, cdt), cdt)
     ba = core.get_aval(b)
     ax = sh.normalize_axis(axis, len(out_shape), "axis")
     bshape = out_shape[:ax] + out_shape[ax + 1:]
@@ -396,7 +403,7 @@ def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool =
     out_dtype, cdt = _interp_dtypes(start, stop, dtype)
     if dt.is_complex(cdt):
         raise DTypeError("geomspace: complex bounds are not supported")
-    s, e = (_convert(_as_bound(v), cdt) for v in (start, stop))
+    s, e = (_convert(_as_bound(v, cdt), cdt) for v in (start, stop))
     for v, name in ((s, "start"), (e, "stop")):
         if not isinstance(v, core.Tracer) and np.any(np.asarray(v.value) == 0):
             raise ValueError(f"geomspace: a geometric sequence cannot include zero ({name} is 0)")

@@ -11,7 +11,6 @@ from ember._src import dtypes as dt
 __all__ = ["can_cast", "dtype", "finfo", "iinfo", "isdtype", "issubdtype", "promote_types", "result_type"]
 
 
-
 class finfo:  # noqa: N801 - NumPy's name
     """Machine limits of a floating dtype, as ``numpy.finfo``, with the Array API's fields
     (``bits``, ``eps``, ``max``, ``min``, ``smallest_normal``, ``dtype``) as Python ints/floats;
@@ -37,7 +36,10 @@ class finfo:  # noqa: N801 - NumPy's name
         return getattr(self._info, name)
 
     def __repr__(self) -> str:
-        return f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"dtype={self.dtype})")
+
+
 iinfo = dt.iinfo
 
 

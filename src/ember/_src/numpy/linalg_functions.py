@@ -504,13 +504,17 @@ def matrix_rank(M: ArrayLike, /, rtol: ArrayLike | None = None, *, tol: ArrayLik
     s = svdvals(M)
     smax = _max(s, (-1,), keepdims=True) if _aval(s).shape[-1] else mv.full((*_aval(s).shape[:-1], 1), 0,
                                                                            _aval(s).dtype)
+    def batch_scalar(v: ArrayLike) -> Any:
+        # a tolerance per matrix: its shape broadcasts against the batch shape M.shape[:-2]
+        v = ew.convert_element_type(asarray(v), _aval(s).dtype)
+        if _aval(v).ndim:
+            v = mv.reshape(v, (*_aval(v).shape, 1))
+        return mv.broadcast_to_rank_shape(v, _aval(smax).shape)
+
     if tol is not None:
-        t = mv.broadcast_to_rank_shape(ew.convert_element_type(asarray(tol), _aval(s).dtype),
-                                       _aval(smax).shape)
+        t = batch_scalar(tol)
     else:
-        r = _default_rtol(M) if rtol is None else rtol
-        rr = ew.convert_element_type(asarray(r), _aval(s).dtype)
-        t = ew.mul(mv.broadcast_to_rank_shape(rr, _aval(smax).shape), smax)
+        t = ew.mul(batch_scalar(_default_rtol(M) if rtol is None else rtol), smax)
     t = mv.broadcast_to_rank_shape(t, _aval(s).shape)
     return red.reduce_sum(ew.convert_element_type(ew.gt(s, t), dt.int32), (_aval(s).ndim - 1,))
 

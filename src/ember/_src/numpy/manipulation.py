@@ -92,17 +92,22 @@ def _check_order(order: Any, name: str) -> None:
     raise ValueError(f"{name}: order must be 'C', 'F', 'A' or 'K', got {order!r}")
 
 
-def reshape(a: ArrayLike, *args: Any, shape: Any = None, order: str = "C", newshape: Any = None) -> Any:
+def reshape(a: ArrayLike, shape: Any = None, *args: Any, order: str = "C", copy: bool | None = None,
+            newshape: Any = None) -> Any:
     """Reshape ``a`` (row-major); one dim may be ``-1``. Accepts ``reshape(a, (2, 3))``,
-    ``reshape(a, 2, 3)`` (method style) and ``reshape(a, shape=(2, 3))``."""
+    ``reshape(a, 2, 3)`` (method style) and ``reshape(a, shape=(2, 3))``. ``copy`` is accepted
+    for the Array API (ember arrays are immutable, so sharing or copying is unobservable)."""
     if args:
-        if len(args) == 2 and isinstance(args[1], str):
-            args, order = args[:1], args[1]
-        if shape is not None or newshape is not None:
-            raise TypeError("reshape: the shape was given both positionally and by keyword")
-        shape = args[0] if len(args) == 1 else args
+        if len(args) == 1 and isinstance(args[0], str):
+            order = args[0]
+        else:
+            if newshape is not None:
+                raise TypeError("reshape: the shape was given both positionally and by keyword")
+            shape = (shape, *args)
     elif shape is None:
         shape = newshape
+    elif newshape is not None:
+        raise TypeError("reshape: the shape was given both as shape and as newshape")
     if shape is None:
         raise TypeError("reshape: missing the new shape")
     _check_order(order, "reshape")

@@ -12,6 +12,7 @@ from ember._src.numpy import ufuncs as uf
 from ember._src.numpy.ufuncs import ArrayLike, promote_args
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
+from ember._src.prims.random_bits import bitcast_convert_type
 from ember.errors import DTypeError
 
 __all__ = [
@@ -77,11 +78,11 @@ def signbit(x: ArrayLike, /) -> Any:
         raise DTypeError("signbit does not support complex inputs")
     if not dt.is_inexact(d):
         return ew.lt(a, _c(a, 0)) if np.dtype(d).kind == "i" else mv.full_like(a, False, dt.bool_)
-    # x < 0, or x == 0 with 1/x < 0 (distinguishes -0.0)
-    neg = ew.lt(a, _c(a, 0))
-    zero = ew.eq(a, _c(a, 0))
-    negzero = ew.bitwise_and(zero, ew.lt(ew.div(_c(a, 1), a), _c(a, 0)))
-    return ew.bitwise_or(neg, negzero)
+    # the top bit of the IEEE pattern: set for negative numbers, -0.0 and negative NaNs
+    bits = np.dtype(d).itemsize * 8
+    u = bitcast_convert_type(a, np.dtype(f"uint{bits}"))
+    top = ew.shift_right_logical(u, mv.full_like(u, bits - 1))
+    return ew.ne(top, mv.full_like(top, 0))
 
 
 def nextafter(x1: ArrayLike, x2: ArrayLike, /) -> Any:

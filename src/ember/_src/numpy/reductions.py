@@ -62,7 +62,7 @@ def _reduce_axes(name: str, ndim: int, axis: Axis) -> tuple[int, ...]:
     try:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
     except ShapeError as e:
-        raise ShapeError(f"{name}: {e}") from None
+        raise type(e)(f"{name}: {e}") from None
 
 
 def _keep(y: Any, shape: tuple, axes: tuple[int, ...], keepdims: bool) -> Any:

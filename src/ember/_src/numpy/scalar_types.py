@@ -30,6 +30,8 @@ class _ScalarMeta(type):
     def __eq__(cls, other: object) -> bool:
         if cls is other:
             return True
+        if other is None:  # np.dtype(None) is float64, but no dtype equals None
+            return False
         if isinstance(other, _ScalarMeta):
             return cls.dtype == other.dtype
         try:

@@ -148,7 +148,7 @@ def _axis(name: str, axis: int, ndim: int) -> int:
     try:
         return sh.normalize_axis(axis, ndim)
     except ShapeError as e:
-        raise ShapeError(f"{name}: {e}") from None
+        raise type(e)(f"{name}: {e}") from None
 
 
 def _static_int(x: Any, what: str) -> int:

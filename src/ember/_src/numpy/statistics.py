@@ -70,14 +70,14 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
     try:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
     except ShapeError as e:
-        raise ShapeError(f"{name}: {e}") from None
+        raise type(e)(f"{name}: {e}") from None
 
 
 def _axis(name: str, axis: int, ndim: int) -> int:
     try:
         return sh.normalize_axis(axis, ndim)
     except ShapeError as e:
-        raise ShapeError(f"{name}: {e}") from None
+        raise type(e)(f"{name}: {e}") from None
 
 
 def _check_out(name: str, out: Any) -> None:

@@ -255,7 +255,33 @@ exp = _unary("exp", ew.exp, "inexact")
 exp2 = _unary("exp2", ew.exp2, "inexact")
 log = _unary("log", ew.log, "inexact")
 log1p = _unary("log1p", ew.log1p, "inexact")
-expm1 = _unary("expm1", ew.expm1, "inexact")
+
+
+def _expm1(x: Any) -> Any:
+    """``exp(x) - 1``; complex inputs follow the C99/Array API special cases (``expm1(-inf + inf
+    j) = -1 + 0j``, ``expm1(+inf + nan j) = inf + nan j``, ``expm1(±0 + 0j) = 0 + 0j``)."""
+    d = core.get_aval(x).dtype
+    if not dt.is_complex(d):
+        return ew.expm1(x)
+    re, im = ew.real(x), ew.imag(x)
+    c = lambda v: mv.full_like(re, v)  # noqa: E731
+    half_sin = ew.sin(ew.mul(im, c(0.5)))
+    # exp(a) cos(b) - 1 = expm1(a) cos(b) - 2 sin(b/2)^2, accurate near zero
+    out_re = ew.sub(ew.mul(ew.expm1(re), ew.cos(im)), ew.mul(c(2.0), ew.mul(half_sin, half_sin)))
+    out_im = ew.mul(ew.exp(re), ew.sin(im))
+    im_zero = ew.eq(im, c(0.0))
+    out_re = ew.select(im_zero, ew.select(ew.eq(re, c(0.0)), c(0.0), ew.expm1(re)), out_re)
+    out_im = ew.select(im_zero, im, out_im)
+    neg_inf, pos_inf = ew.eq(re, c(-np.inf)), ew.eq(re, c(np.inf))
+    out_re = ew.select(neg_inf, c(-1.0), out_re)
+    out_im = ew.select(neg_inf, ew.select(ew.is_finite(im), ew.mul(c(0.0), ew.sin(im)), c(0.0)), out_im)
+    bad_im = ew.bitwise_and(pos_inf, ew.bitwise_not(ew.is_finite(im)))
+    out_re = ew.select(bad_im, c(np.inf), out_re)
+    out_im = ew.select(bad_im, c(np.nan), out_im)
+    return ew.complex(out_re, out_im)
+
+
+expm1 = _unary("expm1", _expm1, "inexact")
 log2 = _unary("log2", lambda x: ew.div(ew.log(x), mv.full_like(x, np.log(2.0))), "inexact")
 log10 = _unary("log10", lambda x: ew.div(ew.log(x), mv.full_like(x, np.log(10.0))), "inexact")
 sqrt = _unary("sqrt", ew.sqrt, "inexact")
@@ -300,9 +326,12 @@ fix = trunc
 
 
 def round(a: ArrayLike, decimals: int = 0) -> Any:  # noqa: A001
-    """Round half to even to ``decimals`` places, as ``numpy.round``."""
+    """Round half to even to ``decimals`` places, as ``numpy.round`` (a complex number rounds its
+    real and imaginary parts)."""
     (x,) = promote_args("round", a)
     d = core.get_aval(x).dtype
+    if dt.is_complex(d):
+        return ew.complex(round(ew.real(x), decimals), round(ew.imag(x), decimals))
     if not dt.is_inexact(d):
         if decimals >= 0:
             return x
@@ -440,12 +469,10 @@ def where(condition: ArrayLike, x: ArrayLike = None, y: ArrayLike = None, /, *, 
     return ew.select(c, a, b)
 
 
-def clip(a: ArrayLike, a_min: ArrayLike = None, a_max: ArrayLike = None, /, *, min: ArrayLike = None,  # noqa: A002
-         max: ArrayLike = None) -> Any:  # noqa: A002
-    """Clamp ``a`` to ``[min, max]`` (either bound may be ``None``)."""
-    lo = a_min if a_min is not None else min
-    hi = a_max if a_max is not None else max
-    x = asarray(a) if not isinstance(a, (Array, core.Tracer)) else a
+def clip(arr: ArrayLike, /, min: ArrayLike = None, max: ArrayLike = None) -> Any:  # noqa: A002
+    """Clamp ``arr`` to ``[min, max]`` (either bound may be ``None``), as ``jax.numpy.clip``."""
+    lo, hi = min, max
+    x = asarray(arr) if not isinstance(arr, (Array, core.Tracer)) else arr
     if lo is not None:
         x = maximum(x, lo)
     if hi is not None:

@@ -319,7 +319,16 @@ ge_p = _declare("ge", np.greater_equal, "real", _to_bool)
 shift_left_p = _declare("shift_left", _shift_left, "int", lowp=False)
 shift_right_arithmetic_p = _declare("shift_right_arithmetic", _shift_right_arith, "int", lowp=False)
 shift_right_logical_p = _declare("shift_right_logical", _shift_right_logical, "int", lowp=False)
-complex_p = _declare("complex", lambda a, b: a + 1j * b, "float", _complex_out, linear=True)
+def _complex_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + i b`` built from its parts (``a + 1j * b`` would turn an infinite or NaN ``b`` into a
+    NaN real part)."""
+    a, b = np.broadcast_arrays(a, b)
+    out = np.empty(a.shape, np.result_type(a.dtype, np.complex64))
+    out.real, out.imag = a, b
+    return out
+
+
+complex_p = _declare("complex", _complex_impl, "float", _complex_out, linear=True)
 
 # select_n(which, *cases): which is bool (two cases) or int32 (any number of cases)
 select_n_p = Primitive("select_n")
