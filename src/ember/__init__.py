@@ -10,7 +10,7 @@ from ember._src.core import ShapedArray
 from ember._src.debug import set_debug
 from ember._src.dynamic import dimension_as_value
 from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
-from ember._src.jit import default_backend, jit, make_program, set_default_backend
+from ember._src.jit import clear_caches, default_backend, jit, make_program, set_default_backend
 from ember._src.numpy import array_methods as _array_methods
 from ember._src.program import Program
 from ember._src.validation import set_validation
@@ -28,7 +28,8 @@ __all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks",
 from ember._src.api_util import block_until_ready, device_put  # noqa: E402
 
 __all__ += ["block_until_ready", "device_put"]
-__all__ += ["default_backend", "dimension_as_value", "set_debug", "set_default_backend", "set_validation"]
+__all__ += ["clear_caches", "default_backend", "dimension_as_value", "set_debug", "set_default_backend",
+            "set_validation"]
 
 from ember._src.ad import (  # noqa: E402
     grad,

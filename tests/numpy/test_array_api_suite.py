@@ -1,13 +1,16 @@
 """The Array API standard's own conformance suite (``../shared/array-api-tests``, beside the
 checkout, or ``$ARRAY_API_TESTS_DIR``) run against ``ember.numpy`` in a subprocess.
 
-The only failures allowed are the three that follow from ember arrays being immutable (as JAX's
-are): ``__setitem__`` and the ``asarray(copy=...)`` check that mutates its input afterwards. The
-reference implementation ``array_api_strict`` fails 25 of these tests.
+The failures allowed are those ember keeps on purpose (docs/array_api.md): the three that follow
+from ember arrays being immutable (as JAX's are: ``__setitem__`` and the ``asarray(copy=...)``
+check that writes into its input), and special cases where ember follows NumPy and JAX rather than
+the standard (floor division with infinities; the sign of the zero imaginary part of
+``tanh(+inf + yj)``). The reference implementation ``array_api_strict`` fails 25 of these tests.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -21,6 +24,10 @@ IMMUTABLE = {
     "array_api_tests/test_array_object.py::test_setitem_masking",
     "array_api_tests/test_creation_functions.py::test_asarray_arrays",
 }
+# special cases where ember gives NumPy's and JAX's answer (inf // 2 is nan; tanh(inf + 3j) = 1 - 0j)
+ON_PURPOSE = re.compile(r"test_special_cases\.py::test_(binary|iop)\["
+                        r"(floor_divide|__floordiv__|__ifloordiv__)\("
+                        r"|test_special_cases\.py::test_unary\[tanh\(real\(x_i\) is \+infinity")
 
 
 def _suite() -> Path | None:
@@ -39,13 +46,15 @@ def test_array_api_conformance(tmp_path):
                                                                                    "pytest-json-report")):
         pytest.importorskip(mod, reason=why)
     env = dict(os.environ, ARRAY_API_TESTS_MODULE="ember.numpy", PYTHONPATH=os.pathsep.join(sys.path))
-    report = f"--json-report-file={tmp_path / 'r.json'}"
+    report = f"--json-report-file={tmp_path / 'r.json'}"  # needs --json-report too
     cmd = [sys.executable, "-m", "pytest", str(suite / "array_api_tests"), f"--rootdir={suite}", "-q",
-           "-rf", "-p", "no:cacheprovider", "--max-examples", "20", report]
+           "-rf", "-p", "no:cacheprovider", "--max-examples", "20", "--json-report", report]
     out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     text = out.stdout + out.stderr
-    summary = re.search(r"(\d+) passed", text)
-    assert summary and int(summary.group(1)) > 1000, text[-3000:]
-    failed = {f[f.index("array_api_tests/"):] for f in re.findall(r"^FAILED (\S+?)(?: - .*)?$", text, re.M)}
-    unexpected = {f for f in failed if f not in IMMUTABLE}
-    assert not unexpected, f"new Array API failures: {sorted(unexpected)}\n{text[-3000:]}"
+    report = json.loads((tmp_path / "r.json").read_text())
+    outcomes = [(t["nodeid"], t["outcome"]) for t in report["tests"]]
+    assert sum(o == "passed" for _, o in outcomes) > 1000, text[-3000:]
+    failed = {n[n.index("array_api_tests/"):] for n, o in outcomes if o == "failed"}
+    unexpected = sorted(f for f in failed if f not in IMMUTABLE and not ON_PURPOSE.search(f))
+    assert not unexpected, f"new Array API failures: {unexpected}\n{text[-3000:]}"
+    assert len(failed) <= 25, f"{len(failed)} failures, more than the reference implementation's 25"

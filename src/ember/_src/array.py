@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import traceback
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,9 +87,12 @@ class Array:
         if s.live_bytes > s.peak_bytes:
             s.peak_bytes = s.live_bytes
         if s.trackers:
-            where = _user_frames()
-            for tr in s.trackers:
-                tr.append((weakref.ref(self), where, value.shape, value.dtype))
+            tid = threading.get_ident()
+            mine = [tr for t, tr in s.trackers if t == tid]
+            if mine:
+                where = _user_frames()
+                for tr in mine:
+                    tr.append((weakref.ref(self), where, value.shape, value.dtype))
 
     def __del__(self) -> None:
         if self._value is not None:
@@ -310,11 +314,28 @@ def _replace_leaves(x: Any, it: Iterator[Any]) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+_REPORTERS: dict[str, Callable[[], dict[str, int]]] = {}
+
+
+def register_memory_reporter(name: str, report: Callable[[], dict[str, int]]) -> None:
+    """Add the figures ``report()`` returns to :func:`memory_stats` (a backend registers what its
+    executables hold: arenas, output pools, loaded libraries)."""
+    _REPORTERS[name] = report
+
+
 def memory_stats() -> dict[str, int]:
-    """Live eager arrays and bytes, the peak, and the total bytes allocated so far."""
+    """Live eager arrays and bytes, their peak and total, and what the backends' caches hold.
+
+    Backend figures: ``arena_bytes`` (planned arenas of cached executables), ``output_slot_bytes`` and
+    ``output_pool_bytes`` (recycled output buffers), ``loaded_libraries`` /
+    ``loaded_library_bytes`` (compiled code in the process). ``ember.clear_caches()`` releases what
+    the caches hold."""
     s = _stats
-    return {"live_arrays": s.live_arrays, "live_bytes": s.live_bytes, "peak_bytes": s.peak_bytes,
-            "total_allocated_bytes": s.total_allocated}
+    out = {"live_arrays": s.live_arrays, "live_bytes": s.live_bytes, "peak_bytes": s.peak_bytes,
+           "total_allocated_bytes": s.total_allocated}
+    for report in list(_REPORTERS.values()):
+        out.update(report())
+    return out
 
 
 class LeakReport(list):
@@ -331,20 +352,22 @@ class LeakReport(list):
 
 @contextlib.contextmanager
 def check_leaks(raise_on_leak: bool = False) -> Iterator[LeakReport]:
-    """Report arrays created in the block that are still alive when it ends.
+    """Report arrays created in the block, by this thread, that are still alive when it ends.
 
     ``with ember.check_leaks() as leaks: ...`` then ``leaks`` lists ``(shape, dtype, where)``;
-    with ``raise_on_leak=True`` a leak raises ``RuntimeError`` with the report.
+    with ``raise_on_leak=True`` a leak raises ``RuntimeError`` with the report. Arrays other
+    threads create meanwhile are not counted (each thread checks its own).
     """
     import gc
 
     created: list = []
     report = LeakReport()
-    _stats.trackers.append(created)
+    entry = (threading.get_ident(), created)
+    _stats.trackers.append(entry)
     try:
         yield report
     finally:
-        _stats.trackers.remove(created)
+        _stats.trackers[:] = [e for e in _stats.trackers if e is not entry]
         gc.collect()
         for ref, where, shape, dtype in created:
             arr = ref()

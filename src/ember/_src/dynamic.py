@@ -121,6 +121,9 @@ def parse_leaf_spec(spec: Any, where: str) -> LeafSpec | None:
             toks = toks[:-1]  # "batch," is a 1-d spec
         if not body.strip():
             toks = []
+        if any(not t.strip() for t in toks):
+            raise ValueError(f"{where}: dynamic_axes spec {spec!r} has an empty entry; write '_' (or '?', "
+                             "'None') for a dim without a name")
     elif isinstance(spec, (tuple, list)):
         toks = list(spec)
     else:

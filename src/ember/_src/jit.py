@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import aot, core
+from ember._src import aot, arg_checks, core
 from ember._src import debug as dbg
 from ember._src import dynamic as dyn
 from ember._src import tree as tu
@@ -38,12 +38,7 @@ def _is_array_leaf(x: Any) -> bool:
     return isinstance(x, (Array, core.Tracer, np.ndarray, np.generic, bool, int, float, complex))
 
 
-def _leaf_aval(x: Any) -> ShapedArray:
-    try:
-        return core.get_aval(x)
-    except TypeError:
-        raise TypeError(f"jit: argument of type {type(x).__name__} is not an array; mark it static "
-                        "with static_argnums/static_argnames") from None
+_leaf_aval = arg_checks.leaf_aval
 
 
 def _hashable_static(v: Any, name: str) -> Any:
@@ -52,6 +47,26 @@ def _hashable_static(v: Any, name: str) -> Any:
     except TypeError:
         raise TypeError(f"jit: static argument {name} of type {type(v).__name__} is not hashable") from None
     return v
+
+
+_LIVE_JITS: weakref.WeakSet = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Clear the caches of every jitted function and of the eager fast path (``jax.clear_caches``).
+
+    The executables, arenas and output buffers they hold are released. Libraries already loaded
+    stay mapped; the disk cache is kept."""
+    import gc
+
+    for f in list(_LIVE_JITS):
+        f.clear_cache()
+    for hook in CLEAR_HOOKS:
+        hook()
+    gc.collect()
+
+
+CLEAR_HOOKS: list[Callable[[], None]] = []  # other caches that clear_caches() empties
 
 
 class Compiled(aot.LoweredStage):
@@ -231,6 +246,7 @@ class JitFunction:
         except (TypeError, ValueError):
             self._sig = None
         nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        arg_checks.check_static_argnums(self._sig, nums, f"jit({getattr(fun, '__name__', 'fun')})")
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         if self._sig is not None:
             params = list(self._sig.parameters)
@@ -266,6 +282,8 @@ class JitFunction:
         self._slow_calls = 0  # calls that took the general path
         self._compiler_runs = 0
         self._disk_hits = 0
+        self._dropped_c_calls = 0  # calls served by C dispatchers that clear_cache dropped
+        _LIVE_JITS.add(self)
 
     # -- signature handling -----------------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, dict, dict]:
@@ -559,7 +577,7 @@ class JitFunction:
         dropped by the LRU."""
         sc = self._spec_cache
         c_calls = (self._dispatch.calls if self._dispatch is not None else 0) + \
-            sum(d.calls for d in self._tree_dispatch.values())  # served in C
+            sum(d.calls for d in self._tree_dispatch.values()) + self._dropped_c_calls  # served in C
         calls = self.hits - self._other_hits + self._slow_calls + c_calls
         return {"traces": self.traces, "compiles": self.traces, "hits": self.hits + c_calls, "calls": calls,
                 "compiler_runs": self._compiler_runs, "disk_cache_hits": self._disk_hits,
@@ -568,6 +586,11 @@ class JitFunction:
                 "evictions": sc.evictions}
 
     def clear_cache(self) -> None:
+        """Drop every traced signature and specialization of this function (their executables,
+        arenas and output buffers are freed once nothing else holds them)."""
+        self._dropped_c_calls += (self._dispatch.calls if self._dispatch is not None else 0) + \
+            sum(d.calls for d in self._tree_dispatch.values())
+        self._dispatch = None
         self._structs.clear()
         if self._fast is not None:
             self._fast.clear()

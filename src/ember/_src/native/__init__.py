@@ -8,8 +8,10 @@ Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod
 the axes per call).
 """
 
+from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
 from ember._src.native import lowerings
+from ember._src.native import memory as native_memory
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
 
@@ -29,6 +31,7 @@ def prepare(wait: bool = True) -> dict[str, bool | None]:
 
 native_backend.specialize = native_specialize  # named dynamic axes: one C compile per symbolic Program
 BACKENDS["native"] = native_backend
+register_memory_reporter("native", native_memory.report)
 lowerings.declare()
 
 __all__ = ["NativeExecutable", "native_backend", "prepare"]

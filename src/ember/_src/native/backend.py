@@ -38,6 +38,7 @@ import numpy as np
 from ember._src import core
 from ember._src.array import aligned_copy
 from ember._src.native import batch_groups, blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
+from ember._src.native import memory as native_memory
 from ember._src.native import passes as passes_mod
 from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
@@ -325,6 +326,7 @@ class NativeExecutable:
             if all(kind == "output" and spec == self._out_bufs[idx][:2]
                    for kind, idx, spec in self._out_spec) else None
         self._call_args = (ctypes.addressof(self._bufs), self._arena_ptr, None, ctypes.addressof(self._fns))
+        native_memory.track(self)
         # run_trusted accepts writable caller arrays: the program never writes its inputs and
         # an output that is an input is copied when that input is writable
         self.borrows_inputs = True

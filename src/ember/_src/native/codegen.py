@@ -574,6 +574,14 @@ class _KernelEmitter:
         for r in (r for r in self.ir.reduces if r.phase == q + 1):
             t, flt = ctype(r.dtype), r.kind in ("max", "min") and c_ops.is_float(r.dtype)
             part = self.scratch_param(blockreduce.partial_key(r.rid), r.dtype)
+            if r.kind == "sum" and (c_ops.is_float(r.dtype) or c_ops.is_complex(r.dtype)):
+                # pairwise over the block partials (in place, the same tree for every thread count):
+                # a running total of block sums loses the small ones once it is 2^24 blocks large
+                self.w(f"for (int64_t w_ = 1; w_ < {nb}; w_ *= 2)")
+                self.w(f"    for (int64_t b_ = 0; b_ + w_ < {nb}; b_ += 2 * w_) "
+                       f"{part}[b_] += {part}[b_ + w_];")
+                self.w(f"const {ctype(r.out_dtype)} r{r.rid} = ({ctype(r.out_dtype)}){part}[0];")
+                continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
             if flt:
                 self.w(f"int n{r.rid} = 0;")

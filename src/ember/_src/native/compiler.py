@@ -515,6 +515,12 @@ def load_library(source: str, *, name_hint: str = "kernel") -> ctypes.CDLL:
         return _libraries.setdefault(memo, lib)
 
 
+def loaded_library_paths() -> list[str]:
+    """The files of the libraries :func:`load_library` has loaded into this process."""
+    with _lock:
+        return [lib._name for lib in _libraries.values()]
+
+
 # ----------------------------------------------------------------------------------------------
 # Diagnostics
 

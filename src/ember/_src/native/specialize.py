@@ -38,6 +38,7 @@ from ember._src import core
 from ember._src import shapes as sh
 from ember._src.array import aligned_copy
 from ember._src.native import blas, c_ops, compiler, lapack, loops
+from ember._src.native import memory as native_memory
 from ember._src.native import passes as passes_mod
 from ember._src.native.backend import (
     _CALLBACK_T,
@@ -265,6 +266,7 @@ class SymbolicNative:
         if nbytes > self._arena_size:
             raw = np.empty(nbytes + 64, dtype=np.uint8)
             self._arena_raw, self._arena_size = raw, nbytes
+            native_memory.track(self)
             self._arena_ptr = raw.ctypes.data + (-raw.ctypes.data) % 64
         return self._arena_ptr
 

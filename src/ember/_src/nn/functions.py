@@ -176,14 +176,21 @@ def _axes(x: Any, axis: Any) -> tuple[int, ...]:
     return tuple(sorted(sh.normalize_axes(axis, nd, "axis")))
 
 
+def _finite_shift(x: Any, axis: Any, where: ArrayLike) -> Any:
+    """The row maximum used to shift softmax inputs. A row with no entries (all masked, or all
+    ``-inf``) shifts by 0; a ``+inf`` maximum is kept, so that row becomes NaN as in NumPy's and
+    JAX's formulas (``inf - inf``)."""
+    x_max = rd.max(x, axis, keepdims=True, where=where, initial=-np.inf)
+    return uf.where(uf.equal(x_max, -np.inf), 0, x_max)
+
+
 def softmax(x: ArrayLike, axis: Any = -1, where: ArrayLike = None) -> Any:
     """``exp(x) / sum(exp(x))`` along ``axis`` (an int or a tuple), shifted by the maximum.
 
     With ``where``, masked-out entries take no part and are 0 in the result.
     """
     x = _real_float("softmax", x)
-    x_max = rd.max(x, axis, keepdims=True, where=where, initial=-np.inf)
-    x_max = uf.where(uf.isfinite(x_max), x_max, 0)
+    x_max = _finite_shift(x, axis, where)
     shifted = uf.subtract(x, stop_gradient(x_max))
     unnormalized = uf.exp(shifted)
     if where is not None:
@@ -197,8 +204,7 @@ def softmax(x: ArrayLike, axis: Any = -1, where: ArrayLike = None) -> Any:
 def log_softmax(x: ArrayLike, axis: Any = -1, where: ArrayLike = None) -> Any:
     """``x - logsumexp(x)`` along ``axis``; masked-out entries (``where``) are ``-inf``."""
     x = _real_float("log_softmax", x)
-    x_max = rd.max(x, axis, keepdims=True, where=where, initial=-np.inf)
-    x_max = uf.where(uf.isfinite(x_max), x_max, 0)
+    x_max = _finite_shift(x, axis, where)
     shifted = uf.subtract(x, stop_gradient(x_max))
     exp_shifted = uf.exp(shifted)
     if where is not None:

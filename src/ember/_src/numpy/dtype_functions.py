@@ -12,9 +12,10 @@ __all__ = ["can_cast", "dtype", "finfo", "iinfo", "isdtype", "issubdtype", "prom
 
 
 class finfo:  # noqa: N801 - NumPy's name
-    """Machine limits of a floating dtype, as ``numpy.finfo``, with the Array API's fields
-    (``bits``, ``eps``, ``max``, ``min``, ``smallest_normal``, ``dtype``) as Python ints/floats;
-    every other attribute of NumPy's (or ml_dtypes') ``finfo`` is available too."""
+    """Machine limits of a floating dtype, as ``numpy.finfo``.
+
+    The Array API's fields (``bits``, ``eps``, ``max``, ``min``, ``smallest_normal``, ``dtype``)
+    are Python ints/floats; every other attribute of NumPy's (or ml_dtypes') ``finfo`` is there too."""
 
     def __init__(self, dtype: Any):
         if hasattr(dtype, "dtype") and not isinstance(dtype, (type, np.dtype)):

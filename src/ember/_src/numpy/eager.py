@@ -26,6 +26,7 @@ import numpy as np
 
 from ember._src import core, flags
 from ember._src import dtypes as dt
+from ember._src import jit as _jit
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy
 from ember._src.core import ShapedArray
@@ -170,3 +171,6 @@ def try_fast(name: str, lax_fn: Callable, to: str | None, args: tuple) -> Any:
 def clear_plans() -> None:
     """Drop every cached eager plan."""
     _PLANS.clear()
+
+
+_jit.CLEAR_HOOKS.append(clear_plans)  # ember.clear_caches() empties the plans too

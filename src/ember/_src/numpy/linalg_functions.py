@@ -198,14 +198,17 @@ def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Any:
 
 
 def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Any:
-    """Sum of the ``offset`` diagonal of the last two axes, accumulated as :func:`sum` does (small
-    integers widen to the default integer of their signedness unless ``dtype`` is given)."""
+    """Sum of the ``offset`` diagonal of the last two axes.
+
+    It accumulates as :func:`sum` does: small integers widen to the default integer of their
+    signedness unless ``dtype`` is given."""
     return reductions.sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
-    """``sum(conj(x1) * x2, axis)`` with broadcasting; the reduced axis must have the same size in
-    both operands."""
+    """``sum(conj(x1) * x2, axis)`` with broadcasting.
+
+    The reduced axis must have the same size in both operands."""
     from ember._src.numpy.ufuncs import promote_args
     s1, s2 = _aval(asarray(x1)).shape, _aval(asarray(x2)).shape
     for s, name in ((s1, "x1"), (s2, "x2")):

@@ -151,7 +151,29 @@ def floor_divide(x1: ArrayLike, x2: ArrayLike, /) -> Any:
         raise DTypeError("floor_divide does not support complex dtypes")
     if d == dt.bool_:
         raise DTypeError("floor_divide does not support bool")
-    return ew.floor(ew.div(a, b))
+    return _float_floor_div(a, b)
+
+
+def _float_floor_div(a: Any, b: Any) -> Any:
+    """Floating floor division as NumPy's ``divmod`` (and JAX) define it: from ``fmod``, so
+    ``inf // 1`` is NaN and ``-1 // inf`` is -1 (``floor(a / b)`` would give inf and -0.0).
+    float16/bfloat16 compute in float32 and round once, as NumPy does."""
+    d = core.get_aval(a).dtype
+    if dt.is_low_precision(d):
+        f32 = dt.float32
+        return ew.convert_element_type(_float_floor_div(ew.convert_element_type(a, f32),
+                                                        ew.convert_element_type(b, f32)), d)
+    zero, one = mv.full_like(a, 0), mv.full_like(a, 1)
+    mod = ew.rem(a, b)
+    div = ew.div(ew.sub(a, mod), b)
+    fix = ew.bitwise_and(ew.ne(mod, zero), ew.ne(ew.lt(b, zero), ew.lt(mod, zero)))
+    div = ew.select(fix, ew.sub(div, one), div)
+    # snap to the nearest integer (the quotient of exact operands is within an ulp of one)
+    fl = ew.floor(div)
+    snapped = ew.select(ew.gt(ew.sub(div, fl), mv.full_like(a, 0.5)), ew.add(fl, one), fl)
+    # a zero quotient takes the sign of a / b; division by zero gives a / b (inf or NaN)
+    q = ew.select(ew.eq(div, zero), ew.div(ew.mul(a, zero), b), snapped)
+    return ew.select(ew.eq(b, zero), ew.div(a, b), q)
 
 
 def remainder(x1: ArrayLike, x2: ArrayLike, /) -> Any:
@@ -326,8 +348,9 @@ fix = trunc
 
 
 def round(a: ArrayLike, decimals: int = 0) -> Any:  # noqa: A001
-    """Round half to even to ``decimals`` places, as ``numpy.round`` (a complex number rounds its
-    real and imaginary parts)."""
+    """Round half to even to ``decimals`` places, as ``numpy.round``.
+
+    A complex number rounds its real and imaginary parts."""
     (x,) = promote_args("round", a)
     d = core.get_aval(x).dtype
     if dt.is_complex(d):
