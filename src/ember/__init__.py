@@ -53,3 +53,7 @@ import ember.numpy.linalg  # noqa: E402, F401
 from ember import fft, linalg, random, scipy  # noqa: E402
 
 __all__ += ["fft", "linalg", "random", "scipy"]
+
+from ember import flatten_util, tree_util  # noqa: E402
+
+__all__ += ["flatten_util", "tree_util"]
