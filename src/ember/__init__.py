@@ -57,3 +57,7 @@ __all__ += ["fft", "linalg", "random", "scipy"]
 from ember import flatten_util, tree_util  # noqa: E402
 
 __all__ += ["flatten_util", "tree_util"]
+
+from ember import example_libraries, optim  # noqa: E402
+
+__all__ += ["example_libraries", "optim"]
