@@ -54,3 +54,31 @@ import ember.numpy.linalg  # noqa: E402, F401
 from ember import fft, linalg, random, scipy  # noqa: E402
 
 __all__ += ["fft", "linalg", "random", "scipy"]
+
+from ember import flatten_util, tree_util  # noqa: E402
+
+__all__ += ["flatten_util", "tree_util"]
+
+from ember import example_libraries, optim  # noqa: E402
+
+__all__ += ["example_libraries", "optim"]
+
+from ember import custom_batching, ops, typing  # noqa: E402
+from ember._src.compat.api import (  # noqa: E402
+    checkpoint_policies,
+    device_count,
+    devices,
+    ensure_compile_time_eval,
+    jacobian,
+    local_device_count,
+    local_devices,
+    make_jaxpr,
+    named_call,
+    process_count,
+    process_index,
+)
+from ember._src.compat.config import config  # noqa: E402
+
+__all__ += ["checkpoint_policies", "config", "custom_batching", "device_count", "devices",
+            "ensure_compile_time_eval", "jacobian", "local_device_count", "local_devices", "make_jaxpr",
+            "named_call", "ops", "process_count", "process_index", "typing"]

@@ -37,3 +37,7 @@ __all__ = [
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "standardize", "swish",
     "mish", "normalize", "sparse_plus", "squareplus",
 ]
+
+from ember.nn import initializers  # noqa: E402
+
+__all__ += ["initializers"]

@@ -52,3 +52,4 @@ from ember._src.numpy.ufuncs import asarray
 bool = bool_  # noqa: A001
 pi, e, inf, nan, newaxis = 3.141592653589793, 2.718281828459045, float("inf"), float("nan"), None
 euler_gamma = 0.5772156649015329
+from ember._src.compat.vectorize import vectorize  # noqa: E402, F401

@@ -1,5 +1,10 @@
 """``ember.scipy``: SciPy-style ``special`` functions and ``linalg`` routines."""
 
-from ember.scipy import linalg, special
+from ember.scipy import (
+    linalg,
+    special,
+    stats,  # noqa: E402
+)
 
 __all__ = ["linalg", "special"]
+__all__ += ["stats"]

@@ -1,0 +1,78 @@
+"""``ember.config``: ``config.update(name, value)`` with JAX's setting names mapped to ember's.
+
+Settings ember has no counterpart for are rejected with a message saying so (never ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ember._src.debug import set_debug
+from ember._src.jit import set_default_backend
+from ember._src.validation import set_validation
+
+
+def _only(name: str, allowed: tuple, why: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if value not in allowed:
+            raise ValueError(f"config.update({name!r}, {value!r}): {why}")
+    return check
+
+
+def _platforms(value: Any) -> None:
+    names = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not names or any(n != "cpu" for n in names):
+        raise ValueError(f"config.update('jax_platforms', {value!r}): ember runs on the host CPU only "
+                         "('cpu')")
+
+
+class Config:
+    """JAX-style configuration: ``update(name, value)`` and reading ``config.<name>``."""
+
+    def __init__(self) -> None:
+        self._setters: dict[str, Callable[[Any], None]] = {
+            "jax_log_compiles": lambda v: set_debug(1 if v else 0),
+            "jax_platforms": _platforms,
+            "jax_platform_name": _platforms,
+            "jax_enable_x64": _only("jax_enable_x64", (True, 1),
+                                    "ember keeps 64-bit values as 64-bit (x64 semantics); 32-bit "
+                                    "canonicalization is not available in this build"),
+            "jax_threefry_partitionable": _only("jax_threefry_partitionable", (False, 0),
+                                                "ember.random implements the original (non-partitionable) "
+                                                "threefry scheme only in this build"),
+            "jax_default_prng_impl": _only("jax_default_prng_impl", ("threefry2x32",),
+                                           "ember.random implements threefry2x32 only"),
+            "ember_debug": set_debug,
+            "ember_validate": set_validation,
+            "ember_default_backend": set_default_backend,
+        }
+        self._values: dict[str, Any] = {"jax_log_compiles": False, "jax_platforms": "cpu",
+                                        "jax_platform_name": "cpu", "jax_enable_x64": True,
+                                        "jax_threefry_partitionable": False,
+                                        "jax_default_prng_impl": "threefry2x32"}
+
+    def update(self, name: str, value: Any) -> None:
+        """Set a configuration option by its JAX (``jax_*``) or ember (``ember_*``) name."""
+        setter = self._setters.get(name)
+        if setter is None:
+            known = ", ".join(sorted(self._setters))
+            raise ValueError(f"config.update: ember has no setting {name!r} (settings ember has: {known})")
+        setter(value)
+        self._values[name] = value
+
+    def register(self, name: str, setter: Callable[[Any], None], value: Any = None) -> None:
+        """Declare a setting (for other ember modules): ``setter(value)`` applies it."""
+        self._setters[name] = setter
+        self._values[name] = value
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("_values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(f"ember.config has no setting {name!r}")
+
+
+config = Config()
+
+__all__ = ["Config", "config"]
