@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ember._src import core
 from ember._src.array import Array
+from ember._src.shapes import DimExpr
 
 
 def _np() -> Any:
@@ -36,29 +39,36 @@ def _reflected(name: str) -> Callable:
 
 
 def _binop(name: str) -> Callable:
+    fn: list = []  # the ember.numpy function, looked up on first use (the module imports this one)
+
     def method(self: Any, other: Any) -> Any:
         if not _is_operand(other):
             return NotImplemented
-        return getattr(_np(), name)(self, other)
+        if not fn:
+            fn.append(getattr(_np(), name))
+        return fn[0](self, other)
 
     return method
 
 
 def _rbinop(name: str) -> Callable:
+    fn: list = []
+
     def method(self: Any, other: Any) -> Any:
         if not _is_operand(other):
             return NotImplemented
-        return getattr(_np(), name)(other, self)
+        if not fn:
+            fn.append(getattr(_np(), name))
+        return fn[0](other, self)
 
     return method
 
 
-def _is_operand(x: Any) -> bool:
-    import numpy as np
+_OPERAND_TYPES = (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple, DimExpr)
 
-    from ember._src.shapes import DimExpr
-    return isinstance(x, (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple,
-                          DimExpr))
+
+def _is_operand(x: Any) -> bool:
+    return isinstance(x, _OPERAND_TYPES)
 
 
 _BINOPS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
