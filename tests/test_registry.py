@@ -46,3 +46,17 @@ def test_rule_table_lists_every_primitive() -> None:
     for name in core.PRIMITIVES:
         assert any(line.split()[:1] == [name] for line in table.splitlines()), name
     assert "primitives" in table.splitlines()[-1] or "not applicable:" in table
+
+
+def test_every_primitive_has_a_native_lowering_or_a_stated_reason() -> None:
+    """Issue 17: ``lowering`` is a required rule too. Every primitive either says how the native
+    backend runs it (a fused kernel, a native call or loop, inlined, removed) or declares
+    ``na("lowering", reason)``; ``native_kind`` never answers "never lowered" for a primitive
+    that has a description."""
+    from ember._src.native.lowerings import native_kind
+
+    missing = [n for n, p in core.PRIMITIVES.items()
+               if p.lowering is None and "lowering" not in p.not_applicable]
+    assert not missing, f"primitives with no native lowering and no stated reason: {missing}"
+    unread = [n for n, p in core.PRIMITIVES.items() if p.lowering and native_kind(p) == "never lowered"]
+    assert not unread, f"lowering descriptions native_kind cannot classify: {unread}"

@@ -8,6 +8,7 @@ Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod
 the axes per call).
 """
 
+from ember._src import custom_derivatives  # noqa: F401 (its primitives exist before declare() runs)
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
 from ember._src.native import lowerings
