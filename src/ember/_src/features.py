@@ -156,7 +156,20 @@ def render() -> str:
     except ImportError:
         lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
     lines += _native_section()
+    lines += _aten_section()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _aten_section() -> list[str]:
+    """The ATen ops ``ember.torch.import_module`` handles (the registry in ``torch_import/ops.py``)."""
+    from ember._src.torch_import.ops import HANDLERS
+    lines = ["## PyTorch import: supported ATen ops", "",
+             f"`ember.torch.import_module` (docs/torch.md) converts graphs made of these {len(HANDLERS)} "
+             "ATen ops (core ATen after `run_decompositions`, or the export IR where torch cannot "
+             "decompose a graph with symbolic shapes), plus Python arithmetic on sizes and `getitem`.", "",
+             "| ATen op | ember lowering |", "|---|---|"]
+    lines += [f"| `{n}` | {h.doc} |" for n, h in sorted(HANDLERS.items())]
+    return lines + [""]
 
 
 def _native_section() -> list[str]:

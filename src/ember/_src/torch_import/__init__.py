@@ -1,0 +1,1 @@
+"""The PyTorch importer: ``torch.export`` graphs as ember functions (see :mod:`.convert`)."""
