@@ -1,0 +1,1 @@
+"""Processes over MPI: see :mod:`.mpi`."""

