@@ -159,7 +159,8 @@ def test_per_example_gradients():
     want = np.einsum("bi,bo->bio", X, 2 * (h - Y) * (1 - h ** 2))  # closed form, per example
     np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-5)
     _jax()
-    np.testing.assert_allclose(ours, np.asarray(_load(PER_EXAMPLE, "jax")["run"](W, X, Y)), rtol=1e-5, atol=1e-6)
+    theirs = np.asarray(_load(PER_EXAMPLE, "jax")["run"](W, X, Y))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 RNN = """
@@ -196,8 +197,8 @@ def run(params, xs, ys, optim, steps=25):
 
 
 def test_rnn_scan_adam():
-    params = {"Wh": 0.3 * RNG.normal(size=(6, 6)), "Wx": RNG.normal(size=(2, 6)), "Wo": RNG.normal(size=(6, 1))}
-    params = {k: v.astype(np.float32) for k, v in params.items()}
+    shapes = {"Wh": (6, 6), "Wx": (2, 6), "Wo": (6, 1)}
+    params = {k: (0.5 * RNG.normal(size=s)).astype(np.float32) for k, s in shapes.items()}
     xs = RNG.normal(size=(12, 2)).astype(np.float32)
     ys = np.cumsum(xs[:, :1], axis=0).astype(np.float32) * 0.3
     values, out = _load(RNN, "ember")["run"](params, xs, ys, ember.optim)
