@@ -210,3 +210,47 @@ def test_rnn_scan_adam():
     np.testing.assert_allclose(values, np.asarray(jvalues), rtol=1e-4, atol=1e-6)
     for k in params:
         np.testing.assert_allclose(out[k], np.asarray(jout[k]), rtol=1e-3, atol=1e-5)
+
+
+ODE_FIT = """
+import MOD as jax
+import MOD.numpy as jnp
+from MOD.experimental.ode import odeint
+
+
+def dynamics(y, t, theta):
+    return jnp.stack([y[1], -theta[0] * y[1] - theta[1] * jnp.sin(y[0])])
+
+
+def run(ts, observed, steps=8):
+    def loss(theta):
+        ys = odeint(dynamics, jnp.asarray([1.0, 0.0], jnp.float32), ts, theta, rtol=1e-6, atol=1e-6)
+        return jnp.mean((ys[:, 0] - observed) ** 2)
+
+    value_and_grad = jax.jit(jax.value_and_grad(loss))
+    theta = jnp.asarray([0.5, 2.0], jnp.float32)
+    values = []
+    for _ in range(steps):
+        v, g = value_and_grad(theta)
+        values.append(v)
+        theta = theta - 0.5 * g
+    return jnp.stack(values), theta
+"""
+
+
+def test_ode_fit_odeint():
+    from scipy.integrate import solve_ivp
+    ts = np.linspace(0.0, 4.0, 9).astype(np.float32)
+    true = solve_ivp(lambda t, y: [y[1], -0.2 * y[1] - 3.0 * np.sin(y[0])], (0, 4), [1.0, 0.0], t_eval=ts,
+                     rtol=1e-10, atol=1e-10).y[0].astype(np.float32)
+    previous = ember.default_backend()
+    ember.set_default_backend("numpy")  # the native build of the adjoint program takes ~25 s of gcc
+    try:
+        values, theta = (np.asarray(v) for v in _load(ODE_FIT, "ember")["run"](ts, true))
+    finally:
+        ember.set_default_backend(previous)
+    assert values[-1] < values[0]
+    _jax()
+    jvalues, jtheta = (np.asarray(v) for v in _load(ODE_FIT, "jax")["run"](ts, true))
+    np.testing.assert_allclose(values, jvalues, rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(theta, jtheta, rtol=2e-3)

@@ -8,3 +8,6 @@ from ember.scipy import (
 
 __all__ = ["linalg", "special"]
 __all__ += ["stats"]
+from ember.scipy import integrate  # noqa: E402
+
+__all__ += ["integrate"]
