@@ -11,3 +11,6 @@ __all__ += ["stats"]
 from ember.scipy import integrate  # noqa: E402
 
 __all__ += ["integrate"]
+from ember.scipy import optimize  # noqa: E402
+
+__all__ += ["optimize"]
