@@ -14,3 +14,6 @@ __all__ += ["integrate"]
 from ember.scipy import optimize  # noqa: E402
 
 __all__ += ["optimize"]
+from ember.scipy import signal  # noqa: E402
+
+__all__ += ["signal"]
