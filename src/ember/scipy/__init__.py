@@ -17,3 +17,6 @@ __all__ += ["optimize"]
 from ember.scipy import signal  # noqa: E402
 
 __all__ += ["signal"]
+from ember.scipy import ndimage  # noqa: E402
+
+__all__ += ["ndimage"]
