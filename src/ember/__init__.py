@@ -85,3 +85,7 @@ __all__ += ["checkpoint_policies", "config", "custom_batching", "device_count", 
 from ember import experimental  # noqa: E402
 
 __all__ += ["experimental"]
+
+from ember import image  # noqa: E402
+
+__all__ += ["image"]
