@@ -89,3 +89,7 @@ __all__ += ["experimental"]
 from ember import image  # noqa: E402
 
 __all__ += ["image"]
+
+from ember._src.compat.callbacks import pure_callback  # noqa: E402
+
+__all__ += ["pure_callback"]
