@@ -40,3 +40,29 @@ def test_2d_float32_complex_jit_grad():
         signal.convolve2d(a, b, boundary="wrap")
     with pytest.raises(ValueError, match="same number of dimensions"):
         signal.convolve(a, b[0])
+
+
+@pytest.mark.parametrize("kw", [dict(nperseg=64), dict(nperseg=50, noverlap=30), dict(nperseg=64, nfft=80),
+                                dict(nperseg=64, boundary=None, padded=False)])
+def test_stft_istft_against_scipy(kw):
+    x = RNG.normal(size=(2, 300))
+    f, t, z = signal.stft(x, fs=10.0, **kw)
+    F, T, Z = ss.stft(x, fs=10.0, **kw)
+    np.testing.assert_allclose(f, F, rtol=1e-12)
+    np.testing.assert_allclose(t, T, rtol=1e-12)
+    np.testing.assert_allclose(z, Z, atol=1e-12)
+    if kw.get("boundary", "zeros") is None:
+        return
+    inv = {k: v for k, v in kw.items() if k in ("nperseg", "noverlap", "nfft")}
+    _, xr = signal.istft(z, fs=10.0, **inv)
+    _, XR = ss.istft(Z, fs=10.0, **inv)
+    np.testing.assert_allclose(xr, XR, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(xr)[:, :300], x, atol=1e-12)  # perfect reconstruction
+
+
+def test_stft_jit_and_window_errors():
+    x = RNG.normal(size=128).astype(np.float32)
+    f, t, z = ember.jit(lambda v: signal.stft(v, nperseg=32))(x)
+    np.testing.assert_allclose(z, ss.stft(x, nperseg=32)[2], atol=1e-5)
+    with pytest.raises(NotImplementedError, match="window"):
+        signal.stft(x, window="blackman", nperseg=32)

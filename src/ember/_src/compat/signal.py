@@ -107,4 +107,83 @@ def correlate2d(in1: Any, in2: Any, mode: str = "full", boundary: str = "fill", 
     return correlate(in1, in2, mode, "direct")
 
 
-__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "fftconvolve"]
+
+
+def _hann(n: int, dtype: Any) -> Any:
+    """The periodic Hann window (``scipy.signal.get_window("hann", n)``)."""
+    return (0.5 - 0.5 * jnp.cos(2 * np.pi * jnp.arange(n, dtype=dtype) / n)).astype(dtype)
+
+
+def _window(window: Any, n: int, dtype: Any) -> Any:
+    if isinstance(window, str):
+        if window not in ("hann", "hanning"):
+            raise NotImplementedError(f"stft/istft: window {window!r} is not supported: pass 'hann' or "
+                                      "an array")
+        return _hann(n, dtype)
+    w = jnp.asarray(window, dtype)
+    if w.shape != (n,):
+        raise ValueError(f"stft/istft: window must have shape ({n},), got {tuple(w.shape)}")
+    return w
+
+
+def stft(x: Any, fs: float = 1.0, window: Any = "hann", nperseg: int = 256, noverlap: int | None = None,
+         nfft: int | None = None, detrend: bool = False, return_onesided: bool = True,
+         boundary: str | None = "zeros", padded: bool = True, axis: int = -1) -> tuple[Any, Any, Any]:
+    """Short-time Fourier transform: ``(f, t, Zxx)`` with SciPy's ``spectrum`` scaling (real ``x``)."""
+    if detrend or not return_onesided:
+        raise NotImplementedError("stft: detrend and two-sided spectra are not supported")
+    if boundary not in ("zeros", None):
+        raise NotImplementedError(f"stft: boundary must be 'zeros' or None, got {boundary!r}")
+    x = jnp.moveaxis(jnp.asarray(x), axis, -1)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.float32)
+    n = x.shape[-1]
+    nperseg = min(int(nperseg), n) if boundary is None else int(nperseg)
+    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
+    nfft = nperseg if nfft is None else int(nfft)
+    step = nperseg - noverlap
+    pad = [(0, 0)] * (x.ndim - 1)
+    if boundary == "zeros":
+        x = jnp.pad(x, pad + [(nperseg // 2, nperseg // 2)])
+    if padded:
+        extra = (-(x.shape[-1] - nperseg) % step) % nperseg
+        x = jnp.pad(x, pad + [(0, extra)])
+    nseg = (x.shape[-1] - nperseg) // step + 1
+    idx = jnp.arange(nseg)[:, None] * step + jnp.arange(nperseg)[None, :]
+    win = _window(window, nperseg, x.dtype)
+    frames = x[..., idx] * win
+    z = jnp.fft.rfft(frames, n=nfft, axis=-1) / jnp.sum(win)
+    freqs = jnp.arange(nfft // 2 + 1, dtype=x.dtype) * (fs / nfft)
+    times = jnp.arange(nseg, dtype=x.dtype) * (step / fs)
+    if boundary is None:
+        times = times + (nperseg / 2) / fs
+    return freqs, times, jnp.swapaxes(z, -1, -2)
+
+
+def istft(Zxx: Any, fs: float = 1.0, window: Any = "hann", nperseg: int | None = None,  # noqa: N803
+          noverlap: int | None = None, nfft: int | None = None, input_onesided: bool = True,
+          boundary: bool = True, time_axis: int = -1, freq_axis: int = -2) -> tuple[Any, Any]:
+    """Inverse short-time Fourier transform by weighted overlap-add: ``(t, x)``."""
+    if not input_onesided:
+        raise NotImplementedError("istft: two-sided input is not supported")
+    z = jnp.moveaxis(jnp.asarray(Zxx), (freq_axis, time_axis), (-1, -2))  # (..., segments, freqs)
+    nfft = 2 * (z.shape[-1] - 1) if nfft is None else int(nfft)
+    nperseg = nfft if nperseg is None else int(nperseg)
+    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
+    step = nperseg - noverlap
+    nseg = z.shape[-2]
+    real = jnp.zeros((), z.dtype).real.dtype
+    win = _window(window, nperseg, real)
+    frames = jnp.fft.irfft(z, n=nfft, axis=-1)[..., :nperseg] * jnp.sum(win) * win
+    length = nperseg + (nseg - 1) * step
+    idx = (jnp.arange(nseg)[:, None] * step + jnp.arange(nperseg)[None, :]).reshape(-1)
+    batch = frames.shape[:-2]
+    x = jnp.zeros(batch + (length,), real).at[..., idx].add(jnp.reshape(frames, batch + (-1,)))
+    norm = jnp.zeros((length,), real).at[idx].add(jnp.tile(win * win, nseg))
+    x = x / jnp.where(norm > 1e-10, norm, 1.0)
+    if boundary:
+        x = x[..., nperseg // 2: length - nperseg // 2]
+    return jnp.arange(x.shape[-1], dtype=real) / fs, x
+
+
+__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "fftconvolve", "istft", "stft"]

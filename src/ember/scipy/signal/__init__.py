@@ -1,5 +1,5 @@
 """``ember.scipy.signal``: convolutions and correlations, as ``jax.scipy.signal``."""
 
-from ember._src.compat.signal import convolve, convolve2d, correlate, correlate2d, fftconvolve
+from ember._src.compat.signal import convolve, convolve2d, correlate, correlate2d, fftconvolve, istft, stft
 
-__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "fftconvolve"]
+__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "fftconvolve", "istft", "stft"]
