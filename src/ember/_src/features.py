@@ -176,6 +176,19 @@ def _section(title: str, module: str, reference: list[str] | None) -> list[str]:
     return lines
 
 
+def _stats_section() -> list[str]:
+    """``ember.scipy.stats``: each distribution's methods against the ones JAX has."""
+    mod = _try_import("ember.scipy.stats")
+    lines = ["## `ember.scipy.stats`", "", "| distribution | methods | missing (JAX has them) |",
+             "|---|---|---|"]
+    for name, methods in STATS.items():
+        dist = getattr(mod, name, None) if mod is not None else None
+        have = [m for m in methods.split() if dist is not None and hasattr(dist, m)]
+        missing = [m for m in methods.split() if m not in have]
+        lines.append(f"| `{name}` | {', '.join(have) or '-'} | {', '.join(missing) or '-'} |")
+    return lines + [""]
+
+
 def render() -> str:
     import ember  # noqa: F401  (declares primitives)
     from ember._src.core import PRIMITIVES
@@ -206,19 +219,6 @@ def render() -> str:
         lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
     lines += _native_section()
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _stats_section() -> list[str]:
-    """``ember.scipy.stats``: each distribution's methods against the ones JAX has."""
-    mod = _try_import("ember.scipy.stats")
-    lines = ["## `ember.scipy.stats`", "", "| distribution | methods | missing (JAX has them) |",
-             "|---|---|---|"]
-    for name, methods in STATS.items():
-        dist = getattr(mod, name, None) if mod is not None else None
-        have = [m for m in methods.split() if dist is not None and hasattr(dist, m)]
-        missing = [m for m in methods.split() if m not in have]
-        lines.append(f"| `{name}` | {', '.join(have) or '-'} | {', '.join(missing) or '-'} |")
-    return lines + [""]
 
 
 def _native_section() -> list[str]:
