@@ -82,3 +82,15 @@ from ember._src.compat.config import config  # noqa: E402
 __all__ += ["checkpoint_policies", "config", "custom_batching", "device_count", "devices",
             "ensure_compile_time_eval", "jacobian", "local_device_count", "local_devices", "make_jaxpr",
             "named_call", "ops", "process_count", "process_index", "typing"]
+
+from ember import experimental  # noqa: E402
+
+__all__ += ["experimental"]
+
+from ember import image  # noqa: E402
+
+__all__ += ["image"]
+
+from ember._src.compat.callbacks import pure_callback  # noqa: E402
+
+__all__ += ["pure_callback"]

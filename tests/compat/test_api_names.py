@@ -116,3 +116,19 @@ def test_typing_aliases():
         return x
 
     assert f(1.0) == 1.0
+
+
+def test_config_routes_registry_flags(monkeypatch):
+    import sys
+    import types
+
+    state = {"jax_demo_flag": False}
+    fake = types.ModuleType("ember._src.flags")
+    fake.FLAGS = state
+    fake.get = state.__getitem__
+    fake.set_flag = state.__setitem__
+    monkeypatch.setitem(sys.modules, "ember._src.flags", fake)
+    ember.config.update("jax_demo_flag", True)
+    assert state["jax_demo_flag"] is True and ember.config.jax_demo_flag is True
+    with pytest.raises(ValueError, match="jax_demo_flag"):  # the known names include the registry's
+        ember.config.update("jax_unknown_setting", 1)

@@ -57,6 +57,8 @@ def _jax_stax():
     lambda s: [s.Conv(3, (2, 2), strides=(2, 1)), s.AvgPool((2, 2), padding="SAME"), s.Flatten, s.Dense(5)],
     lambda s: [s.Conv(2, (3, 3)), s.BatchNorm(), s.SumPool((2, 2)), s.Tanh, s.Flatten, s.Softmax],
     lambda s: [s.Dense(6), s.Gelu, s.Dense(2), s.Sigmoid, s.Elu, s.Softplus, s.Selu, s.LeakyRelu],
+    lambda s: [s.ConvTranspose(3, (3, 3), strides=(2, 2), padding="SAME"), s.Relu],
+    lambda s: [s.ConvTranspose(2, (2, 3), padding="VALID"), s.Flatten],
 ])
 def test_layers_match_jax_stax(layers):
     jax, jstax = _jax_stax()
@@ -100,7 +102,8 @@ def test_adam_formula_jitted():
 
 @pytest.mark.parametrize("name,args", [
     ("sgd", (0.1,)), ("momentum", (0.1, 0.9)), ("nesterov", (0.1, 0.9)), ("adagrad", (0.1,)),
-    ("rmsprop", (0.01,)), ("rmsprop_momentum", (0.01,)), ("adam", (0.01,)), ("adamax", (0.01,))])
+    ("rmsprop", (0.01,)), ("rmsprop_momentum", (0.01,)), ("adam", (0.01,)), ("adamax", (0.01,)),
+    ("sm3", (0.1,))])
 def test_optimizers_match_jax(name, args):
     pytest.importorskip("jax", reason="JAX comparison")
     from jax.example_libraries import optimizers as jopt
@@ -121,3 +124,18 @@ def test_schedules_and_clipping():
     g = {"a": jnp.asarray([3.0, 4.0])}
     np.testing.assert_allclose(float(optimizers.l2_norm(g)), 5.0)
     np.testing.assert_allclose(optimizers.clip_grads(g, 1.0)["a"], [0.6, 0.8], rtol=1e-6)
+
+
+def test_conv1d_transpose_and_state_packing():
+    init, apply = stax.Conv1DTranspose(4, (3,), strides=(2,))
+    shape, params = init(KEY, (2, 5, 3))
+    out = apply(params, np.ones((2, 5, 3), np.float32))
+    assert tuple(out.shape) == tuple(shape) == (2, 11, 4)
+    opt_init, opt_update, get_params = optimizers.momentum(0.1, 0.9)
+    state = opt_update(0, {"a": jnp.ones(2)}, opt_init({"a": jnp.zeros(2)}))
+    marked = optimizers.unpack_optimizer_state(state)
+    assert isinstance(marked["a"], optimizers.JoinPoint)
+    again = optimizers.pack_optimizer_state(marked)
+    np.testing.assert_allclose(get_params(again)["a"], get_params(state)["a"])
+    np.testing.assert_allclose(get_params(opt_update(1, {"a": jnp.ones(2)}, again))["a"], [-0.29, -0.29],
+                               rtol=1e-6)  # v = 1.9, x = -0.1 - 0.1 * 1.9

@@ -157,3 +157,16 @@ def test_against_optax(name, kw):
         params = optax.apply_updates(params, u)
     _close(_run(getattr(optim, name)(1e-2, **kw)), {k: np.asarray(v, np.float64) for k, v in params.items()},
            rtol=1e-4, atol=1e-5)
+
+
+def test_float64_parameters_keep_precision():
+    params = {k: jnp.asarray(v.astype(np.float64)) for k, v in P0.items()}
+    tx = optim.adam(1e-2)
+    state = tx.init(params)
+    for g in GRADS:
+        g64 = {k: v.astype(np.float64) for k, v in g.items()}
+        updates, state = tx.update(g64, state, params)
+        params = optim.apply_updates(params, updates)
+    assert params["w"].dtype == np.float64
+    _close({k: np.asarray(v) for k, v in params.items()}, _reference(_adam_rule(1e-2, 0.9, 0.999, 1e-8)),
+           rtol=1e-12, atol=1e-14)

@@ -16,6 +16,52 @@ import numpy as np
 TRANSFORMS = """jit grad value_and_grad jvp vjp linearize vmap jacfwd jacrev hessian linear_transpose
 custom_jvp custom_vjp checkpoint remat eval_shape make_program stop_gradient ShapeDtypeStruct
 block_until_ready device_put set_debug check_leaks memory_stats""".split()
+TRANSFORMS += """make_jaxpr jacobian devices local_devices device_count local_device_count process_index
+process_count named_call ensure_compile_time_eval pure_callback""".split()
+
+# JAX's library namespaces (docs/jax_compat.md): module -> (title, JAX's public names)
+COMPAT = {
+    "ember.tree_util": ("Pytrees, JAX's names", """tree_map tree_leaves tree_flatten tree_unflatten
+        tree_structure tree_reduce tree_all tree_transpose register_pytree_node register_pytree_node_class
+        register_pytree_with_keys register_pytree_with_keys_class register_dataclass register_static Partial
+        tree_flatten_with_path tree_leaves_with_path tree_map_with_path keystr treedef_is_leaf
+        treedef_children treedef_tuple all_leaves"""),
+    "ember.flatten_util": ("Flattening", "ravel_pytree"),
+    "ember.nn.initializers": ("Initializers", """zeros ones constant uniform normal truncated_normal
+        variance_scaling glorot_uniform glorot_normal xavier_uniform xavier_normal he_uniform he_normal
+        kaiming_uniform kaiming_normal lecun_uniform lecun_normal orthogonal delta_orthogonal"""),
+    "ember.example_libraries.stax": ("JAX's example layers", """Dense Conv GeneralConv Relu Tanh Sigmoid
+        Elu LeakyRelu Selu Gelu Softplus LogSoftmax Softmax Exp Flatten Identity FanOut FanInSum FanInConcat
+        Dropout BatchNorm MaxPool AvgPool SumPool serial parallel elementwise shape_dependent ConvTranspose
+        Conv1DTranspose GeneralConvTranspose"""),
+    "ember.example_libraries.optimizers": ("JAX's example optimizers", """sgd momentum nesterov adagrad
+        rmsprop rmsprop_momentum adam adamax sm3 optimizer constant exponential_decay inverse_time_decay
+        polynomial_decay piecewise_constant make_schedule l2_norm clip_grads unpack_optimizer_state
+        pack_optimizer_state"""),
+    "ember.optim": ("optax-style optimizers", """GradientTransformation apply_updates chain sgd momentum
+        nesterov adam adamw rmsprop adagrad lion clip_by_global_norm clip masked add_decayed_weights
+        scale_by_adam scale_by_schedule constant_schedule linear_schedule cosine_decay_schedule
+        warmup_cosine_decay_schedule exponential_decay join_schedules"""),
+    "ember.ops": ("Segment reductions", "segment_sum segment_max segment_min segment_prod"),
+    "ember.custom_batching": ("Custom batching", "custom_vmap"),
+    "ember.scipy.optimize": ("Optimization", "minimize"),
+    "ember.scipy.signal": ("Signal processing", "convolve correlate fftconvolve convolve2d stft istft"),
+    "ember.scipy.integrate": ("Integration", "trapezoid"),
+    "ember.scipy.ndimage": ("Image interpolation", "map_coordinates"),
+    "ember.image": ("Image resizing", "resize scale_and_translate"),
+    "ember.experimental.ode": ("ODE solver", "odeint"),
+    "ember.debug": ("Debug callbacks (need an effects notion in DCE/scheduling)", "print callback"),
+}
+
+# jax.scipy.stats: distribution -> the methods JAX has for it
+STATS = {"norm": "logpdf pdf cdf logcdf sf logsf ppf isf", "multivariate_normal": "logpdf pdf",
+         "t": "logpdf pdf", "gamma": "logpdf pdf cdf logcdf sf logsf",
+         "beta": "logpdf pdf cdf logcdf sf logsf", "dirichlet": "logpdf pdf", "poisson": "logpmf pmf cdf",
+         "bernoulli": "logpmf pmf cdf ppf", "binom": "logpmf pmf", "uniform": "logpdf pdf cdf ppf",
+         "expon": "logpdf pdf cdf logcdf sf logsf ppf",
+         "laplace": "logpdf pdf cdf", "logistic": "logpdf pdf cdf sf ppf isf",
+         "cauchy": "logpdf pdf cdf logcdf sf logsf ppf isf", "chi2": "logpdf pdf cdf logcdf sf logsf",
+         "geom": "logpmf pmf", "multinomial": "logpmf pmf"}
 
 LAX = """abs acos acosh add argmax argmin asin asinh atan atan2 atanh bitcast_convert_type broadcast
 broadcast_in_dim broadcasted_iota cbrt ceil clamp complex concatenate cond conj conv
@@ -130,6 +176,19 @@ def _section(title: str, module: str, reference: list[str] | None) -> list[str]:
     return lines
 
 
+def _stats_section() -> list[str]:
+    """``ember.scipy.stats``: each distribution's methods against the ones JAX has."""
+    mod = _try_import("ember.scipy.stats")
+    lines = ["## `ember.scipy.stats`", "", "| distribution | methods | missing (JAX has them) |",
+             "|---|---|---|"]
+    for name, methods in STATS.items():
+        dist = getattr(mod, name, None) if mod is not None else None
+        have = [m for m in methods.split() if dist is not None and hasattr(dist, m)]
+        missing = [m for m in methods.split() if m not in have]
+        lines.append(f"| `{name}` | {', '.join(have) or '-'} | {', '.join(missing) or '-'} |")
+    return lines + [""]
+
+
 def render() -> str:
     import ember  # noqa: F401  (declares primitives)
     from ember._src.core import PRIMITIVES
@@ -149,6 +208,9 @@ def render() -> str:
     lines += _section("Pytrees", "ember.tree", ["map", "flatten", "unflatten", "leaves", "structure",
                                                 "reduce", "register_pytree_node",
                                                 "register_dataclass"])
+    for module, (title, names) in COMPAT.items():
+        lines += _section(title, module, names.split())
+    lines += _stats_section()
     lines += ["## Primitives and their rules", ""]
     try:
         from ember._src.registry_report import rule_table

@@ -1,10 +1,13 @@
 """``ember.config``: ``config.update(name, value)`` with JAX's setting names mapped to ember's.
 
-Settings ember has no counterpart for are rejected with a message saying so (never ignored).
+Names declared in ember's flag registry (``ember._src.flags``, e.g. ``jax_threefry_partitionable``)
+are set there; the others below map to ember's settings. Settings ember has no counterpart for are
+rejected with a message saying so (never ignored).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,14 @@ def _only(name: str, allowed: tuple, why: str) -> Callable[[Any], None]:
         if value not in allowed:
             raise ValueError(f"config.update({name!r}, {value!r}): {why}")
     return check
+
+
+def _flag_registry() -> Any:
+    """``ember._src.flags`` when this build has it (a process-wide registry of boolean flags)."""
+    try:
+        return importlib.import_module("ember._src.flags")
+    except ImportError:
+        return None
 
 
 def _platforms(value: Any) -> None:
@@ -54,9 +65,13 @@ class Config:
 
     def update(self, name: str, value: Any) -> None:
         """Set a configuration option by its JAX (``jax_*``) or ember (``ember_*``) name."""
+        flags = _flag_registry()
+        if flags is not None and name in flags.FLAGS:
+            flags.set_flag(name, value)
+            return
         setter = self._setters.get(name)
         if setter is None:
-            known = ", ".join(sorted(self._setters))
+            known = ", ".join(sorted(set(self._setters) | set(flags.FLAGS if flags is not None else ())))
             raise ValueError(f"config.update: ember has no setting {name!r} (settings ember has: {known})")
         setter(value)
         self._values[name] = value
@@ -67,6 +82,9 @@ class Config:
         self._values[name] = value
 
     def __getattr__(self, name: str) -> Any:
+        flags = _flag_registry()
+        if flags is not None and name in flags.FLAGS:
+            return flags.get(name)
         values = self.__dict__.get("_values", {})
         if name in values:
             return values[name]

@@ -230,13 +230,61 @@ def clip_grads(grad_tree: Any, max_norm: float) -> Any:
     return unflatten(td, [g * factor for g in leaves])
 
 
+class JoinPoint:
+    """Marks where the parameter pytree ends and a parameter's state pytree begins."""
+
+    def __init__(self, subtree: Any):
+        self.subtree = subtree
+
+    def __iter__(self) -> Any:
+        yield self.subtree
+
+
 def unpack_optimizer_state(opt_state: OptimizerState) -> Any:
-    """The state as a pytree of per-parameter state tuples (for saving)."""
+    """The state as the parameter pytree with a :class:`JoinPoint` (holding that parameter's state)
+    at each leaf, for saving; :func:`pack_optimizer_state` inverts it."""
     states_flat, tree, subtrees = opt_state
-    return unflatten(tree, [unflatten(t, s) for t, s in zip(subtrees, states_flat)])
+    return unflatten(tree, [JoinPoint(unflatten(t, s)) for t, s in zip(subtrees, states_flat)])
 
 
-__all__ = ["Optimizer", "OptimizerState", "adagrad", "adam", "adamax", "clip_grads", "constant",
+def pack_optimizer_state(marked_pytree: Any) -> OptimizerState:
+    """The :class:`OptimizerState` of a pytree made by :func:`unpack_optimizer_state`."""
+    sentinels, tree = flatten(marked_pytree)
+    if not all(isinstance(s, JoinPoint) for s in sentinels):
+        raise TypeError("pack_optimizer_state: every leaf must be a JoinPoint (from unpack_optimizer_state)")
+    flats = [flatten(s.subtree) for s in sentinels]
+    return OptimizerState([f[0] for f in flats], tree, tuple(f[1] for f in flats))
+
+
+@optimizer
+def sm3(step_size: float | Schedule, momentum: float = 0.9) -> tuple:
+    """SM3 (Anil et al. 2019): per-axis maxima of accumulated squared gradients, with momentum."""
+    step_size = make_schedule(step_size)
+
+    def along(ndim: int, v: Any, axis: int) -> Any:
+        idx = [None] * ndim
+        idx[axis] = slice(None)
+        return v[tuple(idx)]
+
+    def init(x0: Any) -> tuple:
+        shape = tuple(x0.shape)
+        x0 = jnp.atleast_1d(x0)
+        return x0, jnp.zeros_like(x0), [jnp.zeros(n, x0.dtype) for n in x0.shape], shape
+
+    def update(i: Any, g: Any, state: tuple) -> tuple:
+        x, m, vs, shape = state
+        g = jnp.reshape(g, x.shape)
+        accum = functools.reduce(jnp.minimum, [along(g.ndim, v, k) for k, v in enumerate(vs)]) + jnp.square(g)
+        inv_sqrt = jnp.where(accum > 0, 1.0 / jnp.sqrt(accum), 0.0)
+        m = (1.0 - momentum) * (g * inv_sqrt) + momentum * m
+        x = x - step_size(i) * m
+        vs = [jnp.max(accum, axis=tuple(a for a in range(x.ndim) if a != k)) for k in range(x.ndim)]
+        return x, m, vs, shape
+
+    return init, update, lambda state: jnp.reshape(state[0], state[3])
+
+
+__all__ = ["JoinPoint", "Optimizer", "OptimizerState", "adagrad", "adam", "adamax", "clip_grads", "constant",
            "exponential_decay", "inverse_time_decay", "l2_norm", "make_schedule", "momentum", "nesterov",
-           "optimizer", "piecewise_constant", "polynomial_decay", "rmsprop", "rmsprop_momentum", "sgd",
-           "unpack_optimizer_state"]
+           "optimizer", "pack_optimizer_state", "piecewise_constant", "polynomial_decay", "rmsprop",
+           "rmsprop_momentum", "sgd", "sm3", "unpack_optimizer_state"]

@@ -143,8 +143,8 @@ def _moment(updates: Updates, moments: Any, decay: float, order: int) -> Any:
 
 
 def _bias_correction(moment: Any, decay: float, count: Any) -> Any:
-    correction = 1 - decay ** count.astype(jnp.float32)
-    return tree_map(lambda t: t / correction.astype(t.dtype), moment)
+    """``moment / (1 - decay**count)``, the correction computed in each leaf's precision."""
+    return tree_map(lambda t: t / (1 - decay ** count.astype(t.dtype)), moment)
 
 
 def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, eps_root: float = 0.0,

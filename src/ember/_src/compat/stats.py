@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 import ember.numpy as jnp
+from ember._src.compat.incomplete import betainc, gammainc, gammaincc
 from ember.scipy import linalg as sla
 from ember.scipy import special as sp
 
@@ -188,7 +189,19 @@ def _gamma_logpdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return jnp.where(y < 0, -jnp.inf, out)
 
 
-gamma = _ns("gamma", "The gamma distribution (shape ``a``).", logpdf=_gamma_logpdf, pdf=_exp(_gamma_logpdf))
+def _gamma_cdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, a, loc, scale = _f(x, a, loc, scale)
+    return gammainc(a, (x - loc) / scale)
+
+
+def _gamma_sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, a, loc, scale = _f(x, a, loc, scale)
+    return gammaincc(a, (x - loc) / scale)
+
+
+gamma = _ns("gamma", "The gamma distribution (shape ``a``).", logpdf=_gamma_logpdf,
+            pdf=_exp(_gamma_logpdf), cdf=_gamma_cdf, logcdf=_log(_gamma_cdf), sf=_gamma_sf,
+            logsf=_log(_gamma_sf))
 
 
 def _chi2_logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -196,7 +209,18 @@ def _chi2_logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return _gamma_logpdf(x, df / 2, loc, 2 * scale)
 
 
-chi2 = _ns("chi2", "The chi-squared distribution.", logpdf=_chi2_logpdf, pdf=_exp(_chi2_logpdf))
+def _chi2_cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, df, loc, scale = _f(x, df, loc, scale)
+    return _gamma_cdf(x, df / 2, loc, 2 * scale)
+
+
+def _chi2_sf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, df, loc, scale = _f(x, df, loc, scale)
+    return _gamma_sf(x, df / 2, loc, 2 * scale)
+
+
+chi2 = _ns("chi2", "The chi-squared distribution.", logpdf=_chi2_logpdf, pdf=_exp(_chi2_logpdf),
+           cdf=_chi2_cdf, logcdf=_log(_chi2_cdf), sf=_chi2_sf, logsf=_log(_chi2_sf))
 
 
 def _beta_logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -206,7 +230,18 @@ def _beta_logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return jnp.where((y < 0) | (y > 1), -jnp.inf, out)
 
 
-beta = _ns("beta", "The beta distribution.", logpdf=_beta_logpdf, pdf=_exp(_beta_logpdf))
+def _beta_cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, a, b, loc, scale = _f(x, a, b, loc, scale)
+    return betainc(a, b, (x - loc) / scale)
+
+
+def _beta_sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    x, a, b, loc, scale = _f(x, a, b, loc, scale)
+    return betainc(b, a, 1 - (x - loc) / scale)
+
+
+beta = _ns("beta", "The beta distribution.", logpdf=_beta_logpdf, pdf=_exp(_beta_logpdf), cdf=_beta_cdf,
+           logcdf=_log(_beta_cdf), sf=_beta_sf, logsf=_log(_beta_sf))
 
 
 # ---------------------------------------------------------------------------- multivariate
@@ -273,7 +308,14 @@ def _poisson_logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     return jnp.where((x < 0) | ~_is_int(x), -jnp.inf, out)
 
 
-poisson = _ns("poisson", "The Poisson distribution.", logpmf=_poisson_logpmf, pmf=_exp(_poisson_logpmf))
+def _poisson_cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    k, mu, loc = _f(k, mu, loc)
+    x = jnp.floor(k - loc)
+    return jnp.where(x < 0, 0.0, gammaincc(jnp.maximum(x, 0) + 1, mu)).astype(k.dtype)
+
+
+poisson = _ns("poisson", "The Poisson distribution.", logpmf=_poisson_logpmf, pmf=_exp(_poisson_logpmf),
+              cdf=_poisson_cdf)
 
 
 def _bernoulli_logpmf(k: Any, p: Any, loc: Any = 0) -> Any:

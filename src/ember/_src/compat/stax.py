@@ -44,14 +44,28 @@ def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int,  # noqa:
                 filter_shape: Sequence[int], strides: Sequence[int] | None = None, padding: Any = "VALID",
                 W_init: Callable | None = None, b_init: Callable = _NORMAL_1E6) -> Layer:  # noqa: N803
     """A convolution layer with dimension numbers such as ``("NHWC", "HWIO", "NHWC")``."""
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
     one = (1,) * len(filter_shape)
     strides = tuple(strides or one)
-    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))  # noqa: N806
+    return _conv_layer(lambda x, w: lax.conv_general_dilated(x, w, strides, padding, one, one,
+                                                             dimension_numbers=dimension_numbers),
+                       dimension_numbers, out_chan, filter_shape, W_init, b_init)
 
-    def conv(x: Any, w: Any) -> Any:
-        return lax.conv_general_dilated(x, w, strides, padding, one, one,
-                                        dimension_numbers=dimension_numbers)
+
+def GeneralConvTranspose(dimension_numbers: tuple[str, str, str], out_chan: int,  # noqa: N802
+                         filter_shape: Sequence[int], strides: Sequence[int] | None = None,
+                         padding: Any = "VALID", W_init: Callable | None = None,  # noqa: N803
+                         b_init: Callable = _NORMAL_1E6) -> Layer:  # noqa: N803
+    """A transposed-convolution layer (``lax.conv_transpose``)."""
+    strides = tuple(strides or (1,) * len(filter_shape))
+    return _conv_layer(lambda x, w: lax.conv_transpose(x, w, strides, padding,
+                                                       dimension_numbers=dimension_numbers),
+                       dimension_numbers, out_chan, filter_shape, W_init, b_init)
+
+
+def _conv_layer(conv: Callable[[Any, Any], Any], dimension_numbers: tuple[str, str, str], out_chan: int,
+                filter_shape: Sequence[int], W_init: Callable | None, b_init: Callable) -> Layer:  # noqa: N803
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))  # noqa: N806
 
     def init_fun(rng: Any, input_shape: Sequence[int]) -> tuple:
         it = iter(filter_shape)
@@ -68,6 +82,8 @@ def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int,  # noqa:
 
 
 Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
+ConvTranspose = functools.partial(GeneralConvTranspose, ("NHWC", "HWIO", "NHWC"))
+Conv1DTranspose = functools.partial(GeneralConvTranspose, ("NHC", "HIO", "NHC"))
 
 
 def elementwise(fun: Callable[..., Any], **fun_kwargs: Any) -> Layer:
@@ -221,6 +237,7 @@ def shape_dependent(make_layer: Callable[[Any], Layer]) -> Layer:
 
 
 __all__ = [
+    "Conv1DTranspose", "ConvTranspose", "GeneralConvTranspose",
     "AvgPool", "BatchNorm", "Conv", "Dense", "Dropout", "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut",
     "Flatten", "Gelu", "GeneralConv", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu",
     "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh", "elementwise", "parallel", "serial",

@@ -1,0 +1,5 @@
+"""``ember.experimental.ode``: ``odeint`` (adaptive Dormand-Prince with an adjoint gradient)."""
+
+from ember._src.compat.ode import odeint
+
+__all__ = ["odeint"]
