@@ -307,6 +307,7 @@ class _Stats:
         self.compiles = 0
         self.disk_hits = 0
         self.memory_hits = 0
+        self.rejected = 0  # cached libraries that failed verification and were rebuilt
 
 
 _lock = threading.Lock()
@@ -316,11 +317,44 @@ _libraries: dict[tuple[str, str], ctypes.CDLL] = {}
 
 
 def cache_dir() -> Path:
-    """``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember`` (read per call)."""
+    """``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember`` (read per call).
+
+    When that directory cannot be written (read-only, no permission), a private temporary
+    directory is used for the rest of the process instead, after one warning."""
     explicit = os.environ.get("EMBER_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    return user_cache_dir()
+    configured = Path(explicit).expanduser() if explicit else user_cache_dir()
+    return _fallback_dirs.get(str(configured), configured)
+
+
+_fallback_dirs: dict[str, Path] = {}  # configured cache dir -> private temp dir (unwritable ones)
+
+
+def _usable_cache_dir() -> Path:
+    """:func:`cache_dir`, created; an unwritable one is replaced (once, with a warning) by a private
+    temporary directory; a path that is a file raises naming ``EMBER_CACHE_DIR``."""
+    directory = cache_dir()
+    if directory.exists() and not directory.is_dir():
+        raise CompileError(f"the ember cache path {directory} is a file, not a directory: set "
+                           "EMBER_CACHE_DIR to a directory (or remove the file)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return directory
+    except NotADirectoryError:
+        raise CompileError(f"the ember cache path {directory} is inside a file: set EMBER_CACHE_DIR to a "
+                           "directory") from None
+    except OSError as e:
+        private = Path(tempfile.mkdtemp(prefix="ember-cache-"))
+        _fallback_dirs[str(directory)] = private
+        import logging
+        import warnings
+        msg = (f"ember: the compile cache {directory} is not writable ({e.strerror or e}); using the "
+               f"private directory {private} for this process (set EMBER_CACHE_DIR to a writable directory)")
+        logging.getLogger("ember").warning(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        return private
 
 
 def user_cache_dir() -> Path:
@@ -370,6 +404,12 @@ def cache_stats() -> dict[str, int]:
     """Counters since process start: ``compiles``, ``disk_hits``, ``memory_hits``."""
     with _lock:
         return {"compiles": _stats.compiles, "disk_hits": _stats.disk_hits, "memory_hits": _stats.memory_hits}
+
+
+def rejected_entries() -> int:
+    """Cached libraries found corrupted (failed verification) and rebuilt since process start."""
+    with _lock:
+        return _stats.rejected
 
 
 def clear_memory_cache() -> None:
@@ -426,7 +466,11 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
                 f"compiling {name_hint!r} failed (exit {proc.returncode})\n"
                 f"source: {src}\ncommand: {shlex.join(cmd)}\n{proc.stderr.strip()}"
             )
+        if not os.path.exists(tmp) or os.path.getsize(tmp) == 0:
+            raise CompileError(f"compiling {name_hint!r}: the compiler exited 0 but wrote no output "
+                               f"(nothing was cached)\nsource: {src}\ncommand: {shlex.join(cmd)}")
         os.chmod(tmp, 0o755)
+        _atomic_write_text(_digest_path(so), _file_digest(tmp))  # before the library: never unverified
         os.replace(tmp, so)
     finally:
         with contextlib.suppress(OSError):
@@ -446,20 +490,63 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
     """The disk tier: ``(path of <cache dir>/<key>.so, whether it was compiled now)``. An existing
     ``.so`` is reused without locking (it was put in place by an atomic rename, so present means
     complete); otherwise it is built under the key's file lock unless another process did meanwhile."""
-    directory = cache_dir()
+    directory = _usable_cache_dir()
     so = directory / f"{key}.so"
-    if so.exists():
+    if _verified(so):
         return str(so), False
-    directory.mkdir(parents=True, exist_ok=True)
     with _file_lock(directory / f"{key}.lock"):
-        if so.exists():
+        if _verified(so):
             return str(so), False
+        _discard(so)
         _remove_stale_temporaries(directory, key)
         src = directory / f"{key}.c"
         if not src.exists() or src.read_text() != source:
             _atomic_write_text(src, source)
         _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags), source_libs(source))
     return str(so), True
+
+
+def _digest_path(so: Path | str) -> Path:
+    return Path(str(so) + ".sha256")
+
+
+def _file_digest(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _verified(so: Path) -> bool:
+    """Whether the cached library ``so`` is exactly what was built: a regular, non-empty file whose
+    SHA-256 matches the digest recorded when it was built. Nothing of it is loaded or run before
+    this check passes. A present but bad entry is logged (and later removed and rebuilt)."""
+    if not so.exists() and not so.is_symlink():
+        return False
+    try:
+        ok = so.is_file() and so.stat().st_size > 0 and \
+            _digest_path(so).read_text().strip() == _file_digest(so)
+    except OSError:
+        ok = False
+    if not ok:
+        import logging
+        logging.getLogger("ember").warning("ember: the cached library %s failed verification (truncated, "
+                                           "corrupted or replaced); rebuilding it", so)
+        with _lock:
+            _stats.rejected += 1
+    return ok
+
+
+def _discard(so: Path) -> None:
+    """Remove a bad cache entry (a file, or a directory someone put in its place) and its digest."""
+    with contextlib.suppress(OSError):
+        if so.is_dir() and not so.is_symlink():
+            shutil.rmtree(so)
+        else:
+            so.unlink()
+    with contextlib.suppress(OSError):
+        _digest_path(so).unlink()
 
 
 def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple[str, ...] = ()) -> str:

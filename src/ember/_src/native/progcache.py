@@ -146,13 +146,30 @@ def _path(directory: Path, key: str) -> Path:
     return directory / "programs" / f"{key[:40]}.json"
 
 
+def _digest(entry: dict) -> str:
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+
+
 def load(directory: Path, key: str) -> dict | None:
-    """The entry stored under ``key`` (a dict from JSON), or None when absent or unreadable."""
+    """The entry stored under ``key`` (a dict from JSON), or None when absent, unreadable or
+    failing verification (its recorded digest does not match its content: a damaged or hand-edited
+    entry is logged and removed, so the program is built again)."""
+    f = _path(directory, key)
     try:
-        entry = json.loads(_path(directory, key).read_text())
-    except (OSError, ValueError):
+        entry = json.loads(f.read_text())
+    except FileNotFoundError:
         return None
-    if not isinstance(entry, dict) or entry.get("key") != key or entry.get("format") != FORMAT:
+    except (OSError, ValueError):
+        entry = None
+    ok = isinstance(entry, dict) and entry.get("format") == FORMAT and entry.get("key") == key
+    if ok:
+        digest = entry.pop("digest", None)
+        ok = digest == _digest(entry)
+    if not ok:
+        import logging
+        logging.getLogger("ember").warning("ember: program cache entry %s failed verification; rebuilding", f)
+        with contextlib.suppress(OSError):
+            f.unlink()
         return None
     return entry
 
@@ -164,4 +181,5 @@ def store(directory: Path, key: str, entry: dict) -> None:
     f = _path(directory, key)
     with contextlib.suppress(OSError, TypeError, ValueError):
         f.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(f, json.dumps({"format": FORMAT, "key": key, **entry}))
+        body = {"format": FORMAT, "key": key, **entry}
+        _atomic_write_text(f, json.dumps({**body, "digest": _digest(body)}))
