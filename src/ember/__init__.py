@@ -5,7 +5,7 @@ from ember import errors, tree
 from ember._src import native as _native  # noqa: F401  (registers the "native" backend)
 from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats
-from ember._src.batching import vmap
+from ember._src.batching import pmap, vmap
 from ember._src.core import ShapedArray
 from ember._src.debug import set_debug
 from ember._src.dynamic import dimension_as_value
@@ -27,7 +27,7 @@ __all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks",
 
 from ember._src.api_util import block_until_ready, device_put  # noqa: E402
 
-__all__ += ["block_until_ready", "device_put"]
+__all__ += ["block_until_ready", "device_put", "pmap"]
 __all__ += ["clear_caches", "default_backend", "dimension_as_value", "set_debug", "set_default_backend",
             "set_validation"]
 

@@ -79,6 +79,8 @@ class BatchTrace(core.Trace):
     def process_primitive(self, prim: core.Primitive, tracers: list, params: dict) -> list:
         vals = [t.val for t in tracers]
         dims = [t.batch_dim for t in tracers]
+        if getattr(prim, "collective", False):
+            return self._collective(prim, vals, dims, params)
         if all(d is None for d in dims):
             out = prim.bind(*vals, **params)
             outs = out if prim.multiple_results else [out]
@@ -93,6 +95,28 @@ class BatchTrace(core.Trace):
             raise AssertionError(f"batching rule of {prim.name} returned {len(outs)} values and "
                                  f"{len(out_dims)} dims")
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
+
+
+    # parameters of collectives that name an axis of the member's value (shifted by one when this
+    # level's mapped axis is put in front of a value a lower level's collective evaluates)
+    _AXIS_PARAMS = ("axis", "scatter_dimension", "split_axis", "concat_axis")
+
+    def _collective(self, prim: core.Primitive, vals: list, dims: list, params: dict) -> list:
+        """A collective (``prims/collectives.py``): evaluated here when it names this level's axis,
+        otherwise passed to the level that owns its name with this axis leading."""
+        if params.get("axis_name") == self.axis_data.name:
+            from ember._src.prims.collectives import apply_collective
+            outs, out_dims = apply_collective(prim, vals, dims, self.axis_data, params)
+            return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
+        if all(d is None for d in dims):
+            out = prim.bind(*vals, **params)
+            return [BatchTracer(self, o, None) for o in (out if prim.multiple_results else [out])]
+        vals = [moveaxis(v, d, 0) if d not in (None, 0) else
+                (broadcast_batch(v, self.axis_data.size, 0) if d is None else v) for v, d in zip(vals, dims)]
+        shifted = {k: (v + 1 if k in self._AXIS_PARAMS and isinstance(v, int) and v >= 0 else v)
+                   for k, v in params.items()}
+        out = prim.bind(*vals, **shifted)
+        return [BatchTracer(self, o, 0) for o in (out if prim.multiple_results else [out])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,3 +395,34 @@ def _mapped_size(sizes: list[tuple[sh.Dim, str]], axis_size: sh.Dim | None) -> s
         lines.append(f"  * {'one axis' if len(wheres) == 1 else f'{len(wheres)} axes'} had {s}: "
                      + "; ".join(wheres[:3]) + more)
     raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
+
+
+def pmap(fun: Callable, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,
+         static_broadcasted_argnums: int | Sequence[int] = (), devices: Any = None,
+         backend: str | None = None, axis_size: int | None = None, donate_argnums: Any = ()) -> Callable:
+    """``jax.pmap`` on the one host device: ``fun`` mapped over the leading axis of its arguments
+    with collectives over ``axis_name``, compiled once per signature -- ``jit(vmap(fun, ...))``.
+
+    JAX runs one member per device and refuses more members than devices; ember has one host
+    device and runs every member of the mapped axis in the same native call.
+    """
+    from ember._src.jit import jit
+
+    if devices is not None and len(devices) != 1:
+        raise ValueError("pmap: ember has one host device; devices= must name at most that one")
+    statics = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) else \
+        tuple(static_broadcasted_argnums)
+    if statics:
+        def bound(*args: Any) -> Any:
+            static = {i: args[i] for i in statics}
+            dyn = [a for i, a in enumerate(args) if i not in static]
+
+            def inner(*d: Any) -> Any:
+                it = iter(d)
+                full = [static[i] if i in static else next(it) for i in range(len(args))]
+                return fun(*full)
+            axes = in_axes if not isinstance(in_axes, (list, tuple)) else \
+                type(in_axes)(a for i, a in enumerate(in_axes) if i not in static)
+            return vmap(inner, axes, out_axes, axis_size, axis_name)(*dyn)
+        return jit(bound, static_argnums=statics, backend=backend)
+    return jit(vmap(fun, in_axes, out_axes, axis_size, axis_name), backend=backend)

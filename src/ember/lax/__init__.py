@@ -43,6 +43,17 @@ from ember._src.lax_gather import (
 )
 from ember._src.lax_reduce import reduce, reduce_window
 from ember._src.lax_windows import padtype_to_pads
+from ember._src.prims.collectives import (
+    all_gather,
+    all_to_all,
+    axis_index,
+    pmax,
+    pmean,
+    pmin,
+    ppermute,
+    psum,
+    psum_scatter,
+)
 from ember._src.prims.dot import dot, dot_general
 from ember._src.prims.elementwise import (
     abs,

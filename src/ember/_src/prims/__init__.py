@@ -2,6 +2,7 @@
 
 from ember._src.prims import (  # noqa: F401
     callback,
+    collectives,
     dot,
     elementwise,
     fft,
