@@ -17,6 +17,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.core import get_aval as _aval
 from ember._src.numpy.ufuncs import asarray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -26,9 +27,6 @@ from ember.errors import ShapeError
 ArrayLike = Any
 _NORMS = (None, "backward", "ortho", "forward")
 
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _as_complex(x: Any) -> Any:

@@ -28,6 +28,7 @@ from ember._src import ad, core
 from ember._src import debug as dbg
 from ember._src.ad_util import Zero, instantiate, is_zero, tangent_aval
 from ember._src.core import ShapedArray
+from ember._src.interpreter import NumpyPlan
 from ember._src.program import Program, Var, eval_program, trace_to_program
 from ember.errors import EmberError
 
@@ -151,8 +152,7 @@ def numpy_runner(prog: Program) -> Callable[[list], list]:
     """A fast reference executor of ``prog`` on NumPy values (the numpy backend's plan), cached."""
     run = _RUNNERS.get(prog)
     if run is None:
-        from ember._src.jit import _NumpyPlan
-        run = _RUNNERS[prog] = _NumpyPlan(prog).runner()
+        run = _RUNNERS[prog] = NumpyPlan(prog).runner()
     return run
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.core import get_aval as _aval
 from ember._src.numpy.ufuncs import asarray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import linalg as pl
@@ -65,9 +66,6 @@ class LstsqResult(NamedTuple):
 # helpers
 # ---------------------------------------------------------------------------------------------
 
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _inexact(*xs: ArrayLike) -> list[Any]:
@@ -376,17 +374,6 @@ def svdvals(x: ArrayLike, /) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
-    """Solve ``A x = b`` given ``A[perm] = L U`` (``b``: ``(..., n, k)`` with A's batch shape)."""
-    from ember._src.prims.indexing import take_along_axis
-    ba = _aval(b)
-    nd = ba.ndim
-    idx = mv.broadcast_in_dim(perm, ba.shape, tuple(range(nd - 1)))
-    pb = take_along_axis(b, idx, nd - 2)
-    y = pl.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
-    return pl.triangular_solve(lu, y, left_side=True, lower=False)
-
-
 def solve(a: ArrayLike, b: ArrayLike) -> Any:
     """Solve ``a @ x = b``; ``b`` is a vector when 1-d, else a stack of ``(n, k)`` matrices."""
     a, b = _inexact(a, b)
@@ -400,7 +387,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
                          f"{sh.shape_str(_aval(b).shape)}")
     a, b = _broadcast_batch(a, b, 2, 2)
     lu_, _, perm = pl.lu(a)
-    x = _lu_solve(lu_, perm, b)
+    x = pl.lu_solve(lu_, perm, b)
     if vec:
         x = mv.reshape(x, _aval(x).shape[:-1])
     return x

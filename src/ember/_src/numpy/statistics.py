@@ -23,10 +23,10 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array
-from ember._src.numpy.searching import (
+from ember._src.core import get_aval as _aval
+from ember._src.numpy.operands import (
     INDEX_DTYPE,
     _arr,
-    _aval,
     _bcast,
     _convert,
     _count,
@@ -41,10 +41,9 @@ from ember._src.numpy.searching import (
     _scalar,
     _select,
     _slice1,
-    _sort_with,
     _static_int,
-    searchsorted,
 )
+from ember._src.numpy.searching import _sort_with, searchsorted
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
