@@ -17,7 +17,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 # lowest first; a module may import its own layer and the ones before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("ember.errors", "ember._src.dtypes", "ember._src.shapes", "ember._src.tree", "ember._src.debug")),
+    ("base", ("ember.errors", "ember._src.dtypes", "ember._src.shapes", "ember._src.tree",
+              "ember._src.debug")),
     ("core", ("ember._src.core", "ember._src.array", "ember._src.program", "ember._src.registry_report")),
     ("prims", ("ember._src.prims", "ember._src.ad_util", "ember._src.dynamic")),
     ("transforms", ("ember._src.ad", "ember._src.batching", "ember._src.custom_derivatives",
@@ -63,8 +64,8 @@ def _layer(mod: str) -> int:
     best, rank = -1, -1
     for i, (_, prefixes) in enumerate(LAYERS):
         for pre in prefixes:
-            if (mod == pre or mod.startswith(pre + ".") or (pre.endswith("lax") and mod.startswith(pre + "_"))) \
-                    and len(pre) > best:
+            lax_module = pre.endswith("lax") and mod.startswith(pre + "_")  # _src/lax_*.py
+            if (mod == pre or mod.startswith(pre + ".") or lax_module) and len(pre) > best:
                 best, rank = len(pre), i
     assert rank >= 0, f"{mod} is in no layer of LAYERS"
     return rank
@@ -80,7 +81,8 @@ def _imports(path: pathlib.Path, mod: str) -> list[tuple[str, int]]:
         elif isinstance(n, ast.ImportFrom):
             base = n.module or ""
             if n.level:
-                base = ".".join(pkg.split(".")[: len(pkg.split(".")) - n.level + 1] + ([base] if base else []))
+                up = pkg.split(".")[: len(pkg.split(".")) - n.level + 1]
+                base = ".".join(up + ([base] if base else []))
             if base.split(".")[0] != "ember":
                 continue
             for a in n.names:
