@@ -20,6 +20,8 @@ from ember._src import core
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.core import ShapedArray
+from ember._src.prims import movement as mv
+from ember._src.program import eval_program, trace_to_program
 from ember.errors import TracerError
 
 __all__ = ["BatchTrace", "BatchTracer", "batch_program", "matchaxis", "moveaxis", "vmap"]
@@ -102,13 +104,11 @@ class BatchTrace(core.Trace):
 
 def moveaxis(x: Any, src: int, dst: int) -> Any:
     """Move axis ``src`` of ``x`` to position ``dst`` (negative positions count from the end)."""
-    from ember._src.prims import movement as mv
     return mv.moveaxis(x, src, dst)
 
 
 def broadcast_batch(x: Any, size: sh.Dim, axis: int) -> Any:
     """Insert a new axis of ``size`` at ``axis`` of ``x`` (a value that does not vary over it)."""
-    from ember._src.prims import movement as mv
     a = core.get_aval(x)
     axis = sh.normalize_axis(axis, a.ndim + 1, "out_axes")
     shape = (*a.shape[:axis], size, *a.shape[axis:])
@@ -168,7 +168,6 @@ def batch_program(program: Any, in_dims: Sequence[int | None], axis_size: sh.Dim
     the constants of the result (possibly tracers of enclosing transformations). A value that is
     batched must be an input: closure-convert sub-programs (constants -> inputs) before batching.
     """
-    from ember._src.program import eval_program, trace_to_program
     in_dims = list(in_dims)
     if len(in_dims) != len(program.invars):
         raise ValueError(f"batch_program: {len(in_dims)} in_dims for {len(program.invars)} inputs")

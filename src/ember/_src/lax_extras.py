@@ -18,6 +18,7 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
 from ember._src.core import get_aval as _aval
+from ember._src.custom_derivatives import custom_jvp
 from ember._src.numpy.more_ufuncs import logaddexp
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
@@ -221,7 +222,6 @@ _RP_CACHE: dict = {}
 def _reduce_precision_fn(exponent_bits: int, mantissa_bits: int) -> Any:
     key = (exponent_bits, mantissa_bits)
     if key not in _RP_CACHE:
-        from ember._src.custom_derivatives import custom_jvp
 
         @custom_jvp
         def rp(x: Any) -> Any:

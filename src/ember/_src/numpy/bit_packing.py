@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import asarray_eager
 from ember._src.core import get_aval as _aval
 from ember._src.numpy.operands import (
     _arr,
@@ -60,7 +61,6 @@ def packbits(a: ArrayLike, /, axis: int | None = None, bitorder: str = "big") ->
 
 
 def _weights_array(w: np.ndarray) -> Any:
-    from ember._src.array import asarray_eager
     return asarray_eager(w)
 
 

@@ -18,7 +18,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
-from ember._src.numpy.ufuncs import asarray
+from ember._src.numpy.ufuncs import asarray, promote_args
 from ember._src.prims import elementwise as ew
 from ember._src.prims import linalg as pl
 from ember._src.prims import movement as mv
@@ -204,7 +204,6 @@ def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Any:
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """``sum(conj(x1) * x2, axis)`` with broadcasting."""
-    from ember._src.numpy.ufuncs import promote_args
     a, b = promote_args("vecdot", x1, x2)
     prod = ew.mul(pl.conj(a), b)
     return red.reduce_sum(prod, (sh.normalize_axis(axis, _aval(prod).ndim),))
@@ -223,7 +222,6 @@ def outer(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 
 def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """Cross product of 3-element vectors along ``axis`` (with broadcasting)."""
-    from ember._src.numpy.ufuncs import promote_args
     a, b = promote_args("cross", x1, x2)
     nd = _aval(a).ndim
     ax = sh.normalize_axis(axis, nd)
