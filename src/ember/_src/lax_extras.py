@@ -30,7 +30,6 @@ from ember.errors import DTypeError, ShapeError
 ArrayLike = Any
 
 
-
 def _as_operand(x: ArrayLike) -> Any:
     return x if isinstance(x, (Array, core.Tracer)) else asarray_eager(x)
 

@@ -28,7 +28,6 @@ from ember.errors import DTypeError, ShapeError
 ArrayLike = Any
 
 
-
 def _inexact(name: str, x: ArrayLike) -> Any:
     (x,) = uf.promote_args(name, x, to="inexact")
     return x

@@ -35,7 +35,6 @@ ArrayLike = Any
 # ---------------------------------------------------------------------------------------------
 
 
-
 def promote_dtypes(name: str, *args: ArrayLike) -> list[Any]:
     """Promote ``args`` to their common dtype (JAX lattice with weak types) without broadcasting."""
     ops = [a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a) for a in args]

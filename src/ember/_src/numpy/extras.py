@@ -45,7 +45,6 @@ def _arr(x: ArrayLike, dtype: Any = None) -> Any:
     return uf.asarray(x, dtype)
 
 
-
 def _concrete(x: Any, what: str) -> np.ndarray:
     """A NumPy value for ``x``; raises TracerError for tracers."""
     if isinstance(x, core.Tracer):

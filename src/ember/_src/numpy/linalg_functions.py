@@ -67,7 +67,6 @@ class LstsqResult(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 
 
-
 def _inexact(*xs: ArrayLike) -> list[Any]:
     """Convert to ember values of one common inexact dtype (float32 at least)."""
     vals = [asarray(x) for x in xs]
@@ -684,7 +683,6 @@ def cond(x: ArrayLike, p: Any = None) -> Any:
         r = ew.div(_max(s, last), _min(s, last))
         return ew.div(_c(r, 1), r) if p == -2 else r
     return ew.mul(norm(x, p, axis=(-2, -1)), norm(inv(x), p, axis=(-2, -1)))
-
 
 
 __all__ = [

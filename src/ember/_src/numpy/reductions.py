@@ -38,7 +38,6 @@ Axis = Any  # None | int | tuple[int, ...]
 # ---------------------------------------------------------------------------------------------
 
 
-
 def _check_out(name: str, out: Any) -> None:
     if out is not None:
         raise NotImplementedError(f"{name}: the `out` argument is not supported (ember arrays are "

@@ -38,7 +38,6 @@ from ember.errors import DTypeError, ShapeError
 # ---------------------------------------------------------------------------------------------
 
 
-
 def T(x: Any) -> Any:
     """Swap the last two axes."""
     nd = _aval(x).ndim

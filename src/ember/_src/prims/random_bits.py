@@ -40,7 +40,6 @@ _KS_PARITY = np.uint32(0x1BD11BDA)
 # ---------------------------------------------------------------------------------------------
 
 
-
 def _as_value(x: Any) -> Any:
     """A tracer as it is, anything else as an ember Array."""
     return x if isinstance(x, core.Tracer) else asarray_eager(x)
