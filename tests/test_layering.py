@@ -64,8 +64,7 @@ def _layer(mod: str) -> int:
     best, rank = -1, -1
     for i, (_, prefixes) in enumerate(LAYERS):
         for pre in prefixes:
-            lax_module = pre.endswith("lax") and mod.startswith(pre + "_")  # _src/lax_*.py
-            if (mod == pre or mod.startswith(pre + ".") or lax_module) and len(pre) > best:
+            if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
                 best, rank = len(pre), i
     assert rank >= 0, f"{mod} is in no layer of LAYERS"
     return rank

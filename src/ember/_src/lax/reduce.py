@@ -22,7 +22,7 @@ from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager
 from ember._src.batching import vmap
-from ember._src.lax_windows import (
+from ember._src.lax.windows import (
     dilate_and_pad,
     dilate_dim,
     normalize_pads,
