@@ -129,3 +129,13 @@ def test_named_cycles_are_gone(name: str) -> None:
     prims.linalg -> the numpy layer."""
     targets = [t for t, _ in _imports(MODULES[name], name)]
     assert not [t for t in targets if t.startswith(("ember._src.native", "ember._src.numpy"))], targets
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
+    """A module of the prims layer importing jit (inside a function too) is reported as upward."""
+    f = tmp_path / "fake.py"
+    f.write_text("from ember._src import jit\n\ndef g():\n    from ember._src.native import dispatch\n")
+    found = _imports(f, "ember._src.prims.fake")
+    assert [t for t, _ in found] == ["ember._src.jit", "ember._src.native.dispatch"]
+    assert all(_layer(t) > _layer("ember._src.prims.fake") for t, _ in found)
+    assert _layer("ember._src.lax.conv") > _layer("ember._src.numpy.ufuncs") > _layer("ember._src.jit")
