@@ -40,7 +40,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "Array methods look the function up in the public namespace at call time, so a method and the "
         "function it names are the same object (monkeypatching included)",
     ("ember._src.native.progcache", "ember"):
-        "the on-disk program cache keys entries by ember's version",
+        "the on-disk program cache keys entries by ember's version and the files of its package",
 }
 
 # modules that may import the native backend (it registers itself in jit.BACKENDS)

@@ -19,15 +19,7 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
 from ember._src.numpy import linalg_functions as la
-from ember._src.numpy.operands import (
-    _arr,
-    _bcast,
-    _convert,
-    _full,
-    _promote,
-    _slice1,
-    _static_int,
-)
+from ember._src.numpy.operands import _arr, _bcast, _convert, _full, _promote, _slice1, _static_int
 from ember._src.numpy.statistics import convolve
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew

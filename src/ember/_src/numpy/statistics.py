@@ -27,6 +27,7 @@ from ember._src.core import get_aval as _aval
 from ember._src.numpy.operands import (
     INDEX_DTYPE,
     _arr,
+    _axis,
     _bcast,
     _convert,
     _count,
@@ -68,13 +69,6 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     try:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
-    except ShapeError as e:
-        raise ShapeError(f"{name}: {e}") from None
-
-
-def _axis(name: str, axis: int, ndim: int) -> int:
-    try:
-        return sh.normalize_axis(axis, ndim)
     except ShapeError as e:
         raise ShapeError(f"{name}: {e}") from None
 
