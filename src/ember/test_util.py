@@ -37,7 +37,6 @@ def _to64(x: Any) -> Any:
 
 
 def _rand_like(rng: np.random.Generator, tree: Any) -> Any:
-
     def one(x: Any) -> Any:
         a = np.asarray(x)
         if a.dtype.kind == "f":

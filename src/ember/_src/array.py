@@ -8,6 +8,7 @@ transformations.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import traceback
 import weakref
@@ -325,7 +326,6 @@ def check_leaks(raise_on_leak: bool = False) -> Iterator[LeakReport]:
     ``with ember.check_leaks() as leaks: ...`` then ``leaks`` lists ``(shape, dtype, where)``;
     with ``raise_on_leak=True`` a leak raises ``RuntimeError`` with the report.
     """
-    import gc
 
     created: list = []
     report = LeakReport()

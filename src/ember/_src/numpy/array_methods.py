@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ember._src import core
 from ember._src.array import Array
+from ember._src.numpy.indexing import AtIndexer, getitem
+from ember._src.shapes import DimExpr
 
 
 def _np() -> Any:
@@ -54,9 +58,6 @@ def _rbinop(name: str) -> Callable:
 
 
 def _is_operand(x: Any) -> bool:
-    import numpy as np
-
-    from ember._src.shapes import DimExpr
     return isinstance(x, (Array, core.Tracer, bool, int, float, complex, np.ndarray, np.generic, list, tuple,
                           DimExpr))
 
@@ -85,12 +86,10 @@ def _rdivmod(self: Any, other: Any) -> Any:
 
 
 def _getitem(self: Any, idx: Any) -> Any:
-    from ember._src.numpy.indexing import getitem
     return getitem(self, idx)
 
 
 def _at(self: Any) -> Any:
-    from ember._src.numpy.indexing import AtIndexer
     return AtIndexer(self)
 
 

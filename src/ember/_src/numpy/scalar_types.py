@@ -24,7 +24,6 @@ class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any = 0, /) -> Any:
-
         return asarray(x, dtype=cls.dtype)
 
     def __eq__(cls, other: object) -> bool:
