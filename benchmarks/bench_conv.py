@@ -1,4 +1,4 @@
-"""Convolution and pooling built from slices + one dot_general (im2col), see ``ember._src.lax_conv``:
+"""Convolution and pooling built from slices + one dot_general (im2col), see ``ember._src.lax.conv``:
 ember native vs the ember numpy backend vs JAX jit (when installed), NHWC/HWIO float32.
 
     python benchmarks/bench_conv.py [--quick] [--rounds 3]

@@ -2,15 +2,16 @@
 dynamic axes and planned memory."""
 
 from ember import errors, tree
+from ember._src import collectives as _collectives  # noqa: F401  (declares the collective primitives)
 from ember._src import native as _native  # noqa: F401  (registers the "native" backend)
 from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats
-from ember._src.batching import pmap, vmap
+from ember._src.batching import vmap
 from ember._src.core import ShapedArray
 from ember._src.debug import set_debug
 from ember._src.dynamic import dimension_as_value
 from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
-from ember._src.jit import clear_caches, default_backend, jit, make_program, set_default_backend
+from ember._src.jit import clear_caches, default_backend, jit, make_program, pmap, set_default_backend
 from ember._src.numpy import array_methods as _array_methods
 from ember._src.program import Program
 from ember._src.validation import set_validation

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import ad
 from ember._src import dtypes as dt
 from ember._src import tree as tu
+from ember._src.ad_util import float0
 
 __all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp"]
 
@@ -35,8 +37,6 @@ def _to64(x: Any) -> Any:
 
 
 def _rand_like(rng: np.random.Generator, tree: Any) -> Any:
-    from ember._src.ad_util import float0
-
     def one(x: Any) -> Any:
         a = np.asarray(x)
         if a.dtype.kind == "f":
@@ -146,7 +146,6 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
     function (``(primals, tangents) -> jvp``) and on the VJP function (``x -> vjp(f, x)(f(x))``).
     Integer leaves are not perturbed.
     """
-    from ember._src import ad
 
     args = tuple(tu.tree_map(_to64, tuple(args)))
     for m in modes:

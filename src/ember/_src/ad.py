@@ -34,7 +34,12 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, add_tangents, float0, instantiate, is_zero, tangent_aval
+from ember._src.array import asarray_eager
+from ember._src.batching import vmap as _v
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims import movement as mv
+from ember._src.prims.elementwise import convert_element_type
+from ember._src.prims.movement import full
 from ember._src.program import Eqn, Literal, Program, Var, eval_program, inline_literals, trace_to_program
 from ember.errors import TracerError
 
@@ -158,7 +163,6 @@ def _check_tangent(p: Any, t: Any, i: int, what: str) -> Any:
         return _zero_like_aval(pa)
     if ta.dtype != pa.dtype:
         if isinstance(t, (int, float, complex)) or ta.weak_type:
-            from ember._src.prims.elementwise import convert_element_type
             return convert_element_type(t, pa.dtype)
         raise TypeError(f"{what}: primal {i} has dtype {pa.dtype} but its tangent has dtype {ta.dtype}; "
                         "tangents must have the dtype of their primal")
@@ -381,7 +385,6 @@ def _toposort(out_tracers: Sequence[PartialEvalTracer]) -> list[PartialEvalTrace
 def tracers_to_program(in_tracers: Sequence[PartialEvalTracer],
                        out_tracers: Sequence[PartialEvalTracer]) -> Program:
     """Build the Program computing the unknown ``out_tracers`` from the unknown ``in_tracers``."""
-    from ember._src.array import asarray_eager
     var_of: dict[int, Var] = {}
     invars = []
     for t in in_tracers:
@@ -596,7 +599,6 @@ def backward_pass(prog: Program, consts: Sequence[Any], args: Sequence[Any],
             raise AssertionError(f"transpose rule of {where} produced a cotangent of shape "
                                  f"{ca.str_short()} for a value of type {v.aval.str_short()}")
         if ca.dtype != v.aval.dtype:
-            from ember._src.prims.elementwise import convert_element_type
             ct = convert_element_type(ct, v.aval.dtype)
         prev = cts.get(v.id)
         cts[v.id] = ct if prev is None else add_tangents(prev, ct)
@@ -680,7 +682,6 @@ def _cts_for(ct_tree: Any, out_tree: tu.PyTreeDef, out_avals: Sequence[ShapedArr
             raise ValueError(f"{what}: cotangent {i} has shape {ca.shape} but the output has shape "
                              f"{a.shape}")
         if ca.dtype != a.dtype:
-            from ember._src.prims.elementwise import convert_element_type
             if ca.weak_type or isinstance(ct, (int, float, complex)) or \
                     (dt.is_complex(ca.dtype) == dt.is_complex(a.dtype) and dt.is_inexact(ca.dtype)):
                 ct = convert_element_type(ct, a.dtype)
@@ -815,7 +816,6 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         else:
             out, f_vjp = vjp(f_dyn, *dyn)
         _check_scalar_output(out, "grad", holomorphic)
-        from ember._src.prims.movement import full
         leaf = tu.leaves(out)[0]
         a = core.get_aval(leaf)
         ct = tu.unflatten(tu.structure(out), [full((), 1, a.dtype)])
@@ -875,7 +875,6 @@ def _unstack_jac(batched: Any, blocks: Sequence[ShapedArray], lead: ShapedArray,
     ``lead_first``: the result is ``lead.shape + block.shape`` (jacfwd when ``lead`` is the
     output); otherwise ``block.shape + lead.shape`` (jacrev, where ``lead`` is the input).
     """
-    from ember._src.prims import movement as mv
     res, off = [], 0
     nl = len(lead.shape)
     for b in blocks:
@@ -891,7 +890,6 @@ def _unstack_jac(batched: Any, blocks: Sequence[ShapedArray], lead: ShapedArray,
 
 
 def _vmap(f: Callable) -> Callable:
-    from ember._src.batching import vmap as _v
     return _v(f)
 
 

@@ -8,6 +8,7 @@ transformations.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 import traceback
@@ -358,7 +359,6 @@ def check_leaks(raise_on_leak: bool = False) -> Iterator[LeakReport]:
     with ``raise_on_leak=True`` a leak raises ``RuntimeError`` with the report. Arrays other
     threads create meanwhile are not counted (each thread checks its own).
     """
-    import gc
 
     created: list = []
     report = LeakReport()

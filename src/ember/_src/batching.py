@@ -20,6 +20,8 @@ from ember._src import core
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.core import ShapedArray
+from ember._src.prims import movement as mv
+from ember._src.program import eval_program, trace_to_program
 from ember.errors import TracerError
 
 __all__ = ["BatchTrace", "BatchTracer", "batch_program", "matchaxis", "moveaxis", "vmap"]
@@ -102,10 +104,10 @@ class BatchTrace(core.Trace):
     _AXIS_PARAMS = ("axis", "scatter_dimension", "split_axis", "concat_axis")
 
     def _collective(self, prim: core.Primitive, vals: list, dims: list, params: dict) -> list:
-        """A collective (``prims/collectives.py``): evaluated here when it names this level's axis,
+        """A collective (``_src/collectives.py``): evaluated here when it names this level's axis,
         otherwise passed to the level that owns its name with this axis leading."""
         if params.get("axis_name") == self.axis_data.name:
-            from ember._src.prims.collectives import apply_collective
+            from ember._src.collectives import apply_collective
             outs, out_dims = apply_collective(prim, vals, dims, self.axis_data, params)
             return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
         if all(d is None for d in dims):
@@ -126,13 +128,11 @@ class BatchTrace(core.Trace):
 
 def moveaxis(x: Any, src: int, dst: int) -> Any:
     """Move axis ``src`` of ``x`` to position ``dst`` (negative positions count from the end)."""
-    from ember._src.prims import movement as mv
     return mv.moveaxis(x, src, dst)
 
 
 def broadcast_batch(x: Any, size: sh.Dim, axis: int) -> Any:
     """Insert a new axis of ``size`` at ``axis`` of ``x`` (a value that does not vary over it)."""
-    from ember._src.prims import movement as mv
     a = core.get_aval(x)
     axis = sh.normalize_axis(axis, a.ndim + 1, "out_axes")
     shape = (*a.shape[:axis], size, *a.shape[axis:])
@@ -192,7 +192,6 @@ def batch_program(program: Any, in_dims: Sequence[int | None], axis_size: sh.Dim
     the constants of the result (possibly tracers of enclosing transformations). A value that is
     batched must be an input: closure-convert sub-programs (constants -> inputs) before batching.
     """
-    from ember._src.program import eval_program, trace_to_program
     in_dims = list(in_dims)
     if len(in_dims) != len(program.invars):
         raise ValueError(f"batch_program: {len(in_dims)} in_dims for {len(program.invars)} inputs")
@@ -396,33 +395,3 @@ def _mapped_size(sizes: list[tuple[sh.Dim, str]], axis_size: sh.Dim | None) -> s
                      + "; ".join(wheres[:3]) + more)
     raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n" + "\n".join(lines))
 
-
-def pmap(fun: Callable, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,
-         static_broadcasted_argnums: int | Sequence[int] = (), devices: Any = None,
-         backend: str | None = None, axis_size: int | None = None, donate_argnums: Any = ()) -> Callable:
-    """``jax.pmap`` on the one host device: ``fun`` mapped over the leading axis of its arguments
-    with collectives over ``axis_name``, compiled once per signature -- ``jit(vmap(fun, ...))``.
-
-    JAX runs one member per device and refuses more members than devices; ember has one host
-    device and runs every member of the mapped axis in the same native call.
-    """
-    from ember._src.jit import jit
-
-    if devices is not None and len(devices) != 1:
-        raise ValueError("pmap: ember has one host device; devices= must name at most that one")
-    statics = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) else \
-        tuple(static_broadcasted_argnums)
-    if statics:
-        def bound(*args: Any) -> Any:
-            static = {i: args[i] for i in statics}
-            dyn = [a for i, a in enumerate(args) if i not in static]
-
-            def inner(*d: Any) -> Any:
-                it = iter(d)
-                full = [static[i] if i in static else next(it) for i in range(len(args))]
-                return fun(*full)
-            axes = in_axes if not isinstance(in_axes, (list, tuple)) else \
-                type(in_axes)(a for i, a in enumerate(in_axes) if i not in static)
-            return vmap(inner, axes, out_axes, axis_size, axis_name)(*dyn)
-        return jit(bound, static_argnums=statics, backend=backend)
-    return jit(vmap(fun, in_axes, out_axes, axis_size, axis_name), backend=backend)

@@ -25,12 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import ad, core
+from ember._src import ad, batching, core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, instantiate, is_zero, tangent_aval
+from ember._src.batching import batch_program
 from ember._src.core import Primitive, ShapedArray
-from ember._src.program import Program, eval_program, run_numpy, trace_to_program
+from ember._src.prims.elementwise import convert_element_type
+from ember._src.prims.movement import full
+from ember._src.program import Program, Var, eval_program, run_numpy, trace_to_program
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "remat"]
 
@@ -126,8 +129,6 @@ def _trace_fun(fun: Callable, rebuild: Callable, in_tree: tu.PyTreeDef,
 
 def _match_leaves(vals: Sequence[Any], avals: Sequence[ShapedArray], what: str) -> list:
     """Check shapes of rule outputs against ``avals`` and cast dtypes (integers get zeros)."""
-    from ember._src.prims.elementwise import convert_element_type
-    from ember._src.prims.movement import full
     res = []
     for i, (v, a) in enumerate(zip(vals, avals)):
         if v is None or isinstance(v, Zero) or (isinstance(v, np.ndarray) and v.dtype == ad.float0):
@@ -151,7 +152,6 @@ def _unbatch(avals: Sequence[ShapedArray]) -> list[ShapedArray]:
 
 def _batch_all(vals: Sequence[Any], dims: Sequence[Any]) -> tuple[list, Any]:
     """Move every batch dim to 0 and broadcast unbatched values (returns values and the size)."""
-    from ember._src import batching
     size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
     out = [batching.matchaxis(v, d, 0, size) for v, d in zip(vals, dims)]
     return out, size
@@ -159,7 +159,6 @@ def _batch_all(vals: Sequence[Any], dims: Sequence[Any]) -> tuple[list, Any]:
 
 def _batched_deferred(d: DeferredProgram, size: Any) -> DeferredProgram:
     """``d`` vmapped over a leading axis of every input; every output batched at 0."""
-    from ember._src.batching import batch_program
 
     def trace(avals: list[ShapedArray]) -> Program:
         return batch_program(d.program(_unbatch(avals)), [0] * len(avals), size, instantiate=True)[0]
@@ -205,7 +204,6 @@ def _cjvp_jvp(primals: list, tangents: list, *, call: Program, jvp: DeferredProg
 
 def _cjvp_batch(vals: list, dims: list, *, call: Program, jvp: DeferredProgram,
                 num_consts: int) -> tuple[list, list]:
-    from ember._src.batching import batch_program
     vals, size = _batch_all(vals, dims)
     bcall, _ = batch_program(call, [0] * len(vals), size, instantiate=True)
     outs = custom_jvp_call_p.bind(*vals, call=bcall, jvp=_batched_deferred(jvp, size), num_consts=num_consts)
@@ -365,7 +363,6 @@ def _cvjp_jvp(primals: list, tangents: list, *, call: Program, fwd: DeferredProg
 
 def _cvjp_batch(vals: list, dims: list, *, call: Program, fwd: DeferredProgram, bwd: DeferredProgram,
                 num_consts: int) -> tuple[list, list]:
-    from ember._src.batching import batch_program
     vals, size = _batch_all(vals, dims)
     bcall, _ = batch_program(call, [0] * len(vals), size, instantiate=True)
     outs = custom_vjp_call_p.bind(*vals, call=bcall, fwd=_batched_deferred(fwd, size),
@@ -574,7 +571,6 @@ def _ckpt_fun(program: Program) -> Callable:
 
 def _depends_on(program: Program, flags: Sequence[bool]) -> list[bool]:
     """Which outputs of ``program`` depend on the inputs flagged in ``flags``."""
-    from ember._src.program import Var
     dep = {v.id for v, f in zip(program.invars, flags) if f}
     for e in program.eqns:
         if any(isinstance(a, Var) and a.id in dep for a in e.inputs):
@@ -610,7 +606,6 @@ def _ckpt_transpose(cts: list, *args: Any, program: Program, prevent_cse: bool) 
 
 
 def _ckpt_batch(vals: list, dims: list, *, program: Program, prevent_cse: bool) -> tuple[list, list]:
-    from ember._src.batching import batch_program
     size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
     bprog, out_dims = batch_program(program, dims, size)
     outs = checkpoint_p.bind(*vals, program=bprog, prevent_cse=prevent_cse)

@@ -8,10 +8,15 @@ differences once.
 
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Any
 
 import numpy as np
+
+import ember
+import ember.numpy as jnp
+from ember import nn
 
 
 def make_spirals(n_per_class: int = 200, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -32,10 +37,6 @@ def init_params(sizes: list[int], seed: int = 1) -> list[dict[str, np.ndarray]]:
 
 
 def run(steps: int = 300, lr: float = 0.5, backend: str | None = None) -> dict[str, Any]:
-    import ember
-    import ember.numpy as jnp
-    from ember import nn
-
     x, y = make_spirals()
     params = init_params([2, 64, 64, 3])
 
@@ -72,9 +73,6 @@ def run(steps: int = 300, lr: float = 0.5, backend: str | None = None) -> dict[s
 
 def gradient_check() -> float:
     """Largest relative error between ember's gradient and central differences (float64)."""
-    import ember
-    import ember.numpy as jnp
-    from ember import nn
 
     rng = np.random.default_rng(3)
     w = rng.normal(size=(4, 3))
@@ -94,8 +92,6 @@ def gradient_check() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m ember demo", description=__doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--backend", default=None, help="numpy (reference) or native")

@@ -12,6 +12,7 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.core import ShapedArray
+from ember._src.program import trace_to_program
 
 __all__ = ["ShapeDtypeStruct", "eval_shape"]
 
@@ -78,7 +79,6 @@ def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     Arguments are pytrees of arrays or ShapeDtypeStructs (or anything with ``shape`` and
     ``dtype``); ``fun`` is traced abstractly, so no computation runs.
     """
-    from ember._src.program import trace_to_program
     leaves, in_tree = tu.flatten((args, kwargs))
     avals = [_abstractify(x, f"argument leaf {i}") for i, x in enumerate(leaves)]
     store: list = []

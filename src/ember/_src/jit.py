@@ -14,6 +14,7 @@ import inspect
 import itertools
 import logging
 import os
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,13 +26,30 @@ from ember._src import debug as dbg
 from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
+from ember._src.batching import vmap
 from ember._src.core import ShapedArray
-from ember._src.native import dispatch
-from ember._src.native.dispatch import MISS as _MISS
-from ember._src.program import Literal, Program, resolve_value, trace_to_program
+from ember._src.interpreter import NumpyPlan as _NumpyPlan  # noqa: F401  (control_flow, tests)
+from ember._src.interpreter import numpy_backend as _numpy_backend
+from ember._src.interpreter import numpy_specialize as _numpy_specialize  # noqa: F401
+from ember._src.program import Program, trace_to_program
 from ember._src.validation import run_validators, validation_mode
+from ember.errors import CompileError
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISS"
+
+
+MISS = _MISS = _Miss()  # returned by a fast path (a backend's C dispatcher too) for a call it cannot serve
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
+"""Backend factories by name (the backend protocol, ``docs/INTERNALS.md``). Besides ``specialize``,
+a factory may carry ``dispatcher`` (the C dispatcher provider of the fast path: ``module()``,
+``unavailable_reason()``, ``new_dispatcher()``, ``MISS``), ``build_stats() -> (compiles,
+disk_hits)`` and ``unavailable_reason() -> str | None`` (why it cannot run on this machine)."""
 
 
 def _is_array_leaf(x: Any) -> bool:
@@ -220,11 +238,16 @@ def _fast_tree_key(args: tuple) -> tuple[tuple, tuple, list] | None:
 
 
 def _compiler_stats() -> tuple[int, int]:
-    """The process's native compiler counters ``(compiles, disk_hits)`` (build path only)."""
-    from ember._src.native import compiler
-
-    st = compiler.cache_stats()
-    return st["compiles"], st["disk_hits"]
+    """The process's compiler counters ``(compiles, disk_hits)``, summed over the backends that
+    report them (``factory.build_stats``; build path only)."""
+    compiles = disk_hits = 0
+    for factory in BACKENDS.values():
+        stats = getattr(factory, "build_stats", None)
+        if stats is not None:
+            c, d = stats()
+            compiles += c
+            disk_hits += d
+    return compiles, disk_hits
 
 
 class JitFunction:
@@ -451,9 +474,10 @@ class JitFunction:
     def _to_dispatcher(self, ent: _FastEntry) -> None:
         """Hand a fast-path entry to the C dispatcher once its extension module is loaded (the
         first request starts a background build; until then calls stay on the Python path)."""
-        mod = dispatch.module()
+        dispatch = getattr(BACKENDS.get(self.backend or default_backend()), "dispatcher", None)
+        mod = None if dispatch is None else dispatch.module()
         if mod is None:
-            if dispatch.unavailable_reason() is not None:
+            if dispatch is None or dispatch.unavailable_reason() is not None:
                 ent.c_pending = False
             return
         ent.c_pending = False
@@ -605,99 +629,6 @@ class JitFunction:
         return functools.partial(self, obj)
 
 
-class _NumpyPlan:
-    """A Program compiled for the reference executor: value slots, literals and params fixed in
-    advance, intermediates released after their last use. For a symbolic Program, the steps
-    whose params hold symbolic sizes are re-resolved per binding (:meth:`specialize`)."""
-
-    def __init__(self, prog: Program):
-        consts = [core.concrete_or_error(c, "a captured constant") for c in prog.consts]
-        slot: dict[int, int] = {}
-        template: list[Any] = []
-
-        def alloc(v: Any, val: Any = None) -> int:
-            slot[v.id] = len(template)
-            template.append(val)
-            return slot[v.id]
-
-        def use(a: Any) -> int:
-            if isinstance(a, Literal):
-                template.append(a.val)
-                return len(template) - 1
-            return slot[a.id]
-
-        for v, c in zip(prog.constvars, consts):
-            alloc(v, c)
-        self.in_slots = [alloc(v) for v in prog.invars]
-        fixed = len(template)
-        steps = []
-        for e in prog.eqns:
-            ins = tuple(use(a) for a in e.inputs)
-            outs = tuple(alloc(v) for v in e.outvars)
-            steps.append([e.prim.impl, ins, e.params, e.prim.multiple_results, outs,
-                          tuple(v.aval.dtype for v in e.outvars), ()])
-        self.out_slots = [use(a) for a in prog.outvars]
-        last: dict[int, int] = {}
-        for k, st in enumerate(steps):
-            for j in st[1]:
-                last[j] = k
-        keep = set(self.out_slots)
-        for j, k in last.items():
-            if j >= fixed and j not in keep and template[j] is None:
-                steps[k][6] += (j,)
-        self.template = template
-        self.steps = [tuple(st) for st in steps]
-        self.symbolic_steps = [k for k, e in enumerate(prog.eqns) if dyn.has_dim_expr(e.params)]
-
-    def specialize(self, env: dict[str, int]) -> Callable[[list], list]:
-        memo: dict = {}
-        steps = list(self.steps)
-        for k in self.symbolic_steps:
-            st = steps[k]
-            steps[k] = (st[0], st[1], resolve_value(st[2], env, memo), *st[3:])
-        return self.runner(steps)
-
-    def runner(self, plan: list | None = None) -> Callable[[list], list]:
-        plan = self.steps if plan is None else plan
-        template, in_slots, out_slots = self.template, self.in_slots, self.out_slots
-
-        def run(args: list) -> list:
-            env = template.copy()
-            for s, x in zip(in_slots, args):
-                env[s] = x
-            for impl, ins, params, multi, outs, dtypes, dead in plan:
-                res = impl(*[env[j] for j in ins], **params)
-                if not multi:
-                    res = (res,)
-                for s, o, d in zip(outs, res, dtypes):
-                    if type(o) is not np.ndarray:
-                        o = np.asarray(o)
-                    env[s] = o if o.dtype == d else o.astype(d)
-                for j in dead:
-                    env[j] = None
-            return [env[s] for s in out_slots]
-
-        return run
-
-
-_NUMPY_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _numpy_backend(prog: Program, **options: Any) -> Callable[[list], list]:
-    """The reference backend: interprets the Program with each primitive's NumPy implementation."""
-    return _NumpyPlan(prog).runner()
-
-
-def _numpy_specialize(prog: Program, env: dict[str, int], **options: Any) -> Callable[[list], list]:
-    """The reference backend's level 2: the plan of the symbolic Program is built once (cached per
-    Program); each binding only resolves the params of the steps that hold symbolic sizes."""
-    plan = _NUMPY_PLANS.get(prog)
-    if plan is None:
-        plan = _NUMPY_PLANS[prog] = _NumpyPlan(prog)
-    return plan.specialize(env)
-
-
-_numpy_backend.specialize = _numpy_specialize  # type: ignore[attr-defined]
 BACKENDS["numpy"] = _numpy_backend
 
 
@@ -710,17 +641,14 @@ def _auto_backend() -> str:
     """``"native"`` when a working C compiler is found, else ``"numpy"`` with a one-time warning."""
     global _auto_default
     if _auto_default is None:
-        import warnings
-
-        from ember._src.native import compiler
-        from ember.errors import CompileError
-
-        reason = None
-        try:
-            if compiler.find_compiler() is None:
-                reason = "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
-        except CompileError as e:  # $EMBER_CC names a missing or broken compiler
-            reason = str(e)
+        native = BACKENDS.get("native")
+        if native is None:
+            reason = "it is not registered (import ember._src.native)"
+        else:
+            try:
+                reason = native.unavailable_reason()
+            except CompileError as e:  # $EMBER_CC names a missing or broken compiler
+                reason = str(e)
         if reason is None:
             _auto_default = "native"
         else:
@@ -800,3 +728,32 @@ def make_program(fun: Callable, *, static_argnums: int | Sequence[int] = (),
         return jf.trace(*args, **kwargs)[0]
 
     return build
+
+
+def pmap(fun: Callable, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,
+         static_broadcasted_argnums: int | Sequence[int] = (), devices: Any = None,
+         backend: str | None = None, axis_size: int | None = None, donate_argnums: Any = ()) -> Callable:
+    """``jax.pmap`` on the one host device: ``fun`` mapped over the leading axis of its arguments
+    with collectives over ``axis_name``, compiled once per signature -- ``jit(vmap(fun, ...))``.
+
+    JAX runs one member per device and refuses more members than devices; ember has one host
+    device and runs every member of the mapped axis in the same native call.
+    """
+    if devices is not None and len(devices) != 1:
+        raise ValueError("pmap: ember has one host device; devices= must name at most that one")
+    statics = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) else \
+        tuple(static_broadcasted_argnums)
+    if statics:
+        def bound(*args: Any) -> Any:
+            static = {i: args[i] for i in statics}
+            dyn = [a for i, a in enumerate(args) if i not in static]
+
+            def inner(*d: Any) -> Any:
+                it = iter(d)
+                full = [static[i] if i in static else next(it) for i in range(len(args))]
+                return fun(*full)
+            axes = in_axes if not isinstance(in_axes, (list, tuple)) else \
+                type(in_axes)(a for i, a in enumerate(in_axes) if i not in static)
+            return vmap(inner, axes, out_axes, axis_size, axis_name)(*dyn)
+        return JitFunction(bound, static_argnums=statics, backend=backend)
+    return jit(vmap(fun, in_axes, out_axes, axis_size, axis_name), backend=backend)

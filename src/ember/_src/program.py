@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from ember._src import core
+from ember._src.array import asarray_eager
 from ember._src.core import Primitive, ShapedArray
-from ember.errors import ValidationError
+from ember.errors import ShapeError, ValidationError
 
 
 class Var:
@@ -319,7 +320,6 @@ class ProgramTrace(core.Trace):
         return t
 
     def pure(self, val: Any) -> ProgramTracer:
-        from ember._src.array import asarray_eager
         b = self.builder
         arr = val if isinstance(val, core.Tracer) else asarray_eager(val)
         key = id(arr)
@@ -422,7 +422,6 @@ def resolve_program(p: Program, env: dict[str, int], memo: dict | None = None) -
     Raises :class:`~ember.errors.ShapeError` when an axis is unbound or a value's size comes out
     negative (the binding violates a shape constraint of the program).
     """
-    from ember.errors import ShapeError
 
     memo = {} if memo is None else memo
     atoms: dict[int, Atom] = {}

@@ -26,13 +26,14 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.numpy import linalg_functions as la
 from ember._src.numpy.ufuncs import asarray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims import random_bits as rb
 from ember._src.prims import reductions as red
 from ember._src.prims.indexing import take
-from ember._src.prims.misc import sort
+from ember._src.prims.misc import sort, stop_gradient
 from ember.errors import ShapeError
 
 Array = Any
@@ -499,7 +500,6 @@ def truncated_normal(key: Array, lower: Any, upper: Any, shape: Shape | None = N
     a, b = ew.erf(ew.div(lo, s)), ew.erf(ew.div(hi, s))
     u = ew.max(a, ew.add(ew.mul(_uniform(key, shape, d, 0.0, 1.0), ew.sub(b, a)), a))
     out = ew.mul(s, erf_inv(u))
-    from ember._src.prims.misc import stop_gradient
     lo_open = ew.nextafter(stop_gradient(lo), mv.full(shape, np.inf, d))
     hi_open = ew.nextafter(stop_gradient(hi), mv.full(shape, -np.inf, d))
     return ew.min(ew.max(out, lo_open), hi_open)
@@ -789,7 +789,6 @@ def poisson(key: Array, lam: Any, shape: Shape | None = None, dtype: Any = None)
 def multivariate_normal(key: Array, mean: Any, cov: Any, shape: Shape | None = None, dtype: Any = None,
                         method: str = "cholesky") -> Array:
     """Samples of N(mean, cov); ``cov`` is factored by ``cholesky``, ``eigh`` or ``svd``."""
-    from ember._src.numpy import linalg_functions as la
     key = rb.check_key("multivariate_normal", key)
     if method not in ("svd", "eigh", "cholesky"):
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
@@ -835,7 +834,6 @@ def _expand_row(v: Any) -> Any:
 
 def orthogonal(key: Array, n: int, shape: Shape = (), dtype: Any = None, m: int | None = None) -> Array:
     """Haar-distributed ``(n, m)`` matrices with orthonormal columns (or rows when ``n < m``)."""
-    from ember._src.numpy import linalg_functions as la
     key = rb.check_key("orthogonal", key)
     shape = _shape(shape, "orthogonal")
     d = dt.default_float if dtype is None else dt.canonicalize(dtype)

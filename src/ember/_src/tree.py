@@ -7,6 +7,7 @@ and dataclasses register with :func:`register_pytree_node` / :func:`register_dat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
@@ -230,7 +231,6 @@ def all_leaves(iterable: Any) -> bool:
 
 
 def tree_reduce(f: Callable, tree: Any, initializer: Any = None) -> Any:
-    import functools
     lv = leaves(tree)
     return functools.reduce(f, lv) if initializer is None else functools.reduce(f, lv, initializer)
 

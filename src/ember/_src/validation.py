@@ -6,7 +6,8 @@ A *validator* checks one kind of object at one phase boundary of compilation and
 * ``"traced"``: the :class:`~ember._src.program.Program` ``jit`` traced;
 * ``"optimized"``: the Program after the native backend's passes;
 * ``"planned"``: an object with ``.schedule`` and ``.plan`` (a native executable, or a
-  :class:`Planned`);
+  :class:`Planned`); its validators are registered by the backend that plans
+  (``native/validators.py``), so this module imports nothing above the Program;
 * ``"execute"``: an :class:`ExecuteCheck` (the expected input avals and the call's arguments).
 
 Modes (:func:`set_validation`, ``$EMBER_VALIDATE``, the ``jit`` option ``validate=``):
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.program import Var, definition_errors, validate
 from ember.errors import ValidationError
 
 logger = logging.getLogger("ember")
@@ -190,7 +192,6 @@ def _finding(sev: str, phase: str, name: str, msg: str) -> Finding:
 @validator(("traced", "optimized"), "ssa")
 def _ssa(p: Any) -> list[Finding]:
     """SSA well-formedness and types: :func:`ember._src.program.validate`."""
-    from ember._src.program import validate
     try:
         validate(p)
     except ValidationError as err:
@@ -201,7 +202,6 @@ def _ssa(p: Any) -> list[Finding]:
 @validator(("traced", "optimized"), "producers")
 def _producers(p: Any) -> list[Finding]:
     """Every value used has exactly one producer (constant, input or an earlier equation)."""
-    from ember._src.program import definition_errors
     return [_finding("error", "program", "producers", m) for m in definition_errors(p)]
 
 
@@ -230,7 +230,6 @@ def _avals(p: Any) -> list[Finding]:
 @validator("optimized", "dead_code")
 def _dead_code(p: Any) -> list[Finding]:
     """Warns about equations whose outputs nothing uses (dead code dce should have removed)."""
-    from ember._src.program import Var
     live = {a.id for a in p.outvars if isinstance(a, Var)}
     out: list[Finding] = []
     for i in range(len(p.eqns) - 1, -1, -1):
@@ -241,59 +240,6 @@ def _dead_code(p: Any) -> list[Finding]:
             out.append(_finding("warning", "optimized", "dead_code",
                                 f"equation {i} ({e.prim.name}) is dead after the passes"))
     out.reverse()
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Plan validators
-# ---------------------------------------------------------------------------------------------
-
-
-@validator("planned", "arena_overlap", expensive=True)
-def _arena_overlap(obj: Any) -> list[Finding]:
-    """No two simultaneously live arena buffers share bytes, peak <= sum: ``MemoryPlan.check``."""
-    try:
-        obj.plan.check()
-    except ValidationError as err:
-        return [_finding("error", "planned", "arena_overlap", str(err))]
-    return []
-
-
-@validator("planned", "alignment")
-def _alignment(obj: Any) -> list[Finding]:
-    """Every arena buffer has a 64-byte aligned offset inside the arena."""
-    from ember._src.native.planner import ALIGN
-    plan = obj.plan
-    out: list[Finding] = []
-    for b in plan.buffers:
-        if not b.in_arena or not isinstance(b.offset, int) or not isinstance(b.nbytes, int) or b.nbytes == 0:
-            continue
-        if b.offset < 0 or b.offset % ALIGN:
-            out.append(_finding("error", "planned", "alignment",
-                                f"buffer b{b.id} has unaligned offset {b.offset}"))
-        elif b.offset + b.nbytes > plan.arena_bytes:
-            out.append(_finding("error", "planned", "alignment", f"buffer b{b.id} ends past the arena "
-                                f"({b.offset} + {b.nbytes} > {plan.arena_bytes})"))
-    return out
-
-
-_LOWERED_KINDS = {"kernel", "gemm", "call", "alias", "loop", "cond"}
-
-
-@validator("planned", "lowerings")
-def _lowerings(obj: Any) -> list[Finding]:
-    """Every step has a native lowering; a fallback step (Python callback) is a warning naming its
-    primitive, an unknown step kind or a kernel without IR an error."""
-    out: list[Finding] = []
-    for st in obj.schedule.steps:
-        if st.kind == "fallback":
-            out.append(_finding("warning", "planned", "lowerings", f"step {st.name} runs "
-                                f"{st.eqns[0].prim.name} through the Python fallback (no native lowering)"))
-        elif st.kind not in _LOWERED_KINDS:
-            out.append(_finding("error", "planned", "lowerings",
-                                f"step {st.name} has unknown kind {st.kind!r}"))
-        elif st.kind == "kernel" and getattr(st, "ir", True) is None:
-            out.append(_finding("error", "planned", "lowerings", f"kernel step {st.name} has no kernel IR"))
     return out
 
 

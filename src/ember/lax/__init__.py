@@ -1,5 +1,16 @@
 """``ember.lax``: the primitive-level operations (no implicit broadcasting or promotion)."""
 
+from ember._src.collectives import (
+    all_gather,
+    all_to_all,
+    axis_index,
+    pmax,
+    pmean,
+    pmin,
+    ppermute,
+    psum,
+    psum_scatter,
+)
 from ember._src.control_flow import (
     associative_scan,
     cond,
@@ -9,7 +20,7 @@ from ember._src.control_flow import (
     switch,
     while_loop,
 )
-from ember._src.lax_conv import (
+from ember._src.lax.conv import (
     ConvDimensionNumbers,
     conv,
     conv_dimension_numbers,
@@ -17,7 +28,7 @@ from ember._src.lax_conv import (
     conv_transpose,
     conv_with_general_padding,
 )
-from ember._src.lax_extras import (
+from ember._src.lax.extras import (
     bitcast_convert_type,
     clamp,
     cumlogsumexp,
@@ -29,7 +40,7 @@ from ember._src.lax_extras import (
     square,
     top_k,
 )
-from ember._src.lax_gather import (
+from ember._src.lax.gather import (
     GatherDimensionNumbers,
     GatherScatterMode,
     ScatterDimensionNumbers,
@@ -41,19 +52,8 @@ from ember._src.lax_gather import (
     scatter_min,
     scatter_mul,
 )
-from ember._src.lax_reduce import reduce, reduce_window
-from ember._src.lax_windows import padtype_to_pads
-from ember._src.prims.collectives import (
-    all_gather,
-    all_to_all,
-    axis_index,
-    pmax,
-    pmean,
-    pmin,
-    ppermute,
-    psum,
-    psum_scatter,
-)
+from ember._src.lax.reduce import reduce, reduce_window
+from ember._src.lax.windows import padtype_to_pads
 from ember._src.prims.dot import dot, dot_general
 from ember._src.prims.elementwise import (
     abs,

@@ -65,7 +65,7 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: ArrayLike, trans: int = 0) -> Any:
         b = mv.reshape(b, (*core.get_aval(b).shape, 1))
     perm = pl.lu_pivots_to_permutation(piv, n)
     if trans == 0:
-        x = la._lu_solve(lu_, perm, b)
+        x = pl.lu_solve(lu_, perm, b)
     elif trans in (1, 2):
         conj = trans == 2
         y = pl.triangular_solve(lu_, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)

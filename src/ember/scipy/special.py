@@ -17,6 +17,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src import dtypes as dt
+from ember._src import shapes as sh
 from ember._src.numpy.ufuncs import promote_args
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -219,7 +220,6 @@ def rel_entr(x: ArrayLike, y: ArrayLike) -> Any:
 
 
 def _axes(nd: int, axis: int | Sequence[int] | None) -> tuple[int, ...]:
-    from ember._src import shapes as sh
     if axis is None:
         return tuple(range(nd))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)

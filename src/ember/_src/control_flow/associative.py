@@ -11,14 +11,14 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src import tree as tu
+from ember._src.prims import elementwise as ew
+from ember._src.prims.movement import concatenate, full, pad, rev, slice_in_dim
 
 __all__ = ["associative_scan"]
 
 
 def _interleave(a: Any, b: Any, axis: int) -> Any:
     """Interleave ``a`` and ``b`` along ``axis`` (``a`` has as many elements as ``b``, or one more)."""
-    from ember._src.prims import elementwise as ew
-    from ember._src.prims.movement import full, pad
     aa, ba = core.get_aval(a), core.get_aval(b)
     same = aa.shape[axis] == ba.shape[axis]
     a_cfg = [(0, 0, 0)] * aa.ndim
@@ -35,7 +35,6 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
     equal sizes along ``axis``), in ``O(log n)`` sequential depth. ``fn(a, b)`` combines two
     pytrees of arrays of the same structure elementwise along the scanned axis (it is called on
     slices holding many elements at once). ``reverse=True`` scans from the end."""
-    from ember._src.prims.movement import concatenate, rev, slice_in_dim
     leaves, tree = tu.flatten(elems)
     if not leaves:
         raise ValueError("associative_scan: elems has no arrays")

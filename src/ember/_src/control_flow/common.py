@@ -27,7 +27,11 @@ import numpy as np
 from ember._src import ad, core
 from ember._src import debug as dbg
 from ember._src.ad_util import Zero, instantiate, is_zero, tangent_aval
+from ember._src.batching import _leaf_paths
 from ember._src.core import ShapedArray
+from ember._src.interpreter import NumpyPlan
+from ember._src.prims.elementwise import convert_element_type
+from ember._src.prims.movement import full
 from ember._src.program import Program, Var, eval_program, trace_to_program
 from ember.errors import EmberError
 
@@ -65,7 +69,6 @@ def leaf_aval(x: Any, path: str, what: str) -> ShapedArray:
 
 
 def leaf_paths(tree: Any, prefix: str) -> list[str]:
-    from ember._src.batching import _leaf_paths
     return _leaf_paths(tree, prefix)
 
 
@@ -73,7 +76,6 @@ def match_aval(x: Any, aval: ShapedArray) -> Any:
     """``x`` converted to ``aval``'s weak typing when only the weak type differs."""
     a = core.get_aval(x)
     if a.dtype == aval.dtype and a.weak_type != aval.weak_type:
-        from ember._src.prims.elementwise import convert_element_type
         return convert_element_type(x, aval.dtype, weak_type=aval.weak_type)
     return x
 
@@ -151,13 +153,11 @@ def numpy_runner(prog: Program) -> Callable[[list], list]:
     """A fast reference executor of ``prog`` on NumPy values (the numpy backend's plan), cached."""
     run = _RUNNERS.get(prog)
     if run is None:
-        from ember._src.jit import _NumpyPlan
-        run = _RUNNERS[prog] = _NumpyPlan(prog).runner()
+        run = _RUNNERS[prog] = NumpyPlan(prog).runner()
     return run
 
 
 def zeros(aval: ShapedArray) -> Any:
-    from ember._src.prims.movement import full
     return full(aval.shape, 0, aval.dtype)
 
 

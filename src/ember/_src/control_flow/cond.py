@@ -24,8 +24,12 @@ from ember._src import ad, core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, is_zero, tangent_aval
+from ember._src.batching import batch_program, moveaxis
 from ember._src.control_flow import common as cf
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims import elementwise as ew
+from ember._src.prims.elementwise import convert_element_type, select_n
+from ember._src.prims.movement import broadcast_in_dim, full_like
 from ember._src.program import Program
 
 __all__ = ["cond", "cond_p", "switch"]
@@ -163,9 +167,6 @@ def _cond_transpose(cts: list, index: Any, *args: Any, branches: tuple) -> list:
 
 
 def _cond_batch(vals: list, dims: list, *, branches: tuple) -> tuple[list, list]:
-    from ember._src.batching import batch_program, moveaxis
-    from ember._src.prims.elementwise import select_n
-    from ember._src.prims.movement import broadcast_in_dim
     size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
     index, ops = vals[0], [v if d is None else moveaxis(v, d, 0) for v, d in zip(vals[1:], dims[1:])]
     in_dims = [None if d is None else 0 for d in dims[1:]]
@@ -220,7 +221,6 @@ def _trace_branches(funs: Sequence[Callable], operands: tuple, what: str, names:
             o_avals = [cf.leaf_aval(o, f"output leaf {i}", what) for i, o in enumerate(o_leaves)]
             box.append((o_tree, o_avals))
             if cast is not None:
-                from ember._src.prims.elementwise import convert_element_type
                 o_leaves = [o if (a.dtype, a.weak_type) == (c.dtype, c.weak_type) else
                             convert_element_type(o, c.dtype, weak_type=c.weak_type)
                             for o, a, c in zip(o_leaves, o_avals, cast)]
@@ -272,8 +272,6 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     Every branch is traced; their outputs must have the same structure, shapes and dtypes. Under
     ``vmap`` with a batched index every branch runs and the results are selected per example.
     """
-    from ember._src.prims import elementwise as ew
-    from ember._src.prims.movement import full_like
     branches = list(branches)
     if not branches:
         raise ValueError("switch: empty branches")
@@ -299,7 +297,6 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     return the same structure, shapes and dtypes. Differentiable in both modes; under ``vmap``
     with a batched ``pred`` both branches run and ``select`` picks the results.
     """
-    from ember._src.prims import elementwise as ew
     if not callable(true_fun) or not callable(false_fun):
         raise TypeError("cond: true_fun and false_fun arguments should be callable.")
     a = core.get_aval(pred)
@@ -308,7 +305,6 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     if a.dtype != dt.bool_ and not (dt.is_integer(a.dtype) or dt.is_inexact(a.dtype)):
         raise TypeError(f"cond: Pred type must be either boolean or number, got {a.dtype}.")
     if a.dtype != dt.bool_:
-        from ember._src.prims.movement import full_like
         pred = ew.ne(pred, full_like(pred, 0))
     idx = ew.convert_element_type(pred, dt.int32)
     return _switch(idx, [false_fun, true_fun], operands, "cond", ["false_fun", "true_fun"])

@@ -27,8 +27,13 @@ from ember._src import ad, core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.ad_util import Zero, is_zero, tangent_aval
+from ember._src.batching import batch_program, matchaxis, moveaxis
 from ember._src.control_flow import common as cf
+from ember._src.control_flow.scan import scan
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims.elementwise import convert_element_type, select
+from ember._src.prims.movement import broadcast_in_dim
+from ember._src.prims.reductions import reduce_or
 from ember._src.program import Program
 from ember.errors import TracerError
 
@@ -145,7 +150,6 @@ def _while_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, cond: Prog
 
 def _while_batch(vals: list, dims: list, *, cond: Program, body: Program, cond_nconsts: int,
                  body_nconsts: int, **params: Any) -> tuple[list, list]:
-    from ember._src.batching import batch_program, matchaxis, moveaxis
     ncc, nbc = cond_nconsts, body_nconsts
     size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
     cc_b, bc_b, carry_b = _split3([d is not None for d in dims], ncc, nbc)
@@ -185,9 +189,6 @@ def _while_batch(vals: list, dims: list, *, cond: Program, body: Program, cond_n
 
 def _select_loop(cond_b: Program, body_b: Program, ncc: int, nbc: int) -> tuple[Program, Program]:
     """A loop running while any example's predicate holds; finished examples keep their carry."""
-    from ember._src.prims.elementwise import select
-    from ember._src.prims.movement import broadcast_in_dim
-    from ember._src.prims.reductions import reduce_or
     cc_av, k_av = cond_b.in_avals[:ncc], cond_b.in_avals[ncc:]
     bc_av = body_b.in_avals[:nbc]
 
@@ -262,7 +263,6 @@ def _trace_loop_fns(cond_fun: Callable, body_fun: Callable, init_val: Any, what:
     weak = [i for i, (a, b) in enumerate(zip(avals, out_avals))
             if a.weak_type and a.shape == b.shape and (a.dtype, a.weak_type) != (b.dtype, b.weak_type)]
     if weak:
-        from ember._src.prims.elementwise import convert_element_type
         for i in weak:
             new = dt.promote((avals[i].dtype, True), (out_avals[i].dtype, out_avals[i].weak_type))
             leaves[i] = convert_element_type(leaves[i], new[0], weak_type=new[1])
@@ -321,8 +321,6 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
     ``upper - lower`` steps, so reverse-mode differentiation works; with traced bounds it is a
     ``while_loop`` (forward mode and ``vmap`` only).
     """
-    from ember._src.control_flow.scan import scan
-    from ember._src.prims.elementwise import convert_element_type
     la, ua = core.get_aval(lower), core.get_aval(upper)
     for name, a in (("lower", la), ("upper", ua)):
         if a.shape != () or not dt.is_integer(a.dtype):

@@ -45,8 +45,11 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, is_zero, tangent_aval
+from ember._src.batching import batch_program, matchaxis, moveaxis, vmap
 from ember._src.control_flow import common as cf
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims.elementwise import add, convert_element_type
+from ember._src.prims.movement import concatenate, reshape, slice_in_dim
 from ember._src.program import Program
 
 __all__ = ["map", "scan", "scan_p"]
@@ -205,25 +208,21 @@ def _inst(trace: ad.PartialEvalTrace, v: Any) -> Any:
 
 
 def _cut(x: Any, lo: int, hi: int) -> Any:
-    from ember._src.prims.movement import slice_in_dim
     if lo == 0 and hi == core.get_aval(x).shape[0]:
         return x
     return slice_in_dim(x, lo, hi, 1, 0)
 
 
 def _fold(x: Any, n: int, s: int) -> Any:
-    from ember._src.prims.movement import reshape
     return reshape(x, (n, s, *core.get_aval(x).shape[1:]))
 
 
 def _unfold(x: Any) -> Any:
-    from ember._src.prims.movement import reshape
     shape = core.get_aval(x).shape
     return reshape(x, (shape[0] * shape[1], *shape[2:]))
 
 
 def _join(main: Any, rest: Any, reverse: bool) -> Any:
-    from ember._src.prims.movement import concatenate
     main = _unfold(main)
     if rest is None:
         return main
@@ -438,7 +437,6 @@ def _transpose_body(body: Program, nc: int, nk: int, const_lin: list[bool], xs_l
                     ys_nz: list[bool]) -> Program:
     """``[res consts] [ct acc of linear consts, ct carries] [ct ys (nonzero), res xs]`` ->
     ``[new ct acc, ct carries] [ct of linear xs]``."""
-    from ember._src.prims.elementwise import add
     c_av, k_av, x_av = _split3(body.in_avals, nc, nk)
     y_av = body.out_avals[nk:]
     n_rc = len(const_lin) - sum(const_lin)
@@ -477,7 +475,6 @@ def _transpose_body(body: Program, nc: int, nk: int, const_lin: list[bool], xs_l
 
 
 def _scan_batch(vals: list, dims: list, **params: Any) -> tuple[list, list]:
-    from ember._src.batching import batch_program, matchaxis, moveaxis
     body, nc, nk = params["body"], params["num_consts"], params["num_carry"]
     ny = len(body.outvars) - nk
     size = next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
@@ -637,7 +634,6 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     weak = [i for i, (a, b) in enumerate(zip(carry_avals, out_avals)) if a.weak_type and a.shape == b.shape
             and (a.dtype, a.weak_type) != (b.dtype, b.weak_type)]
     if weak:  # weakly typed init (a Python scalar): promote it to the body's output dtype, retrace
-        from ember._src.prims.elementwise import convert_element_type
         for i in weak:
             new = dt.promote((carry_avals[i].dtype, True), (out_avals[i].dtype, out_avals[i].weak_type))
             init_leaves[i] = convert_element_type(init_leaves[i], new[0], weak_type=new[1])
@@ -668,8 +664,6 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
     many slices (the remainder is one more vmapped call)."""
     if batch_size is None:
         return scan(lambda _, x: ((), f(x)), (), xs)[1]
-    from ember._src.batching import vmap
-    from ember._src.prims.movement import concatenate, reshape, slice_in_dim
     leaves, tree = tu.flatten(xs)
     if not leaves:
         raise ValueError("lax.map: xs has no arrays")

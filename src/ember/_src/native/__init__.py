@@ -11,7 +11,7 @@ the axes per call).
 from ember._src import custom_derivatives  # noqa: F401 (its primitives exist before declare() runs)
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
-from ember._src.native import lowerings
+from ember._src.native import compiler, dispatch, gemm_kernel, lowerings, threadpool, validators  # noqa: F401
 from ember._src.native import memory as native_memory
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
@@ -24,13 +24,29 @@ def prepare(wait: bool = True) -> dict[str, bool | None]:
     they load, calls take the Python path, products call BLAS and parallel loops run in OpenMP
     regions. Returns whether each is loaded (None: still building). Benchmarks call this so they
     time the steady state."""
-    from ember._src.native import dispatch, gemm_kernel, threadpool
-
     return {"dispatch": dispatch.module(wait=wait) is not None, "gemm_kernel": gemm_kernel.load(wait=wait),
             "threadpool": threadpool.load(wait=wait)}
 
 
+def build_stats() -> tuple[int, int]:
+    """The C compiler's counters ``(compiles, disk_hits)`` (backend protocol: ``build_stats``)."""
+    st = compiler.cache_stats()
+    return st["compiles"], st["disk_hits"]
+
+
+def unavailable_reason() -> str | None:
+    """Why this backend cannot run here (no working C compiler), or None (backend protocol).
+    Raises CompileError when ``$EMBER_CC`` names a missing or broken compiler."""
+    if compiler.find_compiler() is None:
+        return "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
+    return None
+
+
+# the backend protocol (docs/INTERNALS.md): the factory and its optional hooks
 native_backend.specialize = native_specialize  # named dynamic axes: one C compile per symbolic Program
+native_backend.dispatcher = dispatch  # the jit fast path's C dispatcher
+native_backend.build_stats = build_stats
+native_backend.unavailable_reason = unavailable_reason
 BACKENDS["native"] = native_backend
 register_memory_reporter("native", native_memory.report)
 lowerings.declare()

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import jit
 from ember._src.native import compiler
 from ember._src.native.background import BackgroundLibrary
 from ember._src.native.dispatch_src import SOURCE
@@ -38,14 +39,7 @@ logger = logging.getLogger("ember")
 MODULE_NAME = "ember_dispatch"
 
 
-class _Miss:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "MISS"
-
-
-MISS = _Miss()  # returned by a Dispatcher call it could not serve
+MISS = jit.MISS  # returned by a Dispatcher call it could not serve (the frontend's sentinel)
 
 
 def enabled() -> bool:

@@ -16,6 +16,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.core import get_aval as _aval
 from ember._src.numpy import contractions as cn
 from ember._src.numpy import reductions as rd
 from ember._src.numpy import ufuncs as uf
@@ -25,10 +26,6 @@ from ember._src.prims.misc import stop_gradient
 from ember.errors import DTypeError, ShapeError
 
 ArrayLike = Any
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _inexact(name: str, x: ArrayLike) -> Any:

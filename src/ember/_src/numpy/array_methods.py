@@ -13,6 +13,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import Array
+from ember._src.numpy.indexing import AtIndexer, getitem
 from ember._src.shapes import DimExpr
 
 
@@ -95,12 +96,10 @@ def _rdivmod(self: Any, other: Any) -> Any:
 
 
 def _getitem(self: Any, idx: Any) -> Any:
-    from ember._src.numpy.indexing import getitem
     return getitem(self, idx)
 
 
 def _at(self: Any) -> Any:
-    from ember._src.numpy.indexing import AtIndexer
     return AtIndexer(self)
 
 

@@ -11,7 +11,9 @@ import numpy as np
 
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
-from ember._src.numpy.searching import _arr, _aval, _convert, _full, _ravel
+from ember._src.array import asarray_eager
+from ember._src.core import get_aval as _aval
+from ember._src.numpy.operands import _arr, _convert, _full, _ravel
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
@@ -54,7 +56,6 @@ def packbits(a: ArrayLike, /, axis: int | None = None, bitorder: str = "big") ->
 
 
 def _weights_array(w: np.ndarray) -> Any:
-    from ember._src.array import asarray_eager
     return asarray_eager(w)
 
 

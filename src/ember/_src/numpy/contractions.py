@@ -20,6 +20,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array
+from ember._src.core import get_aval as _aval
 from ember._src.numpy import ufuncs
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
@@ -32,10 +33,6 @@ ArrayLike = Any
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def promote_dtypes(name: str, *args: ArrayLike) -> list[Any]:

@@ -21,6 +21,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
+from ember._src.dynamic import dimension_as_value
 from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -67,7 +68,6 @@ def _is_scalar(x: Any) -> bool:
 def _scalar_array(value: Any, dtype: np.dtype | None) -> Any:
     """``value`` (a Python/NumPy scalar or an ember value) as a 0-d-or-more ember value."""
     if isinstance(value, sh.DimExpr):
-        from ember._src.dynamic import dimension_as_value
         value = dimension_as_value(value)
     if isinstance(value, (core.Tracer, Array)):
         return value if dtype is None else _convert(value, dtype)

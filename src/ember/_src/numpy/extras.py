@@ -22,6 +22,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
+from ember._src.core import get_aval as _aval
 from ember._src.numpy import contractions as cn
 from ember._src.numpy import linalg_functions as la
 from ember._src.numpy import manipulation as mn
@@ -42,10 +43,6 @@ def _arr(x: ArrayLike, dtype: Any = None) -> Any:
     if isinstance(x, (Array, core.Tracer)):
         return x if dtype is None else ew.convert_element_type(x, dt.canonicalize(dtype))
     return uf.asarray(x, dtype)
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _concrete(x: Any, what: str) -> np.ndarray:

@@ -16,16 +16,9 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.numpy.searching import (
-    INDEX_DTYPE,
-    _arr,
-    _aval,
-    _convert,
-    _full,
-    _promote,
-    _slice1,
-    searchsorted,
-)
+from ember._src.core import get_aval as _aval
+from ember._src.numpy.operands import INDEX_DTYPE, _arr, _convert, _full, _promote, _slice1
+from ember._src.numpy.searching import searchsorted
 from ember._src.numpy.statistics import _bin_edges, _real_inexact
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix

@@ -17,8 +17,9 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.core import get_aval as _aval
 from ember._src.numpy import reductions
-from ember._src.numpy.ufuncs import asarray
+from ember._src.numpy.ufuncs import asarray, promote_args
 from ember._src.prims import elementwise as ew
 from ember._src.prims import linalg as pl
 from ember._src.prims import movement as mv
@@ -65,10 +66,6 @@ class LstsqResult(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _inexact(*xs: ArrayLike) -> list[Any]:
@@ -209,7 +206,6 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """``sum(conj(x1) * x2, axis)`` with broadcasting.
 
     The reduced axis must have the same size in both operands."""
-    from ember._src.numpy.ufuncs import promote_args
     s1, s2 = _aval(asarray(x1)).shape, _aval(asarray(x2)).shape
     for s, name in ((s1, "x1"), (s2, "x2")):
         if not s or not -len(s) <= axis < len(s):
@@ -234,7 +230,6 @@ def outer(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 
 def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """Cross product of 3-element vectors along ``axis`` (with broadcasting)."""
-    from ember._src.numpy.ufuncs import promote_args
     a, b = promote_args("cross", x1, x2)
     nd = _aval(a).ndim
     ax = sh.normalize_axis(axis, nd)
@@ -385,17 +380,6 @@ def svdvals(x: ArrayLike, /) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
-    """Solve ``A x = b`` given ``A[perm] = L U`` (``b``: ``(..., n, k)`` with A's batch shape)."""
-    from ember._src.prims.indexing import take_along_axis
-    ba = _aval(b)
-    nd = ba.ndim
-    idx = mv.broadcast_in_dim(perm, ba.shape, tuple(range(nd - 1)))
-    pb = take_along_axis(b, idx, nd - 2)
-    y = pl.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
-    return pl.triangular_solve(lu, y, left_side=True, lower=False)
-
-
 def solve(a: ArrayLike, b: ArrayLike) -> Any:
     """Solve ``a @ x = b``; ``b`` is a vector when 1-d, else a stack of ``(n, k)`` matrices."""
     a, b = _inexact(a, b)
@@ -409,7 +393,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
                          f"{sh.shape_str(_aval(b).shape)}")
     a, b = _broadcast_batch(a, b, 2, 2)
     lu_, _, perm = pl.lu(a)
-    x = _lu_solve(lu_, perm, b)
+    x = pl.lu_solve(lu_, perm, b)
     if vec:
         x = mv.reshape(x, _aval(x).shape[:-1])
     return x
@@ -712,7 +696,6 @@ def cond(x: ArrayLike, p: Any = None) -> Any:
         r = ew.div(_max(s, last), _min(s, last))
         return ew.div(_c(r, 1), r) if p == -2 else r
     return ew.mul(norm(x, p, axis=(-2, -1)), norm(inv(x), p, axis=(-2, -1)))
-
 
 
 __all__ = [

@@ -17,16 +17,9 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
-from ember._src.numpy.searching import (
-    _arr,
-    _aval,
-    _bcast,
-    _convert,
-    _full,
-    _promote,
-    _slice1,
-    _static_int,
-)
+from ember._src.core import get_aval as _aval
+from ember._src.numpy import linalg_functions as la
+from ember._src.numpy.operands import _arr, _bcast, _convert, _full, _promote, _slice1, _static_int
 from ember._src.numpy.statistics import convolve
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
@@ -328,11 +321,7 @@ def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, fu
     scale = ew.select(ew.eq(scale, _c(scale, 0)), _c(scale, 1), scale)
     lhs = ew.div(lhs, mv.broadcast_in_dim(scale, (npts, order), (1,)))
     if full:
-        import ember.numpy as jnp
-        linalg = getattr(jnp, "linalg", None)
-        if linalg is None or not hasattr(linalg, "lstsq"):
-            raise NotImplementedError("polyfit(full=True) needs ember.numpy.linalg.lstsq (singular values)")
-        c, resids, rank, s = linalg.lstsq(lhs, rhs, rcond=rcond)
+        c, resids, rank, s = la.lstsq(lhs, rhs, rcond=rcond)
         c = ew.div(c, mv.broadcast_in_dim(scale, (order, k), (0,)))
         if _aval(ya).ndim == 1:
             c = mv.reshape(c, (order,))
@@ -374,11 +363,7 @@ def poly(seq_of_zeros: ArrayLike) -> Any:
     z = _arr(seq_of_zeros)
     nd = _aval(z).ndim
     if nd == 2 and _aval(z).shape[0] == _aval(z).shape[1] and _aval(z).shape[0] != 0:
-        import ember.numpy as jnp
-        linalg = getattr(jnp, "linalg", None)
-        if linalg is None or not hasattr(linalg, "eigvals"):
-            raise NotImplementedError("poly of a matrix needs ember.numpy.linalg.eigvals")
-        z = linalg.eigvals(z)
+        z = la.eigvals(z)
     elif nd == 0:
         z = mv.reshape(z, (1,))
     elif nd != 1:
@@ -399,10 +384,6 @@ def roots(p: ArrayLike, *, strip_zeros: bool = True) -> Any:
     coefficients, which needs concrete input; under ``jit`` pass ``strip_zeros=False`` (leading
     zeros then give NaN roots).
     """
-    import ember.numpy as jnp
-    linalg = getattr(jnp, "linalg", None)
-    if linalg is None or not hasattr(linalg, "eigvals"):
-        raise NotImplementedError("roots needs ember.numpy.linalg.eigvals")
     (p,) = _promote("roots", p, to="inexact")
     p = _vec("roots", p)
     ntrail = 0
@@ -424,7 +405,7 @@ def roots(p: ArrayLike, *, strip_zeros: bool = True) -> Any:
     sub = ew.convert_element_type(ew.eq(mv.broadcasted_iota(dt.int32, (n - 2, n - 1), 0),
                                         mv.broadcasted_iota(dt.int32, (n - 2, n - 1), 1)), d)
     comp = mv.concatenate([mv.reshape(first_row, (1, n - 1)), sub], 0)
-    r = linalg.eigvals(comp)
+    r = la.eigvals(comp)
     if ntrail:
         r = mv.concatenate([r, _full((ntrail,), 0, _aval(r).dtype)], 0)
     return r

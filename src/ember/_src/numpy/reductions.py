@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.core import get_aval as _aval
 from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -36,10 +36,6 @@ Axis = Any  # None | int | tuple[int, ...]
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _check_out(name: str, out: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import dtypes as dt
+from ember._src.numpy.ufuncs import asarray
 
 
 class _ScalarMeta(type):
@@ -23,8 +24,6 @@ class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any = 0, /) -> Any:
-        from ember._src.numpy.ufuncs import asarray
-
         return asarray(x, dtype=cls.dtype)
 
     def __eq__(cls, other: object) -> bool:

@@ -23,10 +23,11 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array
-from ember._src.numpy.searching import (
+from ember._src.core import get_aval as _aval
+from ember._src.numpy.operands import (
     INDEX_DTYPE,
     _arr,
-    _aval,
+    _axis,
     _bcast,
     _convert,
     _count,
@@ -41,10 +42,9 @@ from ember._src.numpy.searching import (
     _scalar,
     _select,
     _slice1,
-    _sort_with,
     _static_int,
-    searchsorted,
 )
+from ember._src.numpy.searching import _sort_with, searchsorted
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
@@ -69,13 +69,6 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     try:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
-    except ShapeError as e:
-        raise type(e)(f"{name}: {e}") from None
-
-
-def _axis(name: str, axis: int, ndim: int) -> int:
-    try:
-        return sh.normalize_axis(axis, ndim)
     except ShapeError as e:
         raise type(e)(f"{name}: {e}") from None
 

@@ -12,6 +12,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
+from ember._src.dynamic import dimension_as_value
 from ember._src.numpy import eager
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -53,7 +54,6 @@ def _operand(x: ArrayLike) -> Any:
     if isinstance(x, np.generic):
         return asarray_eager(x)
     if isinstance(x, sh.DimExpr):
-        from ember._src.dynamic import dimension_as_value
         return dimension_as_value(x)
     if isinstance(x, (bool, int, float, complex)):
         return x  # stays a Python scalar (weak) until promotion

@@ -2,7 +2,6 @@
 
 from ember._src.prims import (  # noqa: F401
     callback,
-    collectives,
     dot,
     elementwise,
     fft,

@@ -18,6 +18,7 @@ from ember._src import ad_util as ad
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import asarray_eager
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -104,7 +105,6 @@ def _irfft_transpose(t: Any, fft_lengths: tuple) -> Any:
     is_odd = fft_lengths[-1] % 2
     mask = np.concatenate([np.ones(1), np.full(n - 2 + is_odd, 2.0), np.ones(1 - is_odd)])[:n]
     mask = mask / math.prod(fft_lengths)
-    from ember._src.array import asarray_eager
     m = mv.broadcast_in_dim(asarray_eager(mask.astype(a.dtype)), a.shape, (a.ndim - 1,))
     return ew.conj(ew.mul(m, x))
 

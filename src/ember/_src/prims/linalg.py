@@ -13,6 +13,7 @@ A factorization that fails (not positive definite, singular) gives NaNs, never a
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -24,18 +25,17 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import Primitive, ShapedArray
+from ember._src.core import get_aval as _aval
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims.dot import dot_general
+from ember._src.prims.indexing import take_along_axis
+from ember._src.prims.reductions import argmax, reduce_sum
 from ember.errors import DTypeError, ShapeError
 
 # ---------------------------------------------------------------------------------------------
 # lax-level helpers on (..., m, n) arrays
 # ---------------------------------------------------------------------------------------------
-
-
-def _aval(x: Any) -> ShapedArray:
-    return core.get_aval(x)
 
 
 def T(x: Any) -> Any:
@@ -94,7 +94,6 @@ def triu(x: Any, k: int = 0) -> Any:
 
 def diagonal(x: Any) -> Any:
     """The main diagonal of the last two axes: ``(..., min(m, n))``."""
-    from ember._src.prims.reductions import reduce_sum
     a = _aval(x)
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -331,7 +330,6 @@ def _lu_one(a: np.ndarray) -> tuple:
 
 
 def _lu_impl(x: np.ndarray) -> list[np.ndarray]:
-    import warnings
     m, n = x.shape[-2:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # exactly singular matrices are fine: U has a zero pivot
@@ -350,7 +348,6 @@ def _lu_jvp(primals: list, tangents: list) -> tuple[list, list]:
     zeros = [ad.Zero.from_value(pivots), ad.Zero.from_value(perm)]
     if ad.is_zero(a_dot):
         return [lu, pivots, perm], [ad.Zero.from_value(lu), *zeros]
-    from ember._src.prims.indexing import take_along_axis
     aa = _aval(a)
     *batch, m, n = aa.shape
     k = min(m, n)
@@ -408,6 +405,16 @@ def lu(x: Any) -> tuple[Any, Any, Any]:
 # ---------------------------------------------------------------------------------------------
 
 qr_p = Primitive("qr", multiple_results=True)
+
+
+def lu_solve(lu: Any, perm: Any, b: Any) -> Any:
+    """Solve ``A x = b`` given ``A[perm] = L U`` (``b``: ``(..., n, k)`` with A's batch shape)."""
+    ba = _aval(b)
+    nd = ba.ndim
+    idx = mv.broadcast_in_dim(perm, ba.shape, tuple(range(nd - 1)))
+    pb = take_along_axis(b, idx, nd - 2)
+    y = triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu, y, left_side=True, lower=False)
 
 
 def _qr_impl(x: np.ndarray, *, full_matrices: bool) -> list[np.ndarray]:
@@ -659,8 +666,7 @@ def _eig_jvp(primals: list, tangents: list, *, compute_eigenvectors: bool) -> tu
     # dw = diag(V^-1 dA V)
     cd = _aval(v).dtype
     lu_, _, perm = lu(v)
-    from ember._src.numpy.linalg_functions import _lu_solve
-    vinv_da_v = matmul(_lu_solve(lu_, perm, ew.convert_element_type(da, cd)), v)
+    vinv_da_v = matmul(lu_solve(lu_, perm, ew.convert_element_type(da, cd)), v)
     dw = diagonal(vinv_da_v)
     if not compute_eigenvectors:
         return [w], [dw]
@@ -671,8 +677,6 @@ def _eig_vectors_tangent(w: Any, v: Any, vinv_da_v: Any) -> Any:
     """Tangent of LAPACK's eigenvectors (distinct eigenvalues): ``V (F * V^-1 dA V)`` with
     ``F_ij = 1 / (w_j - w_i)`` off the diagonal, plus the multiple of each column that keeps LAPACK's
     normalization: unit 2-norm (``Re(v^H dv) = 0``) and a real largest-modulus component."""
-    from ember._src.prims.indexing import take_along_axis
-    from ember._src.prims.reductions import argmax, reduce_sum
     shape = _aval(v).shape
     nd = len(shape)
     eye = eye_like(v)
@@ -708,7 +712,6 @@ def eig(x: Any, compute_eigenvectors: bool = True) -> Any:
 
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
     """The row permutation ``perm`` (``a[perm] = L @ U``) from 0-based LAPACK ``pivots (..., k)``."""
-    from ember._src.prims.indexing import take_along_axis
     pa = _aval(pivots)
     *batch, k = pa.shape
     shape = (*batch, permutation_size)

@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 
 from ember._src import ad_util as ad
-from ember._src import core
+from ember._src import core, tree
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import movement as mv
+from ember._src.prims.elementwise import bring_to_front
+from ember._src.prims.indexing import take_along_axis
 from ember.errors import ShapeError
 
 # ---------------------------------------------------------------------------------------------
@@ -37,7 +39,6 @@ stop_gradient_p.na("transpose", "stop_gradient has a zero derivative, so it neve
 
 def stop_gradient(x: Any) -> Any:
     """Identity in the forward pass; blocks derivatives (works on pytrees)."""
-    from ember._src import tree
     return tree.tree_map(lambda v: stop_gradient_p.bind(v) if dt.is_inexact(core.get_aval(v).dtype)
                          else v, x)
 
@@ -88,7 +89,6 @@ def _sort_jvp(primals: list, tangents: list, *, dimension: int, is_stable: bool,
     idx = mv.broadcasted_iota(dt.int32, shape, dimension)
     outs = sort_p.bind(*primals, idx, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
     perm = outs[-1]
-    from ember._src.prims.indexing import take_along_axis
     touts = [t if ad.is_zero(t) else take_along_axis(t, perm, dimension) for t in tangents]
     touts = [ad.Zero.from_value(o) if ad.is_zero(t) else t for o, t in zip(outs[:-1], touts)]
     return list(outs[:-1]), touts
@@ -96,7 +96,6 @@ def _sort_jvp(primals: list, tangents: list, *, dimension: int, is_stable: bool,
 
 def _sort_batch(vals: list, dims: list, *, dimension: int, is_stable: bool,
                 num_keys: int) -> tuple[list, list]:
-    from ember._src.prims.elementwise import bring_to_front
     vals = bring_to_front(vals, dims)
     outs = sort_p.bind(*vals, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
     return list(outs), [0] * len(outs)

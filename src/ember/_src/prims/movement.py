@@ -16,7 +16,9 @@ from ember._src import ad_util as ad
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import asarray_eager
 from ember._src.core import Primitive, ShapedArray
+from ember._src.dynamic import dimension_as_value
 from ember._src.prims import elementwise as ew
 from ember.errors import DTypeError, ShapeError
 
@@ -118,10 +120,8 @@ def full(shape: Sequence, fill_value: Any, dtype: Any) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (a scalar, possibly traced)."""
     dtype = dt.canonicalize(dtype)
     if isinstance(fill_value, sh.DimExpr):
-        from ember._src.dynamic import dimension_as_value
         fill_value = dimension_as_value(fill_value)
     if isinstance(fill_value, (bool, int, float, complex, np.generic, np.ndarray)):
-        from ember._src.array import asarray_eager
         fill_value = asarray_eager(np.asarray(fill_value).astype(dtype))
     else:
         fill_value = ew.convert_element_type(fill_value, dtype)
@@ -711,7 +711,6 @@ def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence) -
 
 def _index_scalar(s: Any) -> Any:
     if isinstance(s, (int, np.integer)):
-        from ember._src.array import asarray_eager
         return asarray_eager(np.int32(s) if -(2**31) <= s < 2**31 else np.int64(s))
     a = core.get_aval(s)
     if a.shape != ():

@@ -35,6 +35,7 @@ from ember._src import ad_util as ad
 from ember._src import core, flags
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import asarray_eager
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -52,6 +53,10 @@ _KS_PARITY = np.uint32(0x1BD11BDA)
 # threefry2x32: 20 rounds of Threefish-style mixing on two uint32 lanes
 # ---------------------------------------------------------------------------------------------
 
+
+def _as_value(x: Any) -> Any:
+    """A tracer as it is, anything else as an ember Array."""
+    return x if isinstance(x, core.Tracer) else asarray_eager(x)
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
@@ -143,8 +148,7 @@ def _u32(v: int, shape: Sequence[int] = ()) -> Any:
 
 def check_key(name: str, key: Any) -> Any:
     """Validate a raw threefry key (``uint32[2]``) and return it as an ember value."""
-    from ember._src.numpy.ufuncs import asarray
-    key = asarray(key)
+    key = _as_value(key)
     a = core.get_aval(key)
     if a.dtype != dt.uint32 or a.shape != (2,):
         raise TypeError(f"{name}: expected a PRNG key (uint32[2], e.g. from ember.random.key), got "
@@ -185,12 +189,11 @@ def threefry_seed(seed: Any) -> Any:
     A Python int is an int32 seed when it fits (as JAX's default 32-bit mode: ``-1`` gives
     ``[0, 0xFFFFFFFF]``), otherwise int64/uint64. 32-bit seeds have a zero high word.
     """
-    from ember._src.numpy.ufuncs import asarray
     if isinstance(seed, (bool, np.bool_)):
         raise TypeError("PRNG key seed must be an integer, got a bool")
     if isinstance(seed, int):
         seed = np.asarray(seed, dtype=dt.python_scalar_dtype(seed))
-    seed = asarray(seed)
+    seed = _as_value(seed)
     a = core.get_aval(seed)
     if a.shape:
         raise TypeError(f"PRNG key seed must be a scalar; got shape {a.str_short()}")
@@ -230,10 +233,9 @@ def _hash_index(key: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
 
 def threefry_fold_in(key: Any, data: Any) -> Any:
     """A new key from ``key`` and a 32-bit integer ``data`` (the hash of ``[0, data]``)."""
-    from ember._src.numpy.ufuncs import asarray
     if isinstance(data, int) and not isinstance(data, bool):
         data = np.asarray(data & 0xFFFFFFFF, dtype=np.uint32)
-    data = asarray(data)
+    data = _as_value(data)
     if core.get_aval(data).shape:
         raise TypeError("fold_in: data must be a scalar")
     if not dt.is_integer(core.get_aval(data).dtype):

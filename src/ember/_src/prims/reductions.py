@@ -15,6 +15,7 @@ from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims._rules import check_kind, upcast_lowp
+from ember._src.prims.indexing import take_along_axis
 from ember.errors import ShapeError
 
 
@@ -326,7 +327,6 @@ def _cumext_jvp(p: Primitive) -> Callable:
         hit = ew.eq(x, out)
         pos = ew.select(hit, idx, mv.full_like(idx, -1 if not reverse else n))
         src = cummax(pos, axis, reverse) if not reverse else cummin(pos, axis, reverse)
-        from ember._src.prims.indexing import take_along_axis
         return [out], [take_along_axis(t, src, axis)]
 
     return jvp

@@ -21,7 +21,8 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager
-from ember._src.lax_windows import (
+from ember._src.batching import vmap
+from ember._src.lax.windows import (
     dilate_and_pad,
     dilate_dim,
     normalize_pads,
@@ -97,7 +98,6 @@ def _combine_init(op: Callable, init: Any, r: Any, identity: Any) -> Any:
 def _vectorized(computation: Callable, treedef: Any) -> Callable[[list, list], list]:
     """``computation`` applied elementwise to two lists of equally shaped leaves (vmapped over their
     flattened elements, so a computation written for scalars works)."""
-    from ember._src.batching import vmap
 
     def pair(a: list, b: list) -> list:
         out = computation(tu.unflatten(treedef, a), tu.unflatten(treedef, b))

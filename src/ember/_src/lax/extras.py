@@ -17,6 +17,9 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
+from ember._src.core import get_aval as _aval
+from ember._src.custom_derivatives import custom_jvp
+from ember._src.numpy.more_ufuncs import logaddexp
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import misc
@@ -25,10 +28,6 @@ from ember._src.prims.random_bits import bitcast_convert_type
 from ember.errors import DTypeError, ShapeError
 
 ArrayLike = Any
-
-
-def _aval(x: Any) -> core.ShapedArray:
-    return core.get_aval(x)
 
 
 def _as_operand(x: ArrayLike) -> Any:
@@ -138,7 +137,6 @@ def scatter_add(operand: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis
 def cumlogsumexp(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Any:
     """``log(cumsum(exp(x)))`` along ``axis`` computed stably (a log-depth prefix scan of
     ``logaddexp``, so no entry overflows or underflows through a common shift)."""
-    from ember._src.numpy.more_ufuncs import logaddexp
     x = _as_operand(operand)
     xa = _aval(x)
     if not dt.is_float(xa.dtype):
@@ -223,7 +221,6 @@ _RP_CACHE: dict = {}
 def _reduce_precision_fn(exponent_bits: int, mantissa_bits: int) -> Any:
     key = (exponent_bits, mantissa_bits)
     if key not in _RP_CACHE:
-        from ember._src.custom_derivatives import custom_jvp
 
         @custom_jvp
         def rp(x: Any) -> Any:

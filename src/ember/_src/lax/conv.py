@@ -23,7 +23,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
-from ember._src.lax_windows import (
+from ember._src.lax.windows import (
     PADDING_STRINGS,
     dilate_and_pad,
     dilate_dim,

@@ -1,0 +1,142 @@
+"""The import direction of ember's modules (parsed with ``ast``, nothing imported).
+
+Every module belongs to one layer of :data:`LAYERS` (the longest matching prefix); a module may
+import modules of its own layer and of lower layers only, at module level and inside functions
+alike. The same table is in ``docs/INTERNALS.md`` ("Layers"). The listed exceptions are the only
+places a lower layer reaches up, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
+
+# lowest first; a module may import its own layer and the ones before it
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("ember.errors", "ember._src.dtypes", "ember._src.shapes", "ember._src.tree",
+              "ember._src.debug", "ember._src.flags")),
+    ("core", ("ember._src.core", "ember._src.array", "ember._src.program", "ember._src.registry_report",
+              "ember._src.arg_checks")),
+    ("prims", ("ember._src.prims", "ember._src.ad_util", "ember._src.dynamic")),
+    ("transforms", ("ember._src.ad", "ember._src.batching", "ember._src.custom_derivatives",
+                    "ember._src.control_flow", "ember._src.eval_shape", "ember._src.validation",
+                    "ember._src.interpreter", "ember._src.aot", "ember._src.collectives")),
+    ("jit", ("ember._src.jit",)),
+    ("backends", ("ember._src.native",)),
+    ("numpy", ("ember._src.numpy",)),
+    ("lax", ("ember._src.lax",)),
+    ("library", ("ember._src.nn", "ember._src.random", "ember._src.api_util")),
+    ("public", ("ember", "ember._src")),
+    # programs over the public API: the demo (python -m ember) and the FEATURES.md generator
+    ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__")),
+]
+
+# (importer, imported): upward imports that stay, and why
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("ember._src.numpy.array_methods", "ember.numpy"):
+        "Array methods look the function up in the public namespace at call time, so a method and the "
+        "function it names are the same object (monkeypatching included)",
+    ("ember._src.native.progcache", "ember"):
+        "the on-disk program cache keys entries by ember's version and the files of its package",
+}
+
+# modules that may import the native backend (it registers itself in jit.BACKENDS)
+NATIVE_IMPORTERS = ("ember", "ember._src.features")
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for p in sorted((SRC / "ember").rglob("*.py")):
+        parts = p.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _layer(mod: str) -> int:
+    best, rank = -1, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for pre in prefixes:
+            if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
+                best, rank = len(pre), i
+    assert rank >= 0, f"{mod} is in no layer of LAYERS"
+    return rank
+
+
+def _imports(path: pathlib.Path, mod: str) -> list[tuple[str, int]]:
+    """(imported ember module, line) for every import statement of the file."""
+    out = []
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            out += [(a.name, n.lineno) for a in n.names if a.name.split(".")[0] == "ember"]
+        elif isinstance(n, ast.ImportFrom):
+            base = n.module or ""
+            if n.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - n.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            if base.split(".")[0] != "ember":
+                continue
+            for a in n.names:
+                sub = f"{base}.{a.name}"
+                out.append((sub if sub in MODULES else base, n.lineno))
+    return out
+
+
+def _all_imports() -> list[tuple[str, str, int]]:
+    return [(m, t, line) for m, p in MODULES.items() for t, line in _imports(p, m)]
+
+
+def test_every_module_has_a_layer() -> None:
+    for m in MODULES:
+        _layer(m)
+
+
+def test_imports_point_down() -> None:
+    bad = []
+    for m, t, line in _all_imports():
+        if t not in MODULES:
+            continue
+        if _layer(t) > _layer(m) and (m, t) not in EXCEPTIONS:
+            bad.append(f"{MODULES[m].relative_to(SRC)}:{line}: {m} ({LAYERS[_layer(m)][0]}) imports "
+                       f"{t} ({LAYERS[_layer(t)][0]})")
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+def test_only_the_top_imports_native() -> None:
+    bad = [f"{m} imports {t}" for m, t, _ in _all_imports()
+           if t.startswith("ember._src.native") and not m.startswith("ember._src.native")
+           and m not in NATIVE_IMPORTERS]
+    assert not bad, bad
+
+
+def test_exceptions_are_still_needed() -> None:
+    found = {(m, t) for m, t, _ in _all_imports()}
+    stale = [k for k in EXCEPTIONS if k not in found]
+    assert not stale, f"remove these from EXCEPTIONS: {stale}"
+
+
+@pytest.mark.parametrize("name", ["ember._src.jit", "ember._src.validation", "ember._src.prims.linalg"])
+def test_named_cycles_are_gone(name: str) -> None:
+    """The three reversed imports issue 17 named: jit -> native, validation -> native.planner,
+    prims.linalg -> the numpy layer."""
+    targets = [t for t, _ in _imports(MODULES[name], name)]
+    assert not [t for t in targets if t.startswith(("ember._src.native", "ember._src.numpy"))], targets
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
+    """A module of the prims layer importing jit (inside a function too) is reported as upward."""
+    f = tmp_path / "fake.py"
+    f.write_text("from ember._src import jit\n\ndef g():\n    from ember._src.native import dispatch\n")
+    found = _imports(f, "ember._src.prims.fake")
+    assert [t for t, _ in found] == ["ember._src.jit", "ember._src.native.dispatch"]
+    assert all(_layer(t) > _layer("ember._src.prims.fake") for t, _ in found)
+    assert _layer("ember._src.lax.conv") > _layer("ember._src.numpy.ufuncs") > _layer("ember._src.jit")
