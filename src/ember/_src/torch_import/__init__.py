@@ -1,0 +1,1 @@
+"""Import PyTorch models (``torch.export`` graphs) as ember functions; see docs/torch.md."""

@@ -1,0 +1,573 @@
+"""One handler per ATen op: the op's name, its lowering to ``ember.numpy``/``ember.lax`` calls.
+
+A handler is ``fn(ctx, *args, **kwargs)``: ``args``/``kwargs`` are the node's arguments with other
+nodes' values substituted (ember Arrays, symbolic or static sizes, Python scalars), ``ctx.shape`` /
+``ctx.dtype`` the output's shape and dtype as torch recorded them (the shape already evaluated for
+the current binding of the named axes). Each op has a test against torch in
+``tests/torch/test_ops.py`` (``CASES`` must cover every name in :data:`OPS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import ember
+import ember.lax as lax
+import ember.nn as enn
+import ember.numpy as jnp
+
+
+@dataclasses.dataclass(frozen=True)
+class OpHandler:
+    op: str
+    fn: Callable[..., Any]
+    doc: str
+
+
+OPS: dict[str, OpHandler] = {}
+
+
+def handler(*names: str, doc: str = "") -> Callable:
+    """Register ``fn`` as the lowering of each ATen op in ``names``."""
+    def deco(fn: Callable) -> Callable:
+        for n in names:
+            if n in OPS:
+                raise ValueError(f"duplicate handler for {n}")
+            OPS[n] = OpHandler(n, fn, doc or (fn.__doc__ or "").strip().splitlines()[0])
+        return fn
+    return deco
+
+
+class Ctx:
+    """What a handler may know about the node beyond its arguments."""
+
+    def __init__(self, shape: tuple | None, dtype: str | None, name: str):
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+
+
+def _norm(dim: int, ndim: int) -> int:
+    return dim + ndim if dim < 0 else dim
+
+
+def _dims(dims: Any, ndim: int) -> tuple[int, ...]:
+    if dims is None or dims == []:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return tuple(_norm(d, ndim) for d in dims)
+
+
+# ---- symbolic size arithmetic (Python operators on sizes) ----------------------------------------
+
+@handler("sym.mul", doc="size * size")
+def _sym_mul(ctx, a, b):
+    return a * b
+
+
+@handler("sym.add", doc="size + size")
+def _sym_add(ctx, a, b):
+    return a + b
+
+
+@handler("sym.sub", doc="size - size")
+def _sym_sub(ctx, a, b):
+    return a - b
+
+
+@handler("sym.floordiv", doc="size // size")
+def _sym_floordiv(ctx, a, b):
+    return a // b
+
+
+@handler("getitem", doc="element of a multi-output op")
+def _getitem(ctx, xs, i):
+    return xs[i]
+
+
+@handler("aten.sym_size.int", doc="x.shape[dim]")
+def _sym_size(ctx, x, dim):
+    return x.shape[dim]
+
+
+@handler("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+         "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+         doc="checks torch recorded at export time (no-op)")
+def _noop(ctx, *args, **kwargs):
+    return None
+
+
+# ---- elementwise ---------------------------------------------------------------------------------
+
+def _binary(fn: Callable) -> Callable:
+    def h(ctx, a, b, **kw):
+        if kw.get("alpha", 1) != 1:
+            b = b * kw["alpha"]
+        return fn(a, b)
+    h.__doc__ = f"elementwise {fn.__name__}"
+    return h
+
+
+for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
+                    (("aten.sub.Tensor", "aten.sub.Scalar"), jnp.subtract),
+                    (("aten.mul.Tensor", "aten.mul.Scalar"), jnp.multiply),
+                    (("aten.maximum.default",), jnp.maximum), (("aten.minimum.default",), jnp.minimum),
+                    (("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar"), jnp.power),
+                    (("aten.eq.Tensor", "aten.eq.Scalar"), jnp.equal),
+                    (("aten.ne.Tensor", "aten.ne.Scalar"), jnp.not_equal),
+                    (("aten.lt.Tensor", "aten.lt.Scalar"), jnp.less),
+                    (("aten.le.Tensor", "aten.le.Scalar"), jnp.less_equal),
+                    (("aten.gt.Tensor", "aten.gt.Scalar"), jnp.greater),
+                    (("aten.ge.Tensor", "aten.ge.Scalar"), jnp.greater_equal),
+                    (("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"), jnp.bitwise_and),
+                    (("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"), jnp.bitwise_or),
+                    (("aten.logical_and.default",), jnp.logical_and),
+                    (("aten.logical_or.default",), jnp.logical_or),
+                    (("aten.atan2.default",), jnp.arctan2),
+                    (("aten.remainder.Tensor", "aten.remainder.Scalar"), jnp.remainder),
+                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod)]:
+    handler(*_names)(_binary(_fn))
+
+
+@handler("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
+         doc="division (true, trunc or floor rounding)")
+def _div(ctx, a, b, rounding_mode=None):
+    if rounding_mode is None:
+        return jnp.true_divide(a, b)
+    if rounding_mode == "floor":
+        return jnp.floor_divide(a, b)
+    q = jnp.true_divide(a, b)
+    return jnp.trunc(q)
+
+
+def _unary(fn: Callable) -> Callable:
+    def h(ctx, x):
+        return fn(x)
+    h.__doc__ = f"elementwise {getattr(fn, '__name__', 'op')}"
+    return h
+
+
+for _name, _fn in [("neg", jnp.negative), ("abs", jnp.abs), ("exp", jnp.exp), ("log", jnp.log),
+                   ("sqrt", jnp.sqrt), ("rsqrt", lax.rsqrt), ("sin", jnp.sin), ("cos", jnp.cos),
+                   ("tanh", jnp.tanh), ("sigmoid", enn.sigmoid), ("relu", enn.relu), ("erf", lax.erf),
+                   ("floor", jnp.floor), ("ceil", jnp.ceil), ("round", jnp.round), ("sign", jnp.sign),
+                   ("reciprocal", jnp.reciprocal), ("log1p", jnp.log1p), ("expm1", jnp.expm1),
+                   ("logical_not", jnp.logical_not), ("bitwise_not", jnp.invert), ("silu", enn.silu),
+                   ("isnan", jnp.isnan), ("trunc", jnp.trunc)]:
+    handler(f"aten.{_name}.default")(_unary(_fn))
+
+
+@handler("aten.gelu.default", doc="GELU (erf or tanh form)")
+def _gelu(ctx, x, approximate="none"):
+    return enn.gelu(x, approximate=(approximate == "tanh"))
+
+
+@handler("aten.clamp.default", "aten.clamp.Tensor", "aten.hardtanh.default", doc="clamp to [min, max]")
+def _clamp(ctx, x, min=None, max=None):
+    if min is not None:
+        x = jnp.maximum(x, min)
+    if max is not None:
+        x = jnp.minimum(x, max)
+    return x
+
+
+@handler("aten.where.self", doc="select by a boolean condition")
+def _where(ctx, c, a, b):
+    return jnp.where(c, a, b)
+
+
+# ---- dtype, creation ------------------------------------------------------------------------------
+
+@handler("aten._to_copy.default", doc="dtype conversion")
+def _to_copy(ctx, x, dtype=None, **kw):
+    return x if dtype is None else jnp.asarray(x).astype(dtype)
+
+
+@handler("aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
+         "aten.detach.default", doc="identity")
+def _identity(ctx, x, **kw):
+    return x
+
+
+@handler("aten.full.default", doc="a filled array")
+def _full(ctx, size, value, dtype=None, **kw):
+    return jnp.full(ctx.shape, value, dtype=ctx.dtype)
+
+
+@handler("aten.full_like.default", doc="a filled array shaped like x")
+def _full_like(ctx, x, value, **kw):
+    return jnp.full(ctx.shape, value, dtype=ctx.dtype)
+
+
+@handler("aten.scalar_tensor.default", doc="a 0-d array")
+def _scalar_tensor(ctx, value, **kw):
+    return jnp.asarray(value, dtype=ctx.dtype)
+
+
+@handler("aten.arange.start_step", "aten.arange.default", "aten.arange.start", doc="evenly spaced values")
+def _arange(ctx, *args, **kw):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args + (1,))[:3]
+    if start == 0 and step == 1:
+        return jnp.arange(end, dtype=ctx.dtype)
+    return jnp.arange(start, end, step, dtype=ctx.dtype)
+
+
+# ---- shapes and indexing --------------------------------------------------------------------------
+
+@handler("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", doc="reshape")
+def _view(ctx, x, shape):
+    return jnp.reshape(x, ctx.shape)
+
+
+@handler("aten.expand.default", doc="broadcast to a shape")
+def _expand(ctx, x, shape, **kw):
+    return jnp.broadcast_to(x, ctx.shape)
+
+
+@handler("aten.permute.default", doc="transpose")
+def _permute(ctx, x, dims):
+    return jnp.transpose(x, _dims(dims, x.ndim))
+
+
+@handler("aten.unsqueeze.default", doc="insert a size-1 axis")
+def _unsqueeze(ctx, x, dim):
+    return jnp.expand_dims(x, _norm(dim, x.ndim + 1))
+
+
+@handler("aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default", doc="drop size-1 axes")
+def _squeeze(ctx, x, dims=None):
+    return jnp.reshape(x, ctx.shape)
+
+
+@handler("aten.slice.Tensor", doc="x[start:end:step] along dim")
+def _slice(ctx, x, dim=0, start=None, end=None, step=1):
+    dim = _norm(dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(start, int) and start < 0:
+        start = builtins_max(start + n, 0) if isinstance(n, int) else start + n
+    if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end > n)):
+        end = None
+    elif isinstance(end, int) and end < 0:
+        end = end + n
+    if end is not None and not isinstance(end, int):
+        if _same(end, n):
+            end = None
+        else:
+            return lax.slice_in_dim(x, start or 0, end, step, axis=dim)
+    idx = [slice(None)] * x.ndim
+    idx[dim] = slice(start if start != 0 else None, end, step if step != 1 else None)
+    return x[tuple(idx)]
+
+
+builtins_max = max
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - symbolic comparison that cannot be decided
+        return False
+
+
+@handler("aten.select.int", doc="x[..., index, ...]")
+def _select(ctx, x, dim, index):
+    idx = [slice(None)] * x.ndim
+    idx[_norm(dim, x.ndim)] = index
+    return x[tuple(idx)]
+
+
+@handler("aten.index.Tensor", doc="advanced indexing with integer/boolean arrays")
+def _index(ctx, x, indices):
+    adv = [a for a, i in enumerate(indices) if i is not None]
+    if not adv:
+        return x
+    idx = [jnp.asarray(indices[a]) for a in adv]
+    if any(i.dtype == np.bool_ for i in idx):
+        raise NotImplementedError("indexing with a boolean mask (data-dependent shape)")
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    rest = [a for a in range(x.ndim) if a not in adv]
+    xt = jnp.transpose(x, adv + rest)
+    sizes = [x.shape[a] for a in adv]
+    flat = None
+    for i, n in zip(idx, sizes):
+        nv = n if isinstance(n, int) else ember.dimension_as_value(n)
+        i = jnp.where(i < 0, i + nv, i)
+        flat = i if flat is None else flat * nv + i
+    merged = jnp.reshape(xt, (math.prod(sizes) if all(isinstance(n, int) for n in sizes) else _prod(sizes),)
+                         + tuple(xt.shape[len(adv):]))
+    out = jnp.take(merged, flat, axis=0)
+    if adjacent and adv[0] > 0:
+        b = flat.ndim
+        order = list(range(b, b + adv[0])) + list(range(b)) + list(range(b + adv[0], out.ndim))
+        out = jnp.transpose(out, order)
+    return out
+
+
+def _prod(sizes: list) -> Any:
+    out = sizes[0]
+    for s in sizes[1:]:
+        out = out * s
+    return out
+
+
+@handler("aten.embedding.default", doc="rows of a table")
+def _embedding(ctx, w, idx, *args):
+    return jnp.take(w, idx, axis=0)
+
+
+@handler("aten.gather.default", doc="take_along_axis")
+def _gather(ctx, x, dim, index, **kw):
+    return jnp.take_along_axis(x, index, axis=_norm(dim, x.ndim))
+
+
+@handler("aten.cat.default", doc="concatenate")
+def _cat(ctx, xs, dim=0):
+    xs = [x for x in xs if not (len(x.shape) == 1 and x.shape[0] == 0)] or xs[:1]
+    return jnp.concatenate(xs, axis=_norm(dim, xs[0].ndim))
+
+
+@handler("aten.split_with_sizes.default", "aten.split.Tensor", doc="split into pieces")
+def _split(ctx, x, sizes, dim=0):
+    dim = _norm(dim, x.ndim)
+    if isinstance(sizes, int):
+        n = x.shape[dim]
+        sizes = [sizes] * (n // sizes) + ([n % sizes] if n % sizes else [])
+    out, start = [], 0
+    for s in sizes:
+        idx = [slice(None)] * x.ndim
+        idx[dim] = slice(start, start + s)
+        out.append(x[tuple(idx)])
+        start = start + s
+    return out
+
+
+@handler("aten.constant_pad_nd.default", doc="pad with a constant")
+def _pad(ctx, x, pad, value=0):
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    cfg = [(lo, hi, 0) for lo, hi in widths]
+    return lax.pad(x, jnp.asarray(value, dtype=x.dtype), cfg)
+
+
+# ---- reductions, scans ---------------------------------------------------------------------------
+
+def _reduction(fn: Callable) -> Callable:
+    def h(ctx, x, dim=None, keepdim=False, dtype=None, **kw):
+        out = fn(x, axis=_dims(dim, x.ndim), keepdims=keepdim)
+        return out
+    h.__doc__ = f"{fn.__name__} over axes"
+    return h
+
+
+for _names, _fn in [(("aten.sum.dim_IntList", "aten.sum.default"), jnp.sum),
+                    (("aten.mean.dim", "aten.mean.default"), jnp.mean),
+                    (("aten.amax.default",), jnp.max), (("aten.amin.default",), jnp.min),
+                    (("aten.any.dim", "aten.any.dims", "aten.any.default"), jnp.any),
+                    (("aten.all.dim", "aten.all.dims", "aten.all.default"), jnp.all),
+                    (("aten.prod.dim_int", "aten.prod.default"), jnp.prod)]:
+    handler(*_names)(_reduction(_fn))
+
+
+@handler("aten.var.correction", doc="variance with a correction")
+def _var(ctx, x, dim=None, correction=None, keepdim=False):
+    return jnp.var(x, axis=_dims(dim, x.ndim), ddof=1 if correction is None else correction,
+                   keepdims=keepdim)
+
+
+@handler("aten.max.dim", "aten.min.dim", doc="max/min with argmax/argmin along a dim")
+def _maxmin_dim(ctx, x, dim, keepdim=False):
+    is_max = ctx.name.startswith("max")
+    val = (jnp.max if is_max else jnp.min)(x, axis=dim, keepdims=keepdim)
+    arg = (jnp.argmax if is_max else jnp.argmin)(x, axis=dim, keepdims=keepdim)
+    return val, arg
+
+
+@handler("aten.argmax.default", "aten.argmin.default", doc="index of the max/min")
+def _argmaxmin(ctx, x, dim=None, keepdim=False):
+    fn = jnp.argmax if ctx.name.startswith("argmax") else jnp.argmin
+    return fn(x, axis=dim, keepdims=keepdim) if dim is not None else fn(x)
+
+
+@handler("aten.cumsum.default", doc="cumulative sum")
+def _cumsum(ctx, x, dim, dtype=None):
+    return jnp.cumsum(x, axis=_norm(dim, x.ndim))
+
+
+@handler("aten._softmax.default", doc="softmax")
+def _softmax(ctx, x, dim, half_to_float=False):
+    return enn.softmax(x, axis=dim)
+
+
+@handler("aten._log_softmax.default", doc="log-softmax")
+def _log_softmax(ctx, x, dim, half_to_float=False):
+    return enn.log_softmax(x, axis=dim)
+
+
+# ---- linear algebra -------------------------------------------------------------------------------
+
+@handler("aten.mm.default", "aten.bmm.default", "aten.matmul.default", doc="matrix product")
+def _mm(ctx, a, b):
+    return jnp.matmul(a, b)
+
+
+@handler("aten.addmm.default", doc="beta * bias + alpha * a @ b")
+def _addmm(ctx, bias, a, b, beta=1, alpha=1):
+    out = jnp.matmul(a, b)
+    if alpha != 1:
+        out = out * alpha
+    return out + (bias if beta == 1 else bias * beta)
+
+
+# ---- normalization --------------------------------------------------------------------------------
+
+@handler("aten.native_layer_norm.default", doc="layer norm (output, mean, rstd)")
+def _layer_norm(ctx, x, shape, w, b, eps):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    var = jnp.mean(xc * xc, axis=axes, keepdims=True)
+    rstd = lax.rsqrt(var + eps)
+    out = xc * rstd
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
+    return out, mean, rstd
+
+
+@handler("aten._native_batch_norm_legit_no_training.default", doc="batch norm in eval mode")
+def _batch_norm(ctx, x, w, b, mean, var, momentum, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    scale = lax.rsqrt(var + eps)
+    if w is not None:
+        scale = scale * w
+    out = (x - jnp.reshape(mean, shape)) * jnp.reshape(scale, shape)
+    if b is not None:
+        out = out + jnp.reshape(b, shape)
+    empty = jnp.zeros((0,), x.dtype)
+    return out, empty, empty
+
+
+# ---- convolution and pooling ----------------------------------------------------------------------
+
+@handler("aten.convolution.default", doc="N-d convolution (grouped, strided, dilated, transposed)")
+def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
+    spatial = "DHW"[-nd:] if nd <= 3 else None
+    if spatial is None:
+        raise NotImplementedError("convolution with more than 3 spatial dims")
+    lhs, rhs = "NC" + spatial, "OI" + spatial
+    if transposed:
+        k = w.shape[2:]
+        pads = [(dilation[i] * (k[i] - 1) - padding[i],
+                 dilation[i] * (k[i] - 1) - padding[i] + output_padding[i]) for i in range(nd)]
+        if groups != 1:
+            raise NotImplementedError("grouped transposed convolution")
+        # torch stores (in, out, k...): flip the kernel and swap in/out
+        wt = jnp.flip(jnp.swapaxes(w, 0, 1), axis=tuple(range(2, w.ndim)))
+        out = lax.conv_general_dilated(x, wt, (1,) * nd, pads, lhs_dilation=tuple(stride),
+                                       rhs_dilation=tuple(dilation), dimension_numbers=(lhs, rhs, lhs))
+    else:
+        out = lax.conv_general_dilated(x, w, tuple(stride), [(p, p) for p in padding],
+                                       rhs_dilation=tuple(dilation), dimension_numbers=(lhs, rhs, lhs),
+                                       feature_group_count=groups)
+    if b is not None:
+        out = out + jnp.reshape(b, (1, -1) + (1,) * nd)
+    return out
+
+
+def _window(x, init, op, kernel, stride, padding, dilation=None):
+    nd = len(kernel)
+    dims = (1, 1) + tuple(kernel)
+    strides = (1, 1) + tuple(stride or kernel)
+    pads = ((0, 0), (0, 0)) + tuple((p, p) for p in padding)
+    dil = (1, 1) + tuple(dilation or (1,) * nd)
+    return lax.reduce_window(x, init, op, dims, strides, pads, window_dilation=dil)
+
+
+@handler("aten.max_pool2d_with_indices.default", "aten.max_pool1d_with_indices.default",
+         "aten.max_pool3d_with_indices.default", doc="max pooling (indices not supported)")
+def _max_pool(ctx, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+    nd = x.ndim - 2
+    kernel, stride = _tup(kernel, nd), _tup(stride or kernel, nd)
+    padding, dilation = _tup(padding, nd), _tup(dilation, nd)
+    if ceil_mode:
+        raise NotImplementedError("max pooling with ceil_mode=True")
+    out = _window(x, -np.inf, lax.max, kernel, stride, padding, dilation)
+    return out, None
+
+
+def _tup(v: Any, n: int) -> tuple:
+    if isinstance(v, int):
+        return (v,) * n
+    v = tuple(v)
+    return v * n if len(v) == 1 else v
+
+
+@handler("aten.avg_pool2d.default", "aten.avg_pool1d.default", "aten.avg_pool3d.default",
+         doc="average pooling")
+def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    nd = x.ndim - 2
+    kernel, stride, padding = _tup(kernel, nd), _tup(stride or kernel, nd), _tup(padding, nd)
+    if ceil_mode:
+        raise NotImplementedError("average pooling with ceil_mode=True")
+    s = _window(x, 0.0, lax.add, kernel, stride, padding)
+    if divisor_override:
+        return s / divisor_override
+    if count_include_pad or not any(padding):
+        return s / math.prod(kernel)
+    ones = jnp.ones((1, 1) + tuple(x.shape[2:]), x.dtype)
+    return s / _window(ones, 0.0, lax.add, kernel, stride, padding)
+
+
+@handler("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool1d.default",
+         "aten._adaptive_avg_pool3d.default", doc="adaptive average pooling")
+def _adaptive_avg_pool(ctx, x, output_size):
+    nd = x.ndim - 2
+    out = x
+    for i, o in enumerate(_tup(output_size, nd)):
+        ax = 2 + i
+        n = x.shape[ax]
+        if n % o == 0:
+            shp = tuple(out.shape[:ax]) + (o, n // o) + tuple(out.shape[ax + 1:])
+            out = jnp.mean(jnp.reshape(out, shp), axis=ax + 1)
+            continue
+        pieces = []
+        for j in range(o):
+            lo, hi = (j * n) // o, -((-(j + 1) * n) // o)
+            idx = [slice(None)] * out.ndim
+            idx[ax] = slice(lo, hi)
+            pieces.append(jnp.mean(out[tuple(idx)], axis=ax, keepdims=True))
+        out = jnp.concatenate(pieces, axis=ax)
+    return out
+
+
+# ---- attention ------------------------------------------------------------------------------------
+
+@handler("aten.scaled_dot_product_attention.default",
+         doc="softmax(q k^T * scale + mask) v (boolean or additive mask, is_causal, GQA)")
+def _sdpa(ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    if dropout_p:
+        raise NotImplementedError("scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
+    hq, hk = q.shape[-3] if q.ndim >= 3 else 1, k.shape[-3] if k.ndim >= 3 else 1
+    if hq != hk:
+        k = jnp.repeat(k, hq // hk, axis=-3)
+        v = jnp.repeat(v, hq // hk, axis=-3)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * jnp.asarray(scale, q.dtype)
+    neg = jnp.asarray(-np.inf, s.dtype)
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        keep = jnp.arange(L)[:, None] >= jnp.arange(S)[None, :]
+        s = jnp.where(keep, s, neg)
+    if attn_mask is not None:
+        s = jnp.where(attn_mask, s, neg) if attn_mask.dtype == np.bool_ else s + attn_mask
+    return jnp.matmul(enn.softmax(s, axis=-1), v)
