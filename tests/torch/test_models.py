@@ -48,3 +48,143 @@ def test_batch_with_padding_mask(name):
         ref = _logits(model, input_ids=ids[:, :n], attention_mask=mask[:, :n])
         keep = mask[:, :n].numpy().astype(bool)  # padded positions' logits are unspecified
         np.testing.assert_allclose(out[keep], ref[keep], atol=1e-4, rtol=0)
+
+
+def test_bert_encoder_dynamic_seq():
+    model = models.bert()
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 100, (2, 6), generator=g)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    m = et.import_module(model, (), {"input_ids": ids, "attention_mask": mask},
+                         dynamic_axes={"input_ids": (None, "seq"), "attention_mask": (None, "seq")})
+    assert m.output_names == ["last_hidden_state", "pooler_output"]
+    for n in (6, 11):
+        x = torch.randint(0, 100, (2, n), generator=g)
+        mk = torch.ones(2, n, dtype=torch.long)
+        mk[0, n - 2:] = 0
+        with torch.inference_mode():
+            ref = model(input_ids=x, attention_mask=mk)
+        hidden, pooled = m(x.numpy(), mk.numpy())
+        keep = mk.numpy().astype(bool)
+        np.testing.assert_allclose(np.asarray(hidden)[keep], ref.last_hidden_state.numpy()[keep], atol=1e-4)
+        np.testing.assert_allclose(np.asarray(pooled), ref.pooler_output.numpy(), atol=1e-4)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b1 = torch.nn.BatchNorm2d(c)
+        self.c2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b2 = torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(x + self.b2(self.c2(y)))
+
+
+class _ResNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 5, stride=2, padding=2)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.MaxPool2d(3, 2, 1)
+        self.block = _Block(8)
+        self.down = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.avg = torch.nn.AvgPool2d(2, 1)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn(self.stem(x))))
+        x = self.avg(self.down(self.block(x)))
+        x = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.head(x)
+
+
+def test_resnet_style_cnn():
+    torch.manual_seed(6)
+    model = _ResNet()
+    for mod in model.modules():  # non-trivial running statistics
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    x = torch.randn(2, 3, 32, 32)
+    m = et.import_module(model, (x,), dynamic_axes={"x": ("batch", None, None, None)})
+    assert any(k.endswith("running_var") for k in m.params)
+    for b in (2, 3):
+        xb = torch.randn(b, 3, 32, 32)
+        with torch.inference_mode():
+            ref = model(xb).numpy()
+        np.testing.assert_allclose(np.asarray(m(xb.numpy())), ref, atol=1e-4)
+
+
+def test_unsupported_ops_listed_at_once_with_source_lines():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = torch.special.bessel_j0(x)  # no handler
+            return torch.special.i0e(y) + torch.special.bessel_j0(y)
+
+    with pytest.raises(et.UnsupportedOpError) as e:
+        et.import_module(M(), (torch.randn(3),))
+    msg = str(e.value)
+    assert "aten.special_bessel_j0.default" in msg and "aten.special_i0e.default" in msg
+    assert "test_models.py" in msg and "bessel_j0(x)" in msg
+    assert set(e.value.ops) == {"aten.special_bessel_j0.default", "aten.special_i0e.default"}
+
+
+def test_data_dependent_control_flow_has_a_hint():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x
+
+    with pytest.raises(et.ExportError, match="torch.where / torch.cond"):
+        et.import_module(M(), (torch.randn(3),))
+
+
+def test_exported_program_accepted_and_int64_ids():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids):
+            return self.emb(ids).sum(-1)
+
+    torch.manual_seed(7)
+    model = M().eval()
+    ids = torch.randint(0, 20, (2, 5))
+    ds = {"ids": {1: torch.export.Dim("seq")}}
+    ep = torch.export.export(model, (ids,), dynamic_shapes=ds, strict=False)
+    m = et.import_module(ep)
+    assert m.dynamic_axes == {"ids": (None, m.dynamic_axes["ids"][1])} and m.dynamic_axes["ids"][1]
+    for n in (5, 9):
+        x = torch.randint(0, 20, (2, n))
+        np.testing.assert_allclose(np.asarray(m(x.numpy())), model(x).detach().numpy(), atol=1e-6)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_grad_through_imported_model_matches_torch_autograd():
+    import ember
+
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 3))
+    x = torch.randn(5, 6)
+    y = torch.randint(0, 3, (5,))
+    m = et.import_module(model, (x,), weights="arguments")
+
+    def loss(params):
+        logits = m.fn(params, x.numpy())
+        logp = ember.nn.log_softmax(logits, axis=-1)
+        return -ember.numpy.mean(ember.numpy.take_along_axis(logp, y.numpy()[:, None], axis=1))
+
+    grads = ember.jit(ember.grad(loss))(m.params)
+    ref = torch.nn.functional.cross_entropy(model(x), y)
+    ref.backward()
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(np.asarray(grads[name]), p.grad.numpy(), atol=1e-5, err_msg=name)
