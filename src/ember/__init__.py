@@ -53,3 +53,7 @@ import ember.numpy.linalg  # noqa: E402, F401
 from ember import fft, linalg, random, scipy  # noqa: E402
 
 __all__ += ["fft", "linalg", "random", "scipy"]
+
+from ember._src.session import InferenceSession  # noqa: E402
+
+__all__ += ["InferenceSession"]

@@ -136,7 +136,11 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
     try:
         ep = torch.export.export(model, tuple(args), kwargs, dynamic_shapes=ds or None, strict=False)
     except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
-        raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{_HINT}") from e
+        hint = _HINT
+        if "0/1 specialized" in str(e):
+            hint = ("\ntorch.export treats sizes 0 and 1 as special: give example inputs whose size "
+                    "along each named dynamic axis is at least 2 (ember still runs size 1).")
+        raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{hint}") from e
     return ep
 
 

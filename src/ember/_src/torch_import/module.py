@@ -118,16 +118,18 @@ def import_module(model: Any, args: tuple = (), kwargs: dict | None = None,
 
 
 def _axes_from_program(ep: Any) -> dict[str, tuple]:
-    """Name the dynamic dims of an already exported program after torch's symbols."""
+    """Name the dynamic dims of an already exported program ``<input>_dim<i>``."""
     import torch
-    out = {}
+    out: dict[str, tuple] = {}
+    names: dict[str, str] = {}  # torch symbol -> axis name (shared symbols share a name)
     for s in ep.graph_signature.input_specs:
         if s.kind.name != "USER_INPUT":
             continue
         node = next(n for n in ep.graph.nodes if n.name == s.arg.name)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
-            spec = tuple(str(d.node.expr) if isinstance(d, torch.SymInt) else None for d in val.shape)
+            spec = tuple(names.setdefault(str(d.node.expr), f"{s.arg.name}_dim{i}")
+                         if isinstance(d, torch.SymInt) else None for i, d in enumerate(val.shape))
             if any(spec):
                 out[s.arg.name] = spec
     return out
