@@ -156,7 +156,19 @@ def render() -> str:
     except ImportError:
         lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
     lines += _native_section()
+    lines += _torch_section()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _torch_section() -> list[str]:
+    """The ATen ops ``ember.torch.import_module`` has a handler for (docs/torch.md)."""
+    from ember._src.torch_import.ops import OPS
+    aten = sorted(op for op in OPS if op.startswith("aten."))
+    lines = ["## PyTorch import: supported ATen ops", "",
+             f"`ember.torch.import_module` lowers {len(aten)} core ATen ops (see docs/torch.md).", "",
+             "| ATen op | lowering |", "|---|---|"]
+    lines += [f"| `{op}` | {OPS[op].doc} |" for op in aten]
+    return lines + [""]
 
 
 def _native_section() -> list[str]:
