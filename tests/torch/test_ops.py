@@ -152,6 +152,11 @@ for _op in ("neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
     CASES[f"aten.{_op}.default"] = [((r(3, 4),), {}), ((r(0, 2),), {})]
 for _op in ("log", "sqrt", "rsqrt", "reciprocal", "log1p"):
     CASES[f"aten.{_op}.default"] = [((pos(3, 4),), {})]
+CASES["aten.leaky_relu.default"] = [((r(3, 4), 0.2), {}), ((r(3),), {})]
+CASES["aten.elu.default"] = [((r(3, 4), 0.7), {}), ((r(3, 4), 1.0, 1.05, 1.5), {})]
+CASES["aten.softplus.default"] = [((r(3, 4) * 10, 2.0, 5.0), {})]
+CASES["aten.hardsigmoid.default"] = [((r(3, 4) * 4,), {})]
+CASES["aten.hardswish.default"] = [((r(3, 4) * 4,), {})]
 CASES["aten.logical_not.default"] = [((r(3, 4, dtype=B),), {})]
 CASES["aten.bitwise_not.default"] = [((r(3, 4, dtype=I64),), {}), ((r(3, dtype=B),), {})]
 for _op, _dt in (("eq", I64), ("ne", F), ("lt", F), ("le", F), ("gt", I32), ("ge", F)):

@@ -571,3 +571,31 @@ def _sdpa(ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
     if attn_mask is not None:
         s = jnp.where(attn_mask, s, neg) if attn_mask.dtype == np.bool_ else s + attn_mask
     return jnp.matmul(enn.softmax(s, axis=-1), v)
+
+
+# ---- more activations -----------------------------------------------------------------------------
+
+@handler("aten.leaky_relu.default", doc="leaky ReLU")
+def _leaky_relu(ctx, x, negative_slope=0.01):
+    return jnp.where(x > 0, x, x * negative_slope)
+
+
+@handler("aten.elu.default", doc="ELU (scale, input_scale as torch)")
+def _elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return scale * jnp.where(x > 0, x, alpha * jnp.expm1(x * input_scale))
+
+
+@handler("aten.softplus.default", doc="softplus with beta and threshold")
+def _softplus(ctx, x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(jnp.minimum(bx, threshold))) / beta)
+
+
+@handler("aten.hardsigmoid.default", doc="hard sigmoid")
+def _hardsigmoid(ctx, x):
+    return jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+@handler("aten.hardswish.default", doc="hard swish")
+def _hardswish(ctx, x):
+    return x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)
