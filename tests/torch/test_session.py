@@ -172,3 +172,30 @@ def test_safetensors_roundtrip(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(raw[:-3])
     with pytest.raises(st.SafetensorsError, match="do not fit"):
         st.load(str(tmp_path / "bad.safetensors"))
+
+
+def test_mutated_buffers_are_session_state(tmp_path):
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("total", torch.zeros(3))
+            self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            self.total.add_(x.sum(0))
+            self.calls.add_(1)
+            return x * self.total
+
+    m = et.import_module(Counter(), (torch.ones(2, 3),), dynamic_axes={"x": ("batch", None)})
+    assert sorted(m.state_names) == ["calls", "total"]
+    s = ember.InferenceSession(m)
+    ref, rng = Counter(), np.random.default_rng(5)
+    for b in (2, 4, 1):
+        x = rng.standard_normal((b, 3)).astype(np.float32)
+        out = s.run({"x": x})["output"]
+        np.testing.assert_allclose(out, ref(torch.from_numpy(x)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s.state["total"], ref.total.numpy(), rtol=1e-6)
+    assert int(s.state["calls"]) == 3
+    s.save(str(tmp_path / "c"))
+    s.reset_state()
+    assert float(np.abs(s.state["total"]).max()) == 0.0
