@@ -112,12 +112,15 @@ import numpy as np, ember
 s = ember.InferenceSession.load(sys.argv[1])
 out = s.run({"input_ids": np.load(sys.argv[2])})["logits"]
 np.save(sys.argv[3], out)
+info = s.cache_info()
+print("compiler_runs", info["compiler_runs"], "disk_cache_hits", info["disk_cache_hits"])
 assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
 """
 
 
 def test_save_load_in_a_process_without_torch(gpt2_session, tmp_path):
     model, s = gpt2_session
+    s.run({"input_ids": np.zeros((1, 3), np.int64)})  # compiled (or found in the disk cache) here
     d = tmp_path / "gpt2"
     s.save(str(d))
     assert sorted(os.listdir(d)) == ["metadata.json", "program.json", "weights.safetensors"]
@@ -132,6 +135,8 @@ def test_save_load_in_a_process_without_torch(gpt2_session, tmp_path):
     cmd = [sys.executable, str(script), str(d), str(tmp_path / "ids.npy"), str(tmp_path / "out.npy")]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
+    # the parent process compiled the same program: the loader finds it in the disk cache
+    assert "compiler_runs 0 " in r.stdout, r.stdout
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), _ref(model, ids), atol=1e-4)
 
 
