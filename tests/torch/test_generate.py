@@ -34,10 +34,16 @@ def test_greedy_generation_matches_transformers(build):
     model, kv_heads, head_dim = build()
     step = cache_step(model)
     ex = (torch.zeros(1, 2, dtype=torch.long), torch.zeros(2, 2, 1, kv_heads, 2, head_dim))
-    session = ember.InferenceSession(et.import_module(step, ex, dynamic_axes=AXES))
+    imported = et.import_module(step, ex, dynamic_axes=AXES)
+    assert imported.output_names == ["logits", "present"]
+    session = ember.InferenceSession(imported, state_inputs={"past": "present"})
+    with pytest.raises(ember._src.session.SessionError, match="state input 'past' has no value"):
+        session.run({"input_ids": np.zeros((1, 2), np.int64)})
+    session.set_state("past", empty_cache(2, 1, kv_heads, head_dim))
     prompt = np.random.default_rng(12).integers(0, 200, (1, 6))
     new = 24
-    toks = greedy_generate(session, prompt, new, empty_cache(2, 1, kv_heads, head_dim))
+    toks = greedy_generate(session, prompt, new)
+    assert np.asarray(session._fed_state["past"]).shape[4] == 1 + 6 + new - 1  # padding slot + tokens
     pt = torch.from_numpy(prompt)
     with torch.inference_mode():
         ref = model.generate(pt, attention_mask=torch.ones_like(pt), max_new_tokens=new, do_sample=False)

@@ -38,11 +38,12 @@ def main(argv: list[str]) -> int:
     ex_ids, ex_past = torch.zeros(1, 2, dtype=torch.long), torch.zeros(a.layers, 2, 1, a.heads, 2, hd)
     axes = {"input_ids": (None, "seq"), "past": (None, None, None, None, "past", None)}
     m = et.import_module(step, (ex_ids, ex_past), dynamic_axes=axes)
-    session = ember.InferenceSession(m)
+    session = ember.InferenceSession(m, state_inputs={"past": "present"})
     print(f"imported GPT-2 ({a.layers} layers, d={a.dim}) in {time.perf_counter() - t0:.1f} s")
     prompt = np.random.default_rng(0).integers(0, 1000, (1, a.prompt))
     t0 = time.perf_counter()
-    toks = greedy_generate(session, prompt, a.new, empty_cache(a.layers, 1, a.heads, hd))
+    session.set_state("past", empty_cache(a.layers, 1, a.heads, hd))
+    toks = greedy_generate(session, prompt, a.new)
     t_ember = time.perf_counter() - t0
     t0 = time.perf_counter()
     with torch.inference_mode():

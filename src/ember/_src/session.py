@@ -49,11 +49,14 @@ class InferenceSession:
     input structure; named axes bound per call).
 
     ``run({"input_ids": ids}) -> {"logits": ...}`` takes and returns NumPy arrays and is safe to call
-    from several threads. Buffers the graph mutates (a key/value cache) are session state: each
-    ``run`` reads them and keeps the new values (``state``, ``reset_state()``).
+    from several threads. Buffers the graph mutates are session state: each ``run`` reads them and
+    keeps the new values (``state``, ``reset_state()``). ``state_inputs={"past": "present"}`` makes
+    an input session state too (a key/value cache): ``run`` feeds it the value kept from the
+    previous call's output ``present`` (start it with ``set_state("past", value)``) unless the
+    caller passes it.
     """
 
-    def __init__(self, imported: ImportedModule):
+    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None):
         if not isinstance(imported, ImportedModule):
             raise TypeError("InferenceSession takes an ember.torch.ImportedModule, "
                             f"got {type(imported).__name__}")
@@ -72,7 +75,20 @@ class InferenceSession:
             return fn({**const, **state}, *inputs)
         self._step = step
         self._jit = ember.jit(step, dynamic_axes=[None, *specs])
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._fed = dict(state_inputs or {})
+        for i, o in self._fed.items():
+            if i not in self.input_names or o not in self.output_names:
+                raise SessionError(f"state_inputs: {i!r} -> {o!r} must map an input "
+                                   f"{self.input_names} to an output {self.output_names}")
+        self._fed_state: dict[str, np.ndarray] = {}
+
+    def set_state(self, name: str, value: Any) -> None:
+        """Set a ``state_inputs`` input's current value (e.g. an empty key/value cache)."""
+        if name not in self._fed:
+            raise SessionError(f"set_state: {name!r} is not one of the state inputs {list(self._fed)}")
+        with self._lock:
+            self._fed_state[name] = np.asarray(value)
 
     # ---- introspection --------------------------------------------------------------------------
     @property
@@ -93,8 +109,10 @@ class InferenceSession:
         return dict(self._state)
 
     def reset_state(self) -> None:
+        """Back to the initial values of the mutated buffers; state inputs are cleared."""
         with self._lock:
             self._state = dict(self._initial_state)
+            self._fed_state.clear()
 
     def cache_info(self) -> dict[str, int]:
         """The jitted program's cache counters (``compiles``, ``specializations``, ...)."""
@@ -146,12 +164,23 @@ class InferenceSession:
 
     def run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         """Run the model on ``feeds`` ({input name: array}); returns {output name: NumPy array}."""
-        arrays, _ = self._check(feeds)
         with self._lock:
+            if self._fed:
+                feeds = dict(feeds)
+                for name in self._fed:
+                    if name not in feeds:
+                        if name not in self._fed_state:
+                            raise SessionError(f"run: state input {name!r} has no value yet: pass it or "
+                                               f"call set_state({name!r}, value) first")
+                        feeds[name] = self._fed_state[name]
+            arrays, _ = self._check(feeds)
             outs, new_state = self._jit(self._state, *arrays)
             if new_state:
                 self._state = {k: np.asarray(v) for k, v in new_state.items()}
-        return {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
+            result = {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
+            for i, o in self._fed.items():
+                self._fed_state[i] = result[o]
+        return result
 
     def memory(self, **sizes: int) -> dict[str, int]:
         """Bytes per arena class for a binding of the named axes (``memory(seq=512)``): ``PARAMS``

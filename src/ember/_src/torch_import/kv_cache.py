@@ -6,7 +6,7 @@ head_dim]``. Slot 0 of the cache is a padding slot masked out of attention, so t
 (the prompt) and every later step (one token) run the same program: import it with
 ``dynamic_axes={"input_ids": ("batch", "seq"), "past": (None, None, "batch", None, "past", None)}``
 and one compile serves all steps. :func:`greedy_generate` runs the loop on an InferenceSession
-(NumPy only).
+that keeps the cache as state (``state_inputs={"past": "present"}``; NumPy only).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def cache_step(model: Any) -> Any:
             super().__init__()
             self.lm = lm
 
-        def forward(self, input_ids: torch.Tensor, past: torch.Tensor) -> tuple:
+        def forward(self, input_ids: torch.Tensor, past: torch.Tensor) -> dict:
             b, s = input_ids.shape
             n_past = past.shape[-2]
             cache = DynamicCache()
@@ -39,7 +39,7 @@ def cache_step(model: Any) -> Any:
                           position_ids=pos, use_cache=True)
             kv = out.past_key_values
             present = torch.stack([torch.stack([layer.keys, layer.values]) for layer in kv.layers])
-            return out.logits[:, -1, :], present
+            return {"logits": out.logits[:, -1, :], "present": present}
 
     return CacheStep(model).eval()
 
@@ -50,15 +50,15 @@ def empty_cache(n_layers: int, batch: int, kv_heads: int, head_dim: int,
     return np.zeros((n_layers, 2, batch, kv_heads, 1, head_dim), dtype)
 
 
-def greedy_generate(session: Any, prompt: np.ndarray, max_new_tokens: int, cache: np.ndarray) -> np.ndarray:
-    """Greedy decoding on a session of a :func:`cache_step` import: ``prompt`` ``[batch, n]`` int64,
-    ``cache`` from :func:`empty_cache`; returns ``[batch, n + max_new_tokens]`` tokens."""
+def greedy_generate(session: Any, prompt: np.ndarray, max_new_tokens: int) -> np.ndarray:
+    """Greedy decoding on ``InferenceSession(import of cache_step(model), state_inputs={"past":
+    "present"})`` whose cache was started with ``set_state("past", empty_cache(...))``: ``prompt``
+    ``[batch, n]`` int64; returns ``[batch, n + max_new_tokens]`` tokens. The cache stays in the
+    session between steps."""
     tokens = np.asarray(prompt, np.int64)
     feed = tokens
     for _ in range(max_new_tokens):
-        out = session.run({"input_ids": feed, "past": cache})
-        logits, cache = out[session.output_names[0]], out[session.output_names[1]]
-        nxt = np.argmax(logits, axis=-1).astype(np.int64)[:, None]
+        nxt = np.argmax(session.run({"input_ids": feed})["logits"], axis=-1).astype(np.int64)[:, None]
         tokens = np.concatenate([tokens, nxt], axis=1)
         feed = nxt
     return tokens
