@@ -188,3 +188,16 @@ def test_grad_through_imported_model_matches_torch_autograd():
     ref.backward()
     for name, p in model.named_parameters():
         np.testing.assert_allclose(np.asarray(grads[name]), p.grad.numpy(), atol=1e-5, err_msg=name)
+
+
+def test_imported_function_under_vmap_and_jit():
+    import ember
+
+    torch.manual_seed(9)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.SiLU(), torch.nn.Linear(7, 2)).eval()
+    m = et.import_module(model, (torch.randn(3, 5),))
+    xs = np.random.default_rng(9).standard_normal((4, 3, 5)).astype(np.float32)
+    out = ember.jit(ember.vmap(lambda x: m.fn(m.params, x)))(xs)
+    with torch.inference_mode():
+        ref = np.stack([model(torch.from_numpy(x)).numpy() for x in xs])
+    np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)
