@@ -4,7 +4,10 @@ optimizations) at batch 1 and several sequence lengths; latency medians over int
 and ember's planned activation memory (arena peak for the binding).
 
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
-                                      [--no-compile] [--no-ort] [--vocab 50257]
+                                      [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
+
+``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
+the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
 
 Writes ``benchmarks/results/models.{json,md}``. On a loaded machine run a subset
 (``--layers 2 --seqs 16,128``) and read the numbers as noisy.
@@ -86,6 +89,38 @@ def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray) -> dict:
     return impls
 
 
+def generation(model, layers: int, prompt_len: int, new: int) -> dict:
+    """Tokens per second of greedy generation with a key/value cache (session state) vs
+    ``transformers`` generate; the tokens must agree."""
+    import torch
+
+    import ember.torch as et
+    from ember._src.torch_import.kv_cache import cache_step, empty_cache, greedy_generate
+    ex = (torch.zeros(1, 2, dtype=torch.long), torch.zeros(layers, 2, 1, 12, 2, 64))
+    axes = {"input_ids": (None, "seq"), "past": (None, None, None, None, "past", None)}
+    sess = ember.InferenceSession(et.import_module(cache_step(model), ex, dynamic_axes=axes),
+                                  state_inputs={"past": "present"})
+    prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, (1, prompt_len))
+    pt = torch.from_numpy(prompt)
+    times: dict[str, list[float]] = {"ember native": [], "transformers generate": []}
+    for _ in range(3):
+        sess.reset_state()
+        sess.set_state("past", empty_cache(layers, 1, 12, 64))
+        t = time.perf_counter()
+        toks = greedy_generate(sess, prompt, new)
+        times["ember native"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with torch.inference_mode():
+            ref = model.generate(pt, attention_mask=torch.ones_like(pt), max_new_tokens=new,
+                                 do_sample=False)
+        times["transformers generate"].append(time.perf_counter() - t)
+    med = {k: statistics.median(v[1:]) for k, v in times.items()}  # the first ember run compiles
+    return {"workload": f"GPT-2 {layers} layers: {new} tokens after a {prompt_len}-token prompt",
+            "times": med, "tokens_per_s": {k: new / v for k, v in med.items()},
+            "tokens_equal": bool(np.array_equal(toks, ref.numpy())),
+            "compiles": sess.cache_info()["compiles"]}
+
+
 def interleaved(impls: dict, rounds: int) -> dict:
     samples: dict[str, list[float]] = {k: [] for k in impls}
     for fn in impls.values():
@@ -106,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=50257)
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-ort", action="store_true")
+    p.add_argument("--generate", type=int, default=128, help="new tokens in the generation row (0: none)")
     a = p.parse_args(argv)
     import torch
     rows = []
@@ -134,11 +170,17 @@ def main(argv: list[str] | None = None) -> int:
                          "ember_activation_bytes": mem["ACTIVATIONS"], "max_abs_err": err,
                          "ember_import_s": import_s, "compiles": sess.cache_info()["compiles"]})
             print(rows[-1], flush=True)
+        if a.generate:
+            rows.append(generation(model, layers, 32, a.generate))
+            print(rows[-1], flush=True)
     text = report("GPT-2 inference (batch 1, random weights)", rows, "models",
                   {"rounds": a.rounds, "vocab": a.vocab})
     text += "\n| workload | ember activation memory (arena peak) | max abs err vs torch |\n|---|---|---|\n"
     text += "".join(f"| {r['workload']} | {r['ember_activation_bytes'] / 2**20:.1f} MiB | "
-                    f"{r['max_abs_err']:.1e} |\n" for r in rows)
+                    f"{r['max_abs_err']:.1e} |\n" for r in rows if "max_abs_err" in r)
+    text += "".join(f"\n{r['workload']}: "
+                    + ", ".join(f"{k} {v:.0f} tokens/s" for k, v in r["tokens_per_s"].items())
+                    + f"; tokens equal: {r['tokens_equal']}\n" for r in rows if "tokens_per_s" in r)
     print(text)
     return 0
 
