@@ -95,3 +95,6 @@ __all__ += ["image"]
 from ember._src.compat.callbacks import pure_callback  # noqa: E402
 
 __all__ += ["pure_callback"]
+from ember._src.session import InferenceSession  # noqa: E402
+
+__all__ += ["InferenceSession"]

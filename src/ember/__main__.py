@@ -6,8 +6,12 @@ import sys
 def main() -> int:
     args = sys.argv[1:]
     if not args or args[0] in ("-h", "--help"):
-        print("usage: python -m ember demo [--steps N] [--backend numpy|native]")
+        print("usage: python -m ember demo [--steps N] [--backend numpy|native]\n"
+              "       python -m ember demo gpt2 [--layers N] [--new N]")
         return 0 if args else 2
+    if args[0] == "demo" and args[1:2] == ["gpt2"]:
+        from ember._src.demo_gpt2 import main as gpt2_main
+        return gpt2_main(args[2:])
     if args[0] == "demo":
         from ember._src.demo import main as demo_main
         return demo_main(args[1:])

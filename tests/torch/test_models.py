@@ -1,96 +1,203 @@
-"""Imported PyTorch models against PyTorch eager: GPT-2, a Llama-style decoder with grouped-query
-attention, a BERT encoder with a padding mask and a small CNN; every sequence length (or batch
-size) runs on one trace and one C compile."""
-
-from __future__ import annotations
+"""Imported GPT-2 / Llama / BERT / CNN models against PyTorch eager."""
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="the PyTorch importer needs torch")
-transformers = pytest.importorskip("transformers", reason="the model tests build transformers models")
+torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
+pytest.importorskip("transformers", reason="the model tests need transformers")
 
 import ember.torch as et  # noqa: E402
+from tests.torch import models  # noqa: E402
+
+LENGTHS = (1, 7, 64, 130)
 
 
-def _check_lengths(im, model_fn, lengths, batch=2, vocab=100, tol=1e-4):
-    for n in lengths:
-        x = torch.randint(0, vocab, (batch, n))
-        with torch.no_grad():
-            want = model_fn(x)
-        got = np.asarray(im(x.numpy()))
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=0, atol=tol)
-    info = im.jitted.cache_info()
-    assert info["traces"] == 1 and info["compiler_runs"] <= 1, info  # one compile for every length
+def _logits(model, **kw):
+    with torch.inference_mode():
+        return model(**kw, use_cache=False).logits.numpy()
 
 
-def test_gpt2_logits_every_length_one_compile():
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=256,
-                                  use_cache=False)
-    m = transformers.GPT2LMHeadModel(cfg).eval()
-    im = et.import_module(m, (torch.randint(0, 100, (2, 7)),), dynamic_axes={"input_ids": ("batch", "seq")})
-    assert im.input_names == ["input_ids"] and "transformer.wte.weight" in im.params
-    _check_lengths(im, lambda x: m(x).logits.numpy(), [1, 7, 64, 130])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_causal_lm_logits_one_compile(name):
+    model = getattr(models, name)()
+    ids = torch.randint(0, 100, (1, 7))
+    m = et.import_module(model, (), {"input_ids": ids, "use_cache": False},
+                         dynamic_axes={"input_ids": (None, "seq")})
+    assert m.input_names == ["input_ids"] and m.output_names == ["logits"]
+    g = torch.Generator().manual_seed(3)
+    for n in LENGTHS:
+        x = torch.randint(0, 100, (1, n), generator=g)
+        out = np.asarray(m(x.numpy()))
+        np.testing.assert_allclose(out, _logits(model, input_ids=x), atol=1e-4, rtol=0)
+    info = m._jitted.cache_info()
+    assert info["compiles"] == 1 and info["compiler_runs"] <= 1 and info["specializations"] == len(LENGTHS)
 
 
-def test_llama_with_grouped_query_attention():
-    torch.manual_seed(1)
-    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
-                                   max_position_embeddings=256, use_cache=False)
-    m = transformers.LlamaForCausalLM(cfg).eval()
-    im = et.import_module(m, (torch.randint(0, 100, (2, 7)),), dynamic_axes={"input_ids": ("batch", "seq")})
-    _check_lengths(im, lambda x: m(x).logits.numpy(), [1, 7, 64, 130])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_batch_with_padding_mask(name):
+    model = getattr(models, name)()
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 100, (3, 9), generator=g)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, 2:] = 0
+    m = et.import_module(model, (), {"input_ids": ids, "attention_mask": mask, "use_cache": False},
+                         dynamic_axes={"input_ids": ("batch", "seq"), "attention_mask": ("batch", "seq")})
+    for n in (9, 5):
+        out = np.asarray(m(ids[:, :n].numpy(), mask[:, :n].numpy()))
+        ref = _logits(model, input_ids=ids[:, :n], attention_mask=mask[:, :n])
+        keep = mask[:, :n].numpy().astype(bool)  # padded positions' logits are unspecified
+        np.testing.assert_allclose(out[keep], ref[keep], atol=1e-4, rtol=0)
 
 
-def test_bert_encoder_with_padding_mask():
-    torch.manual_seed(2)
-    cfg = transformers.BertConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                  num_attention_heads=4, vocab_size=100, max_position_embeddings=128)
-    m = transformers.BertModel(cfg).eval()
-    ids, mask = torch.randint(0, 100, (2, 7)), torch.ones(2, 7, dtype=torch.long)
-    axes = {"input_ids": ("batch", "seq"), "attention_mask": ("batch", "seq")}
-    im = et.import_module(m, (ids, mask), dynamic_axes=axes)
-    assert im.input_names == ["input_ids", "attention_mask"]
-    for n in (3, 9, 33):
-        x, mk = torch.randint(0, 100, (3, n)), torch.ones(3, n, dtype=torch.long)
+def test_bert_encoder_dynamic_seq():
+    model = models.bert()
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 100, (2, 6), generator=g)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    m = et.import_module(model, (), {"input_ids": ids, "attention_mask": mask},
+                         dynamic_axes={"input_ids": (None, "seq"), "attention_mask": (None, "seq")})
+    assert m.output_names == ["last_hidden_state", "pooler_output"]
+    for n in (6, 11):
+        x = torch.randint(0, 100, (2, n), generator=g)
+        mk = torch.ones(2, n, dtype=torch.long)
         mk[0, n - 2:] = 0
-        mk[2, 1:] = 0
-        with torch.no_grad():
-            want = m(x, mk).last_hidden_state.numpy()
-        got = im(x.numpy(), mk.numpy())
-        got = np.asarray(got[0] if isinstance(got, tuple) else got)
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+        with torch.inference_mode():
+            ref = model(input_ids=x, attention_mask=mk)
+        hidden, pooled = m(x.numpy(), mk.numpy())
+        keep = mk.numpy().astype(bool)
+        np.testing.assert_allclose(np.asarray(hidden)[keep], ref.last_hidden_state.numpy()[keep], atol=1e-4)
+        np.testing.assert_allclose(np.asarray(pooled), ref.pooler_output.numpy(), atol=1e-4)
+    assert m._jitted.cache_info()["compiles"] == 1
 
 
-class _CNN(torch.nn.Module):
-    def __init__(self):
+class _Block(torch.nn.Module):
+    def __init__(self, c):
         super().__init__()
-        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2)
-        self.fc = torch.nn.Linear(8, 5)
+        self.c1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b1 = torch.nn.BatchNorm2d(c)
+        self.c2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.b2 = torch.nn.BatchNorm2d(c)
 
     def forward(self, x):
-        x = torch.relu(self.bn(self.c1(x)))
-        x = torch.nn.functional.max_pool2d(x, 2)
-        x = torch.nn.functional.avg_pool2d(torch.relu(self.c2(x)), 2)
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(x + self.b2(self.c2(y)))
+
+
+class _ResNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 5, stride=2, padding=2)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.MaxPool2d(3, 2, 1)
+        self.block = _Block(8)
+        self.down = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.avg = torch.nn.AvgPool2d(2, 1)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.bn(self.stem(x))))
+        x = self.avg(self.down(self.block(x)))
         x = torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
-        return self.fc(x)
+        return self.head(x)
 
 
-def test_cnn_conv_batchnorm_pools():
-    torch.manual_seed(3)
-    net = _CNN().eval()
-    with torch.no_grad():
-        net.bn.running_mean.uniform_(-1, 1)
-        net.bn.running_var.uniform_(0.5, 2.0)
-    im = et.import_module(net, (torch.randn(2, 3, 16, 16),), dynamic_axes={"x": ("batch", None, None, None)})
-    for b in (1, 4):
-        x = torch.randn(b, 3, 16, 16)
-        with torch.no_grad():
-            want = net(x).numpy()
-        np.testing.assert_allclose(np.asarray(im(x.numpy())), want, rtol=0, atol=1e-5)
-    assert im.jitted.cache_info()["traces"] == 1
+def test_resnet_style_cnn():
+    torch.manual_seed(6)
+    model = _ResNet()
+    for mod in model.modules():  # non-trivial running statistics
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 2.0)
+    model.eval()
+    x = torch.randn(2, 3, 32, 32)
+    m = et.import_module(model, (x,), dynamic_axes={"x": ("batch", None, None, None)})
+    assert any(k.endswith("running_var") for k in m.params)
+    for b in (2, 3):
+        xb = torch.randn(b, 3, 32, 32)
+        with torch.inference_mode():
+            ref = model(xb).numpy()
+        np.testing.assert_allclose(np.asarray(m(xb.numpy())), ref, atol=1e-4)
+
+
+def test_unsupported_ops_listed_at_once_with_source_lines():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = torch.special.bessel_j0(x)  # no handler
+            return torch.special.i0e(y) + torch.special.bessel_j0(y)
+
+    with pytest.raises(et.UnsupportedOpError) as e:
+        et.import_module(M(), (torch.randn(3),))
+    msg = str(e.value)
+    assert "aten.special_bessel_j0.default" in msg and "aten.special_i0e.default" in msg
+    assert "test_models.py" in msg and "bessel_j0(x)" in msg
+    assert set(e.value.ops) == {"aten.special_bessel_j0.default", "aten.special_i0e.default"}
+
+
+def test_data_dependent_control_flow_has_a_hint():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x
+
+    with pytest.raises(et.ExportError, match="torch.where / torch.cond"):
+        et.import_module(M(), (torch.randn(3),))
+
+
+def test_exported_program_accepted_and_int64_ids():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids):
+            return self.emb(ids).sum(-1)
+
+    torch.manual_seed(7)
+    model = M().eval()
+    ids = torch.randint(0, 20, (2, 5))
+    ds = {"ids": {1: torch.export.Dim("seq")}}
+    ep = torch.export.export(model, (ids,), dynamic_shapes=ds, strict=False)
+    m = et.import_module(ep)
+    assert m.dynamic_axes == {"ids": (None, m.dynamic_axes["ids"][1])} and m.dynamic_axes["ids"][1]
+    for n in (5, 9):
+        x = torch.randint(0, 20, (2, n))
+        np.testing.assert_allclose(np.asarray(m(x.numpy())), model(x).detach().numpy(), atol=1e-6)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_grad_through_imported_model_matches_torch_autograd():
+    import ember
+
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 3))
+    x = torch.randn(5, 6)
+    y = torch.randint(0, 3, (5,))
+    m = et.import_module(model, (x,), weights="arguments")
+
+    def loss(params):
+        logits = m.fn(params, x.numpy())
+        logp = ember.nn.log_softmax(logits, axis=-1)
+        return -ember.numpy.mean(ember.numpy.take_along_axis(logp, y.numpy()[:, None], axis=1))
+
+    grads = ember.jit(ember.grad(loss))(m.params)
+    ref = torch.nn.functional.cross_entropy(model(x), y)
+    ref.backward()
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(np.asarray(grads[name]), p.grad.numpy(), atol=1e-5, err_msg=name)
+
+
+def test_imported_function_under_vmap_and_jit():
+    import ember
+
+    torch.manual_seed(9)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.SiLU(), torch.nn.Linear(7, 2)).eval()
+    m = et.import_module(model, (torch.randn(3, 5),))
+    xs = np.random.default_rng(9).standard_normal((4, 3, 5)).astype(np.float32)
+    out = ember.jit(ember.vmap(lambda x: m.fn(m.params, x)))(xs)
+    with torch.inference_mode():
+        ref = np.stack([model(torch.from_numpy(x)).numpy() for x in xs])
+    np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)

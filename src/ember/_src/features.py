@@ -218,19 +218,18 @@ def render() -> str:
     except ImportError:
         lines += [f"{len(PRIMITIVES)} primitives: " + ", ".join(f"`{p}`" for p in sorted(PRIMITIVES)), ""]
     lines += _native_section()
-    lines += _aten_section()
+    lines += _torch_section()
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _aten_section() -> list[str]:
-    """The ATen ops ``ember.torch.import_module`` handles (the registry in ``torch_import/ops.py``)."""
-    from ember._src.torch_import.ops import HANDLERS
+def _torch_section() -> list[str]:
+    """The ATen ops ``ember.torch.import_module`` has a handler for (docs/torch.md)."""
+    from ember._src.torch_import.ops import OPS
+    aten = sorted(op for op in OPS if op.startswith("aten."))
     lines = ["## PyTorch import: supported ATen ops", "",
-             f"`ember.torch.import_module` (docs/torch.md) converts graphs made of these {len(HANDLERS)} "
-             "ATen ops (core ATen after `run_decompositions`, or the export IR where torch cannot "
-             "decompose a graph with symbolic shapes), plus Python arithmetic on sizes and `getitem`.", "",
-             "| ATen op | ember lowering |", "|---|---|"]
-    lines += [f"| `{n}` | {h.doc} |" for n, h in sorted(HANDLERS.items())]
+             f"`ember.torch.import_module` lowers {len(aten)} core ATen ops (see docs/torch.md).", "",
+             "| ATen op | lowering |", "|---|---|"]
+    lines += [f"| `{op}` | {OPS[op].doc} |" for op in aten]
     return lines + [""]
 
 

@@ -1,12 +1,21 @@
-"""``ember.torch``: run PyTorch models as ember functions.
+"""Run PyTorch models in ember: ``import_module`` converts a ``torch.export`` graph into an ember
+function (see docs/torch.md). torch is needed to import, not to run a saved session."""
 
-``import_module(model, args, dynamic_axes={"input_ids": ("batch", "seq")})`` exports the model
-with ``torch.export``, decomposes it to core ATen and returns an :class:`ImportedModule` whose
-``fn(params, *inputs)`` is a pure ember function (``jit``, ``grad``, ``vmap`` apply) and whose call
-runs it under ``ember.jit`` with one compile for every size of the named axes. torch is needed
-only to import; see ``docs/torch.md``.
-"""
+from ember._src.torch_import.interpret import UnsupportedOpError
+from ember._src.torch_import.module import ImportedModule, import_module
+from ember._src.torch_import.ops import OPS as _OPS
 
-from ember._src.torch_import.convert import ImportedModule, UnsupportedOpError, import_module, supported_ops
 
-__all__ = ["ImportedModule", "UnsupportedOpError", "import_module", "supported_ops"]
+def supported_ops() -> list[str]:
+    """The ATen ops the importer has a handler for."""
+    return sorted(op for op in _OPS if op.startswith("aten."))
+
+
+def __getattr__(name: str):
+    if name == "ExportError":
+        from ember._src.torch_import.export import ExportError
+        return ExportError
+    raise AttributeError(name)
+
+
+__all__ = ["ExportError", "ImportedModule", "UnsupportedOpError", "import_module", "supported_ops"]

@@ -1,1 +1,1 @@
-"""The PyTorch importer: ``torch.export`` graphs as ember functions (see :mod:`.convert`)."""
+"""Import PyTorch models (``torch.export`` graphs) as ember functions; see docs/torch.md."""

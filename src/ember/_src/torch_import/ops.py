@@ -1,604 +1,601 @@
-"""One handler per ATen op: how an exported PyTorch graph's call becomes ember operations.
+"""One handler per ATen op: the op's name, its lowering to ``ember.numpy``/``ember.lax`` calls.
 
-The registry maps an op's name as ``torch.export`` prints it (``"aten.addmm.default"``) to a
-:class:`Handler`: the function that builds the result from ember values (arrays, Python scalars,
-sizes that may be symbolic dims under ``jit`` with named axes) and a one-line description for the
-supported-op table. Each handler is checked against PyTorch in ``tests/torch/test_ops.py``.
-This module does not import torch: dtypes arrive as ``torch.dtype`` objects and are mapped by name.
+A handler is ``fn(ctx, *args, **kwargs)``: ``args``/``kwargs`` are the node's arguments with other
+nodes' values substituted (ember Arrays, symbolic or static sizes, Python scalars), ``ctx.shape`` /
+``ctx.dtype`` the output's shape and dtype as torch recorded them (the shape already evaluated for
+the current binding of the named axes). Each op has a test against torch in
+``tests/torch/test_ops.py`` (``CASES`` must cover every name in :data:`OPS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import operator
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+import ember
+import ember.lax as lax
+import ember.nn as enn
 import ember.numpy as jnp
-from ember import lax, nn
-from ember._src import dtypes as dt
-from ember._src import shapes as sh
-from ember._src.dynamic import dimension_as_value
 
 
-@dataclass(frozen=True)
-class Handler:
-    """How one ATen op lowers to ember."""
-
-    name: str
+@dataclasses.dataclass(frozen=True)
+class OpHandler:
+    op: str
     fn: Callable[..., Any]
     doc: str
 
 
-HANDLERS: dict[str, Handler] = {}
+OPS: dict[str, OpHandler] = {}
 
 
-def handler(*names: str, doc: str) -> Callable[[Callable], Callable]:
-    """Register ``fn`` as the lowering of every op in ``names``."""
-    def register(fn: Callable) -> Callable:
+def handler(*names: str, doc: str = "") -> Callable:
+    """Register ``fn`` as the lowering of each ATen op in ``names``."""
+    def deco(fn: Callable) -> Callable:
         for n in names:
-            if n in HANDLERS:
-                raise ValueError(f"ATen op {n} has two handlers")
-            HANDLERS[n] = Handler(n, fn, doc)
+            if n in OPS:
+                raise ValueError(f"duplicate handler for {n}")
+            OPS[n] = OpHandler(n, fn, doc or (fn.__doc__ or "").strip().splitlines()[0])
         return fn
-    return register
+    return deco
 
 
-_TORCH_DTYPES = {
-    "float32": np.float32, "float": np.float32, "float64": np.float64, "double": np.float64,
-    "float16": np.float16, "half": np.float16, "bfloat16": dt.bfloat16, "int64": np.int64,
-    "long": np.int64, "int32": np.int32, "int": np.int32, "int16": np.int16, "int8": np.int8,
-    "uint8": np.uint8, "bool": np.bool_, "complex64": np.complex64, "complex128": np.complex128,
-}
+class Ctx:
+    """What a handler may know about the node beyond its arguments."""
+
+    def __init__(self, shape: tuple | None, dtype: str | None, name: str):
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
 
 
-def np_dtype(d: Any) -> np.dtype | None:
-    """The NumPy dtype of a ``torch.dtype`` (None stays None)."""
-    if d is None:
-        return None
-    name = str(d).replace("torch.", "")
-    if name not in _TORCH_DTYPES:
-        raise TypeError(f"torch dtype {d} has no ember counterpart")
-    return np.dtype(_TORCH_DTYPES[name])
+def _norm(dim: int, ndim: int) -> int:
+    return dim + ndim if dim < 0 else dim
 
 
-def _shape(x: Any) -> tuple:
-    return tuple(jnp.shape(x))
+def _dims(dims: Any, ndim: int) -> tuple[int, ...]:
+    if dims is None or dims == []:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return tuple(_norm(d, ndim) for d in dims)
 
 
-def _size(v: Any) -> Any:
-    """A size argument: an int, or a symbolic dim (kept as is)."""
-    return v if isinstance(v, sh.DimExpr) else int(v)
+# ---- symbolic size arithmetic (Python operators on sizes) ----------------------------------------
+
+@handler("sym.mul", doc="size * size")
+def _sym_mul(ctx, a, b):
+    return a * b
 
 
-def _as_value(v: Any, dtype: Any = None) -> Any:
-    """A scalar (possibly a symbolic size) as something arithmetic accepts."""
-    if isinstance(v, sh.DimExpr):
-        return dimension_as_value(v, dtype or np.int64)
-    return v
+@handler("sym.add", doc="size + size")
+def _sym_add(ctx, a, b):
+    return a + b
 
 
-# -- elementwise --------------------------------------------------------------------------------
+@handler("sym.sub", doc="size - size")
+def _sym_sub(ctx, a, b):
+    return a - b
 
-_BINARY = {"add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "maximum": jnp.maximum,
-           "minimum": jnp.minimum, "eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less,
-           "le": jnp.less_equal, "gt": jnp.greater, "ge": jnp.greater_equal, "atan2": jnp.arctan2,
-           "bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or, "bitwise_xor": jnp.bitwise_xor,
-           "logical_and": jnp.logical_and, "logical_or": jnp.logical_or, "logical_xor": jnp.logical_xor,
-           "remainder": jnp.remainder, "fmod": jnp.fmod}
 
+@handler("sym.floordiv", doc="size // size")
+def _sym_floordiv(ctx, a, b):
+    return a // b
+
+
+@handler("getitem", doc="element of a multi-output op")
+def _getitem(ctx, xs, i):
+    return xs[i]
+
+
+@handler("aten.sym_size.int", doc="x.shape[dim]")
+def _sym_size(ctx, x, dim):
+    return x.shape[dim]
+
+
+@handler("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+         "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+         doc="checks torch recorded at export time (no-op)")
+def _noop(ctx, *args, **kwargs):
+    return None
+
+
+# ---- elementwise ---------------------------------------------------------------------------------
 
 def _binary(fn: Callable) -> Callable:
-    def run(a: Any, b: Any, *, alpha: Any = 1) -> Any:
-        a, b = _as_value(a), _as_value(b)
-        if alpha != 1:
-            b = jnp.multiply(b, alpha)
+    def h(ctx, a, b, **kw):
+        if kw.get("alpha", 1) != 1:
+            b = b * kw["alpha"]
         return fn(a, b)
-    return run
+    h.__doc__ = f"elementwise {fn.__name__}"
+    return h
 
 
-for _name, _fn in _BINARY.items():
-    handler(*(f"aten.{_name}.{o}" for o in ("Tensor", "Scalar")),
-            doc=f"elementwise {_name} with broadcasting")(_binary(_fn))
+for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
+                    (("aten.sub.Tensor", "aten.sub.Scalar"), jnp.subtract),
+                    (("aten.mul.Tensor", "aten.mul.Scalar"), jnp.multiply),
+                    (("aten.maximum.default",), jnp.maximum), (("aten.minimum.default",), jnp.minimum),
+                    (("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar"), jnp.power),
+                    (("aten.eq.Tensor", "aten.eq.Scalar"), jnp.equal),
+                    (("aten.ne.Tensor", "aten.ne.Scalar"), jnp.not_equal),
+                    (("aten.lt.Tensor", "aten.lt.Scalar"), jnp.less),
+                    (("aten.le.Tensor", "aten.le.Scalar"), jnp.less_equal),
+                    (("aten.gt.Tensor", "aten.gt.Scalar"), jnp.greater),
+                    (("aten.ge.Tensor", "aten.ge.Scalar"), jnp.greater_equal),
+                    (("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"), jnp.bitwise_and),
+                    (("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"), jnp.bitwise_or),
+                    (("aten.logical_and.default",), jnp.logical_and),
+                    (("aten.logical_or.default",), jnp.logical_or),
+                    (("aten.atan2.default",), jnp.arctan2),
+                    (("aten.remainder.Tensor", "aten.remainder.Scalar"), jnp.remainder),
+                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod)]:
+    handler(*_names)(_binary(_fn))
 
 
-@handler("aten.div.Tensor", "aten.div.Scalar", doc="true division")
-def _div(a: Any, b: Any) -> Any:
-    return jnp.true_divide(_as_value(a), _as_value(b))
-
-
-@handler("aten.div.Tensor_mode", "aten.div.Scalar_mode", doc="division rounded by rounding_mode")
-def _div_mode(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
-    a, b = _as_value(a), _as_value(b)
+@handler("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
+         doc="division (true, trunc or floor rounding)")
+def _div(ctx, a, b, rounding_mode=None):
     if rounding_mode is None:
         return jnp.true_divide(a, b)
     if rounding_mode == "floor":
         return jnp.floor_divide(a, b)
-    out = jnp.trunc(jnp.true_divide(a, b))
-    rt = jnp.result_type(a, b)
-    return out if jnp.issubdtype(rt, jnp.floating) else out.astype(rt)
+    q = jnp.true_divide(a, b)
+    return jnp.trunc(q)
 
 
-@handler("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar", doc="power")
-def _pow(a: Any, b: Any) -> Any:
-    if isinstance(b, (int, float)) and float(b) == 2.0:
-        return jnp.multiply(a, a)
-    return jnp.power(_as_value(a), _as_value(b))
+def _unary(fn: Callable) -> Callable:
+    def h(ctx, x):
+        return fn(x)
+    h.__doc__ = f"elementwise {getattr(fn, '__name__', 'op')}"
+    return h
 
 
-_UNARY = {"neg": jnp.negative, "exp": jnp.exp, "log": jnp.log, "sqrt": jnp.sqrt, "rsqrt": lax.rsqrt,
-          "tanh": jnp.tanh, "sigmoid": nn.sigmoid, "sin": jnp.sin, "cos": jnp.cos, "abs": jnp.abs,
-          "reciprocal": jnp.reciprocal, "erf": lax.erf, "relu": nn.relu, "logical_not": jnp.logical_not,
-          "bitwise_not": jnp.invert, "floor": jnp.floor, "ceil": jnp.ceil, "log1p": jnp.log1p,
-          "expm1": jnp.expm1, "sign": jnp.sign, "isnan": jnp.isnan, "exp2": jnp.exp2, "round": jnp.round,
-          "trunc": jnp.trunc, "silu": nn.silu, "log2": jnp.log2}
-for _name, _fn in _UNARY.items():
-    handler(f"aten.{_name}.default", doc=f"elementwise {_name}")(lambda x, _f=_fn: _f(x))
+for _name, _fn in [("neg", jnp.negative), ("abs", jnp.abs), ("exp", jnp.exp), ("log", jnp.log),
+                   ("sqrt", jnp.sqrt), ("rsqrt", lax.rsqrt), ("sin", jnp.sin), ("cos", jnp.cos),
+                   ("tanh", jnp.tanh), ("sigmoid", enn.sigmoid), ("relu", enn.relu), ("erf", lax.erf),
+                   ("floor", jnp.floor), ("ceil", jnp.ceil), ("round", jnp.round), ("sign", jnp.sign),
+                   ("reciprocal", jnp.reciprocal), ("log1p", jnp.log1p), ("expm1", jnp.expm1),
+                   ("logical_not", jnp.logical_not), ("bitwise_not", jnp.invert), ("silu", enn.silu),
+                   ("isnan", jnp.isnan), ("trunc", jnp.trunc)]:
+    handler(f"aten.{_name}.default")(_unary(_fn))
 
 
-@handler("aten.gelu.default", doc="GELU, exact (erf) or tanh approximation")
-def _gelu(x: Any, *, approximate: str = "none") -> Any:
-    return nn.gelu(x, approximate=approximate == "tanh")
+@handler("aten.gelu.default", doc="GELU (erf or tanh form)")
+def _gelu(ctx, x, approximate="none"):
+    return enn.gelu(x, approximate=(approximate == "tanh"))
 
 
-@handler("aten.clamp.default", "aten.clamp.Tensor", doc="clamp to [min, max]")
-def _clamp(x: Any, min: Any = None, max: Any = None) -> Any:  # noqa: A002
-    return jnp.clip(x, min, max)
+@handler("aten.clamp.default", "aten.clamp.Tensor", "aten.hardtanh.default", doc="clamp to [min, max]")
+def _clamp(ctx, x, min=None, max=None):
+    if min is not None:
+        x = jnp.maximum(x, min)
+    if max is not None:
+        x = jnp.minimum(x, max)
+    return x
 
 
-@handler("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar",
-         doc="select by a boolean condition")
-def _where(c: Any, a: Any, b: Any) -> Any:
-    return jnp.where(c, _as_value(a), _as_value(b))
+@handler("aten.where.self", doc="select by a boolean condition")
+def _where(ctx, c, a, b):
+    return jnp.where(c, a, b)
 
 
-# -- identities and conversions -------------------------------------------------------------------
+# ---- dtype, creation ------------------------------------------------------------------------------
 
-for _name in ("clone.default", "alias.default", "detach.default", "lift_fresh_copy.default",
-              "contiguous.default"):
-    handler(f"aten.{_name}", doc="identity (ember arrays are immutable)")(lambda x, **_: x)
-
-
-@handler("aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
-         "aten.sym_constrain_range_for_size.default", doc="export-time check: nothing at run time")
-def _noop(*args: Any, **kwargs: Any) -> None:
-    return None
+@handler("aten._to_copy.default", doc="dtype conversion")
+def _to_copy(ctx, x, dtype=None, **kw):
+    return x if dtype is None else jnp.asarray(x).astype(dtype)
 
 
-@handler("aten._to_copy.default", "aten.to.dtype", doc="dtype conversion")
-def _to_copy(x: Any, dtype: Any = None, **_: Any) -> Any:
-    d = np_dtype(dtype)
-    return x if d is None else jnp.asarray(x).astype(d)
+@handler("aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
+         "aten.detach.default", doc="identity")
+def _identity(ctx, x, **kw):
+    return x
 
 
-@handler("aten.sym_size.int", doc="the (possibly symbolic) size of a dimension")
-def _sym_size(x: Any, dim: int) -> Any:
-    return _shape(x)[dim]
+@handler("aten.full.default", doc="a filled array")
+def _full(ctx, size, value, dtype=None, **kw):
+    return jnp.full(ctx.shape, value, dtype=ctx.dtype)
+
+
+@handler("aten.full_like.default", doc="a filled array shaped like x")
+def _full_like(ctx, x, value, **kw):
+    return jnp.full(ctx.shape, value, dtype=ctx.dtype)
 
 
 @handler("aten.scalar_tensor.default", doc="a 0-d array")
-def _scalar_tensor(v: Any, *, dtype: Any = None, **_: Any) -> Any:
-    return jnp.asarray(_as_value(v), dtype=np_dtype(dtype) or np.float32)
+def _scalar_tensor(ctx, value, **kw):
+    return jnp.asarray(value, dtype=ctx.dtype)
 
 
-@handler("aten.full.default", doc="an array filled with a value")
-def _full(size: Sequence, fill: Any, *, dtype: Any = None, **_: Any) -> Any:
-    d = np_dtype(dtype) or (np.float32 if isinstance(fill, float) else np.int64 if isinstance(fill, int)
-                            and not isinstance(fill, bool) else np.bool_)
-    return jnp.full(tuple(_size(s) for s in size), _as_value(fill, d), dtype=d)
+@handler("aten.arange.start_step", "aten.arange.default", "aten.arange.start", doc="evenly spaced values")
+def _arange(ctx, *args, **kw):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args + (1,))[:3]
+    if start == 0 and step == 1:
+        return jnp.arange(end, dtype=ctx.dtype)
+    return jnp.arange(start, end, step, dtype=ctx.dtype)
 
 
-@handler("aten.full_like.default", doc="an array shaped like another, filled with a value")
-def _full_like(x: Any, fill: Any, *, dtype: Any = None, **_: Any) -> Any:
-    return jnp.full_like(x, _as_value(fill), dtype=np_dtype(dtype))
+# ---- shapes and indexing --------------------------------------------------------------------------
+
+@handler("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", doc="reshape")
+def _view(ctx, x, shape):
+    return jnp.reshape(x, ctx.shape)
 
 
-handler("aten.zeros_like.default", doc="zeros shaped like an array")(
-    lambda x, *, dtype=None, **_: jnp.zeros_like(x, dtype=np_dtype(dtype)))
-handler("aten.ones_like.default", doc="ones shaped like an array")(
-    lambda x, *, dtype=None, **_: jnp.ones_like(x, dtype=np_dtype(dtype)))
+@handler("aten.expand.default", doc="broadcast to a shape")
+def _expand(ctx, x, shape, **kw):
+    return jnp.broadcast_to(x, ctx.shape)
 
 
-@handler("aten.arange.start_step", "aten.arange.start", "aten.arange.default", doc="evenly spaced values")
-def _arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, **_: Any) -> Any:
-    if end is None:
-        start, end = 0, start
-    d = np_dtype(dtype) or (np.int64 if all(isinstance(v, (int, sh.DimExpr)) for v in (start, end, step))
-                            else np.float32)
-    if isinstance(start, sh.DimExpr) or isinstance(end, sh.DimExpr):
-        if step != 1:
-            raise NotImplementedError("arange with symbolic bounds needs step 1")
-        n = end - start
-        out = lax.iota(d, n)
-        return out if isinstance(start, int) and start == 0 else jnp.add(out, _as_value(start, d))
-    return jnp.arange(start, end, step, dtype=d)
-
-
-# -- shapes -------------------------------------------------------------------------------------------
-
-
-@handler("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", doc="reshape")
-def _view(x: Any, size: Sequence) -> Any:
-    return jnp.reshape(x, tuple(_size(s) for s in size))
-
-
-@handler("aten.permute.default", doc="transpose by a permutation")
-def _permute(x: Any, dims: Sequence[int]) -> Any:
-    return jnp.transpose(x, tuple(int(d) for d in dims))
-
-
-@handler("aten.t.default", doc="2-d transpose")
-def _t(x: Any) -> Any:
-    return jnp.transpose(x)
-
-
-@handler("aten.transpose.int", doc="swap two axes")
-def _transpose(x: Any, a: int, b: int) -> Any:
-    return jnp.swapaxes(x, a, b)
+@handler("aten.permute.default", doc="transpose")
+def _permute(ctx, x, dims):
+    return jnp.transpose(x, _dims(dims, x.ndim))
 
 
 @handler("aten.unsqueeze.default", doc="insert a size-1 axis")
-def _unsqueeze(x: Any, dim: int) -> Any:
-    return jnp.expand_dims(x, dim if dim >= 0 else dim + len(_shape(x)) + 1)
+def _unsqueeze(ctx, x, dim):
+    return jnp.expand_dims(x, _norm(dim, x.ndim + 1))
 
 
-@handler("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", doc="remove size-1 axes")
-def _squeeze(x: Any, dim: Any = None) -> Any:
-    shape = _shape(x)
-    dims = range(len(shape)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
-    keep = tuple(d % len(shape) for d in dims if isinstance(shape[d], int) and shape[d] == 1) if shape else ()
-    return jnp.squeeze(x, keep) if keep else x
+@handler("aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default", doc="drop size-1 axes")
+def _squeeze(ctx, x, dims=None):
+    return jnp.reshape(x, ctx.shape)
 
 
-@handler("aten.expand.default", doc="broadcast to a size (-1 keeps a dim)")
-def _expand(x: Any, size: Sequence, **_: Any) -> Any:
-    shape = _shape(x)
-    lead = len(size) - len(shape)
-    target = tuple(shape[i - lead] if (isinstance(s, int) and s == -1) else _size(s)
-                   for i, s in enumerate(size))
-    return jnp.broadcast_to(x, target)
+@handler("aten.slice.Tensor", doc="x[start:end:step] along dim")
+def _slice(ctx, x, dim=0, start=None, end=None, step=1):
+    dim = _norm(dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(start, int) and start < 0:
+        start = builtins_max(start + n, 0) if isinstance(n, int) else start + n
+    if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end > n)):
+        end = None
+    elif isinstance(end, int) and end < 0:
+        end = end + n
+    if end is not None and not isinstance(end, int):
+        if _same(end, n):
+            end = None
+        else:
+            return lax.slice_in_dim(x, start or 0, end, step, axis=dim)
+    idx = [slice(None)] * x.ndim
+    idx[dim] = slice(start if start != 0 else None, end, step if step != 1 else None)
+    return x[tuple(idx)]
 
 
-@handler("aten.slice.Tensor", doc="a strided slice of one axis")
-def _slice(x: Any, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> Any:
-    shape = _shape(x)
-    dim = dim % len(shape)
-    n = shape[dim]
-    start = 0 if start is None else start
-    if end is None or (isinstance(end, int) and isinstance(n, int) and end >= n) or \
-            (isinstance(end, int) and end >= 2**62):
-        end = n
-    if isinstance(start, int) and start < 0 and isinstance(n, int):
-        start = max(start + n, 0)
-    if isinstance(end, int) and end < 0 and isinstance(n, int):
-        end = max(end + n, 0)
-    if isinstance(start, int) and start == 0 and end is n and step == 1:
+builtins_max = max
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - symbolic comparison that cannot be decided
+        return False
+
+
+@handler("aten.select.int", doc="x[..., index, ...]")
+def _select(ctx, x, dim, index):
+    idx = [slice(None)] * x.ndim
+    idx[_norm(dim, x.ndim)] = index
+    return x[tuple(idx)]
+
+
+@handler("aten.index.Tensor", doc="advanced indexing with integer/boolean arrays")
+def _index(ctx, x, indices):
+    adv = [a for a, i in enumerate(indices) if i is not None]
+    if not adv:
         return x
-    if isinstance(start, sh.DimExpr) or isinstance(end, sh.DimExpr) or isinstance(n, sh.DimExpr):
-        if step != 1:
-            raise NotImplementedError("slice with symbolic bounds needs step 1")
-        return lax.slice_in_dim(x, start, end, 1, dim)
-    return lax.slice_in_dim(x, int(start), int(end), int(step), dim)
-
-
-@handler("aten.split_with_sizes.default", doc="split an axis into pieces of given sizes")
-def _split_with_sizes(x: Any, sizes: Sequence, dim: int = 0) -> list:
-    out, pos = [], 0
-    for s in sizes:
-        out.append(lax.slice_in_dim(x, pos, pos + s, 1, dim % len(_shape(x))))
-        pos = pos + s
+    idx = [jnp.asarray(indices[a]) for a in adv]
+    if any(i.dtype == np.bool_ for i in idx):
+        raise NotImplementedError("indexing with a boolean mask (data-dependent shape)")
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    rest = [a for a in range(x.ndim) if a not in adv]
+    xt = jnp.transpose(x, adv + rest)
+    sizes = [x.shape[a] for a in adv]
+    flat = None
+    for i, n in zip(idx, sizes):
+        nv = n if isinstance(n, int) else ember.dimension_as_value(n)
+        i = jnp.where(i < 0, i + nv, i)
+        flat = i if flat is None else flat * nv + i
+    merged = jnp.reshape(xt, (math.prod(sizes) if all(isinstance(n, int) for n in sizes) else _prod(sizes),)
+                         + tuple(xt.shape[len(adv):]))
+    out = jnp.take(merged, flat, axis=0)
+    if adjacent and adv[0] > 0:
+        b = flat.ndim
+        order = list(range(b, b + adv[0])) + list(range(b)) + list(range(b + adv[0], out.ndim))
+        out = jnp.transpose(out, order)
     return out
 
 
-@handler("aten.split.Tensor", doc="split an axis into equal pieces")
-def _split(x: Any, size: int, dim: int = 0) -> list:
-    n = _shape(x)[dim]
-    return _split_with_sizes(x, [min(size, n - i) for i in range(0, n, size)], dim)
+def _prod(sizes: list) -> Any:
+    out = sizes[0]
+    for s in sizes[1:]:
+        out = out * s
+    return out
 
 
-@handler("aten.cat.default", doc="concatenate along an axis")
-def _cat(xs: Sequence, dim: int = 0) -> Any:
-    return jnp.concatenate(list(xs), axis=dim)
+@handler("aten.embedding.default", doc="rows of a table")
+def _embedding(ctx, w, idx, *args):
+    return jnp.take(w, idx, axis=0)
 
 
-@handler("aten.stack.default", doc="stack along a new axis")
-def _stack(xs: Sequence, dim: int = 0) -> Any:
-    return jnp.stack(list(xs), axis=dim)
+@handler("aten.gather.default", doc="take_along_axis")
+def _gather(ctx, x, dim, index, **kw):
+    return jnp.take_along_axis(x, index, axis=_norm(dim, x.ndim))
 
 
-@handler("aten.index.Tensor", doc="advanced indexing with index arrays (None keeps an axis)")
-def _index(x: Any, indices: Sequence) -> Any:
-    """NumPy's advanced indexing, built from ``take``/``take_along_axis`` so that it also works
-    along axes of symbolic size (the masks exports build index ``arange(seq)``)."""
-    nd = len(_shape(x))
-    adv = [(ax, jnp.asarray(i)) for ax, i in enumerate(indices) if i is not None]
-    adv = [(ax, i.astype(np.int64) if i.dtype == np.bool_ else i) for ax, i in adv]
-    if any(i.dtype == np.bool_ for _, i in adv):
-        raise NotImplementedError("boolean mask indexing")
-    if len(adv) == 1:
-        ax, i = adv[0]
-        return jnp.take(x, i, axis=ax)
-    axes = [ax for ax, _ in adv]
-    rest = [d for d in range(nd) if d not in axes]
-    y = jnp.transpose(x, axes + rest)
-    idx = jnp.broadcast_arrays(*[i for _, i in adv])
-    p = len(_shape(idx[0]))
-    y = jnp.take(y, idx[0], axis=0)  # shape P + (d_1, ..., rest)
-    for k in range(1, len(idx)):
-        tail = len(_shape(y)) - p - 1
-        ind = jnp.reshape(idx[k], (*_shape(idx[k]), 1) + (1,) * tail)
-        y = jnp.squeeze(jnp.take_along_axis(y, ind, axis=p), axis=p)
-    if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:  # adjacent: P goes in place
-        before = axes[0]
-        order = list(range(p, p + before)) + list(range(p)) + list(range(p + before, len(_shape(y))))
-        y = jnp.transpose(y, order)
-    return y
+@handler("aten.cat.default", doc="concatenate")
+def _cat(ctx, xs, dim=0):
+    xs = [x for x in xs if not (len(x.shape) == 1 and x.shape[0] == 0)] or xs[:1]
+    return jnp.concatenate(xs, axis=_norm(dim, xs[0].ndim))
 
 
-@handler("aten.select.int", doc="one index of an axis")
-def _select(x: Any, dim: int, index: int) -> Any:
-    return jnp.take(x, index, axis=dim)
+@handler("aten.split_with_sizes.default", "aten.split.Tensor", doc="split into pieces")
+def _split(ctx, x, sizes, dim=0):
+    dim = _norm(dim, x.ndim)
+    if isinstance(sizes, int):
+        n = x.shape[dim]
+        sizes = [sizes] * (n // sizes) + ([n % sizes] if n % sizes else [])
+    out, start = [], 0
+    for s in sizes:
+        idx = [slice(None)] * x.ndim
+        idx[dim] = slice(start, start + s)
+        out.append(x[tuple(idx)])
+        start = start + s
+    return out
 
 
-@handler("aten.embedding.default", doc="rows of a table by index")
-def _embedding(weight: Any, indices: Any, *args: Any) -> Any:
-    return jnp.take(weight, indices, axis=0)
+@handler("aten.constant_pad_nd.default", doc="pad with a constant")
+def _pad(ctx, x, pad, value=0):
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    cfg = [(lo, hi, 0) for lo, hi in widths]
+    return lax.pad(x, jnp.asarray(value, dtype=x.dtype), cfg)
 
 
-# -- reductions and normalization ------------------------------------------------------------------
+# ---- reductions, scans ---------------------------------------------------------------------------
+
+def _reduction(fn: Callable) -> Callable:
+    def h(ctx, x, dim=None, keepdim=False, dtype=None, **kw):
+        out = fn(x, axis=_dims(dim, x.ndim), keepdims=keepdim)
+        return out
+    h.__doc__ = f"{fn.__name__} over axes"
+    return h
 
 
-def _dims(dim: Any, x: Any) -> Any:
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return None
-    return tuple(dim) if isinstance(dim, (list, tuple)) else dim
+for _names, _fn in [(("aten.sum.dim_IntList", "aten.sum.default"), jnp.sum),
+                    (("aten.mean.dim", "aten.mean.default"), jnp.mean),
+                    (("aten.amax.default",), jnp.max), (("aten.amin.default",), jnp.min),
+                    (("aten.any.dim", "aten.any.dims", "aten.any.default"), jnp.any),
+                    (("aten.all.dim", "aten.all.dims", "aten.all.default"), jnp.all),
+                    (("aten.prod.dim_int", "aten.prod.default"), jnp.prod)]:
+    handler(*_names)(_reduction(_fn))
 
 
-@handler("aten.sum.dim_IntList", "aten.sum.default", doc="sum over axes")
-def _sum(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-    return jnp.sum(x, axis=_dims(dim, x), keepdims=keepdim, dtype=np_dtype(dtype))
+@handler("aten.var.correction", doc="variance with a correction")
+def _var(ctx, x, dim=None, correction=None, keepdim=False):
+    return jnp.var(x, axis=_dims(dim, x.ndim), ddof=1 if correction is None else correction,
+                   keepdims=keepdim)
 
 
-@handler("aten.mean.dim", "aten.mean.default", doc="mean over axes")
-def _mean(x: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Any:
-    return jnp.mean(x, axis=_dims(dim, x), keepdims=keepdim, dtype=np_dtype(dtype))
+@handler("aten.max.dim", "aten.min.dim", doc="max/min with argmax/argmin along a dim")
+def _maxmin_dim(ctx, x, dim, keepdim=False):
+    is_max = ctx.name.startswith("max")
+    val = (jnp.max if is_max else jnp.min)(x, axis=dim, keepdims=keepdim)
+    arg = (jnp.argmax if is_max else jnp.argmin)(x, axis=dim, keepdims=keepdim)
+    return val, arg
 
 
-@handler("aten.amax.default", doc="maximum over axes")
-def _amax(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
-    return jnp.max(x, axis=_dims(dim, x), keepdims=keepdim)
-
-
-@handler("aten.amin.default", doc="minimum over axes")
-def _amin(x: Any, dim: Any = (), keepdim: bool = False) -> Any:
-    return jnp.min(x, axis=_dims(dim, x), keepdims=keepdim)
-
-
-@handler("aten.any.dim", "aten.any.dims", "aten.any.default", doc="logical or over axes")
-def _any(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    return jnp.any(x, axis=_dims(dim, x), keepdims=keepdim)
-
-
-@handler("aten.all.dim", "aten.all.default", doc="logical and over axes")
-def _all(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    return jnp.all(x, axis=_dims(dim, x), keepdims=keepdim)
-
-
-@handler("aten.argmax.default", doc="index of the maximum")
-def _argmax(x: Any, dim: Any = None, keepdim: bool = False) -> Any:
-    return jnp.argmax(x, axis=dim, keepdims=keepdim).astype(np.int64)
+@handler("aten.argmax.default", "aten.argmin.default", doc="index of the max/min")
+def _argmaxmin(ctx, x, dim=None, keepdim=False):
+    fn = jnp.argmax if ctx.name.startswith("argmax") else jnp.argmin
+    return fn(x, axis=dim, keepdims=keepdim) if dim is not None else fn(x)
 
 
 @handler("aten.cumsum.default", doc="cumulative sum")
-def _cumsum(x: Any, dim: int, *, dtype: Any = None) -> Any:
-    d = np_dtype(dtype)
-    if d is None and jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == np.bool_:
-        d = d or np.int64
-    return jnp.cumsum(x, axis=dim, dtype=d)
+def _cumsum(ctx, x, dim, dtype=None):
+    return jnp.cumsum(x, axis=_norm(dim, x.ndim))
 
 
-@handler("aten._softmax.default", doc="softmax along an axis")
-def _softmax(x: Any, dim: int, half_to_float: bool = False) -> Any:
-    return nn.softmax(x, axis=dim)
+@handler("aten._softmax.default", doc="softmax")
+def _softmax(ctx, x, dim, half_to_float=False):
+    return enn.softmax(x, axis=dim)
 
 
-@handler("aten._log_softmax.default", doc="log-softmax along an axis")
-def _log_softmax(x: Any, dim: int, half_to_float: bool = False) -> Any:
-    return nn.log_softmax(x, axis=dim)
+@handler("aten._log_softmax.default", doc="log-softmax")
+def _log_softmax(ctx, x, dim, half_to_float=False):
+    return enn.log_softmax(x, axis=dim)
 
 
-@handler("aten.native_layer_norm.default", doc="layer norm over the trailing axes (output, mean, rstd)")
-def _layer_norm(x: Any, normalized_shape: Sequence, weight: Any, bias: Any, eps: float) -> tuple:
-    axes = tuple(range(-len(normalized_shape), 0))
+# ---- linear algebra -------------------------------------------------------------------------------
+
+@handler("aten.mm.default", "aten.bmm.default", "aten.matmul.default", doc="matrix product")
+def _mm(ctx, a, b):
+    return jnp.matmul(a, b)
+
+
+@handler("aten.addmm.default", doc="beta * bias + alpha * a @ b")
+def _addmm(ctx, bias, a, b, beta=1, alpha=1):
+    out = jnp.matmul(a, b)
+    if alpha != 1:
+        out = out * alpha
+    return out + (bias if beta == 1 else bias * beta)
+
+
+# ---- normalization --------------------------------------------------------------------------------
+
+@handler("aten.native_layer_norm.default", doc="layer norm (output, mean, rstd)")
+def _layer_norm(ctx, x, shape, w, b, eps):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
     mean = jnp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
     var = jnp.mean(xc * xc, axis=axes, keepdims=True)
     rstd = lax.rsqrt(var + eps)
     out = xc * rstd
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
     return out, mean, rstd
 
 
 @handler("aten._native_batch_norm_legit_no_training.default", doc="batch norm in eval mode")
-def _batch_norm(x: Any, weight: Any, bias: Any, mean: Any, var: Any, momentum: float, eps: float) -> tuple:
-    shape = (1, -1) + (1,) * (len(_shape(x)) - 2)
-    scale = lax.rsqrt(jnp.reshape(var, shape) + eps)
-    out = (x - jnp.reshape(mean, shape)) * scale
-    if weight is not None:
-        out = out * jnp.reshape(weight, shape)
-    if bias is not None:
-        out = out + jnp.reshape(bias, shape)
+def _batch_norm(ctx, x, w, b, mean, var, momentum, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    scale = lax.rsqrt(var + eps)
+    if w is not None:
+        scale = scale * w
+    out = (x - jnp.reshape(mean, shape)) * jnp.reshape(scale, shape)
+    if b is not None:
+        out = out + jnp.reshape(b, shape)
     empty = jnp.zeros((0,), x.dtype)
     return out, empty, empty
 
 
-# -- products and convolutions ---------------------------------------------------------------------
+# ---- convolution and pooling ----------------------------------------------------------------------
 
-
-@handler("aten.mm.default", "aten.bmm.default", "aten.matmul.default", doc="matrix product")
-def _mm(a: Any, b: Any) -> Any:
-    return jnp.matmul(a, b)
-
-
-@handler("aten.addmm.default", doc="beta * bias + alpha * (a @ b)")
-def _addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
-    prod = jnp.matmul(a, b)
-    if alpha != 1:
-        prod = prod * alpha
-    return prod + (bias if beta == 1 else bias * beta)
-
-
-@handler("aten.linear.default", doc="x @ w.T + b")
-def _linear(x: Any, w: Any, b: Any = None) -> Any:
-    out = jnp.matmul(x, jnp.transpose(w))
-    return out if b is None else out + b
-
-
-@handler("aten.convolution.default", doc="N-d convolution (NCHW, groups, stride, padding, dilation)")
-def _convolution(x: Any, w: Any, b: Any, stride: Sequence, padding: Sequence, dilation: Sequence,
-                 transposed: bool, output_padding: Sequence, groups: int) -> Any:
-    if transposed:
-        raise NotImplementedError("transposed convolution is not imported yet")
-    nd = len(_shape(x)) - 2
+@handler("aten.convolution.default", doc="N-d convolution (grouped, strided, dilated, transposed)")
+def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    nd = x.ndim - 2
     spatial = "DHW"[-nd:] if nd <= 3 else None
     if spatial is None:
-        raise NotImplementedError(f"{nd}-d convolution")
-    dn = ("NC" + spatial, "OI" + spatial, "NC" + spatial)
-    out = lax.conv_general_dilated(x, w, tuple(stride), [(int(p), int(p)) for p in padding],
-                                   rhs_dilation=tuple(dilation), dimension_numbers=dn,
-                                   feature_group_count=int(groups))
+        raise NotImplementedError("convolution with more than 3 spatial dims")
+    lhs, rhs = "NC" + spatial, "OI" + spatial
+    if transposed:
+        k = w.shape[2:]
+        pads = [(dilation[i] * (k[i] - 1) - padding[i],
+                 dilation[i] * (k[i] - 1) - padding[i] + output_padding[i]) for i in range(nd)]
+        if groups != 1:
+            raise NotImplementedError("grouped transposed convolution")
+        # torch stores (in, out, k...): flip the kernel and swap in/out
+        wt = jnp.flip(jnp.swapaxes(w, 0, 1), axis=tuple(range(2, w.ndim)))
+        out = lax.conv_general_dilated(x, wt, (1,) * nd, pads, lhs_dilation=tuple(stride),
+                                       rhs_dilation=tuple(dilation), dimension_numbers=(lhs, rhs, lhs))
+    else:
+        out = lax.conv_general_dilated(x, w, tuple(stride), [(p, p) for p in padding],
+                                       rhs_dilation=tuple(dilation), dimension_numbers=(lhs, rhs, lhs),
+                                       feature_group_count=groups)
     if b is not None:
         out = out + jnp.reshape(b, (1, -1) + (1,) * nd)
     return out
 
 
-def _pool(x: Any, kernel: Sequence, stride: Sequence, padding: Sequence, init: float, op: Callable) -> Any:
+def _window(x, init, op, kernel, stride, padding, dilation=None):
     nd = len(kernel)
-    stride = stride or kernel
-    window = (1, 1, *kernel)
-    strides = (1, 1, *stride)
-    pads = ((0, 0), (0, 0), *((int(p), int(p)) for p in padding)) if padding else "VALID"
-    return lax.reduce_window(x, init, op, window, strides, pads if nd else "VALID")
+    dims = (1, 1) + tuple(kernel)
+    strides = (1, 1) + tuple(stride or kernel)
+    pads = ((0, 0), (0, 0)) + tuple((p, p) for p in padding)
+    dil = (1, 1) + tuple(dilation or (1,) * nd)
+    return lax.reduce_window(x, init, op, dims, strides, pads, window_dilation=dil)
 
 
-@handler("aten.max_pool2d_with_indices.default", doc="2-d max pooling (the indices are not computed)")
-def _max_pool2d(x: Any, kernel: Sequence, stride: Sequence = (), padding: Sequence = (0, 0),
-                dilation: Sequence = (1, 1), ceil_mode: bool = False) -> tuple:
-    if ceil_mode or any(d != 1 for d in dilation):
-        raise NotImplementedError("max_pool2d with ceil_mode or dilation")
-    out = _pool(x, kernel, stride, padding, -np.inf, lax.max)
+@handler("aten.max_pool2d_with_indices.default", "aten.max_pool1d_with_indices.default",
+         "aten.max_pool3d_with_indices.default", doc="max pooling (indices not supported)")
+def _max_pool(ctx, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+    nd = x.ndim - 2
+    kernel, stride = _tup(kernel, nd), _tup(stride or kernel, nd)
+    padding, dilation = _tup(padding, nd), _tup(dilation, nd)
+    if ceil_mode:
+        raise NotImplementedError("max pooling with ceil_mode=True")
+    out = _window(x, -np.inf, lax.max, kernel, stride, padding, dilation)
     return out, None
 
 
-@handler("aten.avg_pool2d.default", doc="2-d average pooling")
-def _avg_pool2d(x: Any, kernel: Sequence, stride: Sequence = (), padding: Sequence = (0, 0),
-                ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: Any = None) -> Any:
-    if ceil_mode or (any(padding) and not count_include_pad) or divisor_override:
-        raise NotImplementedError("avg_pool2d with ceil_mode / count_include_pad=False / divisor_override")
-    s = _pool(x, kernel, stride, padding, 0.0, lax.add)
-    return s / float(math.prod(kernel))
+def _tup(v: Any, n: int) -> tuple:
+    if isinstance(v, int):
+        return (v,) * n
+    v = tuple(v)
+    return v * n if len(v) == 1 else v
 
 
-@handler("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default",
-         doc="adaptive average pooling (output sizes dividing the input)")
-def _adaptive_avg_pool2d(x: Any, output_size: Sequence) -> Any:
-    h, w = _shape(x)[-2:]
-    oh, ow = (int(s) for s in output_size)
-    if h % oh or w % ow:
-        raise NotImplementedError("adaptive_avg_pool2d with an output size that does not divide the input")
-    n, c = _shape(x)[:2]
-    return jnp.mean(jnp.reshape(x, (n, c, oh, h // oh, ow, w // ow)), axis=(3, 5))
+@handler("aten.avg_pool2d.default", "aten.avg_pool1d.default", "aten.avg_pool3d.default",
+         doc="average pooling")
+def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    nd = x.ndim - 2
+    kernel, stride, padding = _tup(kernel, nd), _tup(stride or kernel, nd), _tup(padding, nd)
+    if ceil_mode:
+        raise NotImplementedError("average pooling with ceil_mode=True")
+    s = _window(x, 0.0, lax.add, kernel, stride, padding)
+    if divisor_override:
+        return s / divisor_override
+    if count_include_pad or not any(padding):
+        return s / math.prod(kernel)
+    ones = jnp.ones((1, 1) + tuple(x.shape[2:]), x.dtype)
+    return s / _window(ones, 0.0, lax.add, kernel, stride, padding)
 
 
-# -- Python operators on sizes and tuples --------------------------------------------------------------
-
-PYTHON_OPS: dict[Callable, Callable] = {
-    operator.getitem: operator.getitem, operator.add: operator.add, operator.sub: operator.sub,
-    operator.mul: operator.mul, operator.floordiv: operator.floordiv, operator.mod: operator.mod,
-    operator.neg: operator.neg, operator.eq: operator.eq, operator.ne: operator.ne, operator.lt: operator.lt,
-    operator.le: operator.le, operator.gt: operator.gt, operator.ge: operator.ge,
-    operator.truediv: operator.truediv,
-}
-
-
-# -- ops of the training IR (used when a graph is imported without decomposition) ----------------------
-
-
-@handler("aten.layer_norm.default", doc="layer norm over the trailing axes")
-def _layer_norm_plain(x: Any, normalized_shape: Sequence, weight: Any = None, bias: Any = None,
-                      eps: float = 1e-5, cudnn_enable: bool = True) -> Any:
-    return _layer_norm(x, normalized_shape, weight, bias, eps)[0]
-
-
-@handler("aten.dropout.default", "aten.feature_dropout.default", doc="identity (inference)")
-def _dropout(x: Any, p: float = 0.5, train: bool = False) -> Any:
-    if train and p:
-        raise NotImplementedError("dropout in training mode: import the model in eval() mode")
-    return x
+@handler("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool1d.default",
+         "aten._adaptive_avg_pool3d.default", doc="adaptive average pooling")
+def _adaptive_avg_pool(ctx, x, output_size):
+    nd = x.ndim - 2
+    out = x
+    for i, o in enumerate(_tup(output_size, nd)):
+        ax = 2 + i
+        n = x.shape[ax]
+        if n % o == 0:
+            shp = tuple(out.shape[:ax]) + (o, n // o) + tuple(out.shape[ax + 1:])
+            out = jnp.mean(jnp.reshape(out, shp), axis=ax + 1)
+            continue
+        pieces = []
+        for j in range(o):
+            lo, hi = (j * n) // o, -((-(j + 1) * n) // o)
+            idx = [slice(None)] * out.ndim
+            idx[ax] = slice(lo, hi)
+            pieces.append(jnp.mean(out[tuple(idx)], axis=ax, keepdims=True))
+        out = jnp.concatenate(pieces, axis=ax)
+    return out
 
 
-handler("aten.__and__.Tensor", doc="bitwise/logical and")(_binary(jnp.bitwise_and))
-for _name in ("logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"):
-    handler(f"aten.{_name}.default", doc=f"elementwise {_name}")(_binary(_BINARY[_name]))
-handler("aten.__or__.Tensor", doc="bitwise/logical or")(_binary(jnp.bitwise_or))
-
-
-@handler("aten.diff.default", doc="n-th discrete difference")
-def _diff(x: Any, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Any:
-    return jnp.diff(x, n=n, axis=dim, prepend=prepend, append=append)
-
-
-HANDLERS["aten.new_ones.default"] = Handler(
-    "aten.new_ones.default", lambda x, size, *, dtype=None, **_: jnp.ones(
-        tuple(_size(s) for s in size), np_dtype(dtype) or x.dtype), "ones with another array's dtype")
-HANDLERS["aten.new_zeros.default"] = Handler(
-    "aten.new_zeros.default", lambda x, size, *, dtype=None, **_: jnp.zeros(
-        tuple(_size(s) for s in size), np_dtype(dtype) or x.dtype), "zeros with another array's dtype")
-
-
-@handler("aten.to.dtype_layout", "aten.to.device", "aten.type_as.default", doc="dtype conversion")
-def _to_layout(x: Any, *args: Any, dtype: Any = None, **_: Any) -> Any:
-    if args and hasattr(args[0], "dtype") and not isinstance(args[0], str):
-        return jnp.asarray(x).astype(args[0].dtype)
-    cand = [a for a in args if "dtype" in type(a).__name__ or str(a).startswith("torch.")]
-    d = np_dtype(dtype if dtype is not None else (cand[-1] if cand and "device" not in str(cand[-1])
-                                                   else None))
-    return x if d is None else jnp.asarray(x).astype(d)
-
+# ---- attention ------------------------------------------------------------------------------------
 
 @handler("aten.scaled_dot_product_attention.default",
-         doc="attention: softmax(q k^T * scale + mask) v, with is_causal and grouped-query heads")
-def _sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
-          scale: float | None = None, enable_gqa: bool = False) -> Any:
+         doc="softmax(q k^T * scale + mask) v (boolean or additive mask, is_causal, GQA)")
+def _sdpa(ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
-        raise NotImplementedError("attention dropout: import the model in eval() mode")
-    qs, ks = _shape(q), _shape(k)
-    if qs[-3] != ks[-3]:  # grouped-query attention: repeat each key/value head
-        rep = qs[-3] // ks[-3]
-        k = jnp.repeat(k, rep, axis=-3)
-        v = jnp.repeat(v, rep, axis=-3)
-    d = qs[-1]
-    s = (1.0 / math.sqrt(d)) if scale is None else scale
-    scores = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * s
-    L, S = qs[-2], ks[-2]
+        raise NotImplementedError("scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
+    hq, hk = q.shape[-3] if q.ndim >= 3 else 1, k.shape[-3] if k.ndim >= 3 else 1
+    if hq != hk:
+        k = jnp.repeat(k, hq // hk, axis=-3)
+        v = jnp.repeat(v, hq // hk, axis=-3)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * jnp.asarray(scale, q.dtype)
+    neg = jnp.asarray(-np.inf, s.dtype)
     if is_causal:
-        rows = lax.broadcasted_iota(np.int32, (L, S), 0)
-        cols = lax.broadcasted_iota(np.int32, (L, S), 1)
-        scores = jnp.where(cols <= rows, scores, -np.inf)
+        L, S = q.shape[-2], k.shape[-2]
+        keep = jnp.arange(L)[:, None] >= jnp.arange(S)[None, :]
+        s = jnp.where(keep, s, neg)
     if attn_mask is not None:
-        if attn_mask.dtype == np.bool_:
-            scores = jnp.where(attn_mask, scores, -np.inf)
-        else:
-            scores = scores + attn_mask
-    return jnp.matmul(nn.softmax(scores, axis=-1), v)
+        s = jnp.where(attn_mask, s, neg) if attn_mask.dtype == np.bool_ else s + attn_mask
+    return jnp.matmul(enn.softmax(s, axis=-1), v)
 
 
-@handler("aten.gather.default", doc="torch.gather: values along an axis at index positions")
-def _gather(x: Any, dim: int, index: Any, sparse_grad: bool = False) -> Any:
-    return jnp.take_along_axis(x, index, axis=dim)
+# ---- more activations -----------------------------------------------------------------------------
+
+@handler("aten.leaky_relu.default", doc="leaky ReLU")
+def _leaky_relu(ctx, x, negative_slope=0.01):
+    return jnp.where(x > 0, x, x * negative_slope)
+
+
+@handler("aten.elu.default", doc="ELU (scale, input_scale as torch)")
+def _elu(ctx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return scale * jnp.where(x > 0, x, alpha * jnp.expm1(x * input_scale))
+
+
+@handler("aten.softplus.default", doc="softplus with beta and threshold")
+def _softplus(ctx, x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    return jnp.where(bx > threshold, x, jnp.log1p(jnp.exp(jnp.minimum(bx, threshold))) / beta)
+
+
+@handler("aten.hardsigmoid.default", doc="hard sigmoid")
+def _hardsigmoid(ctx, x):
+    return jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+@handler("aten.hardswish.default", doc="hard swish")
+def _hardswish(ctx, x):
+    return x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)

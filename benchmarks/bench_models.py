@@ -1,0 +1,189 @@
+"""GPT-2 (random weights) imported with ember.torch: ember InferenceSession vs PyTorch eager
+(``inference_mode``), ``torch.compile`` and ONNX Runtime (``torch.onnx.export``, all graph
+optimizations) at batch 1 and several sequence lengths; latency medians over interleaved rounds,
+and ember's planned activation memory (arena peak for the binding).
+
+    python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
+                                      [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
+
+``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
+the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
+
+Writes ``benchmarks/results/models.{json,md}``. On a loaded machine run a subset
+(``--layers 2 --seqs 16,128``) and read the numbers as noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import have, report  # noqa: E402
+
+import ember  # noqa: E402
+
+
+def build(layers: int, vocab: int):
+    import torch
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=layers, n_embd=768, n_head=12, vocab_size=vocab, n_positions=1024)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+def ember_session(model):
+    import torch
+
+    import ember.torch as et
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    m = et.import_module(model, (), {"input_ids": ids, "use_cache": False},
+                         dynamic_axes={"input_ids": (None, "seq")})
+    return ember.InferenceSession(m)
+
+
+def ort_session(model, path: str):
+    import onnxruntime as ort
+    import torch
+
+    class Logits(torch.nn.Module):
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, input_ids):
+            return self.lm(input_ids=input_ids, use_cache=False).logits
+
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # export a copy: the TorchScript exporter leaves the module it traced in a changed state
+        torch.onnx.export(Logits(copy.deepcopy(model)), (ids,), path, input_names=["input_ids"],
+                          output_names=["logits"], dynamic_axes={"input_ids": {1: "seq"}}, dynamo=False)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray) -> dict:
+    import torch
+    tids = torch.from_numpy(ids)
+
+    def eager(m=model):
+        with torch.inference_mode():
+            return m(input_ids=tids, use_cache=False).logits
+    impls = {"ember native": lambda: sess.run({"input_ids": ids}), "torch eager": eager}
+    if "torch.compile" in peers:
+        impls["torch.compile"] = lambda: eager(peers["torch.compile"])
+    if ort_s is not None:
+        impls["onnxruntime"] = lambda: ort_s.run(None, {"input_ids": ids})
+    return impls
+
+
+def generation(model, layers: int, prompt_len: int, new: int) -> dict:
+    """Tokens per second of greedy generation with a key/value cache (session state) vs
+    ``transformers`` generate; the tokens must agree."""
+    import torch
+
+    import ember.torch as et
+    from ember._src.torch_import.kv_cache import cache_step, empty_cache, greedy_generate
+    ex = (torch.zeros(1, 2, dtype=torch.long), torch.zeros(layers, 2, 1, 12, 2, 64))
+    axes = {"input_ids": (None, "seq"), "past": (None, None, None, None, "past", None)}
+    sess = ember.InferenceSession(et.import_module(cache_step(model), ex, dynamic_axes=axes),
+                                  state_inputs={"past": "present"})
+    prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, (1, prompt_len))
+    pt = torch.from_numpy(prompt)
+    times: dict[str, list[float]] = {"ember native": [], "transformers generate": []}
+    for _ in range(3):
+        sess.reset_state()
+        sess.set_state("past", empty_cache(layers, 1, 12, 64))
+        t = time.perf_counter()
+        toks = greedy_generate(sess, prompt, new)
+        times["ember native"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        with torch.inference_mode():
+            ref = model.generate(pt, attention_mask=torch.ones_like(pt), max_new_tokens=new,
+                                 do_sample=False)
+        times["transformers generate"].append(time.perf_counter() - t)
+    med = {k: statistics.median(v[1:]) for k, v in times.items()}  # the first ember run compiles
+    return {"workload": f"GPT-2 {layers} layers: {new} tokens after a {prompt_len}-token prompt",
+            "times": med, "tokens_per_s": {k: new / v for k, v in med.items()},
+            "tokens_equal": bool(np.array_equal(toks, ref.numpy())),
+            "compiles": sess.cache_info()["compiles"]}
+
+
+def interleaved(impls: dict, rounds: int) -> dict:
+    samples: dict[str, list[float]] = {k: [] for k in impls}
+    for fn in impls.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in impls.items():
+            t = time.perf_counter()
+            fn()
+            samples[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--layers", default="2,12")
+    p.add_argument("--seqs", default="16,128,512,1024")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--no-ort", action="store_true")
+    p.add_argument("--generate", type=int, default=128, help="new tokens in the generation row (0: none)")
+    a = p.parse_args(argv)
+    import torch
+    rows = []
+    for layers in [int(x) for x in a.layers.split(",")]:
+        model = build(layers, a.vocab)
+        t0 = time.perf_counter()
+        sess = ember_session(model)
+        import_s = time.perf_counter() - t0
+        peers: dict = {}
+        if not a.no_compile:
+            peers["torch.compile"] = torch.compile(model)
+        ort_s = None
+        if not a.no_ort and have("onnxruntime"):
+            try:
+                ort_s = ort_session(model, os.path.join(tempfile.mkdtemp(), "gpt2.onnx"))
+            except Exception as e:  # noqa: BLE001 - report and go on without the peer
+                print(f"ONNX Runtime peer skipped: {type(e).__name__}: {str(e)[:200]}")
+        for n in [int(x) for x in a.seqs.split(",")]:
+            ids = np.random.default_rng(n).integers(0, a.vocab, (1, n))
+            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds)
+            mem = sess.memory(seq=n)
+            with torch.inference_mode():
+                ref = model(input_ids=torch.from_numpy(ids), use_cache=False).logits.numpy()
+            err = float(np.abs(sess.run({"input_ids": ids})["logits"] - ref).max())
+            rows.append({"workload": f"GPT-2 {layers} layers, seq {n}", "times": times,
+                         "ember_activation_bytes": mem["ACTIVATIONS"], "max_abs_err": err,
+                         "ember_import_s": import_s, "compiles": sess.cache_info()["compiles"]})
+            print(rows[-1], flush=True)
+        if a.generate:
+            rows.append(generation(model, layers, 32, a.generate))
+            print(rows[-1], flush=True)
+    text = report("GPT-2 inference (batch 1, random weights)", rows, "models",
+                  {"rounds": a.rounds, "vocab": a.vocab})
+    text += "\n| workload | ember activation memory (arena peak) | max abs err vs torch |\n|---|---|---|\n"
+    text += "".join(f"| {r['workload']} | {r['ember_activation_bytes'] / 2**20:.1f} MiB | "
+                    f"{r['max_abs_err']:.1e} |\n" for r in rows if "max_abs_err" in r)
+    text += "".join(f"\n{r['workload']}: "
+                    + ", ".join(f"{k} {v:.0f} tokens/s" for k, v in r["tokens_per_s"].items())
+                    + f"; tokens equal: {r['tokens_equal']}\n" for r in rows if "tokens_per_s" in r)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""``InferenceSession``: run an imported model with NumPy in/out, keep its state, save and load it.
+
+A saved session is one directory (format ``ember.session``, see docs/torch.md):
+
+* ``program.json``: the graph (``ember.torch_graph`` JSON, versioned);
+* ``weights.safetensors``: parameters (state-dict names) and constants (``constant/<name>``);
+* ``metadata.json``: format and version, ember version, input names, dtypes and dynamic axes,
+  output names, state names, and the SHA-256 of the two other files.
+
+Loading needs neither torch nor the safetensors package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+import ember
+from ember._src.shapes import evaluate
+from ember._src.torch_import import safetensors
+from ember._src.torch_import.graph import Graph
+from ember._src.torch_import.module import ImportedModule
+from ember.errors import DTypeError, EmberError, ShapeError
+
+FORMAT = "ember.session"
+FORMAT_VERSION = 1
+
+
+class SessionError(EmberError, ValueError):
+    """A bad call of a session (unknown or missing input names) or a saved session that cannot be
+    loaded (another format version, a damaged file)."""
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class InferenceSession:
+    """Runs an :class:`~ember.torch.ImportedModule` (weights as program constants, one compile per
+    input structure; named axes bound per call).
+
+    ``run({"input_ids": ids}) -> {"logits": ...}`` takes and returns NumPy arrays and is safe to call
+    from several threads. Buffers the graph mutates are session state: each ``run`` reads them and
+    keeps the new values (``state``, ``reset_state()``). ``state_inputs={"past": "present"}`` makes
+    an input session state too (a key/value cache): ``run`` feeds it the value kept from the
+    previous call's output ``present`` (start it with ``set_state("past", value)``) unless the
+    caller passes it.
+    """
+
+    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None):
+        if not isinstance(imported, ImportedModule):
+            raise TypeError("InferenceSession takes an ember.torch.ImportedModule, "
+                            f"got {type(imported).__name__}")
+        self._m = imported
+        g = imported.graph
+        self._users = g.user_inputs()
+        self._state_names = list(g.mutations)
+        self._initial_state = {k: np.asarray(imported.params[k]) for k in self._state_names}
+        self._state = dict(self._initial_state)
+        const = {k: v for k, v in imported.params.items() if k not in g.mutations}
+        self._const_params = const
+        specs = imported._axes_specs()
+        fn = imported._raw
+
+        def step(state: dict, *inputs: Any) -> tuple:
+            return fn({**const, **state}, *inputs)
+        self._step = step
+        self._jit = ember.jit(step, dynamic_axes=[None, *specs])
+        self._lock = threading.RLock()
+        self._fed = dict(state_inputs or {})
+        for i, o in self._fed.items():
+            if i not in self.input_names or o not in self.output_names:
+                raise SessionError(f"state_inputs: {i!r} -> {o!r} must map an input "
+                                   f"{self.input_names} to an output {self.output_names}")
+        self._fed_state: dict[str, np.ndarray] = {}
+
+    def set_state(self, name: str, value: Any) -> None:
+        """Set a ``state_inputs`` input's current value (e.g. an empty key/value cache)."""
+        if name not in self._fed:
+            raise SessionError(f"set_state: {name!r} is not one of the state inputs {list(self._fed)}")
+        with self._lock:
+            self._fed_state[name] = np.asarray(value)
+
+    # ---- introspection --------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return [i.name for i in self._users]
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._m.output_names
+
+    @property
+    def dynamic_axes(self) -> dict[str, tuple]:
+        return self._m.dynamic_axes
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The current values of the buffers the graph mutates."""
+        return dict(self._state)
+
+    def reset_state(self) -> None:
+        """Back to the initial values of the mutated buffers; state inputs are cleared."""
+        with self._lock:
+            self._state = dict(self._initial_state)
+            self._fed_state.clear()
+
+    def cache_info(self) -> dict[str, int]:
+        """The jitted program's cache counters (``compiles``, ``specializations``, ...)."""
+        return self._jit.cache_info()
+
+    # ---- running --------------------------------------------------------------------------------
+    def _check(self, feeds: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, int]]:
+        if not isinstance(feeds, dict):
+            raise TypeError("InferenceSession.run takes a dict {input name: array}")
+        names = self.input_names
+        missing = [n for n in names if n not in feeds]
+        extra = [n for n in feeds if n not in names]
+        if missing or extra:
+            raise SessionError(f"run: missing inputs {missing}, unknown inputs {extra} "
+                               f"(the model takes {names})")
+        axes: dict[str, tuple[int, str]] = {}
+        arrays = []
+        for spec in self._users:
+            a = np.asarray(feeds[spec.name])
+            want = np.dtype(spec.dtype)
+            if a.dtype != want:
+                same_int = a.dtype.kind in "iu" and want.kind == "i"
+                if not same_int:
+                    raise DTypeError(f"run: input {spec.name!r} must be {want}, got {a.dtype}")
+                if a.size and (a.max() > np.iinfo(want).max or a.min() < np.iinfo(want).min):
+                    raise DTypeError(f"run: input {spec.name!r} has values that do not fit {want}")
+                a = a.astype(want)
+            if a.ndim != len(spec.shape):
+                raise ShapeError(f"run: input {spec.name!r} must have {len(spec.shape)} dims "
+                                 f"({_fmt(spec.shape)}), got shape {a.shape}")
+            for i, (d, n) in enumerate(zip(spec.shape, a.shape)):
+                if isinstance(d, int):
+                    if d != n:
+                        raise ShapeError(f"run: input {spec.name!r}: dimension {i} must be {d}, got {n}")
+                    continue
+                if not isinstance(d, str):
+                    continue
+                if d in axes and axes[d][0] != n:
+                    raise ShapeError(f"run: axis {d!r} has conflicting sizes: {axes[d][1]} has {axes[d][0]}, "
+                                     f"{spec.name} has {n}")
+                axes[d] = (n, spec.name)
+                lo, hi = self._m.graph.ranges.get(d, [1, None])
+                lo = 1 if (lo or 0) <= 2 else lo  # torch's 0/1 specialization guard (>= 2) is not a limit
+                if n < lo or (hi is not None and n > hi):
+                    raise ShapeError(f"run: input {spec.name!r}: axis {d!r} = {n} is outside the exported "
+                                     f"range [{lo}, {hi if hi is not None else 'inf'}]")
+            arrays.append(a)
+        return arrays, {k: v[0] for k, v in axes.items()}
+
+    def run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model on ``feeds`` ({input name: array}); returns {output name: NumPy array}."""
+        with self._lock:
+            if self._fed:
+                feeds = dict(feeds)
+                for name in self._fed:
+                    if name not in feeds:
+                        if name not in self._fed_state:
+                            raise SessionError(f"run: state input {name!r} has no value yet: pass it or "
+                                               f"call set_state({name!r}, value) first")
+                        feeds[name] = self._fed_state[name]
+            arrays, _ = self._check(feeds)
+            outs, new_state = self._jit(self._state, *arrays)
+            if new_state:
+                self._state = {k: np.asarray(v) for k, v in new_state.items()}
+            result = {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
+            for i, o in self._fed.items():
+                self._fed_state[i] = result[o]
+        return result
+
+    def memory(self, **sizes: int) -> dict[str, int]:
+        """Bytes per arena class for a binding of the named axes (``memory(seq=512)``): ``PARAMS``
+        (weights and constants), ``INPUTS``, ``OUTPUTS``, ``ACTIVATIONS`` (the planned arena's peak,
+        intermediates and per-step workspace together) and ``WORKSPACE`` (the workspace buffers'
+        total, when the backend plans them)."""
+        axes = {d for i in self._users for d in i.shape if isinstance(d, str)}
+        if set(sizes) != axes:
+            raise SessionError(f"memory: give a size for each named axis {sorted(axes)}, got {sorted(sizes)}")
+        from ember._src.torch_import.graph import eval_dim
+        examples = [ember.ShapeDtypeStruct(tuple(eval_dim(d, sizes) for d in i.shape), i.dtype)
+                    for i in self._users]
+        params = sum(np.asarray(v).nbytes for v in self._const_params.values())
+        params += sum(np.asarray(v).nbytes for v in self._m.constants.values())
+        state_ex = {k: ember.ShapeDtypeStruct(v.shape, v.dtype) for k, v in self._initial_state.items()}
+        compiled = self._jit.lower(state_ex, *examples)
+        spec = compiled.specialize(**sizes) if compiled.symbolic else None
+        run = spec.run if spec is not None else compiled.executable
+        out_avals = spec.out_avals if spec is not None else compiled.out_avals
+        activ = int(getattr(run, "arena_bytes", 0) or getattr(getattr(run, "plan", None), "arena_bytes", 0))
+        work = _workspace_bytes(run, sizes)
+        return {"PARAMS": int(params),
+                "INPUTS": int(sum(np.prod(e.shape, dtype=np.int64) * np.dtype(e.dtype).itemsize
+                                  for e in examples)),
+                "OUTPUTS": int(sum(np.prod(a.shape, dtype=np.int64) * np.dtype(a.dtype).itemsize
+                                   for a in out_avals)),
+                "ACTIVATIONS": activ, "WORKSPACE": work}
+
+    # ---- save / load ----------------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write the session to the directory ``path`` (created if needed)."""
+        os.makedirs(path, exist_ok=True)
+        g = self._m.graph
+        with open(os.path.join(path, "program.json"), "w") as f:
+            json.dump(g.to_json(), f)
+        tensors = {k: np.asarray(v) for k, v in self._m.params.items()}
+        tensors.update({f"constant/{k}": np.asarray(v) for k, v in self._m.constants.items()})
+        safetensors.save(os.path.join(path, "weights.safetensors"), tensors, {"format": FORMAT})
+        meta = {"format": FORMAT, "version": FORMAT_VERSION, "ember_version": ember.__version__,
+                "inputs": [{"name": i.name, "dtype": i.dtype,
+                            "axes": [d if isinstance(d, (str, int)) else None for d in i.shape]}
+                           for i in self._users],
+                "outputs": self.output_names, "state": self._state_names,
+                "sha256": {n: _sha256(os.path.join(path, n))
+                           for n in ("program.json", "weights.safetensors")}}
+        with open(os.path.join(path, "metadata.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+
+    @classmethod
+    def load(cls, path: str) -> InferenceSession:
+        """Load a session saved with :meth:`save` (torch is not needed)."""
+        def fail(msg: str) -> SessionError:
+            return SessionError(f"InferenceSession.load({path!r}): {msg}")
+        try:
+            with open(os.path.join(path, "metadata.json")) as f:
+                meta = json.load(f)
+        except FileNotFoundError:
+            raise fail("no metadata.json: not a saved session directory") from None
+        except ValueError as e:
+            raise fail(f"metadata.json is damaged ({e})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise fail(f"not an {FORMAT} directory")
+        if meta.get("version") != FORMAT_VERSION:
+            raise fail(f"saved with {FORMAT} version {meta.get('version')!r} (ember "
+                       f"{meta.get('ember_version')}); this ember ({ember.__version__}) reads version "
+                       f"{FORMAT_VERSION}: re-export the model with this version")
+        for name, digest in (meta.get("sha256") or {}).items():
+            p = os.path.join(path, name)
+            if not os.path.exists(p):
+                raise fail(f"{name} is missing")
+            if _sha256(p) != digest:
+                raise fail(f"{name} is damaged (its SHA-256 does not match metadata.json)")
+        try:
+            with open(os.path.join(path, "program.json")) as f:
+                graph = Graph.from_json(json.load(f))
+            tensors, _ = safetensors.load(os.path.join(path, "weights.safetensors"))
+        except (ValueError, KeyError, TypeError) as e:
+            raise fail(f"damaged file: {e}") from None
+        consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
+        params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
+        return cls(ImportedModule(graph, params, consts))
+
+
+def _fmt(shape: list) -> str:
+    return ", ".join(str(d) if isinstance(d, (int, str)) else "?" for d in shape)
+
+
+def _workspace_bytes(run: Any, sizes: dict[str, int]) -> int:
+    """Total bytes of the WORKSPACE buffers of a native plan for this binding (0 when unknown)."""
+    plan = getattr(getattr(run, "sym", None), "plan", None) or getattr(run, "plan", None)
+    total = 0
+    for b in getattr(plan, "buffers", ()):
+        if getattr(b, "cls", None) == "WORKSPACE":
+            n = b.nbytes
+            total += int(evaluate(n, sizes))
+    return total

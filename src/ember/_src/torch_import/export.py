@@ -1,0 +1,214 @@
+"""``torch.export`` -> :class:`~ember._src.torch_import.graph.Graph` (the only module that imports torch)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import operator
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+from ember._src.torch_import.graph import Graph, Input, Node
+from ember.errors import EmberError
+
+
+class ExportError(EmberError, RuntimeError):
+    """``torch.export`` could not capture the model; the message is torch's, plus a hint."""
+
+
+_HINT = ("\nember imports a model through torch.export: Python control flow that depends on tensor "
+         "values (`if x.sum() > 0`, `.item()`, data-dependent shapes) cannot be captured. Rewrite it "
+         "with torch.where / torch.cond, make the value a constant argument, or leave the axis static "
+         "(drop it from dynamic_axes).")
+
+_SYM_OPS = {operator.mul: "sym.mul", operator.add: "sym.add", operator.sub: "sym.sub",
+            operator.floordiv: "sym.floordiv", operator.getitem: "getitem"}
+_KEEP = (torch.ops.aten.scaled_dot_product_attention.default,)
+
+
+def _dtype_name(dt: Any) -> str:
+    return str(dt).replace("torch.", "")
+
+
+class _Dims:
+    """Encodes torch's sympy size expressions as graph dim expressions over ember axis names."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def encode(self, d: Any) -> Any:
+        if isinstance(d, int):
+            return d
+        if isinstance(d, torch.SymInt):
+            d = d.node.expr
+        return self._expr(d)
+
+    def _expr(self, e: Any) -> Any:
+        import sympy
+        if isinstance(e, (int, sympy.Integer)):
+            return int(e)
+        if isinstance(e, sympy.Symbol):
+            if str(e) not in self.names:
+                raise ExportError(f"the exported graph has a size {e} that is not one of the named "
+                                  f"dynamic axes ({', '.join(self.names.values()) or 'none'})")
+            return self.names[str(e)]
+        fname = type(e).__name__
+        op = {"Add": "add", "Mul": "mul", "FloorDiv": "floordiv", "Mod": "mod", "PythonMod": "mod",
+              "Max": "max", "Min": "min"}.get(fname)
+        if op is None:
+            raise ExportError(f"unsupported size expression {e} ({fname})")
+        return {"op": op, "args": [self._expr(a) for a in e.args]}
+
+    def shape(self, t: Any) -> list:
+        return [self.encode(d) for d in t.shape]
+
+
+def _source(node: Any) -> str:
+    st = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', st)
+    if not frames:
+        return ""
+    f, line, fn, code = frames[-1]
+    return f"{f}:{line} in {fn}: {code.strip()}"
+
+
+def _encode_arg(a: Any, dims: _Dims) -> Any:
+    if isinstance(a, torch.fx.Node):
+        return {"ref": a.name}
+    if isinstance(a, (list, tuple)):
+        return [_encode_arg(x, dims) for x in a]
+    if isinstance(a, torch.dtype):
+        return {"dtype": _dtype_name(a)}
+    if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return None
+    if isinstance(a, float) and not math.isfinite(a):
+        return {"float": str(a)}
+    if isinstance(a, torch.SymInt):
+        return {"dim": dims.encode(a)}
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return a
+    raise ExportError(f"cannot encode the argument {a!r} of type {type(a).__name__}")
+
+
+def _output_names(ep: Any, n: int) -> list[str]:
+    spec = ep.call_spec.out_spec
+    ctx = getattr(spec, "context", None)
+    if n == 1 and getattr(spec, "num_children", 0) == 0:
+        return ["output"]
+    if isinstance(ctx, (list, tuple)) and len(ctx) == n and all(isinstance(c, str) for c in ctx):
+        return list(ctx)
+    return [f"output_{i}" for i in range(n)]
+
+
+def _bound(v: Any) -> int | None:
+    try:
+        return int(v) if bool(getattr(v, "is_finite", True)) and abs(int(v)) < 2 ** 62 else None
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
+
+
+def export_program(model: Any, args: tuple, kwargs: dict | None,
+                   dynamic_axes: dict[str, Any] | None) -> Any:
+    """``torch.export.export`` (non-strict) with ``dynamic_axes`` (ember names) as dynamic dims."""
+    kwargs = dict(kwargs or {})
+    dynamic_axes = dict(dynamic_axes or {})
+    sig = inspect.signature(model.forward)
+    bound = sig.bind(*args, **kwargs)
+    unknown = set(dynamic_axes) - set(bound.arguments)
+    if unknown:
+        raise ValueError(f"dynamic_axes names {sorted(unknown)} that are not arguments of the call "
+                         f"(arguments: {list(bound.arguments)})")
+    ds: dict[str, Any] = {}
+    for name, val in bound.arguments.items():
+        spec = dynamic_axes.get(name)
+        if spec is None or not isinstance(val, torch.Tensor):
+            ds[name] = None
+            continue
+        spec = tuple(spec)
+        if len(spec) != val.ndim:
+            raise ValueError(f"dynamic_axes[{name!r}] describes {len(spec)} dims, but the argument has "
+                             f"shape {tuple(val.shape)}")
+        ds[name] = {i: torch.export.Dim.DYNAMIC for i, s in enumerate(spec) if s is not None}
+    try:
+        ep = torch.export.export(model, tuple(args), kwargs, dynamic_shapes=ds or None, strict=False)
+    except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
+        hint = _HINT
+        if "0/1 specialized" in str(e):
+            hint = ("\ntorch.export treats sizes 0 and 1 as special: give example inputs whose size "
+                    "along each named dynamic axis is at least 2 (ember still runs size 1).")
+        raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{hint}") from e
+    return ep
+
+
+def decompose(ep: Any) -> Any:
+    table = torch.export.default_decompositions()
+    for op in _KEEP:
+        table.pop(op, None)
+    return ep.run_decompositions(table)
+
+
+def to_graph(ep: Any, dynamic_axes: dict[str, Any] | None) -> tuple[Graph, dict[str, np.ndarray],
+                                                                    dict[str, np.ndarray]]:
+    """Convert a decomposed ExportedProgram: returns the graph, the parameters (state-dict names)
+    and the constants (non-persistent buffers and lifted tensors)."""
+    dynamic_axes = dict(dynamic_axes or {})
+    sig = ep.graph_signature
+    dims = _Dims()
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    mutated = {s.target: s.arg.name for s in sig.output_specs if s.kind.name == "BUFFER_MUTATION"}
+    user_names = [s.arg.name for s in sig.input_specs if s.kind.name == "USER_INPUT"]
+    # axis names: from the user's spec of the input with that placeholder name (or position)
+    for pos, name in enumerate(user_names):
+        spec = dynamic_axes.get(name, dynamic_axes.get(pos))
+        val = placeholders[name].meta.get("val")
+        if spec is None or val is None:
+            continue
+        for d, axis in zip(val.shape, tuple(spec)):
+            if axis is not None and isinstance(d, torch.SymInt):
+                dims.names.setdefault(str(d.node.expr), str(axis))
+    inputs, params, consts = [], {}, {}
+    for s in sig.input_specs:
+        ph = placeholders[s.arg.name]
+        val = ph.meta.get("val")
+        kind = {"USER_INPUT": "user", "PARAMETER": "param", "BUFFER": "param",
+                "CONSTANT_TENSOR": "constant"}.get(s.kind.name)
+        if kind is None or (kind != "user" and not isinstance(val, torch.Tensor)):
+            raise ExportError(f"unsupported graph input {s.arg.name} ({s.kind.name})")
+        target = s.target or s.arg.name
+        if kind == "user" and not isinstance(val, torch.Tensor):
+            inputs.append(Input(s.arg.name, "literal", json.dumps(_encode_arg(val, dims)), [], ""))
+            continue
+        if kind == "param" and s.kind.name == "BUFFER" and not s.persistent:
+            kind = "constant"
+        if target in mutated:
+            kind = "state"
+        if kind in ("param", "state"):
+            params[target] = ep.state_dict[target].detach().cpu().numpy().copy()
+        elif kind == "constant":
+            consts[target] = ep.constants[target].detach().cpu().numpy().copy()
+        inputs.append(Input(s.arg.name, kind, target, dims.shape(val), _dtype_name(val.dtype)))
+    nodes = []
+    for n in ep.graph.nodes:
+        if n.op != "call_function":
+            continue
+        t = n.target
+        op = _SYM_OPS.get(t) or (str(t) if isinstance(t, torch._ops.OpOverload)
+                                 else f"python.{getattr(t, '__name__', t)}")
+        val = n.meta.get("val")
+        shape = dims.shape(val) if isinstance(val, torch.Tensor) else None
+        dtype = _dtype_name(val.dtype) if isinstance(val, torch.Tensor) else None
+        nodes.append(Node(n.name, op, _encode_arg(list(n.args), dims),
+                          {k: _encode_arg(v, dims) for k, v in n.kwargs.items()}, shape, dtype, _source(n)))
+    outputs = [{"ref": s.arg.name} if hasattr(s.arg, "name") else _encode_arg(s.arg.value, dims)
+               for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
+    ranges = {}
+    for sym, vr in ep.range_constraints.items():
+        if str(sym) in dims.names:
+            hi = vr.upper
+            ranges[dims.names[str(sym)]] = [_bound(vr.lower), _bound(hi)]
+    graph = Graph(inputs, nodes, outputs, _output_names(ep, len(outputs)), mutated, ranges)
+    return graph, params, consts

@@ -1,0 +1,106 @@
+"""A torch-free, JSON-serializable form of an exported ATen graph.
+
+The importer turns a ``torch.export.ExportedProgram`` into a :class:`Graph` (see ``export.py``);
+the interpreter (``interpret.py``) turns a :class:`Graph` into an ember function. Only the first
+step needs torch, so a saved graph can be run where torch is not installed.
+
+Values in ``args``/``kwargs`` are JSON: numbers, strings, booleans, ``None``, lists, and tagged
+objects ``{"ref": name}`` (another node's value), ``{"float": "inf"|"-inf"|"nan"}``,
+``{"dtype": "float32"}``, ``{"dim": <dim expression>}``. A dim expression is an ``int``, an axis
+name (``str``) or ``{"op": "add"|"mul"|"floordiv"|"mod"|"max"|"min", "args": [...]}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+FORMAT = "ember.torch_graph"
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass
+class Node:
+    """One ATen call: ``op`` is its name (``"aten.add.Tensor"``), ``shape``/``dtype`` the output's
+    (``None`` for a non-tensor or tuple output), ``source`` the user's source line, if known."""
+    name: str
+    op: str
+    args: list
+    kwargs: dict
+    shape: list | None = None
+    dtype: str | None = None
+    source: str = ""
+
+
+@dataclasses.dataclass
+class Input:
+    """A graph input: ``kind`` is ``"user"`` (an argument of ``f``), ``"param"`` (a weight in
+    ``params``), ``"constant"`` (a tensor baked into the graph), ``"literal"`` (a non-tensor argument
+    torch baked in; ``target`` holds its JSON) or ``"state"`` (a buffer the graph mutates);
+    ``target`` names it in the model's state dict."""
+    name: str
+    kind: str
+    target: str
+    shape: list
+    dtype: str
+
+
+@dataclasses.dataclass
+class Graph:
+    """The whole program: inputs in call order, nodes in execution order, the names of the user
+    outputs (``output_names`` holds their public names) and ``mutations`` (state target -> node)."""
+    inputs: list[Input]
+    nodes: list[Node]
+    outputs: list[Any]
+    output_names: list[str]
+    mutations: dict[str, str] = dataclasses.field(default_factory=dict)
+    ranges: dict[str, list] = dataclasses.field(default_factory=dict)
+
+    def user_inputs(self) -> list[Input]:
+        return [i for i in self.inputs if i.kind == "user"]
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "version": FORMAT_VERSION,
+                "inputs": [dataclasses.asdict(i) for i in self.inputs],
+                "nodes": [dataclasses.asdict(n) for n in self.nodes],
+                "outputs": self.outputs, "output_names": self.output_names,
+                "mutations": self.mutations, "ranges": self.ranges}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Graph:
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+            raise ValueError(f"not an {FORMAT} document")
+        if obj.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{FORMAT} version {obj.get('version')!r} is not supported "
+                             f"(this ember reads version {FORMAT_VERSION})")
+        return cls(inputs=[Input(**i) for i in obj["inputs"]], nodes=[Node(**n) for n in obj["nodes"]],
+                   outputs=obj["outputs"], output_names=obj["output_names"],
+                   mutations=obj.get("mutations", {}), ranges=obj.get("ranges", {}))
+
+
+_DIM_OPS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv, "mod": operator.mod,
+            "max": max, "min": min}
+
+
+def eval_dim(expr: Any, axes: dict[str, Any]) -> Any:
+    """Evaluate a dim expression with ``axes`` mapping axis names to sizes (ints or symbolic dims)."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, str):
+        return axes[expr]
+    fn = _DIM_OPS[expr["op"]]
+    vals = [eval_dim(a, axes) for a in expr["args"]]
+    out = vals[0]
+    for v in vals[1:]:
+        out = fn(out, v)
+    return out
+
+
+def dim_names(expr: Any) -> set[str]:
+    """The axis names a dim expression uses."""
+    if isinstance(expr, str):
+        return {expr}
+    if isinstance(expr, dict):
+        return set().union(*(dim_names(a) for a in expr["args"]))
+    return set()

@@ -1,0 +1,103 @@
+"""Run a :class:`~ember._src.torch_import.graph.Graph` as an ember function (no torch needed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+import ember.numpy as jnp
+from ember._src.torch_import.graph import Graph, eval_dim
+from ember._src.torch_import.ops import OPS, Ctx
+from ember.errors import EmberError
+
+
+class UnsupportedOpError(EmberError, NotImplementedError):
+    """The graph uses ATen ops that have no ember handler; ``ops`` maps each one to the source
+    lines that call it."""
+
+    def __init__(self, ops: dict[str, list[str]]):
+        self.ops = ops
+        lines = []
+        for op, where in ops.items():
+            loc = "; ".join(dict.fromkeys(w for w in where if w)) or "source line unknown"
+            lines.append(f"  {op}  (used at: {loc})")
+        super().__init__(f"{len(ops)} ATen op(s) have no ember handler:\n" + "\n".join(lines)
+                         + "\nSee docs/torch.md for the supported ops.")
+
+
+def check_supported(graph: Graph) -> None:
+    """Raise :class:`UnsupportedOpError` listing every op of ``graph`` without a handler."""
+    missing: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        if n.op not in OPS:
+            missing.setdefault(n.op, []).append(n.source)
+    if missing:
+        raise UnsupportedOpError(missing)
+
+
+def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any]) -> Any:
+    if isinstance(v, list):
+        return [_decode(x, env, axes) for x in v]
+    if isinstance(v, dict):
+        if "ref" in v:
+            return env[v["ref"]]
+        if "float" in v:
+            return float(v["float"])
+        if "dtype" in v:
+            return np.dtype(v["dtype"])
+        if "dim" in v:
+            return eval_dim(v["dim"], axes)
+        return {k: _decode(x, env, axes) for k, x in v.items()}
+    return v
+
+
+def _bind_axes(graph: Graph, inputs: list[Any]) -> dict[str, Any]:
+    axes: dict[str, Any] = {}
+    for spec, x in zip(graph.user_inputs(), inputs):
+        for d, size in zip(spec.shape, x.shape):
+            if isinstance(d, str) and d not in axes:
+                axes[d] = size
+    return axes
+
+
+def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
+    """``f(params, *inputs) -> (outputs, new_state)``: ``outputs`` a tuple in ``graph.output_names``
+    order, ``new_state`` a dict of the mutated buffers (state target -> new value)."""
+    check_supported(graph)
+
+    def f(params: dict[str, Any], *inputs: Any) -> tuple[tuple, dict]:
+        users = graph.user_inputs()
+        if len(inputs) != len(users):
+            raise TypeError(f"expected {len(users)} inputs ({', '.join(i.name for i in users)}), "
+                            f"got {len(inputs)}")
+        inputs = [jnp.asarray(x) for x in inputs]
+        axes = _bind_axes(graph, inputs)
+        env: dict[str, Any] = {}
+        it = iter(inputs)
+        for spec in graph.inputs:
+            if spec.kind == "user":
+                env[spec.name] = next(it)
+            elif spec.kind == "literal":
+                env[spec.name] = _decode(json.loads(spec.target), env, axes)
+            elif spec.kind in ("param", "state"):
+                env[spec.name] = params[spec.target]
+            else:
+                env[spec.name] = constants[spec.target]
+        for n in graph.nodes:
+            args = _decode(n.args, env, axes)
+            kwargs = {k: _decode(v, env, axes) for k, v in n.kwargs.items()}
+            shape = None if n.shape is None else tuple(eval_dim(d, axes) for d in n.shape)
+            out = OPS[n.op].fn(Ctx(shape, n.dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
+                               *args, **kwargs)
+            if n.dtype is not None and hasattr(out, "dtype") and out.dtype != np.dtype(n.dtype):
+                out = out.astype(n.dtype)
+            if n.shape is not None and hasattr(out, "shape") and len(out.shape) != len(shape):
+                raise AssertionError(f"{n.op} ({n.name}): rank {len(out.shape)}, torch says {len(shape)}")
+            env[n.name] = out
+        outs = tuple(_decode(o, env, axes) for o in graph.outputs)
+        state = {t: env[name] for t, name in graph.mutations.items()}
+        return outs, state
+
+    return f

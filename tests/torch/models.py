@@ -1,0 +1,33 @@
+"""Small transformers/torchvision-style models with fixed seeds, shared by the torch tests."""
+
+import functools
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
+transformers = pytest.importorskip("transformers", reason="the model tests need transformers")
+
+
+@functools.cache
+def gpt2():
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=256,
+                                  bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+@functools.cache
+def llama():
+    torch.manual_seed(1)
+    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=128, vocab_size=100,
+                                   max_position_embeddings=256, bos_token_id=0, eos_token_id=0)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+@functools.cache
+def bert():
+    torch.manual_seed(2)
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                  intermediate_size=128, vocab_size=100, max_position_embeddings=128)
+    return transformers.BertModel(cfg).eval()
