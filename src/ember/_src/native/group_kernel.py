@@ -16,6 +16,8 @@ by alpha (as the small-GEMM kernel and BLAS do, up to summation order).
 
 from __future__ import annotations
 
+from ember._src.native.csrc import load
+
 MR = 6  # rows per block: 6 x 16 tiles keep 12 accumulators, two panel vectors and a broadcast in ymm
 NV = 2  # vectors of 8 floats per tile row (16 columns); a last 8-column piece uses one
 
@@ -125,22 +127,10 @@ static void em_gk_pack(int64_t k, int64_t n, int64_t np, const float *b, int64_t
 }
 """
 
-_ROWS = """\
-/* C[i, j] = alpha * sum_p A(i, p) Bp[p, j] for rows i < mr (mr <= MR) and columns j < n, with
-   A(i, p) at a[i * rsa + p * csa], Bp packed by em_gk_pack (np columns), C rows ldc apart. */
-static void em_gk_rows(int64_t mr, int64_t n, int64_t np, int64_t k, float alpha, const float *a,
-                       int64_t rsa, int64_t csa, const float *bp, float *c, int64_t ldc) {
-    const float *ar[MR_VALUE];
-    for (int64_t r = 0; r < MR_VALUE; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    for (int64_t j0 = 0; j0 < np; j0 += 16) {
-        const int64_t w = np - j0 >= 16 ? 16 : 8, cols = n - j0 < w ? n - j0 : w;
-        if (w == 16) em_gk_tile16(k, ar, csa, bp + j0, np, alpha, mr, cols, c + j0, ldc);
-        else em_gk_tile8(k, ar, csa, bp + j0, np, alpha, mr, cols, c + j0, ldc);
-    }
-}
-"""
+
 
 
 def c_source() -> str:
     """The static C helpers ``em_gk_pack`` and ``em_gk_rows`` (needs AVX2 and FMA: :func:`available`)."""
-    return _HEAD + _tile(2) + _tile(1) + _ROWS.replace("MR_VALUE", str(MR))
+    rows = f"#define EM_GK_MR {MR}\n" + load("group_rows.h") + "#undef EM_GK_MR\n"
+    return _HEAD + _tile(2) + _tile(1) + rows

@@ -1,0 +1,474 @@
+/* ember's call dispatcher: the CPython extension module ``ember_dispatch``
+   (see native/dispatch_src.py and native/dispatch.py). Built with EMBER_DISPATCH_ABI defined. */
+#define PY_SSIZE_T_CLEAN
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <Python.h>
+#include <structmember.h>
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+
+static const char ember_dispatch_abi[] = EMBER_DISPATCH_ABI;
+
+typedef int (*entry_fn)(void *, void *, void *, void *);
+
+typedef struct {
+    PyObject_HEAD
+    entry_fn fn;
+    void **bufs;
+    void *arena;
+    void *fns;
+    Py_ssize_t base;          /* index of the first output buffer in bufs */
+    Py_ssize_t n_in, n_buf, n_res;
+    int *kind;                /* per input: 0 an ember Array (weak must match), 1 a NumPy array */
+    int *weak;
+    int *ndim;
+    npy_intp *shape;          /* n_in * NPY_MAXDIMS */
+    PyArray_Descr **descr;
+    Py_ssize_t *direct;       /* result j is output buffer direct[j] */
+    PyObject **out_weak;      /* Py_True / Py_False per result */
+    PyObject *slots;          /* list per output buffer: list of (arr, raw, addr) or None */
+    PyObject *take_one;       /* take_one(k) -> (arr, addr) when no recycled buffer is idle */
+    PyObject *on_error;       /* on_error(rc) raises the error of a failed run */
+    PyObject *acquire, *release;
+    PyObject *last;           /* the executable's last-inputs list (kept consistent with bufs) */
+    PyObject *array_type;
+    PyObject *wrap;           /* None: one result; a tuple: results as a flat tuple; else wrap(list) */
+    int out_mode;             /* 0 single, 1 flat tuple, 2 wrap callable */
+    int release_gil;
+    PyObject *miss;
+    Py_ssize_t value_off, weak_off; /* offsets of Array._value / Array._weak slots */
+    long long calls;
+    /* products whose B is an argument (codegen._argument_packed_b): per such product, the input
+       index, the program's 8-byte cell for a packed copy; pack(j, array) makes the copy, and
+       pcache[j] is (array, copy) once made (a list the executable owns, so a copy outlives this
+       entry while the cell may point at it) */
+    Py_ssize_t n_pk;
+    Py_ssize_t *pk_in;
+    void **pk_cell_ptr;
+    PyObject *pack, *pcache;
+} Entry;
+
+static void Entry_dealloc(Entry *self) {
+    Py_ssize_t i;
+    if (self->descr) for (i = 0; i < self->n_in; i++) Py_XDECREF(self->descr[i]);
+    if (self->out_weak) for (i = 0; i < self->n_res; i++) Py_XDECREF(self->out_weak[i]);
+    PyMem_Free(self->kind); PyMem_Free(self->weak); PyMem_Free(self->ndim); PyMem_Free(self->shape);
+    PyMem_Free(self->descr); PyMem_Free(self->direct); PyMem_Free(self->out_weak);
+    PyMem_Free(self->pk_in); PyMem_Free(self->pk_cell_ptr);
+    Py_XDECREF(self->pack); Py_XDECREF(self->pcache);
+    Py_XDECREF(self->slots); Py_XDECREF(self->take_one); Py_XDECREF(self->on_error);
+    Py_XDECREF(self->acquire); Py_XDECREF(self->release); Py_XDECREF(self->last);
+    Py_XDECREF(self->array_type); Py_XDECREF(self->wrap); Py_XDECREF(self->miss);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t slot_offset(PyObject *type, const char *name) {
+    PyObject *d = PyObject_GetAttrString(type, name);
+    Py_ssize_t off = -1;
+    if (d == NULL) { PyErr_Clear(); return -1; }
+    if (Py_TYPE(d) == &PyMemberDescr_Type) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX || m->type == T_OBJECT) off = m->offset;
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+/* Entry(fn, bufs, arena, fns, base, in_specs, slots, take_one, direct, out_weak, wrap,
+         on_error, lock, last, array_type, release_gil, miss, packables, pack, pcache) */
+static int Entry_init(Entry *self, PyObject *args, PyObject *kw) {
+    unsigned long long fn, bufs, arena, fns;
+    Py_ssize_t base, i, j;
+    PyObject *in_specs, *slots, *take_one, *direct, *out_weak, *wrap, *on_error, *lock, *last;
+    PyObject *array_type, *miss, *packables, *pack, *pcache;
+    int release_gil;
+    if (!PyArg_ParseTuple(args, "KKKKnO!O!OO!O!OOOO!OpOO!OO!", &fn, &bufs, &arena, &fns, &base,
+                          &PyList_Type, &in_specs, &PyList_Type, &slots, &take_one,
+                          &PyList_Type, &direct, &PyList_Type, &out_weak, &wrap, &on_error, &lock,
+                          &PyList_Type, &last, &array_type, &release_gil, &miss,
+                          &PyList_Type, &packables, &pack, &PyList_Type, &pcache))
+        return -1;
+    self->fn = (entry_fn)(uintptr_t)fn;
+    self->bufs = (void **)(uintptr_t)bufs;
+    self->arena = (void *)(uintptr_t)arena;
+    self->fns = (void *)(uintptr_t)fns;
+    self->base = base;
+    self->n_in = PyList_GET_SIZE(in_specs);
+    self->n_buf = PyList_GET_SIZE(slots);
+    self->n_res = PyList_GET_SIZE(direct);
+    if (PyList_GET_SIZE(out_weak) != self->n_res || PyList_GET_SIZE(last) != self->n_in) {
+        PyErr_SetString(PyExc_ValueError, "Entry: inconsistent output or input counts");
+        return -1;
+    }
+    Py_ssize_t nin = self->n_in ? self->n_in : 1, nres = self->n_res ? self->n_res : 1;
+    self->kind = PyMem_Calloc(nin, sizeof(int));
+    self->weak = PyMem_Calloc(nin, sizeof(int));
+    self->ndim = PyMem_Calloc(nin, sizeof(int));
+    self->shape = PyMem_Calloc(nin * NPY_MAXDIMS, sizeof(npy_intp));
+    self->descr = PyMem_Calloc(nin, sizeof(PyArray_Descr *));
+    self->direct = PyMem_Calloc(nres, sizeof(Py_ssize_t));
+    self->out_weak = PyMem_Calloc(nres, sizeof(PyObject *));
+    if (!self->kind || !self->weak || !self->ndim || !self->shape || !self->descr || !self->direct ||
+        !self->out_weak) { PyErr_NoMemory(); return -1; }
+    for (i = 0; i < self->n_in; i++) {
+        PyObject *spec = PyList_GET_ITEM(in_specs, i), *shape, *dtype;
+        int kind, weak;
+        if (!PyArg_ParseTuple(spec, "iiO!O", &kind, &weak, &PyTuple_Type, &shape, &dtype)) return -1;
+        Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+        if (nd > NPY_MAXDIMS) { PyErr_SetString(PyExc_ValueError, "Entry: too many dims"); return -1; }
+        self->kind[i] = kind; self->weak[i] = weak; self->ndim[i] = (int)nd;
+        for (j = 0; j < nd; j++) {
+            self->shape[i * NPY_MAXDIMS + j] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, j));
+            if (PyErr_Occurred()) return -1;
+        }
+        if (!PyArray_DescrConverter(dtype, &self->descr[i])) return -1;
+    }
+    for (i = 0; i < self->n_res; i++) {
+        self->direct[i] = PyLong_AsSsize_t(PyList_GET_ITEM(direct, i));
+        if (self->direct[i] < 0 || self->direct[i] >= self->n_buf) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "Entry: bad output index");
+            return -1;
+        }
+        self->out_weak[i] = PyObject_IsTrue(PyList_GET_ITEM(out_weak, i)) ? Py_True : Py_False;
+        Py_INCREF(self->out_weak[i]);
+    }
+    self->acquire = PyObject_GetAttrString(lock, "acquire");
+    self->release = PyObject_GetAttrString(lock, "release");
+    if (!self->acquire || !self->release) return -1;
+    Py_INCREF(slots); self->slots = slots;
+    Py_INCREF(take_one); self->take_one = take_one;
+    Py_INCREF(on_error); self->on_error = on_error;
+    Py_INCREF(last); self->last = last;
+    Py_INCREF(array_type); self->array_type = array_type;
+    Py_INCREF(wrap); self->wrap = wrap;
+    Py_INCREF(miss); self->miss = miss;
+    self->out_mode = wrap == Py_None ? 0 : PyTuple_Check(wrap) ? 1 : 2;
+    if (self->out_mode == 0 && self->n_res != 1) {
+        PyErr_SetString(PyExc_ValueError, "Entry: a single-output entry needs exactly one result");
+        return -1;
+    }
+    self->release_gil = release_gil;
+    self->n_pk = PyList_GET_SIZE(packables);
+    if (PyList_GET_SIZE(pcache) != self->n_pk) {
+        PyErr_SetString(PyExc_ValueError, "Entry: packables and pcache differ in length");
+        return -1;
+    }
+    self->pk_in = PyMem_Calloc(self->n_pk ? self->n_pk : 1, sizeof(Py_ssize_t));
+    self->pk_cell_ptr = PyMem_Calloc(self->n_pk ? self->n_pk : 1, sizeof(void *));
+    if (!self->pk_in || !self->pk_cell_ptr) { PyErr_NoMemory(); return -1; }
+    for (j = 0; j < self->n_pk; j++) {
+        unsigned long long cell;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(packables, j), "nK", &self->pk_in[j], &cell)) return -1;
+        if (self->pk_in[j] < 0 || self->pk_in[j] >= self->n_in) {
+            PyErr_SetString(PyExc_ValueError, "Entry: bad packable input index");
+            return -1;
+        }
+        self->pk_cell_ptr[j] = (void *)(uintptr_t)cell;
+    }
+    Py_INCREF(pack); self->pack = pack;
+    Py_INCREF(pcache); self->pcache = pcache;
+    self->value_off = slot_offset(array_type, "_value");
+    self->weak_off = slot_offset(array_type, "_weak");
+    if (self->value_off < 0 || self->weak_off < 0) {
+        PyErr_SetString(PyExc_TypeError, "Entry: the Array type has no _value/_weak slots");
+        return -1;
+    }
+    return 0;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* The NumPy array behind argument i, borrowed, or NULL when the argument does not match. */
+static PyArrayObject *match_arg(Entry *self, Py_ssize_t i, PyObject *a) {
+    PyObject *v;
+    if (self->kind[i] == 0) {
+        if ((PyObject *)Py_TYPE(a) != self->array_type) return NULL;
+        v = SLOT(a, self->value_off);
+        PyObject *w = SLOT(a, self->weak_off);
+        if (v == NULL || v == Py_None || w == NULL) return NULL;
+        if ((w == Py_True) != (self->weak[i] != 0)) return NULL;
+    } else {
+        v = a;
+    }
+    if (!PyArray_CheckExact(v)) return NULL;
+    PyArrayObject *arr = (PyArrayObject *)v;
+    int nd = PyArray_NDIM(arr);
+    if (nd != self->ndim[i] || !PyArray_IS_C_CONTIGUOUS(arr)) return NULL;
+    npy_intp *dims = PyArray_DIMS(arr), *want = self->shape + i * NPY_MAXDIMS;
+    for (int d = 0; d < nd; d++) if (dims[d] != want[d]) return NULL;
+    PyArray_Descr *dt = PyArray_DESCR(arr);
+    if (dt != self->descr[i] && !PyArray_EquivTypes(dt, self->descr[i])) return NULL;
+    return arr;
+}
+
+/* Run on the argument tuple; a new reference to the result, the miss sentinel, or NULL. */
+static PyObject *entry_run(Entry *self, PyObject *args) {
+    Py_ssize_t i, n = PyTuple_GET_SIZE(args);
+    PyArrayObject *ins[64];
+    PyObject *outs[64];
+    if (n != self->n_in || n > 64 || self->n_buf > 64) { Py_INCREF(self->miss); return self->miss; }
+    for (i = 0; i < n; i++) {
+        ins[i] = match_arg(self, i, PyTuple_GET_ITEM(args, i));
+        if (ins[i] == NULL) { Py_INCREF(self->miss); return self->miss; }
+    }
+    PyObject *got = PyObject_CallOneArg(self->acquire, Py_False);
+    if (got == NULL) return NULL;
+    int locked = got == Py_True;
+    Py_DECREF(got);
+    if (!locked) { Py_INCREF(self->miss); return self->miss; }  /* busy: the Python path waits */
+    /* an ember Array (immutable) passed again as a product's B: pack it once, keep the copy, and
+       point the program's cell at it (the program checks the copy's source address against B) */
+    for (Py_ssize_t j = 0; j < self->n_pk; j++) {
+        Py_ssize_t q = self->pk_in[j];
+        PyObject *cur = (PyObject *)ins[q], *ent = PyList_GET_ITEM(self->pcache, j);
+        if (self->kind[q] != 0 || (ent != Py_None && PyTuple_GET_ITEM(ent, 0) == cur)) continue;
+        if (PyList_GET_ITEM(self->last, q) != cur) continue;  /* first sighting: pack on the second */
+        PyObject *copy = PyObject_CallFunction(self->pack, "nO", j, cur);
+        PyObject *pair = copy != NULL && PyArray_Check(copy) ? PyTuple_Pack(2, cur, copy) : NULL;
+        Py_XDECREF(copy);
+        if (pair == NULL) { PyErr_Clear(); continue; }  /* not packed: the program packs per call */
+        *(void **)self->pk_cell_ptr[j] = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(pair, 1));
+        PyList_SetItem(self->pcache, j, pair);  /* steals pair; frees the previous copy, if any */
+    }
+    for (i = 0; i < n; i++) {
+        self->bufs[i] = PyArray_DATA(ins[i]);
+        PyObject *old = PyList_GET_ITEM(self->last, i);
+        if (old != (PyObject *)ins[i]) {
+            Py_INCREF(ins[i]);
+            PyList_SET_ITEM(self->last, i, (PyObject *)ins[i]);
+            Py_XDECREF(old);
+        }
+    }
+    Py_ssize_t k;
+    for (k = 0; k < self->n_buf; k++) {
+        PyObject *slot = PyList_GET_ITEM(self->slots, k);
+        outs[k] = NULL;
+        if (slot != Py_None) {
+            Py_ssize_t m = PyList_GET_SIZE(slot);
+            for (Py_ssize_t e = 0; e < m; e++) {
+                PyObject *ent = PyList_GET_ITEM(slot, e);
+                PyObject *arr = PyTuple_GET_ITEM(ent, 0), *raw = PyTuple_GET_ITEM(ent, 1);
+                /* idle: the array is held by its tuple only, its block by the tuple and arr.base */
+                if (Py_REFCNT(arr) == 1 && Py_REFCNT(raw) == 2) {
+                    void *addr = PyLong_AsVoidPtr(PyTuple_GET_ITEM(ent, 2));
+                    Py_INCREF(arr);
+                    outs[k] = arr;
+                    self->bufs[self->base + k] = addr;
+                    break;
+                }
+            }
+        }
+        if (outs[k] == NULL) {
+            PyObject *idx = PyLong_FromSsize_t(k);
+            PyObject *pair = idx ? PyObject_CallOneArg(self->take_one, idx) : NULL;
+            Py_XDECREF(idx);
+            void *addr = pair ? PyLong_AsVoidPtr(PyTuple_GetItem(pair, 1)) : NULL;
+            if (pair == NULL || PyErr_Occurred()) {
+                Py_XDECREF(pair);
+                for (Py_ssize_t q = 0; q < k; q++) Py_DECREF(outs[q]);
+                PyObject *r = PyObject_CallNoArgs(self->release);
+                Py_XDECREF(r);
+                return NULL;
+            }
+            outs[k] = PyTuple_GET_ITEM(pair, 0);
+            Py_INCREF(outs[k]);
+            Py_DECREF(pair);
+            self->bufs[self->base + k] = addr;
+        }
+    }
+    int rc;
+    if (self->release_gil) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = self->fn(self->bufs, self->arena, NULL, self->fns);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = self->fn(self->bufs, self->arena, NULL, self->fns);
+    }
+    self->calls++;
+    PyObject *r = PyObject_CallNoArgs(self->release);
+    if (r == NULL) rc = rc ? rc : -1;
+    Py_XDECREF(r);
+    if (rc) {
+        for (k = 0; k < self->n_buf; k++) Py_DECREF(outs[k]);
+        if (rc == -1 && PyErr_Occurred()) return NULL;
+        PyObject *code = PyLong_FromLong(rc);
+        PyObject *e = code ? PyObject_CallOneArg(self->on_error, code) : NULL;
+        Py_XDECREF(code);
+        if (e != NULL) {  /* on_error must raise */
+            Py_DECREF(e);
+            PyErr_Format(PyExc_RuntimeError, "native program failed at step %d", rc - 1);
+        }
+        return NULL;
+    }
+    PyObject *res = NULL, *wrapped[64];
+    for (i = 0; i < self->n_res; i++) {
+        PyObject *argv[2] = {outs[self->direct[i]], self->out_weak[i]};
+        wrapped[i] = PyObject_Vectorcall(self->array_type, argv, 2, NULL);
+        if (wrapped[i] == NULL) {
+            for (Py_ssize_t q = 0; q < i; q++) Py_DECREF(wrapped[q]);
+            goto done;
+        }
+    }
+    if (self->out_mode == 0) {
+        res = wrapped[0];
+    } else {
+        PyObject *t = self->out_mode == 1 ? PyTuple_New(self->n_res) : PyList_New(self->n_res);
+        if (t == NULL) {
+            for (i = 0; i < self->n_res; i++) Py_DECREF(wrapped[i]);
+            goto done;
+        }
+        for (i = 0; i < self->n_res; i++) {
+            if (self->out_mode == 1) PyTuple_SET_ITEM(t, i, wrapped[i]);
+            else PyList_SET_ITEM(t, i, wrapped[i]);
+        }
+        if (self->out_mode == 1) {
+            res = t;
+        } else {
+            res = PyObject_CallOneArg(self->wrap, t);
+            Py_DECREF(t);
+        }
+    }
+done:
+    for (k = 0; k < self->n_buf; k++) Py_DECREF(outs[k]);
+    return res;
+}
+
+static PyObject *Entry_call(Entry *self, PyObject *args, PyObject *kw) {
+    return entry_run(self, args);
+}
+
+static PyMemberDef Entry_members[] = {
+    {"calls", T_LONGLONG, offsetof(Entry, calls), READONLY, "native calls made through this entry"},
+    {NULL}
+};
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember_dispatch.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_call = (ternaryfunc)Entry_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One native executable bound to one exact argument signature.",
+    .tp_init = (initproc)Entry_init,
+    .tp_new = PyType_GenericNew,
+    .tp_members = Entry_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *entries;   /* list of Entry */
+    PyObject *state;     /* core._state: .dynamic must be None */
+    PyObject *miss;
+    PyObject *dynamic_name;
+} Dispatcher;
+
+static void Dispatcher_dealloc(Dispatcher *self) {
+    Py_XDECREF(self->entries); Py_XDECREF(self->state); Py_XDECREF(self->miss);
+    Py_XDECREF(self->dynamic_name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kw) {
+    PyObject *state, *miss;
+    if (!PyArg_ParseTuple(args, "OO", &state, &miss)) return -1;
+    self->entries = PyList_New(0);
+    self->dynamic_name = PyUnicode_InternFromString("dynamic");
+    if (!self->entries || !self->dynamic_name) return -1;
+    Py_INCREF(state); self->state = state;
+    Py_INCREF(miss); self->miss = miss;
+    return 0;
+}
+
+static PyObject *Dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw) {
+    PyObject *argt;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &argt)) return NULL;
+    PyObject *dyn = PyObject_GetAttr(self->state, self->dynamic_name);
+    if (dyn == NULL) return NULL;
+    int active = dyn != Py_None;
+    Py_DECREF(dyn);
+    if (!active) {
+        Py_ssize_t m = PyList_GET_SIZE(self->entries);
+        for (Py_ssize_t e = 0; e < m; e++) {
+            Entry *ent = (Entry *)PyList_GET_ITEM(self->entries, e);
+            Py_INCREF(ent);
+            PyObject *r = entry_run(ent, argt);
+            Py_DECREF(ent);
+            if (r != self->miss) return r;
+            Py_DECREF(r);
+        }
+    }
+    Py_INCREF(self->miss);
+    return self->miss;
+}
+
+static PyObject *Dispatcher_add(Dispatcher *self, PyObject *ent) {
+    if (!PyObject_TypeCheck(ent, &EntryType)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatcher.add takes an Entry");
+        return NULL;
+    }
+    if (PyList_Append(self->entries, ent) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Dispatcher_clear(Dispatcher *self, PyObject *unused) {
+    if (PyList_SetSlice(self->entries, 0, PyList_GET_SIZE(self->entries), NULL) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Dispatcher_get_calls(Dispatcher *self, void *closure) {
+    long long total = 0;
+    for (Py_ssize_t e = 0; e < PyList_GET_SIZE(self->entries); e++)
+        total += ((Entry *)PyList_GET_ITEM(self->entries, e))->calls;
+    return PyLong_FromLongLong(total);
+}
+
+static PyObject *Dispatcher_get_entries(Dispatcher *self, void *closure) {
+    return PyList_GetSlice(self->entries, 0, PyList_GET_SIZE(self->entries));
+}
+
+static PyMethodDef Dispatcher_methods[] = {
+    {"add", (PyCFunction)Dispatcher_add, METH_O, "Append an Entry."},
+    {"clear", (PyCFunction)Dispatcher_clear, METH_NOARGS, "Drop every entry."},
+    {NULL}
+};
+
+static PyGetSetDef Dispatcher_getset[] = {
+    {"calls", (getter)Dispatcher_get_calls, NULL, "calls served by the entries", NULL},
+    {"entries", (getter)Dispatcher_get_entries, NULL, "a copy of the entry list", NULL},
+    {NULL}
+};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember_dispatch.Dispatcher",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_dealloc = (destructor)Dispatcher_dealloc,
+    .tp_call = (ternaryfunc)Dispatcher_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The native entries of one jitted function, tried in order.",
+    .tp_init = (initproc)Dispatcher_init,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = Dispatcher_methods,
+    .tp_getset = Dispatcher_getset,
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "ember_dispatch", "ember's C call dispatcher", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit_ember_dispatch(void) {
+    import_array();
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&DispatcherType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EntryType);
+    Py_INCREF(&DispatcherType);
+    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0 ||
+        PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
+        PyModule_AddStringConstant(m, "abi", ember_dispatch_abi) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
