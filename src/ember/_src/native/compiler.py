@@ -527,7 +527,7 @@ def _verified(so: Path) -> bool:
     try:
         ok = so.is_file() and so.stat().st_size > 0 and \
             _digest_path(so).read_text().strip() == _file_digest(so)
-    except OSError:
+    except (OSError, ValueError):  # unreadable, or a digest file that is not text
         ok = False
     if not ok:
         import logging
