@@ -9,8 +9,8 @@ import sys
 import numpy as np
 
 import ember
-import ember.distributed as dist
 import ember.numpy as jnp
+from ember import distributed as dist
 from ember._src.distributed import spmd as sp
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 import ember
-import ember.distributed as dist
 import ember.numpy as jnp
+from ember import distributed as dist
 from ember._src import debug as dbg
 
 _active: list[Any] = []  # axis names of the enclosing spmd calls (trace-time context)
