@@ -37,8 +37,8 @@ def main() -> None:
         f(x)
         reps = 30 if nbytes <= 1 << 20 else 8
         for _ in range(2):  # interleaved, the last pair kept
-            t_ember = _median(lambda: np.asarray(f(x)), reps)
-            t_mpi = _median(lambda: comm.Allreduce(x, recv, op=MPI.SUM), reps)
+            t_ember = _median(lambda x=x: np.asarray(f(x)), reps)
+            t_mpi = _median(lambda x=x, recv=recv: comm.Allreduce(x, recv, op=MPI.SUM), reps)
         rows.append((nbytes, t_ember, t_mpi))
     if dist.process_index() == 0:
         print(f"{dist.process_count()} processes; median seconds per all-reduce")
