@@ -18,6 +18,7 @@ from ember._src.distributed.mpi import (
     process_index,
     shard,
 )
+from ember._src.distributed.spmd import spmd
 
 __all__ = ["DistributedError", "all_gather", "all_reduce", "barrier", "broadcast", "check_identical",
-           "data_parallel", "gather", "initialize", "process_count", "process_index", "shard"]
+           "data_parallel", "gather", "initialize", "process_count", "process_index", "shard", "spmd"]

@@ -22,8 +22,8 @@ import numpy as np
 
 import ember
 import ember.numpy as jnp
-from ember import distributed as dist
 from ember._src import debug as dbg
+from ember._src.distributed import mpi as dist
 
 _active: list[Any] = []  # axis names of the enclosing spmd calls (trace-time context)
 
