@@ -53,3 +53,4 @@ import ember.numpy.linalg  # noqa: E402, F401
 from ember import fft, linalg, random, scipy  # noqa: E402
 
 __all__ += ["fft", "linalg", "random", "scipy"]
+from ember import vsla  # noqa: E402, F401
