@@ -166,8 +166,14 @@ def array(data: Any, dtype: Any = None) -> VArray:
     return VArray(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
 
 
-def conv(a: VArray, b: VArray) -> VArray:
-    """Model A product: convolution on the last axis (leading axes are batch, promoted)."""
+def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
+    """Model A product: convolution on the last axis (leading axes are batch, promoted).
+
+    ``method`` is ``"auto"`` (direct below ``FFT_THRESHOLD`` of ``m * n``, FFT above), ``"direct"``
+    or ``"fft"``.
+    """
+    if method not in ("auto", "direct", "fft"):
+        raise ValueError(f"vsla.conv: method must be 'auto', 'direct' or 'fft', got {method!r}")
     a, b = array(a), array(b)
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.conv: mixed ranks {a.ndim} and {b.ndim}")
@@ -184,12 +190,31 @@ def conv(a: VArray, b: VArray) -> VArray:
     xb = _to_capacity(VArray(b.data, batch + (b.shape[-1],)), batch + (b.shape[-1],))
     lead = tuple(slice(0, d) for d in batch)
     xa, xb = xa[lead + (slice(0, m),)], xb[lead + (slice(0, n),)]
-    fa = xa.reshape((-1, m))
-    fb = xb.reshape((-1, n))
-    rows = [enp.convolve(fa[i], fb[i]) for i in range(fa.shape[0])]
-    out = enp.stack(rows).reshape(batch + (length,))
+    use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD)
+    out = _conv_fft(xa, xb, length) if use_fft else _conv_direct(xa, xb, length)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
     return VArray(enp.pad(out, pad), shape)
+
+
+FFT_THRESHOLD = 4096
+"""``m * n`` above which conv uses the FFT path (rough crossover; re-measure with bench_vsla)."""
+
+
+def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
+    """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept)."""
+    m, n = xa.shape[-1], xb.shape[-1]
+    k = np.arange(length)[:, None] - np.arange(m)[None, :]
+    valid = (k >= 0) & (k < n)
+    toe = enp.take(xb, enp.asarray(np.where(valid, k, 0)), axis=-1)
+    toe = toe * enp.asarray(valid.astype(np.dtype(toe.dtype)))
+    return enp.einsum("...i,...ki->...k", xa, toe)
+
+
+def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
+    """FFT convolution with transform length ``next_pow2(length)``."""
+    size = next_pow2(length)
+    out = enp.fft.irfft(enp.fft.rfft(xa, n=size) * enp.fft.rfft(xb, n=size), n=size)
+    return out[..., :length].astype(enp.result_type(xa.dtype, xb.dtype))
 
 
 def kron(a: VArray, b: VArray) -> VArray:
