@@ -98,3 +98,18 @@ def test_grad_matches_finite_differences(op):
 
     g = ember.grad(fv)(vsla.array(a))
     np.testing.assert_allclose(np.asarray(g.logical()), _fd_grad(fnp, a), rtol=2e-2, atol=2e-2)
+
+
+def test_jvp_and_vmap_over_varrays():
+    rng = np.random.default_rng(4)
+    a, b, t = _rand(rng, (3,)), _rand(rng, (5,)), _rand(rng, (3,))
+    vb = vsla.array(b)
+    va, vt = vsla.array(a), vsla.array(t)
+    primal, tangent = ember.jvp(lambda x: vsla.conv(x, vb), (va,), (vt,))
+    np.testing.assert_allclose(primal.to_numpy(), np.convolve(a, b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(tangent.logical()), np.convolve(t, b), rtol=1e-5, atol=1e-5)
+    xs = _rand(rng, (4, 3))
+    batched = vsla.VArray(ember.numpy.asarray(np.pad(xs, ((0, 0), (0, 1)))), (3,))
+    out = ember.vmap(lambda x: vsla.conv(x, vb))(batched)
+    want = np.stack([np.convolve(x, b) for x in xs])
+    np.testing.assert_allclose(np.asarray(out.data)[:, :7], want, rtol=1e-5, atol=1e-5)

@@ -124,3 +124,18 @@ def test_empty_operands():
     x = vsla.array(np.array([1.0, 2.0], np.float32))
     assert (e + x) == x and vsla.conv(e, x).shape == (0,)
     assert vsla.conv(e, x).to_numpy().size == 0
+
+
+def test_jit_traces_once_per_logical_shape_and_reuses_cache():
+    """Current representation: the logical shape is static metadata, so each new logical shape traces
+    once and a repeated shape is a cache hit (one compile per rank is issue 19's open goal)."""
+    f = ember.jit(lambda x, y: vsla.conv(x, y) + x)
+    rng = np.random.default_rng(5)
+    shapes = [(int(rng.integers(1, 6)), int(rng.integers(1, 6))) for _ in range(4)]
+    for _ in range(2):
+        for m, n in shapes:
+            a, b = rng.standard_normal(m).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+            ref = np.convolve(a, b)
+            ref[:m] += a
+            np.testing.assert_allclose(f(vsla.array(a), vsla.array(b)).to_numpy(), ref, rtol=1e-5, atol=1e-5)
+    assert f.cache_info()["traces"] == len(set(shapes))
