@@ -68,12 +68,13 @@ def _fd_grad(f, x, eps=1e-3):
     return g
 
 
-@pytest.mark.parametrize("op", ["add", "mul", "conv", "conv_fft", "kron_free_matmul", "softmax"])
+@pytest.mark.parametrize("op", ["add", "mul", "conv", "conv_fft", "kron_free_matmul", "softmax", "kron",
+                                "stack"])
 def test_grad_matches_finite_differences(op):
     rng = np.random.default_rng(11)
     sa, sb = (int(rng.integers(1, 6)),), (int(rng.integers(1, 6)),)
     a, b = _rand(rng, sa), _rand(rng, sb)
-    w = _rand(rng, (16,))
+    w = _rand(rng, (32,))
     vb = vsla.array(b)
 
     def fv(va):
@@ -85,6 +86,10 @@ def test_grad_matches_finite_differences(op):
             r = vsla.conv(va, vb, method="direct")
         elif op == "conv_fft":
             r = vsla.conv(va, vb, method="fft")
+        elif op == "kron":
+            r = vsla.kron(va, vb)
+        elif op == "stack":
+            r = vsla.sum(vsla.stack([va, vb, va * vb]), 0)
         elif op == "softmax":
             r = vsla.softmax(va * vb)
         else:

@@ -70,8 +70,11 @@ class VArray:
         return _strip(np.asarray(self.logical()))
 
     def shrink(self) -> VArray:
-        """Strip trailing zero hyperplanes on every axis (explicit; needs concrete data)."""
-        return array(self.to_numpy())
+        """Strip trailing zero hyperplanes on every axis (explicit; needs concrete data).
+
+        The result slices this array's data, so gradients flow through it."""
+        shape = _strip(np.asarray(self.logical())).shape
+        return array(self.data[tuple(slice(0, d) for d in shape)])
 
     def __eq__(self, other: object) -> bool:  # class equality
         if not isinstance(other, VArray):
@@ -219,9 +222,10 @@ def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
 
 def kron(a: VArray, b: VArray) -> VArray:
     """Model B product: Kronecker product of the minimal representatives (1-D)."""
-    a, b = array(a).shrink(), array(b).shrink()
+    a, b = array(a), array(b)
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
+    a, b = a.shrink(), b.shrink()
     return array(enp.kron(a.logical(), b.logical()))
 
 
@@ -242,7 +246,8 @@ def stack(items: Sequence[Any]) -> VArray:
 
 def unstack(v: VArray) -> list[VArray]:
     """Split a stacked VArray into its rows' classes (minimal representatives)."""
-    return [array(v.logical()[i]).shrink() for i in range(v.shape[0])]
+    rows = v.logical()
+    return [array(rows[i]).shrink() for i in range(v.shape[0])]
 
 
 register_pytree_node(VArray, lambda v: ((v.data,), v.shape), lambda shape, ch: VArray(ch[0], shape))
