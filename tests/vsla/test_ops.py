@@ -118,3 +118,17 @@ def test_jvp_and_vmap_over_varrays():
     out = ember.vmap(lambda x: vsla.conv(x, vb))(batched)
     want = np.stack([np.convolve(x, b) for x in xs])
     np.testing.assert_allclose(np.asarray(out.data)[:, :7], want, rtol=1e-5, atol=1e-5)
+
+
+def test_reshape_slice_gather_on_logical_shape():
+    rng = np.random.default_rng(9)
+    x = _rand(rng, (3, 4))
+    v = vsla.array(x)
+    np.testing.assert_allclose(vsla.reshape(v, (2, 6)).to_numpy(), x.reshape(2, 6))
+    np.testing.assert_allclose(np.asarray(vsla.slice(v, (1, 2), (3, 6)).logical()), _pad(x, (3, 6))[1:3, 2:6])
+    assert vsla.slice(v, (1, 2), (3, 6)).shape == (2, 4)
+    g = vsla.gather(v, [2, 0, 5], axis=1)
+    assert g.shape == (3, 3)
+    np.testing.assert_allclose(np.asarray(g.logical()), _pad(x, (3, 6))[:, [2, 0, 5]])
+    with pytest.raises(ValueError, match="negative"):
+        vsla.gather(v, [-1])

@@ -1,13 +1,19 @@
 """Reductions, matmul, normalisations, transpose and streaming windows on VArrays."""
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+import numpy as np
 
 import ember.numpy as enp
 from ember._src.vsla.varray import VArray, array, stack
 
-__all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid"]
+__all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
+           "reshape", "slice", "gather"]
+
+builtins_slice = builtins.slice
 
 
 def _axis(v: VArray, axis: int) -> int:
@@ -108,3 +114,32 @@ def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
     return iter(out)
 
 
+
+
+def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
+    """Reshape the logical extent (sizes must multiply to the logical size)."""
+    v = array(v)
+    return _wrap(enp.reshape(v.logical(), tuple(shape)))
+
+
+def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001
+    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros."""
+    v = array(v)
+    if len(start) != v.ndim or len(stop) != v.ndim:
+        raise ValueError(f"vsla.slice: start/stop need {v.ndim} entries")
+    if any(a < 0 or b < a for a, b in zip(start, stop)):
+        raise ValueError(f"vsla.slice: need 0 <= start <= stop, got {start}, {stop}")
+    full = _logical_as(v, tuple(max(d, b) for d, b in zip(v.shape, stop)))
+    return _wrap(full[tuple(builtins_slice(a, b) for a, b in zip(start, stop))])
+
+
+def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
+    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero."""
+    v = array(v)
+    ax = _axis(v, axis)
+    idx = np.asarray(indices, dtype=np.int64)
+    if idx.size and idx.min() < 0:
+        raise ValueError("vsla.gather: negative indices are not defined on classes")
+    top = int(idx.max()) + 1 if idx.size else 0
+    full = _logical_as(v, tuple(max(d, top) if i == ax else d for i, d in enumerate(v.shape)))
+    return _wrap(enp.take(full, enp.asarray(idx), axis=ax))
