@@ -200,7 +200,7 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
 
 
 FFT_THRESHOLD = 4096
-"""``m * n`` above which conv uses the FFT path (rough crossover; re-measure with bench_vsla)."""
+"""``m * n`` above which conv uses the FFT path (measured crossover under jit, see docs/vsla.md)."""
 
 
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
