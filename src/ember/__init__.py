@@ -98,3 +98,4 @@ __all__ += ["pure_callback"]
 from ember._src.session import InferenceSession  # noqa: E402
 
 __all__ += ["InferenceSession"]
+from ember import vsla  # noqa: E402, F401

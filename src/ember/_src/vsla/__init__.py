@@ -1,0 +1,1 @@
+"""Implementation of ember.vsla (variable-shape linear algebra)."""

@@ -1,0 +1,145 @@
+"""Reductions, matmul, normalisations, transpose and streaming windows on VArrays."""
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+import ember.numpy as enp
+from ember._src.vsla.varray import VArray, array, stack
+
+__all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
+           "reshape", "slice", "gather"]
+
+builtins_slice = builtins.slice
+
+
+def _axis(v: VArray, axis: int) -> int:
+    if not -v.ndim <= axis < v.ndim:
+        raise ValueError(f"vsla: axis {axis} out of range for rank {v.ndim}")
+    return axis % v.ndim
+
+
+def _wrap(x: Any) -> VArray:
+    return array(x)
+
+
+def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
+    """Sum over ``axis`` of the logical extent (slack is zero, so the stored sum is the same)."""
+    v = array(v)
+    return _wrap(enp.sum(v.logical(), axis=_axis(v, axis)))
+
+
+def mean(v: VArray, axis: int = -1) -> VArray:
+    """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros)."""
+    v = array(v)
+    ax = _axis(v, axis)
+    n = v.shape[ax]
+    return _wrap(enp.sum(v.logical(), axis=ax) / max(n, 1))
+
+
+def matmul(a: VArray, b: VArray) -> VArray:
+    """Matrix product on the last two axes; the contracted axis is promoted to the larger size."""
+    a, b = array(a), array(b)
+    if a.ndim != b.ndim or a.ndim < 2:
+        raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
+    k = max(a.shape[-1], b.shape[-2])
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    xa = _logical_as(a, batch + (a.shape[-2], k))
+    xb = _logical_as(b, batch + (k, b.shape[-1]))
+    return _wrap(enp.matmul(xa, xb))
+
+
+def _logical_as(v: VArray, shape: tuple[int, ...]) -> Any:
+    x = v.logical()
+    return enp.pad(x, [(0, s - d) for s, d in zip(shape, v.shape)])
+
+
+def softmax(v: VArray, axis: int = -1) -> VArray:
+    """Softmax over the logical extent of ``axis`` (trailing slack excluded, not treated as zeros)."""
+    v = array(v)
+    ax = _axis(v, axis)
+    if v.shape[ax] == 0:
+        return v
+    x = v.logical()
+    e = enp.exp(x - enp.max(x, axis=ax, keepdims=True))
+    return _wrap(e / enp.sum(e, axis=ax, keepdims=True))
+
+
+def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
+    """RMS normalisation over the logical last axis."""
+    v = array(v)
+    if v.shape[-1] == 0:
+        return v
+    x = v.logical()
+    return _wrap(x / enp.sqrt(enp.mean(x * x, axis=-1, keepdims=True) + eps))
+
+
+def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
+    """Layer normalisation (zero mean, unit variance) over the logical last axis."""
+    v = array(v)
+    if v.shape[-1] == 0:
+        return v
+    x = v.logical()
+    c = x - enp.mean(x, axis=-1, keepdims=True)
+    return _wrap(c / enp.sqrt(enp.mean(c * c, axis=-1, keepdims=True) + eps))
+
+
+def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
+    """Permute the axes of the logical shape."""
+    v = array(v)
+    axes = tuple(reversed(range(v.ndim))) if axes is None else tuple(_axis(v, a) for a in axes)
+    return VArray(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
+
+
+def window(stream: Iterable[Any], w: int) -> Iterator[VArray]:
+    """Over a stream of VArrays, emit the stack of the last ``w`` items on every ``w``-th push."""
+    if w <= 0:
+        raise ValueError(f"vsla.window: w must be positive, got {w}")
+    buf: list[Any] = []
+    for item in stream:
+        buf.append(item)
+        if len(buf) == w:
+            yield stack(buf)
+            buf = []
+
+
+def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
+    """Compose ``levels`` windows of width ``w``: each level stacks ``w`` outputs of the one below."""
+    out: Iterable[Any] = stream
+    for _ in range(levels):
+        out = window(out, w)
+    return iter(out)
+
+
+
+
+def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
+    """Reshape the logical extent (sizes must multiply to the logical size)."""
+    v = array(v)
+    return _wrap(enp.reshape(v.logical(), tuple(shape)))
+
+
+def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001
+    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros."""
+    v = array(v)
+    if len(start) != v.ndim or len(stop) != v.ndim:
+        raise ValueError(f"vsla.slice: start/stop need {v.ndim} entries")
+    if any(a < 0 or b < a for a, b in zip(start, stop)):
+        raise ValueError(f"vsla.slice: need 0 <= start <= stop, got {start}, {stop}")
+    full = _logical_as(v, tuple(max(d, b) for d, b in zip(v.shape, stop)))
+    return _wrap(full[tuple(builtins_slice(a, b) for a, b in zip(start, stop))])
+
+
+def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
+    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero."""
+    v = array(v)
+    ax = _axis(v, axis)
+    idx = np.asarray(indices, dtype=np.int64)
+    if idx.size and idx.min() < 0:
+        raise ValueError("vsla.gather: negative indices are not defined on classes")
+    top = int(idx.max()) + 1 if idx.size else 0
+    full = _logical_as(v, tuple(max(d, top) if i == ax else d for i, d in enumerate(v.shape)))
+    return _wrap(enp.take(full, enp.asarray(idx), axis=ax))

@@ -1,0 +1,20 @@
+"""Variable-shape linear algebra: tensors combined under trailing-zero padding (see docs/vsla.md)."""
+from ember._src.vsla.ops import (
+    gather,
+    layer_norm,
+    matmul,
+    mean,
+    pyramid,
+    reshape,
+    rms_norm,
+    slice,
+    softmax,
+    sum,
+    transpose,
+    window,
+)
+from ember._src.vsla.varray import FFT_THRESHOLD, VArray, array, conv, kron, next_pow2, stack, unstack
+
+__all__ = ["FFT_THRESHOLD", "VArray", "array", "conv", "gather", "kron", "layer_norm", "matmul", "mean",
+           "next_pow2", "pyramid", "reshape", "rms_norm", "slice", "softmax", "stack", "sum", "transpose",
+           "unstack", "window"]
