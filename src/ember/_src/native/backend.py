@@ -40,6 +40,7 @@ from ember._src.array import aligned_copy
 from ember._src.native import batch_groups, blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
 from ember._src.native import memory as native_memory
 from ember._src.native import passes as passes_mod
+from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
 from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.planner import MemoryPlan, plan_memory
@@ -232,7 +233,7 @@ class NativeExecutable:
         run_validators("planned", self, mode)
         cg = CodegenOptions(openmp=info.has_openmp, num_threads=int(nt) if nt else None,
                             workspace_threads=threads,
-                            parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
+                            parallel_threshold=int(opt.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
                             simd=bool(opt.get("simd", True)), prepack=bool(opt.get("prepack", True)))
         return prog, sched, plan, generate(sched, plan, cg), cg
 

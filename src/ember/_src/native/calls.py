@@ -34,6 +34,9 @@ from ember._src.native import c_ops
 from ember._src.native.c_ops import ctype, literal
 from ember._src.program import Eqn, Literal
 
+# cost-weighted element count above which loops and calls go parallel (the one default)
+DEFAULT_PARALLEL_THRESHOLD = 200_000
+
 WS_KEY = -7  # key of a call step's workspace in MemoryPlan.scratch: (step index, WS_KEY)
 
 
@@ -47,7 +50,7 @@ class CallCode:
     ws: str  # ``(char *)`` workspace pointer ("0" when none was requested)
     helpers: dict[str, str]  # name -> static C definition (shared across steps)
     openmp: bool = False
-    parallel_threshold: int = 200_000
+    parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -123,7 +126,7 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     b = ctx.plan.scratch.get((s, WS_KEY))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
-                  int(getattr(opts, "parallel_threshold", 200_000)))
+                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))
     body = CALLS[e.prim.name].emit(e, cc)
     return ["{", *("    " + ln for ln in body), "}"]
 

@@ -53,7 +53,7 @@ class CodegenOptions:
     openmp: bool = False
     num_threads: int | None = None  # None: the OpenMP default
     workspace_threads: int = 1  # per-thread row caches the planner sized (caps such loops' teams)
-    parallel_threshold: int = 200_000  # cost-weighted element count above which loops go parallel
+    parallel_threshold: int = calls_mod.DEFAULT_PARALLEL_THRESHOLD  # loops above this cost go parallel
     simd: bool = True
     axes: tuple[str, ...] = ()  # symbolic schedule: the axes read from dims[0..len(axes))
     prepack: bool = True  # a constant B, or a repeated Array argument B, packed once for the GEMM kernel

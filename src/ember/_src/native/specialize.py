@@ -50,6 +50,7 @@ from ember._src.native.backend import (
     load_entry,
     run_fallback_step,
 )
+from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
 from ember._src.native.planner import plan_memory
 from ember._src.native.pool import POOL
@@ -207,7 +208,7 @@ class SymbolicNative:
         self.layout = layout = ArenaLayout(sched, plan, len(axes))
         self._arena_starts, self._arena_ends = layout.root_lifetimes()
         cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
-                            parallel_threshold=int(opt.get("parallel_threshold", 200_000)),
+                            parallel_threshold=int(opt.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
                             simd=bool(opt.get("simd", True)), axes=axes,
                             prepack=bool(opt.get("prepack", True)))
         gen = generate(sched, plan, cg)
