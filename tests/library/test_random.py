@@ -20,6 +20,7 @@ import ember.numpy as jnp
 import ember.random as er
 from ember._src import flags
 from ember._src.prims import random_bits as rb
+from tests.library.random_samples import fingerprint, sample
 from tests.numpy.helpers import assert_jit_close
 
 
@@ -176,46 +177,6 @@ JAX_FINGERPRINTS = {
     "normal_f64": (1625348605725437915, (13814541286091295746, 13830938789704865237, 4600122634759482176)),
 }
 
-N = 100001
-
-
-def _sample(name):
-    k = er.PRNGKey(1234)
-    logp = np.log(np.array([0.1, 0.2, 0.3, 0.4], np.float32))
-    return {
-        "bits_u32": lambda: er.bits(k, (N,)),
-        "bits_u8": lambda: er.bits(k, (N,), jnp.uint8),
-        "uniform_f32": lambda: er.uniform(k, (N,), minval=-2.0, maxval=3.0),
-        "uniform_f16": lambda: er.uniform(k, (N,), jnp.float16),
-        "uniform_bf16": lambda: er.uniform(k, (N,), jnp.bfloat16),
-        "normal_f32": lambda: er.normal(k, (N,)),
-        "normal_f16": lambda: er.normal(k, (N,), jnp.float16),
-        "normal_bf16": lambda: er.normal(k, (N,), jnp.bfloat16),
-        "normal_c64": lambda: er.normal(k, (N,), jnp.complex64),
-        "exponential": lambda: er.exponential(k, (N,)),
-        "gumbel": lambda: er.gumbel(k, (N,)),
-        "laplace": lambda: er.laplace(k, (N,)),
-        "logistic": lambda: er.logistic(k, (N,)),
-        "randint": lambda: er.randint(k, (N,), -7, 1000),
-        "bernoulli": lambda: er.bernoulli(k, 0.3, (N,)),
-        "categorical": lambda: er.categorical(k, logp, shape=(N,)),
-        "permutation": lambda: er.permutation(k, 1000),
-        "bits_u64": lambda: er.bits(k, (N,), jnp.uint64),
-        "uniform_f64": lambda: er.uniform(k, (N,), jnp.float64, minval=-2.0, maxval=3.0),
-        "normal_f64": lambda: er.normal(k, (N,), jnp.float64),
-    }[name]()
-
-
-def _fingerprint(x):
-    x = np.asarray(x)
-    if x.dtype == np.bool_:
-        x = x.astype(np.uint8)
-    if x.dtype.kind == "c":
-        x = x.view(np.float32 if x.dtype == np.complex64 else np.float64)
-    b = x.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]).astype(np.uint64)
-    return int(np.sum(b, dtype=np.uint64)), tuple(int(v) for v in b.ravel()[:3])
-
-
 # float64 normals go through float64 log/sqrt evaluated by NumPy, whose SIMD kernels differ in
 # the last bit between CPUs (AVX-512 vs AVX2 builds of the same NumPy): on an AVX-512 host one
 # element of the 100001 came out 1 ulp away (sum of bit patterns off by 1). Allowed: a few ulps
@@ -225,7 +186,7 @@ ULP_SLACK = {"normal_f64": 8}
 
 @pytest.mark.parametrize("name", sorted(JAX_FINGERPRINTS))
 def test_large_samples_bit_identical_to_jax(name):
-    got, want = _fingerprint(_sample(name)), JAX_FINGERPRINTS[name]
+    got, want = fingerprint(sample(name)), JAX_FINGERPRINTS[name]
     slack = ULP_SLACK.get(name, 0)
     if not slack:
         assert got == want

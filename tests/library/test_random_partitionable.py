@@ -20,6 +20,7 @@ import ember.numpy as jnp
 import ember.random as er
 from ember._src import flags
 from ember._src.prims import random_bits as rb
+from tests.library.random_samples import fingerprint, sample
 
 
 def test_default_is_partitionable():
@@ -87,51 +88,14 @@ FINGERPRINTS = {
     "uniform_f64": (10700023444363883059, (13826297195640533348, 4608755927725612775, 4601968063828259492)),
     "randint_i64": (55121700988253944, (1019608654451, 605757553828, 102092082958)),
 }
-N = 100001
-
-
-def _sample(name):
-    k = er.PRNGKey(1234)
-    logp = np.log(np.array([0.1, 0.2, 0.3, 0.4], np.float32))
-    return {
-        "bits_u32": lambda: er.bits(k, (N,)),
-        "bits_u8": lambda: er.bits(k, (N,), jnp.uint8),
-        "bits_u16": lambda: er.bits(k, (N,), jnp.uint16),
-        "uniform_f32": lambda: er.uniform(k, (N,), minval=-2.0, maxval=3.0),
-        "uniform_f16": lambda: er.uniform(k, (N,), jnp.float16),
-        "uniform_bf16": lambda: er.uniform(k, (N,), jnp.bfloat16),
-        "normal_f32": lambda: er.normal(k, (N,)),
-        "normal_c64": lambda: er.normal(k, (N,), jnp.complex64),
-        "randint": lambda: er.randint(k, (N,), -7, 1000),
-        "bernoulli": lambda: er.bernoulli(k, 0.3, (N,)),
-        "categorical": lambda: er.categorical(k, logp, shape=(N,)),
-        "permutation": lambda: er.permutation(k, 1000),
-        "split": lambda: er.split(k, 5000),
-        "exponential": lambda: er.exponential(k, (N,)),
-        "bits_u64": lambda: er.bits(k, (N,), jnp.uint64),
-        "uniform_f64": lambda: er.uniform(k, (N,), jnp.float64, minval=-2.0, maxval=3.0),
-        "randint_i64": lambda: er.randint(k, (N,), -7, 2**40, jnp.int64),
-    }[name]()
-
-
-def _fingerprint(x):
-    x = np.asarray(x)
-    if x.dtype == np.bool_:
-        x = x.astype(np.uint8)
-    if x.dtype.kind == "c":
-        x = x.view(np.float32 if x.dtype == np.complex64 else np.float64)
-    b = x.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize]).astype(np.uint64)
-    return int(np.sum(b, dtype=np.uint64)), tuple(int(v) for v in b.ravel()[:3])
-
-
 @pytest.mark.parametrize("name", sorted(FINGERPRINTS))
 def test_large_samples_bit_identical_to_jax(name):
-    assert _fingerprint(_sample(name)) == FINGERPRINTS[name]
+    assert fingerprint(sample(name)) == FINGERPRINTS[name]
 
 
 @pytest.mark.parametrize("name", ["bits_u32", "uniform_f32", "split", "bits_u64"])
 def test_large_samples_jit(name):
-    assert _fingerprint(ember.jit(lambda: _sample(name))()) == FINGERPRINTS[name]
+    assert fingerprint(ember.jit(lambda: sample(name))()) == FINGERPRINTS[name]
 
 
 def test_vmap_over_keys_matches_loop():
