@@ -272,6 +272,10 @@ def asarray_eager(x: Any, dtype: Any = None) -> Array:
         v = _from_nested(x)
         want = dt.canonicalize(_PY_DEFAULTS.get(v.dtype, v.dtype) if dtype is None else dtype)
         if dtype is None and v.dtype == np.int64 and v.size and (v.max() >= 2**31 or v.min() < -(2**31)):
+            if not dt.x64_enabled():
+                raise OverflowError(f"Python int {v.max() if v.max() >= 2**31 else v.min()} too large "
+                                    "to convert to int32 (64-bit integers need "
+                                    "ember.config.update('jax_enable_x64', True))")
             want = dt.int64
     if v.dtype != want:
         v = v.astype(want)

@@ -2,17 +2,25 @@
 
 ember's dtypes are NumPy dtypes (plus ``bfloat16`` from ml_dtypes). Promotion follows JAX's type
 lattice, including *weak types*: a Python scalar carries a weak dtype that yields to the other
-operand (``float32_array * 2.0`` stays float32). Python floats default to float32 and ints to int32;
-NumPy inputs keep their dtype (float64 stays float64).
+operand (``float32_array * 2.0`` stays float32). Python floats default to float32 and ints to int32.
+
+64-bit dtypes follow JAX's ``jax_enable_x64`` setting (the flag of that name, environment variable
+``EMBER_ENABLE_X64`` or ``JAX_ENABLE_X64``). Off, the default: :func:`canonicalize` maps float64,
+int64, uint64 and complex128 to their 32-bit counterparts, so NumPy float64 input becomes float32
+and an explicit ``dtype=float64`` request is truncated with a warning (:func:`check_user_dtype`).
+On: every dtype keeps its width, as in NumPy.
 """
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from ember._src import flags
 from ember.errors import DTypeError
 
 bool_ = np.dtype(np.bool_)
@@ -29,6 +37,56 @@ _SUPPORTED_SET = frozenset(SUPPORTED)
 default_float = float32
 default_int = int32
 default_complex = complex64
+
+X64 = flags.define_bool(
+    "jax_enable_x64", False, "EMBER_ENABLE_X64",
+    "64-bit dtypes. Off (JAX's default): float64/int64/uint64/complex128 inputs and dtype requests "
+    "become float32/int32/uint32/complex64. On: 64-bit values stay 64-bit, as in NumPy.",
+    env_aliases=("JAX_ENABLE_X64",))
+_NARROW = {float64: float32, int64: int32, uint64: uint32, complex128: complex64}
+
+
+def x64_enabled() -> bool:
+    """Whether 64-bit dtypes are enabled (``ember.config.update("jax_enable_x64", True)``)."""
+    return X64.value
+
+
+def narrows(dtype: np.dtype) -> bool:
+    """True when ``dtype`` is a 64-bit dtype that :func:`canonicalize` maps to 32 bits now."""
+    return not X64.value and dtype in _NARROW
+
+
+def check_user_dtype(dtype: Any, where: str) -> None:
+    """Warn (as JAX does) when a function is explicitly asked for a 64-bit ``dtype`` that is
+    truncated to 32 bits because ``jax_enable_x64`` is off."""
+    if dtype is None or X64.value or any(dtype is t for t in (float, int, complex, bool)):
+        return
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        return  # canonicalize reports it
+    if d in _NARROW:
+        warnings.warn(f"Explicitly requested dtype {d} requested in {where} is not available, and will "
+                      f"be truncated to dtype {_NARROW[d]}. To enable more dtypes, call "
+                      "ember.config.update('jax_enable_x64', True) or set the EMBER_ENABLE_X64 "
+                      "environment variable.", UserWarning, stacklevel=_user_stacklevel())
+
+
+def user_dtype(dtype: Any, where: str) -> np.dtype | None:
+    """A ``dtype=`` argument of public function ``where``: ``None`` stays ``None``; otherwise
+    :func:`check_user_dtype` then :func:`canonicalize`."""
+    if dtype is None:
+        return None
+    check_user_dtype(dtype, where)
+    return canonicalize(dtype)
+
+
+def _user_stacklevel() -> int:
+    """The ``warnings`` stack level of the first caller outside ember (the user's line)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_globals.get("__name__", "").startswith("ember."):
+        f, level = f.f_back, level + 1
+    return level
 
 # Lattice nodes: dtypes, plus the weak kinds "i*", "f*", "c*" of Python scalars.
 _LATTICE: dict[Any, list[Any]] = {
@@ -61,7 +119,17 @@ _DEFAULT_FROM_WEAK = {"i*": int32, "f*": float32, "c*": complex64}
 
 
 def canonicalize(dtype: Any) -> np.dtype:
-    """Return the ``np.dtype`` for ``dtype`` or raise :class:`DTypeError` if ember lacks it."""
+    """Return the ``np.dtype`` ember uses for ``dtype`` (64-bit dtypes become 32-bit while
+    ``jax_enable_x64`` is off) or raise :class:`DTypeError` if ember lacks it."""
+    dt = lookup(dtype)
+    if not X64.value:
+        return _NARROW.get(dt, dt)
+    return dt
+
+
+def lookup(dtype: Any) -> np.dtype:
+    """The ``np.dtype`` for ``dtype`` (its own width, whatever ``jax_enable_x64`` says), or a
+    :class:`DTypeError` if ember lacks it."""
     if dtype is float:
         return default_float
     if dtype is int:
@@ -94,7 +162,15 @@ def _lub(a: Any, b: Any) -> Any:
 
 
 def promote(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
-    """Promote ``(dtype, weak)`` pairs; return the result dtype and whether it is weak (JAX rules)."""
+    """Promote ``(dtype, weak)`` pairs; return the result dtype and whether it is weak (JAX rules;
+    a 64-bit result is canonicalized to 32 bits while ``jax_enable_x64`` is off)."""
+    res = _promote(typed)
+    if not X64.value and res[0] in _NARROW:
+        return _NARROW[res[0]], res[1]
+    return res
+
+
+def _promote(typed: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
     if not typed:
         raise DTypeError("promote needs at least one dtype")
     if len(typed) == 1:
@@ -118,8 +194,9 @@ def promote(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
-    """Promote two dtypes (both strong), as ``jnp.promote_types``."""
-    return promote((canonicalize(a), False), (canonicalize(b), False))[0]
+    """Promote two dtypes (both strong), as ``jnp.promote_types`` (which keeps 64-bit results
+    whatever ``jax_enable_x64`` says)."""
+    return _promote(((lookup(a), False), (lookup(b), False)))[0]
 
 
 def result_type(*args: Any) -> np.dtype:
@@ -154,6 +231,9 @@ def python_scalar_dtype(x: Any) -> np.dtype:
     if isinstance(x, int):
         if -(2**31) <= x < 2**31:
             return int32
+        if not X64.value:
+            raise OverflowError(f"Python int {x} too large to convert to int32 (64-bit integers need "
+                                "ember.config.update('jax_enable_x64', True))")
         if -(2**63) <= x < 2**63:
             return int64
         if 0 <= x < 2**64:
@@ -205,11 +285,11 @@ def complex_dtype(dt: np.dtype) -> np.dtype:
 
 
 def finfo(dtype: Any) -> Any:
-    dt = canonicalize(dtype)
+    dt = lookup(dtype)
     if dt == bfloat16:
         return ml_dtypes.finfo(dt)
     return np.finfo(dt)
 
 
 def iinfo(dtype: Any) -> Any:
-    return np.iinfo(canonicalize(dtype))
+    return np.iinfo(lookup(dtype))

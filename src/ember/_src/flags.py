@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 _TRUE = ("1", "true", "on", "yes")
 _FALSE = ("0", "false", "off", "no")
@@ -30,6 +30,7 @@ class Flag:
     env: str
     help: str
     value: bool
+    watchers: list = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.value
@@ -38,8 +39,12 @@ class Flag:
 FLAGS: dict[str, Flag] = {}
 
 
-def _parse_env(env: str, default: bool) -> bool:
+def _parse_env(env: str, default: bool, aliases: tuple[str, ...] = ()) -> bool:
     raw = os.environ.get(env, "").strip().lower()
+    for alias in aliases:
+        if raw:
+            break
+        env, raw = alias, os.environ.get(alias, "").strip().lower()
     if not raw:
         return default
     if raw in _TRUE:
@@ -49,11 +54,13 @@ def _parse_env(env: str, default: bool) -> bool:
     raise ValueError(f"environment variable {env}={raw!r}: expected one of {_TRUE + _FALSE}")
 
 
-def define_bool(name: str, default: bool, env: str, help: str) -> Flag:
-    """Declare a boolean flag (once per name) and return it; its value is read from ``env``."""
+def define_bool(name: str, default: bool, env: str, help: str,
+                env_aliases: tuple[str, ...] = ()) -> Flag:
+    """Declare a boolean flag (once per name) and return it; its value is read from ``env`` (or,
+    when that is unset, from the first of ``env_aliases`` that is set)."""
     if name in FLAGS:
         raise ValueError(f"flag {name!r} is already defined")
-    flag = Flag(name, default, env, help, _parse_env(env, default))
+    flag = Flag(name, default, env, help, _parse_env(env, default, env_aliases))
     FLAGS[name] = flag
     return flag
 
@@ -67,7 +74,20 @@ def set_flag(name: str, value: bool) -> None:
     """Set flag ``name`` (a bool) for the rest of the process."""
     if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
         raise TypeError(f"flag {name!r} takes a bool, got {value!r}")
-    _lookup(name).value = bool(value)
+    _assign(_lookup(name), bool(value))
+
+
+def _assign(flag: Flag, value: bool) -> None:
+    if flag.value != value:
+        flag.value = value
+        for watcher in list(flag.watchers):
+            watcher()
+
+
+def watch(name: str, callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after each change of flag ``name`` (e.g. to drop caches that depend
+    on it)."""
+    _lookup(name).watchers.append(callback)
 
 
 @contextlib.contextmanager
@@ -79,7 +99,7 @@ def override(name: str, value: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        flag.value = old
+        _assign(flag, old)
 
 
 def _lookup(name: str) -> Flag:

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import aot, arg_checks, core
+from ember._src import aot, arg_checks, core, flags
 from ember._src import debug as dbg
+from ember._src import dtypes as dt
 from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
@@ -85,6 +86,8 @@ def clear_caches() -> None:
 
 
 CLEAR_HOOKS: list[Callable[[], None]] = []  # other caches that clear_caches() empties
+# traced programs and fast-path entries depend on the dtype canonicalization in force
+flags.watch("jax_enable_x64", clear_caches)
 
 
 class Compiled(aot.LoweredStage):
@@ -158,7 +161,9 @@ class _FastEntry:
         self.out_tree = c.out_tree
         self.single = c.out_tree == tu._LEAF
         # a compiled native executable reads caller arrays in place and returns frozen outputs
-        self.borrow = bool(getattr(self.exe, "borrows_inputs", False))
+        # (not when a NumPy argument must first be converted: 64-bit input while x64 is off)
+        self.borrow = bool(getattr(self.exe, "borrows_inputs", False)) and not any(
+            len(k) == 2 and dt.narrows(k[1]) for k in key)
         # a static native executable can also be served by the C dispatcher once it is loaded
         self.c_pending = self.borrow and spec is None and hasattr(self.exe, "dispatch_entry")
 
@@ -533,7 +538,7 @@ class JitFunction:
         else:
             borrow = getattr(c.executable, "borrows_inputs", False)
             vals = [x.value if type(x) is Array else x if borrow and type(x) is np.ndarray
-                    else asarray_eager(x).value for x in leaves]
+                    and not dt.narrows(x.dtype) else asarray_eager(x).value for x in leaves]
             outs = c.executable(vals)
             out_avals = c.program.out_avals
             self._remember_fast(args, kwargs, c)

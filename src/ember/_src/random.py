@@ -99,7 +99,7 @@ def _shape(shape: Any, name: str) -> tuple[int, ...]:
 
 
 def _float_dtype(dtype: Any, name: str) -> np.dtype:
-    d = dt.default_float if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_float if dtype is None else dt.user_dtype(dtype, name)
     if not dt.is_float(d):
         raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {d}")
     return d
@@ -112,7 +112,7 @@ def _c(x: Any, v: Any) -> Any:
 def bits(key: Array, shape: Shape = (), dtype: Any = None) -> Array:
     """Uniform random bits of an unsigned integer dtype (default uint32)."""
     key = rb.check_key("bits", key)
-    d = dt.uint32 if dtype is None else dt.canonicalize(dtype)
+    d = dt.uint32 if dtype is None else dt.user_dtype(dtype, "bits")
     if np.dtype(d).kind != "u":
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {d}")
     return rb.threefry_random_bits(key, np.dtype(d).itemsize * 8, _shape(shape, "bits"))
@@ -164,7 +164,7 @@ def normal(key: Array, shape: Shape = (), dtype: Any = None) -> Array:
     """Standard normal samples (bit-identical to ``jax.random.normal`` for float32)."""
     key = rb.check_key("normal", key)
     shape = _shape(shape, "normal")
-    d = dt.default_float if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_float if dtype is None else dt.user_dtype(dtype, "normal")
     if dt.is_complex(d):
         rd = dt.real_dtype(d)
         k_re, k_im = _split2(key)
@@ -480,7 +480,7 @@ def rademacher(key: Array, shape: Shape = (), dtype: Any = None) -> Array:
     """Samples of -1 or +1 with equal probability."""
     key = rb.check_key("rademacher", key)
     shape = _shape(shape, "rademacher")
-    d = dt.default_int if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_int if dtype is None else dt.user_dtype(dtype, "rademacher")
     b = bernoulli(key, 0.5, shape)
     return ew.convert_element_type(ew.sub(ew.mul(mv.full(shape, 2, dt.int32), ew.convert_element_type(
         b, dt.int32)), mv.full(shape, 1, dt.int32)), d)
@@ -540,7 +540,7 @@ def randint(key: Array, shape: Shape, minval: Any, maxval: Any, dtype: Any = Non
     """Uniform integers in ``[minval, maxval)`` (JAX's algorithm: bit-identical results)."""
     key = rb.check_key("randint", key)
     shape = _shape(shape, "randint")
-    d = dt.default_int if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_int if dtype is None else dt.user_dtype(dtype, "randint")
     if not dt.is_integer(d):
         raise TypeError(f"randint only accepts integer dtypes, got {d}")
     minval, maxval = _int_operand(minval), _int_operand(maxval)
@@ -773,7 +773,7 @@ def chisquare(key: Array, df: Any, shape: Shape | None = None, dtype: Any = None
 def poisson(key: Array, lam: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
     """Poisson(lam) samples (Knuth below 10, transformed rejection above, as JAX)."""
     key = rb.check_key("poisson", key)
-    d = dt.default_int if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_int if dtype is None else dt.user_dtype(dtype, "poisson")
     if not dt.is_integer(d):
         raise TypeError(f"poisson: dtype must be an integer dtype, got {d}")
     lam = asarray(lam)
@@ -836,7 +836,7 @@ def orthogonal(key: Array, n: int, shape: Shape = (), dtype: Any = None, m: int 
     """Haar-distributed ``(n, m)`` matrices with orthonormal columns (or rows when ``n < m``)."""
     key = rb.check_key("orthogonal", key)
     shape = _shape(shape, "orthogonal")
-    d = dt.default_float if dtype is None else dt.canonicalize(dtype)
+    d = dt.default_float if dtype is None else dt.user_dtype(dtype, "orthogonal")
     m = n if m is None else int(m)
     z = normal(key, (*shape, max(n, m), min(n, m)), d)
     q, r = la.qr(z)

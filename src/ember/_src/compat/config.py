@@ -46,9 +46,6 @@ class Config:
             "jax_log_compiles": lambda v: set_debug(1 if v else 0),
             "jax_platforms": _platforms,
             "jax_platform_name": _platforms,
-            "jax_enable_x64": _only("jax_enable_x64", (True, 1),
-                                    "ember keeps 64-bit values as 64-bit (x64 semantics); 32-bit "
-                                    "canonicalization is not available in this build"),
             "jax_threefry_partitionable": _only("jax_threefry_partitionable", (False, 0),
                                                 "ember.random implements the original (non-partitionable) "
                                                 "threefry scheme only in this build"),
@@ -59,7 +56,7 @@ class Config:
             "ember_default_backend": set_default_backend,
         }
         self._values: dict[str, Any] = {"jax_log_compiles": False, "jax_platforms": "cpu",
-                                        "jax_platform_name": "cpu", "jax_enable_x64": True,
+                                        "jax_platform_name": "cpu",
                                         "jax_threefry_partitionable": False,
                                         "jax_default_prng_impl": "threefry2x32"}
 

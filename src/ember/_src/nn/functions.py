@@ -266,7 +266,7 @@ def one_hot(x: ArrayLike, num_classes: Any, *, dtype: Any = dt.float32, axis: in
     idx_dtype = a.dtype if a.dtype != dt.bool_ else dt.int32
     rhs = mv.broadcasted_iota(idx_dtype, rhs_shape, ax)
     eq = uf.equal(lhs, rhs)
-    return ew.convert_element_type(eq, dt.canonicalize(dtype))
+    return ew.convert_element_type(eq, dt.user_dtype(dtype, "one_hot"))
 
 
 def standardize(x: ArrayLike, axis: Any = -1, mean: ArrayLike = None, variance: ArrayLike = None,

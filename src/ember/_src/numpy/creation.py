@@ -113,7 +113,7 @@ def array(object: ArrayLike, dtype: DTypeLike = None, copy: bool = True,  # noqa
     """
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"array: order={order!r} is not supported (ember arrays are C-order)")
-    want = None if dtype is None else dt.canonicalize(dtype)
+    want = None if dtype is None else dt.user_dtype(dtype, "array")
     object = _np_scalar(object)  # noqa: A001
     if isinstance(object, core.Tracer):
         out = object if want is None else _convert(object, want)
@@ -173,7 +173,7 @@ def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None, *, de
     """
     ufuncs.check_device("full", device)
     shp = _shape(shape)
-    fill = _scalar_array(fill_value, None if dtype is None else dt.canonicalize(dtype))
+    fill = _scalar_array(fill_value, None if dtype is None else dt.user_dtype(dtype, "full"))
     fa = core.get_aval(fill)
     if fa.ndim > len(shp) or sh.broadcast_shapes(shp, fa.shape, op="full") != shp:
         raise ShapeError(f"full: fill_value of shape {sh.shape_str(fa.shape)} does not broadcast to "
@@ -184,13 +184,13 @@ def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None, *, de
 def zeros(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of zeros (float32 by default); ``shape`` entries may be symbolic dims."""
     ufuncs.check_device("zeros", device)
-    return mv.full(_shape(shape), 0, dt.float32 if dtype is None else dtype)
+    return mv.full(_shape(shape), 0, dt.float32 if dtype is None else dt.user_dtype(dtype, "zeros"))
 
 
 def ones(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of ones (float32 by default); ``shape`` entries may be symbolic dims."""
     ufuncs.check_device("ones", device)
-    return mv.full(_shape(shape), 1, dt.float32 if dtype is None else dtype)
+    return mv.full(_shape(shape), 1, dt.float32 if dtype is None else dt.user_dtype(dtype, "ones"))
 
 
 def empty(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
@@ -201,7 +201,7 @@ def empty(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> A
 def _like(name: str, a: ArrayLike, fill_value: Any, dtype: DTypeLike, shape: ShapeLike) -> Any:
     x = a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a)
     aval = core.get_aval(x)
-    out_dtype = aval.dtype if dtype is None else dt.canonicalize(dtype)
+    out_dtype = aval.dtype if dtype is None else dt.user_dtype(dtype, name)
     weak = aval.weak_type and dtype is None
     shp = aval.shape if shape is None else _shape(shape, f"{name}: shape")
     fill = Array(aligned_copy(np.asarray(fill_value).astype(out_dtype)), weak)
@@ -232,7 +232,7 @@ def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None, shap
     ufuncs.check_device("full_like", device)
     x = a if isinstance(a, (core.Tracer, Array)) else ufuncs.asarray(a)
     aval = core.get_aval(x)
-    out_dtype = aval.dtype if dtype is None else dt.canonicalize(dtype)
+    out_dtype = aval.dtype if dtype is None else dt.user_dtype(dtype, "full_like")
     shp = aval.shape if shape is None else _shape(shape, "full_like: shape")
     if _is_scalar(fill_value) or isinstance(fill_value, np.generic):
         return _like("full_like", x, fill_value, dtype, shape)
@@ -282,7 +282,7 @@ def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dty
         step = 1
     vals = [_concrete_number(v, f"arange: argument {name!r}")
             for v, name in ((start, "start"), (stop, "stop"), (step, "step"))]
-    out_dtype = dt.canonicalize(dtype) if dtype is not None else _arange_dtype(vals)
+    out_dtype = dt.user_dtype(dtype, "arange") if dtype is not None else _arange_dtype(vals)
     start_v, stop_v, step_v = (v if isinstance(v, sh.DimExpr) else np.asarray(v).item() for v in vals)
     if isinstance(stop_v, sh.DimExpr) or isinstance(start_v, sh.DimExpr):
         if not (isinstance(step_v, int) and step_v == 1 and isinstance(start_v, int) and start_v == 0):
@@ -315,7 +315,7 @@ def _interp_dtypes(start: Any, stop: Any, dtype: DTypeLike) -> tuple[np.dtype, n
     d, weak = dt.promote(dt.dtype_and_weak(_np_scalar(start)), dt.dtype_and_weak(_np_scalar(stop)))
     if not dt.is_inexact(d):
         d = dt.float32 if weak else dt.to_float(d)
-    out = d if dtype is None else dt.canonicalize(dtype)
+    out = d if dtype is None else dt.user_dtype(dtype, "linspace")
     comp = d if dt.is_inexact(out) and not dt.is_inexact(d) else out
     if not dt.is_inexact(comp):
         comp = d
@@ -438,7 +438,7 @@ def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None, *, device: A
     ufuncs.check_device("eye", device)
     n = sh.canonical_dim(N)
     m = n if M is None else sh.canonical_dim(M)
-    out_dtype = dt.float32 if dtype is None else dt.canonicalize(dtype)
+    out_dtype = dt.float32 if dtype is None else dt.user_dtype(dtype, "eye")
     rows = mv.broadcasted_iota(dt.int32, (n, m), 0)
     cols = mv.broadcasted_iota(dt.int32, (n, m), 1)
     if isinstance(k, (int, np.integer)):
@@ -489,7 +489,7 @@ def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: 
 def indices(dimensions: Sequence[Any], dtype: DTypeLike = None, sparse: bool = False) -> Any:
     """The index grid of ``dimensions``: shape ``(len(dimensions), *dimensions)`` (a tuple if sparse)."""
     dims = _shape(tuple(dimensions), "indices: dimensions")
-    out_dtype = dt.int32 if dtype is None else dt.canonicalize(dtype)
+    out_dtype = dt.int32 if dtype is None else dt.user_dtype(dtype, "indices")
     n = len(dims)
     if sparse:
         return tuple(mv.reshape(mv.iota(out_dtype, d), tuple(d if j == i else 1 for j in range(n)))

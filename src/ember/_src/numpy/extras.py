@@ -41,7 +41,7 @@ ArrayLike = Any
 
 def _arr(x: ArrayLike, dtype: Any = None) -> Any:
     if isinstance(x, (Array, core.Tracer)):
-        return x if dtype is None else ew.convert_element_type(x, dt.canonicalize(dtype))
+        return x if dtype is None else ew.convert_element_type(x, dt.user_dtype(dtype, "asarray"))
     return uf.asarray(x, dtype)
 
 
@@ -598,7 +598,7 @@ def real_if_close(a: ArrayLike, tol: float = 100) -> Any:
 
 def fromfunction(function: Callable, shape: Sequence[int], *, dtype: Any = float, **kwargs: Any) -> Any:
     """``function(*index_grids, **kwargs)`` with one grid per dimension of ``shape``."""
-    d = dt.canonicalize(dtype)
+    d = dt.user_dtype(dtype, "fromfunction")
     shape = tuple(_int(s, "fromfunction: shape") for s in shape)
     grids = [mv.broadcasted_iota(d, shape, i) for i in range(len(shape))]
     return function(*grids, **kwargs)

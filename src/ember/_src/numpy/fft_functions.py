@@ -245,7 +245,7 @@ def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) ->
     n = int(n)
     if n < 1:
         raise ValueError(f"fftfreq: n must be positive, got {n}")
-    od = dt.default_float if dtype is None else dt.canonicalize(dtype)
+    od = dt.default_float if dtype is None else dt.user_dtype(dtype, "fftfreq")
     k = mv.iota(dt.int32, n)
     half = (n - 1) // 2 + 1
     k = ew.select(ew.lt(k, mv.full((n,), half, dt.int32)), k, ew.sub(k, mv.full((n,), n, dt.int32)))
@@ -257,7 +257,7 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -
     n = int(n)
     if n < 1:
         raise ValueError(f"rfftfreq: n must be positive, got {n}")
-    od = dt.default_float if dtype is None else dt.canonicalize(dtype)
+    od = dt.default_float if dtype is None else dt.user_dtype(dtype, "rfftfreq")
     m = n // 2 + 1
     return ew.div(ew.convert_element_type(mv.iota(dt.int32, m), od), mv.full((m,), n * float(d), od))
 

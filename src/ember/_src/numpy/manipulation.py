@@ -72,7 +72,7 @@ def _seq(arrays: Any, name: str) -> list:
 
 def _promote(name: str, arrs: list, dtype: Any = None) -> list:
     if dtype is not None:
-        d, weak = dt.canonicalize(dtype), False
+        d, weak = dt.user_dtype(dtype, name), False
     else:
         d, weak = dt.promote(*(dt.dtype_and_weak(x) for x in arrs))
     return [ew.convert_element_type(x, d, weak_type=weak) for x in arrs]
@@ -784,7 +784,7 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     if n < 0 or m < 0:
         raise ShapeError(f"tri: negative dimensions are not allowed, got N={n}, M={m}")
     mask = _tri_mask(n, m, _static(k, "tri: k"), lower=True)
-    return ew.convert_element_type(mask, dt.float32 if dtype is None else dt.canonicalize(dtype))
+    return ew.convert_element_type(mask, dt.float32 if dtype is None else dt.user_dtype(dtype, "tri"))
 
 
 def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
@@ -845,7 +845,7 @@ def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: 
         raise NotImplementedError("trace: the 'out' argument is not supported")
     d = diagonal(a, offset, axis1, axis2)
     aval = core.get_aval(d)
-    target = _sum_dtype(aval.dtype) if dtype is None else dt.canonicalize(dtype)
+    target = _sum_dtype(aval.dtype) if dtype is None else dt.user_dtype(dtype, "trace")
     d = ew.convert_element_type(d, target, weak_type=aval.weak_type and dtype is None)
     return red.reduce_sum(d, (aval.ndim - 1,))
 
@@ -884,7 +884,7 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = False, device: Any = Non
     """Cast to ``dtype`` (complex to real keeps the real part; float to int truncates)."""
     if dtype is None:
         raise TypeError("astype: dtype must be given")
-    return ew.convert_element_type(_arr(x), dt.canonicalize(dtype))
+    return ew.convert_element_type(_arr(x), dt.user_dtype(dtype, "astype"))
 
 
 def copy(a: ArrayLike, order: str | None = None) -> Any:

@@ -161,7 +161,7 @@ def _reduction(name: str, a: ArrayLike, axis: Axis, dtype: Any, out: Any, keepdi
     axes = _reduce_axes(name, aval.ndim, axis)
     weak = aval.weak_type and dtype is None
     if dtype is not None:
-        out_dtype = dt.canonicalize(dtype)
+        out_dtype = dt.user_dtype(dtype, name)
     elif name in ("sum", "prod"):
         out_dtype = _sum_dtype(aval.dtype)
     else:
@@ -243,7 +243,7 @@ def ptp(a: ArrayLike, axis: Axis = None, out: Any = None, keepdims: bool = False
 
 
 def _inexact_dtype(d: np.dtype, dtype: Any) -> np.dtype:
-    return dt.canonicalize(dtype) if dtype is not None else dt.to_float(d)
+    return dt.user_dtype(dtype, "mean") if dtype is not None else dt.to_float(d)
 
 
 def mean(a: ArrayLike, axis: Axis = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
@@ -459,7 +459,7 @@ def _cumulative(name: str, prim_fn: Callable, a: ArrayLike, axis: Any, dtype: An
         x, ax = mv.reshape(x, (1,)), 0
     else:
         ax = _reduce_axes(name, aval.ndim, axis)[0]
-    out_dtype = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(aval.dtype)
+    out_dtype = dt.user_dtype(dtype, name) if dtype is not None else _sum_dtype(aval.dtype)
     acc = _acc_dtype(out_dtype)
     y = prim_fn(_convert(x, acc), ax)
     return _convert(y, out_dtype, aval.weak_type and dtype is None), ax

@@ -33,8 +33,8 @@ def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: 
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"asarray: order={order!r} is not supported (ember arrays are C-order)")
     if isinstance(x, core.Tracer):
-        return x if dtype is None else ew.convert_element_type(x, dt.canonicalize(dtype))
-    out = asarray_eager(x, dtype)
+        return x if dtype is None else ew.convert_element_type(x, dt.user_dtype(dtype, "asarray"))
+    out = asarray_eager(x, dt.user_dtype(dtype, "asarray"))
     if copy and out is x:
         out = Array(aligned_copy(np.array(x.value)), x.weak_type)
     return out

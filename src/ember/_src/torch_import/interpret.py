@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import numpy as np
-
 import ember.numpy as jnp
+from ember._src import dtypes as dt
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
 from ember.errors import EmberError
@@ -45,8 +44,8 @@ def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any]) -> Any:
             return env[v["ref"]]
         if "float" in v:
             return float(v["float"])
-        if "dtype" in v:
-            return np.dtype(v["dtype"])
+        if "dtype" in v:  # torch's int64 indices are int32 while 64-bit dtypes are off
+            return dt.canonicalize(v["dtype"])
         if "dim" in v:
             return eval_dim(v["dim"], axes)
         return {k: _decode(x, env, axes) for k, x in v.items()}
@@ -89,10 +88,11 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
             args = _decode(n.args, env, axes)
             kwargs = {k: _decode(v, env, axes) for k, v in n.kwargs.items()}
             shape = None if n.shape is None else tuple(eval_dim(d, axes) for d in n.shape)
-            out = OPS[n.op].fn(Ctx(shape, n.dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
+            dtype = None if n.dtype is None else dt.canonicalize(n.dtype)
+            out = OPS[n.op].fn(Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
                                *args, **kwargs)
-            if n.dtype is not None and hasattr(out, "dtype") and out.dtype != np.dtype(n.dtype):
-                out = out.astype(n.dtype)
+            if dtype is not None and hasattr(out, "dtype") and out.dtype != dtype:
+                out = out.astype(dtype)
             if n.shape is not None and hasattr(out, "shape") and len(out.shape) != len(shape):
                 raise AssertionError(f"{n.op} ({n.name}): rank {len(out.shape)}, torch says {len(shape)}")
             env[n.name] = out
