@@ -398,6 +398,8 @@ custom_vjp_call_p.na("transpose", "custom_vjp_call is not linear; its JVP emits 
 custom_lin_p.impl = _lin_impl
 custom_lin_p.abstract_eval = _lin_abstract
 custom_lin_p.transpose = _lin_transpose
+custom_lin_p.na("lowering", "never reaches a backend: grad transposes it into the bwd program; its forward "
+                "evaluation is an error (forward-mode of a custom_vjp function)")
 custom_lin_p.na("jvp", "custom_lin only lives in linearized programs, which are transposed, never "
                 "differentiated (forward mode over custom_vjp is unsupported, as in JAX)")
 custom_lin_p.na("batch", "custom_lin only lives in linearized programs; vmap of its transpose batches "

@@ -53,9 +53,10 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
-from ember._src.native import threefry
+from ember._src.native import opinfo, threefry
 from ember._src.native.fused import gemm_p
 from ember._src.native.fused import layouts as fused_layouts
+from ember._src.native.opinfo import OpCategory
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
@@ -84,16 +85,6 @@ def run_passes(p: Program, names: Sequence[str] | None = None) -> Program:
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-ELEMENTWISE = frozenset(
-    "neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic sin cos tan asin acos "
-    "atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not real imag conj erf erfc erf_inv lgamma "
-    "digamma population_count copy integer_pow convert_element_type add sub mul div rem pow max min "
-    "atan2 nextafter and or xor eq ne lt le gt ge shift_left shift_right_arithmetic "
-    "shift_right_logical complex select_n polygamma bitcast_convert_type native_threefry_lo "
-    "native_threefry_hi".split())
-MOVEMENT = frozenset("broadcast_in_dim reshape transpose squeeze rev slice pad concatenate".split())
-
 
 def lit(value: Any, dtype: np.dtype) -> Literal:
     return Literal(np.asarray(value, dtype=dtype), ShapedArray((), dtype))
@@ -186,12 +177,15 @@ def _same(a: Atom, aval: ShapedArray) -> bool:
 # inline_calls
 # ---------------------------------------------------------------------------------------------
 
-INLINE_PARAM = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
+for _name, _param in (("checkpoint", "program"), ("custom_jvp_call", "call"), ("custom_vjp_call", "call")):
+    opinfo.register(_name, OpCategory.INLINED, "the sub-program's equations fuse with the caller "
+                    "(passes.inline_calls)", inline_param=_param)
 
 
 def _inline_target(e: Eqn) -> Program | None:
     """The sub-program ``e`` calls when it is a plain call (forward evaluation), else None."""
-    key = INLINE_PARAM.get(e.prim.name)
+    i = opinfo.info(e.prim)
+    key = i.inline_param if i is not None else None
     sub = e.params.get(key) if key else None
     if not isinstance(sub, Program) or len(sub.invars) != len(e.inputs):
         return None
@@ -286,7 +280,7 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     prod = b.prod
     if name in ("copy", "stop_gradient"):
         return ins[0]
-    if name in ELEMENTWISE and ins:
+    if opinfo.is_elementwise(e.prim) and ins:
         svals = [splat_value(a, prod) for a in ins]
         if all(s is not None for s in svals) and name != "copy":
             try:
@@ -321,7 +315,7 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
             return cases[int(np.clip(int(w), 0, len(cases) - 1))]
     if name.startswith("reduce_") and prm.get("axes") == ():
         return ins[0]
-    if name in MOVEMENT or name == "squeeze":
+    if opinfo.is_movement(e.prim):
         return _simplify_movement(b, e, ins)
     return None
 
@@ -482,6 +476,9 @@ def absorb_transposes(p: Program) -> Program:
 def _operand_layout(ndim: int, batch: Sequence[int], contract: Sequence[int]) -> tuple[list[int], list[int]]:
     free = [i for i in range(ndim) if i not in contract and i not in batch]
     return list(batch), free
+
+
+opinfo.register("dot_general", OpCategory.CONTRACTION, "BLAS ?gemm/?gemv via passes.lower_matmul")
 
 
 @register
@@ -718,7 +715,7 @@ def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn])
             a is not v and splat_value(a, prod) is not None for a in e.inputs))
         if scale and _feeds_elementwise(e.outvars[0], cons, prod):
             return True
-        if not scale and name in ELEMENTWISE:
+        if not scale and opinfo.category(e.prim) in (OpCategory.ELEMENTWISE, OpCategory.IDENTITY):
             return True
     return False
 
