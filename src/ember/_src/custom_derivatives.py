@@ -33,7 +33,7 @@ from ember._src.batching import batch_program
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Program, Var, eval_program, run_numpy, trace_to_program
+from ember._src.program import Program, Var, dce, eval_program, run_numpy, trace_to_program
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "remat"]
 
@@ -590,7 +590,7 @@ def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Pr
     if not any(unknown):
         return known_vals
     # ... because the staged equation takes the (known) inputs and recomputes from them
-    staged = ad.dce_program(program, unknown)
+    staged = dce(program, unknown)
     ins = [trace.instantiate_const(t) for t in tracers]
     outs = iter(trace.new_staged(checkpoint_p, ins, {"program": staged, "prevent_cse": prevent_cse},
                                  staged.out_avals))

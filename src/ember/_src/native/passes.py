@@ -43,7 +43,6 @@ Absorption runs before constant folding, so a captured weight is never materiali
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,12 +53,14 @@ from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
 from ember._src.native import opinfo, threefry
+from ember._src.native.analysis import consumers, producers, use_counts
 from ember._src.native.fused import gemm_p
 from ember._src.native.fused import layouts as fused_layouts
 from ember._src.native.opinfo import OpCategory
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
@@ -90,22 +91,6 @@ def lit(value: Any, dtype: np.dtype) -> Literal:
     return Literal(np.asarray(value, dtype=dtype), ShapedArray((), dtype))
 
 
-def producers(p: Program) -> dict[int, Eqn]:
-    return {v.id: e for e in p.eqns for v in e.outvars}
-
-
-def use_counts(p: Program) -> dict[int, int]:
-    n: dict[int, int] = defaultdict(int)
-    for e in p.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                n[a.id] += 1
-    for a in p.outvars:
-        if isinstance(a, Var):
-            n[a.id] += 1
-    return n
-
-
 def splat_value(a: Atom, prod: dict[int, Eqn]) -> Any:
     """The scalar of a Literal or a broadcast of a Literal, else None."""
     if isinstance(a, Literal):
@@ -114,12 +99,6 @@ def splat_value(a: Atom, prod: dict[int, Eqn]) -> Any:
     if e is not None and e.prim.name == "broadcast_in_dim" and isinstance(e.inputs[0], Literal):
         return e.inputs[0].val
     return None
-
-
-def is_static(p: Program) -> bool:
-    avals = [v.aval for v in (*p.constvars, *p.invars)]
-    avals += [v.aval for e in p.eqns for v in e.outvars]
-    return all(isinstance(d, int) for a in avals for d in a.shape)
 
 
 class Builder:
@@ -423,16 +402,8 @@ def cse(p: Program) -> Program:
 
 @register
 def dce(p: Program) -> Program:
-    live = {a.id for a in p.outvars if isinstance(a, Var)}
-    kept = []
-    for e in reversed(p.eqns):
-        if any(v.id in live for v in e.outvars):
-            kept.append(e)
-            live.update(a.id for a in e.inputs if isinstance(a, Var))
-    kept.reverse()
-    cv = [(v, c) for v, c in zip(p.constvars, p.consts or [None] * len(p.constvars)) if v.id in live]
-    consts = [c for _, c in cv] if p.consts else []
-    return Program([v for v, _ in cv], p.invars, kept, p.outvars, consts)
+    """Drop equations and captured constants whose results are unused (:func:`program.dce`)."""
+    return program_dce(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,15 +666,6 @@ def _scaled_operand(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tupl
     return None
 
 
-def _consumers(p: Program) -> dict[int, list[Eqn]]:
-    out: dict[int, list[Eqn]] = defaultdict(list)
-    for e in p.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                out[a.id].append(e)
-    return out
-
-
 def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn]) -> bool:
     """Whether ``v`` flows (through scalar scales, which become alpha/beta) into elementwise work.
 
@@ -726,7 +688,7 @@ def absorb_bias(p: Program) -> Program:
     while changed:
         changed = False
         prod, uses = producers(p), use_counts(p)
-        cons = _consumers(p)
+        cons = consumers(p)
         for e in p.eqns:
             if e.prim.name != "add" or e.outvars[0].aval.dtype.kind != "f":
                 continue
@@ -947,7 +909,7 @@ def gemm_views(p: Program) -> Program:
     whose result is only transposed (through reshapes), reads / writes that value in place through
     strides (``views``): the copy kernel disappears. Only where every matrix stays readable by BLAS
     (one unit stride), so the product can always run on BLAS too."""
-    prod, uses, cons = producers(p), use_counts(p), _consumers(p)
+    prod, uses, cons = producers(p), use_counts(p), consumers(p)
     plans: dict[int, tuple] = {}  # id(gemm eqn) -> (inputs, views, output chain)
     # chain equations taken (a producer's result chain can be its consumer's operand chain)
     claimed: set[int] = set()
