@@ -27,23 +27,23 @@ from common import report  # noqa: E402
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
 from ember import random  # noqa: E402
-from ember._src.native import c_ops, calls, passes  # noqa: E402
+from ember._src import core  # noqa: E402
+from ember._src.native import opinfo, passes  # noqa: E402
 
 
 @contextlib.contextmanager
 def fallbacks() -> Iterator[None]:
     """Build programs as before the call lowerings: those primitives become fallback steps."""
-    saved_calls = dict(calls.CALLS)
-    saved_ops = {k: c_ops.OPS.pop(k) for k in ("digamma", "erf_inv", "polygamma", "bitcast_convert_type")
-                 if k in c_ops.OPS}
+    special = {core.PRIMITIVES[k] for k in ("digamma", "erf_inv", "polygamma", "bitcast_convert_type")}
+    saved = {p: i for p, i in opinfo.REGISTRY.items() if i.category is opinfo.OpCategory.CALL or p in special}
     saved_passes = passes.DEFAULT_PASSES
-    calls.CALLS.clear()
+    for p in saved:
+        del opinfo.REGISTRY[p]
     passes.DEFAULT_PASSES = tuple(p for p in saved_passes if p not in ("inline_calls", "split_threefry"))
     try:
         yield
     finally:
-        calls.CALLS.update(saved_calls)
-        c_ops.OPS.update(saved_ops)
+        opinfo.REGISTRY.update(saved)
         passes.DEFAULT_PASSES = saved_passes
 
 

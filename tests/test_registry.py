@@ -49,14 +49,43 @@ def test_rule_table_lists_every_primitive() -> None:
 
 
 def test_every_primitive_has_a_native_lowering_or_a_stated_reason() -> None:
-    """Issue 17: ``lowering`` is a required rule too. Every primitive either says how the native
-    backend runs it (a fused kernel, a native call or loop, inlined, removed) or declares
-    ``na("lowering", reason)``; ``native_kind`` never answers "never lowered" for a primitive
-    that has a description."""
-    from ember._src.native.lowerings import native_kind
+    """Issue 17: ``lowering`` is a required rule too. Every primitive has an entry in the native
+    backend's op-info registry (keyed by the Primitive object) or declares
+    ``na("lowering", reason)``, never both; ``Primitive.lowering`` is the entry's description."""
+    from ember._src.native import opinfo
 
+    opinfo.declare()
     missing = [n for n, p in core.PRIMITIVES.items()
-               if p.lowering is None and "lowering" not in p.not_applicable]
-    assert not missing, f"primitives with no native lowering and no stated reason: {missing}"
-    unread = [n for n, p in core.PRIMITIVES.items() if p.lowering and native_kind(p) == "never lowered"]
-    assert not unread, f"lowering descriptions native_kind cannot classify: {unread}"
+               if p not in opinfo.REGISTRY and "lowering" not in p.not_applicable]
+    assert not missing, f"primitives with no native op-info entry and no stated reason: {missing}"
+    both = [n for n, p in core.PRIMITIVES.items() if p in opinfo.REGISTRY and "lowering" in p.not_applicable]
+    assert not both, f"primitives with an op-info entry that also declare no lowering: {both}"
+    for p, info in opinfo.REGISTRY.items():
+        assert core.PRIMITIVES.get(p.name) is p, f"op-info entry for an undeclared primitive {p.name}"
+        assert info.primitive is p and p.lowering == info.description, p.name
+        assert opinfo.native_kind(p) != "never lowered", p.name
+
+
+def test_op_info_entries_carry_their_lowering() -> None:
+    """Each category's entries hold what that category needs: elementwise ops a renderer (real or
+    complex), calls a call lowering, reductions a kind, inlined calls their sub-program's param."""
+    from ember._src.native import opinfo
+    from ember._src.native.opinfo import OpCategory
+
+    for p, info in opinfo.REGISTRY.items():
+        cat = info.category
+        renders = info.render is not None or info.complex_render is not None
+        assert (cat is OpCategory.ELEMENTWISE) <= renders, p.name
+        assert (cat is OpCategory.CALL) == (info.call is not None), p.name
+        assert (cat is OpCategory.REDUCTION) == (info.reduce_kind is not None), p.name
+        assert (cat is OpCategory.INLINED) == (info.inline_param is not None), p.name
+        assert info.inplace is None or cat is OpCategory.CALL, p.name
+        assert not info.alias or cat is OpCategory.MOVEMENT, p.name
+    # the groups the passes test are derived from the registry
+    assert {"exp", "add", "select_n", "real"} <= opinfo.names(OpCategory.ELEMENTWISE)
+    assert "copy" not in opinfo.names(OpCategory.ELEMENTWISE)
+    assert opinfo.names(OpCategory.MOVEMENT) == {"broadcast_in_dim", "reshape", "squeeze", "transpose", "rev",
+                                                 "slice", "pad", "concatenate"}
+    assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze"}
+    inplace = {p.name for p in opinfo.REGISTRY if opinfo.info(p).inplace == 0}
+    assert inplace == {"dynamic_update_slice", "scatter"}

@@ -46,7 +46,9 @@ def check(f: Callable, *args: Any, rtol: float | None = None, atol: float | None
 def without_calls(monkeypatch: Any, *names: str) -> None:
     """Make the named primitives run as fallback steps again (drop their native call lowering),
     for tests of the fallback mechanism itself."""
-    from ember._src.native import calls
+    from ember._src import core
+    from ember._src.native import opinfo
 
     for n in names:
-        monkeypatch.delitem(calls.CALLS, n)
+        assert opinfo.call_lowering(core.PRIMITIVES[n]) is not None, n
+        monkeypatch.delitem(opinfo.REGISTRY, core.PRIMITIVES[n])

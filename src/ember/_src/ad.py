@@ -1042,18 +1042,3 @@ def jvp_program(prog: Program, nonzero: Sequence[bool]) -> tuple[Program, list[b
 
     jprog, _ = trace_to_program(f, [*in_avals, *t_avals])
     return jprog, box[0]
-
-
-def dce_program(prog: Program, used: Sequence[bool]) -> Program:
-    """``prog`` restricted to the outputs flagged in ``used`` (dead equations removed)."""
-    live: set[int] = {a.id for a, u in zip(prog.outvars, used) if u and isinstance(a, Var)}
-    eqns = []
-    for e in reversed(prog.eqns):
-        if any(o.id in live for o in e.outvars):
-            eqns.append(e)
-            live.update(a.id for a in e.inputs if isinstance(a, Var))
-    eqns.reverse()
-    keep = [(v, c) for v, c in zip(prog.constvars, prog.consts) if v.id in live] if prog.consts else []
-    constvars = [v for v, _ in keep] if prog.consts else [v for v in prog.constvars if v.id in live]
-    consts = [c for _, c in keep]
-    return Program(constvars, prog.invars, eqns, [a for a, u in zip(prog.outvars, used) if u], consts)

@@ -33,7 +33,7 @@ from ember._src.batching import batch_program
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Program, Var, eval_program, run_numpy, trace_to_program
+from ember._src.program import Program, Var, dce, eval_program, run_numpy, trace_to_program
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "remat"]
 
@@ -398,6 +398,8 @@ custom_vjp_call_p.na("transpose", "custom_vjp_call is not linear; its JVP emits 
 custom_lin_p.impl = _lin_impl
 custom_lin_p.abstract_eval = _lin_abstract
 custom_lin_p.transpose = _lin_transpose
+custom_lin_p.na("lowering", "never reaches a backend: grad transposes it into the bwd program; its forward "
+                "evaluation is an error (forward-mode of a custom_vjp function)")
 custom_lin_p.na("jvp", "custom_lin only lives in linearized programs, which are transposed, never "
                 "differentiated (forward mode over custom_vjp is unsupported, as in JAX)")
 custom_lin_p.na("batch", "custom_lin only lives in linearized programs; vmap of its transpose batches "
@@ -588,7 +590,7 @@ def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Pr
     if not any(unknown):
         return known_vals
     # ... because the staged equation takes the (known) inputs and recomputes from them
-    staged = ad.dce_program(program, unknown)
+    staged = dce(program, unknown)
     ins = [trace.instantiate_const(t) for t in tracers]
     outs = iter(trace.new_staged(checkpoint_p, ins, {"program": staged, "prevent_cse": prevent_cse},
                                  staged.out_avals))

@@ -44,8 +44,6 @@ dim_as_value_p.jvp = lambda primals, tangents, **p: (
     [dim_as_value_p.bind(**p)], [ad.Zero(ShapedArray((), p["dtype"], True))])
 dim_as_value_p.na("transpose", "dim_as_value has no operands")
 dim_as_value_p.na("batch", "dim_as_value has no operands, so it is never batched")
-dim_as_value_p.na("lowering", "program.resolve_program turns it into a literal before a static "
-                              "backend sees it; a symbolic backend reads the size from its dims")
 
 
 def dimension_as_value(d: sh.Dim, dtype: Any = None) -> Any:

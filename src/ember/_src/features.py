@@ -234,16 +234,17 @@ def _torch_section() -> list[str]:
 
 
 def _native_section() -> list[str]:
-    """How the native backend runs each primitive (from ``Primitive.lowering`` and its reasons)."""
+    """How the native backend runs each primitive (from its op-info registry and the reasons the
+    other primitives declare with ``na("lowering", ...)``)."""
     try:
-        from ember._src.native import lowerings
+        from ember._src.native import opinfo
     except ImportError:
         return []
     from ember._src.core import PRIMITIVES
-    lowerings.declare()
+    opinfo.declare()
     groups: dict[str, list[str]] = {}
     for name, p in sorted(PRIMITIVES.items()):
-        groups.setdefault(lowerings.native_kind(p), []).append(name)
+        groups.setdefault(opinfo.native_kind(p), []).append(name)
     lines = ["## Native backend coverage", "",
              "How `jit`'s native backend runs each primitive (all inside the program's one native call). "
              "A *fallback step* calls the primitive's NumPy implementation back from the compiled program.",

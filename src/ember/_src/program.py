@@ -344,6 +344,23 @@ class ProgramTrace(core.Trace):
         return outs
 
 
+def dce(p: Program, used: Sequence[bool] | None = None) -> Program:
+    """``p`` without the equations and captured constants no kept output depends on. ``used``
+    flags the outputs to keep (all when None); the others are dropped from ``p.outvars``.
+    Equations are pure (an equation whose results are unused never runs), as every primitive is."""
+    kept_outs = list(p.outvars) if used is None else [a for a, u in zip(p.outvars, used) if u]
+    live: set[int] = {a.id for a in kept_outs if isinstance(a, Var)}
+    eqns = []
+    for e in reversed(p.eqns):
+        if any(o.id in live for o in e.outvars):
+            eqns.append(e)
+            live.update(a.id for a in e.inputs if isinstance(a, Var))
+    eqns.reverse()
+    keep = [(v, c) for v, c in zip(p.constvars, p.consts) if v.id in live] if p.consts else []
+    constvars = [v for v, _ in keep] if p.consts else [v for v in p.constvars if v.id in live]
+    return Program(constvars, p.invars, eqns, kept_outs, [c for _, c in keep])
+
+
 def inline_literals(p: Program) -> Program:
     """Turn 0-d constants (Python scalars and scalar arrays) into literals inside equations."""
     lit: dict[int, Literal] = {}

@@ -32,7 +32,7 @@ from ember._src.core import ShapedArray
 from ember._src.interpreter import NumpyPlan
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Program, Var, eval_program, trace_to_program
+from ember._src.program import Program, Var, dce, eval_program, trace_to_program
 from ember.errors import EmberError
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def reorder(prog: Program, in_perm: Sequence[int] | None = None,
 
 def select_outputs(prog: Program, keep: Sequence[bool]) -> Program:
     """``prog`` restricted to the flagged outputs (dead equations removed; inputs unchanged)."""
-    return ad.dce_program(prog, keep)
+    return dce(prog, keep)
 
 
 def add_unused_inputs(prog: Program, avals: Sequence[ShapedArray], at: int | None = None) -> Program:

@@ -8,10 +8,9 @@ Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod
 the axes per call).
 """
 
-from ember._src import custom_derivatives  # noqa: F401 (its primitives exist before declare() runs)
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
-from ember._src.native import compiler, dispatch, gemm_kernel, lowerings, threadpool, validators  # noqa: F401
+from ember._src.native import compiler, dispatch, gemm_kernel, opinfo, threadpool, validators  # noqa: F401
 from ember._src.native import memory as native_memory
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
@@ -49,6 +48,6 @@ native_backend.build_stats = build_stats
 native_backend.unavailable_reason = unavailable_reason
 BACKENDS["native"] = native_backend
 register_memory_reporter("native", native_memory.report)
-lowerings.declare()
+opinfo.declare()  # Primitive.lowering from the op-info registry
 
 __all__ = ["NativeExecutable", "native_backend", "prepare"]

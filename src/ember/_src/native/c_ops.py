@@ -25,7 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.core import Primitive
+from ember._src.native import opinfo
 from ember._src.native.c_headers import includes_for
+from ember._src.native.opinfo import OpCategory, Renderer
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -130,11 +133,12 @@ def op_cost(name: str) -> int:
 # Renderers
 # ---------------------------------------------------------------------------------------------
 
-Renderer = Callable[[Sequence[str], Sequence[np.dtype], np.dtype, dict], str]
-OPS: dict[str, Renderer] = {}
+# The renderers live in the op-info registry (:mod:`.opinfo`); these are its name-keyed views.
+OPS = opinfo.RendererTable("render", "elementwise C expression (c_ops.py)")
 # Renderers for an op any of whose operands or result is complex (filled by :mod:`.c_complex`);
 # an op missing here has no lowering on complex values and stays out of kernels.
-COMPLEX_OPS: dict[str, Renderer] = {}
+COMPLEX_OPS = opinfo.RendererTable("complex_render",
+                                   "elementwise C expression on complex values (c_complex.py)")
 
 
 def _op(*names: str) -> Callable[[Renderer], Renderer]:
@@ -285,8 +289,13 @@ OPS["is_finite"] = lambda a, ins, out, p: f"(fabs{_fsuffix(ins[0])}({a[0]}) <= "
                                           f"{'FLT_MAX' if ins[0].itemsize == 4 else 'DBL_MAX'})"
 OPS["round"] = lambda a, ins, out, p: (f"round{_fsuffix(out)}({a[0]})" if p.get("rounding_method", 0) == 0
                                        else f"rint{_fsuffix(out)}({a[0]})")
-OPS["copy"] = lambda a, ins, out, p: a[0]
-OPS["stop_gradient"] = OPS["copy"]
+def _identity(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    return a[0]
+
+
+for _name in ("copy", "stop_gradient"):
+    opinfo.register(_name, OpCategory.IDENTITY, "removed by passes.simplify; in a kernel, the operand")
+    OPS[_name] = _identity
 
 
 def power_by_squaring(x: str, y: int, t: str, one: str, mul: Callable[[str, str], str],
@@ -349,7 +358,7 @@ def has_lowering(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) 
     return name in _table(in_dtypes, out_dtype)
 
 
-def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> dict[str, Renderer]:
+def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> opinfo.RendererTable:
     return COMPLEX_OPS if any(is_complex(np.dtype(d)) for d in (*in_dtypes, out_dtype)) else OPS
 
 
@@ -362,14 +371,18 @@ def render_op(name: str, args: Sequence[str], in_dtypes: Sequence[np.dtype], out
 # Reductions: (init, update statement, OpenMP reduction operator or None)
 # ---------------------------------------------------------------------------------------------
 
-REDUCE_KINDS = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min",
-                "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
+for _name, _kind in (("reduce_sum", "sum"), ("reduce_prod", "prod"), ("reduce_max", "max"),
+                     ("reduce_min", "min"), ("reduce_and", "and"), ("reduce_or", "or"), ("argmax", "argmax"),
+                     ("argmin", "argmin")):
+    opinfo.register(_name, OpCategory.REDUCTION, "reduction loop with fused prologue/epilogue (kernel.py)",
+                    reduce_kind=_kind)
 
 
-def reduce_kind(name: str, dtype: np.dtype) -> str | None:
+def reduce_kind(prim: Primitive, dtype: np.dtype) -> str | None:
     """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``. None when
     the reduction has no C lowering for ``dtype`` (complex values: only sums lower)."""
-    k = REDUCE_KINDS[name]
+    k = opinfo.REGISTRY[prim].reduce_kind
+    assert k is not None, prim.name
     if is_complex(dtype):
         return k if k == "sum" else None
     if is_bool(dtype):

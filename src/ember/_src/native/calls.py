@@ -2,7 +2,8 @@
 
 A call step runs one equation whose work does not fit the fused-kernel model (data-dependent
 addressing, sequential scans, sorting, LAPACK) as straight C inside ``ember_main``. Each lowering is
-a :class:`CallLowering` in :data:`CALLS`, keyed by primitive name:
+a :class:`~.opinfo.CallLowering` on the primitive's entry of the op-info registry (:mod:`.opinfo`),
+registered with :func:`register`:
 
 * ``accepts(eqn)``: whether this equation (dtypes, params) can be lowered; otherwise it stays a
   fallback step;
@@ -30,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import c_ops
+from ember._src.native import c_ops, opinfo
 from ember._src.native.c_ops import ctype, literal
+from ember._src.native.opinfo import CallLowering, OpCategory
 from ember._src.program import Eqn, Literal
 
 # cost-weighted element count above which loops and calls go parallel (the one default)
@@ -65,25 +67,16 @@ class CallCode:
         return self.openmp and work >= self.parallel_threshold
 
 
-@dataclass(frozen=True)
-class CallLowering:
-    emit: Callable[[Eqn, CallCode], list[str]]
-    accepts: Callable[[Eqn], bool] = lambda e: True
-    workspace: Callable[[Eqn], int] = lambda e: 0
-    description: str = ""
-    complex_ok: bool = False  # whether the emitter handles complex operands/results
-
-
-CALLS: dict[str, CallLowering] = {}
-
-
-def register(name: str, description: str, accepts: Callable[[Eqn], bool] | None = None,
-             workspace: Callable[[Eqn], int] | None = None, complex_ok: bool = False) -> Callable:
-    """Decorator registering ``emit`` as the call lowering of primitive ``name`` (``complex_ok``:
-    it also handles complex operands; otherwise an equation with one stays a fallback step)."""
+def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = None,
+             workspace: Callable[[Eqn], int] | None = None, complex_ok: bool = False,
+             inplace: int | None = None) -> Callable:
+    """Decorator registering ``emit`` as the call lowering of primitive ``name`` in the op-info
+    registry (``detail``: what it does, for the feature table; ``complex_ok``: it also handles
+    complex operands, otherwise an equation with one stays a fallback step; ``inplace``: the
+    operand whose buffer the result may reuse)."""
     def deco(fn: Callable[[Eqn, CallCode], list[str]]) -> Callable:
-        CALLS[name] = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0),
-                                   description, complex_ok)
+        low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok)
+        opinfo.register(name, OpCategory.CALL, detail, call=low, inplace=inplace)
         return fn
 
     return deco
@@ -91,7 +84,7 @@ def register(name: str, description: str, accepts: Callable[[Eqn], bool] | None 
 
 def lowerable(e: Eqn) -> bool:
     """Whether equation ``e`` runs as a native call step."""
-    low = CALLS.get(e.prim.name)
+    low = opinfo.call_lowering(e.prim)
     if low is None:
         return False
     avals = [a.aval for a in e.inputs] + [v.aval for v in e.outvars]
@@ -104,17 +97,15 @@ def lowerable(e: Eqn) -> bool:
     return bool(low.accepts(e))
 
 
-INPLACE = {"dynamic_update_slice": 0, "scatter": 0}  # operand a call may overwrite with its result
-
-
 def inplace_operand(e: Eqn) -> int | None:
     """The operand whose buffer ``e``'s result may reuse (the planner decides), or None."""
-    return INPLACE.get(e.prim.name)
+    i = opinfo.info(e.prim)
+    return i.inplace if i is not None and i.call is not None else None
 
 
 def workspace_bytes(e: Eqn) -> int:
     """Bytes of arena scratch the call step of ``e`` needs (0: none)."""
-    low = CALLS.get(e.prim.name)
+    low = opinfo.call_lowering(e.prim)
     return int(low.workspace(e)) if low is not None else 0
 
 
@@ -127,7 +118,9 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))
-    body = CALLS[e.prim.name].emit(e, cc)
+    low = opinfo.call_lowering(e.prim)
+    assert low is not None, e.prim.name
+    body = low.emit(e, cc)
     return ["{", *("    " + ln for ln in body), "}"]
 
 
@@ -182,7 +175,7 @@ def _clamped_starts(e: Eqn, cc: CallCode, first: int, shape: tuple, sizes: tuple
     return lines
 
 
-@register("dynamic_slice", "native call: clamped block copy (calls.py)", lambda e: _array_operands(e, 1),
+@register("dynamic_slice", "clamped block copy (calls.py)", lambda e: _array_operands(e, 1),
           complex_ok=True)
 def _dynamic_slice(e: Eqn, cc: CallCode) -> list[str]:
     x, out = e.inputs[0], e.outvars[0]
@@ -200,8 +193,8 @@ def _copy_all(dst: str, src: str, nbytes: int) -> str:
     return f"if ((const void *){dst} != (const void *){src}) memcpy({dst}, {src}, {nbytes});"
 
 
-@register("dynamic_update_slice", "native call: copy, then clamped block write (calls.py)",
-          lambda e: _array_operands(e, 2), complex_ok=True)
+@register("dynamic_update_slice", "copy, then clamped block write (calls.py)",
+          lambda e: _array_operands(e, 2), complex_ok=True, inplace=0)
 def _dynamic_update_slice(e: Eqn, cc: CallCode) -> list[str]:
     x, u = e.inputs[0], e.inputs[1]
     shape, sizes = tuple(x.aval.shape), tuple(u.aval.shape)
@@ -279,14 +272,14 @@ def _cum_emit(e: Eqn, cc: CallCode) -> list[str]:
 
 
 for _name in ("cumsum", "cumprod", "cummax", "cummin"):
-    register(_name, "native call: sequential C scan along the axis (calls.py)", _cum_accepts)(_cum_emit)
+    register(_name, "sequential C scan along the axis (calls.py)", _cum_accepts)(_cum_emit)
 
 
 # ---------------------------------------------------------------------------------------------
 # threefry2x32
 # ---------------------------------------------------------------------------------------------
 
-@register("threefry2x32", "native call: C Threefry-2x32 loop (calls.py; passes.split_threefry fuses it)")
+@register("threefry2x32", "C Threefry-2x32 loop (calls.py; passes.split_threefry fuses it)")
 def _threefry(e: Eqn, cc: CallCode) -> list[str]:
     n = _size(e.outvars[0].aval.shape)
     if n == 0:
@@ -322,8 +315,8 @@ def _scatter_update(mode: str, o: str, u: str, d: np.dtype) -> str:
     return f"if ({u} {cmp} {o}) {o} = {u};"
 
 
-@register("scatter", "native call: C loop over indices, out-of-range dropped (calls.py)",
-          lambda e: _array_operands(e, 3))
+@register("scatter", "C loop over indices, out-of-range dropped (calls.py)",
+          lambda e: _array_operands(e, 3), inplace=0)
 def _scatter(e: Eqn, cc: CallCode) -> list[str]:
     x, idx, _ = e.inputs
     shape = tuple(x.aval.shape)
@@ -372,7 +365,7 @@ def _sort_accepts(e: Eqn) -> bool:
     return _array_operands(e, len(e.inputs)) and len(e.inputs[0].aval.shape) >= 1
 
 
-@register("sort", "native call: stable merge sort, NaN last (calls.py)", _sort_accepts, _sort_ws)
+@register("sort", "stable merge sort, NaN last (calls.py)", _sort_accepts, _sort_ws)
 def _sort(e: Eqn, cc: CallCode) -> list[str]:
     ops = e.inputs
     shape = tuple(ops[0].aval.shape)

@@ -38,7 +38,7 @@ from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
-from ember._src.native.kernel import KernelIR, Node, node_deps
+from ember._src.native.kernel import KernelIR, Node, NodeKind, node_deps
 from ember._src.native.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer, MemoryPlan
 from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Var
@@ -368,12 +368,7 @@ class _KernelEmitter:
     def _all_exprs(self) -> list[ixm.Ix]:
         out = []
         for n in self.ir.nodes:
-            if n.kind == "load":
-                out.append(n.attrs[2])
-            elif n.kind == "iota":
-                out.append(n.attrs[1])
-            elif n.kind == "pred":
-                out.extend(c[0] for c in n.attrs[1])
+            out.extend(n.index_exprs())
         out.extend(r.offset for r in self.ir.roots)
         return out
 
@@ -411,30 +406,30 @@ class _KernelEmitter:
 
     def expr(self, nid: int) -> str:
         n = self.nodes[nid]
-        if n.kind == "const":
-            return literal(n.attrs[2], n.dtype)
-        if n.kind == "reduce":
-            return f"r{n.attrs[1]}"
+        if n.kind is NodeKind.CONST:
+            return literal(n.attrs.value, n.dtype)
+        if n.kind is NodeKind.REDUCE:
+            return f"r{n.attrs.rid}"
         return f"t{nid}"
 
     def emit_node(self, nid: int) -> None:
         n = self.nodes[nid]
         t = ctype(n.dtype)
-        if n.kind in ("const", "reduce"):
+        if n.kind in (NodeKind.CONST, NodeKind.REDUCE):
             return
-        if n.kind == "load":
-            v = self._var(n.attrs[1])
-            off = self.index(v, n.attrs[2])
+        if n.kind is NodeKind.LOAD:
+            v = self._var(n.attrs.var)
+            off = self.index(v, n.attrs.offset)
             read = f"{self.param(v)}[{off}]"
-            if n.attrs[3]:  # read through an operand that may be empty: in-bounds reads only
+            if n.attrs.checked:  # read through an operand that may be empty: in-bounds reads only
                 size = sd.cdim(sh.size(v.aval.shape))
                 read = f"((uint64_t)({off}) < (uint64_t){size} ? {read} : ({t})0)"
             self.w(f"const {t} t{nid} = {read};")
-        elif n.kind == "iota":
-            self.w(f"const {t} t{nid} = ({t})({self.ix(n.attrs[1])});")
-        elif n.kind == "pred":
+        elif n.kind is NodeKind.IOTA:
+            self.w(f"const {t} t{nid} = ({t})({self.ix(n.attrs.index)});")
+        elif n.kind is NodeKind.PRED:
             conds = []
-            for e, lo, hi, m in n.attrs[1]:
+            for e, lo, hi, m in n.attrs.conds:
                 s = self.ix(e)
                 parts = []
                 if lo is not None:
@@ -445,10 +440,10 @@ class _KernelEmitter:
                     parts.append(f"({s}) % {sd.cdim(m)} == 0")
                 conds.append(" && ".join(parts) or "1")
             self.w(f"const uint8_t t{nid} = ({' && '.join(conds)});")
-        elif n.kind == "op":
-            name, params, in_dts = n.attrs
-            args = [self.expr(a) for a in n.args]
-            text = c_ops.render_op(name, args, [np.dtype(d) for d in in_dts], n.dtype, dict(params))
+        elif n.kind is NodeKind.OP:
+            a = n.attrs
+            args = [self.expr(x) for x in n.args]
+            text = c_ops.render_op(a.name, args, [np.dtype(d) for d in a.in_dtypes], n.dtype, dict(a.params))
             self.w(f"const {t} t{nid} = {text};")
         else:
             raise AssertionError(n.kind)

@@ -112,7 +112,7 @@ def _plan(cc: CallCode, name: str, n: int, inv: bool) -> list[str]:
             f"em_z *{name}e_ = em_fft_make(&{name}, {n}, {name}f_, {m2}, {name}g_, {int(inv)}, zw_);"]
 
 
-@register("fft", "native call: mixed-radix / Bluestein FFT in C over each transformed axis (fft.py)",
+@register("fft", "mixed-radix / Bluestein FFT in C over each transformed axis (fft.py)",
           _accepts, _workspace, complex_ok=True)
 def _fft(e: Eqn, cc: CallCode) -> list[str]:
     shape, oshape, ft, lengths = _axes(e)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ember._src import core
 from ember._src.core import Primitive, ShapedArray
+from ember._src.native import opinfo
 from ember.errors import ShapeError
 
 gemm_p = Primitive("native_gemm")
@@ -191,7 +192,8 @@ gemm_p.impl = _gemm_impl
 gemm_p.abstract_eval = _gemm_abstract
 for _kind in ("jvp", "transpose", "batch"):
     gemm_p.na(_kind, "native_gemm is created by the native backend's passes after all transformations ran")
-gemm_p.lowering = "native call: fused GEMM with epilogue (the GEMM kernel or BLAS ?gemm; fused.py)"
+opinfo.register(gemm_p, opinfo.OpCategory.CONTRACTION,
+                "fused GEMM with epilogue (the GEMM kernel or BLAS ?gemm; fused.py)")
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, trans_a: bool = False, trans_b: bool = False,

@@ -25,7 +25,7 @@ import numpy as np
 
 from ember._src.native import gemm_kernel
 from ember._src.native import symdims as sd
-from ember._src.native.schedule import Schedule, Step
+from ember._src.native.schedule import Schedule, Step, StepKind
 from ember._src.program import Atom, Eqn, Literal, Var
 
 __all__ = ["GemmEpilogue", "fuse_gemm_epilogues", "match_epilogue"]
@@ -177,7 +177,7 @@ def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
                 continue
             epi = GemmEpilogue(bias0, epi.relu)
         ins = list(st.inputs) + ([epi.bias] if epi.bias is not None and bias0 is None else [])
-        steps[k] = Step("gemm", st.name, st.eqns + ks.eqns, ins, list(ks.outputs), epilogue=epi)
+        steps[k] = Step(StepKind.GEMM, st.name, st.eqns + ks.eqns, ins, list(ks.outputs), epilogue=epi)
         drop.add(g)
         fused += 1
     if fused:

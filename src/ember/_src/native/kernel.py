@@ -23,6 +23,7 @@ scheduler uses that to decide fusion.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import c_ops
+from ember._src.native import c_ops, opinfo
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
 from ember._src.native.index import Ix
-from ember._src.native.passes import ELEMENTWISE
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Atom, Eqn, Literal, Var
 
@@ -43,25 +43,87 @@ CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at 
 # beyond this many pieces it must be split into per-piece loop nests (map kernels, an index that
 # is affine in one loop variable) or materialized by its own kernel (the fusion is refused)
 MAX_SELECT_PIECES = 4
-REDUCE_PRIMS = frozenset(c_ops.REDUCE_KINDS)
-MOVEMENT_PRIMS = frozenset("broadcast_in_dim reshape squeeze transpose rev slice pad concatenate".split())
-FUSIBLE = ELEMENTWISE | MOVEMENT_PRIMS | REDUCE_PRIMS | {"iota", "take", "stop_gradient", "dim_as_value"}
+_READ = "read through an index expression (kernel.py)"
+for _name in ("broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "slice", "pad", "concatenate"):
+    # a reshape (or squeeze) alone in its group shares its operand's storage (an alias step)
+    opinfo.register(_name, opinfo.OpCategory.MOVEMENT, _READ, alias=_name in ("reshape", "squeeze"))
+opinfo.register("iota", opinfo.OpCategory.INDEXED, "the index itself (kernel.py)")
+opinfo.register("take", opinfo.OpCategory.INDEXED, _READ)
+opinfo.register("dim_as_value", opinfo.OpCategory.INDEXED,
+                "an axis value read from dims under dynamic axes (kernel.py); a static program holds a "
+                "literal instead (program.resolve_program)")
 
 
 class Unfusable(Exception):
     """The group cannot be one kernel (the message says why)."""
 
 
+class NodeKind(enum.StrEnum):
+    """What a kernel node computes; its ``attrs`` is the matching ``*Attrs`` record."""
+
+    CONST = "const"  # a literal (ConstAttrs)
+    LOAD = "load"  # an operand element (LoadAttrs)
+    OP = "op"  # an elementwise op over the argument nodes (OpAttrs)
+    IOTA = "iota"  # an index expression's value (IotaAttrs)
+    PRED = "pred"  # a conjunction of index bounds (PredAttrs)
+    REDUCE = "reduce"  # a reduction's per-row result (ReduceAttrs)
+
+
+@dataclass(frozen=True)
+class ConstAttrs:
+    text: str  # repr of the value: keeps 0.0 and -0.0 (or 1 and True) apart when interning
+    value: Any
+
+
+@dataclass(frozen=True)
+class LoadAttrs:
+    var: int  # id of the operand read
+    offset: Ix  # linear element offset
+    checked: bool  # the operand may be empty: only in-bounds reads
+
+
+@dataclass(frozen=True)
+class OpAttrs:
+    name: str  # the primitive's name (its renderer in the op-info registry)
+    params: tuple  # the params the renderer reads, frozen
+    in_dtypes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IotaAttrs:
+    index: Ix
+
+
+@dataclass(frozen=True)
+class PredAttrs:
+    conds: tuple  # (index, lo or None, hi or None, modulus) per condition
+
+
+@dataclass(frozen=True)
+class ReduceAttrs:
+    rid: int  # the Reduce's id
+
+
 @dataclass(eq=False)
 class Node:
     id: int
-    kind: str  # const | load | op | iota | pred | reduce | scratch
+    kind: NodeKind
     dtype: np.dtype
     args: tuple[int, ...]
-    attrs: Any
+    attrs: Any  # the *Attrs record of ``kind``
     cost: int
     vars: frozenset[str]
     reduces: frozenset[int]
+
+    def index_exprs(self) -> list[Ix]:
+        """The index expressions this node evaluates (loads, iotas, predicates)."""
+        if self.kind is NodeKind.LOAD:
+            return [self.attrs.offset]
+        if self.kind is NodeKind.IOTA:
+            return [self.attrs.index]
+        if self.kind is NodeKind.PRED:
+            return [c[0] for c in self.attrs.conds]
+        return []
 
 
 @dataclass
@@ -123,7 +185,7 @@ class KernelIR:
 
     def flops(self) -> int:
         """Rough work estimate: cost-weighted evaluations (for the OpenMP threshold)."""
-        per = sum(n.cost for n in self.nodes if n.kind in ("op", "reduce")) or 1
+        per = sum(n.cost for n in self.nodes if n.kind in (NodeKind.OP, NodeKind.REDUCE)) or 1
         return per * math.prod(self.domain)
 
     def inplace_candidates(self) -> list[tuple[Var, int]]:
@@ -195,7 +257,7 @@ class _Builder:
         self.checked = 0
 
     # -- nodes -------------------------------------------------------------------------------
-    def node(self, kind: str, dtype: Any, args: Sequence[int], attrs: Any, own_cost: int,
+    def node(self, kind: NodeKind, dtype: Any, args: Sequence[int], attrs: Any, own_cost: int,
              ix_vars: frozenset[str] = frozenset(), data: Sequence[int] = ()) -> int:
         dtype = np.dtype(dtype)
         key = (kind, dtype.str, tuple(args), attrs)
@@ -213,7 +275,7 @@ class _Builder:
 
     def const(self, value: Any, dtype: Any) -> int:
         v = np.asarray(value).astype(dtype).item()
-        return self.node("const", dtype, (), ("const", repr(v), v), 0)
+        return self.node(NodeKind.CONST, dtype, (), ConstAttrs(repr(v), v), 0)
 
     def pred(self, conds: list[tuple[Ix, int | None, int | None, int]]) -> int | None:
         """Node for the conjunction of ``lo <= ix <= hi and ix % mod == 0``; None = always true."""
@@ -229,16 +291,17 @@ class _Builder:
             return None
         vars_ = frozenset().union(*(e.vars() for e, *_ in kept))
         data = [t.node for e, *_ in kept for t in e.opaques() if isinstance(t, ixm.Data)]
-        return self.node("pred", np.bool_, (), ("pred", tuple(kept)), 1, vars_, data)
+        return self.node(NodeKind.PRED, np.bool_, (), PredAttrs(tuple(kept)), 1, vars_, data)
 
     def select(self, p: int | None, on_true: int, on_false: int, dtype: Any) -> int:
         if p is None:
             return on_true
         pn = self.nodes[p]
-        if pn.kind == "const":
-            return on_true if pn.attrs[2] else on_false
+        if pn.kind is NodeKind.CONST:
+            return on_true if pn.attrs.value else on_false
         d = str(np.dtype(dtype))
-        return self.node("op", dtype, (p, on_false, on_true), ("select_n", (), ("bool", d, d)), 1)
+        attrs = OpAttrs("select_n", (), ("bool", d, d))
+        return self.node(NodeKind.OP, dtype, (p, on_false, on_true), attrs, 1)
 
     # -- the walk ----------------------------------------------------------------------------
     def value(self, a: Atom, idx: tuple[Ix, ...]) -> int:
@@ -253,7 +316,7 @@ class _Builder:
             n = self.load(a, idx)
         else:
             n = self.eqn_value(e, a, idx)
-            if e.prim.name not in MOVEMENT_PRIMS:
+            if not opinfo.is_movement(e.prim):
                 self.var_nodes.setdefault(a.id, set()).add(n)
                 self.var_of_eqn[a.id] = a
         self.memo[key] = n
@@ -271,8 +334,8 @@ class _Builder:
         self.loads[v.id].add(off)
         data = [t.node for t in off.opaques() if isinstance(t, ixm.Data)]
         data += [t.node for o in off.opaques() for t in _nested_data(o)]
-        attrs = ("load", v.id, off, self.checked > 0)
-        return self.node("load", v.aval.dtype, (), attrs, 0, frozenset(off.vars()), data)
+        attrs = LoadAttrs(v.id, off, self.checked > 0)
+        return self.node(NodeKind.LOAD, v.aval.dtype, (), attrs, 0, frozenset(off.vars()), data)
 
     def checked_value(self, a: Atom, idx: tuple[Ix, ...], may_be_empty: bool) -> int:
         """``value(a, idx)``; when ``a`` may be empty, its loads are bounds-checked."""
@@ -289,20 +352,21 @@ class _Builder:
         odt = out.aval.dtype
         if odt not in c_ops.SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {odt} has no C type")
-        if name in ("copy", "stop_gradient"):
+        cat = opinfo.category(e.prim)
+        if cat is opinfo.OpCategory.IDENTITY:
             return self.value(ins[0], idx)
-        if name in ELEMENTWISE:
+        if cat is opinfo.OpCategory.ELEMENTWISE:
             in_dts = [a.aval.dtype for a in ins]
             if not c_ops.has_lowering(name, in_dts, odt):
                 raise Unfusable(f"no C lowering for {name} on {in_dts}")
             args = [self.value(a, idx) for a in ins]
             params = {k: v for k, v in prm.items() if k in ("y", "rounding_method", "n")}
-            return self.node("op", odt, args, (name, _freeze(params), tuple(str(d) for d in in_dts)),
-                             c_ops.op_cost(name))
+            attrs = OpAttrs(name, _freeze(params), tuple(str(d) for d in in_dts))
+            return self.node(NodeKind.OP, odt, args, attrs, c_ops.op_cost(name))
         mover = getattr(self, "mv_" + name, None)
         if mover is not None:
             return mover(e, idx)
-        if name in REDUCE_PRIMS:
+        if cat is opinfo.OpCategory.REDUCTION:
             return self.reduce(e, out, idx)
         raise Unfusable(f"{name} has no kernel lowering")
 
@@ -412,14 +476,14 @@ class _Builder:
 
     def mv_iota(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         ix = idx[e.params["dimension"]]
-        return self.node("iota", e.params["dtype"], (), ("iota", ix), 0, frozenset(ix.vars()),
+        return self.node(NodeKind.IOTA, e.params["dtype"], (), IotaAttrs(ix), 0, frozenset(ix.vars()),
                          [t.node for t in ix.opaques() if isinstance(t, ixm.Data)])
 
     def mv_dim_as_value(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         """A symbolic size as a scalar: rendered like an iota of a constant index (the axis values
         are read from ``dims`` in the generated code)."""
         ix = Ix.lit(e.params["dim"])
-        return self.node("iota", e.params["dtype"], (), ("iota", ix), 0)
+        return self.node(NodeKind.IOTA, e.params["dtype"], (), IotaAttrs(ix), 0)
 
     def mv_take(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x, ia = e.inputs
@@ -438,7 +502,7 @@ class _Builder:
             return self.const(fill_value(dtype), dtype)
         ival = self.value(ia, tuple(idx[axis:axis + k]))
         iv = self.nodes[ival]
-        data = Ix.lit(int(iv.attrs[2])) if iv.kind == "const" else Ix({ixm.Data(ival, iv.vars): 1})
+        data = Ix.lit(int(iv.attrs.value)) if iv.kind is NodeKind.CONST else Ix({ixm.Data(ival, iv.vars): 1})
         xi = ixm.clamp(data, 0, n - 1, self.ranges)
         v = self.checked_value(x, (*idx[:axis], xi, *idx[axis + k:]), sd.may_be_zero(n))
         if mode == "fill":
@@ -462,7 +526,7 @@ class _Builder:
         xdt = x.aval.dtype
         if xdt not in c_ops.SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {xdt} has no C type")
-        kind = c_ops.reduce_kind(e.prim.name, xdt)
+        kind = c_ops.reduce_kind(e.prim, xdt)
         if kind is None:
             raise Unfusable(f"no C lowering for {e.prim.name} on {xdt}")
         rid = len(self.reduces)
@@ -470,7 +534,7 @@ class _Builder:
         r = Reduce(rid, kind, inp, xdt, out.aval.dtype, phase)
         self.reduces.append(r)
         # a reduction result is a per-row scalar: free for its consumers to read (cost 0)
-        n = self.node("reduce", out.aval.dtype, (), ("reduce", rid), 0, self.outer)
+        n = self.node(NodeKind.REDUCE, out.aval.dtype, (), ReduceAttrs(rid), 0, self.outer)
         self.nodes[n].reduces = frozenset({rid})
         r.node = n
         return n
@@ -527,7 +591,7 @@ class _Builder:
             return None
         orders = set()
         for e in self.eqns:
-            if e.prim.name in REDUCE_PRIMS:
+            if opinfo.is_reduction(e.prim):
                 nd = e.inputs[0].aval.ndim
                 axes = sorted(e.params["axes"]) if "axes" in e.params else [e.params["axis"]]
                 kept = [i for i in range(nd) if i not in axes]
@@ -620,14 +684,7 @@ def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:
 def node_deps(n: Node) -> list[int]:
     """Argument nodes plus nodes referenced by data-dependent index terms."""
     deps = list(n.args)
-    ixs: list[Ix] = []
-    if n.kind == "load":
-        ixs.append(n.attrs[2])
-    elif n.kind == "iota":
-        ixs.append(n.attrs[1])
-    elif n.kind == "pred":
-        ixs.extend(c[0] for c in n.attrs[1])
-    for e in ixs:
+    for e in n.index_exprs():
         for t in e.opaques():
             if isinstance(t, ixm.Data):
                 deps.append(t.node)

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ember._src.native import blas
-from ember._src.native.calls import CallCode, register
+from ember._src.native import blas, calls
+from ember._src.native.calls import CallCode
 from ember._src.program import Eqn, Literal
 
 N_FIXED_FNS = 5  # sgemm, dgemm, callback, sgemv, dgemv (codegen.py)
@@ -36,7 +38,13 @@ _ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "geev
 # then the complex BLAS products (complex64/complex128 ``native_gemm`` steps, codegen.py)
 FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d")) + ("cgemm", "zgemm", "cgemv", "zgemv", "zgeev")
 _INT_MAX = 2**31 - 1
-LAPACK_PRIMS = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
+LAPACK_PRIMS: set[str] = set()  # the primitives registered below (their steps need the fns tail)
+
+
+def register(name: str, *args: Any, **kwargs: Any) -> Callable:
+    """:func:`.calls.register` for a LAPACK-backed lowering (recorded in :data:`LAPACK_PRIMS`)."""
+    LAPACK_PRIMS.add(name)
+    return calls.register(name, *args, **kwargs)
 
 
 @functools.cache
@@ -115,7 +123,7 @@ def _item(e: Eqn) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-@register("cholesky", "native call: LAPACK ?potrf per matrix (lapack.py)", _float_matrix)
+@register("cholesky", "LAPACK ?potrf per matrix (lapack.py)", _float_matrix)
 def _cholesky(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     n, nb = shape[-1], _batch(shape)
@@ -139,7 +147,7 @@ def _cholesky(e: Eqn, cc: CallCode) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-@register("triangular_solve", "native call: BLAS ?trsm per matrix (lapack.py)", lambda e: _float_matrix(e, 2))
+@register("triangular_solve", "BLAS ?trsm per matrix (lapack.py)", lambda e: _float_matrix(e, 2))
 def _tsolve(e: Eqn, cc: CallCode) -> list[str]:
     a, b = e.inputs
     p = e.params
@@ -175,7 +183,7 @@ def _lu_ws(e: Eqn) -> int:
     return m * n * _item(e) + 64
 
 
-@register("lu", "native call: LAPACK ?getrf per matrix (lapack.py)", _float_matrix, _lu_ws)
+@register("lu", "LAPACK ?getrf per matrix (lapack.py)", _float_matrix, _lu_ws)
 def _lu(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     m, n = shape[-2:]
@@ -230,7 +238,7 @@ def _qr_ws(e: Eqn) -> int:
     return (m * max(n, qc) + k + _qr_lwork(e)) * _item(e) + 192
 
 
-@register("qr", "native call: LAPACK ?geqrf + ?orgqr per matrix (lapack.py)", _float_matrix, _qr_ws)
+@register("qr", "LAPACK ?geqrf + ?orgqr per matrix (lapack.py)", _float_matrix, _qr_ws)
 def _qr(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     m, n, k, qc = _qr_dims(e)
@@ -279,7 +287,7 @@ def _eigh_ws(e: Eqn) -> int:
     return (n * n + lw) * _item(e) + 4 * liw + 192
 
 
-@register("eigh", "native call: LAPACK ?syevd per matrix (lapack.py)", _float_matrix, _eigh_ws)
+@register("eigh", "LAPACK ?syevd per matrix (lapack.py)", _float_matrix, _eigh_ws)
 def _eigh(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     n, nb = shape[-1], _batch(shape)
@@ -328,7 +336,7 @@ def _svd_ws(e: Eqn) -> int:
     return (m * n + _svd_lwork(e) + 2) * _item(e) + 4 * 8 * k + 192
 
 
-@register("svd", "native call: LAPACK ?gesdd per matrix (lapack.py)", _float_matrix, _svd_ws)
+@register("svd", "LAPACK ?gesdd per matrix (lapack.py)", _float_matrix, _svd_ws)
 def _svd(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)
     m, n, k, um, vn = _svd_dims(e)
@@ -397,7 +405,7 @@ def _eig_accepts(e: Eqn) -> bool:
     return _float_matrix(e) or np.dtype(a.aval.dtype) in (np.dtype(np.complex64), np.dtype(np.complex128))
 
 
-@register("eig", "native call: LAPACK ?geev per matrix (zgeev for complex input), pairs assembled into "
+@register("eig", "LAPACK ?geev per matrix (zgeev for complex input), pairs assembled into "
           "complex vectors (lapack.py)", _eig_accepts, _eig_ws, complex_ok=True)
 def _eig(e: Eqn, cc: CallCode) -> list[str]:
     shape = tuple(e.inputs[0].aval.shape)

@@ -62,6 +62,7 @@ import numpy as np
 
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
+from ember._src.native import opinfo
 from ember._src.native import passes as passes_mod
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
@@ -85,10 +86,13 @@ from ember._src.native.planner import (
     MemoryPlan,
     plan_memory,
 )
-from ember._src.native.schedule import Schedule, Step, build_schedule
+from ember._src.native.schedule import Schedule, Step, StepKind, build_schedule
 from ember._src.program import Atom, Eqn, Literal, Program, Var, validate
 
 LOOP_PRIMS = ("scan", "while", "cond")
+for _name in LOOP_PRIMS:
+    opinfo.register(_name, opinfo.OpCategory.CONTROL,
+                    "bodies compiled into the entry point (loops.py); else a fallback step")
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
 SMALL_GEMM_FLOPS = 1 << 15  # products up to this many multiply-adds in bodies are C loops, not BLAS
 MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
@@ -349,7 +353,7 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
         else:
             for d_kind, d_first, d_params in decided:
                 cf.report_loop_path(d_kind, d_first, d_params, cf.NATIVE_LOOP, backend="native")
-        st.kind = "cond" if kind == "cond" else "loop"
+        st.kind = StepKind.COND if kind == "cond" else StepKind.LOOP
         st.name = name
         st.sub = low
         k += 1

@@ -43,7 +43,6 @@ Absorption runs before constant folding, so a captured weight is never materiali
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,12 +52,15 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
-from ember._src.native import threefry
+from ember._src.native import opinfo, threefry
+from ember._src.native.analysis import consumers, producers, use_counts
 from ember._src.native.fused import gemm_p
 from ember._src.native.fused import layouts as fused_layouts
+from ember._src.native.opinfo import OpCategory
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
@@ -85,34 +87,8 @@ def run_passes(p: Program, names: Sequence[str] | None = None) -> Program:
 # Helpers
 # ---------------------------------------------------------------------------------------------
 
-ELEMENTWISE = frozenset(
-    "neg sign floor ceil round is_finite exp exp2 log log1p expm1 tanh logistic sin cos tan asin acos "
-    "atan sinh cosh asinh acosh atanh sqrt rsqrt cbrt abs not real imag conj erf erfc erf_inv lgamma "
-    "digamma population_count copy integer_pow convert_element_type add sub mul div rem pow max min "
-    "atan2 nextafter and or xor eq ne lt le gt ge shift_left shift_right_arithmetic "
-    "shift_right_logical complex select_n polygamma bitcast_convert_type native_threefry_lo "
-    "native_threefry_hi".split())
-MOVEMENT = frozenset("broadcast_in_dim reshape transpose squeeze rev slice pad concatenate".split())
-
-
 def lit(value: Any, dtype: np.dtype) -> Literal:
     return Literal(np.asarray(value, dtype=dtype), ShapedArray((), dtype))
-
-
-def producers(p: Program) -> dict[int, Eqn]:
-    return {v.id: e for e in p.eqns for v in e.outvars}
-
-
-def use_counts(p: Program) -> dict[int, int]:
-    n: dict[int, int] = defaultdict(int)
-    for e in p.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                n[a.id] += 1
-    for a in p.outvars:
-        if isinstance(a, Var):
-            n[a.id] += 1
-    return n
 
 
 def splat_value(a: Atom, prod: dict[int, Eqn]) -> Any:
@@ -123,12 +99,6 @@ def splat_value(a: Atom, prod: dict[int, Eqn]) -> Any:
     if e is not None and e.prim.name == "broadcast_in_dim" and isinstance(e.inputs[0], Literal):
         return e.inputs[0].val
     return None
-
-
-def is_static(p: Program) -> bool:
-    avals = [v.aval for v in (*p.constvars, *p.invars)]
-    avals += [v.aval for e in p.eqns for v in e.outvars]
-    return all(isinstance(d, int) for a in avals for d in a.shape)
 
 
 class Builder:
@@ -186,12 +156,15 @@ def _same(a: Atom, aval: ShapedArray) -> bool:
 # inline_calls
 # ---------------------------------------------------------------------------------------------
 
-INLINE_PARAM = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
+for _name, _param in (("checkpoint", "program"), ("custom_jvp_call", "call"), ("custom_vjp_call", "call")):
+    opinfo.register(_name, OpCategory.INLINED, "the sub-program's equations fuse with the caller "
+                    "(passes.inline_calls)", inline_param=_param)
 
 
 def _inline_target(e: Eqn) -> Program | None:
     """The sub-program ``e`` calls when it is a plain call (forward evaluation), else None."""
-    key = INLINE_PARAM.get(e.prim.name)
+    i = opinfo.info(e.prim)
+    key = i.inline_param if i is not None else None
     sub = e.params.get(key) if key else None
     if not isinstance(sub, Program) or len(sub.invars) != len(e.inputs):
         return None
@@ -286,7 +259,7 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     prod = b.prod
     if name in ("copy", "stop_gradient"):
         return ins[0]
-    if name in ELEMENTWISE and ins:
+    if opinfo.is_elementwise(e.prim) and ins:
         svals = [splat_value(a, prod) for a in ins]
         if all(s is not None for s in svals) and name != "copy":
             try:
@@ -321,7 +294,7 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
             return cases[int(np.clip(int(w), 0, len(cases) - 1))]
     if name.startswith("reduce_") and prm.get("axes") == ():
         return ins[0]
-    if name in MOVEMENT or name == "squeeze":
+    if opinfo.is_movement(e.prim):
         return _simplify_movement(b, e, ins)
     return None
 
@@ -429,16 +402,8 @@ def cse(p: Program) -> Program:
 
 @register
 def dce(p: Program) -> Program:
-    live = {a.id for a in p.outvars if isinstance(a, Var)}
-    kept = []
-    for e in reversed(p.eqns):
-        if any(v.id in live for v in e.outvars):
-            kept.append(e)
-            live.update(a.id for a in e.inputs if isinstance(a, Var))
-    kept.reverse()
-    cv = [(v, c) for v, c in zip(p.constvars, p.consts or [None] * len(p.constvars)) if v.id in live]
-    consts = [c for _, c in cv] if p.consts else []
-    return Program([v for v, _ in cv], p.invars, kept, p.outvars, consts)
+    """Drop equations and captured constants whose results are unused (:func:`program.dce`)."""
+    return program_dce(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,6 +447,9 @@ def absorb_transposes(p: Program) -> Program:
 def _operand_layout(ndim: int, batch: Sequence[int], contract: Sequence[int]) -> tuple[list[int], list[int]]:
     free = [i for i in range(ndim) if i not in contract and i not in batch]
     return list(batch), free
+
+
+opinfo.register("dot_general", OpCategory.CONTRACTION, "BLAS ?gemm/?gemv via passes.lower_matmul")
 
 
 @register
@@ -698,15 +666,6 @@ def _scaled_operand(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tupl
     return None
 
 
-def _consumers(p: Program) -> dict[int, list[Eqn]]:
-    out: dict[int, list[Eqn]] = defaultdict(list)
-    for e in p.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                out[a.id].append(e)
-    return out
-
-
 def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn]) -> bool:
     """Whether ``v`` flows (through scalar scales, which become alpha/beta) into elementwise work.
 
@@ -718,7 +677,7 @@ def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn])
             a is not v and splat_value(a, prod) is not None for a in e.inputs))
         if scale and _feeds_elementwise(e.outvars[0], cons, prod):
             return True
-        if not scale and name in ELEMENTWISE:
+        if not scale and opinfo.category(e.prim) in (OpCategory.ELEMENTWISE, OpCategory.IDENTITY):
             return True
     return False
 
@@ -729,7 +688,7 @@ def absorb_bias(p: Program) -> Program:
     while changed:
         changed = False
         prod, uses = producers(p), use_counts(p)
-        cons = _consumers(p)
+        cons = consumers(p)
         for e in p.eqns:
             if e.prim.name != "add" or e.outvars[0].aval.dtype.kind != "f":
                 continue
@@ -950,7 +909,7 @@ def gemm_views(p: Program) -> Program:
     whose result is only transposed (through reshapes), reads / writes that value in place through
     strides (``views``): the copy kernel disappears. Only where every matrix stays readable by BLAS
     (one unit stride), so the product can always run on BLAS too."""
-    prod, uses, cons = producers(p), use_counts(p), _consumers(p)
+    prod, uses, cons = producers(p), use_counts(p), consumers(p)
     plans: dict[int, tuple] = {}  # id(gemm eqn) -> (inputs, views, output chain)
     # chain equations taken (a producer's result chain can be its consumer's operand chain)
     claimed: set[int] = set()

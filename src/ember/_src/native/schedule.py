@@ -21,22 +21,35 @@ each candidate, so fusion never duplicates expensive work and respects the per-k
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ember._src.native import c_ops
+from ember._src.native import c_ops, opinfo
 from ember._src.native.calls import lowerable
 from ember._src.native.fused import gemm_p
-from ember._src.native.kernel import CHEAP, FUSIBLE, REDUCE_PRIMS, KernelIR, Unfusable, build_kernel
+from ember._src.native.kernel import CHEAP, KernelIR, Unfusable, build_kernel
 from ember._src.program import Atom, Eqn, Literal, Program, Var
+
+
+class StepKind(enum.StrEnum):
+    """What a schedule step is (a ``str``: ``step.kind == "gemm"`` holds for a GEMM step)."""
+
+    KERNEL = "kernel"  # a fused loop nest (``Step.ir``)
+    GEMM = "gemm"  # a ``native_gemm`` equation
+    CALL = "call"  # a block of C from the op-info registry's call lowering
+    FALLBACK = "fallback"  # the primitive's NumPy implementation, called back from the program
+    ALIAS = "alias"  # a reshape sharing its operand's storage
+    LOOP = "loop"  # a scan / while loop (``Step.sub``)
+    COND = "cond"  # a cond (``Step.sub``)
 
 
 @dataclass
 class Step:
-    kind: str  # kernel | gemm | call | fallback | alias | loop | cond
+    kind: StepKind
     name: str
     eqns: list[Eqn]
     inputs: list[Atom]
@@ -52,14 +65,14 @@ class Step:
 
         ins = ", ".join(short(a) for a in self.inputs)
         outs = ", ".join(short(v) for v in self.outputs)
-        if self.kind == "kernel" and self.ir is not None:
+        if self.kind is StepKind.KERNEL and self.ir is not None:
             ir = self.ir
             dom = "x".join(str(d) for d in ir.domain) or "scalar"
             kind = "map" if not ir.reduces else f"reduce({ir.n_loops} loops)"
             if ir.parts:
                 kind += f" in {len(ir.parts)} parts"
             what = f"{kind} over {dom} [{ir.describe()}]"
-        elif self.kind == "gemm":
+        elif self.kind is StepKind.GEMM:
             p = self.eqns[0].params
             what = f"{self.eqns[0].outvars[0].aval.str_short()} trans_a={p['trans_a']} " \
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
@@ -85,7 +98,7 @@ class Schedule:
 
     def __str__(self) -> str:
         n = {k: sum(s.kind == k for s in self.steps) for k in ("kernel", "gemm", "call", "fallback", "alias")}
-        loops = sum(s.kind in ("loop", "cond") for s in self.steps)
+        loops = sum(s.kind in (StepKind.LOOP, StepKind.COND) for s in self.steps)
         head = f"schedule: {len(self.steps)} steps ({n['kernel']} kernels, {n['gemm']} gemm, " \
                f"{n['call']} call, {n['fallback']} fallback, {n['alias']} alias" + \
             (f", {loops} loops" if loops else "") + ")"
@@ -98,6 +111,12 @@ class Schedule:
 # ---------------------------------------------------------------------------------------------
 
 
+def _aliases(e: Eqn) -> bool:
+    """Whether ``e``'s result may share its operand's storage (the op-info ``alias`` rule)."""
+    i = opinfo.info(e.prim)
+    return i is not None and i.alias
+
+
 def row_shaped(shape: Sequence[int], rows: Sequence[int]) -> bool:
     """Whether values of ``shape`` are the rows ``rows`` up to size-1 dims (a reduction's result
     with ``keepdims``, e.g. a layer norm's mean of shape ``[b, t, 1]`` over rows ``[b, t]``)."""
@@ -106,7 +125,7 @@ def row_shaped(shape: Sequence[int], rows: Sequence[int]) -> bool:
 
 def natural_domain(e: Eqn) -> tuple[tuple[int, ...], int]:
     """The loop domain of a single-equation kernel: reductions loop over kept dims, then reduced."""
-    if e.prim.name in REDUCE_PRIMS:
+    if opinfo.is_reduction(e.prim):
         x = e.inputs[0]
         axes = tuple(e.params["axes"]) if "axes" in e.params else (e.params["axis"],)
         kept = [i for i in range(x.aval.ndim) if i not in axes]
@@ -140,35 +159,35 @@ class _Fuser:
         self.out_ids = {a.id for a in p.outvars if isinstance(a, Var)}
         self.groups: dict[int, _Group] = {}
         self.home: dict[int, int] = {}  # eqn index -> gid (kernels) or -1 - i (calls)
-        self.call_kind: dict[int, str] = {}
+        self.call_kind: dict[int, StepKind] = {}
         self.containing: dict[int, set[int]] = {}  # eqn index -> groups evaluating it
         self.last_ir: dict[int, KernelIR] = {}
 
     # -- classification ----------------------------------------------------------------------
     def classify(self) -> None:
         for i, e in enumerate(self.eqns):
-            if e.prim is not gemm_p and (e.prim.name not in FUSIBLE or e.prim.multiple_results):
-                self.call_kind[i] = "call" if lowerable(e) else "fallback"
+            if e.prim is not gemm_p and (not opinfo.is_fusible(e.prim) or e.prim.multiple_results):
+                self.call_kind[i] = StepKind.CALL if lowerable(e) else StepKind.FALLBACK
         # a reshape read only by calls is a view of its operand's buffer (no kernel, no copy);
         # its producer then keeps its natural domain (e.g. a layer norm stays one row kernel)
         for i in range(len(self.eqns) - 1, -1, -1):
             e = self.eqns[i]
-            if e.prim.name in ("reshape", "squeeze") and isinstance(e.inputs[0], Var):
+            if _aliases(e) and isinstance(e.inputs[0], Var):
                 cons = self.consumers.get(e.outvars[0].id, [])
                 if cons and all(c in self.call_kind or self.eqns[c].prim is gemm_p for c in cons):
-                    self.call_kind[i] = "alias"
+                    self.call_kind[i] = StepKind.ALIAS
                     self.home[i] = -1 - i
         for i, e in enumerate(self.eqns):
-            if self.call_kind.get(i) == "alias":
+            if self.call_kind.get(i) is StepKind.ALIAS:
                 continue
             if e.prim is gemm_p:
                 if any(np.dtype(a.aval.dtype) not in c_ops.SUPPORTED_DTYPES for a in e.inputs):
-                    self.call_kind[i] = "fallback"
+                    self.call_kind[i] = StepKind.FALLBACK
                 else:
-                    self.call_kind[i] = "gemm"
+                    self.call_kind[i] = StepKind.GEMM
                 self.home[i] = -1 - i
                 continue
-            ok = e.prim.name in FUSIBLE and not e.prim.multiple_results
+            ok = opinfo.is_fusible(e.prim) and not e.prim.multiple_results
             if ok:
                 dom, n_outer = natural_domain(e)
                 try:
@@ -176,10 +195,10 @@ class _Fuser:
                 except Unfusable:
                     ok = False
             if not ok:
-                self.call_kind[i] = "call" if lowerable(e) else "fallback"
+                self.call_kind[i] = StepKind.CALL if lowerable(e) else StepKind.FALLBACK
                 self.home[i] = -1 - i
                 continue
-            g = _Group(i, [i], {i}, dom, n_outer, e.prim.name in REDUCE_PRIMS)
+            g = _Group(i, [i], {i}, dom, n_outer, opinfo.is_reduction(e.prim))
             self.groups[i] = g
             self.home[i] = i
             self.containing[i] = {i}
@@ -337,15 +356,15 @@ class _Fuser:
             if not roots:
                 continue
             eqns = [self.eqns[i] for i in g.members]
-            if len(eqns) == 1 and eqns[0].prim.name in ("reshape", "squeeze") and len(roots) == 1:
-                units[gid] = Step("alias", "", eqns, [eqns[0].inputs[0]], roots)
+            if len(eqns) == 1 and _aliases(eqns[0]) and len(roots) == 1:
+                units[gid] = Step(StepKind.ALIAS, "", eqns, [eqns[0].inputs[0]], roots)
                 continue
             ir = build_kernel(eqns, g.domain, g.n_outer, roots, self.max_inputs, split=True)
             ins = list(ir.inputs)
-            units[gid] = Step("kernel", "", eqns, ins, roots, ir)
+            units[gid] = Step(StepKind.KERNEL, "", eqns, ins, roots, ir)
         for i, kind in self.call_kind.items():
             e = self.eqns[i]
-            ins = list(e.inputs[:1]) if kind == "alias" else list(e.inputs)
+            ins = list(e.inputs[:1]) if kind is StepKind.ALIAS else list(e.inputs)
             units[-1 - i] = Step(kind, "", [e], ins, list(e.outvars))
         # topological order (Kahn), ties by first equation index
         deps = {u: {d for d in self.unit_deps(u) if d in units} for u in units}

@@ -20,7 +20,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.core import Primitive, ShapedArray
-from ember._src.native import c_ops
+from ember._src.native import c_ops, opinfo
 from ember._src.prims.random_bits import threefry2x32_np
 from ember.errors import DTypeError
 
@@ -55,7 +55,6 @@ def _make(which: int) -> Primitive:
     p.abstract_eval = abstract
     for kind in ("jvp", "transpose", "batch"):
         p.na(kind, f"{name} is created by the native backend's passes after all transformations ran")
-    p.lowering = "native kernel: elementwise C expression (threefry.py)"
     return p
 
 
@@ -72,7 +71,8 @@ def _renderer(fname: str) -> c_ops.Renderer:
 
 c_ops.PRELUDE_FUNCS.setdefault("em_threefrylo", ((), threefry_c("em_threefrylo", 0)))
 c_ops.PRELUDE_FUNCS.setdefault("em_threefryhi", ((), threefry_c("em_threefryhi", 1)))
-c_ops.OPS.setdefault(threefry_lo_p.name, _renderer("em_threefrylo"))
-c_ops.OPS.setdefault(threefry_hi_p.name, _renderer("em_threefryhi"))
+for _p, _fname in ((threefry_lo_p, "em_threefrylo"), (threefry_hi_p, "em_threefryhi")):
+    opinfo.register(_p, opinfo.OpCategory.ELEMENTWISE, "elementwise C expression (threefry.py)",
+                    render=_renderer(_fname))
 for _n in NAMES:
     c_ops.OP_COST.setdefault(_n, 100)  # never recomputed by fusion

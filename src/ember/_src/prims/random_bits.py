@@ -344,6 +344,7 @@ def np_normal(keys: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 random_gamma_p = Primitive("random_gamma")
+_FALLBACK = "runs as a native fallback step (its NumPy implementation is called back from the program): "
 
 
 def _gamma_one_np(keys: np.ndarray, alpha: np.ndarray, log_space: bool) -> np.ndarray:
@@ -443,6 +444,7 @@ random_gamma_p.abstract_eval = _gamma_abstract
 random_gamma_p.jvp = _gamma_jvp
 random_gamma_p.batch = _gamma_batch
 random_gamma_p.na("transpose", "sampling is not linear")
+random_gamma_p.na("lowering", _FALLBACK + "rejection sampling with data-dependent loops stays in NumPy")
 
 # d sample / d alpha by implicit differentiation of the CDF: -(dP/da) / (dP/dx)
 random_gamma_grad_p = Primitive("random_gamma_grad")
@@ -468,6 +470,7 @@ random_gamma_grad_p.batch = lambda vals, dims, *, log_space: (
     [random_gamma_grad_p.bind(*ew.bring_to_front(vals, dims), log_space=log_space)], [0])
 random_gamma_grad_p.na("jvp", "second derivatives of gamma samples are not implemented")
 random_gamma_grad_p.na("transpose", "not linear")
+random_gamma_grad_p.na("lowering", _FALLBACK + "series/asymptotic gradient of the gamma CDF stays in NumPy")
 
 
 def random_gamma(key: Any, a: Any, log_space: bool = False) -> Any:
@@ -566,6 +569,7 @@ random_poisson_p.jvp = _poisson_jvp
 random_poisson_p.batch = lambda vals, dims, *, dtype: (
     [random_poisson_p.bind(*ew.bring_to_front(vals, dims), dtype=dtype)], [0])
 random_poisson_p.na("transpose", "sampling is not linear")
+random_poisson_p.na("lowering", _FALLBACK + "rejection sampling with data-dependent loops stays in NumPy")
 
 
 def random_poisson(key: Any, lam: Any, dtype: Any) -> Any:
