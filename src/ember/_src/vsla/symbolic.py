@@ -81,7 +81,7 @@ def conv(a: Pair, b: Pair, use_fft: bool) -> Pair:
     if use_fft:
         size = 1 << (int(co) - 1).bit_length()
         out = enp.fft.irfft(enp.fft.rfft(x, n=size) * enp.fft.rfft(y, n=size), n=size)[..., :co]
-        out = out.astype(dtype)
+        out = out.astype(dtype)  # rounding noise past m + n - 1 is masked below
     else:
         k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
         valid = (k >= 0) & (k < cb)
@@ -89,6 +89,8 @@ def conv(a: Pair, b: Pair, use_fft: bool) -> Pair:
         out = enp.einsum("...i,...ki->...k", x, toe).astype(dtype)
     m, n = lx[-1], ly[-1]
     last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
+    if use_fft:
+        out = enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, _zero(dtype))
     lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]])
     return out, lengths.astype(np.int32)
 
