@@ -232,3 +232,14 @@ def test_captured_varray_map_and_shrink():
         _check(c, (m + 2,), np.convolve(a, const.to_numpy()))
     assert f.cache_info()["compiles"] == 1
     assert f(vsla.array(np.zeros(4, np.float32)))[1].shape == (0,)
+
+
+def test_pytree_arguments_and_results():
+    f = vsla.jit(lambda d, w: {"sum": d["a"] + d["b"], "scaled": d["a"] * w})
+    for m, n in [(3, 5), (6, 2), (2, 7)]:
+        a, b = np.arange(1.0, m + 1, dtype=np.float32), np.arange(2.0, n + 2, dtype=np.float32)
+        out = f({"a": vsla.array(a), "b": vsla.array(b)}, w=np.float32(2.0))
+        k = max(m, n)
+        _check(out["sum"], (k,), _pad(a, (k,)) + _pad(b, (k,)))
+        _check(out["scaled"], (m,), 2.0 * a)
+    assert f.cache_info()["compiles"] == 1

@@ -46,12 +46,22 @@ def _bucket(v: VArray) -> Any:
     return enp.pad(data, [(0, c - s) for c, s in zip(cap, data.shape)])
 
 
+def _lengths(v: VArray) -> np.ndarray:
+    return np.array(v.shape, dtype=np.int32).reshape(v.ndim)
+
+
+@functools.lru_cache(maxsize=64)
+def _positional_tree(kinds: tuple) -> Any:
+    """The argument structure of a call with only positional VArrays of these ranks."""
+    return tu.flatten((tuple(VArray(np.zeros(()), None, 0) for _ in kinds), {}), is_leaf=_is_varray)[1]
+
+
 def _to_static(v: VArray) -> VArray:
     """A result of the jitted function: its lengths are concrete now, so its shape is static again.
     Under an enclosing transformation the lengths stay traced and the VArray keeps them."""
     if not v.symbolic or isinstance(v.lengths, Tracer):
         return v
-    shape = tuple(int(d) for d in np.asarray(v.lengths).reshape(-1))
+    shape = tuple(np.asarray(v.lengths).reshape(-1).tolist())
     return VArray(v.data, shape)
 
 
@@ -76,20 +86,25 @@ class VJitFunction:
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
         """The inner ``ember.jit`` for this argument structure and its flat positional arguments."""
+        if not kwargs and all(type(x) is VArray for x in args):  # the common call: VArrays only
+            key = tuple(x.ndim for x in args)
+            jf = self._jits.get(key)
+            if jf is not None:
+                flat: list = []
+                for x in args:
+                    flat += [x.data, x.lengths] if x.symbolic else [_bucket(x), _lengths(x)]
+                return jf, flat
         leaves, tree = tu.flatten((args, kwargs), is_leaf=_is_varray)
-        flat: list = []
+        flat = []
         kinds: list = []
         for x in leaves:
             if isinstance(x, VArray):
-                if x.symbolic:
-                    flat += [x.data, x.lengths]
-                else:
-                    flat += [_bucket(x), np.asarray(x.shape, dtype=np.int32).reshape(x.ndim)]
+                flat += [x.data, x.lengths] if x.symbolic else [_bucket(x), _lengths(x)]
                 kinds.append(x.ndim)
             else:
                 flat.append(x)
                 kinds.append(None)
-        key = (tree, tuple(kinds))
+        key = tuple(kinds) if not kwargs and tree == _positional_tree(tuple(kinds)) else (tree, tuple(kinds))
         jf = self._jits.get(key)
         if jf is None:
             jf = self._jits[key] = self._make(tree, kinds)
@@ -117,6 +132,10 @@ class VJitFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jf, flat = self._prepare(args, kwargs)
         out = jf(*flat)
+        if type(out) is VArray:
+            return _to_static(out)
+        if type(out) is tuple and all(type(x) is VArray for x in out):
+            return tuple(_to_static(x) for x in out)
         return tu.tree_map(lambda x: _to_static(x) if isinstance(x, VArray) else x, out, is_leaf=_is_varray)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
