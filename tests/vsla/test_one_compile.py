@@ -146,14 +146,15 @@ def test_same_capacities_plan_nothing():
 
 @requires_cc
 def test_memory_plan_and_no_allocation_in_a_warm_call():
-    f = vsla.jit(lambda a, b: (vsla.conv(a, b) + a, vsla.sum(a * b)), backend="native")
+    f = vsla.jit(lambda a, b: (vsla.conv(vsla.conv(a, b), a) + a, vsla.sum(a * b)), backend="native")
     rng = np.random.default_rng(3)
     a, b = vsla.array(_sample(rng, (30,))), vsla.array(_sample(rng, (20,)))
     plan = f.memory_plan(a, b)
-    # capacities 32 and 32: inputs are two float32[32] and two int32[1]; outputs float32[63],
-    # int32[1] (conv + a, lengths) and float32[] with an empty int32[0] (the sum)
+    # capacities 32 and 32: inputs are two float32[32] and two int32[1]; outputs float32[94]
+    # (capacity (32 + 32 - 1) + 32 - 1), int32[1] (its lengths) and float32[] with an empty int32[0]
+    # (the sum); the inner conv is an intermediate (the outer one gathers from it)
     assert plan["EXTERNAL_IN"] == 2 * (32 * 4 + 4)
-    assert plan["EXTERNAL_OUT"] == 63 * 4 + 4 + 4
+    assert plan["EXTERNAL_OUT"] == 94 * 4 + 4 + 4
     assert plan["PARAMS"] >= 0 and plan["WORKSPACE"] >= 0
     assert plan["ACTIVATION"] > 0 and plan["arena_bytes"] > 0
     gc.collect()
@@ -168,7 +169,9 @@ def test_memory_plan_and_no_allocation_in_a_warm_call():
     assert after["total_allocated_bytes"] - before["total_allocated_bytes"] == out_bytes
     for key in ("arena_bytes", "native_executables", "loaded_libraries"):
         assert after[key] == before[key], key
-    _check(outs[1], (), np.asarray((a.to_numpy() * _pad(b.to_numpy(), (30,))).sum()))
+    xa, xb = np.asarray(a.logical()), np.asarray(b.logical())
+    _check(outs[1], (), np.asarray((xa * _pad(xb, (30,))).sum()))
+    _check(outs[0], (78,), np.convolve(np.convolve(xa, xb), xa) + _pad(xa, (78,)))
 
 
 @requires_cc
