@@ -246,3 +246,33 @@ def test_pytree_arguments_and_results():
         _check(out["sum"], (k,), _pad(a, (k,)) + _pad(b, (k,)))
         _check(out["scaled"], (m,), 2.0 * a)
     assert f.cache_info()["compiles"] == 1
+
+
+def test_vsla_grad_inside_one_compile():
+    def loss(a, b):
+        return vsla.sum(vsla.conv(a, b) * a + vsla.softmax(a * b))
+
+    def ref(x, y):  # NumPy, padding explicitly
+        c = np.convolve(x, y)
+        s = c * _pad(x, c.shape)
+        k = max(x.size, y.size)
+        z = _pad(x, (k,)) * _pad(y, (k,))
+        e = np.exp(z - z.max())
+        return s.sum() + (e / e.sum()).sum()
+
+    g = vsla.jit(vsla.grad(loss, argnums=(0, 1)))
+    rng = np.random.default_rng(6)
+    eps = 1e-5
+    for m, n in [(3, 5), (6, 2), (7, 7), (1, 4)]:
+        a, b = rng.standard_normal(m), rng.standard_normal(n)
+        ga, gb = g(vsla.array(a.astype(np.float32)), vsla.array(b.astype(np.float32)))
+        assert (ga.shape, gb.shape) == ((m,), (n,))
+        fa = [(ref(a + eps * e, b) - ref(a - eps * e, b)) / (2 * eps) for e in np.eye(m)]
+        fb = [(ref(a, b + eps * e) - ref(a, b - eps * e)) / (2 * eps) for e in np.eye(n)]
+        _check(ga, (m,), np.asarray(fa), tol=2e-3)
+        _check(gb, (n,), np.asarray(fb), tol=2e-3)
+    assert g.cache_info()["compiles"] == 1
+    if ember.default_backend() == "native":  # the native memory plan
+        plan = g.memory_plan(vsla.array(a.astype(np.float32)), vsla.array(b.astype(np.float32)))
+        # the last call's capacities (1, 4): float32[1] and float32[4] (their lengths are the inputs')
+        assert plan["GRADS"] == plan["EXTERNAL_OUT"] == (1 + 4) * 4

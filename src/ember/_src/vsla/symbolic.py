@@ -26,7 +26,8 @@ def lengths_const(shape: Sequence[int]) -> Any:
     return enp.asarray(np.asarray(shape, dtype=np.int32).reshape(len(shape)))
 
 
-def _zero(dtype: Any) -> Any:
+def zero(dtype: Any) -> Any:
+    """A zero scalar of ``dtype`` (padding and masking value)."""
     return np.zeros((), np.dtype(dtype))
 
 
@@ -35,7 +36,7 @@ def extend(data: Any, cap: Sequence[Any]) -> Any:
     cfg = [(0, c - d, 0) for c, d in zip(cap, data.shape)]
     if all(isinstance(hi, int) and hi == 0 for _, hi, _ in cfg):
         return data
-    return lax.pad(data, _zero(data.dtype), cfg)
+    return lax.pad(data, zero(data.dtype), cfg)
 
 
 def _joint_cap(a: Any, b: Any) -> list[Any]:
@@ -90,7 +91,7 @@ def conv(a: Pair, b: Pair, use_fft: bool) -> Pair:
     m, n = lx[-1], ly[-1]
     last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
     if use_fft:
-        out = enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, _zero(dtype))
+        out = enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
     lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]])
     return out, lengths.astype(np.int32)
 
@@ -121,7 +122,7 @@ def kron(a: Pair, b: Pair) -> Pair:
     j = enp.minimum(k % step, cb - 1)
     total = m * n
     prod = enp.take(x, i) * enp.take(y, j)
-    out = enp.where(k < total, prod, _zero(prod.dtype))
+    out = enp.where(k < total, prod, zero(prod.dtype))
     return out, total[None].astype(np.int32)
 
 
@@ -170,8 +171,8 @@ def softmax(a: Pair, ax: int) -> Pair:
     mask = logical_mask(x, lx)
     neg = enp.where(mask, x, -np.inf)
     mx = enp.max(neg, axis=ax, keepdims=True)
-    mx = enp.where(enp.isfinite(mx), mx, _zero(x.dtype))
-    e = enp.where(mask, enp.exp(x - mx), _zero(x.dtype))
+    mx = enp.where(enp.isfinite(mx), mx, zero(x.dtype))
+    e = enp.where(mask, enp.exp(x - mx), zero(x.dtype))
     s = enp.sum(e, axis=ax, keepdims=True)
     return e / enp.where(s > 0, s, enp.ones_like(s)), lx
 
@@ -189,5 +190,5 @@ def rms_norm(a: Pair, eps: float) -> Pair:
 def layer_norm(a: Pair, eps: float) -> Pair:
     """Layer normalisation over the logical last axis; the centred slack is masked back to zero."""
     x, lx = a
-    c = enp.where(logical_mask(x, lx), x - _last_mean(x, lx[-1]), _zero(x.dtype))
+    c = enp.where(logical_mask(x, lx), x - _last_mean(x, lx[-1]), zero(x.dtype))
     return c / enp.sqrt(_last_mean(c * c, lx[-1]) + eps), lx

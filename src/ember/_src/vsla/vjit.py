@@ -22,11 +22,13 @@ import numpy as np
 import ember.numpy as enp
 from ember._src import shapes as sh
 from ember._src import tree as tu
+from ember._src.ad import grad as ember_grad
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
+from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, next_pow2
 
-__all__ = ["jit", "VJitFunction"]
+__all__ = ["jit", "grad", "VJitFunction"]
 
 _CAPACITY_MODES = ("symbolic", "static")
 
@@ -164,7 +166,9 @@ class VJitFunction:
         """Bytes of the memory plan for these arguments, by buffer class: ``PARAMS`` (captured
         constants), ``ACTIVATION`` (intermediates), ``WORKSPACE`` (per-step scratch: FFT buffers,
         cached rows), ``EXTERNAL_IN`` / ``EXTERNAL_OUT``, and ``arena_bytes`` (the planned arena's
-        peak for this binding). Native backend only (the reference backend plans no memory)."""
+        peak for this binding), and for a :func:`grad` function ``GRADS`` (the gradients, which are its
+        outputs: the planner has no separate gradient arena). Native backend only (the reference
+        backend plans no memory)."""
         jf, flat = self._prepare(args, kwargs)
         exe = jf.lower(*flat).executable
         env: dict[str, int] = {}
@@ -181,6 +185,8 @@ class VJitFunction:
         for b in plan.buffers:
             out[b.cls] = out.get(b.cls, 0) + int(sh.evaluate(b.nbytes, env))
         out["arena_bytes"] = int(arena if arena is not None else sh.evaluate(plan.arena_bytes, env))
+        if getattr(self.fun, "_vsla_grad", False):
+            out["GRADS"] = out["EXTERNAL_OUT"]
         return out
 
 
@@ -194,3 +200,38 @@ def jit(fun: Callable | None = None, *, capacity: str = "symbolic", backend: str
     if fun is None:
         return functools.partial(jit, capacity=capacity, backend=backend, **options)
     return VJitFunction(fun, capacity=capacity, backend=backend, **options)
+
+
+def grad(fun: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
+    """The gradient of a scalar function of VArrays with respect to the VArray arguments ``argnums``.
+
+    Each gradient is a VArray with its argument's logical sizes (static or runtime), its slack held
+    at zero; the logical sizes themselves are not differentiated. Works eagerly and inside
+    ``vsla.jit`` (``vsla.jit(vsla.grad(loss))`` is one compile for every shape). ``fun`` returns a
+    rank-0 VArray or a scalar array.
+    """
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+    def grad_fun(*args: Any, **kwargs: Any) -> Any:
+        for i in nums:
+            if not isinstance(args[i], VArray):
+                raise TypeError(f"vsla.grad: argument {i} must be a VArray, got {type(args[i]).__name__}")
+        primal = [args[i] for i in nums]
+
+        def on_data(*datas: Any) -> Any:
+            new = list(args)
+            for i, v, d in zip(nums, primal, datas):
+                new[i] = v._with_data(d)
+            out = fun(*new, **kwargs)
+            return out.data if isinstance(out, VArray) else out
+
+        gs = ember_grad(on_data, argnums=tuple(range(len(nums))))(*[v.data for v in primal])
+        outs = []
+        for v, gd in zip(primal, gs):
+            data, lengths = v.pair()
+            outs.append(v._with_data(enp.where(sym.logical_mask(data, lengths), gd, sym.zero(gd.dtype))))
+        return outs[0] if isinstance(argnums, int) else tuple(outs)
+
+    functools.update_wrapper(grad_fun, fun)
+    grad_fun._vsla_grad = True  # type: ignore[attr-defined]
+    return grad_fun
