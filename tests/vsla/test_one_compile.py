@@ -13,6 +13,7 @@ from ember._src.native import compiler
 from ember._src.native import specialize as native_specialize
 from ember.errors import TracerError
 from ember.test_util import check_grads
+from tests.vsla.test_properties import _np_binary, _np_strip
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
 
@@ -276,3 +277,40 @@ def test_vsla_grad_inside_one_compile():
         plan = g.memory_plan(vsla.array(a.astype(np.float32)), vsla.array(b.astype(np.float32)))
         # the last call's capacities (1, 4): float32[1] and float32[4] (their lengths are the inputs')
         assert plan["GRADS"] == plan["EXTERNAL_OUT"] == (1 + 4) * 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs_one_compile_each(seed):
+    """A random chain of + - * conv kron and scalar multiply over small integer vectors (many zeros,
+    so minimal representatives differ from the logical shapes), run on 12 random shape triples."""
+    rng = np.random.default_rng(100 + seed)
+    steps = []
+    for n in range(3, 3 + int(rng.integers(2, 6))):
+        i, j = (int(k) for k in rng.integers(0, n, 2))
+        steps.append((["+", "-", "*", "conv", "kron", "scale"][int(rng.integers(0, 6))], i, j,
+                      float(rng.integers(-2, 3))))
+
+    def run(vals, conv, kron, binary):
+        vals = list(vals)
+        for op, i, j, s in steps:
+            x, y = vals[i], vals[j]
+            vals.append(conv(x, y) if op == "conv" else kron(x, y) if op == "kron" else
+                        s * x if op == "scale" else binary(op, x, y))
+        return vals[3:]
+
+    def np_conv(x, y):
+        return np.convolve(x, y) if x.size and y.size else np.zeros(0)
+
+    def np_kron(x, y):
+        return np.kron(_np_strip(x), _np_strip(y))
+
+    def v_binary(op, x, y):
+        return {"+": x + y, "-": x - y, "*": x * y}[op]
+
+    f = vsla.jit(lambda *vs: run(vs, vsla.conv, vsla.kron, v_binary))
+    for _ in range(12):
+        vals = [rng.integers(-3, 4, int(rng.integers(0, 9))).astype(np.float64) for _ in range(3)]
+        got = f(*[vsla.array(v.astype(np.float32)) for v in vals])
+        for g, r in zip(got, run(vals, np_conv, np_kron, _np_binary)):
+            _check(g, r.shape, r, tol=1e-3)
+    assert f.cache_info()["compiles"] == 1
