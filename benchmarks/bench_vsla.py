@@ -1,13 +1,18 @@
 """VSLA benchmark (issue 19): batched polynomial products of random degrees and ragged sum/Hadamard.
 
-ember vsla (one jitted program over the stacked batch) vs a NumPy loop of ``np.convolve``, a loop of
-``scipy.signal.fftconvolve`` and JAX padded to the maximum length with ``vmap`` of an FFT convolution.
+ember vsla (one ``vsla.jit`` program over the stacked batch; its capacity bucket is static so the
+conv can use the FFT) vs a NumPy loop of ``np.convolve``, a loop of ``scipy.signal.fftconvolve``
+and JAX padded to the maximum length with ``vmap`` of an FFT convolution. The ragged part runs
+pairs of every length through one ``vsla.jit`` function (one compile: lengths are runtime values
+over symbolic capacities) against ``ember.jit`` (a trace and compile per shape pair), first pass
+(compiles included) and warm.
 Run: ``PYTHONPATH=src python benchmarks/bench_vsla.py --n 2000`` (timings are medians; noisy on a
 loaded machine).
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 from common import have, timeit
@@ -24,7 +29,7 @@ def polys(n: int, max_deg: int, seed: int = 0) -> list[np.ndarray]:
 def bench_products(n: int, max_deg: int) -> dict[str, float]:
     a, b = polys(n, max_deg, 0), polys(n, max_deg, 1)
     va, vb = vsla.stack(a), vsla.stack(b)
-    f = ember.jit(lambda x, y: vsla.conv(x, y, method="fft"))
+    f = vsla.jit(lambda x, y: vsla.conv(x, y, method="fft"), capacity="static")
     want = np.convolve(a[0], b[0])
     got = np.asarray(f(va, vb).logical()[0, : want.size])
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
@@ -48,9 +53,17 @@ def bench_ragged(n: int, max_len: int) -> dict[str, float]:
     rng = np.random.default_rng(2)
     xs = [rng.standard_normal(int(k)).astype(np.float32) for k in rng.integers(1, max_len + 1, n)]
     vs = [vsla.array(x) for x in xs]
-    f = ember.jit(lambda u, v: (u + v, u * v))
-    out = {"ember vsla (per pair, jit)": timeit(lambda: [f(vs[i], vs[i + 1]) for i in range(0, n - 1, 2)],
-                                                min_runs=3)}
+    size = max(xs[0].size, xs[1].size)
+    want = np.pad(xs[0], (0, size - xs[0].size)) * np.pad(xs[1], (0, size - xs[1].size))
+    out = {}
+    for name, jit in (("ember vsla (per pair, vsla.jit)", vsla.jit), ("ember.jit per shape", ember.jit)):
+        f = jit(lambda u, v: (u + v, u * v))
+        t0 = time.perf_counter()
+        got = [f(vs[i], vs[i + 1]) for i in range(0, n - 1, 2)]
+        first = time.perf_counter() - t0
+        np.testing.assert_allclose(np.asarray(got[0][1].logical()), want, rtol=1e-6)
+        out[name] = timeit(lambda f=f: [f(vs[i], vs[i + 1]) for i in range(0, n - 1, 2)], min_runs=3)
+        print(f"  {name}: first pass {first * 1e3:.1f} ms, {f.cache_info()['compiles']} compiles")
     m = max_len
     pad = np.stack([np.pad(x, (0, m - x.size)) for x in xs])
     out["numpy padded"] = timeit(lambda: (pad[0::2] + pad[1::2], pad[0::2] * pad[1::2]), min_runs=3)

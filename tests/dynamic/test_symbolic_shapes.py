@@ -124,3 +124,22 @@ def test_resolved_program_runs_like_the_static_trace() -> None:
     static = _trace(f, (3, 5))
     for a, b in zip(run_numpy(sym, [], [x]), run_numpy(static, [], [x])):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "native"])
+def test_grad_of_pad_by_a_symbolic_amount_of_unknown_sign(backend) -> None:
+    # pad x (size n) to size m: m - n pads for n < m and crops for n > m; the transpose of pad
+    # needs max(-(m - n), 0), which is a max atom, not an error, for symbolic sizes
+    def f(x, w):
+        y = lax.pad(x, np.float32(0), [(0, w.shape[0] - x.shape[0], 0)])
+        return jnp.sum(y * w)
+
+    g = ember.jit(ember.grad(f), dynamic_axes=["n", "m"], backend=backend)
+    rng = np.random.default_rng(0)
+    for n, m in [(3, 5), (6, 2), (4, 4), (7, 1)]:
+        x, w = rng.standard_normal(n).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+        want = np.zeros(n, np.float32)
+        k = min(n, m)
+        want[:k] = w[:k]
+        np.testing.assert_allclose(np.asarray(g(x, w)), want, rtol=1e-6)
+    assert g.cache_info()["compiles"] == 1

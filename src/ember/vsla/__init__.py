@@ -14,7 +14,8 @@ from ember._src.vsla.ops import (
     window,
 )
 from ember._src.vsla.varray import FFT_THRESHOLD, VArray, array, conv, kron, next_pow2, stack, unstack
+from ember._src.vsla.vjit import VJitFunction, grad, jit
 
-__all__ = ["FFT_THRESHOLD", "VArray", "array", "conv", "gather", "kron", "layer_norm", "matmul", "mean",
-           "next_pow2", "pyramid", "reshape", "rms_norm", "slice", "softmax", "stack", "sum", "transpose",
-           "unstack", "window"]
+__all__ = ["FFT_THRESHOLD", "VArray", "VJitFunction", "array", "conv", "gather", "grad", "jit", "kron",
+           "layer_norm", "matmul", "mean", "next_pow2", "pyramid", "reshape", "rms_norm", "slice", "softmax",
+           "stack", "sum", "transpose", "unstack", "window"]

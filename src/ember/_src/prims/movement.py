@@ -454,9 +454,10 @@ def _pad_transpose(ct: Any, x: Any, v: Any, *, padding_config: tuple) -> list:
         return [ad.Zero(x.aval) if isinstance(x, ad.UndefPrimal) else None,
                 ad.Zero(v.aval) if isinstance(v, ad.UndefPrimal) else None]
     ca = core.get_aval(ct)
-    unneg = tuple((max(-lo, 0), max(-hi, 0), 0) for lo, hi, _ in padding_config)
-    t = pad(ct, full((), 0, ca.dtype), unneg) if any(a or b for a, b, _ in unneg) else ct
-    starts = [max(lo, 0) for lo, _, _ in padding_config]
+    # sh.dmax: a symbolic pad amount of unknown sign (max(a, b) - a) gives a max atom, not an error
+    unneg = tuple((sh.dmax(-lo, 0), sh.dmax(-hi, 0), 0) for lo, hi, _ in padding_config)
+    t = pad(ct, full((), 0, ca.dtype), unneg) if any(a != 0 or b != 0 for a, b, _ in unneg) else ct
+    starts = [sh.dmax(lo, 0) for lo, _, _ in padding_config]
     ta = core.get_aval(t)
     xs = x.aval.shape
     limits = [s + ((d - 1) * (it + 1) + 1 if not (isinstance(d, int) and d == 0) else 0)

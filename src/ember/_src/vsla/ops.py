@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
-from ember._src.vsla.varray import VArray, array, stack
+from ember._src.vsla import symbolic as sym
+from ember._src.vsla.varray import VArray, any_symbolic, array, needs_static, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
            "reshape", "slice", "gather"]
@@ -26,9 +27,15 @@ def _wrap(x: Any) -> VArray:
     return array(x)
 
 
+def _pair(p: tuple[Any, Any]) -> VArray:
+    return VArray(p[0], None, p[1])
+
+
 def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
     """Sum over ``axis`` of the logical extent (slack is zero, so the stored sum is the same)."""
     v = array(v)
+    if v.symbolic:
+        return _pair(sym.reduce_sum(v.pair(), _axis(v, axis)))
     return _wrap(enp.sum(v.logical(), axis=_axis(v, axis)))
 
 
@@ -36,6 +43,8 @@ def mean(v: VArray, axis: int = -1) -> VArray:
     """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros)."""
     v = array(v)
     ax = _axis(v, axis)
+    if v.symbolic:
+        return _pair(sym.mean(v.pair(), ax))
     n = v.shape[ax]
     return _wrap(enp.sum(v.logical(), axis=ax) / max(n, 1))
 
@@ -45,6 +54,8 @@ def matmul(a: VArray, b: VArray) -> VArray:
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
+    if any_symbolic(a, b):
+        return _pair(sym.matmul(a.pair(), b.pair()))
     k = max(a.shape[-1], b.shape[-2])
     batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
     xa = _logical_as(a, batch + (a.shape[-2], k))
@@ -61,6 +72,8 @@ def softmax(v: VArray, axis: int = -1) -> VArray:
     """Softmax over the logical extent of ``axis`` (trailing slack excluded, not treated as zeros)."""
     v = array(v)
     ax = _axis(v, axis)
+    if v.symbolic:
+        return _pair(sym.softmax(v.pair(), ax))
     if v.shape[ax] == 0:
         return v
     x = v.logical()
@@ -71,6 +84,8 @@ def softmax(v: VArray, axis: int = -1) -> VArray:
 def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
     """RMS normalisation over the logical last axis."""
     v = array(v)
+    if v.symbolic:
+        return _pair(sym.rms_norm(v.pair(), eps))
     if v.shape[-1] == 0:
         return v
     x = v.logical()
@@ -80,6 +95,8 @@ def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
 def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
     """Layer normalisation (zero mean, unit variance) over the logical last axis."""
     v = array(v)
+    if v.symbolic:
+        return _pair(sym.layer_norm(v.pair(), eps))
     if v.shape[-1] == 0:
         return v
     x = v.logical()
@@ -91,6 +108,8 @@ def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
     """Permute the axes of the logical shape."""
     v = array(v)
     axes = tuple(reversed(range(v.ndim))) if axes is None else tuple(_axis(v, a) for a in axes)
+    if v.symbolic:
+        return _pair(sym.transpose(v.pair(), axes))
     return VArray(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
 
 
@@ -119,12 +138,14 @@ def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
 def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
     """Reshape the logical extent (sizes must multiply to the logical size)."""
     v = array(v)
+    needs_static(v, "vsla.reshape")
     return _wrap(enp.reshape(v.logical(), tuple(shape)))
 
 
 def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001
     """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros."""
     v = array(v)
+    needs_static(v, "vsla.slice")
     if len(start) != v.ndim or len(stop) != v.ndim:
         raise ValueError(f"vsla.slice: start/stop need {v.ndim} entries")
     if any(a < 0 or b < a for a, b in zip(start, stop)):
@@ -136,6 +157,7 @@ def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  
 def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
     """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero."""
     v = array(v)
+    needs_static(v, "vsla.gather")
     ax = _axis(v, axis)
     idx = np.asarray(indices, dtype=np.int64)
     if idx.size and idx.min() < 0:

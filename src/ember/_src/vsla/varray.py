@@ -1,7 +1,9 @@
 """VArray: a tensor class under trailing-zero padding (variable-shape linear algebra).
 
-Data is stored at capacity ``next_pow2(shape[i])`` per axis with the slack kept at zero; the logical
-shape is static pytree metadata (so a jit retraces per logical shape in this first version).
+Data is stored at capacity ``next_pow2(shape[i])`` per axis with the slack kept at zero. Eagerly (and
+under a plain ``ember.jit``) the logical shape is static pytree metadata; under ``vsla.jit`` a VArray
+carries its logical sizes as a runtime int32 vector ``lengths`` instead (see ``symbolic.py``), so one
+trace serves every shape of a rank and dtype.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
+from ember._src.vsla import symbolic as sym
+from ember.errors import TracerError
 from ember.tree import register_pytree_node
 
 __all__ = ["VArray", "array", "conv", "kron", "stack", "unstack", "next_pow2"]
@@ -40,22 +44,46 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 class VArray:
-    """A variable-shape array: an equivalence class of tensors under trailing-zero padding."""
+    """A variable-shape array: an equivalence class of tensors under trailing-zero padding.
 
-    __slots__ = ("data", "shape")
+    ``VArray(data, shape)`` holds a static logical shape; ``VArray(data, None, lengths)`` holds the
+    logical sizes as an int32 vector ``lengths`` (a runtime value: the form ``vsla.jit`` traces).
+    """
 
-    def __init__(self, data: Any, shape: Sequence[int]):
+    __slots__ = ("data", "_shape", "lengths")
+
+    def __init__(self, data: Any, shape: Sequence[int] | None, lengths: Any = None):
         self.data = data
-        self.shape = _check_shape(shape)
+        self._shape = None if lengths is not None else _check_shape(shape if shape is not None else ())
+        self.lengths = lengths
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape (static; under ``vsla.jit`` it is a runtime value: use ``lengths``)."""
+        if self._shape is None:
+            raise TracerError("vsla: the logical shape of a VArray under vsla.jit is a runtime value "
+                              "(VArray.lengths); it is known once the jitted function returns")
+        return self._shape
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the logical sizes are a runtime value (``lengths``) rather than static metadata."""
+        return self._shape is None
+
+    def pair(self) -> tuple[Any, Any]:
+        """``(data, lengths)``: the runtime-length form (``lengths`` built from a static shape)."""
+        return self.data, self.lengths if self._shape is None else sym.lengths_const(self._shape)
 
     @property
     def capacity(self) -> tuple[int, ...]:
-        """Stored extent per axis (``next_pow2`` of each logical size)."""
-        return tuple(next_pow2(d) for d in self.shape)
+        """Stored extent per axis: ``next_pow2`` of each logical size for arrays built by
+        :func:`array`, possibly larger (a power of two, or a capacity sum after ``conv``) for the
+        results of ``vsla.jit``."""
+        return tuple(self.data.shape)
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return self.data.ndim
 
     @property
     def dtype(self) -> Any:
@@ -70,9 +98,12 @@ class VArray:
         return _strip(np.asarray(self.logical()))
 
     def shrink(self) -> VArray:
-        """Strip trailing zero hyperplanes on every axis (explicit; needs concrete data).
+        """Strip trailing zero hyperplanes on every axis (explicit).
 
-        The result slices this array's data, so gradients flow through it."""
+        Eagerly the result slices this array's data, so gradients flow through it; under
+        ``vsla.jit`` the data is kept and the runtime lengths are cut."""
+        if self.symbolic:
+            return VArray(*_pair_args(sym.shrink(self.pair())))
         shape = _strip(np.asarray(self.logical())).shape
         return array(self.data[tuple(slice(0, d) for d in shape)])
 
@@ -85,17 +116,21 @@ class VArray:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        if self.symbolic:
+            return f"VArray(lengths={self.lengths}, capacity={self.capacity})"
         return f"VArray(shape={self.shape}, data={np.asarray(self.logical()).tolist()})"
 
     def _binary(self, other: Any, op: Any) -> VArray:
         if not isinstance(other, VArray):
             if np.ndim(other) == 0:
                 if op is _mul:
-                    return VArray(self.data * other, self.shape)
+                    return self._with_data(self.data * other)
                 raise TypeError("vsla: only scalar multiply is defined between a VArray and a scalar")
             other = array(other)
         if other.ndim != self.ndim:
             raise ValueError(f"vsla: mixed ranks {self.ndim} and {other.ndim}")
+        if self.symbolic or other.symbolic:
+            return VArray(*_pair_args(sym.binary(self.pair(), other.pair(), op)))
         shape = tuple(max(a, b) for a, b in zip(self.shape, other.shape))
         return VArray(op(_to_capacity(self, shape), _to_capacity(other, shape)), shape)
 
@@ -113,11 +148,32 @@ class VArray:
     __rmul__ = __mul__
 
     def __neg__(self) -> VArray:
-        return VArray(-self.data, self.shape)
+        return self._with_data(-self.data)
 
     def map(self, f: Any) -> VArray:
         """Apply a unary map with ``f(0) == 0`` (relu, tanh, sin, ...) to the class."""
-        return VArray(f(self.data), self.shape)
+        return self._with_data(f(self.data))
+
+    def _with_data(self, data: Any) -> VArray:
+        return VArray(data, self._shape, self.lengths)
+
+
+def _pair_args(p: tuple[Any, Any]) -> tuple[Any, None, Any]:
+    """``VArray`` constructor arguments of a runtime-length pair."""
+    return p[0], None, p[1]
+
+
+def any_symbolic(*vs: VArray) -> bool:
+    """Whether any operand carries runtime lengths (then the kernels of ``symbolic.py`` apply)."""
+    return any(v.symbolic for v in vs)
+
+
+def needs_static(v: VArray, what: str) -> None:
+    """Raise a clear error for an operation that needs a static logical shape."""
+    if v.symbolic:
+        raise TracerError(f"{what}: needs a static logical shape, but under vsla.jit the shape is a "
+                          "runtime value; call it outside vsla.jit (or with ember.jit, which traces "
+                          "per shape)")
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -134,8 +190,11 @@ def _mul(a: Any, b: Any) -> Any:
 
 def _to_capacity(v: VArray, shape: tuple[int, ...]) -> Any:
     cap = tuple(next_pow2(d) for d in shape)
-    pad = [(0, c - s) for c, s in zip(cap, v.data.shape)]
-    return enp.pad(v.data, pad) if any(p for _, p in pad) else v.data
+    data = v.data
+    if any(s > c for c, s in zip(cap, data.shape)):  # a vsla.jit result stored above its bucket
+        data = data[tuple(slice(0, c) for c in cap)]
+    pad = [(0, c - s) for c, s in zip(cap, data.shape)]
+    return enp.pad(data, pad) if any(p for _, p in pad) else data
 
 
 def _strip(x: np.ndarray) -> np.ndarray:
@@ -173,16 +232,20 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     """Model A product: convolution on the last axis (leading axes are batch, promoted).
 
     ``method`` is ``"auto"`` (direct below ``FFT_THRESHOLD`` of ``m * n``, FFT above), ``"direct"``
-    or ``"fft"``.
+    or ``"fft"``. Under ``vsla.jit`` the sizes are runtime values: ``"auto"`` decides on the
+    capacities when they are static (``capacity="static"``) and takes the direct kernel when they
+    are symbolic; ``"fft"`` needs static capacities (the transform length is a compile-time size).
     """
     if method not in ("auto", "direct", "fft"):
         raise ValueError(f"vsla.conv: method must be 'auto', 'direct' or 'fft', got {method!r}")
     a, b = array(a), array(b)
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.conv: mixed ranks {a.ndim} and {b.ndim}")
-    m, n = a.shape[-1], b.shape[-1]
     if a.ndim == 0:
         raise ValueError("vsla.conv: operands need at least one axis")
+    if any_symbolic(a, b):
+        return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), _symbolic_fft(a, b, method))))
+    m, n = a.shape[-1], b.shape[-1]
     batch = tuple(max(x, y) for x, y in zip(a.shape[:-1], b.shape[:-1]))
     length = 0 if m == 0 or n == 0 else m + n - 1
     shape = batch + (length,)
@@ -203,6 +266,17 @@ FFT_THRESHOLD = 4096
 """``m * n`` above which conv uses the FFT path (measured crossover under jit, see docs/vsla.md)."""
 
 
+def _symbolic_fft(a: VArray, b: VArray, method: str) -> bool:
+    """The FFT choice of a runtime-length conv: from the capacities, which must be static for FFT."""
+    ca, cb = a.data.shape[-1], b.data.shape[-1]
+    static = isinstance(ca, int) and isinstance(cb, int)
+    if method == "fft" and not static:
+        raise TracerError("vsla.conv(method='fft'): the FFT length is a compile-time size, but the "
+                          "capacities are symbolic under vsla.jit; use method='direct', or "
+                          "vsla.jit(..., capacity='static') (one compile per capacity bucket)")
+    return method == "fft" or (method == "auto" and static and ca * cb > FFT_THRESHOLD)
+
+
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
     """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept)."""
     m, n = xa.shape[-1], xb.shape[-1]
@@ -221,10 +295,17 @@ def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
 
 
 def kron(a: VArray, b: VArray) -> VArray:
-    """Model B product: Kronecker product of the minimal representatives (1-D)."""
+    """Model B product: Kronecker product of the minimal representatives (1-D; eagerly any rank).
+
+    Under ``vsla.jit`` the minimal lengths are computed at run time and the result is stored at
+    capacity ``ca * cb``."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
+    if any_symbolic(a, b):
+        if a.ndim != 1:
+            raise TracerError(f"vsla.kron: under vsla.jit only rank 1 is supported, got rank {a.ndim}")
+        return VArray(*_pair_args(sym.kron(a.pair(), b.pair())))
     a, b = a.shrink(), b.shrink()
     return array(enp.kron(a.logical(), b.logical()))
 
@@ -234,6 +315,8 @@ def stack(items: Sequence[Any]) -> VArray:
     vs = [array(v) for v in items]
     if not vs:
         raise ValueError("vsla.stack: need at least one array")
+    for v in vs:
+        needs_static(v, "vsla.stack")
     ranks = {v.ndim for v in vs}
     if len(ranks) != 1:
         raise ValueError(f"vsla.stack: mixed ranks {sorted(ranks)}")
@@ -246,8 +329,39 @@ def stack(items: Sequence[Any]) -> VArray:
 
 def unstack(v: VArray) -> list[VArray]:
     """Split a stacked VArray into its rows' classes (minimal representatives)."""
+    needs_static(v, "vsla.unstack")
     rows = v.logical()
     return [array(rows[i]).shrink() for i in range(v.shape[0])]
 
 
-register_pytree_node(VArray, lambda v: ((v.data,), v.shape), lambda shape, ch: VArray(ch[0], shape))
+class _RuntimeLengths:
+    """Pytree metadata of a VArray whose logical sizes are the second child (``lengths``)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _RuntimeLengths)
+
+    def __hash__(self) -> int:
+        return hash(_RuntimeLengths)
+
+    def __repr__(self) -> str:
+        return "runtime-lengths"
+
+
+_RUNTIME = _RuntimeLengths()
+
+
+def _flatten(v: VArray) -> tuple[tuple, Any]:
+    if v.symbolic:
+        return (v.data, v.lengths), _RUNTIME
+    return (v.data,), v.shape
+
+
+def _unflatten(aux: Any, children: Sequence[Any]) -> VArray:
+    if isinstance(aux, _RuntimeLengths):
+        return VArray(children[0], None, children[1])
+    return VArray(children[0], aux)
+
+
+register_pytree_node(VArray, _flatten, _unflatten)

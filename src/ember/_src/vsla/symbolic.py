@@ -1,0 +1,194 @@
+"""VSLA kernels over runtime logical lengths (the representation ``vsla.jit`` traces).
+
+A value is a pair ``(data, lengths)``: ``data`` is stored at a capacity per axis (a symbolic dim
+under ``vsla.jit``, any int otherwise) with the slack held at zero, and ``lengths`` is an int32
+vector of the logical sizes, a runtime value. Every kernel here works from the capacities (shape
+arithmetic: ``dmax``, sums and products of dims) and from masks ``iota < length``, so one trace
+serves every logical shape of a rank and dtype. Functions take and return raw pairs; the
+``VArray`` wrappers live in ``varray.py``/``ops.py``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import ember.numpy as enp
+from ember import lax
+from ember._src import shapes as sh
+
+Pair = tuple[Any, Any]
+
+
+def lengths_const(shape: Sequence[int]) -> Any:
+    """The logical sizes of a static shape as an int32 vector."""
+    return enp.asarray(np.asarray(shape, dtype=np.int32).reshape(len(shape)))
+
+
+def zero(dtype: Any) -> Any:
+    """A zero scalar of ``dtype`` (padding and masking value)."""
+    return np.zeros((), np.dtype(dtype))
+
+
+def extend(data: Any, cap: Sequence[Any]) -> Any:
+    """Zero-pad ``data`` at the end of every axis up to the capacities ``cap`` (each >= the stored one)."""
+    cfg = [(0, c - d, 0) for c, d in zip(cap, data.shape)]
+    if all(isinstance(hi, int) and hi == 0 for _, hi, _ in cfg):
+        return data
+    return lax.pad(data, zero(data.dtype), cfg)
+
+
+def _joint_cap(a: Any, b: Any) -> list[Any]:
+    return [sh.dmax(x, y) for x, y in zip(a.shape, b.shape)]
+
+
+def axis_mask(cap: Sequence[Any], ax: int, n: Any) -> Any:
+    """Boolean ``iota < n`` along axis ``ax`` of an array of capacities ``cap``, broadcastable to it."""
+    io = lax.iota(np.int32, cap[ax]) < n
+    return enp.reshape(io, [1] * ax + [cap[ax]] + [1] * (len(cap) - ax - 1))
+
+
+def logical_mask(data: Any, lengths: Any, axes: Sequence[int] | None = None) -> Any:
+    """Boolean mask of the logical region of ``data`` (on ``axes``, default all), broadcast to its shape."""
+    cap = list(data.shape)
+    m = enp.ones(cap, dtype=bool)
+    for ax in range(len(cap)) if axes is None else axes:
+        m = m & axis_mask(cap, ax, lengths[ax])
+    return m
+
+
+def binary(a: Pair, b: Pair, op: Callable[[Any, Any], Any]) -> Pair:
+    """Ambient promotion: both operands zero-extended to the joint capacity, lengths the maximum."""
+    (x, lx), (y, ly) = a, b
+    cap = _joint_cap(x, y)
+    return op(extend(x, cap), extend(y, cap)), enp.maximum(lx, ly)
+
+
+def conv(a: Pair, b: Pair, use_fft: bool) -> Pair:
+    """Model A: convolution on the last axis; leading axes are batch (promoted).
+
+    The output capacity is ``ca + cb - 1`` (it holds the longest result ``m + n - 1``); the slack of
+    both operands is zero, so the direct kernel needs no length masks. The FFT path needs a static
+    transform length, so it is only taken when the capacities are static (``capacity="static"``).
+    """
+    (x, lx), (y, ly) = a, b
+    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
+    x = extend(x, batch + [x.shape[-1]])
+    y = extend(y, batch + [y.shape[-1]])
+    ca, cb = x.shape[-1], y.shape[-1]
+    co = ca + cb - 1
+    dtype = enp.result_type(x.dtype, y.dtype)
+    if use_fft:
+        size = 1 << (int(co) - 1).bit_length()
+        out = enp.fft.irfft(enp.fft.rfft(x, n=size) * enp.fft.rfft(y, n=size), n=size)[..., :co]
+        out = out.astype(dtype)  # rounding noise past m + n - 1 is masked below
+    else:
+        k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
+        valid = (k >= 0) & (k < cb)
+        toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
+        out = enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+    m, n = lx[-1], ly[-1]
+    last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
+    if use_fft:
+        out = enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
+    lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]])
+    return out, lengths.astype(np.int32)
+
+
+def minimal_lengths(data: Any) -> Any:
+    """Per axis, one past the last hyperplane holding a nonzero (the minimal representative's shape)."""
+    nz = data != 0
+    out = []
+    for ax in range(data.ndim):
+        others = tuple(i for i in range(data.ndim) if i != ax)
+        row = enp.any(nz, axis=others) if others else nz
+        pos = lax.iota(np.int32, data.shape[ax]) + 1
+        out.append(enp.max(enp.where(row, pos, 0)))
+    if not out:
+        return enp.zeros((0,), np.int32)
+    return enp.stack(out).astype(np.int32)
+
+
+def kron(a: Pair, b: Pair) -> Pair:
+    """Model B on rank 1: ``out[i * n + j] = a[i] * b[j]`` over the minimal lengths ``m``, ``n``
+    (runtime values), at capacity ``ca * cb``."""
+    (x, _), (y, _) = a, b
+    m, n = minimal_lengths(x)[0], minimal_lengths(y)[0]
+    ca, cb = x.shape[0], y.shape[0]
+    k = lax.iota(np.int32, ca * cb)
+    step = enp.maximum(n, 1)
+    i = enp.minimum(k // step, ca - 1)
+    j = enp.minimum(k % step, cb - 1)
+    total = m * n
+    prod = enp.take(x, i) * enp.take(y, j)
+    out = enp.where(k < total, prod, zero(prod.dtype))
+    return out, total[None].astype(np.int32)
+
+
+def shrink(a: Pair) -> Pair:
+    """The minimal representative: the same data, lengths cut at the last nonzero hyperplanes."""
+    return a[0], minimal_lengths(a[0])
+
+
+def reduce_sum(a: Pair, ax: int) -> Pair:
+    x, lx = a
+    keep = [i for i in range(x.ndim) if i != ax]
+    return enp.sum(x, axis=ax), _take_lengths(lx, keep)
+
+
+def mean(a: Pair, ax: int) -> Pair:
+    s, ls = reduce_sum(a, ax)
+    n = enp.maximum(a[1][ax], 1).astype(s.dtype)
+    return s / n, ls
+
+
+def _take_lengths(lx: Any, keep: Sequence[int]) -> Any:
+    if not keep:
+        return enp.zeros((0,), np.int32)
+    return enp.take(lx, enp.asarray(np.asarray(keep, np.int32)))
+
+
+def transpose(a: Pair, axes: Sequence[int]) -> Pair:
+    x, lx = a
+    return enp.transpose(x, tuple(axes)), _take_lengths(lx, axes)
+
+
+def matmul(a: Pair, b: Pair) -> Pair:
+    """Product on the last two axes; the contracted axis is zero-extended to the joint capacity."""
+    (x, lx), (y, ly) = a, b
+    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-2], y.shape[:-2])]
+    k = sh.dmax(x.shape[-1], y.shape[-2])
+    x = extend(x, batch + [x.shape[-2], k])
+    y = extend(y, batch + [k, y.shape[-1]])
+    lengths = enp.concatenate([enp.maximum(lx[:-2], ly[:-2]), lx[-2:-1], ly[-1:]])
+    return enp.matmul(x, y), lengths
+
+
+def softmax(a: Pair, ax: int) -> Pair:
+    """Softmax over the logical extent of ``ax``; slack (on every axis) stays zero."""
+    x, lx = a
+    mask = logical_mask(x, lx)
+    neg = enp.where(mask, x, -np.inf)
+    mx = enp.max(neg, axis=ax, keepdims=True)
+    mx = enp.where(enp.isfinite(mx), mx, zero(x.dtype))
+    e = enp.where(mask, enp.exp(x - mx), zero(x.dtype))
+    s = enp.sum(e, axis=ax, keepdims=True)
+    return e / enp.where(s > 0, s, enp.ones_like(s)), lx
+
+
+def _last_mean(x: Any, n: Any) -> Any:
+    return enp.sum(x, axis=-1, keepdims=True) / enp.maximum(n, 1).astype(x.dtype)
+
+
+def rms_norm(a: Pair, eps: float) -> Pair:
+    """RMS normalisation over the logical last axis (slack is zero in and out)."""
+    x, lx = a
+    return x / enp.sqrt(_last_mean(x * x, lx[-1]) + eps), lx
+
+
+def layer_norm(a: Pair, eps: float) -> Pair:
+    """Layer normalisation over the logical last axis; the centred slack is masked back to zero."""
+    x, lx = a
+    c = enp.where(logical_mask(x, lx), x - _last_mean(x, lx[-1]), zero(x.dtype))
+    return c / enp.sqrt(_last_mean(c * c, lx[-1]) + eps), lx
