@@ -513,6 +513,8 @@ class _KernelEmitter:
         """One loop over the flattened rows [lo_, hi_), the outer loop indices derived from it."""
         self.w("for (int64_t r_ = lo_; r_ < hi_; ++r_) {")
         self.ind += 1
+        if self.pool:  # a pooled kernel's chunk: Ctrl-C stops it between rows (native/interrupt.py)
+            self.w(f"if ({interrupt.poll()}) break;")
         inner = 1
         decls = []
         for k in range(len(self.outer_names) - 1, -1, -1):
