@@ -16,12 +16,15 @@ running after SIGINT until it finished. Now:
   thread re-checks (one ``sigaction`` query at most every 10 ms) and chains again. An ignored
   (``SIG_IGN``) or default (``SIG_DFL``) SIGINT is left alone.
 * **Polling** (``csrc/interrupt_poll.h``, ``EM_POLL()``): every iteration of a compiled
-  ``scan``/``fori_loop``/``while_loop`` loop, every chunk of a kernel on the thread pool and
-  every block of a blocked reduction read the flag (one load and a predicted branch). When it is
-  set and the calling thread is the main thread, the loop stops; ``ember_main`` returns
-  :data:`INTERRUPTED` and :func:`check_status` raises. Pool workers finish the chunk they hold
-  (the caller skips the chunks left), so the pool is idle and consistent when the call returns;
-  nothing of the arena outlives a call, so the next call starts clean.
+  ``scan``/``fori_loop``/``while_loop`` loop, every chunk of a kernel on the thread pool, every
+  row of a pooled row kernel and every block of a pooled blocked reduction read the flag through
+  a thread-local pointer (one load and a predicted branch, no call: a loop's carries stay in
+  registers). The pointer leads to the flag only on the main thread during its call; elsewhere
+  (pool workers, calls on other threads) to a zero, so only the main thread's call stops. Once
+  stopped, ``ember_main`` returns :data:`INTERRUPTED` and :func:`check_status` raises. Pool
+  workers finish the chunk they hold (the caller skips the chunks left), so the pool is idle and
+  consistent when the call returns; nothing of the arena outlives a call, so the next call starts
+  clean.
 * Programs without loops or pooled kernels (a small elementwise function) do not poll and do
   not touch the runtime at all.
 
@@ -41,8 +44,8 @@ from typing import NoReturn
 from ember._src.native.background import BackgroundLibrary
 from ember._src.native.csrc import load as load_resource
 
-__all__ = ["INTERRUPTED", "c_helpers", "check_status", "installed", "installs", "load", "poll",
-           "raise_interrupted", "symbol"]
+__all__ = ["INTERRUPTED", "c_helpers", "check_status", "install_pair_ns", "installed", "installs", "load",
+           "poll", "raise_interrupted", "symbol"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ def _build_and_load() -> ctypes.CDLL:
     getattr(lib, name + "_init")(ctypes.c_ulong(threading.main_thread().ident or 0))
     getattr(lib, name + "_installed").restype = ctypes.c_int
     getattr(lib, name + "_installs").restype = ctypes.c_long
+    getattr(lib, name + "_install_pair_ns").restype = ctypes.c_double
     return lib
 
 
@@ -110,6 +114,16 @@ def installs() -> int:
     polling call; one more after each ``signal.signal(SIGINT, ...)`` that replaced it)."""
     lib = _library.get() if _library.done else None
     return 0 if lib is None else int(getattr(lib, symbol() + "_installs")())
+
+
+def install_pair_ns(n: int = 100_000) -> float:
+    """Nanoseconds per ``sigaction`` install-and-restore pair on this machine (the cost a handler
+    installed around every call would add; benchmarks/bench_interrupt.py reports it)."""
+    load(wait=True)
+    lib = _library.get()
+    if lib is None:
+        raise RuntimeError(f"the interrupt runtime is not available: {_library.failure}")
+    return float(getattr(lib, symbol() + "_install_pair_ns")(ctypes.c_int(n)))
 
 
 def c_helpers() -> str:

@@ -28,9 +28,8 @@ _Static_assert(sizeof(sig_atomic_t) == sizeof(int), "sig_atomic_t must be an int
 
 typedef struct {
     volatile sig_atomic_t *flag;  /* set by a SIGINT while the main thread is in a native call */
-    void (*enter)(void);          /* a polling program's call begins (any thread) */
+    int (*enter)(void);           /* a polling program's call begins: 1 on the main thread */
     int (*leave)(void);           /* it ends: 1 when it was interrupted (main thread only) */
-    int (*stop)(void);            /* the flag is set: whether the calling thread should stop */
 } em_intr_api;
 
 static volatile sig_atomic_t em_flag;
@@ -94,9 +93,12 @@ static int64_t em_now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static void em_enter(void) {
-    if (!em_is_main()) return;
-    if (em_depth++ != 0) return;  /* a nested call (from a fallback step's Python code) */
+/* Only the main thread's calls poll the flag (the program arms a thread-local pointer to it when
+   this returns 1): a call on another thread, and pool workers (which finish the chunk they hold
+   while the caller skips the rest), keep going. */
+static int em_enter(void) {
+    if (!em_is_main()) return 0;
+    if (em_depth++ != 0) return 1;  /* a nested call (from a fallback step's Python code) */
     em_flag = 0;                   /* a SIGINT seen outside a call was Python's alone */
     const int64_t now = em_now_ns();
     if (!em_checked || now - em_checked_ns >= EM_VERIFY_NS) {
@@ -104,6 +106,7 @@ static void em_enter(void) {
         em_checked_ns = now;
         em_install();
     }
+    return 1;
 }
 
 static int em_leave(void) {
@@ -113,11 +116,7 @@ static int em_leave(void) {
     return hit;
 }
 
-/* only the main thread's call stops: a call on another thread, and pool workers (which finish
-   the chunk they hold while the caller skips the rest), keep going */
-static int em_stop(void) { return em_depth > 0 && em_is_main(); }
-
-const em_intr_api EMBER_INTERRUPT_SYMBOL = {&em_flag, em_enter, em_leave, em_stop};
+const em_intr_api EMBER_INTERRUPT_SYMBOL = {&em_flag, em_enter, em_leave};
 
 #define EM_INTR_CAT2(a, b) a##b
 #define EM_INTR_CAT(a, b) EM_INTR_CAT2(a, b)
@@ -136,3 +135,18 @@ int EM_INTR_CAT(EMBER_INTERRUPT_SYMBOL, _installed)(void) {
 
 /* how many times the handler was installed (for tests and diagnostics) */
 long EM_INTR_CAT(EMBER_INTERRUPT_SYMBOL, _installs)(void) { return em_installs; }
+
+/* nanoseconds per install-and-restore pair of sigaction calls (what installing a handler around
+   every call would cost), timed over n pairs that re-install the current handler (benchmarks) */
+double EM_INTR_CAT(EMBER_INTERRUPT_SYMBOL, _install_pair_ns)(int n) {
+    struct sigaction cur, old;
+    if (n < 1 || sigaction(SIGINT, 0, &cur) != 0) return -1.0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n; ++i) {
+        sigaction(SIGINT, &cur, &old);
+        sigaction(SIGINT, &old, 0);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / n;
+}
