@@ -173,6 +173,38 @@ def test_user_sigint_handler_runs_and_stays_installed(tmp_path):
     assert r["ok"], r
 
 
+THREADS = PRELUDE + """
+native.prepare()
+
+def counting(v, n):  # a counter and a vector: the counter tells whether every step ran
+    return lax.fori_loop(0, n, lambda i, s: (s[0] + 1, s[1] * A + B), (np.int32(0), v))[0]
+
+f, g = ember.jit(counting), ember.jit(counting)  # two executables: their calls can overlap
+v = np.linspace(-1, 1, 64).astype(np.float32)
+f(v, np.int32(10)), g(v, np.int32(10))
+n = 2**28
+res = {}
+def worker():
+    t = time.perf_counter()
+    res["count"] = int(np.asarray(f(v, np.int32(n))))
+    res["seconds"] = time.perf_counter() - t
+thread = threading.Thread(target=worker)
+thread.start()
+time.sleep(0.05)
+main = interrupted(g, v, np.int32(2**31 - 1))  # SIGINT while both threads are in native loops
+thread.join()
+report(main=main, count=res.get("count"), seconds=res.get("seconds"), n=n)
+"""
+
+
+def test_only_the_main_threads_call_stops(tmp_path):
+    # SIGINT stops the main thread's native call; a native loop on another thread, running at the
+    # same time, runs every step (its counter is exact)
+    r = _child(tmp_path, THREADS)
+    assert r["main"] is not None and r["main"] < 10.0, r
+    assert r["count"] == r["n"], r
+
+
 FAKE_CC = """#!/bin/sh
 # a C compiler that hangs (with a child of its own) on ember programs while $FLAG exists
 for a in "$@"; do case "$a" in *.c) src="$a";; esac; done
