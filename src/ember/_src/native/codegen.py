@@ -9,7 +9,8 @@ that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), the LAPACK rou
 :data:`.lapack.FN_NAMES` (used by call steps), then the constants of loop bodies (:mod:`.loops`
 compiles ``scan``/``while``/``cond`` bodies into static functions). Call steps (:mod:`.calls`) are
 blocks of C emitted by their lowering, with ``static`` helpers shared across steps. The result is 0,
-or ``k + 1`` when step ``k`` (a fallback) failed.
+``k + 1`` when step ``k`` (a fallback) failed, or ``EM_INTERRUPTED`` when Ctrl-C stopped a loop or
+a pooled kernel (:mod:`.interrupt`: such programs poll a flag and enter through ``em_intr_call``).
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
