@@ -263,13 +263,15 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     pooled = any("&em_mctx_" in ln for ln in body)
     pool = ["    em_main_ctx em_mctx_ = {bufs, arena, dims, fns};"] if pooled else []
     polls = any(interrupt.POLL in text for text in (*body, *funcs))
-    main = [f"{'static int em_main_body' if polls else 'int ember_main'}(void **bufs, char *arena, "
-            "const int64_t *dims, void **fns) {",
-            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
-            "    return 0;", "}"]
-    if polls:  # entered and left through the interrupt runtime (native/interrupt.py)
-        main += ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
-                 "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
+    params = "(void **bufs, char *arena, const int64_t *dims, void **fns)"
+    main = []
+    if polls:  # entered and left through the interrupt runtime (native/interrupt.py); the steps
+        # follow the entry point, as in a program that does not poll
+        main = [f"static int em_main_body{params};", f"int ember_main{params} {{",
+                "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
+    main += [f"{'static int em_main_body' if polls else 'int ember_main'}{params} {{",
+             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
+             "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
     if polls:
