@@ -79,7 +79,7 @@ elif case == "while":  # a traced trip count: a native while loop, the same exec
             i, c = s
             return i + 1, c * A + B
         return lax.while_loop(lambda s: s[0] < n, body, (np.int32(0), c))[1]
-    args, args_small = (x, np.int32(big)), (x, np.int32(1000))
+    args, args_small = (x, np.array(big, np.int32)), (x, np.array(1000, np.int32))
     run_small = lambda: f(*args_small)
 elif case == "scan":
     @ember.jit
@@ -91,12 +91,20 @@ elif case == "scan":
 else:
     raise SystemExit(case)
 src = f.lower(*args).executable.source
+def c_calls():  # calls the C dispatcher served (a signature goes there after two calls)
+    return f._dispatch.calls if f._dispatch is not None else 0
+if case == "while":  # the same signature: the interrupted calls below run in the C dispatcher
+    for _ in range(3):
+        f(*args_small)
+c0 = c_calls()
 first = interrupted(f, *args)          # compiled before the timer starts: SIGINT hits the loop
 second = interrupted(f, *args)         # the same executable again
+third = interrupted(f, *args)
+in_c = c_calls() - c0
 exe = f.lower(*args).executable
 python_path = interrupted(lambda: exe(list(args)))  # the Python call path (not the dispatcher)
 out = np.asarray(run_small())
-report(first=first, second=second, python_path=python_path, polls="EM_POLL()" in src,
+report(first=first, second=second, third=third, in_c=in_c, python_path=python_path, polls="EM_POLL()" in src,
        ok=bool(np.allclose(out, reference(x, 1000), rtol=1e-5, atol=1e-6)),
        installed=interrupt.installed(),
        handler_is_python=signal.getsignal(signal.SIGINT) is signal.default_int_handler)
@@ -107,8 +115,10 @@ report(first=first, second=second, python_path=python_path, polls="EM_POLL()" in
 def test_loop_stops_on_sigint_and_runs_again(tmp_path, case):
     r = _child(tmp_path, LOOPS, case)
     assert r["polls"]
-    for key in ("first", "second", "python_path"):
+    for key in ("first", "second", "third", "python_path"):
         assert r[key] is not None and r[key] < 10.0, r  # interrupted, not run to the end
+    if case == "while":
+        assert r["in_c"] == 3, r  # the C dispatcher's call path raised
     assert r["ok"], r  # then the same function gives NumPy's answer
     assert r["installed"] and r["handler_is_python"], r
 
@@ -149,7 +159,7 @@ def recording(signum, frame):
 native.prepare()
 f = ember.jit(lambda c, n: lax.fori_loop(0, n, lambda i, c: c * A + B, c))
 x = np.linspace(-1, 1, 256).astype(np.float32)
-small, big = np.int32(10), np.int32(2**31 - 1)
+small, big = np.array(10, np.int32), np.array(2**31 - 1, np.int32)  # (arrays: served in C from call 3)
 signal.signal(signal.SIGINT, raising)
 f(x, small)                                         # compiles; installs ember's handler
 kept = signal.getsignal(signal.SIGINT) is raising   # the Python-level handler is untouched
@@ -157,9 +167,10 @@ user_exc = interrupted(f, x, big, exc=Stop)         # the user's handler runs, i
 signal.signal(signal.SIGINT, recording)             # replaces ember's handler at the OS level...
 time.sleep(0.05)                                    # (re-checked at most every 10 ms)
 plain = interrupted(f, x, big)                      # ...the next call chains to it again
+out = np.asarray(f(x, np.array(1000, np.int32)))
 report(kept=kept, user_exc=user_exc, plain=plain, seen=seen,
        kept_after=signal.getsignal(signal.SIGINT) is recording, installs=interrupt.installs(),
-       ok=bool(np.allclose(np.asarray(f(x, np.int32(1000))), reference(x, 1000), rtol=1e-5, atol=1e-6)))
+       ok=bool(np.allclose(out, reference(x, 1000), rtol=1e-5, atol=1e-6)))
 """
 
 
