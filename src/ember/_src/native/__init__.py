@@ -10,7 +10,15 @@ the axes per call).
 
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
-from ember._src.native import compiler, dispatch, gemm_kernel, opinfo, threadpool, validators  # noqa: F401
+from ember._src.native import (  # noqa: F401
+    compiler,
+    dispatch,
+    gemm_kernel,
+    interrupt,
+    opinfo,
+    threadpool,
+    validators,
+)
 from ember._src.native import memory as native_memory
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
@@ -19,12 +27,13 @@ from ember._src.native.specialize import native_specialize
 def prepare(wait: bool = True) -> dict[str, bool | None]:
     """Start (and with ``wait``, finish) building the per-machine runtime libraries that are
     otherwise built in the background on first need: the C call dispatcher (:mod:`.dispatch`),
-    the float32 GEMM kernel (:mod:`.gemm_kernel`) and the thread pool (:mod:`.threadpool`). Until
-    they load, calls take the Python path, products call BLAS and parallel loops run in OpenMP
-    regions. Returns whether each is loaded (None: still building). Benchmarks call this so they
-    time the steady state."""
+    the float32 GEMM kernel (:mod:`.gemm_kernel`), the thread pool (:mod:`.threadpool`) and the
+    interrupt runtime (:mod:`.interrupt`). Until they load, calls take the Python path, products
+    call BLAS and parallel loops run in OpenMP regions (the interrupt runtime is loaded before
+    the first program that polls in any case). Returns whether each is loaded (None: still
+    building). Benchmarks call this so they time the steady state."""
     return {"dispatch": dispatch.module(wait=wait) is not None, "gemm_kernel": gemm_kernel.load(wait=wait),
-            "threadpool": threadpool.load(wait=wait)}
+            "threadpool": threadpool.load(wait=wait), "interrupt": interrupt.load(wait=wait)}
 
 
 def build_stats() -> tuple[int, int]:

@@ -38,6 +38,7 @@ import numpy as np
 from ember._src import core
 from ember._src.array import aligned_copy
 from ember._src.native import batch_groups, blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
+from ember._src.native import interrupt as native_interrupt
 from ember._src.native import memory as native_memory
 from ember._src.native import passes as passes_mod
 from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
@@ -81,6 +82,7 @@ def unsupported_reason(p: Program) -> str | None:
 def load_entry(source: str, name_hint: str) -> tuple[Any, str, bool, bool]:
     """Compile (or find in the cache) and load ``source``; returns its ``ember_main`` as a ctypes
     function, the library path, whether the compiler ran and whether the disk cache served it."""
+    native_interrupt.prepare_for(source)
     before = compiler.cache_stats()
     path = compiler.compile_shared(source, name_hint=name_hint)
     after = compiler.cache_stats()
@@ -504,6 +506,7 @@ class NativeExecutable:
         err, self._error = self._error, None
         if err is not None:
             raise err
+        native_interrupt.check_status(rc)  # Ctrl-C stopped it: KeyboardInterrupt
         raise RuntimeError(f"native program failed at step {rc - 1}")
 
     def _run_validated(self, ins: list[np.ndarray]) -> list[np.ndarray]:

@@ -9,7 +9,8 @@ that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), the LAPACK rou
 :data:`.lapack.FN_NAMES` (used by call steps), then the constants of loop bodies (:mod:`.loops`
 compiles ``scan``/``while``/``cond`` bodies into static functions). Call steps (:mod:`.calls`) are
 blocks of C emitted by their lowering, with ``static`` helpers shared across steps. The result is 0,
-or ``k + 1`` when step ``k`` (a fallback) failed.
+``k + 1`` when step ``k`` (a fallback) failed, or ``EM_INTERRUPTED`` when Ctrl-C stopped a loop or
+a pooled kernel (:mod:`.interrupt`: such programs poll a flag and enter through ``em_intr_call``).
 
 Each kernel is a ``static`` function over typed ``restrict`` pointers. Loops over dims that every
 access reads contiguously are merged; the innermost loop carries ``#pragma omp simd`` (with
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import c_ops, fused, gemm_kernel, lapack, threadpool
+from ember._src.native import c_ops, fused, gemm_kernel, interrupt, lapack, threadpool
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
 from ember._src.native import symdims as sd
@@ -83,6 +84,7 @@ class _Ctx:
         # parallel loops run on ember's thread pool (.threadpool): set for ember_main's own steps,
         # whose chunk functions unpack bufs/arena/dims/fns from an em_main_ctx (not in loop bodies)
         self.pooled = False
+        self.top = False  # ember_main's own steps: a loop step returns EM_INTERRUPTED once stopped
 
     def base(self, b: Buffer) -> str:
         if b.cls == EXTERNAL_IN:
@@ -142,6 +144,8 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
         elif step.kind in ("loop", "cond"):
             from ember._src.native import loops
             body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
+            if ctx.top and interrupt.POLLING:  # stopped by Ctrl-C (native/interrupt.py): skip the rest
+                body.append(f"    if ({interrupt.POLL}) return EM_INTERRUPTED;")
     return body
 
 
@@ -166,7 +170,8 @@ def _pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
     ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
     decls = "".join(ln.strip() + "\n    " for ln in _axis_decls(opts))
     return (f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{\n"
-            f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n    {decls}{statement}\n}}\n")
+            f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n"
+            f"    if ({interrupt.poll()}) return;\n    {decls}{statement}\n}}\n")
 
 
 def _pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "") -> str:
@@ -237,7 +242,8 @@ def _block_reduce_kernel(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions,
     loop = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {one}"
     if ctx.pooled and _parallel(opts, ir.flops(), nb)[0]:
         task = f"{step.name}_task"
-        funcs.append(_pool_task(task, loop, opts))
+        polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({interrupt.poll()}) break; {one} }}"
+        funcs.append(_pool_task(task, polled, opts))
         return [_pool_call(task, nb, _pool_threads(opts, False), POOL_CHUNKS), fin_call]
     serial = loop.replace("lo_", "0").replace("hi_", str(nb)).replace("tid_)", "0)")
     return [serial, fin_call]
@@ -250,16 +256,26 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     gen = Generated("")
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(p.constvars, p.consts)}, gen
     ctx.pooled = opts.openmp and opts.num_threads != 1
+    ctx.top = True
     if not opts.axes:
         ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     pooled = any("&em_mctx_" in ln for ln in body)
     pool = ["    em_main_ctx em_mctx_ = {bufs, arena, dims, fns};"] if pooled else []
-    main = ["int ember_main(void **bufs, char *arena, const int64_t *dims, void **fns) {",
-            "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
-            "    return 0;", "}"]
+    polls = any(interrupt.POLL in text for text in (*body, *funcs))
+    params = "(void **bufs, char *arena, const int64_t *dims, void **fns)"
+    main = []
+    if polls:  # entered and left through the interrupt runtime (native/interrupt.py); the steps
+        # follow the entry point, as in a program that does not poll
+        main = [f"static int em_main_body{params};", f"int ember_main{params} {{",
+                "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
+    main += [f"{'static int em_main_body' if polls else 'int ember_main'}{params} {{",
+             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
+             "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
+    if polls:
+        extra += interrupt.c_helpers()
     if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
@@ -495,6 +511,8 @@ class _KernelEmitter:
         """One loop over the flattened rows [lo_, hi_), the outer loop indices derived from it."""
         self.w("for (int64_t r_ = lo_; r_ < hi_; ++r_) {")
         self.ind += 1
+        if self.pool:  # a pooled kernel's chunk: Ctrl-C stops it between rows (native/interrupt.py)
+            self.w(f"if ({interrupt.poll()}) break;")
         inner = 1
         decls = []
         for k in range(len(self.outer_names) - 1, -1, -1):

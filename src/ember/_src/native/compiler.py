@@ -18,6 +18,9 @@ resolves to, so a cache directory shared between machines never hands out code f
 Writes are atomic (compile into a uniquely named temporary file in the cache directory, then
 ``os.replace``) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes
 do not clash; temporary files a killed process left are removed by the next build of that key.
+A build interrupted by Ctrl-C kills the compiler's whole process group (:func:`_run`) and removes
+what it wrote of the entry (the temporary library, a digest without its library, the saved source),
+so the next call builds it again from nothing.
 :func:`build_library` is the disk tier alone, without the counters (per-machine libraries built in
 the background); :func:`compile_shared` adds the in-memory tier and the counters.
 """
@@ -35,6 +38,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -110,7 +114,28 @@ class CompilerInfo:
 
 
 def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    """Run a compiler command and capture its output. The compiler runs in its own process group
+    (a new session), and when this call ends early -- Ctrl-C (``KeyboardInterrupt``), the timeout,
+    any other exception -- the whole group is killed and reaped: the driver and the passes it
+    started (``cc1``, ``as``, ``ld``), so no compiler process outlives an interrupted build."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group led by ``proc`` (started with ``start_new_session``) and wait
+    for ``proc``; its other members, orphaned, are reaped by init."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
 
 
 def _try_build(path: str, flags: list[str], source: str, *, load: bool = False) -> bool:
@@ -472,6 +497,11 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
         os.chmod(tmp, 0o755)
         _atomic_write_text(_digest_path(so), _file_digest(tmp))  # before the library: never unverified
         os.replace(tmp, so)
+    except BaseException:
+        if not so.exists():  # interrupted between the two writes: no digest without its library
+            with contextlib.suppress(OSError):
+                _digest_path(so).unlink()
+        raise
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -502,7 +532,16 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
         src = directory / f"{key}.c"
         if not src.exists() or src.read_text() != source:
             _atomic_write_text(src, source)
-        _build(info, src, so, name_hint, source_flags(source, info) + tuple(extra_flags), source_libs(source))
+        flags = source_flags(source, info) + tuple(extra_flags)
+        try:
+            _build(info, src, so, name_hint, flags, source_libs(source))
+        except Exception:
+            raise  # a failed compile keeps its source: CompileError names it
+        except BaseException:  # Ctrl-C (or exit) during the build: leave no part of the entry behind
+            if not so.exists():
+                with contextlib.suppress(OSError):
+                    src.unlink()
+            raise
     return str(so), True
 
 

@@ -62,7 +62,7 @@ import numpy as np
 
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
-from ember._src.native import opinfo
+from ember._src.native import interrupt, opinfo
 from ember._src.native import passes as passes_mod
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
@@ -96,6 +96,12 @@ for _name in LOOP_PRIMS:
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
 SMALL_GEMM_FLOPS = 1 << 15  # products up to this many multiply-adds in bodies are C loops, not BLAS
 MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
+
+
+def _poll_break() -> str:
+    """The first statement of every iteration of a scan/while loop: Ctrl-C stops the loop
+    (:mod:`.interrupt`)."""
+    return f"if ({interrupt.poll()}) break;"
 
 
 def _align(n: int) -> int:
@@ -643,6 +649,7 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
             # after an odd number of steps, the carries are in the B slots
             lines.append("    int odd_ = 0;")
             lines.append("    for (;;) {")
+            lines.append("        " + _poll_break())
             lines.extend("        " + ln for ln in test(ka))
             lines.append("        if (!pr_[0]) break;")
             lines.extend("        " + ln for ln in advance(ka, kb))
@@ -655,6 +662,7 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
             lines.append("    }")
         else:
             lines.append("    for (;;) {")
+            lines.append("        " + _poll_break())
             lines.extend("        " + ln for ln in test(ka))
             lines.append("        if (!pr_[0]) break;")
             lines.extend("        " + ln for ln in advance(ka, kb))
@@ -702,6 +710,7 @@ def _scan_loop(step_call: Any, ka: list[str], kb: list[str], rotate: list[str], 
         return [*step_call(ka, kb, "0"), *rotate]
     if u > 1 and not (static and n < u):
         lines.append(f"for (int64_t it_ = 0; it_ + {u} <= {clen}; it_ += {u}) {{")
+        lines.append("    " + _poll_break())
         for c in range(u):
             it = "it_" if c == 0 else f"it_ + {c}"
             if pingpong:
@@ -730,6 +739,7 @@ def _scan_loop(step_call: Any, ka: list[str], kb: list[str], rotate: list[str], 
                 lines.extend(rotate)
             return lines
     lines.append(f"for (int64_t it_ = {done}; it_ < {clen}; ++it_) {{")
+    lines.append("    " + _poll_break())
     lines.extend("    " + ln for ln in step_call(ka, kb, "it_"))
     lines.extend("    " + ln for ln in rotate)
     lines.append("}")

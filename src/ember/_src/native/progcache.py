@@ -45,8 +45,10 @@ def enabled() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def source_fingerprint() -> str:
-    """A hash over (relative path, size, mtime) of every ``.py`` file of the ember package and its
-    version: any edit to ember's code changes every program key (computed once per process)."""
+    """A hash over (relative path, size, mtime) of every ``.py`` file and every C resource
+    (``.c``/``.h``: a cached source embeds their text and the runtime symbols named by their
+    hashes) of the ember package and its version: any edit to ember's code changes every program
+    key (computed once per process)."""
     import ember
 
     parts = [FORMAT, getattr(ember, "__version__", "")]
@@ -54,7 +56,7 @@ def source_fingerprint() -> str:
     def walk(directory: str, rel: str) -> None:
         with contextlib.suppress(OSError), os.scandir(directory) as it:
             for entry in sorted(it, key=lambda e: e.name):
-                if entry.name.endswith(".py"):
+                if entry.name.endswith((".py", ".c", ".h")):
                     with contextlib.suppress(OSError):
                         st = entry.stat()
                         parts.append(f"{rel}{entry.name}:{st.st_size}:{st.st_mtime_ns}")

@@ -37,7 +37,7 @@ import numpy as np
 from ember._src import core
 from ember._src import shapes as sh
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler, lapack, loops
+from ember._src.native import blas, c_ops, compiler, interrupt, lapack, loops
 from ember._src.native import memory as native_memory
 from ember._src.native import passes as passes_mod
 from ember._src.native.backend import (
@@ -376,6 +376,7 @@ class NativeRun:
                     err, self._error = self._error, None
                     if err is not None:
                         raise err
+                    interrupt.check_status(rc)  # Ctrl-C stopped it: KeyboardInterrupt
                     raise RuntimeError(f"native program failed at step {rc - 1}")
         results = []
         for kind, idx, spec in self._out_spec:
