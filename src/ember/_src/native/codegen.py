@@ -169,9 +169,19 @@ def _pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
     """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
     ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
     decls = "".join(ln.strip() + "\n    " for ln in _axis_decls(opts))
-    return (f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{\n"
-            f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n"
+    head = f"static EM_TASK_ATTR void {name}{{}}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{{{\n"
+    body = (head.format("_rows" if interrupt.POLLING else "")
+            + f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n"
             f"    if ({interrupt.poll()}) return;\n    {decls}{statement}\n}}\n")
+    if not interrupt.POLLING:
+        return body
+    # a pool worker polls the flag of the call it works for (the caller's, in em_main_ctx), so a
+    # chunk stops on Ctrl-C wherever it runs; restored after, as the worker serves other calls
+    return (body + head.format("")
+            + f"    volatile int *const outer_ = em_intr_flag_;\n"
+            f"    if (((em_main_ctx *)c_)->intr) em_intr_flag_ = ((em_main_ctx *)c_)->intr;\n"
+            f"    {name}_rows(c_, lo_, hi_, tid_);\n"
+            f"    em_intr_flag_ = outer_;\n}}\n")
 
 
 def _pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "") -> str:
@@ -261,8 +271,9 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
     body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     pooled = any("&em_mctx_" in ln for ln in body)
-    pool = ["    em_main_ctx em_mctx_ = {bufs, arena, dims, fns};"] if pooled else []
     polls = any(interrupt.POLL in text for text in (*body, *funcs))
+    intr = "em_intr_flag_" if polls else "0"  # the flag this call's chunks poll, on any thread
+    pool = [f"    em_main_ctx em_mctx_ = {{bufs, arena, dims, fns, {intr}}};"] if pooled else []
     params = "(void **bufs, char *arena, const int64_t *dims, void **fns)"
     main = []
     if polls:  # entered and left through the interrupt runtime (native/interrupt.py); the steps

@@ -98,7 +98,7 @@ def workers() -> int:
 _HELPERS = """\
 typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
 typedef void (*em_par_fn_t)(em_task_t, void *, int64_t, int64_t, int64_t);
-typedef struct { void **bufs; char *arena; const int64_t *dims; void **fns; } em_main_ctx;
+typedef struct { void **bufs; char *arena; const int64_t *dims; void **fns; volatile int *intr; } em_main_ctx;
 static inline __attribute__((unused)) em_par_fn_t em_par_fn(void) {
     extern void *dlsym(void *handle, const char *name);
     static em_par_fn_t fn;
