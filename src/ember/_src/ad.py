@@ -40,7 +40,16 @@ from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import movement as mv
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Eqn, Literal, Program, Var, eval_program, inline_literals, trace_to_program
+from ember._src.program import (
+    Eqn,
+    Literal,
+    Program,
+    Var,
+    eqn_effectful,
+    eval_program,
+    inline_literals,
+    trace_to_program,
+)
 from ember.errors import TracerError
 
 __all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linear_transpose", "linearize", "value_and_grad",
@@ -1049,7 +1058,7 @@ def dce_program(prog: Program, used: Sequence[bool]) -> Program:
     live: set[int] = {a.id for a, u in zip(prog.outvars, used) if u and isinstance(a, Var)}
     eqns = []
     for e in reversed(prog.eqns):
-        if any(o.id in live for o in e.outvars):
+        if any(o.id in live for o in e.outvars) or eqn_effectful(e):
             eqns.append(e)
             live.update(a.id for a in e.inputs if isinstance(a, Var))
     eqns.reverse()

@@ -58,7 +58,7 @@ from ember._src.native.fused import gemm_p
 from ember._src.native.fused import layouts as fused_layouts
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
-from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
@@ -417,7 +417,7 @@ def cse(p: Program) -> Program:
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         key = (e.prim.name, tuple(_atom_key(a) for a in ins), _freeze(e.params))
-        prev = seen.get(key)
+        prev = None if eqn_effectful(e) else seen.get(key)
         if prev is not None:
             for old, new in zip(e.outvars, prev):
                 b.sub[old.id] = new
@@ -432,7 +432,7 @@ def dce(p: Program) -> Program:
     live = {a.id for a in p.outvars if isinstance(a, Var)}
     kept = []
     for e in reversed(p.eqns):
-        if any(v.id in live for v in e.outvars):
+        if any(v.id in live for v in e.outvars) or eqn_effectful(e):
             kept.append(e)
             live.update(a.id for a in e.inputs if isinstance(a, Var))
     kept.reverse()
@@ -1032,7 +1032,7 @@ def fold_constants(p: Program) -> Program:
         ins = [b.read(a) for a in e.inputs]
         static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
         foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
-            not any(isinstance(v, (Program, list)) for v in e.params.values())
+            not any(isinstance(v, (Program, list)) for v in e.params.values()) and not eqn_effectful(e)
         vals, in_bytes = [], 0
         for a in ins if foldable else ():
             if isinstance(a, Literal):
