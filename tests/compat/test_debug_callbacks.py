@@ -130,7 +130,8 @@ def _values(lib, jit):
     jit(_show(lib, "{}"))(jnp_.arange(6.0).reshape(2, 3))
     jit(_show(lib, "e {}"))(jnp_.zeros((0, 2)))
     jit(lambda x: (lib.debug.print("{} {}", x + 1j, x > 0), x)[1])(jnp_.array([1.0, -1.0]))
-    jit(lambda x: (lib.debug.print("{:.2f} {y:>4} {}", x, 2, y=x.astype(jnp_.int32)), x)[1])(jnp_.float32(3.0))
+    fmt = lambda x: (lib.debug.print("{:.2f} {y:>4} {}", x, 2, y=x.astype(jnp_.int32)), x)[1]
+    jit(fmt)(jnp_.float32(3.0))
     jit(lambda x: (lib.debug.print("no args"), x)[1])(1.0)
     jit(lambda x: (lib.debug.print("unused result {}", x * 3), x)[1])(1.0)
     with np.printoptions(precision=2):
@@ -175,8 +176,9 @@ def _ordered(lib, jit):
 
 
 def _callbacks(lib, jit):
-    jit(lambda x: (lib.debug.callback(lambda a, tag, b=None: print("cb", a, tag, b), x, "tag", b=x + 1), x)[1])(
-        lib.numpy.arange(2.0))
+    def host(a, tag, b=None):
+        print("cb", a, tag, b)
+    jit(lambda x: (lib.debug.callback(host, x, "tag", b=x + 1), x)[1])(lib.numpy.arange(2.0))
     lib.vmap(lambda x: (lib.debug.callback(lambda a: print("vcb", a, a.shape), x), x)[1])(
         lib.numpy.arange(4.0).reshape(2, 2))
     print(lib.debug.print("returns"), lib.debug.callback(lambda: None))
@@ -204,7 +206,8 @@ CASES = {
     "custom": (_custom, "cj primal 1.0\ncj rule 1.0\ncj primal 1.0\ncv fwd 3.0\ncv bwd 3.0 1.0\n"
                         "g 5.0\ng 5.0\n"),
     "ordered": (_ordered, "a 22.214675903320312\nb [0. 1. 2.]\nc\ntwo-call 1.0\n"),
-    "callbacks": (_callbacks, "cb [0. 1.] tag [1. 2.]\nvcb [0. 1.] (2,)\nvcb [2. 3.] (2,)\nreturns\nNone None\n"),
+    "callbacks": (_callbacks,
+                  "cb [0. 1.] tag [1. 2.]\nvcb [0. 1.] (2,)\nvcb [2. 3.] (2,)\nreturns\nNone None\n"),
 }
 
 
@@ -220,7 +223,7 @@ def test_prints_expected_lines(name, backend, capsys):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_prints_what_jax_prints(name, capsys):
     jax = pytest.importorskip("jax", reason="comparison with what JAX prints needs jax")
-    import jax.numpy  # noqa: F401
+    pytest.importorskip("jax.numpy")
 
     case, _ = CASES[name]
     capsys.readouterr()
@@ -253,7 +256,8 @@ def test_unordered_prints_keep_program_order(capsys):
 
 
 def test_loop_with_print_is_compiled_natively(capsys):
-    f = ember.jit(lambda xs: lax.scan(lambda c, x: (ember.debug.print("{}", c), (c + x, None))[1], 0.0, xs)[0])
+    body = lambda c, x: (ember.debug.print("{}", c), (c + x, None))[1]
+    f = ember.jit(lambda xs: lax.scan(body, 0.0, xs)[0])
     xs = jnp.arange(4.0)
     text = f.lower(xs).executable.describe()
     assert "native scan" in text and "fallback scan" not in text
@@ -261,7 +265,8 @@ def test_loop_with_print_is_compiled_natively(capsys):
     for k in range(3):  # the first call compiles; later ones take the warm path
         assert float(f(xs + k)) == float(np.sum(np.arange(4.0) + k))
     lines = capsys.readouterr().out.split()
-    want = [str(np.float32(v)) for k in range(3) for v in np.concatenate([[0], np.cumsum(np.arange(4.0) + k)[:-1]])]
+    carries = [np.concatenate([[0], np.cumsum(np.arange(4.0) + k)[:-1]]) for k in range(3)]
+    want = [str(np.float32(v)) for c in carries for v in c]
     assert lines == want
 
 
@@ -291,12 +296,12 @@ def test_error_in_callback_stops_the_call(backend, loop):
             raise KeyError("boom")
 
     if loop == "scan":
-        f = ember.jit(lambda xs: lax.scan(lambda c, x: (ember.debug.callback(cb, x), (c + x, None))[1], 0, xs)[0],
-                      backend=backend)
+        body = lambda c, x: (ember.debug.callback(cb, x), (c + x, None))[1]
+        f = ember.jit(lambda xs: lax.scan(body, 0, xs)[0], backend=backend)
         arg, ok = jnp.arange(4), jnp.arange(4) + 5
     elif loop == "while":
-        f = ember.jit(lambda x: lax.while_loop(lambda c: c < 4, lambda c: (ember.debug.callback(cb, c), c + 1)[1],
-                                               x), backend=backend)
+        step = lambda c: (ember.debug.callback(cb, c), c + 1)[1]
+        f = ember.jit(lambda x: lax.while_loop(lambda c: c < 4, step, x), backend=backend)
         arg, ok = 0, 2
     else:
         f = ember.jit(lambda x: (ember.debug.callback(cb, x), ember.debug.callback(cb, x + 1), x * 3)[-1],
@@ -314,7 +319,8 @@ def test_error_in_callback_stops_the_call(backend, loop):
 
 def test_named_dynamic_axes(capsys):
     f = ember.jit(lambda xs: lax.scan(_scan_body(ember), 0.0, xs)[0], dynamic_axes={0: ("n",)})
-    g = ember.jit(ember.vmap(lambda x: (ember.debug.print("v {}", x), x * 2)[1]), dynamic_axes={0: ("batch",)})
+    g = ember.jit(ember.vmap(lambda x: (ember.debug.print("v {}", x), x * 2)[1]),
+                  dynamic_axes={0: ("batch",)})
     capsys.readouterr()
     assert float(f(jnp.arange(2.0))) == 1.0 and float(f(jnp.arange(3.0))) == 3.0
     np.testing.assert_array_equal(g(jnp.arange(3.0)), [0.0, 2.0, 4.0])
