@@ -182,6 +182,8 @@ def _callbacks(lib, jit):
     lib.vmap(lambda x: (lib.debug.callback(lambda a: print("vcb", a, a.shape), x), x)[1])(
         lib.numpy.arange(4.0).reshape(2, 2))
     print(lib.debug.print("returns"), lib.debug.callback(lambda: None))
+    tree = {"a": lib.numpy.float32(1), "b": (lib.numpy.arange(2), None)}
+    jit(lambda d: (lib.debug.print("d={}", d), d["a"])[1])(tree)
 
 
 CASES = {
@@ -207,7 +209,8 @@ CASES = {
                         "g 5.0\ng 5.0\n"),
     "ordered": (_ordered, "a 22.214675903320312\nb [0. 1. 2.]\nc\ntwo-call 1.0\n"),
     "callbacks": (_callbacks,
-                  "cb [0. 1.] tag [1. 2.]\nvcb [0. 1.] (2,)\nvcb [2. 3.] (2,)\nreturns\nNone None\n"),
+                  "cb [0. 1.] tag [1. 2.]\nvcb [0. 1.] (2,)\nvcb [2. 3.] (2,)\nreturns\nNone None\n"
+                  "d={'a': Array(1., dtype=float32), 'b': (Array([0, 1], dtype=int32), None)}\n"),
 }
 
 
@@ -271,7 +274,7 @@ def test_loop_with_print_is_compiled_natively(capsys):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_callback_gets_numpy_copies(backend):
+def test_callback_gets_array_copies(backend):
     """Arrays kept by the callback stay as they were, although the compiled loop reuses its buffers."""
     seen = []
 
@@ -280,7 +283,7 @@ def test_callback_gets_numpy_copies(backend):
         return c * 2, None
 
     out = ember.jit(lambda c: lax.scan(body, c, None, length=4)[0], backend=backend)(jnp.ones(3))
-    assert all(type(a) is np.ndarray and a.dtype == np.float32 for a in seen)
+    assert all(type(a) is ember.Array and a.dtype == np.float32 for a in seen)
     np.testing.assert_array_equal(np.stack(seen), [[1] * 3, [2] * 3, [4] * 3, [8] * 3])
     np.testing.assert_array_equal(out, [16.0] * 3)
 

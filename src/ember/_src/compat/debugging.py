@@ -4,8 +4,8 @@ Both bind the effectful ``debug_callback`` primitive (:mod:`ember._src.prims.deb
 they run when the program runs (every call of a ``jit`` function, every iteration of a compiled
 loop), in program order, never removed because nothing uses their (absent) result. The arguments
 are split like JAX's: array-like leaves (ember arrays, tracers, NumPy arrays, Python numbers) are
-traced values handed over as NumPy arrays; any other leaf (a string, ``None``, an object) is static
-and passed through unchanged.
+traced values handed over as eager ember Arrays (as JAX hands over ``jax.Array`` s); any other leaf
+(a string, ``None``, an object) is static and passed through unchanged.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ def debug_callback(callback: Callable[..., Any] | None = None, *args: Any, order
 
     As ``jax.debug.callback``: the call happens when the program runs (inside ``jit``, compiled
     loops, ``cond`` branches), once per batch element under ``vmap``, with the primal values under
-    ``jvp``/``grad`` (in the forward pass). Array arguments arrive as NumPy arrays (copies the
-    callback may keep); other leaves of ``args``/``kwargs`` are passed unchanged. The result of
-    ``callback`` is ignored; this returns ``None``. Calls run in program order, so ``ordered`` is
-    accepted for compatibility and changes nothing; ``partitioned`` likewise (one process, no
-    shards). Called with no ``callback`` (``debug.callback(ordered=True)``), it returns a function
-    taking ``(callback, *args, **kwargs)``: JAX's two-call form.
+    ``jvp``/``grad`` (in the forward pass). Array arguments arrive as ember Arrays (copies the
+    callback may keep, as JAX passes ``jax.Array`` s); other leaves of ``args``/``kwargs`` are
+    passed unchanged. The result of ``callback`` is ignored; this returns ``None``. Calls run in
+    program order, so ``ordered`` is accepted for compatibility and changes nothing;
+    ``partitioned`` likewise (one process, no shards). Called with no ``callback``
+    (``debug.callback(ordered=True)``), it returns a function taking ``(callback, *args,
+    **kwargs)``: JAX's two-call form.
     """
     def stage(fn: Callable[..., Any], *a: Any, **kw: Any) -> None:
         if not callable(fn):

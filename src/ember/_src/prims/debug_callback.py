@@ -3,8 +3,9 @@
 The primitive is *effectful* (``Primitive.effectful``): the passes never drop it although it has no
 outputs, never merge two of them (CSE) or evaluate one at compile time (constant folding), and
 the native schedule runs effectful steps in program order. Its implementation calls the function
-with NumPy copies of the arguments; the native backend runs it as a fallback step (called back from
-the compiled program, inside compiled loops too). Rules follow JAX's ``debug_callback``:
+with the arguments as eager ember Arrays (copies; JAX passes ``jax.Array`` s); the native backend
+runs it as a fallback step (called back from the compiled program, inside compiled loops too).
+Rules follow JAX's ``debug_callback``:
 
 * ``jvp``: the callback sees the primals only; no tangent outputs (so under ``grad`` it runs once,
   in the forward pass, and the backward pass has no trace of it).
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.array import Array, aligned_copy
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import movement as mv
 from ember._src.prims.callback import _Callback
@@ -31,7 +33,7 @@ debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=
 def _impl(*args: np.ndarray, callback: Callable[..., Any], ordered: bool) -> list:
     # copies: a callback may keep its arguments (e.g. append them to a history list), and a
     # compiled program reuses the buffers it hands out here
-    callback(*[np.array(a, copy=True) for a in args])
+    callback(*[Array(aligned_copy(np.asarray(a), share=False), False) for a in args])
     return []
 
 
@@ -56,7 +58,7 @@ def _host_loop(callback: Callable, dims: list) -> Callable:
     def run(*args: np.ndarray) -> None:
         n = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
         for i in range(n):
-            callback(*[a if d is None else np.take(a, i, axis=d) for a, d in zip(args, dims)])
+            callback(*[a if d is None else a[(slice(None),) * d + (i,)] for a, d in zip(args, dims)])
     run.__name__ = getattr(callback, "__name__", "callback")
     return run
 
