@@ -385,6 +385,15 @@ def test_bad_arguments():
         ember.debug.callback(None, 1.0)
 
 
+def test_weak_types_as_jax():
+    """Eager calls keep the weak type of Python scalars; staged ones pass plain typed arrays."""
+    seen = []
+    record = lambda a, b: seen.append((a.weak_type, b.weak_type))
+    ember.debug.callback(record, 2.0, jnp.float32(1))
+    ember.jit(lambda x: (ember.debug.callback(record, x, 3), x)[1])(1.0)
+    assert seen == [(True, False), (False, False)]
+
+
 def test_skip_format_check(capsys):
     ember.jit(lambda x: (ember.debug.print("vals", 1, x, skip_format_check=True), x)[1])(jnp.arange(2))
     assert capsys.readouterr().out == "vals 1 [0 1]\n"

@@ -23,30 +23,31 @@ from typing import Any
 import numpy as np
 
 from ember._src.array import Array, aligned_copy
-from ember._src.core import Primitive, ShapedArray
+from ember._src.core import Primitive, ShapedArray, Tracer, dynamic_trace_active, get_aval
 from ember._src.prims import movement as mv
 from ember._src.prims.callback import _Callback
 
 debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=True)
 
 
-def _impl(*args: np.ndarray, callback: Callable[..., Any], ordered: bool) -> list:
+def _impl(*args: np.ndarray, callback: Callable[..., Any], ordered: bool, weak: tuple) -> list:
     # copies: a callback may keep its arguments (e.g. append them to a history list), and a
     # compiled program reuses the buffers it hands out here
-    callback(*[Array(aligned_copy(np.asarray(a), share=False), False) for a in args])
+    callback(*[Array(aligned_copy(np.asarray(a), share=False), w) for a, w in zip(args, weak)])
     return []
 
 
-def _abstract(*avals: ShapedArray, callback: Callable, ordered: bool) -> list:
+def _abstract(*avals: ShapedArray, callback: Callable, ordered: bool, weak: tuple) -> list:
     return []
 
 
-def _jvp(primals: list, tangents: list, *, callback: Callable, ordered: bool) -> tuple[list, list]:
-    debug_callback_p.bind(*primals, callback=callback, ordered=ordered)
+def _jvp(primals: list, tangents: list, *, callback: Callable, ordered: bool,
+         weak: tuple) -> tuple[list, list]:
+    debug_callback_p.bind(*primals, callback=callback, ordered=ordered, weak=weak)
     return [], []
 
 
-def _transpose(cts: list, *args: Any, callback: Callable, ordered: bool) -> list:
+def _transpose(cts: list, *args: Any, callback: Callable, ordered: bool, weak: tuple) -> list:
     return [None] * len(args)
 
 
@@ -63,14 +64,15 @@ def _host_loop(callback: Callable, dims: list) -> Callable:
     return run
 
 
-def _batch(vals: list, dims: list, *, callback: Callable, ordered: bool) -> tuple[list, list]:
+def _batch(vals: list, dims: list, *, callback: Callable, ordered: bool, weak: tuple) -> tuple[list, list]:
     n = next(v.shape[d] for v, d in zip(vals, dims) if d is not None)
     if isinstance(n, (int, np.integer)):
         for i in range(int(n)):
             debug_callback_p.bind(*[v if d is None else _element(v, d, i) for v, d in zip(vals, dims)],
-                                  callback=callback, ordered=ordered)
+                                  callback=callback, ordered=ordered, weak=weak)
     else:
-        debug_callback_p.bind(*vals, callback=_Callback(_host_loop(callback, dims)), ordered=ordered)
+        debug_callback_p.bind(*vals, callback=_Callback(_host_loop(callback, dims)), ordered=ordered,
+                              weak=weak)
     return [], []
 
 
@@ -84,5 +86,9 @@ debug_callback_p.na("lowering", "runs as a native fallback step: the host Python
 
 
 def debug_callback_bind(fn: Callable[..., Any], *args: Any, ordered: bool = False) -> None:
-    """Bind ``debug_callback`` on flat arguments; ``fn`` takes the flat NumPy arrays."""
-    debug_callback_p.bind(*args, callback=_Callback(fn), ordered=bool(ordered))
+    """Bind ``debug_callback`` on flat arguments; ``fn`` takes the flat Arrays. As JAX, an eager
+    call keeps the weak types of its arguments (Python scalars); a staged one (``jit``, loops)
+    passes plain typed arrays."""
+    staged = dynamic_trace_active() or any(isinstance(a, Tracer) for a in args)
+    weak = tuple(False if staged else get_aval(a).weak_type for a in args)
+    debug_callback_p.bind(*args, callback=_Callback(fn), ordered=bool(ordered), weak=weak)
