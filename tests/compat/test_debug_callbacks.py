@@ -289,6 +289,25 @@ def test_callback_gets_array_copies(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("before", [True, False])
+def test_large_carry_updated_in_place(backend, before):
+    """A carry too large for registers may be updated in place by the compiled loop: a callback
+    reading the old carry after the update (in program order) must still see the old value."""
+    seen = []
+
+    def body(c, _):
+        if before:
+            ember.debug.callback(lambda a: seen.append(float(a[-1])), c)
+        new = c * 2
+        if not before:
+            ember.debug.callback(lambda a: seen.append(float(a[-1])), c)
+        return new, None
+
+    out = ember.jit(lambda c: lax.scan(body, c, None, length=3)[0], backend=backend)(jnp.ones(4096))
+    assert seen == [1.0, 2.0, 4.0] and float(out[-1]) == 8.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("loop", ["scan", "while", "top"])
 def test_error_in_callback_stops_the_call(backend, loop):
     seen = []
