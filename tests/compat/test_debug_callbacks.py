@@ -106,6 +106,18 @@ def _while(lib, jit):
     jit(lib.vmap(lambda x: lib.lax.while_loop(lambda c: c < 2, wb, x)))(lib.numpy.arange(2))
 
 
+def _while_ad(lib, jit):
+    def f(x):
+        def body(c):
+            lib.debug.print("w {} {}", c[0], c[1])
+            return c[0] + 1, c[1] * 2.0
+        return lib.lax.while_loop(lambda c: c[0] < 2, body, (0, x))[1]
+    lib.jvp(f, (1.0,), (1.0,))
+    _, f_jvp = lib.linearize(f, 1.0)
+    print("linearized")
+    f_jvp(1.0)  # the loop is staged whole into the linear part: it prints again
+
+
 def _cond(lib, jit):
     def branch(name):
         return lambda x: (lib.debug.print(name + " {}", x), x)[1]
@@ -201,6 +213,7 @@ CASES = {
     "scan_grad": (_scan_grad, "scan c=1.0 x=0.0\nscan c=1.0 x=1.0\n"),
     # under vmap the body runs for the whole batch while any element continues (as JAX)
     "while": (_while, "while 0\nwhile 1\nwhile 2\nwhile 0\nwhile 1\nwhile 1\nwhile 2\n"),
+    "while_ad": (_while_ad, "w 0 1.0\nw 1 2.0\n" * 2 + "linearized\n" + "w 0 1.0\nw 1 2.0\n"),
     "cond": (_cond, "pos 1.0\nneg -1.0\nb1 2.0\n"),
     "nested_scan": (_nested_scan, "in 0 0\nin 0 1\nin 2 0\nin 2 1\n"),
     "values": (_values, "1.5 -2 True\n[[0. 1. 2.]\n [3. 4. 5.]]\ne []\n[ 1.+1.j -1.+1.j] [ True False]\n"
