@@ -95,6 +95,9 @@ __all__ += ["image"]
 from ember._src.compat.callbacks import pure_callback  # noqa: E402
 
 __all__ += ["pure_callback"]
+from ember import debug  # noqa: E402
+
+__all__ += ["debug"]
 from ember._src.session import InferenceSession  # noqa: E402
 
 __all__ += ["InferenceSession"]

@@ -40,7 +40,15 @@ from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import movement as mv
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Eqn, Literal, Program, Var, eval_program, inline_literals, trace_to_program
+from ember._src.program import (
+    Eqn,
+    Literal,
+    Program,
+    Var,
+    eval_program,
+    inline_literals,
+    trace_to_program,
+)
 from ember.errors import TracerError
 
 __all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linear_transpose", "linearize", "value_and_grad",

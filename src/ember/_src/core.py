@@ -97,15 +97,19 @@ class Primitive:
     ``impl(*np_arrays, **params)`` is the NumPy reference; ``abstract_eval(*avals, **params)``
     infers dtypes and (symbolic) shapes; ``jvp``, ``transpose`` (linear primitives only),
     ``batch`` and ``lowering`` are filled by their modules. ``not_applicable[kind]`` records why a
-    rule does not apply, which the registry test accepts in place of the rule.
+    rule does not apply, which the registry test accepts in place of the rule. An ``effectful``
+    primitive (a debug callback) matters for what it does, not for its results: passes never drop,
+    merge, fold or reorder it (see :func:`ember._src.program.eqn_effectful`).
     """
 
-    def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False):
+    def __init__(self, name: str, *, multiple_results: bool = False, linear: bool = False,
+                 effectful: bool = False):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
         self.multiple_results = multiple_results
         self.linear = linear
+        self.effectful = effectful
         self.impl: Callable | None = None
         self.abstract_eval: Callable | None = None
         self.jvp: Callable | None = None

@@ -50,7 +50,7 @@ COMPAT = {
     "ember.scipy.ndimage": ("Image interpolation", "map_coordinates"),
     "ember.image": ("Image resizing", "resize scale_and_translate"),
     "ember.experimental.ode": ("ODE solver", "odeint"),
-    "ember.debug": ("Debug callbacks (need an effects notion in DCE/scheduling)", "print callback"),
+    "ember.debug": ("Debug printing and host callbacks for their effect", "print callback"),
 }
 
 # jax.scipy.stats: distribution -> the methods JAX has for it

@@ -84,10 +84,36 @@ class Program:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
+    @property
+    def effectful(self) -> bool:
+        """Whether running this program has effects (an effectful equation, here or in a
+        sub-program); computed once."""
+        eff = self.__dict__.get("_effectful")
+        if eff is None:
+            eff = self.__dict__["_effectful"] = any(eqn_effectful(e) for e in self.eqns)
+        return eff
+
     def __str__(self) -> str:
         return pretty_print(self)
 
     __repr__ = __str__
+
+
+def _has_effectful_program(v: Any) -> bool:
+    if isinstance(v, Program):
+        return v.effectful
+    if isinstance(v, (tuple, list)):
+        return any(_has_effectful_program(x) for x in v)
+    return False
+
+
+def eqn_effectful(e: Eqn) -> bool:
+    """Whether ``e`` must run even when its outputs are unused, exactly as often as the program
+    says and in program order relative to other effectful equations: its primitive is effectful
+    (``Primitive.effectful``, e.g. ``debug_callback``) or a sub-program in its params (a loop or
+    cond body, a call) holds such an equation. Passes must not drop, merge (CSE), constant-fold or
+    reorder it."""
+    return e.prim.effectful or any(_has_effectful_program(v) for v in e.params.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,12 +373,13 @@ class ProgramTrace(core.Trace):
 def dce(p: Program, used: Sequence[bool] | None = None) -> Program:
     """``p`` without the equations and captured constants no kept output depends on. ``used``
     flags the outputs to keep (all when None); the others are dropped from ``p.outvars``.
-    Equations are pure (an equation whose results are unused never runs), as every primitive is."""
+    An equation whose results are unused is dropped unless it is effectful (:func:`eqn_effectful`:
+    a debug callback, or a loop/branch/call whose body holds one), which always runs."""
     kept_outs = list(p.outvars) if used is None else [a for a, u in zip(p.outvars, used) if u]
     live: set[int] = {a.id for a in kept_outs if isinstance(a, Var)}
     eqns = []
     for e in reversed(p.eqns):
-        if any(o.id in live for o in e.outvars):
+        if any(o.id in live for o in e.outvars) or eqn_effectful(e):
             eqns.append(e)
             live.update(a.id for a in e.inputs if isinstance(a, Var))
     eqns.reverse()

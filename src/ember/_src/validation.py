@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.program import Var, definition_errors, validate
+from ember._src.program import Var, definition_errors, eqn_effectful, validate
 from ember.errors import ValidationError
 
 logger = logging.getLogger("ember")
@@ -234,7 +234,7 @@ def _dead_code(p: Any) -> list[Finding]:
     out: list[Finding] = []
     for i in range(len(p.eqns) - 1, -1, -1):
         e = p.eqns[i]
-        if any(v.id in live for v in e.outvars):
+        if any(v.id in live for v in e.outvars) or eqn_effectful(e):
             live.update(a.id for a in e.inputs if isinstance(a, Var))
         else:
             out.append(_finding("warning", "optimized", "dead_code",

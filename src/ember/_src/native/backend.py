@@ -406,6 +406,8 @@ class NativeExecutable:
         return v
 
     def _run_fallback(self, step_id: int, ptrs: Any) -> int:
+        if self._error is not None:  # an earlier callback of this call failed (in a loop body)
+            return 1
         try:
             step = self._fallback_steps[step_id]
             e = step.eqns[0]

@@ -47,6 +47,8 @@ from ember._src.program import Literal, Var
 INT_MAX = 2**31 - 1
 # sgemm, dgemm, the fallback callback, sgemv, dgemv, the LAPACK routines; loop-body constants follow
 N_FIXED_FNS = 5 + len(lapack.FN_NAMES)
+# callback ids of fallback steps inside loop bodies (those of ember_main's own steps are step indices)
+BODY_CALLBACK_BASE = 1 << 20
 
 
 @dataclass
@@ -85,6 +87,8 @@ class _Ctx:
         # whose chunk functions unpack bufs/arena/dims/fns from an em_main_ctx (not in loop bodies)
         self.pooled = False
         self.top = False  # ember_main's own steps: a loop step returns EM_INTERRUPTED once stopped
+
+    in_body = False  # a loop body's function (loops._BodyCtx): returns void, see _fallback_call
 
     def base(self, b: Buffer) -> str:
         if b.cls == EXTERNAL_IN:
@@ -136,17 +140,32 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
         elif step.kind == "call":
             body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, gen.helpers))
         elif step.kind == "fallback":
-            gen.fallback_steps[s] = step
-            ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
-            ptrs += [ctx.ptr(v) for v in step.outputs]
-            arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
-            body.append(f"    {{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}")
+            body.append("    " + _fallback_call(step, s, ctx, gen))
         elif step.kind in ("loop", "cond"):
             from ember._src.native import loops
+            n_cb = len(gen.fallback_steps)
             body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
+            if not ctx.in_body and len(gen.fallback_steps) > n_cb:  # a body calls back: did it fail?
+                body.append(f"    if (em_cb_failed_) {{ em_cb_failed_ = 0; return {s + 1}; }}")
             if ctx.top and interrupt.POLLING:  # stopped by Ctrl-C (native/interrupt.py): skip the rest
                 body.append(f"    if ({interrupt.POLL}) return EM_INTERRUPTED;")
     return body
+
+
+def _fallback_call(step: Step, s: int, ctx: _Ctx, gen: Generated) -> str:
+    """The statement running fallback step ``s`` through the Python callback ``fns[2]``. In
+    ember_main a failure returns ``s + 1``; a loop body (a void function, allowed only effectful
+    fallbacks such as debug callbacks) sets ``em_cb_failed_`` instead, which ember_main checks after
+    the loop step (the backend skips the callbacks that follow a failed one in the same call)."""
+    ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
+    ptrs += [ctx.ptr(v) for v in step.outputs]
+    arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
+    if not ctx.in_body:
+        gen.fallback_steps[s] = step
+        return f"{{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}"
+    cid = BODY_CALLBACK_BASE + len(gen.fallback_steps)
+    gen.fallback_steps[cid] = step
+    return f"{{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({cid}, a_)) em_cb_failed_ = 1; }}"
 
 
 # chunks per thread of a pooled kernel's rows: a late thread's share is taken over in pieces
@@ -285,6 +304,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
              "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
+    if "em_cb_failed_" in code:  # per thread: two calls of one shared library may run at once
+        extra += "static _Thread_local int em_cb_failed_;\n"
     if polls:
         extra += interrupt.c_helpers()
     if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:

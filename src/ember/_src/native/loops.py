@@ -87,7 +87,7 @@ from ember._src.native.planner import (
     plan_memory,
 )
 from ember._src.native.schedule import Schedule, Step, StepKind, build_schedule
-from ember._src.program import Atom, Eqn, Literal, Program, Var, validate
+from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful, validate
 
 LOOP_PRIMS = ("scan", "while", "cond")
 for _name in LOOP_PRIMS:
@@ -171,7 +171,7 @@ def compile_body(prog: Program, opts: BodyOptions, name: str) -> Body:
     sched = build_schedule(p, max_inputs=opts.max_inputs, fuse=opts.fuse)
     lower_loops(sched, opts, prefix=name + "_")
     for st in sched.steps:
-        if st.kind == "fallback":
+        if st.kind == "fallback" and not st.eqns[0].prim.effectful:  # a debug callback may call back
             raise BodyError(f"the body runs {st.eqns[0].prim.name} through the Python fallback (no native "
                             "lowering)")
     for st in sched.steps:
@@ -373,6 +373,8 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
 class _BodyCtx(_Ctx):
     """Buffer addresses inside a body function: inputs/outputs are its pointer parameters,
     constants come from ``fns``, intermediates from its own ``arena``."""
+
+    in_body = True
 
     def __init__(self, body: Body):
         super().__init__(body.plan, len(body.program.invars), len(body.program.constvars))
@@ -804,7 +806,7 @@ def dce_loop_outputs(p: Program) -> Program:
     changed = False
     for e in reversed(p.eqns):
         used = [v.id in live for v in e.outvars]
-        if not any(used):
+        if not any(used) and not eqn_effectful(e):
             changed = True
             continue
         if e.prim.name in ("scan", "cond") and not all(used):

@@ -59,7 +59,7 @@ from ember._src.native.fused import layouts as fused_layouts
 from ember._src.native.opinfo import OpCategory
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
-from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
@@ -390,7 +390,7 @@ def cse(p: Program) -> Program:
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         key = (e.prim.name, tuple(_atom_key(a) for a in ins), _freeze(e.params))
-        prev = seen.get(key)
+        prev = None if eqn_effectful(e) else seen.get(key)
         if prev is not None:
             for old, new in zip(e.outvars, prev):
                 b.sub[old.id] = new
@@ -991,7 +991,7 @@ def fold_constants(p: Program) -> Program:
         ins = [b.read(a) for a in e.inputs]
         static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
         foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
-            not any(isinstance(v, (Program, list)) for v in e.params.values())
+            not any(isinstance(v, (Program, list)) for v in e.params.values()) and not eqn_effectful(e)
         vals, in_bytes = [], 0
         for a in ins if foldable else ():
             if isinstance(a, Literal):

@@ -32,7 +32,7 @@ from ember._src.native import c_ops, opinfo
 from ember._src.native.calls import lowerable
 from ember._src.native.fused import gemm_p
 from ember._src.native.kernel import CHEAP, KernelIR, Unfusable, build_kernel
-from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 
 
 class StepKind(enum.StrEnum):
@@ -349,6 +349,20 @@ class _Fuser:
                         failed.add(key)
 
     # -- output --------------------------------------------------------------------------------
+    def order_effects(self, units: dict[int, Step], deps: dict[int, set[int]]) -> None:
+        """Each effectful step (a debug callback, a loop whose body has one) also waits for the
+        previous one, so effects happen in program order (effectful equations are never fused, so
+        each is its own unit). An edge that would close a cycle (possible only through a fused
+        kernel) is left out."""
+        prev = None
+        for i, e in enumerate(self.eqns):
+            u = self.home.get(i)
+            if u is None or u not in units or not eqn_effectful(e):
+                continue
+            if prev is not None and u not in self.ancestors(prev):
+                deps[u].add(prev)
+            prev = u
+
     def steps(self) -> list[Step]:
         units: dict[int, Step] = {}
         for gid, g in self.groups.items():
@@ -368,6 +382,7 @@ class _Fuser:
             units[-1 - i] = Step(kind, "", [e], ins, list(e.outvars))
         # topological order (Kahn), ties by first equation index
         deps = {u: {d for d in self.unit_deps(u) if d in units} for u in units}
+        self.order_effects(units, deps)
         first = {u: (min(self.groups[u].members) if u >= 0 else -1 - u) for u in units}
         ready = sorted((u for u in units if not deps[u]), key=lambda u: first[u])
         order: list[int] = []

@@ -327,6 +327,8 @@ class NativeRun:
         self._error: BaseException | None = None
 
     def _run_fallback(self, step_id: int, ptrs: Any) -> int:
+        if self._error is not None:  # an earlier callback of this call failed (in a loop body)
+            return 1
         try:
             step = self.sym._fallback_steps[step_id]
             e = step.eqns[0]

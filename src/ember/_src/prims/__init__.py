@@ -2,6 +2,7 @@
 
 from ember._src.prims import (  # noqa: F401
     callback,
+    debug_callback,
     dot,
     elementwise,
     fft,
