@@ -19,10 +19,11 @@ running after SIGINT until it finished. Now:
   ``scan``/``fori_loop``/``while_loop`` loop, every chunk of a kernel on the thread pool, every
   row of a pooled row kernel and every block of a pooled blocked reduction read the flag through
   a thread-local pointer (one load and a predicted branch, no call: a loop's carries stay in
-  registers). The pointer leads to the flag only on the main thread during its call; elsewhere
-  (pool workers, calls on other threads) to a zero, so only the main thread's call stops. Once
-  stopped, ``ember_main`` returns :data:`INTERRUPTED` and :func:`check_status` raises. Pool
-  workers finish the chunk they hold (the caller skips the chunks left), so the pool is idle and
+  registers). The pointer leads to the flag only on the main thread during its call, and on a
+  pool worker while it runs a chunk of that call (the call's ``em_main_ctx`` carries the
+  pointer); elsewhere (calls on other threads) to a zero, so only the main thread's call stops.
+  Once stopped, ``ember_main`` returns :data:`INTERRUPTED` and :func:`check_status` raises.
+  Stopped chunks return early and chunks not started are skipped, so the pool is idle and
   consistent when the call returns; nothing of the arena outlives a call, so the next call starts
   clean.
 * Programs without loops or pooled kernels (a small elementwise function) do not poll and do
