@@ -390,7 +390,7 @@ def cse(p: Program) -> Program:
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         key = (e.prim.name, tuple(_atom_key(a) for a in ins), _freeze(e.params))
-        prev = seen.get(key)
+        prev = None if getattr(e.prim, "effectful", False) else seen.get(key)  # communication: each runs
         if prev is not None:
             for old, new in zip(e.outvars, prev):
                 b.sub[old.id] = new
@@ -991,6 +991,7 @@ def fold_constants(p: Program) -> Program:
         ins = [b.read(a) for a in e.inputs]
         static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
         foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
+            not getattr(e.prim, "effectful", False) and \
             not any(isinstance(v, (Program, list)) for v in e.params.values())
         vals, in_bytes = [], 0
         for a in ins if foldable else ():

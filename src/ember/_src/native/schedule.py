@@ -372,8 +372,14 @@ class _Fuser:
         ready = sorted((u for u in units if not deps[u]), key=lambda u: first[u])
         order: list[int] = []
         done: set[int] = set()
+        # effectful calls (collectives across processes) keep their program order where they can:
+        # one waits while an earlier one is unscheduled, unless nothing else is ready
+        effects = sorted(-1 - u for u in units if u < 0 and getattr(self.eqns[-1 - u].prim, "effectful", False))
         while ready:
-            u = ready.pop(0)
+            u = next((w for w in ready if w >= 0 or -1 - w not in effects or -1 - w == effects[0]), ready[0])
+            ready.remove(u)
+            if u < 0 and -1 - u in effects:
+                effects.remove(-1 - u)
             order.append(u)
             done.add(u)
             for w in units:

@@ -9,6 +9,7 @@ from ember._src.prims import (  # noqa: F401
     linalg,
     misc,
     movement,
+    process,
     random_bits,
     reductions,
 )
