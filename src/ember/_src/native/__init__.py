@@ -11,8 +11,8 @@ the axes per call).
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS
 from ember._src.native import compiler, dispatch, gemm_kernel, opinfo, threadpool, validators  # noqa: F401
-from ember._src.native import mpi_calls  # noqa: F401  (collectives across processes: MPI steps)
 from ember._src.native import memory as native_memory
+from ember._src.native import mpi_calls as _mpi_calls  # noqa: F401 - registers the MPI steps
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ember._src import debug as dbg
 from ember._src.native import calls
+from ember._src.native.c_ops import ctype
 from ember._src.native.csrc import load
 from ember._src.prims import process as pp
 from ember._src.program import Eqn, Literal
@@ -38,7 +39,8 @@ from ember._src.program import Eqn, Literal
 logger = logging.getLogger(__name__)
 
 _SOURCE = load("mpi_coll.c")
-_MPI_FUNCTIONS = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Sendrecv", "MPI_Comm_rank")
+_MPI_FUNCTIONS = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Sendrecv",
+                  "MPI_Comm_rank")
 # ember's type codes: index in this list (code 0, bytes, moves data of any dtype)
 _TYPES = [(None, "BYTE"), ("float32", "FLOAT"), ("float64", "DOUBLE"), ("int8", "INT8_T"),
           ("int16", "INT16_T"), ("int32", "INT32_T"), ("int64", "INT64_T"), ("uint8", "UINT8_T"),
@@ -163,9 +165,27 @@ def _count(e: Eqn) -> int:
 _NOTE = " inside the native call (mpi_calls.py, csrc/mpi_coll.c)"
 
 
-@calls.register("process_allreduce", "MPI_Allreduce from C" + _NOTE, native_step, complex_ok=True, inplace=0)
+def _widened(e: Eqn) -> bool:
+    """An 8/16-bit integer sum: summed as int32 in the step's workspace and wrapped back, as NumPy
+    wraps (Open MPI's vectorised 8/16-bit sums saturate)."""
+    dtype = np.dtype(e.inputs[0].aval.dtype)
+    return e.params["op"] == "sum" and dtype.kind in "iu" and dtype.itemsize < 4
+
+
+@calls.register("process_allreduce", "MPI_Allreduce from C" + _NOTE, native_step, complex_ok=True, inplace=0,
+                workspace=lambda e: 4 * _count(e) if _widened(e) else 0)
 def _allreduce(e: Eqn, cc: calls.CallCode) -> list[str]:
-    return _step("allreduce", e, cc, _count(e))
+    n = _count(e)
+    if not _widened(e):
+        return _step("allreduce", e, cc, n)
+    _helper(cc)
+    slot, t = library().slot(e.params["group"]), ctype(e.outvars[0].aval.dtype)
+    i32 = _TYPE_CODE[np.dtype(np.int32)]
+    return ["int32_t *w_ = (int32_t *)" + cc.ws + ";",
+            f"for (int64_t i = 0; i < {n}; ++i) w_[i] = (int32_t){cc.ins[0]}[i];",
+            f"if (em_mpi_step({_KIND['allreduce']}, {slot}, w_, w_, {n}, {i32}, 4, {_OPS.index('sum')}, 0)) "
+            "return -1;",
+            f"for (int64_t i = 0; i < {n}; ++i) {cc.outs[0]}[i] = ({t})(uint32_t)w_[i];"]
 
 
 @calls.register("process_all_gather", "MPI_Allgather from C" + _NOTE, native_step, complex_ok=True)

@@ -374,7 +374,8 @@ class _Fuser:
         done: set[int] = set()
         # effectful calls (collectives across processes) keep their program order where they can:
         # one waits while an earlier one is unscheduled, unless nothing else is ready
-        effects = sorted(-1 - u for u in units if u < 0 and getattr(self.eqns[-1 - u].prim, "effectful", False))
+        effects = sorted(-1 - u for u in units
+                         if u < 0 and getattr(self.eqns[-1 - u].prim, "effectful", False))
         while ready:
             u = next((w for w in ready if w >= 0 or -1 - w not in effects or -1 - w == effects[0]), ready[0])
             ready.remove(u)

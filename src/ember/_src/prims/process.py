@@ -48,6 +48,9 @@ class ProcessGroup:
     def allreduce(self, x: np.ndarray, op: str) -> np.ndarray:
         """``op`` ("sum", "max", "min") of ``x`` over the processes (mpi4py ``Allreduce``)."""
         x = self._checked({"sum": "psum", "max": "pmax", "min": "pmin"}[op], x)
+        if op == "sum" and x.dtype.kind in "iu" and x.dtype.itemsize < 4:
+            # summed as int32 and wrapped back, as NumPy wraps (Open MPI saturates 8/16-bit sums)
+            return self.allreduce(x.astype(np.int32), op).astype(x.dtype)
         out = np.empty_like(x)
         self.comm.Allreduce(x, out, op=getattr(self._mpi, op.upper()))
         return out
