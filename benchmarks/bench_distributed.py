@@ -29,14 +29,17 @@ import ember.distributed as dist  # noqa: E402
 from ember._src.distributed.spmd import psum, spmd  # noqa: E402
 
 
-def _time(fn, reps: int) -> float:
-    ts = []
+def _times(fns: list, reps: int) -> list[float]:
+    """Median seconds of each of ``fns``, measured interleaved (one run of each per round), so a
+    load spike on this shared machine hits every column alike."""
+    ts: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        dist.barrier()  # every process starts the collective together
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        for fn, out in zip(fns, ts):
+            dist.barrier()  # every process starts the collective together
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return [statistics.median(t) for t in ts]
 
 
 def main() -> None:
@@ -52,14 +55,14 @@ def main() -> None:
         n = kb * 1024 // 4
         x = np.random.default_rng(comm.rank).standard_normal(n).astype(np.float32)
         out = np.empty_like(x)
-        reps = 30 if kb <= 1024 else 8
-        t_mpi = _time(lambda x=x, out=out: comm.Allreduce(x, out, op=MPI.SUM), reps)
+        reps = 30 if kb <= 1024 else 10
+        comm.Allreduce(x, out, op=MPI.SUM)
         for f in (native, callback):  # compile, and check against mpi4py's result
             np.testing.assert_allclose(np.asarray(f(x)), out, rtol=1e-6)
-        t_native = _time(lambda x=x: native(x), reps)
-        t_callback = _time(lambda x=x: callback(x), reps)
-        t_em = _time(lambda x=x: dist.all_reduce({"x": x}, bucket_bytes=64 << 20), reps)
         np.testing.assert_allclose(np.asarray(dist.all_reduce({"x": x})["x"]), out, rtol=1e-6)
+        t_mpi, t_native, t_callback, t_em = _times(
+            [lambda x=x, out=out: comm.Allreduce(x, out, op=MPI.SUM), lambda x=x: native(x),
+             lambda x=x: callback(x), lambda x=x: dist.all_reduce({"x": x}, bucket_bytes=64 << 20)], reps)
         rows.append({"bytes": kb * 1024, "mpi4py_s": t_mpi, "native_s": t_native, "callback_s": t_callback,
                      "ember_s": t_em})
     if comm.rank == 0:
