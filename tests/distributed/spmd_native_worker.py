@@ -97,6 +97,22 @@ def collectives() -> None:
     xs = x[:n]  # (n, 3): mapped over axis 1, each slice has one row per process
     _native(vs, xs)
     _check(vs(xs), every[:, :n].sum(0)[r], np.float32)
+
+    # inside a scan body (a loop compiled into the same native call)
+    def step(c, _):
+        c = sp.psum(c, "data") * 0.5
+        return c, sp.pmax(c, "data")
+
+    sc = ember.jit(sp.spmd(lambda v: ember.lax.scan(step, v, None, length=3), "data"))
+    assert "em_mpi_step(" in sc.lower(x).executable.source
+    c, ys = sc(x)
+    want_c, want_ys = every.sum(0) * 0.5, []  # after the first step every process has this carry
+    for k in range(3):
+        if k:
+            want_c = want_c * n * 0.5  # the sum of n equal carries, halved
+        want_ys.append(want_c)
+    _check(c, want_c, np.float32)
+    _check(ys, np.stack(want_ys), np.float32)
     print(f"OK {r}", flush=True)
 
 
