@@ -83,6 +83,14 @@ def collectives() -> None:
             for got, w in zip(sp.spmd(body, "data")(x), want):
                 _check(got, w, dtype)
 
+    # an all-reduce whose result reuses its operand's arena buffer runs with MPI_IN_PLACE
+    every = np.stack([_x(k, n, np.float32) for k in range(n)])
+    fi = ember.jit(sp.spmd(lambda v: sp.psum(v * 2 + 1, "data") * 3, "data"))
+    call = next(ln for ln in fi.lower(every[r]).executable.source.splitlines() if "em_mpi_step(0," in ln)
+    args = call[call.index("em_mpi_step(") + len("em_mpi_step("):].split(", ")
+    assert args[2] == args[3] and "arena" in args[2], call  # send buffer == receive buffer
+    _check(fi(every[r]), (every * 2 + 1).sum(0) * 3, np.float32)
+
     # vmap inside spmd: the batch rules of the primitives
     every = np.stack([_x(k, n, np.float32) for k in range(n)])
     x = every[r]
