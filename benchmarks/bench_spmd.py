@@ -1,5 +1,6 @@
-"""Cost of a process collective inside a jitted program (``spmd`` psum: the compiled program calls
-back into Python, which calls MPI_Allreduce) against mpi4py's own Allreduce on a NumPy buffer.
+"""Cost of a process collective inside a jitted program (``spmd`` psum: a step of the native call
+that calls MPI_Allreduce from C) against mpi4py's own Allreduce on a NumPy buffer (the full table,
+with the host-callback path, is ``bench_distributed.py``).
 
 Run: ``mpirun -n 2 python benchmarks/bench_spmd.py`` (prints medians on process 0)."""
 

@@ -1,21 +1,26 @@
 """SPMD over a named process axis: ``spmd(fn, axis_name="data")`` runs ``fn`` on every MPI process,
 and inside it the process collectives of this module (``psum``, ``pmean``, ``pmax``, ``pmin``,
-``all_gather``, ``axis_index``) with that ``axis_name`` reduce across processes -- the process-level
-counterpart of JAX's ``shard_map`` with one mesh axis, where each process holds one shard.
+``all_gather``, ``psum_scatter``, ``ppermute``, ``axis_index``) with that ``axis_name`` act across
+processes -- the process-level counterpart of JAX's ``shard_map`` with one mesh axis, where each
+process holds one shard.
 
-Each collective is a ``pure_callback`` (so it runs inside ``jit``-compiled programs: the compiled
-program calls back into Python, which calls MPI) wrapped in a ``custom_vjp`` whose backward rule is
-the transpose JAX uses: ``psum``'s is ``psum``, ``pmean``'s is ``pmean``, ``all_gather``'s is
-``psum_scatter`` (the summed cotangent's own slice), ``pmax``/``pmin`` send the summed cotangent to
-the elements that attained the extremum. Under ``vmap`` the reductions act on every mapped slice.
-Every process must run the same collectives in the same order with the same shapes (in debug mode
-``ember.distributed.all_reduce`` checks that and names the mismatch).
+Each collective binds a ``process_*`` primitive (:mod:`ember._src.prims.process`) over the bound
+communicator: under ``jit`` the native backend runs it as a step of the program's one native call
+that calls MPI from C on the arena buffers (``native/mpi_calls.py``); eagerly, or where MPI cannot be
+reached from C, it runs through mpi4py. ``spmd(..., collectives="callback")`` keeps the earlier
+path, a ``pure_callback`` into mpi4py, for comparison. Either is wrapped in a ``custom_vjp`` whose
+backward rule is the transpose JAX uses: ``psum``'s is ``psum``, ``pmean``'s is ``pmean``,
+``all_gather``'s is ``psum_scatter`` and back, ``ppermute``'s is the inverse permutation,
+``pmax``/``pmin`` send the summed cotangent to the elements that attained the extremum. Under
+``vmap`` the collectives act on every mapped slice. Every process must run the same collectives in
+the same order with the same shapes (in debug mode each collective checks that and names the
+mismatch).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,20 +29,27 @@ import ember
 import ember.numpy as jnp
 from ember._src import debug as dbg
 from ember._src.distributed import mpi as dist
+from ember._src.prims import process as pp
 
-_active: list[Any] = []  # axis names of the enclosing spmd calls (trace-time context)
+MODES = ("native", "callback")
+_active: list[tuple[Any, str]] = []  # (axis name, collectives mode) of the enclosing spmd calls
+_groups: dict[int, pp.ProcessGroup] = {}  # id(communicator) -> its group (one per communicator)
 
 
-def spmd(fn: Callable, axis_name: Any = "data") -> Callable:
+def spmd(fn: Callable, axis_name: Any = "data", *, collectives: str = "native") -> Callable:
     """``fn`` with ``axis_name`` naming the axis of MPI processes for the collectives of this module.
 
     Each process calls the wrapped function with its own shard; ``psum(x, axis_name)`` inside it is
     the sum over processes, under ``jit``, ``grad`` and ``vmap`` alike (compose as
-    ``jit(spmd(f, "data"))`` or ``spmd(jit(f), "data")``)."""
+    ``jit(spmd(f, "data"))`` or ``spmd(jit(f), "data")``). ``collectives``: ``"native"`` (the
+    collectives are primitives the native backend runs as MPI calls from C inside the program's
+    native call) or ``"callback"`` (host callbacks into mpi4py, the earlier path)."""
+    if collectives not in MODES:
+        raise ValueError(f"spmd: collectives must be one of {MODES}, got {collectives!r}")
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        _active.append(axis_name)
+        _active.append((axis_name, collectives))
         try:
             return fn(*args, **kwargs)
         finally:
@@ -46,10 +58,13 @@ def spmd(fn: Callable, axis_name: Any = "data") -> Callable:
     return wrapped
 
 
-def _check(name: Any, what: str) -> None:
-    if name not in _active:
-        raise NameError(f"{what}: unbound process axis name {name!r} (call it inside "
-                        f"ember.distributed.spmd(fn, axis_name={name!r}))")
+def _mode(name: Any, what: str) -> str:
+    """The collectives mode of the innermost enclosing ``spmd`` binding ``name`` (else NameError)."""
+    for bound, mode in reversed(_active):
+        if bound == name:
+            return mode
+    raise NameError(f"{what}: unbound process axis name {name!r} (call it inside "
+                    f"ember.distributed.spmd(fn, axis_name={name!r}))")
 
 
 _SIG = 10  # ndim, up to 8 sizes, dtype number
@@ -70,26 +85,60 @@ def _check_same(what: str, x: np.ndarray) -> None:
                                     f"{x.shape} {x.dtype}); every process must call it alike")
 
 
-def _reduce_host(op: str) -> Callable:
-    what = {"sum": "psum", "mean": "pmean", "max": "pmax", "min": "pmin"}[op]
-
-    def host(x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x)
-        _check_same(what, x)
-        return np.asarray(dist.all_reduce(x, op, check=False)).astype(x.dtype, copy=False)
-    return host
+def _group() -> pp.ProcessGroup:
+    """The process group of the communicator bound by ``ember.distributed.initialize``."""
+    comm = dist._c()
+    if id(comm) not in _groups:
+        _groups[id(comm)] = pp.ProcessGroup(comm, check=_check_same)
+    return _groups[id(comm)]
 
 
 def _callback(host: Callable, x: Any, shape: tuple, vmap_method: str) -> Any:
     return ember.pure_callback(host, ember.ShapeDtypeStruct(shape, x.dtype), x, vmap_method=vmap_method)
 
 
-def _reducer(op: str) -> Callable:
-    host = _reduce_host(op)
+# the raw collectives on one array, by mode: the primitive, or a host callback of the same function
 
+def _allreduce(x: Any, op: str, mode: str) -> Any:
+    g = _group()
+    if mode == "native":
+        return pp.allreduce(x, g, op)
+    return _callback(lambda a: g.allreduce(a, op), x, x.shape, "expand_dims")
+
+
+def _gather(x: Any, mode: str) -> Any:
+    g = _group()
+    if mode == "native":
+        return pp.all_gather(x, g)
+    return _callback(g.allgather, x, (g.size, *x.shape), "sequential")
+
+
+def _scatter(x: Any, mode: str) -> Any:
+    g = _group()
+    if mode == "native":
+        return pp.reduce_scatter(x, g)
+    return _callback(g.reduce_scatter, x, x.shape[1:], "sequential")
+
+
+def _permute(x: Any, perm: tuple, mode: str) -> Any:
+    g = _group()
+    if mode == "native":
+        return pp.permute(x, g, perm)
+    return _callback(lambda a: g.permute(a, perm), x, x.shape, "expand_dims")
+
+
+def _mean(total: Any) -> Any:
+    n = _group().size
+    return total / n if jnp.issubdtype(total.dtype, jnp.inexact) else total // n
+
+
+@functools.cache
+def _reducer(op: str, mode: str) -> Callable:
     @ember.custom_vjp
     def collective(x: Any) -> Any:
-        return _callback(host, x, x.shape, "expand_dims")
+        if op == "mean":
+            return _mean(_allreduce(x, "sum", mode))
+        return _allreduce(x, op, mode)
 
     def fwd(x: Any) -> tuple:
         y = collective(x)
@@ -98,8 +147,8 @@ def _reducer(op: str) -> Callable:
     def bwd(res: tuple, g: Any) -> tuple:
         x, y = res
         if op == "mean":
-            return (_pmean_raw(g),)
-        total = _psum_raw(g)
+            return (_reducer("mean", mode)(g),)
+        total = _reducer("sum", mode)(g)
         if op == "sum":
             return (total,)
         return (jnp.where(x == y, total, jnp.zeros_like(total)),)
@@ -108,15 +157,44 @@ def _reducer(op: str) -> Callable:
     return collective
 
 
-_psum_raw = _reducer("sum")
-_pmean_raw = _reducer("mean")
-_pmax_raw = _reducer("max")
-_pmin_raw = _reducer("min")
+@functools.cache
+def _gather_raw(mode: str) -> Callable:
+    """Stack along a new leading axis; the transpose is the reduce-scatter of the cotangent."""
+    @ember.custom_vjp
+    def collective(x: Any) -> Any:
+        return _gather(x, mode)
+
+    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_scatter_raw(mode)(g),))
+    return collective
 
 
-def _tree(fn: Callable, what: str) -> Callable:
+@functools.cache
+def _scatter_raw(mode: str) -> Callable:
+    """This process's row of the sum (leading axis: one row per process); the transpose is the
+    all-gather of the cotangent."""
+    @ember.custom_vjp
+    def collective(x: Any) -> Any:
+        return _scatter(x, mode)
+
+    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_gather_raw(mode)(g),))
+    return collective
+
+
+@functools.cache
+def _permute_raw(perm: tuple, mode: str) -> Callable:
+    """Send along ``perm``; the transpose sends the cotangent back along the inverse pairs."""
+    @ember.custom_vjp
+    def collective(x: Any) -> Any:
+        return _permute(x, perm, mode)
+
+    inverse = tuple((d, s) for s, d in perm)
+    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_permute_raw(inverse, mode)(g),))
+    return collective
+
+
+def _tree(op: str, what: str) -> Callable:
     def collective(x: Any, axis_name: Any) -> Any:
-        _check(axis_name, what)
+        fn = _reducer(op, _mode(axis_name, what))
         return ember.tree_util.tree_map(lambda a: fn(jnp.asarray(a)), x)
     collective.__name__ = what
     collective.__doc__ = (f"``{what}`` of every leaf of ``x`` across the processes of the process axis "
@@ -124,56 +202,72 @@ def _tree(fn: Callable, what: str) -> Callable:
     return collective
 
 
-psum = _tree(_psum_raw, "psum")
-pmean = _tree(_pmean_raw, "pmean")
-pmax = _tree(_pmax_raw, "pmax")
-pmin = _tree(_pmin_raw, "pmin")
-
-
-def _gather_host(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x)
-    _check_same("all_gather", x)
-    return np.asarray(dist.all_gather(x))
-
-
-@ember.custom_vjp
-def _all_gather_raw(x: Any) -> Any:
-    return _callback(_gather_host, x, (dist.process_count(), *x.shape), "sequential")
-
-
-def _all_gather_fwd(x: Any) -> tuple:
-    return _all_gather_raw(x), None
-
-
-def _all_gather_bwd(_: Any, g: Any) -> tuple:
-    return (_psum_raw(g)[dist.process_index()],)  # psum_scatter: the summed cotangent's own slice
-
-
-_all_gather_raw.defvjp(_all_gather_fwd, _all_gather_bwd)
+psum = _tree("sum", "psum")
+pmean = _tree("mean", "pmean")
+pmax = _tree("max", "pmax")
+pmin = _tree("min", "pmin")
 
 
 def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
     """Every process's ``x`` stacked along a new axis ``axis`` in process order (``tiled=True``
     concatenates along the existing ``axis`` instead), as ``jax.lax.all_gather``."""
-    _check(axis_name, "all_gather")
+    mode = _mode(axis_name, "all_gather")
     x = jnp.asarray(x)
     if tiled and x.ndim == 0:
         raise ValueError("all_gather: tiled=True needs an array with at least one axis")
     ax = axis % (x.ndim if tiled else x.ndim + 1)
-    out = jnp.moveaxis(_all_gather_raw(x), 0, ax)
+    out = jnp.moveaxis(_gather_raw(mode)(x), 0, ax)
     if tiled:
         s = out.shape
         out = out.reshape(*s[:ax], s[ax] * s[ax + 1], *s[ax + 2:])
     return out
 
 
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
+    """The sum over processes of ``x``, of which this process keeps its own part along
+    ``scatter_dimension`` (as ``jax.lax.psum_scatter``): that dimension must have one entry per
+    process (it is removed), or with ``tiled=True`` a multiple of the process count (it keeps
+    this process's block)."""
+    mode = _mode(axis_name, "psum_scatter")
+    x = jnp.asarray(x)
+    n = _group().size
+    if x.ndim == 0:
+        raise ValueError("psum_scatter: x must have at least one axis")
+    sd = scatter_dimension % x.ndim
+    size = x.shape[sd]
+    if tiled and size % n:
+        raise ValueError(f"psum_scatter: scatter_dimension {sd} of size {size} does not split into {n} parts")
+    if not tiled and size != n:
+        raise ValueError(f"psum_scatter: scatter_dimension {sd} has size {size}, the process axis has {n} "
+                         "processes (use tiled=True to split a larger dimension)")
+    rows = jnp.moveaxis(x, sd, 0)
+    if tiled:
+        rows = rows.reshape(n, size // n, *rows.shape[1:])
+    out = _scatter_raw(mode)(rows)
+    return jnp.moveaxis(out, 0, sd) if tiled else out
+
+
+def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """Each process's ``x`` sent to another along the ``(source, destination)`` pairs of ``perm``
+    (as ``jax.lax.ppermute``); a process no pair sends to gets zeros."""
+    mode = _mode(axis_name, "ppermute")
+    n = _group().size
+    pairs = tuple((int(s), int(d)) for s, d in perm)
+    for what, k in (("source", 0), ("destination", 1)):
+        ends = [p[k] for p in pairs]
+        if any(not 0 <= e < n for e in ends) or len(set(ends)) != len(ends):
+            raise ValueError(f"ppermute: perm must name each {what} at most once, each in [0, {n}); "
+                             f"got {list(pairs)}")
+    return ember.tree_util.tree_map(lambda a: _permute_raw(pairs, mode)(jnp.asarray(a)), x)
+
+
 def axis_index(axis_name: Any) -> Any:
     """This process's position along the process axis ``axis_name`` (an int32 scalar)."""
-    _check(axis_name, "axis_index")
+    _mode(axis_name, "axis_index")
     return jnp.asarray(dist.process_index(), dtype=jnp.int32)
 
 
 def axis_size(axis_name: Any) -> int:
     """The number of processes along the process axis ``axis_name``."""
-    _check(axis_name, "axis_size")
+    _mode(axis_name, "axis_size")
     return dist.process_count()

@@ -20,6 +20,7 @@ from ember._src.native import (  # noqa: F401
     validators,
 )
 from ember._src.native import memory as native_memory
+from ember._src.native import mpi_calls as _mpi_calls  # noqa: F401 - registers the MPI steps
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.specialize import native_specialize
 

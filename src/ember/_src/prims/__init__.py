@@ -10,6 +10,7 @@ from ember._src.prims import (  # noqa: F401
     linalg,
     misc,
     movement,
+    process,
     random_bits,
     reductions,
 )
