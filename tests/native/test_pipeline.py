@@ -59,6 +59,18 @@ def test_parse_defaults_and_normalization():
     assert names == sorted(names) and "prepack" in names and len(names) == 11
 
 
+def test_parse_is_memoized_by_value_and_type():
+    """A symbolic program's every binding parses the same options: the parse is reused, but only
+    for values of the same type (``fuse=1`` is still an error after ``fuse=True``)."""
+    a = NativeOptions.parse({"fuse": True, "num_threads": 2})
+    assert NativeOptions.parse({"fuse": True, "num_threads": 2}) is a
+    with pytest.raises(TypeError, match="fuse= must be a bool"):
+        NativeOptions.parse({"fuse": 1, "num_threads": 2})
+    with pytest.raises(TypeError, match="num_threads= must be an int"):
+        NativeOptions.parse({"fuse": True, "num_threads": 2.0})
+    assert NativeOptions.parse({"passes": ["dce"]}) == NativeOptions.parse({"passes": ("dce",)})
+
+
 @pytest.mark.parametrize("options, error, match", [
     ({"fusee": True}, TypeError, "unknown option 'fusee'.*known options: batch_groups"),
     ({"fuse": 1}, TypeError, "fuse= must be a bool"),

@@ -72,6 +72,13 @@ class NativeOptions:
         if isinstance(options, NativeOptions):
             return options
         options = dict(options or {})
+        try:  # the same options again (a symbolic program's every binding): parsed already
+            memo_key = tuple((k, type(v), v) for k, v in options.items())  # True and 1 are not one key
+            hit = _MEMO.get(memo_key)
+        except TypeError:  # an unhashable value (a list of passes)
+            memo_key, hit = None, None
+        if hit is not None:
+            return hit
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - known)
         if unknown:
@@ -80,7 +87,12 @@ class NativeOptions:
         values: dict[str, Any] = {}
         for name, value in options.items():
             values[name] = _PARSERS[name](name, value)
-        return cls(**values)
+        parsed = cls(**values)
+        if memo_key is not None:
+            if len(_MEMO) >= 256:
+                _MEMO.clear()
+            _MEMO[memo_key] = parsed
+        return parsed
 
     def validation_mode(self) -> str:
         """The validation mode builds with these options run under (``validate`` or the default)."""
@@ -139,6 +151,7 @@ def _validate(name: str, value: Any) -> str | None:
     return validation_mode(bool(value) if isinstance(value, np.bool_) else value)
 
 
+_MEMO: dict[tuple, NativeOptions] = {}  # option items -> their parse (bounded)
 _PARSERS = {
     "passes": _passes,
     "fuse": _flag,
