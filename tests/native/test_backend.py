@@ -19,6 +19,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.native import backend as nb
 from ember._src.native import codegen, compiler
+from ember._src.native import pipeline as pl
 from ember.errors import CompileError, DTypeError, ShapeError
 from tests.native.conftest import requires_cc
 from tests.native.util import without_calls
@@ -210,7 +211,7 @@ def test_compile_error_carries_message_and_source(monkeypatch, tmp_path):
         g.source = g.source.replace("return 0;\n}", "return 0 +;\n}")
         return g
 
-    monkeypatch.setattr(nb, "generate", broken)
+    monkeypatch.setattr(pl, "generate", broken)
     with pytest.raises(CompileError) as info:
         ember.jit(lambda x: x * 3.0, backend="native")(np.ones(4, np.float32))
     msg = str(info.value)

@@ -14,7 +14,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src import control_flow as cf
 from ember._src.core import ShapedArray
-from ember._src.native import codegen, loops
+from ember._src.native import abi, loops
 from ember._src.native.passes import run_passes
 from ember._src.program import trace_to_program
 from tests.control_flow.helpers import tree_allclose
@@ -235,7 +235,7 @@ def test_body_constants():
     c0 = np.ones(3, np.float32)
     xs = RNG.standard_normal((4, 3)).astype(np.float32)
     (c, ys), exe = check(f, c0, xs)
-    assert exe.source.count(f"fns[{codegen.N_FIXED_FNS}") >= 1
+    assert exe.source.count(f"fns[{abi.N_FIXED_FNS}") >= 1
     cc = c0.copy()
     for i in range(4):
         np.testing.assert_allclose(ys[i], cc.sum() * k, rtol=1e-5, atol=1e-6)  # float32 sums

@@ -18,6 +18,8 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.native import backend as nb
 from ember._src.native import compiler, progcache
+from ember._src.native import pipeline as pl
+from ember._src.native.options import NativeOptions
 from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(7)
@@ -51,16 +53,16 @@ def counted(monkeypatch):
     counts = {"passes": 0, "schedule": 0, "generate": 0}
 
     def wrap(name: str, key: str) -> None:
-        real = getattr(nb, name) if name != "run_passes" else nb.passes_mod.run_passes
+        real = getattr(pl, name) if name != "run_passes" else pl.passes_mod.run_passes
 
         def f(*a, **k):
             counts[key] += 1
             return real(*a, **k)
 
         if name == "run_passes":
-            monkeypatch.setattr(nb.passes_mod, "run_passes", f)
+            monkeypatch.setattr(pl.passes_mod, "run_passes", f)
         else:
-            monkeypatch.setattr(nb, name, f)
+            monkeypatch.setattr(pl, name, f)
 
     wrap("run_passes", "passes")
     wrap("build_schedule", "schedule")
@@ -94,16 +96,16 @@ def test_new_process_skips_the_pipeline(fresh_cache):
     code = """
 import json, numpy as np, ember, ember.numpy as jnp
 from ember import lax
-from ember._src.native import backend as nb
+from ember._src.native import pipeline as pl
 counts = {"passes": 0, "schedule": 0}
-real_p, real_s = nb.passes_mod.run_passes, nb.build_schedule
+real_p, real_s = pl.passes_mod.run_passes, pl.build_schedule
 def p(*a, **k):
     counts["passes"] += 1
     return real_p(*a, **k)
 def s(*a, **k):
     counts["schedule"] += 1
     return real_s(*a, **k)
-nb.passes_mod.run_passes, nb.build_schedule = p, s
+pl.passes_mod.run_passes, pl.build_schedule = p, s
 def f(x, w, b):
     return jnp.maximum(lax.dot(x, w) + b, 0.0) * 2.0
 x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
@@ -123,7 +125,7 @@ print(json.dumps({"counts": counts, "err": float(np.abs(r - np.maximum(x @ w + b
 
 def _key(f, *args, options: dict | None = None) -> str | None:
     info = compiler.find_compiler()
-    return progcache.program_key(ember.make_program(f)(*args), options or {}, info, "normal")
+    return progcache.program_key(ember.make_program(f)(*args), NativeOptions.parse(options), info, "normal")
 
 
 @requires_cc

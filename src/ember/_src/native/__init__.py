@@ -1,11 +1,13 @@
 """The native backend: passes, fused-kernel scheduling, C code generation, memory planning, and the
 compiler/BLAS infrastructure under them. Importing this package registers ``BACKENDS["native"]``.
 
-Stages (each its own module): :mod:`.passes` (Program -> Program rewrites), :mod:`.schedule`
-(kernels and calls, fusion decided by :mod:`.kernel`), :mod:`.planner` (arena plan),
-:mod:`.codegen` with :mod:`.c_ops` (one C translation unit), :mod:`.compiler` (build and cache),
-:mod:`.backend` (the executable), :mod:`.specialize` (symbolic programs: compile once, bind
-the axes per call).
+Stages (each its own module), run in order by :func:`.pipeline.lower` with the options of
+:class:`.options.NativeOptions`: :mod:`.passes` (Program -> Program rewrites), :mod:`.schedule`
+(kernels and calls, fusion decided by :mod:`.kernel`), :mod:`.loops` (native loop bodies),
+:mod:`.planner` (arena plan; per-step scratch named in :mod:`.scratch`), :mod:`.codegen` with
+:mod:`.c_ops` (one C translation unit; its function-pointer table in :mod:`.abi`). Then
+:mod:`.compiler` (build and cache), :mod:`.backend` (the executable), :mod:`.specialize` (symbolic
+programs: compile once, bind the axes per call).
 """
 
 from ember._src.array import register_memory_reporter

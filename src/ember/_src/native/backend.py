@@ -5,13 +5,11 @@
 (``optimized``, ``schedule``, ``plan``, ``source``). ``ember.jit(f, backend="native")`` uses it;
 ``f.lower(x).executable.source`` shows the generated C.
 
-Options: ``passes`` (names, default :data:`passes.DEFAULT_PASSES`), ``fuse`` (bool),
-``max_kernel_inputs`` (16), ``num_threads`` (OpenMP threads; None = OpenMP default),
-``parallel_threshold`` (cost-weighted elements before a loop goes parallel), ``inplace`` (bool),
-``simd`` (bool), ``validate`` (validation mode ``"strict" | "normal" | "off"`` or True/False, see
-:mod:`ember._src.validation`; default: :func:`~ember._src.validation.validation_mode`),
-``batch_groups`` (bool, default True: run ``gemm -> row kernel -> gemm`` chains such as attention
-one batch at a time, see :mod:`.batch_groups`).
+Options: the fields of :class:`.options.NativeOptions` (``passes``, ``fuse``, ``gemm_epilogue``,
+``batch_groups``, ``max_kernel_inputs``, ``num_threads``, ``parallel_threshold``, ``inplace``,
+``simd``, ``validate``, ``prepack``), parsed once when the executable is built: an unknown name or
+a wrong type raises. The stages run by :func:`.pipeline.lower`; this module compiles, loads and
+calls the result (and keeps the program cache, :mod:`.progcache`).
 
 Programs the native backend does not support (symbolic shapes, dtypes without a C type such as
 float16/bfloat16/complex, no working C compiler) run on the reference backend instead; the reason
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 import time
 import warnings
@@ -37,25 +34,20 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import aligned_copy
-from ember._src.native import batch_groups, blas, c_ops, compiler, gemm_kernel, lapack, loops, progcache
+from ember._src.native import abi, c_ops, compiler, gemm_kernel, progcache
 from ember._src.native import interrupt as native_interrupt
 from ember._src.native import memory as native_memory
-from ember._src.native import passes as passes_mod
-from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
-from ember._src.native.codegen import N_FIXED_FNS, CodegenOptions, generate
-from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
-from ember._src.native.planner import MemoryPlan, plan_memory
+from ember._src.native.options import NativeOptions
+from ember._src.native.pipeline import Lowered, lower
+from ember._src.native.planner import MemoryPlan
 from ember._src.native.pool import OutputSlots, data_address
-from ember._src.native.schedule import Schedule, build_schedule
+from ember._src.native.schedule import Schedule
 from ember._src.program import Literal, Program, run_numpy
-from ember._src.validation import ExecuteCheck, run_validators, validation_mode
+from ember._src.validation import ExecuteCheck, run_validators
 from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
 
-KNOWN_OPTIONS = {"passes", "fuse", "gemm_epilogue", "batch_groups", "max_kernel_inputs", "num_threads",
-                 "parallel_threshold", "inplace", "simd", "validate", "prepack"}
-_CALLBACK_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p))
 _warned: set[str] = set()
 
 
@@ -86,9 +78,7 @@ def load_entry(source: str, name_hint: str) -> tuple[Any, str, bool, bool]:
     before = compiler.cache_stats()
     path = compiler.compile_shared(source, name_hint=name_hint)
     after = compiler.cache_stats()
-    fn = compiler.load_library(source, name_hint=name_hint).ember_main
-    fn.argtypes = [ctypes.c_void_p] * 4
-    fn.restype = ctypes.c_int
+    fn = abi.bind_entry(compiler.load_library(source, name_hint=name_hint))
     return fn, path, after["compiles"] > before["compiles"], after["disk_hits"] > before["disk_hits"]
 
 
@@ -145,10 +135,7 @@ class NativeExecutable:
     borrows_inputs = False  # True once compiled: see run_trusted
 
     def __init__(self, program: Program, **options: Any):
-        unknown = set(options) - KNOWN_OPTIONS
-        if unknown:
-            logger.warning("native backend: ignoring unknown options %s", sorted(unknown))
-        self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
+        self.options = NativeOptions.parse(options)
         self.original = program
         self._optimized: Program | None = None
         self._schedule: Schedule | None = None
@@ -205,44 +192,19 @@ class NativeExecutable:
 
     def _ensure_stages(self) -> None:
         if self._optimized is None and self.program_cache_hit and self._info is not None:
-            prog, sched, plan, _, _ = self._lower(self._info, "off")
-            self._optimized, self._schedule, self._plan = prog, sched, plan
+            self._keep_stages(self._lower(self._info, "off"))
 
-    def _threads(self, info: compiler.CompilerInfo) -> int:
-        nt = self.options.get("num_threads")
-        return (int(nt) if nt else (os.cpu_count() or 1)) if info.has_openmp else 1
+    def _lower(self, info: compiler.CompilerInfo, mode: str) -> Lowered:
+        """The pipeline (:func:`.pipeline.lower`) on this executable's program, validated under ``mode``."""
+        return lower(self.original, self.options, openmp=info.has_openmp, mode=mode)
 
-    def _lower(self, info: compiler.CompilerInfo, mode: str) -> tuple[Program, Schedule, MemoryPlan, Any,
-                                                                      CodegenOptions]:
-        """Passes, schedule, loop lowering, memory plan and C generation (validated under ``mode``)."""
-        opt = self.options
-        prog = passes_mod.run_passes(self.original, opt.get("passes"))
-        run_validators("optimized", prog, mode)
-        sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
-                               fuse=bool(opt.get("fuse", True)))
-        if opt.get("gemm_epilogue", True):  # bias/ReLU after a product into the GEMM kernel's store
-            fuse_gemm_epilogues(sched, prepack=bool(opt.get("prepack", True)))
-        threads = self._threads(info)
-        nt = opt.get("num_threads")
-        loops.lower_loops(sched, loops.BodyOptions(
-            passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
-            fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
-            validate=mode != "off"))
-        if opt.get("batch_groups", True):
-            batch_groups.group_batched(sched, threads)
-        plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
-        self._optimized, self._schedule, self._plan = prog, sched, plan
-        run_validators("planned", self, mode)
-        cg = CodegenOptions(openmp=info.has_openmp, num_threads=int(nt) if nt else None,
-                            workspace_threads=threads,
-                            parallel_threshold=int(opt.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
-                            simd=bool(opt.get("simd", True)), prepack=bool(opt.get("prepack", True)))
-        return prog, sched, plan, generate(sched, plan, cg), cg
+    def _keep_stages(self, low: Lowered) -> None:
+        self._optimized, self._schedule, self._plan = low.program, low.schedule, low.plan
 
     def _build(self, info: compiler.CompilerInfo) -> None:
         t0 = time.perf_counter()
         self._info = info
-        mode = validation_mode(self.options.get("validate"))
+        mode = self.options.validation_mode()
         key = progcache.program_key(self.original, self.options, info, mode) \
             if mode != "strict" and progcache.enabled() else None
         directory = compiler.cache_dir()
@@ -251,10 +213,12 @@ class NativeExecutable:
             logger.debug("native backend: program cache hit %s (no passes, schedule or codegen) in %.3f s",
                          key[:16], self.compile_seconds)
             return
-        prog, sched, plan, gen, _ = self._lower(info, mode)
+        low = self._lower(info, mode)
+        self._keep_stages(low)
+        sched, plan, gen = low.schedule, low.plan, low.generated
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
-        self._body_consts = gen.extra_consts  # loop-body constants (fns[N_FIXED_FNS + k])
+        self._body_consts = gen.extra_consts  # derived constants (abi.const_ref(k))
         self._packed_args = gen.packed_args  # products whose B is an argument (codegen._argument_packed_b)
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
@@ -308,15 +272,9 @@ class NativeExecutable:
         off = (-self._arena_raw.ctypes.data) % 64
         self._arena = self._arena_raw[off:]
         self._arena_ptr = self._arena.ctypes.data
-        self._callback = _CALLBACK_T(self._run_fallback)
+        self._callback = abi.CALLBACK_T(self._run_fallback)
         self._views: dict[tuple, np.ndarray] = {}
-        fixed = [blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"),
-                 ctypes.cast(self._callback, ctypes.c_void_p).value,
-                 blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"), *lapack.fn_pointers()]
-        assert len(fixed) == N_FIXED_FNS
-        body_consts = getattr(self, "_body_consts", [])
-        self._fns = (ctypes.c_void_p * (N_FIXED_FNS + len(body_consts)))(
-            *fixed, *(c.ctypes.data for c in body_consts))
+        self._fns = abi.fn_table(self._callback, getattr(self, "_body_consts", []))
         self._in_avals = in_avals
         self._out_bufs = out_bufs
         self._slots = OutputSlots(self._out_bufs)

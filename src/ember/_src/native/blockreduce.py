@@ -30,12 +30,11 @@ __all__ = ["BLOCK", "blocks", "partial_key"]
 
 BLOCK = 4096  # elements per block (16 KiB of float32 read per partial)
 _KINDS = frozenset({"sum", "prod", "max", "min", "and", "or"})
-_PART_KEY = -(10**9) - 100  # scratch keys below this: one per reduction id
 
 
-def partial_key(rid: int) -> int:
-    """The planner's scratch key (with the step index) of reduction ``rid``'s partials."""
-    return _PART_KEY - rid
+def partial_key(rid: int) -> str:
+    """The name of reduction ``rid``'s partials among the step's scratch (:mod:`.scratch`)."""
+    return f"partials r{rid}"
 
 
 def blocks(ir: KernelIR | None) -> tuple[int, int] | None:

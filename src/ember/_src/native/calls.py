@@ -39,7 +39,7 @@ from ember._src.program import Eqn, Literal
 # cost-weighted element count above which loops and calls go parallel (the one default)
 DEFAULT_PARALLEL_THRESHOLD = 200_000
 
-WS_KEY = -7  # key of a call step's workspace in MemoryPlan.scratch: (step index, WS_KEY)
+CALL_WORKSPACE = "call workspace"  # the name of a call step's scratch request (scratch.py)
 
 
 @dataclass
@@ -114,7 +114,7 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     e = step.eqns[0]
     ins = [literal(a.val, a.aval.dtype) if isinstance(a, Literal) else ctx.ptr(a) for a in e.inputs]
     outs = [ctx.ptr(v) for v in e.outvars]
-    b = ctx.plan.scratch.get((s, WS_KEY))
+    b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))

@@ -4,11 +4,12 @@
 
 ``bufs`` holds the inputs, then the captured constants, then the outputs; intermediates live in
 ``arena`` at the planner's offsets (compile-time constants, as are all shapes: ``dims`` is reserved
-for dynamic axes). ``fns`` holds run-time function pointers: ``sgemm``, ``dgemm``, the Python callback
-that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from SciPy), the LAPACK routines of
-:data:`.lapack.FN_NAMES` (used by call steps), then the constants of loop bodies (:mod:`.loops`
-compiles ``scan``/``while``/``cond`` bodies into static functions). Call steps (:mod:`.calls`) are
-blocks of C emitted by their lowering, with ``static`` helpers shared across steps. The result is 0,
+for dynamic axes). ``fns`` holds run-time function pointers in the slots :mod:`.abi` names:
+``sgemm``, ``dgemm``, the Python callback that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from
+SciPy), the LAPACK routines of :data:`.abi.LINALG_NAMES` (used by call steps), then the derived
+constants (constants of loop bodies, which :mod:`.loops` compiles into static functions, and
+prepacked weights). Call steps (:mod:`.calls`) are blocks of C emitted by their lowering, with
+``static`` helpers shared across steps. The result is 0,
 ``k + 1`` when step ``k`` (a fallback) failed, or ``EM_INTERRUPTED`` when Ctrl-C stopped a loop or
 a pooled kernel (:mod:`.interrupt`: such programs poll a flag and enter through ``em_intr_call``).
 
@@ -34,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import c_ops, fused, gemm_kernel, interrupt, lapack, threadpool
+from ember._src.native import abi, c_ops, fused, gemm_kernel, interrupt, threadpool
 from ember._src.native import calls as calls_mod
 from ember._src.native import index as ixm
+from ember._src.native import scratch as scratch_mod
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.kernel import KernelIR, Node, NodeKind, node_deps
@@ -45,8 +47,6 @@ from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Var
 
 INT_MAX = 2**31 - 1
-# sgemm, dgemm, the fallback callback, sgemv, dgemv, the LAPACK routines; loop-body constants follow
-N_FIXED_FNS = 5 + len(lapack.FN_NAMES)
 # callback ids of fallback steps inside loop bodies (those of ember_main's own steps are step indices)
 BODY_CALLBACK_BASE = 1 << 20
 
@@ -66,7 +66,7 @@ class CodegenOptions:
 class Generated:
     source: str
     fallback_steps: dict[int, Step] = field(default_factory=dict)  # callback id -> step
-    # constants of loop bodies, read through fns[N_FIXED_FNS + k] (the backend appends pointers)
+    # derived constants (loop bodies', prepacked weights), read through abi.const_ref(k)
     extra_consts: list[np.ndarray] = field(default_factory=list)
     # products whose B is an argument: (index in extra_consts of the 8-byte cell the runtime may
     # point at a packed copy of the argument, input index, k, n, rsb, csb); see _argument_packed_b
@@ -78,7 +78,7 @@ class Generated:
 class _Ctx:
     def __init__(self, plan: MemoryPlan, n_in: int, n_par: int):
         self.plan, self.n_in, self.n_par = plan, n_in, n_par
-        # the program's constants by Var id, and where derived constants go (fns[N_FIXED_FNS + k]):
+        # the program's constants by Var id, and where derived constants go (abi.const_ref(k)):
         # set for a top-level program, so a product with a constant B can use it prepacked
         self.consts: dict[int, Any] = {}
         self.inputs: dict[int, int] = {}  # Var id -> input index (static top-level programs)
@@ -153,19 +153,21 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: _Ctx, opts: CodegenOption
 
 
 def _fallback_call(step: Step, s: int, ctx: _Ctx, gen: Generated) -> str:
-    """The statement running fallback step ``s`` through the Python callback ``fns[2]``. In
+    """The statement running fallback step ``s`` through the Python callback (ABI slot
+    ``callback``). In
     ember_main a failure returns ``s + 1``; a loop body (a void function, allowed only effectful
     fallbacks such as debug callbacks) sets ``em_cb_failed_`` instead, which ember_main checks after
     the loop step (the backend skips the callbacks that follow a failed one in the same call)."""
     ptrs = [ctx.ptr(a) for a in step.inputs if isinstance(a, Var)]
     ptrs += [ctx.ptr(v) for v in step.outputs]
     arr = ", ".join(f"(void *){x}" for x in ptrs) or "0"
+    cb = f"((em_cb_t){abi.fn_ref('callback')})"
     if not ctx.in_body:
         gen.fallback_steps[s] = step
-        return f"{{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({s}, a_)) return {s + 1}; }}"
+        return f"{{ void *a_[] = {{{arr}}}; if ({cb}({s}, a_)) return {s + 1}; }}"
     cid = BODY_CALLBACK_BASE + len(gen.fallback_steps)
     gen.fallback_steps[cid] = step
-    return f"{{ void *a_[] = {{{arr}}}; if (((em_cb_t)fns[2])({cid}, a_)) em_cb_failed_ = 1; }}"
+    return f"{{ void *a_[] = {{{arr}}}; if ({cb}({cid}, a_)) em_cb_failed_ = 1; }}"
 
 
 # chunks per thread of a pooled kernel's rows: a late thread's share is taken over in pieces
@@ -257,7 +259,8 @@ def _block_reduce_kernel(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions,
 
     ir = step.ir
     nblk = blockreduce.blocks(ir)
-    if nblk is None or any((s, blockreduce.partial_key(r.rid)) not in ctx.plan.scratch for r in ir.reduces):
+    if nblk is None or any(scratch_mod.buffer(ctx.plan, s, blockreduce.partial_key(r.rid)) is None
+                           for r in ir.reduces):
         return None
     if len(_KernelEmitter(step, s, ctx, opts).inner_names) != 1:
         return None
@@ -303,7 +306,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
              "    (void)bufs; (void)arena; (void)dims; (void)fns;", *_axis_decls(opts), *pool, *body,
              "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
-    extra = "typedef int (*em_cb_t)(int64_t, void **);\n"
+    extra = abi.CALLBACK_C_TYPEDEF
     if "em_cb_failed_" in code:  # per thread: two calls of one shared library may run at once
         extra += "static _Thread_local int em_cb_failed_;\n"
     if polls:
@@ -323,8 +326,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
                     extra += (text.replace("em_gemm_T", fn)
                               .replace("em_Sgemv_t", f"em_{pre}gemv_t")
                               .replace("em_Sgemm_t", f"em_{pre}gemm_t")
-                              .replace("GEMV", str(_blas_slot(pre + "gemv")))
-                              .replace("GEMM", str(_blas_slot(pre + "gemm"))).replace("ELT", t))
+                              .replace("GEMV", str(abi.slot(pre + "gemv")))
+                              .replace("GEMM", str(abi.slot(pre + "gemm"))).replace("ELT", t))
     # the prelude's #include lines are chosen for everything after them (helpers included)
     gen.source = c_ops.prelude_for(extra + code) + extra + code
     return gen
@@ -439,9 +442,10 @@ class _KernelEmitter:
         self.param_written[key] = self.param_written.get(key, False) or written
         return name
 
-    def scratch_param(self, nid: int, dtype: Any = None) -> str:
-        b = self.ctx.plan.scratch[(self.s, nid)]
-        key = (b.id, str(np.dtype(dtype) if dtype is not None else self.nodes[nid].dtype))
+    def scratch_param(self, name: str, dtype: Any) -> str:
+        """The kernel parameter of this step's scratch ``name`` (:mod:`.scratch`) as ``dtype``."""
+        b = scratch_mod.buffer(self.ctx.plan, self.s, name)
+        key = (b.id, str(np.dtype(dtype)))
         self.params[key] = f"w{b.id}"
         self.param_written[key] = True
         return f"w{b.id}"
@@ -702,7 +706,7 @@ class _KernelEmitter:
         n = ir.n_outer
         kshape = ir.domain[:n]
         kidx = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars[:n]], kshape)
-        accs = {r.rid: self.scratch_param(-1 - r.rid, r.dtype) for r in ir.reduces}
+        accs = {r.rid: self.scratch_param(scratch_mod.accumulators(r.rid), r.dtype) for r in ir.reduces}
         ksize = math.prod(kshape)
         # 1. initialize
         self.w(f"for (int64_t k_ = 0; k_ < {sd.cdim(ksize)}; ++k_) {{")
@@ -846,11 +850,13 @@ class _KernelEmitter:
         for nid in self.closure(sinks, True, stop):
             if nid in stop:
                 n = self.nodes[nid]
-                self.w(f"const {ctype(n.dtype)} t{nid} = {self.scratch_param(nid)}[{jflat}];")
+                row = self.scratch_param(scratch_mod.row_cache(nid), n.dtype)
+                self.w(f"const {ctype(n.dtype)} t{nid} = {row}[{jflat}];")
                 continue
             self.emit_node(nid)
             if ir.scratch.get(nid) == q:
-                self.w(f"{self.scratch_param(nid)}[{jflat}] = t{nid};")
+                row = self.scratch_param(scratch_mod.row_cache(nid), self.nodes[nid].dtype)
+                self.w(f"{row}[{jflat}] = t{nid};")
         for r in reds:
             x = self.expr(r.input)
             if r.kind in ("argmax", "argmin"):
@@ -914,10 +920,6 @@ def gemm_fn(dt: Any, strided: bool = False) -> str:
     return f"em_gemm_{'sv_' if strided else ''}{GEMM_TYPES[np.dtype(dt)][1]}"
 
 
-def _blas_slot(name: str) -> int:
-    """Index in ``fns`` of BLAS routine ``name``: the five fixed entries, then lapack.FN_NAMES."""
-    fixed = {"sgemm": 0, "dgemm": 1, "sgemv": 3, "dgemv": 4}
-    return fixed[name] if name in fixed else lapack.N_FIXED_FNS + lapack.FN_NAMES.index(name)
 _GEMM_FN = """\
 /* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
    C^T = op(B)^T op(A)^T (no data movement). A single row or column goes to ?gemv, which BLAS
@@ -1027,9 +1029,9 @@ def _prepacked_b(step: Step, ctx: _Ctx) -> str | None:
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
     if value.dtype != np.float32 or value.size != k * n:
         return None
-    slot = N_FIXED_FNS + len(ctx.gen.extra_consts)
+    ref = abi.const_ref(len(ctx.gen.extra_consts))
     ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
-    return f"((const float *)fns[{slot}])"
+    return f"((const float *){ref})"
 
 
 def _argument_packed_b(step: Step, ctx: _Ctx) -> str | None:
@@ -1046,7 +1048,7 @@ def _argument_packed_b(step: Step, ctx: _Ctx) -> str | None:
     slot = len(ctx.gen.extra_consts)
     ctx.gen.extra_consts.append(np.zeros(1, np.uint64))
     ctx.gen.packed_args.append((slot, ctx.inputs[b.id], k, n, rsb, csb))
-    return f"(*(const float *const *)fns[{N_FIXED_FNS + slot}])"
+    return f"(*(const float *const *){abi.const_ref(slot)})"
 
 
 def _kernel_rows(step: Step, prepacked: bool) -> int | None:
@@ -1264,14 +1266,13 @@ def _emit_tiled_group(group: Any, index: dict[int, int], ctx: _Ctx, opts: Codege
     """A float32 group on :mod:`.group_kernel`: per batch, pack op(B1) and op(B2), then per row
     block: rows of S, the row kernel on them, rows of O."""
     from ember._src.native import group_kernel
-    from ember._src.native.planner import GROUP_PANELS
 
     g1, r, g2 = group
     nb, m, n, mr_ = group.nb, group.m, group.n, group.block
     helpers.setdefault("em_gk", group_kernel.c_source())
     s1 = index[id(g1)]
     pooled = ctx.pooled and group.copies > 1  # batches on the pool, a copy of the storage per thread
-    kt, vp = (ctx.base(ctx.plan.scratch[(s1, key)]) for key in GROUP_PANELS)
+    kt, vp = (ctx.base(scratch_mod.buffer(ctx.plan, s1, name)) for name in scratch_mod.GROUP_PANELS)
     if pooled:
         kt, vp = (f"({base} + tid_ * {stride})" for base, stride in zip((kt, vp), group.panel_strides()))
     (ba1, (_, rsa1), (_, csa1)), (bb1, (_, rsb1), (_, csb1)), _ = _step_layouts(g1)

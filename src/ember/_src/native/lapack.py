@@ -3,10 +3,9 @@
 
 Each lowering loops over the leading (batch) dims in C and calls the float32/float64 routine that
 SciPy ships (function pointers from ``scipy.linalg.cython_lapack`` / ``cython_blas`` capsules, see
-:mod:`.blas`), passed to ``ember_main`` in its ``fns`` table after the five fixed entries
-(:data:`FN_NAMES`, :func:`fn_pointers`). Workspace (column-major copies, ``tau``, LAPACK ``work``
-arrays sized by the routines' documented minimums) comes from the memory plan, so nothing is
-allocated at run time.
+:mod:`.blas`), passed to ``ember_main`` in its ``fns`` table (the slots of :data:`.abi.LINALG_NAMES`).
+Workspace (column-major copies, ``tau``, LAPACK ``work`` arrays sized by the routines' documented
+minimums) comes from the memory plan, so nothing is allocated at run time.
 
 Row-major/column-major: a C-contiguous ``m x n`` matrix is, to LAPACK, the ``n x m`` matrix of its
 transpose. ``cholesky``/``eigh`` read one triangle of a symmetric matrix (the other triangle of the
@@ -22,21 +21,16 @@ vectors assembled from ``?geev``'s two real columns, as NumPy does).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ember._src.native import blas, calls
+from ember._src.native import abi, calls
 from ember._src.native.calls import CallCode
 from ember._src.program import Eqn, Literal
 
-N_FIXED_FNS = 5  # sgemm, dgemm, callback, sgemv, dgemv (codegen.py)
-_ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "geev")
-# then the complex BLAS products (complex64/complex128 ``native_gemm`` steps, codegen.py)
-FN_NAMES = tuple(p + r for r in _ROUTINES for p in ("s", "d")) + ("cgemm", "zgemm", "cgemv", "zgemv", "zgeev")
 _INT_MAX = 2**31 - 1
 LAPACK_PRIMS: set[str] = set()  # the primitives registered below (their steps need the fns tail)
 
@@ -47,12 +41,6 @@ def register(name: str, *args: Any, **kwargs: Any) -> Callable:
     return calls.register(name, *args, **kwargs)
 
 
-@functools.cache
-def fn_pointers() -> tuple[int, ...]:
-    """Addresses of :data:`FN_NAMES`, in order (the tail of ``ember_main``'s ``fns`` table)."""
-    return tuple(blas.blas_pointer(n) for n in FN_NAMES)
-
-
 def sched_uses_lapack(sched: object) -> bool:
     """Whether a schedule has a LAPACK-backed call step (its ``fns`` table then needs the tail)."""
     steps = getattr(sched, "steps", ())
@@ -60,7 +48,7 @@ def sched_uses_lapack(sched: object) -> bool:
 
 
 def _fn(routine: str, d: np.dtype) -> str:
-    return f"fns[{N_FIXED_FNS + FN_NAMES.index(('s' if d.itemsize == 4 else 'd') + routine)}]"
+    return abi.fn_ref(('s' if d.itemsize == 4 else 'd') + routine)
 
 
 _TYPEDEFS = """\
@@ -477,7 +465,7 @@ def _eig_complex(e: Eqn, cc: CallCode, n: int, nb: int) -> list[str]:
     fill = [f"for (int64_t i = 0; i < {n}; ++i) wo_[i] = {nan};"]
     if vecs:
         fill.append(f"for (int64_t i = 0; i < {n * n}; ++i) vo_[i] = {nan};")
-    fn = f"fns[{N_FIXED_FNS + FN_NAMES.index('zgeev')}]"
+    fn = abi.fn_ref("zgeev")
     lines = [
         f"em_c128 *a_ = (em_c128 *)({cc.ws}), *w_ = a_ + {n * n}, *vr_ = w_ + {n}, "
         f"*work_ = vr_ + {n * n}, vl_[1];",

@@ -11,8 +11,8 @@ plan -> C) into ``static inline`` functions of the same translation unit::
 A body reads its inputs and writes its outputs through plain pointers (no ``bufs`` array, so
 the compiler can inline it and keep scalar carries in registers); its intermediates live in its
 own arena, a sub-region of the parent's: the loop step's ``WORKSPACE`` buffer
-(``planner.LOOP_WORKSPACE``). Body constants (``body.consts``, folded constants) are read through
-``fns[codegen.N_FIXED_FNS + k]``; the backend appends those pointers.
+(``scratch.LOOP_WORKSPACE``). Body constants (``body.consts``, folded constants) are read through
+``fns[abi.N_FIXED_FNS + k]`` (:func:`.abi.const_ref`); the backend appends those pointers.
 
 The loop in the parent (see :func:`emit_step`):
 
@@ -62,12 +62,11 @@ import numpy as np
 
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
-from ember._src.native import interrupt, opinfo
+from ember._src.native import abi, interrupt, opinfo, scratch
 from ember._src.native import passes as passes_mod
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.codegen import (
-    N_FIXED_FNS,
     CodegenOptions,
     Generated,
     _axis_decls,
@@ -80,7 +79,6 @@ from ember._src.native.planner import (
     ALIGN,
     EXTERNAL_IN,
     EXTERNAL_OUT,
-    LOOP_WORKSPACE,
     PARAMS,
     Buffer,
     MemoryPlan,
@@ -493,7 +491,7 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     gen.emitted_bodies.add(body.name)
     body.const_slots = []
     for c in body.program.consts:
-        body.const_slots.append(N_FIXED_FNS + len(gen.extra_consts))
+        body.const_slots.append(abi.const_slot(len(gen.extra_consts)))
         gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
     ctx = _BodyCtx(body)
     lines = emit_steps(body.schedule, body.plan, ctx, opts, gen, funcs)
@@ -573,7 +571,7 @@ def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generate
     for b in low.bodies:
         emit_body(b, opts, gen, funcs)
     e = step.eqns[0]
-    lines = ["{", f"    char *ws_ = {ctx.base(ctx.plan.scratch[(s, LOOP_WORKSPACE)])};"]
+    lines = ["{", f"    char *ws_ = {ctx.base(scratch.buffer(ctx.plan, s, scratch.LOOP_WORKSPACE))};"]
     lines.append("    (void)ws_;")
     atom = _Atoms(ctx, lines)
     outs = [ctx.base(ctx.plan.value_buffer[v.id]) for v in step.outputs]

@@ -6,7 +6,8 @@ Buffer classes:
 * ``PARAMS``: captured constants (bound once when the executable is built);
 * ``EXTERNAL_OUT``: program outputs (fresh per call, from the output pool);
 * ``ACTIVATION``: intermediates, placed in the arena;
-* ``WORKSPACE``: per-step scratch (rows cached by multi-phase kernels), live for one step.
+* ``WORKSPACE``: per-step scratch (the named requests of :mod:`.scratch`: cached rows, accumulators,
+  call and loop workspace, ...), live for one step.
 
 A reshape (``alias`` step) shares its source's buffer. An elementwise kernel may write an output
 into a same-size input buffer that dies at that step when it reads that input only at the element
@@ -28,15 +29,13 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import blockreduce
-from ember._src.native.calls import WS_KEY, inplace_operand, workspace_bytes
+from ember._src.native import scratch as scratch_mod
+from ember._src.native.calls import inplace_operand
 from ember._src.native.schedule import Schedule
+from ember._src.native.scratch import ALIGN
 from ember._src.program import Literal, Var
 from ember.errors import ValidationError
 
-ALIGN = 64
-LOOP_WORKSPACE = -(10**9)  # scratch key (step, LOOP_WORKSPACE): a loop step's workspace
-GROUP_PANELS = (-(10**9) - 1, -(10**9) - 2)  # scratch keys (first member, k): a tiled group's packed panels
 EXTERNAL_IN, PARAMS, EXTERNAL_OUT, ACTIVATION, WORKSPACE = (
     "EXTERNAL_IN", "PARAMS", "EXTERNAL_OUT", "ACTIVATION", "WORKSPACE")
 
@@ -72,7 +71,7 @@ class Buffer:
 class MemoryPlan:
     buffers: list[Buffer]
     value_buffer: dict[int, Buffer]
-    scratch: dict[tuple[int, int], Buffer]  # (step index, node id) -> workspace buffer
+    scratch: dict[tuple[int, str], Buffer]  # (step index, scratch name) -> workspace buffer
     outputs: list[tuple[str, int, object]]  # per program output: (kind, index, var or literal)
     inplace: list[tuple[int, int, int]]  # (step, output var id, input var id)
     arena_bytes: int
@@ -127,7 +126,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     for j, v in enumerate(p.constvars):
         b = vb[v.id] = new(PARAMS, nbytes_of(v), -1, n_steps, j, f"constant {j}")
         b.values.append(v.id)
-    scratch: dict[tuple[int, int], Buffer] = {}
+    scratch: dict[tuple[int, str], Buffer] = {}
     for s, step in enumerate(sched.steps):
         for a in step.inputs:
             if isinstance(a, Var) and a.id in vb:
@@ -145,30 +144,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 n = step.group.local_nbytes(v)
             b = vb[v.id] = new(ACTIVATION, n, s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
-        if step.group is not None and step is step.group[0] and step.group.tiled:
-            for key, size in zip(GROUP_PANELS, step.group.panel_nbytes()):
-                scratch[(s, key)] = new(WORKSPACE, size, s, s, note=f"{step.name} group panel")
-        if step.kind == "call" and (ws := workspace_bytes(step.eqns[0])):
-            scratch[(s, WS_KEY)] = new(WORKSPACE, ws, s, s, note=f"{step.name} call workspace")
-        if step.sub is not None:  # a native loop / cond: its bodies' arena and carry slots
-            scratch[(s, LOOP_WORKSPACE)] = new(WORKSPACE, step.sub.workspace_bytes, s, s,
-                                               note=f"{step.name} loop workspace")
-        if step.ir is not None and step.ir.natural is not None:
-            for r in step.ir.reduces:
-                size = step.ir.outer_size * np.dtype(r.dtype).itemsize
-                scratch[(s, -1 - r.rid)] = new(WORKSPACE, size, s, s,
-                                               note=f"{step.name} accumulators r{r.rid}")
-        if (nblk := blockreduce.blocks(step.ir)) is not None:  # whole-array reductions in blocks
-            for r in step.ir.reduces:
-                size = nblk[1] * np.dtype(r.dtype).itemsize
-                scratch[(s, blockreduce.partial_key(r.rid))] = new(WORKSPACE, size, s, s,
-                                                                   note=f"{step.name} partials r{r.rid}")
-        if step.ir is not None:
-            mult = threads if step.ir.n_outer > 0 else 1
-            for nid in step.ir.scratch:
-                n = step.ir.nodes[nid]
-                size = step.ir.inner_size * n.dtype.itemsize * mult
-                scratch[(s, nid)] = new(WORKSPACE, size, s, s, note=f"{step.name} row cache n{nid}")
+        for req in scratch_mod.requests(step, threads):  # named per-step scratch (scratch.py)
+            scratch[(s, req.name)] = new(WORKSPACE, req.nbytes, s, s, note=f"{step.name} {req.name}")
     # program outputs
     outputs: list[tuple[str, int, object]] = []
     n_out = 0
@@ -235,7 +212,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     return MemoryPlan(buffers, vb, scratch, outputs, done_inplace, arena, inter, n_out)
 
 
-def _group_lifetimes(sched: Schedule, vb: dict[int, Buffer], scratch: dict[tuple[int, int], Buffer]) -> None:
+def _group_lifetimes(sched: Schedule, vb: dict[int, Buffer], scratch: dict[tuple[int, str], Buffer]) -> None:
     """Batch-interleaved members (:mod:`.batch_groups`) run together: every buffer one of them
     reads or writes (scratch included) is live from the first member to the last."""
     index = {id(st): s for s, st in enumerate(sched.steps)}

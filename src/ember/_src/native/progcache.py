@@ -125,9 +125,10 @@ def _program(p: Program, out: list[str]) -> None:
     out.append("out " + " ".join(atom(a) for a in p.outvars))
 
 
-def program_key(program: Program, options: dict, compiler_info: Any, mode: str) -> str | None:
-    """The cache key of ``program`` compiled with backend ``options`` by ``compiler_info`` under
-    validation ``mode``, or None when the program has no safe canonical text."""
+def program_key(program: Program, options: Any, compiler_info: Any, mode: str) -> str | None:
+    """The cache key of ``program`` compiled with backend ``options`` (a :class:`.options.NativeOptions`:
+    every option, defaults included) by ``compiler_info`` under validation ``mode``, or None when the
+    program has no safe canonical text."""
     from ember._src.native import gemm_kernel, threadpool
 
     # process state that changes the generated C: the GEMM kernel's symbol and its off switch
@@ -135,9 +136,9 @@ def program_key(program: Program, options: dict, compiler_info: Any, mode: str) 
            f"cpus={os.cpu_count()}", f"sgemm={gemm_kernel.kernel_symbol()}:{gemm_kernel.BLAS_ONLY}",
            f"pool={threadpool.symbol()}:{threadpool.POOL_OFF}"]
     try:
-        for k in sorted(options):
+        for k, v in options.items():
             out.append(f"opt {k}=")
-            _param(options[k], out)
+            _param(v, out)
         _program(program, out)
     except Uncacheable:
         return None

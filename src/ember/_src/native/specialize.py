@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 import time
 import weakref
@@ -37,12 +36,9 @@ import numpy as np
 from ember._src import core
 from ember._src import shapes as sh
 from ember._src.array import aligned_copy
-from ember._src.native import blas, c_ops, compiler, interrupt, lapack, loops
+from ember._src.native import abi, c_ops, compiler, interrupt
 from ember._src.native import memory as native_memory
-from ember._src.native import passes as passes_mod
 from ember._src.native.backend import (
-    _CALLBACK_T,
-    KNOWN_OPTIONS,
     NativeExecutable,
     _debug_level,
     _view,
@@ -50,19 +46,16 @@ from ember._src.native.backend import (
     load_entry,
     run_fallback_step,
 )
-from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
-from ember._src.native.codegen import INT_MAX, N_FIXED_FNS, CodegenOptions, gemm_dims, generate
-from ember._src.native.planner import plan_memory
+from ember._src.native.codegen import INT_MAX, gemm_dims
+from ember._src.native.options import NativeOptions
+from ember._src.native.pipeline import lower
 from ember._src.native.pool import POOL
-from ember._src.native.schedule import Schedule, Step, build_schedule
-from ember._src.native.symlayout import ArenaLayout
+from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Program, resolve_program, resolve_value
-from ember._src.validation import run_validators, validation_mode
-from ember.errors import ShapeError
 
 logger = logging.getLogger("ember")
 
-_LEVEL1: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Program -> {options: SymbolicNative}
+_LEVEL1: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Program -> {NativeOptions: SymbolicNative}
 _LEVEL1_LOCK = threading.Lock()
 STATS = {"level1_builds": 0, "specializations": 0, "static_fallbacks": 0}
 
@@ -108,16 +101,6 @@ def _all_steps(sched: Schedule) -> list[Step]:
     return out
 
 
-def _options_key(options: dict) -> tuple:
-    def freeze(v: Any) -> Any:
-        if isinstance(v, (list, tuple)):
-            return tuple(freeze(x) for x in v)
-        if isinstance(v, dict):
-            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
-        return v
-    return freeze(options)
-
-
 class SymbolicNative:
     """Level 1: a symbolic Program compiled once; :meth:`specialize` binds the axes.
 
@@ -125,8 +108,8 @@ class SymbolicNative:
     the inspection attributes mirror :class:`~.backend.NativeExecutable`'s.
     """
 
-    def __init__(self, program: Program, **options: Any):
-        self.options = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
+    def __init__(self, program: Program, options: NativeOptions):
+        self.options = options
         # the Program is the cache key of a WeakKeyDictionary: only a weak reference here, so the
         # entry (library handle, arena) goes away with the jitted function's trace
         self._original = weakref.ref(program)
@@ -177,41 +160,16 @@ class SymbolicNative:
     # -- level 1 ------------------------------------------------------------------------------
     def _build(self, info: compiler.CompilerInfo) -> None:
         t0 = time.perf_counter()
-        opt = self.options
         from ember._src.dynamic import program_axes
 
         original = self.original
         assert original is not None
         self.axes = axes = program_axes(original)
-        prog = passes_mod.run_passes(original, opt.get("passes"))
-        if prog is original:  # no pass changed it: keep a copy, never the (weakly held) cache key
-            prog = Program(prog.constvars, prog.invars, prog.eqns, prog.outvars, prog.consts)
-        run_validators("optimized", prog, validation_mode(opt.get("validate")))
-        self.optimized = prog
-        for v in (*prog.invars, *prog.constvars, *(o for e in prog.eqns for o in e.outvars)):
-            extra = sh.shape_axes(v.aval.shape) - set(axes)
-            if extra:
-                raise ShapeError(f"axes {sorted(extra)} are not bound by the inputs")
-        sched = build_schedule(prog, max_inputs=int(opt.get("max_kernel_inputs", 16)),
-                               fuse=bool(opt.get("fuse", True)))
-        self.schedule = sched
-        openmp = info.has_openmp
-        nt = opt.get("num_threads")
-        threads = (int(nt) if nt else (os.cpu_count() or 1)) if openmp else 1
-        loops.lower_loops(sched, loops.BodyOptions(  # native loops with symbolic shapes
-            passes=opt.get("passes"), max_inputs=int(opt.get("max_kernel_inputs", 16)),
-            fuse=bool(opt.get("fuse", True)), threads=threads, inplace=bool(opt.get("inplace", True)),
-            validate=bool(opt.get("validate", True)), symbolic=True))
-        plan = plan_memory(sched, threads=threads, inplace=bool(opt.get("inplace", True)))
-        self.plan = plan
-        # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
-        self.layout = layout = ArenaLayout(sched, plan, len(axes))
+        low = lower(original, self.options, openmp=info.has_openmp, axes=axes)
+        self.optimized, self.schedule, self.plan = prog, sched, plan = low.program, low.schedule, low.plan
+        gen = low.generated
+        self.layout = layout = low.layout
         self._arena_starts, self._arena_ends = layout.root_lifetimes()
-        cg = CodegenOptions(openmp=openmp, num_threads=int(nt) if nt else None, workspace_threads=threads,
-                            parallel_threshold=int(opt.get("parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
-                            simd=bool(opt.get("simd", True)), axes=axes,
-                            prepack=bool(opt.get("prepack", True)))
-        gen = generate(sched, plan, cg)
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
         # every size a binding needs, evaluated by one generated function
@@ -235,10 +193,7 @@ class SymbolicNative:
         self._sizes = _size_function(axes, exprs + sym_gemm)
         self._n_gemm = len(sym_gemm)
         self._consts_opt = [np.ascontiguousarray(getattr(c, "value", c)) for c in prog.consts]
-        self._fns_base = [blas.blas_pointer("sgemm"), blas.blas_pointer("dgemm"), None,
-                          blas.blas_pointer("sgemv"), blas.blas_pointer("dgemv"), *lapack.fn_pointers()]
-        assert len(self._fns_base) == N_FIXED_FNS
-        self._body_consts = gen.extra_consts  # loop-body constants: fns[N_FIXED_FNS + k]
+        self._body_consts = gen.extra_consts  # derived constants: abi.const_ref(k)
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
                 load_entry(gen.source, "ember_symbolic")
@@ -315,14 +270,9 @@ class NativeRun:
         self._bufs = (ctypes.c_void_p * max(1, n_in + n_par + len(out_bufs)))()
         for j, c in enumerate(sym._consts_opt):
             self._bufs[n_in + j] = c.ctypes.data
-        fns = list(sym._fns_base)
-        self._callback = None
         self._resolved: dict[int, tuple] = {}
-        if sym._fallback_steps:
-            self._callback = _CALLBACK_T(self._run_fallback)
-            fns[2] = ctypes.cast(self._callback, ctypes.c_void_p).value
-        fns += [c.ctypes.data for c in sym._body_consts]
-        self._fns = (ctypes.c_void_p * len(fns))(*fns)
+        self._callback = abi.CALLBACK_T(self._run_fallback) if sym._fallback_steps else None
+        self._fns = abi.fn_table(self._callback, sym._body_consts)
         self._last: list[Any] = [None] * n_in
         self._error: BaseException | None = None
 
@@ -404,14 +354,14 @@ class NativeRun:
 
 def symbolic_executable(program: Program, **options: Any) -> SymbolicNative:
     """The level-1 build of ``program`` for ``options`` (built on first use, then cached)."""
-    key = _options_key(options)
+    key = NativeOptions.parse(options)
     with _LEVEL1_LOCK:
         per = _LEVEL1.get(program)
         if per is None:
             per = _LEVEL1[program] = {}
         exe = per.get(key)
     if exe is None:
-        exe = SymbolicNative(program, **options)
+        exe = SymbolicNative(program, options=key)
         with _LEVEL1_LOCK:
             exe = per.setdefault(key, exe)
     return exe

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember._src.native.planner import ALIGN, LOOP_WORKSPACE, MemoryPlan, first_fit
+from ember._src.native.planner import ALIGN, MemoryPlan, first_fit
 from ember._src.native.schedule import Schedule
+from ember._src.native.scratch import LOOP_WORKSPACE
 
 
 def _align(n: int) -> int:

@@ -1,0 +1,104 @@
+"""The native lowering pipeline, written once: Program -> passes -> validate -> schedule -> loops ->
+memory plan -> C.
+
+:func:`lower` is what both executables run: :class:`~.backend.NativeExecutable` (static shapes)
+and :class:`~.specialize.SymbolicNative` (named dynamic axes, ``axes`` non-empty). Compiling and
+loading the C stay with them (they differ: a program cache and ``bufs`` layout for the static one,
+per-binding ``dims`` for the symbolic one). The stages, in order:
+
+1. **passes** (:func:`.passes.run_passes`, the ``passes`` option), then the ``optimized``
+   validators;
+2. symbolic only: every size of the optimized program is over the program's input axes;
+3. **schedule** (:func:`.schedule.build_schedule`: ``max_kernel_inputs``, ``fuse``);
+4. static only: **GEMM epilogues** (``gemm_epilogue``, :mod:`.gemm_epilogue`);
+5. **native loops** (:func:`.loops.lower_loops`): ``scan``/``while``/``cond`` bodies compiled by
+   the same stages; the bodies' programs are checked (``program.validate``) unless validation is
+   ``"off"``, on both paths;
+6. static only: **batch groups** (``batch_groups``, :mod:`.batch_groups`);
+7. **memory plan** (:func:`.planner.plan_memory`), then the ``planned`` validators (static only);
+   symbolic: the arena offsets become ``dims`` entries placed per binding
+   (:class:`.symlayout.ArenaLayout`);
+8. **C** (:func:`.codegen.generate`).
+
+Stages 4 and 6 need static sizes; the symbolic path has always skipped them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember._src import shapes as sh
+from ember._src.native import batch_groups, loops
+from ember._src.native import passes as passes_mod
+from ember._src.native.codegen import CodegenOptions, Generated, generate
+from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
+from ember._src.native.options import NativeOptions
+from ember._src.native.planner import MemoryPlan, plan_memory
+from ember._src.native.schedule import Schedule, build_schedule
+from ember._src.native.symlayout import ArenaLayout
+from ember._src.program import Program
+from ember._src.validation import run_validators
+from ember.errors import ShapeError
+
+
+@dataclass
+class Lowered:
+    """What :func:`lower` produces: every stage, for the executable and for inspection (it has the
+    ``schedule`` and ``plan`` attributes the ``planned`` validators read)."""
+
+    program: Program  # after the passes (never the caller's Program object)
+    schedule: Schedule
+    plan: MemoryPlan
+    generated: Generated  # the C source, fallback steps, derived constants
+    codegen: CodegenOptions
+    threads: int  # the thread count per-thread scratch was planned for
+    mode: str  # the validation mode it ran under
+    layout: ArenaLayout | None = None  # symbolic: the per-binding arena layout (dims entries)
+
+    @property
+    def source(self) -> str:
+        """The generated C translation unit."""
+        return self.generated.source
+
+
+def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple[str, ...] = (),
+          mode: str | None = None) -> Lowered:
+    """Lower ``program`` to C with ``options``. ``openmp``: whether the C compiler links OpenMP;
+    ``axes``: the dynamic axes of a symbolic program (empty for static shapes); ``mode``: the
+    validation mode (None: ``options.validation_mode()``)."""
+    mode = options.validation_mode() if mode is None else mode
+    symbolic = bool(axes)
+    prog = passes_mod.run_passes(program, options.passes)
+    if prog is program:  # no pass changed it: a copy, so the caller's Program (a weak cache key) is not held
+        prog = Program(prog.constvars, prog.invars, prog.eqns, prog.outvars, prog.consts)
+    run_validators("optimized", prog, mode)
+    if symbolic:
+        _check_axes(prog, axes)
+    sched = build_schedule(prog, max_inputs=options.max_kernel_inputs, fuse=options.fuse)
+    if options.gemm_epilogue and not symbolic:  # bias/ReLU after a product into the GEMM kernel's store
+        fuse_gemm_epilogues(sched, prepack=options.prepack)
+    threads = options.threads(openmp)
+    loops.lower_loops(sched, loops.BodyOptions(
+        passes=options.passes, max_inputs=options.max_kernel_inputs, fuse=options.fuse, threads=threads,
+        inplace=options.inplace, validate=mode != "off", symbolic=symbolic))
+    if options.batch_groups and not symbolic:
+        batch_groups.group_batched(sched, threads)
+    plan = plan_memory(sched, threads=threads, inplace=options.inplace)
+    cg = CodegenOptions(openmp=openmp, num_threads=options.num_threads, workspace_threads=threads,
+                        parallel_threshold=options.parallel_threshold, simd=options.simd, axes=axes,
+                        prepack=options.prepack)
+    lowered = Lowered(prog, sched, plan, Generated(""), cg, threads, mode)
+    if symbolic:  # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
+        lowered.layout = ArenaLayout(sched, plan, len(axes))
+    else:
+        run_validators("planned", lowered, mode)
+    lowered.generated = generate(sched, plan, cg)
+    return lowered
+
+
+def _check_axes(prog: Program, axes: tuple[str, ...]) -> None:
+    """Every value's shape of a symbolic program is over ``axes`` (the inputs' axes)."""
+    for v in (*prog.invars, *prog.constvars, *(o for e in prog.eqns for o in e.outvars)):
+        extra = sh.shape_axes(v.aval.shape) - set(axes)
+        if extra:
+            raise ShapeError(f"axes {sorted(extra)} are not bound by the inputs")
