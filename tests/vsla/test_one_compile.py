@@ -14,20 +14,11 @@ from ember._src.native import specialize as native_specialize
 from ember.errors import TracerError
 from ember.test_util import check_grads
 from tests.vsla.test_properties import _np_binary, _np_strip
+from tests.vsla.test_varray import _minimal, _pad
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
 
 
-def _pad(x: np.ndarray, shape) -> np.ndarray:
-    return np.pad(x, [(0, s - d) for s, d in zip(shape, x.shape)])
-
-
-def _minimal(x: np.ndarray) -> np.ndarray:
-    for ax in range(x.ndim):
-        m = np.moveaxis(x, ax, 0)
-        nz = np.nonzero(np.any(m != 0, axis=tuple(range(1, m.ndim))))[0]
-        x = np.moveaxis(m[: (nz[-1] + 1 if nz.size else 0)], 0, ax)
-    return x
 
 
 def _sample(rng, shape) -> np.ndarray:
