@@ -161,6 +161,50 @@ def gradients() -> None:
     print(f"OK {r}", flush=True)
 
 
+def forward() -> None:
+    """jvp through the native steps (the primitives' own JVP rules) against the NumPy definitions:
+    a linear collective carries the tangent through the same collective; pmax's tangent is the
+    maximising process's; a composite's tangent matches central differences."""
+    r, n = dist.process_index(), dist.process_count()
+    every = np.stack([_x(k, n, np.float64) for k in range(n)])
+    tang = np.stack([_x(k + 50, n, np.float64) for k in range(n)])
+    x, t = every[r], tang[r]
+    ring = [(k, (k + 1) % n) for k in range(n)]
+
+    def coll(v):
+        return (sp.psum(v, "data"), sp.pmean(v, "data"), sp.pmax(v, "data"),
+                sp.all_gather(v, "data"), sp.psum_scatter(v, "data", tiled=True),
+                sp.ppermute(v, "data", ring))
+
+    f = ember.jit(sp.spmd(lambda v, dv: ember.jvp(coll, (v,), (dv,)), "data"))
+    _native(f, x, t)
+    outs, touts = f(x, t)
+    who = every.argmax(0)  # distinct random values: one maximising process per element
+    want_t = [tang.sum(0), tang.mean(0), np.take_along_axis(tang, who[None], 0)[0], tang,
+              tang.sum(0).reshape(n, 2, 3)[r], tang[(r - 1) % n]]
+    want = [every.sum(0), every.mean(0), every.max(0), every, every.sum(0).reshape(n, 2, 3)[r],
+            every[(r - 1) % n]]
+    for got, w in zip(outs, want):
+        np.testing.assert_allclose(np.asarray(got), w, rtol=1e-12)
+    for got, w in zip(touts, want_t):
+        np.testing.assert_allclose(np.asarray(got), w, rtol=1e-12)
+
+    # ties: every process holds the maximum, the tangent is the mean of theirs
+    tie = ember.jit(sp.spmd(lambda v, dv: ember.jvp(lambda a: sp.pmax(a, "data"), (v,), (dv,))[1], "data"))
+    np.testing.assert_allclose(np.asarray(tie(np.ones_like(x), t)), tang.mean(0), rtol=1e-12)
+
+    def net(v):  # a function of this process's input whose value mixes every process's
+        return jnp.tanh(sp.psum(v * v, "data") + sp.ppermute(v, "data", ring) * sp.pmax(v, "data"))
+
+    # jvp of the composite against central differences, every process moving along its tangent
+    jv = ember.jit(sp.spmd(lambda v, dv: ember.jvp(net, (v,), (dv,))[1], "data"))
+    f = ember.jit(sp.spmd(net, "data"))
+    eps = 1e-6
+    fd = (np.asarray(f(x + eps * t)) - np.asarray(f(x - eps * t))) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(jv(x, t)), fd, rtol=1e-6, atol=1e-8)
+    print(f"OK {r}", flush=True)
+
+
 def fallback() -> None:
     """Where MPI's C functions cannot be found, the collectives are fallback steps (mpi4py) that
     give the same results, and the reason is reported."""
@@ -182,4 +226,5 @@ def fallback() -> None:
 if __name__ == "__main__":
     ember.config.update("jax_enable_x64", True)  # float64 and int64 kept, as in the test suite
     dist.initialize()
-    {"collectives": collectives, "gradients": gradients, "fallback": fallback}[sys.argv[1]]()
+    {"collectives": collectives, "gradients": gradients, "forward": forward,
+     "fallback": fallback}[sys.argv[1]]()

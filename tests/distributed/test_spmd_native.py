@@ -32,5 +32,10 @@ def test_native_collectives_gradients(n):
     _run(n, "gradients")
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_native_collectives_forward_mode(n):
+    _run(n, "forward")
+
+
 def test_without_mpi_c_functions_the_collectives_run_through_mpi4py():
     _run(2, "fallback")

@@ -134,7 +134,11 @@ def _mean(total: Any) -> Any:
 
 @functools.cache
 def _reducer(op: str, mode: str) -> Callable:
-    @ember.custom_vjp
+    if mode == "native":  # the primitives' own JVP and transpose rules
+        return (lambda x: _mean(_allreduce(x, "sum", mode))) if op == "mean" else \
+            (lambda x: _allreduce(x, op, mode))
+
+    @ember.custom_vjp  # host callbacks: reverse mode only
     def collective(x: Any) -> Any:
         if op == "mean":
             return _mean(_allreduce(x, "sum", mode))
@@ -160,6 +164,9 @@ def _reducer(op: str, mode: str) -> Callable:
 @functools.cache
 def _gather_raw(mode: str) -> Callable:
     """Stack along a new leading axis; the transpose is the reduce-scatter of the cotangent."""
+    if mode == "native":
+        return lambda x: _gather(x, mode)
+
     @ember.custom_vjp
     def collective(x: Any) -> Any:
         return _gather(x, mode)
@@ -172,6 +179,9 @@ def _gather_raw(mode: str) -> Callable:
 def _scatter_raw(mode: str) -> Callable:
     """This process's row of the sum (leading axis: one row per process); the transpose is the
     all-gather of the cotangent."""
+    if mode == "native":
+        return lambda x: _scatter(x, mode)
+
     @ember.custom_vjp
     def collective(x: Any) -> Any:
         return _scatter(x, mode)
@@ -183,6 +193,9 @@ def _scatter_raw(mode: str) -> Callable:
 @functools.cache
 def _permute_raw(perm: tuple, mode: str) -> Callable:
     """Send along ``perm``; the transpose sends the cotangent back along the inverse pairs."""
+    if mode == "native":
+        return lambda x: _permute(x, perm, mode)
+
     @ember.custom_vjp
     def collective(x: Any) -> Any:
         return _permute(x, perm, mode)

@@ -6,9 +6,11 @@ communicator handed over by mpi4py).
 ``psum_scatter``/``ppermute`` over a named process axis. Their NumPy implementation calls mpi4py
 (the group's host methods); the native backend lowers them to steps of the program's one native
 call that call MPI from C on the arena buffers (``native/mpi_calls.py``), and runs them as fallback
-steps (calling the implementation) where the MPI library cannot be reached from C. Derivatives are
-``spmd``'s ``custom_vjp`` rules (the transposes JAX uses), so the primitives declare no JVP.
-mpi4py is imported only when a group is created.
+steps (calling the implementation) where the MPI library cannot be reached from C. JVP and
+transpose rules are JAX's: the sum, gather, reduce-scatter and permute are linear (a tangent goes
+through the same collective; the transpose of a sum is a sum, of a gather a reduce-scatter and back,
+of a permute the inverse permute); the tangent of a max/min is that of the process(es) holding
+the extremum, averaged over ties. mpi4py is imported only when a group is created.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import ad_util as ad
+from ember._src import core
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 
 REDUCE_OPS = ("sum", "max", "min")
@@ -92,9 +97,6 @@ process_all_gather_p = Primitive("process_all_gather")
 process_reduce_scatter_p = Primitive("process_reduce_scatter")
 process_permute_p = Primitive("process_permute")
 
-_GRAD = ("differentiated by ember.distributed.spmd's custom_vjp rules (the transposes JAX uses: "
-         "psum for psum, psum_scatter for all_gather, the inverse permutation for ppermute)")
-
 
 def _same(x: ShapedArray, **params: Any) -> ShapedArray:
     return ShapedArray(x.shape, x.dtype, x.weak_type)
@@ -144,8 +146,45 @@ for _p in (process_allreduce_p, process_all_gather_p, process_reduce_scatter_p, 
     # communication: every process must run the same collectives in the same order, so compilers
     # neither evaluate them at compile time, nor merge equal ones, nor reorder them (``effectful``)
     _p.effectful = True
-    _p.na("jvp", _GRAD)
-    _p.na("transpose", _GRAD)
+
+
+def _allreduce_jvp(primals: list, tangents: list, *, group: ProcessGroup, op: str) -> tuple[list, list]:
+    (x,), (t,) = primals, tangents
+    out = process_allreduce_p.bind(x, group=group, op=op)
+    if ad.is_zero(t):  # structural: every process traced the same program, so all skip it
+        return [out], [ad.Zero.from_value(out)]
+    if op == "sum":
+        return [out], [process_allreduce_p.bind(t, group=group, op="sum")]
+    hit = ew.convert_element_type(ew.eq(x, out), core.get_aval(t).dtype)
+    num = process_allreduce_p.bind(ew.mul(hit, t), group=group, op="sum")
+    cnt = process_allreduce_p.bind(hit, group=group, op="sum")
+    return [out], [ew.div(num, cnt)]
+
+
+def _linear_jvp(prim: Primitive) -> Callable:
+    def jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+        out, t = prim.bind(primals[0], **params), tangents[0]
+        return [out], [ad.Zero.from_value(out) if ad.is_zero(t) else prim.bind(t, **params)]
+    return jvp
+
+
+def _allreduce_transpose(ct: Any, x: Any, *, group: ProcessGroup, op: str) -> list:
+    if op != "sum":
+        raise NotImplementedError(f"process_allreduce with op={op!r} is not linear: no transpose")
+    return [process_allreduce_p.bind(ad.instantiate(ct), group=group, op="sum")]
+
+
+process_allreduce_p.jvp = _allreduce_jvp
+process_allreduce_p.transpose = _allreduce_transpose
+process_all_gather_p.jvp = _linear_jvp(process_all_gather_p)
+process_all_gather_p.transpose = lambda ct, x, *, group: [
+    process_reduce_scatter_p.bind(ad.instantiate(ct), group=group)]
+process_reduce_scatter_p.jvp = _linear_jvp(process_reduce_scatter_p)
+process_reduce_scatter_p.transpose = lambda ct, x, *, group: [
+    process_all_gather_p.bind(ad.instantiate(ct), group=group)]
+process_permute_p.jvp = _linear_jvp(process_permute_p)
+process_permute_p.transpose = lambda ct, x, *, group, perm: [
+    process_permute_p.bind(ad.instantiate(ct), group=group, perm=tuple((d, s) for s, d in perm))]
 
 
 def allreduce(x: Any, group: ProcessGroup, op: str) -> Any:
