@@ -31,6 +31,12 @@ def collectives() -> None:
                 assert np.array_equal(np.asarray(got[k]), want.astype(np.int32)), (op, k)  # integers exact
             else:
                 np.testing.assert_allclose(np.asarray(got[k]), want, rtol=1e-6, err_msg=f"{op} {k}")
+    small = {"u8": np.full(4, 200, np.uint8), "i16": np.full(3, 30000 - 7 * r, np.int16)}
+    got = dist.all_reduce(small, "sum")  # 8/16-bit sums wrap as NumPy's (Open MPI's saturate)
+    assert np.array_equal(np.asarray(got["u8"]), np.sum(np.stack([small["u8"]] * n), axis=0, dtype=np.uint8))
+    i16 = np.stack([np.full(3, 30000 - 7 * k, np.int16) for k in range(n)])
+    assert np.array_equal(np.asarray(got["i16"]), np.sum(i16, axis=0, dtype=np.int16))
+    assert np.array_equal(np.asarray(dist.all_reduce(small, "mean")["u8"]), small["u8"])  # exact in 64 bits
     g = dist.all_gather(mine["w"])
     np.testing.assert_array_equal(g, np.stack([e["w"] for e in every]))
     b = dist.broadcast(mine, root=n - 1)

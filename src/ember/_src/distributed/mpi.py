@@ -129,10 +129,14 @@ def all_reduce(tree: Any, op: str = "sum", *, bucket_bytes: int = 4 * _MB, check
             if bucket:
                 send = np.concatenate([host[j].ravel() for j in bucket]) if len(bucket) > 1 else \
                     host[bucket[0]].ravel().copy()
+                if dtype.kind in "iu" and dtype.itemsize < 4 and op in ("sum", "mean", "prod"):
+                    # Open MPI saturates 8/16-bit sums; in 64 bits the result wraps as NumPy's
+                    send = send.astype(np.int64 if dtype.kind == "i" else np.uint64)
                 recv = np.empty_like(send)
                 comm.Allreduce(send, recv, op=mpi_op)
                 if op == "mean":
                     recv = (recv / n).astype(dtype) if np.issubdtype(dtype, np.inexact) else recv // n
+                recv = recv.astype(dtype, copy=False)
                 pos = 0
                 for j in bucket:
                     k = host[j].size
