@@ -391,6 +391,57 @@ def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
 
 
 @requires_cc
+def test_c_size_rule_is_kernel_rows():
+    """The run-time form of the size rule (products with a dynamic ``n`` or ``k``) takes exactly
+    the shapes the static rule takes."""
+    lib = compiler.load_library(
+        "#include <stdint.h>\nint em_test_rule(int64_t m, int64_t n, int64_t k) { return "
+        + gemm_kernel.c_size_rule("m", "n", "k") + "; }\n", name_hint="test_size_rule")
+    rule = lib.em_test_rule
+    rule.argtypes = [ctypes.c_int64] * 3
+    rule.restype = ctypes.c_int
+    sizes = (1, 2, 3, 63, 64, 65, 128, 200, 224, 256, 334, 335, 448, 512, 513, 700, 1024, 1792, 2048, 4096)
+    for m, n, k in itertools.product(sizes, repeat=3):
+        assert bool(rule(m, n, k)) == gemm_kernel.use_small_sgemm(m, n, k), (m, n, k)
+
+
+@requires_cc
+def test_jit_dynamic_attention_products_use_kernel(kernel_loaded):
+    """Attention over a dynamic sequence axis: the per-head products ``Q K^T`` (``n`` dynamic) and
+    ``P V`` (``k`` dynamic) call the kernel, their heads shared out on the thread pool, when the
+    bound sizes meet its rule, and BLAS otherwise; every length agrees with float64 NumPy, and
+    within the rule bit for bit with the static-shape program."""
+    rng = np.random.default_rng(21)
+    heads, d = 6, 32
+
+    def attention(q, k, v):
+        s = jnp.einsum("hqd,hkd->hqk", q, k) * 0.125
+        p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+        return jnp.einsum("hqk,hkd->hqd", p / jnp.sum(p, axis=-1, keepdims=True), v)
+
+    spec = (None, "seq", None)
+    dyn = ember.jit(attention, backend="native", dynamic_axes={"q": spec, "k": spec, "v": spec},
+                    num_threads=2)
+    static = ember.jit(attention, backend="native", num_threads=2)
+    for n in (1, 2, 37, 130, 400, 520):
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        got = np.asarray(dyn(q, k, v))
+        s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k) * 0.125
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seq {n}")
+        if gemm_kernel.use_small_sgemm(n, n, d) and gemm_kernel.use_small_sgemm(n, d, n) \
+                and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
+            np.testing.assert_array_equal(got, np.asarray(static(q, k, v)), err_msg=f"seq {n}")
+    from ember._src.native import specialize
+
+    src = specialize.symbolic_executable(dyn.lower(q, k, v).program).source or ""
+    if gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        assert src.count(gemm_kernel.c_size_rule("(em_d_seq)", "(em_d_seq)", str(d))) == 1
+        assert src.count(gemm_kernel.c_size_rule("(em_d_seq)", str(d), "(em_d_seq)")) == 1
+
+
+@requires_cc
 def test_blas_fallback_until_library_loads(tmp_path):
     """In a new process whose kernel library never loads, the generated programs' BLAS fallback
     computes the product; once it loads (same executable), the kernel computes it."""

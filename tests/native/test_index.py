@@ -85,6 +85,28 @@ def test_mergeable_groups():
     assert merged.terms == {"m0": 30, "m1": 1}
 
 
+def test_mergeable_groups_leading_unit_dims():
+    """Size-1 dims merge into the dim after them whatever their coefficients (their index is
+    always 0), so a ``1 x 5 x 6`` map is one loop of 30 that can be split over threads; the merged
+    index reads the elements the unmerged nest reads, in the same order."""
+    dims, sizes = ["d0", "d1", "d2"], [1, 5, 6]
+    ident = ixm.linearize([Ix.var(d) for d in dims], sizes)
+    bias = Ix.var("d2")  # a row vector broadcast over d0 and d1: d1 and d2 do not merge
+    assert ixm.mergeable_groups(dims, sizes, [ident]) == [[0, 1, 2]]
+    assert ixm.mergeable_groups(dims, sizes, [ident, bias]) == [[0, 1], [2]]
+    assert ixm.mergeable_groups(["d0", "d1"], [1, 1], [Ix.var("d0") * 7 + Ix.var("d1")]) == [[0, 1]]
+    assert ixm.mergeable_groups(["d0", "d1"], [5, 1], [Ix.var("d0") * 3 + Ix.var("d1")]) == [[0], [1]]
+    for e in (ident, bias, Ix.var("d0") * 11 + Ix.var("d1") * 6 + Ix.var("d2")):
+        groups = ixm.mergeable_groups(dims, sizes, [ident, bias, e])
+        names = [f"m{i}" for i in range(len(groups))]
+        m = ixm.merge_vars(e, [[dims[i] for i in g] for g in groups], names)
+        gsizes = [int(np.prod([sizes[i] for i in g])) for g in groups]
+        got = [sum(m.terms.get(nm, 0) * x for nm, x in zip(names, idx)) + m.const
+               for idx in np.ndindex(*gsizes)]  # the merged loops visit the nest's order
+        want = [sum(e.terms.get(d, 0) * x for d, x in zip(dims, idx)) + e.const for idx in np.ndindex(*sizes)]
+        assert got == want
+
+
 def test_render():
     e = Ix.var("d0") * 4 - Ix.var("d1") + 3
     assert ixm.render(e, {"d0": "i", "d1": "j"}, {}) == "4*i - j + 3"

@@ -44,8 +44,8 @@ import numpy as np
 
 from ember._src.native.background import BackgroundLibrary
 
-__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_rows", "kernel_symbol", "load",
-           "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
+__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows", "kernel_symbol",
+           "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +86,15 @@ def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
     if k * n > MAX_B_FLOATS:
         return 0
     return min(MAX_M, (MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS) // k)
+
+
+def c_size_rule(m: str, n: str, k: str) -> str:
+    """C condition that a product ``m x k @ k x n`` (sizes as C expressions, some of them dynamic
+    axes) meets :func:`kernel_rows`'s rule (without a prepacked ``B``): the same rule as for static
+    sizes, evaluated per call. ``m <= A // k`` is written ``m * k <= A`` (equal for positive k)."""
+    a = f"(({n}) <= {NARROW_N} ? {MAX_A_FLOATS_NARROW} : {MAX_A_FLOATS})"
+    return (f"({n}) >= 2 && ({k}) >= 1 && ({k}) * ({n}) <= {MAX_B_FLOATS} && ({m}) >= 2 && "
+            f"({m}) <= {MAX_M} && ({m}) * ({k}) <= {a}")
 
 
 def use_small_sgemm(m: int, n: int, k: int) -> bool:
