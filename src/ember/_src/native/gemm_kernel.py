@@ -45,7 +45,8 @@ import numpy as np
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
-           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
+           "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
