@@ -59,6 +59,22 @@ def test_reshape_round_trip_collapses_to_affine():
     assert offset == flat and not offset.opaques()
 
 
+def test_reshape_round_trip_over_a_sum_of_axes():
+    """A ``(layers, heads, past + seq, d)`` cache read through its flat index (a stack of caches,
+    imported as reshapes and concatenates) collapses back to affine indices: no per-element
+    division by the dynamic length remains."""
+    from ember._src import shapes as sh
+
+    total = sh.axis("past") + sh.axis("seq")
+    shape = (2, 12, total, 64)
+    r = {"d0": (0, 1), "d1": (0, 11), "d2": (0, total - 1), "d3": (0, 63)}
+    idx = [Ix.var(d) for d in ("d0", "d1", "d2", "d3")]
+    flat = ixm.linearize(idx, shape)
+    back = ixm.delinearize(flat, shape, r)
+    assert back == idx and not any(e.opaques() for e in back)
+    assert ixm.mod(flat, total * 64, r) == Ix.var("d2") * 64 + Ix.var("d3")
+
+
 def test_delinearize_matches_numpy_everywhere():
     cases = [((6, 4), (3, 8)), ((5, 3), (15,)), ((2, 3, 4), (4, 3, 2)), ((12,), (2, 2, 3))]
     for shape_out, shape_in in cases:
