@@ -45,8 +45,8 @@ import numpy as np
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
-           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
-           "use_small_sgemm"]
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b",
+           "prepacked_min_rows", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,17 @@ def use_small_sgemm(m: int, n: int, k: int) -> bool:
     return 2 <= m <= kernel_rows(n, k)
 
 
-def use_prepacked(m: int, n: int, k: int) -> bool:
+def prepacked_min_rows(trans_b: bool) -> int:
+    """The fewest rows the prepacked entry takes: one for a transposed constant ``B`` (``x @ W.T``:
+    torch's ``Linear`` and a tied LM head, a generation step's single row), else two. Measured
+    (one row, same process, float32): against OpenBLAS's ``sgemv`` in its dot-product form the
+    prepacked panels ran 0.8x (1 x 768 @ 768 x 50257, 27.3 vs 34.0 ms; two threads 26.0 vs 31.8 ms),
+    0.77x (4096 x 4096), 0.84x (768 x 3072), 1.02x (768 x 2304) and 1.14x (3072 x 768) the BLAS
+    time; against the other form (``B`` not transposed) 1.15-1.5x, so that stays with BLAS."""
+    return 1 if trans_b else 2
+
+
+def use_prepacked(m: int, n: int, k: int, trans_b: bool = False) -> bool:
     """Whether a static-shape float32 product ``m x k @ k x n`` whose ``B`` is a program constant
     goes to the kernel's prepacked entry: up to :data:`MAX_M` rows whatever ``n`` and ``k``.
     Without packing ``B`` on each call, and with ``A`` re-read once per block of four panels, it ran
@@ -112,7 +122,7 @@ def use_prepacked(m: int, n: int, k: int) -> bool:
     512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
     six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
     1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
-    return 2 <= m <= kernel_rows(n, k, prepacked=True)
+    return prepacked_min_rows(trans_b) <= m <= kernel_rows(n, k, prepacked=True)
 
 
 def _prefetch_offsets(w: int) -> list[int]:
