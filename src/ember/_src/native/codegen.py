@@ -1009,19 +1009,11 @@ def _kernel_rows(step: Step, prepacked: bool) -> int | None:
     if sd.is_sym(n) or sd.is_sym(k):  # attention's per-head products over a dynamic sequence
         return None if prepacked else gemm_kernel.MAX_M  # the whole rule is tested at run time
     rows = gemm_kernel.kernel_rows(n, k, prepacked)
-    low = _min_rows(step, prepacked)
+    low = gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2
     if sd.is_sym(m):
         return rows if rows >= low else None
     return rows if low <= m <= rows else None
 
-
-def _min_rows(step: Step, prepacked: bool) -> int:
-    """The fewest rows the kernel takes for this product (:func:`.gemm_kernel.prepacked_min_rows`:
-    one for a prepacked ``B`` read transposed)."""
-    if not prepacked:
-        return 2
-    (_, (_, _), (_, csb)) = _step_layouts(step)[1]
-    return gemm_kernel.prepacked_min_rows(csb != 1)
 
 
 def _rows_guard(step: Step, prepacked: bool) -> str:
@@ -1033,7 +1025,7 @@ def _rows_guard(step: Step, prepacked: bool) -> str:
     if not sd.is_sym(m):
         return ""
     rows, cm = gemm_kernel.kernel_rows(n, k, prepacked), sd.cdim(m)
-    return f"{cm} >= {_min_rows(step, prepacked)} && {cm} <= {rows}"
+    return f"{cm} >= {gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2} && {cm} <= {rows}"
 
 
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,

@@ -135,9 +135,8 @@ def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
     m, k = (ash[1], ash[0]) if ta else (ash[0], ash[1])
     n = bsh[0] if tb else bsh[1]
     b = e.inputs[1]
-    if isinstance(b, Var) and b.id in consts:
-        return gemm_kernel.kernel_symbol() is not None and gemm_kernel.use_prepacked(m, n, k, bool(tb))
-    return gemm_kernel.kernel_symbol() is not None and gemm_kernel.use_small_sgemm(m, n, k)
+    rule = gemm_kernel.use_prepacked if isinstance(b, Var) and b.id in consts else gemm_kernel.use_small_sgemm
+    return gemm_kernel.kernel_symbol() is not None and rule(m, n, k)
 
 
 def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
