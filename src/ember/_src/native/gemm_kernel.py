@@ -10,8 +10,9 @@ so ``B`` is read exactly once per call and never written back to memory. ``A`` i
 
 Micro-kernels: ``MR x W`` accumulator tiles held in ``ymm`` registers, ``W / 8`` vector loads of
 the packed panel and ``MR`` broadcasts of ``A`` per step of the contraction: 4 x 24 (12
-accumulators), 6 x 16 (12) and 8 x 8 (8). The column count picks the widest panel that is not
-mostly padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
+accumulators), 6 x 16 (12) and 8 x 8 (8), and 1 x 24 (3) for a row block of one row on a full
+panel (a generation step's product). The column count picks the widest panel that is not mostly
+padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
 inner loop has no edge branches; partial tiles go through a small buffer in the epilogue.
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
