@@ -28,6 +28,18 @@ def test_floordiv_mod_max_and_evaluate():
     assert sh.evaluate_shape((batch, 3, seq), env) == (7, 3, 12)
 
 
+
+def test_floordiv_by_a_sum_of_axes():
+    """An integer multiple of a sum divides exactly (the flat index of a ``past + seq`` cache);
+    anything else stays an opaque floordiv that evaluates like Python's ``//``."""
+    total = batch + seq
+    assert sh.floordiv(total * 24, total) == 24 and sh.floordiv(1536 * batch + 1536 * seq, 64 * total) == 24
+    assert sh.floordiv(total, total) == 1
+    for a in (total * 3 + 1, 2 * batch + seq, total * 0 + 5):
+        q = sh.floordiv(a, total)
+        for env in ({"batch": 7, "seq": 12}, {"batch": 1, "seq": 1}, {"batch": 40, "seq": 3}):
+            assert sh.evaluate(q, env) == sh.evaluate(a, env) // sh.evaluate(total, env), (a, env)
+
 def test_broadcast_unifies_names_and_reports_conflicts():
     assert sh.broadcast_shapes((batch, 512), (1, 512)) == (batch, 512)
     assert sh.broadcast_shapes((batch, 1), (seq,)) == (batch, seq)

@@ -245,6 +245,9 @@ def test_size_rule():
     assert gemm_kernel.use_small_sgemm(384, 256, 256) and not gemm_kernel.use_small_sgemm(512, 1024, 256)
     assert not gemm_kernel.use_small_sgemm(512, 256, 256)  # A as large as L2: BLAS (transformer block)
     assert not gemm_kernel.use_small_sgemm(768, 128, 128)  # tall: BLAS's blocking is as fast or faster
+    # a constant B: from a single row (a generation step) up to 512 rows, whatever n and k
+    assert gemm_kernel.use_prepacked(1, 50257, 768) and gemm_kernel.use_prepacked(512, 4096, 4096)
+    assert not gemm_kernel.use_prepacked(0, 64, 64) and not gemm_kernel.use_prepacked(513, 64, 64)
 
 
 @pytest.fixture
@@ -326,6 +329,38 @@ def test_jit_constant_weights_are_prepacked(kernel_loaded, trans_b):
 
 
 @requires_cc
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_jit_single_row_with_constant_weights(kernel_loaded, trans_b):
+    """One row against constant weights (a generation step), ``x @ W`` or ``x @ W.T`` (as torch's
+    Linear and a tied LM head import: a dot_general contracting W's last axis), takes the prepacked
+    entry (its single-row tile) with the bias fused, static or with a dynamic row count, rather
+    than BLAS sgemv; values within float32 of a float64 reference, and a row alone equal to the
+    same row inside a block of rows, bit for bit (the 1 x 24 tile sums as the 4 x 24 tile)."""
+    rng = np.random.default_rng(15)
+    w = rng.standard_normal((1000, 96) if trans_b else (96, 1000)).astype(np.float32) / 10
+    bias = rng.standard_normal(1000).astype(np.float32)
+
+    def f(x):
+        return lax.dot_general(x, w, (((1,), (1 if trans_b else 0,)), ((), ()))) + bias
+
+    static = ember.jit(f, backend="native", num_threads=2)
+    dyn = ember.jit(f, backend="native", num_threads=2, dynamic_axes={"x": ("rows", None)})
+    for rows in (1, 2, 5):
+        x = rng.standard_normal((rows, 96)).astype(np.float32)
+        want = x.astype(np.float64) @ (w.T if trans_b else w) + bias
+        np.testing.assert_allclose(np.asarray(static(x)), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(dyn(x)), want, rtol=1e-5, atol=1e-5)
+    exe = static.lower(x[:1]).executable
+    if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        assert exe.source.count("em_skp_fn()") == 1
+        from ember._src.native import specialize
+
+        src = specialize.symbolic_executable(dyn.lower(x).program).source or ""
+        assert "(em_d_rows) >= 1 &&" in src  # the run-time rule takes a single row
+        np.testing.assert_array_equal(np.asarray(dyn(x[2:3])), np.asarray(dyn(x))[2:3])
+
+
+@requires_cc
 def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
     """Beyond the packing entry's size rule (A larger than L2 here), a constant B still takes the
     prepacked entry (use_prepacked), with its bias + ReLU fused, and agrees with float64 NumPy."""
@@ -346,7 +381,7 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
     plain = ember.jit(lambda x: jnp.maximum(x @ w + bias, 0.0), backend="native", prepack=False)
     np.testing.assert_allclose(np.asarray(plain(x)), want, rtol=1e-4, atol=1e-4)
     assert "em_skp_fn()" not in plain.lower(x).executable.source
-    assert not gemm_kernel.use_prepacked(1, n, k) and not gemm_kernel.use_prepacked(1024, n, k)
+    assert not gemm_kernel.use_prepacked(1024, n, k)
 
 
 @requires_cc
@@ -388,6 +423,57 @@ def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
     if gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
         entry = "em_skp_fn()" if baked else "em_sk_fn()"
         assert src.count(entry) == 2 and "<= 512)" in src
+
+
+@requires_cc
+def test_c_size_rule_is_kernel_rows():
+    """The run-time form of the size rule (products with a dynamic ``n`` or ``k``) takes exactly
+    the shapes the static rule takes."""
+    lib = compiler.load_library(
+        "#include <stdint.h>\nint em_test_rule(int64_t m, int64_t n, int64_t k) { return "
+        + gemm_kernel.c_size_rule("m", "n", "k") + "; }\n", name_hint="test_size_rule")
+    rule = lib.em_test_rule
+    rule.argtypes = [ctypes.c_int64] * 3
+    rule.restype = ctypes.c_int
+    sizes = (1, 2, 3, 63, 64, 65, 128, 200, 224, 256, 334, 335, 448, 512, 513, 700, 1024, 1792, 2048, 4096)
+    for m, n, k in itertools.product(sizes, repeat=3):
+        assert bool(rule(m, n, k)) == gemm_kernel.use_small_sgemm(m, n, k), (m, n, k)
+
+
+@requires_cc
+def test_jit_dynamic_attention_products_use_kernel(kernel_loaded):
+    """Attention over a dynamic sequence axis: the per-head products ``Q K^T`` (``n`` dynamic) and
+    ``P V`` (``k`` dynamic) call the kernel, their heads shared out on the thread pool, when the
+    bound sizes meet its rule, and BLAS otherwise; every length agrees with float64 NumPy, and
+    within the rule bit for bit with the static-shape program."""
+    rng = np.random.default_rng(21)
+    heads, d = 6, 32
+
+    def attention(q, k, v):
+        s = jnp.einsum("hqd,hkd->hqk", q, k) * 0.125
+        p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+        return jnp.einsum("hqk,hkd->hqd", p / jnp.sum(p, axis=-1, keepdims=True), v)
+
+    spec = (None, "seq", None)
+    dyn = ember.jit(attention, backend="native", dynamic_axes={"q": spec, "k": spec, "v": spec},
+                    num_threads=2)
+    static = ember.jit(attention, backend="native", num_threads=2)
+    for n in (1, 2, 37, 130, 400, 520):
+        q, k, v = (rng.standard_normal((heads, n, d)).astype(np.float32) for _ in range(3))
+        got = np.asarray(dyn(q, k, v))
+        s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k) * 0.125
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seq {n}")
+        if gemm_kernel.use_small_sgemm(n, n, d) and gemm_kernel.use_small_sgemm(n, d, n) \
+                and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
+            np.testing.assert_array_equal(got, np.asarray(static(q, k, v)), err_msg=f"seq {n}")
+    from ember._src.native import specialize
+
+    src = specialize.symbolic_executable(dyn.lower(q, k, v).program).source or ""
+    if gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
+        assert src.count(gemm_kernel.c_size_rule("(em_d_seq)", "(em_d_seq)", str(d))) == 1
+        assert src.count(gemm_kernel.c_size_rule("(em_d_seq)", str(d), "(em_d_seq)")) == 1
 
 
 @requires_cc

@@ -59,6 +59,22 @@ def test_reshape_round_trip_collapses_to_affine():
     assert offset == flat and not offset.opaques()
 
 
+def test_reshape_round_trip_over_a_sum_of_axes():
+    """A ``(layers, heads, past + seq, d)`` cache read through its flat index (a stack of caches,
+    imported as reshapes and concatenates) collapses back to affine indices: no per-element
+    division by the dynamic length remains."""
+    from ember._src import shapes as sh
+
+    total = sh.axis("past") + sh.axis("seq")
+    shape = (2, 12, total, 64)
+    r = {"d0": (0, 1), "d1": (0, 11), "d2": (0, total - 1), "d3": (0, 63)}
+    idx = [Ix.var(d) for d in ("d0", "d1", "d2", "d3")]
+    flat = ixm.linearize(idx, shape)
+    back = ixm.delinearize(flat, shape, r)
+    assert back == idx and not any(e.opaques() for e in back)
+    assert ixm.mod(flat, total * 64, r) == Ix.var("d2") * 64 + Ix.var("d3")
+
+
 def test_delinearize_matches_numpy_everywhere():
     cases = [((6, 4), (3, 8)), ((5, 3), (15,)), ((2, 3, 4), (4, 3, 2)), ((12,), (2, 2, 3))]
     for shape_out, shape_in in cases:
@@ -83,6 +99,28 @@ def test_mergeable_groups():
     assert ixm.mergeable_groups(dims, sizes, [ident, row]) == [[0], [1, 2]]
     merged = ixm.merge_vars(ident, [["d0"], ["d1", "d2"]], ["m0", "m1"])
     assert merged.terms == {"m0": 30, "m1": 1}
+
+
+def test_mergeable_groups_leading_unit_dims():
+    """Size-1 dims merge into the dim after them whatever their coefficients (their index is
+    always 0), so a ``1 x 5 x 6`` map is one loop of 30 that can be split over threads; the merged
+    index reads the elements the unmerged nest reads, in the same order."""
+    dims, sizes = ["d0", "d1", "d2"], [1, 5, 6]
+    ident = ixm.linearize([Ix.var(d) for d in dims], sizes)
+    bias = Ix.var("d2")  # a row vector broadcast over d0 and d1: d1 and d2 do not merge
+    assert ixm.mergeable_groups(dims, sizes, [ident]) == [[0, 1, 2]]
+    assert ixm.mergeable_groups(dims, sizes, [ident, bias]) == [[0, 1], [2]]
+    assert ixm.mergeable_groups(["d0", "d1"], [1, 1], [Ix.var("d0") * 7 + Ix.var("d1")]) == [[0, 1]]
+    assert ixm.mergeable_groups(["d0", "d1"], [5, 1], [Ix.var("d0") * 3 + Ix.var("d1")]) == [[0], [1]]
+    for e in (ident, bias, Ix.var("d0") * 11 + Ix.var("d1") * 6 + Ix.var("d2")):
+        groups = ixm.mergeable_groups(dims, sizes, [ident, bias, e])
+        names = [f"m{i}" for i in range(len(groups))]
+        m = ixm.merge_vars(e, [[dims[i] for i in g] for g in groups], names)
+        gsizes = [int(np.prod([sizes[i] for i in g])) for g in groups]
+        got = [sum(m.terms.get(nm, 0) * x for nm, x in zip(names, idx)) + m.const
+               for idx in np.ndindex(*gsizes)]  # the merged loops visit the nest's order
+        want = [sum(e.terms.get(d, 0) * x for d, x in zip(dims, idx)) + e.const for idx in np.ndindex(*sizes)]
+        assert got == want
 
 
 def test_render():

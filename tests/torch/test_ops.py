@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the ATen handler tests need torch")
 
+import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
 from ember._src.torch_import.ops import OPS, Ctx  # noqa: E402
 
@@ -44,7 +45,8 @@ CASES = {
     "aten.div.Scalar_mode": [((r(5, dtype=I64), 2), {"rounding_mode": "floor"})],
     "aten.maximum.default": [((r(3, 4), r(4)), {})],
     "aten.minimum.default": [((r(3, 4), r(4)), {})],
-    "aten.pow.Tensor_Scalar": [((r(3, 4), 2), {}), ((pos(3), 0.5), {})],
+    "aten.pow.Tensor_Scalar": [((r(3, 4), 2), {}), ((pos(3), 0.5), {}), ((r(3, 4), 3.0), {}),
+                               ((pos(3, 4), -2.0), {}), ((r(4, dtype=I64), 3.0), {})],
     "aten.pow.Tensor_Tensor": [((pos(3, 4), r(3, 4)), {})],
     "aten.pow.Scalar": [((2.0, r(3)), {})],
     "aten.atan2.default": [((r(4), r(4)), {})],
@@ -212,3 +214,29 @@ def test_handler_matches_torch(op):
         if not isinstance(ref, (tuple, list)) and np.asarray(out).dtype != ref.numpy().dtype:
             out = jnp.asarray(out).astype(ctx.dtype)  # the interpreter casts to torch's dtype
         _compare(out, ref, op)
+
+
+def test_pow_by_small_whole_float_exponent_is_multiplication():
+    """``x ** 3.0`` on a float tensor (GPT-2's gelu) becomes ``integer_pow`` (x*x*x, torch's own
+    evaluation), equal to torch bit for bit; a fractional exponent or an integer tensor stays ``pow``."""
+    x = torch.linspace(-3, 3, 97)
+    for y, prim in ((3.0, "integer_pow"), (2.0, "integer_pow"), (2.5, "pow")):
+        prog = ember.make_program(lambda a, y=y: OPS["aten.pow.Tensor_Scalar"].fn(None, a, y))(x.numpy())
+        assert [e.prim.name for e in prog.eqns][-1] == prim, (y, str(prog))
+    got = ember.jit(lambda a: OPS["aten.pow.Tensor_Scalar"].fn(None, a, 3.0))(x.numpy())
+    np.testing.assert_array_equal(np.asarray(got), torch.pow(x, 3.0).numpy())
+
+
+def test_slice_from_a_dynamic_start():
+    """``x[:, -2:]`` over a dynamic axis exports with the start ``seq - 2`` (a symbol, as in
+    transformers' ``logits_to_keep``); the import slices the last two rows for every length."""
+    import ember.torch as et
+
+    class LastRows(torch.nn.Module):
+        def forward(self, x):
+            return x[:, -2:, :] * 2.0
+
+    m = et.import_module(LastRows(), (torch.zeros(1, 5, 3),), dynamic_axes={"x": (None, "seq", None)})
+    for n in (2, 3, 9):
+        x = np.arange(n * 3, dtype=np.float32).reshape(1, n, 3)
+        np.testing.assert_array_equal(np.asarray(m(x)), x[:, -2:, :] * 2.0)

@@ -256,6 +256,13 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             out[tuple(sorted((at, p) for at, p in powers.items() if p))] = c // bc
         else:
             return DimExpr._make(out)
+    elif isinstance(a, DimExpr) and isinstance(b, DimExpr):
+        # an integer multiple of a sum, e.g. (24*past + 24*seq) // (past + seq): the flat index
+        # arithmetic of arrays whose dim is a sum of axes (a key/value cache past + seq)
+        (bm, bc) = b.terms[0]
+        ac = dict(a.terms).get(bm, 0)
+        if ac % bc == 0 and ac // bc != 0 and a == b * (ac // bc):
+            return ac // bc
     return DimExpr({((_Atom("floordiv", (a, b)), 1),): 1})
 
 

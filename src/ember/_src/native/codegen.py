@@ -1056,21 +1056,28 @@ def _kernel_rows(step: Step, prepacked: bool) -> int | None:
     it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
     at run time, :func:`_rows_guard`) with everything else static; None otherwise."""
     nb, m, n, k = gemm_dims(step)
-    if any(sd.is_sym(d) for d in (nb, n, k)):
+    if sd.is_sym(nb):
         return None
+    if sd.is_sym(n) or sd.is_sym(k):  # attention's per-head products over a dynamic sequence
+        return None if prepacked else gemm_kernel.MAX_M  # the whole rule is tested at run time
     rows = gemm_kernel.kernel_rows(n, k, prepacked)
+    low = gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2
     if sd.is_sym(m):
-        return rows if rows >= 2 else None
-    return rows if 2 <= m <= rows else None
+        return rows if rows >= low else None
+    return rows if low <= m <= rows else None
+
 
 
 def _rows_guard(step: Step, prepacked: bool) -> str:
-    """C condition that a dynamic ``m`` is within the kernel's rule ("" for a static one)."""
+    """C condition that a dynamic ``m`` (or ``n``, ``k``) is within the kernel's rule ("" for
+    static sizes)."""
     _, m, n, k = gemm_dims(step)
+    if sd.is_sym(n) or sd.is_sym(k):
+        return gemm_kernel.c_size_rule(sd.cdim(m), sd.cdim(n), sd.cdim(k))
     if not sd.is_sym(m):
         return ""
     rows, cm = gemm_kernel.kernel_rows(n, k, prepacked), sd.cdim(m)
-    return f"{cm} >= 2 && {cm} <= {rows}"
+    return f"{cm} >= {gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2} && {cm} <= {rows}"
 
 
 def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha: float,
@@ -1099,23 +1106,22 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
     relu = int(epi is not None and epi.relu)
     oa, ob, oo = ("0" if v.id in local else _batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
-    bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {rsb}, {csb}"
-    m, rsa, csa = (sd.cdim(x) for x in (m, rsa, csa))
+    bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {sd.cdim(rsb)}, {sd.cdim(csb)}"
+    m, n, k, rsa, csa, ldc = (sd.cdim(x) for x in (m, n, k, rsa, csa, ldc))
     return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
             f"{bargs}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, {bias}, {relu}, {nthreads}")
 
 
 def _batch_offset(batch: tuple, var: str = "bb_") -> str:
     """C offset of batch ``var`` in a view whose batch digits are ``batch`` ((size, stride), ...)."""
-    total = fused.batch_size(batch)
     terms, inner = [], 1
     for size, stride in reversed(batch):
         if size == 1:
             continue
-        digit = var if inner == 1 else f"{var} / {inner}"
-        if inner * size < total:
-            digit = f"({digit}) % {size}"
-        terms.append(f"({digit}) * {stride}")
+        digit = var if inner == 1 else f"{var} / {sd.cdim(inner)}"
+        if len(terms) < sum(sz != 1 for sz, _ in batch) - 1:  # not the outermost digit
+            digit = f"({digit}) % {sd.cdim(size)}"
+        terms.append(f"({digit}) * {sd.cdim(stride)}")
         inner *= size
     return "(" + " + ".join(terms[::-1]) + ")" if terms else "0"
 
@@ -1129,15 +1135,19 @@ def _pooled_batches(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions | None, 
     if funcs is None or opts is None or not ctx.pooled or sd.is_sym(nb) or nb < 2:
         return None
     _, m, n, k = gemm_dims(step)
-    go, _ = _parallel(opts, nb * m * n * k, nb)
-    if not go or sd.is_sym(m):
+    go, par_if = _parallel(opts, nb * m * n * k, nb)
+    if not go:
         return None
     one = small.rsplit(", ", 1)[0] + ", 1"  # each batch on one thread
     task = f"em_task{s}"
     funcs.append(_pool_task(task, f"em_sk_fn_t f_ = em_sk_fn(); "
                                   f"for (int64_t bb_ = lo_; bb_ < hi_; ++bb_) f_({one});", opts))
-    par = _pool_call(task, nb, _pool_threads(opts, False), 2)
-    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if (f_) {{ {par} }} else {{ {fallback} }} }}"
+    # dynamic sizes: the pool when the work is large enough, the kernel when its rule holds
+    cond = par_if[len(" if(parallel: "):-1] if par_if else ""
+    par = _pool_call(task, nb, _pool_threads(opts, False), 2, cond)
+    guard = _rows_guard(step, False)
+    test = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({test}) {{ {par} }} else {{ {fallback} }} }}"
 
 
 def _gemm(step: Step, ctx: _Ctx, opts: CodegenOptions | None = None, funcs: list[str] | None = None,

@@ -10,8 +10,9 @@ so ``B`` is read exactly once per call and never written back to memory. ``A`` i
 
 Micro-kernels: ``MR x W`` accumulator tiles held in ``ymm`` registers, ``W / 8`` vector loads of
 the packed panel and ``MR`` broadcasts of ``A`` per step of the contraction: 4 x 24 (12
-accumulators), 6 x 16 (12) and 8 x 8 (8). The column count picks the widest panel that is not
-mostly padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
+accumulators), 6 x 16 (12) and 8 x 8 (8), and 1 x 24 (3) for a row block of one row on a full
+panel (a generation step's product). The column count picks the widest panel that is not mostly
+padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
 inner loop has no edge branches; partial tiles go through a small buffer in the epilogue.
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
@@ -44,8 +45,9 @@ import numpy as np
 
 from ember._src.native.background import BackgroundLibrary
 
-__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_source", "kernel_rows", "kernel_symbol", "load",
-           "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked", "use_small_sgemm"]
+__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
+           "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ logger = logging.getLogger(__name__)
 KC = 256
 # (MR, vectors per row) for each micro-kernel, widest first
 _KERNELS = ((4, 3), (6, 2), (8, 1))
+# a single row (a generation step's product) on full 24-wide panels: a quarter of the 4 x 24
+# tile's FMAs, the same sums in the same order as that tile's first row
+_ROW_KERNEL = (1, 3)
 
 # Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
 # KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
@@ -73,6 +78,14 @@ MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
 MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
 NARROW_N = 512
 MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
+# A single row (a generation step) against a prepacked B goes to the kernel too (its 1 x 24 tile,
+# a quarter of the 4 x 24 tile's FMAs; the same sums as that tile's first row), not to BLAS sgemv.
+# Measured on the 2-vCPU AVX-512 host, loaded, same process (1 x k @ k x n, float32): one thread,
+# B read in place (x @ W) 0.9-1.2x the sgemv time (768x2304, 3072x768, 768x3072, 768x20000: level
+# within the noise), B read transposed (x @ W.T, torch's Linear and the tied LM head) 0.57-0.93x
+# (768 x 50257: 10.0 vs 17.4 ms); two threads 0.26-0.41x for x @ W (OpenBLAS's threads hand over
+# badly on a busy machine; ember's pool lets the caller take their chunks) and 0.66-0.92x for x @ W.T.
+PREPACKED_MIN_ROWS = 1
 
 
 def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
@@ -86,6 +99,15 @@ def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
     if k * n > MAX_B_FLOATS:
         return 0
     return min(MAX_M, (MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS) // k)
+
+
+def c_size_rule(m: str, n: str, k: str) -> str:
+    """C condition that a product ``m x k @ k x n`` (sizes as C expressions, some of them dynamic
+    axes) meets :func:`kernel_rows`'s rule (without a prepacked ``B``): the same rule as for static
+    sizes, evaluated per call. ``m <= A // k`` is written ``m * k <= A`` (equal for positive k)."""
+    a = f"(({n}) <= {NARROW_N} ? {MAX_A_FLOATS_NARROW} : {MAX_A_FLOATS})"
+    return (f"({n}) >= 2 && ({k}) >= 1 && ({k}) * ({n}) <= {MAX_B_FLOATS} && ({m}) >= 2 && "
+            f"({m}) <= {MAX_M} && ({m}) * ({k}) <= {a}")
 
 
 def use_small_sgemm(m: int, n: int, k: int) -> bool:
@@ -102,7 +124,7 @@ def use_prepacked(m: int, n: int, k: int) -> bool:
     512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
     six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
     1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
-    return 2 <= m <= kernel_rows(n, k, prepacked=True)
+    return PREPACKED_MIN_ROWS <= m <= kernel_rows(n, k, prepacked=True)
 
 
 def _prefetch_offsets(w: int) -> list[int]:
@@ -254,7 +276,8 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
                        && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (w == 24 && mr == 1 && !bs) em_sk_1x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
     else if (w == 16) em_sk_6x16(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
     else em_sk_8x8(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
@@ -479,7 +502,7 @@ def c_source() -> str:
     ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise)."""
     from ember._src.native import threadpool
 
-    kernels = "".join(_micro_kernel(mr, nv) for mr, nv in _KERNELS)
+    kernels = "".join(_micro_kernel(mr, nv) for mr, nv in (*_KERNELS, _ROW_KERNEL))
     return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
 

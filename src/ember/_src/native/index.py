@@ -416,7 +416,9 @@ def mergeable_groups(dims: Sequence[str], sizes: Sequence[int], exprs: Iterable[
 
     Dims ``a`` and ``a+1`` merge when every expression uses them only affinely with
     ``coef[a] == coef[a+1] * size[a+1]`` (contiguous), so ``coef[a+1] * (i_a*size + i_{a+1})``
-    replaces both. Dims used inside an opaque term never merge.
+    replaces both. A group of size-1 dims (index always 0, whatever its coefficients) merges with
+    the dim after it, so that a ``1 x seq x d`` map splits its ``seq * d`` loop over threads, not a
+    loop of one. Dims used inside an opaque term never merge.
     """
     exprs = list(exprs)
     blocked: set[str] = set()
@@ -424,7 +426,9 @@ def mergeable_groups(dims: Sequence[str], sizes: Sequence[int], exprs: Iterable[
         blocked |= e.opaque_vars()
     groups: list[list[int]] = []
     for a in range(len(dims)):
-        if groups and _can_merge(dims[groups[-1][-1]], dims[a], sizes[a], exprs, blocked):
+        unit = groups and all(isinstance(sizes[i], int) and sizes[i] == 1 and dims[i] not in blocked
+                              for i in groups[-1]) and dims[a] not in blocked
+        if unit or (groups and _can_merge(dims[groups[-1][-1]], dims[a], sizes[a], exprs, blocked)):
             groups[-1].append(a)
         else:
             groups.append([a])

@@ -35,13 +35,25 @@ def cache_step(model: Any) -> Any:
             mask = torch.cat([torch.zeros(b, 1, dtype=torch.long),
                               torch.ones(b, n_past - 1 + s, dtype=torch.long)], dim=1)
             pos = torch.arange(s).unsqueeze(0).expand(b, s) + (n_past - 1)
+            # the last position's logits only (logits_to_keep, as transformers' generate asks):
+            # the LM head of a prompt step is one row, not one per prompt token
+            keep = {"logits_to_keep": 1} if _takes_logits_to_keep(self.lm) else {}
             out = self.lm(input_ids=input_ids, past_key_values=cache, attention_mask=mask,
-                          position_ids=pos, use_cache=True)
+                          position_ids=pos, use_cache=True, **keep)
             kv = out.past_key_values
             present = torch.stack([torch.stack([layer.keys, layer.values]) for layer in kv.layers])
             return {"logits": out.logits[:, -1, :], "present": present}
 
     return CacheStep(model).eval()
+
+
+def _takes_logits_to_keep(lm: Any) -> bool:
+    """Whether the causal LM's ``forward`` takes ``logits_to_keep`` (transformers >= 4.50)."""
+    import inspect
+    try:
+        return "logits_to_keep" in inspect.signature(lm.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def empty_cache(n_layers: int, batch: int, kv_heads: int, head_dim: int,

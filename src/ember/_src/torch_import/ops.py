@@ -118,7 +118,6 @@ for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
                     (("aten.sub.Tensor", "aten.sub.Scalar"), jnp.subtract),
                     (("aten.mul.Tensor", "aten.mul.Scalar"), jnp.multiply),
                     (("aten.maximum.default",), jnp.maximum), (("aten.minimum.default",), jnp.minimum),
-                    (("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar"), jnp.power),
                     (("aten.eq.Tensor", "aten.eq.Scalar"), jnp.equal),
                     (("aten.ne.Tensor", "aten.ne.Scalar"), jnp.not_equal),
                     (("aten.lt.Tensor", "aten.lt.Scalar"), jnp.less),
@@ -133,6 +132,17 @@ for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
                     (("aten.remainder.Tensor", "aten.remainder.Scalar"), jnp.remainder),
                     (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod)]:
     handler(*_names)(_binary(_fn))
+
+
+@handler("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar",
+         doc="elementwise power (a small whole exponent of a float tensor by multiplication, as torch)")
+def _pow(ctx, a, b):
+    # torch computes x ** 2.0 and x ** 3.0 (GPT-2's gelu) as x*x and x*x*x, and x ** -1.0, x ** -2.0
+    # as reciprocals; integer_pow does the same and vectorizes (a powf call per element does not)
+    if isinstance(b, float) and b.is_integer() and -2 <= b <= 3 and not isinstance(a, (int, float)) \
+            and jnp.issubdtype(a.dtype, jnp.floating):
+        b = int(b)
+    return jnp.power(a, b)
 
 
 @handler("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
@@ -260,6 +270,8 @@ def _slice(ctx, x, dim=0, start=None, end=None, step=1):
             end = None
         else:
             return lax.slice_in_dim(x, start or 0, end, step, axis=dim)
+    if start is not None and not isinstance(start, int):  # x[seq - k:] (transformers' logits_to_keep)
+        return lax.slice_in_dim(x, start, n if end is None else end, step, axis=dim)
     idx = [slice(None)] * x.ndim
     idx[dim] = slice(start if start != 0 else None, end, step if step != 1 else None)
     return x[tuple(idx)]
