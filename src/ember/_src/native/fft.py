@@ -65,8 +65,25 @@ def plan_of(n: int) -> tuple[list[int], int, list[int]]:
     f = _factors(n) or [1]
     if max(f) <= BLUESTEIN_PRIME:
         return f, 0, []
-    m2 = 1 << (2 * n - 2).bit_length()
+    m2 = _smooth(2 * n - 1)
     return [], m2, _factors(m2)
+
+
+def _smooth(n: int) -> int:
+    """The least length at least ``n`` whose prime factors are 2, 3 and 5 (Bluestein's convolution
+    length: about half the power of two's work when that would be near ``2n``)."""
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 def _half(ft: str, n: int) -> bool:

@@ -1,6 +1,42 @@
 /* FFT entry points for one precision (see native/fft.py): included with ELT (float or
    double) and EM_T(name) (the name with the precision's suffix) defined. Lines go through the
    transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros. */
+/* line[j] lane r = complex element j of the row at src + base[r] (n elements, w rows; the other
+   lanes are left as they are): 8-element tiles of a full group of rows transposed in registers */
+static void EM_T(em_rows_in)(const ELT *src, const int64_t *base, int w, int64_t n, em_vz *line) {
+    int64_t j0 = 0;
+    if (w == EM_FW) for (; j0 + 8 <= n; j0 += 8) {
+        ELT t[EM_FW][16];
+        for (int r = 0; r < EM_FW; ++r) memcpy(t[r], src + base[r] + 2 * j0, sizeof t[r]);
+        for (int jj = 0; jj < 8; ++jj) {
+            em_vz z;
+            for (int r = 0; r < EM_FW; ++r) { z.re[r] = t[r][2 * jj]; z.im[r] = t[r][2 * jj + 1]; }
+            line[j0 + jj] = z;
+        }
+    }
+    for (int r = 0; r < w; ++r) {
+        const ELT *sr = src + base[r];
+        for (int64_t j = j0; j < n; ++j) { line[j].re[r] = sr[2 * j]; line[j].im[r] = sr[2 * j + 1]; }
+    }
+}
+/* the rows at dst + base[r] (n complex elements, r < w) = lane r of res times scale */
+static void EM_T(em_rows_out)(ELT *dst, const int64_t *base, int w, int64_t n, const em_vz *res, double scale) {
+    int64_t j0 = 0;
+    if (w == EM_FW) for (; j0 + 8 <= n; j0 += 8) {
+        ELT t[EM_FW][16];
+        for (int jj = 0; jj < 8; ++jj) {
+            const em_v re = res[j0 + jj].re * scale, im = res[j0 + jj].im * scale;
+            for (int r = 0; r < EM_FW; ++r) { t[r][2 * jj] = (ELT)re[r]; t[r][2 * jj + 1] = (ELT)im[r]; }
+        }
+        for (int r = 0; r < EM_FW; ++r) memcpy(dst + base[r] + 2 * j0, t[r], sizeof t[r]);
+    }
+    for (int r = 0; r < w; ++r) {
+        ELT *dr = dst + base[r];
+        for (int64_t j = j0; j < n; ++j) {
+            dr[2 * j] = (ELT)(res[j].re[r] * scale); dr[2 * j + 1] = (ELT)(res[j].im[r] * scale);
+        }
+    }
+}
 /* transform every line along the middle axis of a complex (outer, n, inner) array; src may be dst */
 static void EM_T(em_fft_axis)(const ELT *src, ELT *dst, int64_t outer, int64_t n, int64_t inner,
                           const em_fft_plan *p, em_vz *line, em_vz *res, double scale) {
@@ -10,15 +46,37 @@ static void EM_T(em_fft_axis)(const ELT *src, ELT *dst, int64_t outer, int64_t n
         const int w = lines - l0 < EM_FW ? (int)(lines - l0) : EM_FW;
         int64_t base[EM_FW];
         for (int r = 0; r < w; ++r) base[r] = 2 * (((l0 + r) / inner) * n * inner + (l0 + r) % inner);
-        for (int64_t j = 0; j < n; ++j) {
-            em_vz z = {zero, zero};
-            for (int r = 0; r < w; ++r) { z.re[r] = src[base[r] + j * st]; z.im[r] = src[base[r] + j * st + 1]; }
-            line[j] = z;
+        if (w < EM_FW) for (int64_t j = 0; j < n; ++j) { line[j].re = zero; line[j].im = zero; }
+        /* a full group of adjacent columns: element j of the lines is EM_FW consecutive complex */
+        const int adj = w == EM_FW && base[EM_FW - 1] == base[0] + 2 * (EM_FW - 1);
+        if (inner == 1) {
+            EM_T(em_rows_in)(src, base, w, n, line);
+        } else if (adj) {
+            for (int64_t j = 0; j < n; ++j) {
+                ELT t[2 * EM_FW];
+                memcpy(t, src + base[0] + j * st, sizeof t);
+                for (int r = 0; r < EM_FW; ++r) { line[j].re[r] = t[2 * r]; line[j].im[r] = t[2 * r + 1]; }
+            }
+        } else {
+            for (int64_t j = 0; j < n; ++j) for (int r = 0; r < w; ++r) {
+                line[j].re[r] = src[base[r] + j * st]; line[j].im[r] = src[base[r] + j * st + 1];
+            }
         }
         em_fft_line(p, line, res);
-        for (int64_t j = 0; j < n; ++j) for (int r = 0; r < w; ++r) {
-            dst[base[r] + j * st] = (ELT)(res[j].re[r] * scale);
-            dst[base[r] + j * st + 1] = (ELT)(res[j].im[r] * scale);
+        if (inner == 1) {
+            EM_T(em_rows_out)(dst, base, w, n, res, scale);
+        } else if (adj) {
+            for (int64_t j = 0; j < n; ++j) {
+                ELT t[2 * EM_FW];
+                const em_v re = res[j].re * scale, im = res[j].im * scale;
+                for (int r = 0; r < EM_FW; ++r) { t[2 * r] = (ELT)re[r]; t[2 * r + 1] = (ELT)im[r]; }
+                memcpy(dst + base[0] + j * st, t, sizeof t);
+            }
+        } else {
+            for (int64_t j = 0; j < n; ++j) for (int r = 0; r < w; ++r) {
+                dst[base[r] + j * st] = (ELT)(res[j].re[r] * scale);
+                dst[base[r] + j * st + 1] = (ELT)(res[j].im[r] * scale);
+            }
         }
     }
 }
@@ -30,14 +88,11 @@ static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n,
     const em_v zero = {0};
     for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
         const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
-        for (int64_t j = 0; j < m; ++j) {
-            em_vz z = {zero, zero};
-            for (int r = 0; r < w; ++r) {
-                const ELT *xr = x + (o0 + r) * n;
-                if (half) { z.re[r] = xr[2 * j]; z.im[r] = xr[2 * j + 1]; } else z.re[r] = xr[j];
-            }
-            line[j] = z;
-        }
+        int64_t base[EM_FW], obase[EM_FW];
+        for (int r = 0; r < w; ++r) { base[r] = (o0 + r) * n; obase[r] = 2 * (o0 + r) * nh; }
+        if (w < EM_FW || !half) for (int64_t j = 0; j < m; ++j) { line[j].re = zero; line[j].im = zero; }
+        if (half) EM_T(em_rows_in)(x, base, w, m, line);
+        else for (int r = 0; r < w; ++r) for (int64_t j = 0; j < m; ++j) line[j].re[r] = x[base[r] + j];
         em_fft_line(p, line, res);
         const em_vz *y = res;
         if (half) {  /* X_k = E_k + W^k O_k: E = (Z_k + conj Z_(m-k)) / 2, O = -i (Z_k - conj Z_(m-k)) / 2 */
@@ -50,10 +105,7 @@ static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n,
             }
             y = line;
         }
-        for (int64_t j = 0; j < nh; ++j) for (int r = 0; r < w; ++r) {
-            ELT *or_ = out + 2 * (o0 + r) * nh;
-            or_[2 * j] = (ELT)y[j].re[r]; or_[2 * j + 1] = (ELT)y[j].im[r];
-        }
+        EM_T(em_rows_out)(out, obase, w, nh, y, 1.0);
     }
 }
 /* complex (outer, n/2 + 1) Hermitian half-spectra -> real (outer, n), inverse, times scale. half: p
@@ -66,14 +118,10 @@ static void EM_T(em_irfft_last)(const ELT *h, ELT *out, int64_t outer, int64_t n
     const em_v zero = {0};
     for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
         const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
-        for (int64_t j = 0; j < nh; ++j) {
-            em_vz z = {zero, zero};
-            for (int r = 0; r < w; ++r) {
-                const ELT *hr = h + 2 * (o0 + r) * nh;
-                z.re[r] = hr[2 * j]; z.im[r] = hr[2 * j + 1];
-            }
-            res[j] = z;
-        }
+        int64_t base[EM_FW], obase[EM_FW];
+        for (int r = 0; r < w; ++r) { base[r] = 2 * (o0 + r) * nh; obase[r] = (o0 + r) * n; }
+        if (w < EM_FW) for (int64_t j = 0; j < nh; ++j) { res[j].re = zero; res[j].im = zero; }
+        EM_T(em_rows_in)(h, base, w, nh, res);
         res[0].im = zero;
         if (!(n & 1)) res[nh - 1].im = zero;
         if (half) {  /* Z_k = E_k + i O_k: E = X_k + conj X_(m-k), O = (X_k - conj X_(m-k)) conj(W^k) */
@@ -89,10 +137,7 @@ static void EM_T(em_irfft_last)(const ELT *h, ELT *out, int64_t outer, int64_t n
             for (int64_t j = nh; j < n; ++j) { line[j].re = res[n - j].re; line[j].im = -res[n - j].im; }
         }
         em_fft_line(p, line, res);
-        for (int64_t j = 0; j < m; ++j) for (int r = 0; r < w; ++r) {
-            ELT *or_ = out + (o0 + r) * n;
-            if (half) { or_[2 * j] = (ELT)(res[j].re[r] * scale); or_[2 * j + 1] = (ELT)(res[j].im[r] * scale); }
-            else or_[j] = (ELT)(res[j].re[r] * scale);
-        }
+        if (half) EM_T(em_rows_out)(out, obase, w, m, res, scale);
+        else for (int r = 0; r < w; ++r) for (int64_t j = 0; j < m; ++j) out[obase[r] + j] = (ELT)(res[j].re[r] * scale);
     }
 }
