@@ -1,18 +1,31 @@
 """The ``fft`` call step: complex and real FFTs over trailing axes, in C, inside ``ember_main``.
 
-ember carries its own FFT rather than calling a library: every length works, and nothing is
-allocated at run time (twiddle tables and line buffers come from the step's arena workspace).
+ember carries its own FFT rather than calling a library: every length works, nothing is allocated
+at run time, and no library has to be found at build time (line buffers come from the step's arena
+workspace; twiddle tables from static storage, see below).
 
-* **Algorithm.** Each line is gathered into a double-precision buffer and transformed with a
-  recursive mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n``
-  (radix-4 and radix-2 butterflies written out; an odd prime ``p`` by a direct ``p``-point DFT per
-  butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of inputs:
-  ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses Bluestein's
-  chirp-z algorithm instead: the transform becomes a cyclic convolution of length ``m2``, the power
-  of two at least ``2n - 1``, done with two radix-2 FFTs (the chirp's transform is made once per
-  call). Twiddles ``exp(-2 pi i j / n)`` are computed with libm ``cos``/``sin`` in double, and the
-  chirp's phase reduces ``k**2`` modulo ``2n`` first, so float32 results carry float32 rounding only
-  once, when stored (error well below NumPy's own float32 pocketfft's).
+* **Algorithm.** Lines are transformed ``EM_FW`` at a time in double precision (8 with AVX-512,
+  else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
+  per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
+  in and out in 8-element tiles transposed in registers. The transform is a recursive
+  mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n`` (radix-4 and
+  radix-2 butterflies written out, unit twiddles skipped; an odd prime ``p`` by a direct ``p``-point
+  DFT per butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of
+  inputs: ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses
+  Bluestein's chirp-z algorithm instead: the transform becomes a cyclic convolution of length
+  ``m2``, the least 2-3-5-smooth length at least ``2n - 1`` (half the power of two's work when that
+  would be near ``4n``), done with two mixed-radix FFTs. Twiddles ``exp(-2 pi i j / n)`` are
+  computed with libm ``cos``/``sin`` in double, and the chirp's phase reduces ``k**2`` modulo
+  ``2n`` first, so float32 results carry float32 rounding only once, when stored (error well below
+  NumPy's own float32 pocketfft's).
+* **Plans.** Each step's tables (twiddles; Bluestein's chirp, convolution twiddles and the chirp
+  filter's transform; the real-FFT split twiddles) live in block-scope static arrays filled by the
+  first call and reused by every later one. A state word (empty / being filled / ready, atomic
+  compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
+  builds its own copy in the workspace.
+* **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
+  ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
+  step, then the half-length inverse); odd ``n`` transforms the full complex line.
 * **Types** (as :mod:`ember._src.prims.fft`): ``FFT``/``IFFT`` (``IFFT`` scales each axis by
   ``1/n``), ``RFFT`` (the last axis's full transform of a real line, first ``n//2 + 1`` bins kept,
   then complex FFTs over the other axes) and ``IRFFT`` (inverse complex FFTs over the leading
@@ -158,11 +171,11 @@ def _plan(name: str, n: int, inv: bool, half: bool = False) -> list[str]:
             f"static em_z {name}t_[{_table_elems(n, half)}];",
             f"static int {name}s_;",
             f"em_fft_plan {name};",
-            f"em_fft_make(&{name}, {n}, {name}f_, {m2}, {name}g_, {int(inv)}, {int(half)}, {name}t_, &{name}s_, "
-            f"zt_, zv_);"]
+            f"em_fft_make(&{name}, {n}, {name}f_, {m2}, {name}g_, {int(inv)}, {int(half)}, "
+            f"{name}t_, &{name}s_, zt_, zv_);"]
 
 
-@register("fft", "mixed-radix / Bluestein FFT in C over each transformed axis (fft.py)",
+@register("fft", "mixed-radix / Bluestein FFT in C, SIMD across lines, over each transformed axis (fft.py)",
           _accepts, _workspace, complex_ok=True)
 def _fft(e: Eqn, cc: CallCode) -> list[str]:
     shape, oshape, ft, lengths = _axes(e)

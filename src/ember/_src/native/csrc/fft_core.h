@@ -33,6 +33,23 @@ static void em_fft_twiddles(em_z *tw, int64_t n, int64_t den) {  /* tw[j] = exp(
         tw[j].re = cos(ang); tw[j].im = sin(ang);
     }
 }
+/* one radix-4 butterfly on o[0], o[m], o[2m], o[3m]; twiddled: times w^1, w^2, w^3 (w = tw[0],
+   tw[step], tw[2 step], conjugated when sg < 0) first */
+static inline __attribute__((always_inline)) void em_fft_r4(em_vz *o, int64_t m, int twiddled,
+                                                             const em_z *tw, int64_t step, double sg) {
+    em_vz f0 = o[0], b1 = o[m], b2 = o[2 * m], b3 = o[3 * m];
+    if (twiddled) {
+        em_z w1 = tw[0], w2 = tw[step], w3 = tw[2 * step];
+        w1.im *= sg; w2.im *= sg; w3.im *= sg;
+        b1 = em_vzmul(b1, w1); b2 = em_vzmul(b2, w2); b3 = em_vzmul(b3, w3);
+    }
+    em_vz s0 = {f0.re + b2.re, f0.im + b2.im}, s1 = {f0.re - b2.re, f0.im - b2.im};
+    em_vz s2 = {b1.re + b3.re, b1.im + b3.im}, s3 = {b1.re - b3.re, b1.im - b3.im};
+    o[0].re = s0.re + s2.re; o[0].im = s0.im + s2.im;
+    o[2 * m].re = s0.re - s2.re; o[2 * m].im = s0.im - s2.im;
+    o[m].re = s1.re + sg * s3.im; o[m].im = s1.im - sg * s3.re;
+    o[3 * m].re = s1.re - sg * s3.im; o[3 * m].im = s1.im + sg * s3.re;
+}
 /* out[0..n) = DFT of in[0], in[is], ..., by decimation in time over the factors fac; the
    twiddle table tw has n * ts entries (stride ts at this level); inv conjugates every twiddle. */
 static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *fac, int64_t n,
@@ -45,25 +62,15 @@ static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *
         for (int64_t q = 0; q < p; ++q)
             em_fft_work(out + q * m, in + q * is, is * p, fac + 1, m, tw, ts * p, inv, tmp);
     }
-    if (p == 4) {  /* radix 4: W_4 = -i forward, +i inverse */
-        for (int64_t k = 0; k < m; ++k) {
-            em_z w1 = tw[k * ts], w2 = tw[2 * k * ts], w3 = tw[3 * k * ts];
-            w1.im *= sg; w2.im *= sg; w3.im *= sg;
-            em_vz f0 = out[k], b1 = em_vzmul(out[m + k], w1), b2 = em_vzmul(out[2 * m + k], w2),
-                  b3 = em_vzmul(out[3 * m + k], w3);
-            em_vz s0 = {f0.re + b2.re, f0.im + b2.im}, s1 = {f0.re - b2.re, f0.im - b2.im};
-            em_vz s2 = {b1.re + b3.re, b1.im + b3.im}, s3 = {b1.re - b3.re, b1.im - b3.im};
-            out[k].re = s0.re + s2.re; out[k].im = s0.im + s2.im;
-            out[2 * m + k].re = s0.re - s2.re; out[2 * m + k].im = s0.im - s2.im;
-            out[m + k].re = s1.re + sg * s3.im; out[m + k].im = s1.im - sg * s3.re;
-            out[3 * m + k].re = s1.re - sg * s3.im; out[3 * m + k].im = s1.im + sg * s3.re;
-        }
+    if (p == 4) {  /* radix 4: W_4 = -i forward, +i inverse; k = 0 has unit twiddles */
+        em_fft_r4(out, m, 0, tw, 0, sg);
+        for (int64_t k = 1; k < m; ++k) em_fft_r4(out + k, m, 1, tw + k * ts, k * ts, sg);
         return;
     }
     if (p == 2) {
         for (int64_t k = 0; k < m; ++k) {
-            em_z w = tw[k * ts]; w.im *= sg;
-            em_vz a = out[k], b = em_vzmul(out[m + k], w);
+            em_vz a = out[k], b = out[m + k];
+            if (k) { em_z w = tw[k * ts]; w.im *= sg; b = em_vzmul(b, w); }
             out[k].re = a.re + b.re; out[k].im = a.im + b.im;
             out[m + k].re = a.re - b.re; out[m + k].im = a.im - b.im;
         }
@@ -76,7 +83,7 @@ static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *
         tmp[0] = out[k];
         for (int64_t q = 1; q < p; ++q) {
             em_z w = tw[q * k * ts]; w.im *= sg;
-            tmp[q] = em_vzmul(out[q * m + k], w);
+            tmp[q] = k ? em_vzmul(out[q * m + k], w) : out[q * m];
         }
         const em_vz x0 = tmp[0];
         em_vz s0 = x0;
