@@ -48,7 +48,6 @@ from ember._src.program import Eqn, Literal
 BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
-_TMP = 64  # em_vz of the odd-radix scratch (EM_FFT_TMP): the largest direct prime
 
 _CORE = load("fft_core.h")
 
@@ -112,9 +111,9 @@ def _table_elems(n: int, half: bool) -> int:
 
 
 def _scratch_vz(n: int, plan_n: int) -> int:
-    """em_vz (at most 128 bytes: eight lanes of two doubles) a length-``n`` axis step takes: its
-    line and result buffers, the odd-radix scratch and Bluestein's two convolution buffers."""
-    return 2 * n + _TMP + 2 * plan_of(plan_n)[1]
+    """em_vz (at most 128 bytes: eight lanes of two doubles) a length-``n`` axis step takes:
+    Bluestein's two convolution buffers, then its line and result buffers."""
+    return 2 * plan_of(plan_n)[1] + 2 * n
 
 
 def _axes(e: Eqn) -> tuple[tuple, tuple, str, tuple]:
@@ -201,8 +200,8 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         outer, inner = math.prod(shp[:axis]), math.prod(shp[axis + 1:])
         scale = repr(1.0 / n) if inv else "1.0"
         body = _plan("pl_", n, inv)
-        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + {_TMP} + 2 * pl_.m2, "
-                    f"zv_ + {_TMP} + 2 * pl_.m2 + {n}, {scale});")
+        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + 2 * pl_.m2, "
+                    f"zv_ + 2 * pl_.m2 + {n}, {scale});")
         return ["{", *("    " + b for b in body), "}"]
 
     if ft in ("FFT", "IFFT"):
@@ -215,7 +214,7 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
     outer_last = math.prod(shape[:-1])
     half = _half(ft, n_last)
     pn = n_last // 2 if half else n_last
-    bufs = f"zv_ + {_TMP} + 2 * pl_.m2, zv_ + {_TMP} + 2 * pl_.m2 + {n_last}"
+    bufs = f"zv_ + 2 * pl_.m2, zv_ + 2 * pl_.m2 + {n_last}"
     if ft == "RFFT":
         body = _plan("pl_", pn, False, half)
         body.append(f"em_rfft_last_{s}({x}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs});")

@@ -11,7 +11,7 @@
 typedef double em_v __attribute__((vector_size(EM_FW * sizeof(double))));
 typedef struct { double re, im; } em_z;
 typedef struct { em_v re, im; } em_vz;
-#define EM_FFT_TMP 64  /* em_vz of the odd-radix scratch: the largest direct prime (fft.py) */
+#define EM_FFT_TMP 64  /* the largest odd radix (fft.py's BLUESTEIN_PRIME) */
 static inline em_z em_zmul(em_z a, em_z b) {
     em_z r = {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
     return r;
@@ -25,7 +25,7 @@ typedef struct {
     const int32_t *fac, *fac2;  /* prime factors of n (direct) or of m2 (Bluestein) */
     int inv;
     const em_z *tw, *chirp, *tw2, *bf, *rt;  /* tables (cached across calls, see em_fft_make) */
-    em_vz *tmp, *a, *c;                      /* per-call scratch */
+    em_vz *a, *c;                            /* per-call scratch (Bluestein) */
 } em_fft_plan;
 static void em_fft_twiddles(em_z *tw, int64_t n, int64_t den) {  /* tw[j] = exp(-2 pi i j / den) */
     for (int64_t j = 0; j < n; ++j) {
@@ -50,17 +50,51 @@ static inline __attribute__((always_inline)) void em_fft_r4(em_vz *o, int64_t m,
     o[m].re = s1.re + sg * s3.im; o[m].im = s1.im - sg * s3.re;
     o[3 * m].re = s1.re - sg * s3.im; o[3 * m].im = s1.im + sg * s3.re;
 }
+/* the radix-p pass (odd p <= EM_FFT_TMP) over out[0..p m): outputs u and p - u share the sums over
+   the pairs (q, p - q), since W^(qu) t_q + W^(-qu) t_(p-q) = c (t_q + t_(p-q)) + i s (t_q - t_(p-q))
+   with W^(qu) = c + i s. Inlined with p = 3 and 5 as constants, so their loops unroll. */
+static inline __attribute__((always_inline)) void em_fft_odd(em_vz *out, int64_t m, const int64_t p,
+                                                              const em_z *tw, int64_t ts, double sg) {
+    const int64_t h = (p - 1) / 2;
+    double cs[EM_FFT_TMP / 2][EM_FFT_TMP / 2], sn[EM_FFT_TMP / 2][EM_FFT_TMP / 2];
+    for (int64_t u = 1; u <= h; ++u)
+        for (int64_t q = 1, r = u; q <= h; ++q, r = r + u >= p ? r + u - p : r + u) {
+            cs[u - 1][q - 1] = tw[r * m * ts].re; sn[u - 1][q - 1] = tw[r * m * ts].im * sg;
+        }
+    em_vz t[EM_FFT_TMP];
+    for (int64_t k = 0; k < m; ++k) {
+        t[0] = out[k];
+        for (int64_t q = 1; q < p; ++q) {
+            em_z w = tw[q * k * ts]; w.im *= sg;
+            t[q] = k ? em_vzmul(out[q * m + k], w) : out[q * m];
+        }
+        const em_vz x0 = t[0];
+        em_vz s0 = x0;
+        for (int64_t q = 1; q < p; ++q) { s0.re += t[q].re; s0.im += t[q].im; }
+        out[k] = s0;
+        for (int64_t u = 1; u <= h; ++u) {
+            em_v ar = {0}, ai = ar, br = ar, bi = ar;
+            for (int64_t q = 1; q <= h; ++q) {
+                const double c = cs[u - 1][q - 1], s = sn[u - 1][q - 1];
+                ar += (t[q].re + t[p - q].re) * c; ai += (t[q].im + t[p - q].im) * c;
+                br += (t[q].re - t[p - q].re) * s; bi += (t[q].im - t[p - q].im) * s;
+            }
+            out[u * m + k].re = x0.re + ar - bi; out[u * m + k].im = x0.im + ai + br;
+            out[(p - u) * m + k].re = x0.re + ar + bi; out[(p - u) * m + k].im = x0.im + ai - br;
+        }
+    }
+}
 /* out[0..n) = DFT of in[0], in[is], ..., by decimation in time over the factors fac; the
    twiddle table tw has n * ts entries (stride ts at this level); inv conjugates every twiddle. */
 static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *fac, int64_t n,
-                        const em_z *tw, int64_t ts, int inv, em_vz *tmp) {
+                        const em_z *tw, int64_t ts, int inv) {
     const int64_t p = fac[0], m = n / p;
     const double sg = inv ? -1.0 : 1.0;
     if (m == 1) {
         for (int64_t q = 0; q < p; ++q) out[q] = in[q * is];
     } else {
         for (int64_t q = 0; q < p; ++q)
-            em_fft_work(out + q * m, in + q * is, is * p, fac + 1, m, tw, ts * p, inv, tmp);
+            em_fft_work(out + q * m, in + q * is, is * p, fac + 1, m, tw, ts * p, inv);
     }
     if (p == 4) {  /* radix 4: W_4 = -i forward, +i inverse; k = 0 has unit twiddles */
         em_fft_r4(out, m, 0, tw, 0, sg);
@@ -76,34 +110,9 @@ static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *
         }
         return;
     }
-    /* odd p: outputs u and p - u share the sums over the pairs (q, p - q), since
-       W^(qu) t_q + W^(-qu) t_(p-q) = c (t_q + t_(p-q)) + i s (t_q - t_(p-q)) with W^(qu) = c + i s */
-    const int64_t h = (p - 1) / 2;
-    for (int64_t k = 0; k < m; ++k) {
-        tmp[0] = out[k];
-        for (int64_t q = 1; q < p; ++q) {
-            em_z w = tw[q * k * ts]; w.im *= sg;
-            tmp[q] = k ? em_vzmul(out[q * m + k], w) : out[q * m];
-        }
-        const em_vz x0 = tmp[0];
-        em_vz s0 = x0;
-        for (int64_t q = 1; q < p; ++q) { s0.re += tmp[q].re; s0.im += tmp[q].im; }
-        out[k] = s0;
-        for (int64_t u = 1; u <= h; ++u) {
-            em_v ar = {0}, ai = ar, br = ar, bi = ar;
-            for (int64_t q = 1, r = u; q <= h; ++q, r = r + u >= p ? r + u - p : r + u) {
-                const double c = tw[r * m * ts].re, s = tw[r * m * ts].im * sg;
-                ar += (tmp[q].re + tmp[p - q].re) * c; ai += (tmp[q].im + tmp[p - q].im) * c;
-                br += (tmp[q].re - tmp[p - q].re) * s; bi += (tmp[q].im - tmp[p - q].im) * s;
-            }
-            out[u * m + k].re = x0.re + ar - bi; out[u * m + k].im = x0.im + ai + br;
-            out[(p - u) * m + k].re = x0.re + ar + bi; out[(p - u) * m + k].im = x0.im + ai - br;
-        }
-    }
-}
-/* em_z entries of a plan's table (fft.py's _table_elems agrees). */
-static int64_t em_fft_table_elems(int64_t n, int64_t m2, int half) {
-    return (m2 ? n + 2 * m2 : n) + (half ? n + 1 : 0);
+    if (p == 3) em_fft_odd(out, m, 3, tw, ts, sg);
+    else if (p == 5) em_fft_odd(out, m, 5, tw, ts, sg);
+    else em_fft_odd(out, m, p, tw, ts, sg);
 }
 /* Lay out the tables at tab and, with fill, compute them: twiddles (direct), or the chirp, the
    power-of-two twiddles and the chirp filter's transform (Bluestein); with half, the real-FFT split
@@ -131,7 +140,7 @@ static void em_fft_tables(em_fft_plan *p, em_z *tab, int half, int fill) {
                 a[k] = b;
                 if (k) a[m2 - k] = b;
             }
-            em_fft_work(c, a, 1, p->fac2, m2, tw2, 1, 0, p->tmp);
+            em_fft_work(c, a, 1, p->fac2, m2, tw2, 1, 0);
             for (int64_t j = 0; j < m2; ++j) { bf[j].re = c[j].re[0]; bf[j].im = c[j].im[0]; }
         }
     }
@@ -140,11 +149,11 @@ static void em_fft_tables(em_fft_plan *p, em_z *tab, int half, int fill) {
 }
 /* Set up a plan of length n. The tables are built once per call site and kept in its static
    storage tab (*state: 0 empty, 1 being filled, 2 ready); a call that finds another thread filling
-   them builds its own copy in the workspace wtab instead. scratch: EM_FFT_TMP + 2 * m2 em_vz. */
+   them builds its own copy in the workspace wtab instead. scratch: 2 * m2 em_vz. */
 static void em_fft_make(em_fft_plan *p, int64_t n, const int32_t *fac, int64_t m2, const int32_t *fac2,
                         int inv, int half, em_z *tab, int *state, em_z *wtab, em_vz *scratch) {
     p->n = n; p->m2 = m2; p->fac = fac; p->fac2 = fac2; p->inv = inv;
-    p->tmp = scratch; p->a = scratch + EM_FFT_TMP; p->c = p->a + m2;
+    p->a = scratch; p->c = scratch + m2;
     int s = __atomic_load_n(state, __ATOMIC_ACQUIRE), zero = 0;
     if (s == 2) { em_fft_tables(p, tab, half, 0); return; }
     if (s == 0 && __atomic_compare_exchange_n(state, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -156,15 +165,15 @@ static void em_fft_make(em_fft_plan *p, int64_t n, const int32_t *fac, int64_t m
 }
 /* out[0..n) = the plan's transform of the EM_FW lines in[0..n) (out and in distinct). */
 static void em_fft_line(const em_fft_plan *p, const em_vz *in, em_vz *out) {
-    if (!p->m2) { em_fft_work(out, in, 1, p->fac, p->n, p->tw, 1, p->inv, p->tmp); return; }
+    if (!p->m2) { em_fft_work(out, in, 1, p->fac, p->n, p->tw, 1, p->inv); return; }
     const int64_t n = p->n, m2 = p->m2;
     em_vz *a = p->a, *c = p->c;
     for (int64_t k = 0; k < n; ++k) a[k] = em_vzmul(in[k], p->chirp[k]);
     const em_v zero = {0};
     for (int64_t k = n; k < m2; ++k) { a[k].re = zero; a[k].im = zero; }
-    em_fft_work(c, a, 1, p->fac2, m2, p->tw2, 1, 0, p->tmp);
+    em_fft_work(c, a, 1, p->fac2, m2, p->tw2, 1, 0);
     for (int64_t j = 0; j < m2; ++j) c[j] = em_vzmul(c[j], p->bf[j]);
-    em_fft_work(a, c, 1, p->fac2, m2, p->tw2, 1, 1, p->tmp);
+    em_fft_work(a, c, 1, p->fac2, m2, p->tw2, 1, 1);
     const double s = 1.0 / (double)m2;
     for (int64_t k = 0; k < n; ++k) {
         em_vz r = em_vzmul(a[k], p->chirp[k]);
