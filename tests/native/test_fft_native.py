@@ -179,3 +179,30 @@ def test_batches_of_lanes_and_nonfinite_rows(n, ft):
     close(got[good], ref(x[good].astype(np.complex128 if ft != "RFFT" else np.float64)), np.float32)
     for r in bad:
         assert not np.isfinite(got[r]).all()
+
+
+def test_concurrent_first_calls_share_or_rebuild_the_tables():
+    """Separately jitted copies of one program share its compiled library, hence its static
+    tables, and each call drops the GIL: threads running them at once race to build the tables
+    (one builds the cache, the others private copies). Every thread's result equals NumPy's. A
+    Bluestein length used nowhere else, so the tables start unbuilt."""
+    import threading
+
+    n, k = 1013, 6
+    fs = [ember.jit(lambda a: lax_fft(a, "FFT", (n,)), backend="native") for _ in range(k)]
+    xs = [cdata((9, n), np.complex128) for _ in range(k)]
+    for f, x in zip(fs, xs):
+        f.lower(x)  # compile before the threads start, so they race on the first run only
+    outs, gate = [None] * k, threading.Barrier(k)
+
+    def run(i):
+        gate.wait()
+        outs[i] = np.asarray(fs[i](xs[i]))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, got in zip(xs, outs):
+        close(got, np.fft.fft(x, axis=-1), np.complex128)
