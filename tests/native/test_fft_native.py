@@ -39,15 +39,27 @@ def close(got, want, dtype):
 
 
 LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 30, 49, 61, 64, 67, 97, 100, 127, 128, 134, 210,
-           243, 256, 1000, 1024, 1031]
+           243, 256, 1000, 1024, 1031, 4096]
 
 
 def test_plans_cover_both_algorithms():
     assert nfft.plan_of(1000) == ([4, 2, 5, 5, 5], 0, [])
     assert nfft.plan_of(2048)[0] == [4] * 5 + [2]
     fac, m2, fac2 = nfft.plan_of(67)
-    assert fac == [] and m2 == 256 and fac2 == [4] * 4  # 2 * 67 - 1 = 133 -> 256
-    assert nfft.plan_of(134)[1] == 512 and nfft.plan_of(61)[1] == 0
+    assert fac == [] and m2 == 135 and fac2 == [3, 3, 3, 5]  # 2 * 67 - 1 = 133 -> 135 = 3^3 * 5
+    assert nfft.plan_of(134)[1] == 270 and nfft.plan_of(61)[1] == 0
+    assert nfft.plan_of(1031)[1] == 2160  # 2061 -> 2^4 * 3^3 * 5
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 133, 2061, 4097])
+def test_smooth_length_is_the_least_5_smooth(n):
+    """Bluestein's length: brute force over m >= n for the first with prime factors 2, 3, 5 only."""
+    def smooth(m):
+        for p in (2, 3, 5):
+            while m % p == 0:
+                m //= p
+        return m == 1
+    assert nfft._smooth(n) == next(m for m in range(n, 2 * n + 1) if smooth(m))
 
 
 @pytest.mark.parametrize("n", LENGTHS)
@@ -137,3 +149,60 @@ def test_grad_through_fft_runs_natively():
         d[idx] = eps
         fd[idx] = (ref(x + d) - ref(x - d)) / (2 * eps)
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [8, 1000, 1031])
+@pytest.mark.parametrize("ft", ["FFT", "RFFT", "IRFFT"])
+def test_batches_of_lanes_and_nonfinite_rows(n, ft):
+    """Rows go through the kernel several at a time (one per vector lane): 19 rows (full groups
+    and a partial one), some with NaN/Inf, each row equal to NumPy's transform of that row alone
+    (a non-finite row does not leak into its neighbours); a second call reuses the cached tables."""
+    rows = 19
+    if ft == "IRFFT":
+        x = cdata((rows, n // 2 + 1), np.complex64)
+        ref = lambda a: np.fft.irfft(a, n=n, axis=-1)  # noqa: E731
+    elif ft == "RFFT":
+        x = RNG.standard_normal((rows, n)).astype(np.float32)
+        ref = lambda a: np.fft.rfft(a, axis=-1)  # noqa: E731
+    else:
+        x = cdata((rows, n), np.complex64)
+        ref = lambda a: np.fft.fft(a, axis=-1)  # noqa: E731
+    bad = [2, 9, 17]
+    x[2, 1] = np.nan
+    x[9, 0] = np.inf
+    x[17, -1] = -np.inf
+    f = lambda a: lax_fft(a, ft, (n,))  # noqa: E731
+    got = native(f, x)
+    again = np.asarray(ember.jit(f, backend="native")(x))
+    np.testing.assert_array_equal(again, got)
+    good = [r for r in range(rows) if r not in bad]
+    close(got[good], ref(x[good].astype(np.complex128 if ft != "RFFT" else np.float64)), np.float32)
+    for r in bad:
+        assert not np.isfinite(got[r]).all()
+
+
+def test_concurrent_first_calls_share_or_rebuild_the_tables():
+    """Separately jitted copies of one program share its compiled library, hence its static
+    tables, and each call drops the GIL: threads running them at once race to build the tables
+    (one builds the cache, the others private copies). Every thread's result equals NumPy's. A
+    Bluestein length used nowhere else, so the tables start unbuilt."""
+    import threading
+
+    n, k = 1013, 6
+    fs = [ember.jit(lambda a: lax_fft(a, "FFT", (n,)), backend="native") for _ in range(k)]
+    xs = [cdata((9, n), np.complex128) for _ in range(k)]
+    for f, x in zip(fs, xs):
+        f.lower(x)  # compile before the threads start, so they race on the first run only
+    outs, gate = [None] * k, threading.Barrier(k)
+
+    def run(i):
+        gate.wait()
+        outs[i] = np.asarray(fs[i](xs[i]))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, got in zip(xs, outs):
+        close(got, np.fft.fft(x, axis=-1), np.complex128)

@@ -1,41 +1,143 @@
 /* FFT entry points for one precision (see native/fft.py): included with ELT (float or
-   double) and EM_T(name) (the name with the precision's suffix) defined. */
+   double) and EM_T(name) (the name with the precision's suffix) defined. Lines go through the
+   transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros. */
+/* line[j] lane r = complex element j of the row at src + base[r] (n elements, w rows; the other
+   lanes are left as they are): 8-element tiles of a full group of rows transposed in registers */
+static void EM_T(em_rows_in)(const ELT *src, const int64_t *base, int w, int64_t n, em_vz *line) {
+    int64_t j0 = 0;
+    if (w == EM_FW) for (; j0 + 8 <= n; j0 += 8) {
+        ELT t[EM_FW][16];
+        for (int r = 0; r < EM_FW; ++r) memcpy(t[r], src + base[r] + 2 * j0, sizeof t[r]);
+        for (int jj = 0; jj < 8; ++jj) {
+            em_vz z;
+            for (int r = 0; r < EM_FW; ++r) { z.re[r] = t[r][2 * jj]; z.im[r] = t[r][2 * jj + 1]; }
+            line[j0 + jj] = z;
+        }
+    }
+    for (int r = 0; r < w; ++r) {
+        const ELT *sr = src + base[r];
+        for (int64_t j = j0; j < n; ++j) { line[j].re[r] = sr[2 * j]; line[j].im[r] = sr[2 * j + 1]; }
+    }
+}
+/* the rows at dst + base[r] (n complex elements, r < w) = lane r of res times scale */
+static void EM_T(em_rows_out)(ELT *dst, const int64_t *base, int w, int64_t n, const em_vz *res, double scale) {
+    int64_t j0 = 0;
+    if (w == EM_FW) for (; j0 + 8 <= n; j0 += 8) {
+        ELT t[EM_FW][16];
+        for (int jj = 0; jj < 8; ++jj) {
+            const em_v re = res[j0 + jj].re * scale, im = res[j0 + jj].im * scale;
+            for (int r = 0; r < EM_FW; ++r) { t[r][2 * jj] = (ELT)re[r]; t[r][2 * jj + 1] = (ELT)im[r]; }
+        }
+        for (int r = 0; r < EM_FW; ++r) memcpy(dst + base[r] + 2 * j0, t[r], sizeof t[r]);
+    }
+    for (int r = 0; r < w; ++r) {
+        ELT *dr = dst + base[r];
+        for (int64_t j = j0; j < n; ++j) {
+            dr[2 * j] = (ELT)(res[j].re[r] * scale); dr[2 * j + 1] = (ELT)(res[j].im[r] * scale);
+        }
+    }
+}
 /* transform every line along the middle axis of a complex (outer, n, inner) array; src may be dst */
 static void EM_T(em_fft_axis)(const ELT *src, ELT *dst, int64_t outer, int64_t n, int64_t inner,
-                          const em_fft_plan *p, em_z *line, em_z *res, double scale) {
-    for (int64_t o = 0; o < outer; ++o) for (int64_t i = 0; i < inner; ++i) {
-        const int64_t base = 2 * (o * n * inner + i), st = 2 * inner;
-        for (int64_t j = 0; j < n; ++j) {
-            line[j].re = src[base + j * st]; line[j].im = src[base + j * st + 1];
+                          const em_fft_plan *p, em_vz *line, em_vz *res, double scale) {
+    const int64_t lines = outer * inner, st = 2 * inner;
+    const em_v zero = {0};
+    for (int64_t l0 = 0; l0 < lines; l0 += EM_FW) {
+        const int w = lines - l0 < EM_FW ? (int)(lines - l0) : EM_FW;
+        int64_t base[EM_FW];
+        for (int r = 0; r < w; ++r) base[r] = 2 * (((l0 + r) / inner) * n * inner + (l0 + r) % inner);
+        if (w < EM_FW) for (int64_t j = 0; j < n; ++j) { line[j].re = zero; line[j].im = zero; }
+        /* a full group of adjacent columns: element j of the lines is EM_FW consecutive complex */
+        const int adj = w == EM_FW && base[EM_FW - 1] == base[0] + 2 * (EM_FW - 1);
+        if (inner == 1) {
+            EM_T(em_rows_in)(src, base, w, n, line);
+        } else if (adj) {
+            for (int64_t j = 0; j < n; ++j) {
+                ELT t[2 * EM_FW];
+                memcpy(t, src + base[0] + j * st, sizeof t);
+                for (int r = 0; r < EM_FW; ++r) { line[j].re[r] = t[2 * r]; line[j].im[r] = t[2 * r + 1]; }
+            }
+        } else {
+            for (int64_t j = 0; j < n; ++j) for (int r = 0; r < w; ++r) {
+                line[j].re[r] = src[base[r] + j * st]; line[j].im[r] = src[base[r] + j * st + 1];
+            }
         }
         em_fft_line(p, line, res);
-        for (int64_t j = 0; j < n; ++j) {
-            dst[base + j * st] = (ELT)(res[j].re * scale); dst[base + j * st + 1] = (ELT)(res[j].im * scale);
+        if (inner == 1) {
+            EM_T(em_rows_out)(dst, base, w, n, res, scale);
+        } else if (adj) {
+            for (int64_t j = 0; j < n; ++j) {
+                ELT t[2 * EM_FW];
+                const em_v re = res[j].re * scale, im = res[j].im * scale;
+                for (int r = 0; r < EM_FW; ++r) { t[2 * r] = (ELT)re[r]; t[2 * r + 1] = (ELT)im[r]; }
+                memcpy(dst + base[0] + j * st, t, sizeof t);
+            }
+        } else {
+            for (int64_t j = 0; j < n; ++j) for (int r = 0; r < w; ++r) {
+                dst[base[r] + j * st] = (ELT)(res[j].re[r] * scale);
+                dst[base[r] + j * st + 1] = (ELT)(res[j].im[r] * scale);
+            }
         }
     }
 }
-/* real (outer, n) -> complex (outer, n/2 + 1) */
-static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n, const em_fft_plan *p, em_z *line,
-                           em_z *res) {
-    const int64_t nh = n / 2 + 1;
-    for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t j = 0; j < n; ++j) { line[j].re = x[o * n + j]; line[j].im = 0; }
+/* real (outer, n) -> complex (outer, n/2 + 1). half: p is the plan of length n/2 (n even), whose
+   transform of z_j = x_2j + i x_2j+1 splits into the spectrum; else p has length n. */
+static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n, const em_fft_plan *p,
+                           int half, em_vz *line, em_vz *res) {
+    const int64_t nh = n / 2 + 1, m = p->n;
+    const em_v zero = {0};
+    for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
+        const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
+        int64_t base[EM_FW], obase[EM_FW];
+        for (int r = 0; r < w; ++r) { base[r] = (o0 + r) * n; obase[r] = 2 * (o0 + r) * nh; }
+        if (w < EM_FW || !half) for (int64_t j = 0; j < m; ++j) { line[j].re = zero; line[j].im = zero; }
+        if (half) EM_T(em_rows_in)(x, base, w, m, line);
+        else for (int r = 0; r < w; ++r) for (int64_t j = 0; j < m; ++j) line[j].re[r] = x[base[r] + j];
         em_fft_line(p, line, res);
-        for (int64_t j = 0; j < nh; ++j) {
-            out[2 * (o * nh + j)] = (ELT)res[j].re; out[2 * (o * nh + j) + 1] = (ELT)res[j].im;
+        const em_vz *y = res;
+        if (half) {  /* X_k = E_k + W^k O_k: E = (Z_k + conj Z_(m-k)) / 2, O = -i (Z_k - conj Z_(m-k)) / 2 */
+            for (int64_t k = 0; k <= m; ++k) {
+                const em_vz a = res[k == m ? 0 : k], b = res[k == 0 ? 0 : m - k];
+                const em_v er = (a.re + b.re) * 0.5, ei = (a.im - b.im) * 0.5;
+                const em_v orr = (a.im + b.im) * 0.5, oi = (b.re - a.re) * 0.5;
+                const em_z t = p->rt[k];
+                line[k].re = er + orr * t.re - oi * t.im; line[k].im = ei + orr * t.im + oi * t.re;
+            }
+            y = line;
         }
+        EM_T(em_rows_out)(out, obase, w, nh, y, 1.0);
     }
 }
-/* complex (outer, n/2 + 1) Hermitian half-spectra -> real (outer, n), inverse, times scale */
+/* complex (outer, n/2 + 1) Hermitian half-spectra -> real (outer, n), inverse, times scale. half: p
+   is the inverse plan of length n/2 (n even): the even and odd samples' spectra are merged into
+   one half-length spectrum whose inverse holds x_2j + i x_2j+1; else p has length n. The imaginary
+   parts of the DC and Nyquist bins are ignored (NumPy's irfft does the same). */
 static void EM_T(em_irfft_last)(const ELT *h, ELT *out, int64_t outer, int64_t n, const em_fft_plan *p,
-                            em_z *line,
-                            em_z *res, double scale) {
-    const int64_t nh = n / 2 + 1;
-    for (int64_t o = 0; o < outer; ++o) {
-        const ELT *ho = h + 2 * o * nh;
-        for (int64_t j = 0; j < nh; ++j) { line[j].re = ho[2 * j]; line[j].im = ho[2 * j + 1]; }
-        for (int64_t j = nh; j < n; ++j) { line[j].re = ho[2 * (n - j)]; line[j].im = -ho[2 * (n - j) + 1]; }
+                            int half, em_vz *line, em_vz *res, double scale) {
+    const int64_t nh = n / 2 + 1, m = p->n;
+    const em_v zero = {0};
+    for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
+        const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
+        int64_t base[EM_FW], obase[EM_FW];
+        for (int r = 0; r < w; ++r) { base[r] = 2 * (o0 + r) * nh; obase[r] = (o0 + r) * n; }
+        if (w < EM_FW) for (int64_t j = 0; j < nh; ++j) { res[j].re = zero; res[j].im = zero; }
+        EM_T(em_rows_in)(h, base, w, nh, res);
+        res[0].im = zero;
+        if (!(n & 1)) res[nh - 1].im = zero;
+        if (half) {  /* Z_k = E_k + i O_k: E = X_k + conj X_(m-k), O = (X_k - conj X_(m-k)) conj(W^k) */
+            for (int64_t k = 0; k < m; ++k) {
+                const em_vz a = res[k], b = res[m - k];
+                const em_v er = a.re + b.re, ei = a.im - b.im, dr = a.re - b.re, di = a.im + b.im;
+                const em_z t = p->rt[k];  /* the inverse of W^k: conj(t) */
+                const em_v orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
+                line[k].re = er - oi; line[k].im = ei + orr;
+            }
+        } else {
+            for (int64_t j = 0; j < nh; ++j) line[j] = res[j];
+            for (int64_t j = nh; j < n; ++j) { line[j].re = res[n - j].re; line[j].im = -res[n - j].im; }
+        }
         em_fft_line(p, line, res);
-        for (int64_t j = 0; j < n; ++j) out[o * n + j] = (ELT)(res[j].re * scale);
+        if (half) EM_T(em_rows_out)(out, obase, w, m, res, scale);
+        else for (int r = 0; r < w; ++r) for (int64_t j = 0; j < m; ++j) out[obase[r] + j] = (ELT)(res[j].re[r] * scale);
     }
 }
