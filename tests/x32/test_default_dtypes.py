@@ -224,3 +224,18 @@ def test_jax_style_training_program_matches_jax_in_float32():
         np.testing.assert_allclose(np.asarray(gb), np.asarray(wb), rtol=2e-4, atol=2e-5)
     assert got_loss.dtype == np.float32
     np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 7, -7, 2**31 + 5, 2**40 + 3, -(2**40) - 1, 2**63 - 2])
+def test_prng_key_of_a_large_python_int_seed_matches_jax(seed):
+    want = np.asarray(jax.random.key_data(jax.random.PRNGKey(seed)))
+    np.testing.assert_array_equal(np.asarray(ember.random.PRNGKey(seed)), want)
+    np.testing.assert_array_equal(np.asarray(ember.random.uniform(ember.random.PRNGKey(seed), (3,))),
+                                  np.asarray(jax.random.uniform(jax.random.PRNGKey(seed), (3,))))
+
+
+def test_prng_key_seed_beyond_int64_overflows_as_jax():
+    with pytest.raises(OverflowError):
+        jax.random.PRNGKey(2**63)
+    with pytest.raises(OverflowError, match="int64"):
+        ember.random.PRNGKey(2**63)

@@ -187,11 +187,16 @@ def threefry_seed(seed: Any) -> Any:
     """A raw key from an integer seed: ``[seed >> 32, seed & 0xFFFFFFFF]`` as uint32.
 
     A Python int is an int32 seed when it fits (as JAX's default 32-bit mode: ``-1`` gives
-    ``[0, 0xFFFFFFFF]``), otherwise int64/uint64. 32-bit seeds have a zero high word.
+    ``[0, 0xFFFFFFFF]``), otherwise int64/uint64 with 64-bit dtypes on, or its low 32 bits with
+    them off (as JAX). 32-bit seeds have a zero high word.
     """
     if isinstance(seed, (bool, np.bool_)):
         raise TypeError("PRNG key seed must be an integer, got a bool")
-    if isinstance(seed, int):
+    if isinstance(seed, int) and not dt.x64_enabled() and not -(2**31) <= seed < 2**31:
+        if not -(2**63) <= seed < 2**63:
+            raise OverflowError(f"PRNG key seed {seed} does not fit in int64")
+        seed = np.asarray(seed & 0xFFFFFFFF, dtype=np.uint32)  # its low 32 bits, as JAX's 32-bit mode
+    elif isinstance(seed, int):
         seed = np.asarray(seed, dtype=dt.python_scalar_dtype(seed))
     seed = _as_value(seed)
     a = core.get_aval(seed)
