@@ -158,6 +158,15 @@ def gradients() -> None:
     lm = float(np.asarray(dist.all_reduce(f(x - d * (r == 0)))))
     g0 = np.asarray(dist.broadcast(g(x), root=0))
     np.testing.assert_allclose((lp - lm) / (2 * eps), g0[1, 2], rtol=1e-6)
+
+    def loss3(v):  # the primitives' transposes (native) against the custom_vjp rules (callback)
+        return (jnp.sum(sp.psum_scatter(v, "data", tiled=True) ** 2 * w)
+                + jnp.sum(sp.ppermute(v, "data", ring) ** 3)
+                + jnp.sum(sp.all_gather(v, "data") * 2.0) + jnp.sum(sp.pmax(v, "data") * v))
+
+    native, callback = (np.asarray(ember.jit(sp.spmd(ember.grad(loss3), "data", collectives=m))(x))
+                        for m in ("native", "callback"))
+    np.testing.assert_allclose(native, callback, rtol=1e-12)
     print(f"OK {r}", flush=True)
 
 

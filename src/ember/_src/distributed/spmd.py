@@ -161,48 +161,38 @@ def _reducer(op: str, mode: str) -> Callable:
     return collective
 
 
-@functools.cache
-def _gather_raw(mode: str) -> Callable:
-    """Stack along a new leading axis; the transpose is the reduce-scatter of the cotangent."""
+def _linear(apply: Callable[[Any], Any], mode: str, transpose: Callable[[], Callable]) -> Callable:
+    """A linear collective ``apply``: as it is in native mode (the primitive's own JVP and
+    transpose rules); with host callbacks a ``custom_vjp`` whose backward pass is ``transpose()``."""
     if mode == "native":
-        return lambda x: _gather(x, mode)
+        return apply
 
     @ember.custom_vjp
     def collective(x: Any) -> Any:
-        return _gather(x, mode)
+        return apply(x)
 
-    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_scatter_raw(mode)(g),))
+    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (transpose()(g),))
     return collective
+
+
+@functools.cache
+def _gather_raw(mode: str) -> Callable:
+    """Stack along a new leading axis; the transpose is the reduce-scatter of the cotangent."""
+    return _linear(lambda x: _gather(x, mode), mode, lambda: _scatter_raw(mode))
 
 
 @functools.cache
 def _scatter_raw(mode: str) -> Callable:
     """This process's row of the sum (leading axis: one row per process); the transpose is the
     all-gather of the cotangent."""
-    if mode == "native":
-        return lambda x: _scatter(x, mode)
-
-    @ember.custom_vjp
-    def collective(x: Any) -> Any:
-        return _scatter(x, mode)
-
-    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_gather_raw(mode)(g),))
-    return collective
+    return _linear(lambda x: _scatter(x, mode), mode, lambda: _gather_raw(mode))
 
 
 @functools.cache
 def _permute_raw(perm: tuple, mode: str) -> Callable:
     """Send along ``perm``; the transpose sends the cotangent back along the inverse pairs."""
-    if mode == "native":
-        return lambda x: _permute(x, perm, mode)
-
-    @ember.custom_vjp
-    def collective(x: Any) -> Any:
-        return _permute(x, perm, mode)
-
     inverse = tuple((d, s) for s, d in perm)
-    collective.defvjp(lambda x: (collective(x), None), lambda _, g: (_permute_raw(inverse, mode)(g),))
-    return collective
+    return _linear(lambda x: _permute(x, perm, mode), mode, lambda: _permute_raw(inverse, mode))
 
 
 def _tree(op: str, what: str) -> Callable:
