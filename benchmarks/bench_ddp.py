@@ -6,7 +6,7 @@ The model is an MLP 2-256-256-3 (67 K parameters, 0.27 MB of float32 gradients) 
 512 examples per process, one SGD step per call; every process uses one thread, so one process is
 the single-process baseline and two processes share the machine's two cores. Each (library,
 process count) runs under its own ``mpirun`` (the libraries are not mixed in one process: gloo's
-threads slowed ember's steps 15x when they were), and the runs alternate over ``--rounds`` rounds;
+threads slowed ember's steps about 17x when they were), and the runs alternate over ``--rounds`` rounds;
 the table gives the median over the runs of each run's median step, its range, and the ratio of
 the 2-process step to the 1-process step (1.0 is perfect weak scaling).
 
