@@ -239,7 +239,7 @@ def test_prints_expected_lines(name, backend, capsys):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_prints_what_jax_prints(name, capsys):
     jax = pytest.importorskip("jax", reason="comparison with what JAX prints needs jax")
-    pytest.importorskip("jax.numpy")
+    pytest.importorskip("jax.numpy", reason="comparison with what JAX prints needs jax.numpy")
 
     case, _ = CASES[name]
     capsys.readouterr()

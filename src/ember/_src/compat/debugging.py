@@ -73,12 +73,7 @@ def debug_callback(callback: Callable[..., Any] | None = None, *args: Any, order
                             f"{type(fn).__name__}")
         _stage(fn, a, kw, ordered, getattr(fn, "__name__", "callback"))
 
-    if callback is not None:
-        stage(callback, *args, **kwargs)
-        return None
-    if args or kwargs:
-        raise TypeError(f"debug.callback: unexpected arguments in the two-call form: {args=} {kwargs=}")
-    return stage
+    return _now_or_later("debug.callback", stage, callback, args, kwargs)
 
 
 class _FormatCheck(string.Formatter):
@@ -136,11 +131,17 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
             raise ValueError(f"debug.print: keyword arguments {sorted(kw)} given but fmt {f!r} has no fields")
         _stage(_printer(f, placeholders, dict(np.get_printoptions())), a, kw, ordered, f"print {f!r}")
 
-    if fmt is not None:
-        stage(fmt, *args, **kwargs)
+    return _now_or_later("debug.print", stage, fmt, args, kwargs)
+
+
+def _now_or_later(what: str, stage: Callable[..., None], first: Any, args: tuple, kwargs: dict) -> Any:
+    """Stage the call now when its first argument was given; otherwise JAX's two-call form
+    (``debug.print(ordered=True)(fmt, x)``) returns ``stage`` for the second call."""
+    if first is not None:
+        stage(first, *args, **kwargs)
         return None
     if args or kwargs:
-        raise TypeError(f"debug.print: unexpected arguments in the two-call form: {args=} {kwargs=}")
+        raise TypeError(f"{what}: unexpected arguments in the two-call form: {args=} {kwargs=}")
     return stage
 
 

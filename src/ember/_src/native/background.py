@@ -62,6 +62,13 @@ class BackgroundLibrary(Generic[T]):
             thread.join()
         return self._result
 
+    def state(self, wait: bool = False) -> bool | None:
+        """:meth:`get` as a status: True once built, False when the build failed, None while it
+        runs (the first call starts it)."""
+        if self.get(wait) is not None:
+            return True
+        return False if self._failure is not None else None
+
     @property
     def done(self) -> bool:
         """Whether the build has ended (loaded or failed)."""

@@ -601,6 +601,12 @@ def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple
     return _cached_build(info, source, cache_key(source, info, extra_flags), name_hint, extra_flags)[0]
 
 
+def load_global(source: str, *, name_hint: str) -> ctypes.CDLL:
+    """:func:`build_library` ``source`` and load it with its symbols global (``RTLD_GLOBAL``), so
+    generated programs find them with ``dlsym``: the per-machine runtime libraries."""
+    return ctypes.CDLL(build_library(source, name_hint=name_hint), mode=ctypes.RTLD_GLOBAL)
+
+
 def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple[str, ...] = ()) -> str:
     """Compile C ``source`` into a shared object and return its path (cached by content;
     ``extra_flags``, e.g. include directories, are added to the command line and the key).

@@ -533,7 +533,7 @@ def _build_and_load() -> ctypes.CDLL:
     from ember._src.native import compiler
 
     source, symbol = _library_source()
-    lib = ctypes.CDLL(compiler.build_library(source, name_hint="gemm_kernel"), mode=ctypes.RTLD_GLOBAL)
+    lib = compiler.load_global(source, name_hint="gemm_kernel")
     if not getattr(lib, symbol + "_ok")():
         raise RuntimeError(f"{symbol} was compiled without the AVX2/FMA kernel")
     return lib
@@ -552,9 +552,7 @@ def load(wait: bool = False) -> bool | None:
     None while the build runs."""
     if kernel_symbol() is None:
         return False
-    if _library.get(wait) is not None:
-        return True
-    return False if _library.failure is not None else None
+    return _library.state(wait)
 
 
 # Programs generated while this is set never call the kernel (their ``em_sk_fn`` is null): the BLAS

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 import threading
 from typing import NoReturn
 
 from ember._src.native.background import BackgroundLibrary
 from ember._src.native.csrc import load as load_resource
+from ember._src.native.csrc import with_symbol
 
 __all__ = ["INTERRUPTED", "c_helpers", "check_status", "install_pair_ns", "installed", "installs", "load",
            "poll", "raise_interrupted", "symbol"]
@@ -62,14 +62,10 @@ def poll() -> str:
     """The C condition a loop or chunk tests to stop on Ctrl-C (``"0"``: polling switched off)."""
     return POLL if POLLING else "0"
 
-_SOURCE = load_resource("interrupt.c")
-
-
 @functools.cache
 def _library_source() -> tuple[str, str]:
     """(the runtime's C source, its exported table's name: the name carries a hash of the source)."""
-    name = "ember_interrupt_" + hashlib.sha256(_SOURCE.encode()).hexdigest()[:12]
-    return f"#define EMBER_INTERRUPT_SYMBOL {name}\n" + _SOURCE, name
+    return with_symbol("interrupt.c", "ember_interrupt_", "EMBER_INTERRUPT_SYMBOL")
 
 
 def symbol() -> str:
@@ -81,7 +77,7 @@ def _build_and_load() -> ctypes.CDLL:
     from ember._src.native import compiler
 
     source, name = _library_source()
-    lib = ctypes.CDLL(compiler.build_library(source, name_hint="interrupt"), mode=ctypes.RTLD_GLOBAL)
+    lib = compiler.load_global(source, name_hint="interrupt")
     getattr(lib, name + "_init")(ctypes.c_ulong(threading.main_thread().ident or 0))
     getattr(lib, name + "_installed").restype = ctypes.c_int
     getattr(lib, name + "_installs").restype = ctypes.c_long
@@ -98,9 +94,7 @@ _library: BackgroundLibrary[ctypes.CDLL] = BackgroundLibrary(
 def load(wait: bool = False) -> bool | None:
     """Start building and loading the runtime (once per process, in a background thread); with
     ``wait``, block until done. True once loaded, False when the build failed, None while it runs."""
-    if _library.get(wait) is not None:
-        return True
-    return False if _library.failure is not None else None
+    return _library.state(wait)
 
 
 def installed() -> bool:

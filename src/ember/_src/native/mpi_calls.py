@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 from typing import Any
 
@@ -32,13 +31,12 @@ import numpy as np
 from ember._src import debug as dbg
 from ember._src.native import calls
 from ember._src.native.c_ops import ctype
-from ember._src.native.csrc import load
+from ember._src.native.csrc import load, with_symbol
 from ember._src.prims import process as pp
 from ember._src.program import Eqn, Literal
 
 logger = logging.getLogger(__name__)
 
-_SOURCE = load("mpi_coll.c")
 _MPI_FUNCTIONS = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Sendrecv",
                   "MPI_Comm_rank")
 # ember's type codes: index in this list (code 0, bytes, moves data of any dtype)
@@ -54,9 +52,8 @@ _KIND = {"allreduce": 0, "allgather": 1, "reduce_scatter": 2, "permute": 3}
 @functools.cache
 def _symbol_source(int_handles: bool) -> tuple[str, str]:
     """(the library's C source, the prefix of its exported names: it carries a hash of the source)."""
-    name = "ember_mpi_" + hashlib.sha256(_SOURCE.encode()).hexdigest()[:12]
-    defines = f"#define EM_MPI_SYMBOL {name}\n" + ("#define EM_MPI_INT_HANDLES 1\n" if int_handles else "")
-    return defines + _SOURCE, name
+    source, name = with_symbol("mpi_coll.c", "ember_mpi_", "EM_MPI_SYMBOL")
+    return ("#define EM_MPI_INT_HANDLES 1\n" if int_handles else "") + source, name
 
 
 class _Library:
@@ -94,7 +91,7 @@ class _Library:
         from ember._src.native import compiler
 
         source, self.name = _symbol_source(MPI._sizeof(MPI.Comm) == 4)
-        lib = ctypes.CDLL(compiler.build_library(source, name_hint="mpi_coll"), mode=ctypes.RTLD_GLOBAL)
+        lib = compiler.load_global(source, name_hint="mpi_coll")
         types = (ctypes.c_int64 * len(_TYPES))(*[MPI._handleof(getattr(MPI, m)) for _, m in _TYPES])
         ops = (ctypes.c_int64 * len(_OPS))(*[MPI._handleof(getattr(MPI, o.upper())) for o in _OPS])
         init = getattr(lib, self.name + "_init")

@@ -36,24 +36,19 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 
 from ember._src.native.background import BackgroundLibrary
-from ember._src.native.csrc import load
+from ember._src.native.csrc import with_symbol
 
 __all__ = ["c_helpers", "load", "symbol"]
 
 logger = logging.getLogger(__name__)
 
-_SOURCE = load("threadpool.c")
-
-
 @functools.cache
 def _library_source() -> tuple[str, str]:
     """(the pool library's C source, its exported symbol: the name carries a hash of the source)."""
-    name = "ember_par_for_" + hashlib.sha256(_SOURCE.encode()).hexdigest()[:12]
-    return f"#define EMBER_POOL_SYMBOL {name}\n" + _SOURCE, name
+    return with_symbol("threadpool.c", "ember_par_for_", "EMBER_POOL_SYMBOL")
 
 
 def symbol() -> str:
@@ -64,8 +59,7 @@ def symbol() -> str:
 def _build_and_load() -> ctypes.CDLL:
     from ember._src.native import compiler
 
-    source, _ = _library_source()
-    return ctypes.CDLL(compiler.build_library(source, name_hint="threadpool"), mode=ctypes.RTLD_GLOBAL)
+    return compiler.load_global(_library_source()[0], name_hint="threadpool")
 
 
 _library: BackgroundLibrary[ctypes.CDLL] = BackgroundLibrary(
@@ -78,9 +72,7 @@ def load(wait: bool = False) -> bool | None:
     """Start building and loading the pool library (once per process, in a background thread);
     with ``wait``, block until done. True once loaded, False when the build failed, None while
     it runs."""
-    if _library.get(wait) is not None:
-        return True
-    return False if _library.failure is not None else None
+    return _library.state(wait)
 
 
 def workers() -> int:

@@ -6,6 +6,7 @@ text; the compile cache's key covers every byte that goes into a library."""
 from __future__ import annotations
 
 import functools
+import hashlib
 from importlib import resources
 
 
@@ -18,3 +19,12 @@ def load(name: str) -> str:
 def names() -> list[str]:
     """Every C resource of this package."""
     return sorted(p.name for p in resources.files(__package__).iterdir() if p.name.endswith((".c", ".h")))
+
+
+def with_symbol(name: str, prefix: str, define: str) -> tuple[str, str]:
+    """(resource ``name`` with ``#define <define> <symbol>`` in front, ``symbol``): a per-machine
+    library's exported name is ``prefix`` plus a hash of its source, so two versions of the library
+    never resolve each other's symbols."""
+    text = load(name)
+    symbol = prefix + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"#define {define} {symbol}\n" + text, symbol
