@@ -11,13 +11,14 @@ programs: compile once, bind the axes per call).
 """
 
 from ember._src.array import register_memory_reporter
-from ember._src.jit import BACKENDS
+from ember._src.jit import BACKENDS, CLEAR_HOOKS
 from ember._src.native import (  # noqa: F401
     compiler,
     dispatch,
     gemm_kernel,
     interrupt,
     opinfo,
+    pool,
     threadpool,
     validators,
 )
@@ -60,6 +61,7 @@ native_backend.build_stats = build_stats
 native_backend.unavailable_reason = unavailable_reason
 BACKENDS["native"] = native_backend
 register_memory_reporter("native", native_memory.report)
+CLEAR_HOOKS.append(pool.POOL.clear)  # clear_caches() releases the shared output pool's idle blocks
 opinfo.declare()  # Primitive.lowering from the op-info registry
 
 __all__ = ["NativeExecutable", "native_backend", "prepare"]

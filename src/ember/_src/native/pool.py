@@ -69,6 +69,11 @@ class OutputPool:
                 blocks.append(entry)
             return entry
 
+    def clear(self) -> None:
+        """Forget every pooled block (views handed out stay valid: they own their block)."""
+        with self._lock:
+            self._buckets.clear()
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             held = sum(len(v) << k for k, v in self._buckets.items())
