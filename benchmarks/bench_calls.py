@@ -28,7 +28,8 @@ import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
 from ember import random  # noqa: E402
 from ember._src import core  # noqa: E402
-from ember._src.native import opinfo, passes  # noqa: E402
+from ember._src.native import opinfo  # noqa: E402
+from ember._src.native.rewrite import passes  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Split loops for concatenates (``ember._src.native.concat_split``) on the convolution workloads of
+"""Split loops for concatenates (``ember._src.native.scheduling.concat_split``) on the convolution
+workloads of
 ``bench_conv.py``: the native backend with per-piece loop nests vs the same backend with the
 select-chain lowering (``concat_split.ENABLED = False`` at compile time), the numpy backend and
 JAX jit (when installed), interleaved in one process.
@@ -21,7 +22,7 @@ from common import have, timeit  # noqa: E402
 
 import ember  # noqa: E402
 from ember import lax  # noqa: E402
-from ember._src.native import concat_split  # noqa: E402
+from ember._src.native.scheduling import concat_split  # noqa: E402
 
 
 def main() -> None:

@@ -96,7 +96,7 @@ def serve(make_call: object, inputs: list, repeat: int | None = None,
 
 def _fresh_native_cache() -> None:
     """An empty disk cache and no in-memory tier: the next native build really compiles."""
-    from ember._src.native import compiler
+    from ember._src.native.runtime import compiler
 
     os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-bench-dynamic-")
     compiler.clear_memory_cache()
@@ -118,7 +118,7 @@ def bench_ember(params: dict, inputs: list, backend: str, static_repeat: int) ->
 
     c_compiles = None
     if native:  # count the C compiles of one full pass (clearing the cache resets the counters)
-        from ember._src.native import compiler
+        from ember._src.native.runtime import compiler
 
         fresh()
         f1 = make(dynamic_axes=[None, "batch, _"])

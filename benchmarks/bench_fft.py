@@ -1,4 +1,4 @@
-"""FFTs: ember's native C FFT (``ember._src.native.fft``) against NumPy's pocketfft, JAX ``jit``
+"""FFTs: ember's native C FFT (``ember._src.native.emit.fft``) against NumPy's pocketfft, JAX ``jit``
 (ducc) and PyTorch (when installed), interleaved in one process.
 
     python benchmarks/bench_fft.py [--quick]

@@ -40,7 +40,7 @@ import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
 from ember import lax  # noqa: E402
 from ember._src import native  # noqa: E402
-from ember._src.native import interrupt  # noqa: E402
+from ember._src.native.runtime import interrupt  # noqa: E402
 
 
 def workloads() -> dict[str, tuple]:

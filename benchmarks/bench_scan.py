@@ -5,7 +5,7 @@
 
 Implementations: ember under ``jit`` on the numpy reference backend (the scan runs as a Python
 loop over the body), ember on the native backend when it is registered and a C compiler exists
-(the scan is compiled into the program's native entry point, ``native/loops.py``): timed through
+(the scan is compiled into the program's native entry point, ``native/scheduling/loops.py``): timed through
 ``jit``, as the executable (``ember native (executable)``: no per-call ``jit`` dispatch) and as
 the bare C entry point (``ember native (C entry)``: no Python argument handling either),
 a plain NumPy loop, and JAX ``jax.lax.scan`` under ``jax.jit`` / Numba when importable. Reports
@@ -80,7 +80,7 @@ def ember_backends(no_native: bool) -> list[str]:
     try:
         import ember._src.native  # noqa: F401  (registers the backend)
         from ember._src.jit import BACKENDS
-        from ember._src.native.compiler import find_compiler
+        from ember._src.native.runtime.compiler import find_compiler
         if "native" in BACKENDS and find_compiler() is not None:
             names.append("native")
     except Exception as e:  # noqa: BLE001 - the native backend is optional here

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
 from ember import lax  # noqa: E402
-from ember._src.native import compiler, specialize  # noqa: E402
+from ember._src.native import specialize  # noqa: E402
+from ember._src.native.runtime import compiler  # noqa: E402
 
 
 def rnn(W, U, b, h0, xs):

@@ -40,7 +40,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("ember._src.numpy.array_methods", "ember.numpy"):
         "Array methods look the function up in the public namespace at call time, so a method and the "
         "function it names are the same object (monkeypatching included)",
-    ("ember._src.native.progcache", "ember"):
+    ("ember._src.native.runtime.progcache", "ember"):
         "the on-disk program cache keys entries by ember's version and the files of its package",
 }
 
@@ -135,8 +135,9 @@ def test_named_cycles_are_gone(name: str) -> None:
 def test_the_checker_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
     """A module of the prims layer importing jit (inside a function too) is reported as upward."""
     f = tmp_path / "fake.py"
-    f.write_text("from ember._src import jit\n\ndef g():\n    from ember._src.native import dispatch\n")
+    f.write_text("from ember._src import jit\n\ndef g():\n"
+                 "    from ember._src.native.runtime import dispatch\n")
     found = _imports(f, "ember._src.prims.fake")
-    assert [t for t, _ in found] == ["ember._src.jit", "ember._src.native.dispatch"]
+    assert [t for t, _ in found] == ["ember._src.jit", "ember._src.native.runtime.dispatch"]
     assert all(_layer(t) > _layer("ember._src.prims.fake") for t, _ in found)
     assert _layer("ember._src.lax.conv") > _layer("ember._src.numpy.ufuncs") > _layer("ember._src.jit")

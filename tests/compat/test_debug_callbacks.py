@@ -368,7 +368,7 @@ def test_native_passes_keep_every_effect():
     """dce keeps a print nothing reads, cse does not merge two equal ones, constant folding does not
     run one at compile time (its operand a captured constant), dce_loop_outputs keeps a loop whose
     results are unused but whose body prints."""
-    from ember._src.native.passes import cse, run_passes
+    from ember._src.native.rewrite.passes import cse, run_passes
     from ember._src.program import Program
 
     c = np.arange(3.0, dtype=np.float32)

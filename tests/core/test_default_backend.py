@@ -11,8 +11,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember._src import jit as jit_mod
-from ember._src.native import compiler
 from ember._src.native.backend import NativeExecutable
+from ember._src.native.runtime import compiler
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import ember
 import ember.numpy as jnp
 from ember import distributed as dist
 from ember._src.distributed import spmd as sp
-from ember._src.native import mpi_calls
+from ember._src.native.emit import mpi_calls
 
 DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint8)
 

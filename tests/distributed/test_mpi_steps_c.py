@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native import mpi_calls
 from ember._src.native.csrc import load
+from ember._src.native.emit import mpi_calls
 
 CC = shutil.which("gcc") or shutil.which("cc")
 

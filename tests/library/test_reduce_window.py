@@ -10,7 +10,7 @@ import pytest
 
 import ember
 from ember import lax
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 from ember.errors import DTypeError, ShapeError
 from ember.test_util import check_grads
 

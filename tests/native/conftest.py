@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 
 
 @pytest.fixture(scope="package", autouse=True)

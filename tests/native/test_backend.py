@@ -18,8 +18,9 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.native import backend as nb
-from ember._src.native import codegen, compiler
 from ember._src.native import pipeline as pl
+from ember._src.native.emit import codegen
+from ember._src.native.runtime import compiler
 from ember.errors import CompileError, DTypeError, ShapeError
 from tests.native.conftest import requires_cc
 from tests.native.util import without_calls

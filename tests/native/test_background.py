@@ -1,4 +1,4 @@
-"""Per-machine libraries built in the background (native/background.py) and the counter-free disk
+"""Per-machine libraries built in the background (native/runtime/background.py) and the counter-free disk
 tier they build through (compiler.build_library)."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native import compiler, dispatch, gemm_kernel
-from ember._src.native.background import BackgroundLibrary
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.runtime import compiler, dispatch
+from ember._src.native.runtime.background import BackgroundLibrary
 from ember.errors import CompileError
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
@@ -223,7 +224,7 @@ def test_failed_build_library_leaves_no_temporary_files(cache):
 _KILLED_CHILD = """
 import os, signal
 from pathlib import Path
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 
 def killed_mid_compile(cmd, timeout=None):  # a partial output, then the process dies
     Path(cmd[cmd.index("-o") + 1]).write_bytes(b"half an ELF")

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from ember._src.native import blas
+from ember._src.native.runtime import blas
 
 SHAPES = [(1, 1, 1), (3, 4, 5), (17, 9, 33), (64, 64, 64), (5, 1, 7), (1, 8, 1), (128, 3, 2)]
 TOL = {np.float32: 1e-4, np.float64: 1e-12, np.complex64: 1e-4, np.complex128: 1e-12}

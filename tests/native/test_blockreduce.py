@@ -1,4 +1,4 @@
-"""Whole-array reductions in fixed blocks (:mod:`ember._src.native.blockreduce`): the same bits on
+"""Whole-array reductions in fixed blocks (:mod:`ember._src.native.scheduling.blockreduce`): the same bits on
 1, 2 and 3 threads, NumPy's values (float64 references), NaN propagation, integer and boolean
 reductions, element outputs computed in the same loop, and the serial path inside a loop body."""
 
@@ -10,7 +10,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import blockreduce, threadpool
+from ember._src.native.runtime import threadpool
+from ember._src.native.scheduling import blockreduce
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc

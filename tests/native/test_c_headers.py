@@ -11,7 +11,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import c_headers, compiler
+from ember._src.native.emit import c_headers
+from ember._src.native.runtime import compiler
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
 

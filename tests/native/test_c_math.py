@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import scipy.special as sps
 
-from ember._src.native import c_ops, compiler
+from ember._src.native.emit import c_ops
+from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
 
 FUNCS = ["em_expf", "em_logf", "em_tanhf", "em_logisticf", "em_erff"]

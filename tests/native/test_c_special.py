@@ -12,7 +12,8 @@ import scipy.special as sps
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import c_ops, compiler
+from ember._src.native.emit import c_ops
+from ember._src.native.runtime import compiler
 from ember._src.prims.elementwise import polygamma_p
 from ember._src.prims.random_bits import bitcast_convert_type
 from tests.native.conftest import requires_cc

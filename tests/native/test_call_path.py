@@ -9,7 +9,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember._src.native import pool
+from ember._src.native.runtime import pool
 from ember.errors import DeletedArrayError, DTypeError, ShapeError
 from tests.native.conftest import requires_cc
 

@@ -9,7 +9,9 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax, random
-from ember._src.native import calls, opinfo, passes
+from ember._src.native import opinfo
+from ember._src.native.emit import calls
+from ember._src.native.rewrite import passes
 from ember._src.prims import random_bits as rb
 from ember._src.prims.indexing import scatter_p
 from tests.native.conftest import requires_cc

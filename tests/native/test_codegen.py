@@ -265,7 +265,7 @@ def test_parallel_rows_with_row_cache_cap_their_team():
         return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
 
     exe = check(softmax, x, parallel_threshold=1)
-    from ember._src.native import compiler
+    from ember._src.native.runtime import compiler
     if compiler.find_compiler().has_openmp:
         assert "omp_get_thread_num" in exe.source and "num_threads(" in exe.source
 
@@ -274,7 +274,7 @@ def test_scratch_kernel_team_follows_omp_max_threads():
     """A parallel kernel with per-thread row caches (softmax) caps its team at the planned
     workspace count *and* at omp_get_max_threads() (OMP_NUM_THREADS), and stays exact."""
     import ember
-    from ember._src.native import compiler
+    from ember._src.native.runtime import compiler
 
     if not compiler.find_compiler().has_openmp:
         pytest.skip("no OpenMP: kernels are sequential")

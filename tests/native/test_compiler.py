@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 from ember.errors import CompileError
 
 ADD_SOURCE = """\

@@ -1,4 +1,4 @@
-"""Split loops for concatenates (native/concat_split.py): per-piece loop nests instead of select
+"""Split loops for concatenates (native/scheduling/concat_split.py): per-piece loop nests instead of select
 chains, checked against the reference backend."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import concat_split
 from ember._src.native.backend import NativeExecutable
+from ember._src.native.scheduling import concat_split
 
 from .util import check
 

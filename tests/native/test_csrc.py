@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ember._src.native import csrc, dispatch, fft, group_kernel, threadpool
+from ember._src.native import csrc
 from ember._src.native.csrc import load
+from ember._src.native.emit import fft, group_kernel
+from ember._src.native.runtime import dispatch, threadpool
 
 CC = shutil.which("gcc") or shutil.which("cc")
 

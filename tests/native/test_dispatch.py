@@ -1,4 +1,4 @@
-"""The C call dispatcher (native/dispatch.py): warm jitted calls served in C must behave exactly
+"""The C call dispatcher (native/runtime/dispatch.py): warm jitted calls served in C must behave exactly
 like the Python path -- same results, same errors, recycled outputs never overwrite live results."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember._src.native import backend as native_backend
-from ember._src.native import dispatch
+from ember._src.native.runtime import dispatch
 from ember.errors import DeletedArrayError
 
 pytestmark = pytest.mark.skipif(dispatch.module(wait=True) is None,
@@ -171,7 +171,8 @@ def test_switch_off(monkeypatch):
 
 
 def test_prepare_loads_the_runtime_libraries():
-    from ember._src.native import gemm_kernel, prepare
+    from ember._src.native import prepare
+    from ember._src.native.emit import gemm_kernel
 
     st = prepare(wait=True)
     assert st["dispatch"] is True

@@ -11,14 +11,15 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember._src import shapes as sh
-from ember._src.native import compiler, specialize
-from ember._src.native import index as ixm
-from ember._src.native import symdims as sd
-from ember._src.native.index import Ix
-from ember._src.native.passes import run_passes
-from ember._src.native.planner import _first_fit, first_fit, plan_memory
-from ember._src.native.pool import POOL
-from ember._src.native.schedule import build_schedule
+from ember._src.native import specialize
+from ember._src.native.plan import symdims as sd
+from ember._src.native.plan.planner import _first_fit, first_fit, plan_memory
+from ember._src.native.rewrite.passes import run_passes
+from ember._src.native.runtime import compiler
+from ember._src.native.runtime.pool import POOL
+from ember._src.native.scheduling import index as ixm
+from ember._src.native.scheduling.index import Ix
+from ember._src.native.scheduling.schedule import build_schedule
 from ember.errors import ShapeError
 from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
 from tests.native.conftest import requires_cc

@@ -9,7 +9,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember._src.native import fft as nfft
+from ember._src.native.emit import fft as nfft
 from ember._src.prims.fft import fft as lax_fft
 from tests.native.conftest import requires_cc
 

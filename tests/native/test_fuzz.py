@@ -51,7 +51,7 @@ def test_random_program_every_loop_parallel(case):
     """The same random programs with every loop above one element parallel on three threads: the
     thread pool's chunk functions (rows, maps, blocked reductions, head groups) and the OpenMP
     regions that remain agree with the reference backend."""
-    from ember._src.native import threadpool
+    from ember._src.native.runtime import threadpool
 
     threadpool.load(wait=True)
     seed = _BASE if "EMBER_FUZZ_SEED" in os.environ else _BASE + 7919 * (case + 1)  # other programs

@@ -1,4 +1,4 @@
-"""The ``gemm`` + bias/ReLU epilogue fusion (:mod:`ember._src.native.gemm_epilogue`) through
+"""The ``gemm`` + bias/ReLU epilogue fusion (:mod:`ember._src.native.scheduling.gemm_epilogue`) through
 ``ember.jit``: which patterns fuse (one ``gemm`` step, no separate kernel), the results against
 NumPy (float64 products) on the kernel path and on the BLAS path with the epilogue as a loop, and
 the patterns that must not fuse still computing the right values."""
@@ -11,8 +11,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import gemm_kernel
-from ember._src.native.gemm_epilogue import GemmEpilogue
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.scheduling.gemm_epilogue import GemmEpilogue
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc

@@ -1,4 +1,4 @@
-"""The register-blocked float32 matrix product (:mod:`ember._src.native.gemm_kernel`) against NumPy
+"""The register-blocked float32 matrix product (:mod:`ember._src.native.emit.gemm_kernel`) against NumPy
 (float64 products as the reference): called directly through ctypes for many shapes, strides,
 transposes, alpha/beta and thread counts, and through ``ember.jit`` where the native backend emits
 it in place of BLAS."""
@@ -18,7 +18,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import compiler, gemm_kernel
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
 
 _WRAPPER = """

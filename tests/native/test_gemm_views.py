@@ -1,6 +1,6 @@
 """Matrix products that read or write transposed values in place (the ``gemm_views`` pass and the
 strided ``native_gemm``) and batch-interleaved ``gemm -> row kernel -> gemm`` groups
-(:mod:`ember._src.native.batch_groups`), against NumPy: the rewritten programs on the reference
+(:mod:`ember._src.native.scheduling.batch_groups`), against NumPy: the rewritten programs on the reference
 executor, and the native code on the small-GEMM kernel, on BLAS (float32 with the kernel's size
 rule off, float64) and with the group off."""
 
@@ -13,8 +13,9 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember._src.native import gemm_kernel, passes
-from ember._src.native.fused import gemm, gemm_p
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.rewrite import passes
+from ember._src.native.rewrite.fused import gemm, gemm_p
 from ember._src.program import run_numpy, validate
 from tests.native.conftest import requires_cc
 
@@ -245,7 +246,7 @@ def test_no_group_when_scores_are_used_elsewhere_or_threads():
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-4)
     # on two threads a float32 group forms only where the tiled group kernel runs (its batches
     # then go to the thread pool, test_group_on_threads_equals_one_thread)
-    from ember._src.native import group_kernel
+    from ember._src.native.emit import group_kernel
 
     two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", num_threads=2)
     assert bool(_groups(two.lower(*args).executable)) == group_kernel.available()
@@ -258,7 +259,8 @@ def test_group_on_threads_equals_one_thread(threads):
     """A tiled group on several threads: per-thread copies of S, P and the packed panels (the plan
     checks no two live buffers overlap), batches shared out on the thread pool; every batch is
     computed as on one thread, so the result is bitwise the one-thread group's."""
-    from ember._src.native import group_kernel, threadpool
+    from ember._src.native.emit import group_kernel
+    from ember._src.native.runtime import threadpool
 
     if not group_kernel.available():
         pytest.skip("the tiled group kernel needs GCC with AVX2/FMA")

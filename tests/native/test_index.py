@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 
-from ember._src.native import index as ixm
-from ember._src.native.index import Ix
+from ember._src.native.scheduling import index as ixm
+from ember._src.native.scheduling.index import Ix
 
 
 def _eval(e: Ix, env: dict[str, int]) -> int:

@@ -7,7 +7,7 @@ import numpy as np
 
 import ember
 import ember.numpy as jnp
-from ember._src.native import passes
+from ember._src.native.rewrite import passes
 from ember._src.program import Program, run_numpy, validate
 from tests.native.conftest import requires_cc
 from tests.native.util import check

@@ -1,5 +1,6 @@
-"""Native loops (``native/loops.py``): ``scan``, ``while_loop``/``fori_loop`` and ``cond``/``switch``
-compiled into the program's entry point, checked against the reference backend and Python loops."""
+"""Native loops (``native/scheduling/loops.py``): ``scan``, ``while_loop``/``fori_loop`` and
+``cond``/``switch`` compiled into the program's entry point, checked against the reference backend
+and Python loops."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src import control_flow as cf
 from ember._src.core import ShapedArray
-from ember._src.native import abi, loops
-from ember._src.native.passes import run_passes
+from ember._src.native import abi
+from ember._src.native.rewrite.passes import run_passes
+from ember._src.native.scheduling import loops
 from ember._src.program import trace_to_program
 from tests.control_flow.helpers import tree_allclose
 from tests.native.conftest import requires_cc
@@ -670,7 +672,7 @@ def test_unread_scan_inputs_are_dropped():
 
 
 def test_generating_the_source_twice_gives_the_same_program():
-    from ember._src.native.codegen import CodegenOptions, generate
+    from ember._src.native.emit.codegen import CodegenOptions, generate
     k = np.array([2.0, 3.0], np.float32)
     av = ShapedArray((2,), np.float32)
     body, _ = trace_to_program(lambda c, x: [c * k + x], [av, av])

@@ -45,7 +45,7 @@ def test_native_kind_from_the_category():
 
 
 def test_renderer_tables_are_views_of_the_registry():
-    from ember._src.native import c_ops
+    from ember._src.native.emit import c_ops
 
     exp = core.PRIMITIVES["exp"]
     assert c_ops.OPS["exp"] is opinfo.REGISTRY[exp].render

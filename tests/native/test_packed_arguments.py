@@ -11,7 +11,8 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember._src.native import dispatch, gemm_kernel
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.runtime import dispatch
 from tests.native.conftest import requires_cc
 
 

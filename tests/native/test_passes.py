@@ -9,8 +9,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import passes
-from ember._src.native.fused import gemm, gemm_p
+from ember._src.native.rewrite import passes
+from ember._src.native.rewrite.fused import gemm, gemm_p
 from ember._src.program import Program, run_numpy, validate
 
 RNG = np.random.default_rng(0)

@@ -1,6 +1,6 @@
 """The one lowering pipeline (native/pipeline.py) under static and symbolic shapes, its options
 (native/options.py: parsed once, bad names/types/values rejected), named scratch
-(native/scratch.py) and the fns table (native/abi.py)."""
+(native/plan/scratch.py) and the fns table (native/abi.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import abi, blas, blockreduce, calls, loops, progcache, scratch, specialize
+from ember._src.native import abi, specialize
 from ember._src.native import pipeline as pl
+from ember._src.native.emit import calls
 from ember._src.native.options import NativeOptions
+from ember._src.native.plan import scratch
+from ember._src.native.runtime import blas, progcache
+from ember._src.native.scheduling import blockreduce, loops
 from tests.native.conftest import requires_cc
 from tests.native.util import without_calls
 

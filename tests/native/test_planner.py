@@ -12,9 +12,9 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import passes
-from ember._src.native.planner import ACTIVATION, EXTERNAL_OUT, WORKSPACE, plan_memory
-from ember._src.native.schedule import build_schedule
+from ember._src.native.plan.planner import ACTIVATION, EXTERNAL_OUT, WORKSPACE, plan_memory
+from ember._src.native.rewrite import passes
+from ember._src.native.scheduling.schedule import build_schedule
 from ember._src.program import Var
 from tests.native import randprog
 from tests.native.conftest import requires_cc

@@ -1,4 +1,4 @@
-"""The program-level disk cache (:mod:`ember._src.native.progcache`): a program compiled before --
+"""The program-level disk cache (:mod:`ember._src.native.runtime.progcache`): a program compiled before --
 in this process or another -- is set up from its entry without passes, schedule or C generation,
 gives the same results, and any change to the program, options or ember's code changes its key."""
 
@@ -17,9 +17,9 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.native import backend as nb
-from ember._src.native import compiler, progcache
 from ember._src.native import pipeline as pl
 from ember._src.native.options import NativeOptions
+from ember._src.native.runtime import compiler, progcache
 from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(7)
@@ -140,7 +140,7 @@ def test_key_depends_on_what_changes_the_code(monkeypatch):
     assert k != _key(lambda a: a * 2.0 + 1.0, np.ones((2, 3), np.float64))  # a dtype
     assert k != _key(lambda a: a * 2.0 + 1.0, x, options={"simd": False})  # an option
     assert k != _key(lambda a: jnp.sum(a, axis=0), x) != _key(lambda a: jnp.sum(a, axis=1), x)  # a param
-    from ember._src.native import gemm_kernel
+    from ember._src.native.emit import gemm_kernel
 
     monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", not gemm_kernel.BLAS_ONLY)  # changes emitted C
     assert k != _key(lambda a: a * 2.0 + 1.0, x)

@@ -7,9 +7,9 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import passes
-from ember._src.native.kernel import Unfusable, build_kernel
-from ember._src.native.schedule import build_schedule
+from ember._src.native.rewrite import passes
+from ember._src.native.scheduling.kernel import Unfusable, build_kernel
+from ember._src.native.scheduling.schedule import build_schedule
 from tests.native.util import without_calls
 
 RNG = np.random.default_rng(0)

@@ -11,7 +11,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import compiler, specialize
+from ember._src.native import specialize
+from ember._src.native.runtime import compiler
 from ember._src.prims.indexing import take_p
 from tests.native.conftest import requires_cc
 from tests.native.test_symbolic_loops import _all_fallbacks, _ck_loss, _ck_loss_np, _loop_steps

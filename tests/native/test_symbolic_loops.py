@@ -10,7 +10,9 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import compiler, specialize, symlayout
+from ember._src.native import specialize
+from ember._src.native.plan import symlayout
+from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc

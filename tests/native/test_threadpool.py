@@ -1,4 +1,4 @@
-"""ember's thread pool (:mod:`ember._src.native.threadpool`): the C entry driven directly through a
+"""ember's thread pool (:mod:`ember._src.native.runtime.threadpool`): the C entry driven directly through a
 small test library (every index covered exactly once, thread ids in range and never shared by two
 running chunks, nested and concurrent calls, a forked child), and jitted programs whose parallel
 loops run on it, compared with their one-thread runs, with the OpenMP fallback and with NumPy."""
@@ -17,7 +17,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native import compiler, threadpool
+from ember._src.native.runtime import compiler, threadpool
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc

@@ -18,7 +18,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src import validation as val
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 from ember._src.program import Program
 from ember.errors import ValidationError
 from tests.native.conftest import requires_cc

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = """
 import json, numpy as np, ember, ember.numpy as jnp
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 f = ember.jit(lambda x: jnp.tanh(x) * 3.0 + x.sum(), backend="native")
 x = np.linspace(-1, 1, 37).astype(np.float32)
 out = np.asarray(f(x))
@@ -75,7 +75,7 @@ def test_damaged_library_is_rebuilt(tmp_path, damage):
 def test_compiler_that_writes_nothing_is_an_error_and_caches_nothing(tmp_path):
     code = """
 import subprocess, numpy as np, ember, ember.numpy as jnp
-from ember._src.native import compiler
+from ember._src.native.runtime import compiler
 from ember.errors import CompileError
 compiler._require_compiler()  # the real compiler answers the probes
 real = compiler._run

@@ -26,7 +26,7 @@ import numpy as np
 import ember, ember.numpy as jnp
 from ember import lax
 from ember._src import native
-from ember._src.native import interrupt, threadpool
+from ember._src.native.runtime import interrupt, threadpool
 
 A, B = np.float32(0.999), np.float32(0.001)
 LIMIT = 10.0  # seconds from SIGINT to KeyboardInterrupt (liveness)

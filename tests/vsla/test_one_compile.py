@@ -9,8 +9,8 @@ import pytest
 
 import ember
 from ember import vsla
-from ember._src.native import compiler
 from ember._src.native import specialize as native_specialize
+from ember._src.native.runtime import compiler
 from ember.errors import TracerError
 from ember.test_util import check_grads
 from tests.vsla.test_properties import _np_binary, _np_strip

@@ -251,7 +251,7 @@ def _native_section() -> list[str]:
              "", "| how | primitives |", "|---|---|"]
     for kind, names in sorted(groups.items()):
         lines.append(f"| {kind} | {', '.join(f'`{n}`' for n in names)} |")
-    from ember._src.native import c_ops
+    from ember._src.native.emit import c_ops
     missing = _complex_without_rendering(c_ops)
     lines += ["", "**Complex values** (complex64/complex128) fuse in kernels for: "
               + ", ".join(f"`{n}`" for n in sorted(c_ops.COMPLEX_OPS))

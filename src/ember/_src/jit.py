@@ -299,7 +299,7 @@ class JitFunction:
         # fast path: all-positional array calls of a function without static or dynamic arguments
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames) else None
-        self._dispatch: Any = None  # the C dispatcher of warm static signatures (native/dispatch.py)
+        self._dispatch: Any = None  # the C dispatcher of warm static signatures (native/runtime/dispatch.py)
         # the same for calls whose arguments are lists/tuples/dicts of arrays: entries by (structure,
         # leaf key), and one C dispatcher per structure (it is handed the flattened leaves)
         self._fast_tree: dict[tuple, _FastEntry] | None = {} if self._fast is not None else None

@@ -6,7 +6,7 @@ process holds one shard.
 
 Each collective binds a ``process_*`` primitive (:mod:`ember._src.prims.process`) over the bound
 communicator: under ``jit`` the native backend runs it as a step of the program's one native call
-that calls MPI from C on the arena buffers (``native/mpi_calls.py``); eagerly, or where MPI cannot be
+that calls MPI from C on the arena buffers (``native/emit/mpi_calls.py``); eagerly, or where MPI cannot be
 reached from C, it runs through mpi4py. ``spmd(..., collectives="callback")`` keeps the earlier
 path, a ``pure_callback`` into mpi4py, for comparison. Either is wrapped in a ``custom_vjp`` whose
 backward rule is the transpose JAX uses: ``psum``'s is ``psum``, ``pmean``'s is ``pmean``,

@@ -1,38 +1,43 @@
-"""The native backend: passes, fused-kernel scheduling, C code generation, memory planning, and the
-compiler/BLAS infrastructure under them. Importing this package registers ``BACKENDS["native"]``.
+"""The native backend: passes, fused-kernel scheduling, memory planning, C emission, and the
+compiler/runtime infrastructure under them. Importing this package registers ``BACKENDS["native"]``.
 
-Stages (each its own module), run in order by :func:`.pipeline.lower` with the options of
-:class:`.options.NativeOptions`: :mod:`.passes` (Program -> Program rewrites), :mod:`.schedule`
-(kernels and calls, fusion decided by :mod:`.kernel`), :mod:`.loops` (native loop bodies),
-:mod:`.planner` (arena plan; per-step scratch named in :mod:`.scratch`), :mod:`.codegen` with
-:mod:`.c_ops` (one C translation unit; its function-pointer table in :mod:`.abi`). Then
-:mod:`.compiler` (build and cache), :mod:`.backend` (the executable), :mod:`.specialize` (symbolic
-programs: compile once, bind the axes per call).
+One subpackage per stage, run in order by :func:`.pipeline.lower` with the options of
+:class:`.options.NativeOptions`:
+
+- :mod:`.rewrite` -- Program -> Program passes (:mod:`.rewrite.passes`), the analyses they share,
+  the backend-internal primitives they rewrite into;
+- :mod:`.scheduling` -- steps: fused kernels (:mod:`.scheduling.kernel`, index expressions),
+  calls, native loop bodies (:mod:`.scheduling.loops`), GEMM epilogues, batch groups;
+- :mod:`.plan` -- the arena plan (:mod:`.plan.planner`), named per-step scratch, symbolic sizes and
+  per-binding layouts;
+- :mod:`.emit` -- one C translation unit (:mod:`.emit.codegen`, the op table :mod:`.emit.c_ops`)
+  and the call steps rendered into it (BLAS, LAPACK, FFT, MPI, ember's GEMM kernel);
+- :mod:`.runtime` -- the C compiler and its cache, the call dispatcher, the per-machine runtime
+  libraries, output pools, the program-level disk cache;
+- ``csrc`` -- hand-written C (``.c``/``.h``) loaded as package resources.
+
+At this level: what spans the stages -- :mod:`.opinfo` (what the backend knows about each
+primitive), :mod:`.options`, :mod:`.abi` (the function-pointer table), :mod:`.pipeline`,
+:mod:`.backend` (the executable), :mod:`.specialize` (symbolic programs: compile once, bind the
+axes per call) and :mod:`.validators`.
 """
 
 from ember._src.array import register_memory_reporter
 from ember._src.jit import BACKENDS, CLEAR_HOOKS
-from ember._src.native import (  # noqa: F401
-    compiler,
-    dispatch,
-    gemm_kernel,
-    interrupt,
-    opinfo,
-    pool,
-    threadpool,
-    validators,
-)
-from ember._src.native import memory as native_memory
-from ember._src.native import mpi_calls as _mpi_calls  # noqa: F401 - registers the MPI steps
+from ember._src.native import opinfo, validators  # noqa: F401
 from ember._src.native.backend import NativeExecutable, native_backend
+from ember._src.native.emit import gemm_kernel  # noqa: F401
+from ember._src.native.emit import mpi_calls as _mpi_calls  # noqa: F401
+from ember._src.native.runtime import compiler, dispatch, interrupt, pool, threadpool  # noqa: F401
+from ember._src.native.runtime import memory as native_memory
 from ember._src.native.specialize import native_specialize
 
 
 def prepare(wait: bool = True) -> dict[str, bool | None]:
     """Start (and with ``wait``, finish) building the per-machine runtime libraries that are
-    otherwise built in the background on first need: the C call dispatcher (:mod:`.dispatch`),
-    the float32 GEMM kernel (:mod:`.gemm_kernel`), the thread pool (:mod:`.threadpool`) and the
-    interrupt runtime (:mod:`.interrupt`). Until they load, calls take the Python path, products
+    otherwise built in the background on first need: the C call dispatcher (:mod:`.runtime.dispatch`),
+    the float32 GEMM kernel (:mod:`.emit.gemm_kernel`), the thread pool (:mod:`.runtime.threadpool`) and the
+    interrupt runtime (:mod:`.runtime.interrupt`). Until they load, calls take the Python path, products
     call BLAS and parallel loops run in OpenMP regions (the interrupt runtime is loaded before
     the first program that polls in any case). Returns whether each is loaded (None: still
     building). Benchmarks call this so they time the steady state."""

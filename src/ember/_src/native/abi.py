@@ -35,7 +35,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from ember._src.native import blas
+from ember._src.native.runtime import blas
 
 ENTRY = "ember_main"  # the entry point's symbol
 # int (*)(int64_t step, void **buffers): runs fallback step ``step`` on its buffers, 0 on success

@@ -34,14 +34,16 @@ import numpy as np
 
 from ember._src import core
 from ember._src.array import aligned_copy
-from ember._src.native import abi, c_ops, compiler, gemm_kernel, progcache
-from ember._src.native import interrupt as native_interrupt
-from ember._src.native import memory as native_memory
+from ember._src.native import abi
+from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import Lowered, lower
-from ember._src.native.planner import MemoryPlan
-from ember._src.native.pool import OutputSlots, data_address
-from ember._src.native.schedule import Schedule
+from ember._src.native.plan.planner import MemoryPlan
+from ember._src.native.runtime import compiler, progcache
+from ember._src.native.runtime import interrupt as native_interrupt
+from ember._src.native.runtime import memory as native_memory
+from ember._src.native.runtime.pool import OutputSlots, data_address
+from ember._src.native.scheduling.schedule import Schedule
 from ember._src.program import Literal, Program, run_numpy
 from ember._src.validation import ExecuteCheck, run_validators
 from ember.errors import DTypeError, ShapeError

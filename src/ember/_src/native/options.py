@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.calls import DEFAULT_PARALLEL_THRESHOLD
-from ember._src.native.passes import PASSES
+from ember._src.native.emit.calls import DEFAULT_PARALLEL_THRESHOLD
+from ember._src.native.rewrite.passes import PASSES
 from ember._src.validation import validation_mode
 
 

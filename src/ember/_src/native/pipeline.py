@@ -28,14 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ember._src import shapes as sh
-from ember._src.native import batch_groups, loops
-from ember._src.native import passes as passes_mod
-from ember._src.native.codegen import CodegenOptions, Generated, generate
-from ember._src.native.gemm_epilogue import fuse_gemm_epilogues
+from ember._src.native.emit.codegen import CodegenOptions, Generated, generate
 from ember._src.native.options import NativeOptions
-from ember._src.native.planner import MemoryPlan, plan_memory
-from ember._src.native.schedule import Schedule, build_schedule
-from ember._src.native.symlayout import ArenaLayout
+from ember._src.native.plan.planner import MemoryPlan, plan_memory
+from ember._src.native.plan.symlayout import ArenaLayout
+from ember._src.native.rewrite import passes as passes_mod
+from ember._src.native.scheduling import batch_groups, loops
+from ember._src.native.scheduling.gemm_epilogue import fuse_gemm_epilogues
+from ember._src.native.scheduling.schedule import Schedule, build_schedule
 from ember._src.program import Program
 from ember._src.validation import run_validators
 from ember.errors import ShapeError

@@ -36,8 +36,7 @@ import numpy as np
 from ember._src import core
 from ember._src import shapes as sh
 from ember._src.array import aligned_copy
-from ember._src.native import abi, c_ops, compiler, interrupt
-from ember._src.native import memory as native_memory
+from ember._src.native import abi
 from ember._src.native.backend import (
     NativeExecutable,
     _debug_level,
@@ -46,11 +45,14 @@ from ember._src.native.backend import (
     load_entry,
     run_fallback_step,
 )
-from ember._src.native.codegen import INT_MAX, gemm_dims
+from ember._src.native.emit import c_ops
+from ember._src.native.emit.codegen import INT_MAX, gemm_dims
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import lower
-from ember._src.native.pool import POOL
-from ember._src.native.schedule import Schedule, Step
+from ember._src.native.runtime import compiler, interrupt
+from ember._src.native.runtime import memory as native_memory
+from ember._src.native.runtime.pool import POOL
+from ember._src.native.scheduling.schedule import Schedule, Step
 from ember._src.program import Literal, Program, resolve_program, resolve_value
 
 logger = logging.getLogger("ember")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember._src.native.planner import ALIGN
+from ember._src.native.plan.planner import ALIGN
 from ember._src.validation import Finding, validator
 from ember.errors import ValidationError
 

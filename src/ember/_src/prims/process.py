@@ -5,7 +5,7 @@ communicator handed over by mpi4py).
 ``ember.distributed.spmd`` binds them for ``psum``/``pmean``/``pmax``/``pmin``/``all_gather``/
 ``psum_scatter``/``ppermute`` over a named process axis. Their NumPy implementation calls mpi4py
 (the group's host methods); the native backend lowers them to steps of the program's one native
-call that call MPI from C on the arena buffers (``native/mpi_calls.py``), and runs them as fallback
+call that call MPI from C on the arena buffers (``native/emit/mpi_calls.py``), and runs them as fallback
 steps (calling the implementation) where the MPI library cannot be reached from C. JVP and
 transpose rules are JAX's: the sum, gather, reduce-scatter and permute are linear (a tangent goes
 through the same collective; the transpose of a sum is a sum, of a gather a reduce-scatter and back,

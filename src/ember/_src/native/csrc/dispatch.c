@@ -1,5 +1,5 @@
 /* ember's call dispatcher: the CPython extension module ``ember_dispatch``
-   (see native/dispatch_src.py and native/dispatch.py). Built with EMBER_DISPATCH_ABI defined. */
+   (see native/runtime/dispatch_src.py and native/runtime/dispatch.py). Built with EMBER_DISPATCH_ABI defined. */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>

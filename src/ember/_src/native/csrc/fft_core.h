@@ -1,4 +1,4 @@
-/* FFT plans and radix passes shared by both precisions (see native/fft.py).
+/* FFT plans and radix passes shared by both precisions (see native/emit/fft.py).
 
    The passes transform EM_FW lines at once: an em_vz holds element j of EM_FW lines, one line per
    vector lane (GCC/clang vector types, so the butterflies are SIMD over lines on the instruction set

@@ -1,4 +1,4 @@
-/* FFT entry points for one precision (see native/fft.py): included with ELT (float or
+/* FFT entry points for one precision (see native/emit/fft.py): included with ELT (float or
    double) and EM_T(name) (the name with the precision's suffix) defined. Lines go through the
    transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros. */
 /* line[j] lane r = complex element j of the row at src + base[r] (n elements, w rows; the other

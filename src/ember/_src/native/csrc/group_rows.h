@@ -1,4 +1,4 @@
-/* em_gk_rows (see native/group_kernel.py): included with EM_GK_MR defined. */
+/* em_gk_rows (see native/emit/group_kernel.py): included with EM_GK_MR defined. */
 /* C[i, j] = alpha * sum_p A(i, p) Bp[p, j] for rows i < mr (mr <= MR) and columns j < n, with
    A(i, p) at a[i * rsa + p * csa], Bp packed by em_gk_pack (np columns), C rows ldc apart. */
 static void em_gk_rows(int64_t mr, int64_t n, int64_t np, int64_t k, float alpha, const float *a,

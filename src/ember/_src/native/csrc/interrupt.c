@@ -1,4 +1,4 @@
-/* ember's interrupt runtime (see native/interrupt.py): one flag shared by every generated
+/* ember's interrupt runtime (see native/runtime/interrupt.py): one flag shared by every generated
    program, set by a SIGINT handler that chains to the handler it replaced. Built with
    EMBER_INTERRUPT_SYMBOL defined to the exported table's name, which carries a hash of this file.
 

@@ -1,4 +1,4 @@
-/* ember's collectives across processes, called from generated programs (see native/mpi_calls.py).
+/* ember's collectives across processes, called from generated programs (see native/emit/mpi_calls.py).
 
    Built without mpi.h and without linking libmpi: the MPI functions are the addresses mpi4py's
    extension module resolved (handed over by ember_mpi_init), and every MPI constant (datatype and

@@ -1,4 +1,4 @@
-/* A program's entry into ember's MPI library (native/mpi_calls.py, csrc/mpi_coll.c): the step
+/* A program's entry into ember's MPI library (native/emit/mpi_calls.py, csrc/mpi_coll.c): the step
    function, looked up by name (EM_MPI_STEP, defined before this text) in the process's global
    symbols, where the library was loaded before the program was generated. -1 when it is absent. */
 #ifndef EM_MPI_STEPS_H

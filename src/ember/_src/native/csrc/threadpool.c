@@ -1,4 +1,4 @@
-/* ember's thread pool (see native/threadpool.py). Built with EMBER_POOL_SYMBOL defined to
+/* ember's thread pool (see native/runtime/threadpool.py). Built with EMBER_POOL_SYMBOL defined to
    the exported entry's name, which carries a hash of this file. */
 #define _GNU_SOURCE
 #ifndef EMBER_POOL_SYMBOL

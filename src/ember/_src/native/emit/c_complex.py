@@ -1,0 +1,210 @@
+"""Complex values in the C op table: ``complex64``/``complex128`` as C99 ``float _Complex`` /
+``double _Complex`` (typedef'd ``em_c64``/``em_c128`` in the prelude), and the elementwise ops that
+have a complex rendering.
+
+Registered into :data:`c_ops.COMPLEX_OPS` (used whenever an operand or the result is complex):
+``add sub neg mul div eq ne select_n convert_element_type complex real imag conj abs
+integer_pow`` and the transcendental functions glibc's ``<complex.h>`` provides (``exp log sqrt
+sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh``), and ``sign expm1 log1p exp2
+rsqrt logistic pow max min`` with the formulas of NumPy's complex loops (``_HELPERS_2``). The
+rest (orderings, bit casts) have no rendering: an equation using one on complex values runs as a
+fallback step, so results stay those of the NumPy implementation.
+
+Semantics follow NumPy's complex loops, not C's Annex G arithmetic:
+
+* ``mul`` is ``(ar br - ai bi) + (ar bi + ai br) i`` with no infinity/NaN recovery (C's ``*`` calls
+  ``__mulsc3``, slower and different on non-finite operands); ember compiles with ``-std=c11``, so
+  no multiply-add is contracted and finite results are bit-identical to NumPy's.
+* ``div`` is Smith's algorithm with NumPy's branches (scale by the larger of ``|br|``, ``|bi|``;
+  a zero divisor divides each part by zero, giving NaN/inf parts as NumPy does).
+* ``abs`` is ``hypot(re, im)``; ``convert_element_type`` from complex to a real or integer dtype
+  converts the real part (the reference's ``np.real`` then ``astype``).
+* reductions: only ``reduce_sum`` lowers (see :func:`c_ops.reduce_kind`).
+
+Complex matrix products are ``native_gemm`` steps on BLAS ``cgemm``/``zgemm`` (``cgemv``/``zgemv``
+for a single row or column; codegen.py), the FFT is a call step (:mod:`.fft`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember._src.native.emit import c_ops
+from ember._src.native.emit.c_ops import COMPLEX_OPS, PRELUDE_FUNCS, ctype, is_complex, real_ctype
+
+_HELPERS = {
+    "cmul": """\
+static inline CT em_cmulS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
+}
+""",
+    "cdiv": """\
+static inline CT em_cdivS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    RT abr = br < 0 ? -br : br, abi = bi < 0 ? -bi : bi;
+    if (abr >= abi) {
+        if (abr == 0 && abi == 0) return __builtin_complex(ar / abr, ai / abr);
+        RT rat = bi / br, scl = (RT)1 / (br + bi * rat);
+        return __builtin_complex((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+    }
+    RT rat = br / bi, scl = (RT)1 / (bi + br * rat);
+    return __builtin_complex((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+}
+""",
+    "conj": "static inline CT em_conjS(CT a) { return __builtin_complex(__real__ a, -__imag__ a); }\n",
+    "cabs": "static inline RT em_cabsS(CT a) { return hypotS(__real__ a, __imag__ a); }\n",
+}
+# NumPy's complex loops for these (npymath), so values agree with the reference backend
+_HELPERS_2 = {
+    # z / |z|, 0 at 0 (NumPy 2's sign)
+    "csign": ("cabs", """\
+static inline CT em_csignS(CT a) {
+    RT r = em_cabsS(a);
+    if (__real__ a == 0 && __imag__ a == 0) return __builtin_complex((RT)0, (RT)0);
+    return __builtin_complex(__real__ a / r, __imag__ a / r);
+}
+"""),
+    # expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)
+    "cexpm1": ((), """\
+static inline CT em_cexpm1S(CT a) {
+    RT x = __real__ a, y = __imag__ a, h = sinS(y / 2);
+    return __builtin_complex(expm1S(x) * cosS(y) - 2 * h * h, expS(x) * sinS(y));
+}
+"""),
+    # log|1 + z| + i arg(1 + z)
+    "clog1p": ((), """\
+static inline CT em_clog1pS(CT a) {
+    RT x = __real__ a + 1, y = __imag__ a;
+    return __builtin_complex(logS(hypotS(x, y)), atan2S(y, x));
+}
+"""),
+    # 0 ** w: 0 for real w > 0, else NaN; an integral real exponent below 100 in magnitude by
+    # repeated squaring; otherwise exp(w log z) (C's cpow)
+    "cpow": ("cmul cdiv", """\
+static inline CT em_cpowS(CT a, CT b) {
+    RT br = __real__ b, bi = __imag__ b;
+    if (br == 0 && bi == 0) return __builtin_complex((RT)1, (RT)0);
+    if (__real__ a == 0 && __imag__ a == 0) {
+        if (br > 0 && bi == 0) return __builtin_complex((RT)0, (RT)0);
+        return __builtin_complex((RT)NAN, (RT)NAN);
+    }
+    if (bi == 0 && br == (RT)(int)br && br > -100 && br < 100) {
+        int n = (int)br, m = n < 0 ? -n : n;
+        CT r = __builtin_complex((RT)1, (RT)0), p = a;
+        while (m) { if (m & 1) r = em_cmulS(r, p); m >>= 1; if (m) p = em_cmulS(p, p); }
+        return n < 0 ? em_cdivS(__builtin_complex((RT)1, (RT)0), r) : r;
+    }
+    return cpowS(a, b);
+}
+"""),
+    # NumPy's maximum/minimum: lexicographic, a NaN in either operand propagates
+    "cmax": ((), """\
+static inline CT em_cmaxS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    int ge = (ar > br && ai == ai && bi == bi) || (ar == br && ai >= bi);
+    return (ar != ar || ai != ai || ge) ? a : b;
+}
+"""),
+    "cmin": ((), """\
+static inline CT em_cminS(CT a, CT b) {
+    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
+    int le = (ar < br && ai == ai && bi == bi) || (ar == br && ai <= bi);
+    return (ar != ar || ai != ai || le) ? a : b;
+}
+"""),
+}
+for _sfx, _ct, _rt in (("f", "em_c64", "float"), ("", "em_c128", "double")):
+    for _name, _tmpl in _HELPERS.items():
+        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
+            (), _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
+    for _name, (_deps, _tmpl) in _HELPERS_2.items():
+        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
+            tuple(f"em_{d}{_sfx}" for d in (_deps.split() if isinstance(_deps, str) else _deps)),
+            _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
+
+
+def _s(d: np.dtype) -> str:
+    """The C name suffix of a complex dtype's functions: ``f`` for complex64."""
+    return "f" if d.itemsize == 8 else ""
+
+
+def _real_of(d: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if d.itemsize == 8 else np.dtype(np.float64)
+
+
+def _op(*names: str):
+    def deco(fn):
+        for n in names:
+            COMPLEX_OPS[n] = fn
+        return fn
+
+    return deco
+
+
+COMPLEX_OPS["add"] = lambda a, ins, out, p: f"({a[0]} + {a[1]})"
+COMPLEX_OPS["sub"] = lambda a, ins, out, p: f"({a[0]} - {a[1]})"
+COMPLEX_OPS["neg"] = lambda a, ins, out, p: f"(-{a[0]})"
+COMPLEX_OPS["mul"] = lambda a, ins, out, p: f"em_cmul{_s(out)}({a[0]}, {a[1]})"
+COMPLEX_OPS["div"] = lambda a, ins, out, p: f"em_cdiv{_s(out)}({a[0]}, {a[1]})"
+COMPLEX_OPS["eq"] = lambda a, ins, out, p: f"({a[0]} == {a[1]})"
+COMPLEX_OPS["ne"] = lambda a, ins, out, p: f"({a[0]} != {a[1]})"
+COMPLEX_OPS["select_n"] = c_ops.OPS["select_n"]
+COMPLEX_OPS["copy"] = COMPLEX_OPS["stop_gradient"] = lambda a, ins, out, p: a[0]
+COMPLEX_OPS["conj"] = lambda a, ins, out, p: f"em_conj{_s(out)}({a[0]})"
+COMPLEX_OPS["real"] = lambda a, ins, out, p: f"(__real__ ({a[0]}))"
+COMPLEX_OPS["imag"] = lambda a, ins, out, p: f"(__imag__ ({a[0]}))"
+COMPLEX_OPS["abs"] = lambda a, ins, out, p: f"em_cabs{_s(ins[0])}({a[0]})"
+COMPLEX_OPS["complex"] = lambda a, ins, out, p: \
+    f"__builtin_complex(({real_ctype(out)})({a[0]}), ({real_ctype(out)})({a[1]}))"
+
+
+@_op("convert_element_type")
+def _convert(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    src = np.dtype(ins[0])
+    if is_complex(src) and is_complex(out):
+        return a[0] if src == out else f"(({ctype(out)})({a[0]}))"
+    if is_complex(out):
+        r = real_ctype(out)
+        return f"__builtin_complex(({r})({a[0]}), ({r})0)"
+    # complex -> real/integer/bool: the real part, converted as a real value is
+    re = _real_of(src)
+    return c_ops.OPS["convert_element_type"]([f"(__real__ ({a[0]}))"], [re], out, p)
+
+
+def _libm(name: str):
+    return lambda a, ins, out, p: f"c{name}{_s(out)}({a[0]})"
+
+
+for _fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan",
+            "asinh", "acosh", "atanh"):
+    COMPLEX_OPS[_fn] = _libm(_fn)
+
+
+@_op("integer_pow")
+def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    y, s = int(p["y"]), _s(out)
+    one = c_ops.literal(1, out)
+    if y == 0:
+        return one
+    return c_ops.power_by_squaring(a[0], y, ctype(out), one, lambda u, v: f"em_cmul{s}({u}, {v})",
+                                   lambda r: f"em_cdiv{s}({one}, {r})")
+
+
+def _helper_call(helper: str):
+    """Renderer calling prelude helper ``em_<helper>`` (its ``f`` variant for complex64)."""
+    return lambda a, ins, out, p: f"em_{helper}{_s(out)}({', '.join(a)})"
+
+
+for _prim, _helper in (("sign", "csign"), ("expm1", "cexpm1"), ("log1p", "clog1p"), ("pow", "cpow"),
+                       ("max", "cmax"), ("min", "cmin")):
+    COMPLEX_OPS[_prim] = _helper_call(_helper)
+# exp(z ln 2), as NumPy's exp2; 1 / sqrt(z) and 1 / (1 + exp(-z)) with NumPy's complex division
+COMPLEX_OPS["exp2"] = lambda a, ins, out, p: \
+    f"cexp{_s(out)}(({a[0]}) * ({real_ctype(out)})0.693147180559945309417232121458176568)"
+COMPLEX_OPS["rsqrt"] = lambda a, ins, out, p: \
+    f"em_cdiv{_s(out)}({c_ops.literal(1, out)}, csqrt{_s(out)}({a[0]}))"
+COMPLEX_OPS["logistic"] = lambda a, ins, out, p: \
+    f"em_cdiv{_s(out)}({c_ops.literal(1, out)}, {c_ops.literal(1, out)} + cexp{_s(out)}(-({a[0]})))"

@@ -1,0 +1,591 @@
+"""The C op table: dtypes to C types, each elementwise primitive to C text, reductions, costs.
+
+A renderer is a function ``(args, in_dtypes, out_dtype, params) -> str`` returning a C
+expression. Inline math helpers (``em_expf`` ...) live in :data:`PRELUDE_FUNCS`; the code generator
+includes only those a program uses (see :func:`prelude_for`).
+
+Math accuracy (float32, measured against float64 NumPy over 2**19 random and special values and
+a sweep of every 509th float32 bit pattern plus dense runs at each threshold, in
+``tests/native/test_c_math.py``; measured maxima in brackets): ``em_expf`` <= 2 ulp [0.98],
+``em_logf`` <= 2 ulp [0.82], ``em_tanhf`` <= 7 ulp and 4e-7 absolute [4.6, 2.7e-7],
+``em_logisticf`` <= 4 ulp [2.5], ``em_erff`` <= 8 ulp and <= 5e-7 absolute [5.5 ulp near
+|x| = 3.9 where erf is ~1, 3.3e-7]. Results below 1e-37 (near or in the subnormal range) are within
+1.2e-44 absolute. All are branch-free (selects only, and few of them: clamps are written so gcc
+does not chain them into compare/and/blend ladders) and evaluate their polynomials with ``EM_FMA``
+(one rounding per step; ``fmaf`` where the target has FMA, since ``-std=c11`` turns off gcc's
+own contraction) so loops that use them vectorize; NaN, +-inf and signed zeros follow IEEE (no
+finite-math assumptions). float64 math calls libm (correctly rounded to <= 1 ulp, not vectorized).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src.core import Primitive
+from ember._src.native import opinfo
+from ember._src.native.emit.c_headers import includes_for
+from ember._src.native.opinfo import OpCategory, Renderer
+
+C_TYPES = {
+    np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.uint16): "uint16_t", np.dtype(np.uint32): "uint32_t", np.dtype(np.uint64): "uint64_t",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+    np.dtype(np.complex64): "em_c64", np.dtype(np.complex128): "em_c128",  # typedefs: PRELUDE_HEAD
+}
+SUPPORTED_DTYPES = frozenset(C_TYPES)
+
+
+def ctype(dtype: Any) -> str:
+    return C_TYPES[np.dtype(dtype)]
+
+
+def is_float(d: np.dtype) -> bool:
+    return d.kind == "f"
+
+
+def is_complex(d: np.dtype) -> bool:
+    return d.kind == "c"
+
+
+def real_ctype(d: np.dtype) -> str:
+    """The C type of a complex dtype's parts (``float`` or ``double``)."""
+    return "float" if d.itemsize == 8 else "double"
+
+
+def is_bool(d: np.dtype) -> bool:
+    return d.kind == "b"
+
+
+def is_unsigned(d: np.dtype) -> bool:
+    return d.kind == "u"
+
+
+def literal(value: Any, dtype: Any) -> str:
+    """A C literal of ``value`` in ``dtype`` (NaN and infinities included)."""
+    d = np.dtype(dtype)
+    if is_bool(d):
+        return "1" if bool(value) else "0"
+    if d.kind in "iu":
+        v = int(value)
+        if d.itemsize == 8:
+            if d.kind == "i" and v == -(2**63):
+                return "INT64_MIN"
+            return f"{v}LL" if d.kind == "i" else f"{v}ULL"
+        if d.kind == "i" and d.itemsize == 4 and v == -(2**31):
+            return "INT32_MIN"
+        return f"{v}" if d.kind == "i" else f"{v}u"
+    if is_complex(d):
+        part = np.dtype(np.float32) if d.itemsize == 8 else np.dtype(np.float64)
+        z = complex(value)
+        return f"__builtin_complex(({real_ctype(d)}){literal(z.real, part)}, " \
+               f"({real_ctype(d)}){literal(z.imag, part)})"
+    v = float(value)
+    suffix = "f" if d.itemsize == 4 else ""
+    if np.isnan(v):
+        return "NAN" if d.itemsize == 4 else "(double)NAN"
+    if np.isinf(v):
+        return ("" if v > 0 else "-") + ("INFINITY" if d.itemsize == 4 else "(double)INFINITY")
+    if d.itemsize == 4:
+        v = float(np.float32(v))
+    return f"{v!r}{suffix}" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0{suffix}"
+
+
+def min_value(d: np.dtype) -> str:
+    if is_float(d):
+        return literal(-np.inf, d)
+    if is_bool(d):
+        return "0"
+    return literal(np.iinfo(d).min, d)
+
+
+def max_value(d: np.dtype) -> str:
+    if is_float(d):
+        return literal(np.inf, d)
+    if is_bool(d):
+        return "1"
+    return literal(np.iinfo(d).max, d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Costs (rough cycles per element) -- used to decide what fusion may recompute
+# ---------------------------------------------------------------------------------------------
+
+EXPENSIVE = 20
+OP_COST: dict[str, int] = {
+    "div": 4, "rem": 6, "sqrt": 4, "rsqrt": 5, "integer_pow": 2, "select_n": 1, "pow": EXPENSIVE,
+}
+for _n in ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
+           "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erf", "erfc", "lgamma",
+           "atan2", "nextafter"):
+    OP_COST[_n] = EXPENSIVE
+
+
+def op_cost(name: str) -> int:
+    return OP_COST.get(name, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers
+# ---------------------------------------------------------------------------------------------
+
+# The renderers live in the op-info registry (:mod:`.opinfo`); these are its name-keyed views.
+OPS = opinfo.RendererTable("render", "elementwise C expression (c_ops.py)")
+# Renderers for an op any of whose operands or result is complex (filled by :mod:`.c_complex`);
+# an op missing here has no lowering on complex values and stays out of kernels.
+COMPLEX_OPS = opinfo.RendererTable("complex_render",
+                                   "elementwise C expression on complex values (c_complex.py)")
+
+
+def _op(*names: str) -> Callable[[Renderer], Renderer]:
+    def deco(fn: Renderer) -> Renderer:
+        for n in names:
+            OPS[n] = fn
+        return fn
+
+    return deco
+
+
+def _fsuffix(d: np.dtype) -> str:
+    return "f" if d.itemsize == 4 else ""
+
+
+def _binop(sym: str) -> Renderer:
+    return lambda a, ins, out, p: f"({a[0]} {sym} {a[1]})"
+
+
+OPS["add"] = lambda a, ins, out, p: f"({a[0]} | {a[1]})" if is_bool(out) else f"({a[0]} + {a[1]})"
+OPS["sub"] = _binop("-")
+OPS["mul"] = lambda a, ins, out, p: f"({a[0]} & {a[1]})" if is_bool(out) else f"({a[0]} * {a[1]})"
+for _name, _sym in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">=")):
+    OPS[_name] = _binop(_sym)
+OPS["and"] = _binop("&")
+OPS["or"] = _binop("|")
+OPS["xor"] = _binop("^")
+
+
+@_op("div")
+def _div(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    if is_float(out):
+        return f"({a[0]} / {a[1]})"
+    t = ctype(out)
+    if is_unsigned(out):
+        return f"({a[1]} == 0 ? ({t})0 : ({t})({a[0]} / {a[1]}))"
+    # C truncating division; x / 0 -> 0 and MIN / -1 -> MIN (wraps) as the reference does
+    return f"({a[1]} == 0 ? ({t})0 : {a[1]} == -1 ? ({t})(0 - ({a[0]})) : ({t})({a[0]} / {a[1]}))"
+
+
+@_op("rem")
+def _rem(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    if is_float(out):
+        return f"fmod{_fsuffix(out)}({a[0]}, {a[1]})"
+    t = ctype(out)
+    if is_unsigned(out):
+        return f"({a[1]} == 0 ? ({t})0 : ({t})({a[0]} % {a[1]}))"
+    return f"(({a[1]} == 0 || {a[1]} == -1) ? ({t})0 : ({t})({a[0]} % {a[1]}))"
+
+
+def _minmax_r(sym: str) -> Renderer:
+    def r(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+        x, y = a
+        if is_float(out):  # NaN propagates, as numpy.maximum/minimum
+            return f"({x} != {x} ? {x} : ({y} != {y} ? {y} : ({x} {sym} {y} ? {x} : {y})))"
+        return f"({x} {sym} {y} ? {x} : {y})"
+
+    return r
+
+
+OPS["max"] = _minmax_r(">")
+OPS["min"] = _minmax_r("<")
+
+
+@_op("neg")
+def _neg(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    return f"(-{a[0]})" if is_float(out) else f"(({ctype(out)})(0 - {a[0]}))"
+
+
+@_op("sign")
+def _sign(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    x, t = a[0], ctype(out)
+    if is_float(out):
+        return f"({x} != {x} ? {x} : ({x} > 0 ? ({t})1 : ({x} < 0 ? ({t})-1 : ({t})0)))"
+    if is_unsigned(out):
+        return f"(({t})({x} > 0))"
+    return f"(({t})(({x} > 0) - ({x} < 0)))"
+
+
+@_op("abs")
+def _abs(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    if is_float(out):
+        return f"fabs{_fsuffix(out)}({a[0]})"
+    if is_unsigned(out):
+        return a[0]
+    return f"(({ctype(out)})({a[0]} < 0 ? 0 - {a[0]} : {a[0]}))"
+
+
+@_op("not")
+def _not(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    return f"({a[0]} ^ 1)" if is_bool(out) else f"(({ctype(out)})~{a[0]})"
+
+
+@_op("select_n")
+def _select_n(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    which, cases = a[0], list(a[1:])
+    if len(cases) == 1:
+        return cases[0]
+    if is_bool(ins[0]):
+        return f"({which} ? {cases[1]} : {cases[0]})"
+    expr = cases[-1]
+    for i in range(len(cases) - 2, -1, -1):
+        expr = f"({which} <= {i} ? {cases[i]} : {expr})"
+    return expr
+
+
+@_op("convert_element_type")
+def _convert(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    src, x, t = ins[0], a[0], ctype(out)
+    if src == out:
+        return x
+    if is_bool(out):
+        return f"(({t})({x} != 0))"
+    if is_float(src) and not is_float(out):
+        info = np.iinfo(out)
+        lo, hi = literal(info.min, out), literal(info.max, out)
+        # NaN -> 0, saturate at the integer range, truncate toward zero (the reference semantics)
+        flo = f"{float(info.min)!r}" if src.itemsize == 8 else f"{float(np.float32(info.min))!r}f"
+        fhi = f"{float(info.max)!r}" if src.itemsize == 8 else f"{float(np.float32(info.max))!r}f"
+        return f"({x} != {x} ? ({t})0 : ({x} <= {flo} ? {lo} : ({x} >= {fhi} ? {hi} : ({t}){x})))"
+    return f"(({t}){x})"
+
+
+def _libm(name: str) -> Renderer:
+    return lambda a, ins, out, p: f"{name}{_fsuffix(out)}({', '.join(a)})"
+
+
+for _name, _c in (("floor", "floor"), ("ceil", "ceil"), ("sqrt", "sqrt"), ("exp2", "exp2"),
+                  ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"), ("cos", "cos"), ("tan", "tan"),
+                  ("asin", "asin"), ("acos", "acos"), ("atan", "atan"), ("sinh", "sinh"),
+                  ("cosh", "cosh"), ("asinh", "asinh"), ("acosh", "acosh"), ("atanh", "atanh"),
+                  ("cbrt", "cbrt"), ("erfc", "erfc"), ("lgamma", "lgamma"), ("atan2", "atan2"),
+                  ("nextafter", "nextafter"), ("pow", "pow")):
+    OPS[_name] = _libm(_c)
+
+
+def _inline_or_libm(fname32: str, libm: str) -> Renderer:
+    return lambda a, ins, out, p: f"{fname32}({a[0]})" if out.itemsize == 4 else f"{libm}({a[0]})"
+
+
+OPS["exp"] = _inline_or_libm("em_expf", "exp")
+OPS["log"] = _inline_or_libm("em_logf", "log")
+OPS["tanh"] = _inline_or_libm("em_tanhf", "tanh")
+OPS["logistic"] = _inline_or_libm("em_logisticf", "em_logistic")
+OPS["erf"] = _inline_or_libm("em_erff", "erf")
+OPS["rsqrt"] = lambda a, ins, out, p: f"(1.0{_fsuffix(out)} / sqrt{_fsuffix(out)}({a[0]}))"
+OPS["is_finite"] = lambda a, ins, out, p: f"(fabs{_fsuffix(ins[0])}({a[0]}) <= " \
+                                          f"{'FLT_MAX' if ins[0].itemsize == 4 else 'DBL_MAX'})"
+OPS["round"] = lambda a, ins, out, p: (f"round{_fsuffix(out)}({a[0]})" if p.get("rounding_method", 0) == 0
+                                       else f"rint{_fsuffix(out)}({a[0]})")
+def _identity(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    return a[0]
+
+
+for _name in ("copy", "stop_gradient"):
+    opinfo.register(_name, OpCategory.IDENTITY, "removed by passes.simplify; in a kernel, the operand")
+    OPS[_name] = _identity
+
+
+def power_by_squaring(x: str, y: int, t: str, one: str, mul: Callable[[str, str], str],
+                      recip: Callable[[str], str]) -> str:
+    """``x ** y`` (integer ``y != 0``) by square-and-multiply, as a GCC statement expression over
+    C type ``t``; ``mul(a, b)`` renders a product, ``recip(r)`` the reciprocal for ``y < 0``."""
+    n = abs(y)
+    body = [f"{t} b_ = {x}, r_ = {one};"]
+    while n:
+        if n & 1:
+            body.append(f"r_ = {mul('r_', 'b_')};")
+        n >>= 1
+        if n:
+            body.append(f"b_ = {mul('b_', 'b_')};")
+    body.append(f"{recip('r_')};" if y < 0 else "r_;")
+    return "({ " + " ".join(body) + " })"
+
+
+@_op("integer_pow")
+def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    y, t = int(p["y"]), ctype(out)
+    if y == 0:
+        return f"(({t})1)"
+    return power_by_squaring(a[0], y, t, f"({t})1", lambda u, v: f"({t})({u} * {v})",
+                             lambda r: f"({t})1 / {r}")
+
+
+@_op("population_count")
+def _popcount(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    bits = out.itemsize * 8
+    mask = "" if bits == 64 else f" & {(1 << bits) - 1}ULL"
+    return f"(({ctype(out)})__builtin_popcountll((uint64_t)({a[0]}){mask}))"
+
+
+@_op("shift_left")
+def _shl(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    bits, t = out.itemsize * 8, ctype(out)
+    u = f"uint{bits}_t"
+    return f"(({a[1]} >= 0 && {a[1]} < {bits}) ? ({t})(({u}){a[0]} << {a[1]}) : ({t})0)"
+
+
+@_op("shift_right_logical")
+def _shrl(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    bits, t = out.itemsize * 8, ctype(out)
+    u = f"uint{bits}_t"
+    return f"(({a[1]} >= 0 && {a[1]} < {bits}) ? ({t})(({u}){a[0]} >> {a[1]}) : ({t})0)"
+
+
+@_op("shift_right_arithmetic")
+def _shra(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+    bits, t = out.itemsize * 8, ctype(out)
+    s = f"int{bits}_t"
+    return f"(({t})(({s}){a[0]} >> ({a[1]} < 0 ? 0 : {a[1]} > {bits - 1} ? {bits - 1} : {a[1]})))"
+
+
+def has_lowering(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> bool:
+    """Whether an elementwise primitive has a C rendering for these dtypes."""
+    if any(d not in SUPPORTED_DTYPES for d in (*in_dtypes, out_dtype)):
+        return False
+    return name in _table(in_dtypes, out_dtype)
+
+
+def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> opinfo.RendererTable:
+    return COMPLEX_OPS if any(is_complex(np.dtype(d)) for d in (*in_dtypes, out_dtype)) else OPS
+
+
+def render_op(name: str, args: Sequence[str], in_dtypes: Sequence[np.dtype], out_dtype: np.dtype,
+              params: dict) -> str:
+    return _table(in_dtypes, out_dtype)[name](args, list(in_dtypes), np.dtype(out_dtype), params)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions: (init, update statement, OpenMP reduction operator or None)
+# ---------------------------------------------------------------------------------------------
+
+for _name, _kind in (("reduce_sum", "sum"), ("reduce_prod", "prod"), ("reduce_max", "max"),
+                     ("reduce_min", "min"), ("reduce_and", "and"), ("reduce_or", "or"), ("argmax", "argmax"),
+                     ("argmin", "argmin")):
+    opinfo.register(_name, OpCategory.REDUCTION, "reduction loop with fused prologue/epilogue (kernel.py)",
+                    reduce_kind=_kind)
+
+
+def reduce_kind(prim: Primitive, dtype: np.dtype) -> str | None:
+    """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``. None when
+    the reduction has no C lowering for ``dtype`` (complex values: only sums lower)."""
+    k = opinfo.REGISTRY[prim].reduce_kind
+    assert k is not None, prim.name
+    if is_complex(dtype):
+        return k if k == "sum" else None
+    if is_bool(dtype):
+        k = {"sum": "or", "max": "or", "prod": "and", "min": "and"}.get(k, k)
+    return k
+
+
+def reduce_init(kind: str, d: np.dtype) -> str:
+    t = ctype(d)
+    if kind == "sum":
+        return f"({t})0"
+    return {"prod": f"({t})1", "max": min_value(d), "min": max_value(d),
+            "or": f"({t})0", "and": "1" if is_bool(d) else f"({t})~({t})0"}[kind]
+
+
+def reduce_update(kind: str, acc: str, x: str, d: np.dtype, nan_flag: str | None) -> str:
+    if kind == "sum":
+        return f"{acc} += {x};"
+    if kind == "prod":
+        return f"{acc} *= {x};"
+    if kind in ("max", "min"):
+        sym = ">" if kind == "max" else "<"
+        s = f"{acc} = {x} {sym} {acc} ? {x} : {acc};"
+        if nan_flag:
+            s += f" {nan_flag} |= ({x} != {x});"
+        return s
+    if kind == "and":
+        return f"{acc} &= {x};"
+    if kind == "or":
+        return f"{acc} |= {x};"
+    raise ValueError(kind)
+
+
+OMP_REDUCTION = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&", "or": "|"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Prelude: inline math (float32), helpers
+# ---------------------------------------------------------------------------------------------
+
+# The helpers every program gets; the #include lines in front of them are chosen per program
+# (:func:`.c_headers.includes_for`), so these use ``__builtin_memcpy`` and need no <string.h>.
+PRELUDE_HEAD = """\
+typedef float _Complex em_c64;
+typedef double _Complex em_c128;
+static inline int64_t em_clampi(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
+static inline float em_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline uint32_t em_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define EM_FMA(a, b, c) __builtin_fmaf(a, b, c)
+#else
+#define EM_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+"""
+
+PRELUDE_FUNCS: dict[str, tuple[tuple[str, ...], str]] = {
+    # name: (dependencies, definition)
+    "em_expf": ((), """\
+/* exp for float32: Cody-Waite reduction x = k ln2 + r (k rounded by the 1.5*2^23 shifter, which
+   also leaves k in the low bits; clamped at 128 in the integer domain, one vpminsd, so x > 89 and
+   +inf overflow to inf), degree-6 polynomial, 2^k in two steps so results that are subnormal
+   round once. x < -104 gives 0 by the one final select; NaN propagates through the arithmetic.
+   Error <= 2 ulp (measured 0.98); NaN, +-inf, overflow and underflow follow IEEE. */
+static inline float em_expf(float x) {
+    float kf = EM_FMA(x, 1.44269504088896341f, 12582912.0f);
+    int32_t ki = (int32_t)em_u32(kf) - 0x4B400000;
+    ki = ki > 128 ? 128 : ki;
+    float k = (float)ki;
+    float r = EM_FMA(k, -0.693359375f, x);
+    r = EM_FMA(k, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = EM_FMA(p, r, 1.3981999507e-3f);
+    p = EM_FMA(p, r, 8.3334519073e-3f);
+    p = EM_FMA(p, r, 4.1665795894e-2f);
+    p = EM_FMA(p, r, 1.6666665459e-1f);
+    p = EM_FMA(p, r, 5.0000001201e-1f);
+    p = EM_FMA(p, r * r, r) + 1.0f;
+    int32_t k1 = ki >> 1, k2 = ki - k1;
+    float res = p * em_f32((uint32_t)(k1 + 127) << 23) * em_f32((uint32_t)(k2 + 127) << 23);
+    return x < -104.0f ? 0.0f : res;
+}
+"""),
+    "em_logf": ((), """\
+/* log for float32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), degree-9 polynomial in (m-1) (Cephes).
+   Error <= 2 ulp; log(0) = -inf, log(x<0) = NaN, log(inf) = inf, subnormals handled. */
+static inline float em_logf(float x) {
+    int sub = x < 1.17549435e-38f;
+    float xs = sub ? x * 8388608.0f : x;
+    uint32_t u = em_u32(xs);
+    int32_t e = (int32_t)((u >> 23) & 0xff) - 126;
+    float m = em_f32((u & 0x007fffffu) | 0x3f000000u);
+    int small = m < 0.707106781186547524f;
+    e = small ? e - 1 : e;
+    m = small ? m + m - 1.0f : m - 1.0f;
+    float z = m * m;
+    float y = 7.0376836292e-2f;
+    y = EM_FMA(y, m, -1.1514610310e-1f);
+    y = EM_FMA(y, m, 1.1676998740e-1f);
+    y = EM_FMA(y, m, -1.2420140846e-1f);
+    y = EM_FMA(y, m, 1.4249322787e-1f);
+    y = EM_FMA(y, m, -1.6668057665e-1f);
+    y = EM_FMA(y, m, 2.0000714765e-1f);
+    y = EM_FMA(y, m, -2.4999993993e-1f);
+    y = EM_FMA(y, m, 3.3333331174e-1f);
+    y = y * m * z;
+    float fe = (float)(sub ? e - 23 : e);
+    y = EM_FMA(fe, -2.12194440e-4f, y);
+    y = EM_FMA(-0.5f, z, y);
+    float res = m + y + fe * 0.693359375f;
+    res = (x == 0.0f) ? -INFINITY : res;
+    res = (x < 0.0f) ? NAN : res;
+    res = (x == INFINITY) ? INFINITY : res;
+    return (x != x) ? x : res;
+}
+"""),
+    "em_tanhf": ((), """\
+/* tanh for float32: the rational approximation XLA and Eigen use on [0, 7.9] evaluated at |x|
+   (odd: the sign of x is put back with one or; exactly 1 beyond), and x itself for |x| < 4e-4
+   (where tanh(x) = x within 0.5 ulp, and the product n*x would lose tiny and subnormal x). One
+   polynomial pair, three selects, no clamp chains, so the vectorized loop stays short. Error
+   <= 7 ulp and <= 4e-7 absolute (measured 5.6 ulp near |x| = 6); NaN propagates, tanh(-0) = -0. */
+static inline float em_tanhf(float x) {
+    float ax = fabsf(x);
+    float x2 = ax * ax;
+    float n = -2.76076847742355e-16f;
+    n = EM_FMA(n, x2, 2.00018790482477e-13f);
+    n = EM_FMA(n, x2, -8.60467152213735e-11f);
+    n = EM_FMA(n, x2, 5.12229709037114e-08f);
+    n = EM_FMA(n, x2, 1.48572235717979e-05f);
+    n = EM_FMA(n, x2, 6.37261928875436e-04f);
+    n = EM_FMA(n, x2, 4.89352455891786e-03f);
+    float d = 1.19825839466702e-06f;
+    d = EM_FMA(d, x2, 1.18534705686654e-04f);
+    d = EM_FMA(d, x2, 2.26843463243900e-03f);
+    d = EM_FMA(d, x2, 4.89352518554385e-03f);
+    float t = n * ax / d;
+    t = ax > 7.90531110763549805f ? 1.0f : t;
+    t = em_f32(em_u32(t) | (em_u32(x) & 0x80000000u));
+    return ax < 0.0004f ? x : t;
+}
+"""),
+    "em_logisticf": (("em_expf",), """\
+/* logistic (sigmoid) for float32: e = exp(-|x|), 1/(1+e) for x >= 0 and e/(1+e) below, so
+   the tail toward -inf keeps its relative accuracy. Error <= 4 ulp; NaN propagates. */
+static inline float em_logisticf(float x) {
+    float e = em_expf(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return x < 0.0f ? e * r : r;
+}
+"""),
+    "em_logistic": ((), """\
+static inline double em_logistic(double x) {
+    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);
+    return x < 0.0 ? e * r : r;
+}
+"""),
+    "em_erff": ((), """\
+/* erf for float32: rational approximation p(x^2) x / q(x^2) on [0, 4] evaluated at |x| (as
+   Eigen/XLA; odd: the sign of x is put back with one or), exactly 1 beyond, x * 2/sqrt(pi) below
+   1e-20. Error <= 8 ulp and 5e-7 absolute; NaN propagates. */
+static inline float em_erff(float x) {
+    float ax = fabsf(x);
+    float x2 = ax * ax;
+    float p = -2.72614225801306e-10f;
+    p = EM_FMA(p, x2, 2.77068142495902e-08f);
+    p = EM_FMA(p, x2, -2.10102402082508e-06f);
+    p = EM_FMA(p, x2, -5.69250639462346e-05f);
+    p = EM_FMA(p, x2, -7.34990630326855e-04f);
+    p = EM_FMA(p, x2, -2.95459980854025e-03f);
+    p = EM_FMA(p, x2, -1.60960333262415e-02f);
+    p = p * ax;
+    float q = -1.45660718464996e-05f;
+    q = EM_FMA(q, x2, -2.13374055278905e-04f);
+    q = EM_FMA(q, x2, -1.68282697438203e-03f);
+    q = EM_FMA(q, x2, -7.37332916720468e-03f);
+    q = EM_FMA(q, x2, -1.42647390514189e-02f);
+    float r = p / q;
+    r = (ax > 4.0f) | (r > 1.0f) ? 1.0f : r;
+    r = em_f32(em_u32(r) | (em_u32(x) & 0x80000000u));
+    return ax < 1e-20f ? x * 1.12837916709551257f : r;
+}
+"""),
+}
+
+_FUNC_RE = re.compile(r"\b(em_[a-z0-9]+)\(")
+
+
+def prelude_for(source_body: str) -> str:
+    """The prelude plus the inline math functions ``source_body`` calls (with dependencies), led by
+    the ``#include`` lines that they and ``source_body`` need (:func:`.c_headers.includes_for`)."""
+    wanted: list[str] = []
+
+    def want(name: str) -> None:
+        if name in PRELUDE_FUNCS and name not in wanted:
+            for dep in PRELUDE_FUNCS[name][0]:
+                want(dep)
+            wanted.append(name)
+
+    for name in _FUNC_RE.findall(source_body):
+        want(name)
+    funcs = "".join(PRELUDE_FUNCS[n][1] for n in wanted)
+    return includes_for(PRELUDE_HEAD + funcs + source_body) + PRELUDE_HEAD + funcs
+
+
+# register digamma, erf_inv, polygamma, bitcast (c_special) and the complex renderers (c_complex)
+from ember._src.native.emit import c_complex, c_special  # noqa: E402, F401

@@ -1,0 +1,236 @@
+"""The ``fft`` call step: complex and real FFTs over trailing axes, in C, inside ``ember_main``.
+
+ember carries its own FFT rather than calling a library: every length works, nothing is allocated
+at run time, and no library has to be found at build time (line buffers come from the step's arena
+workspace; twiddle tables from static storage, see below).
+
+* **Algorithm.** Lines are transformed ``EM_FW`` at a time in double precision (8 with AVX-512,
+  else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
+  per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
+  in and out in 8-element tiles transposed in registers. The transform is a recursive
+  mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n`` (radix-4 and
+  radix-2 butterflies written out, unit twiddles skipped; an odd prime ``p`` by a direct ``p``-point
+  DFT per butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of
+  inputs: ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses
+  Bluestein's chirp-z algorithm instead: the transform becomes a cyclic convolution of length
+  ``m2``, the least 2-3-5-smooth length at least ``2n - 1`` (half the power of two's work when that
+  would be near ``4n``), done with two mixed-radix FFTs. Twiddles ``exp(-2 pi i j / n)`` are
+  computed with libm ``cos``/``sin`` in double, and the chirp's phase reduces ``k**2`` modulo
+  ``2n`` first, so float32 results carry float32 rounding only once, when stored (error well below
+  NumPy's own float32 pocketfft's).
+* **Plans.** Each step's tables (twiddles; Bluestein's chirp, convolution twiddles and the chirp
+  filter's transform; the real-FFT split twiddles) live in block-scope static arrays filled by the
+  first call and reused by every later one. A state word (empty / being filled / ready, atomic
+  compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
+  builds its own copy in the workspace.
+* **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
+  ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
+  step, then the half-length inverse); odd ``n`` transforms the full complex line.
+* **Types** (as :mod:`ember._src.prims.fft`): ``FFT``/``IFFT`` (``IFFT`` scales each axis by
+  ``1/n``), ``RFFT`` (the last axis's full transform of a real line, first ``n//2 + 1`` bins kept,
+  then complex FFTs over the other axes) and ``IRFFT`` (inverse complex FFTs over the leading
+  transformed axes in a workspace copy, then each last-axis line is extended to its Hermitian
+  spectrum and inverse transformed, keeping the real part: the imaginary parts of the DC and
+  Nyquist bins are ignored, as NumPy's ``irfft`` does).
+* **Empty** operands or a zero length give zeros, as the reference does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember._src.native.csrc import load
+from ember._src.native.emit.calls import CallCode, register
+from ember._src.program import Eqn, Literal
+
+BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
+_Z = 16  # bytes of one em_z (two doubles)
+_VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
+
+_CORE = load("fft_core.h")
+
+# Per element type ELT (float or double): complex arrays are interleaved (re, im) pairs of T.
+
+
+
+def _factors(n: int) -> list[int]:
+    """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
+    out, p = [], 2
+    while n % 4 == 0:
+        out.append(4)
+        n //= 4
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def plan_of(n: int) -> tuple[list[int], int, list[int]]:
+    """``(factors, m2, factors of m2)`` for length ``n``: direct mixed radix (``m2 == 0``) or
+    Bluestein with the power-of-two convolution length ``m2``."""
+    f = _factors(n) or [1]
+    if max(f) <= BLUESTEIN_PRIME:
+        return f, 0, []
+    m2 = _smooth(2 * n - 1)
+    return [], m2, _factors(m2)
+
+
+def _smooth(n: int) -> int:
+    """The least length at least ``n`` whose prime factors are 2, 3 and 5 (Bluestein's convolution
+    length: about half the power of two's work when that would be near ``2n``)."""
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _half(ft: str, n: int) -> bool:
+    """Whether a real transform (``RFFT``/``IRFFT``) of last-axis length ``n`` runs as a half-length
+    complex FFT plus the split step (even ``n``)."""
+    return ft in ("RFFT", "IRFFT") and n % 2 == 0
+
+
+def _table_elems(n: int, half: bool) -> int:
+    """em_z entries of the tables of a length-``n`` plan (:c:func:`em_fft_tables`)."""
+    _, m2, _ = plan_of(n)
+    return (n + 2 * m2 if m2 else n) + (n + 1 if half else 0)
+
+
+def _scratch_vz(n: int, plan_n: int) -> int:
+    """em_vz (at most 128 bytes: eight lanes of two doubles) a length-``n`` axis step takes:
+    Bluestein's two convolution buffers, then its line and result buffers."""
+    return 2 * plan_of(plan_n)[1] + 2 * n
+
+
+def _axes(e: Eqn) -> tuple[tuple, tuple, str, tuple]:
+    x = e.inputs[0]
+    return tuple(x.aval.shape), tuple(e.outvars[0].aval.shape), e.params["fft_type"], \
+        tuple(e.params["fft_lengths"])
+
+
+def _empty(e: Eqn) -> bool:
+    shape, oshape, _, lengths = _axes(e)
+    return math.prod(shape) == 0 or math.prod(oshape) == 0 or 0 in lengths
+
+
+def _copy_bytes(e: Eqn) -> int:
+    """Bytes of the IRFFT workspace copy of the operand (multi-axis IRFFT only), 64-aligned."""
+    shape, _, ft, lengths = _axes(e)
+    if ft != "IRFFT" or len(lengths) == 1:
+        return 0
+    return -(-math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize // 64) * 64
+
+
+def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
+    """``(axis length, plan length, half)`` of each transformed axis."""
+    _, _, ft, lengths = _axes(e)
+    out = [(n, n, False) for n in lengths[:-1]]
+    n = lengths[-1]
+    half = _half(ft, n)
+    return out + [(n, n // 2 if half else n, half)]
+
+
+def _sizes(e: Eqn) -> tuple[int, int]:
+    """(em_vz scratch, em_z workspace tables) the steps need at most."""
+    st = _steps(e)
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(_table_elems(pn, h) for _, pn, h in st)
+
+
+def _workspace(e: Eqn) -> int:
+    if _empty(e):
+        return 0
+    nv, nt = _sizes(e)
+    return _copy_bytes(e) + 64 + nv * _VZ + nt * _Z
+
+
+def _accepts(e: Eqn) -> bool:
+    return not isinstance(e.inputs[0], Literal)
+
+
+def _plan(name: str, n: int, inv: bool, half: bool = False) -> list[str]:
+    """C lines declaring plan ``name`` of length ``n``: its tables cached in block-scope static
+    storage (built by the first call, em_fft_make), its scratch in the workspace."""
+    fac, m2, fac2 = plan_of(n)
+    arr = lambda v: "{" + ", ".join(str(int(t)) for t in (v or [0])) + "}"  # noqa: E731
+    return [f"static const int32_t {name}f_[] = {arr(fac)}, {name}g_[] = {arr(fac2)};",
+            f"static em_z {name}t_[{_table_elems(n, half)}];",
+            f"static int {name}s_;",
+            f"em_fft_plan {name};",
+            f"em_fft_make(&{name}, {n}, {name}f_, {m2}, {name}g_, {int(inv)}, {int(half)}, "
+            f"{name}t_, &{name}s_, zt_, zv_);"]
+
+
+@register("fft", "mixed-radix / Bluestein FFT in C, SIMD across lines, over each transformed axis (fft.py)",
+          _accepts, _workspace, complex_ok=True)
+def _fft(e: Eqn, cc: CallCode) -> list[str]:
+    shape, oshape, ft, lengths = _axes(e)
+    out_d = np.dtype(e.outvars[0].aval.dtype)
+    if _empty(e):
+        size = math.prod(oshape) * out_d.itemsize
+        return [f"memset({cc.outs[0]}, 0, {size});"] if size else []
+    real_t = "float" if np.dtype(e.inputs[0].aval.dtype) in (np.float32, np.complex64) else "double"
+    s = "f32" if real_t == "float" else "f64"
+    cc.helper("em_fft_core", _CORE)
+    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
+              + "#undef EM_T\n#undef ELT\n")
+    nd, k = len(oshape), len(lengths)
+    inv = ft in ("IFFT", "IRFFT")
+    cpy = _copy_bytes(e)
+    x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
+    nv, _ = _sizes(e)
+    lines = [f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
+             f"em_z *zt_ = (em_z *)(zv_ + {nv});"]
+
+    def axis_step(src: str, dst: str, axis: int, shp: tuple) -> list[str]:
+        n = int(shp[axis])
+        outer, inner = math.prod(shp[:axis]), math.prod(shp[axis + 1:])
+        scale = repr(1.0 / n) if inv else "1.0"
+        body = _plan("pl_", n, inv)
+        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + 2 * pl_.m2, "
+                    f"zv_ + 2 * pl_.m2 + {n}, {scale});")
+        return ["{", *("    " + b for b in body), "}"]
+
+    if ft in ("FFT", "IFFT"):
+        src = x
+        for axis in range(nd - 1, nd - k - 1, -1):
+            lines += axis_step(src, y, axis, oshape)
+            src = y
+        return lines
+    n_last = lengths[-1]
+    outer_last = math.prod(shape[:-1])
+    half = _half(ft, n_last)
+    pn = n_last // 2 if half else n_last
+    bufs = f"zv_ + 2 * pl_.m2, zv_ + 2 * pl_.m2 + {n_last}"
+    if ft == "RFFT":
+        body = _plan("pl_", pn, False, half)
+        body.append(f"em_rfft_last_{s}({x}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs});")
+        lines += ["{", *("    " + b for b in body), "}"]
+        for axis in range(nd - 2, nd - k - 1, -1):
+            lines += axis_step(y, y, axis, oshape)
+        return lines
+    # IRFFT: inverse complex FFTs over the leading transformed axes in a copy, then the last axis
+    h = x
+    if k > 1:
+        h = f"(({real_t} *)({cc.ws}))"
+        nbytes = math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize
+        lines.append(f"memcpy({h}, {x}, {nbytes});")
+        for axis in range(nd - 2, nd - k - 1, -1):
+            lines += axis_step(h, h, axis, shape)
+    body = _plan("pl_", pn, True, half)
+    body.append(f"em_irfft_last_{s}({h}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs}, "
+                f"{1.0 / n_last!r});")
+    return lines + ["{", *("    " + b for b in body), "}"]

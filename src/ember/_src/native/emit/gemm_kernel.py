@@ -1,0 +1,665 @@
+"""A register-blocked AVX2/FMA float32 matrix product for the small and mid-sized shapes where a
+BLAS call loses to its own packing overhead (``C = alpha * op(A) @ op(B) + beta * C``, row-major).
+
+Why: OpenBLAS's ``sgemm`` packs both operands into its own buffers on every call; for a batch of
+32 rows against a 512 x 512 weight that copy, and the cold caches of the buffers, cost about a
+third of the call. This kernel packs only ``B``, one ``KC x W`` panel at a time into a small stack
+buffer (``W`` = 8, 16 or 24 columns) that stays in L1 while every row block of ``A`` runs over it,
+so ``B`` is read exactly once per call and never written back to memory. ``A`` is read in place
+(any row/column strides: a transposed operand costs nothing extra).
+
+Micro-kernels: ``MR x W`` accumulator tiles held in ``ymm`` registers, ``W / 8`` vector loads of
+the packed panel and ``MR`` broadcasts of ``A`` per step of the contraction: 4 x 24 (12
+accumulators), 6 x 16 (12) and 8 x 8 (8), and 1 x 24 (3) for a row block of one row on a full
+panel (a generation step's product). The column count picks the widest panel that is not mostly
+padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
+inner loop has no edge branches; partial tiles go through a small buffer in the epilogue.
+
+A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
+that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
+it panel by panel, and the program calls the ``_packed`` entry on it. That entry runs four panels
+at a time over each block of rows and takes contractions 512 deep (B is in L2, not rebuilt in L1),
+so it is faster than the packing entry at every size and than OpenBLAS up to 512 rows
+(:func:`use_prepacked`); up to k = 512 its sums are those of the packing entry, bit for bit. ONNX
+Runtime does the same with a session's constant weights. A ``B`` passed as an argument gets the
+same once the C dispatcher has seen the same ember Array twice (:func:`packed_argument`).
+
+:func:`c_source` is the kernel's C. It is compiled once per machine into its own shared object
+(cached next to the programs, outside their counters), in a background thread started by the first
+program that wants it, and loaded ``RTLD_GLOBAL``. Generated programs look the exported symbol up
+with ``dlsym`` on each call until it resolves and call BLAS until then, so the kernel adds nothing
+to a program's compile time or first call (the library's ~0.4-0.6 s build overlaps them). It needs GCC
+with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere :func:`kernel_symbol` is None and
+programs keep BLAS. :func:`use_small_sgemm` is the size rule.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+
+import numpy as np
+
+from ember._src.native.runtime.background import BackgroundLibrary
+
+__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
+           "use_small_sgemm"]
+
+logger = logging.getLogger(__name__)
+
+# contraction block: a 256 x 24 panel is 24 KiB, within a 32 KiB L1 data cache. A contraction of up
+# to 2 KC runs as one block all the same (one pass over C, no read-back): measured 5-7% faster for
+# 128-384 rows (k = 384, 512) and level (0.97-1.0x) for 16-64 rows, the L1 overflow notwithstanding.
+KC = 256
+# (MR, vectors per row) for each micro-kernel, widest first
+_KERNELS = ((4, 3), (6, 2), (8, 1))
+# a single row (a generation step's product) on full 24-wide panels: a quarter of the 4 x 24
+# tile's FMAs, the same sums in the same order as that tile's first row
+_ROW_KERNEL = (1, 3)
+
+# Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
+# KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
+# 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
+# in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
+# beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
+# Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of alternating blocks,
+# m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64 1.03-1.09x the BLAS
+# time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran 0.95-1.04x (0.94-0.99x fused).
+# An A as large as the whole L2 does not stay there inside a program (its producer's output, B's
+# panels and C share the cache, and a neighbour on the core shares it too): in the transformer
+# block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to 1.2x faster on OpenBLAS
+# (bench_transformer.py, per-step timings, quiet and loaded machine), so A stops short of L2's size.
+MAX_M = 512
+MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
+MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
+NARROW_N = 512
+MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
+# A single row (a generation step) against a prepacked B goes to the kernel too (its 1 x 24 tile,
+# a quarter of the 4 x 24 tile's FMAs; the same sums as that tile's first row), not to BLAS sgemv.
+# Measured on the 2-vCPU AVX-512 host, loaded, same process (1 x k @ k x n, float32): one thread,
+# B read in place (x @ W) 0.9-1.2x the sgemv time (768x2304, 3072x768, 768x3072, 768x20000: level
+# within the noise), B read transposed (x @ W.T, torch's Linear and the tied LM head) 0.57-0.93x
+# (768 x 50257: 10.0 vs 17.4 ms); two threads 0.26-0.41x for x @ W (OpenBLAS's threads hand over
+# badly on a busy machine; ember's pool lets the caller take their chunks) and 0.66-0.92x for x @ W.T.
+PREPACKED_MIN_ROWS = 1
+
+
+def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
+    """The most rows ``m`` for which a float32 product ``m x k @ k x n`` goes to the kernel (it takes
+    ``2 <= m <=`` this; 0: no ``m``): the size rule of :func:`use_small_sgemm`, or with a prepacked
+    ``B`` that of :func:`use_prepacked`. Programs whose ``m`` is a dynamic axis test it at run time."""
+    if n < 2 or k < 1:
+        return 0
+    if prepacked:
+        return MAX_M
+    if k * n > MAX_B_FLOATS:
+        return 0
+    return min(MAX_M, (MAX_A_FLOATS_NARROW if n <= NARROW_N else MAX_A_FLOATS) // k)
+
+
+def c_size_rule(m: str, n: str, k: str) -> str:
+    """C condition that a product ``m x k @ k x n`` (sizes as C expressions, some of them dynamic
+    axes) meets :func:`kernel_rows`'s rule (without a prepacked ``B``): the same rule as for static
+    sizes, evaluated per call. ``m <= A // k`` is written ``m * k <= A`` (equal for positive k)."""
+    a = f"(({n}) <= {NARROW_N} ? {MAX_A_FLOATS_NARROW} : {MAX_A_FLOATS})"
+    return (f"({n}) >= 2 && ({k}) >= 1 && ({k}) * ({n}) <= {MAX_B_FLOATS} && ({m}) >= 2 && "
+            f"({m}) <= {MAX_M} && ({m}) * ({k}) <= {a}")
+
+
+def use_small_sgemm(m: int, n: int, k: int) -> bool:
+    """Whether a static-shape float32 product ``m x k @ k x n`` goes to :func:`c_source`'s kernel
+    rather than BLAS ``sgemm`` (single rows/columns stay with BLAS ``sgemv``)."""
+    return 2 <= m <= kernel_rows(n, k)
+
+
+def use_prepacked(m: int, n: int, k: int) -> bool:
+    """Whether a static-shape float32 product ``m x k @ k x n`` whose ``B`` is a program constant
+    goes to the kernel's prepacked entry: up to :data:`MAX_M` rows whatever ``n`` and ``k``.
+    Without packing ``B`` on each call, and with ``A`` re-read once per block of four panels, it ran
+    level with OpenBLAS or faster on every such shape measured (e.g. 512 x 1024 x 256 0.94-1.0x,
+    512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
+    six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
+    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
+    return PREPACKED_MIN_ROWS <= m <= kernel_rows(n, k, prepacked=True)
+
+
+def _prefetch_offsets(w: int) -> list[int]:
+    """Byte offsets whose cache lines cover ``4 * w`` bytes starting anywhere in a 64-byte line."""
+    return [*range(0, 4 * w - 1, 64), 4 * w - 1]
+
+
+def _micro_kernel(mr: int, nv: int) -> str:
+    """C of the ``mr x 8 nv`` micro-kernel: an always-inline body and a noinline entry that calls it
+    with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four copies has
+    branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the rest do not)."""
+    w = 8 * nv
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    bvars = ", ".join(f"b{v}" for v in range(nv))
+    load_src = " ".join(f"b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
+                        f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv))
+    load_bp = " ".join(f"b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv))
+    fmas = []
+    for r in range(mr):
+        fmas.append(f"{{ const float x = a{r}[p * csa]; const em_v8 a = {{x, x, x, x, x, x, x, x}};")
+        fmas.extend(f"  {acc[r][v]} = EM_FMA8(a, b{v}, {acc[r][v]});" for v in range(nv))
+        fmas.append("}")
+    prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w))
+
+    def step(with_prefetch: bool) -> list[str]:
+        body = [f"em_v8 {bvars};",
+                # bsrc set (the first row block of a full panel): read B's row in place, pack it as we go
+                f"if (bsrc) {{ {load_src} }} else {{ {load_bp} }}"]
+        if with_prefetch:  # the next panel's row p (4 * w bytes from any alignment: every line it touches)
+            body.append(prefetch)
+        return ["        " + line for line in body + fmas]
+
+    name = f"em_sk_{mr}x{w}"
+    args = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, float *restrict t, "
+            "int64_t ldt, const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
+    lines = [
+        f"static inline __attribute__((always_inline)) void {name}_body({args}) {{",
+        "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        *(f"    const float *a{r} = ar[{r}];" for r in range(mr)),
+        "    int64_t p = 0;",
+        "    #pragma GCC unroll 2",
+        "    for (; p < npf; ++p) {", *step(True), "    }",
+        "    #pragma GCC unroll 2",
+        "    for (; p < kc; ++p) {", *step(False), "    }",
+    ]
+    lines.extend(f"    *(em_v8u *)(t + {r} * ldt + {8 * v}) = {acc[r][v]};"
+                 for r in range(mr) for v in range(nv))
+    lines += [
+        "}",
+        f"static __attribute__((noinline)) void {name}({args}) {{",
+        "    if (csa == 1) {",
+        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
+        f"        else {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, 0, rsb);",
+        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
+        f"    else {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, 0, rsb);",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_HEAD = """\
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__) && defined(__FMA__)
+#define EM_SGEMM_SMALL 1
+#pragma GCC optimize ("O2")  /* as fast here as -O3 (explicit vector code), half the build time */
+#define EM_SK_KC KC_VALUE
+/* GCC vector extensions and builtins (no <immintrin.h>: parsing it costs more than this code) */
+typedef float em_v8 __attribute__((vector_size(32)));
+typedef float em_v8u __attribute__((vector_size(32), aligned(4)));
+typedef int em_v8i __attribute__((vector_size(32)));
+#define EM_FMA8(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+"""
+
+_DRIVER = """\
+/* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
+   floats (w = 8, 16 or 24), zero-padded past nr. */
+static __attribute__((noinline)) void em_sk_pack(int64_t kc, int64_t nr, int64_t w, const float *b,
+                                                 int64_t rsb, int64_t csb, float *restrict bp) {
+    const int64_t nv = w / 8;
+    if (csb == 1 && nr == w) {
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v)
+                *(em_v8 *)(bp + p * w + 8 * v) = *(const em_v8u *)(b + p * rsb + 8 * v);
+    } else if (csb == 1) {  /* a partial panel: masked loads read the nr columns, zero the rest */
+        em_v8i mask[3];
+        for (int64_t v = 0; v < nv; ++v)
+            for (int l = 0; l < 8; ++l) mask[v][l] = 8 * v + l < nr ? -1 : 0;
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v)
+                *(em_v8 *)(bp + p * w + 8 * v) =
+                    __builtin_ia32_maskloadps256((const em_v8 *)(b + p * rsb + 8 * v), mask[v]);
+    } else {  /* B transposed: read each column of the panel contiguously */
+        for (int64_t j = 0; j < nr; ++j) {
+            const float *src = b + j * csb;
+            for (int64_t p = 0; p < kc; ++p) bp[p * w + j] = src[p * rsb];
+        }
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t j = nr; j < w; ++j) bp[p * w + j] = 0.0f;
+    }
+}
+
+/* One row of the epilogue: cr[j] = EXPR (j in [0, nr)), then on the last contraction block
+   (post) + bias[j] and/or the ReLU max(v, 0) that keeps NaN (v > 0 || v != v ? v : 0). */
+#define EM_SK_ROW(EXPR) do { \
+    if (!post) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR); \
+    } else if (bias && relu) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR) + bias[j]; cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } else if (bias) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR) + bias[j]; \
+    } else { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR); cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } } while (0)
+
+/* C[i0 .. i0+mr, j0 .. j0+nr) from the tile t (rows of w floats): the first contraction block
+   applies beta (beta == 0 does not read C), later ones accumulate; the last one also applies the
+   fused epilogue (bias: the columns' bias vector from j0, or null; relu). */
+static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, int64_t nr, float alpha,
+                               float beta, int first, int last, const float *restrict bias, int relu,
+                               float *restrict c, int64_t ldc) {
+    const int post = last && (bias || relu);
+    for (int64_t r = 0; r < mr; ++r) {
+        float *restrict cr = c + r * ldc;
+        const float *restrict tr = t + r * w;
+        if (!first || beta == 1.0f) EM_SK_ROW(cr[j] + alpha * tr[j]);
+        else if (beta == 0.0f) EM_SK_ROW(alpha * tr[j]);
+        else EM_SK_ROW(alpha * tr[j] + beta * cr[j]);
+    }
+}
+
+/* The width of the next column panel when `left` columns remain: 24-wide panels; a 25..32-column
+   remainder as two 16-wide ones (not 24 + a slow 8). */
+static inline int64_t em_sk_panel_width(int64_t left) {
+    return left > 32 || (left > 16 && left <= 24) ? 24 : left > 8 ? 16 : 8;
+}
+
+/* One row block (rows [i0, i0 + mr), mr <= mrw) against one kc x w block of a packed panel bp. */
+static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, float alpha,
+                               const float *a, int64_t rsa, int64_t csa, const float *bp, float *t,
+                               const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb,
+                               float beta, int first, int last, const float *bias, int relu, int64_t nr,
+                               float *c, int64_t ldc) {
+    const float *ar[8];
+    for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
+    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
+       from the accumulators straight into C; otherwise through t and em_sk_store */
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
+                       && nr == w;
+    float *td = direct ? c : t;
+    const int64_t ldt = direct ? ldc : w;
+    if (w == 24 && mr == 1 && !bs) em_sk_1x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == 16) em_sk_6x16(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else em_sk_8x8(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
+}
+
+/* Row-major C[m, n] (row stride ldc) = alpha * A B + beta * C with A(i, p) at a[i * rsa + p * csa]
+   and B(p, j) at b[p * rsb + j * csb], then + bias[j] (bias non-null) and max(., 0) (relu, NaN
+   kept); the column panels [j_begin, j_end) only (a thread's share). */
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end) {
+    float bp[2 * EM_SK_KC * 24] __attribute__((aligned(64)));
+    float t[8 * 24] __attribute__((aligned(64)));
+    if (k == 0) {
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = j_begin; j < j_end; ++j) {
+                float v = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+                if (bias) v += bias[j];
+                c[i * ldc + j] = relu && !(v > 0.0f || v != v) ? 0.0f : v;
+            }
+        return;
+    }
+    /* the whole contraction as one block up to 2 KC (one pass over C); beyond, KC at a time */
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
+    for (int64_t j0 = j_begin; j0 < j_end;) {
+        const int64_t left = j_end - j0, w = em_sk_panel_width(left);
+        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            /* a full panel of row-major B is packed by the first row block's micro-kernel */
+            const int fused = csb == 1 && nr == w;
+            if (!fused) em_sk_pack(kc, nr, w, b + p0 * rsb + j0 * csb, rsb, csb, bp);
+            /* the next panel packed: (p0 + KC, j0), else (0, j0 + nr) while within [j_begin, j_end);
+               the row blocks share out prefetching its rows (block ib of nb: [npf0 ib / nb,
+               npf0 (ib + 1) / nb)) */
+            const int64_t p0n = p0 + KCB < k ? p0 + KCB : 0, j0n = p0n ? j0 : j0 + nr;
+            const int64_t kcn = k - p0n < KCB ? k - p0n : KCB;
+            const int64_t npf0 = csb == 1 && j0n < j_end ? (kc < kcn ? kc : kcn) : 0;
+            const char *pf = (const char *)(b + p0n * rsb + j0n * csb);
+            const int64_t pfs = rsb * (int64_t)sizeof(float), nb = (m + mrw - 1) / mrw;
+            for (int64_t i0 = 0, ib = 0; i0 < m; i0 += mrw, ++ib) {
+                const int64_t mr = m - i0 < mrw ? m - i0 : mrw;
+                const int64_t q0 = npf0 * ib / nb, npf = npf0 * (ib + 1) / nb - q0;
+                em_sk_block(kc, w, mrw, mr, alpha, a + i0 * rsa + p0 * csa, rsa, csa, bp, t, pf + q0 * pfs,
+                            pfs, npf, fused && ib == 0 ? b + p0 * rsb + j0 : 0, rsb, beta, p0 == 0,
+                            p0 + kc == k, bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
+            }
+        }
+        j0 += nr;
+    }
+}
+
+/* ember's thread pool (threadpool.py), found once its library is loaded: a product's column panels
+   are claimed in chunks, the calling thread taking over those a late thread has not started */
+typedef void (*em_sk_task_t)(void *, int64_t, int64_t, int64_t);
+typedef void (*em_sk_par_t)(em_sk_task_t, void *, int64_t, int64_t, int64_t);
+static em_sk_par_t em_sk_pool(void) {
+    extern void *dlsym(void *handle, const char *name);
+    static em_sk_par_t fn;
+    if (!fn) fn = (em_sk_par_t)dlsym((void *)0, "POOL_SYMBOL");
+    return fn;
+}
+struct em_sk_job {
+    int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
+    float beta; float *c; int64_t ldc; const float *bias; int relu;
+};
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
+static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
+                        j->ldc, j->bias, j->relu, lo * 24, hi * 24 < j->n ? hi * 24 : j->n);
+}
+static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_packed_cols(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->beta, j->c, j->ldc,
+                         j->bias, j->relu, lo, hi);
+}
+
+/* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
+   the OpenMP default) the column panels are split among threads. */
+static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                           int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c,
+                           int64_t ldc, const float *bias, int relu, int nthreads) {
+    const int64_t panels = (n + 23) / 24;
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q) {
+            const int64_t lo = panels * q / nt * 24, hi = panels * (q + 1) / nt * 24;
+            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
+                                hi < n ? hi : n);
+        }
+        return;
+    }
+#endif
+    (void)nthreads; (void)panels;
+    em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
+}
+
+/* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
+   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 32-byte aligned),
+   for the column panels [q_begin, q_end) only (k >= 1). The leading 24-wide panels go in blocks
+   of EM_SK_NBP: each 4-row block of A runs over all the block's panels while its rows are in L1,
+   so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
+   B, at most 4 x 512 x 24 floats, stays in L2). The rest (at most two narrower panels) go one at
+   a time. Every element is summed in the same order either way. */
+#define EM_SK_NBP 4
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end) {
+    float t[8 * 24] __attribute__((aligned(64)));
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 96 floats of B: 192 KiB, in L2 */
+    int64_t nfull = 0;  /* panels [0, nfull) are 24 wide */
+    while (nfull * 24 < n && em_sk_panel_width(n - nfull * 24) == 24 && n - nfull * 24 >= 24) ++nfull;
+    const int64_t fe = q_end < nfull ? q_end : nfull;
+    for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
+        const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            for (int64_t i0 = 0; i0 < m; i0 += 4)
+                for (int64_t q = qb; q < qe; ++q) {
+                    const float *bp = bpk + q * 24 * k + p0 * 24;
+                    em_sk_block(kc, 24, 4, m - i0 < 4 ? m - i0 : 4, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
+                                bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
+                                bias ? bias + q * 24 : 0, relu, 24, c + i0 * ldc + q * 24, ldc);
+                }
+        }
+    }
+    if (q_begin < nfull) q_begin = nfull;
+    for (int64_t j0 = nfull * 24, q = nfull; j0 < n && q < q_end; ++q) {
+        const int64_t left = n - j0, w = em_sk_panel_width(left);
+        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
+        for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            const float *bp = bpk + j0 * k + p0 * w;
+            for (int64_t i0 = 0; i0 < m; i0 += mrw)
+                em_sk_block(kc, w, mrw, m - i0 < mrw ? m - i0 : mrw, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
+                            bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
+                            bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
+        }
+        j0 += nr;
+    }
+}
+
+static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                            int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                            const float *bias, int relu, int nthreads) {
+    int64_t panels = 0;
+    for (int64_t j0 = 0; j0 < n; ++panels) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task_packed, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q)
+            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, panels * q / nt,
+                                 panels * (q + 1) / nt);
+        return;
+    }
+#endif
+    (void)nthreads;
+    em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, 0, panels);
+}
+"""
+
+
+_ENTRY = """
+/* the exported entry points (names carry a hash of this source: a changed kernel is a new symbol) */
+int SYMBOL_ok(void) { return EM_SGEMM_SMALL; }
+void SYMBOL(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+            const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc, const float *bias,
+            int relu, int nthreads) {
+#if EM_SGEMM_SMALL
+    em_sgemm_small(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, nthreads);
+#else
+    (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)b; (void)rsb;
+    (void)csb; (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
+#endif
+}
+/* the same product with B prepacked by gemm_kernel.prepack_b (k >= 1) */
+void SYMBOL_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                   const float *bpk, float beta, float *c, int64_t ldc, const float *bias, int relu,
+                   int nthreads) {
+#if EM_SGEMM_SMALL
+    em_sgemm_packed(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, nthreads);
+#else
+    (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)bpk; (void)beta; (void)c;
+    (void)ldc; (void)bias; (void)relu; (void)nthreads;
+#endif
+}
+"""
+
+
+def c_source() -> str:
+    """The C helpers defining ``static em_sgemm_small`` (inside ``#if`` GCC with AVX2 and FMA, with
+    ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise)."""
+    from ember._src.native.runtime import threadpool
+
+    kernels = "".join(_micro_kernel(mr, nv) for mr, nv in (*_KERNELS, _ROW_KERNEL))
+    return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
+            + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
+
+
+@functools.cache
+def _library_source() -> tuple[str, str]:
+    """(the kernel library's C source, its exported symbol)."""
+    body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source()
+    symbol = "ember_sgemm_small_" + hashlib.sha256((body + _ENTRY).encode()).hexdigest()[:12]
+    return body + _ENTRY.replace("SYMBOL", symbol), symbol
+
+
+@functools.cache
+def kernel_symbol() -> str | None:
+    """The kernel's exported name where this machine can run it (a GCC whose ``-march=native``
+    has AVX2 and FMA), else None. Pure: the library may not be built or loaded yet (:func:`load`)."""
+    from ember._src.native.runtime import compiler
+
+    info = compiler.find_compiler()
+    if info is None or info.family != "gcc" or not {"-mavx2", "-mfma"} <= set(info.target.split()):
+        return None
+    return _library_source()[1]
+
+
+def _build_and_load() -> ctypes.CDLL:
+    """Build (or take from the disk cache, outside the compile counters) and load the library with
+    its symbols global; raises when it cannot or when the loaded library has no kernel."""
+    from ember._src.native.runtime import compiler
+
+    source, symbol = _library_source()
+    lib = compiler.load_global(source, name_hint="gemm_kernel")
+    if not getattr(lib, symbol + "_ok")():
+        raise RuntimeError(f"{symbol} was compiled without the AVX2/FMA kernel")
+    return lib
+
+
+# keeps the library (and its global symbols) alive once loaded
+_library: BackgroundLibrary[ctypes.CDLL] = BackgroundLibrary(
+    "ember-gemm-kernel", _build_and_load,
+    on_failure=lambda reason: logger.warning(
+        "ember: building the float32 GEMM kernel library failed (BLAS is used): %s", reason))
+
+
+def load(wait: bool = False) -> bool | None:
+    """Start building and loading the kernel library (once per process, in a background thread);
+    with ``wait``, block until done. True once loaded, False when it failed or is unavailable here,
+    None while the build runs."""
+    if kernel_symbol() is None:
+        return False
+    return _library.state(wait)
+
+
+# Programs generated while this is set never call the kernel (their ``em_sk_fn`` is null): the BLAS
+# fallback, with a fused epilogue as a loop after it, runs instead (tests; ``EMBER_SGEMM_KERNEL=0``).
+BLAS_ONLY = os.environ.get("EMBER_SGEMM_KERNEL", "1") == "0"
+
+
+def panel_widths(n: int) -> list[int]:
+    """Widths of the kernel's column panels over ``[0, n)`` (``em_sk_panel_width``): 24 while more
+    than 32 columns remain, a 25..32-column remainder as two of 16, else one of 24, 16 or 8."""
+    widths, left = [], n
+    while left > 0:
+        w = 24 if left > 32 or 16 < left <= 24 else 16 if left > 8 else 8
+        widths.append(w)
+        left -= min(w, left)
+    return widths
+
+
+def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
+    """The ``k x n`` read-only view of ``op(B)`` whose element ``(p, j)`` is ``buffer.flat[p * rsb +
+    j * csb]`` (float32, C-contiguous ``buffer``): what :func:`prepack_b` takes."""
+    return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
+
+
+def prepack_b(b: np.ndarray) -> np.ndarray:
+    """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call:
+    column panels of :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset
+    ``j0 * k``, the last one zero-padded; 64-byte aligned (the array is a view of a padded one).
+    A program whose product has a constant ``B`` keeps this and calls the kernel's ``_packed`` entry,
+    so no call packs ``B`` (what ONNX Runtime does with constant weights)."""
+    k, n = b.shape
+    widths = panel_widths(n)
+    total = k * (sum(widths[:-1]) + widths[-1]) if widths else 0  # only the last panel is padded
+    raw = np.zeros(total + 16, np.float32)
+    off = (-raw.ctypes.data % 64) // 4
+    out = raw[off:off + total]
+    j0 = 0
+    for w in widths:
+        nr = min(w, n - j0)
+        out[j0 * k:j0 * k + k * w].reshape(k, w)[:, :nr] = b[:, j0:j0 + nr]
+        j0 += nr
+    return out
+
+
+PACK_HEADER_FLOATS = 16  # 64 bytes before a packed argument's data: the address it was packed from
+
+
+def packed_argument(b: np.ndarray, src: int) -> np.ndarray:
+    """:func:`prepack_b` of ``b`` (``op(B)``, ``k x n``) behind a 64-byte header whose first 8 bytes
+    hold ``src``, the address of the argument it was packed from. A program given this for an
+    argument ``B`` uses it only while the argument's data pointer is ``src`` (see
+    ``codegen._argument_packed_b``); the 64-byte aligned data starts at element
+    :data:`PACK_HEADER_FLOATS`."""
+    data = prepack_b(b)
+    raw = np.zeros(PACK_HEADER_FLOATS + data.size + 16, np.float32)
+    off = (-raw.ctypes.data % 64) // 4
+    out = raw[off:off + PACK_HEADER_FLOATS + data.size]
+    out[:2].view(np.uint64)[0] = src
+    out[PACK_HEADER_FLOATS:] = data
+    return out
+
+
+def c_helpers(symbol: str) -> str:
+    """Declarations for :func:`c_call`: the kernel's types and ``dlsym`` lookups of its two entries
+    (null functions under :data:`BLAS_ONLY`)."""
+    if BLAS_ONLY:
+        symbol = ""
+    lookup = f'dlsym((void *)0, "{symbol}")' if symbol else "0"
+    lookup_packed = f'dlsym((void *)0, "{symbol}_packed")' if symbol else "0"
+    return f"""\
+typedef void (*em_sk_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
+                           const float *, int64_t, int64_t, float, float *, int64_t, const float *, int,
+                           int);
+typedef void (*em_skp_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
+                            const float *, float, float *, int64_t, const float *, int, int);
+/* {symbol} from the kernel library, once it is loaded (looked up again until it resolves) */
+static inline __attribute__((unused)) em_sk_fn_t em_sk_fn(void) {{
+    /* dlsym declared here, not by <dlfcn.h> (its parsing costs); RTLD_DEFAULT is the null handle */
+    extern void *dlsym(void *handle, const char *name);
+    static em_sk_fn_t fn;
+    if (!fn) fn = (em_sk_fn_t){lookup};
+    return fn;
+}}
+/* its entry for a prepacked B (prepack_b) */
+static inline __attribute__((unused)) em_skp_fn_t em_skp_fn(void) {{
+    extern void *dlsym(void *handle, const char *name);
+    static em_skp_fn_t fn;
+    if (!fn) fn = (em_skp_fn_t){lookup_packed};
+    return fn;
+}}
+"""
+
+
+def c_call_packed(args: str, fallback: str, guard: str = "") -> str:
+    """C statement: the kernel's prepacked-B entry on ``args`` (m, n, k, alpha, a, rsa, csa, packed
+    B, beta, c, ldc, bias, relu, nthreads) once its library is loaded and ``guard`` (a C condition,
+    e.g. on a dynamic row count) holds, else ``fallback`` (BLAS on the original B)."""
+    cond = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_skp_fn_t f_ = em_skp_fn(); if ({cond}) {{ f_({args}); }} else {{ {fallback} }} }}"
+
+
+def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
+    """C statement: the kernel on ``args`` (m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc,
+    bias, relu, nthreads; over ``bb_`` in ``[0, batches)`` when batched) once its library is loaded
+    and ``guard`` holds, else the statement ``fallback`` (BLAS)."""
+    call = f"f_({args});"
+    if batches != 1:
+        call = f"for (int64_t bb_ = 0; bb_ < {batches}; ++bb_) {call}"
+    cond = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({cond}) {{ {call} }} else {{ {fallback} }} }}"

@@ -1,0 +1,111 @@
+"""Named scratch: what per-step workspace each kind of step asks the memory planner for.
+
+A step that needs arena memory for the duration of one step (a ``WORKSPACE`` buffer of
+:mod:`.planner`) states it as a :class:`ScratchRequest`: a name unique within the step, a byte
+size (an ``int``, or a ``DimExpr`` under named dynamic axes) and an alignment. The planner asks
+:func:`requests` for every step and keys the buffer it places by ``(step index, name)`` in
+``MemoryPlan.scratch``; the code generator finds it under the same name (:func:`buffer`).
+
+The names, by who asks:
+
+* a ``kernel``: :func:`accumulators` (per-row accumulators of reduction ``rid``, a kernel with a
+  natural row layout), :func:`.blockreduce.partial_key` (one partial per block of a whole-array
+  reduction), :func:`row_cache` (a row of node ``nid`` computed by one loop and read by later
+  ones, one per thread when the rows run in parallel);
+* a ``call`` step: :data:`CALL_WORKSPACE` (``workspace(eqn)`` of its lowering, :mod:`.calls`);
+* a ``loop`` / ``cond`` step: :data:`LOOP_WORKSPACE` (its carry slots and its bodies' arena,
+  :mod:`.loops`);
+* the first member of a tiled batch group (:mod:`.batch_groups`, any step kind):
+  :data:`GROUP_PANELS` (the packed ``op(B1)`` and ``op(B2)`` panels, one copy per thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ember._src.native.emit.calls import CALL_WORKSPACE, workspace_bytes
+from ember._src.native.scheduling import blockreduce
+
+ALIGN = 64  # every arena buffer's alignment (the planner's); a request may ask for a divisor of it
+
+LOOP_WORKSPACE = "loop workspace"
+GROUP_PANELS = ("group panel B1", "group panel B2")
+
+__all__ = ["ALIGN", "CALL_WORKSPACE", "GROUP_PANELS", "LOOP_WORKSPACE", "ScratchRequest", "accumulators",
+           "buffer", "requests", "row_cache"]
+
+
+@dataclass(frozen=True)
+class ScratchRequest:
+    """Per-step arena scratch: ``nbytes`` (int or ``DimExpr``) under ``name``, aligned to
+    ``align`` bytes (a divisor of :data:`ALIGN`)."""
+
+    name: str
+    nbytes: Any
+    align: int = ALIGN
+
+    def __post_init__(self) -> None:
+        if self.align <= 0 or ALIGN % self.align:
+            raise ValueError(f"scratch {self.name!r}: alignment {self.align} does not divide {ALIGN}")
+
+
+def accumulators(rid: int) -> str:
+    """Name of the per-row accumulators of reduction ``rid``."""
+    return f"accumulators r{rid}"
+
+
+def row_cache(nid: int) -> str:
+    """Name of the cached row of kernel node ``nid``."""
+    return f"row cache n{nid}"
+
+
+def _kernel(step: Any, threads: int) -> list[ScratchRequest]:
+    ir = step.ir
+    if ir is None:
+        return []
+    out = []
+    if ir.natural is not None:
+        out += [ScratchRequest(accumulators(r.rid), ir.outer_size * np.dtype(r.dtype).itemsize)
+                for r in ir.reduces]
+    if (nblk := blockreduce.blocks(ir)) is not None:  # whole-array reductions in blocks
+        out += [ScratchRequest(blockreduce.partial_key(r.rid), nblk[1] * np.dtype(r.dtype).itemsize)
+                for r in ir.reduces]
+    mult = threads if ir.n_outer > 0 else 1
+    out += [ScratchRequest(row_cache(nid), ir.inner_size * ir.nodes[nid].dtype.itemsize * mult)
+            for nid in ir.scratch]
+    return out
+
+
+def _call(step: Any, threads: int) -> list[ScratchRequest]:
+    ws = workspace_bytes(step.eqns[0])
+    return [ScratchRequest(CALL_WORKSPACE, ws)] if ws else []
+
+
+def _loop(step: Any, threads: int) -> list[ScratchRequest]:
+    return [ScratchRequest(LOOP_WORKSPACE, step.sub.workspace_bytes)] if step.sub is not None else []
+
+
+# step kind -> its requests; kinds without scratch (gemm, alias, fallback) are absent
+_BY_KIND: dict[str, Callable[[Any, int], list[ScratchRequest]]] = {
+    "kernel": _kernel, "call": _call, "loop": _loop, "cond": _loop}
+
+
+def requests(step: Any, threads: int) -> list[ScratchRequest]:
+    """The scratch ``step`` needs while it runs; ``threads`` sizes per-thread copies."""
+    out = []
+    group = step.group
+    if group is not None and step is group[0] and group.tiled:
+        out += [ScratchRequest(name, n) for name, n in zip(GROUP_PANELS, group.panel_nbytes())]
+    kind = _BY_KIND.get(step.kind)
+    if kind is not None:
+        out += kind(step, threads)
+    return out
+
+
+def buffer(plan: Any, step: int, name: str) -> Any:
+    """The planned buffer of step ``step``'s scratch ``name`` (a ``planner.Buffer``), or None."""
+    return plan.scratch.get((step, name))

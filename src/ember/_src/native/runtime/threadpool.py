@@ -1,0 +1,147 @@
+"""ember's thread pool: parallel loops that never wait for a thread that has not started.
+
+Why: an OpenMP ``parallel for`` ends at a barrier that every thread of the team must reach. On a
+shared virtual machine a thread's vCPU is taken away for milliseconds at a time (steal time), and
+a region whose second thread is descheduled waits for it even when the first thread could have
+done all the work; ember's two-thread transformer block was slower than its one-thread run on such
+a host. This pool's loops are claimed chunk by chunk, and the calling thread claims chunks too: it
+returns as soon as every chunk has *finished*, so work a late thread never started is done by the
+caller, and a thread that wakes up after the loop finds nothing to do. (ONNX Runtime's thread pool
+works the same way.)
+
+C interface (one process-wide pool, in its own shared object built once per machine):
+
+``void SYMBOL(em_task_t fn, void *ctx, int64_t n, int64_t nthreads, int64_t chunks_per_thread)``
+    runs ``fn(ctx, lo, hi, tid)`` over consecutive ranges ``[lo, hi)`` covering ``[0, n)``
+    (``min(n, nthreads * chunks_per_thread)`` chunks of near-equal size), on at most ``nthreads``
+    threads, the caller included (``nthreads <= 0``: the number of online CPUs). ``tid`` is in
+    ``[0, nthreads)`` and no two threads run chunks with the same ``tid`` at once (per-thread
+    scratch is indexed by it). A call from inside a chunk, from a second thread while the pool is
+    busy, or with one thread or one chunk, runs ``fn(ctx, 0, n, 0)`` on the calling thread.
+
+How a chunk is claimed: one 64-bit word holds the job's generation, thread limit, next chunk and
+chunk count; a thread claims chunk ``i`` by a compare-and-swap from ``next = i`` to ``i + 1`` and
+only then reads the job's function, context and size (which cannot change before chunk ``i`` is
+done: the caller publishes the next job only after counting every chunk finished). A stale thread's
+swap fails, so it never runs a chunk of a job it did not see. Idle workers spin briefly (a program
+runs its parallel loops back to back), then sleep on a futex; the caller wakes them only when some
+sleep. ``pthread_atfork`` resets the pool in a child process.
+
+Generated programs find the entry with ``dlsym`` (:func:`c_helpers`) and, until this library is
+loaded (it builds in a background thread, like the GEMM kernel's) or where it cannot be built, run
+the same chunk function under an OpenMP ``parallel`` region, or serially without OpenMP.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+
+from ember._src.native.csrc import with_symbol
+from ember._src.native.runtime.background import BackgroundLibrary
+
+__all__ = ["c_helpers", "load", "symbol"]
+
+logger = logging.getLogger(__name__)
+
+@functools.cache
+def _library_source() -> tuple[str, str]:
+    """(the pool library's C source, its exported symbol: the name carries a hash of the source)."""
+    return with_symbol("threadpool.c", "ember_par_for_", "EMBER_POOL_SYMBOL")
+
+
+def symbol() -> str:
+    """The pool entry's exported name (whether or not the library is loaded yet)."""
+    return _library_source()[1]
+
+
+def _build_and_load() -> ctypes.CDLL:
+    from ember._src.native.runtime import compiler
+
+    return compiler.load_global(_library_source()[0], name_hint="threadpool")
+
+
+_library: BackgroundLibrary[ctypes.CDLL] = BackgroundLibrary(
+    "ember-threadpool", _build_and_load,
+    on_failure=lambda reason: logger.warning(
+        "ember: building the thread pool library failed (OpenMP regions are used): %s", reason))
+
+
+def load(wait: bool = False) -> bool | None:
+    """Start building and loading the pool library (once per process, in a background thread);
+    with ``wait``, block until done. True once loaded, False when the build failed, None while
+    it runs."""
+    return _library.state(wait)
+
+
+def workers() -> int:
+    """How many worker threads the loaded pool has started (0 before its first parallel loop, or
+    when the library is not loaded)."""
+    lib = _library.get() if _library.done else None
+    if lib is None:
+        return 0
+    return int(getattr(lib, symbol() + "_workers")())
+
+
+# The program-side helpers: the entry looked up with dlsym until it resolves; before that (or
+# where the pool cannot be built) the chunk function runs in an OpenMP parallel region (one range
+# per thread, like schedule(static)) or, without OpenMP, on the calling thread.
+_HELPERS = """\
+typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
+typedef void (*em_par_fn_t)(em_task_t, void *, int64_t, int64_t, int64_t);
+typedef struct { void **bufs; char *arena; const int64_t *dims; void **fns; volatile int *intr; } em_main_ctx;
+static inline __attribute__((unused)) em_par_fn_t em_par_fn(void) {
+    extern void *dlsym(void *handle, const char *name);
+    static em_par_fn_t fn;
+    if (!fn) fn = (em_par_fn_t)LOOKUP;
+    return fn;
+}
+/* fn over [0, n) on up to nt threads (0: the OpenMP default), at most cap (0: no cap) */
+static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, int64_t nt, int64_t cap,
+                                           int64_t chunks) {
+#ifdef _OPENMP
+    if (nt <= 0) nt = omp_get_max_threads();
+#else
+    if (nt <= 0) nt = 1;
+#endif
+    if (cap > 0 && nt > cap) nt = cap;
+    em_par_fn_t p = em_par_fn();
+    if (p) { p(fn, ctx, n, nt, chunks); return; }
+#ifdef _OPENMP
+    if (nt > 1 && n > 1 && !omp_in_parallel()) {
+        #pragma omp parallel num_threads(nt)
+        {
+            const int64_t t = omp_get_thread_num(), tn = omp_get_num_threads();
+            fn(ctx, n * t / tn, n * (t + 1) / tn, t);
+        }
+        return;
+    }
+#endif
+    fn(ctx, 0, n, 0);
+}
+/* Chunk functions are opaque to GCC's interprocedural analyses: GCC 12 at -O1..-O3 was seen to
+   drop a direct call of one (on the serial path) whose writes all go through pointers it loads
+   from the context, as if they had no effect; noipa keeps every such call. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EM_TASK_ATTR __attribute__((noipa))
+#else
+#define EM_TASK_ATTR __attribute__((noinline))
+#endif
+#define EM_MAIN_UNPACK(c_) \\
+    void **bufs = ((em_main_ctx *)(c_))->bufs; char *arena = ((em_main_ctx *)(c_))->arena; \\
+    const int64_t *dims = ((em_main_ctx *)(c_))->dims; void **fns = ((em_main_ctx *)(c_))->fns; \\
+    (void)bufs; (void)arena; (void)dims; (void)fns;
+"""
+
+# set by tests: programs generated while this is set never find the pool (the fallback runs)
+POOL_OFF = False
+
+
+def c_helpers() -> str:
+    """The C declarations a program with pooled loops needs (``em_par``, ``em_main_ctx``,
+    ``EM_MAIN_UNPACK``); starts loading the library."""
+    if POOL_OFF:
+        return _HELPERS.replace("LOOKUP", "0")
+    load()
+    return _HELPERS.replace("LOOKUP", f'dlsym((void *)0, "{symbol()}")')

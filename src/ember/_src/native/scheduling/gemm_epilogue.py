@@ -1,0 +1,185 @@
+"""Schedule rule: fuse a bias add and ReLU that follow a float32 product into the GEMM kernel's store.
+
+A dense layer ``max(x @ w + b, 0)`` schedules as a ``gemm`` step and then an elementwise kernel
+reading the product once more (``add`` of the row-broadcast ``b``, ``max`` with 0). When the
+product goes to :mod:`.gemm_kernel`'s kernel, that kernel can apply the epilogue while each output
+tile is still in registers/L1, so the second pass over the output disappears.
+
+:func:`fuse_gemm_epilogues` rewrites such a pair into one ``gemm`` step carrying a
+:class:`GemmEpilogue` (its outputs are the kernel's, its inputs the product's plus the bias). The
+patterns, with ``h`` the product ``f32[m, n]`` read by nothing else and ``b`` a ``f32[n]`` vector
+(``broadcast_in_dim`` along the rows, ``broadcast_dimensions=(1,)``): ``h + b``, ``max(h + b, 0)``
+and ``max(h, 0)`` (either operand order; the ReLU keeps NaN, like ``max``). A product the passes
+already gave the bias as its accumulator (``gemm(a, b, bias)``, ``beta = 1``, ``bias`` broadcast
+along the rows: C is first filled with the broadcast bias) takes the bias as its epilogue instead
+(no fill), and may take a following ReLU too. Codegen emits the
+kernel call with the bias pointer and ReLU flag, and on the BLAS path (before the kernel library
+loads, or under :data:`.gemm_kernel.BLAS_ONLY`) a loop applying the same epilogue after ``sgemm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember._src.native.emit import gemm_kernel
+from ember._src.native.plan import symdims as sd
+from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
+from ember._src.program import Atom, Eqn, Literal, Var
+
+__all__ = ["GemmEpilogue", "fuse_gemm_epilogues", "match_epilogue"]
+
+
+@dataclass(frozen=True)
+class GemmEpilogue:
+    """What a fused ``gemm`` step applies to each product element ``(i, j)``: ``+ bias[j]`` (when
+    ``bias`` is set), then ``max(., 0)`` with NaN kept (when ``relu``)."""
+
+    bias: Var | None
+    relu: bool
+
+    def describe(self) -> str:
+        """E.g. ``+ v4[j], relu``."""
+        parts = [f"+ v{self.bias.id}[j]"] if self.bias is not None else []
+        return ", ".join(parts + ["relu"] * self.relu)
+
+
+def _is_zero(a: Atom) -> bool:
+    return isinstance(a, Literal) and a.val.shape == () and float(a.val) == 0.0 and not np.signbit(a.val)
+
+
+def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
+    """The epilogue that ``kernel`` (a single-output elementwise kernel step) applies to the product
+    ``h`` of shape ``(m, n)``, or None when it does anything else."""
+    if len(kernel.outputs) != 1 or len(h.aval.shape) != 2:
+        return None
+    m, n = h.aval.shape
+    f32 = np.dtype(np.float32)
+    form: dict[int, tuple] = {h.id: ("h",)}  # var id -> symbolic value
+
+    def of(a: Atom) -> tuple | None:
+        if isinstance(a, Var):
+            return form.get(a.id)
+        return ("zero",) if _is_zero(a) else None
+
+    for e in kernel.eqns:
+        if len(e.outvars) != 1:
+            return None
+        out = e.outvars[0]
+        if np.dtype(out.aval.dtype) != f32 or tuple(out.aval.shape) not in ((m, n), ()):
+            return None
+        name, ins = e.prim.name, e.inputs
+        val: tuple | None = None
+        if name == "broadcast_in_dim" and tuple(e.params["shape"]) == (m, n):
+            x = ins[0]
+            dims = tuple(e.params["broadcast_dimensions"])
+            if _is_zero(x) and dims == ():
+                val = ("zero",)
+            elif (isinstance(x, Var) and dims == (1,) and tuple(x.aval.shape) == (n,)
+                  and np.dtype(x.aval.dtype) == f32 and x.id not in form):
+                val = ("bias", x)
+        elif name == "add" and len(ins) == 2:
+            x, y = of(ins[0]), of(ins[1])
+            if x == ("h",) and y is not None and y[0] == "bias":
+                val = ("h+b", y[1])
+            elif y == ("h",) and x is not None and x[0] == "bias":
+                val = ("h+b", x[1])
+        elif name == "max" and len(ins) == 2:
+            ops = [of(a) for a in ins]
+            rest = [t for t in ops if t != ("zero",)]
+            if len(rest) == 1 and rest[0] is not None and rest[0][0] in ("h", "h+b"):
+                val = ("relu", rest[0])
+        if val is None:
+            return None
+        form[out.id] = val
+    res = form.get(kernel.outputs[0].id)
+    if res is None:
+        return None
+    if res[0] == "h+b":
+        return GemmEpilogue(res[1], False)
+    if res[0] == "relu":
+        inner = res[1]
+        return GemmEpilogue(inner[1] if inner[0] == "h+b" else None, True)
+    return None
+
+
+def _row_bias(e: Eqn) -> Var | None:
+    """The ``c`` of ``gemm(a, b, c)`` with ``beta == 1`` and ``c`` a ``f32[n]`` vector broadcast
+    along the rows (how the passes fold ``a @ b + bias``), else None."""
+    if len(e.inputs) != 3 or e.params["beta"] != 1.0:
+        return None
+    c, n = e.inputs[2], e.outvars[0].aval.shape[-1]
+    if (isinstance(c, Var) and tuple(c.aval.shape) == (n,) and tuple(e.params["c_dims"] or ()) == (1,)
+            and np.dtype(c.aval.dtype) == np.float32):
+        return c
+    return None
+
+
+def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
+    """A 2-D static float32 ``gemm`` without an accumulator (or with a row bias as its ``c``) that
+    goes to the kernel (``consts``: ids of the program's constants; a constant ``B`` takes the
+    kernel's prepacked entry, whose size rule is wider)."""
+    if step.kind != "gemm" or len(step.eqns) != 1:
+        return False
+    e: Eqn = step.eqns[0]
+    out = step.outputs[0]
+    if len(e.inputs) == 3 and _row_bias(e) is None or e.params.get("views") is not None:
+        return False
+    if np.dtype(out.aval.dtype) != np.float32 or len(out.aval.shape) != 2:
+        return False
+    if any(sd.is_sym(d) for a in e.inputs for d in a.aval.shape) or len(e.inputs[0].aval.shape) != 2:
+        return False
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    ash, bsh = e.inputs[0].aval.shape, e.inputs[1].aval.shape
+    m, k = (ash[1], ash[0]) if ta else (ash[0], ash[1])
+    n = bsh[0] if tb else bsh[1]
+    b = e.inputs[1]
+    rule = gemm_kernel.use_prepacked if isinstance(b, Var) and b.id in consts else gemm_kernel.use_small_sgemm
+    return gemm_kernel.kernel_symbol() is not None and rule(m, n, k)
+
+
+def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
+    """Fuse each ``gemm`` step whose product only feeds one elementwise kernel of the
+    :func:`match_epilogue` forms into that kernel's place (in ``sched``, in place); returns the
+    number fused. ``prepack``: whether products with a constant ``B`` will take the kernel's
+    prepacked entry (the backend option of that name)."""
+    steps = sched.steps
+    out_ids = {a.id for a in sched.program.outvars if isinstance(a, Var)}
+    consts = frozenset(v.id for v in sched.program.constvars) if prepack else frozenset()
+    readers: dict[int, list[int]] = {}
+    for s, st in enumerate(steps):
+        for a in st.inputs:
+            if isinstance(a, Var):
+                readers.setdefault(a.id, []).append(s)
+    fused = 0
+    drop: set[int] = set()
+    for g, st in enumerate(steps):
+        if not _fusable_gemm(st, consts):
+            continue
+        bias0 = _row_bias(st.eqns[0])
+        if bias0 is not None:  # gemm(a, b, bias): the kernel adds the bias in its store instead
+            st.epilogue = GemmEpilogue(bias0, False)
+            fused += 1
+        h = st.outputs[0]
+        users = readers.get(h.id, [])
+        if h.id in out_ids or len(set(users)) != 1:
+            continue
+        k = users[0]
+        ks = steps[k]
+        if ks.kind != "kernel" or k in drop:
+            continue
+        epi = match_epilogue(ks, h)
+        if epi is None:
+            continue
+        if bias0 is not None:  # then only a ReLU may follow
+            if epi.bias is not None:
+                continue
+            epi = GemmEpilogue(bias0, epi.relu)
+        ins = list(st.inputs) + ([epi.bias] if epi.bias is not None and bias0 is None else [])
+        steps[k] = Step(StepKind.GEMM, st.name, st.eqns + ks.eqns, ins, list(ks.outputs), epilogue=epi)
+        drop.add(g)
+        fused += 1
+    if fused:
+        sched.steps = [st for s, st in enumerate(steps) if s not in drop]
+    return fused
