@@ -1,4 +1,4 @@
-/* The program side of ember's interrupt runtime (native/interrupt.c, native/runtime/interrupt.py).
+/* The program side of ember's interrupt runtime (native/csrc/interrupt.c, native/runtime/interrupt.py).
    Prepended by EM_INTR_NAME (the runtime's exported table) and EM_INTERRUPTED (ember_main's
    result when stopped). A polling program finds the table with dlsym: the runtime is loaded
    RTLD_GLOBAL before programs that poll are; until it is found, nothing is polled.
