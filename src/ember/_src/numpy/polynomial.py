@@ -20,8 +20,7 @@ from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
 from ember._src.numpy import linalg_functions as la
 from ember._src.numpy.operands import _arr, _bcast, _convert, _full, _promote, _slice1, _static_int
-from ember._src.numpy.statistics import convolve
-from ember._src.prims import dot as dotp
+from ember._src.numpy.statistics import _matmul, convolve
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
@@ -51,10 +50,6 @@ def _trim_leading_zeros(name: str, p: Any) -> Any:
     nz = np.flatnonzero(v)
     start = int(nz[0]) if nz.size else builtins.max(v.shape[0] - 1, 0)
     return _slice1(p, start, v.shape[0])
-
-
-def _matmul(a: Any, b: Any) -> Any:
-    return dotp.dot_general(a, b, (((1,), (0,)), ((), ())))
 
 
 def _pad_front(p: Any, n: int) -> Any:

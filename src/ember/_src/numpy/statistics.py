@@ -44,6 +44,7 @@ from ember._src.numpy.operands import (
     _slice1,
     _static_int,
 )
+from ember._src.numpy.reductions import _check_out
 from ember._src.numpy.searching import _sort_with, searchsorted
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
@@ -71,11 +72,6 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
     except ShapeError as e:
         raise type(e)(f"{name}: {e}") from None
-
-
-def _check_out(name: str, out: Any) -> None:
-    if out is not None:
-        raise NotImplementedError(f"{name}: `out` is not supported (ember arrays are immutable)")
 
 
 def _ndim(x: Any) -> int:
