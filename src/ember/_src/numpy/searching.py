@@ -217,28 +217,30 @@ def _check_kth(name: str, kth: Any, n: Any) -> None:
                 raise ValueError(f"{name}: kth(={k}) out of bounds for an axis of size {n}")
 
 
+def _partition_operand(name: str, a: ArrayLike, kth: Any, axis: int | None, kind: str,
+                       order: Any) -> tuple[Any, int]:
+    """The checked operand and axis of ``partition``/``argpartition`` (``axis=None``: flattened)."""
+    _check_sort_args(name, kind, order)
+    x = _arr(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    axis = _axis(name, axis, _aval(x).ndim)
+    _check_kth(name, kth, _aval(x).shape[axis])
+    return x, axis
+
+
 def partition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect",
               order: Any = None) -> Any:
     """A copy of ``a`` where the ``kth`` element is in its sorted place, smaller ones before it
     and larger ones after it (ember returns the fully sorted array, which satisfies this)."""
-    _check_sort_args("partition", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("partition", axis, _aval(x).ndim)
-    _check_kth("partition", kth, _aval(x).shape[axis])
+    x, axis = _partition_operand("partition", a, kth, axis, kind, order)
     return _sort_with(x, axis)[0]
 
 
 def argpartition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect",
                  order: Any = None) -> Any:
     """Indices that partition ``a`` around ``kth`` (ember returns the stable argsort)."""
-    _check_sort_args("argpartition", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("argpartition", axis, _aval(x).ndim)
-    _check_kth("argpartition", kth, _aval(x).shape[axis])
+    x, axis = _partition_operand("argpartition", a, kth, axis, kind, order)
     return _argsort_along(x, axis)[1]
 
 
