@@ -137,6 +137,17 @@ def test_warm_call_allocates_only_outputs():
     arg = [np.ascontiguousarray(x)]
     exe(arg)
     gc.collect()
+    outs, new = _call_buffer_bytes(exe, arg)
+    assert new == 0, f"{new} bytes of buffers allocated by a warm call (outputs come from the pool)"
+    # with every pooled block still held by the caller, the call allocates exactly its output
+    keep = [exe(arg) for _ in range(3)]
+    outs2, new = _call_buffer_bytes(exe, arg)
+    assert 0 < new <= 2 * out_bytes + 64 and all(outs2[0] is not k[0] for k in keep)
+    del outs
+
+
+def _call_buffer_bytes(exe, arg):
+    """``exe(arg)`` and the bytes of buffers it newly holds (traced with tracemalloc)."""
     tracemalloc.start()
     try:
         before = tracemalloc.take_snapshot()
@@ -144,20 +155,7 @@ def test_warm_call_allocates_only_outputs():
         after = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
-    new = _buffer_bytes(before, after)
-    assert new == 0, f"{new} bytes of buffers allocated by a warm call (outputs come from the pool)"
-    # with every pooled block still held by the caller, the call allocates exactly its output
-    keep = [exe(arg) for _ in range(3)]
-    tracemalloc.start()
-    try:
-        before = tracemalloc.take_snapshot()
-        outs2 = exe(arg)
-        after = tracemalloc.take_snapshot()
-    finally:
-        tracemalloc.stop()
-    new = _buffer_bytes(before, after)
-    assert 0 < new <= 2 * out_bytes + 64 and all(outs2[0] is not k[0] for k in keep)
-    del outs
+    return outs, _buffer_bytes(before, after)
 
 
 def _buffer_bytes(before, after) -> int:
