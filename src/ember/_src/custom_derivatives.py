@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from ember._src.batching import batch_program
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Program, Var, dce, eval_program, run_numpy, trace_to_program
+from ember._src.program import Program, dce, eval_program, run_numpy, trace_to_program
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "remat"]
 
@@ -125,6 +125,41 @@ def _trace_fun(fun: Callable, rebuild: Callable, in_tree: tu.PyTreeDef,
     prog, _ = trace_to_program(flat, list(avals))
     prog, consts = _closure_convert(prog)
     return prog, consts, box[0]
+
+
+class _SplitCall(NamedTuple):
+    """A traced call of a custom-derivative function: its arguments split by ``nondiff_argnums``
+    and the function traced on the differentiable leaves."""
+
+    nondiff_vals: list
+    diff_args: tuple
+    leaves: list
+    in_tree: tu.PyTreeDef
+    avals: list[ShapedArray]
+    rebuild: Callable[[tuple], tuple]
+    call: Program
+    consts: list
+    out_tree: tu.PyTreeDef
+
+
+def _split_call(fun: Callable, nd: Sequence[int], args: tuple, kwargs: dict,
+                what: str) -> tuple[tuple, _SplitCall | None]:
+    """The positional arguments of a call of ``fun`` and, under a transformation, the call split
+    and traced (None outside all transformations: the function just runs)."""
+    args = _resolve_kwargs(fun, args, kwargs, what)
+    _check_nondiff(nd, len(args), what)
+    if not _any_traced(args):
+        return args, None
+    nondiff_vals = [args[i] for i in nd]
+    diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
+    leaves, in_tree, avals = _array_leaves(diff_args, what)
+
+    def rebuild(diff: tuple) -> tuple:
+        it = iter(diff)
+        return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
+
+    call, consts, out_tree = _trace_fun(fun, rebuild, in_tree, avals)
+    return args, _SplitCall(nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree)
 
 
 def _match_leaves(vals: Sequence[Any], avals: Sequence[ShapedArray], what: str) -> list:
@@ -274,20 +309,10 @@ class custom_jvp:  # noqa: N801 - JAX's name
         name = getattr(self.fun, "__name__", "function")
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
-        nd = self.nondiff_argnums
-        _check_nondiff(nd, len(args), "custom_jvp")
-        if not _any_traced(args):
+        args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_jvp")
+        if sp is None:
             return self.fun(*args)
-        nondiff_vals = [args[i] for i in nd]
-        diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
-        leaves, in_tree, avals = _array_leaves(diff_args, "custom_jvp")
-
-        def rebuild(diff: tuple) -> tuple:
-            it = iter(diff)
-            return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
-
-        call, consts, out_tree = _trace_fun(self.fun, rebuild, in_tree, avals)
+        nondiff_vals, _, leaves, in_tree, _, _, call, consts, out_tree = sp
         out_avals = call.out_avals
         user_jvp = self.jvp
         n = len(leaves)
@@ -450,22 +475,12 @@ class custom_vjp:  # noqa: N801 - JAX's name
         name = getattr(self.fun, "__name__", "function")
         if self.fwd is None or self.bwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
-        nd = self.nondiff_argnums
-        _check_nondiff(nd, len(args), "custom_vjp")
-        if not _any_traced(args):
+        args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_vjp")
+        if sp is None:
             return self.fun(*args)
-        nondiff_vals = [args[i] for i in nd]
-        diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
-        leaves, in_tree, avals = _array_leaves(diff_args, "custom_vjp")
-        n_args = len(diff_args)
-
-        def rebuild(diff: tuple) -> tuple:
-            it = iter(diff)
-            return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
-
-        call, consts, out_tree = _trace_fun(self.fun, rebuild, in_tree, avals)
+        nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree = sp
         out_avals = call.out_avals
+        n_args = len(diff_args)
         user_fwd, user_bwd = self.fwd, self.bwd
         box: dict = {}
 
@@ -481,12 +496,8 @@ class custom_vjp:  # noqa: N801 - JAX's name
                     raise TypeError(f"custom_vjp fwd rule of {name}: output structure {o_tree} differs "
                                     f"from the function's output structure {out_tree}")
                 r_leaves, r_tree = tu.flatten(residuals)
-                for i, r in enumerate(r_leaves):
-                    try:
-                        core.get_aval(r)
-                    except TypeError:
-                        raise TypeError(f"custom_vjp fwd rule of {name}: residual leaf {i} of type "
-                                        f"{type(r).__name__} is not an array") from None
+                ad.check_array_leaves(r_leaves, f"custom_vjp fwd rule of {name}: residual leaf {{i}} of type "
+                                      "{type} is not an array")
                 box["res_tree"] = r_tree
                 return _match_leaves(o_leaves, out_avals, f"custom_vjp fwd rule of {name}") + r_leaves
 
@@ -569,15 +580,6 @@ def _ckpt_jvp(primals: list, tangents: list, *, program: Program, prevent_cse: b
 
 def _ckpt_fun(program: Program) -> Callable:
     return lambda *xs: eval_program(program, program.consts, xs)
-
-
-def _depends_on(program: Program, flags: Sequence[bool]) -> list[bool]:
-    """Which outputs of ``program`` depend on the inputs flagged in ``flags``."""
-    dep = {v.id for v, f in zip(program.invars, flags) if f}
-    for e in program.eqns:
-        if any(isinstance(a, Var) and a.id in dep for a in e.inputs):
-            dep.update(o.id for o in e.outvars)
-    return [isinstance(a, Var) and a.id in dep for a in program.outvars]
 
 
 def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Program,
