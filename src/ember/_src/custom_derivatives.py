@@ -127,6 +127,22 @@ def _trace_fun(fun: Callable, rebuild: Callable, in_tree: tu.PyTreeDef,
     return prog, consts, box[0]
 
 
+def _rule_pair(res: Any, rule: str, what: str) -> tuple:
+    """The two results of a user rule that must return a pair (a TypeError naming ``rule`` if not)."""
+    if not (isinstance(res, (tuple, list)) and len(res) == 2):
+        raise TypeError(f"{rule} must return a pair ({what}), got {type(res).__name__}")
+    return tuple(res)
+
+
+def _output_leaves(out: Any, out_tree: tu.PyTreeDef, rule: str, what: str) -> list:
+    """The leaves of a rule's ``out``, which must have the function's output structure."""
+    leaves, tree = tu.flatten(out)
+    if tree != out_tree:
+        raise TypeError(f"{rule}: {what} structure {tree} differs from the function's output structure "
+                        f"{out_tree}")
+    return leaves
+
+
 class _SplitCall(NamedTuple):
     """A traced call of a custom-derivative function: its arguments split by ``nondiff_argnums``
     and the function traced on the differentiable leaves."""
@@ -321,15 +337,10 @@ class custom_jvp:  # noqa: N801 - JAX's name
             def f(*xs: Any) -> list:
                 ps = tu.unflatten(in_tree, xs[:n])
                 ts = tu.unflatten(in_tree, xs[n:])
+                rule = f"custom_jvp rule of {name}"
                 res = user_jvp(*nondiff_vals, tuple(ps), tuple(ts))
-                if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                    raise TypeError(f"custom_jvp rule of {name} must return a pair (primal_out, "
-                                    f"tangent_out), got {type(res).__name__}")
-                po, to = res
-                po_leaves, po_tree = tu.flatten(po)
-                if po_tree != out_tree:
-                    raise TypeError(f"custom_jvp rule of {name}: primal output structure {po_tree} differs "
-                                    f"from the function's output structure {out_tree}")
+                po, to = _rule_pair(res, rule, "primal_out, tangent_out")
+                po_leaves = _output_leaves(po, out_tree, rule, "primal output")
                 try:
                     to_leaves = tu.flatten_up_to(out_tree, to)[0]
                 except ValueError as e:
@@ -486,15 +497,10 @@ class custom_vjp:  # noqa: N801 - JAX's name
 
         def trace_fwd(in_avals: list[ShapedArray]) -> Program:
             def f(*xs: Any) -> list:
-                res = user_fwd(*rebuild(tu.unflatten(in_tree, xs)))
-                if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                    raise TypeError(f"custom_vjp fwd rule of {name} must return a pair (output, "
-                                    f"residuals), got {type(res).__name__}")
-                out, residuals = res
-                o_leaves, o_tree = tu.flatten(out)
-                if o_tree != out_tree:
-                    raise TypeError(f"custom_vjp fwd rule of {name}: output structure {o_tree} differs "
-                                    f"from the function's output structure {out_tree}")
+                rule = f"custom_vjp fwd rule of {name}"
+                out, residuals = _rule_pair(user_fwd(*rebuild(tu.unflatten(in_tree, xs))), rule,
+                                            "output, residuals")
+                o_leaves = _output_leaves(out, out_tree, rule, "output")
                 r_leaves, r_tree = tu.flatten(residuals)
                 ad.check_array_leaves(r_leaves, f"custom_vjp fwd rule of {name}: residual leaf {{i}} of type "
                                       "{type} is not an array")
