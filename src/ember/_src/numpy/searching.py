@@ -158,6 +158,15 @@ def _check_sort_args(name: str, kind: Any, order: Any) -> None:
     del kind  # every sort is a stable sort
 
 
+def _sort_operand(name: str, a: ArrayLike, axis: int | None, kind: Any, order: Any) -> tuple[Any, int]:
+    """The operand and normalized axis of a sorting function (``axis=None``: the flattened array)."""
+    _check_sort_args(name, kind, order)
+    x = _arr(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    return x, _axis(name, axis, _aval(x).ndim)
+
+
 def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
          stable: bool = True, descending: bool = False) -> Any:
     """Sorted copy of ``a`` along ``axis`` (``None``: flattened), as ``numpy.sort``.
@@ -165,22 +174,14 @@ def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: An
     The sort is always stable; ``descending=True`` sorts from largest to smallest. NaNs sort
     last (first when descending); complex values sort by real part, then imaginary part.
     """
-    _check_sort_args("sort", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("sort", axis, _aval(x).ndim)
+    x, axis = _sort_operand("sort", a, axis, kind, order)
     return _sort_with(x, axis, descending)[0]
 
 
 def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
             stable: bool = True, descending: bool = False) -> Any:
     """Indices that sort ``a`` along ``axis`` (stable; int32), as ``numpy.argsort``."""
-    _check_sort_args("argsort", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("argsort", axis, _aval(x).ndim)
+    x, axis = _sort_operand("argsort", a, axis, kind, order)
     return _argsort_along(x, axis, descending)[1]
 
 
@@ -220,11 +221,7 @@ def _check_kth(name: str, kth: Any, n: Any) -> None:
 def _partition_operand(name: str, a: ArrayLike, kth: Any, axis: int | None, kind: str,
                        order: Any) -> tuple[Any, int]:
     """The checked operand and axis of ``partition``/``argpartition`` (``axis=None``: flattened)."""
-    _check_sort_args(name, kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis(name, axis, _aval(x).ndim)
+    x, axis = _sort_operand(name, a, axis, kind, order)
     _check_kth(name, kth, _aval(x).shape[axis])
     return x, axis
 
