@@ -497,17 +497,8 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
         values = _full((k,), fv, _aval(x).dtype)
     else:
         values = _fill(ix.take(s, ind, 0, "clip"), count, size, fill_value)
-    res: list[Any] = [values]
-    if return_index:
-        res.append(_take(perm, ind) if n else _full((k,), 0, INDEX_DTYPE))
-    if return_inverse:
-        gid = ew.sub(red.cumsum(_convert(mask, INDEX_DTYPE), 0), _full((n,), 1, INDEX_DTYPE)) if n \
-            else _full((0,), 0, INDEX_DTYPE)
-        inv = ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set")
-        res.append(mv.reshape(inv, shape))
-    if return_counts:
-        res.append(_counts(mask, k, count) if n else _full((k,), 0, INDEX_DTYPE))
-    return res[0] if len(res) == 1 else tuple(res)
+    return _unique_results(values, perm, mask, ind, count, k, return_index, return_inverse, return_counts,
+                           shape)
 
 
 def _unique_axis(x: Any, axis: int, return_index: bool, return_inverse: bool, return_counts: bool,
@@ -533,13 +524,24 @@ def _unique_axis(x: Any, axis: int, return_index: bool, return_inverse: bool, re
     else:
         vals = _fill(ix.take(srows, ind, 0, "clip"), count, size, fill_value)
     values = mv.moveaxis(mv.reshape(vals, (k, *rest)), 0, axis)
+    return _unique_results(values, perm, mask, ind, count, k, return_index, return_inverse, return_counts,
+                           (n,))
+
+
+def _unique_results(values: Any, perm: Any, mask: Any, ind: Any, count: Any, k: int, return_index: bool,
+                    return_inverse: bool, return_counts: bool, inverse_shape: tuple) -> Any:
+    """``unique``'s result: ``values`` and the requested index, inverse and count arrays, from the
+    sorting permutation ``perm`` of the ``n`` entries (or rows), the mask of first entries of equal
+    runs and the compacted positions ``ind`` (``count`` of them) of the ``k`` results."""
+    n = _aval(mask).shape[0]
     res: list[Any] = [values]
     if return_index:
         res.append(_take(perm, ind) if n else _full((k,), 0, INDEX_DTYPE))
     if return_inverse:
         gid = ew.sub(red.cumsum(_convert(mask, INDEX_DTYPE), 0), _full((n,), 1, INDEX_DTYPE)) if n \
             else _full((0,), 0, INDEX_DTYPE)
-        res.append(ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set"))
+        inv = ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set")
+        res.append(mv.reshape(inv, inverse_shape))
     if return_counts:
         res.append(_counts(mask, k, count) if n else _full((k,), 0, INDEX_DTYPE))
     return res[0] if len(res) == 1 else tuple(res)
