@@ -101,13 +101,8 @@ def _check_nondiff(nums: Sequence[int], n: int, what: str) -> None:
 
 def _array_leaves(diff_args: tuple, what: str) -> tuple[list, tu.PyTreeDef, list[ShapedArray]]:
     leaves, tree = tu.flatten(diff_args)
-    avals = []
-    for i, x in enumerate(leaves):
-        try:
-            avals.append(core.get_aval(x))
-        except TypeError:
-            raise TypeError(f"{what}: argument leaf {i} of type {type(x).__name__} is not an array; "
-                            "pass non-array arguments through nondiff_argnums") from None
+    avals = ad.leaf_avals(leaves, f"{what}: argument leaf {{i}} of type {{type}} is not an array; pass "
+                          "non-array arguments through nondiff_argnums")
     return leaves, tree, avals
 
 
@@ -502,8 +497,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
                                             "output, residuals")
                 o_leaves = _output_leaves(out, out_tree, rule, "output")
                 r_leaves, r_tree = tu.flatten(residuals)
-                ad.check_array_leaves(r_leaves, f"custom_vjp fwd rule of {name}: residual leaf {{i}} of type "
-                                      "{type} is not an array")
+                ad.leaf_avals(r_leaves, f"{rule}: residual leaf {{i}} of type {{type}} is not an array")
                 box["res_tree"] = r_tree
                 return _match_leaves(o_leaves, out_avals, f"custom_vjp fwd rule of {name}") + r_leaves
 
@@ -647,13 +641,8 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         static = {i % len(args): args[i] for i in nums} if args else {}
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         leaves, in_tree = tu.flatten((dyn, kwargs))
-        avals = []
-        for i, x in enumerate(leaves):
-            try:
-                avals.append(core.get_aval(x))
-            except TypeError:
-                raise TypeError(f"checkpoint: argument leaf {i} of type {type(x).__name__} is not an "
-                                "array; mark it with static_argnums") from None
+        avals = ad.leaf_avals(leaves, "checkpoint: argument leaf {i} of type {type} is not an array; mark it "
+                              "with static_argnums")
         box: list = []
 
         def flat(*xs: Any) -> list:
