@@ -151,16 +151,22 @@ class _SplitCall(NamedTuple):
     call: Program
     consts: list
     out_tree: tu.PyTreeDef
+    out_avals: list[ShapedArray]
 
 
-def _split_call(fun: Callable, nd: Sequence[int], args: tuple, kwargs: dict,
-                what: str) -> tuple[tuple, _SplitCall | None]:
-    """The positional arguments of a call of ``fun`` and, under a transformation, the call split
-    and traced (None outside all transformations: the function just runs)."""
+def _split_call(fun: Callable, nd: Sequence[int], args: tuple, kwargs: dict, what: str,
+                has_rules: bool) -> tuple[str, tuple, _SplitCall | None]:
+    """The function's name, the positional arguments of a call of ``fun`` and, under a
+    transformation, the call split and traced (None outside all transformations: the function just
+    runs). ``has_rules``: whether the derivative rules are set (an AttributeError if not)."""
+    name = getattr(fun, "__name__", "function")
+    if not has_rules:
+        kind = what.split("_")[1].upper()  # JVP / VJP
+        raise AttributeError(f"No {kind} defined for {what} function {name} using def{kind.lower()}.")
     args = _resolve_kwargs(fun, args, kwargs, what)
     _check_nondiff(nd, len(args), what)
     if not _any_traced(args):
-        return args, None
+        return name, args, None
     nondiff_vals = [args[i] for i in nd]
     diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
     leaves, in_tree, avals = _array_leaves(diff_args, what)
@@ -170,7 +176,8 @@ def _split_call(fun: Callable, nd: Sequence[int], args: tuple, kwargs: dict,
         return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
 
     call, consts, out_tree = _trace_fun(fun, rebuild, in_tree, avals)
-    return args, _SplitCall(nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree)
+    return name, args, _SplitCall(nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts,
+                                  out_tree, call.out_avals)
 
 
 def _match_leaves(vals: Sequence[Any], avals: Sequence[ShapedArray], what: str) -> list:
@@ -317,14 +324,11 @@ class custom_jvp:  # noqa: N801 - JAX's name
         self.defjvp(jvp)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(self.fun, "__name__", "function")
-        if self.jvp is None:
-            raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
-        args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_jvp")
+        name, args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_jvp",
+                                     self.jvp is not None)
         if sp is None:
             return self.fun(*args)
-        nondiff_vals, _, leaves, in_tree, _, _, call, consts, out_tree = sp
-        out_avals = call.out_avals
+        nondiff_vals, _, leaves, in_tree, _, _, call, consts, out_tree, out_avals = sp
         user_jvp = self.jvp
         n = len(leaves)
 
@@ -478,14 +482,11 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(self.fun, "__name__", "function")
-        if self.fwd is None or self.bwd is None:
-            raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_vjp")
+        name, args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_vjp",
+                                     self.fwd is not None and self.bwd is not None)
         if sp is None:
             return self.fun(*args)
-        nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree = sp
-        out_avals = call.out_avals
+        nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree, out_avals = sp
         n_args = len(diff_args)
         user_fwd, user_bwd = self.fwd, self.bwd
         box: dict = {}
