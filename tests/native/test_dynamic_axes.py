@@ -21,6 +21,7 @@ from ember._src.native.pool import POOL
 from ember._src.native.schedule import build_schedule
 from ember.errors import ShapeError
 from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
+from tests.helpers import run_in_threads
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc
@@ -277,7 +278,6 @@ def test_per_binding_first_fit_matches_static_planner() -> None:
 def test_bindings_share_one_arena_safely_across_threads() -> None:
     """Specializations of one symbolic program share its arena (grown to the largest peak): calls
     from several threads at different sizes must not corrupt each other's intermediates."""
-    import threading
 
     rng = np.random.default_rng(8)
     params = mlp_params(rng, d_in=10, d_hidden=24, d_out=6)
@@ -295,11 +295,7 @@ def test_bindings_share_one_arena_safely_across_threads() -> None:
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(b,)) for b in xs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, xs)
     assert not errors, errors[0]
 
 
