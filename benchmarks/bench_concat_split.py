@@ -8,15 +8,13 @@ JAX jit (when installed), interleaved in one process.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_conv import jax_runner, make, round_medians, workloads  # noqa: E402
-from common import have  # noqa: E402
+from bench_conv import jax_runner, round_medians, setup, workload_fn  # noqa: E402
 
 import ember  # noqa: E402
 from ember import lax  # noqa: E402
@@ -24,25 +22,14 @@ from ember._src.native import concat_split  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
-    jax = None
-    if have("jax"):
-        import jax
-        jax.config.update("jax_platforms", "cpu")
-    for name, cfg, inputs in workloads(n, hw, c, o):
+    args, jax, cases = setup(default_rounds=5)
+    for name, cfg, inputs in cases:
         if cfg.get("pool"):
             continue
         runners: dict = {}
         for label, backend, enabled in (("split", "native", True), ("select", "native", False),
                                         ("numpy", "numpy", True)):
-            f = make(lax, cfg)
-            if cfg.get("grad"):
-                f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
-            g = ember.jit(f, backend=backend)
+            g = ember.jit(workload_fn(lax, ember.grad, cfg), backend=backend)
             concat_split.ENABLED = enabled
             try:
                 g(*inputs)  # compiles now

@@ -59,10 +59,7 @@ def make(lib: object, cfg: dict):
 
 def jax_runner(jax: Any, cfg: dict, inputs: list) -> Callable[[], Any]:
     """A call of the workload jitted by JAX on ``inputs`` (compiled now) that waits for its result."""
-    jf = make(jax.lax, cfg)
-    if cfg.get("grad"):
-        jf = jax.grad(lambda x, k, jf=jf: jf(x, k).sum(), argnums=1)
-    jj = jax.jit(jf)
+    jj = jax.jit(workload_fn(jax.lax, jax.grad, cfg))
     jin = [jax.numpy.asarray(v) for v in inputs]
     jj(*jin).block_until_ready()
     return lambda: jj(*jin).block_until_ready()
@@ -78,22 +75,35 @@ def round_medians(runners: dict[str, Callable[[], Any]], rounds: int) -> dict[st
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def main() -> None:
+def setup(default_rounds: int) -> tuple[argparse.Namespace, Any, list]:
+    """The command line (``--quick``, ``--rounds``), JAX on the CPU (None when not installed) and
+    the workloads of the chosen size."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=default_rounds)
     args = ap.parse_args()
-    n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
-    rows = []
     jax = None
     if have("jax"):
         import jax
         jax.config.update("jax_platforms", "cpu")
-    for name, cfg, inputs in workloads(n, hw, c, o):
+    return args, jax, workloads(*((2, 16, 8, 16) if args.quick else (8, 32, 16, 32)))
+
+
+def workload_fn(lax_module: Any, grad: Callable, cfg: dict) -> Callable:
+    """The workload's function over ``lax_module`` (ember's or JAX's lax); for a ``grad`` workload,
+    the gradient of its sum with respect to the kernel."""
+    f = make(lax_module, cfg)
+    if cfg.get("grad"):
+        f = grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
+    return f
+
+
+def main() -> None:
+    args, jax, cases = setup(default_rounds=3)
+    rows = []
+    for name, cfg, inputs in cases:
         runners: dict = {}
-        f = make(lax, cfg)
-        if cfg.get("grad"):
-            f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
+        f = workload_fn(lax, ember.grad, cfg)
         for backend in ("native", "numpy"):
             g = ember.jit(f, backend=backend)
             g(*inputs)
