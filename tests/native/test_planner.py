@@ -18,6 +18,7 @@ from ember._src.native.schedule import build_schedule
 from ember._src.program import Var
 from tests.native import randprog
 from tests.native.conftest import requires_cc
+from tests.native.util import row_softmax
 
 RNG = np.random.default_rng(0)
 
@@ -100,12 +101,7 @@ def test_in_place_only_when_input_dies():
 def test_workspace_is_per_thread_and_single_step():
     x = RNG.standard_normal((8, 64)).astype(np.float32)
 
-    def softmax(x):
-        m = lax.reduce_max(x, (1,))
-        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
-        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
-
-    _, plan = plan_of(softmax, x, threads=4)
+    _, plan = plan_of(row_softmax, x, threads=4)
     ws = [b for b in plan.buffers if b.cls == WORKSPACE]
     assert len(ws) == 1 and ws[0].nbytes == 64 * 4 * 4 and ws[0].start == ws[0].end
 
