@@ -295,6 +295,22 @@ def _is_scatter_dn(v: Any) -> bool:
     return isinstance(v, ScatterDimensionNumbers)
 
 
+def _scatter_either(name: str, how: str, operand: ArrayLike, indices: ArrayLike, updates: ArrayLike,
+                    dimension_numbers: Any, mode: Any, kwargs: dict, one_axis_mode: str) -> Any:
+    """``scatter``/``scatter_add``: XLA's general form for :class:`ScatterDimensionNumbers`, else
+    ember's one-axis form (``dimension_numbers`` or ``axis=`` is the axis, ``one_axis_mode`` how
+    updates combine)."""
+    if not _is_scatter_dn(dimension_numbers):
+        axis = kwargs.pop("axis", dimension_numbers)
+        if kwargs:
+            raise TypeError(f"{name}: unexpected arguments {sorted(kwargs)}")
+        return ix.scatter(_as_operand(operand), _as_operand(indices), _as_operand(updates), axis=axis,
+                          mode=one_axis_mode)
+    if kwargs:
+        raise TypeError(f"{name}: unexpected arguments {sorted(kwargs)}")
+    return _scatter_general(name, operand, indices, updates, dimension_numbers, mode, how)
+
+
 def scatter(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike, dimension_numbers: Any = 0,
             mode: Any = None, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             **kwargs: Any) -> Any:
@@ -306,15 +322,8 @@ def scatter(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike, 
     (``updates`` shaped like ``operand`` with ``axis`` replaced by ``scatter_indices.shape``).
     """
     del indices_are_sorted, unique_indices
-    if not _is_scatter_dn(dimension_numbers):
-        axis = kwargs.pop("axis", dimension_numbers)
-        if kwargs:
-            raise TypeError(f"scatter: unexpected arguments {sorted(kwargs)}")
-        return ix.scatter(_as_operand(operand), _as_operand(scatter_indices), _as_operand(updates),
-                          axis=axis, mode="set" if mode is None else mode)
-    if kwargs:
-        raise TypeError(f"scatter: unexpected arguments {sorted(kwargs)}")
-    return _scatter_general("scatter", operand, scatter_indices, updates, dimension_numbers, mode, "set")
+    return _scatter_either("scatter", "set", operand, scatter_indices, updates, dimension_numbers, mode,
+                           kwargs, "set" if mode is None else mode)
 
 
 def scatter_add(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike,
@@ -326,15 +335,8 @@ def scatter_add(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLi
     like ``operand`` with that axis replaced by ``scatter_indices.shape``.
     """
     del indices_are_sorted, unique_indices
-    if not _is_scatter_dn(dimension_numbers):
-        axis = kwargs.pop("axis", dimension_numbers)
-        if kwargs:
-            raise TypeError(f"scatter_add: unexpected arguments {sorted(kwargs)}")
-        return ix.scatter(_as_operand(operand), _as_operand(scatter_indices), _as_operand(updates),
-                          axis=axis, mode="add")
-    if kwargs:
-        raise TypeError(f"scatter_add: unexpected arguments {sorted(kwargs)}")
-    return _scatter_general("scatter_add", operand, scatter_indices, updates, dimension_numbers, mode, "add")
+    return _scatter_either("scatter_add", "add", operand, scatter_indices, updates, dimension_numbers, mode,
+                           kwargs, "add")
 
 
 def _scatter_op(how: str, doc: str) -> Any:
