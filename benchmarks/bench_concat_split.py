@@ -9,16 +9,13 @@ JAX jit (when installed), interleaved in one process.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_conv import make, workloads  # noqa: E402
-from common import have, timeit  # noqa: E402
+from bench_conv import jax_runner, round_medians, setup, workload_fn  # noqa: E402
 
 import ember  # noqa: E402
 from ember import lax  # noqa: E402
@@ -26,25 +23,14 @@ from ember._src.native.scheduling import concat_split  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
-    jax = None
-    if have("jax"):
-        import jax
-        jax.config.update("jax_platforms", "cpu")
-    for name, cfg, inputs in workloads(n, hw, c, o):
+    args, jax, cases = setup(default_rounds=5)
+    for name, cfg, inputs in cases:
         if cfg.get("pool"):
             continue
         runners: dict = {}
         for label, backend, enabled in (("split", "native", True), ("select", "native", False),
                                         ("numpy", "numpy", True)):
-            f = make(lax, cfg)
-            if cfg.get("grad"):
-                f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
-            g = ember.jit(f, backend=backend)
+            g = ember.jit(workload_fn(lax, ember.grad, cfg), backend=backend)
             concat_split.ENABLED = enabled
             try:
                 g(*inputs)  # compiles now
@@ -55,18 +41,8 @@ def main() -> None:
         for k in ("split", "select"):
             np.testing.assert_allclose(np.asarray(runners[k]()), ref, rtol=2e-4, atol=2e-4)
         if jax is not None:
-            jf = make(jax.lax, cfg)
-            if cfg.get("grad"):
-                jf = jax.grad(lambda x, k, jf=jf: jf(x, k).sum(), argnums=1)
-            jj = jax.jit(jf)
-            jin = [jax.numpy.asarray(v) for v in inputs]
-            jj(*jin).block_until_ready()
-            runners["jax"] = lambda jj=jj, jin=jin: jj(*jin).block_until_ready()
-        samples: dict = {k: [] for k in runners}
-        for _ in range(args.rounds):
-            for k, run in runners.items():
-                samples[k].append(timeit(run))
-        t = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
+            runners["jax"] = jax_runner(jax, cfg, inputs)
+        t = {k: v * 1e3 for k, v in round_medians(runners, args.rounds).items()}
         parts = " ".join(f"{k} {v:.3f} ms" for k, v in t.items())
         print(f"{name}: {parts}  select/split {t['select'] / t['split']:.2f}x", flush=True)
 

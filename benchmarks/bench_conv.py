@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,43 +57,64 @@ def make(lib: object, cfg: dict):
     return conv
 
 
-def main() -> None:
+def jax_runner(jax: Any, cfg: dict, inputs: list) -> Callable[[], Any]:
+    """A call of the workload jitted by JAX on ``inputs`` (compiled now) that waits for its result."""
+    jj = jax.jit(workload_fn(jax.lax, jax.grad, cfg))
+    jin = [jax.numpy.asarray(v) for v in inputs]
+    jj(*jin).block_until_ready()
+    return lambda: jj(*jin).block_until_ready()
+
+
+def round_medians(runners: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Seconds per call of each runner: the median over ``rounds`` rounds that time each runner in
+    turn (interleaved, as the machine is shared)."""
+    samples: dict = {k: [] for k in runners}
+    for _ in range(rounds):
+        for k, run in runners.items():
+            samples[k].append(timeit(run))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def setup(default_rounds: int) -> tuple[argparse.Namespace, Any, list]:
+    """The command line (``--quick``, ``--rounds``), JAX on the CPU (None when not installed) and
+    the workloads of the chosen size."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=default_rounds)
     args = ap.parse_args()
-    n, hw, c, o = (2, 16, 8, 16) if args.quick else (8, 32, 16, 32)
-    rows = []
     jax = None
     if have("jax"):
         import jax
         jax.config.update("jax_platforms", "cpu")
-    for name, cfg, inputs in workloads(n, hw, c, o):
+    return args, jax, workloads(*((2, 16, 8, 16) if args.quick else (8, 32, 16, 32)))
+
+
+def workload_fn(lax_module: Any, grad: Callable, cfg: dict) -> Callable:
+    """The workload's function over ``lax_module`` (ember's or JAX's lax); for a ``grad`` workload,
+    the gradient of its sum with respect to the kernel."""
+    f = make(lax_module, cfg)
+    if cfg.get("grad"):
+        f = grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
+    return f
+
+
+def main() -> None:
+    args, jax, cases = setup(default_rounds=3)
+    rows = []
+    for name, cfg, inputs in cases:
         runners: dict = {}
-        f = make(lax, cfg)
-        if cfg.get("grad"):
-            f = ember.grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
+        f = workload_fn(lax, ember.grad, cfg)
         for backend in ("native", "numpy"):
             g = ember.jit(f, backend=backend)
             g(*inputs)
             runners[f"ember {backend}"] = lambda g=g, inputs=inputs: g(*inputs)
         if jax is not None:
-            jf = make(jax.lax, cfg)
-            if cfg.get("grad"):
-                jf = jax.grad(lambda x, k, jf=jf: jf(x, k).sum(), argnums=1)
-            jj = jax.jit(jf)
-            jin = [jax.numpy.asarray(v) for v in inputs]
-            jj(*jin).block_until_ready()
-            runners["jax jit"] = lambda jj=jj, jin=jin: jj(*jin).block_until_ready()
-            want = np.asarray(jj(*jin))
+            runners["jax jit"] = run_jax = jax_runner(jax, cfg, inputs)
+            want = np.asarray(run_jax())
             got = np.asarray(ember.jit(f, backend="native")(*inputs))
             np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
         # interleave the implementations over several rounds (the machine is shared): median of medians
-        samples: dict = {k: [] for k in runners}
-        for _ in range(args.rounds):
-            for k, run in runners.items():
-                samples[k].append(timeit(run))
-        times = {k: statistics.median(v) for k, v in samples.items()}
+        times = round_medians(runners, args.rounds)
         rows.append({"workload": name, "times": times})
         print(name, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
     print(report("Convolutions and pooling (im2col over slices + dot_general)", rows, "conv"))

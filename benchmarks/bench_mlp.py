@@ -34,6 +34,7 @@ from common import (  # noqa: E402
     have,
     interleaved,
     medians,
+    parse_with_threads,
     peer_runners,
     report,
 )
@@ -151,12 +152,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="1,32,128")
     ap.add_argument("--width", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3, help="new processes per first-call measurement")
-    args = ap.parse_args()
-    from ember._src.native import prepare
-    prepare()  # time the steady state: per-machine runtime libraries loaded
-    opts = {"num_threads": args.threads} if args.threads else {}
+    args, opts = parse_with_threads(ap)
     native = ember.jit(mlp, backend="native", **opts)
     ref = ember.jit(mlp, backend="numpy")
     rows = []

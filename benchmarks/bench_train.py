@@ -21,7 +21,7 @@ import threads  # noqa: E402
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 
 import numpy as np  # noqa: E402
-from common import have, interleaved, load_average, medians, report  # noqa: E402
+from common import have, interleaved, load_average, medians, parse_with_threads, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -133,12 +133,7 @@ def runners(ps: list[np.ndarray], x: np.ndarray, y: np.ndarray, opts: dict) -> d
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", default="32,128")
-    ap.add_argument("--threads", type=int, default=None, help="threads for ember native")
-    args = ap.parse_args()
-    from ember._src.native import prepare
-
-    prepare()  # time the steady state: per-machine runtime libraries loaded
-    opts = {"num_threads": args.threads} if args.threads else {}
+    args, opts = parse_with_threads(ap)
     rows = []
     ps = params()
     for b in (int(v) for v in args.batches.split(",")):

@@ -28,6 +28,7 @@ from common import (  # noqa: E402
     interleaved,
     load_average,
     medians,
+    parse_with_threads,
     peer_runners,
     report,
 )
@@ -173,11 +174,7 @@ def measure(w: Workload, opts: dict, **timing) -> tuple[dict, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1x16x64,4x64x128,4x128x256")
-    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
-    args = ap.parse_args()
-    from ember._src.native import prepare
-    prepare()  # time the steady state: per-machine runtime libraries loaded
-    opts = {"num_threads": args.threads} if args.threads else {}
+    args, opts = parse_with_threads(ap)
     rows = []
     for size in args.sizes.split(","):
         b, t, d = (int(s) for s in size.split("x"))

@@ -7,6 +7,7 @@ installs them all)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -28,6 +29,18 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # takes tens of ms instead of ~0.2 ms. Passive waiting (set before either runtime loads; an explicit
 # OMP_WAIT_POLICY in the environment wins) keeps side-by-side timings in one process honest.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def parse_with_threads(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """Parse the command line of ``ap`` plus ``--threads`` (threads of ember's native backend); load
+    ember's per-machine native runtime libraries now (timings see the steady state). Returns the
+    arguments and the ``jit`` options (none without ``--threads``)."""
+    from ember._src.native import prepare
+
+    ap.add_argument("--threads", type=int, default=None, help="threads of ember's native backend")
+    args = ap.parse_args()
+    prepare()
+    return args, ({"num_threads": args.threads} if args.threads else {})
 
 
 def have(module: str) -> bool:

@@ -96,14 +96,18 @@ def _close(actual: Any, expected: Any, atol: float, rtol: float, msg: str) -> No
                                    err_msg=f"{msg} (leaf {i})")
 
 
+def _check_defaults(atol: float | None, rtol: float | None, eps: float | None,
+                    rng: np.random.Generator | None, seed: int) -> tuple:
+    """The tolerances, finite-difference step and generator of a check (defaults where None)."""
+    return (_DEFAULT_TOL if atol is None else atol, _DEFAULT_TOL if rtol is None else rtol,
+            EPS if eps is None else eps, np.random.default_rng(seed) if rng is None else rng)
+
+
 def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: float | None = None,
               rtol: float | None = None, eps: float | None = None, err_msg: str = "",
               rng: np.random.Generator | None = None) -> None:
     """Compare ``f_jvp(args, tangents)`` with a central finite difference along a random tangent."""
-    atol = _DEFAULT_TOL if atol is None else atol
-    rtol = _DEFAULT_TOL if rtol is None else rtol
-    eps = EPS if eps is None else eps
-    rng = np.random.default_rng(0) if rng is None else rng
+    atol, rtol, eps, rng = _check_defaults(atol, rtol, eps, rng, 0)
     tangent = _rand_like(rng, args)
     v_out, t_out = f_jvp(tuple(args), tuple(tangent))
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'JVP'} primal output")
@@ -115,10 +119,7 @@ def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: float | N
               rtol: float | None = None, eps: float | None = None, err_msg: str = "",
               rng: np.random.Generator | None = None) -> None:
     """Check ``<vjp(ct), t> == <ct, J t>`` with ``J t`` from finite differences (random ``t``, ``ct``)."""
-    atol = _DEFAULT_TOL if atol is None else atol
-    rtol = _DEFAULT_TOL if rtol is None else rtol
-    eps = EPS if eps is None else eps
-    rng = np.random.default_rng(1) if rng is None else rng
+    atol, rtol, eps, rng = _check_defaults(atol, rtol, eps, rng, 1)
     v_out, vjp_fun = f_vjp(*args)
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'VJP'} primal output")
     tangent = _rand_like(rng, args)

@@ -98,3 +98,24 @@ def block_ref(params: dict, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ff = np.maximum(_layernorm_ref(flat, p["g"], p["beta"]) @ p["w1"], 0.0) @ p["w2"]
     y = (flat + ff).reshape(b, s, d)
     return y, y.mean(1)
+
+
+SEQS = [1, 2, 3, 5, 7, 8, 9, 12, 16, 17, 23, 31, 32, 40, 47, 64]  # 16 distinct sequence lengths
+
+
+def block_inputs(rng: np.random.Generator, d: int) -> list[tuple[int, int, np.ndarray]]:
+    """(batch, seq, x) for each of :data:`SEQS`: float32 inputs of shape (batch, seq, d), the batch
+    cycling through 1, 2, 3."""
+    out = []
+    for i, s in enumerate(SEQS):
+        b = 1 + i % 3
+        out.append((b, s, rng.standard_normal((b, s, d)).astype(np.float32)))
+    return out
+
+
+def assert_block_close(got: tuple, want: tuple, b: int, s: int, d: int, atol: float = 1e-4) -> None:
+    """``block``'s outputs ``got`` have the shapes of a (b, s, d) input and equal ``want``."""
+    y, pooled = got
+    assert y.shape == (b, s, d) and pooled.shape == (b, d)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(want[0]), rtol=1e-4, atol=atol)
+    np.testing.assert_allclose(np.asarray(pooled), np.asarray(want[1]), rtol=1e-4, atol=atol)

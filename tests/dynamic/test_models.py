@@ -9,23 +9,22 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember._src import shapes as sh
-from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
+from tests.dynamic import models
 
 BATCHES = list(range(1, 65))  # 64 distinct batch sizes
-SEQS = [1, 2, 3, 5, 7, 8, 9, 12, 16, 17, 23, 31, 32, 40, 47, 64]  # 16 distinct sequence lengths
 
 
 def test_mlp_64_batch_sizes_one_compile() -> None:
     rng = np.random.default_rng(0)
-    params = mlp_params(rng)
-    f = ember.jit(mlp, dynamic_axes={"x": ("batch", None)})
+    params = models.mlp_params(rng)
+    f = ember.jit(models.mlp, dynamic_axes={"x": ("batch", None)})
     order = list(BATCHES)
     rng.shuffle(order)
     for b in order:
         x = rng.standard_normal((b, 16)).astype(np.float32)
         out = f(params, x)
         assert out.shape == (b, 8) and out.dtype == np.float32
-        np.testing.assert_allclose(np.asarray(out), mlp_ref(params, x), rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(np.asarray(out), models.mlp_ref(params, x), rtol=2e-5, atol=2e-5)
     info = f.cache_info()
     assert info["compiles"] == 1
     assert info["specializations"] == 64
@@ -38,23 +37,17 @@ def test_mlp_64_batch_sizes_one_compile() -> None:
 
 def test_block_16_sequence_lengths_one_compile() -> None:
     rng = np.random.default_rng(1)
-    params = block_params(rng)
-    f = ember.jit(block, dynamic_axes={"x": "batch, seq, _"})
-    for i, s in enumerate(SEQS):
-        b = 1 + i % 3
-        x = rng.standard_normal((b, s, 16)).astype(np.float32)
-        y, pooled = f(params, x)
-        y_ref, pooled_ref = block_ref(params, x)
-        assert y.shape == (b, s, 16) and pooled.shape == (b, 16)
-        np.testing.assert_allclose(np.asarray(y), y_ref, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(np.asarray(pooled), pooled_ref, rtol=1e-4, atol=1e-4)
+    params = models.block_params(rng)
+    f = ember.jit(models.block, dynamic_axes={"x": "batch, seq, _"})
+    for b, s, x in models.block_inputs(rng, 16):
+        models.assert_block_close(f(params, x), models.block_ref(params, x), b, s, 16)
     info = f.cache_info()
-    assert info["compiles"] == 1 and info["specializations"] == len(SEQS)
+    assert info["compiles"] == 1 and info["specializations"] == len(models.SEQS)
 
 
 def test_block_program_is_symbolic() -> None:
-    params = block_params(np.random.default_rng(2))
-    f = ember.jit(block, dynamic_axes={"x": "batch, seq, _"})
+    params = models.block_params(np.random.default_rng(2))
+    f = ember.jit(models.block, dynamic_axes={"x": "batch, seq, _"})
     prog = f.lower(params, np.zeros((2, 3, 16), np.float32)).program
     b, s = sh.axis("batch"), sh.axis("seq")
     assert [a.shape for a in prog.out_avals] == [(b, s, 16), (b, 16)]
@@ -66,9 +59,9 @@ def test_block_program_is_symbolic() -> None:
 
 def test_specialization_matches_static_jit_exactly() -> None:
     rng = np.random.default_rng(3)
-    params = block_params(rng)
-    f = ember.jit(block, dynamic_axes={"x": "batch, seq, _"})
-    g = ember.jit(block)
+    params = models.block_params(rng)
+    f = ember.jit(models.block, dynamic_axes={"x": "batch, seq, _"})
+    g = ember.jit(models.block)
     for b, s in [(1, 1), (2, 5), (3, 8)]:
         x = rng.standard_normal((b, s, 16)).astype(np.float32)
         for a, c in zip(f(params, x), g(params, x)):

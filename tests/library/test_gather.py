@@ -26,6 +26,17 @@ def _fill(dtype):
     return np.iinfo(d).max if d.kind == "u" else np.iinfo(d).min
 
 
+def _window_start(ndim, idx, b, index_map, operand_batching, index_batching):
+    """The start of the window at index batch position ``b``: the index vector on the axes of
+    ``index_map``, the batch position on the operand batching axes, 0 elsewhere."""
+    start = [0] * ndim
+    for j, d in enumerate(index_map):
+        start[d] = int(idx[b + (j,)])
+    for od, ib in zip(operand_batching, index_batching):
+        start[od] = b[ib]
+    return start
+
+
 def ref_gather(x, idx, dn, sizes, mode="clip", fill=None):
     batch_shape = idx.shape[:-1]
     dropped = (*dn.collapsed_slice_dims, *dn.operand_batching_dims)
@@ -40,11 +51,8 @@ def ref_gather(x, idx, dn, sizes, mode="clip", fill=None):
         out_shape[p] = sizes[d]
     out = np.empty(out_shape, x.dtype)
     for b in itertools.product(*(range(n) for n in batch_shape)):
-        start = [0] * x.ndim
-        for j, d in enumerate(dn.start_index_map):
-            start[d] = int(idx[b + (j,)])
-        for od, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims):
-            start[od] = b[ib]
+        start = _window_start(x.ndim, idx, b, dn.start_index_map, dn.operand_batching_dims,
+                              dn.start_indices_batching_dims)
         oob = any(not 0 <= start[d] <= x.shape[d] - sizes[d] for d in dn.start_index_map)
         start = [min(max(s, 0), n - k) for s, n, k in zip(start, x.shape, sizes)]
         sl = x[tuple(slice(s, s + k) for s, k in zip(start, sizes))].reshape([sizes[d] for d in kept])
@@ -68,11 +76,8 @@ def ref_scatter(x, idx, upd, dn, op, mode="drop"):
     for p, d in zip(wdims, kept):
         wsize[d] = upd.shape[p]
     for b in itertools.product(*(range(n) for n in batch_shape)):
-        start = [0] * x.ndim
-        for j, d in enumerate(dn.scatter_dims_to_operand_dims):
-            start[d] = int(idx[b + (j,)])
-        for od, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims):
-            start[od] = b[ib]
+        start = _window_start(x.ndim, idx, b, dn.scatter_dims_to_operand_dims, dn.operand_batching_dims,
+                              dn.scatter_indices_batching_dims)
         if any(not 0 <= start[d] <= x.shape[d] - wsize[d] for d in dn.scatter_dims_to_operand_dims):
             if mode == "drop":
                 continue

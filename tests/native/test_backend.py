@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import subprocess
 import sys
@@ -22,11 +21,11 @@ from ember._src.native import pipeline as pl
 from ember._src.native.emit import codegen
 from ember._src.native.runtime import compiler
 from ember.errors import CompileError, DTypeError, ShapeError
+from tests.helpers import child_env
 from tests.native.conftest import requires_cc
 from tests.native.util import without_calls
 
 RNG = np.random.default_rng(0)
-SRC_DIR = Path(__file__).resolve().parents[2] / "src"
 
 
 def mlp(x, w1, b1, w2, b2, w3):
@@ -236,8 +235,7 @@ def test_second_process_loads_from_disk_without_compiling(tmp_path):
         "out = np.asarray(f(x, w))\n"
         "print(json.dumps({'out': float(out.sum()), **compiler.cache_stats()}))\n"
     )
-    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    env = child_env(tmp_path / "cache")
 
     def run():
         proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,

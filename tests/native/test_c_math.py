@@ -12,6 +12,7 @@ import scipy.special as sps
 from ember._src.native.emit import c_ops
 from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
+from tests.native.util import row_softmax
 
 FUNCS = ["em_expf", "em_logf", "em_tanhf", "em_logisticf", "em_erff"]
 REFS = [np.exp, np.log, np.tanh, sps.expit, sps.erf]
@@ -165,23 +166,16 @@ def test_softmax_kernel_loops_vectorize():
     """Row softmax fuses into one kernel whose three row loops (max, exp-sum, divide) all
     vectorize, and matches NumPy."""
     import ember
-    import ember.numpy as jnp
-    from ember import lax
 
     info = compiler.find_compiler()
     if info.family != "gcc":
         pytest.skip(f"the vectorization report is parsed for gcc only (compiler: {info.identity})")
 
-    def softmax(x):
-        m = lax.reduce_max(x, (1,))
-        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
-        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
-
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32) * 10
     x[3, 7] = np.nan
     x[5] = -np.inf
     x[5, 2] = 0
-    f = ember.jit(softmax, backend="native", num_threads=1)
+    f = ember.jit(row_softmax, backend="native", num_threads=1)
     x64 = x.astype(np.float64)
     with np.errstate(invalid="ignore"):
         e = np.exp(x64 - x64.max(1, keepdims=True))

@@ -9,7 +9,7 @@ import pytest
 import ember.numpy as jnp
 from ember import lax
 from tests.native.conftest import requires_cc
-from tests.native.util import check, without_calls
+from tests.native.util import check, row_softmax, without_calls
 
 pytestmark = requires_cc
 RNG = np.random.default_rng(0)
@@ -259,12 +259,7 @@ def test_regressions_from_the_full_suite_on_native():
 def test_parallel_rows_with_row_cache_cap_their_team():
     x = RNG.standard_normal((64, 48)).astype(np.float32)
 
-    def softmax(x):
-        m = lax.reduce_max(x, (1,))
-        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
-        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
-
-    exe = check(softmax, x, parallel_threshold=1)
+    exe = check(row_softmax, x, parallel_threshold=1)
     from ember._src.native.runtime import compiler
     if compiler.find_compiler().has_openmp:
         assert "omp_get_thread_num" in exe.source and "num_threads(" in exe.source

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from ember._src.native.runtime import compiler
 from ember.errors import CompileError
+from tests.helpers import child_env
 
 ADD_SOURCE = """\
 #include <stdint.h>
@@ -21,7 +21,6 @@ int64_t add(int64_t a, int64_t b) { return a + b; }
 """
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
-SRC_DIR = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.fixture(autouse=True)
@@ -91,8 +90,7 @@ def test_new_process_loads_from_disk(tmp_path):
         "fn.argtypes = [ctypes.c_int64, ctypes.c_int64]; fn.restype = ctypes.c_int64\n"
         "print(json.dumps({'result': fn(5, 6), **compiler.cache_stats()}))\n"
     )
-    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    env = child_env(tmp_path / "cache")
     proc = subprocess.run(
         [sys.executable, "-c", child, ADD_SOURCE], env=env, capture_output=True, text=True, timeout=120
     )
@@ -152,8 +150,7 @@ def test_concurrent_processes_compile_once(tmp_path):
         "compiler.compile_shared(sys.argv[1])\n"
         "print(json.dumps(compiler.cache_stats()))\n"
     )
-    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
+    env = child_env(tmp_path / "cache")
     procs = [
         subprocess.Popen([sys.executable, "-c", child, source], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(3)

@@ -3,8 +3,6 @@ like the Python path -- same results, same errors, recycled outputs never overwr
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ import ember.numpy as jnp
 from ember._src.native import backend as native_backend
 from ember._src.native.runtime import dispatch
 from ember.errors import DeletedArrayError
+from tests.helpers import run_in_threads
 
 pytestmark = pytest.mark.skipif(dispatch.module(wait=True) is None,
                                 reason=f"C dispatcher unavailable: {dispatch.unavailable_reason()}")
@@ -152,11 +151,7 @@ def test_threads_share_one_executable():
             if not np.allclose(got, w, rtol=1e-4, atol=1e-2):
                 errors.append(seed)
 
-    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_in_threads(worker, range(4))
     assert not errors
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-4, atol=1e-2)
 

@@ -21,12 +21,22 @@ from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.index import Ix
 from ember._src.native.scheduling.schedule import build_schedule
 from ember.errors import ShapeError
-from tests.dynamic.models import block, block_params, block_ref, mlp, mlp_params, mlp_ref
+from tests.dynamic.models import (
+    SEQS,
+    assert_block_close,
+    block,
+    block_inputs,
+    block_params,
+    block_ref,
+    mlp,
+    mlp_params,
+    mlp_ref,
+)
+from tests.helpers import run_in_threads
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc
 
-SEQS = [1, 2, 3, 5, 7, 8, 9, 12, 16, 17, 23, 31, 32, 40, 47, 64]  # 16 sequence lengths
 
 
 def _counters() -> tuple[int, int, int]:
@@ -64,17 +74,10 @@ def test_block_16_sequence_lengths_compile_c_once() -> None:
     f = ember.jit(block, dynamic_axes=axes, backend="native")
     ref = ember.jit(block, dynamic_axes=axes, backend="numpy")
     before = _counters()
-    for i, s in enumerate(SEQS):
-        b = 1 + i % 3
-        x = rng.standard_normal((b, s, 12)).astype(np.float32)
-        y, pooled = f(params, x)
-        ry, rpooled = ref(params, x)
-        assert y.shape == (b, s, 12) and pooled.shape == (b, 12)
-        np.testing.assert_allclose(np.asarray(y), np.asarray(ry), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(np.asarray(pooled), np.asarray(rpooled), rtol=1e-4, atol=1e-5)
-        want_y, want_pooled = block_ref(params, x)
-        np.testing.assert_allclose(np.asarray(y), want_y, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(np.asarray(pooled), want_pooled, rtol=1e-4, atol=1e-4)
+    for b, s, x in block_inputs(rng, 12):
+        got = f(params, x)
+        assert_block_close(got, ref(params, x), b, s, 12, atol=1e-5)
+        assert_block_close(got, block_ref(params, x), b, s, 12)
     assert _delta(before) == (1, 1, 0)
     assert f.cache_info()["compiles"] == 1 and f.cache_info()["specializations"] == len(SEQS)
 
@@ -278,7 +281,6 @@ def test_per_binding_first_fit_matches_static_planner() -> None:
 def test_bindings_share_one_arena_safely_across_threads() -> None:
     """Specializations of one symbolic program share its arena (grown to the largest peak): calls
     from several threads at different sizes must not corrupt each other's intermediates."""
-    import threading
 
     rng = np.random.default_rng(8)
     params = mlp_params(rng, d_in=10, d_hidden=24, d_out=6)
@@ -296,11 +298,7 @@ def test_bindings_share_one_arena_safely_across_threads() -> None:
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(b,)) for b in xs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_in_threads(worker, xs)
     assert not errors, errors[0]
 
 

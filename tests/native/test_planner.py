@@ -18,6 +18,7 @@ from ember._src.native.scheduling.schedule import build_schedule
 from ember._src.program import Var
 from tests.native import randprog
 from tests.native.conftest import requires_cc
+from tests.native.util import row_softmax
 
 RNG = np.random.default_rng(0)
 
@@ -100,12 +101,7 @@ def test_in_place_only_when_input_dies():
 def test_workspace_is_per_thread_and_single_step():
     x = RNG.standard_normal((8, 64)).astype(np.float32)
 
-    def softmax(x):
-        m = lax.reduce_max(x, (1,))
-        e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
-        return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
-
-    _, plan = plan_of(softmax, x, threads=4)
+    _, plan = plan_of(row_softmax, x, threads=4)
     ws = [b for b in plan.buffers if b.cls == WORKSPACE]
     assert len(ws) == 1 and ws[0].nbytes == 64 * 4 * 4 and ws[0].start == ws[0].end
 
@@ -137,6 +133,19 @@ def test_warm_call_allocates_only_outputs():
     arg = [np.ascontiguousarray(x)]
     exe(arg)
     gc.collect()
+    outs, new = _call_buffer_bytes(exe, arg)
+    assert new == 0, f"{new} bytes of buffers allocated by a warm call (outputs come from the pool)"
+    # with every pooled block still held by the caller, the call allocates exactly its output (idle
+    # blocks other tests left in the shared pool's bucket would be reused: clear_caches drops them)
+    ember.clear_caches()
+    keep = [exe(arg) for _ in range(3)]
+    outs2, new = _call_buffer_bytes(exe, arg)
+    assert 0 < new <= 2 * out_bytes + 64 and all(outs2[0] is not k[0] for k in keep)
+    del outs
+
+
+def _call_buffer_bytes(exe, arg):
+    """``exe(arg)`` and the bytes of buffers it newly holds (traced with tracemalloc)."""
     tracemalloc.start()
     try:
         before = tracemalloc.take_snapshot()
@@ -144,22 +153,7 @@ def test_warm_call_allocates_only_outputs():
         after = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
-    new = _buffer_bytes(before, after)
-    assert new == 0, f"{new} bytes of buffers allocated by a warm call (outputs come from the pool)"
-    # with every pooled block still held by the caller, the call allocates exactly its output (idle
-    # blocks other tests left in the shared pool's bucket would be reused: clear_caches drops them)
-    ember.clear_caches()
-    keep = [exe(arg) for _ in range(3)]
-    tracemalloc.start()
-    try:
-        before = tracemalloc.take_snapshot()
-        outs2 = exe(arg)
-        after = tracemalloc.take_snapshot()
-    finally:
-        tracemalloc.stop()
-    new = _buffer_bytes(before, after)
-    assert 0 < new <= 2 * out_bytes + 64 and all(outs2[0] is not k[0] for k in keep)
-    del outs
+    return outs, _buffer_bytes(before, after)
 
 
 def _buffer_bytes(before, after) -> int:

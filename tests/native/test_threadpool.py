@@ -8,7 +8,6 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.native.runtime import compiler, threadpool
+from tests.helpers import run_in_threads
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc
@@ -132,11 +132,7 @@ def test_concurrent_callers_each_get_every_index():
     def go(k):
         results[k] = _run(lib, 3000, 2, 4, 300)
 
-    ts = [threading.Thread(target=go, args=(k,)) for k in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_in_threads(go, range(2))
     for bad, count, _, _, _ in results.values():
         assert bad == 0 and (count == 300).all()
 
@@ -333,9 +329,5 @@ def test_two_python_threads_run_pooled_programs_at_once():
             if not np.array_equal(np.asarray(fs[k](xs[k])), wants[k]):
                 bad.append(k)
 
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_in_threads(run, range(2))
     assert not bad

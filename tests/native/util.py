@@ -8,7 +8,17 @@ from typing import Any
 import numpy as np
 
 import ember
+import ember.numpy as jnp
+from ember import lax
 from ember._src.native.backend import NativeExecutable
+
+
+def row_softmax(x: Any) -> Any:
+    """Softmax over axis 1 of a 2-D ``x`` written with lax reductions and broadcasts (a fusion
+    workload: row max, exp, row sum)."""
+    m = lax.reduce_max(x, (1,))
+    e = jnp.exp(x - lax.broadcast_in_dim(m, x.shape, (0,)))
+    return e / lax.broadcast_in_dim(lax.reduce_sum(e, (1,)), x.shape, (0,))
 
 
 def as_tuple(x: Any) -> tuple:

@@ -3,14 +3,33 @@
 import numpy as np
 
 
-def make(shape, dtype=np.float32, seed=0):
-    """Deterministic random data of ``dtype``: normals, integers in [-50, 50), or random bools."""
+def make(shape, dtype=np.float32, seed=0, high=50):
+    """Deterministic random data of ``dtype``: normals (complex: normal real and imaginary parts),
+    integers in [-high, high), or random bools."""
     rng = np.random.default_rng(seed)
     if np.dtype(dtype) == np.bool_:
         return rng.random(shape) > 0.5
     if np.dtype(dtype).kind in "iu":
-        return rng.integers(-50, 50, size=shape).astype(dtype)
+        return rng.integers(-high, high, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
+
+
+def assert_same(got, want, check_dtype=True):
+    """``got`` equals ``want`` exactly: shape, dtype (unless ``check_dtype`` is false) and values;
+    lists and tuples entry by entry."""
+    if isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (got, want)
+        for g, w in zip(got, want):
+            assert_same(g, w, check_dtype)
+        return
+    got_np = np.asarray(got)
+    want = np.asarray(want)
+    assert got_np.shape == want.shape, (got_np.shape, want.shape)
+    if check_dtype:
+        assert got_np.dtype == want.dtype, (got_np.dtype, want.dtype)
+    np.testing.assert_array_equal(got_np, want)
 
 
 # Tolerance for comparing a jitted result (native backend: fused C, another summation order,

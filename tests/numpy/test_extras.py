@@ -11,17 +11,11 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.errors import TracerError
+from tests.numpy import helpers
 
 
 def make(shape, dtype=np.float32, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype) == np.bool_:
-        return rng.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":
-        return rng.integers(-20, 20, size=shape).astype(dtype)
-    if np.dtype(dtype).kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
+    return helpers.make(shape, dtype, seed, high=20)
 
 
 def same(got, want, dtype=True, tol=None):

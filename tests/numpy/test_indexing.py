@@ -10,20 +10,11 @@ from hypothesis import strategies as st
 import ember
 import ember.numpy as jnp
 from ember.errors import DTypeError, ShapeError, TracerError
-from tests.numpy.helpers import make
+from tests.numpy.helpers import assert_same, make
 
 DTYPES = [np.float32, np.float64, np.int32, np.bool_]
 
 
-
-
-def assert_same(got, want, check_dtype=True):
-    got_np = np.asarray(got)
-    want = np.asarray(want)
-    assert got_np.shape == want.shape, (got_np.shape, want.shape)
-    if check_dtype:
-        assert got_np.dtype == want.dtype, (got_np.dtype, want.dtype)
-    np.testing.assert_array_equal(got_np, want)
 
 
 def prim_names(fn, *args):

@@ -10,26 +10,12 @@ from hypothesis import strategies as st
 import ember
 import ember.numpy as jnp
 from ember.errors import ShapeError, TracerError
-from tests.numpy.helpers import make
+from tests.numpy.helpers import assert_same, make
 
 DTYPES = [np.float32, np.float64, np.int32, np.bool_]
 SHAPES = [(), (0,), (5,), (2, 3), (2, 0, 3), (2, 3, 4)]
 
 
-
-
-def assert_same(got, want, check_dtype=True):
-    if isinstance(want, (list, tuple)):
-        assert isinstance(got, (list, tuple)) and len(got) == len(want), (got, want)
-        for g, w in zip(got, want):
-            assert_same(g, w, check_dtype)
-        return
-    got_np = np.asarray(got)
-    want = np.asarray(want)
-    assert got_np.shape == want.shape, (got_np.shape, want.shape)
-    if check_dtype:
-        assert got_np.dtype == want.dtype, (got_np.dtype, want.dtype)
-    np.testing.assert_array_equal(got_np, want)
 
 
 def check(fn, *arrays, check_dtype=True, jit=True):

@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import ember  # noqa: E402
 import ember.torch as et  # noqa: E402
 from ember._src.session import SessionError  # noqa: E402
 from ember.errors import DTypeError, ShapeError  # noqa: E402
+from tests.helpers import run_in_threads  # noqa: E402
 from tests.torch import models  # noqa: E402
 
 
@@ -84,11 +84,7 @@ def test_threads(gpt2_session):
                 np.testing.assert_allclose(s.run({"input_ids": feeds[i]})["logits"], refs[i], atol=1e-4)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
-    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_in_threads(work, range(4))
     assert not errors
 
 

@@ -74,6 +74,18 @@ def _rule_missing(prim: Primitive, kind: str, what: str) -> NotImplementedError:
 # =============================================================================================
 
 
+def leaf_avals(leaves: Sequence[Any], message: str) -> list[ShapedArray]:
+    """The abstract values of ``leaves``; ``TypeError(message)`` for the first leaf that is not an
+    array, ``message`` formatted with the leaf's index ``i`` and its ``type`` name."""
+    avals = []
+    for i, x in enumerate(leaves):
+        try:
+            avals.append(core.get_aval(x))
+        except TypeError:
+            raise TypeError(message.format(i=i, type=type(x).__name__)) from None
+    return avals
+
+
 class JVPTracer(core.Tracer):
     """A primal value together with its tangent (possibly a symbolic :class:`Zero`)."""
 
@@ -226,12 +238,8 @@ def _flatten_fun(fun: Callable, in_tree: tu.PyTreeDef, has_aux: bool,
             out, aux_leaves, aux_tree = res, [], None
         out_leaves, out_tree = tu.flatten(out)
         out_leaves = [_from_float0(o) for o in out_leaves]
-        for i, o in enumerate(out_leaves):
-            try:
-                core.get_aval(o)
-            except TypeError:
-                raise TypeError(f"output leaf {i} of the differentiated function has type "
-                                f"{type(o).__name__}, which is not an array") from None
+        leaf_avals(out_leaves, "output leaf {i} of the differentiated function has type {type}, "
+                   "which is not an array")
         store.append((out_tree, aux_tree, len(aux_leaves)))
         return out_leaves + list(aux_leaves)
 

@@ -23,8 +23,8 @@ import numpy as np
 from ember._src.core import ShapedArray, get_aval
 
 
-class Zero:
-    """A tangent or cotangent known to be zero, carrying only its abstract value."""
+class _AvalOnly:
+    """A stand-in for a value of which only the abstract value is known."""
 
     __slots__ = ("aval",)
 
@@ -32,23 +32,23 @@ class Zero:
         self.aval = aval
 
     def __repr__(self) -> str:
-        return f"Zero({self.aval.str_short()})"
+        return f"{type(self).__name__}({self.aval.str_short()})"
+
+
+class Zero(_AvalOnly):
+    """A tangent or cotangent known to be zero, carrying only its abstract value."""
+
+    __slots__ = ()
 
     @staticmethod
     def from_value(x: Any) -> Zero:
         return Zero(tangent_aval(get_aval(x)))
 
 
-class UndefPrimal:
+class UndefPrimal(_AvalOnly):
     """Marks a linear input of an equation during transposition."""
 
-    __slots__ = ("aval",)
-
-    def __init__(self, aval: ShapedArray):
-        self.aval = aval
-
-    def __repr__(self) -> str:
-        return f"UndefPrimal({self.aval.str_short()})"
+    __slots__ = ()
 
 
 float0 = np.dtype([("float0", np.void, 0)])

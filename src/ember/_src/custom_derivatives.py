@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from ember._src.batching import batch_program
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
-from ember._src.program import Program, Var, dce, eval_program, run_numpy, trace_to_program
+from ember._src.program import Program, dce, eval_program, run_numpy, trace_to_program
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "remat"]
 
@@ -101,13 +101,8 @@ def _check_nondiff(nums: Sequence[int], n: int, what: str) -> None:
 
 def _array_leaves(diff_args: tuple, what: str) -> tuple[list, tu.PyTreeDef, list[ShapedArray]]:
     leaves, tree = tu.flatten(diff_args)
-    avals = []
-    for i, x in enumerate(leaves):
-        try:
-            avals.append(core.get_aval(x))
-        except TypeError:
-            raise TypeError(f"{what}: argument leaf {i} of type {type(x).__name__} is not an array; "
-                            "pass non-array arguments through nondiff_argnums") from None
+    avals = ad.leaf_avals(leaves, f"{what}: argument leaf {{i}} of type {{type}} is not an array; pass "
+                          "non-array arguments through nondiff_argnums")
     return leaves, tree, avals
 
 
@@ -125,6 +120,64 @@ def _trace_fun(fun: Callable, rebuild: Callable, in_tree: tu.PyTreeDef,
     prog, _ = trace_to_program(flat, list(avals))
     prog, consts = _closure_convert(prog)
     return prog, consts, box[0]
+
+
+def _rule_pair(res: Any, rule: str, what: str) -> tuple:
+    """The two results of a user rule that must return a pair (a TypeError naming ``rule`` if not)."""
+    if not (isinstance(res, (tuple, list)) and len(res) == 2):
+        raise TypeError(f"{rule} must return a pair ({what}), got {type(res).__name__}")
+    return tuple(res)
+
+
+def _output_leaves(out: Any, out_tree: tu.PyTreeDef, rule: str, what: str) -> list:
+    """The leaves of a rule's ``out``, which must have the function's output structure."""
+    leaves, tree = tu.flatten(out)
+    if tree != out_tree:
+        raise TypeError(f"{rule}: {what} structure {tree} differs from the function's output structure "
+                        f"{out_tree}")
+    return leaves
+
+
+class _SplitCall(NamedTuple):
+    """A traced call of a custom-derivative function: its arguments split by ``nondiff_argnums``
+    and the function traced on the differentiable leaves."""
+
+    nondiff_vals: list
+    diff_args: tuple
+    leaves: list
+    in_tree: tu.PyTreeDef
+    avals: list[ShapedArray]
+    rebuild: Callable[[tuple], tuple]
+    call: Program
+    consts: list
+    out_tree: tu.PyTreeDef
+    out_avals: list[ShapedArray]
+
+
+def _split_call(fun: Callable, nd: Sequence[int], args: tuple, kwargs: dict, what: str,
+                has_rules: bool) -> tuple[str, tuple, _SplitCall | None]:
+    """The function's name, the positional arguments of a call of ``fun`` and, under a
+    transformation, the call split and traced (None outside all transformations: the function just
+    runs). ``has_rules``: whether the derivative rules are set (an AttributeError if not)."""
+    name = getattr(fun, "__name__", "function")
+    if not has_rules:
+        kind = what.split("_")[1].upper()  # JVP / VJP
+        raise AttributeError(f"No {kind} defined for {what} function {name} using def{kind.lower()}.")
+    args = _resolve_kwargs(fun, args, kwargs, what)
+    _check_nondiff(nd, len(args), what)
+    if not _any_traced(args):
+        return name, args, None
+    nondiff_vals = [args[i] for i in nd]
+    diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
+    leaves, in_tree, avals = _array_leaves(diff_args, what)
+
+    def rebuild(diff: tuple) -> tuple:
+        it = iter(diff)
+        return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
+
+    call, consts, out_tree = _trace_fun(fun, rebuild, in_tree, avals)
+    return name, args, _SplitCall(nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts,
+                                  out_tree, call.out_avals)
 
 
 def _match_leaves(vals: Sequence[Any], avals: Sequence[ShapedArray], what: str) -> list:
@@ -271,24 +324,11 @@ class custom_jvp:  # noqa: N801 - JAX's name
         self.defjvp(jvp)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(self.fun, "__name__", "function")
-        if self.jvp is None:
-            raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
-        nd = self.nondiff_argnums
-        _check_nondiff(nd, len(args), "custom_jvp")
-        if not _any_traced(args):
+        name, args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_jvp",
+                                     self.jvp is not None)
+        if sp is None:
             return self.fun(*args)
-        nondiff_vals = [args[i] for i in nd]
-        diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
-        leaves, in_tree, avals = _array_leaves(diff_args, "custom_jvp")
-
-        def rebuild(diff: tuple) -> tuple:
-            it = iter(diff)
-            return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
-
-        call, consts, out_tree = _trace_fun(self.fun, rebuild, in_tree, avals)
-        out_avals = call.out_avals
+        nondiff_vals, _, leaves, in_tree, _, _, call, consts, out_tree, out_avals = sp
         user_jvp = self.jvp
         n = len(leaves)
 
@@ -296,15 +336,10 @@ class custom_jvp:  # noqa: N801 - JAX's name
             def f(*xs: Any) -> list:
                 ps = tu.unflatten(in_tree, xs[:n])
                 ts = tu.unflatten(in_tree, xs[n:])
+                rule = f"custom_jvp rule of {name}"
                 res = user_jvp(*nondiff_vals, tuple(ps), tuple(ts))
-                if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                    raise TypeError(f"custom_jvp rule of {name} must return a pair (primal_out, "
-                                    f"tangent_out), got {type(res).__name__}")
-                po, to = res
-                po_leaves, po_tree = tu.flatten(po)
-                if po_tree != out_tree:
-                    raise TypeError(f"custom_jvp rule of {name}: primal output structure {po_tree} differs "
-                                    f"from the function's output structure {out_tree}")
+                po, to = _rule_pair(res, rule, "primal_out, tangent_out")
+                po_leaves = _output_leaves(po, out_tree, rule, "primal output")
                 try:
                     to_leaves = tu.flatten_up_to(out_tree, to)[0]
                 except ValueError as e:
@@ -447,46 +482,23 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(self.fun, "__name__", "function")
-        if self.fwd is None or self.bwd is None:
-            raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
-        nd = self.nondiff_argnums
-        _check_nondiff(nd, len(args), "custom_vjp")
-        if not _any_traced(args):
+        name, args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_vjp",
+                                     self.fwd is not None and self.bwd is not None)
+        if sp is None:
             return self.fun(*args)
-        nondiff_vals = [args[i] for i in nd]
-        diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
-        leaves, in_tree, avals = _array_leaves(diff_args, "custom_vjp")
+        nondiff_vals, diff_args, leaves, in_tree, avals, rebuild, call, consts, out_tree, out_avals = sp
         n_args = len(diff_args)
-
-        def rebuild(diff: tuple) -> tuple:
-            it = iter(diff)
-            return tuple(args[i] if i in nd else next(it) for i in range(len(args)))
-
-        call, consts, out_tree = _trace_fun(self.fun, rebuild, in_tree, avals)
-        out_avals = call.out_avals
         user_fwd, user_bwd = self.fwd, self.bwd
         box: dict = {}
 
         def trace_fwd(in_avals: list[ShapedArray]) -> Program:
             def f(*xs: Any) -> list:
-                res = user_fwd(*rebuild(tu.unflatten(in_tree, xs)))
-                if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                    raise TypeError(f"custom_vjp fwd rule of {name} must return a pair (output, "
-                                    f"residuals), got {type(res).__name__}")
-                out, residuals = res
-                o_leaves, o_tree = tu.flatten(out)
-                if o_tree != out_tree:
-                    raise TypeError(f"custom_vjp fwd rule of {name}: output structure {o_tree} differs "
-                                    f"from the function's output structure {out_tree}")
+                rule = f"custom_vjp fwd rule of {name}"
+                out, residuals = _rule_pair(user_fwd(*rebuild(tu.unflatten(in_tree, xs))), rule,
+                                            "output, residuals")
+                o_leaves = _output_leaves(out, out_tree, rule, "output")
                 r_leaves, r_tree = tu.flatten(residuals)
-                for i, r in enumerate(r_leaves):
-                    try:
-                        core.get_aval(r)
-                    except TypeError:
-                        raise TypeError(f"custom_vjp fwd rule of {name}: residual leaf {i} of type "
-                                        f"{type(r).__name__} is not an array") from None
+                ad.leaf_avals(r_leaves, f"{rule}: residual leaf {{i}} of type {{type}} is not an array")
                 box["res_tree"] = r_tree
                 return _match_leaves(o_leaves, out_avals, f"custom_vjp fwd rule of {name}") + r_leaves
 
@@ -571,15 +583,6 @@ def _ckpt_fun(program: Program) -> Callable:
     return lambda *xs: eval_program(program, program.consts, xs)
 
 
-def _depends_on(program: Program, flags: Sequence[bool]) -> list[bool]:
-    """Which outputs of ``program`` depend on the inputs flagged in ``flags``."""
-    dep = {v.id for v, f in zip(program.invars, flags) if f}
-    for e in program.eqns:
-        if any(isinstance(a, Var) and a.id in dep for a in e.inputs):
-            dep.update(o.id for o in e.outvars)
-    return [isinstance(a, Var) and a.id in dep for a in program.outvars]
-
-
 def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Program,
                        prevent_cse: bool) -> list:
     # Which outputs are known is decided by partial evaluation of the body itself, so equations
@@ -639,13 +642,8 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         static = {i % len(args): args[i] for i in nums} if args else {}
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         leaves, in_tree = tu.flatten((dyn, kwargs))
-        avals = []
-        for i, x in enumerate(leaves):
-            try:
-                avals.append(core.get_aval(x))
-            except TypeError:
-                raise TypeError(f"checkpoint: argument leaf {i} of type {type(x).__name__} is not an "
-                                "array; mark it with static_argnums") from None
+        avals = ad.leaf_avals(leaves, "checkpoint: argument leaf {i} of type {type} is not an array; mark it "
+                              "with static_argnums")
         box: list = []
 
         def flat(*xs: Any) -> list:

@@ -486,15 +486,21 @@ def rademacher(key: Array, shape: Shape = (), dtype: Any = None) -> Array:
         b, dt.int32)), mv.full(shape, 1, dt.int32)), d)
 
 
+def _two_parameters(name: str, key: Array, dtype: Any, a: Any, b: Any, shape: Shape | None) -> tuple:
+    """The checked key, float dtype, the two parameters as arrays and the sample shape (by default
+    the parameters' broadcast shape) of a two-parameter float distribution."""
+    key = rb.check_key(name, key)
+    d = _float_dtype(dtype, name)
+    a, b = asarray(a), asarray(b)
+    if shape is None:
+        shape = sh.broadcast_shapes(core.get_aval(a).shape, core.get_aval(b).shape)
+    return key, d, a, b, _shape(shape, name)
+
+
 def truncated_normal(key: Array, lower: Any, upper: Any, shape: Shape | None = None,
                      dtype: Any = None) -> Array:
     """Standard normal samples truncated to the open interval ``(lower, upper)``."""
-    key = rb.check_key("truncated_normal", key)
-    d = _float_dtype(dtype, "truncated_normal")
-    lower, upper = asarray(lower), asarray(upper)
-    if shape is None:
-        shape = sh.broadcast_shapes(core.get_aval(lower).shape, core.get_aval(upper).shape)
-    shape = _shape(shape, "truncated_normal")
+    key, d, lower, upper, shape = _two_parameters("truncated_normal", key, dtype, lower, upper, shape)
     lo, hi = _bound(lower, d, shape), _bound(upper, d, shape)
     s = mv.full(shape, np.sqrt(2), d)
     a, b = ew.erf(ew.div(lo, s)), ew.erf(ew.div(hi, s))
@@ -730,12 +736,7 @@ def loggamma(key: Array, a: Any, shape: Shape | None = None, dtype: Any = None) 
 
 def beta(key: Array, a: Any, b: Any, shape: Shape | None = None, dtype: Any = None) -> Array:
     """Beta(a, b) samples from two log-gamma draws."""
-    key = rb.check_key("beta", key)
-    d = _float_dtype(dtype, "beta")
-    a, b = asarray(a), asarray(b)
-    if shape is None:
-        shape = sh.broadcast_shapes(core.get_aval(a).shape, core.get_aval(b).shape)
-    shape = _shape(shape, "beta")
+    key, d, a, b, shape = _two_parameters("beta", key, dtype, a, b, shape)
     ka, kb = _split2(key)
     lga = loggamma(ka, _bound(a, d, shape), shape, d)
     lgb = loggamma(kb, _bound(b, d, shape), shape, d)

@@ -106,6 +106,18 @@ def make_schedule(scalar_or_schedule: float | Schedule) -> Schedule:
     raise TypeError(type(scalar_or_schedule))
 
 
+def _zeros_state(n: int) -> Callable[[Any], tuple]:
+    """An ``init`` whose state is the parameters followed by ``n`` zero arrays shaped like them."""
+    def init(x0: Any) -> tuple:
+        return (x0, *(jnp.zeros_like(x0) for _ in range(n)))
+    return init
+
+
+def _params(state: tuple) -> Any:
+    """``get_params`` of a state whose first entry is the parameters."""
+    return state[0]
+
+
 @optimizer
 def sgd(step_size: float | Schedule) -> tuple:
     """Stochastic gradient descent."""
@@ -122,7 +134,7 @@ def momentum(step_size: float | Schedule, mass: float) -> tuple:
         x, velocity = state
         velocity = mass * velocity + g
         return x - step_size(i) * velocity, velocity
-    return (lambda x0: (x0, jnp.zeros_like(x0)), update, lambda state: state[0])
+    return _zeros_state(1), update, _params
 
 
 @optimizer
@@ -134,7 +146,7 @@ def nesterov(step_size: float | Schedule, mass: float) -> tuple:
         x, velocity = state
         velocity = mass * velocity + g
         return x - step_size(i) * (mass * velocity + g), velocity
-    return (lambda x0: (x0, jnp.zeros_like(x0)), update, lambda state: state[0])
+    return _zeros_state(1), update, _params
 
 
 @optimizer
@@ -142,16 +154,13 @@ def adagrad(step_size: float | Schedule, momentum: float = 0.9) -> tuple:
     """Adagrad with momentum (JAX's example-library variant)."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> tuple:
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i: Any, g: Any, state: tuple) -> tuple:
         x, g_sq, m = state
         g_sq = g_sq + jnp.square(g)
         g_sq_inv_sqrt = jnp.where(g_sq > 0, 1.0 / jnp.sqrt(g_sq), 0.0)
         m = (1.0 - momentum) * (g * g_sq_inv_sqrt) + momentum * m
         return x - step_size(i) * m, g_sq, m
-    return init, update, lambda state: state[0]
+    return _zeros_state(2), update, _params
 
 
 @optimizer
@@ -163,7 +172,7 @@ def rmsprop(step_size: float | Schedule, gamma: float = 0.9, eps: float = 1e-8) 
         x, avg_sq_grad = state
         avg_sq_grad = avg_sq_grad * gamma + jnp.square(g) * (1.0 - gamma)
         return x - step_size(i) * g / jnp.sqrt(avg_sq_grad + eps), avg_sq_grad
-    return (lambda x0: (x0, jnp.zeros_like(x0)), update, lambda state: state[0])
+    return _zeros_state(1), update, _params
 
 
 @optimizer
@@ -172,24 +181,18 @@ def rmsprop_momentum(step_size: float | Schedule, gamma: float = 0.9, eps: float
     """RMSProp with momentum."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> tuple:
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i: Any, g: Any, state: tuple) -> tuple:
         x, avg_sq_grad, mom = state
         avg_sq_grad = avg_sq_grad * gamma + jnp.square(g) * (1.0 - gamma)
         mom = momentum * mom + step_size(i) * g / jnp.sqrt(avg_sq_grad + eps)
         return x - mom, avg_sq_grad, mom
-    return init, update, lambda state: state[0]
+    return _zeros_state(2), update, _params
 
 
 @optimizer
 def adam(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> tuple:
     """Adam (Kingma & Ba 2014)."""
     step_size = make_schedule(step_size)
-
-    def init(x0: Any) -> tuple:
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
 
     def update(i: Any, g: Any, state: tuple) -> tuple:
         x, m, v = state
@@ -198,7 +201,7 @@ def adam(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: f
         mhat = m / (1 - jnp.asarray(b1, m.dtype) ** (i + 1))
         vhat = v / (1 - jnp.asarray(b2, m.dtype) ** (i + 1))
         return x - step_size(i) * mhat / (jnp.sqrt(vhat) + eps), m, v
-    return init, update, lambda state: state[0]
+    return _zeros_state(2), update, _params
 
 
 @optimizer
@@ -206,15 +209,12 @@ def adamax(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps:
     """AdaMax (the infinity-norm variant of Adam)."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> tuple:
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i: Any, g: Any, state: tuple) -> tuple:
         x, m, u = state
         m = (1 - b1) * g + b1 * m
         u = jnp.maximum(b2 * u, jnp.abs(g))
         return x - (step_size(i) / (1 - jnp.asarray(b1, m.dtype) ** (i + 1))) * m / (u + eps), m, u
-    return init, update, lambda state: state[0]
+    return _zeros_state(2), update, _params
 
 
 def l2_norm(tree: Any) -> Any:

@@ -125,6 +125,19 @@ def _start_column(indices: Any, j: int, batch_shape: tuple) -> Any:
     return mv.reshape(col, batch_shape)
 
 
+def _starts_and_batching(name: str, operand_shape: tuple, indices: Any, batch_shape: tuple,
+                         index_map: Sequence[int], operand_batching: Sequence[int],
+                         index_batching: Sequence[int]) -> tuple[dict, dict]:
+    """The start column of each operand axis named in ``index_map`` and the index batch axis of
+    each operand batching axis (whose sizes must agree)."""
+    for od, ib in zip(operand_batching, index_batching):
+        if operand_shape[od] != batch_shape[ib]:
+            raise ShapeError(f"{name}: operand batching axis {od} has size {operand_shape[od]} but index "
+                             f"batching axis {ib} has {batch_shape[ib]}")
+    starts = {d: _start_column(indices, j, batch_shape) for j, d in enumerate(index_map)}
+    return starts, dict(zip(operand_batching, index_batching))
+
+
 def _linear_index(name: str, operand_shape: tuple, out_shape: tuple, batch_pos: Sequence[int],
                   window_pos: dict, starts: dict, batching: dict, clip: bool, window_sizes: dict,
                   idt: np.dtype) -> tuple[Any, Any]:
@@ -216,12 +229,8 @@ def gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: Gath
     for p, d in zip(offset_dims, kept):
         out_shape[p] = sizes[d]
         window_pos[d] = p
-    for od, ib in zip(dn.operand_batching_dims, dn.start_indices_batching_dims):
-        if xa.shape[od] != batch_shape[ib]:
-            raise ShapeError(f"{name}: operand batching axis {od} has size {xa.shape[od]} but index batching "
-                             f"axis {ib} has {batch_shape[ib]}")
-    starts = {d: _start_column(idx, j, batch_shape) for j, d in enumerate(dn.start_index_map)}
-    batching = dict(zip(dn.operand_batching_dims, dn.start_indices_batching_dims))
+    starts, batching = _starts_and_batching(name, xa.shape, idx, batch_shape, dn.start_index_map,
+                                            dn.operand_batching_dims, dn.start_indices_batching_dims)
     flat, ok = _linear_index(name, xa.shape, tuple(out_shape), batch_pos, window_pos, starts, batching,
                              m is not GatherScatterMode.FILL_OR_DROP, dict(enumerate(sizes)), idt)
     total = sh.size(xa.shape)
@@ -269,12 +278,8 @@ def _scatter_general(name: str, operand: ArrayLike, indices: ArrayLike, updates:
             raise ShapeError(f"{name}: update window axis {p} has size {ua.shape[p]}, larger than operand "
                              f"axis {d} ({xa.shape[d]})")
         window_pos[d], wsizes[d] = p, ua.shape[p]
-    for od, ib in zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims):
-        if xa.shape[od] != batch_shape[ib]:
-            raise ShapeError(f"{name}: operand batching axis {od} has size {xa.shape[od]} but index batching "
-                             f"axis {ib} has {batch_shape[ib]}")
-    starts = {d: _start_column(idx, j, batch_shape) for j, d in enumerate(dn.scatter_dims_to_operand_dims)}
-    batching = dict(zip(dn.operand_batching_dims, dn.scatter_indices_batching_dims))
+    starts, batching = _starts_and_batching(name, xa.shape, idx, batch_shape, dn.scatter_dims_to_operand_dims,
+                                            dn.operand_batching_dims, dn.scatter_indices_batching_dims)
     clip = m is GatherScatterMode.CLIP
     flat, ok = _linear_index(name, xa.shape, ua.shape, scatter_pos, window_pos, starts, batching, clip,
                              wsizes, idt)
@@ -290,6 +295,22 @@ def _is_scatter_dn(v: Any) -> bool:
     return isinstance(v, ScatterDimensionNumbers)
 
 
+def _scatter_either(name: str, how: str, operand: ArrayLike, indices: ArrayLike, updates: ArrayLike,
+                    dimension_numbers: Any, mode: Any, kwargs: dict, one_axis_mode: str) -> Any:
+    """``scatter``/``scatter_add``: XLA's general form for :class:`ScatterDimensionNumbers`, else
+    ember's one-axis form (``dimension_numbers`` or ``axis=`` is the axis, ``one_axis_mode`` how
+    updates combine)."""
+    if not _is_scatter_dn(dimension_numbers):
+        axis = kwargs.pop("axis", dimension_numbers)
+        if kwargs:
+            raise TypeError(f"{name}: unexpected arguments {sorted(kwargs)}")
+        return ix.scatter(_as_operand(operand), _as_operand(indices), _as_operand(updates), axis=axis,
+                          mode=one_axis_mode)
+    if kwargs:
+        raise TypeError(f"{name}: unexpected arguments {sorted(kwargs)}")
+    return _scatter_general(name, operand, indices, updates, dimension_numbers, mode, how)
+
+
 def scatter(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike, dimension_numbers: Any = 0,
             mode: Any = None, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             **kwargs: Any) -> Any:
@@ -301,15 +322,8 @@ def scatter(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike, 
     (``updates`` shaped like ``operand`` with ``axis`` replaced by ``scatter_indices.shape``).
     """
     del indices_are_sorted, unique_indices
-    if not _is_scatter_dn(dimension_numbers):
-        axis = kwargs.pop("axis", dimension_numbers)
-        if kwargs:
-            raise TypeError(f"scatter: unexpected arguments {sorted(kwargs)}")
-        return ix.scatter(_as_operand(operand), _as_operand(scatter_indices), _as_operand(updates),
-                          axis=axis, mode="set" if mode is None else mode)
-    if kwargs:
-        raise TypeError(f"scatter: unexpected arguments {sorted(kwargs)}")
-    return _scatter_general("scatter", operand, scatter_indices, updates, dimension_numbers, mode, "set")
+    return _scatter_either("scatter", "set", operand, scatter_indices, updates, dimension_numbers, mode,
+                           kwargs, "set" if mode is None else mode)
 
 
 def scatter_add(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLike,
@@ -321,15 +335,8 @@ def scatter_add(operand: ArrayLike, scatter_indices: ArrayLike, updates: ArrayLi
     like ``operand`` with that axis replaced by ``scatter_indices.shape``.
     """
     del indices_are_sorted, unique_indices
-    if not _is_scatter_dn(dimension_numbers):
-        axis = kwargs.pop("axis", dimension_numbers)
-        if kwargs:
-            raise TypeError(f"scatter_add: unexpected arguments {sorted(kwargs)}")
-        return ix.scatter(_as_operand(operand), _as_operand(scatter_indices), _as_operand(updates),
-                          axis=axis, mode="add")
-    if kwargs:
-        raise TypeError(f"scatter_add: unexpected arguments {sorted(kwargs)}")
-    return _scatter_general("scatter_add", operand, scatter_indices, updates, dimension_numbers, mode, "add")
+    return _scatter_either("scatter_add", "add", operand, scatter_indices, updates, dimension_numbers, mode,
+                           kwargs, "add")
 
 
 def _scatter_op(how: str, doc: str) -> Any:

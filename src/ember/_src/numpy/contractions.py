@@ -56,6 +56,13 @@ def _pet(preferred_element_type: Any) -> Any:
     return None if preferred_element_type is None else dt.canonicalize(preferred_element_type)
 
 
+def _scalar_product(a: Any, b: Any, preferred_element_type: Any) -> Any:
+    """``dot``/``inner`` when an operand is 0-d: the elementwise product (as the requested type)."""
+    out = ufuncs.multiply(a, b)
+    pet = _pet(preferred_element_type)
+    return out if pet is None else ew.convert_element_type(out, pet)
+
+
 def _dot_general(x: Any, y: Any, contract: tuple, batch: tuple, pet: Any) -> Any:
     return dotp.dot_general(x, y, (contract, batch), pet)
 
@@ -144,9 +151,7 @@ def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_
     a, b = promote_dtypes("dot", a, b)
     aa, ba = _aval(a), _aval(b)
     if aa.ndim == 0 or ba.ndim == 0:
-        out = ufuncs.multiply(a, b)
-        pet = _pet(preferred_element_type)
-        return out if pet is None else ew.convert_element_type(out, pet)
+        return _scalar_product(a, b, preferred_element_type)
     ka, kb = aa.ndim - 1, max(ba.ndim - 2, 0)
     if aa.shape[ka] != ba.shape[kb]:
         raise ShapeError(f"dot: shapes {sh.shape_str(aa.shape)} and {sh.shape_str(ba.shape)} are not "
@@ -174,9 +179,7 @@ def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_elemen
     a, b = promote_dtypes("inner", a, b)
     aa, ba = _aval(a), _aval(b)
     if aa.ndim == 0 or ba.ndim == 0:
-        out = ufuncs.multiply(a, b)
-        pet = _pet(preferred_element_type)
-        return out if pet is None else ew.convert_element_type(out, pet)
+        return _scalar_product(a, b, preferred_element_type)
     if aa.shape[-1] != ba.shape[-1]:
         raise ShapeError(f"inner: last dimensions differ: a {sh.shape_str(aa.shape)} has "
                          f"{sh.dim_str(aa.shape[-1])}, b {sh.shape_str(ba.shape)} has "

@@ -23,6 +23,8 @@ from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
 from ember._src.dynamic import dimension_as_value
 from ember._src.numpy import ufuncs
+from ember._src.numpy.operands import _is_scalar
+from ember._src.numpy.ufuncs import _convert
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember.errors import DTypeError, ShapeError
@@ -34,13 +36,6 @@ ShapeLike = Any
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def _convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
-    a = core.get_aval(x)
-    if a.dtype == dtype and a.weak_type == weak:
-        return x
-    return ew.convert_element_type(x, dtype, weak_type=weak)
 
 
 def _shape(shape: ShapeLike, what: str = "shape") -> tuple:
@@ -59,10 +54,6 @@ def _np_scalar(x: Any) -> Any:
     """NumPy scalars as 0-d arrays: ``np.float64`` subclasses ``float``, and must keep its dtype
     rather than be typed as a weak Python float."""
     return np.asarray(x) if isinstance(x, np.generic) else x
-
-
-def _is_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float, complex))
 
 
 def _scalar_array(value: Any, dtype: np.dtype | None) -> Any:

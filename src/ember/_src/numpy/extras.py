@@ -12,7 +12,6 @@ under tracing.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from ember._src.numpy import more_ufuncs as mu
 from ember._src.numpy import reductions as rd
 from ember._src.numpy import statistics as stats
 from ember._src.numpy import ufuncs as uf
+from ember._src.numpy.operands import _concrete_int
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import misc
@@ -52,17 +52,6 @@ def _concrete(x: Any, what: str) -> np.ndarray:
     if isinstance(x, Array):
         return np.asarray(x)
     return np.asarray(x)
-
-
-def _int(v: Any, what: str) -> int:
-    if isinstance(v, core.Tracer):
-        v = core.concrete_or_error(v, what)
-    try:
-        return operator.index(v)
-    except TypeError:
-        if isinstance(v, Array) and np.ndim(v) == 0:
-            return operator.index(np.asarray(v).item())
-        raise TypeError(f"{what} must be an integer, got {v!r}") from None
 
 
 def _idx_array(a: np.ndarray) -> Array:
@@ -231,9 +220,9 @@ def ix_(*args: ArrayLike) -> tuple:
 
 
 def _tri_idx(n: int, k: int, m: int | None, lower: bool) -> tuple:
-    n = _int(n, "n")
-    m = n if m is None else _int(m, "m")
-    k = _int(k, "k")
+    n = _concrete_int(n, "n")
+    m = n if m is None else _concrete_int(m, "m")
+    k = _concrete_int(k, "k")
     rows, cols = np.nonzero(np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool))
     return _idx_array(rows), _idx_array(cols)
 
@@ -269,8 +258,8 @@ def triu_indices_from(arr: ArrayLike, k: int = 0) -> tuple:
 
 def diag_indices(n: int, ndim: int = 2) -> tuple:
     """Indices of the main diagonal of an ``n``-by-...-by-``n`` array of rank ``ndim``."""
-    idx = _idx_array(np.arange(_int(n, "n")))
-    return (idx,) * _int(ndim, "ndim")
+    idx = _idx_array(np.arange(_concrete_int(n, "n")))
+    return (idx,) * _concrete_int(ndim, "ndim")
 
 
 def diag_indices_from(arr: ArrayLike) -> tuple:
@@ -285,7 +274,7 @@ def diag_indices_from(arr: ArrayLike) -> tuple:
 
 def mask_indices(n: int, mask_func: Callable, k: int = 0) -> tuple:
     """Indices where ``mask_func(ones((n, n)), k)`` is nonzero (e.g. ``mask_indices(3, triu)``)."""
-    n = _int(n, "n")
+    n = _concrete_int(n, "n")
     m = mask_func(uf.asarray(np.ones((n, n), dtype=np.int32)), k)
     rows, cols = np.nonzero(_concrete(m, "mask_indices"))
     return _idx_array(rows), _idx_array(cols)
@@ -312,7 +301,7 @@ def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:
 def _flat_axis(a: Any, axis: int | None, name: str) -> tuple[Any, int]:
     if axis is None:
         return mn.ravel(a), 0
-    return a, sh.normalize_axis(_int(axis, f"{name} axis"), _aval(a).ndim, f"{name} axis")
+    return a, sh.normalize_axis(_concrete_int(axis, f"{name} axis"), _aval(a).ndim, f"{name} axis")
 
 
 def _index_positions(obj: Any, n: int, name: str) -> np.ndarray:
@@ -465,7 +454,7 @@ def choose(a: ArrayLike, choices: Sequence[ArrayLike], out: None = None, mode: s
 def resize(a: ArrayLike, new_shape: int | Sequence[int]) -> Any:
     """A new array of ``new_shape`` filled by repeating ``a`` (row-major), as ``numpy.resize``."""
     x = mn.ravel(_arr(a))
-    shape = (new_shape,) if isinstance(new_shape, int) else tuple(_int(s, "resize: new_shape")
+    shape = (new_shape,) if isinstance(new_shape, int) else tuple(_concrete_int(s, "resize: new_shape")
                                                                    for s in new_shape)
     if any(s < 0 for s in shape):
         raise ValueError("resize: all elements of new_shape must be non-negative")
@@ -599,13 +588,13 @@ def real_if_close(a: ArrayLike, tol: float = 100) -> Any:
 def fromfunction(function: Callable, shape: Sequence[int], *, dtype: Any = float, **kwargs: Any) -> Any:
     """``function(*index_grids, **kwargs)`` with one grid per dimension of ``shape``."""
     d = dt.user_dtype(dtype, "fromfunction")
-    shape = tuple(_int(s, "fromfunction: shape") for s in shape)
+    shape = tuple(_concrete_int(s, "fromfunction: shape") for s in shape)
     grids = [mv.broadcasted_iota(d, shape, i) for i in range(len(shape))]
     return function(*grids, **kwargs)
 
 
 def _window_n(M: Any, name: str) -> int:
-    return _int(M, f"{name}: M")
+    return _concrete_int(M, f"{name}: M")
 
 
 def _window(name: str, M: Any, f: Callable[[Any, int], Any]) -> Any:

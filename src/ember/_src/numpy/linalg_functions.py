@@ -103,22 +103,22 @@ def _expand_last(v: Any, n: int, at: int) -> Any:
     return mv.broadcast_in_dim(v, (*a.shape, n), tuple(range(nd - 1)))
 
 
-def _sum(x: Any, axes: Sequence[int], keepdims: bool = False) -> Any:
-    nd = _aval(x).ndim
-    axes = tuple(sorted(sh.normalize_axis(a, nd) for a in axes))
-    out = red.reduce_sum(x, axes)
+def _reduce(reduce_fn: Any, x: Any, axes: Sequence[int], keepdims: bool) -> Any:
+    """``reduce_fn`` (a lax reduction) over ``axes`` (any order, negative allowed)."""
+    shape = _aval(x).shape
+    axes = tuple(sorted(sh.normalize_axis(a, len(shape)) for a in axes))
+    out = reduce_fn(x, axes)
     if keepdims:
-        out = mv.reshape(out, tuple(1 if i in axes else s for i, s in enumerate(_aval(x).shape)))
+        out = mv.reshape(out, tuple(1 if i in axes else s for i, s in enumerate(shape)))
     return out
+
+
+def _sum(x: Any, axes: Sequence[int], keepdims: bool = False) -> Any:
+    return _reduce(red.reduce_sum, x, axes, keepdims)
 
 
 def _max(x: Any, axes: Sequence[int], keepdims: bool = False) -> Any:
-    nd = _aval(x).ndim
-    axes = tuple(sorted(sh.normalize_axis(a, nd) for a in axes))
-    out = red.reduce_max(x, axes)
-    if keepdims:
-        out = mv.reshape(out, tuple(1 if i in axes else s for i, s in enumerate(_aval(x).shape)))
-    return out
+    return _reduce(red.reduce_max, x, axes, keepdims)
 
 
 def _min(x: Any, axes: Sequence[int], keepdims: bool = False) -> Any:

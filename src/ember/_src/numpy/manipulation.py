@@ -9,7 +9,6 @@ raise :class:`~ember.errors.ShapeError` (a ``ValueError``) naming the argument o
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
 from ember._src.numpy import ufuncs
 from ember._src.numpy.indexing import _index
+from ember._src.numpy.operands import _concrete_int
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
@@ -42,20 +42,10 @@ def _ndim(x: Any) -> int:
     return core.get_aval(x).ndim
 
 
-def _static(v: Any, what: str) -> int:
-    """A static integer from ``v`` (int, NumPy integer, concrete 0-d array)."""
-    if isinstance(v, core.Tracer):
-        v = core.concrete_or_error(v, what)
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise TypeError(f"{what} must be an integer, got {v!r}") from None
-
-
 def _dim(v: Any, what: str) -> Any:
     if isinstance(v, sh.DimExpr):
         return v
-    return _static(v, what)
+    return _concrete_int(v, what)
 
 
 def _axes_tuple(axis: Any) -> tuple:
@@ -114,7 +104,7 @@ def reshape(a: ArrayLike, shape: Any = None, *args: Any, order: str = "C", copy:
     x = _arr(a)
     dims = [_dim(d, "reshape: a dimension of the new shape") for d in _axes_tuple(shape)] \
         if not isinstance(shape, (Array, np.ndarray)) or np.ndim(shape) == 0 else \
-        [_static(d, "reshape: a dimension") for d in np.asarray(shape).reshape(-1)]
+        [_concrete_int(d, "reshape: a dimension") for d in np.asarray(shape).reshape(-1)]
     return mv.reshape(x, dims)
 
 
@@ -351,7 +341,7 @@ def _split(name: str, ary: ArrayLike, indices_or_sections: Any, axis: int, equal
     if isinstance(ios, Array):
         ios = ios.value
     if np.ndim(ios) == 0:
-        s = _static(ios, f"{name}: sections")
+        s = _concrete_int(ios, f"{name}: sections")
         if s <= 0:
             raise ShapeError(f"{name}: number of sections must be larger than 0, got {s}")
         if equal and n % s:
@@ -361,7 +351,7 @@ def _split(name: str, ary: ArrayLike, indices_or_sections: Any, axis: int, equal
         sizes = [q + 1] * r + [q] * (s - r)
         points = list(np.cumsum(sizes)[:-1])
     else:
-        points = [_static(i, f"{name}: a split index") for i in np.asarray(ios).reshape(-1)]
+        points = [_concrete_int(i, f"{name}: a split index") for i in np.asarray(ios).reshape(-1)]
     bounds = [0, *points, n]
     pre = (slice(None),) * axis
     return [_index(x, (*pre, slice(int(st), int(end))), "raise") for st, end in zip(bounds[:-1], bounds[1:])]
@@ -408,7 +398,7 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
     if nd == 0:
         raise ShapeError("unstack: input must be at least 1-d")
     axis = sh.normalize_axis(axis, nd, "unstack axis")
-    n = _static(_shape(x)[axis], "unstack: the axis size")
+    n = _concrete_int(_shape(x)[axis], "unstack: the axis size")
     pre = (slice(None),) * axis
     return tuple(_index(x, (*pre, i), "raise") for i in range(n))
 
@@ -421,7 +411,7 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
 def tile(A: ArrayLike, reps: int | Sequence[int]) -> Any:
     """Repeat ``A`` ``reps`` times along each axis."""
     x = _arr(A)
-    reps = tuple(_static(r, "tile: reps") for r in _axes_tuple(reps))
+    reps = tuple(_concrete_int(r, "tile: reps") for r in _axes_tuple(reps))
     if any(r < 0 for r in reps):
         raise ShapeError(f"tile: reps must be non-negative, got {reps}")
     shape = _shape(x)
@@ -464,7 +454,7 @@ def repeat(a: ArrayLike, repeats: Any, axis: int | None = None, *,
     axis = sh.normalize_axis(axis, len(shape), "repeat axis")
     n = shape[axis]
     if total_repeat_length is not None:
-        total_repeat_length = _static(total_repeat_length, "repeat: total_repeat_length")
+        total_repeat_length = _concrete_int(total_repeat_length, "repeat: total_repeat_length")
     traced = isinstance(repeats, core.Tracer)
     if traced:
         try:
@@ -475,7 +465,8 @@ def repeat(a: ArrayLike, repeats: Any, axis: int | None = None, *,
                 raise TracerError("repeat: traced `repeats` need a static total_repeat_length= (the output "
                                   "size depends on their values)") from None
     if traced:
-        return _repeat_traced(x, repeats, axis, _static(n, "repeat: the axis size"), total_repeat_length)
+        n = _concrete_int(n, "repeat: the axis size")
+        return _repeat_traced(x, repeats, axis, n, total_repeat_length)
     r = np.asarray(repeats.value if isinstance(repeats, Array) else repeats)
     if r.dtype.kind not in "iub":
         raise TypeError(f"repeat: repeats must be integers, got {r.dtype}")
@@ -488,7 +479,7 @@ def repeat(a: ArrayLike, repeats: Any, axis: int | None = None, *,
         b = mv.broadcast_in_dim(x, (*shape[:axis + 1], k, *shape[axis + 1:]),
                                 (*range(axis + 1), *range(axis + 2, len(shape) + 1)))
         return mv.reshape(b, (*shape[:axis], n * k, *shape[axis + 1:]))
-    n = _static(n, "repeat: the axis size")
+    n = _concrete_int(n, "repeat: the axis size")
     try:
         r = np.broadcast_to(r.reshape(-1) if r.size == 1 else r, (n,))
     except ValueError:
@@ -549,7 +540,7 @@ def _roll_static(x: Any, s: int, axis: int) -> Any:
 
 
 def _roll_traced(x: Any, s: Any, axis: int) -> Any:
-    n = _static(_shape(x)[axis], "roll: the axis size")
+    n = _concrete_int(_shape(x)[axis], "roll: the axis size")
     if n == 0:
         return x
     start = ufuncs.remainder(ufuncs.subtract(n, ufuncs.remainder(s, n)), n)
@@ -607,7 +598,7 @@ def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     a0, a1 = sh.normalize_axis(axes[0], nd, "rot90 axis"), sh.normalize_axis(axes[1], nd, "rot90 axis")
     if a0 == a1:
         raise ShapeError(f"rot90: axes must be different, got {axes}")
-    k = _static(k, "rot90: k") % 4
+    k = _concrete_int(k, "rot90: k") % 4
     if k == 0:
         return x
     if k == 2:
@@ -760,7 +751,7 @@ def _triangle(name: str, m: ArrayLike, k: int, lower: bool) -> Any:
     shape = _shape(x)
     if len(shape) < 2:
         raise ShapeError(f"{name}: input must be at least 2-d, got shape {sh.shape_str(shape)}")
-    k = _static(k, f"{name}: k")
+    k = _concrete_int(k, f"{name}: k")
     mask = _tri_mask(shape[-2], shape[-1], k, lower)
     nd = len(shape)
     mask = mv.broadcast_in_dim(mask, shape, (nd - 2, nd - 1))
@@ -779,11 +770,11 @@ def triu(m: ArrayLike, k: int = 0) -> Any:
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     """An ``N x M`` array with ones at and below the ``k``-th diagonal (float32 by default)."""
-    n = _static(N, "tri: N")
-    m = n if M is None else _static(M, "tri: M")
+    n = _concrete_int(N, "tri: N")
+    m = n if M is None else _concrete_int(M, "tri: M")
     if n < 0 or m < 0:
         raise ShapeError(f"tri: negative dimensions are not allowed, got N={n}, M={m}")
-    mask = _tri_mask(n, m, _static(k, "tri: k"), lower=True)
+    mask = _tri_mask(n, m, _concrete_int(k, "tri: k"), lower=True)
     return ew.convert_element_type(mask, dt.float32 if dtype is None else dt.user_dtype(dtype, "tri"))
 
 
@@ -798,10 +789,10 @@ def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> A
     a2 = sh.normalize_axis(axis2, nd, "diagonal axis2")
     if a1 == a2:
         raise ShapeError(f"diagonal: axis1 and axis2 cannot be the same (both are axis {a1})")
-    offset = _static(offset, "diagonal: offset")
+    offset = _concrete_int(offset, "diagonal: offset")
     rest = [i for i in range(nd) if i not in (a1, a2)]
     x = mv.transpose(x, (*rest, a1, a2))
-    n1, n2 = _static(shape[a1], "diagonal: axis size"), _static(shape[a2], "diagonal: axis size")
+    n1, n2 = _concrete_int(shape[a1], "diagonal: axis size"), _concrete_int(shape[a2], "diagonal: axis size")
     length = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
     flat = mv.reshape(x, (*(shape[i] for i in rest), n1 * n2))
     if length == 0:
@@ -815,12 +806,12 @@ def diag(v: ArrayLike, k: int = 0) -> Any:
     """The ``k``-th diagonal of a 2-d array, or a 2-d array with a 1-d ``v`` on its ``k``-th diagonal."""
     x = _arr(v)
     nd = _ndim(x)
-    k = _static(k, "diag: k")
+    k = _concrete_int(k, "diag: k")
     if nd == 2:
         return diagonal(x, k)
     if nd != 1:
         raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {sh.shape_str(_shape(x))}")
-    n = _static(_shape(x)[0], "diag: size")
+    n = _concrete_int(_shape(x)[0], "diag: size")
     size = n + abs(k)
     w = mv.pad(x, mv.full((), 0, core.get_aval(x).dtype), [(0, abs(k), 0)])
     w = mv.broadcast_in_dim(w, (size, size), (0,) if k >= 0 else (1,))

@@ -37,11 +37,8 @@ def _is_scalar(x: Any) -> bool:
 
 
 def _convert(x: Any, dtype: Any, weak: bool = False) -> Any:
-    dtype = dt.canonicalize(dtype)
-    a = _aval(x)
-    if a.dtype == dtype and a.weak_type == weak:
-        return x
-    return ew.convert_element_type(x, dtype, weak_type=weak)
+    """``x`` as the canonical form of ``dtype`` (see ``ufuncs._convert``)."""
+    return ufuncs._convert(x, dt.canonicalize(dtype), weak)
 
 
 def _promote(name: str, *xs: ArrayLike, to: str | None = None) -> list[Any]:
@@ -91,10 +88,7 @@ def _select(c: Any, a: Any, b: Any) -> Any:
     return ew.select(_bcast(c, shape), _bcast(a, shape), _bcast(b, shape))
 
 
-def _to_bool(x: Any) -> Any:
-    if _aval(x).dtype == dt.bool_:
-        return x
-    return ew.ne(x, mv.full_like(x, 0))
+_to_bool = ufuncs._to_bool
 
 
 def _isnan(x: Any) -> Any:
@@ -127,6 +121,17 @@ def _axis(name: str, axis: int, ndim: int) -> int:
         return sh.normalize_axis(axis, ndim)
     except ShapeError as e:
         raise type(e)(f"{name}: {e}") from None
+
+
+def _concrete_int(v: Any, what: str) -> int:
+    """A static integer from ``v`` (int, NumPy integer, concrete 0-d integer array); a traced
+    value raises :class:`TracerError` naming ``what``."""
+    if isinstance(v, core.Tracer):
+        v = core.concrete_or_error(v, what)
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {v!r}") from None
 
 
 def _static_int(x: Any, what: str) -> int:

@@ -20,8 +20,7 @@ from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
 from ember._src.numpy import linalg_functions as la
 from ember._src.numpy.operands import _arr, _bcast, _convert, _full, _promote, _slice1, _static_int
-from ember._src.numpy.statistics import convolve
-from ember._src.prims import dot as dotp
+from ember._src.numpy.statistics import _matmul, convolve
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
@@ -51,10 +50,6 @@ def _trim_leading_zeros(name: str, p: Any) -> Any:
     nz = np.flatnonzero(v)
     start = int(nz[0]) if nz.size else builtins.max(v.shape[0] - 1, 0)
     return _slice1(p, start, v.shape[0])
-
-
-def _matmul(a: Any, b: Any) -> Any:
-    return dotp.dot_general(a, b, (((1,), (0,)), ((), ())))
 
 
 def _pad_front(p: Any, n: int) -> Any:
@@ -249,18 +244,26 @@ def _householder_lstsq(a: Any, b: Any) -> tuple[Any, Any, Any]:
             else:
                 qb = ew.sub(qb, upd)
     # back substitution on the top n x n block
-    sol: list[Any] = [None] * n
-    for i in reversed(range(n)):
-        acc = mv.reshape(_slice1(qb, i, i + 1), (k,))
-        for j2 in range(i + 1, n):
-            rij = mv.reshape(_slice1(_slice1(r, i, i + 1), j2, j2 + 1, 1), ())
-            acc = ew.sub(acc, ew.mul(mv.broadcast_in_dim(rij, (k,), ()), sol[j2]))
-        rii = mv.reshape(_slice1(_slice1(r, i, i + 1), i, i + 1, 1), ())
-        sol[i] = ew.div(acc, mv.broadcast_in_dim(rii, (k,), ()))
-    c = mv.concatenate([mv.reshape(s, (1, k)) for s in sol], 0) if n else _full((0, k), 0, d)
+    c = _back_substitute(r, _slice1(qb, 0, n)) if n else _full((0, k), 0, d)
     tail = _slice1(qb, n, m)
     resid = red.reduce_sum(ew.mul(tail, tail), (0,))
     return c, resid, _slice1(r, 0, n)
+
+
+def _back_substitute(r: Any, b: Any) -> Any:
+    """``X`` with ``R @ X = B`` for an upper-triangular (n, n) ``r`` and (n, k) ``b``, row by row
+    from the last (n >= 1)."""
+    n, k = _aval(b).shape
+    rows: list[Any] = [None] * n
+    for i in reversed(range(n)):
+        acc = mv.reshape(_slice1(b, i, i + 1), (k,))
+        r_row = _slice1(r, i, i + 1)
+        for j in range(i + 1, n):
+            rij = mv.reshape(_slice1(r_row, j, j + 1, 1), ())
+            acc = ew.sub(acc, ew.mul(mv.broadcast_in_dim(rij, (k,), ()), rows[j]))
+        rii = mv.reshape(_slice1(r_row, i, i + 1, 1), ())
+        rows[i] = ew.div(acc, mv.broadcast_in_dim(rii, (k,), ()))
+    return mv.concatenate([mv.reshape(v, (1, k)) for v in rows], 0)
 
 
 def _upper_inverse(r: Any) -> Any:
@@ -269,15 +272,7 @@ def _upper_inverse(r: Any) -> Any:
     d = _aval(r).dtype
     eye = ew.convert_element_type(ew.eq(mv.broadcasted_iota(dt.int32, (n, n), 0),
                                         mv.broadcasted_iota(dt.int32, (n, n), 1)), d)
-    rows: list[Any] = [None] * n
-    for i in reversed(range(n)):
-        acc = mv.reshape(_slice1(eye, i, i + 1), (n,))
-        for j in range(i + 1, n):
-            rij = mv.reshape(_slice1(_slice1(r, i, i + 1), j, j + 1, 1), ())
-            acc = ew.sub(acc, ew.mul(mv.broadcast_in_dim(rij, (n,), ()), rows[j]))
-        rii = mv.reshape(_slice1(_slice1(r, i, i + 1), i, i + 1, 1), ())
-        rows[i] = ew.div(acc, mv.broadcast_in_dim(rii, (n,), ()))
-    return mv.concatenate([mv.reshape(v, (1, n)) for v in rows], 0)
+    return _back_substitute(r, eye)
 
 
 def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, full: bool = False,

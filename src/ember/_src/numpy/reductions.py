@@ -25,6 +25,8 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
 from ember._src.numpy import ufuncs
+from ember._src.numpy.operands import _isnan
+from ember._src.numpy.ufuncs import _convert, _to_bool
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
@@ -66,13 +68,6 @@ def _keep(y: Any, shape: tuple, axes: tuple[int, ...], keepdims: bool) -> Any:
     if not keepdims:
         return y
     return mv.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(shape)))
-
-
-def _convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
-    a = _aval(x)
-    if a.dtype == dtype and a.weak_type == weak:
-        return x
-    return ew.convert_element_type(x, dtype, weak_type=weak)
 
 
 def _full(x: Any, value: Any) -> Any:
@@ -404,12 +399,6 @@ def argmin(a: ArrayLike, axis: int | None = None, out: Any = None, keepdims: boo
 # ---------------------------------------------------------------------------------------------
 
 
-def _to_bool(x: Any) -> Any:
-    if _aval(x).dtype == dt.bool_:
-        return x
-    return ew.ne(x, _full(x, 0))
-
-
 def _logical(name: str, a: ArrayLike, axis: Axis, out: Any, keepdims: bool, where: Any) -> Any:
     _check_out(name, out)
     x = ufuncs.asarray(a)
@@ -510,12 +499,6 @@ def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = No
 # ---------------------------------------------------------------------------------------------
 # NaN-ignoring variants
 # ---------------------------------------------------------------------------------------------
-
-
-def _isnan(x: Any) -> Any:
-    if not dt.is_inexact(_aval(x).dtype):
-        return mv.full_like(x, False, dt.bool_)
-    return ew.ne(x, x)
 
 
 def _nan_to(x: Any, value: Any) -> Any:

@@ -158,6 +158,15 @@ def _check_sort_args(name: str, kind: Any, order: Any) -> None:
     del kind  # every sort is a stable sort
 
 
+def _sort_operand(name: str, a: ArrayLike, axis: int | None, kind: Any, order: Any) -> tuple[Any, int]:
+    """The operand and normalized axis of a sorting function (``axis=None``: the flattened array)."""
+    _check_sort_args(name, kind, order)
+    x = _arr(a)
+    if axis is None:
+        x, axis = _ravel(x), 0
+    return x, _axis(name, axis, _aval(x).ndim)
+
+
 def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
          stable: bool = True, descending: bool = False) -> Any:
     """Sorted copy of ``a`` along ``axis`` (``None``: flattened), as ``numpy.sort``.
@@ -165,22 +174,14 @@ def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: An
     The sort is always stable; ``descending=True`` sorts from largest to smallest. NaNs sort
     last (first when descending); complex values sort by real part, then imaginary part.
     """
-    _check_sort_args("sort", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("sort", axis, _aval(x).ndim)
+    x, axis = _sort_operand("sort", a, axis, kind, order)
     return _sort_with(x, axis, descending)[0]
 
 
 def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
             stable: bool = True, descending: bool = False) -> Any:
     """Indices that sort ``a`` along ``axis`` (stable; int32), as ``numpy.argsort``."""
-    _check_sort_args("argsort", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("argsort", axis, _aval(x).ndim)
+    x, axis = _sort_operand("argsort", a, axis, kind, order)
     return _argsort_along(x, axis, descending)[1]
 
 
@@ -217,28 +218,26 @@ def _check_kth(name: str, kth: Any, n: Any) -> None:
                 raise ValueError(f"{name}: kth(={k}) out of bounds for an axis of size {n}")
 
 
+def _partition_operand(name: str, a: ArrayLike, kth: Any, axis: int | None, kind: str,
+                       order: Any) -> tuple[Any, int]:
+    """The checked operand and axis of ``partition``/``argpartition`` (``axis=None``: flattened)."""
+    x, axis = _sort_operand(name, a, axis, kind, order)
+    _check_kth(name, kth, _aval(x).shape[axis])
+    return x, axis
+
+
 def partition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect",
               order: Any = None) -> Any:
     """A copy of ``a`` where the ``kth`` element is in its sorted place, smaller ones before it
     and larger ones after it (ember returns the fully sorted array, which satisfies this)."""
-    _check_sort_args("partition", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("partition", axis, _aval(x).ndim)
-    _check_kth("partition", kth, _aval(x).shape[axis])
+    x, axis = _partition_operand("partition", a, kth, axis, kind, order)
     return _sort_with(x, axis)[0]
 
 
 def argpartition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect",
                  order: Any = None) -> Any:
     """Indices that partition ``a`` around ``kth`` (ember returns the stable argsort)."""
-    _check_sort_args("argpartition", kind, order)
-    x = _arr(a)
-    if axis is None:
-        x, axis = _ravel(x), 0
-    axis = _axis("argpartition", axis, _aval(x).ndim)
-    _check_kth("argpartition", kth, _aval(x).shape[axis])
+    x, axis = _partition_operand("argpartition", a, kth, axis, kind, order)
     return _argsort_along(x, axis)[1]
 
 
@@ -498,17 +497,8 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
         values = _full((k,), fv, _aval(x).dtype)
     else:
         values = _fill(ix.take(s, ind, 0, "clip"), count, size, fill_value)
-    res: list[Any] = [values]
-    if return_index:
-        res.append(_take(perm, ind) if n else _full((k,), 0, INDEX_DTYPE))
-    if return_inverse:
-        gid = ew.sub(red.cumsum(_convert(mask, INDEX_DTYPE), 0), _full((n,), 1, INDEX_DTYPE)) if n \
-            else _full((0,), 0, INDEX_DTYPE)
-        inv = ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set")
-        res.append(mv.reshape(inv, shape))
-    if return_counts:
-        res.append(_counts(mask, k, count) if n else _full((k,), 0, INDEX_DTYPE))
-    return res[0] if len(res) == 1 else tuple(res)
+    return _unique_results(values, perm, mask, ind, count, k, return_index, return_inverse, return_counts,
+                           shape)
 
 
 def _unique_axis(x: Any, axis: int, return_index: bool, return_inverse: bool, return_counts: bool,
@@ -534,13 +524,24 @@ def _unique_axis(x: Any, axis: int, return_index: bool, return_inverse: bool, re
     else:
         vals = _fill(ix.take(srows, ind, 0, "clip"), count, size, fill_value)
     values = mv.moveaxis(mv.reshape(vals, (k, *rest)), 0, axis)
+    return _unique_results(values, perm, mask, ind, count, k, return_index, return_inverse, return_counts,
+                           (n,))
+
+
+def _unique_results(values: Any, perm: Any, mask: Any, ind: Any, count: Any, k: int, return_index: bool,
+                    return_inverse: bool, return_counts: bool, inverse_shape: tuple) -> Any:
+    """``unique``'s result: ``values`` and the requested index, inverse and count arrays, from the
+    sorting permutation ``perm`` of the ``n`` entries (or rows), the mask of first entries of equal
+    runs and the compacted positions ``ind`` (``count`` of them) of the ``k`` results."""
+    n = _aval(mask).shape[0]
     res: list[Any] = [values]
     if return_index:
         res.append(_take(perm, ind) if n else _full((k,), 0, INDEX_DTYPE))
     if return_inverse:
         gid = ew.sub(red.cumsum(_convert(mask, INDEX_DTYPE), 0), _full((n,), 1, INDEX_DTYPE)) if n \
             else _full((0,), 0, INDEX_DTYPE)
-        res.append(ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set"))
+        inv = ix.scatter(_full((n,), 0, INDEX_DTYPE), perm, gid, 0, "set")
+        res.append(mv.reshape(inv, inverse_shape))
     if return_counts:
         res.append(_counts(mask, k, count) if n else _full((k,), 0, INDEX_DTYPE))
     return res[0] if len(res) == 1 else tuple(res)

@@ -44,6 +44,7 @@ from ember._src.numpy.operands import (
     _slice1,
     _static_int,
 )
+from ember._src.numpy.reductions import _check_out
 from ember._src.numpy.searching import _sort_with, searchsorted
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
@@ -71,11 +72,6 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(sorted(sh.normalize_axes(axis, ndim, "axis")))
     except ShapeError as e:
         raise type(e)(f"{name}: {e}") from None
-
-
-def _check_out(name: str, out: Any) -> None:
-    if out is not None:
-        raise NotImplementedError(f"{name}: `out` is not supported (ember arrays are immutable)")
 
 
 def _ndim(x: Any) -> int:
@@ -165,8 +161,9 @@ def _check_q(name: str, q: Any, hi: float) -> None:
         raise ValueError(f"{name}: {what} must be in the range [0, {hi:g}]")
 
 
-def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: Any, method: str, keepdims: bool,
+def _quantile(name: str, a: ArrayLike, q: ArrayLike, axis: Any, out: Any, method: str, keepdims: bool,
               ignore_nan: bool, interpolation: Any = None, scale: float = 1.0) -> Any:
+    _check_out(name, out)
     if interpolation is not None:
         method = interpolation
     if method not in METHODS:
@@ -229,44 +226,38 @@ def quantile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: Any = None, over
     The dimensions of ``q`` come first in the result. ``method`` is one of NumPy's methods
     (``linear``, ``lower``, ``higher``, ``nearest``, ``midpoint``, and the Hyndman-Fan ones).
     """
-    _check_out("quantile", out)
-    return _quantile("quantile", a, q, axis, method, keepdims, False, interpolation)
+    return _quantile("quantile", a, q, axis, out, method, keepdims, False, interpolation)
 
 
 def percentile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
     """The ``q``-th percentiles of ``a`` along ``axis`` (``q`` in [0, 100]), as ``numpy.percentile``."""
-    _check_out("percentile", out)
-    return _quantile("percentile", a, q, axis, method, keepdims, False, interpolation, 100.0)
+    return _quantile("percentile", a, q, axis, out, method, keepdims, False, interpolation, 100.0)
 
 
 def median(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Any:
     """The median along ``axis``, as ``numpy.median`` (NaN if a slice holds a NaN)."""
-    _check_out("median", out)
-    return _quantile("median", a, 0.5, axis, "linear", keepdims, False)
+    return _quantile("median", a, 0.5, axis, out, "linear", keepdims, False)
 
 
 def nanquantile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
     """``quantile`` ignoring NaNs (an all-NaN slice gives NaN), as ``numpy.nanquantile``."""
-    _check_out("nanquantile", out)
-    return _quantile("nanquantile", a, q, axis, method, keepdims, True, interpolation)
+    return _quantile("nanquantile", a, q, axis, out, method, keepdims, True, interpolation)
 
 
 def nanpercentile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: Any = None,
                   overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
                   interpolation: Any = None) -> Any:
     """``percentile`` ignoring NaNs, as ``numpy.nanpercentile``."""
-    _check_out("nanpercentile", out)
-    return _quantile("nanpercentile", a, q, axis, method, keepdims, True, interpolation, 100.0)
+    return _quantile("nanpercentile", a, q, axis, out, method, keepdims, True, interpolation, 100.0)
 
 
 def nanmedian(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
     """The median ignoring NaNs, as ``numpy.nanmedian``."""
-    _check_out("nanmedian", out)
-    return _quantile("nanmedian", a, 0.5, axis, "linear", keepdims, True)
+    return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -389,9 +389,18 @@ def _logical(name: str, fn: Callable) -> Callable:
 
 
 def _to_bool(x: Any) -> Any:
+    """``x != 0`` (``x`` itself when it is already bool)."""
     if core.get_aval(x).dtype == dt.bool_:
         return x
     return ew.ne(x, mv.full_like(x, 0))
+
+
+def _convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
+    """``x`` as ``dtype`` (an ember dtype, used as given) and weak type ``weak``; a no-op when it is."""
+    a = core.get_aval(x)
+    if a.dtype == dtype and a.weak_type == weak:
+        return x
+    return ew.convert_element_type(x, dtype, weak_type=weak)
 
 
 logical_and = _logical("logical_and", ew.bitwise_and)

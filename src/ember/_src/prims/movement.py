@@ -246,10 +246,16 @@ def moveaxis(x: Any, src: int, dst: int) -> Any:
 squeeze_p = Primitive("squeeze", linear=True)
 
 
-def _squeeze_abstract(x: ShapedArray, *, dimensions: tuple) -> ShapedArray:
+def _check_dims(name: str, dimensions: tuple, ndim: int) -> None:
+    """Each of ``dimensions`` is an axis of a rank-``ndim`` operand (a ShapeError naming ``name``)."""
     for d in dimensions:
-        if not 0 <= d < x.ndim:
-            raise ShapeError(f"squeeze: axis {d} out of range for rank {x.ndim}")
+        if not 0 <= d < ndim:
+            raise ShapeError(f"{name}: axis {d} out of range for rank {ndim}")
+
+
+def _squeeze_abstract(x: ShapedArray, *, dimensions: tuple) -> ShapedArray:
+    _check_dims("squeeze", dimensions, x.ndim)
+    for d in dimensions:
         if x.shape[d] != 1:
             raise ShapeError(f"squeeze: cannot squeeze axis {d} of size {sh.dim_str(x.shape[d])} "
                              f"(shape {sh.shape_str(x.shape)})")
@@ -296,9 +302,7 @@ rev_p = Primitive("rev", linear=True)
 
 
 def _rev_abstract(x: ShapedArray, *, dimensions: tuple) -> ShapedArray:
-    for d in dimensions:
-        if not 0 <= d < x.ndim:
-            raise ShapeError(f"rev: axis {d} out of range for rank {x.ndim}")
+    _check_dims("rev", dimensions, x.ndim)
     return x
 
 

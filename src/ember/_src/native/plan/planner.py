@@ -186,12 +186,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 aliases = [u for u in step.ir.loads if vb.get(u) is bi]
                 if any(step.ir.loads[u] != {root_off} for u in aliases):
                     continue
-                for vid in bo.values:
-                    vb[vid] = bi
-                bi.values.extend(bo.values)
-                bi.end = max(bi.end, bo.end)
-                bi.note += f"; in place {step.name} -> v{root.id}"
-                buffers.remove(bo)
+                _merge_into(bi, bo, vb, buffers, f"in place {step.name} -> v{root.id}")
                 taken.add(bi.id)
                 done_inplace.append((s, root.id, in_vid))
     # lifetimes of intermediates extend to their last reader
@@ -249,12 +244,7 @@ def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],
         return
     if any(isinstance(a, Var) and vb.get(a.id) is bi for a in e.inputs[:2]):
         return  # c's buffer is also a matrix operand
-    for vid in bo.values:
-        vb[vid] = bi
-    bi.values.extend(bo.values)
-    bi.end = max(bi.end, bo.end)
-    bi.note += f"; gemm {step.name} accumulates in place"
-    buffers.remove(bo)
+    _merge_into(bi, bo, vb, buffers, f"gemm {step.name} accumulates in place")
     done.append((s, out.id, c.id))
 
 
@@ -271,13 +261,19 @@ def _call_in_place(s: int, step, k: int, vb: dict[int, Buffer], buffers: list[Bu
         return
     if any(isinstance(a, Var) and vb.get(a.id) is bi for j, a in enumerate(e.inputs) if j != k):
         return
+    _merge_into(bi, bo, vb, buffers, f"{step.name} updates in place")
+    done.append((s, out.id, x.id))
+
+
+def _merge_into(bi: Buffer, bo: Buffer, vb: dict[int, Buffer], buffers: list[Buffer], note: str) -> None:
+    """An in-place decision: the values of the output buffer ``bo`` move into the input buffer
+    ``bi`` (which now lives until ``bo``'s end), and ``bo`` is dropped."""
     for vid in bo.values:
         vb[vid] = bi
     bi.values.extend(bo.values)
     bi.end = max(bi.end, bo.end)
-    bi.note += f"; {step.name} updates in place"
+    bi.note += f"; {note}"
     buffers.remove(bo)
-    done.append((s, out.id, x.id))
 
 
 def first_fit(sizes: list[int], starts: list[int], ends: list[int]) -> tuple[list[int], int]:

@@ -44,36 +44,33 @@ class Opaque:
         raise NotImplementedError
 
 
-class FloorDiv(Opaque):
+class _ByConstant(Opaque):
+    """``e <op> k`` for a constant ``k`` (``tag`` names the operation in keys, ``symbol`` in text)."""
+
     __slots__ = ("e", "k")
+    tag = symbol = ""
 
     def __init__(self, e: Ix, k: int):
         self.e, self.k = e, k
 
     def key(self) -> tuple:
-        return ("div", self.e, self.k)
+        return (self.tag, self.e, self.k)
 
     def vars(self) -> set[str]:
         return self.e.vars()
 
     def __repr__(self) -> str:
-        return f"({self.e} // {self.k})"
+        return f"({self.e} {self.symbol} {self.k})"
 
 
-class Mod(Opaque):
-    __slots__ = ("e", "k")
+class FloorDiv(_ByConstant):
+    __slots__ = ()
+    tag, symbol = "div", "//"
 
-    def __init__(self, e: Ix, k: int):
-        self.e, self.k = e, k
 
-    def key(self) -> tuple:
-        return ("mod", self.e, self.k)
-
-    def vars(self) -> set[str]:
-        return self.e.vars()
-
-    def __repr__(self) -> str:
-        return f"({self.e} % {self.k})"
+class Mod(_ByConstant):
+    __slots__ = ()
+    tag, symbol = "mod", "%"
 
 
 class Clamp(Opaque):
