@@ -226,7 +226,7 @@ def test_second_process_loads_from_disk_without_compiling(tmp_path):
         "import json, sys, numpy as np\n"
         "import ember, ember.numpy as jnp\n"
         "from ember import lax\n"
-        "from ember._src.native import compiler, prepare\n"
+        "from ember._src.native import prepare\nfrom ember._src.native.runtime import compiler\n"
         # the per-machine libraries (GEMM kernel, pool) change the generated C: have them loaded
         # in both processes, so both generate the same program
         "prepare()\n"

@@ -85,7 +85,7 @@ def test_new_process_loads_from_disk(tmp_path):
     compiler.compile_shared(ADD_SOURCE)
     child = (
         "import json, sys, ctypes\n"
-        "from ember._src.native import compiler\n"
+        "from ember._src.native.runtime import compiler\n"
         "fn = compiler.load_library(sys.argv[1]).add\n"
         "fn.argtypes = [ctypes.c_int64, ctypes.c_int64]; fn.restype = ctypes.c_int64\n"
         "print(json.dumps({'result': fn(5, 6), **compiler.cache_stats()}))\n"
@@ -146,7 +146,7 @@ def test_concurrent_processes_compile_once(tmp_path):
     source = ADD_SOURCE + "/* concurrency */\n"
     child = (
         "import json, sys\n"
-        "from ember._src.native import compiler\n"
+        "from ember._src.native.runtime import compiler\n"
         "compiler.compile_shared(sys.argv[1])\n"
         "print(json.dumps(compiler.cache_stats()))\n"
     )

@@ -485,7 +485,7 @@ def test_blas_fallback_until_library_loads(tmp_path):
         "import json, sys, numpy as np\n"
         "import ember\n"
         "from ember import lax\n"
-        "from ember._src.native import gemm_kernel\n"
+        "from ember._src.native.emit import gemm_kernel\n"
         "real_load = gemm_kernel.load\n"
         "gemm_kernel.load = lambda wait=False: None\n"
         "rng = np.random.default_rng(7)\n"
