@@ -36,6 +36,8 @@ programs keep BLAS. :func:`use_small_sgemm` is the size rule.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
 import functools
 import hashlib
 import logging
@@ -55,11 +57,50 @@ logger = logging.getLogger(__name__)
 # to 2 KC runs as one block all the same (one pass over C, no read-back): measured 5-7% faster for
 # 128-384 rows (k = 384, 512) and level (0.97-1.0x) for 16-64 rows, the L1 overflow notwithstanding.
 KC = 256
-# (MR, vectors per row) for each micro-kernel, widest first
-_KERNELS = ((4, 3), (6, 2), (8, 1))
-# a single row (a generation step's product) on full 24-wide panels: a quarter of the 4 x 24
-# tile's FMAs, the same sums in the same order as that tile's first row
-_ROW_KERNEL = (1, 3)
+
+
+@dataclass(frozen=True)
+class Isa:
+    """One instruction set the kernel is generated for: ``vw`` floats per vector register; the
+    micro-kernels ``kernels`` as (rows, vectors per row), 3, 2 and 1 vectors wide (panels of ``3 vw``,
+    ``2 vw`` and ``vw`` columns); ``guard`` the C condition that the compiler targets it; ``fma``
+    the C of ``a * b + c`` fused; the blocking of large products (:c:func:`em_sgemm_big`): ``big_kc``
+    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B."""
+
+    name: str
+    vw: int
+    kernels: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    guard: str
+    fma: str
+    flags: frozenset[str]
+    kc: int = KC
+    big_kc: int = 512
+    big_mc: int = 96
+    big_np: int = 16
+    big_min_m: int = 512
+    big_min_k: int = 64
+    big_min_a: int = 1 << 20
+    big_min_mnk: int = 1 << 30
+
+    def panel_width(self, left: int) -> int:
+        """The width of the next column panel when ``left`` columns remain (``em_sk_panel_width``)."""
+        vw = self.vw
+        return 3 * vw if left > 4 * vw or 2 * vw < left <= 3 * vw else 2 * vw if left > vw else vw
+
+
+# 8-wide ymm registers (16 of them): 4 x 24 (12 accumulators), 6 x 16 (12) and 8 x 8 (8)
+AVX2 = Isa("avx2", 8, ((4, 3), (6, 2), (8, 1)), "defined(__AVX2__) && defined(__FMA__)",
+           "__builtin_ia32_vfmaddps256((a), (b), (c))", frozenset({"-mavx2", "-mfma"}))
+# 16-wide zmm registers (32 of them; Zen 4 runs a 512-bit FMA as two 256-bit halves, so the gain is
+# fewer loads and broadcasts per FMA from the larger tiles): 8 x 48 (24 accumulators), 12 x 32 (24),
+# 16 x 16 (16). Tiles and blocking measured on the AVX-512 host (Zen 4), see benchmarks/bench_gemm.py.
+AVX512 = Isa("avx512", 16, ((8, 3), (12, 2), (16, 1)), "defined(__AVX512F__) && defined(__FMA__)",
+             "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
+             frozenset({"-mavx512f", "-mfma"}))
+ISAS = {isa.name: isa for isa in (AVX2, AVX512)}
+# a single row (a generation step's product) on full widest panels: the widest tile's first row
+_ROW_VECTORS = 3
+
 
 # Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
 # KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
@@ -86,6 +127,25 @@ MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 # (768 x 50257: 10.0 vs 17.4 ms); two threads 0.26-0.41x for x @ W (OpenBLAS's threads hand over
 # badly on a busy machine; ember's pool lets the caller take their chunks) and 0.66-0.92x for x @ W.T.
 PREPACKED_MIN_ROWS = 1
+# The AVX-512 kernel (16-wide tiles; em_sgemm_big with A packed for large products) takes every
+# float32 product of 2 or more rows, with or without a prepacked B: measured on the AVX-512 host (Zen
+# 4, 1 MiB L2, load 5-8 from other jobs, so CPU time of the calling thread, the minimum of 3 rounds;
+# benchmarks/bench_gemm.py --sweep) it ran level with OpenBLAS 0.3.30 (NumPy's) or faster on every
+# shape: m x n x k 32x1024x1024 0.80x, 64x4096x4096 0.85x, 512x256x256 0.94x, 1024^3 0.95-1.0x,
+# 2048^3 0.96x, 2x4096x4096 0.76x, 8x4096x4096 0.65x (B transposed 1.02x), 1024x4096x256 0.90x,
+# 512x1024x4096 0.96x, A transposed 1024^3 0.96x.
+WIDE_MAX_M = (1 << 31) - 1
+
+
+def _wide() -> bool:
+    """Whether the kernel here is the AVX-512 one (whose size rule is "every product")."""
+    target = isa()
+    return target is not None and target.vw == 16
+
+
+def row_limit() -> int:
+    """The most rows any product may have on the kernel (:data:`MAX_M` on AVX2)."""
+    return WIDE_MAX_M if _wide() else MAX_M
 
 
 def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
@@ -94,6 +154,8 @@ def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
     ``B`` that of :func:`use_prepacked`. Programs whose ``m`` is a dynamic axis test it at run time."""
     if n < 2 or k < 1:
         return 0
+    if _wide():
+        return WIDE_MAX_M
     if prepacked:
         return MAX_M
     if k * n > MAX_B_FLOATS:
@@ -105,6 +167,8 @@ def c_size_rule(m: str, n: str, k: str) -> str:
     """C condition that a product ``m x k @ k x n`` (sizes as C expressions, some of them dynamic
     axes) meets :func:`kernel_rows`'s rule (without a prepacked ``B``): the same rule as for static
     sizes, evaluated per call. ``m <= A // k`` is written ``m * k <= A`` (equal for positive k)."""
+    if _wide():
+        return f"({n}) >= 2 && ({k}) >= 1 && ({m}) >= 2"
     a = f"(({n}) <= {NARROW_N} ? {MAX_A_FLOATS_NARROW} : {MAX_A_FLOATS})"
     return (f"({n}) >= 2 && ({k}) >= 1 && ({k}) * ({n}) <= {MAX_B_FLOATS} && ({m}) >= 2 && "
             f"({m}) <= {MAX_M} && ({m}) * ({k}) <= {a}")
@@ -118,12 +182,13 @@ def use_small_sgemm(m: int, n: int, k: int) -> bool:
 
 def use_prepacked(m: int, n: int, k: int) -> bool:
     """Whether a static-shape float32 product ``m x k @ k x n`` whose ``B`` is a program constant
-    goes to the kernel's prepacked entry: up to :data:`MAX_M` rows whatever ``n`` and ``k``.
+    goes to the kernel's prepacked entry: on AVX2 up to :data:`MAX_M` rows whatever ``n`` and ``k``.
     Without packing ``B`` on each call, and with ``A`` re-read once per block of four panels, it ran
     level with OpenBLAS or faster on every such shape measured (e.g. 512 x 1024 x 256 0.94-1.0x,
     512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
     six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
-    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
+    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3). On AVX-512 every product
+    (large ones pack A: ``em_sgemm_big``)."""
     return PREPACKED_MIN_ROWS <= m <= kernel_rows(n, k, prepacked=True)
 
 
@@ -132,37 +197,50 @@ def _prefetch_offsets(w: int) -> list[int]:
     return [*range(0, 4 * w - 1, 64), 4 * w - 1]
 
 
-def _micro_kernel(mr: int, nv: int) -> str:
-    """C of the ``mr x 8 nv`` micro-kernel: an always-inline body and a noinline entry that calls it
-    with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four copies has
-    branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the rest do not)."""
-    w = 8 * nv
+def _broadcast(isa: Isa, x: str) -> str:
+    """C initializer of a vector holding ``x`` in every lane."""
+    return "{" + ", ".join([x] * isa.vw) + "}"
+
+
+def _fma_steps(isa: Isa, mr: int, nv: int, a_of: Callable[[int], str]) -> list[str]:
+    """One contraction step of an ``mr x nv``-vector tile: per row a broadcast of ``a_of(row)``
+    and ``nv`` FMAs into the accumulators ``c{row}_{v}`` (panel vectors ``b{v}`` loaded before)."""
+    lines = []
+    for r in range(mr):
+        lines.append(f"{{ const float x = {a_of(r)}; const em_vf a = {_broadcast(isa, 'x')};")
+        lines.extend(f"  c{r}_{v} = EM_FMA(a, b{v}, c{r}_{v});" for v in range(nv))
+        lines.append("}")
+    return lines
+
+
+def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
+    """C of the ``mr x vw nv`` micro-kernel ``name``: an always-inline body and a noinline entry that
+    calls it with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four
+    copies has branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the
+    rest do not)."""
+    vw = isa.vw
+    w = vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     bvars = ", ".join(f"b{v}" for v in range(nv))
-    load_src = " ".join(f"b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
-                        f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv))
-    load_bp = " ".join(f"b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv))
-    fmas = []
-    for r in range(mr):
-        fmas.append(f"{{ const float x = a{r}[p * csa]; const em_v8 a = {{x, x, x, x, x, x, x, x}};")
-        fmas.extend(f"  {acc[r][v]} = EM_FMA8(a, b{v}, {acc[r][v]});" for v in range(nv))
-        fmas.append("}")
+    load_src = " ".join(f"b{v} = *(const em_vfu *)(bsrc + p * rsb + {vw * v});"
+                        f" *(em_vf *)(bp + p * {w} + {vw * v}) = b{v};" for v in range(nv))
+    load_bp = " ".join(f"b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv))
+    fmas = _fma_steps(isa, mr, nv, lambda r: f"a{r}[p * csa]")
     prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w))
 
     def step(with_prefetch: bool) -> list[str]:
-        body = [f"em_v8 {bvars};",
+        body = [f"em_vf {bvars};",
                 # bsrc set (the first row block of a full panel): read B's row in place, pack it as we go
                 f"if (bsrc) {{ {load_src} }} else {{ {load_bp} }}"]
         if with_prefetch:  # the next panel's row p (4 * w bytes from any alignment: every line it touches)
             body.append(prefetch)
         return ["        " + line for line in body + fmas]
 
-    name = f"em_sk_{mr}x{w}"
     args = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, float *restrict t, "
             "int64_t ldt, const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
     lines = [
         f"static inline __attribute__((always_inline)) void {name}_body({args}) {{",
-        "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         *(f"    const float *a{r} = ar[{r}];" for r in range(mr)),
         "    int64_t p = 0;",
         "    #pragma GCC unroll 2",
@@ -170,7 +248,7 @@ def _micro_kernel(mr: int, nv: int) -> str:
         "    #pragma GCC unroll 2",
         "    for (; p < kc; ++p) {", *step(False), "    }",
     ]
-    lines.extend(f"    *(em_v8u *)(t + {r} * ldt + {8 * v}) = {acc[r][v]};"
+    lines.extend(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};"
                  for r in range(mr) for v in range(nv))
     lines += [
         "}",
@@ -185,36 +263,91 @@ def _micro_kernel(mr: int, nv: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-_HEAD = """\
-#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__) && defined(__FMA__)
+def _packed_a_kernel(isa: Isa) -> str:
+    """C of ``em_sk_pa``: the widest tile (``MR3 x W3``) over a packed sliver of ``A`` (``kc`` steps
+    of ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``: one pointer
+    for all rows, the next steps of both operands prefetched a few iterations ahead."""
+    mr, nv = isa.kernels[0]
+    vw, w = isa.vw, isa.vw * isa.kernels[0][1]
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    lines = [
+        "static __attribute__((noinline)) void em_sk_pa(int64_t kc, const float *restrict ap, "
+        "const float *restrict bp, float *restrict t, int64_t ldt) {",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        "    #pragma GCC unroll 4",
+        "    for (int64_t p = 0; p < kc; ++p) {",
+        *(f"        const em_vf b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv)),
+        *("        " + ln for ln in _fma_steps(isa, mr, nv, lambda r: f"ap[p * {mr} + {r}]")),
+        "    }",
+        *(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _head(isa: Isa) -> str:
+    """The ``#if`` that enables the kernel for ``isa`` and its types, FMA and tile-shape macros."""
+    (mr3, _), (mr2, _), (mr1, _) = isa.kernels
+    vw = isa.vw
+    tile = max(mr * nv * vw for mr, nv in isa.kernels)
+    return f"""\
+#if defined(__GNUC__) && !defined(__clang__) && {isa.guard}
 #define EM_SGEMM_SMALL 1
 #pragma GCC optimize ("O2")  /* as fast here as -O3 (explicit vector code), half the build time */
-#define EM_SK_KC KC_VALUE
+/* ISA {isa.name}: vectors of {vw} floats; tiles MR x W: {mr3} x {3 * vw}, {mr2} x {2 * vw}, {mr1} x {vw} */
+#define EM_SK_KC {isa.kc}
+#define EM_SK_VW {vw}
+#define EM_SK_W3 {3 * vw}
+#define EM_SK_W2 {2 * vw}
+#define EM_SK_W1 {vw}
+#define EM_SK_MR3 {mr3}
+#define EM_SK_MRW(w) ((w) == EM_SK_W3 ? {mr3} : (w) == EM_SK_W2 ? {mr2} : {mr1})
+#define EM_SK_MRMAX {max(mr3, mr2, mr1)}
+#define EM_SK_TILE {tile}
+#define EM_SK_BIG_KC {isa.big_kc}
+#define EM_SK_BIG_MC {isa.big_mc}
+#define EM_SK_BIG_NP {isa.big_np}
+#define EM_SK_BIG_MIN_M {isa.big_min_m}
+#define EM_SK_BIG_MIN_K {isa.big_min_k}
+#define EM_SK_BIG_MIN_A {isa.big_min_a}
+#define EM_SK_BIG_MIN_MNK {isa.big_min_mnk}
 /* GCC vector extensions and builtins (no <immintrin.h>: parsing it costs more than this code) */
-typedef float em_v8 __attribute__((vector_size(32)));
-typedef float em_v8u __attribute__((vector_size(32), aligned(4)));
-typedef int em_v8i __attribute__((vector_size(32)));
-#define EM_FMA8(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+typedef float em_vf __attribute__((vector_size({4 * vw})));
+typedef float em_vfu __attribute__((vector_size({4 * vw}), aligned(4)));
+typedef int em_vi __attribute__((vector_size({4 * vw})));
+#define EM_FMA(a, b, c) {isa.fma}
 """
+
 
 _DRIVER = """\
 /* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
-   floats (w = 8, 16 or 24), zero-padded past nr. */
+   floats (w = W1, W2 or W3), zero-padded past nr. */
 static __attribute__((noinline)) void em_sk_pack(int64_t kc, int64_t nr, int64_t w, const float *b,
                                                  int64_t rsb, int64_t csb, float *restrict bp) {
-    const int64_t nv = w / 8;
+    const int64_t nv = w / EM_SK_VW;
     if (csb == 1 && nr == w) {
         for (int64_t p = 0; p < kc; ++p)
             for (int64_t v = 0; v < nv; ++v)
-                *(em_v8 *)(bp + p * w + 8 * v) = *(const em_v8u *)(b + p * rsb + 8 * v);
+                *(em_vf *)(bp + p * w + EM_SK_VW * v) = *(const em_vfu *)(b + p * rsb + EM_SK_VW * v);
     } else if (csb == 1) {  /* a partial panel: masked loads read the nr columns, zero the rest */
-        em_v8i mask[3];
+#if EM_SK_VW == 8
+        em_vi mask[3];
         for (int64_t v = 0; v < nv; ++v)
             for (int l = 0; l < 8; ++l) mask[v][l] = 8 * v + l < nr ? -1 : 0;
         for (int64_t p = 0; p < kc; ++p)
             for (int64_t v = 0; v < nv; ++v)
-                *(em_v8 *)(bp + p * w + 8 * v) =
-                    __builtin_ia32_maskloadps256((const em_v8 *)(b + p * rsb + 8 * v), mask[v]);
+                *(em_vf *)(bp + p * w + 8 * v) =
+                    __builtin_ia32_maskloadps256((const em_vf *)(b + p * rsb + 8 * v), mask[v]);
+#else
+        const em_vf zero = {0};
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v) {
+                const int64_t left = nr - EM_SK_VW * v;
+                const short mask = left >= EM_SK_VW ? (short)-1 : left <= 0 ? 0 : (short)((1 << left) - 1);
+                *(em_vf *)(bp + p * w + EM_SK_VW * v) =
+                    __builtin_ia32_loadups512_mask(b + p * rsb + EM_SK_VW * v, zero, mask);
+            }
+#endif
     } else {  /* B transposed: read each column of the panel contiguously */
         for (int64_t j = 0; j < nr; ++j) {
             const float *src = b + j * csb;
@@ -256,10 +389,11 @@ static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, i
     }
 }
 
-/* The width of the next column panel when `left` columns remain: 24-wide panels; a 25..32-column
-   remainder as two 16-wide ones (not 24 + a slow 8). */
+/* The width of the next column panel when `left` columns remain: W3-wide panels; a remainder of
+   W3 + 1 .. W3 + W1 columns as two W2-wide ones (not W3 + a slow W1). */
 static inline int64_t em_sk_panel_width(int64_t left) {
-    return left > 32 || (left > 16 && left <= 24) ? 24 : left > 8 ? 16 : 8;
+    return left > 4 * EM_SK_VW || (left > EM_SK_W2 && left <= EM_SK_W3) ? EM_SK_W3
+           : left > EM_SK_W1 ? EM_SK_W2 : EM_SK_W1;
 }
 
 /* One row block (rows [i0, i0 + mr), mr <= mrw) against one kc x w block of a packed panel bp. */
@@ -268,7 +402,7 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
                                const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb,
                                float beta, int first, int last, const float *bias, int relu, int64_t nr,
                                float *c, int64_t ldc) {
-    const float *ar[8];
+    const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
     /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
        from the accumulators straight into C; otherwise through t and em_sk_store */
@@ -276,10 +410,10 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
                        && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == 24 && mr == 1 && !bs) em_sk_1x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == 16) em_sk_6x16(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_8x8(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
@@ -289,8 +423,8 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
 static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
                                 const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
                                 const float *bias, int relu, int64_t j_begin, int64_t j_end) {
-    float bp[2 * EM_SK_KC * 24] __attribute__((aligned(64)));
-    float t[8 * 24] __attribute__((aligned(64)));
+    float bp[2 * EM_SK_KC * EM_SK_W3] __attribute__((aligned(64)));
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
     if (k == 0) {
         for (int64_t i = 0; i < m; ++i)
             for (int64_t j = j_begin; j < j_end; ++j) {
@@ -304,7 +438,7 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
     const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
     for (int64_t j0 = j_begin; j0 < j_end;) {
         const int64_t left = j_end - j0, w = em_sk_panel_width(left);
-        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
+        const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
         for (int64_t p0 = 0; p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
             /* a full panel of row-major B is packed by the first row block's micro-kernel */
@@ -330,6 +464,146 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
     }
 }
 
+/* The number of column panels over [0, n). */
+static int64_t em_sk_panels(int64_t n) {
+    int64_t panels = 0;
+    for (int64_t j0 = 0; j0 < n; ++panels) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    return panels;
+}
+
+/* A[i0 .. i0+mc, p0 .. p0+kc) (element (i, p) at a[i * rsa + p * csa]) packed as slivers of MR3 rows:
+   row i at ap + (i / MR3) * MR3 * kc + i % MR3, its kc elements MR3 floats apart; rows past mc of
+   the last sliver are zero. */
+static void em_sk_pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa, float *restrict ap) {
+    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {
+        float *restrict dst = ap + i0 * kc;
+        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
+        if (csa == 1 && mr == EM_SK_MR3) {  /* MR3 rows read in step, a few columns at a time */
+            for (int64_t p0 = 0; p0 < kc; p0 += 8) {
+                const int64_t pe = p0 + 8 < kc ? p0 + 8 : kc;
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) {
+                    const float *src = a + (i0 + r) * rsa;
+                    for (int64_t p = p0; p < pe; ++p) dst[p * EM_SK_MR3 + r] = src[p];
+                }
+            }
+            continue;
+        }
+        if (rsa == 1 && mr == EM_SK_MR3) {  /* A transposed: the sliver's rows are contiguous per p */
+            for (int64_t p = 0; p < kc; ++p)
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) dst[p * EM_SK_MR3 + r] = a[p * csa + i0 + r];
+            continue;
+        }
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t r = 0; r < EM_SK_MR3; ++r)
+                dst[p * EM_SK_MR3 + r] = r < mr ? a[(i0 + r) * rsa + p * csa] : 0.0f;
+    }
+}
+
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
+
+/* Large products, the column panels [q_begin, q_end) of [0, n) (same result as em_sgemm_small_cols
+   up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
+   EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
+   in place) into panels that sit in L2 together; per block of EM_SK_BIG_MC rows, A is packed into
+   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2) and every sliver runs over a panel
+   while that panel (KC x W3 floats) stays in L1. Packing A makes its rows contiguous: the small
+   kernel reads MR3 rows of A in place, whose strides (e.g. 4 KiB) alias in L1 and the TLB, once
+   per panel. Buffers come from the heap (the small kernel's path when that fails). */
+static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                         int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
+                         float *c, int64_t ldc, const float *bias, int relu, int64_t q_begin, int64_t q_end) {
+    enum { KCB = EM_SK_BIG_KC, MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
+    int64_t j0 = 0;
+    for (int64_t q = 0; q < q_begin; ++q) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    float *ap = (float *)aligned_alloc(64, sizeof(float) * MC * KCB);
+    float *bb = bpk ? 0 : (float *)aligned_alloc(64, sizeof(float) * NP * EM_SK_W3 * KCB);
+    if (!ap || (!bpk && !bb)) {
+        free(ap);
+        free(bb);
+        if (bpk) {
+            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, q_begin, q_end);
+            return;
+        }
+        int64_t j1 = j0;
+        for (int64_t q = q_begin; q < q_end; ++q) {
+            const int64_t w = em_sk_panel_width(n - j1);
+            j1 += n - j1 < w ? n - j1 : w;
+        }
+        em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, j0, j1);
+        return;
+    }
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
+    for (int64_t qc = q_begin; qc < q_end; qc += NP) {
+        const int64_t np = q_end - qc < NP ? q_end - qc : NP;
+        int64_t pj[NP], pw[NP], pn[NP];  /* each panel's first column, width and columns */
+        for (int64_t i = 0; i < np; ++i) {
+            pj[i] = j0;
+            pw[i] = em_sk_panel_width(n - j0);
+            pn[i] = n - j0 < pw[i] ? n - j0 : pw[i];
+            j0 += pn[i];
+        }
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            const int first = p0 == 0, last = p0 + kc == k;
+            const float *pb[NP];
+            for (int64_t i = 0, off = 0; i < np; ++i) {
+                if (bpk) {
+                    pb[i] = bpk + pj[i] * k + p0 * pw[i];
+                } else {
+                    em_sk_pack(kc, pn[i], pw[i], b + p0 * rsb + pj[i] * csb, rsb, csb, bb + off);
+                    pb[i] = bb + off;
+                    off += kc * pw[i];
+                }
+            }
+            for (int64_t ic = 0; ic < m; ic += MC) {
+                const int64_t mc = m - ic < MC ? m - ic : MC;
+                em_sk_pack_a(mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
+                for (int64_t i = 0; i < np; ++i) {
+                    const int64_t w = pw[i], nr = pn[i], mrw = EM_SK_MRW(w);
+                    for (int64_t i0 = 0; i0 < mc; i0 += mrw) {
+                        const int64_t mr = mc - i0 < mrw ? mc - i0 : mrw;
+                        float *cc = c + (ic + i0) * ldc + pj[i];
+                        const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu
+                                           && mr == mrw && nr == w;
+                        float *td = direct ? cc : t;
+                        const int64_t ldt = direct ? ldc : w;
+                        /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
+                        for (int64_t r = 0; r < mr; ++r)
+                            for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
+                        if (w == EM_SK_W3) {
+                            em_sk_pa(kc, ap + i0 * kc, pb[i], td, ldt);
+                        } else {  /* the last panels: rows of the slivers through pointers */
+                            const float *ar[EM_SK_MRMAX];
+                            for (int64_t r = 0; r < mrw; ++r) {
+                                const int64_t ii = i0 + (r < mr ? r : 0);
+                                ar[r] = ap + ii / EM_SK_MR3 * EM_SK_MR3 * kc + ii % EM_SK_MR3;
+                            }
+                            if (w == EM_SK_W2) em_sk_t2(kc, ar, EM_SK_MR3, pb[i], td, ldt, 0, 0, 0, 0, 0);
+                            else em_sk_t1(kc, ar, EM_SK_MR3, pb[i], td, ldt, 0, 0, 0, 0, 0);
+                        }
+                        if (!direct)
+                            em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
+                                        cc, ldc);
+                    }
+                }
+            }
+        }
+    }
+    free(ap);
+    free(bb);
+}
+
 /* ember's thread pool (threadpool.py), found once its library is loaded: a product's column panels
    are claimed in chunks, the calling thread taking over those a late thread has not started */
 typedef void (*em_sk_task_t)(void *, int64_t, int64_t, int64_t);
@@ -342,19 +616,51 @@ static em_sk_par_t em_sk_pool(void) {
 }
 struct em_sk_job {
     int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
-    float beta; float *c; int64_t ldc; const float *bias; int relu;
+    float beta; float *c; int64_t ldc; const float *bias; int relu; const float *bpk;
 };
-static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
-                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
-                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
-static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
-                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
-                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
 static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
     (void)tid;
     em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
-                        j->ldc, j->bias, j->relu, lo * 24, hi * 24 < j->n ? hi * 24 : j->n);
+                        j->ldc, j->bias, j->relu, lo * EM_SK_W3, hi * EM_SK_W3 < j->n ? hi * EM_SK_W3 : j->n);
+}
+static void em_sk_task_big(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_big(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->bpk, j->beta, j->c,
+                 j->ldc, j->bias, j->relu, lo, hi);
+}
+/* Whether a product goes to em_sgemm_big: enough rows to amortize packing A, and an A that the
+   small kernel would re-read from beyond L2 once per panel (measurements: gemm_kernel.py). */
+static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
+    return m >= EM_SK_BIG_MIN_M && n >= EM_SK_W3 && k >= EM_SK_BIG_MIN_K
+           && (m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
+}
+/* em_sgemm_big over all column panels, shared out on the pool (each chunk of panels on one thread,
+   packing its own A) where there is one and nthreads > 1. */
+static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                             int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
+                             float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
+    const int64_t panels = em_sk_panels(n);
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, bpk};
+        em_sk_pool()(em_sk_task_big, &j, panels, nthreads, 1);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q)
+            em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, panels * q / nt,
+                         panels * (q + 1) / nt);
+        return;
+    }
+#endif
+    em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, 0, panels);
 }
 static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
@@ -368,7 +674,11 @@ static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
 static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                            int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c,
                            int64_t ldc, const float *bias, int relu, int nthreads) {
-    const int64_t panels = (n + 23) / 24;
+    if (k > 0 && em_sk_use_big(m, n, k)) {
+        em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, b, rsb, csb, 0, beta, c, ldc, bias, relu, nthreads);
+        return;
+    }
+    const int64_t panels = (n + EM_SK_W3 - 1) / EM_SK_W3;
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
 #endif
@@ -382,7 +692,7 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
         const int64_t nt = nthreads < panels ? nthreads : panels;
         #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t q = 0; q < nt; ++q) {
-            const int64_t lo = panels * q / nt * 24, hi = panels * (q + 1) / nt * 24;
+            const int64_t lo = panels * q / nt * EM_SK_W3, hi = panels * (q + 1) / nt * EM_SK_W3;
             em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
                                 hi < n ? hi : n);
         }
@@ -394,38 +704,40 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
 }
 
 /* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
-   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 32-byte aligned),
-   for the column panels [q_begin, q_end) only (k >= 1). The leading 24-wide panels go in blocks
-   of EM_SK_NBP: each 4-row block of A runs over all the block's panels while its rows are in L1,
+   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 64-byte aligned),
+   for the column panels [q_begin, q_end) only (k >= 1). The leading W3-wide panels go in blocks
+   of EM_SK_NBP: each MR3-row block of A runs over all the block's panels while its rows are in L1,
    so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
-   B, at most 4 x 512 x 24 floats, stays in L2). The rest (at most two narrower panels) go one at
+   B, at most 4 x 512 x W3 floats, stays in L2). The rest (at most two narrower panels) go one at
    a time. Every element is summed in the same order either way. */
 #define EM_SK_NBP 4
 static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                                  int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                                  const float *bias, int relu, int64_t q_begin, int64_t q_end) {
-    float t[8 * 24] __attribute__((aligned(64)));
-    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 96 floats of B: 192 KiB, in L2 */
-    int64_t nfull = 0;  /* panels [0, nfull) are 24 wide */
-    while (nfull * 24 < n && em_sk_panel_width(n - nfull * 24) == 24 && n - nfull * 24 >= 24) ++nfull;
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 4 W3 floats of B, in L2 */
+    int64_t nfull = 0;  /* panels [0, nfull) are W3 wide */
+    while (nfull * EM_SK_W3 < n && em_sk_panel_width(n - nfull * EM_SK_W3) == EM_SK_W3
+           && n - nfull * EM_SK_W3 >= EM_SK_W3) ++nfull;
     const int64_t fe = q_end < nfull ? q_end : nfull;
     for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
         const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
         for (int64_t p0 = 0; p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
-            for (int64_t i0 = 0; i0 < m; i0 += 4)
+            for (int64_t i0 = 0; i0 < m; i0 += EM_SK_MR3)
                 for (int64_t q = qb; q < qe; ++q) {
-                    const float *bp = bpk + q * 24 * k + p0 * 24;
-                    em_sk_block(kc, 24, 4, m - i0 < 4 ? m - i0 : 4, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
-                                bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
-                                bias ? bias + q * 24 : 0, relu, 24, c + i0 * ldc + q * 24, ldc);
+                    const float *bp = bpk + q * EM_SK_W3 * k + p0 * EM_SK_W3;
+                    em_sk_block(kc, EM_SK_W3, EM_SK_MR3, m - i0 < EM_SK_MR3 ? m - i0 : EM_SK_MR3, alpha,
+                                a + i0 * rsa + p0 * csa, rsa, csa, bp, t, (const char *)bp, 0, 0, 0, 0, beta,
+                                p0 == 0, p0 + kc == k, bias ? bias + q * EM_SK_W3 : 0, relu, EM_SK_W3,
+                                c + i0 * ldc + q * EM_SK_W3, ldc);
                 }
         }
     }
     if (q_begin < nfull) q_begin = nfull;
-    for (int64_t j0 = nfull * 24, q = nfull; j0 < n && q < q_end; ++q) {
+    for (int64_t j0 = nfull * EM_SK_W3, q = nfull; j0 < n && q < q_end; ++q) {
         const int64_t left = n - j0, w = em_sk_panel_width(left);
-        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
+        const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
         for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
             const float *bp = bpk + j0 * k + p0 * w;
@@ -441,11 +753,11 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
 static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                             int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                             const float *bias, int relu, int nthreads) {
-    int64_t panels = 0;
-    for (int64_t j0 = 0; j0 < n; ++panels) {
-        const int64_t w = em_sk_panel_width(n - j0);
-        j0 += n - j0 < w ? n - j0 : w;
+    if (em_sk_use_big(m, n, k)) {
+        em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, 0, 0, 0, bpk, beta, c, ldc, bias, relu, nthreads);
+        return;
     }
+    const int64_t panels = em_sk_panels(n);
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
 #endif
@@ -497,34 +809,61 @@ void SYMBOL_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 """
 
 
-def c_source() -> str:
-    """The C helpers defining ``static em_sgemm_small`` (inside ``#if`` GCC with AVX2 and FMA, with
-    ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise)."""
+# The kernel's instruction set: the widest the compiler targets (``-march=native``), or the one
+# ``EMBER_GEMM_ISA`` names ("avx2", "avx512"; tests run both on an AVX-512 machine). A named ISA
+# the target lacks leaves the kernel out (BLAS runs).
+ISA_REQUEST = os.environ.get("EMBER_GEMM_ISA", "").strip().lower()
+
+
+@functools.cache
+def isa() -> Isa | None:
+    """The :class:`Isa` the kernel library is built for on this machine (None: no kernel here).
+    Raises ValueError for an ``EMBER_GEMM_ISA`` that names no ISA."""
+    from ember._src.native import compiler
+
+    if ISA_REQUEST and ISA_REQUEST not in ISAS:
+        raise ValueError(f"EMBER_GEMM_ISA={ISA_REQUEST!r}: expected one of {sorted(ISAS)}")
+    info = compiler.find_compiler()
+    if info is None or info.family != "gcc":
+        return None
+    flags = set(info.target.split())
+    for cand in ([ISAS[ISA_REQUEST]] if ISA_REQUEST else [AVX512, AVX2]):
+        if cand.flags <= flags:
+            return cand
+    return None
+
+
+def c_source(target: Isa | None = None) -> str:
+    """The C helpers defining ``static em_sgemm_small`` and ``em_sgemm_packed`` for ``target``
+    (default :func:`isa`, else AVX2), inside an ``#if`` on the compiler targeting it, with
+    ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise."""
     from ember._src.native import threadpool
 
-    kernels = "".join(_micro_kernel(mr, nv) for mr, nv in (*_KERNELS, _ROW_KERNEL))
-    return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
+    target = target or isa() or AVX2
+    (mr3, nv3), (mr2, nv2), (mr1, nv1) = target.kernels
+    kernels = (_micro_kernel(target, mr3, nv3, "em_sk_t3") + _micro_kernel(target, mr2, nv2, "em_sk_t2")
+               + _micro_kernel(target, mr1, nv1, "em_sk_t1") + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
+               + _packed_a_kernel(target))
+    return ("#include <stdlib.h>\n" + _head(target) + kernels
+            + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
 
 
 @functools.cache
-def _library_source() -> tuple[str, str]:
-    """(the kernel library's C source, its exported symbol)."""
-    body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source()
+def _library_source(name: str) -> tuple[str, str]:
+    """(the kernel library's C source for the ISA ``name``, its exported symbol)."""
+    body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source(ISAS[name])
     symbol = "ember_sgemm_small_" + hashlib.sha256((body + _ENTRY).encode()).hexdigest()[:12]
     return body + _ENTRY.replace("SYMBOL", symbol), symbol
 
 
-@functools.cache
 def kernel_symbol() -> str | None:
     """The kernel's exported name where this machine can run it (a GCC whose ``-march=native``
-    has AVX2 and FMA), else None. Pure: the library may not be built or loaded yet (:func:`load`)."""
-    from ember._src.native import compiler
-
-    info = compiler.find_compiler()
-    if info is None or info.family != "gcc" or not {"-mavx2", "-mfma"} <= set(info.target.split()):
-        return None
-    return _library_source()[1]
+    has AVX2 and FMA; AVX-512 picks the 16-wide kernel, :func:`isa`), else None. Pure: the library
+    may not be built or loaded yet (:func:`load`). The name carries a hash of the source, so
+    program caches keyed by it follow the ISA and the packed layout."""
+    target = isa()
+    return None if target is None else _library_source(target.name)[1]
 
 
 def _build_and_load() -> ctypes.CDLL:
@@ -532,10 +871,12 @@ def _build_and_load() -> ctypes.CDLL:
     its symbols global; raises when it cannot or when the loaded library has no kernel."""
     from ember._src.native import compiler
 
-    source, symbol = _library_source()
+    target = isa()
+    assert target is not None
+    source, symbol = _library_source(target.name)
     lib = compiler.load_global(source, name_hint="gemm_kernel")
     if not getattr(lib, symbol + "_ok")():
-        raise RuntimeError(f"{symbol} was compiled without the AVX2/FMA kernel")
+        raise RuntimeError(f"{symbol} was compiled without the {target.name} kernel")
     return lib
 
 
@@ -560,15 +901,23 @@ def load(wait: bool = False) -> bool | None:
 BLAS_ONLY = os.environ.get("EMBER_SGEMM_KERNEL", "1") == "0"
 
 
-def panel_widths(n: int) -> list[int]:
-    """Widths of the kernel's column panels over ``[0, n)`` (``em_sk_panel_width``): 24 while more
-    than 32 columns remain, a 25..32-column remainder as two of 16, else one of 24, 16 or 8."""
+def panel_widths(n: int, target: Isa | None = None) -> list[int]:
+    """Widths of the kernel's column panels over ``[0, n)`` (``em_sk_panel_width``) for ``target``
+    (default :func:`isa`): ``3 vw`` while more than ``4 vw`` columns remain, a remainder of ``3 vw +
+    1 .. 4 vw`` columns as two of ``2 vw``, else one of ``3 vw``, ``2 vw`` or ``vw`` (``vw`` = 8 on
+    AVX2: 24, 16, 8; 16 on AVX-512: 48, 32, 16)."""
+    target = target or isa() or AVX2
     widths, left = [], n
     while left > 0:
-        w = 24 if left > 32 or 16 < left <= 24 else 16 if left > 8 else 8
+        w = target.panel_width(left)
         widths.append(w)
         left -= min(w, left)
     return widths
+
+
+def panel_count(n: int) -> int:
+    """How many column panels the kernel splits ``n`` columns into (the unit its threads share)."""
+    return len(panel_widths(n))
 
 
 def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
@@ -577,14 +926,14 @@ def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
 
 
-def prepack_b(b: np.ndarray) -> np.ndarray:
+def prepack_b(b: np.ndarray, target: Isa | None = None) -> np.ndarray:
     """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call:
     column panels of :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset
     ``j0 * k``, the last one zero-padded; 64-byte aligned (the array is a view of a padded one).
     A program whose product has a constant ``B`` keeps this and calls the kernel's ``_packed`` entry,
     so no call packs ``B`` (what ONNX Runtime does with constant weights)."""
     k, n = b.shape
-    widths = panel_widths(n)
+    widths = panel_widths(n, target)
     total = k * (sum(widths[:-1]) + widths[-1]) if widths else 0  # only the last panel is padded
     raw = np.zeros(total + 16, np.float32)
     off = (-raw.ctypes.data % 64) // 4
@@ -600,13 +949,13 @@ def prepack_b(b: np.ndarray) -> np.ndarray:
 PACK_HEADER_FLOATS = 16  # 64 bytes before a packed argument's data: the address it was packed from
 
 
-def packed_argument(b: np.ndarray, src: int) -> np.ndarray:
+def packed_argument(b: np.ndarray, src: int, target: Isa | None = None) -> np.ndarray:
     """:func:`prepack_b` of ``b`` (``op(B)``, ``k x n``) behind a 64-byte header whose first 8 bytes
     hold ``src``, the address of the argument it was packed from. A program given this for an
     argument ``B`` uses it only while the argument's data pointer is ``src`` (see
     ``codegen._argument_packed_b``); the 64-byte aligned data starts at element
     :data:`PACK_HEADER_FLOATS`."""
-    data = prepack_b(b)
+    data = prepack_b(b, target)
     raw = np.zeros(PACK_HEADER_FLOATS + data.size + 16, np.float32)
     off = (-raw.ctypes.data % 64) // 4
     out = raw[off:off + PACK_HEADER_FLOATS + data.size]
