@@ -1,19 +1,23 @@
-"""A register-blocked AVX2/FMA float32 matrix product for the small and mid-sized shapes where a
-BLAS call loses to its own packing overhead (``C = alpha * op(A) @ op(B) + beta * C``, row-major).
+"""A register-blocked float32 matrix product (AVX2/FMA or AVX-512), ``C = alpha * op(A) @ op(B) +
+beta * C``, row-major: ember's own GEMM for the shapes where it beats BLAS (on AVX-512, all of them).
 
 Why: OpenBLAS's ``sgemm`` packs both operands into its own buffers on every call; for a batch of
 32 rows against a 512 x 512 weight that copy, and the cold caches of the buffers, cost about a
 third of the call. This kernel packs only ``B``, one ``KC x W`` panel at a time into a small stack
-buffer (``W`` = 8, 16 or 24 columns) that stays in L1 while every row block of ``A`` runs over it,
-so ``B`` is read exactly once per call and never written back to memory. ``A`` is read in place
-(any row/column strides: a transposed operand costs nothing extra).
+buffer that stays in L1/L2 while every row block of ``A`` runs over it, so ``B`` is read exactly
+once per call and never written back to memory. ``A`` is read in place (any row/column strides: a
+transposed operand costs nothing extra).
 
-Micro-kernels: ``MR x W`` accumulator tiles held in ``ymm`` registers, ``W / 8`` vector loads of
-the packed panel and ``MR`` broadcasts of ``A`` per step of the contraction: 4 x 24 (12
-accumulators), 6 x 16 (12) and 8 x 8 (8), and 1 x 24 (3) for a row block of one row on a full
-panel (a generation step's product). The column count picks the widest panel that is not mostly
-padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
-inner loop has no edge branches; partial tiles go through a small buffer in the epilogue.
+Instruction sets (:class:`Isa`, :func:`isa`; ``EMBER_GEMM_ISA`` picks one): ``MR x W`` accumulator
+tiles held in vector registers, ``W / vw`` vector loads of the packed panel and ``MR`` broadcasts
+of ``A`` per step of the contraction. AVX2 (``vw`` = 8, 16 ``ymm``): 4 x 24 (12 accumulators),
+6 x 16 (12) and 8 x 8 (8). AVX-512 (``vw`` = 16, 32 ``zmm``): 8 x 48 (24), 12 x 32 (24) and
+16 x 16 (16). Both have a 1 x ``3 vw`` tile for a row block of one row on a full panel (a
+generation step's product). The column count picks the widest panel that is not mostly padding
+(:func:`panel_widths`). Rows past ``m`` in the last row block read row 0 again (results
+discarded), so the inner loop has no edge branches; partial tiles go through a small buffer in the
+epilogue. Large products (``em_sgemm_big``, in ``csrc/gemm_driver.h``) are blocked as GotoBLAS
+does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels.
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
 that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
@@ -30,7 +34,8 @@ program that wants it, and loaded ``RTLD_GLOBAL``. Generated programs look the e
 with ``dlsym`` on each call until it resolves and call BLAS until then, so the kernel adds nothing
 to a program's compile time or first call (the library's ~0.4-0.6 s build overlaps them). It needs GCC
 with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere :func:`kernel_symbol` is None and
-programs keep BLAS. :func:`use_small_sgemm` is the size rule.
+programs keep BLAS. :func:`use_small_sgemm` is the size rule. The symbol hashes the source, so a
+program (and its disk cache entry) names the ISA whose packed layout it was built for.
 """
 
 from __future__ import annotations
@@ -48,9 +53,9 @@ import numpy as np
 from ember._src.native import csrc
 from ember._src.native.background import BackgroundLibrary
 
-__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
-           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
-           "use_small_sgemm"]
+__all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
+           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument", "panel_count",
+           "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
