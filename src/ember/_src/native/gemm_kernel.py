@@ -54,8 +54,8 @@ from ember._src.native import csrc
 from ember._src.native.background import BackgroundLibrary
 
 __all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
-           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument", "panel_count",
-           "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
+           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument",
+           "panel_count", "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
