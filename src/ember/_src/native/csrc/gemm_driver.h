@@ -2,7 +2,8 @@
    fused bias/ReLU epilogue, the per-panel loops of the small-product path, the blocked path for
    large products (A packed) and the prepacked-B entry, with their splits over ember's thread pool.
    Included after the generated head (the ISA's vector type em_vf, EM_FMA and the tile-shape
-   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1, em_sk_row, em_sk_pa);
+   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1, em_sk_row; em_sk_pa3, em_sk_pa2,
+   em_sk_pa1 on packed A);
    EM_SK_POOL_SYMBOL names the thread pool's entry (a string). */
 /* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
    floats (w = W1, W2 or W3), zero-padded past nr. */
@@ -255,28 +256,20 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
                 const int64_t mc = m - ic < MC ? m - ic : MC;
                 em_sk_pack_a(mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
                 for (int64_t i = 0; i < np; ++i) {
-                    const int64_t w = pw[i], nr = pn[i], mrw = EM_SK_MRW(w);
-                    for (int64_t i0 = 0; i0 < mc; i0 += mrw) {
-                        const int64_t mr = mc - i0 < mrw ? mc - i0 : mrw;
+                    const int64_t w = pw[i], nr = pn[i];
+                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
+                        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
                         float *cc = c + (ic + i0) * ldc + pj[i];
                         const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu
-                                           && mr == mrw && nr == w;
+                                           && mr == EM_SK_MR3 && nr == w;
                         float *td = direct ? cc : t;
                         const int64_t ldt = direct ? ldc : w;
                         /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
                         for (int64_t r = 0; r < mr; ++r)
                             for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-                        if (w == EM_SK_W3) {
-                            em_sk_pa(kc, ap + i0 * kc, pb[i], td, ldt);
-                        } else {  /* the last panels: rows of the slivers through pointers */
-                            const float *ar[EM_SK_MRMAX];
-                            for (int64_t r = 0; r < mrw; ++r) {
-                                const int64_t ii = i0 + (r < mr ? r : 0);
-                                ar[r] = ap + ii / EM_SK_MR3 * EM_SK_MR3 * kc + ii % EM_SK_MR3;
-                            }
-                            if (w == EM_SK_W2) em_sk_t2(kc, ar, EM_SK_MR3, pb[i], td, ldt, 0, 0, 0, 0, 0);
-                            else em_sk_t1(kc, ar, EM_SK_MR3, pb[i], td, ldt, 0, 0, 0, 0, 0);
-                        }
+                        if (w == EM_SK_W3) em_sk_pa3(kc, ap + i0 * kc, pb[i], td, ldt);
+                        else if (w == EM_SK_W2) em_sk_pa2(kc, ap + i0 * kc, pb[i], td, ldt);
+                        else em_sk_pa1(kc, ap + i0 * kc, pb[i], td, ldt);
                         if (!direct)
                             em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
                                         cc, ldc);
