@@ -6,6 +6,7 @@ against NumPy, then timed in interleaved rounds (``common.interleaved``): median
     python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --sweep [--isa avx512]
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
 
 ``--sweep`` times the kernel's two paths directly (``small``: B packed panel by panel, A read in
 place; ``big``: the blocked path with A packed) and OpenBLAS over a grid of shapes, by the CPU time
@@ -126,6 +127,28 @@ def mlps(batches: list[int], cpu_time: bool) -> list[dict]:
     return rows
 
 
+def training(batches: list[int], cpu_time: bool) -> list[dict]:
+    """bench_train's training step (loss and gradients of the 3-layer MLP) per batch: ember against
+    JAX and torch, each checked against the float64 NumPy backward first."""
+    import bench_train
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rows = []
+    for batch in batches:
+        x, y = bench_train.data(batch)
+        impls = bench_train.runners(bench_train.params(), x, y, opts)
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": f"mlp 512 value_and_grad batch {batch}", "stats": stats,
+                     "load_average": load_average()})
+        print(f"{rows[-1]['workload']}: " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
+    return rows
+
+
 _WRAPPER = """
 #include <stdint.h>
 #ifdef _OPENMP
@@ -184,11 +207,14 @@ def main() -> None:
     ap.add_argument("--isa", default="avx512", help="the ISA of the kernel --sweep builds")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
+    ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
     args = ap.parse_args()
     if args.sweep:
         rows, name = sweep(args.isa), "gemm_sweep"
     elif args.mlp:
         rows, name = mlps([int(b) for b in args.mlp.split(",")], args.cpu_time), "gemm_mlp"
+    elif args.train:
+        rows, name = training([int(b) for b in args.train.split(",")], args.cpu_time), "gemm_train"
     else:
         rows, name = jitted([int(s) for s in args.sizes.split(",")], args.cpu_time), "gemm"
     RESULTS.mkdir(exist_ok=True)
