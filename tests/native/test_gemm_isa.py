@@ -189,3 +189,26 @@ def test_isa_variable_picks_the_library(tmp_path):
     probe = "from ember._src.native import gemm_kernel; gemm_kernel.isa()"
     bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "EMBER_GEMM_ISA='sse9'" in bad.stderr
+
+
+@requires_cc
+@pytest.mark.parametrize("threads", [1, 2])
+def test_jit_large_products_take_the_blocked_path(threads):
+    """Through ember.jit (on AVX-512 every product goes to the kernel): a product large enough for
+    the blocked path (m k >= 2^20), with B an argument and with B a constant (prepacked, bias and
+    ReLU fused), on one and two threads, within the float32 error bound."""
+    import ember
+    import ember.numpy as jnp
+
+    gemm_kernel.load(wait=True)
+    rng = np.random.default_rng(6)
+    m, k, n = 1100, 1000, 150
+    x, w = _operand(rng, m, k, False), _operand(rng, k, n, False)
+    bias = rng.standard_normal(n).astype(np.float32)
+    f = ember.jit(lambda p, q: p @ q, backend="native", num_threads=threads)
+    _check(np.asarray(f(x, w)), x, w, 1.0, 0.0, 0.0, msg="argument B")
+    g = ember.jit(lambda p: jnp.maximum(p @ w + bias, 0.0), backend="native", num_threads=threads)
+    _check(np.asarray(g(x)), x, w, 1.0, 0.0, 0.0, bias=bias, relu=True, msg="constant B")
+    if gemm_kernel.isa() is gemm_kernel.AVX512 and not gemm_kernel.BLAS_ONLY:
+        assert "em_sk_fn()" in f.lower(x, w).executable.source
+        assert "em_skp_fn()" in g.lower(x).executable.source
