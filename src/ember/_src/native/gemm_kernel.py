@@ -32,10 +32,11 @@ same once the C dispatcher has seen the same ember Array twice (:func:`packed_ar
 (cached next to the programs, outside their counters), in a background thread started by the first
 program that wants it, and loaded ``RTLD_GLOBAL``. Generated programs look the exported symbol up
 with ``dlsym`` on each call until it resolves and call BLAS until then, so the kernel adds nothing
-to a program's compile time or first call (the library's ~0.4-0.6 s build overlaps them). It needs GCC
-with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere :func:`kernel_symbol` is None and
-programs keep BLAS. :func:`use_small_sgemm` is the size rule. The symbol hashes the source, so a
-program (and its disk cache entry) names the ISA whose packed layout it was built for.
+to a program's compile time or first call (the library's build, ~1 s of gcc CPU time, overlaps
+them). It needs GCC with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere
+:func:`kernel_symbol` is None and programs keep BLAS. :func:`use_small_sgemm` is the size rule.
+The symbol hashes the source, so a program (and its disk cache entry) names the ISA whose packed
+layout it was built for.
 """
 
 from __future__ import annotations
