@@ -86,6 +86,7 @@ class Isa:
     big_np: int = 16
     big_min_m: int = 512
     big_min_k: int = 64
+    big_always_m: int = 1024
     big_min_a: int = 1 << 20
     big_min_mnk: int = 1 << 30
 
@@ -135,12 +136,15 @@ MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 # badly on a busy machine; ember's pool lets the caller take their chunks) and 0.66-0.92x for x @ W.T.
 PREPACKED_MIN_ROWS = 1
 # The AVX-512 kernel (16-wide tiles; em_sgemm_big with A packed for large products) takes every
-# float32 product of 2 or more rows, with or without a prepacked B: measured on the AVX-512 host (Zen
-# 4, 1 MiB L2, load 5-8 from other jobs, so CPU time of the calling thread, the minimum of 3 rounds;
-# benchmarks/bench_gemm.py --sweep) it ran level with OpenBLAS 0.3.30 (NumPy's) or faster on every
-# shape: m x n x k 32x1024x1024 0.80x, 64x4096x4096 0.85x, 512x256x256 0.94x, 1024^3 0.95-1.0x,
-# 2048^3 0.96x, 2x4096x4096 0.76x, 8x4096x4096 0.65x (B transposed 1.02x), 1024x4096x256 0.90x,
-# 512x1024x4096 0.96x, A transposed 1024^3 0.96x.
+# float32 product of 2 or more rows, with or without a prepacked B. Measured on the AVX-512 host (Zen
+# 4, 1 MiB L2; load average 9.7-10.6 from other jobs, so by the CPU time of the calling thread, the
+# minimum of 3 interleaved rounds): `python benchmarks/bench_gemm.py --sweep`, the kernel's faster
+# path / OpenBLAS 0.3.30 (NumPy's), m x n x k: 32..512 x 256 x 256 0.82-0.91; 32..512 x 1024 x
+# 1024 0.63-0.89; 32..128 x 4096 x 4096 0.68-0.89; 2 and 8 x 4096 x 4096 0.91, 0.87; 512 x 1024 x
+# 4096 0.95; 1024 x 256 x 1024 0.96; 2048 x 256 x 256 0.91; 4096 x 256 x 256 1.00; 1024 x 4096 x 256
+# 0.92; 1024^3 1.00; 2048 x 1024 x 1024 0.97; 2048^3 0.93. Inside the kernel the blocked path takes
+# m >= 1024, or m >= 512 with m k >= 2^20 or m n k >= 2^30 (em_sk_use_big): in that sweep it took
+# 0.83-0.97x the small path's time there (2048^3 0.83x, 1024^3 0.97x) and 1.0-1.38x elsewhere.
 WIDE_MAX_M = (1 << 31) - 1
 
 
@@ -317,6 +321,7 @@ def _head(isa: Isa) -> str:
 #define EM_SK_BIG_NP {isa.big_np}
 #define EM_SK_BIG_MIN_M {isa.big_min_m}
 #define EM_SK_BIG_MIN_K {isa.big_min_k}
+#define EM_SK_BIG_ALWAYS_M {isa.big_always_m}
 #define EM_SK_BIG_MIN_A {isa.big_min_a}
 #define EM_SK_BIG_MIN_MNK {isa.big_min_mnk}
 /* GCC vector extensions and builtins (no <immintrin.h>: parsing it costs more than this code) */

@@ -312,7 +312,7 @@ static void em_sk_task_big(void *p, int64_t lo, int64_t hi, int64_t tid) {
    small kernel would re-read from beyond L2 once per panel (measurements: gemm_kernel.py). */
 static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
     return m >= EM_SK_BIG_MIN_M && n >= EM_SK_W3 && k >= EM_SK_BIG_MIN_K
-           && (m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
+           && (m >= EM_SK_BIG_ALWAYS_M || m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
 }
 /* em_sgemm_big over all column panels, shared out on the pool (each chunk of panels on one thread,
    packing its own A) where there is one and nthreads > 1. */
