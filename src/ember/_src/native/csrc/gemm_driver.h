@@ -314,8 +314,10 @@ static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
     return m >= EM_SK_BIG_MIN_M && n >= EM_SK_W3 && k >= EM_SK_BIG_MIN_K
            && (m >= EM_SK_BIG_ALWAYS_M || m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
 }
-/* em_sgemm_big over all column panels, shared out on the pool (each chunk of panels on one thread,
-   packing its own A) where there is one and nthreads > 1. */
+/* em_sgemm_big over all column panels, shared out on the pool where there is one and nthreads > 1:
+   each chunk of panels on one thread, packing its own A; two chunks per thread, so that the caller
+   takes over a chunk a descheduled thread has not started (A packed twice per thread: ~0.3 ms of a
+   1024^3 product's 22 ms). */
 static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                              int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk,
                              float beta, float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
@@ -325,7 +327,7 @@ static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const
 #endif
     if (nthreads > 1 && panels > 1 && em_sk_pool()) {
         struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, bpk};
-        em_sk_pool()(em_sk_task_big, &j, panels, nthreads, 1);
+        em_sk_pool()(em_sk_task_big, &j, panels, nthreads, 2);
         return;
     }
 #ifdef _OPENMP
