@@ -316,8 +316,8 @@ static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
 }
 /* em_sgemm_big over all column panels, shared out on the pool where there is one and nthreads > 1:
    each chunk of panels on one thread, packing its own A; two chunks per thread, so that the caller
-   takes over a chunk a descheduled thread has not started (A packed twice per thread: ~0.3 ms of a
-   1024^3 product's 22 ms). */
+   takes over a chunk a descheduled thread has not started (A is packed once per chunk: m k copies
+   against the chunk's m k n / chunks multiply-adds). */
 static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                              int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk,
                              float beta, float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
