@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 # contraction block: a 256 x 24 panel is 24 KiB, within a 32 KiB L1 data cache. A contraction of up
 # to 2 KC runs as one block all the same (one pass over C, no read-back): measured 5-7% faster for
 # 128-384 rows (k = 384, 512) and level (0.97-1.0x) for 16-64 rows, the L1 overflow notwithstanding.
+# (AVX-512's 48-wide panels take 48 KiB per KC steps, from L2; its small path kept KC: it ran at
+# 0.82-0.91x OpenBLAS's time for 32..512 x 256 x 256 and 0.63-0.89x for 32..512 x 1024 x 1024.)
 KC = 256
 
 
@@ -110,18 +112,19 @@ ISAS = {isa.name: isa for isa in (AVX2, AVX512)}
 _ROW_VECTORS = 3
 
 
-# Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
-# KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
-# 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
-# in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
-# beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
-# Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of alternating blocks,
-# m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64 1.03-1.09x the BLAS
-# time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran 0.95-1.04x (0.94-0.99x fused).
-# An A as large as the whole L2 does not stay there inside a program (its producer's output, B's
-# panels and C share the cache, and a neighbour on the core shares it too): in the transformer
-# block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to 1.2x faster on OpenBLAS
-# (bench_transformer.py, per-step timings, quiet and loaded machine), so A stops short of L2's size.
+# Size rule of the AVX2 kernel (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on
+# AVX2 (Zen 3, 512 KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A,
+# re-read once per 24-column panel, stays in L2 (m * k floats; the more panels the less A may take)
+# and B, read once in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k *
+# n floats); beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256
+# 1.18x slower). Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of
+# alternating blocks, m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64
+# 1.03-1.09x the BLAS time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran
+# 0.95-1.04x (0.94-0.99x fused). An A as large as the whole L2 does not stay there inside a program
+# (its producer's output, B's panels and C share the cache, and a neighbour on the core shares it
+# too): in the transformer block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to
+# 1.2x faster on OpenBLAS (bench_transformer.py, per-step timings, quiet and loaded machine), so A
+# stops short of L2's size.
 MAX_M = 512
 MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
 MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
