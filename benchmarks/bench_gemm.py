@@ -7,6 +7,7 @@ against NumPy, then timed in interleaved rounds (``common.interleaved``): median
     python benchmarks/bench_gemm.py --sweep [--isa avx512]
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py --transformer 4x128x256 [--threads N] [--cpu-time]
 
 ``--sweep`` times the kernel's two paths directly (``small``: B packed panel by panel, A read in
 place; ``big``: the blocked path with A packed) and OpenBLAS over a grid of shapes, by the CPU time
@@ -127,6 +128,34 @@ def mlps(batches: list[int], cpu_time: bool) -> list[dict]:
     return rows
 
 
+def transformer(shapes: list[tuple[int, int, int]], cpu_time: bool) -> list[dict]:
+    """bench_transformer's block (b x t x d) per shape: ember native (weights as arguments and as
+    constants) against each peer."""
+    import bench_transformer
+    from common import constant_weights_runner, ember_arrays
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rows = []
+    for b, t, d in shapes:
+        w = bench_transformer.workload(b, t, d)
+        want = bench_transformer.block_numpy(*w.data, *w.params)
+        fn = ember.jit(bench_transformer.block, backend="native", **opts)
+        args = ember_arrays(list(w.data) + list(w.params))
+        np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=w.rtol, atol=w.atol)
+        impls = {"ember native": functools.partial(fn, *args),
+                 **constant_weights_runner(bench_transformer.block, w, want, **opts),
+                 **peer_runners(w, reference=want)}
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
+        print(f"{w.name}: " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
+    return rows
+
+
 def training(batches: list[int], cpu_time: bool) -> list[dict]:
     """bench_train's training step (loss and gradients of the 3-layer MLP) per batch: ember against
     JAX and torch, each checked against the float64 NumPy backward first."""
@@ -208,11 +237,15 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
     ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
+    ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
     args = ap.parse_args()
     if args.sweep:
         rows, name = sweep(args.isa), "gemm_sweep"
     elif args.mlp:
         rows, name = mlps([int(b) for b in args.mlp.split(",")], args.cpu_time), "gemm_mlp"
+    elif args.transformer:
+        shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.transformer.split(",")]
+        rows, name = transformer(shapes, args.cpu_time), "gemm_transformer"
     elif args.train:
         rows, name = training([int(b) for b in args.train.split(",")], args.cpu_time), "gemm_train"
     else:
