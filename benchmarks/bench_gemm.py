@@ -251,8 +251,11 @@ def main() -> None:
     else:
         rows, name = jitted([int(s) for s in args.sizes.split(",")], args.cpu_time), "gemm"
     RESULTS.mkdir(exist_ok=True)
+    from ember._src.native import gemm_kernel
+
+    isa = gemm_kernel.isa()
     info = {"machine": machine(), "load_average": load_average(), "threads": threads.bench_threads(),
-            "rows": rows}
+            "isa": args.isa if args.sweep else isa and isa.name, "cpu_time": args.cpu_time, "rows": rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(info, indent=1))
 
 
