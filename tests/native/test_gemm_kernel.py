@@ -6,6 +6,7 @@ it in place of BLAS."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import json
 import os
@@ -39,6 +40,16 @@ void em_test_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
     (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
 #endif
 }}
+void em_test_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                       int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
+                       float *c, int64_t ldc, const float *bias, int relu, int nthreads) {{
+#if EM_SGEMM_SMALL
+    em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, nthreads);
+#else
+    (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)rsa; (void)csa; (void)b; (void)rsb; (void)csb;
+    (void)bpk; (void)beta; (void)c; (void)ldc; (void)bias; (void)relu; (void)nthreads;
+#endif
+}}
 void em_test_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                           int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                           const float *bias, int relu, int nthreads) {{
@@ -52,13 +63,20 @@ void em_test_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const fl
 """
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    if compiler.find_compiler() is None:
+def build_kernel(isa_name: str):
+    """The kernel's test entries compiled for the ISA ``isa_name`` (skips where the target lacks it):
+    ``fn`` packs B per call; ``fn.packed`` takes a prepacked B; ``fn.big`` is the blocked path
+    (``em_sgemm_big``, A packed) whatever the size; ``fn.isa`` the :class:`gemm_kernel.Isa`."""
+    info = compiler.find_compiler()
+    if info is None:
         pytest.skip("no C compiler available")
-    lib = compiler.load_library(_WRAPPER.format(helpers=gemm_kernel.c_source()), name_hint="test_gemm_kernel")
+    isa = gemm_kernel.ISAS[isa_name]
+    if info.family != "gcc" or not isa.flags <= set(info.target.split()):
+        pytest.skip(f"the compiler does not target {isa_name} here")
+    lib = compiler.load_library(_WRAPPER.format(helpers=gemm_kernel.c_source(isa)),
+                                name_hint=f"test_gemm_kernel_{isa_name}")
     if not lib.em_test_has_kernel():
-        pytest.skip("target without AVX2/FMA: the kernel is compiled out")
+        pytest.skip(f"target without {isa_name}: the kernel is compiled out")
     fn = lib.em_test_sgemm
     i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
     fn.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, f32, ptr, i64, ptr, ctypes.c_int,
@@ -68,7 +86,20 @@ def kernel():
     packed.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, f32, ptr, i64, ptr, ctypes.c_int, ctypes.c_int]
     packed.restype = None
     fn.packed = packed
+    big = lib.em_test_sgemm_big
+    big.argtypes = [i64, i64, i64, f32, ptr, i64, i64, ptr, i64, i64, ptr, f32, ptr, i64, ptr, ctypes.c_int,
+                    ctypes.c_int]
+    big.restype = None
+    fn.big = big
+    fn.isa = isa
     return fn
+
+
+@pytest.fixture(scope="module", params=sorted(gemm_kernel.ISAS))
+def kernel(request):
+    """The kernel built for each ISA this machine's compiler targets (AVX2 and AVX-512 both run on
+    an AVX-512 machine)."""
+    return build_kernel(request.param)
 
 
 def _run(fn, a_op, b_op, alpha=1.0, beta=0.0, c=None, nthreads=1, bias=None, relu=False):
@@ -188,20 +219,29 @@ def test_fused_bias_relu_epilogue(kernel, relu):
     np.testing.assert_allclose(got, np.maximum(want, 0) if relu else want, rtol=1e-6)
 
 
-def test_panel_widths_and_prepacked_layout():
+@pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
+def test_panel_widths_and_prepacked_layout(isa_name):
     """prepack_b: panel j0 of width w holds B[p, j0 + i] at j0 * k + p * w + i, zeros past n; the
     panel widths cover n exactly as the kernel walks it; the data is 64-byte aligned."""
-    assert gemm_kernel.panel_widths(512) == [24] * 20 + [16, 16]  # a 32-column remainder: two of 16
-    assert gemm_kernel.panel_widths(10) == [16] and gemm_kernel.panel_widths(8) == [8]
-    assert gemm_kernel.panel_widths(24) == [24] and gemm_kernel.panel_widths(0) == []
-    assert gemm_kernel.panel_widths(41) == [24, 24]
+    isa = gemm_kernel.ISAS[isa_name]
+    widths = functools.partial(gemm_kernel.panel_widths, target=isa)
+    if isa.vw == 8:
+        assert widths(512) == [24] * 20 + [16, 16]  # a 32-column remainder: two of 16
+        assert widths(10) == [16] and widths(8) == [8]
+        assert widths(24) == [24] and widths(0) == []
+        assert widths(41) == [24, 24]
+    else:
+        assert widths(512) == [48] * 10 + [32]
+        assert widths(544) == [48] * 10 + [32, 32]  # a 64-column remainder: two of 32
+        assert widths(20) == [32] and widths(16) == [16] and widths(48) == [48] and widths(0) == []
+        assert widths(81) == [48, 48]
     rng = np.random.default_rng(10)
-    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8)]:
+    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8), (2, 544)]:
         b = rng.standard_normal((k, n)).astype(np.float32)
-        packed = gemm_kernel.prepack_b(b)
+        packed = gemm_kernel.prepack_b(b, isa)
         assert packed.ctypes.data % 64 == 0
         j0 = 0
-        for w in gemm_kernel.panel_widths(n):
+        for w in widths(n):
             nr = min(w, n - j0)
             panel = packed[j0 * k:j0 * k + k * w].reshape(k, w)
             np.testing.assert_array_equal(panel[:, :nr], b[:, j0:j0 + nr])
@@ -222,7 +262,7 @@ def test_prepacked_entry_matches_packing_entry(kernel, relu):
                                                 [False, True]):
         a, b = _operand(rng, m, k, False), _operand(rng, k, n, trans_b)
         bias = rng.standard_normal(n).astype(np.float32) if relu or m % 2 else None
-        packed = gemm_kernel.prepack_b(b)
+        packed = gemm_kernel.prepack_b(b, kernel.isa)
         for alpha, beta, nthreads in [(1.0, 0.0, 1), (0.5, 1.0, 2), (-1.0, 0.25, 0)]:
             c0 = rng.standard_normal((m, n)).astype(np.float32)
             want = _run(kernel, a, b, alpha, beta, c0.copy(), nthreads, bias=bias, relu=relu)
@@ -237,7 +277,14 @@ def test_prepacked_entry_matches_packing_entry(kernel, relu):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
 
 
-def test_size_rule():
+def test_size_rule(monkeypatch):
+    """AVX-512: every product of 2 or more rows; AVX2: the rule measured on Zen 3."""
+    monkeypatch.setattr(gemm_kernel, "_wide", lambda: True)
+    for m, n, k in [(2, 2, 1), (1024, 1024, 1024), (16, 4096, 4096), (512, 256, 256), (4096, 50257, 768)]:
+        assert gemm_kernel.use_small_sgemm(m, n, k) and gemm_kernel.use_prepacked(m, n, k)
+    assert not gemm_kernel.use_small_sgemm(1, 512, 512) and not gemm_kernel.use_small_sgemm(32, 1, 512)
+    assert gemm_kernel.use_prepacked(1, 512, 512) and not gemm_kernel.use_prepacked(0, 64, 64)
+    monkeypatch.setattr(gemm_kernel, "_wide", lambda: False)
     assert gemm_kernel.use_small_sgemm(32, 512, 512) and gemm_kernel.use_small_sgemm(128, 10, 512)
     assert not gemm_kernel.use_small_sgemm(1, 512, 512)  # a single row: BLAS sgemv
     assert not gemm_kernel.use_small_sgemm(32, 1, 512)
@@ -367,7 +414,8 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
     prepacked entry (use_prepacked), with its bias + ReLU fused, and agrees with float64 NumPy."""
     rng = np.random.default_rng(13)
     m, k, n = 512, 256, 1000
-    assert not gemm_kernel.use_small_sgemm(m, n, k) and gemm_kernel.use_prepacked(m, n, k)
+    wide = gemm_kernel.isa() is gemm_kernel.AVX512  # AVX-512: the packing entry takes it too
+    assert gemm_kernel.use_small_sgemm(m, n, k) == wide and gemm_kernel.use_prepacked(m, n, k)
     x = rng.standard_normal((m, k)).astype(np.float32)
     w = (rng.standard_normal((k, n)) / 16).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
@@ -382,7 +430,7 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
     plain = ember.jit(lambda x: jnp.maximum(x @ w + bias, 0.0), backend="native", prepack=False)
     np.testing.assert_allclose(np.asarray(plain(x)), want, rtol=1e-4, atol=1e-4)
     assert "em_skp_fn()" not in plain.lower(x).executable.source
-    assert not gemm_kernel.use_prepacked(1024, n, k)
+    assert gemm_kernel.use_prepacked(1024, n, k) == wide
 
 
 @requires_cc
@@ -414,7 +462,8 @@ def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
         got = np.asarray(call_d(x))
         want = np.maximum(x.astype(np.float64) @ w1 + b1, 0.0) @ w2
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"batch {batch}")
-        if 2 <= batch <= 512 and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
+        within = 2 <= batch <= gemm_kernel.row_limit()
+        if within and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
             np.testing.assert_array_equal(got, np.asarray(call_s(x)), err_msg=f"batch {batch}")
     x = rng.standard_normal((5, 96)).astype(np.float32)
     args = (x,) if baked else (x, w1, b1, w2)
@@ -423,16 +472,18 @@ def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
     src = specialize.symbolic_executable(dyn.lower(*args).program).source or ""
     if gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
         entry = "em_skp_fn()" if baked else "em_sk_fn()"
-        assert src.count(entry) == 2 and "<= 512)" in src
+        assert src.count(entry) == 2 and f"<= {gemm_kernel.row_limit()})" in src
 
 
 @requires_cc
-def test_c_size_rule_is_kernel_rows():
+@pytest.mark.parametrize("wide", [False, True])
+def test_c_size_rule_is_kernel_rows(monkeypatch, wide):
     """The run-time form of the size rule (products with a dynamic ``n`` or ``k``) takes exactly
-    the shapes the static rule takes."""
+    the shapes the static rule takes (the AVX2 and the AVX-512 rule)."""
+    monkeypatch.setattr(gemm_kernel, "_wide", lambda: wide)
     lib = compiler.load_library(
         "#include <stdint.h>\nint em_test_rule(int64_t m, int64_t n, int64_t k) { return "
-        + gemm_kernel.c_size_rule("m", "n", "k") + "; }\n", name_hint="test_size_rule")
+        + gemm_kernel.c_size_rule("m", "n", "k") + "; }\n", name_hint=f"test_size_rule_{int(wide)}")
     rule = lib.em_test_rule
     rule.argtypes = [ctypes.c_int64] * 3
     rule.restype = ctypes.c_int
@@ -466,7 +517,8 @@ def test_jit_dynamic_attention_products_use_kernel(kernel_loaded):
         p = np.exp(s - s.max(-1, keepdims=True))
         want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seq {n}")
-        if gemm_kernel.use_small_sgemm(n, n, d) and gemm_kernel.use_small_sgemm(n, d, n) \
+        # up to 512 rows the static program runs the per-head products as the dynamic one does
+        if n <= 512 and gemm_kernel.use_small_sgemm(n, n, d) and gemm_kernel.use_small_sgemm(n, d, n) \
                 and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
             np.testing.assert_array_equal(got, np.asarray(static(q, k, v)), err_msg=f"seq {n}")
     from ember._src.native import specialize

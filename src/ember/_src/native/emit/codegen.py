@@ -1062,7 +1062,7 @@ def _kernel_rows(step: Step, prepacked: bool) -> int | None:
     if sd.is_sym(nb):
         return None
     if sd.is_sym(n) or sd.is_sym(k):  # attention's per-head products over a dynamic sequence
-        return None if prepacked else gemm_kernel.MAX_M  # the whole rule is tested at run time
+        return None if prepacked else gemm_kernel.row_limit()  # the whole rule is tested at run time
     rows = gemm_kernel.kernel_rows(n, k, prepacked)
     low = gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2
     if sd.is_sym(m):
@@ -1101,7 +1101,8 @@ def _small_sgemm_call(step: Step, ctx: _Ctx, opts: CodegenOptions | None, alpha:
     gemm_kernel.load()  # builds the kernel library in the background (once); BLAS runs until then
     e = step.eqns[0]
     nthreads = 1
-    if opts is not None and _parallel(opts, m * n * k, (n + 23) // 24)[0]:
+    panels = (n + 23) // 24 if sd.is_sym(n) else gemm_kernel.panel_count(n)  # the units its threads share
+    if opts is not None and _parallel(opts, m * n * k, panels)[0]:
         nthreads = opts.num_threads or 0
     (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = _step_layouts(step)
     a, b, out = e.inputs[0], e.inputs[1], step.outputs[0]

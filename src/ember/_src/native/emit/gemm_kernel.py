@@ -1,19 +1,23 @@
-"""A register-blocked AVX2/FMA float32 matrix product for the small and mid-sized shapes where a
-BLAS call loses to its own packing overhead (``C = alpha * op(A) @ op(B) + beta * C``, row-major).
+"""A register-blocked float32 matrix product (AVX2/FMA or AVX-512), ``C = alpha * op(A) @ op(B) +
+beta * C``, row-major: ember's own GEMM for the shapes where it beats BLAS (on AVX-512, all of them).
 
 Why: OpenBLAS's ``sgemm`` packs both operands into its own buffers on every call; for a batch of
 32 rows against a 512 x 512 weight that copy, and the cold caches of the buffers, cost about a
 third of the call. This kernel packs only ``B``, one ``KC x W`` panel at a time into a small stack
-buffer (``W`` = 8, 16 or 24 columns) that stays in L1 while every row block of ``A`` runs over it,
-so ``B`` is read exactly once per call and never written back to memory. ``A`` is read in place
-(any row/column strides: a transposed operand costs nothing extra).
+buffer that stays in L1/L2 while every row block of ``A`` runs over it, so ``B`` is read exactly
+once per call and never written back to memory. ``A`` is read in place (any row/column strides: a
+transposed operand costs nothing extra).
 
-Micro-kernels: ``MR x W`` accumulator tiles held in ``ymm`` registers, ``W / 8`` vector loads of
-the packed panel and ``MR`` broadcasts of ``A`` per step of the contraction: 4 x 24 (12
-accumulators), 6 x 16 (12) and 8 x 8 (8), and 1 x 24 (3) for a row block of one row on a full
-panel (a generation step's product). The column count picks the widest panel that is not mostly
-padding. Rows past ``m`` in the last row block read row 0 again (results discarded), so the
-inner loop has no edge branches; partial tiles go through a small buffer in the epilogue.
+Instruction sets (:class:`Isa`, :func:`isa`; ``EMBER_GEMM_ISA`` picks one): ``MR x W`` accumulator
+tiles held in vector registers, ``W / vw`` vector loads of the packed panel and ``MR`` broadcasts
+of ``A`` per step of the contraction. AVX2 (``vw`` = 8, 16 ``ymm``): 4 x 24 (12 accumulators),
+6 x 16 (12) and 8 x 8 (8). AVX-512 (``vw`` = 16, 32 ``zmm``): 8 x 48 (24), 12 x 32 (24) and
+16 x 16 (16). Both have a 1 x ``3 vw`` tile for a row block of one row on a full panel (a
+generation step's product). The column count picks the widest panel that is not mostly padding
+(:func:`panel_widths`). Rows past ``m`` in the last row block read row 0 again (results
+discarded), so the inner loop has no edge branches; partial tiles go through a small buffer in the
+epilogue. Large products (``em_sgemm_big``, in ``csrc/gemm_driver.h``) are blocked as GotoBLAS
+does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels.
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
 that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
@@ -28,9 +32,11 @@ same once the C dispatcher has seen the same ember Array twice (:func:`packed_ar
 (cached next to the programs, outside their counters), in a background thread started by the first
 program that wants it, and loaded ``RTLD_GLOBAL``. Generated programs look the exported symbol up
 with ``dlsym`` on each call until it resolves and call BLAS until then, so the kernel adds nothing
-to a program's compile time or first call (the library's ~0.4-0.6 s build overlaps them). It needs GCC
-with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere :func:`kernel_symbol` is None and
-programs keep BLAS. :func:`use_small_sgemm` is the size rule.
+to a program's compile time or first call (the library's build, ~1 s of gcc CPU time, overlaps
+them). It needs GCC with AVX2 and FMA (``-march=native`` on such a CPU); elsewhere
+:func:`kernel_symbol` is None and programs keep BLAS. :func:`use_small_sgemm` is the size rule.
+The symbol hashes the source, so a program (and its disk cache entry) names the ISA whose packed
+layout it was built for.
 """
 
 from __future__ import annotations
@@ -40,39 +46,85 @@ import functools
 import hashlib
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from ember._src.native import csrc
 from ember._src.native.runtime.background import BackgroundLibrary
 
-__all__ = ["KC", "c_call", "c_call_packed", "c_helpers", "c_size_rule", "c_source", "kernel_rows",
-           "kernel_symbol", "load", "op_b", "packed_argument", "panel_widths", "prepack_b", "use_prepacked",
-           "use_small_sgemm"]
+__all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
+           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument",
+           "panel_count", "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
 # contraction block: a 256 x 24 panel is 24 KiB, within a 32 KiB L1 data cache. A contraction of up
 # to 2 KC runs as one block all the same (one pass over C, no read-back): measured 5-7% faster for
 # 128-384 rows (k = 384, 512) and level (0.97-1.0x) for 16-64 rows, the L1 overflow notwithstanding.
+# (AVX-512's 48-wide panels take 48 KiB per KC steps, from L2; its small path kept KC: it ran at
+# 0.82-0.91x OpenBLAS's time for 32..512 x 256 x 256 and 0.63-0.89x for 32..512 x 1024 x 1024.)
 KC = 256
-# (MR, vectors per row) for each micro-kernel, widest first
-_KERNELS = ((4, 3), (6, 2), (8, 1))
-# a single row (a generation step's product) on full 24-wide panels: a quarter of the 4 x 24
-# tile's FMAs, the same sums in the same order as that tile's first row
-_ROW_KERNEL = (1, 3)
 
-# Size rule (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on AVX2 (Zen 3, 512
-# KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A, re-read once per
-# 24-column panel, stays in L2 (m * k floats; the more panels the less A may take) and B, read once
-# in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k * n floats);
-# beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256 1.18x slower).
-# Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of alternating blocks,
-# m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64 1.03-1.09x the BLAS
-# time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran 0.95-1.04x (0.94-0.99x fused).
-# An A as large as the whole L2 does not stay there inside a program (its producer's output, B's
-# panels and C share the cache, and a neighbour on the core shares it too): in the transformer
-# block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to 1.2x faster on OpenBLAS
-# (bench_transformer.py, per-step timings, quiet and loaded machine), so A stops short of L2's size.
+
+@dataclass(frozen=True)
+class Isa:
+    """One instruction set the kernel is generated for: ``vw`` floats per vector register; the
+    micro-kernels ``kernels`` as (rows, vectors per row), 3, 2 and 1 vectors wide (panels of ``3 vw``,
+    ``2 vw`` and ``vw`` columns); ``guard`` the C condition that the compiler targets it; ``fma``
+    the C of ``a * b + c`` fused; the blocking of large products (:c:func:`em_sgemm_big`): ``big_kc``
+    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B."""
+
+    name: str
+    vw: int
+    kernels: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    guard: str
+    fma: str
+    flags: frozenset[str]
+    kc: int = KC
+    big_kc: int = 512
+    big_mc: int = 96
+    big_np: int = 16
+    big_min_m: int = 512
+    big_min_k: int = 64
+    big_always_m: int = 1024
+    big_min_a: int = 1 << 20
+    big_min_mnk: int = 1 << 30
+
+    def panel_width(self, left: int) -> int:
+        """The width of the next column panel when ``left`` columns remain (``em_sk_panel_width``)."""
+        vw = self.vw
+        return 3 * vw if left > 4 * vw or 2 * vw < left <= 3 * vw else 2 * vw if left > vw else vw
+
+
+# 8-wide ymm registers (16 of them): 4 x 24 (12 accumulators), 6 x 16 (12) and 8 x 8 (8)
+AVX2 = Isa("avx2", 8, ((4, 3), (6, 2), (8, 1)), "defined(__AVX2__) && defined(__FMA__)",
+           "__builtin_ia32_vfmaddps256((a), (b), (c))", frozenset({"-mavx2", "-mfma"}))
+# 16-wide zmm registers (32 of them; Zen 4 runs a 512-bit FMA as two 256-bit halves, so the gain is
+# fewer loads and broadcasts per FMA from the larger tiles): 8 x 48 (24 accumulators), 12 x 32 (24),
+# 16 x 16 (16). Tiles and blocking measured on the AVX-512 host (Zen 4), see benchmarks/bench_gemm.py.
+AVX512 = Isa("avx512", 16, ((8, 3), (12, 2), (16, 1)), "defined(__AVX512F__) && defined(__FMA__)",
+             "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
+             frozenset({"-mavx512f", "-mfma"}))
+ISAS = {isa.name: isa for isa in (AVX2, AVX512)}
+# a single row (a generation step's product) on full widest panels: the widest tile's first row
+_ROW_VECTORS = 3
+
+
+# Size rule of the AVX2 kernel (float32, one thread), measured against OpenBLAS 0.3.30 (SciPy's) on
+# AVX2 (Zen 3, 512 KiB L2) for m in 4..1000, n, k in 8..4096: the kernel wins by 10-50% while A,
+# re-read once per 24-column panel, stays in L2 (m * k floats; the more panels the less A may take)
+# and B, read once in strided 96-byte row pieces, is not so large that DRAM/TLB misses dominate (k *
+# n floats); beyond, OpenBLAS's own blocking wins (64 x 2048 x 2048 ran 1.28x, 512 x 1024 x 256
+# 1.18x slower). Past 512 rows the kernel was never reliably ahead (same-process A/B, medians of
+# alternating blocks, m x k @ k x n: 768x128@128x128 1.03-1.07x, 1000x64@64x256 1.06x, 1024x64@64x64
+# 1.03-1.09x the BLAS time; with a fused bias + ReLU 0.97-1.49x); for 256 < m <= 512 it ran
+# 0.95-1.04x (0.94-0.99x fused). An A as large as the whole L2 does not stay there inside a program
+# (its producer's output, B's panels and C share the cache, and a neighbour on the core shares it
+# too): in the transformer block (4x128x256) the four 512 x 256 x 256 products ran as fast or up to
+# 1.2x faster on OpenBLAS (bench_transformer.py, per-step timings, quiet and loaded machine), so A
+# stops short of L2's size.
 MAX_M = 512
 MAX_A_FLOATS = 64 * 1024  # 256 KiB of A for any n ...
 MAX_A_FLOATS_NARROW = 112 * 1024  # ... 448 KiB while n <= NARROW_N
@@ -86,6 +138,28 @@ MAX_B_FLOATS = 1024 * 1024  # 4 MiB of B
 # (768 x 50257: 10.0 vs 17.4 ms); two threads 0.26-0.41x for x @ W (OpenBLAS's threads hand over
 # badly on a busy machine; ember's pool lets the caller take their chunks) and 0.66-0.92x for x @ W.T.
 PREPACKED_MIN_ROWS = 1
+# The AVX-512 kernel (16-wide tiles; em_sgemm_big with A packed for large products) takes every
+# float32 product of 2 or more rows, with or without a prepacked B. Measured on the AVX-512 host (Zen
+# 4, 1 MiB L2; load average 9.7-10.6 from other jobs, so by the CPU time of the calling thread, the
+# minimum of 3 interleaved rounds): `python benchmarks/bench_gemm.py --sweep`, the kernel's faster
+# path / OpenBLAS 0.3.30 (NumPy's), m x n x k: 32..512 x 256 x 256 0.82-0.91; 32..512 x 1024 x
+# 1024 0.63-0.89; 32..128 x 4096 x 4096 0.68-0.89; 2 and 8 x 4096 x 4096 0.91, 0.87; 512 x 1024 x
+# 4096 0.95; 1024 x 256 x 1024 0.96; 2048 x 256 x 256 0.91; 4096 x 256 x 256 1.00; 1024 x 4096 x 256
+# 0.92; 1024^3 1.00; 2048 x 1024 x 1024 0.97; 2048^3 0.93. Inside the kernel the blocked path takes
+# m >= 1024, or m >= 512 with m k >= 2^20 or m n k >= 2^30 (em_sk_use_big): in that sweep it took
+# 0.83-0.97x the small path's time there (2048^3 0.83x, 1024^3 0.97x) and 1.0-1.38x elsewhere.
+WIDE_MAX_M = (1 << 31) - 1
+
+
+def _wide() -> bool:
+    """Whether the kernel here is the AVX-512 one (whose size rule is "every product")."""
+    target = isa()
+    return target is not None and target.vw == 16
+
+
+def row_limit() -> int:
+    """The most rows any product may have on the kernel (:data:`MAX_M` on AVX2)."""
+    return WIDE_MAX_M if _wide() else MAX_M
 
 
 def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
@@ -94,6 +168,8 @@ def kernel_rows(n: int, k: int, prepacked: bool = False) -> int:
     ``B`` that of :func:`use_prepacked`. Programs whose ``m`` is a dynamic axis test it at run time."""
     if n < 2 or k < 1:
         return 0
+    if _wide():
+        return WIDE_MAX_M
     if prepacked:
         return MAX_M
     if k * n > MAX_B_FLOATS:
@@ -105,6 +181,8 @@ def c_size_rule(m: str, n: str, k: str) -> str:
     """C condition that a product ``m x k @ k x n`` (sizes as C expressions, some of them dynamic
     axes) meets :func:`kernel_rows`'s rule (without a prepacked ``B``): the same rule as for static
     sizes, evaluated per call. ``m <= A // k`` is written ``m * k <= A`` (equal for positive k)."""
+    if _wide():
+        return f"({n}) >= 2 && ({k}) >= 1 && ({m}) >= 2"
     a = f"(({n}) <= {NARROW_N} ? {MAX_A_FLOATS_NARROW} : {MAX_A_FLOATS})"
     return (f"({n}) >= 2 && ({k}) >= 1 && ({k}) * ({n}) <= {MAX_B_FLOATS} && ({m}) >= 2 && "
             f"({m}) <= {MAX_M} && ({m}) * ({k}) <= {a}")
@@ -118,12 +196,13 @@ def use_small_sgemm(m: int, n: int, k: int) -> bool:
 
 def use_prepacked(m: int, n: int, k: int) -> bool:
     """Whether a static-shape float32 product ``m x k @ k x n`` whose ``B`` is a program constant
-    goes to the kernel's prepacked entry: up to :data:`MAX_M` rows whatever ``n`` and ``k``.
+    goes to the kernel's prepacked entry: on AVX2 up to :data:`MAX_M` rows whatever ``n`` and ``k``.
     Without packing ``B`` on each call, and with ``A`` re-read once per block of four panels, it ran
     level with OpenBLAS or faster on every such shape measured (e.g. 512 x 1024 x 256 0.94-1.0x,
     512 x 256 x 256 0.89-1.01x, 64 x 4096 x 4096 0.95x; the transformer block 4x128x256 with its
     six products on it 0.91-0.94x the same program on OpenBLAS), but not with more rows (1024 x
-    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3)."""
+    1024 x 1024 1.08x, 2048 x 512 x 512 1.17x: A is then re-read from L3). On AVX-512 every product
+    (large ones pack A: ``em_sgemm_big``)."""
     return PREPACKED_MIN_ROWS <= m <= kernel_rows(n, k, prepacked=True)
 
 
@@ -132,37 +211,50 @@ def _prefetch_offsets(w: int) -> list[int]:
     return [*range(0, 4 * w - 1, 64), 4 * w - 1]
 
 
-def _micro_kernel(mr: int, nv: int) -> str:
-    """C of the ``mr x 8 nv`` micro-kernel: an always-inline body and a noinline entry that calls it
-    with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four copies has
-    branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the rest do not)."""
-    w = 8 * nv
+def _broadcast(isa: Isa, x: str) -> str:
+    """C initializer of a vector holding ``x`` in every lane."""
+    return "{" + ", ".join([x] * isa.vw) + "}"
+
+
+def _fma_steps(isa: Isa, mr: int, nv: int, a_of: Callable[[int], str]) -> list[str]:
+    """One contraction step of an ``mr x nv``-vector tile: per row a broadcast of ``a_of(row)``
+    and ``nv`` FMAs into the accumulators ``c{row}_{v}`` (panel vectors ``b{v}`` loaded before)."""
+    lines = []
+    for r in range(mr):
+        lines.append(f"{{ const float x = {a_of(r)}; const em_vf a = {_broadcast(isa, 'x')};")
+        lines.extend(f"  c{r}_{v} = EM_FMA(a, b{v}, c{r}_{v});" for v in range(nv))
+        lines.append("}")
+    return lines
+
+
+def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
+    """C of the ``mr x vw nv`` micro-kernel ``name``: an always-inline body and a noinline entry that
+    calls it with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four
+    copies has branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the
+    rest do not)."""
+    vw = isa.vw
+    w = vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     bvars = ", ".join(f"b{v}" for v in range(nv))
-    load_src = " ".join(f"b{v} = *(const em_v8u *)(bsrc + p * rsb + {8 * v});"
-                        f" *(em_v8 *)(bp + p * {w} + {8 * v}) = b{v};" for v in range(nv))
-    load_bp = " ".join(f"b{v} = *(const em_v8 *)(bp + p * {w} + {8 * v});" for v in range(nv))
-    fmas = []
-    for r in range(mr):
-        fmas.append(f"{{ const float x = a{r}[p * csa]; const em_v8 a = {{x, x, x, x, x, x, x, x}};")
-        fmas.extend(f"  {acc[r][v]} = EM_FMA8(a, b{v}, {acc[r][v]});" for v in range(nv))
-        fmas.append("}")
+    load_src = " ".join(f"b{v} = *(const em_vfu *)(bsrc + p * rsb + {vw * v});"
+                        f" *(em_vf *)(bp + p * {w} + {vw * v}) = b{v};" for v in range(nv))
+    load_bp = " ".join(f"b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv))
+    fmas = _fma_steps(isa, mr, nv, lambda r: f"a{r}[p * csa]")
     prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w))
 
     def step(with_prefetch: bool) -> list[str]:
-        body = [f"em_v8 {bvars};",
+        body = [f"em_vf {bvars};",
                 # bsrc set (the first row block of a full panel): read B's row in place, pack it as we go
                 f"if (bsrc) {{ {load_src} }} else {{ {load_bp} }}"]
         if with_prefetch:  # the next panel's row p (4 * w bytes from any alignment: every line it touches)
             body.append(prefetch)
         return ["        " + line for line in body + fmas]
 
-    name = f"em_sk_{mr}x{w}"
     args = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, float *restrict t, "
             "int64_t ldt, const char *pf, int64_t pfs, int64_t npf, const float *bsrc, int64_t rsb")
     lines = [
         f"static inline __attribute__((always_inline)) void {name}_body({args}) {{",
-        "    em_v8 " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         *(f"    const float *a{r} = ar[{r}];" for r in range(mr)),
         "    int64_t p = 0;",
         "    #pragma GCC unroll 2",
@@ -170,7 +262,7 @@ def _micro_kernel(mr: int, nv: int) -> str:
         "    #pragma GCC unroll 2",
         "    for (; p < kc; ++p) {", *step(False), "    }",
     ]
-    lines.extend(f"    *(em_v8u *)(t + {r} * ldt + {8 * v}) = {acc[r][v]};"
+    lines.extend(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};"
                  for r in range(mr) for v in range(nv))
     lines += [
         "}",
@@ -185,289 +277,64 @@ def _micro_kernel(mr: int, nv: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-_HEAD = """\
-#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__) && defined(__FMA__)
+def _packed_a_kernel(isa: Isa, nv: int) -> str:
+    """C of ``em_sk_pa{nv}``: an ``MR3 x nv vw`` tile over a packed sliver of ``A`` (``kc`` steps of
+    ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``: one pointer for
+    all rows; both stream sequentially (software prefetches here measured slower: 3.19 vs 2.87 ms
+    at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
+    mr = isa.kernels[0][0]
+    vw, w = isa.vw, isa.vw * nv
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    lines = [
+        f"static __attribute__((noinline)) void em_sk_pa{nv}(int64_t kc, const float *restrict ap, "
+        "const float *restrict bp, float *restrict t, int64_t ldt) {",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        "    #pragma GCC unroll 4",
+        "    for (int64_t p = 0; p < kc; ++p) {",
+        *(f"        const em_vf b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv)),
+        *("        " + ln for ln in _fma_steps(isa, mr, nv, lambda r: f"ap[p * {mr} + {r}]")),
+        "    }",
+        *(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _head(isa: Isa) -> str:
+    """The ``#if`` that enables the kernel for ``isa`` and its types, FMA and tile-shape macros."""
+    (mr3, _), (mr2, _), (mr1, _) = isa.kernels
+    vw = isa.vw
+    tile = max(mr * nv * vw for mr, nv in isa.kernels)
+    return f"""\
+#if defined(__GNUC__) && !defined(__clang__) && {isa.guard}
 #define EM_SGEMM_SMALL 1
 #pragma GCC optimize ("O2")  /* as fast here as -O3 (explicit vector code), half the build time */
-#define EM_SK_KC KC_VALUE
+/* ISA {isa.name}: vectors of {vw} floats; tiles MR x W: {mr3} x {3 * vw}, {mr2} x {2 * vw}, {mr1} x {vw} */
+#define EM_SK_KC {isa.kc}
+#define EM_SK_VW {vw}
+#define EM_SK_W3 {3 * vw}
+#define EM_SK_W2 {2 * vw}
+#define EM_SK_W1 {vw}
+#define EM_SK_MR3 {mr3}
+#define EM_SK_MRW(w) ((w) == EM_SK_W3 ? {mr3} : (w) == EM_SK_W2 ? {mr2} : {mr1})
+#define EM_SK_MRMAX {max(mr3, mr2, mr1)}
+#define EM_SK_TILE {tile}
+#define EM_SK_BIG_KC {isa.big_kc}
+#define EM_SK_BIG_MC {isa.big_mc}
+#define EM_SK_BIG_NP {isa.big_np}
+#define EM_SK_BIG_MIN_M {isa.big_min_m}
+#define EM_SK_BIG_MIN_K {isa.big_min_k}
+#define EM_SK_BIG_ALWAYS_M {isa.big_always_m}
+#define EM_SK_BIG_MIN_A {isa.big_min_a}
+#define EM_SK_BIG_MIN_MNK {isa.big_min_mnk}
 /* GCC vector extensions and builtins (no <immintrin.h>: parsing it costs more than this code) */
-typedef float em_v8 __attribute__((vector_size(32)));
-typedef float em_v8u __attribute__((vector_size(32), aligned(4)));
-typedef int em_v8i __attribute__((vector_size(32)));
-#define EM_FMA8(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+typedef float em_vf __attribute__((vector_size({4 * vw})));
+typedef float em_vfu __attribute__((vector_size({4 * vw}), aligned(4)));
+typedef int em_vi __attribute__((vector_size({4 * vw})));
+#define EM_FMA(a, b, c) {isa.fma}
 """
 
-_DRIVER = """\
-/* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
-   floats (w = 8, 16 or 24), zero-padded past nr. */
-static __attribute__((noinline)) void em_sk_pack(int64_t kc, int64_t nr, int64_t w, const float *b,
-                                                 int64_t rsb, int64_t csb, float *restrict bp) {
-    const int64_t nv = w / 8;
-    if (csb == 1 && nr == w) {
-        for (int64_t p = 0; p < kc; ++p)
-            for (int64_t v = 0; v < nv; ++v)
-                *(em_v8 *)(bp + p * w + 8 * v) = *(const em_v8u *)(b + p * rsb + 8 * v);
-    } else if (csb == 1) {  /* a partial panel: masked loads read the nr columns, zero the rest */
-        em_v8i mask[3];
-        for (int64_t v = 0; v < nv; ++v)
-            for (int l = 0; l < 8; ++l) mask[v][l] = 8 * v + l < nr ? -1 : 0;
-        for (int64_t p = 0; p < kc; ++p)
-            for (int64_t v = 0; v < nv; ++v)
-                *(em_v8 *)(bp + p * w + 8 * v) =
-                    __builtin_ia32_maskloadps256((const em_v8 *)(b + p * rsb + 8 * v), mask[v]);
-    } else {  /* B transposed: read each column of the panel contiguously */
-        for (int64_t j = 0; j < nr; ++j) {
-            const float *src = b + j * csb;
-            for (int64_t p = 0; p < kc; ++p) bp[p * w + j] = src[p * rsb];
-        }
-        for (int64_t p = 0; p < kc; ++p)
-            for (int64_t j = nr; j < w; ++j) bp[p * w + j] = 0.0f;
-    }
-}
 
-/* One row of the epilogue: cr[j] = EXPR (j in [0, nr)), then on the last contraction block
-   (post) + bias[j] and/or the ReLU max(v, 0) that keeps NaN (v > 0 || v != v ? v : 0). */
-#define EM_SK_ROW(EXPR) do { \
-    if (!post) { \
-        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR); \
-    } else if (bias && relu) { \
-        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
-            const float v_ = (EXPR) + bias[j]; cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
-    } else if (bias) { \
-        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR) + bias[j]; \
-    } else { \
-        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
-            const float v_ = (EXPR); cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
-    } } while (0)
-
-/* C[i0 .. i0+mr, j0 .. j0+nr) from the tile t (rows of w floats): the first contraction block
-   applies beta (beta == 0 does not read C), later ones accumulate; the last one also applies the
-   fused epilogue (bias: the columns' bias vector from j0, or null; relu). */
-static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, int64_t nr, float alpha,
-                               float beta, int first, int last, const float *restrict bias, int relu,
-                               float *restrict c, int64_t ldc) {
-    const int post = last && (bias || relu);
-    for (int64_t r = 0; r < mr; ++r) {
-        float *restrict cr = c + r * ldc;
-        const float *restrict tr = t + r * w;
-        if (!first || beta == 1.0f) EM_SK_ROW(cr[j] + alpha * tr[j]);
-        else if (beta == 0.0f) EM_SK_ROW(alpha * tr[j]);
-        else EM_SK_ROW(alpha * tr[j] + beta * cr[j]);
-    }
-}
-
-/* The width of the next column panel when `left` columns remain: 24-wide panels; a 25..32-column
-   remainder as two 16-wide ones (not 24 + a slow 8). */
-static inline int64_t em_sk_panel_width(int64_t left) {
-    return left > 32 || (left > 16 && left <= 24) ? 24 : left > 8 ? 16 : 8;
-}
-
-/* One row block (rows [i0, i0 + mr), mr <= mrw) against one kc x w block of a packed panel bp. */
-static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, float alpha,
-                               const float *a, int64_t rsa, int64_t csa, const float *bp, float *t,
-                               const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb,
-                               float beta, int first, int last, const float *bias, int relu, int64_t nr,
-                               float *c, int64_t ldc) {
-    const float *ar[8];
-    for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
-       from the accumulators straight into C; otherwise through t and em_sk_store */
-    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
-                       && nr == w;
-    float *td = direct ? c : t;
-    const int64_t ldt = direct ? ldc : w;
-    if (w == 24 && mr == 1 && !bs) em_sk_1x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == 24) em_sk_4x24(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == 16) em_sk_6x16(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_8x8(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
-}
-
-/* Row-major C[m, n] (row stride ldc) = alpha * A B + beta * C with A(i, p) at a[i * rsa + p * csa]
-   and B(p, j) at b[p * rsb + j * csb], then + bias[j] (bias non-null) and max(., 0) (relu, NaN
-   kept); the column panels [j_begin, j_end) only (a thread's share). */
-static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
-                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
-                                const float *bias, int relu, int64_t j_begin, int64_t j_end) {
-    float bp[2 * EM_SK_KC * 24] __attribute__((aligned(64)));
-    float t[8 * 24] __attribute__((aligned(64)));
-    if (k == 0) {
-        for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = j_begin; j < j_end; ++j) {
-                float v = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-                if (bias) v += bias[j];
-                c[i * ldc + j] = relu && !(v > 0.0f || v != v) ? 0.0f : v;
-            }
-        return;
-    }
-    /* the whole contraction as one block up to 2 KC (one pass over C); beyond, KC at a time */
-    const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
-    for (int64_t j0 = j_begin; j0 < j_end;) {
-        const int64_t left = j_end - j0, w = em_sk_panel_width(left);
-        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
-        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
-            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
-            /* a full panel of row-major B is packed by the first row block's micro-kernel */
-            const int fused = csb == 1 && nr == w;
-            if (!fused) em_sk_pack(kc, nr, w, b + p0 * rsb + j0 * csb, rsb, csb, bp);
-            /* the next panel packed: (p0 + KC, j0), else (0, j0 + nr) while within [j_begin, j_end);
-               the row blocks share out prefetching its rows (block ib of nb: [npf0 ib / nb,
-               npf0 (ib + 1) / nb)) */
-            const int64_t p0n = p0 + KCB < k ? p0 + KCB : 0, j0n = p0n ? j0 : j0 + nr;
-            const int64_t kcn = k - p0n < KCB ? k - p0n : KCB;
-            const int64_t npf0 = csb == 1 && j0n < j_end ? (kc < kcn ? kc : kcn) : 0;
-            const char *pf = (const char *)(b + p0n * rsb + j0n * csb);
-            const int64_t pfs = rsb * (int64_t)sizeof(float), nb = (m + mrw - 1) / mrw;
-            for (int64_t i0 = 0, ib = 0; i0 < m; i0 += mrw, ++ib) {
-                const int64_t mr = m - i0 < mrw ? m - i0 : mrw;
-                const int64_t q0 = npf0 * ib / nb, npf = npf0 * (ib + 1) / nb - q0;
-                em_sk_block(kc, w, mrw, mr, alpha, a + i0 * rsa + p0 * csa, rsa, csa, bp, t, pf + q0 * pfs,
-                            pfs, npf, fused && ib == 0 ? b + p0 * rsb + j0 : 0, rsb, beta, p0 == 0,
-                            p0 + kc == k, bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
-            }
-        }
-        j0 += nr;
-    }
-}
-
-/* ember's thread pool (threadpool.py), found once its library is loaded: a product's column panels
-   are claimed in chunks, the calling thread taking over those a late thread has not started */
-typedef void (*em_sk_task_t)(void *, int64_t, int64_t, int64_t);
-typedef void (*em_sk_par_t)(em_sk_task_t, void *, int64_t, int64_t, int64_t);
-static em_sk_par_t em_sk_pool(void) {
-    extern void *dlsym(void *handle, const char *name);
-    static em_sk_par_t fn;
-    if (!fn) fn = (em_sk_par_t)dlsym((void *)0, "POOL_SYMBOL");
-    return fn;
-}
-struct em_sk_job {
-    int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
-    float beta; float *c; int64_t ldc; const float *bias; int relu;
-};
-static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
-                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
-                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
-static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
-                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
-                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
-static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
-    const struct em_sk_job *j = (const struct em_sk_job *)p;
-    (void)tid;
-    em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
-                        j->ldc, j->bias, j->relu, lo * 24, hi * 24 < j->n ? hi * 24 : j->n);
-}
-static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
-    const struct em_sk_job *j = (const struct em_sk_job *)p;
-    (void)tid;
-    em_sgemm_packed_cols(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->beta, j->c, j->ldc,
-                         j->bias, j->relu, lo, hi);
-}
-
-/* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
-   the OpenMP default) the column panels are split among threads. */
-static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
-                           int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c,
-                           int64_t ldc, const float *bias, int relu, int nthreads) {
-    const int64_t panels = (n + 23) / 24;
-#ifdef _OPENMP
-    if (nthreads == 0) nthreads = omp_get_max_threads();
-#endif
-    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
-        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
-        em_sk_pool()(em_sk_task, &j, panels, nthreads, 2);
-        return;
-    }
-#ifdef _OPENMP
-    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
-        const int64_t nt = nthreads < panels ? nthreads : panels;
-        #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t q = 0; q < nt; ++q) {
-            const int64_t lo = panels * q / nt * 24, hi = panels * (q + 1) / nt * 24;
-            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
-                                hi < n ? hi : n);
-        }
-        return;
-    }
-#endif
-    (void)nthreads; (void)panels;
-    em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
-}
-
-/* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
-   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 32-byte aligned),
-   for the column panels [q_begin, q_end) only (k >= 1). The leading 24-wide panels go in blocks
-   of EM_SK_NBP: each 4-row block of A runs over all the block's panels while its rows are in L1,
-   so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
-   B, at most 4 x 512 x 24 floats, stays in L2). The rest (at most two narrower panels) go one at
-   a time. Every element is summed in the same order either way. */
-#define EM_SK_NBP 4
-static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
-                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
-                                 const float *bias, int relu, int64_t q_begin, int64_t q_end) {
-    float t[8 * 24] __attribute__((aligned(64)));
-    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 96 floats of B: 192 KiB, in L2 */
-    int64_t nfull = 0;  /* panels [0, nfull) are 24 wide */
-    while (nfull * 24 < n && em_sk_panel_width(n - nfull * 24) == 24 && n - nfull * 24 >= 24) ++nfull;
-    const int64_t fe = q_end < nfull ? q_end : nfull;
-    for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
-        const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
-        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
-            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
-            for (int64_t i0 = 0; i0 < m; i0 += 4)
-                for (int64_t q = qb; q < qe; ++q) {
-                    const float *bp = bpk + q * 24 * k + p0 * 24;
-                    em_sk_block(kc, 24, 4, m - i0 < 4 ? m - i0 : 4, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
-                                bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
-                                bias ? bias + q * 24 : 0, relu, 24, c + i0 * ldc + q * 24, ldc);
-                }
-        }
-    }
-    if (q_begin < nfull) q_begin = nfull;
-    for (int64_t j0 = nfull * 24, q = nfull; j0 < n && q < q_end; ++q) {
-        const int64_t left = n - j0, w = em_sk_panel_width(left);
-        const int64_t nr = left < w ? left : w, mrw = w == 24 ? 4 : w == 16 ? 6 : 8;
-        for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
-            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
-            const float *bp = bpk + j0 * k + p0 * w;
-            for (int64_t i0 = 0; i0 < m; i0 += mrw)
-                em_sk_block(kc, w, mrw, m - i0 < mrw ? m - i0 : mrw, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
-                            bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
-                            bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
-        }
-        j0 += nr;
-    }
-}
-
-static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
-                            int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
-                            const float *bias, int relu, int nthreads) {
-    int64_t panels = 0;
-    for (int64_t j0 = 0; j0 < n; ++panels) {
-        const int64_t w = em_sk_panel_width(n - j0);
-        j0 += n - j0 < w ? n - j0 : w;
-    }
-#ifdef _OPENMP
-    if (nthreads == 0) nthreads = omp_get_max_threads();
-#endif
-    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
-        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
-        em_sk_pool()(em_sk_task_packed, &j, panels, nthreads, 2);
-        return;
-    }
-#ifdef _OPENMP
-    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
-        const int64_t nt = nthreads < panels ? nthreads : panels;
-        #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t q = 0; q < nt; ++q)
-            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, panels * q / nt,
-                                 panels * (q + 1) / nt);
-        return;
-    }
-#endif
-    (void)nthreads;
-    em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, 0, panels);
-}
-"""
 
 
 _ENTRY = """
@@ -497,34 +364,62 @@ void SYMBOL_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 """
 
 
-def c_source() -> str:
-    """The C helpers defining ``static em_sgemm_small`` (inside ``#if`` GCC with AVX2 and FMA, with
-    ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise)."""
+# The kernel's instruction set: the widest the compiler targets (``-march=native``), or the one
+# ``EMBER_GEMM_ISA`` names ("avx2", "avx512"; tests run both on an AVX-512 machine). A named ISA
+# the target lacks leaves the kernel out (BLAS runs).
+ISA_REQUEST = os.environ.get("EMBER_GEMM_ISA", "").strip().lower()
+
+
+@functools.cache
+def isa() -> Isa | None:
+    """The :class:`Isa` the kernel library is built for on this machine (None: no kernel here).
+    Raises ValueError for an ``EMBER_GEMM_ISA`` that names no ISA."""
+    from ember._src.native.runtime import compiler
+
+    if ISA_REQUEST and ISA_REQUEST not in ISAS:
+        raise ValueError(f"EMBER_GEMM_ISA={ISA_REQUEST!r}: expected one of {sorted(ISAS)}")
+    info = compiler.find_compiler()
+    if info is None or info.family != "gcc":
+        return None
+    flags = set(info.target.split())
+    for cand in ([ISAS[ISA_REQUEST]] if ISA_REQUEST else [AVX512, AVX2]):
+        if cand.flags <= flags:
+            return cand
+    return None
+
+
+def c_source(target: Isa | None = None) -> str:
+    """The C helpers defining ``static em_sgemm_small`` and ``em_sgemm_packed`` for ``target``
+    (default :func:`isa`, else AVX2), inside an ``#if`` on the compiler targeting it, with
+    ``EM_SGEMM_SMALL`` defined to 1 there, to 0 otherwise."""
     from ember._src.native.runtime import threadpool
 
-    kernels = "".join(_micro_kernel(mr, nv) for mr, nv in (*_KERNELS, _ROW_KERNEL))
-    return (_HEAD.replace("KC_VALUE", str(KC)) + kernels + _DRIVER.replace("POOL_SYMBOL", threadpool.symbol())
+    target = target or isa() or AVX2
+    (mr3, nv3), (mr2, nv2), (mr1, nv1) = target.kernels
+    kernels = (_micro_kernel(target, mr3, nv3, "em_sk_t3") + _micro_kernel(target, mr2, nv2, "em_sk_t2")
+               + _micro_kernel(target, mr1, nv1, "em_sk_t1")
+               + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
+               + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)))
+    return ("#include <stdlib.h>\n" + _head(target) + kernels
+            + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("gemm_driver.h")
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
 
 
 @functools.cache
-def _library_source() -> tuple[str, str]:
-    """(the kernel library's C source, its exported symbol)."""
-    body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source()
+def _library_source(name: str) -> tuple[str, str]:
+    """(the kernel library's C source for the ISA ``name``, its exported symbol)."""
+    body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source(ISAS[name])
     symbol = "ember_sgemm_small_" + hashlib.sha256((body + _ENTRY).encode()).hexdigest()[:12]
     return body + _ENTRY.replace("SYMBOL", symbol), symbol
 
 
-@functools.cache
 def kernel_symbol() -> str | None:
     """The kernel's exported name where this machine can run it (a GCC whose ``-march=native``
-    has AVX2 and FMA), else None. Pure: the library may not be built or loaded yet (:func:`load`)."""
-    from ember._src.native.runtime import compiler
-
-    info = compiler.find_compiler()
-    if info is None or info.family != "gcc" or not {"-mavx2", "-mfma"} <= set(info.target.split()):
-        return None
-    return _library_source()[1]
+    has AVX2 and FMA; AVX-512 picks the 16-wide kernel, :func:`isa`), else None. Pure: the library
+    may not be built or loaded yet (:func:`load`). The name carries a hash of the source, so
+    program caches keyed by it follow the ISA and the packed layout."""
+    target = isa()
+    return None if target is None else _library_source(target.name)[1]
 
 
 def _build_and_load() -> ctypes.CDLL:
@@ -532,10 +427,12 @@ def _build_and_load() -> ctypes.CDLL:
     its symbols global; raises when it cannot or when the loaded library has no kernel."""
     from ember._src.native.runtime import compiler
 
-    source, symbol = _library_source()
+    target = isa()
+    assert target is not None
+    source, symbol = _library_source(target.name)
     lib = compiler.load_global(source, name_hint="gemm_kernel")
     if not getattr(lib, symbol + "_ok")():
-        raise RuntimeError(f"{symbol} was compiled without the AVX2/FMA kernel")
+        raise RuntimeError(f"{symbol} was compiled without the {target.name} kernel")
     return lib
 
 
@@ -560,15 +457,23 @@ def load(wait: bool = False) -> bool | None:
 BLAS_ONLY = os.environ.get("EMBER_SGEMM_KERNEL", "1") == "0"
 
 
-def panel_widths(n: int) -> list[int]:
-    """Widths of the kernel's column panels over ``[0, n)`` (``em_sk_panel_width``): 24 while more
-    than 32 columns remain, a 25..32-column remainder as two of 16, else one of 24, 16 or 8."""
+def panel_widths(n: int, target: Isa | None = None) -> list[int]:
+    """Widths of the kernel's column panels over ``[0, n)`` (``em_sk_panel_width``) for ``target``
+    (default :func:`isa`): ``3 vw`` while more than ``4 vw`` columns remain, a remainder of ``3 vw +
+    1 .. 4 vw`` columns as two of ``2 vw``, else one of ``3 vw``, ``2 vw`` or ``vw`` (``vw`` = 8 on
+    AVX2: 24, 16, 8; 16 on AVX-512: 48, 32, 16)."""
+    target = target or isa() or AVX2
     widths, left = [], n
     while left > 0:
-        w = 24 if left > 32 or 16 < left <= 24 else 16 if left > 8 else 8
+        w = target.panel_width(left)
         widths.append(w)
         left -= min(w, left)
     return widths
+
+
+def panel_count(n: int) -> int:
+    """How many column panels the kernel splits ``n`` columns into (the unit its threads share)."""
+    return len(panel_widths(n))
 
 
 def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
@@ -577,14 +482,14 @@ def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
 
 
-def prepack_b(b: np.ndarray) -> np.ndarray:
+def prepack_b(b: np.ndarray, target: Isa | None = None) -> np.ndarray:
     """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call:
     column panels of :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset
     ``j0 * k``, the last one zero-padded; 64-byte aligned (the array is a view of a padded one).
     A program whose product has a constant ``B`` keeps this and calls the kernel's ``_packed`` entry,
     so no call packs ``B`` (what ONNX Runtime does with constant weights)."""
     k, n = b.shape
-    widths = panel_widths(n)
+    widths = panel_widths(n, target)
     total = k * (sum(widths[:-1]) + widths[-1]) if widths else 0  # only the last panel is padded
     raw = np.zeros(total + 16, np.float32)
     off = (-raw.ctypes.data % 64) // 4
@@ -600,13 +505,13 @@ def prepack_b(b: np.ndarray) -> np.ndarray:
 PACK_HEADER_FLOATS = 16  # 64 bytes before a packed argument's data: the address it was packed from
 
 
-def packed_argument(b: np.ndarray, src: int) -> np.ndarray:
+def packed_argument(b: np.ndarray, src: int, target: Isa | None = None) -> np.ndarray:
     """:func:`prepack_b` of ``b`` (``op(B)``, ``k x n``) behind a 64-byte header whose first 8 bytes
     hold ``src``, the address of the argument it was packed from. A program given this for an
     argument ``B`` uses it only while the argument's data pointer is ``src`` (see
     ``codegen._argument_packed_b``); the 64-byte aligned data starts at element
     :data:`PACK_HEADER_FLOATS`."""
-    data = prepack_b(b)
+    data = prepack_b(b, target)
     raw = np.zeros(PACK_HEADER_FLOATS + data.size + 16, np.float32)
     off = (-raw.ctypes.data % 64) // 4
     out = raw[off:off + PACK_HEADER_FLOATS + data.size]

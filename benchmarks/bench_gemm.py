@@ -1,0 +1,265 @@
+"""float32 matrix products: ember's jitted ``a @ b`` (its own GEMM kernel, ``native/emit/gemm_kernel.py``)
+against NumPy (OpenBLAS), JAX jit (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
+against NumPy, then timed in interleaved rounds (``common.interleaved``): median and quartiles
+(``--cpu-time``: median and range of the process's CPU time per call, for a loaded machine).
+
+    python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py --sweep [--isa avx512]
+    python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py --transformer 4x128x256 [--threads N] [--cpu-time]
+
+``--sweep`` times the kernel's two paths directly (``small``: B packed panel by panel, A read in
+place; ``big``: the blocked path with A packed) and OpenBLAS over a grid of shapes, by the CPU time
+of the calling thread (other processes' load does not count), the minimum of 3 interleaved rounds:
+the measurements behind the kernel's size rules. ``EMBER_GEMM_ISA=avx2|avx512`` picks the ISA of
+the jitted programs. Writes ``benchmarks/results/gemm.{json,md}`` (``gemm_sweep.*`` with --sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import functools
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import threads  # noqa: E402
+
+threads.quiet_openblas()  # before NumPy loads OpenBLAS
+if "--threads" in sys.argv:
+    threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+
+import numpy as np  # noqa: E402
+from common import RESULTS, Workload, fmt, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
+
+import ember  # noqa: E402
+from ember import lax  # noqa: E402
+
+SWEEP = [(m, n, n) for n in (256, 1024, 4096) for m in (32, 64, 128, 256, 512) if m * n * n <= 2 ** 31] + [
+    (512, 1024, 4096), (1024, 256, 1024), (2048, 256, 256), (4096, 256, 256), (1024, 4096, 256),
+    (1024, 1024, 1024), (2048, 1024, 1024), (2048, 2048, 2048), (2, 4096, 4096), (8, 4096, 4096)]
+
+
+def cpu_interleaved(impls: dict, rounds: int = 15, sample_time: float = 0.05) -> dict[str, dict[str, float]]:
+    """:func:`common.interleaved` timed by the CPU time of this process (every thread of it) rather
+    than the wall clock: on a shared machine with more runnable jobs than cores the wall clock
+    counts the time the scheduler gives to others. Meaningful at one thread (``--threads 1``)."""
+    names = list(impls)
+    for fn in impls.values():
+        fn()
+    calls = {}
+    for k in names:
+        t = time.process_time()
+        impls[k]()
+        calls[k] = max(1, int(sample_time / max(time.process_time() - t, 1e-6)))
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.process_time()
+            for _ in range(calls[k]):
+                impls[k]()
+            samples[k].append((time.process_time() - t) / calls[k])
+    out = {}
+    for k, v in samples.items():
+        q = statistics.quantiles(v, n=4)
+        out[k] = {"median": statistics.median(v), "q1": q[0], "q3": q[2], "min": min(v), "max": max(v),
+                  "rounds": rounds, "calls_per_sample": calls[k]}
+    return out
+
+
+def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
+    """Per size: median and quartiles of ember's jitted product and each peer's."""
+    from ember._src.native import prepare
+    from ember._src.native.emit import gemm_kernel
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+        want = a @ b
+        fn = ember.jit(lambda x, y: lax.dot(x, y), backend="native", **opts)
+        np.testing.assert_allclose(np.asarray(fn(a, b)), want, rtol=2e-3, atol=2e-3)
+        w = Workload(f"matmul {n}^3", [a, b], numpy=lambda x, y: x @ y, jax=lambda x, y: x @ y,
+                     torch=lambda x, y: x @ y, rtol=2e-3, atol=2e-3)
+        impls = {"ember native": functools.partial(fn, a, b),
+                 **peer_runners(w, ("numpy", "jax jit", "torch eager"), reference=want)}
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
+        isa = gemm_kernel.isa()
+        print(f"{w.name} ({isa.name if isa else 'BLAS'}): " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items())
+            + f"; load {load_text()}", flush=True)
+    return rows
+
+
+def mlps(batches: list[int], cpu_time: bool) -> list[dict]:
+    """bench_mlp's 3-layer MLP (512 wide) per batch: ember native with the weights as arguments (ember
+    Arrays) and as constants, against each peer (ONNX Runtime included)."""
+    import bench_mlp
+    from common import EMBER_CONST, constant_weights_runner, ember_arrays
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rows = []
+    for batch in batches:
+        w = bench_mlp.workload(batch)
+        want = bench_mlp.mlp_numpy(*w.data, *w.params)
+        fn = ember.jit(bench_mlp.mlp, backend="native", **opts)
+        args = ember_arrays(list(w.data) + list(w.params))
+        np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=w.rtol, atol=w.atol)
+        impls = {"ember native": functools.partial(fn, *args),
+                 **constant_weights_runner(bench_mlp.mlp, w, want, **opts), **peer_runners(w, reference=want)}
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
+        print(f"{w.name}: " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
+        assert EMBER_CONST in stats
+    return rows
+
+
+def transformer(shapes: list[tuple[int, int, int]], cpu_time: bool) -> list[dict]:
+    """bench_transformer's block (b x t x d) per shape: ember native (weights as arguments and as
+    constants) against each peer."""
+    import bench_transformer
+    from common import constant_weights_runner, ember_arrays
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rows = []
+    for b, t, d in shapes:
+        w = bench_transformer.workload(b, t, d)
+        want = bench_transformer.block_numpy(*w.data, *w.params)
+        fn = ember.jit(bench_transformer.block, backend="native", **opts)
+        args = ember_arrays(list(w.data) + list(w.params))
+        np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=w.rtol, atol=w.atol)
+        impls = {"ember native": functools.partial(fn, *args),
+                 **constant_weights_runner(bench_transformer.block, w, want, **opts),
+                 **peer_runners(w, reference=want)}
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
+        print(f"{w.name}: " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
+    return rows
+
+
+def training(batches: list[int], cpu_time: bool) -> list[dict]:
+    """bench_train's training step (loss and gradients of the 3-layer MLP) per batch: ember against
+    JAX and torch, each checked against the float64 NumPy backward first."""
+    import bench_train
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rows = []
+    for batch in batches:
+        x, y = bench_train.data(batch)
+        impls = bench_train.runners(bench_train.params(), x, y, opts)
+        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
+        rows.append({"workload": f"mlp 512 value_and_grad batch {batch}", "stats": stats,
+                     "load_average": load_average()})
+        print(f"{rows[-1]['workload']}: " + ", ".join(
+            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
+            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
+    return rows
+
+
+_WRAPPER = """
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+{src}
+void em_bench(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c, int big) {{
+    if (big) em_sgemm_big_all(m, n, k, 1.0f, a, k, 1, b, n, 1, 0, 0.0f, c, n, 0, 0, 1);
+    else em_sgemm_small(m, n, k, 1.0f, a, k, 1, b, n, 1, 0.0f, c, n, 0, 0, 1);
+}}
+"""
+
+
+def sweep(isa_name: str) -> list[dict]:
+    """CPU time of the kernel's small and big paths and of OpenBLAS (NumPy) per shape."""
+    from ember._src.native.emit import gemm_kernel
+    from ember._src.native.runtime import compiler
+
+    isa = gemm_kernel.ISAS[isa_name]
+    # the small path alone: the big path's thresholds out of reach
+    src = gemm_kernel.c_source(dataclasses.replace(isa, big_min_m=1 << 40))
+    lib = compiler.load_library(_WRAPPER.format(src=src), name_hint="bench_gemm")
+    fn = lib.em_bench
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    rng = np.random.default_rng(0)
+    rows = []
+    for m, n, k in SWEEP:
+        a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        c = np.empty((m, n), np.float32)
+        ptrs = (m, n, k, a.ctypes.data, b.ctypes.data, c.ctypes.data)
+        impls = {"openblas": functools.partial(np.matmul, a, b), "small": functools.partial(fn, *ptrs, 0),
+                 "big": functools.partial(fn, *ptrs, 1)}
+        want = a.astype(np.float64) @ b
+        for name in ("small", "big"):
+            impls[name]()
+            np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        reps = max(2, int(5e8 / (m * n * k)))
+        best = {name: float("inf") for name in impls}
+        for _ in range(3):
+            for name, f in impls.items():
+                for _ in range(reps):
+                    t = time.thread_time()
+                    f()
+                    best[name] = min(best[name], time.thread_time() - t)
+        rows.append({"shape": [m, n, k], "seconds": best})
+        ratio = min(best["small"], best["big"]) / best["openblas"]
+        print(f"{m}x{n}x{k}: " + ", ".join(f"{k_} {v * 1e3:.3f} ms" for k_, v in best.items())
+              + f"; kernel/openblas {ratio:.2f}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="256,512,1024,2048")
+    ap.add_argument("--threads", type=int, default=None, help="limit ember and every peer to N threads")
+    ap.add_argument("--sweep", action="store_true", help="the kernel's paths and OpenBLAS over a shape grid")
+    ap.add_argument("--isa", default="avx512", help="the ISA of the kernel --sweep builds")
+    ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
+    ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
+    ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
+    ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
+    args = ap.parse_args()
+    if args.sweep:
+        rows, name = sweep(args.isa), "gemm_sweep"
+    elif args.mlp:
+        rows, name = mlps([int(b) for b in args.mlp.split(",")], args.cpu_time), "gemm_mlp"
+    elif args.transformer:
+        shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.transformer.split(",")]
+        rows, name = transformer(shapes, args.cpu_time), "gemm_transformer"
+    elif args.train:
+        rows, name = training([int(b) for b in args.train.split(",")], args.cpu_time), "gemm_train"
+    else:
+        rows, name = jitted([int(s) for s in args.sizes.split(",")], args.cpu_time), "gemm"
+    RESULTS.mkdir(exist_ok=True)
+    from ember._src.native.emit import gemm_kernel
+
+    isa = gemm_kernel.isa()
+    info = {"machine": machine(), "load_average": load_average(), "threads": threads.bench_threads(),
+            "isa": args.isa if args.sweep else isa and isa.name, "cpu_time": args.cpu_time, "rows": rows}
+    (RESULTS / f"{name}.json").write_text(json.dumps(info, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,461 @@
+/* The float32 GEMM kernel's drivers (native/emit/gemm_kernel.py): packing, the tile store with its
+   fused bias/ReLU epilogue, the per-panel loops of the small-product path, the blocked path for
+   large products (A packed) and the prepacked-B entry, with their splits over ember's thread pool.
+   Included after the generated head (the ISA's vector type em_vf, EM_FMA and the tile-shape
+   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1, em_sk_row; em_sk_pa3, em_sk_pa2,
+   em_sk_pa1 on packed A);
+   EM_SK_POOL_SYMBOL names the thread pool's entry (a string). */
+/* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
+   floats (w = W1, W2 or W3), zero-padded past nr. */
+static __attribute__((noinline)) void em_sk_pack(int64_t kc, int64_t nr, int64_t w, const float *b,
+                                                 int64_t rsb, int64_t csb, float *restrict bp) {
+    const int64_t nv = w / EM_SK_VW;
+    if (csb == 1 && nr == w) {
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v)
+                *(em_vf *)(bp + p * w + EM_SK_VW * v) = *(const em_vfu *)(b + p * rsb + EM_SK_VW * v);
+    } else if (csb == 1) {  /* a partial panel: masked loads read the nr columns, zero the rest */
+#if EM_SK_VW == 8
+        em_vi mask[3];
+        for (int64_t v = 0; v < nv; ++v)
+            for (int l = 0; l < 8; ++l) mask[v][l] = 8 * v + l < nr ? -1 : 0;
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v)
+                *(em_vf *)(bp + p * w + 8 * v) =
+                    __builtin_ia32_maskloadps256((const em_vf *)(b + p * rsb + 8 * v), mask[v]);
+#else
+        const em_vf zero = {0};
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t v = 0; v < nv; ++v) {
+                const int64_t left = nr - EM_SK_VW * v;
+                const short mask = left >= EM_SK_VW ? (short)-1 : left <= 0 ? 0 : (short)((1 << left) - 1);
+                *(em_vf *)(bp + p * w + EM_SK_VW * v) =
+                    __builtin_ia32_loadups512_mask(b + p * rsb + EM_SK_VW * v, zero, mask);
+            }
+#endif
+    } else {  /* B transposed: read each column of the panel contiguously */
+        for (int64_t j = 0; j < nr; ++j) {
+            const float *src = b + j * csb;
+            for (int64_t p = 0; p < kc; ++p) bp[p * w + j] = src[p * rsb];
+        }
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t j = nr; j < w; ++j) bp[p * w + j] = 0.0f;
+    }
+}
+
+/* One row of the epilogue: cr[j] = EXPR (j in [0, nr)), then on the last contraction block
+   (post) + bias[j] and/or the ReLU max(v, 0) that keeps NaN (v > 0 || v != v ? v : 0). */
+#define EM_SK_ROW(EXPR) do { \
+    if (!post) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR); \
+    } else if (bias && relu) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR) + bias[j]; cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } else if (bias) { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) cr[j] = (EXPR) + bias[j]; \
+    } else { \
+        _Pragma("omp simd") for (int64_t j = 0; j < nr; ++j) { \
+            const float v_ = (EXPR); cr[j] = v_ > 0.0f || v_ != v_ ? v_ : 0.0f; } \
+    } } while (0)
+
+/* C[i0 .. i0+mr, j0 .. j0+nr) from the tile t (rows of w floats): the first contraction block
+   applies beta (beta == 0 does not read C), later ones accumulate; the last one also applies the
+   fused epilogue (bias: the columns' bias vector from j0, or null; relu). */
+static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, int64_t nr, float alpha,
+                               float beta, int first, int last, const float *restrict bias, int relu,
+                               float *restrict c, int64_t ldc) {
+    const int post = last && (bias || relu);
+    for (int64_t r = 0; r < mr; ++r) {
+        float *restrict cr = c + r * ldc;
+        const float *restrict tr = t + r * w;
+        if (!first || beta == 1.0f) EM_SK_ROW(cr[j] + alpha * tr[j]);
+        else if (beta == 0.0f) EM_SK_ROW(alpha * tr[j]);
+        else EM_SK_ROW(alpha * tr[j] + beta * cr[j]);
+    }
+}
+
+/* The width of the next column panel when `left` columns remain: W3-wide panels; a remainder of
+   W3 + 1 .. W3 + W1 columns as two W2-wide ones (not W3 + a slow W1). */
+static inline int64_t em_sk_panel_width(int64_t left) {
+    return left > 4 * EM_SK_VW || (left > EM_SK_W2 && left <= EM_SK_W3) ? EM_SK_W3
+           : left > EM_SK_W1 ? EM_SK_W2 : EM_SK_W1;
+}
+
+/* One row block (rows [i0, i0 + mr), mr <= mrw) against one kc x w block of a packed panel bp. */
+static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, float alpha,
+                               const float *a, int64_t rsa, int64_t csa, const float *bp, float *t,
+                               const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb,
+                               float beta, int first, int last, const float *bias, int relu, int64_t nr,
+                               float *c, int64_t ldc) {
+    const float *ar[EM_SK_MRMAX];
+    for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
+    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
+       from the accumulators straight into C; otherwise through t and em_sk_store */
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
+                       && nr == w;
+    float *td = direct ? c : t;
+    const int64_t ldt = direct ? ldc : w;
+    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
+}
+
+/* Row-major C[m, n] (row stride ldc) = alpha * A B + beta * C with A(i, p) at a[i * rsa + p * csa]
+   and B(p, j) at b[p * rsb + j * csb], then + bias[j] (bias non-null) and max(., 0) (relu, NaN
+   kept); the column panels [j_begin, j_end) only (a thread's share). */
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end) {
+    float bp[2 * EM_SK_KC * EM_SK_W3] __attribute__((aligned(64)));
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
+    if (k == 0) {
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = j_begin; j < j_end; ++j) {
+                float v = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+                if (bias) v += bias[j];
+                c[i * ldc + j] = relu && !(v > 0.0f || v != v) ? 0.0f : v;
+            }
+        return;
+    }
+    /* the whole contraction as one block up to 2 KC (one pass over C); beyond, KC at a time */
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : EM_SK_KC;
+    for (int64_t j0 = j_begin; j0 < j_end;) {
+        const int64_t left = j_end - j0, w = em_sk_panel_width(left);
+        const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            /* a full panel of row-major B is packed by the first row block's micro-kernel */
+            const int fused = csb == 1 && nr == w;
+            if (!fused) em_sk_pack(kc, nr, w, b + p0 * rsb + j0 * csb, rsb, csb, bp);
+            /* the next panel packed: (p0 + KC, j0), else (0, j0 + nr) while within [j_begin, j_end);
+               the row blocks share out prefetching its rows (block ib of nb: [npf0 ib / nb,
+               npf0 (ib + 1) / nb)) */
+            const int64_t p0n = p0 + KCB < k ? p0 + KCB : 0, j0n = p0n ? j0 : j0 + nr;
+            const int64_t kcn = k - p0n < KCB ? k - p0n : KCB;
+            const int64_t npf0 = csb == 1 && j0n < j_end ? (kc < kcn ? kc : kcn) : 0;
+            const char *pf = (const char *)(b + p0n * rsb + j0n * csb);
+            const int64_t pfs = rsb * (int64_t)sizeof(float), nb = (m + mrw - 1) / mrw;
+            for (int64_t i0 = 0, ib = 0; i0 < m; i0 += mrw, ++ib) {
+                const int64_t mr = m - i0 < mrw ? m - i0 : mrw;
+                const int64_t q0 = npf0 * ib / nb, npf = npf0 * (ib + 1) / nb - q0;
+                em_sk_block(kc, w, mrw, mr, alpha, a + i0 * rsa + p0 * csa, rsa, csa, bp, t, pf + q0 * pfs,
+                            pfs, npf, fused && ib == 0 ? b + p0 * rsb + j0 : 0, rsb, beta, p0 == 0,
+                            p0 + kc == k, bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
+            }
+        }
+        j0 += nr;
+    }
+}
+
+/* The number of column panels over [0, n). */
+static int64_t em_sk_panels(int64_t n) {
+    int64_t panels = 0;
+    for (int64_t j0 = 0; j0 < n; ++panels) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    return panels;
+}
+
+/* A[i0 .. i0+mc, p0 .. p0+kc) (element (i, p) at a[i * rsa + p * csa]) packed as slivers of MR3 rows:
+   row i at ap + (i / MR3) * MR3 * kc + i % MR3, its kc elements MR3 floats apart; rows past mc of
+   the last sliver are zero. */
+static void em_sk_pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                         float *restrict ap) {
+    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {
+        float *restrict dst = ap + i0 * kc;
+        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
+        if (csa == 1 && mr == EM_SK_MR3) {  /* MR3 rows read in step, a few columns at a time */
+            for (int64_t p0 = 0; p0 < kc; p0 += 8) {
+                const int64_t pe = p0 + 8 < kc ? p0 + 8 : kc;
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) {
+                    const float *src = a + (i0 + r) * rsa;
+                    for (int64_t p = p0; p < pe; ++p) dst[p * EM_SK_MR3 + r] = src[p];
+                }
+            }
+            continue;
+        }
+        if (rsa == 1 && mr == EM_SK_MR3) {  /* A transposed: the sliver's rows are contiguous per p */
+            for (int64_t p = 0; p < kc; ++p)
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) dst[p * EM_SK_MR3 + r] = a[p * csa + i0 + r];
+            continue;
+        }
+        for (int64_t p = 0; p < kc; ++p)
+            for (int64_t r = 0; r < EM_SK_MR3; ++r)
+                dst[p * EM_SK_MR3 + r] = r < mr ? a[(i0 + r) * rsa + p * csa] : 0.0f;
+    }
+}
+
+static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t ldc,
+                                const float *bias, int relu, int64_t j_begin, int64_t j_end);
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end);
+
+/* Large products, the column panels [q_begin, q_end) of [0, n) (same result as em_sgemm_small_cols
+   up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
+   EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
+   in place) into panels that sit in L2 together; per block of EM_SK_BIG_MC rows, A is packed into
+   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2) and every sliver runs over a panel
+   while that panel (KC x W3 floats) stays in L1. Packing A makes its rows contiguous: the small
+   kernel reads MR3 rows of A in place, whose strides (e.g. 4 KiB) alias in L1 and the TLB, once
+   per panel. Buffers come from the heap (the small kernel's path when that fails). */
+static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                         int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
+                         float *c, int64_t ldc, const float *bias, int relu, int64_t q_begin, int64_t q_end) {
+    enum { KCB = EM_SK_BIG_KC, MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
+    int64_t j0 = 0;
+    for (int64_t q = 0; q < q_begin; ++q) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    float *ap = (float *)aligned_alloc(64, sizeof(float) * MC * KCB);
+    float *bb = bpk ? 0 : (float *)aligned_alloc(64, sizeof(float) * NP * EM_SK_W3 * KCB);
+    if (!ap || (!bpk && !bb)) {
+        free(ap);
+        free(bb);
+        if (bpk) {
+            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, q_begin, q_end);
+            return;
+        }
+        int64_t j1 = j0;
+        for (int64_t q = q_begin; q < q_end; ++q) {
+            const int64_t w = em_sk_panel_width(n - j1);
+            j1 += n - j1 < w ? n - j1 : w;
+        }
+        em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, j0, j1);
+        return;
+    }
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
+    for (int64_t qc = q_begin; qc < q_end; qc += NP) {
+        const int64_t np = q_end - qc < NP ? q_end - qc : NP;
+        int64_t pj[NP], pw[NP], pn[NP];  /* each panel's first column, width and columns */
+        for (int64_t i = 0; i < np; ++i) {
+            pj[i] = j0;
+            pw[i] = em_sk_panel_width(n - j0);
+            pn[i] = n - j0 < pw[i] ? n - j0 : pw[i];
+            j0 += pn[i];
+        }
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            const int first = p0 == 0, last = p0 + kc == k;
+            const float *pb[NP];
+            for (int64_t i = 0, off = 0; i < np; ++i) {
+                if (bpk) {
+                    pb[i] = bpk + pj[i] * k + p0 * pw[i];
+                } else {
+                    em_sk_pack(kc, pn[i], pw[i], b + p0 * rsb + pj[i] * csb, rsb, csb, bb + off);
+                    pb[i] = bb + off;
+                    off += kc * pw[i];
+                }
+            }
+            for (int64_t ic = 0; ic < m; ic += MC) {
+                const int64_t mc = m - ic < MC ? m - ic : MC;
+                em_sk_pack_a(mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
+                for (int64_t i = 0; i < np; ++i) {
+                    const int64_t w = pw[i], nr = pn[i];
+                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
+                        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
+                        float *cc = c + (ic + i0) * ldc + pj[i];
+                        const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu
+                                           && mr == EM_SK_MR3 && nr == w;
+                        float *td = direct ? cc : t;
+                        const int64_t ldt = direct ? ldc : w;
+                        /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
+                        for (int64_t r = 0; r < mr; ++r)
+                            for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
+                        if (w == EM_SK_W3) em_sk_pa3(kc, ap + i0 * kc, pb[i], td, ldt);
+                        else if (w == EM_SK_W2) em_sk_pa2(kc, ap + i0 * kc, pb[i], td, ldt);
+                        else em_sk_pa1(kc, ap + i0 * kc, pb[i], td, ldt);
+                        if (!direct)
+                            em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
+                                        cc, ldc);
+                    }
+                }
+            }
+        }
+    }
+    free(ap);
+    free(bb);
+}
+
+/* ember's thread pool (threadpool.py), found once its library is loaded: a product's column panels
+   are claimed in chunks, the calling thread taking over those a late thread has not started */
+typedef void (*em_sk_task_t)(void *, int64_t, int64_t, int64_t);
+typedef void (*em_sk_par_t)(em_sk_task_t, void *, int64_t, int64_t, int64_t);
+static em_sk_par_t em_sk_pool(void) {
+    extern void *dlsym(void *handle, const char *name);
+    static em_sk_par_t fn;
+    if (!fn) fn = (em_sk_par_t)dlsym((void *)0, EM_SK_POOL_SYMBOL);
+    return fn;
+}
+struct em_sk_job {
+    int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
+    float beta; float *c; int64_t ldc; const float *bias; int relu; const float *bpk;
+};
+static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
+                        j->ldc, j->bias, j->relu, lo * EM_SK_W3, hi * EM_SK_W3 < j->n ? hi * EM_SK_W3 : j->n);
+}
+static void em_sk_task_big(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_big(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->bpk, j->beta,
+                 j->c, j->ldc, j->bias, j->relu, lo, hi);
+}
+/* Whether a product goes to em_sgemm_big: enough rows to amortize packing A, and an A that the
+   small kernel would re-read from beyond L2 once per panel (measurements: gemm_kernel.py). */
+static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
+    return m >= EM_SK_BIG_MIN_M && n >= EM_SK_W3 && k >= EM_SK_BIG_MIN_K
+           && (m >= EM_SK_BIG_ALWAYS_M || m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
+}
+/* em_sgemm_big over all column panels, shared out on the pool where there is one and nthreads > 1:
+   each chunk of panels on one thread, packing its own A; two chunks per thread, so that the caller
+   takes over a chunk a descheduled thread has not started (A is packed once per chunk: m k copies
+   against the chunk's m k n / chunks multiply-adds). */
+static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                             int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk,
+                             float beta, float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
+    const int64_t panels = em_sk_panels(n);
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, bpk};
+        em_sk_pool()(em_sk_task_big, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q)
+            em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu,
+                         panels * q / nt, panels * (q + 1) / nt);
+        return;
+    }
+#endif
+    em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, 0, panels);
+}
+static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    em_sgemm_packed_cols(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->beta, j->c, j->ldc,
+                         j->bias, j->relu, lo, hi);
+}
+
+/* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
+   the OpenMP default) the column panels are split among threads. */
+static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                           int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c,
+                           int64_t ldc, const float *bias, int relu, int nthreads) {
+    if (k > 0 && em_sk_use_big(m, n, k)) {
+        em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, b, rsb, csb, 0, beta, c, ldc, bias, relu, nthreads);
+        return;
+    }
+    const int64_t panels = (n + EM_SK_W3 - 1) / EM_SK_W3;
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q) {
+            const int64_t lo = panels * q / nt * EM_SK_W3, hi = panels * (q + 1) / nt * EM_SK_W3;
+            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
+                                hi < n ? hi : n);
+        }
+        return;
+    }
+#endif
+    (void)nthreads; (void)panels;
+    em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
+}
+
+/* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
+   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 64-byte aligned),
+   for the column panels [q_begin, q_end) only (k >= 1). The leading W3-wide panels go in blocks
+   of EM_SK_NBP: each MR3-row block of A runs over all the block's panels while its rows are in L1,
+   so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
+   B, at most 4 x 512 x W3 floats, stays in L2). The rest (at most two narrower panels) go one at
+   a time. Every element is summed in the same order either way. */
+#define EM_SK_NBP 4
+static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                 int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                 const float *bias, int relu, int64_t q_begin, int64_t q_end) {
+    float t[EM_SK_TILE] __attribute__((aligned(64)));
+    const int64_t KCB = k <= 2 * EM_SK_KC ? k : 2 * EM_SK_KC;  /* 512 x 4 W3 floats of B, in L2 */
+    int64_t nfull = 0;  /* panels [0, nfull) are W3 wide */
+    while (nfull * EM_SK_W3 < n && em_sk_panel_width(n - nfull * EM_SK_W3) == EM_SK_W3
+           && n - nfull * EM_SK_W3 >= EM_SK_W3) ++nfull;
+    const int64_t fe = q_end < nfull ? q_end : nfull;
+    for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
+        const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
+        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            for (int64_t i0 = 0; i0 < m; i0 += EM_SK_MR3)
+                for (int64_t q = qb; q < qe; ++q) {
+                    const float *bp = bpk + q * EM_SK_W3 * k + p0 * EM_SK_W3;
+                    em_sk_block(kc, EM_SK_W3, EM_SK_MR3, m - i0 < EM_SK_MR3 ? m - i0 : EM_SK_MR3, alpha,
+                                a + i0 * rsa + p0 * csa, rsa, csa, bp, t, (const char *)bp, 0, 0, 0, 0, beta,
+                                p0 == 0, p0 + kc == k, bias ? bias + q * EM_SK_W3 : 0, relu, EM_SK_W3,
+                                c + i0 * ldc + q * EM_SK_W3, ldc);
+                }
+        }
+    }
+    if (q_begin < nfull) q_begin = nfull;
+    for (int64_t j0 = nfull * EM_SK_W3, q = nfull; j0 < n && q < q_end; ++q) {
+        const int64_t left = n - j0, w = em_sk_panel_width(left);
+        const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
+        for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
+            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+            const float *bp = bpk + j0 * k + p0 * w;
+            for (int64_t i0 = 0; i0 < m; i0 += mrw)
+                em_sk_block(kc, w, mrw, m - i0 < mrw ? m - i0 : mrw, alpha, a + i0 * rsa + p0 * csa, rsa, csa,
+                            bp, t, (const char *)bp, 0, 0, 0, 0, beta, p0 == 0, p0 + kc == k,
+                            bias ? bias + j0 : 0, relu, nr, c + i0 * ldc + j0, ldc);
+        }
+        j0 += nr;
+    }
+}
+
+static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                            int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                            const float *bias, int relu, int nthreads) {
+    if (em_sk_use_big(m, n, k)) {
+        em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, 0, 0, 0, bpk, beta, c, ldc, bias, relu, nthreads);
+        return;
+    }
+    const int64_t panels = em_sk_panels(n);
+#ifdef _OPENMP
+    if (nthreads == 0) nthreads = omp_get_max_threads();
+#endif
+    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task_packed, &j, panels, nthreads, 2);
+        return;
+    }
+#ifdef _OPENMP
+    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
+        const int64_t nt = nthreads < panels ? nthreads : panels;
+        #pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t q = 0; q < nt; ++q)
+            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, panels * q / nt,
+                                 panels * (q + 1) / nt);
+        return;
+    }
+#endif
+    (void)nthreads;
+    em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, 0, panels);
+}
