@@ -41,7 +41,8 @@ from ember._src.native import index as ixm
 from ember._src.native import scratch as scratch_mod
 from ember._src.native import symdims as sd
 from ember._src.native.c_ops import ctype, literal
-from ember._src.native.kernel import KernelIR, Node, NodeKind, node_deps
+from ember._src.native.csrc import load as load_csrc
+from ember._src.native.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps
 from ember._src.native.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer, MemoryPlan
 from ember._src.native.schedule import Schedule, Step
 from ember._src.program import Literal, Var
@@ -315,6 +316,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
+    if "em_exp_row_f32(" in code:  # float32 exps of row kernels, a row at a time
+        extra += load_csrc("vexp.h")
     if "EM_TASK_ATTR" in code:  # chunk functions (run on the pool, or called serially)
         extra += threadpool.c_helpers()
     if "em_gemm_" in code:
@@ -809,9 +812,50 @@ class _KernelEmitter:
             parts.append(f"{const}{ctype(np.dtype(dts))} *{restrict}{name}")
         return ", ".join(parts) or "void"
 
+    def emit_row_exps(self, q: int, sinks: list[int], stop: set[int], jflat: str,
+                      sums: dict[int, int]) -> None:
+        """The float32 exps that loop ``q`` computes first (:func:`.kernel.is_row_exp`), a row at a
+        time, before the loop: per exp (in dependency order) a loop storing its argument into the
+        exp's row cache, then ``em_exp_row_f32`` in place, which also returns the row's sum: the
+        accumulator of each reduction in ``sums`` (rid -> its input, a row exp) is set from it. Adds
+        the exps to ``stop``, so the loop reads them from their rows."""
+        ir = self.ir
+        inner = sd.cdim(ir.inner_size)
+        base = f"tid_ * {inner}" if self.parallel_outer or self.pool else "0"
+        simd = "#pragma omp simd" if self.opts.simd else None
+        for nid in self.closure(sinks, True, stop):
+            n = self.nodes[nid]
+            if ir.scratch.get(nid) != q or not is_row_exp(n):
+                continue
+            row = self.scratch_param(scratch_mod.row_cache(nid), n.dtype)
+            arg = n.args[0]
+            depth = self.open_loops(self.inner_names, self.inner_sizes, None, simd)
+            if not self.inner_names:
+                self.w("{")
+                self.ind += 1
+                depth = 1
+            for a in self.closure([arg], True, stop):
+                if a in stop:
+                    self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = "
+                           f"{self.scratch_param(scratch_mod.row_cache(a), self.nodes[a].dtype)}[{jflat}];")
+                else:
+                    self.emit_node(a)
+            self.w(f"{row}[{jflat}] = {self.expr(arg)};")
+            self.close(depth)
+            call = f"em_exp_row_f32({row} + {base}, {row} + {base}, {inner})"
+            summed = [rid for rid, e in sums.items() if e == nid]
+            self.w(f"a{summed[0]} = {call};" if summed else f"(void){call};")
+            for rid in summed[1:]:
+                self.w(f"a{rid} = a{summed[0]};")
+            stop.add(nid)
+
     def emit_loop(self, q: int, sinks: list[int]) -> None:
         ir = self.ir
         reds = [r for r in ir.reduces if r.phase == q + 1]
+        # float32 sums of a row exp computed by this loop: em_exp_row_f32 returns them
+        by_exp = {r.rid: r.input for r in reds
+                  if r.kind == "sum" and r.dtype == np.float32 and ir.scratch.get(r.input) == q
+                  and is_row_exp(self.nodes[r.input])}
         clauses: list[str] = []
         arg = any(r.kind in ("argmax", "argmin") for r in reds)
         for r in reds:
@@ -821,6 +865,8 @@ class _KernelEmitter:
                 self.w(f"{t} a{r.rid} = {init}; int64_t x{r.rid} = 0;")
                 continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+            if r.rid in by_exp:
+                continue
             clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:a{r.rid})")
             if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
                 self.w(f"int n{r.rid} = 0;")
@@ -833,11 +879,6 @@ class _KernelEmitter:
             single = len(self.inner_names) == 1
             pragma = f"#pragma omp parallel for{' simd' if single and self.opts.simd else ''}{nt}" \
                      f"{red_clause}{self.par_if} schedule(static)"
-        depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
-        if not self.inner_names:
-            self.w("{")
-            self.ind += 1
-            depth = 1
         # scratch nodes computed by an earlier loop are loaded here
         stop = {nid for nid, first in ir.scratch.items() if first < q}
         jflat = None
@@ -847,6 +888,18 @@ class _KernelEmitter:
             jflat = self.ix(j)
             if self.parallel_outer or self.pool:
                 jflat = f"tid_ * {sd.cdim(math.prod(inner_dims))} + {jflat}"
+            self.emit_row_exps(q, sinks, stop, jflat, by_exp)
+        sinks = list(sinks)
+        for nid in by_exp.values():
+            sinks.remove(nid)
+        reds = [r for r in reds if r.rid not in by_exp]
+        depth = 0
+        if sinks or any(root.full and root.loop == q + 1 for root in ir.roots):
+            depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
+            if not self.inner_names:
+                self.w("{")
+                self.ind += 1
+                depth = 1
         for nid in self.closure(sinks, True, stop):
             if nid in stop:
                 n = self.nodes[nid]
@@ -872,6 +925,7 @@ class _KernelEmitter:
                 self.w(f"{self.param(root.var, True)}[{self.index(root.var, root.offset)}] = "
                        f"{self.expr(root.node)};")
         self.close(depth)
+        reds = [r for r in ir.reduces if r.phase == q + 1]
         if self.block == "part":  # this block's partials, in the accumulator type
             from ember._src.native import blockreduce
 
