@@ -818,7 +818,8 @@ class _KernelEmitter:
         time, before the loop: per exp (in dependency order) a loop storing its argument into the
         exp's row cache, then ``em_exp_row_f32`` in place, which also returns the row's sum: the
         accumulator of each reduction in ``sums`` (rid -> its input, a row exp) is set from it. Adds
-        the exps to ``stop``, so the loop reads them from their rows."""
+        the exps (and the row-cached nodes these loops computed) to ``stop``, so the loop reads
+        them from their rows."""
         ir = self.ir
         inner = sd.cdim(ir.inner_size)
         base = f"tid_ * {inner}" if self.parallel_outer or self.pool else "0"
@@ -834,14 +835,20 @@ class _KernelEmitter:
                 self.w("{")
                 self.ind += 1
                 depth = 1
+            cached = []  # row-cached nodes this loop computes first: stored here, read after
             for a in self.closure([arg], True, stop):
+                cache = self.scratch_param(scratch_mod.row_cache(a), self.nodes[a].dtype) \
+                    if a in ir.scratch else ""
                 if a in stop:
-                    self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = "
-                           f"{self.scratch_param(scratch_mod.row_cache(a), self.nodes[a].dtype)}[{jflat}];")
-                else:
-                    self.emit_node(a)
+                    self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = {cache}[{jflat}];")
+                    continue
+                self.emit_node(a)
+                if ir.scratch.get(a) == q:
+                    self.w(f"{cache}[{jflat}] = t{a};")
+                    cached.append(a)
             self.w(f"{row}[{jflat}] = {self.expr(arg)};")
             self.close(depth)
+            stop.update(cached)
             call = f"em_exp_row_f32({row} + {base}, {row} + {base}, {inner})"
             summed = [rid for rid, e in sums.items() if e == nid]
             self.w(f"a{summed[0]} = {call};" if summed else f"(void){call};")
