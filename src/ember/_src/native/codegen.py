@@ -418,6 +418,9 @@ class _KernelEmitter:
             self.parallel_outer = False
         elif not n and self.inner_sizes and not self.pool_inner:
             self.parallel_inner, self.par_if = _parallel(opts, ir.flops(), self.inner_sizes[0])
+        if opts.num_threads == 1:  # one thread: no OpenMP region (its start costs a call per kernel)
+            self.parallel_outer = self.parallel_inner = False
+            self.par_if = ""
 
     def _all_exprs(self) -> list[ixm.Ix]:
         out = []
