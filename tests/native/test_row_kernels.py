@@ -209,3 +209,20 @@ def test_plain_softmax_formula_and_thread_count():
     np.testing.assert_allclose(g1, want, rtol=2e-5, atol=1e-37, equal_nan=True)
     np.testing.assert_array_equal(g1.view(np.uint32), g2.view(np.uint32))
     assert "em_exp_row_f32(" in two.lower(x).executable.source
+
+
+@requires_cc
+def test_row_exp_under_dynamic_axes():
+    """One symbolic build serves every row length (the row exp's length is a C expression), empty
+    rows included."""
+    f = ember.jit(lambda v: (nn.softmax(v), nn.logsumexp(v, axis=-1)), dynamic_axes={"v": ("batch", "n")},
+                  backend="native")
+    for shape in [(3, 17), (5, 1), (2, 1030), (4, 0)]:
+        x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        soft, lse = (np.asarray(t) for t in f(x))
+        x64 = x.astype(np.float64)
+        want_lse = sps.logsumexp(x64, -1) if shape[1] else np.full(shape[0], -np.inf)
+        np.testing.assert_allclose(lse, want_lse, rtol=2e-5)
+        if shape[1]:
+            np.testing.assert_allclose(soft, sps.softmax(x64, -1), rtol=2e-5, atol=1e-37)
+    assert "em_exp_row_f32(" in f.lower(x).executable.source
