@@ -25,13 +25,16 @@ VARIANTS = {"native": "", "no_avx512": "#undef __AVX512F__\n",
 
 def _exp_row_lib(variant: str):
     body = (VARIANTS[variant] + load("vexp.h")
-            + "float run_row(const float *x, float *o, int64_t m) { return em_exp_row_f32(o, x, m); }\n"
+            + "float run_row(const float *x, float *o, int64_t m) { return em_exp_row_f32(o, x, 0.0f, m); }\n"
+            "float run_row_c(const float *x, float *o, int64_t m, float c) {\n"
+            "    return em_exp_row_f32(o, x, c, m);\n}\n"
             "void run_scalar(const float *restrict x, float *restrict o, int64_t m) {\n"
             "    for (int64_t i = 0; i < m; ++i) o[i] = em_expf(x[i]);\n}\n")
     lib = compiler.load_library(c_ops.prelude_for(body) + body, name_hint="vexp_test")
     for name in ("run_row", "run_scalar"):
         getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    lib.run_row.restype = ctypes.c_float
+    lib.run_row_c.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float]
+    lib.run_row.restype = lib.run_row_c.restype = ctypes.c_float
     return lib
 
 
@@ -74,6 +77,15 @@ def test_row_exp_equals_scalar_exp_bitwise(exp_lib):
         num = ~np.isnan(row)
         np.testing.assert_array_equal(row.view(np.uint32)[num], scalar.view(np.uint32)[num])
         assert np.array_equal(np.isnan(row), np.isnan(scalar))
+    # exp(x - c): the float32 difference, then exp (as a kernel computing x - c itself)
+    for c in (np.float32(1.5), np.float32(-80.25), np.float32(np.inf)):
+        with np.errstate(invalid="ignore"):
+            shifted, _ = _call(exp_lib.run_scalar, x - c)
+        row = np.empty_like(x)
+        exp_lib.run_row_c(x.ctypes.data, row.ctypes.data, x.size, c)
+        num = ~np.isnan(row)
+        np.testing.assert_array_equal(row.view(np.uint32)[num], shifted.view(np.uint32)[num])
+        assert np.array_equal(np.isnan(row), np.isnan(shifted))
 
 
 @requires_cc

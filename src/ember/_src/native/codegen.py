@@ -818,46 +818,84 @@ class _KernelEmitter:
     def emit_row_exps(self, q: int, sinks: list[int], stop: set[int], jflat: str,
                       sums: dict[int, int]) -> None:
         """The float32 exps that loop ``q`` computes first (:func:`.kernel.is_row_exp`), a row at a
-        time, before the loop: per exp (in dependency order) a loop storing its argument into the
-        exp's row cache, then ``em_exp_row_f32`` in place, which also returns the row's sum: the
+        time, before the loop: per exp (in dependency order) ``em_exp_row_f32`` into the exp's row
+        cache, reading an operand's row in place (:meth:`row_exp_operand`) or the argument stored
+        into the row cache by a loop of its own. The call also returns the row's sum: the
         accumulator of each reduction in ``sums`` (rid -> its input, a row exp) is set from it. Adds
-        the exps (and the row-cached nodes these loops computed) to ``stop``, so the loop reads
-        them from their rows."""
+        the exps (and the row-cached nodes the argument loops computed) to ``stop``, so the loop
+        reads them from their rows."""
         ir = self.ir
         inner = sd.cdim(ir.inner_size)
         base = f"tid_ * {inner}" if self.parallel_outer or self.pool else "0"
-        simd = "#pragma omp simd" if self.opts.simd else None
         for nid in self.closure(sinks, True, stop):
             n = self.nodes[nid]
             if ir.scratch.get(nid) != q or not is_row_exp(n):
                 continue
             row = self.scratch_param(scratch_mod.row_cache(nid), n.dtype)
-            arg = n.args[0]
-            depth = self.open_loops(self.inner_names, self.inner_sizes, None, simd)
-            if not self.inner_names:
-                self.w("{")
-                self.ind += 1
-                depth = 1
-            cached = []  # row-cached nodes this loop computes first: stored here, read after
-            for a in self.closure([arg], True, stop):
-                cache = self.scratch_param(scratch_mod.row_cache(a), self.nodes[a].dtype) \
-                    if a in ir.scratch else ""
-                if a in stop:
-                    self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = {cache}[{jflat}];")
-                    continue
-                self.emit_node(a)
-                if ir.scratch.get(a) == q:
-                    self.w(f"{cache}[{jflat}] = t{a};")
-                    cached.append(a)
-            self.w(f"{row}[{jflat}] = {self.expr(arg)};")
-            self.close(depth)
-            stop.update(cached)
-            call = f"em_exp_row_f32({row} + {base}, {row} + {base}, {inner})"
+            direct = self.row_exp_operand(n, stop)
+            if direct is not None:  # exp(x - c) of an operand's contiguous row: read in place
+                src, bias = direct
+            else:
+                src, bias = self.store_row_argument(q, n.args[0], row, stop, jflat) + f" + {base}", "0.0f"
+            call = f"em_exp_row_f32({row} + {base}, {src}, {bias}, {inner})"
             summed = [rid for rid, e in sums.items() if e == nid]
             self.w(f"a{summed[0]} = {call};" if summed else f"(void){call};")
             for rid in summed[1:]:
                 self.w(f"a{rid} = a{summed[0]};")
             stop.add(nid)
+
+    def store_row_argument(self, q: int, arg: int, row: str, stop: set[int], jflat: str) -> str:
+        """A loop over the row storing node ``arg`` into ``row`` (or only into its own row cache,
+        when it has one); the row-cached nodes it computes first are stored into their rows too
+        and join ``stop``. Returns the row now holding ``arg``."""
+        ir = self.ir
+        simd = "#pragma omp simd" if self.opts.simd else None
+        depth = self.open_loops(self.inner_names, self.inner_sizes, None, simd)
+        if not self.inner_names:
+            self.w("{")
+            self.ind += 1
+            depth = 1
+        cached = []
+        for a in self.closure([arg], True, stop):
+            dt = self.nodes[a].dtype
+            cache = self.scratch_param(scratch_mod.row_cache(a), dt) if a in ir.scratch else ""
+            if a in stop:
+                self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = {cache}[{jflat}];")
+                continue
+            self.emit_node(a)
+            if ir.scratch.get(a) == q:
+                self.w(f"{cache}[{jflat}] = t{a};")
+                cached.append(a)
+        if arg in cached:
+            row = self.scratch_param(scratch_mod.row_cache(arg), self.nodes[arg].dtype)
+        else:
+            self.w(f"{row}[{jflat}] = {self.expr(arg)};")
+        self.close(depth)
+        stop.update(cached)
+        return row
+
+    def row_exp_operand(self, n: Node, stop: set[int]) -> tuple[str, str] | None:
+        """(pointer to the row, C bias) when exp ``n`` is ``exp(x - c)`` (or ``exp(x)``) of an
+        operand ``x`` read unchecked at consecutive elements along the row (the flattened inner
+        index) and a per-row ``c``, and the difference is needed nowhere else: the row exp then
+        reads ``x`` in place. None otherwise."""
+        ir = self.ir
+        arg = self.nodes[n.args[0]]
+        load, bias = arg, "0.0f"
+        if arg.kind is NodeKind.OP and arg.attrs.name == "sub" and arg.id not in ir.scratch:
+            load, c = (self.nodes[a] for a in arg.args)
+            if self.is_inner(c) or c.dtype != np.float32:
+                return None
+            bias = self.expr(c.id)
+        if load.kind is not NodeKind.LOAD or load.attrs.checked or load.dtype != np.float32:
+            return None
+        inner = ir.dvars[ir.n_outer:]
+        j = ixm.linearize([ixm.Ix.var(d) for d in inner], ir.domain[ir.n_outer:])
+        start = load.attrs.offset - j
+        if start.vars() & set(inner) or any(isinstance(t, ixm.Data) for t in start.opaques()):
+            return None
+        v = self._var(load.attrs.var)
+        return f"{self.param(v)} + ({self.index(v, start)})", bias
 
     def emit_loop(self, q: int, sinks: list[int]) -> None:
         ir = self.ir

@@ -1,5 +1,5 @@
-/* Vectorized float32 exp over a row: em_exp_row_f32(dst, src, n) sets dst[j] = exp(src[j]) and
-   returns the sum of the n results (accumulated per vector lane in a fixed order, then the lanes
+/* Vectorized float32 exp over a row: em_exp_row_f32(dst, src, c, n) sets dst[j] = exp(src[j] - c)
+   (the difference rounded as float32, as the C expression would) and returns the sum of the n results (accumulated per vector lane in a fixed order, then the lanes
    added: the same value on every call and thread for the same row).
 
    The same algorithm as the scalar em_expf of the generated prelude (native/c_ops.py), with the
@@ -9,7 +9,7 @@
    polynomial, the product p 2^k rounded once (so subnormal results round once), 0 for x < -104,
    NaN propagated. Error <= 2 ulp against float64 exp over the whole float32 range
    (tests/native/test_row_kernels.py measures it, including -inf, +inf, NaN, subnormal results and
-   the overflow/underflow thresholds).
+   the overflow/underflow thresholds). With c = 0 it is exp(src[j]) (x - 0 is x for every x).
 
    Variants, chosen by the CPU the program is compiled for (the compile cache's key records it):
    AVX-512F (16 lanes: the 2^k step is one vscalefps, and the row's tail is a masked load/store),
@@ -39,11 +39,13 @@ static inline __m512 em_vexpf16(__m512 x) {
     return _mm512_maskz_scalef_ps(keep, p, k);
 }
 
-static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
+static float em_exp_row_f32(float *dst, const float *src, float c, int64_t n) {
+    const __m512 cv = _mm512_set1_ps(c);
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
-        __m512 a = em_vexpf16(_mm512_loadu_ps(src + j)), b = em_vexpf16(_mm512_loadu_ps(src + j + 16));
+        __m512 a = em_vexpf16(_mm512_sub_ps(_mm512_loadu_ps(src + j), cv));
+        __m512 b = em_vexpf16(_mm512_sub_ps(_mm512_loadu_ps(src + j + 16), cv));
         _mm512_storeu_ps(dst + j, a);
         _mm512_storeu_ps(dst + j + 16, b);
         s0 = _mm512_add_ps(s0, a);
@@ -51,7 +53,7 @@ static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
     }
     for (; j < n; j += 16) {
         __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
-        __m512 a = _mm512_maskz_mov_ps(m, em_vexpf16(_mm512_maskz_loadu_ps(m, src + j)));
+        __m512 a = _mm512_maskz_mov_ps(m, em_vexpf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, src + j), cv)));
         _mm512_mask_storeu_ps(dst + j, m, a);
         s0 = _mm512_add_ps(s0, a);
     }
@@ -83,11 +85,13 @@ static inline __m256 em_vexpf8(__m256 x) {
     return _mm256_andnot_ps(low, res);
 }
 
-static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
+static float em_exp_row_f32(float *dst, const float *src, float c, int64_t n) {
+    const __m256 cv = _mm256_set1_ps(c);
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m256 a = em_vexpf8(_mm256_loadu_ps(src + j)), b = em_vexpf8(_mm256_loadu_ps(src + j + 8));
+        __m256 a = em_vexpf8(_mm256_sub_ps(_mm256_loadu_ps(src + j), cv));
+        __m256 b = em_vexpf8(_mm256_sub_ps(_mm256_loadu_ps(src + j + 8), cv));
         _mm256_storeu_ps(dst + j, a);
         _mm256_storeu_ps(dst + j + 8, b);
         s0 = _mm256_add_ps(s0, a);
@@ -97,7 +101,7 @@ static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
         float buf[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
         int64_t m = n - j < 8 ? n - j : 8;
         for (int64_t t = 0; t < m; ++t) buf[t] = src[j + t];
-        _mm256_storeu_ps(buf, em_vexpf8(_mm256_loadu_ps(buf)));
+        _mm256_storeu_ps(buf, em_vexpf8(_mm256_sub_ps(_mm256_loadu_ps(buf), cv)));
         for (int64_t t = 0; t < 8; ++t) {
             if (t < m) dst[j + t] = buf[t];
             else buf[t] = 0.0f;
@@ -109,10 +113,10 @@ static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
     return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 #else
-static float em_exp_row_f32(float *dst, const float *src, int64_t n) {
+static float em_exp_row_f32(float *dst, const float *src, float c, int64_t n) {
     float s = 0.0f;
     for (int64_t j = 0; j < n; ++j) {
-        dst[j] = em_expf(src[j]);
+        dst[j] = em_expf(src[j] - c);
         s += dst[j];
     }
     return s;
