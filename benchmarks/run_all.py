@@ -2,7 +2,7 @@
 (NumPy, JAX jit, PyTorch eager, ONNX Runtime through a ``torch.onnx`` export) on the issue's
 workloads, with the issue's goals checked against the measured medians.
 
-    PYTHONPATH=src python benchmarks/run_all.py [--quick] [--rounds 25] [--max-seconds 20]
+    PYTHONPATH=src python benchmarks/run_all.py [--quick] [--rounds 25] [--max-seconds 20] [--only softmax]
 
 Every implementation is checked against NumPy before it is timed; timings are interleaved rounds
 (``common.interleaved``), so load from other processes hits all implementations alike, and the
@@ -219,9 +219,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="limit ember and every peer to N threads (default: each library's own)")
     ap.add_argument("--tag", default="", help="suffix for the output file names (e.g. a repeat run)")
+    ap.add_argument("--only", default="", help="run only the workloads whose name contains this text "
+                    "(no first-call rows; results go to summary*_only.*)")
     args = ap.parse_args()
     single = not args.no_single_thread and args.threads != 1
     name = (f"summary_threads{args.threads}" if args.threads else "summary") + args.tag
+    if args.only:
+        name += "_only"
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     load_start = load_average()
     timing = {"rounds": args.rounds, "max_seconds": args.max_seconds}
@@ -229,15 +233,17 @@ def main() -> None:
     from ember._src.native import prepare
     prepare()  # time the steady state: per-machine runtime libraries loaded
     for w, fn, extra in workloads(args.quick):
-        rows.append(run_workload(w, fn, reference(w), single, extra, **timing))
-    cold, warm = bm.first_call(512, args.first_call_repeats)
-    jax_cold = bm.jax_first_call(512, args.first_call_repeats)
-    rows.append({"workload": "first call incl. compile of the MLP (empty cache, new process)",
-                 "times": {EMBER: cold, **({"jax jit": jax_cold} if jax_cold else {})},
-                 "load_average": [load_average()]})
-    rows.append({"workload": "first call of the MLP (warm disk cache, new process)", "times": {EMBER: warm},
-                 "load_average": [load_average()]})
-    print(f"first call: ember cold {fmt(cold)}, warm {fmt(warm)}, jax {fmt(jax_cold)}", flush=True)
+        if args.only in w.name:
+            rows.append(run_workload(w, fn, reference(w), single, extra, **timing))
+    if not args.only:
+        cold, warm = bm.first_call(512, args.first_call_repeats)
+        jax_cold = bm.jax_first_call(512, args.first_call_repeats)
+        rows.append({"workload": "first call incl. compile of the MLP (empty cache, new process)",
+                     "times": {EMBER: cold, **({"jax jit": jax_cold} if jax_cold else {})},
+                     "load_average": [load_average()]})
+        rows.append({"workload": "first call of the MLP (warm disk cache, new process)",
+                     "times": {EMBER: warm}, "load_average": [load_average()]})
+        print(f"first call: ember cold {fmt(cold)}, warm {fmt(warm)}, jax {fmt(jax_cold)}", flush=True)
     table = summarize(rows)
     meta = {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "machine": machine(),
             "load_average_start": load_start, "load_average_end": load_average(), "versions": versions(),

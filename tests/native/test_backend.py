@@ -197,8 +197,10 @@ def test_options_threads_passes_and_ablation():
         exe = ember.jit(mlp, backend="native", **opts).lower(*args).executable
         np.testing.assert_allclose(exe(args)[0], want, rtol=1e-5, atol=1e-6, err_msg=str(opts))
     exe = ember.jit(mlp, backend="native", num_threads=1, parallel_threshold=1).lower(*args).executable
+    assert "omp parallel" not in exe.source  # one thread: no OpenMP region, whatever the work
+    two = ember.jit(mlp, backend="native", num_threads=2, parallel_threshold=1).lower(*args).executable
     if compiler.find_compiler().has_openmp:
-        assert "num_threads(1)" in exe.source
+        assert "em_par(" in two.source or "num_threads(2)" in two.source
 
 
 @requires_cc

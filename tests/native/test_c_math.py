@@ -163,8 +163,8 @@ def test_fused_math_kernel_inner_loop_vectorizes():
 
 @requires_cc
 def test_softmax_kernel_loops_vectorize():
-    """Row softmax fuses into one kernel whose three row loops (max, exp-sum, divide) all
-    vectorize, and matches NumPy."""
+    """Row softmax fuses into one kernel whose row loops (max, divide) vectorize around the
+    vectorized row exp (``em_exp_row_f32``, which also returns the row sum), and matches NumPy."""
     import ember
 
     info = compiler.find_compiler()
@@ -185,7 +185,7 @@ def test_softmax_kernel_loops_vectorize():
     assert exe.schedule.count("kernel") == 1
     lines = exe.source.splitlines()
     inner = [i + 1 for i, line in enumerate(lines) if line.strip().startswith("for (int64_t i")]
-    assert len(inner) == 3, exe.source
+    assert len(inner) == 2 and "em_exp_row_f32(" in exe.source, exe.source
     report = compiler.vectorization_report(exe.source)
     vectorized = {int(m) for m in re.findall(r":(\d+):\d+: optimized: loop vectorized", report)}
     # gcc names a loop by its `for` line, the `omp simd` line above it or a line of its body

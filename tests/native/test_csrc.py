@@ -58,3 +58,17 @@ def test_group_rows_compile(tmp_path):
     unit = "#include <stdint.h>\n#include <string.h>\n#include <immintrin.h>\n" + group_kernel.c_source()
     out = _syntax(tmp_path, unit, "-mavx2", "-mfma")
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.skipif(CC is None, reason="needs a C compiler")
+@pytest.mark.parametrize("target", [["-mavx512f", "-mfma"], ["-mavx2", "-mfma"], ["-mno-avx"]],
+                         ids=["avx512", "avx2", "scalar"])
+def test_row_exp_compiles_for_each_target(tmp_path, target):
+    """vexp.h (each variant: AVX-512F, AVX2+FMA, the scalar fallback) after the prelude that
+    defines em_expf, as the generated code includes it; no warnings."""
+    from ember._src.native.emit import c_ops
+
+    use = "float use(float *d, const float *s, int64_t n) { return em_exp_row_f32(d, s, 0.5f, n); }\n"
+    body = load("vexp.h") + use
+    out = _syntax(tmp_path, c_ops.prelude_for(body) + body, "-std=c11", "-Werror", *target)
+    assert out.returncode == 0, out.stderr

@@ -36,6 +36,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native import abi
+from ember._src.native.csrc import load as load_csrc
 from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.emit import calls as calls_mod
 from ember._src.native.emit.c_ops import ctype, literal
@@ -45,7 +46,7 @@ from ember._src.native.plan.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Bu
 from ember._src.native.rewrite import fused
 from ember._src.native.runtime import interrupt, threadpool
 from ember._src.native.scheduling import index as ixm
-from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, node_deps
+from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps
 from ember._src.native.scheduling.schedule import Schedule, Step
 from ember._src.program import Literal, Var
 
@@ -318,6 +319,8 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         extra += sd.C_HELPERS
     if "em_sk_fn()" in code or "em_skp_fn()" in code:
         extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
+    if "em_exp_row_f32(" in code:  # float32 exps of row kernels, a row at a time
+        extra += load_csrc("vexp.h")
     if "EM_TASK_ATTR" in code:  # chunk functions (run on the pool, or called serially)
         extra += threadpool.c_helpers()
     if "em_gemm_" in code:
@@ -418,6 +421,9 @@ class _KernelEmitter:
             self.parallel_outer = False
         elif not n and self.inner_sizes and not self.pool_inner:
             self.parallel_inner, self.par_if = _parallel(opts, ir.flops(), self.inner_sizes[0])
+        if opts.num_threads == 1:  # one thread: no OpenMP region (its start costs a call per kernel)
+            self.parallel_outer = self.parallel_inner = False
+            self.par_if = ""
 
     def _all_exprs(self) -> list[ixm.Ix]:
         out = []
@@ -812,9 +818,95 @@ class _KernelEmitter:
             parts.append(f"{const}{ctype(np.dtype(dts))} *{restrict}{name}")
         return ", ".join(parts) or "void"
 
+    def emit_row_exps(self, q: int, sinks: list[int], stop: set[int], jflat: str,
+                      sums: dict[int, int]) -> None:
+        """The float32 exps that loop ``q`` computes first (:func:`.kernel.is_row_exp`), a row at a
+        time, before the loop: per exp (in dependency order) ``em_exp_row_f32`` into the exp's row
+        cache, reading an operand's row in place (:meth:`row_exp_operand`) or the argument stored
+        into the row cache by a loop of its own. The call also returns the row's sum: the
+        accumulator of each reduction in ``sums`` (rid -> its input, a row exp) is set from it. Adds
+        the exps (and the row-cached nodes the argument loops computed) to ``stop``, so the loop
+        reads them from their rows."""
+        ir = self.ir
+        inner = sd.cdim(ir.inner_size)
+        base = f"tid_ * {inner}" if self.parallel_outer or self.pool else "0"
+        for nid in self.closure(sinks, True, stop):
+            n = self.nodes[nid]
+            if ir.scratch.get(nid) != q or not is_row_exp(n):
+                continue
+            row = self.scratch_param(scratch_mod.row_cache(nid), n.dtype)
+            direct = self.row_exp_operand(n, stop)
+            if direct is not None:  # exp(x - c) of an operand's contiguous row: read in place
+                src, bias = direct
+            else:
+                src, bias = self.store_row_argument(q, n.args[0], row, stop, jflat) + f" + {base}", "0.0f"
+            call = f"em_exp_row_f32({row} + {base}, {src}, {bias}, {inner})"
+            summed = [rid for rid, e in sums.items() if e == nid]
+            self.w(f"a{summed[0]} = {call};" if summed else f"(void){call};")
+            for rid in summed[1:]:
+                self.w(f"a{rid} = a{summed[0]};")
+            stop.add(nid)
+
+    def store_row_argument(self, q: int, arg: int, row: str, stop: set[int], jflat: str) -> str:
+        """A loop over the row storing node ``arg`` into ``row`` (or only into its own row cache,
+        when it has one); the row-cached nodes it computes first are stored into their rows too
+        and join ``stop``. Returns the row now holding ``arg``."""
+        ir = self.ir
+        simd = "#pragma omp simd" if self.opts.simd else None
+        depth = self.open_loops(self.inner_names, self.inner_sizes, None, simd)
+        if not self.inner_names:
+            self.w("{")
+            self.ind += 1
+            depth = 1
+        cached = []
+        for a in self.closure([arg], True, stop):
+            dt = self.nodes[a].dtype
+            cache = self.scratch_param(scratch_mod.row_cache(a), dt) if a in ir.scratch else ""
+            if a in stop:
+                self.w(f"const {ctype(self.nodes[a].dtype)} t{a} = {cache}[{jflat}];")
+                continue
+            self.emit_node(a)
+            if ir.scratch.get(a) == q:
+                self.w(f"{cache}[{jflat}] = t{a};")
+                cached.append(a)
+        if arg in cached:
+            row = self.scratch_param(scratch_mod.row_cache(arg), self.nodes[arg].dtype)
+        else:
+            self.w(f"{row}[{jflat}] = {self.expr(arg)};")
+        self.close(depth)
+        stop.update(cached)
+        return row
+
+    def row_exp_operand(self, n: Node, stop: set[int]) -> tuple[str, str] | None:
+        """(pointer to the row, C bias) when exp ``n`` is ``exp(x - c)`` (or ``exp(x)``) of an
+        operand ``x`` read unchecked at consecutive elements along the row (the flattened inner
+        index) and a per-row ``c``, and the difference is needed nowhere else: the row exp then
+        reads ``x`` in place. None otherwise."""
+        ir = self.ir
+        arg = self.nodes[n.args[0]]
+        load, bias = arg, "0.0f"
+        if arg.kind is NodeKind.OP and arg.attrs.name == "sub" and arg.id not in ir.scratch:
+            load, c = (self.nodes[a] for a in arg.args)
+            if self.is_inner(c) or c.dtype != np.float32:
+                return None
+            bias = self.expr(c.id)
+        if load.kind is not NodeKind.LOAD or load.attrs.checked or load.dtype != np.float32:
+            return None
+        inner = ir.dvars[ir.n_outer:]
+        j = ixm.linearize([ixm.Ix.var(d) for d in inner], ir.domain[ir.n_outer:])
+        start = load.attrs.offset - j
+        if start.vars() & set(inner) or any(isinstance(t, ixm.Data) for t in start.opaques()):
+            return None
+        v = self._var(load.attrs.var)
+        return f"{self.param(v)} + ({self.index(v, start)})", bias
+
     def emit_loop(self, q: int, sinks: list[int]) -> None:
         ir = self.ir
         reds = [r for r in ir.reduces if r.phase == q + 1]
+        # float32 sums of a row exp computed by this loop: em_exp_row_f32 returns them
+        by_exp = {r.rid: r.input for r in reds
+                  if r.kind == "sum" and r.dtype == np.float32 and ir.scratch.get(r.input) == q
+                  and is_row_exp(self.nodes[r.input])}
         clauses: list[str] = []
         arg = any(r.kind in ("argmax", "argmin") for r in reds)
         for r in reds:
@@ -824,6 +916,8 @@ class _KernelEmitter:
                 self.w(f"{t} a{r.rid} = {init}; int64_t x{r.rid} = 0;")
                 continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+            if r.rid in by_exp:
+                continue
             clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:a{r.rid})")
             if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
                 self.w(f"int n{r.rid} = 0;")
@@ -836,11 +930,6 @@ class _KernelEmitter:
             single = len(self.inner_names) == 1
             pragma = f"#pragma omp parallel for{' simd' if single and self.opts.simd else ''}{nt}" \
                      f"{red_clause}{self.par_if} schedule(static)"
-        depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
-        if not self.inner_names:
-            self.w("{")
-            self.ind += 1
-            depth = 1
         # scratch nodes computed by an earlier loop are loaded here
         stop = {nid for nid, first in ir.scratch.items() if first < q}
         jflat = None
@@ -850,6 +939,18 @@ class _KernelEmitter:
             jflat = self.ix(j)
             if self.parallel_outer or self.pool:
                 jflat = f"tid_ * {sd.cdim(math.prod(inner_dims))} + {jflat}"
+            self.emit_row_exps(q, sinks, stop, jflat, by_exp)
+        sinks = list(sinks)
+        for nid in by_exp.values():
+            sinks.remove(nid)
+        reds = [r for r in reds if r.rid not in by_exp]
+        depth = 0
+        if sinks or any(root.full and root.loop == q + 1 for root in ir.roots):
+            depth = self.open_loops(self.inner_names, self.inner_sizes, pragma, simd)
+            if not self.inner_names:
+                self.w("{")
+                self.ind += 1
+                depth = 1
         for nid in self.closure(sinks, True, stop):
             if nid in stop:
                 n = self.nodes[nid]
@@ -875,6 +976,7 @@ class _KernelEmitter:
                 self.w(f"{self.param(root.var, True)}[{self.index(root.var, root.offset)}] = "
                        f"{self.expr(root.node)};")
         self.close(depth)
+        reds = [r for r in ir.reduces if r.phase == q + 1]
         if self.block == "part":  # this block's partials, in the accumulator type
             from ember._src.native.scheduling import blockreduce
 

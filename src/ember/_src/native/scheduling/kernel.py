@@ -581,7 +581,19 @@ class _Builder:
                       evaluations=self.evaluations)
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
+        if ir.n_outer and ir.natural is None:
+            self.row_exps(ir)
         return ir
+
+    def row_exps(self, ir: KernelIR) -> None:
+        """Give each float32 ``exp`` of the inner loops a row cache (``ir.scratch``), so the loop
+        that computes it can evaluate it a whole row at a time with the vectorized
+        ``em_exp_row_f32`` (``csrc/vexp.h``): the loop is split at the exp, its argument stored
+        into the row, exponentiated in place, and read back by the rest of the loop."""
+        for q, ss in enumerate(ir.loop_sinks):
+            for nid in self.inner_closure(ss):
+                if nid not in ir.scratch and is_row_exp(self.nodes[nid]):
+                    ir.scratch[nid] = q
 
     def natural_order(self, ir: KernelIR) -> list[str] | None:
         """Loop variables in the reduced operand's own axis order, when the accumulate strategy
@@ -669,6 +681,11 @@ class _Builder:
             out.append(nid)
             stack.extend(node_deps(n))
         return out
+
+
+def is_row_exp(n: Node) -> bool:
+    """A float32 ``exp`` node: row kernels evaluate it over whole rows (``em_exp_row_f32``)."""
+    return n.kind is NodeKind.OP and n.attrs.name == "exp" and n.dtype == np.float32
 
 
 def _nested_data(o: ixm.Opaque) -> list[ixm.Data]:
