@@ -176,8 +176,6 @@ def test_static_capacity_mode_fft_workspace():
     info = f.cache_info()
     assert (info["compiles"], info["hits"]) == (2, 2)  # buckets (4, 8) and (32, 32), each a compile
     assert f.memory_plan(vsla.array(a), vsla.array(b))["WORKSPACE"] > 0  # the FFT buffers
-    with pytest.raises(TracerError, match="capacities are symbolic"):
-        vsla.jit(lambda x, y: vsla.conv(x, y, method="fft"))(vsla.array(a), vsla.array(b))
 
 
 def test_grad_through_jitted_varray_function():
