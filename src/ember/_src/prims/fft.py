@@ -59,6 +59,13 @@ def _out_dtype(d: np.dtype, fft_type: str) -> np.dtype:
     return d
 
 
+def _dims_match(got: Sequence, want: Sequence) -> bool:
+    """Whether the operand's trailing sizes fit the lengths. A pair of sizes of which one is symbolic
+    and which differ as polynomials (``h`` and ``(2*h - 1) // 2 + 1``) passes here: the equation
+    has symbolic params, so every binding re-checks it with concrete sizes (``dynamic``)."""
+    return all(a == b or sh.is_symbolic(a) or sh.is_symbolic(b) for a, b in zip(got, want))
+
+
 def _fft_abstract(x: ShapedArray, *, fft_type: str, fft_lengths: tuple) -> ShapedArray:
     if fft_type not in FFT_TYPES:
         raise ValueError(f"fft: unknown fft_type {fft_type!r}; expected one of {FFT_TYPES}")
@@ -68,14 +75,14 @@ def _fft_abstract(x: ShapedArray, *, fft_type: str, fft_lengths: tuple) -> Shape
     if fft_type == "RFFT":
         if not dt.is_float(x.dtype) or dt.is_low_precision(x.dtype):
             raise DTypeError(f"fft RFFT requires a float32/float64 operand, got {x.dtype}")
-        if tuple(x.shape[-k:]) != tuple(fft_lengths):
+        if not _dims_match(x.shape[-k:], fft_lengths):
             raise ShapeError(f"fft RFFT: operand trailing shape {sh.shape_str(x.shape[-k:])} must equal "
                              f"fft_lengths {fft_lengths}")
     else:
         if not dt.is_complex(x.dtype):
             raise DTypeError(f"fft {fft_type} requires a complex operand, got {x.dtype}")
         want = tuple(fft_lengths) if fft_type != "IRFFT" else (*fft_lengths[:-1], fft_lengths[-1] // 2 + 1)
-        if tuple(x.shape[-k:]) != want:
+        if not _dims_match(x.shape[-k:], want):
             raise ShapeError(f"fft {fft_type}: operand trailing shape {sh.shape_str(x.shape[-k:])} must be "
                              f"{want} for fft_lengths {fft_lengths}")
     return ShapedArray(_out_shape(x.shape, fft_type, fft_lengths), _out_dtype(x.dtype, fft_type))
