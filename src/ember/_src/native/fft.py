@@ -23,6 +23,13 @@ workspace; twiddle tables from static storage, see below).
   first call and reused by every later one. A state word (empty / being filled / ready, atomic
   compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
   builds its own copy in the workspace.
+* **Runtime lengths.** When a size is symbolic (named dynamic axes: one compile for every
+  length), lengths and line counts are C expressions over the axis values; the C code factors the
+  length with the same rules when the program runs (``fft_runtime.h``) and keeps its tables in a
+  per-program cache of 64 slots keyed by (length, direction, real split), each table allocated
+  once; slots are claimed by compare-and-swap, and a call that finds no free slot builds its
+  tables in its workspace, which is sized for the worst case of any length (Bluestein, ``m2 <
+  4n``). The real split (even length) is chosen at run time.
 * **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
   step, then the half-length inverse); odd ``n`` transforms the full complex line.
