@@ -359,3 +359,26 @@ def test_runtime_length_gradients():
             fd[idx] = (ref(x + d) - ref(x - d)) / (2 * eps)
         np.testing.assert_allclose(np.asarray(g(x)), fd, rtol=1e-6, atol=1e-6)
     assert g.cache_info()["compiles"] == 1
+
+
+@pytest.mark.parametrize("n", [1024, 1031, 96])
+@pytest.mark.parametrize("ft", ["FFT", "RFFT", "IRFFT"])
+@pytest.mark.parametrize("runtime", [False, True])
+def test_line_groups_on_the_thread_pool(n, ft, runtime):
+    """Enough lines that the step runs its line groups on the thread pool (work above the parallel
+    threshold), each thread in its own scratch (Bluestein's buffers included, n = 1031): every row
+    equals NumPy's, at a static and at a runtime length."""
+    rows = 300
+    if ft == "IRFFT":
+        x = cdata((rows, n // 2 + 1), np.complex128)
+        ref = np.fft.irfft(x, n=n, axis=-1)
+        odd = n % 2
+        f = lambda a: lax_fft(a, ft, (n,) if not runtime else (2 * a.shape[-1] - 2 + odd,))  # noqa: E731
+    else:
+        x = cdata((rows, n), np.complex128) if ft == "FFT" else RNG.standard_normal((rows, n))
+        ref = np.fft.fft(x, axis=-1) if ft == "FFT" else np.fft.rfft(x, axis=-1)
+        f = lambda a: lax_fft(a, ft, (n,) if not runtime else (a.shape[-1],))  # noqa: E731
+    jf = ember.jit(f, backend="native", dynamic_axes=[("b", "n")] if runtime else None)
+    src = (specialize.symbolic_executable(jf.lower(x).program) if runtime else jf.lower(x).executable).source
+    assert "em_fft_run_f64(&j_" in src and f"{nfft.THREADS});" in src
+    close(np.asarray(jf(x)), ref, np.float64)

@@ -23,6 +23,12 @@ workspace; twiddle tables from static storage, see below).
   first call and reused by every later one. A state word (empty / being filled / ready, atomic
   compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
   builds its own copy in the workspace.
+* **Threads.** A step's lines go through in groups of ``EM_FW``; when the work (``lines * n * 8``)
+  reaches the parallel threshold (OpenMP on), the groups run on ember's thread pool
+  (``em_par``: chunks claimed by compare-and-swap, the caller working too) on up to
+  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times)
+  and a copy of the plan pointing there; the tables are shared. Every line is transformed alone,
+  so results do not depend on the thread count.
 * **Runtime lengths.** When a size is symbolic (named dynamic axes: one compile for every
   length), lengths and line counts are C expressions over the axis values; the C code factors the
   length with the same rules when the program runs (``fft_runtime.h``) and keeps its tables in a
@@ -45,6 +51,7 @@ workspace; twiddle tables from static storage, see below).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -55,6 +62,7 @@ from ember._src.native.symdims import cdim, is_sym
 from ember._src.program import Eqn, Literal
 
 BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
+THREADS = max(1, min(os.cpu_count() or 1, 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
@@ -169,11 +177,12 @@ def _sizes(e: Eqn) -> tuple[int, int]:
 def _workspace(e: Eqn) -> sh.Dim:
     if _symbolic(e):  # bounds over every runtime length (Bluestein's m2 < 4n; _fft_runtime)
         ns = _axes(e)[3]
-        return _copy_bytes(e) + 64 + sum(10 * n for n in ns) * _VZ + sum(10 * n + 1 for n in ns) * _Z
+        per_thread = sum(10 * n for n in ns) * _VZ
+        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(10 * n + 1 for n in ns) * _Z
     if _empty(e):
         return 0
     nv, nt = _sizes(e)
-    return _copy_bytes(e) + 64 + nv * _VZ + nt * _Z
+    return _copy_bytes(e) + 64 + nv * _VZ * THREADS + nt * _Z
 
 
 def _accepts(e: Eqn) -> bool:
@@ -191,6 +200,19 @@ def _plan(name: str, n: int, inv: bool, half: bool = False) -> list[str]:
             f"em_fft_plan {name};",
             f"em_fft_make(&{name}, {n}, {name}f_, {m2}, {name}g_, {int(inv)}, {int(half)}, "
             f"{name}t_, &{name}s_, zt_, zv_);"]
+
+
+def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, inner: sh.Dim, half: str,
+         scale: str, stride: str, cc: CallCode) -> list[str]:
+    """C lines running one step's line groups (``em_fft_run``: kind 0 an axis, 1 the RFFT last axis, 2
+    the IRFFT one) with plan ``pl_`` and per-thread scratch of ``stride`` em_vz from ``zv_``; on
+    the thread pool when OpenMP is on and the work (``lines * n * 8``) reaches the parallel
+    threshold, decided at run time for symbolic sizes."""
+    lines, nc = cdim(sh.size([outer, inner])), n if isinstance(n, str) else cdim(n)
+    work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
+    return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
+            f"zv_, {stride}, {scale}}};",
+            f"em_fft_run_{s}(&j_, {lines}, {work}, {THREADS});"]
 
 
 def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
@@ -221,15 +243,13 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
     x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
     nv, _ = _sizes(e)
     lines = [f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
-             f"em_z *zt_ = (em_z *)(zv_ + {nv});"]
+             f"em_z *zt_ = (em_z *)(zv_ + {nv * THREADS});"]
 
     def axis_step(src: str, dst: str, axis: int, shp: tuple) -> list[str]:
         n = int(shp[axis])
         outer, inner = math.prod(shp[:axis]), math.prod(shp[axis + 1:])
         scale = repr(1.0 / n) if inv else "1.0"
-        body = _plan("pl_", n, inv)
-        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + 2 * pl_.m2, "
-                    f"zv_ + 2 * pl_.m2 + {n}, {scale});")
+        body = _plan("pl_", n, inv) + _run(s, 0, src, dst, outer, n, inner, "0", scale, str(nv), cc)
         return ["{", *("    " + b for b in body), "}"]
 
     if ft in ("FFT", "IFFT"):
@@ -242,10 +262,9 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
     outer_last = math.prod(shape[:-1])
     half = _half(ft, n_last)
     pn = n_last // 2 if half else n_last
-    bufs = f"zv_ + 2 * pl_.m2, zv_ + 2 * pl_.m2 + {n_last}"
     if ft == "RFFT":
         body = _plan("pl_", pn, False, half)
-        body.append(f"em_rfft_last_{s}({x}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs});")
+        body += _run(s, 1, x, y, outer_last, n_last, 1, str(int(half)), "1.0", str(nv), cc)
         lines += ["{", *("    " + b for b in body), "}"]
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(y, y, axis, oshape)
@@ -259,8 +278,7 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(h, h, axis, shape)
     body = _plan("pl_", pn, True, half)
-    body.append(f"em_irfft_last_{s}({h}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs}, "
-                f"{1.0 / n_last!r});")
+    body += _run(s, 2, h, y, outer_last, n_last, 1, str(int(half)), repr(1.0 / n_last), str(nv), cc)
     return lines + ["{", *("    " + b for b in body), "}"]
 
 
@@ -284,7 +302,7 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
              f"    memset({cc.outs[0]}, 0, (size_t){cdim(sh.size(oshape))} * {out_item});",
              "} else {",
              f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
-             f"em_z *zt_ = (em_z *)(zv_ + {nv});",
+             f"em_z *zt_ = (em_z *)(zv_ + {nv} * {THREADS});",
              "int32_t lf_[2 * EM_FFT_MAXFAC];"]
 
     def plan(n: str, inv_: int, half: str) -> list[str]:
@@ -292,11 +310,9 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
 
     def axis_step(src: str, dst: str, axis: int, shp: tuple) -> list[str]:
         n = cdim(shp[axis])
-        outer, inner = cdim(sh.size(shp[:axis])), cdim(sh.size(shp[axis + 1:]))
+        shp_outer, shp_inner = sh.size(shp[:axis]), sh.size(shp[axis + 1:])
         scale = f"1.0 / (double){n}" if inv else "1.0"
-        body = plan(n, inv, "0")
-        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + 2 * pl_.m2, "
-                    f"zv_ + 2 * pl_.m2 + {n}, {scale});")
+        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc)
         return ["{", *("    " + b for b in body), "}"]
 
     if ft in ("FFT", "IFFT"):
@@ -306,12 +322,10 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
             src = y
         return lines + ["}"]
     n_last = cdim(lengths[-1])
-    outer_last = cdim(sh.size(shape[:-1]))
     last = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
             *plan("half_ ? n_ / 2 : n_", inv, "half_")]
-    bufs = "zv_ + 2 * pl_.m2, zv_ + 2 * pl_.m2 + n_"
     if ft == "RFFT":
-        last.append(f"em_rfft_last_{s}({x}, {y}, {outer_last}, n_, &pl_, half_, {bufs});")
+        last += _run(s, 1, x, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0", nv, cc)
         lines += ["{", *("    " + b for b in last), "}"]
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(y, y, axis, oshape)
@@ -323,5 +337,5 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
         lines.append(f"memcpy({h}, {x}, (size_t){nbytes});")
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(h, h, axis, shape)
-    last.append(f"em_irfft_last_{s}({h}, {y}, {outer_last}, n_, &pl_, half_, {bufs}, 1.0 / (double)n_);")
+    last += _run(s, 2, h, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0 / (double)n_", nv, cc)
     return lines + ["{", *("    " + b for b in last), "}", "}"]
