@@ -17,6 +17,7 @@ import numpy as np
 import ember.numpy as enp
 from ember import lax
 from ember._src import shapes as sh
+from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
 from ember._src.prims.fft import fft as lax_fft
 
@@ -105,14 +106,34 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
 
 
 def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+    return _direct(x, y).astype(dtype)
+
+
+def _toeplitz_conv(x: Any, y: Any) -> Any:
     """One fused multiply-and-sum over a Toeplitz gather of ``y`` (the ``co x ca`` matrix is never
     stored)."""
+    dtype = enp.result_type(x.dtype, y.dtype)
     ca, cb = x.shape[-1], y.shape[-1]
     co = ca + cb - 1
     k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
     valid = (k >= 0) & (k < cb)
     toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
     return enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+
+
+@custom_jvp
+def _direct(x: Any, y: Any) -> Any:
+    """The direct conv, whose derivative is written with the gathered operand held fixed: the
+    tangent ``conv(tx, y) + conv(ty, x)`` (conv commutes) is linear in the multiplied operand only,
+    so its transpose is a broadcast and a product, with no scatter (the transpose of the gather,
+    which has no native lowering at symbolic sizes)."""
+    return _toeplitz_conv(x, y)
+
+
+@_direct.defjvp
+def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    (x, y), (tx, ty) = primals, tangents
+    return _direct(x, y), _toeplitz_conv(tx, y) + _toeplitz_conv(ty, x)
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
