@@ -378,7 +378,12 @@ def test_line_groups_on_the_thread_pool(n, ft, runtime):
         x = cdata((rows, n), np.complex128) if ft == "FFT" else RNG.standard_normal((rows, n))
         ref = np.fft.fft(x, axis=-1) if ft == "FFT" else np.fft.rfft(x, axis=-1)
         f = lambda a: lax_fft(a, ft, (n,) if not runtime else (a.shape[-1],))  # noqa: E731
-    jf = ember.jit(f, backend="native", dynamic_axes=[("b", "n")] if runtime else None)
-    src = (specialize.symbolic_executable(jf.lower(x).program) if runtime else jf.lower(x).executable).source
-    assert "em_fft_run_f64(&j_" in src and f"{nfft.THREADS});" in src
-    close(np.asarray(jf(x)), ref, np.float64)
+    axes = [("b", "n")] if runtime else None
+    for threads in (None, 1):  # the default, and the num_threads option's one thread
+        jf = ember.jit(f, backend="native", num_threads=threads, dynamic_axes=axes)
+        exe = jf.lower(x).executable
+        if runtime:  # the symbolic library behind this function's specialization (its options)
+            exe = exe.specialization(exe.env_from_shapes([x.shape])).run.sym
+        run = exe.source.split("em_fft_run_f64(&j_")[1].splitlines()[0]
+        assert run.endswith(f", {threads or nfft.THREADS});"), run
+        close(np.asarray(jf(x)), ref, np.float64)

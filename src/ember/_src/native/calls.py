@@ -54,6 +54,7 @@ class CallCode:
     helpers: dict[str, str]  # name -> static C definition (shared across steps)
     openmp: bool = False
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
+    num_threads: int | None = None  # the ``num_threads`` option (None: the default)
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -123,7 +124,8 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
-                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))
+                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
+                  getattr(opts, "num_threads", None))
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)

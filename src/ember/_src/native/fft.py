@@ -207,12 +207,13 @@ def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, 
     """C lines running one step's line groups (``em_fft_run``: kind 0 an axis, 1 the RFFT last axis, 2
     the IRFFT one) with plan ``pl_`` and per-thread scratch of ``stride`` em_vz from ``zv_``; on
     the thread pool when OpenMP is on and the work (``lines * n * 8``) reaches the parallel
-    threshold, decided at run time for symbolic sizes."""
+    threshold, decided at run time for symbolic sizes, on at most :data:`THREADS` threads (fewer
+    with the ``num_threads`` option)."""
     lines, nc = cdim(sh.size([outer, inner])), n if isinstance(n, str) else cdim(n)
     work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
     return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
             f"zv_, {stride}, {scale}}};",
-            f"em_fft_run_{s}(&j_, {lines}, {work}, {THREADS});"]
+            f"em_fft_run_{s}(&j_, {lines}, {work}, {min(THREADS, cc.num_threads or THREADS)});"]
 
 
 def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
