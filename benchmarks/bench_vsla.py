@@ -1,21 +1,28 @@
 """VSLA benchmark (issue 19): batched polynomial products of random degrees and ragged sum/Hadamard.
 
-ember vsla (one ``vsla.jit`` program over the stacked batch; its capacity bucket is static so the
-conv can use the FFT) vs a NumPy loop of ``np.convolve``, a loop of ``scipy.signal.fftconvolve``
-and JAX padded to the maximum length with ``vmap`` of an FFT convolution. The ragged part runs
-pairs of every length through one ``vsla.jit`` function (one compile: lengths are runtime values
-over symbolic capacities) against ``ember.jit`` (a trace and compile per shape pair), first pass
-(compiles included) and warm.
-Run: ``PYTHONPATH=src python benchmarks/bench_vsla.py --n 2000`` (timings are medians; noisy on a
-loaded machine).
+Products: 10,000 pairs of polynomials with random degrees 1..512 (float32). ember vsla runs one
+``vsla.jit`` function (``vsla.conv`` with ``method="auto"``: one C compile for every shape; the
+capacities are symbolic, the FFT length ``2 * max(ca, cb)`` a runtime size) over the pairs grouped
+into batches: by the bucket ``next_pow2(max(m, n))`` of the pair, each group split into batches of
+power-of-two row counts (vsla buckets the batch axis too, so this pads no rows), one native call
+per batch. Peers: a NumPy loop of ``np.convolve``, a loop of ``scipy.signal.fftconvolve``, and JAX
+padded to the maximum length with ``vmap`` of an FFT convolution (at the padded length ``m_max +
+n_max - 1`` = 1025, and at its power of two 2048). "ember vsla, one batch" is the same function on
+all pairs stacked into one VArray (padded to the longest). Grouping is done once, outside the timed
+region, as the JAX inputs' padding is; its time is printed.
+
+Timing: interleaved rounds (``common.interleaved``), median and quartiles per implementation.
+Run: ``PYTHONPATH=src python benchmarks/bench_vsla.py`` (``--n 2000`` for a shorter run). Writes
+``benchmarks/results/vsla.json`` / ``vsla.md``.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 
 import numpy as np
-from common import have, timeit
+from common import have, interleaved, load_text, machine, report, timeit
 
 import ember
 from ember import vsla
@@ -26,27 +33,69 @@ def polys(n: int, max_deg: int, seed: int = 0) -> list[np.ndarray]:
     return [rng.standard_normal(int(d) + 1).astype(np.float32) for d in rng.integers(1, max_deg + 1, n)]
 
 
-def bench_products(n: int, max_deg: int) -> dict[str, float]:
+def _stacked(rows: list[np.ndarray]) -> vsla.VArray:
+    """The rows as one VArray, stored at power-of-two capacities (as ``vsla.stack``, in NumPy)."""
+    width = max(r.size for r in rows)
+    data = np.zeros((vsla.next_pow2(len(rows)), vsla.next_pow2(width)), np.float32)
+    for i, r in enumerate(rows):
+        data[i, : r.size] = r
+    return vsla.VArray(data, (len(rows), width))
+
+
+def batches(a: list[np.ndarray], b: list[np.ndarray]) -> list[tuple[vsla.VArray, vsla.VArray, list[int]]]:
+    """The pairs grouped by ``next_pow2(max(m, n))``, each group cut into power-of-two row counts."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, (x, y) in enumerate(zip(a, b)):
+        groups[vsla.next_pow2(max(x.size, y.size))].append(i)
+    out = []
+    for _, idx in sorted(groups.items()):
+        while idx:
+            k = 1 << (len(idx).bit_length() - 1)
+            chunk, idx = idx[:k], idx[k:]
+            out.append((_stacked([a[i] for i in chunk]), _stacked([b[i] for i in chunk]), chunk))
+    return out
+
+
+def bench_products(n: int, max_deg: int) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     a, b = polys(n, max_deg, 0), polys(n, max_deg, 1)
-    va, vb = vsla.stack(a), vsla.stack(b)
-    f = vsla.jit(lambda x, y: vsla.conv(x, y, method="fft"), capacity="static")
-    want = np.convolve(a[0], b[0])
-    got = np.asarray(f(va, vb).logical()[0, : want.size])
-    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
-    out = {"ember vsla": timeit(lambda: ember.block_until_ready(f(va, vb)), min_runs=3)}
-    out["numpy loop"] = timeit(lambda: [np.convolve(x, y) for x, y in zip(a, b)], min_runs=3)
+    t0 = time.perf_counter()
+    groups = batches(a, b)
+    prep = time.perf_counter() - t0
+    f = vsla.jit(lambda x, y: vsla.conv(x, y))
+    for va, vb, idx in groups:  # every batch against np.convolve, a few rows each
+        out = f(va, vb).to_numpy()
+        for r in (0, len(idx) - 1):
+            want = np.convolve(a[idx[r]], b[idx[r]])
+            got = np.zeros(want.size, np.float32)
+            got[: min(want.size, out.shape[1])] = out[r, : want.size]
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, np.abs(want).max()))
+    whole = (_stacked(a), _stacked(b))
+    impls = {
+        "ember vsla (batched, one compile)":
+            lambda: ember.block_until_ready([f(va, vb) for va, vb, _ in groups]),
+        "ember vsla, one batch": lambda: ember.block_until_ready(f(*whole)),
+        "numpy loop": lambda: [np.convolve(x, y) for x, y in zip(a, b)],
+    }
     if have("scipy"):
         from scipy.signal import fftconvolve
-        out["scipy fftconvolve loop"] = timeit(lambda: [fftconvolve(x, y) for x, y in zip(a, b)], min_runs=3)
+        impls["scipy fftconvolve loop"] = lambda: [fftconvolve(x, y) for x, y in zip(a, b)]
     if have("jax"):
         import jax
         import jax.numpy as jnp
         m = max(x.size for x in a) + max(x.size for x in b) - 1
-        pa = jnp.asarray(np.stack([np.pad(x, (0, m - x.size)) for x in a]))
-        pb = jnp.asarray(np.stack([np.pad(x, (0, m - x.size)) for x in b]))
-        g = jax.jit(jax.vmap(lambda x, y: jnp.fft.irfft(jnp.fft.rfft(x) * jnp.fft.rfft(y), n=m)))
-        out["jax padded vmap fft"] = timeit(lambda: g(pa, pb).block_until_ready(), min_runs=3)
-    return out
+        for size, name in ((m, "jax padded vmap fft"), (vsla.next_pow2(m), "jax padded vmap fft (pow2)")):
+            pa = jnp.asarray(np.stack([np.pad(x, (0, m - x.size)) for x in a]))
+            pb = jnp.asarray(np.stack([np.pad(x, (0, m - x.size)) for x in b]))
+            def conv(x: object, y: object, s: int = size) -> object:
+                return jnp.fft.irfft(jnp.fft.rfft(x, n=s) * jnp.fft.rfft(y, n=s), n=s)[:m]
+
+            g = jax.jit(jax.vmap(conv))
+            want = np.convolve(a[0], b[0])
+            np.testing.assert_allclose(np.asarray(g(pa, pb))[0, : want.size], want, rtol=1e-3, atol=1e-3)
+            impls[name] = lambda g=g, pa=pa, pb=pb: g(pa, pb).block_until_ready()
+    stats = interleaved(impls, rounds=9, sample_time=0.0, max_seconds=60.0, min_rounds=5)
+    info = {"batches": len(groups), "grouping_s": prep, "compiles": f.cache_info()["compiles"]}
+    return stats, info
 
 
 def bench_ragged(n: int, max_len: int) -> dict[str, float]:
@@ -79,9 +128,21 @@ def main() -> None:
     p.add_argument("--ragged-n", type=int, default=64)
     p.add_argument("--max-len", type=int, default=4096)
     args = p.parse_args()
-    print(f"polynomial products: n={args.n}, degrees 1..{args.max_deg}")
-    for k, t in bench_products(args.n, args.max_deg).items():
-        print(f"  {k:28s} {t * 1e3:9.2f} ms")
+    print(f"polynomial products: n={args.n}, degrees 1..{args.max_deg}; {machine()}; load {load_text()}")
+    stats, info = bench_products(args.n, args.max_deg)
+    print(f"  {info['batches']} batches (grouping {info['grouping_s'] * 1e3:.0f} ms, untimed), "
+          f"{info['compiles']} compile")
+    for k, v in stats.items():
+        print(f"  {k:36s} median {v['median'] * 1e3:8.2f} ms  (quartiles {v['q1'] * 1e3:.2f} .. "
+              f"{v['q3'] * 1e3:.2f}, {v['rounds']} rounds)")
+    ours = stats["ember vsla (batched, one compile)"]["median"]
+    for k, v in stats.items():
+        if not k.startswith("ember"):
+            print(f"  {k} / ember vsla: {v['median'] / ours:.2f}x")
+    rows = [{"workload": f"{args.n} polynomial products, degrees 1..{args.max_deg}",
+             "times": {("ember native" if k.startswith("ember vsla (") else k): v["median"]
+                       for k, v in stats.items()}}]
+    report("VSLA polynomial products (issue 19)", rows, "vsla", {"stats": stats, **info})
     print(f"ragged sum + Hadamard: n={args.ragged_n}, lengths 1..{args.max_len}")
     for k, t in bench_ragged(args.ragged_n, args.max_len).items():
         print(f"  {k:28s} {t * 1e3:9.2f} ms")

@@ -22,7 +22,8 @@ CC = shutil.which("gcc") or shutil.which("cc")
 
 def test_loader_finds_every_resource():
     names = csrc.names()
-    assert {"dispatch.c", "threadpool.c", "fft_core.h", "fft_typed.h", "group_rows.h"} <= set(names)
+    want = {"dispatch.c", "threadpool.c", "fft_core.h", "fft_typed.h", "fft_runtime.h", "group_rows.h"}
+    assert want <= set(names)
     for n in names:
         assert load(n).strip()
 
@@ -47,8 +48,11 @@ def test_threadpool_and_dispatcher_compile_standalone(tmp_path):
 @pytest.mark.skipif(CC is None, reason="needs a C compiler")
 @pytest.mark.parametrize("real_t,suffix", [("float", "f32"), ("double", "f64")])
 def test_fft_headers_compile_for_each_precision(tmp_path, real_t, suffix):
+    """With the thread pool's program-side helpers (the typed header's chunk function runs on it)
+    and the runtime-length plan cache."""
     unit = ("#include <stdint.h>\n#include <string.h>\n#include <math.h>\n#include <stdlib.h>\n"
-            + fft._CORE + f"#define ELT {real_t}\n#define EM_T(name) name##_{suffix}\n" + load("fft_typed.h"))
+            + threadpool.c_helpers() + fft._CORE + fft._RUNTIME
+            + f"#define ELT {real_t}\n#define EM_T(name) name##_{suffix}\n" + load("fft_typed.h"))
     out = _syntax(tmp_path, unit)
     assert out.returncode == 0, out.stderr
 

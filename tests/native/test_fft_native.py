@@ -9,8 +9,10 @@ import pytest
 
 import ember
 import ember.numpy as jnp
+from ember._src.native import specialize
 from ember._src.native.emit import fft as nfft
 from ember._src.prims.fft import fft as lax_fft
+from ember._src.prims.movement import slice as lax_slice
 from tests.native.conftest import requires_cc
 
 pytestmark = requires_cc
@@ -206,3 +208,182 @@ def test_concurrent_first_calls_share_or_rebuild_the_tables():
         t.join()
     for x, got in zip(xs, outs):
         close(got, np.fft.fft(x, axis=-1), np.complex128)
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime (symbolic) lengths: the length is a named dynamic axis, one C compile for every length
+# ---------------------------------------------------------------------------------------------
+
+POW2 = [1 << k for k in range(13)]  # 1 .. 4096
+RUNTIME_OTHER = [3, 6, 12, 15, 49, 67, 100, 134, 1031]  # mixed radix and Bluestein at run time
+
+
+def symbolic_native(f, axes):
+    """A native ``jit`` of ``f`` whose operand's axes are the named dynamic ``axes``."""
+    return ember.jit(f, backend="native", dynamic_axes=[axes])
+
+
+def assert_one_fft_call_step(jf, x):
+    """The symbolic program runs the transform as a call step, no fallback."""
+    sym = specialize.symbolic_executable(jf.lower(x).program)
+    assert sym.fallback_reason is None, sym.fallback_reason
+    kinds = [(st.kind.value, st.eqns[0].prim.name) for st in sym.schedule.steps]
+    assert ("call", "fft") in kinds and not any(k == "fallback" for k, _ in kinds), kinds
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_runtime_length_fft_and_ifft(dtype):
+    fwd = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
+    inv = symbolic_native(lambda a: lax_fft(a, "IFFT", (a.shape[-1],)), ("b", "n"))
+    for n in POW2 + RUNTIME_OTHER:
+        x = cdata((3, n), dtype)
+        ref = x.astype(np.complex128)
+        got = np.asarray(fwd(x))
+        assert got.dtype == dtype and got.shape == (3, n)
+        close(got, np.fft.fft(ref, axis=-1), dtype)
+        close(np.asarray(inv(x)), np.fft.ifft(ref, axis=-1), dtype)
+    assert fwd.cache_info()["compiles"] == 1 and inv.cache_info()["compiles"] == 1
+    assert_one_fft_call_step(fwd, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_runtime_length_rfft_and_irfft(dtype):
+    cd = np.complex64 if dtype == np.float32 else np.complex128
+    rf = symbolic_native(lambda a: lax_fft(a, "RFFT", (a.shape[-1],)), ("b", "n"))
+    # IRFFT of an even length 2 * h: the operand holds h + 1 bins
+    irf = symbolic_native(lambda a: lax_fft(a, "IRFFT", (2 * (a.shape[-1] - 1),)), ("b", "h"))
+    for n in POW2 + RUNTIME_OTHER:
+        x = RNG.standard_normal((5, n)).astype(dtype)
+        got = np.asarray(rf(x))
+        assert got.dtype == cd and got.shape == (5, n // 2 + 1)
+        close(got, np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
+        if n % 2 == 0:
+            h = cdata((5, n // 2 + 1), cd)
+            got = np.asarray(irf(h))
+            assert got.dtype == dtype and got.shape == (5, n)
+            close(got, np.fft.irfft(h.astype(np.complex128), n=n, axis=-1), dtype)
+    assert rf.cache_info()["compiles"] == 1 and irf.cache_info()["compiles"] == 1
+    assert_one_fft_call_step(rf, x)
+
+
+def test_runtime_length_odd_irfft_and_two_axes():
+    """An odd runtime IRFFT length (the full complex line, no half-length split) and transforms
+    over two symbolic axes, against NumPy."""
+    irf = symbolic_native(lambda a: lax_fft(a, "IRFFT", (2 * a.shape[-1] - 1,)), ("b", "h"))
+    for n in (1, 3, 5, 67):
+        h = cdata((2, n // 2 + 1), np.complex128)
+        close(np.asarray(irf(h)), np.fft.irfft(h, n=n, axis=-1), np.complex128)
+    f2 = symbolic_native(lambda a: lax_fft(a, "FFT", a.shape[-2:]), ("b", "r", "c"))
+    r2 = symbolic_native(lambda a: lax_fft(a, "RFFT", a.shape[-2:]), ("b", "r", "c"))
+    i2 = symbolic_native(lambda a: lax_fft(a, "IRFFT", (a.shape[-2], 2 * (a.shape[-1] - 1))), ("b", "r", "c"))
+    for r, c in [(1, 2), (4, 8), (6, 10), (16, 32)]:
+        x = cdata((2, r, c), np.complex128)
+        close(np.asarray(f2(x)), np.fft.fftn(x, axes=(1, 2)), np.complex128)
+        xr = x.real.copy()
+        close(np.asarray(r2(xr)), np.fft.rfftn(xr, axes=(1, 2)), np.float64)
+        h = x[..., : c // 2 + 1].copy()
+        close(np.asarray(i2(h)), np.fft.irfftn(h, s=(r, c), axes=(1, 2)), np.float64)
+    assert f2.cache_info()["compiles"] == 1 and i2.cache_info()["compiles"] == 1
+
+
+def test_runtime_length_empty_batch_is_zeros():
+    """A batch that is empty only at run time (``k - 1`` rows): the step writes nothing."""
+    def f(a, z):
+        rows = lax_slice(a, (0, 0), (z.shape[0] - 1, a.shape[1]))
+        return lax_fft(rows, "FFT", (a.shape[-1],))
+
+    f = ember.jit(f, backend="native", dynamic_axes=[("b", "n"), ("k",)])
+    x = cdata((3, 8), np.complex64)
+    close(np.asarray(f(x, np.zeros(3))), np.fft.fft(x[:2].astype(np.complex128)), np.complex64)
+    got = np.asarray(f(x, np.zeros(1)))  # an empty batch at run time: zeros of shape (0, 8)
+    assert got.shape == (0, 8)
+
+
+def test_runtime_plan_cache_is_bounded():
+    """More distinct runtime lengths than the per-program cache holds (EM_FFT_SLOTS = 64): the
+    lengths past it build their tables in the workspace for each call; every result is right,
+    before and after the cache fills, and on a second pass."""
+    f = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
+    lengths = list(range(2, 2 + 80))
+    xs = {n: cdata((2, n), np.complex128) for n in lengths}
+    for _ in range(2):
+        for n in lengths:
+            close(np.asarray(f(xs[n])), np.fft.fft(xs[n], axis=-1), np.complex128)
+    assert f.cache_info()["compiles"] == 1
+
+
+def test_runtime_length_threads_race_on_new_lengths():
+    """Threads calling one symbolic program with the same new runtime lengths at once (the call
+    drops the GIL): the plan cache's slots are claimed by compare-and-swap, losers use or build
+    other copies; every result equals NumPy's."""
+    import threading
+
+    f = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
+    f(cdata((9, 4), np.complex128))  # compile first
+    k, lengths = 6, [1021, 2048, 1000, 4096]
+    xs = [[cdata((9, n), np.complex128) for n in lengths] for _ in range(k)]
+    outs, gate = [None] * k, threading.Barrier(k)
+
+    def run(i):
+        gate.wait()
+        outs[i] = [np.asarray(f(x)) for x in xs[i]]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x_i, got_i in zip(xs, outs):
+        for x, got in zip(x_i, got_i):
+            close(got, np.fft.fft(x, axis=-1), np.complex128)
+
+
+def test_runtime_length_gradients():
+    """The JVP and transposes with a symbolic length (the IRFFT transpose's bin weights come from
+    the runtime length): gradients of a spectral loss against finite differences, one compile."""
+    def loss(a):
+        n = a.shape[-1]
+        spec = lax_fft(a, "RFFT", (n,))
+        back = lax_fft(spec * spec, "IRFFT", (n,))
+        return jnp.sum(back * a) + jnp.sum(jnp.abs(spec) ** 2)
+
+    g = ember.jit(ember.grad(loss), backend="native", dynamic_axes=[("b", "n")])
+    ref = lambda a: np.sum(np.fft.irfft(np.fft.rfft(a) ** 2, n=a.shape[-1]) * a) \
+        + np.sum(np.abs(np.fft.rfft(a)) ** 2)  # noqa: E731
+    for n in (1, 2, 5, 8, 12):
+        x = RNG.standard_normal((2, n))
+        eps, fd = 1e-6, np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            d = np.zeros_like(x)
+            d[idx] = eps
+            fd[idx] = (ref(x + d) - ref(x - d)) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(g(x)), fd, rtol=1e-6, atol=1e-6)
+    assert g.cache_info()["compiles"] == 1
+
+
+@pytest.mark.parametrize("n", [1024, 1031, 96])
+@pytest.mark.parametrize("ft", ["FFT", "RFFT", "IRFFT"])
+@pytest.mark.parametrize("runtime", [False, True])
+def test_line_groups_on_the_thread_pool(n, ft, runtime):
+    """Enough lines that the step runs its line groups on the thread pool (work above the parallel
+    threshold), each thread in its own scratch (Bluestein's buffers included, n = 1031): every row
+    equals NumPy's, at a static and at a runtime length."""
+    rows = 300
+    if ft == "IRFFT":
+        x = cdata((rows, n // 2 + 1), np.complex128)
+        ref = np.fft.irfft(x, n=n, axis=-1)
+        odd = n % 2
+        f = lambda a: lax_fft(a, ft, (n,) if not runtime else (2 * a.shape[-1] - 2 + odd,))  # noqa: E731
+    else:
+        x = cdata((rows, n), np.complex128) if ft == "FFT" else RNG.standard_normal((rows, n))
+        ref = np.fft.fft(x, axis=-1) if ft == "FFT" else np.fft.rfft(x, axis=-1)
+        f = lambda a: lax_fft(a, ft, (n,) if not runtime else (a.shape[-1],))  # noqa: E731
+    axes = [("b", "n")] if runtime else None
+    for threads in (None, 1):  # the default, and the num_threads option's one thread
+        jf = ember.jit(f, backend="native", num_threads=threads, dynamic_axes=axes)
+        exe = jf.lower(x).executable
+        if runtime:  # the symbolic library behind this function's specialization (its options)
+            exe = exe.specialization(exe.env_from_shapes([x.shape])).run.sym
+        run = exe.source.split("em_fft_run_f64(&j_")[1].splitlines()[0]
+        assert run.endswith(f", {threads or nfft.THREADS});"), run
+        close(np.asarray(jf(x)), ref, np.float64)

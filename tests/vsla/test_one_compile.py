@@ -176,8 +176,6 @@ def test_static_capacity_mode_fft_workspace():
     info = f.cache_info()
     assert (info["compiles"], info["hits"]) == (2, 2)  # buckets (4, 8) and (32, 32), each a compile
     assert f.memory_plan(vsla.array(a), vsla.array(b))["WORKSPACE"] > 0  # the FFT buffers
-    with pytest.raises(TracerError, match="capacities are symbolic"):
-        vsla.jit(lambda x, y: vsla.conv(x, y, method="fft"))(vsla.array(a), vsla.array(b))
 
 
 def test_grad_through_jitted_varray_function():
@@ -305,3 +303,89 @@ def test_random_programs_one_compile_each(seed):
         for g, r in zip(got, run(vals, np_conv, np_kron, _np_binary)):
             _check(g, r.shape, r, tol=1e-3)
     assert f.cache_info()["compiles"] == 1
+
+
+# the FFT path under symbolic capacities (one compile; a runtime branch for "auto")
+
+# capacity pairs around FFT_THRESHOLD = 256 (ca * cb): at it and below the direct kernel, above it
+# the FFT; L = 1, 2, 4 logical lengths, lengths that fill their bucket, and ones just above a bucket
+_BOUNDARY = [(1, 1), (1, 2), (2, 2), (4, 4), (1, 4), (2, 4), (16, 16), (9, 16), (16, 17), (17, 16),
+             (8, 32), (8, 33), (32, 32), (1, 300), (300, 1), (2, 300), (100, 3), (130, 129), (513, 511)]
+
+
+def _conv_fns():
+    return {m: vsla.jit(lambda a, b, m=m: vsla.conv(a, b, method=m), backend="native")
+            for m in ("auto", "direct", "fft")}
+
+
+@requires_cc
+def test_fft_conv_under_symbolic_capacities_one_compile():
+    """``method="fft"`` and ``"auto"`` under ``vsla.jit``: every pair of lengths (1, 2, 4, bucket
+    edges, both sides of the threshold, batched rank 2) against ``np.convolve``, one compile per
+    function; ``"auto"`` equals the direct result bit for bit when ``ca * cb <= FFT_THRESHOLD`` and
+    the FFT result bit for bit above it (both paths are in the one program: a runtime branch)."""
+    fns = _conv_fns()
+    rng = np.random.default_rng(7)
+    for m, n in _BOUNDARY:
+        a, b = _sample(rng, (m,)), _sample(rng, (n,))
+        want = np.convolve(a, b)
+        outs = {k: f(vsla.array(a), vsla.array(b)) for k, f in fns.items()}
+        for out in outs.values():
+            _check(out, (m + n - 1,), want, tol=1e-4 * max(1.0, np.abs(want).max()))
+        ca, cb = vsla.next_pow2(m), vsla.next_pow2(n)
+        same = "fft" if ca * cb > vsla.FFT_THRESHOLD else "direct"
+        np.testing.assert_array_equal(np.asarray(outs["auto"].data), np.asarray(outs[same].data))
+    for f in fns.values():
+        assert f.cache_info()["compiles"] == 1
+    batched = vsla.jit(lambda a, b: vsla.conv(a, b, method="fft"), backend="native")
+    for rows, m, n in [(3, 5, 40), (2, 64, 64), (5, 1, 2)]:
+        a, b = _sample(rng, (rows, m)), _sample(rng, (rows, n))
+        want = np.stack([np.convolve(x, y) for x, y in zip(a, b)])
+        _check(batched(vsla.array(a), vsla.array(b)), (rows, m + n - 1), want)
+    assert batched.cache_info()["compiles"] == 1
+
+
+@requires_cc
+def test_auto_conv_compiles_both_paths_natively():
+    """The symbolic ``"auto"`` conv is one native ``cond`` step whose branches hold the FFT call
+    steps and the direct kernel; no Python fallback."""
+    f = _conv_fns()["auto"]
+    a = vsla.array(np.ones(300, np.float32))
+    sym = native_specialize.symbolic_executable(f.lower(a, a).program)
+    assert sym.fallback_reason is None
+    conds = [st for st in sym.schedule.steps if st.kind == "cond"]
+    assert len(conds) == 1 and sym.schedule.count("fallback") == 0
+    branch_steps = [(st.kind, st.eqns[0].prim.name) for b in conds[0].sub.bodies for st in b.schedule.steps]
+    assert branch_steps.count(("call", "fft")) == 3, branch_steps  # two RFFTs and one IRFFT
+    assert not any(k == "fallback" for k, _ in branch_steps)
+
+
+@requires_cc
+def test_grad_of_fft_conv_under_vsla_jit():
+    """Gradients through the FFT branch (its transposes at a symbolic length) and the direct one,
+    one compile, against finite differences of a NumPy reference."""
+    loss = lambda a, b: vsla.sum(vsla.conv(a, b) * vsla.conv(a, a))  # noqa: E731
+    dl = vsla.jit(vsla.grad(loss, (0, 1)), backend="native")
+
+    def ref(a, b):
+        c1, c2 = np.convolve(a, b), np.convolve(a, a)
+        k = min(c1.size, c2.size)
+        return (c1[:k] * c2[:k]).sum()
+
+    rng = np.random.default_rng(3)
+    eps = 1e-3
+    for m, n in [(3, 2), (20, 30), (40, 9)]:  # (4, 2): direct; (32, 32) and (64, 16): FFT
+        a, b = rng.standard_normal(m), rng.standard_normal(n)
+        ga, gb = dl(vsla.array(a.astype(np.float32)), vsla.array(b.astype(np.float32)))
+        fa = [(ref(a + eps * e, b) - ref(a - eps * e, b)) / (2 * eps) for e in np.eye(m)]
+        fb = [(ref(a, b + eps * e) - ref(a, b - eps * e)) / (2 * eps) for e in np.eye(n)]
+        scale = max(1.0, np.abs(fa).max(), np.abs(fb).max())
+        np.testing.assert_allclose(_pad(ga.to_numpy(), (m,)), fa, rtol=0, atol=1e-4 * scale)
+        np.testing.assert_allclose(_pad(gb.to_numpy(), (n,)), fb, rtol=0, atol=1e-4 * scale)
+    assert dl.cache_info()["compiles"] == 1
+    # the gradient program runs natively: the forward and backward conds (the direct conv's
+    # derivative gathers only, so no scatter without a symbolic lowering sends a branch back to
+    # the reference interpreter)
+    sym = native_specialize.symbolic_executable(dl.lower(vsla.array(a), vsla.array(b)).program)
+    kinds = [st.kind for st in sym.schedule.steps]
+    assert "fallback" not in kinds and kinds.count("cond") == 4, kinds

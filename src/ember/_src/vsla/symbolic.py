@@ -17,6 +17,9 @@ import numpy as np
 import ember.numpy as enp
 from ember import lax
 from ember._src import shapes as sh
+from ember._src.custom_derivatives import custom_jvp
+from ember._src.dynamic import dimension_as_value
+from ember._src.prims.fft import fft as lax_fft
 
 Pair = tuple[Any, Any]
 
@@ -65,35 +68,92 @@ def binary(a: Pair, b: Pair, op: Callable[[Any, Any], Any]) -> Pair:
     return op(extend(x, cap), extend(y, cap)), enp.maximum(lx, ly)
 
 
-def conv(a: Pair, b: Pair, use_fft: bool) -> Pair:
+CONV_METHODS = ("auto", "direct", "fft")
+
+
+def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
     """Model A: convolution on the last axis; leading axes are batch (promoted).
 
     The output capacity is ``ca + cb - 1`` (it holds the longest result ``m + n - 1``); the slack of
-    both operands is zero, so the direct kernel needs no length masks. The FFT path needs a static
-    transform length, so it is only taken when the capacities are static (``capacity="static"``).
+    both operands is zero, so neither path needs length masks on its inputs. ``method="fft"``
+    transforms at length ``2 * max(ca, cb)`` (a power of two for bucketed capacities, which are
+    powers of two; any length works), a symbolic size when the capacities are; ``"auto"`` takes
+    the FFT when ``ca * cb > threshold``: decided while tracing when the capacities are static, else
+    a runtime branch (``lax.cond``) with both paths compiled into the one program. Complex and
+    integer operands always take the direct path.
     """
     (x, lx), (y, ly) = a, b
     batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
     x = extend(x, batch + [x.shape[-1]])
     y = extend(y, batch + [y.shape[-1]])
     ca, cb = x.shape[-1], y.shape[-1]
-    co = ca + cb - 1
-    dtype = enp.result_type(x.dtype, y.dtype)
-    if use_fft:
-        size = 1 << (int(co) - 1).bit_length()
-        out = enp.fft.irfft(enp.fft.rfft(x, n=size) * enp.fft.rfft(y, n=size), n=size)[..., :co]
-        out = out.astype(dtype)  # rounding noise past m + n - 1 is masked below
-    else:
-        k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
-        valid = (k >= 0) & (k < cb)
-        toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
-        out = enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+    dtype = np.dtype(enp.result_type(x.dtype, y.dtype))
     m, n = lx[-1], ly[-1]
     last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
-    if use_fft:
-        out = enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
-    lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]])
-    return out, lengths.astype(np.int32)
+    lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]]).astype(np.int32)
+    if method == "direct" or dtype not in (np.float32, np.float64):
+        return _conv_direct(x, y, dtype), lengths
+    if method == "fft":
+        return _conv_fft(x, y, last, dtype), lengths
+    big = ca * cb
+    if not sh.is_symbolic(big):
+        out = _conv_fft(x, y, last, dtype) if big > threshold else _conv_direct(x, y, dtype)
+        return out, lengths
+    pred = dimension_as_value(big, np.int32) > threshold
+    out = lax.cond(pred, lambda u, v, t: _conv_fft(u, v, t, dtype),
+                   lambda u, v, t: _conv_direct(u, v, dtype), x, y, last)
+    return out, lengths
+
+
+def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+    return _direct(x, y).astype(dtype)
+
+
+def _toeplitz_conv(x: Any, y: Any) -> Any:
+    """One fused multiply-and-sum over a Toeplitz gather of ``y`` (the ``co x ca`` matrix is never
+    stored)."""
+    dtype = enp.result_type(x.dtype, y.dtype)
+    ca, cb = x.shape[-1], y.shape[-1]
+    co = ca + cb - 1
+    k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
+    valid = (k >= 0) & (k < cb)
+    toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
+    return enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+
+
+@custom_jvp
+def _direct(x: Any, y: Any) -> Any:
+    """The direct conv, whose derivative is written with the gathered operand held fixed: the
+    tangent ``conv(tx, y) + conv(ty, x)`` (conv commutes) is linear in the multiplied operand only,
+    so its transpose is a broadcast and a product, with no scatter (the transpose of the gather,
+    which has no native lowering at symbolic sizes)."""
+    return _toeplitz_conv(x, y)
+
+
+@_direct.defjvp
+def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    (x, y), (tx, ty) = primals, tangents
+    return _direct(x, y), _toeplitz_conv(tx, y) + _toeplitz_conv(ty, x)
+
+
+def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
+    """The FFT conv's transform length for capacities ``ca``, ``cb``: ``next_pow2(ca + cb - 1)`` when
+    both are ints, else ``2 * max(ca, cb)`` (the same power of two for power-of-two capacities
+    above 1, and at least ``ca + cb - 1`` for any)."""
+    if isinstance(ca, int) and isinstance(cb, int):
+        return 1 << (ca + cb - 2).bit_length()
+    return 2 * sh.dmax(ca, cb)
+
+
+def _conv_fft(x: Any, y: Any, last: Any, dtype: np.dtype) -> Any:
+    """Real FFTs of both operands zero-extended to :func:`fft_length`, their product's inverse cut
+    to ``ca + cb - 1``; the rounding noise past the logical length ``last`` is masked to zero."""
+    ca, cb = x.shape[-1], y.shape[-1]
+    co, size = ca + cb - 1, fft_length(ca, cb)
+    spec = [lax_fft(extend(v.astype(dtype), [*v.shape[:-1], size]), "RFFT", (size,)) for v in (x, y)]
+    full = lax_fft(spec[0] * spec[1], "IRFFT", (size,))
+    out = lax.slice(full, [0] * full.ndim, [*full.shape[:-1], co])
+    return enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
 
 
 def minimal_lengths(data: Any) -> Any:

@@ -232,9 +232,10 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     """Model A product: convolution on the last axis (leading axes are batch, promoted).
 
     ``method`` is ``"auto"`` (direct below ``FFT_THRESHOLD`` of ``m * n``, FFT above), ``"direct"``
-    or ``"fft"``. Under ``vsla.jit`` the sizes are runtime values: ``"auto"`` decides on the
-    capacities when they are static (``capacity="static"``) and takes the direct kernel when they
-    are symbolic; ``"fft"`` needs static capacities (the transform length is a compile-time size).
+    or ``"fft"``. Under ``vsla.jit`` the sizes are runtime values and ``"auto"`` decides on the
+    capacities ``ca * cb``: while tracing when they are static (``capacity="static"``), else by a
+    runtime branch with both paths in the one compiled program; ``"fft"`` transforms at the
+    symbolic length ``2 * max(ca, cb)`` there.
     """
     if method not in ("auto", "direct", "fft"):
         raise ValueError(f"vsla.conv: method must be 'auto', 'direct' or 'fft', got {method!r}")
@@ -244,7 +245,7 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     if a.ndim == 0:
         raise ValueError("vsla.conv: operands need at least one axis")
     if any_symbolic(a, b):
-        return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), _symbolic_fft(a, b, method))))
+        return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), method, FFT_THRESHOLD)))
     m, n = a.shape[-1], b.shape[-1]
     batch = tuple(max(x, y) for x, y in zip(a.shape[:-1], b.shape[:-1]))
     length = 0 if m == 0 or n == 0 else m + n - 1
@@ -262,19 +263,8 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     return VArray(enp.pad(out, pad), shape)
 
 
-FFT_THRESHOLD = 4096
+FFT_THRESHOLD = 256
 """``m * n`` above which conv uses the FFT path (measured crossover under jit, see docs/vsla.md)."""
-
-
-def _symbolic_fft(a: VArray, b: VArray, method: str) -> bool:
-    """The FFT choice of a runtime-length conv: from the capacities, which must be static for FFT."""
-    ca, cb = a.data.shape[-1], b.data.shape[-1]
-    static = isinstance(ca, int) and isinstance(cb, int)
-    if method == "fft" and not static:
-        raise TracerError("vsla.conv(method='fft'): the FFT length is a compile-time size, but the "
-                          "capacities are symbolic under vsla.jit; use method='direct', or "
-                          "vsla.jit(..., capacity='static') (one compile per capacity bucket)")
-    return method == "fft" or (method == "auto" and static and ca * cb > FFT_THRESHOLD)
 
 
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:

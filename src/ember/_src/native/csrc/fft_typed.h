@@ -37,12 +37,13 @@ static void EM_T(em_rows_out)(ELT *dst, const int64_t *base, int w, int64_t n, c
         }
     }
 }
-/* transform every line along the middle axis of a complex (outer, n, inner) array; src may be dst */
+/* transform the lines along the middle axis of a complex (outer, n, inner) array, groups [g0, g1) of
+   EM_FW lines; src may be dst */
 static void EM_T(em_fft_axis)(const ELT *src, ELT *dst, int64_t outer, int64_t n, int64_t inner,
-                          const em_fft_plan *p, em_vz *line, em_vz *res, double scale) {
+                          const em_fft_plan *p, em_vz *line, em_vz *res, double scale, int64_t g0, int64_t g1) {
     const int64_t lines = outer * inner, st = 2 * inner;
     const em_v zero = {0};
-    for (int64_t l0 = 0; l0 < lines; l0 += EM_FW) {
+    for (int64_t l0 = g0 * EM_FW; l0 < lines && l0 < g1 * EM_FW; l0 += EM_FW) {
         const int w = lines - l0 < EM_FW ? (int)(lines - l0) : EM_FW;
         int64_t base[EM_FW];
         for (int r = 0; r < w; ++r) base[r] = 2 * (((l0 + r) / inner) * n * inner + (l0 + r) % inner);
@@ -83,10 +84,10 @@ static void EM_T(em_fft_axis)(const ELT *src, ELT *dst, int64_t outer, int64_t n
 /* real (outer, n) -> complex (outer, n/2 + 1). half: p is the plan of length n/2 (n even), whose
    transform of z_j = x_2j + i x_2j+1 splits into the spectrum; else p has length n. */
 static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n, const em_fft_plan *p,
-                           int half, em_vz *line, em_vz *res) {
+                           int half, em_vz *line, em_vz *res, int64_t g0, int64_t g1) {
     const int64_t nh = n / 2 + 1, m = p->n;
     const em_v zero = {0};
-    for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
+    for (int64_t o0 = g0 * EM_FW; o0 < outer && o0 < g1 * EM_FW; o0 += EM_FW) {
         const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
         int64_t base[EM_FW], obase[EM_FW];
         for (int r = 0; r < w; ++r) { base[r] = (o0 + r) * n; obase[r] = 2 * (o0 + r) * nh; }
@@ -113,10 +114,10 @@ static void EM_T(em_rfft_last)(const ELT *x, ELT *out, int64_t outer, int64_t n,
    one half-length spectrum whose inverse holds x_2j + i x_2j+1; else p has length n. The imaginary
    parts of the DC and Nyquist bins are ignored (NumPy's irfft does the same). */
 static void EM_T(em_irfft_last)(const ELT *h, ELT *out, int64_t outer, int64_t n, const em_fft_plan *p,
-                            int half, em_vz *line, em_vz *res, double scale) {
+                            int half, em_vz *line, em_vz *res, double scale, int64_t g0, int64_t g1) {
     const int64_t nh = n / 2 + 1, m = p->n;
     const em_v zero = {0};
-    for (int64_t o0 = 0; o0 < outer; o0 += EM_FW) {
+    for (int64_t o0 = g0 * EM_FW; o0 < outer && o0 < g1 * EM_FW; o0 += EM_FW) {
         const int w = outer - o0 < EM_FW ? (int)(outer - o0) : EM_FW;
         int64_t base[EM_FW], obase[EM_FW];
         for (int r = 0; r < w; ++r) { base[r] = 2 * (o0 + r) * nh; obase[r] = (o0 + r) * n; }
@@ -140,4 +141,33 @@ static void EM_T(em_irfft_last)(const ELT *h, ELT *out, int64_t outer, int64_t n
         if (half) EM_T(em_rows_out)(out, obase, w, m, res, scale);
         else for (int r = 0; r < w; ++r) for (int64_t j = 0; j < m; ++j) out[obase[r] + j] = (ELT)(res[j].re[r] * scale);
     }
+}
+/* One transform step over groups of EM_FW lines, as a chunk function of ember's thread pool
+   (em_par): kind 0 em_fft_axis, 1 em_rfft_last, 2 em_irfft_last. Thread tid works in its own
+   scratch (scratch + tid * stride em_vz: Bluestein's two buffers, then the line and result
+   buffers) with a copy of the plan pointing there; the tables are shared, read only. */
+typedef struct {
+    int kind, half;
+    const ELT *src; ELT *dst;
+    int64_t outer, n, inner;
+    const em_fft_plan *p;
+    em_vz *scratch; int64_t stride;
+    double scale;
+} EM_T(em_fft_job);
+static EM_TASK_ATTR void EM_T(em_fft_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
+    const EM_T(em_fft_job) *j = (const EM_T(em_fft_job) *)c;
+    em_fft_plan p = *j->p;
+    em_vz *s = j->scratch + tid * j->stride;
+    p.a = s; p.c = s + p.m2;
+    em_vz *line = s + 2 * p.m2, *res = line + j->n;
+    if (j->kind == 0) EM_T(em_fft_axis)(j->src, j->dst, j->outer, j->n, j->inner, &p, line, res, j->scale, lo, hi);
+    else if (j->kind == 1) EM_T(em_rfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, lo, hi);
+    else EM_T(em_irfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, j->scale, lo, hi);
+}
+/* run a job over all its line groups: on the pool when there are at least two groups and `par`
+   (the work is above the parallel threshold), on at most nt threads (the scratch's copies) */
+static void EM_T(em_fft_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
+    const int64_t groups = (lines + EM_FW - 1) / EM_FW;
+    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fft_task), j, groups, nt, nt, 4);
+    else EM_T(em_fft_task)(j, 0, groups, 0);
 }

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.native import opinfo
 from ember._src.native.emit import c_ops
 from ember._src.native.emit.c_ops import ctype, literal
@@ -54,6 +55,7 @@ class CallCode:
     helpers: dict[str, str]  # name -> static C definition (shared across steps)
     openmp: bool = False
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
+    num_threads: int | None = None  # the ``num_threads`` option (None: the default)
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -69,14 +71,16 @@ class CallCode:
 
 
 def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = None,
-             workspace: Callable[[Eqn], int] | None = None, complex_ok: bool = False,
-             inplace: int | None = None) -> Callable:
+             workspace: Callable[[Eqn], Any] | None = None, complex_ok: bool = False,
+             inplace: int | None = None, symbolic_ok: bool = False) -> Callable:
     """Decorator registering ``emit`` as the call lowering of primitive ``name`` in the op-info
     registry (``detail``: what it does, for the feature table; ``complex_ok``: it also handles
     complex operands, otherwise an equation with one stays a fallback step; ``inplace``: the
-    operand whose buffer the result may reuse)."""
+    operand whose buffer the result may reuse; ``symbolic_ok``: it renders symbolic sizes as C
+    expressions, otherwise an equation with one stays a fallback step)."""
     def deco(fn: Callable[[Eqn, CallCode], list[str]]) -> Callable:
-        low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok)
+        low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok,
+                           symbolic_ok)
         opinfo.register(name, OpCategory.CALL, detail, call=low, inplace=inplace)
         return fn
 
@@ -93,7 +97,7 @@ def lowerable(e: Eqn) -> bool:
         return False
     if not low.complex_ok and any(c_ops.is_complex(np.dtype(a.dtype)) for a in avals):
         return False
-    if any(not isinstance(d, int) for a in avals for d in a.shape):
+    if not low.symbolic_ok and any(not isinstance(d, int) for a in avals for d in a.shape):
         return False
     return bool(low.accepts(e))
 
@@ -104,10 +108,13 @@ def inplace_operand(e: Eqn) -> int | None:
     return i.inplace if i is not None and i.call is not None else None
 
 
-def workspace_bytes(e: Eqn) -> int:
-    """Bytes of arena scratch the call step of ``e`` needs (0: none)."""
+def workspace_bytes(e: Eqn) -> Any:
+    """Bytes of arena scratch the call step of ``e`` needs (0: none; a ``DimExpr`` when symbolic)."""
     low = opinfo.call_lowering(e.prim)
-    return int(low.workspace(e)) if low is not None else 0
+    if low is None:
+        return 0
+    ws = low.workspace(e)
+    return ws if isinstance(ws, sh.DimExpr) else int(ws)
 
 
 def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -> list[str]:
@@ -118,7 +125,8 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
-                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))
+                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
+                  getattr(opts, "num_threads", None))
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)

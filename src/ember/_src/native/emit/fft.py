@@ -23,6 +23,19 @@ workspace; twiddle tables from static storage, see below).
   first call and reused by every later one. A state word (empty / being filled / ready, atomic
   compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
   builds its own copy in the workspace.
+* **Threads.** A step's lines go through in groups of ``EM_FW``; when the work (``lines * n * 8``)
+  reaches the parallel threshold (OpenMP on), the groups run on ember's thread pool
+  (``em_par``: chunks claimed by compare-and-swap, the caller working too) on up to
+  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times)
+  and a copy of the plan pointing there; the tables are shared. Every line is transformed alone,
+  so results do not depend on the thread count.
+* **Runtime lengths.** When a size is symbolic (named dynamic axes: one compile for every
+  length), lengths and line counts are C expressions over the axis values; the C code factors the
+  length with the same rules when the program runs (``fft_runtime.h``) and keeps its tables in a
+  per-program cache of 64 slots keyed by (length, direction, real split), each table allocated
+  once; slots are claimed by compare-and-swap, and a call that finds no free slot builds its
+  tables in its workspace, which is sized for the worst case of any length (Bluestein, ``m2 <
+  4n``). The real split (even length) is chosen at run time.
 * **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
   step, then the half-length inverse); odd ``n`` transforms the full complex line.
@@ -38,22 +51,23 @@ workspace; twiddle tables from static storage, see below).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.native.csrc import load
 from ember._src.native.emit.calls import CallCode, register
+from ember._src.native.plan.symdims import cdim, is_sym
 from ember._src.program import Eqn, Literal
 
 BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
+THREADS = max(1, min(os.cpu_count() or 1, 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
 _CORE = load("fft_core.h")
-
-# Per element type ELT (float or double): complex arrays are interleaved (re, im) pairs of T.
-
-
+_RUNTIME = load("fft_runtime.h")
 
 def _factors(n: int) -> list[int]:
     """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
@@ -122,17 +136,27 @@ def _axes(e: Eqn) -> tuple[tuple, tuple, str, tuple]:
         tuple(e.params["fft_lengths"])
 
 
+def _symbolic(e: Eqn) -> bool:
+    """Whether a size of ``e`` is symbolic (its lengths are then known only at run time)."""
+    shape, oshape, _, lengths = _axes(e)
+    return any(is_sym(d) for d in (*shape, *oshape, *lengths))
+
+
 def _empty(e: Eqn) -> bool:
+    if _symbolic(e):
+        return False  # decided at run time (_fft_runtime)
     shape, oshape, _, lengths = _axes(e)
     return math.prod(shape) == 0 or math.prod(oshape) == 0 or 0 in lengths
 
 
-def _copy_bytes(e: Eqn) -> int:
-    """Bytes of the IRFFT workspace copy of the operand (multi-axis IRFFT only), 64-aligned."""
+def _copy_bytes(e: Eqn) -> sh.Dim:
+    """Bytes of the IRFFT workspace copy of the operand (multi-axis IRFFT only), 64-aligned when
+    static (a symbolic size is followed by the workspace's 64 bytes of alignment slack)."""
     shape, _, ft, lengths = _axes(e)
     if ft != "IRFFT" or len(lengths) == 1:
         return 0
-    return -(-math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize // 64) * 64
+    nbytes = sh.size(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize
+    return nbytes if is_sym(nbytes) else -(-nbytes // 64) * 64
 
 
 def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
@@ -150,11 +174,15 @@ def _sizes(e: Eqn) -> tuple[int, int]:
     return max(_scratch_vz(n, pn) for n, pn, _ in st), max(_table_elems(pn, h) for _, pn, h in st)
 
 
-def _workspace(e: Eqn) -> int:
+def _workspace(e: Eqn) -> sh.Dim:
+    if _symbolic(e):  # bounds over every runtime length (Bluestein's m2 < 4n; _fft_runtime)
+        ns = _axes(e)[3]
+        per_thread = sum(10 * n for n in ns) * _VZ
+        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(10 * n + 1 for n in ns) * _Z
     if _empty(e):
         return 0
     nv, nt = _sizes(e)
-    return _copy_bytes(e) + 64 + nv * _VZ + nt * _Z
+    return _copy_bytes(e) + 64 + nv * _VZ * THREADS + nt * _Z
 
 
 def _accepts(e: Eqn) -> bool:
@@ -174,34 +202,55 @@ def _plan(name: str, n: int, inv: bool, half: bool = False) -> list[str]:
             f"{name}t_, &{name}s_, zt_, zv_);"]
 
 
-@register("fft", "mixed-radix / Bluestein FFT in C, SIMD across lines, over each transformed axis (fft.py)",
-          _accepts, _workspace, complex_ok=True)
-def _fft(e: Eqn, cc: CallCode) -> list[str]:
-    shape, oshape, ft, lengths = _axes(e)
-    out_d = np.dtype(e.outvars[0].aval.dtype)
-    if _empty(e):
-        size = math.prod(oshape) * out_d.itemsize
-        return [f"memset({cc.outs[0]}, 0, {size});"] if size else []
+def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, inner: sh.Dim, half: str,
+         scale: str, stride: str, cc: CallCode) -> list[str]:
+    """C lines running one step's line groups (``em_fft_run``: kind 0 an axis, 1 the RFFT last axis, 2
+    the IRFFT one) with plan ``pl_`` and per-thread scratch of ``stride`` em_vz from ``zv_``; on
+    the thread pool when OpenMP is on and the work (``lines * n * 8``) reaches the parallel
+    threshold, decided at run time for symbolic sizes, on at most :data:`THREADS` threads (fewer
+    with the ``num_threads`` option)."""
+    lines, nc = cdim(sh.size([outer, inner])), n if isinstance(n, str) else cdim(n)
+    work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
+    return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
+            f"zv_, {stride}, {scale}}};",
+            f"em_fft_run_{s}(&j_, {lines}, {work}, {min(THREADS, cc.num_threads or THREADS)});"]
+
+
+def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
+    """Register the FFT helpers for the operand's precision; ``(C real type, name suffix)``."""
     real_t = "float" if np.dtype(e.inputs[0].aval.dtype) in (np.float32, np.complex64) else "double"
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
     cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
               + "#undef EM_T\n#undef ELT\n")
+    return real_t, s
+
+
+@register("fft", "mixed-radix / Bluestein FFT in C, SIMD across lines, over each transformed axis; "
+          "static or runtime (symbolic) lengths (fft.py)", _accepts, _workspace, complex_ok=True,
+          symbolic_ok=True)
+def _fft(e: Eqn, cc: CallCode) -> list[str]:
+    if _symbolic(e):
+        return _fft_runtime(e, cc)
+    shape, oshape, ft, lengths = _axes(e)
+    out_d = np.dtype(e.outvars[0].aval.dtype)
+    if _empty(e):
+        size = math.prod(oshape) * out_d.itemsize
+        return [f"memset({cc.outs[0]}, 0, {size});"] if size else []
+    real_t, s = _helpers(e, cc)
     nd, k = len(oshape), len(lengths)
     inv = ft in ("IFFT", "IRFFT")
     cpy = _copy_bytes(e)
     x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
     nv, _ = _sizes(e)
     lines = [f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
-             f"em_z *zt_ = (em_z *)(zv_ + {nv});"]
+             f"em_z *zt_ = (em_z *)(zv_ + {nv * THREADS});"]
 
     def axis_step(src: str, dst: str, axis: int, shp: tuple) -> list[str]:
         n = int(shp[axis])
         outer, inner = math.prod(shp[:axis]), math.prod(shp[axis + 1:])
         scale = repr(1.0 / n) if inv else "1.0"
-        body = _plan("pl_", n, inv)
-        body.append(f"em_fft_axis_{s}({src}, {dst}, {outer}, {n}, {inner}, &pl_, zv_ + 2 * pl_.m2, "
-                    f"zv_ + 2 * pl_.m2 + {n}, {scale});")
+        body = _plan("pl_", n, inv) + _run(s, 0, src, dst, outer, n, inner, "0", scale, str(nv), cc)
         return ["{", *("    " + b for b in body), "}"]
 
     if ft in ("FFT", "IFFT"):
@@ -214,10 +263,9 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
     outer_last = math.prod(shape[:-1])
     half = _half(ft, n_last)
     pn = n_last // 2 if half else n_last
-    bufs = f"zv_ + 2 * pl_.m2, zv_ + 2 * pl_.m2 + {n_last}"
     if ft == "RFFT":
         body = _plan("pl_", pn, False, half)
-        body.append(f"em_rfft_last_{s}({x}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs});")
+        body += _run(s, 1, x, y, outer_last, n_last, 1, str(int(half)), "1.0", str(nv), cc)
         lines += ["{", *("    " + b for b in body), "}"]
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(y, y, axis, oshape)
@@ -231,6 +279,64 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(h, h, axis, shape)
     body = _plan("pl_", pn, True, half)
-    body.append(f"em_irfft_last_{s}({h}, {y}, {outer_last}, {n_last}, &pl_, {int(half)}, {bufs}, "
-                f"{1.0 / n_last!r});")
+    body += _run(s, 2, h, y, outer_last, n_last, 1, str(int(half)), repr(1.0 / n_last), str(nv), cc)
     return lines + ["{", *("    " + b for b in body), "}"]
+
+
+def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
+    """The transform when a size is symbolic: lengths, line counts and the real-split choice are C
+    expressions over the axis values, each plan comes from the per-length cache of
+    ``fft_runtime.h`` (``em_fft_make_rt``), and the workspace is sized for the worst case of every
+    length (:func:`_workspace`)."""
+    shape, oshape, ft, lengths = _axes(e)
+    out_item = np.dtype(e.outvars[0].aval.dtype).itemsize
+    real_t, s = _helpers(e, cc)
+    cc.helper("em_fft_runtime", _RUNTIME)
+    nd, k = len(oshape), len(lengths)
+    inv = int(ft in ("IFFT", "IRFFT"))
+    nv = cdim(sum(10 * n for n in lengths))
+    x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
+    cpy = cdim(_copy_bytes(e))
+    empty = " || ".join([f"{cdim(sh.size(shape))} == 0", f"{cdim(sh.size(oshape))} == 0",
+                         *(f"{cdim(n)} == 0" for n in lengths)])
+    lines = [f"if ({empty}) {{",
+             f"    memset({cc.outs[0]}, 0, (size_t){cdim(sh.size(oshape))} * {out_item});",
+             "} else {",
+             f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
+             f"em_z *zt_ = (em_z *)(zv_ + {nv} * {THREADS});",
+             "int32_t lf_[2 * EM_FFT_MAXFAC];"]
+
+    def plan(n: str, inv_: int, half: str) -> list[str]:
+        return ["em_fft_plan pl_;", f"em_fft_make_rt(&pl_, {n}, {inv_}, {half}, lf_, zt_, zv_);"]
+
+    def axis_step(src: str, dst: str, axis: int, shp: tuple) -> list[str]:
+        n = cdim(shp[axis])
+        shp_outer, shp_inner = sh.size(shp[:axis]), sh.size(shp[axis + 1:])
+        scale = f"1.0 / (double){n}" if inv else "1.0"
+        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc)
+        return ["{", *("    " + b for b in body), "}"]
+
+    if ft in ("FFT", "IFFT"):
+        src = x
+        for axis in range(nd - 1, nd - k - 1, -1):
+            lines += axis_step(src, y, axis, oshape)
+            src = y
+        return lines + ["}"]
+    n_last = cdim(lengths[-1])
+    last = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
+            *plan("half_ ? n_ / 2 : n_", inv, "half_")]
+    if ft == "RFFT":
+        last += _run(s, 1, x, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0", nv, cc)
+        lines += ["{", *("    " + b for b in last), "}"]
+        for axis in range(nd - 2, nd - k - 1, -1):
+            lines += axis_step(y, y, axis, oshape)
+        return lines + ["}"]
+    h = x
+    if k > 1:  # IRFFT: inverse complex FFTs over the leading transformed axes in a workspace copy
+        h = f"(({real_t} *)({cc.ws}))"
+        nbytes = cdim(sh.size(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize)
+        lines.append(f"memcpy({h}, {x}, (size_t){nbytes});")
+        for axis in range(nd - 2, nd - k - 1, -1):
+            lines += axis_step(h, h, axis, shape)
+    last += _run(s, 2, h, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0 / (double)n_", nv, cc)
+    return lines + ["{", *("    " + b for b in last), "}", "}"]
