@@ -672,7 +672,8 @@ def test_unread_scan_inputs_are_dropped():
 
 
 def test_generating_the_source_twice_gives_the_same_program():
-    from ember._src.native.emit.codegen import CodegenOptions, generate
+    from ember._src.native.emit.codegen import generate
+    from ember._src.native.emit.context import CodegenOptions
     k = np.array([2.0, 3.0], np.float32)
     av = ShapedArray((2,), np.float32)
     body, _ = trace_to_program(lambda c, x: [c * k + x], [av, av])

@@ -1,6 +1,6 @@
 """Weights passed as arguments, packed once: when the same ember Array comes back as the ``B`` of
 a float32 product, the C dispatcher keeps a packed copy for it and the program calls the GEMM
-kernel's prepacked entry on it (``codegen._argument_packed_b``, ``dispatch_src.py``). These tests
+kernel's prepacked entry on it (``gemm._argument_packed_b``, ``dispatch_src.py``). These tests
 check the values against float64 NumPy and against programs that never pack, and that only an
 immutable ember Array is ever cached: a NumPy argument changed in place is always read afresh."""
 

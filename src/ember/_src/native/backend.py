@@ -221,7 +221,7 @@ class NativeExecutable:
         self.source = gen.source
         self._fallback_steps = gen.fallback_steps
         self._body_consts = gen.extra_consts  # derived constants (abi.const_ref(k))
-        self._packed_args = gen.packed_args  # products whose B is an argument (codegen._argument_packed_b)
+        self._packed_args = gen.packed_args  # products whose B is an argument (gemm._argument_packed_b)
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
@@ -349,7 +349,7 @@ class NativeExecutable:
         else:
             self._fn = None
         if "em_sk_fn()" in source or "em_skp_fn()" in source:
-            gemm_kernel.load()  # what C generation would have started (see codegen._small_sgemm_call)
+            gemm_kernel.load()  # what C generation would have started (see gemm._small_sgemm_call)
         self._gil_release = releases_gil
         self.program_cache_hit = True
         return True

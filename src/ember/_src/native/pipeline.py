@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ember._src import shapes as sh
-from ember._src.native.emit.codegen import CodegenOptions, Generated, generate
+from ember._src.native.emit.codegen import generate
+from ember._src.native.emit.context import CodegenOptions, Generated
 from ember._src.native.options import NativeOptions
 from ember._src.native.plan.planner import MemoryPlan, plan_memory
 from ember._src.native.plan.symlayout import ArenaLayout

@@ -46,7 +46,8 @@ from ember._src.native.backend import (
     run_fallback_step,
 )
 from ember._src.native.emit import c_ops
-from ember._src.native.emit.codegen import INT_MAX, gemm_dims
+from ember._src.native.emit.context import INT_MAX
+from ember._src.native.emit.gemm import gemm_dims
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import lower
 from ember._src.native.runtime import compiler, interrupt

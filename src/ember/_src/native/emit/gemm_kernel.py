@@ -509,7 +509,7 @@ def packed_argument(b: np.ndarray, src: int, target: Isa | None = None) -> np.nd
     """:func:`prepack_b` of ``b`` (``op(B)``, ``k x n``) behind a 64-byte header whose first 8 bytes
     hold ``src``, the address of the argument it was packed from. A program given this for an
     argument ``B`` uses it only while the argument's data pointer is ``src`` (see
-    ``codegen._argument_packed_b``); the 64-byte aligned data starts at element
+    ``gemm._argument_packed_b``); the 64-byte aligned data starts at element
     :data:`PACK_HEADER_FLOATS`."""
     data = prepack_b(b, target)
     raw = np.zeros(PACK_HEADER_FLOATS + data.size + 16, np.float32)

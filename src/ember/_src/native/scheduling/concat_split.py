@@ -10,7 +10,7 @@ stack over two spatial axes), up to :data:`MAX_PARTS` boxes.
 
 The boxes share the loops over the dims before the first cut (``n_outer`` of each part): the
 generated code opens those loops once and runs the parts one after another inside, so the
-writes of one row stay together (see ``codegen._KernelEmitter.emit_split``).
+writes of one row stay together (see ``kernels.KernelEmitter.emit_split``).
 """
 
 from __future__ import annotations

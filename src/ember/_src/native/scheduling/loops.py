@@ -64,15 +64,10 @@ from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
 from ember._src.native import abi, opinfo
 from ember._src.native.emit.c_ops import ctype, literal
-from ember._src.native.emit.codegen import (
-    CodegenOptions,
-    Generated,
-    _axis_decls,
-    _Ctx,
-    emit_steps,
-    gemm_dims,
-    gemm_fn,
-)
+from ember._src.native.emit.codegen import emit_steps
+from ember._src.native.emit.context import CodegenOptions, EmitContext, Generated
+from ember._src.native.emit.gemm import gemm_dims, gemm_fn
+from ember._src.native.emit.pooled import axis_decls
 from ember._src.native.plan import scratch
 from ember._src.native.plan import symdims as sd
 from ember._src.native.plan.planner import (
@@ -370,7 +365,7 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _BodyCtx(_Ctx):
+class _BodyCtx(EmitContext):
     """Buffer addresses inside a body function: inputs/outputs are its pointer parameters,
     constants come from ``fns``, intermediates from its own ``arena``."""
 
@@ -394,7 +389,7 @@ class _BodyCtx(_Ctx):
         return small_gemm(step, self, has_c, alpha, beta)
 
 
-def small_gemm(step: Step, ctx: _Ctx, has_c: bool, alpha: float, beta: float) -> list[str] | None:
+def small_gemm(step: Step, ctx: EmitContext, has_c: bool, alpha: float, beta: float) -> list[str] | None:
     """C loops for a float ``gemm`` with at most :data:`SMALL_GEMM_FLOPS` multiply-adds (a
     matrix-vector product or rank-1 update of an RNN step), or None for larger ones. Forms: a
     matrix times a vector as dot products over four rows at a time (four independent vector
@@ -500,7 +495,7 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     params = ["char *arena", "void **fns", "const int64_t *dims"]
     params += [f"char *in{i}" for i in range(len(body.program.invars))]
     params += [f"char *out{k}" for k in range(body.plan.n_outputs)]
-    decls = "".join(ln + "\n" for ln in _axis_decls(opts))  # symbolic: axis values and offsets in dims
+    decls = "".join(ln + "\n" for ln in axis_decls(opts))  # symbolic: axis values and offsets in dims
     funcs.append(f"static inline void {body.name}({', '.join(params)}) {{\n    (void)arena; (void)fns; "
                  "(void)dims;\n" + decls + "\n".join(lines) + "\n}\n")
 
@@ -551,7 +546,7 @@ def _call(body: Body, ws: str, ins: list[str], dests: list[str]) -> list[str]:
 class _Atoms:
     """C pointers (``char *``) to a step's operands; literals become local arrays."""
 
-    def __init__(self, ctx: _Ctx, lines: list[str]):
+    def __init__(self, ctx: EmitContext, lines: list[str]):
         self.ctx, self.lines, self.n = ctx, lines, 0
 
     def __call__(self, a: Atom) -> str:
@@ -564,7 +559,7 @@ class _Atoms:
         return self.ctx.base(self.ctx.plan.value_buffer[a.id])
 
 
-def emit_step(step: Step, s: int, ctx: _Ctx, opts: CodegenOptions, gen: Generated,
+def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: Generated,
               funcs: list[str]) -> list[str]:
     """C statements running a native ``loop``/``cond`` step (its bodies go to ``funcs``)."""
     low: LoopLowering = step.sub

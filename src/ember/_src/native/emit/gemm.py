@@ -1,0 +1,465 @@
+"""C for ``gemm`` steps: BLAS calls (SciPy's), ember's GEMM kernel (packing, prepacked and
+argument-packed ``B``, pooled row blocks and batches), epilogues, and the inline loops of
+loop bodies; which strategy a product takes is decided here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember._src.native import abi
+from ember._src.native.emit import c_ops, gemm_kernel
+from ember._src.native.emit.c_ops import ctype, literal
+from ember._src.native.emit.context import INT_MAX, CodegenOptions, EmitContext
+from ember._src.native.emit.pooled import parallel_clause, pool_call, pool_task, pool_threads
+from ember._src.native.plan import symdims as sd
+from ember._src.native.rewrite import fused
+from ember._src.native.scheduling import index as ixm
+from ember._src.native.scheduling.schedule import Step
+from ember._src.program import Literal, Var
+
+_BLAS_TYPEDEFS = """\
+typedef void (*em_Pgemm_t)(char *, char *, int *, int *, int *, ELT *, const ELT *, int *,
+                           const ELT *, int *, ELT *, ELT *, int *);
+typedef void (*em_Pgemv_t)(char *, int *, int *, ELT *, const ELT *, int *, const ELT *, int *,
+                           ELT *, ELT *, int *);
+"""
+
+
+
+def _blas_typedefs(types: list[tuple[str, str, str]]) -> str:
+    """The ``em_?gemm_t``/``em_?gemv_t`` pointer types for ``(C type, suffix, BLAS prefix)`` rows."""
+    return "".join(_BLAS_TYPEDEFS.replace("em_P", f"em_{pre}").replace("ELT", t) for t, _, pre in types)
+
+
+
+# dtype -> (C element type, name suffix, BLAS prefix) of the em_gemm_* helpers
+GEMM_TYPES = {np.dtype(np.float32): ("float", "f32", "s"),
+              np.dtype(np.float64): ("double", "f64", "d"),
+              np.dtype(np.complex64): ("em_c64", "c64", "c"),
+              np.dtype(np.complex128): ("em_c128", "c128", "z")}
+
+
+
+def gemm_fn(dt: Any, strided: bool = False) -> str:
+    """The name of the ``em_gemm_*`` helper (``em_gemm_sv_*`` with ``strided``) for dtype ``dt``."""
+    return f"em_gemm_{'sv_' if strided else ''}{GEMM_TYPES[np.dtype(dt)][1]}"
+
+
+
+_GEMM_FN = """\
+/* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
+   C^T = op(B)^T op(A)^T (no data movement). A single row or column goes to ?gemv, which BLAS
+   libraries run much faster than a degenerate ?gemm. */
+static void em_gemm_T(void **fns, int ta, int tb, int64_t nb, int m, int n, int k, ELT alpha,
+                      ELT beta, const ELT *a, const ELT *b, ELT *c) {
+    if (m == 0 || n == 0) return;
+    int one = 1;
+    for (int64_t i = 0; i < nb; ++i) {
+        const ELT *ai = a + i * (int64_t)m * k, *bi = b + i * (int64_t)k * n;
+        ELT *ci = c + i * (int64_t)m * n;
+        if (m == 1 && k > 0) {  /* c[n] = op(B)^T a: B as column-major is n x k ('N') or k x n ('T') */
+            char tr = tb ? 'T' : 'N';
+            int rows = tb ? k : n, cols = tb ? n : k;
+            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, bi, &rows, ai, &one, &beta, ci, &one);
+        } else if (n == 1 && k > 0) {  /* c[m] = op(A) b: A as column-major is k x m or m x k */
+            char tr = ta ? 'N' : 'T';
+            int rows = ta ? m : k, cols = ta ? k : m;
+            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, ai, &rows, bi, &one, &beta, ci, &one);
+        } else {
+            char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
+            int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
+            lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
+            ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, bi, &lda, ai, &ldb, &beta, ci, &ldc);
+        }
+    }
+}
+"""
+
+
+def blas_helpers(code: str) -> str:
+    """The typedefs and ``static`` wrappers of the BLAS ``gemm``/``gemv`` calls that ``code`` (a
+    translation unit's functions) makes through ``em_gemm_<type>`` / ``em_gemm_sv_<type>``."""
+    out = ""
+    if "em_gemm_" in code:
+        complex_ = "em_gemm_c" in code or "em_gemm_sv_c" in code
+        out += _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
+        for t, name, pre in GEMM_TYPES.values():
+            for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
+                if f"{fn}(" in code:
+                    out += (text.replace("em_gemm_T", fn)
+                              .replace("em_Sgemv_t", f"em_{pre}gemv_t")
+                              .replace("em_Sgemm_t", f"em_{pre}gemm_t")
+                              .replace("GEMV", str(abi.slot(pre + "gemv")))
+                              .replace("GEMM", str(abi.slot(pre + "gemm"))).replace("ELT", t))
+    return out
+
+
+def gemm_views(step: Step) -> tuple | None:
+    """(op(a), op(b), result) strided views of a ``gemm`` step with ``views`` (see
+    :func:`.fused.layouts`), else None."""
+    e = step.eqns[0]
+    if e.params.get("views") is None:
+        return None
+    va, vb, vo, _ = fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)
+    return va, vb, vo
+
+
+
+_GEMM_SV_FN = """\
+/* Row-major C[m,n] (row stride ldc) = alpha A B + beta C with A(i, p) at a[i*rsa + p*csa] and
+   B(p, j) at b[p*rsb + j*csb], one of each pair of strides 1 (the views of a gemm step that reads
+   or writes a transposed value in place): the column-major product C^T = B^T A^T. */
+static void em_gemm_T(void **fns, int m, int n, int k, ELT alpha, ELT beta, const ELT *a,
+                      int64_t rsa, int64_t csa, const ELT *b, int64_t rsb, int64_t csb, ELT *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    char tra = csb == 1 ? 'N' : 'T', trb = csa == 1 ? 'N' : 'T';
+    int lda = (int)(csb == 1 ? rsb : csb), ldb = (int)(csa == 1 ? rsa : csa), ldc_ = (int)ldc;
+    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
+    ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldc_);
+}
+"""
+
+
+
+def gemm_dims(step: Step) -> tuple[int, int, int, int]:
+    e = step.eqns[0]
+    views = gemm_views(step)
+    if views is not None:
+        va, vb, _ = views
+        return fused.batch_size(va[0]), va[1][0], vb[2][0], va[2][0]
+    a, b = e.inputs[0], e.inputs[1]
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    ash, bsh = a.aval.shape, b.aval.shape
+    nb = ash[0] if len(ash) == 3 else 1
+    m, k = (ash[-1], ash[-2]) if ta else (ash[-2], ash[-1])
+    n = bsh[-2] if tb else bsh[-1]
+    return nb, m, n, k
+
+
+
+def gemm_fits_blas(step: Step) -> bool:
+    """float32/float64/complex64/complex128 with every extent within BLAS's ``int`` (symbolic
+    extents are checked per binding by the symbolic executable, which falls back to a static build
+    beyond it)."""
+    _, m, n, k = gemm_dims(step)
+    fits = all(sd.is_sym(d) or d <= INT_MAX for d in (m, n, k))
+    return fits and np.dtype(step.outputs[0].aval.dtype) in GEMM_TYPES
+
+
+
+def step_layouts(step: Step) -> tuple:
+    """(op(a), op(b), result) strided views of a static ``gemm`` step (see :func:`.fused.layouts`)."""
+    e = step.eqns[0]
+    return fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)[:3]
+
+
+
+def _packable_b(step: Step, ctx: EmitContext, table: dict[int, Any]) -> tuple[Var, int, int, int, int] | None:
+    """``(B, k, n, rsb, csb)`` when this unbatched float32 product's ``B`` is a Var in ``table`` (the
+    program's constants or inputs) and the prepacked entry may take the product; None otherwise."""
+    b = step.eqns[0].inputs[1]
+    if ctx.gen is None or not isinstance(b, Var) or b.id not in table or np.dtype(b.aval.dtype) != np.float32:
+        return None
+    nb, _, n, k = gemm_dims(step)
+    if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
+            or gemm_views(step) is not None:
+        return None
+    (_, (_, rsb), (_, csb)) = step_layouts(step)[1]
+    return b, int(k), int(n), int(rsb), int(csb)
+
+
+
+def _prepacked_b(step: Step, ctx: EmitContext) -> str | None:
+    """C pointer to ``op(B)`` packed for the kernel (:func:`.gemm_kernel.prepack_b`) when ``B`` of
+    this unbatched product is a program constant: packed once here, kept as a derived constant."""
+    found = _packable_b(step, ctx, ctx.consts)
+    if found is None:
+        return None
+    b, k, n, rsb, csb = found
+    value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
+    if value.dtype != np.float32 or value.size != k * n:
+        return None
+    ref = abi.const_ref(len(ctx.gen.extra_consts))
+    ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
+    return f"((const float *){ref})"
+
+
+
+def _argument_packed_b(step: Step, ctx: EmitContext) -> str | None:
+    """For an unbatched float32 product whose ``B`` is a program argument: a C expression of the
+    packed copy the runtime may keep for that argument (``const float *``, null when none), read
+    from an 8-byte cell of this program's derived constants. The C dispatcher fills the cell when an
+    ember Array (immutable) comes back as that argument (``dispatch_src.py``); the copy's header
+    holds the address it was packed from, and the program uses it only while the argument's data
+    pointer is that address (:func:`.gemm_kernel.packed_argument`)."""
+    found = _packable_b(step, ctx, ctx.inputs)
+    if found is None:
+        return None
+    b, k, n, rsb, csb = found
+    slot = len(ctx.gen.extra_consts)
+    ctx.gen.extra_consts.append(np.zeros(1, np.uint64))
+    ctx.gen.packed_args.append((slot, ctx.inputs[b.id], k, n, rsb, csb))
+    return f"(*(const float *const *){abi.const_ref(slot)})"
+
+
+
+def _kernel_rows(step: Step, prepacked: bool) -> int | None:
+    """The kernel's row limit for this product (:func:`.gemm_kernel.kernel_rows`) when it may take
+    it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
+    at run time, :func:`_rows_guard`) with everything else static; None otherwise."""
+    nb, m, n, k = gemm_dims(step)
+    if sd.is_sym(nb):
+        return None
+    if sd.is_sym(n) or sd.is_sym(k):  # attention's per-head products over a dynamic sequence
+        return None if prepacked else gemm_kernel.row_limit()  # the whole rule is tested at run time
+    rows = gemm_kernel.kernel_rows(n, k, prepacked)
+    low = gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2
+    if sd.is_sym(m):
+        return rows if rows >= low else None
+    return rows if low <= m <= rows else None
+
+
+
+def _rows_guard(step: Step, prepacked: bool) -> str:
+    """C condition that a dynamic ``m`` (or ``n``, ``k``) is within the kernel's rule ("" for
+    static sizes)."""
+    _, m, n, k = gemm_dims(step)
+    if sd.is_sym(n) or sd.is_sym(k):
+        return gemm_kernel.c_size_rule(sd.cdim(m), sd.cdim(n), sd.cdim(k))
+    if not sd.is_sym(m):
+        return ""
+    rows, cm = gemm_kernel.kernel_rows(n, k, prepacked), sd.cdim(m)
+    return f"{cm} >= {gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2} && {cm} <= {rows}"
+
+
+
+def _small_sgemm_call(step: Step, ctx: EmitContext, opts: CodegenOptions | None, alpha: float,
+                      beta: float, local: Any = frozenset(), packed: str | None = None) -> str | None:
+    """The arguments of :mod:`.gemm_kernel`'s kernel for a float32 product its size rule takes
+    (None otherwise, or where this machine cannot run it): A and B as (row, column) strides, so
+    transposes are free; batch ``bb_`` of a batched product; a dynamic ``m`` as its C expression
+    (the caller adds :func:`_rows_guard`). With ``packed`` (a C pointer to a packed ``B``: from
+    :func:`_prepacked_b`, or the argument copy of :func:`_argument_packed_b`), the arguments of its
+    prepacked-B entry instead."""
+    if np.dtype(step.outputs[0].aval.dtype) != np.float32:
+        return None
+    nb, m, n, k = gemm_dims(step)
+    if _kernel_rows(step, packed is not None) is None:
+        return None
+    if gemm_kernel.kernel_symbol() is None:
+        return None
+    gemm_kernel.load()  # builds the kernel library in the background (once); BLAS runs until then
+    e = step.eqns[0]
+    nthreads = 1
+    panels = (n + 23) // 24 if sd.is_sym(n) else gemm_kernel.panel_count(n)  # the units its threads share
+    if opts is not None and parallel_clause(opts, m * n * k, panels)[0]:
+        nthreads = opts.num_threads or 0
+    (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = step_layouts(step)
+    a, b, out = e.inputs[0], e.inputs[1], step.outputs[0]
+    epi = step.epilogue
+    bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
+    relu = int(epi is not None and epi.relu)
+    oa, ob, oo = ("0" if v.id in local else batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {sd.cdim(rsb)}, {sd.cdim(csb)}"
+    m, n, k, rsa, csa, ldc = (sd.cdim(x) for x in (m, n, k, rsa, csa, ldc))
+    return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
+            f"{bargs}, {literal(beta, np.float32)}, {ctx.ptr(out)} + {oo}, {ldc}, {bias}, {relu}, {nthreads}")
+
+
+
+def batch_offset(batch: tuple, var: str = "bb_") -> str:
+    """C offset of batch ``var`` in a view whose batch digits are ``batch`` ((size, stride), ...)."""
+    terms, inner = [], 1
+    for size, stride in reversed(batch):
+        if size == 1:
+            continue
+        digit = var if inner == 1 else f"{var} / {sd.cdim(inner)}"
+        if len(terms) < sum(sz != 1 for sz, _ in batch) - 1:  # not the outermost digit
+            digit = f"({digit}) % {sd.cdim(size)}"
+        terms.append(f"({digit}) * {sd.cdim(stride)}")
+        inner *= size
+    return "(" + " + ".join(terms[::-1]) + ")" if terms else "0"
+
+
+
+def _pooled_batches(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions | None, small: str, nb: Any,
+                    fallback: str, funcs: list[str] | None) -> str | None:
+    """A batched product on the GEMM kernel with its batches shared out on the thread pool, each
+    batch on one thread (a product per head is too small to split its columns, and one pool loop
+    replaces a fork/join per batch); None where the product is not such (one batch, loop bodies,
+    one thread, too little work)."""
+    if funcs is None or opts is None or not ctx.pooled or sd.is_sym(nb) or nb < 2:
+        return None
+    _, m, n, k = gemm_dims(step)
+    go, par_if = parallel_clause(opts, nb * m * n * k, nb)
+    if not go:
+        return None
+    one = small.rsplit(", ", 1)[0] + ", 1"  # each batch on one thread
+    task = f"em_task{s}"
+    funcs.append(pool_task(task, f"em_sk_fn_t f_ = em_sk_fn(); "
+                                  f"for (int64_t bb_ = lo_; bb_ < hi_; ++bb_) f_({one});", opts))
+    # dynamic sizes: the pool when the work is large enough, the kernel when its rule holds
+    cond = par_if[len(" if(parallel: "):-1] if par_if else ""
+    par = pool_call(task, nb, pool_threads(opts, False), 2, cond)
+    guard = _rows_guard(step, False)
+    test = f"f_ && ({guard})" if guard else "f_"
+    return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({test}) {{ {par} }} else {{ {fallback} }} }}"
+
+
+
+def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
+              funcs: list[str] | None = None, s: int = -1) -> list[str]:
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    t = ctype(dt)
+    a, b = e.inputs[0], e.inputs[1]
+    prm = e.params
+    nb, m, n, k = gemm_dims(step)
+    oshape = tuple(out.aval.shape)
+    optr = ctx.ptr(out)
+    lines: list[str] = ["{"]
+    has_c = len(e.inputs) == 3 and step.epilogue is None  # an epilogue holds the c of gemm(a, b, bias)
+    in_place = has_c and isinstance(e.inputs[2], Var) and \
+        (ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
+         or ctx.ptr(e.inputs[2]) == optr)  # a loop body updating its carry in place
+    if has_c and not in_place:  # C := broadcast(c), then beta * C is accumulated by gemm
+        c = e.inputs[2]
+        lines.append(f"    {t} *o_ = {optr};")
+        if isinstance(c, Literal):
+            src = lambda idx: literal(c.val, dt)  # noqa: E731
+        else:
+            cptr = ctx.ptr(c)
+            cstr = ixm.strides(c.aval.shape)
+            cdims = prm["c_dims"]
+
+            def src(idx: list[str]) -> str:
+                terms = [f"{idx[d]} * {sd.cdim(s)}" for d, s, sz in zip(cdims, cstr, c.aval.shape) if sz != 1]
+                return f"{cptr}[{' + '.join(terms) or '0'}]"
+        idx = [f"e{i}" for i in range(len(oshape))]
+        ostr = ixm.strides(oshape)
+        for i, sz in enumerate(oshape):
+            if i == len(oshape) - 1:
+                lines.append("    #pragma omp simd")
+            lines.append("    " * (i + 1) + f"for (int64_t e{i} = 0; e{i} < {sd.cdim(sz)}; ++e{i})")
+        oidx = " + ".join(f"{nm} * {sd.cdim(s)}" for nm, s in zip(idx, ostr)) or "0"
+        lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
+    alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
+    inline = ctx.inline_gemm(step, has_c, alpha, beta)
+    if inline is not None:
+        lines.extend("    " + ln for ln in inline)
+    elif gemm_fits_blas(step):
+        name = gemm_fn(dt)
+        small = _small_sgemm_call(step, ctx, opts, alpha, beta)
+        nbs = nb
+        views = gemm_views(step)
+        if views is not None:  # per batch: BLAS on the strided matrices (one unit stride each)
+            (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = views
+            loop = f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) " if nb != 1 else ""
+            blas = (f"{loop}{name.replace('gemm', 'gemm_sv')}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, "
+                    f"{literal(beta, dt)}, {ctx.ptr(a)} + {batch_offset(ba)}, {rsa}, {csa}, "
+                    f"{ctx.ptr(b)} + {batch_offset(bb)}, {rsb}, {csb}, {optr} + {batch_offset(bo)}, "
+                    f"{ldc});")
+            if nb == 1:
+                blas = blas.replace("bb_", "0")
+        else:
+            nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
+            blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+                    f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
+            blas += _epilogue_loop(step, ctx)
+        prepack = np.dtype(dt) == np.float32 and (opts is None or opts.prepack)
+        packed = _prepacked_b(step, ctx) if prepack else None
+        packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
+        pooled = None if small is None else _pooled_batches(step, s, ctx, opts, small, nbs, blas, funcs)
+        plain = blas if small is None else pooled or gemm_kernel.c_call(small, blas, nbs,
+                                                                        _rows_guard(step, False))
+        cell = _argument_packed_b(step, ctx) if prepack and views is None and packed_args is None else None
+        if packed_args is not None:  # a constant B: packed once when the program was built
+            lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas, _rows_guard(step, True)))
+        elif cell is not None:  # B an argument: a packed copy the runtime keeps for it, if any
+            pk = "pk_ + " + str(gemm_kernel.PACK_HEADER_FLOATS)
+            args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=pk)
+            same = f"pk_ && *(const void *const *)pk_ == (const void *)({ctx.ptr(b)})"
+            guard = " && ".join(x for x in (same, _rows_guard(step, True)) if x)
+            lines.append(f"    {{ const float *pk_ = {cell};")
+            lines.append("      " + gemm_kernel.c_call_packed(args, plain, guard))
+            lines.append("    }")
+        else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
+            lines.append("    " + plain)
+    else:
+        lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
+    if step.epilogue is not None and (inline is not None or not gemm_fits_blas(step)):
+        lines.append("    " + _epilogue_loop(step, ctx))
+    lines.append("}")
+    return lines
+
+
+
+def _epilogue_loop(step: Step, ctx: EmitContext) -> str:
+    """C loop applying a fused ``gemm`` step's epilogue (:mod:`.gemm_epilogue`) to its output in
+    place, for the paths other than the kernel (which applies it in its store); "" without one."""
+    epi = step.epilogue
+    if epi is None:
+        return ""
+    m, n = step.outputs[0].aval.shape
+    o = f"o_[i_ * {n} + j_]"
+    v = o + (" + b_[j_]" if epi.bias is not None else "")
+    put = f"{o} = v_ > 0.0f || v_ != v_ ? v_ : 0.0f;" if epi.relu else f"{o} = v_;"
+    bias = f" const float *b_ = {ctx.ptr(epi.bias)};" if epi.bias is not None else ""
+    return (f" {{ float *o_ = {ctx.ptr(step.outputs[0])};{bias} for (int64_t i_ = 0; i_ < {m}; ++i_)"
+            f" _Pragma(\"omp simd\") for (int64_t j_ = 0; j_ < {n}; ++j_)"
+            f" {{ const float v_ = {v}; {put} }} }}")
+
+
+
+def gemm_batch(step: Step, ctx: EmitContext, opts: CodegenOptions, local: Any) -> str:
+    """C statement computing batch ``bb_`` of a ``gemm`` step (no ``c``; see .batch_groups); the
+    values in ``local`` hold that batch only (offset 0)."""
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    _, m, n, k = gemm_dims(step)
+    alpha = e.params["alpha"]
+    (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = step_layouts(step)
+    a, b = e.inputs[0], e.inputs[1]
+    oa, ob, oo = ("0" if v.id in local else batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    fn = gemm_fn(dt, strided=True)
+    blas = (f"{fn}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, {literal(0.0, dt)}, {ctx.ptr(a)} + {oa}, {rsa}, "
+            f"{csa}, {ctx.ptr(b)} + {ob}, {rsb}, {csb}, {ctx.ptr(out)} + {oo}, {ldc});")
+    small = _small_sgemm_call(step, ctx, opts, alpha, 0.0, local)
+    return blas if small is None else gemm_kernel.c_call(small, blas, guard=_rows_guard(step, False))
+
+
+
+def _loop_gemm(step: Step, ctx: EmitContext, has_c: bool) -> list[str]:
+    """Integer/bool matrix product as an i-k-j loop (the j loop vectorizes)."""
+    e = step.eqns[0]
+    out = step.outputs[0]
+    dt = np.dtype(out.aval.dtype)
+    t = ctype(dt)
+    nb, m, n, k = gemm_dims(step)
+    mk, kn = sd.cdim(m * k), sd.cdim(k * n)
+    nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
+    ta, tb = e.params["trans_a"], e.params["trans_b"]
+    a_ix = f"pa[p * {m} + i]" if ta else f"pa[i * {k} + p]"
+    b_ix = f"pb[j * {k} + p]" if tb else f"pb[p * {n} + j]"
+    upd = f"crow[j] |= av & {b_ix};" if c_ops.is_bool(dt) else f"crow[j] = ({t})(crow[j] + av * {b_ix});"
+    zero = "" if has_c else f"for (int64_t j = 0; j < {n}; ++j) crow[j] = 0;"
+    return [
+        f"for (int64_t bb = 0; bb < {nb}; ++bb) {{",
+        f"    const {t} *pa = {ctx.ptr(e.inputs[0])} + bb * {mk};",
+        f"    const {t} *pb = {ctx.ptr(e.inputs[1])} + bb * {kn};",
+        f"    for (int64_t i = 0; i < {m}; ++i) {{",
+        f"        {t} *crow = {ctx.ptr(out)} + (bb * {m} + i) * {n};",
+        f"        {zero}",
+        f"        for (int64_t p = 0; p < {k}; ++p) {{",
+        f"            const {t} av = {a_ix};",
+        "            #pragma omp simd",
+        f"            for (int64_t j = 0; j < {n}; ++j) {upd}",
+        "        }",
+        "    }",
+        "}",
+    ]
