@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from ember._src import shapes as sh
 from ember._src.native.emit.codegen import generate
 from ember._src.native.emit.context import CodegenOptions, Generated
+from ember._src.native.emit.pooled import parallel_clause
 from ember._src.native.options import NativeOptions
 from ember._src.native.plan.planner import MemoryPlan, plan_memory
 from ember._src.native.plan.symlayout import ArenaLayout
 from ember._src.native.rewrite import passes as passes_mod
-from ember._src.native.scheduling import batch_groups, loops
+from ember._src.native.scheduling import batch_groups, gemm_strategy, loops
 from ember._src.native.scheduling.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.scheduling.schedule import Schedule, build_schedule
 from ember._src.program import Program
@@ -84,10 +85,15 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
         inplace=options.inplace, validate=mode != "off", symbolic=symbolic))
     if options.batch_groups and not symbolic:
         batch_groups.group_batched(sched, threads)
-    plan = plan_memory(sched, threads=threads, inplace=options.inplace)
     cg = CodegenOptions(openmp=openmp, num_threads=options.num_threads, workspace_threads=threads,
                         parallel_threshold=options.parallel_threshold, simd=options.simd, axes=axes,
                         prepack=options.prepack)
+    gemm_strategy.assign(sched, gemm_strategy.GemmContext(  # how each product runs
+        consts={v.id: c for v, c in zip(prog.constvars, prog.consts)},
+        inputs=() if symbolic else {v.id for v in prog.invars}, prepack=options.prepack,
+        pooled=openmp and options.num_threads != 1,
+        parallel=lambda work, extent: parallel_clause(cg, work, extent)[0]))
+    plan = plan_memory(sched, threads=threads, inplace=options.inplace)
     lowered = Lowered(prog, sched, plan, Generated(""), cg, threads, mode)
     if symbolic:  # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
         lowered.layout = ArenaLayout(sched, plan, len(axes))

@@ -46,13 +46,12 @@ from ember._src.native.backend import (
     run_fallback_step,
 )
 from ember._src.native.emit import c_ops
-from ember._src.native.emit.context import INT_MAX
-from ember._src.native.emit.gemm import gemm_dims
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import lower
 from ember._src.native.runtime import compiler, interrupt
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import POOL
+from ember._src.native.scheduling.gemm_strategy import INT_MAX, gemm_dims
 from ember._src.native.scheduling.schedule import Schedule, Step
 from ember._src.program import Literal, Program, resolve_program, resolve_value
 

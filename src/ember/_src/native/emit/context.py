@@ -15,10 +15,6 @@ from ember._src.native.plan.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Bu
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Var
 
-INT_MAX = 2**31 - 1
-
-
-
 # callback ids of fallback steps inside loop bodies (those of ember_main's own steps are step indices)
 BODY_CALLBACK_BASE = 1 << 20
 
@@ -74,10 +70,11 @@ class EmitContext:
             return f"((char *)bufs[{self.n_in + self.n_par + b.index}])"
         return f"(arena + {b.offset})"  # an int, or "dims[k]" in a symbolic plan
 
-    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str] | None:
-        """C loops computing a ``gemm`` step in place of the BLAS call, or None (BLAS). Loop bodies
-        (:mod:`.loops`) inline small products: a BLAS call per iteration costs more than them."""
-        return None
+    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str]:
+        """C loops computing a ``gemm`` step whose strategy is ``INLINE`` (only loop bodies,
+        :mod:`ember._src.native.scheduling.loops`, choose it: a BLAS call per iteration costs more
+        than small products)."""
+        raise ValueError(f"gemm step {step.name}: the INLINE route outside a loop body")
 
     def ptr(self, v: Var, dtype: Any = None) -> str:
         b = self.plan.value_buffer[v.id]

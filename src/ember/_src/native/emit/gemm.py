@@ -12,11 +12,20 @@ import numpy as np
 from ember._src.native import abi
 from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.emit.c_ops import ctype, literal
-from ember._src.native.emit.context import INT_MAX, CodegenOptions, EmitContext
+from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import parallel_clause, pool_call, pool_task, pool_threads
 from ember._src.native.plan import symdims as sd
-from ember._src.native.rewrite import fused
 from ember._src.native.scheduling import index as ixm
+from ember._src.native.scheduling.gemm_strategy import (
+    BLAS_DTYPES,
+    BSource,
+    GemmRoute,
+    gemm_dims,
+    gemm_views,
+    kernel_rows,
+    packable_b,
+    step_layouts,
+)
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Literal, Var
 
@@ -40,6 +49,7 @@ GEMM_TYPES = {np.dtype(np.float32): ("float", "f32", "s"),
               np.dtype(np.float64): ("double", "f64", "d"),
               np.dtype(np.complex64): ("em_c64", "c64", "c"),
               np.dtype(np.complex128): ("em_c128", "c128", "z")}
+assert set(GEMM_TYPES) == BLAS_DTYPES  # the strategy routes to BLAS exactly the dtypes rendered here
 
 
 
@@ -97,14 +107,6 @@ def blas_helpers(code: str) -> str:
     return out
 
 
-def gemm_views(step: Step) -> tuple | None:
-    """(op(a), op(b), result) strided views of a ``gemm`` step with ``views`` (see
-    :func:`.fused.layouts`), else None."""
-    e = step.eqns[0]
-    if e.params.get("views") is None:
-        return None
-    va, vb, vo, _ = fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)
-    return va, vb, vo
 
 
 
@@ -124,64 +126,23 @@ static void em_gemm_T(void **fns, int m, int n, int k, ELT alpha, ELT beta, cons
 
 
 
-def gemm_dims(step: Step) -> tuple[int, int, int, int]:
-    e = step.eqns[0]
-    views = gemm_views(step)
-    if views is not None:
-        va, vb, _ = views
-        return fused.batch_size(va[0]), va[1][0], vb[2][0], va[2][0]
-    a, b = e.inputs[0], e.inputs[1]
-    ta, tb = e.params["trans_a"], e.params["trans_b"]
-    ash, bsh = a.aval.shape, b.aval.shape
-    nb = ash[0] if len(ash) == 3 else 1
-    m, k = (ash[-1], ash[-2]) if ta else (ash[-2], ash[-1])
-    n = bsh[-2] if tb else bsh[-1]
-    return nb, m, n, k
 
 
 
-def gemm_fits_blas(step: Step) -> bool:
-    """float32/float64/complex64/complex128 with every extent within BLAS's ``int`` (symbolic
-    extents are checked per binding by the symbolic executable, which falls back to a static build
-    beyond it)."""
-    _, m, n, k = gemm_dims(step)
-    fits = all(sd.is_sym(d) or d <= INT_MAX for d in (m, n, k))
-    return fits and np.dtype(step.outputs[0].aval.dtype) in GEMM_TYPES
 
 
 
-def step_layouts(step: Step) -> tuple:
-    """(op(a), op(b), result) strided views of a static ``gemm`` step (see :func:`.fused.layouts`)."""
-    e = step.eqns[0]
-    return fused.layouts(e.inputs[0].aval.shape, e.inputs[1].aval.shape, e.params)[:3]
 
 
 
-def _packable_b(step: Step, ctx: EmitContext, table: dict[int, Any]) -> tuple[Var, int, int, int, int] | None:
-    """``(B, k, n, rsb, csb)`` when this unbatched float32 product's ``B`` is a Var in ``table`` (the
-    program's constants or inputs) and the prepacked entry may take the product; None otherwise."""
-    b = step.eqns[0].inputs[1]
-    if ctx.gen is None or not isinstance(b, Var) or b.id not in table or np.dtype(b.aval.dtype) != np.float32:
-        return None
-    nb, _, n, k = gemm_dims(step)
-    if _kernel_rows(step, True) is None or nb != 1 or gemm_kernel.kernel_symbol() is None \
-            or gemm_views(step) is not None:
-        return None
-    (_, (_, rsb), (_, csb)) = step_layouts(step)[1]
-    return b, int(k), int(n), int(rsb), int(csb)
 
 
 
 def _prepacked_b(step: Step, ctx: EmitContext) -> str | None:
     """C pointer to ``op(B)`` packed for the kernel (:func:`.gemm_kernel.prepack_b`) when ``B`` of
     this unbatched product is a program constant: packed once here, kept as a derived constant."""
-    found = _packable_b(step, ctx, ctx.consts)
-    if found is None:
-        return None
-    b, k, n, rsb, csb = found
+    b, k, n, rsb, csb = packable_b(step, ctx.consts)
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
-    if value.dtype != np.float32 or value.size != k * n:
-        return None
     ref = abi.const_ref(len(ctx.gen.extra_consts))
     ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
     return f"((const float *){ref})"
@@ -195,10 +156,7 @@ def _argument_packed_b(step: Step, ctx: EmitContext) -> str | None:
     ember Array (immutable) comes back as that argument (``dispatch_src.py``); the copy's header
     holds the address it was packed from, and the program uses it only while the argument's data
     pointer is that address (:func:`.gemm_kernel.packed_argument`)."""
-    found = _packable_b(step, ctx, ctx.inputs)
-    if found is None:
-        return None
-    b, k, n, rsb, csb = found
+    b, k, n, rsb, csb = packable_b(step, ctx.inputs)
     slot = len(ctx.gen.extra_consts)
     ctx.gen.extra_consts.append(np.zeros(1, np.uint64))
     ctx.gen.packed_args.append((slot, ctx.inputs[b.id], k, n, rsb, csb))
@@ -206,20 +164,6 @@ def _argument_packed_b(step: Step, ctx: EmitContext) -> str | None:
 
 
 
-def _kernel_rows(step: Step, prepacked: bool) -> int | None:
-    """The kernel's row limit for this product (:func:`.gemm_kernel.kernel_rows`) when it may take
-    it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
-    at run time, :func:`_rows_guard`) with everything else static; None otherwise."""
-    nb, m, n, k = gemm_dims(step)
-    if sd.is_sym(nb):
-        return None
-    if sd.is_sym(n) or sd.is_sym(k):  # attention's per-head products over a dynamic sequence
-        return None if prepacked else gemm_kernel.row_limit()  # the whole rule is tested at run time
-    rows = gemm_kernel.kernel_rows(n, k, prepacked)
-    low = gemm_kernel.PREPACKED_MIN_ROWS if prepacked else 2
-    if sd.is_sym(m):
-        return rows if rows >= low else None
-    return rows if low <= m <= rows else None
 
 
 
@@ -247,7 +191,7 @@ def _small_sgemm_call(step: Step, ctx: EmitContext, opts: CodegenOptions | None,
     if np.dtype(step.outputs[0].aval.dtype) != np.float32:
         return None
     nb, m, n, k = gemm_dims(step)
-    if _kernel_rows(step, packed is not None) is None:
+    if kernel_rows(step, packed is not None) is None:
         return None
     if gemm_kernel.kernel_symbol() is None:
         return None
@@ -285,18 +229,13 @@ def batch_offset(batch: tuple, var: str = "bb_") -> str:
 
 
 
-def _pooled_batches(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions | None, small: str, nb: Any,
-                    fallback: str, funcs: list[str] | None) -> str | None:
+def _pooled_batches(step: Step, s: int, opts: CodegenOptions, small: str, nb: Any, fallback: str,
+                    funcs: list[str]) -> str:
     """A batched product on the GEMM kernel with its batches shared out on the thread pool, each
     batch on one thread (a product per head is too small to split its columns, and one pool loop
-    replaces a fork/join per batch); None where the product is not such (one batch, loop bodies,
-    one thread, too little work)."""
-    if funcs is None or opts is None or not ctx.pooled or sd.is_sym(nb) or nb < 2:
-        return None
+    replaces a fork/join per batch): the strategy's ``pooled_batches``."""
     _, m, n, k = gemm_dims(step)
-    go, par_if = parallel_clause(opts, nb * m * n * k, nb)
-    if not go:
-        return None
+    _, par_if = parallel_clause(opts, nb * m * n * k, nb)
     one = small.rsplit(", ", 1)[0] + ", 1"  # each batch on one thread
     task = f"em_task{s}"
     funcs.append(pool_task(task, f"em_sk_fn_t f_ = em_sk_fn(); "
@@ -348,12 +287,17 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
         oidx = " + ".join(f"{nm} * {sd.cdim(s)}" for nm, s in zip(idx, ostr)) or "0"
         lines.append("    " * (len(oshape) + 1) + f"o_[{oidx}] = {src(idx)};")
     alpha, beta = prm["alpha"], prm["beta"] if has_c else 0.0
-    inline = ctx.inline_gemm(step, has_c, alpha, beta)
-    if inline is not None:
-        lines.extend("    " + ln for ln in inline)
-    elif gemm_fits_blas(step):
+    plan = step.strategy
+    if plan is None:
+        raise ValueError(f"gemm step {step.name} has no strategy (scheduling.gemm_strategy.assign; "
+                         "pipeline.lower runs it)")
+    if plan.route is GemmRoute.INLINE:
+        lines.extend("    " + ln for ln in ctx.inline_gemm(step, has_c, alpha, beta))
+    elif plan.route is GemmRoute.LOOPS:
+        lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
+    else:
         name = gemm_fn(dt)
-        small = _small_sgemm_call(step, ctx, opts, alpha, beta)
+        small = _small_sgemm_call(step, ctx, opts, alpha, beta) if plan.kernel else None
         nbs = nb
         views = gemm_views(step)
         if views is not None:  # per batch: BLAS on the strided matrices (one unit stride each)
@@ -370,16 +314,17 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
             blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
-        prepack = np.dtype(dt) == np.float32 and (opts is None or opts.prepack)
-        packed = _prepacked_b(step, ctx) if prepack else None
-        packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=packed) if packed else None
-        pooled = None if small is None else _pooled_batches(step, s, ctx, opts, small, nbs, blas, funcs)
-        plain = blas if small is None else pooled or gemm_kernel.c_call(small, blas, nbs,
-                                                                        _rows_guard(step, False))
-        cell = _argument_packed_b(step, ctx) if prepack and views is None and packed_args is None else None
-        if packed_args is not None:  # a constant B: packed once when the program was built
+        if small is None:
+            plain = blas
+        elif plan.pooled_batches:
+            plain = _pooled_batches(step, s, opts, small, nbs, blas, funcs)
+        else:
+            plain = gemm_kernel.c_call(small, blas, nbs, _rows_guard(step, False))
+        if plan.b is BSource.CONSTANT:  # packed once when the program was built
+            packed_args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=_prepacked_b(step, ctx))
             lines.append("    " + gemm_kernel.c_call_packed(packed_args, blas, _rows_guard(step, True)))
-        elif cell is not None:  # B an argument: a packed copy the runtime keeps for it, if any
+        elif plan.b is BSource.ARGUMENT:  # B an argument: a packed copy the runtime keeps for it, if any
+            cell = _argument_packed_b(step, ctx)
             pk = "pk_ + " + str(gemm_kernel.PACK_HEADER_FLOATS)
             args = _small_sgemm_call(step, ctx, opts, alpha, beta, packed=pk)
             same = f"pk_ && *(const void *const *)pk_ == (const void *)({ctx.ptr(b)})"
@@ -389,9 +334,7 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
             lines.append("    }")
         else:  # the kernel once its library is loaded (see gemm_kernel), BLAS until then
             lines.append("    " + plain)
-    else:
-        lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
-    if step.epilogue is not None and (inline is not None or not gemm_fits_blas(step)):
+    if step.epilogue is not None and plan.route in (GemmRoute.INLINE, GemmRoute.LOOPS):
         lines.append("    " + _epilogue_loop(step, ctx))
     lines.append("}")
     return lines

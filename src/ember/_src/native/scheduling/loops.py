@@ -66,7 +66,7 @@ from ember._src.native import abi, opinfo
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.codegen import emit_steps
 from ember._src.native.emit.context import CodegenOptions, EmitContext, Generated
-from ember._src.native.emit.gemm import gemm_dims, gemm_fn
+from ember._src.native.emit.gemm import gemm_fn
 from ember._src.native.emit.pooled import axis_decls
 from ember._src.native.plan import scratch
 from ember._src.native.plan import symdims as sd
@@ -81,6 +81,8 @@ from ember._src.native.plan.planner import (
 )
 from ember._src.native.rewrite import passes as passes_mod
 from ember._src.native.runtime import interrupt
+from ember._src.native.scheduling import gemm_strategy
+from ember._src.native.scheduling.gemm_strategy import SMALL_GEMM_FLOPS, gemm_dims
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind, build_schedule
 from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful, validate
 
@@ -89,7 +91,6 @@ for _name in LOOP_PRIMS:
     opinfo.register(_name, opinfo.OpCategory.CONTROL,
                     "bodies compiled into the entry point (loops.py); else a fallback step")
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
-SMALL_GEMM_FLOPS = 1 << 15  # products up to this many multiply-adds in bodies are C loops, not BLAS
 MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
 
 
@@ -172,6 +173,8 @@ def compile_body(prog: Program, opts: BodyOptions, name: str) -> Body:
     for st in sched.steps:
         if st.kind not in ("loop", "cond"):
             st.name = f"{name}_{st.name}"
+    gemm_strategy.assign(sched, gemm_strategy.GemmContext(consts={}, inputs=(), prepack=False, pooled=False,
+                                                          parallel=lambda work, extent: False, in_body=True))
     plan = plan_memory(sched, threads=opts.threads, inplace=opts.inplace)
     if opts.validate and not opts.symbolic:  # symbolic plans are placed (and checked) per binding
         plan.check()
@@ -385,13 +388,14 @@ class _BodyCtx(EmitContext):
             return f"out{b.index}" if i is None else f"in{i}"
         return f"(arena + {b.offset})"
 
-    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str] | None:
+    def inline_gemm(self, step: Step, has_c: bool, alpha: float, beta: float) -> list[str]:
         return small_gemm(step, self, has_c, alpha, beta)
 
 
-def small_gemm(step: Step, ctx: EmitContext, has_c: bool, alpha: float, beta: float) -> list[str] | None:
-    """C loops for a float ``gemm`` with at most :data:`SMALL_GEMM_FLOPS` multiply-adds (a
-    matrix-vector product or rank-1 update of an RNN step), or None for larger ones. Forms: a
+def small_gemm(step: Step, ctx: EmitContext, has_c: bool, alpha: float, beta: float) -> list[str]:
+    """C loops for a float ``gemm`` with at most :data:`.gemm_strategy.SMALL_GEMM_FLOPS`
+    multiply-adds (a matrix-vector product or rank-1 update of an RNN step; the strategy's
+    ``INLINE`` route, :func:`.gemm_strategy.inline_fits`). Forms: a
     matrix times a vector as dot products over four rows at a time (four independent vector
     accumulators); with ``B`` not transposed, rows of ``C`` accumulated as ``a_ip * B[p, :]``
     (vectorized over ``j``); else one dot product per element. ``C = alpha AB (+ beta C)``.
@@ -401,12 +405,8 @@ def small_gemm(step: Step, ctx: EmitContext, has_c: bool, alpha: float, beta: fl
     e = step.eqns[0]
     out = step.outputs[0]
     dt = np.dtype(out.aval.dtype)
-    if dt not in (np.float32, np.float64) or e.params.get("views") is not None:
-        return None
     nb, m, n, k = gemm_dims(step)
     flops = nb * m * n * k
-    if not sd.is_sym(flops) and flops > SMALL_GEMM_FLOPS:
-        return None
     ta, tb = bool(e.params["trans_a"]), bool(e.params["trans_b"])
     t = ctype(dt)
     fma = "EM_FMAF" if dt == np.float32 else "EM_FMA"
@@ -421,8 +421,6 @@ def small_gemm(step: Step, ctx: EmitContext, has_c: bool, alpha: float, beta: fl
     def aix(i: str, p: str) -> str:
         return f"{p} * {m} + {i}" if ta else f"{i} * {k} + {p}"
 
-    if not (n == 1 and not ta) and not tb and sd.is_sym(n):
-        return None  # the row form keeps a row of C in a local array of n elements
     mk, kn, mn = sd.cdim(m * k), sd.cdim(k * n), sd.cdim(m * n)
     acc_n = 1 if sd.is_sym(n) else max(n, 1)
     nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))

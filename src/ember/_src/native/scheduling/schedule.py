@@ -59,6 +59,7 @@ class Step:
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
     epilogue: Any = None  # gemm steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
     group: list | None = None  # batch-interleaved members (:mod:`.batch_groups`), shared by all of them
+    strategy: Any = None  # gemm steps: how the product runs (a gemm_strategy.GemmStrategy)
 
     def __str__(self) -> str:
         def short(a: Atom) -> str:
@@ -79,6 +80,8 @@ class Step:
                    f"trans_b={p['trans_b']} alpha={p['alpha']:g} beta={p['beta']:g}"
             if self.epilogue is not None:
                 what += f" then [{self.epilogue.describe()}]"
+            if self.strategy is not None:
+                what += f" via {self.strategy.describe()}"
             if p.get("views") is not None:
                 what += " strided"
         elif self.sub is not None:
