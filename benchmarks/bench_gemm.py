@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,38 +102,9 @@ def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
     return rows
 
 
-def mlps(batches: list[int], cpu_time: bool) -> list[dict]:
-    """bench_mlp's 3-layer MLP (512 wide) per batch: ember native with the weights as arguments (ember
-    Arrays) and as constants, against each peer (ONNX Runtime included)."""
-    import bench_mlp
-    from common import EMBER_CONST, constant_weights_runner, ember_arrays
-
-    from ember._src.native import prepare
-
-    prepare()
-    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
-    rows = []
-    for batch in batches:
-        w = bench_mlp.workload(batch)
-        want = bench_mlp.mlp_numpy(*w.data, *w.params)
-        fn = ember.jit(bench_mlp.mlp, backend="native", **opts)
-        args = ember_arrays(list(w.data) + list(w.params))
-        np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=w.rtol, atol=w.atol)
-        impls = {"ember native": functools.partial(fn, *args),
-                 **constant_weights_runner(bench_mlp.mlp, w, want, **opts), **peer_runners(w, reference=want)}
-        stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
-        rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
-        print(f"{w.name}: " + ", ".join(
-            f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
-            for k, v in stats.items()) + f"; load {load_text()}", flush=True)
-        assert EMBER_CONST in stats
-    return rows
-
-
-def transformer(shapes: list[tuple[int, int, int]], cpu_time: bool) -> list[dict]:
-    """bench_transformer's block (b x t x d) per shape: ember native (weights as arguments and as
-    constants) against each peer."""
-    import bench_transformer
+def _model_rows(fn_of: Callable, ref_of: Callable, workloads: list, cpu_time: bool) -> list[dict]:
+    """Per workload: ember native with the weights as arguments (ember Arrays) and as constants,
+    against each peer; outputs checked against ``ref_of`` (NumPy) before timing."""
     from common import constant_weights_runner, ember_arrays
 
     from ember._src.native import prepare
@@ -140,21 +112,37 @@ def transformer(shapes: list[tuple[int, int, int]], cpu_time: bool) -> list[dict
     prepare()
     opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
     rows = []
-    for b, t, d in shapes:
-        w = bench_transformer.workload(b, t, d)
-        want = bench_transformer.block_numpy(*w.data, *w.params)
-        fn = ember.jit(bench_transformer.block, backend="native", **opts)
+    for w in workloads:
+        want = ref_of(*w.data, *w.params)
+        fn = ember.jit(fn_of, backend="native", **opts)
         args = ember_arrays(list(w.data) + list(w.params))
         np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=w.rtol, atol=w.atol)
         impls = {"ember native": functools.partial(fn, *args),
-                 **constant_weights_runner(bench_transformer.block, w, want, **opts),
-                 **peer_runners(w, reference=want)}
+                 **constant_weights_runner(fn_of, w, want, **opts), **peer_runners(w, reference=want)}
         stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
         rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
         print(f"{w.name}: " + ", ".join(
             f"{k} {fmt(v['median'])} [{fmt(v.get('min', v['q1']))}-{fmt(v.get('max', v['q3']))}]"
             for k, v in stats.items()) + f"; load {load_text()}", flush=True)
     return rows
+
+
+def mlps(batches: list[int], cpu_time: bool) -> list[dict]:
+    """bench_mlp's 3-layer MLP (512 wide) per batch (ONNX Runtime among the peers)."""
+    import bench_mlp
+    from common import EMBER_CONST
+
+    rows = _model_rows(bench_mlp.mlp, bench_mlp.mlp_numpy, [bench_mlp.workload(b) for b in batches], cpu_time)
+    assert all(EMBER_CONST in r["stats"] for r in rows)
+    return rows
+
+
+def transformer(shapes: list[tuple[int, int, int]], cpu_time: bool) -> list[dict]:
+    """bench_transformer's block (b x t x d) per shape."""
+    import bench_transformer
+
+    return _model_rows(bench_transformer.block, bench_transformer.block_numpy,
+                       [bench_transformer.workload(b, t, d) for b, t, d in shapes], cpu_time)
 
 
 def training(batches: list[int], cpu_time: bool) -> list[dict]:
