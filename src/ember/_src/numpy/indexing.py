@@ -421,12 +421,12 @@ def _eager_basic(x: Array, idx: Any) -> Any:
     v = x._value
     if v is None:
         return None
-    if all(e is Ellipsis or type(e) is slice and e == _FULL for e in (idx if type(idx) is tuple else (idx,))):
-        return x  # the general path returns the array itself for x[...], x[:], x[:, ...]
     try:
         r = v[idx]
     except (IndexError, ValueError, TypeError):
         return None
+    if all(e is Ellipsis or type(e) is slice and e == _FULL for e in (idx if type(idx) is tuple else (idx,))):
+        return x  # the general path returns the array itself for x[...], x[:], x[:, ...]
     # the slice/reshape primitives keep the dtype and the weak type; wrapped as their results are
     return Array(aligned_copy(np.asarray(r), owned=True), x._weak)
 
