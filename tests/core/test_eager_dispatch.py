@@ -115,12 +115,19 @@ def test_bind_cache_is_bounded_and_cleared(monkeypatch):
         assert not core._EAGER  # a change of the 64-bit mode drops it
 
 
-def test_unhashable_params_take_the_general_path():
+def test_only_plain_params_are_cached():
     x = jnp.asarray(np.arange(6, dtype=np.float32))
-    key = core._eager_key(lax.reshape_p if hasattr(lax, "reshape_p") else core.PRIMITIVES["reshape"],
-                          [x], {"new_sizes": [2, 3]})
-    assert key is None  # a list parameter: no key, abstract evaluation runs each time
+    reshape = core.PRIMITIVES["reshape"]
+    assert core._eager_key(reshape, [x], {"new_sizes": (2, 3), "dimensions": None}) is not None
+    # a list, or an object such as a sub-program or a callback (which may hold large captured
+    # arrays): no key, so the cache never keeps it alive; abstract evaluation runs each time
+    assert core._eager_key(reshape, [x], {"new_sizes": [2, 3]}) is None
+    assert core._eager_key(reshape, [x], {"f": lambda: x}) is None
+    assert core._eager_key(reshape, [x], {"d": ((1, np.dtype("float32")), "a", 2.5, None)}) is not None
     np.testing.assert_array_equal(lax.reshape(x, (2, 3)), np.arange(6).reshape(2, 3))
+    core.clear_eager_cache()
+    ember.lax.scan(lambda c, v: (c + v, c), jnp.zeros(()), x)  # a body program: not cached
+    assert all(core._plain(p) for k in core._EAGER for _, _, p in k[2])
 
 
 def test_traced_values_never_take_the_fast_paths(monkeypatch):

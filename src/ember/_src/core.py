@@ -374,21 +374,36 @@ def clear_eager_cache() -> None:
 flags.watch("jax_enable_x64", clear_eager_cache)
 
 
+_PLAIN_PARAMS = frozenset((int, float, bool, complex, str, type(None)))
+
+
+def _plain(v: Any) -> bool:
+    """Whether parameter value ``v`` is plain data (numbers, strings, None, dtypes and tuples of
+    them): a key holding it pins no user object (a sub-program, a callback and what they capture)."""
+    t = type(v)
+    if t in _PLAIN_PARAMS or isinstance(v, np.dtype):
+        return True
+    if t is tuple:
+        for x in v:
+            if not _plain(x):
+                return False
+        return True
+    return False
+
+
 def _eager_key(prim: Primitive, args: Sequence[Any], params: dict) -> tuple | None:
     """The cache key of an eager call of ``prim`` on Arrays ``args``, or None when a parameter is
-    unhashable (such a call infers its output types every time)."""
+    not plain data (such a call infers its output types every time)."""
     sig = []
     for a in args:
         v = a._value
         if v is None:
             return None  # a deleted array: the general path raises its error
         sig.append((v.dtype, v.shape, a._weak))
-    key = (prim, tuple(sig), tuple((k, type(v), v) for k, v in params.items()))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    for v in params.values():
+        if not _plain(v):
+            return None
+    return (prim, tuple(sig), tuple((k, type(v), v) for k, v in params.items()))
 
 
 def eager_out_avals(prim: Primitive, avals: Sequence[ShapedArray], params: dict,

@@ -19,6 +19,7 @@ general path.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -64,7 +65,12 @@ class _Plan:
             e = program.eqns[0]
             if not e.prim.multiple_results and list(e.inputs) == list(program.invars) and \
                     list(program.outvars) == list(e.outvars):
-                self.direct = (e.prim.impl, e.params, e.outvars[0].aval.dtype)
+                impl = e.prim.impl
+                inner = getattr(impl, "upcast_inner", None)
+                if inner is not None and not dt.is_low_precision(dtype):
+                    # upcast_lowp would only set the error state: the operands are all `dtype`
+                    impl = functools.partial(core.call_ignoring_fp_errors, inner)
+                self.direct = (impl, e.params, e.outvars[0].aval.dtype)
 
     def __call__(self, args: tuple) -> Array:
         dtype, shape = self.dtype, self.shape

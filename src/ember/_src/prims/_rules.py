@@ -43,4 +43,5 @@ def upcast_lowp(fn: Callable) -> Callable:
         return call_ignoring_fp_errors(fn, *args2, **params)
 
     wrapped.__name__ = getattr(fn, "__name__", "impl")
+    wrapped.upcast_inner = fn  # for callers that know no operand is low-precision (eager plans)
     return wrapped
