@@ -28,7 +28,7 @@ if __name__ == "__main__":  # thread limits must be set before NumPy, JAX and to
     quiet_openblas()
 
 import numpy as np  # noqa: E402
-from common import have, interleaved, medians, report  # noqa: E402
+from common import fmt, have, interleaved, medians, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -97,6 +97,22 @@ def main() -> None:
         stats = interleaved(impls, max_seconds=8.0)
         rows.append({"workload": title, "times": medians(stats), "stats": stats})
     print(report("Eager calls (no jit)", rows, "eager"))
+    ranges = _ranges(rows)
+    print(ranges)
+    with open(Path(__file__).resolve().parent / "results" / "eager.md", "a") as f:
+        f.write("\n" + ranges)
+
+
+def _ranges(rows: list[dict]) -> str:
+    """Markdown table of each implementation's interquartile range over the interleaved rounds."""
+    impls = list(dict.fromkeys(k for r in rows for k in r["stats"]))
+    lines = ["Interquartile ranges over the rounds (q1 - q3):", "",
+             "| workload | " + " | ".join(impls) + " |", "|---" * (len(impls) + 1) + "|"]
+    for r in rows:
+        st = r["stats"]
+        cells = [f"{fmt(st[k]['q1'])} - {fmt(st[k]['q3'])}" if k in st else "-" for k in impls]
+        lines.append(f"| {r['workload']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

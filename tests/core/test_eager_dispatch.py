@@ -251,3 +251,20 @@ def test_fp_errors_ignored_inside_and_restored_after():
         assert core.call_ignoring_fp_errors(np.divide, np.float32(1), np.float32(0)) == np.inf
         with pytest.raises(FloatingPointError):
             np.divide(np.float32(1), np.float32(0))
+
+
+def test_scalar_conversions_are_cached_bounded_and_exact():
+    from ember._src.numpy import eager
+    x = jnp.asarray(np.zeros(3, np.float32))
+    eager.clear_plans()
+    for k in range(1500):
+        y = x + k
+        assert len(eager._SCALAR_VALUES) <= 1024
+    np.testing.assert_array_equal(y, np.full(3, 1499, np.float32))
+    # the same value as int and bool, and a value float32 rounds, stay apart and exact
+    np.testing.assert_array_equal(x + True, np.ones(3, np.float32))
+    np.testing.assert_array_equal(x + 1, np.ones(3, np.float32))
+    big = 2**24 + 1
+    np.testing.assert_array_equal(x + big, np.zeros(3, np.float32) + np.asarray(big).astype(np.float32))
+    with pytest.raises(OverflowError, match="out of bounds for uint8"):
+        jnp.asarray(np.zeros(2, np.uint8)) + 256
