@@ -49,7 +49,7 @@ def _operands():
             ops.append(jnp.asarray(v))
     ops.append(Array(np.asarray(np.float32(1.5)).reshape(()), True))  # a weak float32 scalar array
     ops.append(Array(np.arange(4, dtype=np.int32).reshape(1, 4), True))  # weak int32
-    ops += [True, 3, -2, 300, 2.5, 1 + 2j]
+    ops += [True, 3, -2, 300, 2.5, 1 + 2j, -0.0, float("nan"), 2**24 + 1, 2**40]  # cached/rounded scalars
     return ops
 
 

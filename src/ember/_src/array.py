@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import os
 import threading
 import traceback
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import dtypes as dt
-from ember._src.core import ShapedArray, Tracer
+from ember._src.core import ShapedArray, Tracer, install_eager_array
 from ember.errors import DeletedArrayError
 
 ALIGNMENT = 64
@@ -48,21 +49,90 @@ def _user_frames() -> str:
     return "".join(traceback.format_list(frames[-3:]))
 
 
+# Small buffers (up to _SMALL_MAX bytes) are carved from 4 KiB slabs, one per size class (64, 128,
+# 256, 512 bytes): a slab is 64-byte aligned, so chunk i of class c starts at an aligned address
+# known without asking NumPy for it (reading an array's address costs microseconds, more than
+# copying a few floats). A chunk keeps its slab alive (the array's ``base``), so one long-lived small
+# array holds at most one slab: 4 KiB. ``next()`` on an ``itertools.count`` is atomic, so two
+# threads never get the same chunk; a full slab is replaced (a race between threads only wastes
+# the rest of one slab).
+_SLAB_BYTES = 4096
+_SMALL_MAX = 512
+
+
+class _Slab:
+    __slots__ = ("raw", "next", "chunks")
+
+    def __init__(self, chunk: int):
+        raw = np.empty(_SLAB_BYTES + ALIGNMENT, dtype=np.uint8)
+        off = (-raw.__array_interface__["data"][0]) % ALIGNMENT
+        self.raw = raw[off:off + _SLAB_BYTES]
+        self.next = itertools.count().__next__
+        self.chunks = _SLAB_BYTES // chunk
+
+
+_SLABS: dict[int, _Slab] = {}
+
+
+def _small_buffer(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """A writable, C-contiguous, 64-byte aligned array of ``0 < nbytes <= _SMALL_MAX`` bytes."""
+    chunk = ALIGNMENT << ((nbytes - 1) >> 6).bit_length()
+    slab = _SLABS.get(chunk)
+    i = slab.next() if slab is not None else slab
+    if slab is None or i >= slab.chunks:
+        slab = _SLABS[chunk] = _Slab(chunk)
+        i = slab.next()
+    return np.ndarray(shape, dtype, slab.raw, i * chunk)
+
+
+# Large buffers from aligned_empty (results an implementation computes in place, e.g. a matrix
+# product's output) are recognised by their owner, so wrap_result freezes them instead of copying.
+_FRESH: dict[int, weakref.ref] = {}
+_FRESH_MIN = 1 << 16
+
+
+def aligned_empty(shape: tuple, dtype: Any) -> np.ndarray:
+    """A new writable, C-contiguous, 64-byte aligned array that :func:`wrap_result` (and
+    :func:`aligned_copy` with ``owned=True``) takes over without a copy."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < _FRESH_MIN:
+        return np.empty(shape, dtype)  # small: the copy costs less than the bookkeeping
+    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+    off = (-raw.__array_interface__["data"][0]) % ALIGNMENT
+    key = id(raw)
+    _FRESH[key] = weakref.ref(raw, lambda _r, key=key: _FRESH.pop(key, None))
+    return np.ndarray(shape, dtype, raw, off)
+
+
+def _is_fresh(x: np.ndarray) -> bool:
+    base = x.base
+    ref = _FRESH.get(id(base)) if base is not None else None
+    return ref is not None and ref() is base
+
+
 def aligned_copy(x: np.ndarray, owned: bool = False, share: bool = True) -> np.ndarray:
     """A C-contiguous, 64-byte aligned, read-only copy of ``x``.
 
     ``x`` itself is returned when it already is all that (unless not ``share``: a caller's read-only
     array may be a view of memory the caller can still write, and an Array's data must not
-    change), or when ``owned`` (a fresh buffer nobody else references) and aligned, in which case it
-    is frozen in place. A caller's array is never frozen.
+    change), or when ``owned`` (a fresh buffer nobody else references: one NumPy allocated for the
+    result, or one from :func:`aligned_empty`) and aligned, in which case it is frozen in place. A
+    caller's array is never frozen. Arrays of at most 512 bytes are always copied, into a chunk of
+    a shared aligned slab (cheaper than finding out whether they are aligned).
     """
+    nbytes = x.nbytes
+    if 0 < nbytes <= _SMALL_MAX:
+        out = _small_buffer(x.shape, x.dtype, nbytes)
+        out[...] = x
+        out.flags.writeable = False
+        return out
     if x.flags.c_contiguous and (x.size == 0 or x.__array_interface__["data"][0] % ALIGNMENT == 0):
         if not x.flags.writeable and share:
             return x
-        if owned and x.base is None:  # a fresh buffer we own: freeze it in place
+        if owned and (x.base is None or _is_fresh(x)):  # a fresh buffer we own: freeze it in place
             x.flags.writeable = False
             return x
-    nbytes = x.nbytes
     raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
     off = (-raw.__array_interface__["data"][0]) % ALIGNMENT
     out = raw[off:off + nbytes].view(x.dtype).reshape(x.shape)
@@ -74,13 +144,14 @@ def aligned_copy(x: np.ndarray, owned: bool = False, share: bool = True) -> np.n
 class Array:
     """An immutable n-dimensional array (the eager value type of ember)."""
 
-    __slots__ = ("_value", "_weak", "_nbytes", "__weakref__")
+    __slots__ = ("_value", "_weak", "_nbytes", "_aval", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):
         self._value = value
         self._weak = weak_type
         self._nbytes = value.nbytes
+        self._aval = None
         s = _stats
         s.live_arrays += 1
         s.live_bytes += self._nbytes
@@ -110,8 +181,11 @@ class Array:
 
     @property
     def aval(self) -> ShapedArray:
-        v = self.value
-        return ShapedArray(v.shape, v.dtype, self._weak)
+        a = self._aval
+        if a is None:
+            v = self.value
+            a = self._aval = ShapedArray(v.shape, v.dtype, self._weak)
+        return a
 
     shape = property(lambda self: self.value.shape)
     dtype = property(lambda self: self.value.dtype)
@@ -142,6 +216,7 @@ class Array:
             _stats.live_arrays -= 1
             _stats.live_bytes -= self._nbytes
             self._value = None
+            self._aval = None
 
     def __enter__(self) -> Array:
         return self
@@ -244,6 +319,8 @@ def wrap_result(value: Any, aval: ShapedArray) -> Array:
                              f"abstract evaluation said {aval.shape}")
     return Array(aligned_copy(v, owned=True), aval.weak_type)
 
+
+install_eager_array(Array, wrap_result)
 
 _PY_DEFAULTS = {np.dtype(np.float64): dt.float32, np.dtype(np.int64): dt.int32,
                 np.dtype(np.complex128): dt.complex64}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import dtypes as dt
+from ember._src import flags
 from ember._src import shapes as sh
 from ember.errors import DTypeError, ShapeError, TracerError
 
@@ -123,6 +124,13 @@ class Primitive:
         return self.name
 
     def bind(self, *args: Any, **params: Any) -> Any:
+        if _state.dynamic is None and EAGER_FAST_PATH.value:
+            array_type = _eager_array_type[0]
+            for a in args:
+                if type(a) is not array_type:
+                    break
+            else:  # every operand a concrete Array and no trace can see the call: run it now
+                return eager_bind(self, args, params)
         trace = find_top_trace(args)
         tracers = [trace.full_raise(a) for a in args]
         outs = trace.process_primitive(self, tracers, params)
@@ -335,6 +343,99 @@ def new_var_id() -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+EAGER_FAST_PATH = flags.define_bool(
+    "ember_eager_fast_path", True, "EMBER_EAGER_FAST_PATH",
+    "eager calls reuse cached abstract evaluations (per primitive, parameters and operand types) and "
+    "cached plans of elementwise NumPy-level functions; off: every call infers its types again")
+
+# The eager executor cache: (primitive, operand (dtype, shape, weak) triples, parameters) -> the
+# output avals abstract evaluation inferred. Abstract evaluation is a pure function of these (and of
+# jax_enable_x64, whose change clears the cache), so an eager call with a seen signature skips it
+# and goes straight to the primitive's NumPy implementation. Bounded: cleared when full.
+_EAGER_MAX = 4096
+_EAGER: dict[tuple, list[ShapedArray]] = {}
+# the Array class and its result wrapper, installed by ember._src.array (which imports this module)
+_eager_array_type: list[Any] = [None]
+_eager_wrap: list[Callable] = []
+
+
+def install_eager_array(array_type: type, wrap: Callable) -> None:
+    """Register the eager array class and ``wrap(np_value, aval) -> Array`` (done by
+    :mod:`ember._src.array` when it loads)."""
+    _eager_array_type[0] = array_type
+    _eager_wrap[:] = [wrap]
+
+
+def clear_eager_cache() -> None:
+    """Drop the cached abstract evaluations of eager calls."""
+    _EAGER.clear()
+
+
+flags.watch("jax_enable_x64", clear_eager_cache)
+
+
+_PLAIN_PARAMS = frozenset((int, float, bool, complex, str, type(None)))
+
+
+def _plain(v: Any) -> bool:
+    """Whether parameter value ``v`` is plain data (numbers, strings, None, dtypes and tuples of
+    them): a key holding it pins no user object (a sub-program, a callback and what they capture)."""
+    t = type(v)
+    if t in _PLAIN_PARAMS or isinstance(v, np.dtype):
+        return True
+    if t is tuple:
+        for x in v:
+            if not _plain(x):
+                return False
+        return True
+    return False
+
+
+def _eager_key(prim: Primitive, args: Sequence[Any], params: dict) -> tuple | None:
+    """The cache key of an eager call of ``prim`` on Arrays ``args``, or None when a parameter is
+    not plain data (such a call infers its output types every time)."""
+    sig = []
+    for a in args:
+        v = a._value
+        if v is None:
+            return None  # a deleted array: the general path raises its error
+        sig.append((v.dtype, v.shape, a._weak))
+    for v in params.values():
+        if not _plain(v):
+            return None
+    return (prim, tuple(sig), tuple((k, type(v), v) for k, v in params.items()))
+
+
+def eager_out_avals(prim: Primitive, avals: Sequence[ShapedArray], params: dict,
+                    key: tuple | None) -> list[ShapedArray]:
+    """``prim.abstract(avals, params)``, from the eager cache under ``key`` when it holds it."""
+    if key is not None:
+        out = _EAGER.get(key)
+        if out is not None:
+            return out
+    out = prim.abstract(avals, params)
+    if key is not None:
+        if len(_EAGER) >= _EAGER_MAX:
+            _EAGER.clear()
+        _EAGER[key] = out
+    return out
+
+
+def eager_bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Run ``prim`` now on concrete Arrays ``args`` (no trace active): the output types come from
+    the eager cache (abstract evaluation runs on the first call of a signature only), the values
+    from ``prim.impl``."""
+    key = _eager_key(prim, args, params)
+    avals_out = _EAGER.get(key) if key is not None else None
+    if avals_out is None:
+        avals_out = eager_out_avals(prim, [a.aval for a in args], params, key)
+    outs = prim.impl(*(a._value for a in args), **params)
+    wrap = _eager_wrap[0]
+    if prim.multiple_results:
+        return [wrap(o, a) for o, a in zip(outs, avals_out)]
+    return wrap(outs, avals_out[0])
+
+
 class EvalTrace(Trace):
     """Runs each primitive immediately with its NumPy implementation."""
 
@@ -346,7 +447,8 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
         from ember._src.array import wrap_result
-        avals_out = prim.abstract([t.aval for t in tracers], params)
+        avals_out = eager_out_avals(prim, [t.aval for t in tracers], params,
+                                    _eager_key(prim, tracers, params) if EAGER_FAST_PATH.value else None)
         outs = prim.impl(*(t.value for t in tracers), **params)
         if not prim.multiple_results:
             outs = (outs,)
@@ -374,6 +476,36 @@ def eval_impl(prim: Primitive, vals: Sequence[np.ndarray], params: dict,
 # ---------------------------------------------------------------------------------------------
 # Small helpers shared by rule modules
 # ---------------------------------------------------------------------------------------------
+
+
+# NumPy keeps its floating-point error state in a context variable holding a capsule; np.errstate
+# builds a new capsule on each entry (microseconds). call_ignoring_fp_errors sets a cached
+# "ignore all" capsule derived from the current one (same buffer size and callback) instead.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _FP_VAR
+    from numpy._core._ufunc_config import _make_extobj
+except ImportError:  # pragma: no cover - other NumPy versions: np.errstate
+    _FP_VAR = None
+_FP_IGNORE: dict[Any, Any] = {}
+
+
+def call_ignoring_fp_errors(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` inside ``np.errstate(all="ignore")`` (cheaper than the context
+    manager; the same floating-point error state)."""
+    if _FP_VAR is None:  # pragma: no cover
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    cur = _FP_VAR.get()
+    ign = _FP_IGNORE.get(cur)
+    if ign is None:
+        if len(_FP_IGNORE) >= 64:
+            _FP_IGNORE.clear()
+        ign = _FP_IGNORE[cur] = _make_extobj(all="ignore")
+    token = _FP_VAR.set(ign)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _FP_VAR.reset(token)
 
 
 def check_same_shapes(name: str, avals: Sequence[ShapedArray]) -> tuple:

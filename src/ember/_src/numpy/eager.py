@@ -19,12 +19,13 @@ general path.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ember._src import core, flags
+from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import jit as _jit
 from ember._src import shapes as sh
@@ -33,10 +34,8 @@ from ember._src.core import ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.program import Literal, Program, trace_to_program
 
-ENABLED = flags.define_bool(
-    "ember_eager_fast_path", True, "EMBER_EAGER_FAST_PATH",
-    "cached plans for eager elementwise NumPy-level calls (off: every call goes through bind)")
-_SCALARS = (bool, int, float, complex)
+ENABLED = core.EAGER_FAST_PATH
+_SCALARS = frozenset((bool, int, float, complex))
 _MAX_PLANS = 4096
 _UNSUPPORTED = object()
 _convert = ew.convert_element_type_p.impl
@@ -48,7 +47,7 @@ _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, core.Prim
 class _Plan:
     """How to run one elementwise function for one operand signature."""
 
-    __slots__ = ("name", "dtype", "weak", "shape", "prep", "program", "out_aval", "fix_shape")
+    __slots__ = ("name", "dtype", "weak", "shape", "prep", "program", "out_aval", "fix_shape", "direct")
 
     def __init__(self, name: str, dtype: np.dtype, weak: bool, shape: tuple, prep: list,
                  program: Program):
@@ -60,17 +59,25 @@ class _Plan:
         self.fix_shape = elementwise and any(bc for _, _, bc in prep)
         self.program = program
         self.out_aval = program.out_avals[0]
+        # a body of one equation applied to the inputs in order (add, sin, ...): called directly
+        self.direct = None
+        if len(program.eqns) == 1:
+            e = program.eqns[0]
+            if not e.prim.multiple_results and list(e.inputs) == list(program.invars) and \
+                    list(program.outvars) == list(e.outvars):
+                impl = e.prim.impl
+                inner = getattr(impl, "upcast_inner", None)
+                if inner is not None and not dt.is_low_precision(dtype):
+                    # upcast_lowp would only set the error state: the operands are all `dtype`
+                    impl = functools.partial(core.call_ignoring_fp_errors, inner)
+                self.direct = (impl, e.params)
 
     def __call__(self, args: tuple) -> Array:
         dtype, shape = self.dtype, self.shape
         vals = []
         for a, (scalar, convert, bcast) in zip(args, self.prep):
             if scalar:
-                if type(a) is int and dtype.kind in "iu":
-                    info = np.iinfo(dtype)
-                    if not info.min <= a <= info.max:
-                        raise OverflowError(f"{self.name}: Python int {a} is out of bounds for {dtype}")
-                v = np.asarray(a).astype(dtype)
+                v = _scalar(self.name, a, dtype)
             else:
                 v = a._value
                 if convert:
@@ -78,12 +85,47 @@ class _Plan:
             if bcast:
                 v = np.broadcast_to(v, shape)
             vals.append(v)
-        out = _run(self.program, vals)
+        direct = self.direct
+        if direct is not None:  # its output is the program's: the dtype is checked below
+            out = direct[0](*vals, **direct[1])
+            if type(out) is not np.ndarray:
+                out = np.asarray(out)
+        else:
+            out = _run(self.program, vals)
         if out.dtype != self.out_aval.dtype:
             out = out.astype(self.out_aval.dtype)
         if self.fix_shape and out.shape != shape:
             out = np.broadcast_to(out, shape)
         return Array(aligned_copy(out, owned=True), self.out_aval.weak_type)
+
+
+# Python int and bool operands converted to a dtype, as read-only 0-d arrays: (type, value, dtype) ->
+# array. Bounded (cleared when full).
+_SCALAR_VALUES: dict[tuple, np.ndarray] = {}
+_EXACT_FLOATS = frozenset(np.dtype(d) for d in (np.float32, np.float64, np.complex64, np.complex128))
+
+
+def _scalar(name: str, a: Any, dtype: np.dtype) -> np.ndarray:
+    """Python scalar ``a`` as a 0-d array of ``dtype``, as ``np.asarray(a).astype(dtype)`` (an int
+    out of the range of an integer ``dtype`` raises OverflowError naming ``name``)."""
+    t = type(a)
+    if t is int or t is bool:
+        key = (t, a, dtype)
+        v = _SCALAR_VALUES.get(key)
+        if v is None:
+            if t is int and dtype.kind in "iu":
+                info = np.iinfo(dtype)
+                if not info.min <= a <= info.max:
+                    raise OverflowError(f"{name}: Python int {a} is out of bounds for {dtype}")
+            v = np.asarray(a).astype(dtype)
+            v.flags.writeable = False
+            if len(_SCALAR_VALUES) >= 1024:
+                _SCALAR_VALUES.clear()
+            _SCALAR_VALUES[key] = v
+        return v
+    if t is float and dtype in _EXACT_FLOATS:  # one rounding from the double, as astype
+        return np.array(a, dtype)
+    return np.asarray(a).astype(dtype)
 
 
 def _run(p: Program, vals: list) -> np.ndarray:
@@ -100,22 +142,6 @@ def _run(p: Program, vals: list) -> np.ndarray:
             env[e.outvars[0]] = o if o.dtype == want else o.astype(want)
     res = p.outvars[0]
     return res.val if type(res) is Literal else env[res]
-
-
-def _signature(args: tuple) -> tuple | None:
-    key = []
-    for a in args:
-        t = type(a)
-        if t is Array:
-            v = a._value
-            if v is None:
-                return None
-            key.append((v.dtype, a._weak, v.shape))
-        elif t in _SCALARS:
-            key.append(t)
-        else:
-            return None
-    return tuple(key)
 
 
 def _build(name: str, lax_fn: Callable, to: str | None, sig: tuple) -> Any:
@@ -150,14 +176,27 @@ def try_fast(name: str, lax_fn: Callable, to: str | None, args: tuple) -> Any:
     path does not apply (the caller then takes the general path)."""
     if core.dynamic_trace_active() or not ENABLED.value:
         return None
-    sig = _signature(args)
-    if sig is None or all(isinstance(t, type) for t in sig):
+    key: list = [lax_fn, to]  # then per operand: (dtype, weak, shape) of an Array, a scalar's type
+    arrays = False
+    for a in args:
+        t = type(a)
+        if t is Array:
+            v = a._value
+            if v is None:
+                return None
+            key.append((v.dtype, a._weak, v.shape))
+            arrays = True
+        elif t in _SCALARS:
+            key.append(t)
+        else:
+            return None
+    if not arrays:
         return None
-    key = (lax_fn, to, sig)
+    key = tuple(key)
     plan = _PLANS.get(key)
     if plan is None:
         try:
-            plan = _build(name, lax_fn, to, sig)
+            plan = _build(name, lax_fn, to, key[2:])
         except Exception:  # the general path raises its own, user-facing error
             return None
         if len(_PLANS) >= _MAX_PLANS:
@@ -169,8 +208,10 @@ def try_fast(name: str, lax_fn: Callable, to: str | None, args: tuple) -> Any:
 
 
 def clear_plans() -> None:
-    """Drop every cached eager plan."""
+    """Drop every cached eager plan, scalar conversion and abstract evaluation."""
     _PLANS.clear()
+    _SCALAR_VALUES.clear()
+    core.clear_eager_cache()
 
 
 _jit.CLEAR_HOOKS.append(clear_plans)  # ember.clear_caches() empties the plans too

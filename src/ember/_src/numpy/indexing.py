@@ -25,7 +25,7 @@ import numpy as np
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
-from ember._src.array import Array, asarray_eager
+from ember._src.array import Array, aligned_copy, asarray_eager
 from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
@@ -392,8 +392,49 @@ def _index(x: Any, idx: Any, oob: str = "raise", wrap: bool = True) -> Any:
     return _gather(y, adv, oob, wrap)
 
 
+_FULL = slice(None)
+
+
+def _basic_item(v: Any) -> bool:
+    """Whether ``v`` is a basic index entry the eager fast path takes: a Python int (not a bool),
+    ``None``, ``...`` or a slice of Python ints and ``None``."""
+    t = type(v)
+    if t is int or v is None or v is Ellipsis:
+        return True
+    if t is slice:
+        return all(b is None or type(b) is int for b in (v.start, v.stop, v.step))
+    return False
+
+
+def _eager_basic(x: Array, idx: Any) -> Any:
+    """``x[idx]`` for a concrete Array outside any trace and a basic index (see
+    :func:`_basic_item`) with NumPy's indexing, which these entries follow exactly; ``None`` when
+    it does not apply or NumPy refuses the index (the general path then raises ember's error)."""
+    if core.dynamic_trace_active() or not core.EAGER_FAST_PATH.value:
+        return None
+    if type(idx) is tuple:
+        for v in idx:
+            if not _basic_item(v):
+                return None
+    elif not _basic_item(idx):
+        return None
+    v = x._value
+    if v is None:
+        return None
+    try:
+        r = v[idx]
+    except (IndexError, ValueError, TypeError):
+        return None
+    if all(e is Ellipsis or type(e) is slice and e == _FULL for e in (idx if type(idx) is tuple else (idx,))):
+        return x  # the general path returns the array itself for x[...], x[:], x[:, ...]
+    # the slice/reshape primitives keep the dtype and the weak type; wrapped as their results are
+    return Array(aligned_copy(np.asarray(r), owned=True), x._weak)
+
+
 def getitem(x: Any, idx: Any) -> Any:
     """``x[idx]`` with NumPy semantics (see the module docstring for out-of-bounds behaviour)."""
+    if type(x) is Array and (r := _eager_basic(x, idx)) is not None:
+        return r
     return _index(x, idx, "raise")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import dtypes as dt
+from ember._src.core import call_ignoring_fp_errors
 from ember.errors import DTypeError
 
 KINDS: dict[str, Callable[[np.dtype], bool]] = {
@@ -39,8 +40,8 @@ def upcast_lowp(fn: Callable) -> Callable:
     def wrapped(*args: Any, **params: Any) -> Any:
         args2 = [a.astype(np.float32) if isinstance(a, np.ndarray) and dt.is_low_precision(a.dtype)
                  else a for a in args]
-        with np.errstate(all="ignore"):
-            return fn(*args2, **params)
+        return call_ignoring_fp_errors(fn, *args2, **params)
 
     wrapped.__name__ = getattr(fn, "__name__", "impl")
+    wrapped.upcast_inner = fn  # for callers that know no operand is low-precision (eager plans)
     return wrapped

@@ -15,6 +15,7 @@ from ember._src import ad_util as ad
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
+from ember._src.array import aligned_empty
 from ember._src.core import Primitive, ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -65,8 +66,10 @@ def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: tuple,
     b = sh.prod(bshape)
     xt = np.transpose(x, (*xb, *xf, *xc)).reshape(b, m, k)
     yt = np.transpose(y, (*yb, *yc, *yf)).reshape(b, k, n)
+    # the product is written straight into an aligned buffer an eager Array takes over uncopied
+    res = aligned_empty((b, m, n), xt.dtype) if xt.dtype == yt.dtype else None
     with np.errstate(all="ignore"):
-        out = np.matmul(xt, yt)
+        out = np.matmul(xt, yt, out=res)
     out = out.reshape((*bshape, *(x.shape[i] for i in xf), *(y.shape[i] for i in yf)))
     return out.astype(out_dtype, copy=False)
 
