@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -331,3 +332,33 @@ def test_two_python_threads_run_pooled_programs_at_once():
 
     run_in_threads(run, range(2))
     assert not bad
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity API here")
+def test_the_default_thread_count_follows_the_affinity_mask(tmp_path):
+    """A process pinned to one CPU (taskset, a container's cpuset) plans one thread and starts no
+    pool workers, instead of one thread per CPU of the host time-sharing its one core."""
+    import json
+    import subprocess
+
+    from tests.helpers import child_env
+
+    script = (
+        "import os, sys, json, numpy as np\n"
+        "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+        "import ember, ember.numpy as jnp\n"
+        "from ember._src.native import prepare\n"
+        "from ember._src.native.options import NativeOptions\n"
+        "from ember._src.native.runtime import threadpool\n"
+        "prepare()\n"
+        "x = np.random.default_rng(0).standard_normal((512, 4096)).astype(np.float32)\n"
+        "f = ember.jit(lambda x: jnp.tanh(x).sum(axis=1), backend='native', parallel_threshold=1)\n"
+        "err = float(np.abs(np.asarray(f(x)) - np.tanh(x.astype(np.float64)).sum(axis=1)).max())\n"
+        "print(json.dumps({'threads': NativeOptions().threads(True), 'workers': threadpool.workers(),\n"
+        "                  'err': err}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=child_env(tmp_path / "cache"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["threads"] == 1 and got["workers"] == 0 and got["err"] < 1e-2, got

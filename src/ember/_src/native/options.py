@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from ember._src.native.emit.calls import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.native.rewrite.passes import PASSES
+from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.validation import validation_mode
 
 
@@ -103,7 +103,7 @@ class NativeOptions:
         with OpenMP, 1 without."""
         if not openmp:
             return 1
-        return self.num_threads or (os.cpu_count() or 1)
+        return self.num_threads or usable_cpus()
 
     def items(self) -> Iterator[tuple[str, Any]]:
         """``(name, value)`` of every option, by name (the program cache's key text)."""

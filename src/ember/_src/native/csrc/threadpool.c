@@ -113,8 +113,17 @@ static void em_after_fork_child(void) {
 
 static void em_init(void) { pthread_atfork(0, 0, em_after_fork_child); }
 
+/* the CPUs this process may run on (its affinity mask: a container or taskset pinned to 2 cores
+   of a 16-core host gets 2 threads, not 16 time-sharing 2 cores), else the CPUs online */
 static int em_default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int c = CPU_COUNT(&set);
+        if (c > 0 && c < n) n = c;
+    }
+#endif
     return n < 1 ? 1 : n > EM_MAX_THREADS ? EM_MAX_THREADS : (int)n;
 }
 

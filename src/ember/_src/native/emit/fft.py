@@ -51,7 +51,6 @@ workspace; twiddle tables from static storage, see below).
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -59,10 +58,11 @@ from ember._src import shapes as sh
 from ember._src.native.csrc import load
 from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.plan.symdims import cdim, is_sym
+from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 
 BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
-THREADS = max(1, min(os.cpu_count() or 1, 8))  # line groups run on up to this many pool threads
+THREADS = max(1, min(usable_cpus(), 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 

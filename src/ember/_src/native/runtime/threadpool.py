@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import os
 
 from ember._src.native.csrc import with_symbol
 from ember._src.native.runtime.background import BackgroundLibrary
@@ -46,6 +47,15 @@ __all__ = ["c_helpers", "load", "symbol"]
 logger = logging.getLogger(__name__)
 
 @functools.cache
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask where the OS has one (a container or
+    ``taskset`` pinned to 2 cores of a larger host counts 2), else ``os.cpu_count()``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _library_source() -> tuple[str, str]:
     """(the pool library's C source, its exported symbol: the name carries a hash of the source)."""
     return with_symbol("threadpool.c", "ember_par_for_", "EMBER_POOL_SYMBOL")
