@@ -53,6 +53,7 @@ class CallCode:
     helpers: dict[str, str]  # name -> static C definition (shared across steps)
     openmp: bool = False
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
+    num_threads: int | None = None  # the configured thread count (None: the OpenMP default)
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -69,13 +70,15 @@ class CallCode:
 
 def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = None,
              workspace: Callable[[Eqn], int] | None = None, complex_ok: bool = False,
-             inplace: int | None = None) -> Callable:
+             inplace: int | None = None, symbolic_ok: bool = False) -> Callable:
     """Decorator registering ``emit`` as the call lowering of primitive ``name`` in the op-info
     registry (``detail``: what it does, for the feature table; ``complex_ok``: it also handles
     complex operands, otherwise an equation with one stays a fallback step; ``inplace``: the
-    operand whose buffer the result may reuse)."""
+    operand whose buffer the result may reuse; ``symbolic_ok``: it renders symbolic sizes with
+    ``symdims.cdim``, otherwise an equation with one stays a fallback step)."""
     def deco(fn: Callable[[Eqn, CallCode], list[str]]) -> Callable:
-        low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok)
+        low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok,
+                           symbolic_ok)
         opinfo.register(name, OpCategory.CALL, detail, call=low, inplace=inplace)
         return fn
 
@@ -92,7 +95,7 @@ def lowerable(e: Eqn) -> bool:
         return False
     if not low.complex_ok and any(c_ops.is_complex(np.dtype(a.dtype)) for a in avals):
         return False
-    if any(not isinstance(d, int) for a in avals for d in a.shape):
+    if not low.symbolic_ok and any(not isinstance(d, int) for a in avals for d in a.shape):
         return False
     return bool(low.accepts(e))
 
@@ -117,7 +120,8 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
-                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)))
+                  int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
+                  getattr(opts, "num_threads", None))
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)
@@ -513,4 +517,4 @@ def _radix_sort(e: Eqn, cc: CallCode, outer: int, n: int, inner: int, dts: list[
 
 
 # register the fft (fft.py) and LAPACK-backed (lapack.py) lowerings
-from ember._src.native import fft, lapack  # noqa: E402, F401
+from ember._src.native import attention, fft, lapack  # noqa: E402, F401

@@ -74,12 +74,14 @@ _PREFIX = {c: t[1] for c, t in _TEXT.items()}
 class CallLowering:
     """A native call step's lowering (see :mod:`.calls`): ``emit(eqn, cc) -> C lines``,
     ``accepts(eqn)`` (otherwise the equation stays a fallback step), ``workspace(eqn)`` bytes of
-    arena scratch, and whether the emitter handles complex operands."""
+    arena scratch, whether the emitter handles complex operands, and whether it renders symbolic
+    (named dynamic axis) sizes as C expressions."""
 
     emit: Callable[[Eqn, Any], list[str]]
     accepts: Callable[[Eqn], bool] = lambda e: True
     workspace: Callable[[Eqn], int] = lambda e: 0
     complex_ok: bool = False
+    symbolic_ok: bool = False
 
 
 @dataclass
