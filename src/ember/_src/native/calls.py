@@ -35,6 +35,7 @@ from ember._src.native import c_ops, opinfo
 from ember._src.native.c_ops import ctype, literal
 from ember._src.native.opinfo import CallLowering, OpCategory
 from ember._src.program import Eqn, Literal
+from ember._src.shapes import DimExpr
 
 # cost-weighted element count above which loops and calls go parallel (the one default)
 DEFAULT_PARALLEL_THRESHOLD = 200_000
@@ -107,9 +108,13 @@ def inplace_operand(e: Eqn) -> int | None:
 
 
 def workspace_bytes(e: Eqn) -> int:
-    """Bytes of arena scratch the call step of ``e`` needs (0: none)."""
+    """Bytes of arena scratch the call step of ``e`` needs (0: none; a ``DimExpr`` for a
+    symbolic lowering)."""
     low = opinfo.call_lowering(e.prim)
-    return int(low.workspace(e)) if low is not None else 0
+    if low is None:
+        return 0
+    ws = low.workspace(e)
+    return ws if isinstance(ws, DimExpr) else int(ws)  # a symbolic size under named dynamic axes
 
 
 def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -> list[str]:

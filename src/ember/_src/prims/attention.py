@@ -33,9 +33,8 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import Primitive, ShapedArray
-from ember._src.prims import dot
+from ember._src.prims import dot, misc
 from ember._src.prims import elementwise as ew
-from ember._src.prims import misc
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as rd
 from ember.errors import DTypeError, ShapeError
@@ -117,8 +116,9 @@ def _attention_abstract(*avals: ShapedArray, scale: float, causal: str | None, m
     B, Hq, L, D = q.shape
     if k.shape[0] != B or v.shape[0] != B or k.shape[1] != v.shape[1] or k.shape[2] != v.shape[2] \
             or k.shape[3] != D:
-        raise ShapeError(f"attention: query {sh.shape_str(q.shape)}, key {sh.shape_str(k.shape)} and value "
-                         f"{sh.shape_str(v.shape)} do not match ([B, Hq, L, D], [B, Hk, S, D], [B, Hk, S, Dv])")
+        raise ShapeError(f"attention: query {sh.shape_str(q.shape)}, key {sh.shape_str(k.shape)} and "
+                         f"value {sh.shape_str(v.shape)} do not match "
+                         "([B, Hq, L, D], [B, Hk, S, D], [B, Hk, S, Dv])")
     Hk, S = k.shape[1], k.shape[2]
     if isinstance(Hq, int) and isinstance(Hk, int) and (Hk == 0 or Hq % Hk):
         raise ShapeError(f"attention: query heads {Hq} must be a multiple of key/value heads {Hk}")
