@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native import attention_passes  # noqa: F401  (registers the attention passes)
 from ember._src.native import symdims as sd
 from ember._src.native.calls import CallCode, register
 from ember._src.native.csrc import load
