@@ -281,8 +281,27 @@ def _and(an: IndexAnalysis, e: Eqn) -> Cons | None:
     return FALSE if a.false or b.false else Cons(a.terms + b.terms)
 
 
+def negate(v: Cons) -> Cons | None:
+    """``not v`` for a boolean of at most one constraint (``not (t <= 0)`` is ``1 - t <= 0``)."""
+    if v.false:
+        return TRUE
+    if not v.terms:
+        return FALSE
+    if len(v.terms) == 1:
+        return Cons((_lin(Aff((), 1), v.terms[0], -1),))
+    return None
+
+
+@_rule("not")
+def _not(an: IndexAnalysis, e: Eqn) -> Cons | None:
+    v = an.of(e.inputs[0])
+    return negate(simplify(v, _shape(e.inputs[0]))) if isinstance(v, Cons) else None
+
+
 @_rule("select_n")
 def _select(an: IndexAnalysis, e: Eqn) -> Aff | Cons | None:
+    """A decided predicate picks its case; ``select(p, False, x)`` is ``p and x`` and
+    ``select(p, x, False)`` is ``not p and x`` (booleans, as ``tril``/``where`` build masks)."""
     which = an.of(e.inputs[0])
     if not isinstance(which, Cons) or len(e.inputs) != 3:
         return None
@@ -291,6 +310,12 @@ def _select(an: IndexAnalysis, e: Eqn) -> Aff | Cons | None:
         return an.of(e.inputs[1])
     if not which.terms:
         return an.of(e.inputs[2])
+    a, b = an.of(e.inputs[1]), an.of(e.inputs[2])
+    if isinstance(a, Cons) and isinstance(b, Cons):
+        if a.false:
+            return FALSE if b.false else Cons(which.terms + b.terms)
+        if b.false and (nw := negate(which)) is not None:
+            return Cons(nw.terms + a.terms)
     return None
 
 
