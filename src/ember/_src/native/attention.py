@@ -50,6 +50,13 @@ def _workspace(e: Eqn) -> Any:
     return B * Hk * _key_blocks(S) * BLOCK_K * D * np.dtype(e.inputs[1].aval.dtype).itemsize
 
 
+def _empty_mode(mask_value: float | None) -> str:
+    """How the kernel fills a row that attends nothing: 0 zeros, 1 the mean of the values, 2 NaN."""
+    if mask_value is None:
+        return "0"
+    return "2" if mask_value == -np.inf else "1"
+
+
 def _strides(shape: tuple) -> list:
     """Row-major element strides of ``shape`` (ints or DimExprs)."""
     out, acc = [], 1
@@ -101,7 +108,7 @@ def _attention(e: Eqn, cc: CallCode) -> list[str]:
               c(H), f"({c(H)} / {c(Hk)})", c(L), c(S), nqb, nkb,
               c(H * L * D), c(L * D), c(Hk * S * D), c(S * D), c(Hk * S * Dv), c(S * Dv), c(H * L * Dv),
               c(L * Dv), "{" + ", ".join(bs) + "}", "{" + ", ".join(ms) + "}",
-              repr(float(p["scale"])), "1" if p["causal"] else "0", "0" if p["mask_value"] is None else "1",
+              repr(float(p["scale"])), "1" if p["causal"] else "0", _empty_mode(p["mask_value"]),
               coff]
     lines = [f"em_attn_ctx_{sfx} ac_ = {{{', '.join(fields)}}};",
              f"const int64_t n_ = (int64_t){c(B)} * {c(H)} * {nqb}, nk_ = (int64_t){c(B)} * {c(Hk)} * {nkb};"]

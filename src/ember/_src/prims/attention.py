@@ -11,7 +11,8 @@ Params: ``scale`` (the logits' factor), ``causal`` (``None``; ``"top_left"``: qu
 ``j <= i``, PyTorch's ``is_causal``; ``"bottom_right"``: ``j <= i + S - L``, the queries are the
 last ``L`` positions of a key/value cache), ``mask_value`` (``None``: masked logits are ``-inf``
 and a row with nothing to attend gives zeros, as PyTorch's CPU kernels; a float: masked logits
-*become* that value, as ``jax.nn.dot_product_attention``, so such a row averages all values),
+*become* that value before a plain softmax, as ``jax.nn.dot_product_attention``, so such a row
+averages all values for a finite value and is NaN for ``-inf``, as ``softmax`` of ``-inf`` is),
 ``has_bias`` / ``has_mask`` (which optional operands follow ``v``).
 
 The primitive exists so that a backend can run it without materializing the ``L x S`` scores or
@@ -79,10 +80,10 @@ def _attention_impl(*args: np.ndarray, scale: float, causal: str | None, mask_va
     s = np.where(keep, s, fill)
     m = s.max(axis=-1, keepdims=True) if S else np.zeros((*s.shape[:-1], 1))
     m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         e = np.exp(s - m)
-    den = e.sum(axis=-1, keepdims=True)
-    p = e / np.where(den == 0, 1.0, den)
+        den = e.sum(axis=-1, keepdims=True)
+        p = e / (np.where(den == 0, 1.0, den) if mask_value is None else den)
     return np.einsum("bhls,bhsd->bhld", p, vv).astype(q.dtype)
 
 
@@ -201,7 +202,8 @@ def probabilities(q: Any, k: Any, bias: Any, mask: Any, *, scale: float, causal:
     m = misc.stop_gradient(m)
     e = ew.exp(ew.sub(s, mv.broadcast_in_dim(m, shape, (0, 1, 2))))
     den = rd.reduce_sum(e, (3,))
-    den = ew.select(ew.eq(den, _fill(den, 0)), _fill(den, 1), den)
+    if mask_value is None:  # PyTorch's rule: a row with nothing to attend gives zeros
+        den = ew.select(ew.eq(den, _fill(den, 0)), _fill(den, 1), den)
     return ew.div(e, mv.broadcast_in_dim(den, shape, (0, 1, 2))), keep
 
 

@@ -9,8 +9,9 @@
    scores are -inf), and folds the block into the running row maximum m, row sum l and output
    accumulator acc (acc and l are rescaled by exp(m_old - m_new) when the maximum grows). Key
    blocks wholly above a causal diagonal are never visited. Only the task's tiles live on the
-   stack: nothing of size L x S exists. A row that attended nothing (l == 0) gets zeros, or the
-   mean of all values (mean_empty: the JAX rule where masked logits are a finite constant). */
+   stack: nothing of size L x S exists. A row that attended nothing (l == 0) gets, by `empty`:
+   0 zeros (PyTorch), 1 the mean of all values (masked logits a finite constant, as JAX), 2 NaN
+   (masked logits -inf before a plain softmax). */
 
 #ifndef EM_ATT_BQ
 #define EM_ATT_BQ 32
@@ -25,7 +26,7 @@ typedef struct {
     int64_t qb_, qh_, kb_, kh_, vb_, vh_, ob_, oh_;  /* batch and head strides (rows contiguous) */
     int64_t bs[4], ms[4];               /* bias / mask strides per dim (0: broadcast) */
     ELT scale;
-    int causal, mean_empty;
+    int causal, empty;
     int64_t coff;                       /* causal: query i sees keys j <= i + coff */
 } em_attn_ctx_SFX;
 
@@ -191,7 +192,9 @@ static inline __attribute__((always_inline)) void em_attn_task_SFX(const em_attn
         if (l[r] > 0) {
             const ELT inv = 1 / l[r];
             for (int64_t x = 0; x < DV; ++x) orow[x] = ar[x] * inv;
-        } else if (c->mean_empty && S > 0) {  /* every logit equal: the mean of all values */
+        } else if (c->empty == 2 && S > 0) {  /* 0 / 0 */
+            for (int64_t x = 0; x < DV; ++x) orow[x] = __builtin_nan("");
+        } else if (c->empty == 1 && S > 0) {  /* every logit equal: the mean of all values */
             for (int64_t x = 0; x < DV; ++x) orow[x] = 0;
             for (int64_t j = 0; j < S; ++j)
                 for (int64_t x = 0; x < DV; ++x) orow[x] += v[j * DV + x];
