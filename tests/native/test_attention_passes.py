@@ -20,6 +20,7 @@ from tests.native.conftest import requires_cc
 from tests.native.test_attention import data, ref
 
 pytestmark = requires_cc
+RNG = np.random.default_rng(19)
 
 
 def attention_eqns(f, *args):
@@ -124,3 +125,76 @@ def test_analysis_of_index_values():
     assert steps == ia.Aff((), 1) and seg == ia.Aff((), 0)
     assert gathered == ia.Aff(((0, 2),), 3)
     assert ia.simplify(neg, (seq,)).false and ia.simplify(nonneg, (seq,)) == ia.TRUE
+
+
+def composed(q, k, v, bias=None, mask=None, fill=-np.inf, scale=0.125):
+    """Attention written out with jnp (the importer's and hand-written form)."""
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * scale
+    if bias is not None:
+        s = s + bias
+    if mask is not None:
+        s = jnp.where(mask, s, fill)
+    return jnp.matmul(ember.nn.softmax(s, axis=-1), v)
+
+
+def fused(f, *args):
+    """The optimized program's attention equations, and the native result vs the numpy backend's."""
+    p = run_passes(ember.make_program(f)(*args))
+    got = np.asarray(ember.jit(f, backend="native")(*args))
+    want = np.asarray(ember.jit(f, backend="numpy")(*args))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5, equal_nan=True)
+    return [e for e in p.eqns if e.prim.name == "attention"], got
+
+
+def test_written_out_attention_is_fused_with_bias_and_causal_mask():
+    q, k, v = data(2, 3, 3, 37, 37, 8, 8)
+    bias = RNG.standard_normal((1, 1, 37, 37)).astype(np.float32)
+
+    def f(q, k, v, b):
+        return composed(q, k, v, b, jnp.arange(37)[:, None] >= jnp.arange(37)[None, :])
+
+    (e,), got = fused(f, q, k, v, bias)
+    assert e.params["causal"] == "top_left" and e.params["has_bias"] and not e.params["has_mask"]
+    np.testing.assert_allclose(got, ref(q, k, v, bias, scale=0.125, causal="top_left"), rtol=1e-4, atol=2e-5)
+
+
+def test_einsum_layout_and_division_scale():
+    q, k, v = (RNG.standard_normal((2, 20, 3, 8)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / 8.0
+        return jnp.einsum("bhqk,bkhd->bqhd", ember.nn.softmax(s, axis=-1), v)
+
+    (e,), got = fused(f, q, k, v)
+    assert e.params["scale"] == 0.125 and not e.params["has_mask"]
+    want = ref(*(t.transpose(0, 2, 1, 3) for t in (q, k, v)), scale=0.125).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("fill", [-np.inf, -1e30, float(np.finfo(np.float32).min)])
+def test_fully_masked_rows_keep_the_composed_semantics(fill):
+    q, k, v = data(1, 2, 2, 6, 6, 8, 8)
+    mask = RNG.random((1, 2, 6, 6)) < 0.6
+    mask[0, 0, 2] = False
+
+    (e,), got = fused(lambda q, k, v, m: composed(q, k, v, None, m, fill), q, k, v, mask)
+    assert e.params["has_mask"] and e.params["mask_value"] == float(np.float32(fill))
+    if fill == -np.inf:  # softmax of a row of -inf is NaN
+        assert np.isnan(got[0, 0, 2]).all()
+    else:  # equal logits: the mean of the values
+        np.testing.assert_allclose(got[0, 0, 2], v[0, 0].mean(0), rtol=1e-5, atol=1e-6)
+
+
+def test_no_fusion_when_scores_are_needed_elsewhere_or_the_fill_is_small():
+    q, k, v = data(1, 2, 2, 6, 6, 8, 8)
+    mask = RNG.random((1, 2, 6, 6)) < 0.6
+
+    def probs_too(q, k, v):
+        s = jnp.matmul(q, jnp.swapaxes(k, -1, -2))
+        p = ember.nn.softmax(s, axis=-1)
+        return jnp.matmul(p, v), p
+
+    p = run_passes(ember.make_program(probs_too)(q, k, v))
+    assert not any(e.prim.name == "attention" for e in p.eqns)
+    small = run_passes(ember.make_program(lambda q, k, v, m: composed(q, k, v, None, m, -5.0))(q, k, v, mask))
+    assert not any(e.prim.name == "attention" for e in small.eqns)
