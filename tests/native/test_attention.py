@@ -181,3 +181,30 @@ def test_bad_operands_raise_named_errors():
         attention(q[:, :2], k, v, np.zeros((1, 2, 3, 4), np.float32))
     with pytest.raises(ember.errors.DTypeError, match="mask must be bool"):
         attention(q[:, :2], k, v, None, np.zeros((1, 1, 4, 4), np.float32))
+
+
+@pytest.mark.parametrize("L,S", [(0, 5), (5, 0), (0, 0)])
+@pytest.mark.parametrize("mask_value", [None, -np.inf, -1e30])
+def test_empty_sequences(L, S, mask_value):
+    q, k, v = data(1, 2, 2, L, S, 8, 8)
+    f = lambda q, k, v: attention(q, k, v, mask_value=mask_value, causal="bottom_right")  # noqa: E731
+    got = np.asarray(ember.jit(f, backend="native")(q, k, v))
+    assert got.shape == (1, 2, L, 8) and np.all(got == 0)  # a sum over no keys, in every semantics
+    np.testing.assert_array_equal(got, np.asarray(f(q, k, v)))
+
+
+def test_inside_a_scan_body():
+    q, k, v = data(1, 2, 2, 40, 40, 16, 16)
+
+    def body(c, _):
+        o = attention(c, k, v, causal="top_left")
+        return o, o.sum()
+
+    f = ember.jit(lambda q: ember.lax.scan(body, q, None, length=3), backend="native")
+    out, _ = f(q)
+    want = q.astype(np.float64)
+    for _ in range(3):
+        want = ref(want, k, v, scale=0.25, causal="top_left")
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=2e-5)
+    exe = f.lower(q).executable
+    assert "em_attn_run" in exe.source  # the body runs the kernel, not a fallback
