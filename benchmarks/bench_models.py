@@ -1,7 +1,18 @@
 """GPT-2 (random weights) imported with ember.torch: ember InferenceSession vs PyTorch eager
 (``inference_mode``), ``torch.compile`` and ONNX Runtime (``torch.onnx.export``, all graph
 optimizations) at batch 1 and several sequence lengths; latency medians over interleaved rounds,
-and ember's planned activation memory (arena peak for the binding).
+and activation memory, measured per runtime as well as each allows:
+
+* ember: ``ACTIVATIONS`` of ``session.memory(seq=n)``, the planned arena's peak for the binding
+  (intermediates and per-step workspace together; weights, inputs and outputs not included);
+* PyTorch eager: the peak of the bytes torch's CPU allocator holds during one call, from the
+  profiler's allocation events (``profile_memory=True``), not counting the returned logits;
+* ONNX Runtime: the growth of the peak resident set size during the first call at that length in
+  a fresh process (after a warm-up call at length 8; the peak, ``VmHWM``, is reset through
+  ``/proc/self/clear_refs`` just before the call), less the logits' bytes: its arena grows to its
+  peak then (``malloc_trim`` first, so heap pages freed earlier do not hide the growth). Pages
+  touched for the first time by threads count too: approximate, reliable where it is large;
+* ``torch.compile``: not measured.
 
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
                                       [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
@@ -19,6 +30,7 @@ import argparse
 import copy
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,7 +77,10 @@ def ort_session(model, path: str):
             self.lm = lm
 
         def forward(self, input_ids):
-            return self.lm(input_ids=input_ids, use_cache=False).logits
+            # an explicit all-ones attention mask: without one, transformers' mask builder looks for
+            # packed sequences with aten::diff, which the TorchScript ONNX exporter cannot export
+            mask = torch.ones_like(input_ids)
+            return self.lm(input_ids=input_ids, attention_mask=mask, use_cache=False).logits
 
     ids = torch.zeros(1, 8, dtype=torch.long)
     with warnings.catch_warnings():
@@ -76,6 +91,64 @@ def ort_session(model, path: str):
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def torch_activation_bytes(model, ids: np.ndarray) -> int:
+    """Peak bytes held by torch's CPU allocator during one eager call, the returned logits excluded
+    (the running sum of the profiler's per-op allocations and frees, in time order)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    tids = torch.from_numpy(ids)
+    with torch.inference_mode():
+        model(input_ids=tids, use_cache=False)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            out = model(input_ids=tids, use_cache=False).logits
+    out_bytes = out.numel() * out.element_size()
+    cur = peak = 0
+    skipped = False
+    for ev in sorted(prof.events(), key=lambda e: e.time_range.start):
+        m = ev.self_cpu_memory_usage
+        if m == out_bytes and not skipped:  # the logits: an output, as ember's OUTPUTS
+            skipped = True
+            continue
+        cur += m
+        peak = max(peak, cur)
+    return int(peak)
+
+
+_ORT_PROBE = """
+import ctypes
+import sys
+import numpy as np
+import onnxruntime as ort
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith(key + ":"))
+
+opts = ort.SessionOptions()
+opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+s = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
+s.run(None, {"input_ids": np.zeros((1, 8), np.int64)})
+ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages go back: new allocations fault pages in
+before = status("VmRSS")
+with open("/proc/self/clear_refs", "w") as f:  # reset the peak (VmHWM) to the current RSS
+    f.write("5")
+out = s.run(None, {"input_ids": np.zeros((1, int(sys.argv[2])), np.int64)})
+print(status("VmHWM") - before - out[0].nbytes)
+"""
+
+
+def ort_activation_bytes(path: str, n: int) -> int | None:
+    """Peak RSS growth of ONNX Runtime's first call at length ``n`` in a fresh process, less the
+    logits (see the module docstring); None when the probe fails."""
+    r = subprocess.run([sys.executable, "-c", _ORT_PROBE, path, str(n)], capture_output=True, text=True,
+                       timeout=600)
+    try:
+        return max(0, int(r.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        print(f"ONNX Runtime memory probe failed: {r.stderr[-300:]}")
+        return None
 
 
 def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray) -> dict:
@@ -137,6 +210,10 @@ def interleaved(impls: dict, rounds: int) -> dict:
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f} MiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--layers", default="2,12")
@@ -159,20 +236,26 @@ def main(argv: list[str] | None = None) -> int:
         if not a.no_compile:
             peers["torch.compile"] = torch.compile(model)
         ort_s = None
+        onnx_path = os.path.join(tempfile.mkdtemp(), "gpt2.onnx")
         if not a.no_ort and have("onnxruntime"):
             try:
-                ort_s = ort_session(model, os.path.join(tempfile.mkdtemp(), "gpt2.onnx"))
+                ort_s = ort_session(model, onnx_path)
             except Exception as e:  # noqa: BLE001 - report and go on without the peer
                 print(f"ONNX Runtime peer skipped: {type(e).__name__}: {str(e)[:200]}")
         for n in [int(x) for x in a.seqs.split(",")]:
             ids = np.random.default_rng(n).integers(0, a.vocab, (1, n))
+            load = os.getloadavg()[0]
             times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds)
             mem = sess.memory(seq=n)
+            act = {"ember native": mem["ACTIVATIONS"], "torch eager": torch_activation_bytes(model, ids)}
+            if ort_s is not None:
+                act["onnxruntime"] = ort_activation_bytes(onnx_path, n)
             with torch.inference_mode():
                 ref = model(input_ids=torch.from_numpy(ids), use_cache=False).logits.numpy()
             err = float(np.abs(sess.run({"input_ids": ids})["logits"] - ref).max())
             rows.append({"workload": f"GPT-2 {layers} layers, seq {n}", "times": times,
-                         "ember_activation_bytes": mem["ACTIVATIONS"], "max_abs_err": err,
+                         "ember_activation_bytes": mem["ACTIVATIONS"], "activation_bytes": act,
+                         "load_avg_1min": load, "max_abs_err": err,
                          "ember_import_s": import_s, "compiles": sess.cache_info()["compiles"]})
             print(rows[-1], flush=True)
         if a.generate:
@@ -181,9 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     text = report("GPT-2 inference (batch 1, random weights)", rows, "models",
                   {"rounds": a.rounds, "vocab": a.vocab, "torch_threads": torch.get_num_threads(),
                    "cpus": os.cpu_count()})
-    text += "\n| workload | ember activation memory (arena peak) | max abs err vs torch |\n|---|---|---|\n"
-    text += "".join(f"| {r['workload']} | {r['ember_activation_bytes'] / 2**20:.1f} MiB | "
-                    f"{r['max_abs_err']:.1e} |\n" for r in rows if "max_abs_err" in r)
+    text += ("\n| workload | activation memory: ember (arena peak) | torch eager (allocator peak) | "
+             "onnxruntime (peak RSS growth) | max abs err vs torch | load avg |\n|---|---|---|---|---|---|\n")
+    text += "".join(f"| {r['workload']} | {_mib(r['activation_bytes'].get('ember native'))} | "
+                    f"{_mib(r['activation_bytes'].get('torch eager'))} | "
+                    f"{_mib(r['activation_bytes'].get('onnxruntime'))} | {r['max_abs_err']:.1e} | "
+                    f"{r['load_avg_1min']:.1f} |\n" for r in rows if "max_abs_err" in r)
     text += "".join(f"\n{r['workload']}: "
                     + ", ".join(f"{k} {v:.0f} tokens/s" for k, v in r["tokens_per_s"].items())
                     + f"; tokens equal: {r['tokens_equal']}\n" for r in rows if "tokens_per_s" in r)

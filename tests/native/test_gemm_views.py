@@ -21,6 +21,10 @@ from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(11)
 
+# written-out attention reaches the gemm -> row kernel -> gemm batch groups tested here only
+# without the fuse_attention pass (which makes it one attention step: tests/native/test_attention*)
+GROUPS = {"passes": tuple(n for n in passes.DEFAULT_PASSES if n != "fuse_attention")}
+
 
 def prims(p) -> list[str]:
     return [e.prim.name for e in p.eqns]
@@ -141,7 +145,7 @@ def _tol(dtype):
 def test_native_attention(product, softmax, shape):
     b, t, s, hd, h = shape
     args = qkv(b, t, s, hd, product)
-    fn = ember.jit(lambda q, k, v: attention(q, k, v, h=h, softmax=softmax), backend="native")
+    fn = ember.jit(lambda q, k, v: attention(q, k, v, h=h, softmax=softmax), backend="native", **GROUPS)
     rtol, atol = _tol(product)
     np.testing.assert_allclose(np.asarray(fn(*args)), attention_numpy(*args, h=h, softmax=softmax),
                                rtol=rtol, atol=atol)
@@ -184,7 +188,7 @@ def _groups(exe) -> list[list[str]]:
 def test_attention_runs_one_head_at_a_time(product):
     args = qkv(2, 24, 20, 32, product)
     f = lambda q, k, v: attention(q, k, v)  # noqa: E731
-    fn = ember.jit(f, backend="native", num_threads=1)
+    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
     exe = fn.lower(*args).executable
     assert len(_groups(exe)) == 1 and len(_groups(exe)[0]) == 3
     assert "one batch at a time" in exe.source
@@ -192,7 +196,7 @@ def test_attention_runs_one_head_at_a_time(product):
     want = attention_numpy(*args)
     rtol, atol = _tol(product)
     np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=rtol, atol=atol)
-    off = ember.jit(f, backend="native", num_threads=1, batch_groups=False)
+    off = ember.jit(f, backend="native", **GROUPS, num_threads=1, batch_groups=False)
     assert not _groups(off.lower(*args).executable)
     if product == np.float64:  # BLAS per batch, the same row kernel: the step-by-step values exactly
         np.testing.assert_array_equal(np.asarray(fn(*args)), np.asarray(off(*args)))
@@ -215,7 +219,7 @@ def test_group_with_projections_in_between_and_nan_rows():
         p = e / jnp.sum(e, axis=-1, keepdims=True)
         return p @ heads(jnp.tanh(x @ wv), b, t, h, 8)
 
-    fn = ember.jit(f, backend="native", num_threads=1)
+    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
     exe = fn.lower(x, *ws).executable
     assert len(_groups(exe)) == 1
     exe.plan.check()
@@ -238,7 +242,7 @@ def test_no_group_when_scores_are_used_elsewhere_or_threads():
         p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
         return p @ heads(v, b, t, 2, 8), jnp.sum(s)
 
-    fn = ember.jit(f, backend="native", num_threads=1)
+    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
     assert not _groups(fn.lower(*args).executable)
     got = fn(*args)
     want = ember.jit(f, backend="numpy")(*args)
@@ -248,7 +252,7 @@ def test_no_group_when_scores_are_used_elsewhere_or_threads():
     # then go to the thread pool, test_group_on_threads_equals_one_thread)
     from ember._src.native.emit import group_kernel
 
-    two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", num_threads=2)
+    two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", **GROUPS, num_threads=2)
     assert bool(_groups(two.lower(*args).executable)) == group_kernel.available()
     np.testing.assert_allclose(np.asarray(two(*args)), attention_numpy(*args, h=2), rtol=2e-5, atol=2e-5)
 
@@ -267,8 +271,8 @@ def test_group_on_threads_equals_one_thread(threads):
     threadpool.load(wait=True)
     args = qkv(3, 40, 40, 32)
     f = lambda q, k, v: attention(q, k, v, h=4)  # noqa: E731
-    one = ember.jit(f, backend="native", num_threads=1)
-    many = ember.jit(f, backend="native", num_threads=threads, parallel_threshold=1000)
+    one = ember.jit(f, backend="native", **GROUPS, num_threads=1)
+    many = ember.jit(f, backend="native", **GROUPS, num_threads=threads, parallel_threshold=1000)
     exe = many.lower(*args).executable
     assert len(_groups(exe)) == 1 and "em_par(em_task" in exe.source
     exe.plan.check()
@@ -294,7 +298,7 @@ def test_transformer_block_schedule_has_no_copies():
     b, t, d = 2, 32, 64
     x = RNG.standard_normal((b, t, d)).astype(np.float32)
     args = [x, *bt.params(d)]
-    fn = ember.jit(bt.block, backend="native", num_threads=1)
+    fn = ember.jit(bt.block, backend="native", **GROUPS, num_threads=1)
     exe = fn.lower(*args).executable
     if exe.fallback_reason is not None:
         pytest.skip(exe.fallback_reason)
@@ -319,7 +323,7 @@ def test_group_row_kernel_with_broadcast_mask():
         e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
         return (e / jnp.sum(e, axis=-1, keepdims=True)) @ heads(v, b, t, h, 8)
 
-    fn = ember.jit(f, backend="native", num_threads=1)
+    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
     exe = fn.lower(q, k, v, mask).executable
     assert len(_groups(exe)) == 1
     exe.plan.check()

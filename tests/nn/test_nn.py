@@ -275,6 +275,27 @@ def test_attention_mask_bias_scale_and_lengths():
     np.testing.assert_allclose(jitted, _attention_ref(q, k, v, mask=mask), rtol=2e-5, atol=2e-6)
 
 
+def test_attention_is_one_fused_step_and_matches_jax_on_fully_masked_rows():
+    """Where JAX's semantics allow it, the function is one ``attention`` primitive (the native
+    backend's online-softmax kernel); a row whose mask is all False averages the values, as JAX's
+    finite large-negative fill gives."""
+    jax = pytest.importorskip("jax")
+    q, k, v = _x((2, 9, 4, 8), scale=1.0), _x((2, 11, 2, 8), scale=1.0), _x((2, 11, 2, 8), scale=1.0)
+    bias = _x((1, 4, 9, 11), scale=0.5)
+    mask = rng.random((2, 1, 9, 11)) > 0.4
+    mask[1, 0, 3] = False
+
+    def f(q, k, v, b, m):
+        return nn.dot_product_attention(q, k, v, bias=b, mask=m, is_causal=True)
+
+    prog = ember.make_program(f)(q, k, v, bias, mask)
+    assert [e.prim.name for e in prog.eqns].count("attention") == 1
+    want = np.asarray(jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, is_causal=True))
+    for got in (f(q, k, v, bias, mask), ember.jit(f, backend="native")(q, k, v, bias, mask)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(want[1, 3], v[1].repeat(2, axis=1).mean(0), rtol=1e-5, atol=1e-6)
+
+
 def test_attention_unbatched_dtypes_and_errors():
     q, k, v = _x((5, 2, 4), scale=1.0), _x((3, 2, 4), scale=1.0), _x((3, 2, 4), scale=1.0)
     got = nn.dot_product_attention(q, k, v, is_causal=True)

@@ -20,6 +20,7 @@ from ember._src.core import get_aval as _aval
 from ember._src.numpy import contractions as cn
 from ember._src.numpy import reductions as rd
 from ember._src.numpy import ufuncs as uf
+from ember._src.prims import attention as attention_prim
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.prims.misc import stop_gradient
@@ -350,6 +351,10 @@ def dot_product_attention(query: ArrayLike, key: ArrayLike, value: ArrayLike, bi
     acc = dt.float32 if dt.is_low_precision(in_dtype) else in_dtype
     if scale is None:
         scale = 1.0 / math.sqrt(H) if isinstance(H, int) else None
+    if (not dt.is_low_precision(in_dtype) and isinstance(H, int) and query_seq_lengths is None
+            and key_value_seq_lengths is None and local_window_size is None):
+        out = _fused_attention(q, k, v, bias, mask, float(scale), is_causal, _large_negative(acc))
+        return mv.reshape(out, _aval(out).shape[1:]) if unbatched else out
     qg = mv.reshape(q, (B, T, K, G, H))
     logits = cn.einsum("BTKGH,BSKH->BKGTS", qg, k, preferred_element_type=acc)
     if scale is None:  # a symbolic head dim: 1/sqrt(H) from a sum of H ones
@@ -388,6 +393,30 @@ def dot_product_attention(query: ArrayLike, key: ArrayLike, value: ArrayLike, bi
     if unbatched:
         out = mv.reshape(out, _aval(out).shape[1:])
     return out
+
+
+def _heads_major(x: Any) -> Any:
+    return mv.transpose(x, (0, 2, 1, 3))
+
+
+def _rank4(x: ArrayLike, name: str) -> Any:
+    x = x if isinstance(x, core.Tracer) else uf.asarray(x)
+    a = _aval(x)
+    if a.ndim > 4:
+        raise ShapeError(f"dot_product_attention: {name} must broadcast to [B, N, T, S], got shape "
+                         f"{sh.shape_str(a.shape)}")
+    return mv.reshape(x, (1,) * (4 - a.ndim) + tuple(a.shape))
+
+
+def _fused_attention(q: Any, k: Any, v: Any, bias: ArrayLike, mask: ArrayLike, scale: float,
+                     is_causal: bool, mask_value: float) -> Any:
+    """``[B, T, N, H]`` attention as one fused ``attention`` step (heads-major operands): masked
+    logits become ``mask_value``, as the composed path's ``where``."""
+    b = None if bias is None else _cast(_rank4(bias, "bias"), _aval(q).dtype)
+    m = None if mask is None else _rank4(_as_bool(mask), "mask")
+    out = attention_prim.attention(_heads_major(q), _heads_major(k), _heads_major(v), b, m, scale=scale,
+                                   causal="top_left" if is_causal else None, mask_value=mask_value)
+    return _heads_major(out)
 
 
 def _cast(x: Any, d: np.dtype) -> Any:

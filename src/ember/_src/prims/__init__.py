@@ -1,6 +1,7 @@
 """Primitive families. Importing this package declares every primitive with its rules."""
 
 from ember._src.prims import (  # noqa: F401
+    attention,
     callback,
     debug_callback,
     dot,

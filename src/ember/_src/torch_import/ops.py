@@ -20,6 +20,7 @@ import ember
 import ember.lax as lax
 import ember.nn as enn
 import ember.numpy as jnp
+from ember._src.prims.attention import attention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -567,22 +568,29 @@ def _adaptive_avg_pool(ctx, x, output_size):
 @handler("aten.scaled_dot_product_attention.default",
          doc="softmax(q k^T * scale + mask) v (boolean or additive mask, is_causal, GQA)")
 def _sdpa(ctx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """One fused ``attention`` step (prims/attention.py): ``is_causal`` is a flag (top-left, as
+    torch), the mask an operand read in place, and a fully masked row gives zeros as torch's CPU
+    kernels."""
     if dropout_p:
         raise NotImplementedError("scaled_dot_product_attention with dropout_p > 0 (export in eval mode)")
-    hq, hk = q.shape[-3] if q.ndim >= 3 else 1, k.shape[-3] if k.ndim >= 3 else 1
-    if hq != hk:
-        k = jnp.repeat(k, hq // hk, axis=-3)
-        v = jnp.repeat(v, hq // hk, axis=-3)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2)) * jnp.asarray(scale, q.dtype)
-    neg = jnp.asarray(-np.inf, s.dtype)
-    if is_causal:
-        L, S = q.shape[-2], k.shape[-2]
-        keep = jnp.arange(L)[:, None] >= jnp.arange(S)[None, :]
-        s = jnp.where(keep, s, neg)
+    lead = q.shape[:-2]
+    if q.ndim != 4:  # fold the leading dims into [B, H]
+        q, k, v = (jnp.reshape(t, (1, 1, *t.shape[-2:]) if t.ndim == 2 else
+                               (math.prod(t.shape[:-3]) if t.ndim > 3 else 1, t.shape[-3], *t.shape[-2:]))
+                   for t in (q, k, v))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    bias = mask = None
     if attn_mask is not None:
-        s = jnp.where(attn_mask, s, neg) if attn_mask.dtype == np.bool_ else s + attn_mask
-    return jnp.matmul(enn.softmax(s, axis=-1), v)
+        m = attn_mask
+        if m.ndim > 4:
+            m = jnp.reshape(m, (-1, *m.shape[-3:]))
+        m = jnp.reshape(m, (1,) * (4 - m.ndim) + tuple(m.shape))
+        if m.dtype == np.bool_:
+            mask = m
+        else:
+            bias = m.astype(q.dtype)
+    out = attention(q, k, v, bias, mask, scale=scale, causal="top_left" if is_causal else None)
+    return out if len(lead) == 2 else jnp.reshape(out, (*lead, *out.shape[-2:]))
 
 
 # ---- more activations -----------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def _kernel(step: Any, threads: int) -> list[ScratchRequest]:
 
 def _call(step: Any, threads: int) -> list[ScratchRequest]:
     ws = workspace_bytes(step.eqns[0])
-    return [ScratchRequest(CALL_WORKSPACE, ws)] if ws else []
+    return [ScratchRequest(CALL_WORKSPACE, ws)] if not isinstance(ws, int) or ws else []
 
 
 def _loop(step: Any, threads: int) -> list[ScratchRequest]:

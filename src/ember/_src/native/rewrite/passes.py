@@ -14,6 +14,11 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   differs from IEEE only for ``x = -0.0`` (the result keeps the sign of zero).
 * ``cse``: equal equations (primitive, inputs, params) computed once.
 * ``dce``: equations and captured constants whose results are unused are dropped.
+* ``fuse_attention`` (registered by :mod:`.attention_passes`): ``softmax(Q K^T s [+ b] [masked]) V``
+  written out becomes one ``attention`` step (the native tiled online-softmax kernel).
+* ``absorb_causal_mask`` (registered by :mod:`.attention_passes`): an ``attention`` step's mask
+  factors that are functions of the index alone (a causal mask however it was built) become its
+  ``causal`` flag; the ``L x S`` mask is not materialized.
 * ``hoist_loop_transposes`` (registered by :mod:`.loops`): ``W @ h`` in a loop body with ``W``
   loop-invariant and small becomes ``h @ W.T``, ``W.T`` computed once before the loop.
 * ``dce_loop_outputs`` (registered by :mod:`.loops`): also drops a ``scan``'s unused stacked
@@ -64,10 +69,10 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "hoist_loop_transposes",
-                  "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
-                  "absorb_output_transpose", "fold_constants", "gemm_views", "simplify", "cse",
-                  "dce_loop_outputs", "dce")
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "fuse_attention", "absorb_causal_mask",
+                  "hoist_loop_transposes", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
+                  "absorb_scale", "absorb_output_transpose", "fold_constants", "gemm_views", "simplify",
+                  "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:

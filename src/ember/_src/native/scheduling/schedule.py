@@ -266,6 +266,12 @@ class _Fuser:
                 units |= self.needed_by(i, v, members, {p.gid, g.gid})
         return units
 
+    def reads_more(self, new: KernelIR, old: KernelIR) -> bool:
+        """Whether ``new`` reads more computed (non-constant) buffers than ``old``."""
+        def computed(ir: KernelIR) -> int:
+            return sum(1 for v in ir.inputs if v.id in self.producer)
+        return computed(new) > computed(old)
+
     def is_cheap(self, g: _Group) -> bool:
         if g.has_reduce or len(g.members) > 8:
             return False
@@ -313,6 +319,8 @@ class _Fuser:
             ir = build_kernel([self.eqns[i] for i in members], dom[0], dom[1], roots, self.max_inputs)
         except Unfusable:
             return False
+        if mode == "copy" and gid in self.last_ir and self.reads_more(ir, self.last_ir[gid]):
+            return False  # the copy would keep more buffers live (a residual chain summed at its end)
         g.members, g.home = members, home
         g.domain, g.n_outer = dom
         g.has_reduce = g.has_reduce or p.has_reduce
