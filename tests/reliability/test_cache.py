@@ -130,3 +130,32 @@ def test_hand_edited_program_cache_entry_is_rebuilt(tmp_path):
     again = _run(tmp_path, code, EMBER_PROGRAM_CACHE="1")
     assert _result(again)["ok"], again.stderr[-2000:]
     assert "failed verification" in again.stderr or "program cache entry" in again.stderr
+
+
+def test_threads_checking_a_writable_cache_dir_at_once_never_fall_back(tmp_path, monkeypatch):
+    """Threads of one process check the cache directory at the same time (a background library
+    build beside a program's compile). Their write probes once shared a name, so one thread could
+    remove the other's probe and the ENOENT read as "not writable": a spurious fallback to a
+    private directory (seen in benchmarks and demos)."""
+    import threading
+    import warnings
+
+    from ember._src.native.runtime import compiler
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(compiler, "_fallback_dirs", {})
+    got, start = [], threading.Barrier(8)
+
+    def worker():
+        start.wait()
+        got.extend(compiler._usable_cache_dir() for _ in range(300))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback warns: fail instead
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(got) == 8 * 300 and set(got) == {tmp_path / "cache"} and compiler._fallback_dirs == {}
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".write-probe-")]

@@ -363,9 +363,12 @@ def _usable_cache_dir() -> Path:
                            "EMBER_CACHE_DIR to a directory (or remove the file)")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        # a probe file of its own per call: threads of one process check at once (a background
+        # library build beside a program's compile), and a shared name let one thread remove the
+        # other's probe -- ENOENT read as "not writable"
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
         return directory
     except NotADirectoryError:
         raise CompileError(f"the ember cache path {directory} is inside a file: set EMBER_CACHE_DIR to a "
