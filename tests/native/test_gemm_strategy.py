@@ -64,6 +64,8 @@ def test_a_transposed_operand_is_a_strided_view():
     exe = check(lambda a, b: jnp.matmul(jnp.swapaxes(a, 0, 1), b[0]), a, b)
     routes = {st.strategy.route for st in _gemms(exe)}
     assert routes <= {GemmRoute.BLAS_VIEWS, GemmRoute.BLAS} and routes
+    want = np.matmul(np.swapaxes(a, 0, 1).astype(np.float64), b[0].astype(np.float64))
+    np.testing.assert_allclose(exe([a, b])[0], want, rtol=1e-5, atol=1e-5)
 
 
 @needs_kernel

@@ -51,6 +51,7 @@ workspace; twiddle tables from static storage, see below).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -238,7 +239,7 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         size = math.prod(oshape) * out_d.itemsize
         return [f"memset({cc.outs[0]}, 0, {size});"] if size else []
     real_t, s = _helpers(e, cc)
-    nd, k = len(oshape), len(lengths)
+    k = len(lengths)
     inv = ft in ("IFFT", "IRFFT")
     cpy = _copy_bytes(e)
     x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
@@ -253,34 +254,51 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         body = _plan("pl_", n, inv) + _run(s, 0, src, dst, outer, n, inner, "0", scale, str(nv), cc)
         return ["{", *("    " + b for b in body), "}"]
 
+    n_last = lengths[-1]
+    half = _half(ft, n_last) if ft in ("RFFT", "IRFFT") else False
+
+    def last_axis(mode: int, src: str, dst: str) -> list[str]:
+        scale = repr(1.0 / n_last) if mode == 2 else "1.0"
+        body = _plan("pl_", n_last // 2 if half else n_last, mode == 2, half)
+        body += _run(s, mode, src, dst, math.prod(shape[:-1]), n_last, 1, str(int(half)), scale, str(nv), cc)
+        return ["{", *("    " + b for b in body), "}"]
+
+    def copy() -> tuple[str, list[str]]:
+        h = f"(({real_t} *)({cc.ws}))"
+        nbytes = math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize
+        return h, [f"memcpy({h}, {x}, {nbytes});"]
+
+    return lines + _axis_order(ft, x, y, shape, oshape, k, axis_step, last_axis, copy)
+
+
+def _axis_order(ft: str, x: str, y: str, shape: tuple, oshape: tuple, k: int,
+                axis_step: Callable[[str, str, int, tuple], list[str]],
+                last_axis: Callable[[int, str, str], list[str]],
+                copy: Callable[[], tuple[str, list[str]]]) -> list[str]:
+    """The per-axis transforms of an ``fft`` step in order, for static and runtime lengths alike:
+    complex transforms innermost axis first (the first reads ``x``, the rest work in ``y``); RFFT
+    the real last axis first (``last_axis(1, ...)``), then complex transforms of the leading axes
+    in place; IRFFT inverse complex transforms of the leading axes in a workspace ``copy()`` of
+    the input, then the real last axis (``last_axis(2, ...)``)."""
+    nd, lines = len(oshape), []
     if ft in ("FFT", "IFFT"):
         src = x
         for axis in range(nd - 1, nd - k - 1, -1):
             lines += axis_step(src, y, axis, oshape)
             src = y
         return lines
-    n_last = lengths[-1]
-    outer_last = math.prod(shape[:-1])
-    half = _half(ft, n_last)
-    pn = n_last // 2 if half else n_last
     if ft == "RFFT":
-        body = _plan("pl_", pn, False, half)
-        body += _run(s, 1, x, y, outer_last, n_last, 1, str(int(half)), "1.0", str(nv), cc)
-        lines += ["{", *("    " + b for b in body), "}"]
+        lines += last_axis(1, x, y)
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(y, y, axis, oshape)
         return lines
-    # IRFFT: inverse complex FFTs over the leading transformed axes in a copy, then the last axis
     h = x
     if k > 1:
-        h = f"(({real_t} *)({cc.ws}))"
-        nbytes = math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize
-        lines.append(f"memcpy({h}, {x}, {nbytes});")
+        h, copy_lines = copy()
+        lines += copy_lines
         for axis in range(nd - 2, nd - k - 1, -1):
             lines += axis_step(h, h, axis, shape)
-    body = _plan("pl_", pn, True, half)
-    body += _run(s, 2, h, y, outer_last, n_last, 1, str(int(half)), repr(1.0 / n_last), str(nv), cc)
-    return lines + ["{", *("    " + b for b in body), "}"]
+    return lines + last_axis(2, h, y)
 
 
 def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
@@ -292,7 +310,7 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
     out_item = np.dtype(e.outvars[0].aval.dtype).itemsize
     real_t, s = _helpers(e, cc)
     cc.helper("em_fft_runtime", _RUNTIME)
-    nd, k = len(oshape), len(lengths)
+    k = len(lengths)
     inv = int(ft in ("IFFT", "IRFFT"))
     nv = cdim(sum(10 * n for n in lengths))
     x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
@@ -316,27 +334,18 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
         body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc)
         return ["{", *("    " + b for b in body), "}"]
 
-    if ft in ("FFT", "IFFT"):
-        src = x
-        for axis in range(nd - 1, nd - k - 1, -1):
-            lines += axis_step(src, y, axis, oshape)
-            src = y
-        return lines + ["}"]
     n_last = cdim(lengths[-1])
-    last = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
-            *plan("half_ ? n_ / 2 : n_", inv, "half_")]
-    if ft == "RFFT":
-        last += _run(s, 1, x, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0", nv, cc)
-        lines += ["{", *("    " + b for b in last), "}"]
-        for axis in range(nd - 2, nd - k - 1, -1):
-            lines += axis_step(y, y, axis, oshape)
-        return lines + ["}"]
-    h = x
-    if k > 1:  # IRFFT: inverse complex FFTs over the leading transformed axes in a workspace copy
+    head = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
+            *plan("half_ ? n_ / 2 : n_", int(ft == "IRFFT"), "half_")]
+
+    def last_axis(mode: int, src: str, dst: str) -> list[str]:
+        scale = "1.0 / (double)n_" if mode == 2 else "1.0"
+        body = head + _run(s, mode, src, dst, sh.size(shape[:-1]), "n_", 1, "half_", scale, nv, cc)
+        return ["{", *("    " + b for b in body), "}"]
+
+    def copy() -> tuple[str, list[str]]:
         h = f"(({real_t} *)({cc.ws}))"
         nbytes = cdim(sh.size(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize)
-        lines.append(f"memcpy({h}, {x}, (size_t){nbytes});")
-        for axis in range(nd - 2, nd - k - 1, -1):
-            lines += axis_step(h, h, axis, shape)
-    last += _run(s, 2, h, y, sh.size(shape[:-1]), "n_", 1, "half_", "1.0 / (double)n_", nv, cc)
-    return lines + ["{", *("    " + b for b in last), "}", "}"]
+        return h, [f"memcpy({h}, {x}, (size_t){nbytes});"]
+
+    return lines + _axis_order(ft, x, y, shape, oshape, k, axis_step, last_axis, copy) + ["}"]
