@@ -74,5 +74,6 @@ def test_row_exp_compiles_for_each_target(tmp_path, target):
 
     use = "float use(float *d, const float *s, int64_t n) { return em_exp_row_f32(d, s, 0.5f, n); }\n"
     body = load("vexp.h") + use
-    out = _syntax(tmp_path, c_ops.prelude_for(body) + body, "-std=c11", "-Werror", *target)
+    # -fopenmp-simd as the backend compiles (compiler.BASE_FLAGS): vexp.h has `omp simd` loops
+    out = _syntax(tmp_path, c_ops.prelude_for(body) + body, "-std=c11", "-fopenmp-simd", "-Werror", *target)
     assert out.returncode == 0, out.stderr

@@ -30,11 +30,15 @@ def _exp_row_lib(variant: str):
             "float run_row_c(const float *x, float *o, int64_t m, float c) {\n"
             "    return em_exp_row_f32(o, x, c, m);\n}\n"
             "void run_scalar(const float *restrict x, float *restrict o, int64_t m) {\n"
-            "    for (int64_t i = 0; i < m; ++i) o[i] = em_expf(x[i]);\n}\n")
+            "    for (int64_t i = 0; i < m; ++i) o[i] = em_expf(x[i]);\n}\n"
+            "static float ident(float m) { return m; }\n"
+            "void run_softmax(const float *x, float *o, int64_t rows, int64_t m) {\n"
+            "    em_softmax_rows_f32(o, x, rows, m, ident);\n}\n")
     lib = compiler.load_library(c_ops.prelude_for(body) + body, name_hint="vexp_test")
     for name in ("run_row", "run_scalar"):
         getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     lib.run_row_c.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float]
+    lib.run_softmax.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
     lib.run_row.restype = lib.run_row_c.restype = ctypes.c_float
     return lib
 
@@ -124,6 +128,63 @@ def test_row_exp_returns_row_sum(exp_lib, n):
     assert np.isnan(_call(exp_lib.run_row, x)[1])
     x[:] = -np.inf
     assert _call(exp_lib.run_row, x)[1] == 0
+
+
+def _softmax_reference(lib, x: np.ndarray) -> np.ndarray:
+    """Row by row through ``lib``'s em_exp_row_f32: e = exp(x - max) with its returned sum s,
+    then e * float32(1 / s) (the bits em_softmax_rows_f32 and the row kernels must give)."""
+    out = np.empty_like(x)
+    for r in range(x.shape[0]):
+        row = np.ascontiguousarray(x[r])
+        m = np.float32(np.nan) if np.isnan(row).any() else row.max(initial=-np.inf)
+        s = lib.run_row_c(row.ctypes.data, out[r].ctypes.data, row.size, m)
+        with np.errstate(all="ignore"):
+            out[r] *= np.float32(1) / np.float32(s)
+    return out
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    num = ~np.isnan(got)
+    np.testing.assert_array_equal(got.view(np.uint32)[num], want.view(np.uint32)[num])
+
+
+@requires_cc
+@pytest.mark.parametrize("n", LENGTHS)
+def test_softmax_rows_helper(exp_lib, n):
+    """em_softmax_rows_f32 (each variant; the AVX-512 one overlaps neighbouring rows' passes)
+    gives the bits of exp-then-scale row by row, for any number of rows (1, and 9 special rows
+    repeated past one block)."""
+    x = np.concatenate([_rows(n, np.float32)] * 8)
+    for rows in (1, 2, x.shape[0]):
+        xs = np.ascontiguousarray(x[:rows])
+        got = np.full_like(xs, 7.0)
+        exp_lib.run_softmax(xs.ctypes.data, got.ctypes.data, rows, n)
+        _same_bits(got, _softmax_reference(exp_lib, xs))
+    inplace = x.copy()  # dst == src
+    exp_lib.run_softmax(inplace.ctypes.data, inplace.ctypes.data, x.shape[0], n)
+    _same_bits(inplace, _softmax_reference(exp_lib, x))
+
+
+@requires_cc
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("form", ["lax", "nn"])
+def test_softmax_kernel_is_one_call(threads, form):
+    """A float32 row softmax (the lax formula, or nn.softmax with its -inf shift) compiles to
+    em_softmax_rows_f32 over blocks of rows (chunks of the pool at 2 threads) and gives the
+    reference bits; rows spanning several blocks and chunks, special rows included."""
+    x = np.concatenate([_rows(300, np.float32)] * 15)  # 135 rows
+    fn = (lambda v: nn.softmax(v, axis=-1)) if form == "nn" else _plain_softmax
+    f = ember.jit(fn, backend="native", num_threads=threads, parallel_threshold=1)
+    got = np.asarray(f(x))
+    assert "em_softmax_rows_f32(" in f.lower(x).executable.source
+    _same_bits(got, _softmax_reference(_exp_row_lib("native"), x))
+
+
+def _plain_softmax(v):
+    m = ember.lax.reduce_max(v, (1,))
+    e = ember.numpy.exp(v - ember.lax.broadcast_in_dim(m, v.shape, (0,)))
+    return e / ember.lax.broadcast_in_dim(ember.lax.reduce_sum(e, (1,)), v.shape, (0,))
 
 
 # --- row kernels end to end ---------------------------------------------------------------------
@@ -229,14 +290,8 @@ def test_plain_softmax_formula_and_thread_count():
     result, and the pooled rows give the same bits on 1 and 2 threads."""
     x = _rows(1024, np.float32)
     x = np.concatenate([x] * 8)
-
-    def softmax(v):
-        m = ember.lax.reduce_max(v, (1,))
-        e = ember.numpy.exp(v - ember.lax.broadcast_in_dim(m, v.shape, (0,)))
-        return e / ember.lax.broadcast_in_dim(ember.lax.reduce_sum(e, (1,)), v.shape, (0,))
-
-    one = ember.jit(softmax, backend="native", num_threads=1)
-    two = ember.jit(softmax, backend="native", num_threads=2, parallel_threshold=1)
+    one = ember.jit(_plain_softmax, backend="native", num_threads=1)
+    two = ember.jit(_plain_softmax, backend="native", num_threads=2, parallel_threshold=1)
     x64 = x.astype(np.float64)
     with np.errstate(all="ignore"):
         e = np.exp(x64 - x64.max(1, keepdims=True))
@@ -244,7 +299,7 @@ def test_plain_softmax_formula_and_thread_count():
     g1, g2 = np.asarray(one(x)), np.asarray(two(x))
     np.testing.assert_allclose(g1, want, rtol=2e-5, atol=1e-37, equal_nan=True)
     np.testing.assert_array_equal(g1.view(np.uint32), g2.view(np.uint32))
-    assert "em_exp_row_f32(" in two.lower(x).executable.source
+    assert "em_softmax_rows_f32(" in two.lower(x).executable.source
 
 
 @requires_cc

@@ -139,6 +139,7 @@ class KernelEmitter:
         self.params: dict[tuple[int, str], str] = {}  # (buffer id, dtype) -> C name
         self.param_written: dict[tuple[int, str], bool] = {}
         self.lines: list[str] = []
+        self.prefix = ""  # C functions the kernel calls, emitted before it
         self.ind = 1
         # loop merging
         exprs = self._all_exprs()
@@ -248,10 +249,24 @@ class KernelEmitter:
         elif n.kind is NodeKind.OP:
             a = n.attrs
             args = [self.expr(x) for x in n.args]
-            text = c_ops.render_op(a.name, args, [np.dtype(d) for d in a.in_dtypes], n.dtype, dict(a.params))
+            if self.is_row_normalize(n):  # the reciprocal is loop-invariant: gcc hoists it
+                text = f"({args[0]} * (1.0f / {args[1]}))"
+            else:
+                text = c_ops.render_op(a.name, args, [np.dtype(d) for d in a.in_dtypes], n.dtype,
+                                       dict(a.params))
             self.w(f"const {t} t{nid} = {text};")
         else:
             raise AssertionError(n.kind)
+
+    def is_row_normalize(self, n: Node) -> bool:
+        """Whether ``n`` divides an element of the row by the row's float32 sum (softmax's
+        normalization): it is then emitted as a product with the sum's reciprocal (one division
+        per row instead of one per element; two roundings, so within 1.5 ulp of the quotient
+        instead of 0.5)."""
+        if n.attrs.name != "div" or n.dtype != np.float32 or not self.is_inner(n):
+            return False
+        d = self.nodes[n.args[1]]
+        return d.kind is NodeKind.REDUCE and self.ir.reduces[d.attrs.rid].kind == "sum"
 
     def _var(self, vid: int) -> Var:
         for v in self.ir.inputs:
@@ -323,6 +338,8 @@ class KernelEmitter:
     def emit(self) -> tuple[str, str]:
         if self.ir.parts:
             return self.emit_split()
+        if (soft := self.softmax_rows()) is not None:
+            return self.emit_softmax_rows(*soft)
         if self.ir.natural is not None:
             self.emit_accumulate()
             return self.finish()
@@ -439,7 +456,7 @@ class KernelEmitter:
             sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
             if self.pool:
                 sig += ", int64_t tid_"
-        fn = f"static void {self.fname}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
+        fn = self.prefix + f"static void {self.fname}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
         args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)
@@ -561,6 +578,66 @@ class KernelEmitter:
             restrict = "restrict " if by_buf[bid] == 1 else ""
             parts.append(f"{const}{ctype(np.dtype(dts))} *{restrict}{name}")
         return ", ".join(parts) or "void"
+
+    def softmax_rows(self) -> tuple[Var, Var, int, int] | None:
+        """(input, output, the shift node, the max reduction's id) when this kernel is exactly a
+        float32 row softmax over contiguous rows, ``out = e / sum(e)`` with ``e = exp(x - c)`` and
+        ``c`` a function of the row maximum of ``x`` alone (``max``, or JAX's ``max`` with ``-inf``
+        replaced by 0), every size static; None otherwise. Such a kernel is one call of
+        ``em_softmax_rows_f32`` (``csrc/vexp.h``), which overlaps the three passes of
+        neighbouring rows."""
+        ir, nodes = self.ir, self.nodes
+        if (ir.natural is not None or self.block or self.local_rows or not ir.n_outer or self.parallel_outer
+                or len(ir.reduces) != 2 or len(ir.roots) != 1 or not all(isinstance(d, int) for d in ir.domain)):
+            return None
+        mx, sm = ir.reduces
+        root = ir.roots[0]
+        f32 = np.dtype(np.float32)
+        if mx.kind != "max" or sm.kind != "sum" or mx.dtype != f32 or sm.dtype != f32 or not root.full:
+            return None
+        x, e, out = nodes[mx.input], nodes[sm.input], nodes[root.node]
+        full = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars], ir.domain)
+        if (x.kind is not NodeKind.LOAD or x.attrs.checked or x.dtype != f32 or x.attrs.offset != full
+                or root.offset != full or root.var.aval.dtype != f32 or not is_row_exp(e)):
+            return None
+        d = nodes[e.args[0]]
+        if d.kind is not NodeKind.OP or d.attrs.name != "sub":
+            return None
+        a, c = (nodes[i] for i in d.args)
+        if a.kind is not NodeKind.LOAD or (a.attrs.var, a.attrs.offset) != (x.attrs.var, x.attrs.offset):
+            return None
+        if out.kind is not NodeKind.OP or out.attrs.name != "div" or out.args[0] != e.id:
+            return None
+        s = nodes[out.args[1]]
+        if s.kind is not NodeKind.REDUCE or s.attrs.rid != sm.rid or self.is_inner(c):
+            return None
+        shift = self.closure([c.id], False, set())
+        if any(nodes[i].kind not in (NodeKind.OP, NodeKind.CONST, NodeKind.REDUCE) or
+               nodes[i].kind is NodeKind.REDUCE and nodes[i].attrs.rid != mx.rid for i in shift):
+            return None
+        return self._var(x.attrs.var), root.var, c.id, mx.rid
+
+    def emit_softmax_rows(self, x: Var, out: Var, shift: int, rid: int) -> tuple[str, str]:
+        """The kernel of :meth:`softmax_rows`: its rows in blocks of 64 through
+        ``em_softmax_rows_f32`` (a pooled chunk polls for Ctrl-C between blocks), the shift ``c``
+        a C function of the row maximum emitted before the kernel."""
+        name = f"{self.fname}_shift"
+        body, self.lines, ind = self.lines, [], self.ind
+        for nid in self.closure([shift], False, set()):
+            self.emit_node(nid)
+        self.prefix = "\n".join([f"static inline float {name}(float r{rid}) {{", *self.lines,
+                                  f"    return {self.expr(shift)};", "}", ""])
+        self.lines, self.ind = body, ind
+        n = self.ir.inner_size
+        lo, hi = self.row_range or ("0", str(self.ir.outer_size))
+        self.w("/* row softmax: em_softmax_rows_f32 (csrc/vexp.h, built on em_exp_row_f32()) */")
+        self.w(f"for (int64_t b_ = {lo}; b_ < {hi}; b_ += 64) {{")
+        if self.pool:
+            self.w(f"    if ({interrupt.poll()}) break;")
+        self.w(f"    em_softmax_rows_f32({self.param(out, True)} + b_ * {n}, {self.param(x)} + b_ * {n}, "
+               f"{hi} - b_ < 64 ? {hi} - b_ : 64, {n}, {name});")
+        self.w("}")
+        return self.finish()
 
     def emit_row_exps(self, q: int, sinks: list[int], stop: set[int], jflat: str,
                       sums: dict[int, int]) -> None:
