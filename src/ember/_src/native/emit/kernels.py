@@ -587,8 +587,9 @@ class KernelEmitter:
         ``em_softmax_rows_f32`` (``csrc/vexp.h``), which overlaps the three passes of
         neighbouring rows."""
         ir, nodes = self.ir, self.nodes
-        if (ir.natural is not None or self.block or self.local_rows or not ir.n_outer or self.parallel_outer
-                or len(ir.reduces) != 2 or len(ir.roots) != 1 or not all(isinstance(d, int) for d in ir.domain)):
+        if (ir.natural is not None or self.block or self.local_rows or not ir.n_outer
+                or self.parallel_outer or len(ir.reduces) != 2 or len(ir.roots) != 1
+                or not all(isinstance(d, int) for d in ir.domain)):
             return None
         mx, sm = ir.reduces
         root = ir.roots[0]
