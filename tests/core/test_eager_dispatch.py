@@ -224,6 +224,51 @@ def test_small_results_are_aligned_distinct_and_thread_safe():
         assert c.ctypes.data % ALIGNMENT == 0 and np.array_equal(c, v[1:] if n > 1 else v)
 
 
+NUMPY_OPS = [
+    ("x + 1", lambda x: x + 1, lambda v: v + np.asarray(1).astype(v.dtype) if v.dtype != np.bool_ else None),
+    ("x * 2.5", lambda x: x * 2.5, None),
+    ("x < 0.5", lambda x: x < 0.5, None),
+    ("sin", lambda x: jnp.sin(x), lambda v: np.sin(v) if v.dtype in (np.float32, np.complex64) else None),
+    ("x - x", lambda x: x - x, lambda v: v - v if v.dtype != np.bool_ else None),
+    ("True & x", lambda x: True & x, None),
+]
+
+
+@pytest.mark.parametrize("name,op,ref", NUMPY_OPS, ids=[o[0] for o in NUMPY_OPS])
+def test_small_elementwise_results_computed_in_place(name, op, ref):
+    """A one-ufunc plan writes its small result straight into an aligned slab chunk: the same
+    bits, dtype, weak type and errors as the general path (and NumPy), over dtypes and shapes
+    (empty and large results take the copying path)."""
+    from ember._src.numpy import eager
+
+    eager.clear_plans()
+    for v, x in ARRAYS:
+        want = ref(v) if ref is not None else None
+        _same(_run(op, True, x), _run(op, False, x), want)
+    into = [p for p in eager._PLANS.values() if p is not eager._UNSUPPORTED and p.into is not None]
+    if name != "True & x":  # bitwise_and of float operands raises (general path)
+        assert into, "no plan took the in-place path"
+
+
+def test_in_place_results_are_distinct_across_threads():
+    def make(k, out):
+        x = jnp.asarray(np.float32(k * 1000))
+        for i in range(300):
+            out.append((k, i, x + float(i)))
+
+    outs = [[] for _ in range(4)]
+    threads = [threading.Thread(target=make, args=(k, outs[k])) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    addrs = {a.value.ctypes.data for out in outs for _, _, a in out}
+    assert len(addrs) == 1200
+    for out in outs:
+        for k, i, a in out:
+            assert float(a) == k * 1000 + i and not a.value.flags.writeable
+
+
 def test_aligned_empty_is_taken_over_without_copy():
     big = aligned_empty((300, 300), np.float32)
     big[...] = 1.0

@@ -49,7 +49,7 @@ def _user_frames() -> str:
     return "".join(traceback.format_list(frames[-3:]))
 
 
-# Small buffers (up to _SMALL_MAX bytes) are carved from 4 KiB slabs, one per size class (64, 128,
+# Small buffers (up to SMALL_MAX bytes) are carved from 4 KiB slabs, one per size class (64, 128,
 # 256, 512 bytes): a slab is 64-byte aligned, so chunk i of class c starts at an aligned address
 # known without asking NumPy for it (reading an array's address costs microseconds, more than
 # copying a few floats). A chunk keeps its slab alive (the array's ``base``), so one long-lived small
@@ -57,7 +57,7 @@ def _user_frames() -> str:
 # threads never get the same chunk; a full slab is replaced (a race between threads only wastes
 # the rest of one slab).
 _SLAB_BYTES = 4096
-_SMALL_MAX = 512
+SMALL_MAX = 512
 
 
 class _Slab:
@@ -74,8 +74,8 @@ class _Slab:
 _SLABS: dict[int, _Slab] = {}
 
 
-def _small_buffer(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
-    """A writable, C-contiguous, 64-byte aligned array of ``0 < nbytes <= _SMALL_MAX`` bytes."""
+def small_buffer(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
+    """A writable, C-contiguous, 64-byte aligned array of ``0 < nbytes <= SMALL_MAX`` bytes."""
     chunk = ALIGNMENT << ((nbytes - 1) >> 6).bit_length()
     slab = _SLABS.get(chunk)
     i = slab.next() if slab is not None else slab
@@ -122,8 +122,8 @@ def aligned_copy(x: np.ndarray, owned: bool = False, share: bool = True) -> np.n
     a shared aligned slab (cheaper than finding out whether they are aligned).
     """
     nbytes = x.nbytes
-    if 0 < nbytes <= _SMALL_MAX:
-        out = _small_buffer(x.shape, x.dtype, nbytes)
+    if 0 < nbytes <= SMALL_MAX:
+        out = small_buffer(x.shape, x.dtype, nbytes)
         out[...] = x
         out.flags.writeable = False
         return out

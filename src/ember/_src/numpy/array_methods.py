@@ -43,7 +43,7 @@ def _binop(name: str) -> Callable:
     fn: list = []  # the ember.numpy function, looked up on first use (the module imports this one)
 
     def method(self: Any, other: Any) -> Any:
-        if not _is_operand(other):
+        if not isinstance(other, _OPERAND_TYPES):  # (_is_operand, inlined: a call per operator)
             return NotImplemented
         if not fn:
             fn.append(getattr(_np(), name))

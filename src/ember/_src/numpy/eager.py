@@ -29,7 +29,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import jit as _jit
 from ember._src import shapes as sh
-from ember._src.array import Array, aligned_copy
+from ember._src.array import SMALL_MAX, Array, aligned_copy, small_buffer
 from ember._src.core import ShapedArray
 from ember._src.prims import elementwise as ew
 from ember._src.program import Literal, Program, trace_to_program
@@ -47,7 +47,8 @@ _ELEMENTWISE = frozenset(v for v in vars(ew).values() if isinstance(v, core.Prim
 class _Plan:
     """How to run one elementwise function for one operand signature."""
 
-    __slots__ = ("name", "dtype", "weak", "shape", "prep", "program", "out_aval", "fix_shape", "direct")
+    __slots__ = ("name", "dtype", "weak", "shape", "prep", "program", "out_aval", "fix_shape", "direct",
+                 "into")
 
     def __init__(self, name: str, dtype: np.dtype, weak: bool, shape: tuple, prep: list,
                  program: Program):
@@ -61,6 +62,9 @@ class _Plan:
         self.out_aval = program.out_avals[0]
         # a body of one equation applied to the inputs in order (add, sin, ...): called directly
         self.direct = None
+        # a NumPy ufunc whose small result is computed straight into an aligned slab chunk
+        # (array.small_buffer) instead of into a NumPy array then copied there: (ufunc, nbytes)
+        self.into = None
         if len(program.eqns) == 1:
             e = program.eqns[0]
             if not e.prim.multiple_results and list(e.inputs) == list(program.invars) and \
@@ -70,10 +74,21 @@ class _Plan:
                 if inner is not None and not dt.is_low_precision(dtype):
                     # upcast_lowp would only set the error state: the operands are all `dtype`
                     impl = functools.partial(core.call_ignoring_fp_errors, inner)
+                    if not any(cv or bc for _, cv, bc in self.prep):
+                        self.into = _into(inner, e.params, dtype, shape, self.out_aval)
                 self.direct = (impl, e.params)
 
     def __call__(self, args: tuple) -> Array:
         dtype, shape = self.dtype, self.shape
+        into = self.into
+        if into is not None:  # operands used as they are: Arrays' values, converted Python scalars
+            fn, nbytes, out_dtype, weak = into
+            name = self.name
+            vals = [_scalar(name, a, dtype) if type(a) in _SCALARS else a._value for a in args]
+            out = small_buffer(shape, out_dtype, nbytes)
+            core.call_ignoring_fp_errors(fn, *vals, out=out)
+            out.setflags(write=False)
+            return Array(out, weak)
         vals = []
         for a, (scalar, convert, bcast) in zip(args, self.prep):
             if scalar:
@@ -97,6 +112,23 @@ class _Plan:
         if self.fix_shape and out.shape != shape:
             out = np.broadcast_to(out, shape)
         return Array(aligned_copy(out, owned=True), self.out_aval.weak_type)
+
+
+def _into(fn: Any, params: dict, dtype: np.dtype, shape: tuple, out: ShapedArray) -> tuple | None:
+    """``(fn, nbytes, out.dtype, out.weak_type)`` when ``fn`` is a NumPy ufunc without parameters
+    whose loop for operands of ``dtype`` gives ``out.dtype`` (so writing into such a buffer casts
+    nothing) and the result of ``shape`` fits a small buffer; None otherwise."""
+    out_dtype = out.dtype
+    if not isinstance(fn, np.ufunc) or params or fn.nout != 1 or not all(isinstance(d, int) for d in shape):
+        return None
+    nbytes = sh.size(shape) * out_dtype.itemsize
+    if not 0 < nbytes <= SMALL_MAX:
+        return None
+    try:
+        loop = fn.resolve_dtypes((dtype,) * fn.nin + (None,))
+    except (TypeError, AttributeError):  # no loop for dtype (the general path raises), old NumPy
+        return None
+    return (fn, nbytes, out_dtype, out.weak_type) if loop[-1] == out_dtype else None
 
 
 # Python int and bool operands converted to a dtype, as read-only 0-d arrays: (type, value, dtype) ->
