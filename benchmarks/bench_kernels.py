@@ -3,25 +3,32 @@ overhead of a trivial function; ember native vs the ember numpy backend vs NumPy
 eager and ONNX Runtime (a ``torch.onnx`` export) when installed. All implementations are checked
 against NumPy, then timed in interleaved rounds (``common.interleaved``).
 
-    python benchmarks/bench_kernels.py [--quick] [--threads N]
+    python benchmarks/bench_kernels.py [--quick] [--threads N] [--only KEY ...] [--runs R]
 
-Writes ``benchmarks/results/kernels.{json,md}``. The memory-copy row (``x.copy()``) is the
-bandwidth limit for the elementwise chain.
+``--threads N`` limits ember and every peer to N threads. Writes
+``benchmarks/results/kernels.{json,md}``; with ``--only`` (workload keys: chain, softmax,
+layernorm, trivial, matmul) ``kernels_<keys>[_threadsN].{json,md}`` instead, so a partial run does
+not replace the full table. ``--runs R`` measures everything R times in turn and reports the
+median over the runs' medians, with each run's medians of ember and the peers (the range) below.
+The memory-copy row (``x.copy()``) is the bandwidth limit for the elementwise chain.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import threads  # noqa: E402
 
+if "--threads" in sys.argv:  # every implementation limited (set before NumPy, JAX, torch load)
+    threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 
 import numpy as np  # noqa: E402
-from common import Workload, have, interleaved, medians, peer_runners, report  # noqa: E402
+from common import RESULTS, Workload, fmt, have, interleaved, medians, peer_runners, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -105,7 +112,9 @@ def workload(key: str, label: str, xs: list[np.ndarray]) -> Workload:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip the 2**24 chain and the 1024^3 matmul")
-    ap.add_argument("--threads", type=int, default=None, help="OpenMP threads for ember native")
+    ap.add_argument("--threads", type=int, default=None, help="threads for ember and every peer")
+    ap.add_argument("--only", nargs="+", choices=sorted(FUNCS), help="only these workloads")
+    ap.add_argument("--runs", type=int, default=1, help="repeat the measurements (median over runs)")
     args = ap.parse_args()
     from ember._src.native import prepare
     prepare()  # time the steady state: per-machine runtime libraries loaded
@@ -118,10 +127,35 @@ def main() -> None:
     if not args.quick:
         cases.insert(1, ("chain", "elementwise chain 2^24", [f32(1 << 24)]))
         cases.append(("matmul", "matmul 1024^3 float32", [f32(1024, 1024), f32(1024, 1024)]))
+    if args.only:
+        cases = [c for c in cases if c[0] in args.only]
     opts = {"num_threads": args.threads} if args.threads else {}
-    rows = [{"workload": label, "times": measure(key, workload(key, label, xs), opts)}
-            for key, label, xs in cases]
-    print(report("Fused kernels (median per call)", rows, "kernels"))
+    loads = [workload(key, label, xs) for key, label, xs in cases]
+    runs = [[measure(key, w, opts) for (key, _, _), w in zip(cases, loads)] for _ in range(args.runs)]
+    rows = [{"workload": label, "times": {k: statistics.median(r[i][k] for r in runs) for k in runs[0][i]},
+             "runs": [r[i] for r in runs]} for i, (_, label, _) in enumerate(cases)]
+    name = "kernels" if not args.only else "kernels_" + "_".join(args.only) + (
+        f"_threads{args.threads}" if args.threads else "")
+    title = "Fused kernels (median per call" + (f", median over {args.runs} runs)" if args.runs > 1 else ")")
+    text = report(title, rows, name)
+    if args.runs > 1:
+        text += "\n" + run_ranges(rows)
+        (RESULTS / f"{name}.md").write_text(text)
+    print(text)
+
+
+def run_ranges(rows: list[dict]) -> str:
+    """Markdown table: each run's median of every implementation, and the range over the runs."""
+    impls = list(rows[0]["times"])
+    lines = ["Per run (the medians of each run; min - max over the runs):", "",
+             "| workload | " + " | ".join(impls) + " |", "|---" * (len(impls) + 1) + "|"]
+    for r in rows:
+        cells = []
+        for k in impls:
+            vals = [run[k] for run in r["runs"]]
+            cells.append(" / ".join(fmt(v) for v in vals) + f" ({fmt(min(vals))} - {fmt(max(vals))})")
+        lines.append(f"| {r['workload']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def measure(key: str, w: Workload, opts: dict, **timing) -> dict:

@@ -32,13 +32,18 @@ def _exp_row_lib(variant: str):
             "void run_scalar(const float *restrict x, float *restrict o, int64_t m) {\n"
             "    for (int64_t i = 0; i < m; ++i) o[i] = em_expf(x[i]);\n}\n"
             "static float ident(float m) { return m; }\n"
+            "float run_logf(float s) { return em_logf(s); }\n"
             "void run_softmax(const float *x, float *o, int64_t rows, int64_t m) {\n"
-            "    em_softmax_rows_f32(o, x, rows, m, ident);\n}\n")
+            "    em_softmax_rows_f32(o, x, rows, m, ident);\n}\n"
+            "void run_log_softmax(const float *x, float *o, int64_t rows, int64_t m) {\n"
+            "    em_log_softmax_rows_f32(o, x, rows, m, ident, run_logf);\n}\n")
     lib = compiler.load_library(c_ops.prelude_for(body) + body, name_hint="vexp_test")
     for name in ("run_row", "run_scalar"):
         getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     lib.run_row_c.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float]
-    lib.run_softmax.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    lib.run_softmax.argtypes = lib.run_log_softmax.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                                               ctypes.c_int64, ctypes.c_int64]
+    lib.run_logf.argtypes, lib.run_logf.restype = [ctypes.c_float], ctypes.c_float
     lib.run_row.restype = lib.run_row_c.restype = ctypes.c_float
     return lib
 
@@ -130,16 +135,20 @@ def test_row_exp_returns_row_sum(exp_lib, n):
     assert _call(exp_lib.run_row, x)[1] == 0
 
 
-def _softmax_reference(lib, x: np.ndarray) -> np.ndarray:
+def _softmax_reference(lib, x: np.ndarray, log: bool = False) -> np.ndarray:
     """Row by row through ``lib``'s em_exp_row_f32: e = exp(x - max) with its returned sum s,
-    then e * float32(1 / s) (the bits em_softmax_rows_f32 and the row kernels must give)."""
+    then e * float32(1 / s), or (x - max) - em_logf(s) when ``log`` (the bits
+    em_softmax_rows_f32 / em_log_softmax_rows_f32 and the row kernels must give)."""
     out = np.empty_like(x)
     for r in range(x.shape[0]):
         row = np.ascontiguousarray(x[r])
         m = np.float32(np.nan) if np.isnan(row).any() else row.max(initial=-np.inf)
         s = lib.run_row_c(row.ctypes.data, out[r].ctypes.data, row.size, m)
         with np.errstate(all="ignore"):
-            out[r] *= np.float32(1) / np.float32(s)
+            if log:
+                out[r] = (row - m) - np.float32(lib.run_logf(s))
+            else:
+                out[r] *= np.float32(1) / np.float32(s)
     return out
 
 
@@ -152,33 +161,46 @@ def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
 @requires_cc
 @pytest.mark.parametrize("n", LENGTHS)
 def test_softmax_rows_helper(exp_lib, n):
-    """em_softmax_rows_f32 (each variant; the AVX-512 one overlaps neighbouring rows' passes)
-    gives the bits of exp-then-scale row by row, for any number of rows (1, and 9 special rows
-    repeated past one block)."""
+    """em_softmax_rows_f32 and em_log_softmax_rows_f32 (each variant; the AVX-512 one overlaps
+    neighbouring rows' passes) give the bits of exp-then-normalize row by row, for any number
+    of rows (1, 2, and 9 special rows repeated past one block)."""
     x = np.concatenate([_rows(n, np.float32)] * 8)
-    for rows in (1, 2, x.shape[0]):
-        xs = np.ascontiguousarray(x[:rows])
-        got = np.full_like(xs, 7.0)
-        exp_lib.run_softmax(xs.ctypes.data, got.ctypes.data, rows, n)
-        _same_bits(got, _softmax_reference(exp_lib, xs))
-    inplace = x.copy()  # dst == src
+    for log, run in ((False, exp_lib.run_softmax), (True, exp_lib.run_log_softmax)):
+        for rows in (1, 2, x.shape[0]):
+            xs = np.ascontiguousarray(x[:rows])
+            got = np.full_like(xs, 7.0)
+            run(xs.ctypes.data, got.ctypes.data, rows, n)
+            _same_bits(got, _softmax_reference(exp_lib, xs, log))
+    inplace = x.copy()  # dst == src (the softmax only)
     exp_lib.run_softmax(inplace.ctypes.data, inplace.ctypes.data, x.shape[0], n)
     _same_bits(inplace, _softmax_reference(exp_lib, x))
 
 
+def _lax_log_softmax(v):
+    s = v - ember.lax.broadcast_in_dim(ember.lax.reduce_max(v, (1,)), v.shape, (0,))
+    return s - ember.lax.broadcast_in_dim(ember.lax.log(ember.lax.reduce_sum(ember.lax.exp(s), (1,))),
+                                          v.shape, (0,))
+
+
 @requires_cc
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("form", ["lax", "nn"])
+@pytest.mark.parametrize("form", ["lax", "nn", "lax log", "nn log"])
 def test_softmax_kernel_is_one_call(threads, form):
-    """A float32 row softmax (the lax formula, or nn.softmax with its -inf shift) compiles to
-    em_softmax_rows_f32 over blocks of rows (chunks of the pool at 2 threads) and gives the
-    reference bits; rows spanning several blocks and chunks, special rows included."""
+    """A float32 row softmax or log-softmax (the lax formulas, or nn's with the -inf shift)
+    compiles to one helper call over blocks of rows (chunks of the pool at 2 threads) and gives
+    the reference bits; rows spanning several blocks and chunks, special rows included."""
     x = np.concatenate([_rows(300, np.float32)] * 15)  # 135 rows
-    fn = (lambda v: nn.softmax(v, axis=-1)) if form == "nn" else _plain_softmax
+    fn = {"lax": _plain_softmax, "nn": lambda v: nn.softmax(v, axis=-1), "lax log": _lax_log_softmax,
+          "nn log": lambda v: nn.log_softmax(v, axis=-1)}[form]
     f = ember.jit(fn, backend="native", num_threads=threads, parallel_threshold=1)
     got = np.asarray(f(x))
-    assert "em_softmax_rows_f32(" in f.lower(x).executable.source
-    _same_bits(got, _softmax_reference(_exp_row_lib("native"), x))
+    log = form.endswith("log")
+    helper = "em_log_softmax_rows_f32(" if log else "em_softmax_rows_f32("
+    assert helper in f.lower(x).executable.source
+    want = _softmax_reference(_exp_row_lib("native"), x, log)
+    if form == "nn log":  # nn's shift is 0 for a row of -inf (log_softmax -inf - -inf = NaN either way)
+        assert np.isnan(got[2::9]).all() and np.isnan(want[2::9]).all()
+    _same_bits(got, want)
 
 
 def _plain_softmax(v):

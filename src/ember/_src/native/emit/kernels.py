@@ -579,13 +579,14 @@ class KernelEmitter:
             parts.append(f"{const}{ctype(np.dtype(dts))} *{restrict}{name}")
         return ", ".join(parts) or "void"
 
-    def softmax_rows(self) -> tuple[Var, Var, int, int] | None:
-        """(input, output, the shift node, the max reduction's id) when this kernel is exactly a
-        float32 row softmax over contiguous rows, ``out = e / sum(e)`` with ``e = exp(x - c)`` and
-        ``c`` a function of the row maximum of ``x`` alone (``max``, or JAX's ``max`` with ``-inf``
-        replaced by 0), every size static; None otherwise. Such a kernel is one call of
-        ``em_softmax_rows_f32`` (``csrc/vexp.h``), which overlaps the three passes of
-        neighbouring rows."""
+    def softmax_rows(self) -> tuple | None:
+        """``(input, output, c, max rid, g, sum rid)`` when this kernel is exactly a float32 row
+        softmax or log-softmax over contiguous rows, every size static: with ``d = x - c``, ``c`` a
+        function of the row maximum of ``x`` alone (``max``, or JAX's ``max`` with ``-inf``
+        replaced by 0) and ``s`` the row sum of ``exp(d)``, the output is ``exp(d) / s`` (``g``
+        None) or ``d - g`` with ``g`` a function of ``s`` alone (``log(s)``). None otherwise. Such
+        a kernel is one call of ``em_softmax_rows_f32`` / ``em_log_softmax_rows_f32``
+        (``csrc/vexp.h``), which overlap the three passes of neighbouring rows."""
         ir, nodes = self.ir, self.nodes
         if (ir.natural is not None or self.block or self.local_rows or not ir.n_outer
                 or self.parallel_outer or len(ir.reduces) != 2 or len(ir.roots) != 1
@@ -599,44 +600,73 @@ class KernelEmitter:
         x, e, out = nodes[mx.input], nodes[sm.input], nodes[root.node]
         full = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars], ir.domain)
         if (x.kind is not NodeKind.LOAD or x.attrs.checked or x.dtype != f32 or x.attrs.offset != full
-                or root.offset != full or root.var.aval.dtype != f32 or not is_row_exp(e)):
+                or root.offset != full or root.var.aval.dtype != f32 or not is_row_exp(e)
+                or out.kind is not NodeKind.OP):
             return None
         d = nodes[e.args[0]]
-        if d.kind is not NodeKind.OP or d.attrs.name != "sub":
+        if not self._is_shifted(d, x):
             return None
-        a, c = (nodes[i] for i in d.args)
-        if a.kind is not NodeKind.LOAD or (a.attrs.var, a.attrs.offset) != (x.attrs.var, x.attrs.offset):
+        c = nodes[d.args[1]]
+        if out.attrs.name == "div" and out.args[0] == e.id:  # softmax
+            g = None
+            s = nodes[out.args[1]]
+            if s.kind is not NodeKind.REDUCE or s.attrs.rid != sm.rid:
+                return None
+        elif out.attrs.name == "sub" and (out.args[0] == d.id
+                                          or self._is_shifted(nodes[out.args[0]], x, c.id)):
+            g = nodes[out.args[1]]  # log-softmax
+            if self.is_inner(g) or not self._row_function(g.id, sm.rid):
+                return None
+        else:
             return None
-        if out.kind is not NodeKind.OP or out.attrs.name != "div" or out.args[0] != e.id:
+        if self.is_inner(c) or not self._row_function(c.id, mx.rid):
             return None
-        s = nodes[out.args[1]]
-        if s.kind is not NodeKind.REDUCE or s.attrs.rid != sm.rid or self.is_inner(c):
-            return None
-        shift = self.closure([c.id], False, set())
-        if any(nodes[i].kind not in (NodeKind.OP, NodeKind.CONST, NodeKind.REDUCE) or
-               nodes[i].kind is NodeKind.REDUCE and nodes[i].attrs.rid != mx.rid for i in shift):
-            return None
-        return self._var(x.attrs.var), root.var, c.id, mx.rid
+        return self._var(x.attrs.var), root.var, c.id, mx.rid, None if g is None else g.id, sm.rid
 
-    def emit_softmax_rows(self, x: Var, out: Var, shift: int, rid: int) -> tuple[str, str]:
-        """The kernel of :meth:`softmax_rows`: its rows in blocks of 64 through
-        ``em_softmax_rows_f32`` (a pooled chunk polls for Ctrl-C between blocks), the shift ``c``
-        a C function of the row maximum emitted before the kernel."""
-        name = f"{self.fname}_shift"
+    def _is_shifted(self, d: Node, x: Node, c: int | None = None) -> bool:
+        """Whether ``d`` is ``x - c`` for a load of ``x``'s operand at ``x``'s offset (and the
+        given ``c`` node, when one is given)."""
+        if d.kind is not NodeKind.OP or d.attrs.name != "sub" or (c is not None and d.args[1] != c):
+            return False
+        a = self.nodes[d.args[0]]
+        return a.kind is NodeKind.LOAD and (a.attrs.var, a.attrs.offset) == (x.attrs.var, x.attrs.offset)
+
+    def _row_function(self, nid: int, rid: int) -> bool:
+        """Whether row-level node ``nid`` is computed from constants and reduction ``rid`` alone."""
+        return all(n.kind in (NodeKind.OP, NodeKind.CONST) or n.kind is NodeKind.REDUCE and n.attrs.rid == rid
+                   for n in (self.nodes[i] for i in self.closure([nid], False, set())))
+
+    def _row_function_c(self, name: str, nid: int, rid: int) -> str:
+        """C function ``float name(float r<rid>)`` returning row-level node ``nid``."""
         body, self.lines, ind = self.lines, [], self.ind
-        for nid in self.closure([shift], False, set()):
-            self.emit_node(nid)
-        self.prefix = "\n".join([f"static inline float {name}(float r{rid}) {{", *self.lines,
-                                  f"    return {self.expr(shift)};", "}", ""])
+        for i in self.closure([nid], False, set()):
+            self.emit_node(i)
+        text = "\n".join([f"static inline float {name}(float r{rid}) {{", *self.lines,
+                          f"    return {self.expr(nid)};", "}", ""])
         self.lines, self.ind = body, ind
+        return text
+
+    def emit_softmax_rows(self, x: Var, out: Var, shift: int, rid: int, g: int | None,
+                          sum_rid: int) -> tuple[str, str]:
+        """The kernel of :meth:`softmax_rows`: its rows in blocks of 64 through
+        ``em_softmax_rows_f32`` or ``em_log_softmax_rows_f32`` (a pooled chunk polls for Ctrl-C
+        between blocks); ``c`` (and ``g``) C functions of the row maximum (sum) emitted before the
+        kernel."""
+        fns = [f"{self.fname}_shift"]
+        self.prefix = self._row_function_c(fns[0], shift, rid)
+        if g is not None:
+            fns.append(f"{self.fname}_off")
+            self.prefix += self._row_function_c(fns[1], g, sum_rid)
+        helper = "em_softmax_rows_f32" if g is None else "em_log_softmax_rows_f32"
         n = self.ir.inner_size
         lo, hi = self.row_range or ("0", str(self.ir.outer_size))
-        self.w("/* row softmax: em_softmax_rows_f32 (csrc/vexp.h, built on em_exp_row_f32()) */")
+        self.w(f"/* row {'log-' if g is not None else ''}softmax: {helper} (csrc/vexp.h, built on "
+               "em_exp_row_f32()) */")
         self.w(f"for (int64_t b_ = {lo}; b_ < {hi}; b_ += 64) {{")
         if self.pool:
             self.w(f"    if ({interrupt.poll()}) break;")
-        self.w(f"    em_softmax_rows_f32({self.param(out, True)} + b_ * {n}, {self.param(x)} + b_ * {n}, "
-               f"{hi} - b_ < 64 ? {hi} - b_ : 64, {n}, {name});")
+        self.w(f"    {helper}({self.param(out, True)} + b_ * {n}, {self.param(x)} + b_ * {n}, "
+               f"{hi} - b_ < 64 ? {hi} - b_ : 64, {n}, {', '.join(fns)});")
         self.w("}")
         return self.finish()
 
