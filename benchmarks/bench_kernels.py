@@ -3,13 +3,15 @@ overhead of a trivial function; ember native vs the ember numpy backend vs NumPy
 eager and ONNX Runtime (a ``torch.onnx`` export) when installed. All implementations are checked
 against NumPy, then timed in interleaved rounds (``common.interleaved``).
 
-    python benchmarks/bench_kernels.py [--quick] [--threads N] [--only KEY ...] [--runs R]
+    python benchmarks/bench_kernels.py [--quick] [--threads N] [--only KEY ...] [--runs R] [--paired N]
 
 ``--threads N`` limits ember and every peer to N threads. Writes
 ``benchmarks/results/kernels.{json,md}``; with ``--only`` (workload keys: chain, softmax,
 layernorm, trivial, matmul) ``kernels_<keys>[_threadsN].{json,md}`` instead, so a partial run does
 not replace the full table. ``--runs R`` measures everything R times in turn and reports the
 median over the runs' medians, with each run's medians of ember and the peers (the range) below.
+``--paired ROUNDS`` also times ember and the best peer back to back in each of ROUNDS rounds (the
+median per-round ratio is steadier than ratios of medians on a loaded machine).
 The memory-copy row (``x.copy()``) is the bandwidth limit for the elementwise chain.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +31,17 @@ if "--threads" in sys.argv:  # every implementation limited (set before NumPy, J
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 
 import numpy as np  # noqa: E402
-from common import RESULTS, Workload, fmt, have, interleaved, medians, peer_runners, report  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    Workload,
+    fmt,
+    have,
+    interleaved,
+    is_peer,
+    medians,
+    peer_runners,
+    report,
+)
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -115,6 +128,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="threads for ember and every peer")
     ap.add_argument("--only", nargs="+", choices=sorted(FUNCS), help="only these workloads")
     ap.add_argument("--runs", type=int, default=1, help="repeat the measurements (median over runs)")
+    ap.add_argument("--paired", type=int, default=0, metavar="ROUNDS",
+                    help="also time ember and the best peer back to back for ROUNDS rounds per run")
     args = ap.parse_args()
     from ember._src.native import prepare
     prepare()  # time the steady state: per-machine runtime libraries loaded
@@ -131,17 +146,35 @@ def main() -> None:
         cases = [c for c in cases if c[0] in args.only]
     opts = {"num_threads": args.threads} if args.threads else {}
     loads = [workload(key, label, xs) for key, label, xs in cases]
-    runs = [[measure(key, w, opts) for (key, _, _), w in zip(cases, loads)] for _ in range(args.runs)]
+    runs = [[measure(key, w, opts, args.paired) for (key, _, _), w in zip(cases, loads)]
+             for _ in range(args.runs)]
+    pairs = [[r[i].pop("paired") for r in runs] if args.paired else [] for i in range(len(cases))]
     rows = [{"workload": label, "times": {k: statistics.median(r[i][k] for r in runs) for k in runs[0][i]},
-             "runs": [r[i] for r in runs]} for i, (_, label, _) in enumerate(cases)]
+             "runs": [r[i] for r in runs], "paired": pairs[i]} for i, (_, label, _) in enumerate(cases)]
     name = "kernels" if not args.only else "kernels_" + "_".join(args.only) + (
         f"_threads{args.threads}" if args.threads else "")
     title = "Fused kernels (median per call" + (f", median over {args.runs} runs)" if args.runs > 1 else ")")
     text = report(title, rows, name)
     if args.runs > 1:
         text += "\n" + run_ranges(rows)
+    if args.paired:
+        text += "\n" + paired_table(rows)
+    if args.runs > 1 or args.paired:
         (RESULTS / f"{name}.md").write_text(text)
     print(text)
+
+
+def paired_table(rows: list[dict]) -> str:
+    """Markdown table of the paired comparisons (one line per run)."""
+    lines = ["Paired rounds (ember native and the best peer back to back per round; per run):", "",
+             "| workload | peer | rounds | ember / peer: median (q1 - q3) | fastest call: ember, peer | "
+             "median call: ember, peer |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        for p in r["paired"]:
+            lines.append(f"| {r['workload']} | {p['peer']} | {p['rounds']} | {p['ratio_median']:.2f}x "
+                         f"({p['ratio_q1']:.2f} - {p['ratio_q3']:.2f}) | {fmt(p['ember_min'])}, "
+                         f"{fmt(p['peer_min'])} | {fmt(p['ember_median'])}, {fmt(p['peer_median'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def run_ranges(rows: list[dict]) -> str:
@@ -158,9 +191,11 @@ def run_ranges(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def measure(key: str, w: Workload, opts: dict, **timing) -> dict:
+def measure(key: str, w: Workload, opts: dict, paired_rounds: int = 0, **timing) -> dict:
     """ember native (jitted call and bare executable), the ember numpy backend and each peer, after
-    checking all of them against NumPy; the memory copy of the input is the limit for the chain."""
+    checking all of them against NumPy; the memory copy of the input is the limit for the chain.
+    With ``paired_rounds``, also :func:`paired` against the peer with the best median (key
+    ``"paired"``)."""
     xs = w.data
     native = ember.jit(FUNCS[key], backend="native", **opts)
     ref = ember.jit(FUNCS[key], backend="numpy")
@@ -173,7 +208,29 @@ def measure(key: str, w: Workload, opts: dict, **timing) -> dict:
              **peer_runners(w, reference=want)}
     if key == "chain":
         impls["memory copy"] = lambda: xs[0].copy()
-    return medians(interleaved(impls, **timing))
+    times = medians(interleaved(impls, **timing))
+    if paired_rounds:
+        peers = {k: v for k, v in times.items() if is_peer(k) and k in impls}
+        best = min(peers, key=peers.__getitem__)
+        times["paired"] = paired(impls["ember native"], impls[best], paired_rounds) | {"peer": best}
+    return times
+
+
+def paired(ember_fn, peer_fn, rounds: int) -> dict:
+    """One call of ember and one of the peer back to back per round (the order alternating), so
+    both see the same momentary load: the median and quartiles of the per-round time ratios
+    ember / peer, and each side's fastest and median call."""
+    te: list[float] = []
+    tp: list[float] = []
+    for r in range(rounds):
+        for fn, out in ((ember_fn, te), (peer_fn, tp)) if r % 2 == 0 else ((peer_fn, tp), (ember_fn, te)):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    q = statistics.quantiles([a / b for a, b in zip(te, tp)], n=4)
+    return {"ratio_median": q[1], "ratio_q1": q[0], "ratio_q3": q[2], "ember_min": min(te),
+            "peer_min": min(tp), "ember_median": statistics.median(te), "peer_median": statistics.median(tp),
+            "rounds": rounds}
 
 
 if __name__ == "__main__":
