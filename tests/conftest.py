@@ -5,6 +5,9 @@ JAX's default mode. The environment variable also reaches the subprocesses tests
 import os
 
 os.environ["EMBER_ENABLE_X64"] = "1"
+# every generated translation unit is checked for headers, prelude functions and support blocks
+# used without being recorded by their emitters (native/emit/support.py)
+os.environ["EMBER_CHECK_EMISSION"] = "1"
 
 import ember  # noqa: E402
 

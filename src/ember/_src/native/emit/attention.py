@@ -21,6 +21,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native.csrc import load
+from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.plan import symdims as sd
 from ember._src.native.rewrite import attention_passes  # noqa: F401  (registers the attention passes)
@@ -75,6 +76,7 @@ def _helpers(cc: CallCode, dtype: np.dtype, D: int, Dv: int) -> str:
     elt, sfx, exp = _TYPES[dtype]
     cc.helper(f"em_attn_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx).replace("EM_ATT_EXP", exp))
     task, pack = f"em_attn_run_{sfx}_{D}_{Dv}", f"em_attn_packk_{sfx}_{D}"
+    support.need("threadpool")
     for name, call in ((task, f"em_attn_task_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D}, {Dv})"),
                        (pack, f"em_attn_pack_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D})")):
         cc.helper(name, f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid) {{\n"

@@ -15,9 +15,11 @@ included (fixed-width types are everywhere; ``<float.h>`` costs nothing measurab
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 
-__all__ = ["COMPLEX_NAMES", "MATH_NAMES", "STRING_NAMES", "includes_for"]
+__all__ = ["COMPLEX_NAMES", "MATH_NAMES", "STRING_NAMES", "headers_in", "include_lines", "includes_for"]
 
 # C99/C11 <math.h> functions: each also comes with an ``f`` (float) and ``l`` (long double) variant.
 _MATH_FUNCS = """
@@ -58,19 +60,39 @@ _STRING_B = frozenset(n.encode() for n in STRING_NAMES)
 _COMPLEX_B = frozenset(n.encode() for n in COMPLEX_NAMES)
 
 
+def _words(code: str) -> set[bytes]:
+    return set(_COMMENT_RE.sub(" ", code).encode("utf-8", "replace").translate(_BLANK_OTHERS).split())
+
+
+@functools.lru_cache(maxsize=512)
+def headers_in(code: str) -> tuple[str, ...]:
+    """The optional headers (``string.h``, ``math.h``, ``complex.h``, ``omp.h``) whose names
+    ``code`` uses. Generated code records its headers as it is emitted (``emit/support.py``); this
+    resolves hand-written C (csrc files, helper blocks: fixed texts, so the result is cached) and
+    serves the emission check."""
+    names = _words(code)
+    found = [h for h, table in (("string.h", _STRING_B), ("math.h", _MATH_B), ("complex.h", _COMPLEX_B))
+             if not names.isdisjoint(table)]
+    if any(n.startswith(b"omp_") for n in names):
+        found.append("omp.h")
+    return tuple(found)
+
+
+def include_lines(headers: Iterable[str]) -> str:
+    """The ``#include`` block for a translation unit that uses ``headers`` (of
+    :data:`.support.HEADERS`): ``<stdint.h>`` and ``<float.h>`` always, ``<omp.h>`` under
+    ``_OPENMP``."""
+    wanted = set(headers)
+    lines = ["#include <stdint.h>", "#include <float.h>"]
+    lines += [f"#include <{h}>" for h in ("string.h", "math.h", "complex.h") if h in wanted]
+    if "omp.h" in wanted:
+        lines += ["#ifdef _OPENMP", "#include <omp.h>", "#endif"]
+    return "\n".join(lines) + "\n"
+
+
 def includes_for(code: str) -> str:
     """The ``#include`` block for a translation unit whose code (everything after the includes) is
     ``code``: ``<stdint.h>`` and ``<float.h>`` always, ``<string.h>``, ``<math.h>`` and ``<complex.h>`` when
     ``code`` names something they declare, ``<omp.h>`` (under ``_OPENMP``) when it calls an ``omp_``
     function."""
-    names = set(_COMMENT_RE.sub(" ", code).encode("utf-8", "replace").translate(_BLANK_OTHERS).split())
-    lines = ["#include <stdint.h>", "#include <float.h>"]
-    if not names.isdisjoint(_STRING_B):
-        lines.append("#include <string.h>")
-    if not names.isdisjoint(_MATH_B):
-        lines.append("#include <math.h>")
-    if not names.isdisjoint(_COMPLEX_B):
-        lines.append("#include <complex.h>")
-    if any(n.startswith(b"omp_") for n in names):
-        lines += ["#ifdef _OPENMP", "#include <omp.h>", "#endif"]
-    return "\n".join(lines) + "\n"
+    return include_lines(headers_in(code))

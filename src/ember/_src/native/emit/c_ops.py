@@ -23,14 +23,15 @@ two differ by at most 1 ulp, ``tests/native/test_row_kernels.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ember._src.core import Primitive
 from ember._src.native import opinfo
-from ember._src.native.emit.c_headers import includes_for
+from ember._src.native.emit import support
+from ember._src.native.emit.c_headers import headers_in, include_lines
 from ember._src.native.opinfo import OpCategory, Renderer
 
 C_TYPES = {
@@ -90,8 +91,10 @@ def literal(value: Any, dtype: Any) -> str:
     v = float(value)
     suffix = "f" if d.itemsize == 4 else ""
     if np.isnan(v):
+        support.need("math.h")  # NAN, INFINITY
         return "NAN" if d.itemsize == 4 else "(double)NAN"
     if np.isinf(v):
+        support.need("math.h")
         return ("" if v > 0 else "-") + ("INFINITY" if d.itemsize == 4 else "(double)INFINITY")
     if d.itemsize == 4:
         v = float(np.float32(v))
@@ -367,7 +370,13 @@ def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> opinfo.Rendere
 
 def render_op(name: str, args: Sequence[str], in_dtypes: Sequence[np.dtype], out_dtype: np.dtype,
               params: dict) -> str:
-    return _table(in_dtypes, out_dtype)[name](args, list(in_dtypes), np.dtype(out_dtype), params)
+    """The C expression of elementwise op ``name`` on the C expressions ``args``, recording the
+    headers and prelude functions the op itself uses (``emit/support.py``: resolved from the op
+    rendered on placeholder operands, so nested operands are not resolved again)."""
+    render = _table(in_dtypes, out_dtype)[name]
+    ins, out = list(in_dtypes), np.dtype(out_dtype)
+    support.uses(render([f"a{i}_" for i in range(len(args))], ins, out, params))
+    return render(args, ins, out, params)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,9 +582,8 @@ static inline float em_erff(float x) {
 _FUNC_RE = re.compile(r"\b(em_[a-z0-9]+)\(")
 
 
-def prelude_for(source_body: str) -> str:
-    """The prelude plus the inline math functions ``source_body`` calls (with dependencies), led by
-    the ``#include`` lines that they and ``source_body`` need (:func:`.c_headers.includes_for`)."""
+def prelude_closure(names: Iterable[str]) -> list[str]:
+    """The prelude functions among ``names`` with their dependencies, each after what it calls."""
     wanted: list[str] = []
 
     def want(name: str) -> None:
@@ -584,10 +592,32 @@ def prelude_for(source_body: str) -> str:
                 want(dep)
             wanted.append(name)
 
-    for name in _FUNC_RE.findall(source_body):
+    for name in names:
         want(name)
-    funcs = "".join(PRELUDE_FUNCS[n][1] for n in wanted)
-    return includes_for(PRELUDE_HEAD + funcs + source_body) + PRELUDE_HEAD + funcs
+    return wanted
+
+
+def prelude_names_in(code: str) -> list[str]:
+    """The prelude functions ``code`` calls (hand-written C; the emission check)."""
+    return [n for n in dict.fromkeys(_FUNC_RE.findall(code)) if n in PRELUDE_FUNCS]
+
+
+def prelude(needs: Iterable[str]) -> str:
+    """A translation unit's head: the ``#include`` lines, :data:`PRELUDE_HEAD` and the prelude
+    functions, for code that recorded ``needs`` (``emit/support.py``: headers and prelude
+    functions among them; the prelude functions bring their dependencies and headers)."""
+    needs = list(needs)
+    funcs = prelude_closure(needs)
+    headers = set(needs)
+    for text in (PRELUDE_HEAD, *(PRELUDE_FUNCS[n][1] for n in funcs)):
+        headers.update(headers_in(text))
+    return include_lines(headers) + PRELUDE_HEAD + "".join(PRELUDE_FUNCS[n][1] for n in funcs)
+
+
+def prelude_for(source_body: str) -> str:
+    """:func:`prelude` for a hand-written ``source_body`` (tests and libraries that are not
+    generated programs): its needs are resolved from the names it uses."""
+    return prelude((*headers_in(source_body), *prelude_names_in(source_body)))
 
 
 # register digamma, erf_inv, polygamma, bitcast (c_special) and the complex renderers (c_complex)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native import opinfo
-from ember._src.native.emit import c_ops
+from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.opinfo import CallLowering, OpCategory
 from ember._src.program import Eqn, Literal
@@ -130,6 +130,7 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)
+    support.uses("\n".join(body))  # a lowering's hand-written statements name their headers
     return ["{", *("    " + ln for ln in body), "}"]
 
 

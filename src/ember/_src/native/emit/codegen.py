@@ -28,9 +28,13 @@ decision becomes an OpenMP ``if`` clause evaluated at run time.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
+from ember._src import flags
 from ember._src.native import abi
 from ember._src.native.csrc import load as load_csrc
-from ember._src.native.emit import c_ops, gemm_kernel
+from ember._src.native.emit import c_headers, c_ops, gemm_kernel, support
 from ember._src.native.emit import calls as calls_mod
 from ember._src.native.emit.context import BODY_CALLBACK_BASE, CodegenOptions, EmitContext, Generated
 from ember._src.native.emit.gemm import blas_helpers, emit_gemm
@@ -80,9 +84,10 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: EmitContext, opts: Codege
             n_cb = len(gen.fallback_steps)
             body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
             if not ctx.in_body and len(gen.fallback_steps) > n_cb:  # a body calls back: did it fail?
+                support.need("cb_flag")
                 body.append(f"    if (em_cb_failed_) {{ em_cb_failed_ = 0; return {s + 1}; }}")
             if ctx.top and interrupt.POLLING:  # stopped by Ctrl-C (runtime/interrupt.py): skip the rest
-                body.append(f"    if ({interrupt.POLL}) return EM_INTERRUPTED;")
+                body.append(f"    if ({support.poll()}) return EM_INTERRUPTED;")
     return body
 
 
@@ -99,9 +104,29 @@ def _fallback_call(step: Step, s: int, ctx: EmitContext, gen: Generated) -> str:
     if not ctx.in_body:
         gen.fallback_steps[s] = step
         return f"{{ void *a_[] = {{{arr}}}; if ({cb}({s}, a_)) return {s + 1}; }}"
+    support.need("cb_flag")
     cid = BODY_CALLBACK_BASE + len(gen.fallback_steps)
     gen.fallback_steps[cid] = step
     return f"{{ void *a_[] = {{{arr}}}; if ({cb}({cid}, a_)) em_cb_failed_ = 1; }}"
+
+
+check_emission = flags.define_bool(
+    "native_check_emission", False, "EMBER_CHECK_EMISSION",
+    "After generating a translation unit, resolve its identifiers against the headers, prelude "
+    "functions and support blocks and raise if the emitters used one without recording it "
+    "(emit/support.py); the test suite turns it on.")
+
+# support blocks (emit/support.py): name -> the C it stands for, in the order they are written
+BLOCKS: dict[str, Callable[[], str]] = {
+    "cb_flag": lambda: "static _Thread_local int em_cb_failed_;\n",  # per thread: calls may overlap
+    "interrupt": interrupt.c_helpers,
+    "symdims": lambda: sd.C_HELPERS,
+    "gemm_kernel": lambda: gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or ""),
+    "vexp": lambda: load_csrc("vexp.h"),  # float32 exps of row kernels, a row at a time
+    "threadpool": threadpool.c_helpers,  # chunk functions (run on the pool, or called serially)
+}
+# blocks implied by another name: ember_main's pool context is a thread-pool type
+_IMPLIES = {"main_ctx": ("threadpool",)}
 
 
 def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generated:
@@ -114,11 +139,16 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     ctx.top = True
     if not opts.axes:
         ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
-    body = emit_steps(sched, plan, ctx, opts, gen, funcs)
-    pooled = any("&em_mctx_" in ln for ln in body)
-    polls = any(interrupt.POLL in text for text in (*body, *funcs))
+    with support.recording(gen.needs) as needs:
+        if opts.axes:  # sizes render as C over the axis values (plan/symdims.py)
+            support.need("symdims")
+        body = emit_steps(sched, plan, ctx, opts, gen, funcs)
+    for name, implied in _IMPLIES.items():
+        if name in needs:
+            needs.update(dict.fromkeys(implied))
+    polls = "interrupt" in needs
     intr = "em_intr_flag_" if polls else "0"  # the flag this call's chunks poll, on any thread
-    pool = [f"    em_main_ctx em_mctx_ = {{bufs, arena, dims, fns, {intr}}};"] if pooled else []
+    pool = [f"    em_main_ctx em_mctx_ = {{bufs, arena, dims, fns, {intr}}};"] if "main_ctx" in needs else []
     params = "(void **bufs, char *arena, const int64_t *dims, void **fns)"
     main = []
     if polls:  # entered and left through the interrupt runtime (native/runtime/interrupt.py); the steps
@@ -129,21 +159,31 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
              "    (void)bufs; (void)arena; (void)dims; (void)fns;", *axis_decls(opts), *pool, *body,
              "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
-    extra = abi.CALLBACK_C_TYPEDEF
-    if "em_cb_failed_" in code:  # per thread: two calls of one shared library may run at once
-        extra += "static _Thread_local int em_cb_failed_;\n"
-    if polls:
-        extra += interrupt.c_helpers()
-    if "em_floordiv64" in code or "em_mod64" in code or "em_ceil_sqrt64" in code:
-        extra += sd.C_HELPERS
-    if "em_sk_fn()" in code or "em_skp_fn()" in code:
-        extra += gemm_kernel.c_helpers(gemm_kernel.kernel_symbol() or "")
-    if "em_exp_row_f32(" in code:  # float32 exps of row kernels, a row at a time
-        extra += load_csrc("vexp.h")
-    if "EM_TASK_ATTR" in code:  # chunk functions (run on the pool, or called serially)
-        extra += threadpool.c_helpers()
-    extra += blas_helpers(code)
-    # the prelude's #include lines are chosen for everything after them (helpers included)
-    gen.source = c_ops.prelude_for(extra + code) + extra + code
+    extra = abi.CALLBACK_C_TYPEDEF + "".join(text() for name, text in BLOCKS.items() if name in needs)
+    extra += blas_helpers(needs)
+    with support.recording(needs):  # hand-written C (blocks, call steps' helpers) names its headers
+        for text in (extra, *gen.helpers.values()):
+            support.uses(text)
+    gen.source = c_ops.prelude(needs) + extra + code
+    if check_emission:
+        _check_recorded(gen.source, code, needs)
     return gen
 
+
+def _check_recorded(source: str, code: str, needs: dict[str, None]) -> None:
+    """Raise if the translation unit ``source`` uses a header or prelude function, or its emitted
+    functions ``code`` a support block, that the emitters did not record
+    (``native_check_emission``; a debugging aid, off in production)."""
+    used = set(c_headers.headers_in(source)) | set(c_ops.prelude_names_in(source))
+    markers = {"cb_flag": ("em_cb_failed_",), "interrupt": (interrupt.POLL,),
+               "symdims": ("em_floordiv64(", "em_mod64(", "em_ceil_sqrt64("),
+               "gemm_kernel": ("em_sk_fn()", "em_skp_fn()"), "vexp": ("em_exp_row_f32(",),
+               "threadpool": ("EM_TASK_ATTR",), "main_ctx": ("&em_mctx_",)}
+    used |= {name for name, marks in markers.items() if any(m in code for m in marks)}
+    used |= set(re.findall(r"\bem_gemm_(?:sv_)?[cf]\d+(?=\()", code))
+    # what the assembled unit provides: its #include lines, the prelude functions, the blocks
+    recorded = set(needs) | set(c_ops.prelude_closure(needs))
+    recorded |= set(re.findall(r"#include <(\w+\.h)>", source))
+    missing = sorted(used - recorded)
+    if missing:
+        raise AssertionError(f"generated C uses {missing} without recording them (emit/support.py)")

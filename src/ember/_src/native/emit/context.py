@@ -43,6 +43,9 @@ class Generated:
     packed_args: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     emitted_bodies: set[str] = field(default_factory=set)  # loop-body functions already written
     helpers: dict[str, str] = field(default_factory=dict)  # static C helpers shared by call steps
+    # what the emitted code uses besides its functions: headers, prelude functions, support blocks
+    # (emit/support.py; an insertion-ordered set)
+    needs: dict[str, None] = field(default_factory=dict)
 
 
 

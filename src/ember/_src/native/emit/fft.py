@@ -57,6 +57,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native.csrc import load
+from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.plan.symdims import cdim, is_sym
 from ember._src.native.runtime.threadpool import usable_cpus
@@ -222,6 +223,7 @@ def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
     real_t = "float" if np.dtype(e.inputs[0].aval.dtype) in (np.float32, np.complex64) else "double"
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
+    support.need("threadpool")  # large transforms split their line groups over the pool
     cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
               + "#undef EM_T\n#undef ELT\n")
     return real_t, s

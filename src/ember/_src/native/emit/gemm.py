@@ -5,12 +5,13 @@ loop bodies; which strategy a product takes is decided here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ember._src.native import abi
-from ember._src.native.emit import c_ops, gemm_kernel
+from ember._src.native.emit import c_ops, gemm_kernel, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import parallel_clause, pool_call, pool_task, pool_threads
@@ -54,8 +55,11 @@ assert set(GEMM_TYPES) == BLAS_DTYPES  # the strategy routes to BLAS exactly the
 
 
 def gemm_fn(dt: Any, strided: bool = False) -> str:
-    """The name of the ``em_gemm_*`` helper (``em_gemm_sv_*`` with ``strided``) for dtype ``dt``."""
-    return f"em_gemm_{'sv_' if strided else ''}{GEMM_TYPES[np.dtype(dt)][1]}"
+    """The name of the ``em_gemm_*`` helper (``em_gemm_sv_*`` with ``strided``) for dtype ``dt``,
+    recorded as used (``emit/support.py``)."""
+    name = f"em_gemm_{'sv_' if strided else ''}{GEMM_TYPES[np.dtype(dt)][1]}"
+    support.need(name)
+    return name
 
 
 
@@ -89,25 +93,23 @@ static void em_gemm_T(void **fns, int ta, int tb, int64_t nb, int m, int n, int 
 """
 
 
-def blas_helpers(code: str) -> str:
-    """The typedefs and ``static`` wrappers of the BLAS ``gemm``/``gemv`` calls that ``code`` (a
-    translation unit's functions) makes through ``em_gemm_<type>`` / ``em_gemm_sv_<type>``."""
-    out = ""
-    if "em_gemm_" in code:
-        complex_ = "em_gemm_c" in code or "em_gemm_sv_c" in code
-        out += _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
-        for t, name, pre in GEMM_TYPES.values():
-            for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
-                if f"{fn}(" in code:
-                    out += (text.replace("em_gemm_T", fn)
-                              .replace("em_Sgemv_t", f"em_{pre}gemv_t")
-                              .replace("em_Sgemm_t", f"em_{pre}gemm_t")
-                              .replace("GEMV", str(abi.slot(pre + "gemv")))
-                              .replace("GEMM", str(abi.slot(pre + "gemm"))).replace("ELT", t))
+def blas_helpers(needs: Iterable[str]) -> str:
+    """The typedefs and ``static`` wrappers of the BLAS ``gemm``/``gemv`` calls among ``needs``
+    (the ``em_gemm_<type>`` / ``em_gemm_sv_<type>`` names :func:`gemm_fn` recorded)."""
+    used = {n for n in needs if n.startswith("em_gemm_")}
+    if not used:
+        return ""
+    complex_ = any(n.startswith(("em_gemm_c", "em_gemm_sv_c")) for n in used)
+    out = _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
+    for t, name, pre in GEMM_TYPES.values():
+        for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
+            if fn in used:
+                out += (text.replace("em_gemm_T", fn)
+                          .replace("em_Sgemv_t", f"em_{pre}gemv_t")
+                          .replace("em_Sgemm_t", f"em_{pre}gemm_t")
+                          .replace("GEMV", str(abi.slot(pre + "gemv")))
+                          .replace("GEMM", str(abi.slot(pre + "gemm"))).replace("ELT", t))
     return out
-
-
-
 
 
 _GEMM_SV_FN = """\
@@ -296,14 +298,13 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
     elif plan.route is GemmRoute.LOOPS:
         lines.extend("    " + ln for ln in _loop_gemm(step, ctx, has_c))
     else:
-        name = gemm_fn(dt)
         small = _small_sgemm_call(step, ctx, opts, alpha, beta) if plan.kernel else None
         nbs = nb
         views = gemm_views(step)
         if views is not None:  # per batch: BLAS on the strided matrices (one unit stride each)
             (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = views
             loop = f"for (int64_t bb_ = 0; bb_ < {nb}; ++bb_) " if nb != 1 else ""
-            blas = (f"{loop}{name.replace('gemm', 'gemm_sv')}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, "
+            blas = (f"{loop}{gemm_fn(dt, strided=True)}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, "
                     f"{literal(beta, dt)}, {ctx.ptr(a)} + {batch_offset(ba)}, {rsa}, {csa}, "
                     f"{ctx.ptr(b)} + {batch_offset(bb)}, {rsb}, {csb}, {optr} + {batch_offset(bo)}, "
                     f"{ldc});")
@@ -311,7 +312,7 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
                 blas = blas.replace("bb_", "0")
         else:
             nb, m, n, k = (sd.cdim(x) for x in (nb, m, n, k))
-            blas = (f"{name}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
+            blas = (f"{gemm_fn(dt)}(fns, {int(prm['trans_a'])}, {int(prm['trans_b'])}, {nb}, {m}, {n}, {k}, "
                     f"{literal(alpha, dt)}, {literal(beta, dt)}, {ctx.ptr(a)}, {ctx.ptr(b)}, {optr});")
             blas += _epilogue_loop(step, ctx)
         if small is None:

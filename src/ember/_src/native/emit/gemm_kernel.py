@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember._src.native import csrc
+from ember._src.native.emit import support
 from ember._src.native.runtime.background import BackgroundLibrary
 
 __all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
@@ -556,6 +557,7 @@ def c_call_packed(args: str, fallback: str, guard: str = "") -> str:
     B, beta, c, ldc, bias, relu, nthreads) once its library is loaded and ``guard`` (a C condition,
     e.g. on a dynamic row count) holds, else ``fallback`` (BLAS on the original B)."""
     cond = f"f_ && ({guard})" if guard else "f_"
+    support.need("gemm_kernel")
     return f"{{ em_skp_fn_t f_ = em_skp_fn(); if ({cond}) {{ f_({args}); }} else {{ {fallback} }} }}"
 
 
@@ -567,4 +569,5 @@ def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
     if batches != 1:
         call = f"for (int64_t bb_ = 0; bb_ < {batches}; ++bb_) {call}"
     cond = f"f_ && ({guard})" if guard else "f_"
+    support.need("gemm_kernel")
     return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({cond}) {{ {call} }} else {{ {fallback} }} }}"

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.native.emit import support
 from ember._src.native.emit.c_ops import literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.gemm import batch_offset, gemm_batch, step_layouts
@@ -67,6 +68,7 @@ def _emit_tiled_group(group: Any, index: dict[int, int], ctx: EmitContext, opts:
     task = f"em_task{s1}"
     funcs.append(pool_task(task, "\n    ".join(lines), opts))
     if not parallel_clause(opts, 2 * nb * m * n * (group.k1 + group.n2), nb)[0]:  # too little work
+        support.need("main_ctx")
         return [head, f"{task}(&em_mctx_, 0, {nb}, 0);"]
     return [head, pool_call(task, nb, f"{opts.num_threads or 0}, {group.copies}", POOL_CHUNKS)]
 

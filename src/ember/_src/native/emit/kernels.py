@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native.emit import c_ops
+from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import (
@@ -24,7 +24,6 @@ from ember._src.native.emit.pooled import (
 )
 from ember._src.native.plan import scratch as scratch_mod
 from ember._src.native.plan import symdims as sd
-from ember._src.native.runtime import interrupt
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps
 from ember._src.native.scheduling.schedule import Step
@@ -92,7 +91,7 @@ def block_reduce_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptio
     loop = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {one}"
     if ctx.pooled and parallel_clause(opts, ir.flops(), nb)[0]:
         task = f"{step.name}_task"
-        polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({interrupt.poll()}) break; {one} }}"
+        polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({support.poll()}) break; {one} }}"
         funcs.append(pool_task(task, polled, opts))
         return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS), fin_call]
     serial = loop.replace("lo_", "0").replace("hi_", str(nb)).replace("tid_)", "0)")
@@ -316,7 +315,7 @@ class KernelEmitter:
         self.w("for (int64_t r_ = lo_; r_ < hi_; ++r_) {")
         self.ind += 1
         if self.pool:  # a pooled kernel's chunk: Ctrl-C stops it between rows (native/runtime/interrupt.py)
-            self.w(f"if ({interrupt.poll()}) break;")
+            self.w(f"if ({support.poll()}) break;")
         inner = 1
         decls = []
         for k in range(len(self.outer_names) - 1, -1, -1):
@@ -349,6 +348,7 @@ class KernelEmitter:
             if not nt and ir.scratch:  # per-thread row caches: at most the planned team, fewer if
                 w = self.opts.workspace_threads  # OMP_NUM_THREADS / omp_set_num_threads ask for fewer
                 nt = f"omp_get_max_threads() < {w} ? omp_get_max_threads() : {w}"
+                support.need("omp.h")
             nt = f" num_threads({nt})" if nt else ""
             col = f" collapse({len(self.outer_names)})" if len(self.outer_names) > 1 else ""
             pragma = f"#pragma omp parallel for{col}{nt}{self.par_if} schedule(static)"
@@ -364,6 +364,7 @@ class KernelEmitter:
             depth = 1
         emitted_row: set[int] = set()
         if self.parallel_outer and ir.scratch:
+            support.need("omp.h")
             self.w("const int64_t tid_ = omp_get_thread_num();")
         for q in range(ir.n_loops):
             sinks = ir.loop_sinks[q]
@@ -409,6 +410,8 @@ class KernelEmitter:
                                                 f"n{r.rid}" if flt else None))
             self.w("}")
             ot = ctype(r.out_dtype)
+            if flt:
+                support.need("math.h")  # NAN
             val = f"n{r.rid} ? ({ot})NAN : ({ot})a{r.rid}" if flt else f"({ot})a{r.rid}"
             self.w(f"const {ot} r{r.rid} = {val};")
 
@@ -532,6 +535,7 @@ class KernelEmitter:
             for r in ir.reduces:
                 x = f"l{r.rid}"
                 if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                    support.need("math.h")  # NAN
                     self.w(f"if (n{r.rid}) l{r.rid} = ({ctype(r.dtype)})NAN;")
                 self._acc_update(r, f"{accs[r.rid]}[{k}]", x)
         self.close(depth)
@@ -692,6 +696,7 @@ class KernelEmitter:
                 src, bias = direct
             else:
                 src, bias = self.store_row_argument(q, n.args[0], row, stop, jflat) + f" + {base}", "0.0f"
+            support.need("vexp")
             call = f"em_exp_row_f32({row} + {base}, {src}, {bias}, {inner})"
             summed = [rid for rid, e in sums.items() if e == nid]
             self.w(f"a{summed[0]} = {call};" if summed else f"(void){call};")
@@ -834,6 +839,8 @@ class KernelEmitter:
 
             for r in reds:
                 flt = r.kind in ("max", "min") and c_ops.is_float(r.dtype)
+                if flt:
+                    support.need("math.h")  # NAN
                 val = f"n{r.rid} ? ({ctype(r.dtype)})NAN : a{r.rid}" if flt else f"a{r.rid}"
                 part = self.scratch_param(blockreduce.partial_key(r.rid), r.dtype)
                 self.w(f"{part}[lo_ / {blockreduce.BLOCK}] = {val};")
@@ -843,6 +850,7 @@ class KernelEmitter:
             if r.kind in ("argmax", "argmin"):
                 self.w(f"const {t} r{r.rid} = ({t})x{r.rid};")
             elif r.kind in ("max", "min") and c_ops.is_float(r.dtype):
+                support.need("math.h")  # NAN
                 self.w(f"const {t} r{r.rid} = n{r.rid} ? ({t})NAN : a{r.rid};")
             else:
                 self.w(f"const {t} r{r.rid} = a{r.rid};")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember._src.native.emit import support
 from ember._src.native.emit.context import CodegenOptions
 from ember._src.native.plan import symdims as sd
 from ember._src.native.runtime import interrupt
@@ -35,10 +36,11 @@ def pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
     """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
     ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
     decls = "".join(ln.strip() + "\n    " for ln in axis_decls(opts))
+    support.need("threadpool")
     head = f"static EM_TASK_ATTR void {name}{{}}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{{{\n"
     body = (head.format("_rows" if interrupt.POLLING else "")
             + f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n"
-            f"    if ({interrupt.poll()}) return;\n    {decls}{statement}\n}}\n")
+            f"    if ({support.poll()}) return;\n    {decls}{statement}\n}}\n")
     if not interrupt.POLLING:
         return body
     # a pool worker polls the flag of the call it works for (the caller's, in em_main_ctx), so a
@@ -54,6 +56,7 @@ def pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
 def pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "") -> str:
     """ember_main's statement running ``task`` over ``rows`` on the pool (serially unless the
     run-time condition ``cond`` holds, when given)."""
+    support.need("main_ctx")
     par = f"em_par({task}, &em_mctx_, {sd.cdim(rows)}, {threads}, {chunks});"
     if not cond:
         return par

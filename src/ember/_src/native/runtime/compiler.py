@@ -70,8 +70,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # -fno-trapping-math lets the compiler if-convert NaN checks (selects) so loops vectorize; results
 # stay IEEE (only FP-exception traps are assumed off). -fwrapv gives signed integer overflow the
 # wrap-around NumPy has. -fopenmp-simd honours `#pragma omp simd` even without OpenMP threads.
+# A call of an undeclared function is an error, not an implicit `int f()` (a header the emitters
+# did not record would otherwise compile, with wrong types: emit/support.py).
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=c11", "-fno-math-errno", "-fno-trapping-math",
-              "-fwrapv", "-fopenmp-simd")
+              "-fwrapv", "-fopenmp-simd", "-Werror=implicit-function-declaration")
 OPENMP_FLAG = "-fopenmp"
 LINK_LIBS = ("-lm",)  # linked when a source includes math.h (or complex.h/tgmath.h): see source_libs
 CANDIDATES = ("cc", "gcc", "clang")

@@ -63,6 +63,7 @@ import numpy as np
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
 from ember._src.native import abi, opinfo
+from ember._src.native.emit import support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.codegen import emit_steps
 from ember._src.native.emit.context import CodegenOptions, EmitContext, Generated
@@ -80,7 +81,6 @@ from ember._src.native.plan.planner import (
     plan_memory,
 )
 from ember._src.native.rewrite import passes as passes_mod
-from ember._src.native.runtime import interrupt
 from ember._src.native.scheduling import gemm_strategy
 from ember._src.native.scheduling.gemm_strategy import SMALL_GEMM_FLOPS, gemm_dims
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind, build_schedule
@@ -97,7 +97,7 @@ MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
 def _poll_break() -> str:
     """The first statement of every iteration of a scan/while loop: Ctrl-C stops the loop
     (:mod:`.interrupt`)."""
-    return f"if ({interrupt.poll()}) break;"
+    return f"if ({support.poll()}) break;"
 
 
 def _align(n: int) -> int:
@@ -511,6 +511,7 @@ _FMA_MACROS = """#ifdef __FMA__
 
 
 def _copy(dst: str, src: str, n: Any) -> str:
+    support.need("string.h")
     return f"memcpy({dst}, {src}, {sd.cdim(n)});"
 
 
@@ -563,6 +564,7 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
     low: LoopLowering = step.sub
     if _FMA_MACROS not in funcs:
         funcs.insert(0, _FMA_MACROS)
+    support.need("math.h")  # fmaf/fma in _FMA_MACROS
     for b in low.bodies:
         emit_body(b, opts, gen, funcs)
     e = step.eqns[0]
