@@ -662,13 +662,13 @@ class KernelEmitter:
             fns.append(f"{self.fname}_off")
             self.prefix += self._row_function_c(fns[1], g, sum_rid)
         helper = "em_softmax_rows_f32" if g is None else "em_log_softmax_rows_f32"
+        support.need("vexp")  # csrc/vexp.h defines the helper
         n = self.ir.inner_size
         lo, hi = self.row_range or ("0", str(self.ir.outer_size))
-        self.w(f"/* row {'log-' if g is not None else ''}softmax: {helper} (csrc/vexp.h, built on "
-               "em_exp_row_f32()) */")
+        self.w(f"/* row {'log-' if g is not None else ''}softmax: {helper} (csrc/vexp.h) */")
         self.w(f"for (int64_t b_ = {lo}; b_ < {hi}; b_ += 64) {{")
         if self.pool:
-            self.w(f"    if ({interrupt.poll()}) break;")
+            self.w(f"    if ({support.poll()}) break;")
         self.w(f"    {helper}({self.param(out, True)} + b_ * {n}, {self.param(x)} + b_ * {n}, "
                f"{hi} - b_ < 64 ? {hi} - b_ : 64, {n}, {', '.join(fns)});")
         self.w("}")
