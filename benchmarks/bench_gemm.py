@@ -4,7 +4,7 @@ against NumPy, then timed in interleaved rounds (``common.interleaved``): median
 (``--cpu-time``: median and range of the process's CPU time per call, for a loaded machine).
 
     python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time]
-    python benchmarks/bench_gemm.py --sweep [--isa avx512]
+    python benchmarks/bench_gemm.py --sweep [--isa avx512] [--shapes 1000x1000x1000,512x1024x1024]
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --transformer 4x128x256 [--threads N] [--cpu-time]
@@ -180,8 +180,9 @@ void em_bench(int64_t m, int64_t n, int64_t k, const float *a, const float *b, f
 """
 
 
-def sweep(isa_name: str) -> list[dict]:
-    """CPU time of the kernel's small and big paths and of OpenBLAS (NumPy) per shape."""
+def sweep(isa_name: str, shapes: list[tuple[int, int, int]] | None = None) -> list[dict]:
+    """CPU time of the kernel's small and big paths and of OpenBLAS (NumPy) per shape (m, n, k;
+    default :data:`SWEEP`)."""
     from ember._src.native.emit import gemm_kernel
     from ember._src.native.runtime import compiler
 
@@ -193,7 +194,7 @@ def sweep(isa_name: str) -> list[dict]:
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int]
     rng = np.random.default_rng(0)
     rows = []
-    for m, n, k in SWEEP:
+    for m, n, k in shapes or SWEEP:
         a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
         c = np.empty((m, n), np.float32)
         ptrs = (m, n, k, a.ctypes.data, b.ctypes.data, c.ctypes.data)
@@ -224,13 +225,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="limit ember and every peer to N threads")
     ap.add_argument("--sweep", action="store_true", help="the kernel's paths and OpenBLAS over a shape grid")
     ap.add_argument("--isa", default="avx512", help="the ISA of the kernel --sweep builds")
+    ap.add_argument("--shapes", default="", help="--sweep over these m x n x k only (e.g. 1000x1000x1000)")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
     ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
     ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
     args = ap.parse_args()
     if args.sweep:
-        rows, name = sweep(args.isa), "gemm_sweep"
+        shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.shapes.split(",") if s_]
+        rows, name = sweep(args.isa, shapes or None), "gemm_sweep"
     elif args.mlp:
         rows, name = mlps([int(b) for b in args.mlp.split(",")], args.cpu_time), "gemm_mlp"
     elif args.transformer:

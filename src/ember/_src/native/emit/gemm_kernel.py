@@ -85,11 +85,11 @@ class Isa:
     kc: int = KC
     big_kc: int = 512
     big_mc: int = 96
-    big_np: int = 16
+    big_np: int = 32
     big_min_m: int = 512
     big_min_k: int = 64
     big_always_m: int = 1024
-    big_min_a: int = 1 << 20
+    big_min_a: int = 7 << 17  # 3.5 MiB of A
     big_min_mnk: int = 1 << 30
 
     def panel_width(self, left: int) -> int:
@@ -146,8 +146,11 @@ PREPACKED_MIN_ROWS = 1
 # 1024 0.63-0.89; 32..128 x 4096 x 4096 0.68-0.89; 2 and 8 x 4096 x 4096 0.91, 0.87; 512 x 1024 x
 # 4096 0.95; 1024 x 256 x 1024 0.96; 2048 x 256 x 256 0.91; 4096 x 256 x 256 1.00; 1024 x 4096 x 256
 # 0.92; 1024^3 1.00; 2048 x 1024 x 1024 0.97; 2048^3 0.93. Inside the kernel the blocked path takes
-# m >= 1024, or m >= 512 with m k >= 2^20 or m n k >= 2^30 (em_sk_use_big): in that sweep it took
-# 0.83-0.97x the small path's time there (2048^3 0.83x, 1024^3 0.97x) and 1.0-1.38x elsewhere.
+# m >= 1024, or m >= 512 with m k >= 7 * 2^17 (3.5 MiB of A) or m n k >= 2^30 (em_sk_use_big). Since
+# A is packed by 8 x 8 register transposes (0.6 -> 0.1 ms for a 1024 x 1024 A) and B in blocks of
+# 32 panels (A packed once per 32 panels, not 16), a later contraction block adding into C from the
+# accumulators: `--sweep --shapes ...` (load 5) big / small: 1000^3 0.95, 1024^3 0.83, 512 x 512 x
+# 2048 0.96, 1024 x 256 x 1024 0.84, 768^3 1.01, 512 x 1024 x 1024 1.05, 512 x 2048 x 512 1.14.
 WIDE_MAX_M = (1 << 31) - 1
 
 
@@ -279,16 +282,21 @@ def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
 
 def _packed_a_kernel(isa: Isa, nv: int) -> str:
     """C of ``em_sk_pa{nv}``: an ``MR3 x nv vw`` tile over a packed sliver of ``A`` (``kc`` steps of
-    ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``: one pointer for
-    all rows; both stream sequentially (software prefetches here measured slower: 3.19 vs 2.87 ms
-    at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
+    ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``, stored to ``t``
+    (row stride ``ldt``) or, with ``add``, added to what ``t`` holds (a later contraction block
+    accumulating in C itself): one pointer for all rows; both stream sequentially (software
+    prefetches here measured slower: 3.19 vs 2.87 ms at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
     mr = isa.kernels[0][0]
     vw, w = isa.vw, isa.vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     lines = [
         f"static __attribute__((noinline)) void em_sk_pa{nv}(int64_t kc, const float *restrict ap, "
-        "const float *restrict bp, float *restrict t, int64_t ldt) {",
+        "const float *restrict bp, float *restrict t, int64_t ldt, int add) {",
         "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        "    if (add) {",
+        *(f"        {acc[r][v]} = *(const em_vfu *)(t + {r} * ldt + {vw * v});"
+          for r in range(mr) for v in range(nv)),
+        "    }",
         "    #pragma GCC unroll 4",
         "    for (int64_t p = 0; p < kc; ++p) {",
         *(f"        const em_vf b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv)),
@@ -305,6 +313,11 @@ def _head(isa: Isa) -> str:
     (mr3, _), (mr2, _), (mr1, _) = isa.kernels
     vw = isa.vw
     tile = max(mr * nv * vw for mr, nv in isa.kernels)
+    # the two halves of a zip of two MR3-float rows (a0 b0 a1 b1 ..., then the upper halves):
+    # log2(MR3) rounds of zips of rows i and i + MR3 / 2 transpose an MR3 x MR3 block (em_sk_pack_a)
+    half = mr3 // 2
+    zip_lo = ", ".join(str(x) for i in range(half) for x in (i, mr3 + i))
+    zip_hi = ", ".join(str(x) for i in range(half, mr3) for x in (i, mr3 + i))
     return f"""\
 #if defined(__GNUC__) && !defined(__clang__) && {isa.guard}
 #define EM_SGEMM_SMALL 1
@@ -332,6 +345,12 @@ typedef float em_vf __attribute__((vector_size({4 * vw})));
 typedef float em_vfu __attribute__((vector_size({4 * vw}), aligned(4)));
 typedef int em_vi __attribute__((vector_size({4 * vw})));
 #define EM_FMA(a, b, c) {isa.fma}
+/* MR3 floats: a row of an MR3 x MR3 block of A being transposed into its packed sliver */
+typedef float em_vr __attribute__((vector_size({4 * mr3})));
+typedef float em_vru __attribute__((vector_size({4 * mr3}), aligned(4)));
+typedef int em_vri __attribute__((vector_size({4 * mr3})));
+#define EM_SK_ZIP_LO {{{zip_lo}}}
+#define EM_SK_ZIP_HI {{{zip_hi}}}
 """
 
 
