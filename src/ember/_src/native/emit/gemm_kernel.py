@@ -51,12 +51,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember._src.array import aligned_empty
 from ember._src.native import csrc
+from ember._src.native.emit.calls import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.native.runtime.background import BackgroundLibrary
+from ember._src.prims import dot as dot_prims
 
-__all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
-           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument",
-           "panel_count", "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
+__all__ = ["AVX2", "AVX512", "EAGER_MIN_MNK", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers",
+           "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_count", "panel_widths", "prepack_b",
+           "row_limit", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -587,3 +591,73 @@ def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
         call = f"for (int64_t bb_ = 0; bb_ < {batches}; ++bb_) {call}"
     cond = f"f_ && ({guard})" if guard else "f_"
     return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({cond}) {{ {call} }} else {{ {fallback} }} }}"
+
+
+# Eager products (no jit): a float32 2-D ``dot_general`` (``matmul``, ``@``, ``dot``) of at least this
+# many multiply-adds runs on the kernel, as a jitted product does (the same entry, so the same
+# sums); smaller ones, other dtypes and batched products keep NumPy's ``matmul``. 1000 x 1000 x
+# 1000 on one thread (AVX-512 host): NumPy (OpenBLAS) 20-23 ms, the kernel 19-21 ms.
+EAGER_MIN_MNK = 1 << 21
+_EAGER_ARGTYPES = ([ctypes.c_int64] * 3 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
+                                            ctypes.c_int])
+
+
+@functools.cache
+def _eager_entry() -> Callable | None:
+    """The kernel's packing entry as a ctypes function (the library loaded), else None."""
+    lib, symbol = _library.get(), kernel_symbol()
+    if lib is None or symbol is None:
+        return None
+    fn = getattr(lib, symbol)
+    fn.restype, fn.argtypes = None, _EAGER_ARGTYPES
+    return fn
+
+
+def _strides(x: np.ndarray, transposed: bool) -> tuple[int, int] | None:
+    """(row, column) strides in floats of ``x`` (``x.T`` when ``transposed``), or None when a
+    stride is not a positive multiple of 4 bytes."""
+    rs, cs = x.strides[::-1] if transposed else x.strides
+    if rs <= 0 or cs <= 0 or rs % 4 or cs % 4:
+        return None
+    return rs // 4, cs // 4
+
+
+def eager_sgemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
+                trans_b: bool = False) -> np.ndarray | None:
+    """``op(a) @ op(b)`` of float32 matrices (``op(x)`` is ``x.T`` when its flag is set) on the
+    kernel, into a new 64-byte aligned array: the entry a jitted product calls, with the thread
+    count a jitted product of this size gets by default. None where the kernel does not take it:
+    not built here (or still building: the first call starts the build in the background), fewer
+    than :data:`EAGER_MIN_MNK` multiply-adds, a single row or column, not float32, a stride that
+    is not a positive multiple of 4 bytes."""
+    if a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, k = a.shape[::-1] if trans_a else a.shape
+    n = b.shape[0] if trans_b else b.shape[1]
+    if m < 2 or n < 2 or m * n * k < EAGER_MIN_MNK or m > row_limit() or BLAS_ONLY or not load():
+        return None
+    sa, sb = _strides(a, trans_a), _strides(b, trans_b)
+    fn = _eager_entry()
+    if sa is None or sb is None or fn is None:
+        return None
+    out = aligned_empty((m, n), np.float32)
+    nthreads = 0 if m * n * k >= DEFAULT_PARALLEL_THRESHOLD else 1
+    fn(m, n, k, 1.0, a.ctypes.data, *sa, b.ctypes.data, *sb, 0.0, out.ctypes.data, n, None, 0, nthreads)
+    return out
+
+
+def eager_dot_general(x: np.ndarray, y: np.ndarray, *, dimension_numbers: tuple,
+                      preferred_element_type: object = None) -> np.ndarray:
+    """``dot_general_p.eager_impl`` (set by the native backend): a float32 matrix product (one
+    contraction axis, no batch axes) through :func:`eager_sgemm`; everything else, and whatever
+    that declines, through the primitive's NumPy ``impl``."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    if (not xb and not yb and x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and len(yc) == 1
+            and (preferred_element_type is None or np.dtype(preferred_element_type) == np.float32)):
+        out = eager_sgemm(x, y, trans_a=xc[0] == 0, trans_b=yc[0] == 1)
+        if out is not None:
+            return out
+    return dot_prims.dot_general_p.impl(x, y, dimension_numbers=dimension_numbers,
+                                        preferred_element_type=preferred_element_type)
