@@ -1,5 +1,6 @@
 """float32 matrix products: ember's jitted ``a @ b`` (its own GEMM kernel, ``native/emit/gemm_kernel.py``)
-against NumPy (OpenBLAS), JAX jit (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
+and eager ``a @ b`` on ember Arrays (the same kernel, no jit) against NumPy (OpenBLAS), JAX jit and
+op by op (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
 against NumPy, then timed in interleaved rounds (``common.interleaved``): median and quartiles
 (``--cpu-time``: median and range of the process's CPU time per call, for a loaded machine).
 
@@ -37,9 +38,10 @@ if "--threads" in sys.argv:
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import RESULTS, Workload, fmt, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
+from common import RESULTS, Workload, fmt, have, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
 
 import ember  # noqa: E402
+import ember.numpy as enp  # noqa: E402
 from ember import lax  # noqa: E402
 
 SWEEP = [(m, n, n) for n in (256, 1024, 4096) for m in (32, 64, 128, 256, 512) if m * n * n <= 2 ** 31] + [
@@ -90,8 +92,11 @@ def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
         np.testing.assert_allclose(np.asarray(fn(a, b)), want, rtol=2e-3, atol=2e-3)
         w = Workload(f"matmul {n}^3", [a, b], numpy=lambda x, y: x @ y, jax=lambda x, y: x @ y,
                      torch=lambda x, y: x @ y, rtol=2e-3, atol=2e-3)
-        impls = {"ember native": functools.partial(fn, a, b),
-                 **peer_runners(w, ("numpy", "jax jit", "torch eager"), reference=want)}
+        ea, eb = enp.asarray(a), enp.asarray(b)
+        np.testing.assert_allclose(np.asarray(ea @ eb), want, rtol=2e-3, atol=2e-3)
+        impls = {"ember native": functools.partial(fn, a, b), "ember eager": lambda ea=ea, eb=eb: ea @ eb,
+                 **peer_runners(w, ("numpy", "jax jit", "torch eager"), reference=want),
+                 **_jax_eager(a, b, want)}
         stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
         rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
         isa = gemm_kernel.isa()
@@ -100,6 +105,18 @@ def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
             for k, v in stats.items())
             + f"; load {load_text()}", flush=True)
     return rows
+
+
+def _jax_eager(a: np.ndarray, b: np.ndarray, want: np.ndarray) -> dict[str, Callable]:
+    """``{"jax (no jit)": ...}``: JAX's ``a @ b`` called op by op (what eager ember compares with),
+    checked against ``want``; empty without JAX."""
+    if not have("jax"):
+        return {}
+    import jax
+
+    ja, jb = jax.device_put(a), jax.device_put(b)
+    np.testing.assert_allclose(np.asarray(ja @ jb), want, rtol=2e-3, atol=2e-3)
+    return {"jax (no jit)": lambda: (ja @ jb).block_until_ready()}
 
 
 def _model_rows(fn_of: Callable, ref_of: Callable, workloads: list, cpu_time: bool) -> list[dict]:

@@ -102,3 +102,20 @@ def test_reference_interpreter_keeps_numpy():
     a, b = (rng.standard_normal(s).astype(np.float32) for s in ((200, 300), (300, 250)))
     got = np.asarray(ember.jit(lambda x, y: x @ y, backend="numpy")(a, b))
     np.testing.assert_array_equal(got, np.matmul(a, b))
+
+
+def test_results_from_the_pool_are_not_overwritten():
+    """Eager results come from the native output pool: a live result keeps its values while later
+    products run (a block is reused only once no Array holds it) and cannot be written."""
+    rng = np.random.default_rng(17)
+    a, b, c = (rng.standard_normal((160, 160)).astype(np.float32) for _ in range(3))
+    ea, eb, ec = (jnp.asarray(x) for x in (a, b, c))
+    first = ea @ eb
+    kept = np.array(first)
+    for _ in range(3):
+        other = ea @ ec
+        del other
+    np.testing.assert_array_equal(np.asarray(first), kept)
+    np.testing.assert_array_equal(np.asarray(ea @ ec), np.asarray(ember.jit(lambda x, y: x @ y)(ea, ec)))
+    with pytest.raises(ValueError):
+        np.asarray(first)[0, 0] = 1.0
