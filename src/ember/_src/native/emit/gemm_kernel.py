@@ -297,14 +297,15 @@ def _packed_a_kernel(isa: Isa, nv: int) -> str:
         f"static __attribute__((noinline)) void em_sk_pa{nv}(int64_t kc, const float *restrict ap, "
         "const float *restrict bp, float *restrict t, int64_t ldt, int add) {",
         "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
-        "    if (add) {",
-        *(f"        {acc[r][v]} = *(const em_vfu *)(t + {r} * ldt + {vw * v});"
-          for r in range(mr) for v in range(nv)),
-        "    }",
         "    #pragma GCC unroll 4",
         "    for (int64_t p = 0; p < kc; ++p) {",
         *(f"        const em_vf b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv)),
         *("        " + ln for ln in _fma_steps(isa, mr, nv, lambda r: f"ap[p * {mr} + {r}]")),
+        "    }",
+        # C read after the loop (its lines prefetched by the caller meanwhile), added as em_sk_store does
+        "    if (add) {",
+        *(f"        {acc[r][v]} = *(const em_vfu *)(t + {r} * ldt + {vw * v}) + {acc[r][v]};"
+          for r in range(mr) for v in range(nv)),
         "    }",
         *(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv)),
         "}",
