@@ -38,13 +38,16 @@ def test_eager_matmul_equals_jit_and_reference(m, n, k):
     rng = np.random.default_rng(m + n + k)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     ea, eb = jnp.asarray(a), jnp.asarray(b)
-    assert gemm_kernel.eager_sgemm(a, b) is not None  # the kernel takes this product
+    # the kernel takes what a jitted product gives it (on AVX2 its size rule leaves some to BLAS)
+    on_kernel = gemm_kernel.use_small_sgemm(m, n, k)
+    assert (gemm_kernel.eager_sgemm(a, b) is not None) == on_kernel
     jitted = np.asarray(ember.jit(lambda x, y: x @ y, backend="native")(ea, eb))
     for got in (ea @ eb, jnp.matmul(ea, eb), jnp.dot(ea, eb)):
         got = np.asarray(got)
         assert got.dtype == np.float32 and got.shape == (m, n)
-        np.testing.assert_array_equal(got, jitted)
-    _bound_check(np.asarray(ea @ eb), a, b)
+        if on_kernel:
+            np.testing.assert_array_equal(got, jitted)
+        _bound_check(got, a, b)
 
 
 @pytest.mark.parametrize(("ta", "tb"), [(True, False), (False, True), (True, True)])
@@ -57,7 +60,8 @@ def test_eager_transposed_operands(ta, tb):
     b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     dn = (((0,) if ta else (1,), (1,) if tb else (0,)), ((), ()))
     got = gemm_kernel.eager_dot_general(a, b, dimension_numbers=dn)
-    want = ember.lax.dot_general(jnp.asarray(a), jnp.asarray(b), dn)
+    want = ember.jit(lambda x, y: ember.lax.dot_general(x, y, dn))(jnp.asarray(a), jnp.asarray(b))
+    assert gemm_kernel.use_small_sgemm(m, n, k)
     np.testing.assert_array_equal(got, np.asarray(want))
     _bound_check(got, a.T if ta else a, b.T if tb else b)
     # a strided view (every other row of a larger buffer) as A

@@ -632,12 +632,13 @@ def eager_sgemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
     product calls, with the thread count a jitted product of this size gets by default. None where
     the kernel does not take it: not built here (or still building: the first call starts the
     build in the background), fewer than :data:`EAGER_MIN_MNK` multiply-adds, a single row or
-    column, not float32, a stride that is not a positive multiple of 4 bytes."""
+    column, outside :func:`use_small_sgemm`'s rule (AVX2: what a jitted product leaves to BLAS),
+    not float32, a stride that is not a positive multiple of 4 bytes."""
     if a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != 2 or b.ndim != 2:
         return None
     m, k = a.shape[::-1] if trans_a else a.shape
     n = b.shape[0] if trans_b else b.shape[1]
-    if m < 2 or n < 2 or m * n * k < EAGER_MIN_MNK or m > row_limit() or BLAS_ONLY or not load():
+    if n < 2 or m * n * k < EAGER_MIN_MNK or not use_small_sgemm(m, n, k) or BLAS_ONLY or not load():
         return None
     sa, sb = _strides(a, trans_a), _strides(b, trans_b)
     fn = _eager_entry()
