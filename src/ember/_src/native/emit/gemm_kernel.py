@@ -596,8 +596,11 @@ def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
 
 # Eager products (no jit): a float32 2-D ``dot_general`` (``matmul``, ``@``, ``dot``) of at least this
 # many multiply-adds runs on the kernel, as a jitted product does (the same entry, so the same
-# sums); smaller ones, other dtypes and batched products keep NumPy's ``matmul``. 1000 x 1000 x
-# 1000 on one thread (AVX-512 host): NumPy (OpenBLAS) 20-23 ms, the kernel 19-21 ms.
+# sums); smaller ones, other dtypes and batched products keep NumPy's ``matmul``. Eager n^3 on one
+# thread (AVX-512 host, loaded; best of 7 by CPU time), kernel vs NumPy impl: n = 64 53 vs 51 us,
+# 100 59 vs 60 us (the eager call's Python dominates: NumPy alone 6 and 20 us), 128 70 vs 92 us,
+# 160 124 vs 138 us, 256 401 vs 610 us; 1000^3 20.9-22.4 ms vs NumPy's 21.5-22.3 ms (medians of
+# three runs, benchmarks/results/gemm.md).
 EAGER_MIN_MNK = 1 << 21
 _EAGER_ARGTYPES = ([ctypes.c_int64] * 3 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                             ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
