@@ -608,15 +608,20 @@ _EAGER_ARGTYPES = ([ctypes.c_int64] * 3 + [ctypes.c_float, ctypes.c_void_p, ctyp
                                             ctypes.c_int])
 
 
-@functools.cache
+_eager_fn: list[Callable] = []  # the entry, once the library has loaded
+
+
 def _eager_entry() -> Callable | None:
-    """The kernel's packing entry as a ctypes function (the library loaded), else None."""
-    lib, symbol = _library.get(), kernel_symbol()
-    if lib is None or symbol is None:
-        return None
-    fn = getattr(lib, symbol)
-    fn.restype, fn.argtypes = None, _EAGER_ARGTYPES
-    return fn
+    """The kernel's packing entry as a ctypes function (the library loaded), else None (not
+    remembered: a later call finds the library once its build is done)."""
+    if not _eager_fn:
+        lib, symbol = _library.get(), kernel_symbol()
+        if lib is None or symbol is None:
+            return None
+        fn = getattr(lib, symbol)
+        fn.restype, fn.argtypes = None, _EAGER_ARGTYPES
+        _eager_fn.append(fn)
+    return _eager_fn[0]
 
 
 def _strides(x: np.ndarray, transposed: bool) -> tuple[int, int] | None:
