@@ -1,10 +1,11 @@
 """float32 matrix products: ember's jitted ``a @ b`` (its own GEMM kernel, ``native/emit/gemm_kernel.py``)
-against NumPy (OpenBLAS), JAX jit (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
+and eager ``a @ b`` on ember Arrays (the same kernel, no jit) against NumPy (OpenBLAS), JAX jit and
+op by op (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
 against NumPy, then timed in interleaved rounds (``common.interleaved``): median and quartiles
 (``--cpu-time``: median and range of the process's CPU time per call, for a loaded machine).
 
     python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time]
-    python benchmarks/bench_gemm.py --sweep [--isa avx512]
+    python benchmarks/bench_gemm.py --sweep [--isa avx512] [--shapes 1000x1000x1000,512x1024x1024]
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --transformer 4x128x256 [--threads N] [--cpu-time]
@@ -37,9 +38,10 @@ if "--threads" in sys.argv:
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import RESULTS, Workload, fmt, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
+from common import RESULTS, Workload, fmt, have, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
 
 import ember  # noqa: E402
+import ember.numpy as enp  # noqa: E402
 from ember import lax  # noqa: E402
 
 SWEEP = [(m, n, n) for n in (256, 1024, 4096) for m in (32, 64, 128, 256, 512) if m * n * n <= 2 ** 31] + [
@@ -90,8 +92,11 @@ def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
         np.testing.assert_allclose(np.asarray(fn(a, b)), want, rtol=2e-3, atol=2e-3)
         w = Workload(f"matmul {n}^3", [a, b], numpy=lambda x, y: x @ y, jax=lambda x, y: x @ y,
                      torch=lambda x, y: x @ y, rtol=2e-3, atol=2e-3)
-        impls = {"ember native": functools.partial(fn, a, b),
-                 **peer_runners(w, ("numpy", "jax jit", "torch eager"), reference=want)}
+        ea, eb = enp.asarray(a), enp.asarray(b)
+        np.testing.assert_allclose(np.asarray(ea @ eb), want, rtol=2e-3, atol=2e-3)
+        impls = {"ember native": functools.partial(fn, a, b), "ember eager": lambda ea=ea, eb=eb: ea @ eb,
+                 **peer_runners(w, ("numpy", "jax jit", "torch eager"), reference=want),
+                 **_jax_eager(a, b, want)}
         stats = cpu_interleaved(impls) if cpu_time else interleaved(impls, max_seconds=12.0)
         rows.append({"workload": w.name, "stats": stats, "load_average": load_average()})
         isa = gemm_kernel.isa()
@@ -100,6 +105,18 @@ def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:
             for k, v in stats.items())
             + f"; load {load_text()}", flush=True)
     return rows
+
+
+def _jax_eager(a: np.ndarray, b: np.ndarray, want: np.ndarray) -> dict[str, Callable]:
+    """``{"jax (no jit)": ...}``: JAX's ``a @ b`` called op by op (what eager ember compares with),
+    checked against ``want``; empty without JAX."""
+    if not have("jax"):
+        return {}
+    import jax
+
+    ja, jb = jax.device_put(a), jax.device_put(b)
+    np.testing.assert_allclose(np.asarray(ja @ jb), want, rtol=2e-3, atol=2e-3)
+    return {"jax (no jit)": lambda: (ja @ jb).block_until_ready()}
 
 
 def _model_rows(fn_of: Callable, ref_of: Callable, workloads: list, cpu_time: bool) -> list[dict]:
@@ -180,8 +197,9 @@ void em_bench(int64_t m, int64_t n, int64_t k, const float *a, const float *b, f
 """
 
 
-def sweep(isa_name: str) -> list[dict]:
-    """CPU time of the kernel's small and big paths and of OpenBLAS (NumPy) per shape."""
+def sweep(isa_name: str, shapes: list[tuple[int, int, int]] | None = None) -> list[dict]:
+    """CPU time of the kernel's small and big paths and of OpenBLAS (NumPy) per shape (m, n, k;
+    default :data:`SWEEP`)."""
     from ember._src.native.emit import gemm_kernel
     from ember._src.native.runtime import compiler
 
@@ -193,7 +211,7 @@ def sweep(isa_name: str) -> list[dict]:
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3 + [ctypes.c_int]
     rng = np.random.default_rng(0)
     rows = []
-    for m, n, k in SWEEP:
+    for m, n, k in shapes or SWEEP:
         a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
         c = np.empty((m, n), np.float32)
         ptrs = (m, n, k, a.ctypes.data, b.ctypes.data, c.ctypes.data)
@@ -224,13 +242,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="limit ember and every peer to N threads")
     ap.add_argument("--sweep", action="store_true", help="the kernel's paths and OpenBLAS over a shape grid")
     ap.add_argument("--isa", default="avx512", help="the ISA of the kernel --sweep builds")
+    ap.add_argument("--shapes", default="", help="--sweep over these m x n x k only (e.g. 1000x1000x1000)")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
     ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
     ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
     args = ap.parse_args()
     if args.sweep:
-        rows, name = sweep(args.isa), "gemm_sweep"
+        shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.shapes.split(",") if s_]
+        rows, name = sweep(args.isa, shapes or None), "gemm_sweep"
     elif args.mlp:
         rows, name = mlps([int(b) for b in args.mlp.split(",")], args.cpu_time), "gemm_mlp"
     elif args.transformer:

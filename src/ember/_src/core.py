@@ -112,6 +112,9 @@ class Primitive:
         self.linear = linear
         self.effectful = effectful
         self.impl: Callable | None = None
+        # eager calls only (not the reference interpreter): a faster ``impl`` with its signature and
+        # results, e.g. dot_general on the native GEMM kernel (set by a backend); None: ``impl``
+        self.eager_impl: Callable | None = None
         self.abstract_eval: Callable | None = None
         self.jvp: Callable | None = None
         self.transpose: Callable | None = None
@@ -424,12 +427,12 @@ def eager_out_avals(prim: Primitive, avals: Sequence[ShapedArray], params: dict,
 def eager_bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Run ``prim`` now on concrete Arrays ``args`` (no trace active): the output types come from
     the eager cache (abstract evaluation runs on the first call of a signature only), the values
-    from ``prim.impl``."""
+    from ``prim.eager_impl`` where set, else ``prim.impl``."""
     key = _eager_key(prim, args, params)
     avals_out = _EAGER.get(key) if key is not None else None
     if avals_out is None:
         avals_out = eager_out_avals(prim, [a.aval for a in args], params, key)
-    outs = prim.impl(*(a._value for a in args), **params)
+    outs = (prim.eager_impl or prim.impl)(*(a._value for a in args), **params)
     wrap = _eager_wrap[0]
     if prim.multiple_results:
         return [wrap(o, a) for o, a in zip(outs, avals_out)]
@@ -449,7 +452,7 @@ class EvalTrace(Trace):
         from ember._src.array import wrap_result
         avals_out = eager_out_avals(prim, [t.aval for t in tracers], params,
                                     _eager_key(prim, tracers, params) if EAGER_FAST_PATH.value else None)
-        outs = prim.impl(*(t.value for t in tracers), **params)
+        outs = (prim.eager_impl or prim.impl)(*(t.value for t in tracers), **params)
         if not prim.multiple_results:
             outs = (outs,)
         return [wrap_result(o, a) for o, a in zip(outs, avals_out)]

@@ -68,5 +68,7 @@ BACKENDS["native"] = native_backend
 register_memory_reporter("native", native_memory.report)
 CLEAR_HOOKS.append(pool.POOL.clear)  # clear_caches() releases the shared output pool's idle blocks
 opinfo.declare()  # Primitive.lowering from the op-info registry
+# eager float32 matrix products (no jit) on the same GEMM kernel as jitted ones
+gemm_kernel.dot_prims.dot_general_p.eager_impl = gemm_kernel.eager_dot_general
 
 __all__ = ["NativeExecutable", "native_backend", "prepare"]

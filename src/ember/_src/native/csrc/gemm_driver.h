@@ -167,14 +167,29 @@ static void em_sk_pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, in
     for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {
         float *restrict dst = ap + i0 * kc;
         const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
-        if (csa == 1 && mr == EM_SK_MR3) {  /* MR3 rows read in step, a few columns at a time */
-            for (int64_t p0 = 0; p0 < kc; p0 += 8) {
-                const int64_t pe = p0 + 8 < kc ? p0 + 8 : kc;
-                for (int64_t r = 0; r < EM_SK_MR3; ++r) {
-                    const float *src = a + (i0 + r) * rsa;
-                    for (int64_t p = p0; p < pe; ++p) dst[p * EM_SK_MR3 + r] = src[p];
+        if (csa == 1 && mr == EM_SK_MR3) {  /* MR3 x MR3 blocks, transposed in registers */
+            const em_vri lo = EM_SK_ZIP_LO, hi = EM_SK_ZIP_HI;
+            int64_t p0 = 0;
+            for (; p0 + EM_SK_MR3 <= kc; p0 += EM_SK_MR3) {
+                em_vr x[EM_SK_MR3], y[EM_SK_MR3];
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = *(const em_vru *)(a + (i0 + r) * rsa + p0);
+                /* log2(MR3) rounds: rows 2i, 2i + 1 <- zip(row i, row i + MR3 / 2) */
+                #pragma GCC unroll 4
+                for (int s = 1; s < EM_SK_MR3; s *= 2) {
+                    #pragma GCC unroll 8
+                    for (int64_t r = 0; r < EM_SK_MR3 / 2; ++r) {
+                        y[2 * r] = __builtin_shuffle(x[r], x[r + EM_SK_MR3 / 2], lo);
+                        y[2 * r + 1] = __builtin_shuffle(x[r], x[r + EM_SK_MR3 / 2], hi);
+                    }
+                    #pragma GCC unroll 16
+                    for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = y[r];
                 }
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) *(em_vru *)(dst + (p0 + r) * EM_SK_MR3) = x[r];
             }
+            for (; p0 < kc; ++p0)
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) dst[p0 * EM_SK_MR3 + r] = a[(i0 + r) * rsa + p0];
             continue;
         }
         if (rsa == 1 && mr == EM_SK_MR3) {  /* A transposed: the sliver's rows are contiguous per p */
@@ -186,6 +201,11 @@ static void em_sk_pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, in
             for (int64_t r = 0; r < EM_SK_MR3; ++r)
                 dst[p * EM_SK_MR3 + r] = r < mr ? a[(i0 + r) * rsa + p * csa] : 0.0f;
     }
+}
+
+/* A 64-byte aligned buffer of n floats (aligned_alloc wants a multiple of the alignment), or null. */
+static float *em_sk_alloc(int64_t n) {
+    return (float *)aligned_alloc(64, ((size_t)n * sizeof(float) + 63) & ~(size_t)63);
 }
 
 static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
@@ -212,8 +232,11 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
         const int64_t w = em_sk_panel_width(n - j0);
         j0 += n - j0 < w ? n - j0 : w;
     }
-    float *ap = (float *)aligned_alloc(64, sizeof(float) * MC * KCB);
-    float *bb = bpk ? 0 : (float *)aligned_alloc(64, sizeof(float) * NP * EM_SK_W3 * KCB);
+    /* the contraction in equal blocks of at most KCB steps (no short last block) */
+    const int64_t nkb = (k + KCB - 1) / KCB, kcb = (k + nkb - 1) / nkb;
+    const int64_t nbp = q_end - q_begin < NP ? q_end - q_begin : NP;  /* panels of B packed at once */
+    float *ap = em_sk_alloc(MC * kcb);
+    float *bb = bpk ? 0 : em_sk_alloc(nbp * EM_SK_W3 * kcb);
     if (!ap || (!bpk && !bb)) {
         free(ap);
         free(bb);
@@ -239,8 +262,8 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
             pn[i] = n - j0 < pw[i] ? n - j0 : pw[i];
             j0 += pn[i];
         }
-        for (int64_t p0 = 0; p0 < k; p0 += KCB) {
-            const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
+        for (int64_t p0 = 0; p0 < k; p0 += kcb) {
+            const int64_t kc = k - p0 < kcb ? k - p0 : kcb;
             const int first = p0 == 0, last = p0 + kc == k;
             const float *pb[NP];
             for (int64_t i = 0, off = 0; i < np; ++i) {
@@ -260,16 +283,19 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
                     for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
                         const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
                         float *cc = c + (ic + i0) * ldc + pj[i];
-                        const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu
-                                           && mr == EM_SK_MR3 && nr == w;
+                        /* a whole tile whose block needs no scaling and no epilogue goes straight
+                           from the accumulators to C: stored (the first block, beta 0) or added */
+                        const int add = !first || beta == 1.0f;
+                        const int direct = alpha == 1.0f && (add || beta == 0.0f)
+                                           && !(last && (bias || relu)) && mr == EM_SK_MR3 && nr == w;
                         float *td = direct ? cc : t;
                         const int64_t ldt = direct ? ldc : w;
                         /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
                         for (int64_t r = 0; r < mr; ++r)
                             for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-                        if (w == EM_SK_W3) em_sk_pa3(kc, ap + i0 * kc, pb[i], td, ldt);
-                        else if (w == EM_SK_W2) em_sk_pa2(kc, ap + i0 * kc, pb[i], td, ldt);
-                        else em_sk_pa1(kc, ap + i0 * kc, pb[i], td, ldt);
+                        if (w == EM_SK_W3) em_sk_pa3(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
+                        else if (w == EM_SK_W2) em_sk_pa2(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
+                        else em_sk_pa1(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
                         if (!direct)
                             em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
                                         cc, ldc);

@@ -240,6 +240,7 @@ def _pooled_batches(step: Step, s: int, opts: CodegenOptions, small: str, nb: An
     _, par_if = parallel_clause(opts, nb * m * n * k, nb)
     one = small.rsplit(", ", 1)[0] + ", 1"  # each batch on one thread
     task = f"em_task{s}"
+    support.need("gemm_kernel")
     funcs.append(pool_task(task, f"em_sk_fn_t f_ = em_sk_fn(); "
                                   f"for (int64_t bb_ = lo_; bb_ < hi_; ++bb_) f_({one});", opts))
     # dynamic sizes: the pool when the work is large enough, the kernel when its rule holds

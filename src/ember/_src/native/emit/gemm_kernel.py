@@ -53,11 +53,15 @@ import numpy as np
 
 from ember._src.native import csrc
 from ember._src.native.emit import support
+from ember._src.native.emit.calls import DEFAULT_PARALLEL_THRESHOLD
+from ember._src.native.runtime import pool
 from ember._src.native.runtime.background import BackgroundLibrary
+from ember._src.prims import dot as dot_prims
 
-__all__ = ["AVX2", "AVX512", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers", "c_size_rule",
-           "c_source", "isa", "kernel_rows", "kernel_symbol", "load", "op_b", "packed_argument",
-           "panel_count", "panel_widths", "prepack_b", "row_limit", "use_prepacked", "use_small_sgemm"]
+__all__ = ["AVX2", "AVX512", "EAGER_MIN_MNK", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers",
+           "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
+           "kernel_symbol", "load", "op_b", "packed_argument", "panel_count", "panel_widths", "prepack_b",
+           "row_limit", "use_prepacked", "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +90,11 @@ class Isa:
     kc: int = KC
     big_kc: int = 512
     big_mc: int = 96
-    big_np: int = 16
+    big_np: int = 32
     big_min_m: int = 512
     big_min_k: int = 64
     big_always_m: int = 1024
-    big_min_a: int = 1 << 20
+    big_min_a: int = 7 << 17  # 3.5 MiB of A
     big_min_mnk: int = 1 << 30
 
     def panel_width(self, left: int) -> int:
@@ -147,8 +151,11 @@ PREPACKED_MIN_ROWS = 1
 # 1024 0.63-0.89; 32..128 x 4096 x 4096 0.68-0.89; 2 and 8 x 4096 x 4096 0.91, 0.87; 512 x 1024 x
 # 4096 0.95; 1024 x 256 x 1024 0.96; 2048 x 256 x 256 0.91; 4096 x 256 x 256 1.00; 1024 x 4096 x 256
 # 0.92; 1024^3 1.00; 2048 x 1024 x 1024 0.97; 2048^3 0.93. Inside the kernel the blocked path takes
-# m >= 1024, or m >= 512 with m k >= 2^20 or m n k >= 2^30 (em_sk_use_big): in that sweep it took
-# 0.83-0.97x the small path's time there (2048^3 0.83x, 1024^3 0.97x) and 1.0-1.38x elsewhere.
+# m >= 1024, or m >= 512 with m k >= 7 * 2^17 (3.5 MiB of A) or m n k >= 2^30 (em_sk_use_big). Since
+# A is packed by 8 x 8 register transposes (0.6 -> 0.1 ms for a 1024 x 1024 A) and B in blocks of
+# 32 panels (A packed once per 32 panels, not 16), a later contraction block adding into C from the
+# accumulators: `--sweep --shapes ...` (load 5) big / small: 1000^3 0.95, 1024^3 0.83, 512 x 512 x
+# 2048 0.96, 1024 x 256 x 1024 0.84, 768^3 1.01, 512 x 1024 x 1024 1.05, 512 x 2048 x 512 1.14.
 WIDE_MAX_M = (1 << 31) - 1
 
 
@@ -280,20 +287,26 @@ def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
 
 def _packed_a_kernel(isa: Isa, nv: int) -> str:
     """C of ``em_sk_pa{nv}``: an ``MR3 x nv vw`` tile over a packed sliver of ``A`` (``kc`` steps of
-    ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``: one pointer for
-    all rows; both stream sequentially (software prefetches here measured slower: 3.19 vs 2.87 ms
-    at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
+    ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``, stored to ``t``
+    (row stride ``ldt``) or, with ``add``, added to what ``t`` holds (a later contraction block
+    accumulating in C itself): one pointer for all rows; both stream sequentially (software
+    prefetches here measured slower: 3.19 vs 2.87 ms at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
     mr = isa.kernels[0][0]
     vw, w = isa.vw, isa.vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     lines = [
         f"static __attribute__((noinline)) void em_sk_pa{nv}(int64_t kc, const float *restrict ap, "
-        "const float *restrict bp, float *restrict t, int64_t ldt) {",
+        "const float *restrict bp, float *restrict t, int64_t ldt, int add) {",
         "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         "    #pragma GCC unroll 4",
         "    for (int64_t p = 0; p < kc; ++p) {",
         *(f"        const em_vf b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv)),
         *("        " + ln for ln in _fma_steps(isa, mr, nv, lambda r: f"ap[p * {mr} + {r}]")),
+        "    }",
+        # C read after the loop (its lines prefetched by the caller meanwhile), added as em_sk_store does
+        "    if (add) {",
+        *(f"        {acc[r][v]} = *(const em_vfu *)(t + {r} * ldt + {vw * v}) + {acc[r][v]};"
+          for r in range(mr) for v in range(nv)),
         "    }",
         *(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv)),
         "}",
@@ -306,6 +319,11 @@ def _head(isa: Isa) -> str:
     (mr3, _), (mr2, _), (mr1, _) = isa.kernels
     vw = isa.vw
     tile = max(mr * nv * vw for mr, nv in isa.kernels)
+    # the two halves of a zip of two MR3-float rows (a0 b0 a1 b1 ..., then the upper halves):
+    # log2(MR3) rounds of zips of rows i and i + MR3 / 2 transpose an MR3 x MR3 block (em_sk_pack_a)
+    half = mr3 // 2
+    zip_lo = ", ".join(str(x) for i in range(half) for x in (i, mr3 + i))
+    zip_hi = ", ".join(str(x) for i in range(half, mr3) for x in (i, mr3 + i))
     return f"""\
 #if defined(__GNUC__) && !defined(__clang__) && {isa.guard}
 #define EM_SGEMM_SMALL 1
@@ -333,6 +351,12 @@ typedef float em_vf __attribute__((vector_size({4 * vw})));
 typedef float em_vfu __attribute__((vector_size({4 * vw}), aligned(4)));
 typedef int em_vi __attribute__((vector_size({4 * vw})));
 #define EM_FMA(a, b, c) {isa.fma}
+/* MR3 floats: a row of an MR3 x MR3 block of A being transposed into its packed sliver */
+typedef float em_vr __attribute__((vector_size({4 * mr3})));
+typedef float em_vru __attribute__((vector_size({4 * mr3}), aligned(4)));
+typedef int em_vri __attribute__((vector_size({4 * mr3})));
+#define EM_SK_ZIP_LO {{{zip_lo}}}
+#define EM_SK_ZIP_HI {{{zip_hi}}}
 """
 
 
@@ -571,3 +595,85 @@ def c_call(args: str, fallback: str, batches: int = 1, guard: str = "") -> str:
     cond = f"f_ && ({guard})" if guard else "f_"
     support.need("gemm_kernel")
     return f"{{ em_sk_fn_t f_ = em_sk_fn(); if ({cond}) {{ {call} }} else {{ {fallback} }} }}"
+
+
+# Eager products (no jit): a float32 2-D ``dot_general`` (``matmul``, ``@``, ``dot``) of at least this
+# many multiply-adds runs on the kernel, as a jitted product does (the same entry, so the same
+# sums); smaller ones, other dtypes and batched products keep NumPy's ``matmul``. Eager n^3 on one
+# thread (AVX-512 host, loaded; best of 7 by CPU time), kernel vs NumPy impl: n = 64 53 vs 51 us,
+# 100 59 vs 60 us (the eager call's Python dominates: NumPy alone 6 and 20 us), 128 70 vs 92 us,
+# 160 124 vs 138 us, 256 401 vs 610 us; 1000^3 20.9-22.4 ms vs NumPy's 21.5-22.3 ms (medians of
+# three runs, benchmarks/results/gemm.md).
+EAGER_MIN_MNK = 1 << 21
+_EAGER_ARGTYPES = ([ctypes.c_int64] * 3 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                                            ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
+                                            ctypes.c_int])
+
+
+_eager_fn: list[Callable] = []  # the entry, once the library has loaded
+
+
+def _eager_entry() -> Callable | None:
+    """The kernel's packing entry as a ctypes function (the library loaded), else None (not
+    remembered: a later call finds the library once its build is done)."""
+    if not _eager_fn:
+        lib, symbol = _library.get(), kernel_symbol()
+        if lib is None or symbol is None:
+            return None
+        fn = getattr(lib, symbol)
+        fn.restype, fn.argtypes = None, _EAGER_ARGTYPES
+        _eager_fn.append(fn)
+    return _eager_fn[0]
+
+
+def _strides(x: np.ndarray, transposed: bool) -> tuple[int, int] | None:
+    """(row, column) strides in floats of ``x`` (``x.T`` when ``transposed``), or None when a
+    stride is not a positive multiple of 4 bytes."""
+    rs, cs = x.strides[::-1] if transposed else x.strides
+    if rs <= 0 or cs <= 0 or rs % 4 or cs % 4:
+        return None
+    return rs // 4, cs // 4
+
+
+def eager_sgemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
+                trans_b: bool = False) -> np.ndarray | None:
+    """``op(a) @ op(b)`` of float32 matrices (``op(x)`` is ``x.T`` when its flag is set) on the
+    kernel, into a read-only 64-byte aligned array from the native output pool: the entry a jitted
+    product calls, with the thread count a jitted product of this size gets by default. None where
+    the kernel does not take it: not built here (or still building: the first call starts the
+    build in the background), fewer than :data:`EAGER_MIN_MNK` multiply-adds, a single row or
+    column, outside :func:`use_small_sgemm`'s rule (AVX2: what a jitted product leaves to BLAS),
+    not float32, a stride that is not a positive multiple of 4 bytes."""
+    if a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != 2 or b.ndim != 2:
+        return None
+    m, k = a.shape[::-1] if trans_a else a.shape
+    n = b.shape[0] if trans_b else b.shape[1]
+    if n < 2 or m * n * k < EAGER_MIN_MNK or not use_small_sgemm(m, n, k) or BLAS_ONLY or not load():
+        return None
+    sa, sb = _strides(a, trans_a), _strides(b, trans_b)
+    fn = _eager_entry()
+    if sa is None or sb is None or fn is None:
+        return None
+    # from the output pool jitted programs use: a block whose Arrays have all died is reused, so a
+    # loop of products does not fault in fresh pages for each result (1 ms of 21 at 1000^3)
+    out, addr = pool.POOL.array((m, n), np.dtype(np.float32), 4 * m * n)
+    nthreads = 0 if m * n * k >= DEFAULT_PARALLEL_THRESHOLD else 1
+    fn(m, n, k, 1.0, a.ctypes.data, *sa, b.ctypes.data, *sb, 0.0, addr, n, None, 0, nthreads)
+    out.flags.writeable = False  # an eager Array takes it over as it is (array.aligned_copy)
+    return out
+
+
+def eager_dot_general(x: np.ndarray, y: np.ndarray, *, dimension_numbers: tuple,
+                      preferred_element_type: object = None) -> np.ndarray:
+    """``dot_general_p.eager_impl`` (set by the native backend): a float32 matrix product (one
+    contraction axis, no batch axes) through :func:`eager_sgemm`; everything else, and whatever
+    that declines, through the primitive's NumPy ``impl``."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    if (not xb and not yb and x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and len(yc) == 1
+            and (preferred_element_type is None or np.dtype(preferred_element_type) == np.float32)):
+        out = eager_sgemm(x, y, trans_a=xc[0] == 0, trans_b=yc[0] == 1)
+        if out is not None:
+            return out
+    return dot_prims.dot_general_p.impl(x, y, dimension_numbers=dimension_numbers,
+                                        preferred_element_type=preferred_element_type)
