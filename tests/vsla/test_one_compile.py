@@ -347,8 +347,8 @@ def test_fft_conv_under_symbolic_capacities_one_compile():
 
 @requires_cc
 def test_auto_conv_compiles_both_paths_natively():
-    """The symbolic ``"auto"`` conv is one native ``cond`` step whose branches hold the FFT call
-    steps and the direct kernel; no Python fallback."""
+    """The symbolic ``"auto"`` conv is one native ``cond`` step whose branches hold the one-pass
+    ``fft_conv`` call step and the direct kernel; no Python fallback."""
     f = _conv_fns()["auto"]
     a = vsla.array(np.ones(300, np.float32))
     sym = native_specialize.symbolic_executable(f.lower(a, a).program)
@@ -356,7 +356,7 @@ def test_auto_conv_compiles_both_paths_natively():
     conds = [st for st in sym.schedule.steps if st.kind == "cond"]
     assert len(conds) == 1 and sym.schedule.count("fallback") == 0
     branch_steps = [(st.kind, st.eqns[0].prim.name) for b in conds[0].sub.bodies for st in b.schedule.steps]
-    assert branch_steps.count(("call", "fft")) == 3, branch_steps  # two RFFTs and one IRFFT
+    assert branch_steps.count(("call", "fft_conv")) == 1, branch_steps  # transforms, product and inverse
     assert not any(k == "fallback" for k, _ in branch_steps)
 
 

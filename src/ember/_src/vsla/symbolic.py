@@ -19,7 +19,7 @@ from ember import lax
 from ember._src import shapes as sh
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
-from ember._src.prims.fft import fft as lax_fft
+from ember._src.prims.fft import fft_conv as lax_fft_conv
 
 Pair = tuple[Any, Any]
 
@@ -75,17 +75,14 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
     """Model A: convolution on the last axis; leading axes are batch (promoted).
 
     The output capacity is ``ca + cb - 1`` (it holds the longest result ``m + n - 1``); the slack of
-    both operands is zero, so neither path needs length masks on its inputs. ``method="fft"``
-    transforms at length ``2 * max(ca, cb)`` (a power of two for bucketed capacities, which are
-    powers of two; any length works), a symbolic size when the capacities are; ``"auto"`` takes
-    the FFT when ``ca * cb > threshold``: decided while tracing when the capacities are static, else
-    a runtime branch (``lax.cond``) with both paths compiled into the one program. Complex and
-    integer operands always take the direct path.
+    both operands is zero, so neither path needs length masks on its inputs. ``method="fft"`` is
+    one ``fft_conv`` step (rows read straight from both operands, transformed at
+    ``next_pow2(ca + cb - 1)``, multiplied and transformed back in one pass, leading axes
+    zero-extended inside it); ``"auto"`` takes the FFT when ``ca * cb > threshold``: decided while
+    tracing when the capacities are static, else a runtime branch (``lax.cond``) with both paths
+    compiled into the one program. Complex and integer operands always take the direct path.
     """
     (x, lx), (y, ly) = a, b
-    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
-    x = extend(x, batch + [x.shape[-1]])
-    y = extend(y, batch + [y.shape[-1]])
     ca, cb = x.shape[-1], y.shape[-1]
     dtype = np.dtype(enp.result_type(x.dtype, y.dtype))
     m, n = lx[-1], ly[-1]
@@ -106,6 +103,9 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
 
 
 def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
+    x = extend(x, batch + [x.shape[-1]])
+    y = extend(y, batch + [y.shape[-1]])
     return _direct(x, y).astype(dtype)
 
 
@@ -137,23 +137,19 @@ def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
-    """The FFT conv's transform length for capacities ``ca``, ``cb``: ``next_pow2(ca + cb - 1)`` when
-    both are ints, else ``2 * max(ca, cb)`` (the same power of two for power-of-two capacities
-    above 1, and at least ``ca + cb - 1`` for any)."""
+    """The FFT conv's transform length for capacities ``ca``, ``cb``: ``next_pow2(ca + cb - 1)``
+    (chosen at run time by the ``fft_conv`` step when the capacities are symbolic, where this
+    returns the bound ``2 * max(ca, cb)``: the same power of two for power-of-two capacities)."""
     if isinstance(ca, int) and isinstance(cb, int):
         return 1 << (ca + cb - 2).bit_length()
     return 2 * sh.dmax(ca, cb)
 
 
 def _conv_fft(x: Any, y: Any, last: Any, dtype: np.dtype) -> Any:
-    """Real FFTs of both operands zero-extended to :func:`fft_length`, their product's inverse cut
-    to ``ca + cb - 1``; the rounding noise past the logical length ``last`` is masked to zero."""
-    ca, cb = x.shape[-1], y.shape[-1]
-    co, size = ca + cb - 1, fft_length(ca, cb)
-    spec = [lax_fft(extend(v.astype(dtype), [*v.shape[:-1], size]), "RFFT", (size,)) for v in (x, y)]
-    full = lax_fft(spec[0] * spec[1], "IRFFT", (size,))
-    out = lax.slice(full, [0] * full.ndim, [*full.shape[:-1], co])
-    return enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
+    """One ``fft_conv`` step (leading axes zero-extended inside it, output capacity
+    ``ca + cb - 1``); the columns from the logical length ``last`` on are written as zeros (the
+    rounding noise of the transforms would be there)."""
+    return lax_fft_conv(x.astype(dtype), y.astype(dtype), last)
 
 
 def minimal_lengths(data: Any) -> Any:
