@@ -208,7 +208,8 @@ def _fft_conv_abstract(x: ShapedArray, y: ShapedArray, valid: ShapedArray) -> Sh
         raise ShapeError(f"fft_conv: operands need one rank of at least 1, got {sh.shape_str(x.shape)} "
                          f"and {sh.shape_str(y.shape)}")
     if np.dtype(x.dtype) != np.dtype(y.dtype) or np.dtype(x.dtype) not in (np.float32, np.float64):
-        raise DTypeError(f"fft_conv requires two float32 or two float64 operands, got {x.dtype} and {y.dtype}")
+        raise DTypeError(f"fft_conv requires two float32 or two float64 operands, got {x.dtype} "
+                         f"and {y.dtype}")
     if valid.ndim != 0 or np.dtype(valid.dtype) != np.int32:
         raise DTypeError(f"fft_conv: valid must be an int32 scalar, got {valid.dtype}{list(valid.shape)}")
     return ShapedArray(_conv_out_shape(tuple(x.shape), tuple(y.shape)), x.dtype)
@@ -276,5 +277,6 @@ def fft_conv(x: Any, y: Any, valid: Any = None) -> Any:
     for ``valid <= k < ca + cb - 1``; the leading axes are zero-extended to their elementwise
     maximum (a row past an operand's leading shape reads as zeros). Both operands float32 or both
     float64, of one rank; computed in their precision (transform length ``next_pow2(ca + cb - 1)``)."""
-    v = mv.full((), NO_MASK, np.int32) if valid is None else ew.convert_element_type(valid, np.dtype(np.int32))
+    i32 = np.dtype(np.int32)
+    v = mv.full((), NO_MASK, i32) if valid is None else ew.convert_element_type(valid, i32)
     return fft_conv_p.bind(x, y, v)
