@@ -141,10 +141,10 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v)
     typedef EM_T(em_ci) CI;
     CI k;
     for (int i = 0; i < CW; ++i) k[i] = i;
-    for (int b = CW / 2; b >= 1; b /= 2) {
+    _Pragma("GCC unroll 8") for (int b = CW / 2; b >= 1; b /= 2) {
         const CI t = (k & b) != 0;
         const CI m1 = k + (t & (CW - b)), m2 = k + ((t & CW) | (~t & b));
-        for (int r = 0; r < CW; ++r)
+        _Pragma("GCC unroll 16") for (int r = 0; r < CW; ++r)
             if (!(r & b)) {
                 const CV a = v[r], c = v[r + b];
                 v[r] = __builtin_shuffle(a, c, m1);
@@ -203,6 +203,14 @@ static inline CZ EM_T(em_fftc_split)(const CZ *z, int64_t k, int64_t m, SZ t) {
     CZ r = {er + orr * t.re - oi * t.im, ei + orr * t.im + oi * t.re};
     return r;
 }
+/* the inverse's merge of the product spectrum: Z_k = E_k + i O_k, E = a + conj b,
+   O = (a - conj b) conj(t), for a = P_k, b = P_(m-k), t = W^k */
+static inline CZ EM_T(em_fftc_merge)(CZ a, CZ b, SZ t) {
+    const CV er = a.re + b.re, ei = a.im - b.im, dr = a.re - b.re, di = a.im + b.im;
+    const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
+    CZ r = {er - oi, ei + orr};
+    return r;
+}
 typedef struct {
     const ELT *x, *y;
     ELT *out;
@@ -258,17 +266,16 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
         CZ *fx = EM_T(em_fftc_fft)(b0, b1, m, tw, 1);
         EM_T(em_fftc_load)(py, cb, m, b2);
         CZ *fy = EM_T(em_fftc_fft)(b2, b3, m, tw, 1);
-        CZ *pr = fy == b2 ? b3 : b2;  /* 4 P_k = (2 X_k)(2 Y_k), k <= m */
-        for (int64_t k = 0; k <= m; ++k)
-            pr[k] = EM_T(em_czmulv)(EM_T(em_fftc_split)(fx, k, m, rt[k]), EM_T(em_fftc_split)(fy, k, m, rt[k]));
-        /* merge: Z_k = E_k + i O_k, E = P_k + conj P_(m-k), O = (P_k - conj P_(m-k)) conj(W^k) */
+        /* product and merge for the pairs (k, m - k) at once, in place in fx: 4 P_k = (2 X_k)(2 Y_k),
+           Z_k = E_k + i O_k with E = P_k + conj P_(m-k), O = (P_k - conj P_(m-k)) conj(W^k) */
         CZ *zz = fx, *tmp = fx == b0 ? b1 : b0;
-        for (int64_t k = 0; k < m; ++k) {
-            const CZ a = pr[k], b = pr[m - k];
-            const CV er = a.re + b.re, ei = a.im - b.im, dr = a.re - b.re, di = a.im + b.im;
-            const SZ t = rt[k];
-            const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
-            zz[k].re = er - oi; zz[k].im = ei + orr;
+        for (int64_t k = 0; k <= m / 2; ++k) {
+            const int64_t k2 = m - k;
+            const CZ pk = EM_T(em_czmulv)(EM_T(em_fftc_split)(fx, k, m, rt[k]), EM_T(em_fftc_split)(fy, k, m, rt[k]));
+            const CZ pm = EM_T(em_czmulv)(EM_T(em_fftc_split)(fx, k2, m, rt[k2]),
+                                          EM_T(em_fftc_split)(fy, k2, m, rt[k2]));
+            zz[k] = EM_T(em_fftc_merge)(pk, pm, rt[k]);
+            if (k2 < m && k2 != k) zz[k2] = EM_T(em_fftc_merge)(pm, pk, rt[k2]);
         }
         const CZ *res = EM_T(em_fftc_fft)(zz, tmp, m, tw, -1);
         EM_T(em_fftc_store)(res, j->out + r0 * co, w, co, (ELT)(1.0 / (8.0 * (double)m)));
