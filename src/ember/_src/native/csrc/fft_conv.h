@@ -21,12 +21,7 @@
 #else
 #define EM_CV_BYTES 32
 #endif
-#define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m */
-static int em_fftc_live;  /* tables allocated and not yet freed (both precisions) */
-/* the number of cached twiddle tables this library holds (freed when it is unloaded) */
-__attribute__((visibility("default"), used)) int ember_fft_tables_live(void) {
-    return __atomic_load_n(&em_fftc_live, __ATOMIC_ACQUIRE);
-}
+#define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m (counted in fft_core.h's em_fft_live) */
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
 typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
@@ -71,7 +66,7 @@ static const SZ *EM_T(em_fftc_tables)(int lg, SZ *ws) {
             if (t) {
                 EM_T(em_fftc_fill)(t, m);
                 EM_T(em_fftc_tabs)[lg] = t;
-                __atomic_add_fetch(&em_fftc_live, 1, __ATOMIC_ACQ_REL);
+                __atomic_add_fetch(&em_fft_live, 1, __ATOMIC_ACQ_REL);
                 __atomic_store_n(st, 2, __ATOMIC_RELEASE);
                 return t;
             }
@@ -81,15 +76,17 @@ static const SZ *EM_T(em_fftc_tables)(int lg, SZ *ws) {
     EM_T(em_fftc_fill)(ws, m);
     return ws;
 }
-__attribute__((destructor)) static void EM_T(em_fftc_free)(void) {
-    for (int i = 0; i < EM_FFTC_SLOTS; ++i)
+static void EM_T(em_fftc_free)(void) {  /* ember_fft_release: no transform is running */
+    for (int i = 0; i < EM_FFTC_SLOTS; ++i) {
         if (__atomic_load_n(&EM_T(em_fftc_state)[i], __ATOMIC_ACQUIRE) == 2) {
             free(EM_T(em_fftc_tabs)[i]);
             EM_T(em_fftc_tabs)[i] = 0;
-            EM_T(em_fftc_state)[i] = 0;
-            __atomic_sub_fetch(&em_fftc_live, 1, __ATOMIC_ACQ_REL);
+            __atomic_sub_fetch(&em_fft_live, 1, __ATOMIC_ACQ_REL);
         }
+        __atomic_store_n(&EM_T(em_fftc_state)[i], 0, __ATOMIC_RELEASE);
+    }
 }
+__attribute__((constructor)) static void EM_T(em_fftc_init)(void) { em_fft_on_release(EM_T(em_fftc_free)); }
 /* unnormalized DFT of the lines x[0..m) (m a power of two), sg = 1 forward, -1 inverse; y is
    scratch of m entries; returns the buffer holding the result (x or y) */
 static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg) {
