@@ -389,3 +389,22 @@ def test_grad_of_fft_conv_under_vsla_jit():
     sym = native_specialize.symbolic_executable(dl.lower(vsla.array(a), vsla.array(b)).program)
     kinds = [st.kind for st in sym.schedule.steps]
     assert "fallback" not in kinds and kinds.count("cond") == 4, kinds
+
+
+def test_kron_above_rank_one_one_compile():
+    """Kronecker of rank-2 and rank-3 VArrays under ``vsla.jit``: ``np.kron`` of the minimal
+    representatives (trailing zero rows/columns cut at run time), one compile per rank for 30
+    random shape pairs, the slack of every result zero."""
+    rng = np.random.default_rng(19)
+    for rank in (2, 3):
+        f = vsla.jit(lambda a, b: vsla.kron(a, b))
+        for _ in range(30):
+            xs = [rng.integers(-2, 3, tuple(int(d) for d in rng.integers(1, 6, rank))).astype(np.float32)
+                  for _ in range(2)]
+            for x in xs:  # trailing zero hyperplanes on some axes: the minimal representative is smaller
+                if rng.random() < 0.5:
+                    ax = int(rng.integers(0, rank))
+                    np.moveaxis(x, ax, 0)[-1] = 0
+            want = np.kron(_minimal(xs[0]), _minimal(xs[1]))
+            _check(f(vsla.array(xs[0]), vsla.array(xs[1])), want.shape, want)
+        assert f.cache_info()["compiles"] == 1

@@ -167,19 +167,27 @@ def minimal_lengths(data: Any) -> Any:
 
 
 def kron(a: Pair, b: Pair) -> Pair:
-    """Model B on rank 1: ``out[i * n + j] = a[i] * b[j]`` over the minimal lengths ``m``, ``n``
-    (runtime values), at capacity ``ca * cb``."""
+    """Model B, any rank: ``out[..., i * n + j, ...] = a[..., i, ...] * b[..., j, ...]`` on every axis
+    (``np.kron``), over the minimal lengths ``m``, ``n`` of each axis (runtime values), at capacity
+    ``ca * cb`` per axis: each operand is gathered along every axis with the indices ``k // n``
+    (``a``) or ``k % n`` (``b``), and the product masked to ``k < m * n`` per axis."""
     (x, _), (y, _) = a, b
-    m, n = minimal_lengths(x)[0], minimal_lengths(y)[0]
-    ca, cb = x.shape[0], y.shape[0]
-    k = lax.iota(np.int32, ca * cb)
-    step = enp.maximum(n, 1)
-    i = enp.minimum(k // step, ca - 1)
-    j = enp.minimum(k % step, cb - 1)
-    total = m * n
-    prod = enp.take(x, i) * enp.take(y, j)
-    out = enp.where(k < total, prod, zero(prod.dtype))
-    return out, total[None].astype(np.int32)
+    lm, ln = minimal_lengths(x), minimal_lengths(y)
+    gx, gy, keep, lengths = x, y, None, []
+    for ax in range(x.ndim):
+        m, n = lm[ax], ln[ax]
+        ca, cb = x.shape[ax], y.shape[ax]
+        k = lax.iota(np.int32, ca * cb)
+        step = enp.maximum(n, 1)
+        gx = enp.take(gx, enp.minimum(k // step, ca - 1), axis=ax)
+        gy = enp.take(gy, enp.minimum(k % step, cb - 1), axis=ax)
+        total = m * n
+        mask = axis_mask([d * e for d, e in zip(x.shape, y.shape)], ax, total)
+        keep = mask if keep is None else keep & mask
+        lengths.append(total)
+    prod = gx * gy
+    out = enp.where(keep, prod, zero(prod.dtype)) if keep is not None else prod
+    return out, enp.stack(lengths).astype(np.int32) if lengths else enp.zeros((0,), np.int32)
 
 
 def shrink(a: Pair) -> Pair:
