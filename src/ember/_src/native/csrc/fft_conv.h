@@ -87,45 +87,100 @@ static void EM_T(em_fftc_free)(void) {  /* ember_fft_release: no transform is ru
     }
 }
 __attribute__((constructor)) static void EM_T(em_fftc_init)(void) { em_fft_on_release(EM_T(em_fftc_free)); }
-/* unnormalized DFT of the lines x[0..m) (m a power of two), sg = 1 forward, -1 inverse; y is
-   scratch of m entries; returns the buffer holding the result (x or y) */
-static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg) {
+/* the 4-point DFT of (a, b, c, d) in place (sg = 1 forward, -1 inverse: W_4 = -sg i) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_dft4)(CZ *a, CZ *b, CZ *c, CZ *d, ELT sg) {
+    const CV apr = a->re + c->re, api = a->im + c->im, amr = a->re - c->re, ami = a->im - c->im;
+    const CV bpr = b->re + d->re, bpi = b->im + d->im, bmr = b->re - d->re, bmi = b->im - d->im;
+    const CV jr = -sg * bmi, ji = sg * bmr;  /* sg i (b - d) */
+    a->re = apr + bpr; a->im = api + bpi;
+    b->re = amr - jr; b->im = ami - ji;
+    c->re = apr - bpr; c->im = api - bpi;
+    d->re = amr + jr; d->im = ami + ji;
+}
+/* one radix-4 Stockham stage (length n, stride s) from x to y; half: x's entries from n/2 on are
+   zero (the first stage of a zero-extended line), so c = d = 0 and they are not read */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_r4)(const CZ *x, CZ *y, int64_t n, int64_t s,
+                                                                    int64_t m, const SZ *tw, ELT sg, int half) {
+    const int64_t n1 = n / 4, ts = m / n;
+    const CZ zero = {{0}, {0}};
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[4];
+        for (int k = 1; k < 4; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * 4 * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ v[4] = {xa[q], xa[q + s * n1], zero, zero};
+            if (!half) { v[2] = xa[q + 2 * s * n1]; v[3] = xa[q + 3 * s * n1]; }
+            EM_T(em_fftc_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
+            yo[q] = v[0];
+            for (int k = 1; k < 4; ++k) yo[q + k * s] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
+        }
+    }
+}
+/* one radix-8 Stockham stage (as em_fftc_r4): X_2r = DFT_4(x_k + x_k+4), X_2r+1 = DFT_4((x_k - x_k+4) W_8^k) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_r8)(const CZ *x, CZ *y, int64_t n, int64_t s,
+                                                                    int64_t m, const SZ *tw, ELT sg, int half) {
+    const int64_t n1 = n / 8, ts = m / n;
+    const ELT h = (ELT)0.70710678118654752440084436210484904;
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[8];
+        for (int k = 1; k < 8; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * 8 * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ e[4], o[4];
+            for (int k = 0; k < 4; ++k) {
+                const CZ u = xa[q + k * s * n1];
+                if (half) { e[k] = u; o[k] = u; }
+                else {
+                    const CZ v = xa[q + (k + 4) * s * n1];
+                    e[k].re = u.re + v.re; e[k].im = u.im + v.im;
+                    o[k].re = u.re - v.re; o[k].im = u.im - v.im;
+                }
+            }
+            /* o_k times W_8^k: W_8 = (1 - sg i) / sqrt 2, W_8^2 = -sg i, W_8^3 = (-1 - sg i) / sqrt 2 */
+            const CV r1 = h * (o[1].re + sg * o[1].im), i1 = h * (o[1].im - sg * o[1].re);
+            o[1].re = r1; o[1].im = i1;
+            const CV r2 = sg * o[2].im, i2 = -sg * o[2].re;
+            o[2].re = r2; o[2].im = i2;
+            const CV r3 = h * (sg * o[3].im - o[3].re), i3 = -h * (o[3].im + sg * o[3].re);
+            o[3].re = r3; o[3].im = i3;
+            EM_T(em_fftc_dft4)(&e[0], &e[1], &e[2], &e[3], sg);
+            EM_T(em_fftc_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
+            yo[q] = e[0];
+            yo[q + s] = p ? EM_T(em_czmul)(o[0], w[1]) : o[0];
+            for (int r = 1; r < 4; ++r) {
+                yo[q + 2 * r * s] = p ? EM_T(em_czmul)(e[r], w[2 * r]) : e[r];
+                yo[q + (2 * r + 1) * s] = p ? EM_T(em_czmul)(o[r], w[2 * r + 1]) : o[r];
+            }
+        }
+    }
+}
+/* unnormalized DFT of the lines x[0..m) (m a power of two, at least 2), sg = 1 forward, -1
+   inverse; y is scratch of m entries; half: x's entries from m/2 on are zero and not read (m >= 8).
+   Stockham stages of radix 8 (radix 4 for the last 16 or 4, radix 2 for a last 2). Returns the
+   buffer holding the result (x or y). */
+static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int half) {
     int64_t s = 1;
     for (int64_t n = m; n > 1;) {
-        if (n == 2) {
+        int64_t r;
+        const int first = half && n == m;
+        if (n % 8 == 0 && n != 16) {
+            r = 8;
+            if (first) EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 1);
+            else EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 0);
+        } else if (n % 4 == 0) {
+            r = 4;
+            if (first) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 1);
+            else EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
+        } else {
+            r = 2;
             for (int64_t q = 0; q < s; ++q) {
                 const CZ a = x[q], b = x[q + s];
                 y[q].re = a.re + b.re; y[q].im = a.im + b.im;
                 y[q + s].re = a.re - b.re; y[q + s].im = a.im - b.im;
             }
-        } else {
-            const int64_t n1 = n / 4, ts = m / n;
-            for (int64_t p = 0; p < n1; ++p) {
-                SZ w1 = tw[p * ts], w2 = tw[2 * p * ts], w3 = tw[3 * p * ts];
-                w1.im *= sg; w2.im *= sg; w3.im *= sg;
-                const CZ *xa = x + s * p, *xb = x + s * (p + n1), *xc = x + s * (p + 2 * n1),
-                         *xd = x + s * (p + 3 * n1);
-                CZ *yo = y + s * 4 * p;
-                for (int64_t q = 0; q < s; ++q) {
-                    const CZ a = xa[q], b = xb[q], c = xc[q], d = xd[q];
-                    const CV apr = a.re + c.re, api = a.im + c.im, amr = a.re - c.re, ami = a.im - c.im;
-                    const CV bpr = b.re + d.re, bpi = b.im + d.im, bmr = b.re - d.re, bmi = b.im - d.im;
-                    /* j = sg i (b - d) */
-                    const CV jr = -sg * bmi, ji = sg * bmr;
-                    CZ o0 = {apr + bpr, api + bpi}, o1 = {amr - jr, ami - ji};
-                    CZ o2 = {apr - bpr, api - bpi}, o3 = {amr + jr, ami + ji};
-                    yo[q] = o0;
-                    if (p) {
-                        yo[q + s] = EM_T(em_czmul)(o1, w1);
-                        yo[q + 2 * s] = EM_T(em_czmul)(o2, w2);
-                        yo[q + 3 * s] = EM_T(em_czmul)(o3, w3);
-                    } else {
-                        yo[q + s] = o1; yo[q + 2 * s] = o2; yo[q + 3 * s] = o3;
-                    }
-                }
-            }
         }
-        const int64_t r = n == 2 ? 2 : 4;
         n /= r; s *= r;
         CZ *t = x; x = y; y = t;
     }
@@ -153,7 +208,8 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v)
         for (int c = r + 1; c < CW; ++c) { ELT t = v[r][c]; v[r][c] = v[c][r]; v[c][r] = t; }
 #endif
 }
-/* line[j] lane r = (row r [2j], row r [2j + 1]) (0 past c), j < m; a null row is zeros. Blocks of
+/* line[j] lane r = (row r [2j], row r [2j + 1]) (0 past c), j < m (the entries written: the
+   caller passes half its length when the rest is never read); a null row is zeros. Blocks of
    CW / 2 complex elements of all CW rows go through em_fftc_transpose. */
 static void EM_T(em_fftc_load)(const ELT *const *rows, int64_t c, int64_t m, CZ *line) {
     const CV zero = {0};
@@ -259,10 +315,11 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
         const int64_t m = (int64_t)1 << (lg - 1);
         const SZ *tw = EM_T(em_fftc_tables)(lg - 1, j->wtab), *rt = tw + m;
         CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + m + 1, *b2 = b1 + m + 1, *b3 = b2 + m + 1;
-        EM_T(em_fftc_load)(px, ca, m, b0);
-        CZ *fx = EM_T(em_fftc_fft)(b0, b1, m, tw, 1);
-        EM_T(em_fftc_load)(py, cb, m, b2);
-        CZ *fy = EM_T(em_fftc_fft)(b2, b3, m, tw, 1);
+        const int hx = (ca + 1) / 2 <= m / 2, hy = (cb + 1) / 2 <= m / 2;  /* upper halves zero */
+        EM_T(em_fftc_load)(px, ca, hx ? m / 2 : m, b0);
+        CZ *fx = EM_T(em_fftc_fft)(b0, b1, m, tw, 1, hx);
+        EM_T(em_fftc_load)(py, cb, hy ? m / 2 : m, b2);
+        CZ *fy = EM_T(em_fftc_fft)(b2, b3, m, tw, 1, hy);
         /* product and merge for the pairs (k, m - k) at once, in place in fx: 4 P_k = (2 X_k)(2 Y_k),
            Z_k = E_k + i O_k with E = P_k + conj P_(m-k), O = (P_k - conj P_(m-k)) conj(W^k) */
         CZ *zz = fx, *tmp = fx == b0 ? b1 : b0;
@@ -274,7 +331,7 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
             zz[k] = EM_T(em_fftc_merge)(pk, pm, rt[k]);
             if (k2 < m && k2 != k) zz[k2] = EM_T(em_fftc_merge)(pm, pk, rt[k2]);
         }
-        const CZ *res = EM_T(em_fftc_fft)(zz, tmp, m, tw, -1);
+        const CZ *res = EM_T(em_fftc_fft)(zz, tmp, m, tw, -1, 0);
         EM_T(em_fftc_store)(res, j->out + r0 * co, w, co, (ELT)(1.0 / (8.0 * (double)m)));
         if (j->valid < co) {
             const int64_t v = j->valid < 0 ? 0 : j->valid;
