@@ -240,7 +240,10 @@ static void EM_T(em_fftc_store)(const CZ *res, ELT *out, int w, int64_t co, ELT 
         CV v[CW];
         for (int jj = 0; jj < hb; ++jj) { v[2 * jj] = res[j0 + jj].re * scale; v[2 * jj + 1] = res[j0 + jj].im * scale; }
         EM_T(em_fftc_transpose)(v);
-        for (int r = 0; r < w; ++r) memcpy(out + r * co + 2 * j0, &v[r], sizeof(CV));
+        for (int r = 0; r < w; ++r) {
+            memcpy(out + r * co + 2 * j0, &v[r], sizeof(CV));
+            __builtin_prefetch(out + r * co + 2 * j0 + 4 * CW, 1, 0);  /* the rows' lines ahead, for writing */
+        }
     }
     for (int r = 0; r < w; ++r) {
         ELT *o = out + r * co;
@@ -344,7 +347,7 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
 static void EM_T(em_fftc_run)(EM_T(em_fftc_job) *j, int par, int64_t nt) {
     const int64_t groups = (j->rows + CW - 1) / CW;
     if (groups == 0) return;
-    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftc_task), j, groups, nt, nt, 4);
+    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftc_task), j, groups, nt, nt, 16);
     else EM_T(em_fftc_task)(j, 0, groups, 0);
 }
 #undef CW
