@@ -408,3 +408,8 @@ def test_kron_above_rank_one_one_compile():
             want = np.kron(_minimal(xs[0]), _minimal(xs[1]))
             _check(f(vsla.array(xs[0]), vsla.array(xs[1])), want.shape, want)
         assert f.cache_info()["compiles"] == 1
+    # gradient under vsla.jit at rank 2: d/da sum(kron(a, b)^2) = 2 a sum(b^2)
+    g = vsla.jit(vsla.grad(lambda a, b: vsla.sum(vsla.sum(vsla.kron(a, b) * vsla.kron(a, b), 1), 0)))
+    a = np.array([[1.0, 2.0], [3.0, 0.5]], np.float32)
+    b = np.array([[1.0, -1.0, 2.0]], np.float32)
+    np.testing.assert_allclose(g(vsla.array(a), vsla.array(b)).to_numpy(), 2 * a * (b ** 2).sum(), rtol=1e-6)
