@@ -143,3 +143,28 @@ def test_vmap_with_batched_and_unbatched_valid():
     close(got, np.stack([reference(x[i], y, int(valid[i])) for i in range(4)]), np.float32)
     got = np.asarray(ember.vmap(lambda a: fft_conv(y, a, 12))(x))
     close(got, np.stack([reference(y, x[i], 12) for i in range(4)]), np.float32)
+
+
+@pytest.mark.parametrize("target", [["-mavx512f", "-mfma"], ["-mavx2", "-mfma"], ["-mno-avx"]],
+                         ids=["avx512", "avx2", "scalar"])
+def test_header_compiles_for_each_target_and_precision(tmp_path, target):
+    """fft_conv.h for both precisions in one unit (as a program using both includes it), after
+    fft_core.h and the thread pool's helpers, on each instruction set (vector widths 64 and 32
+    bytes); no warnings under -Wall."""
+    import shutil
+    import subprocess
+
+    from ember._src.native.csrc import load
+    from ember._src.native.emit import fft as nfft
+    from ember._src.native.runtime import threadpool
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers() + nfft._CORE
+    for real_t, elti, suffix in (("float", "int32_t", "f32"), ("double", "int64_t", "f64")):
+        unit += (f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{suffix}\n"
+                 + load("fft_conv.h") + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+    f = tmp_path / "unit.c"
+    f.write_text(unit)
+    out = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
