@@ -159,7 +159,8 @@ def test_header_compiles_for_each_target_and_precision(tmp_path, target):
     from ember._src.native.runtime import threadpool
 
     cc = shutil.which("gcc") or shutil.which("cc")
-    unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers() + nfft._CORE
+    unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
+    unit += nfft._CORE
     for real_t, elti, suffix in (("float", "int32_t", "f32"), ("double", "int64_t", "f64")):
         unit += (f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{suffix}\n"
                  + load("fft_conv.h") + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
