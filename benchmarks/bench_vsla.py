@@ -2,7 +2,8 @@
 
 Products: 10,000 pairs of polynomials with random degrees 1..512 (float32). ember vsla runs one
 ``vsla.jit`` function (``vsla.conv`` with ``method="auto"``: one C compile for every shape; the
-capacities are symbolic, the FFT length ``2 * max(ca, cb)`` a runtime size) over the pairs grouped
+capacities are symbolic, and the FFT path is one ``fft_conv`` step whose transform length
+``next_pow2(ca + cb - 1)`` is chosen at run time) over the pairs grouped
 into batches: by the bucket ``next_pow2(max(m, n))`` of the pair, each group split into batches of
 power-of-two row counts (vsla buckets the batch axis too, so this pads no rows), one native call
 per batch. Peers: a NumPy loop of ``np.convolve``, a loop of ``scipy.signal.fftconvolve``, and JAX

@@ -150,3 +150,52 @@ GRAD_CASES = {
 def test_gradients(name):
     f, args = GRAD_CASES[name]
     check_grads(f, args, order=2, atol=1e-6, rtol=1e-6)
+
+
+# --- symbolic sizes: jit(..., dynamic_axes=...), one compile for every length --------------------
+
+SYMBOLIC = [
+    ("fft", lambda x: ef.fft(x), lambda x: np.fft.fft(x)),
+    ("ifft n=n+3 ortho", lambda x: ef.ifft(x, n=x.shape[-1] + 3, norm="ortho"),
+     lambda x: np.fft.ifft(x, n=x.shape[-1] + 3, norm="ortho")),
+    ("fft n=n-1 forward", lambda x: ef.fft(x, n=x.shape[-1] - 1, norm="forward"),
+     lambda x: np.fft.fft(x, n=x.shape[-1] - 1, norm="forward")),
+    ("rfft n=2n", lambda x: ef.rfft(x, n=2 * x.shape[-1]), lambda x: np.fft.rfft(x, n=2 * x.shape[-1])),
+    ("irfft", lambda x: ef.irfft(x), lambda x: np.fft.irfft(x)),
+    ("irfft n=2n-1 ortho", lambda x: ef.irfft(x, n=2 * x.shape[-1] - 1, norm="ortho"),
+     lambda x: np.fft.irfft(x, n=2 * x.shape[-1] - 1, norm="ortho")),
+    ("hfft", lambda x: ef.hfft(x), lambda x: np.fft.hfft(x)),
+    ("fftn s axes", lambda x: ef.fftn(x, s=(x.shape[0], x.shape[1] + 1), axes=(0, 1), norm="ortho"),
+     lambda x: np.fft.fftn(x, s=(x.shape[0], x.shape[1] + 1), axes=(0, 1), norm="ortho")),
+    ("rfft2", lambda x: ef.rfft2(x), lambda x: np.fft.rfft2(x)),
+    ("irfftn forward", lambda x: ef.irfftn(x, norm="forward"), lambda x: np.fft.irfftn(x, norm="forward")),
+    ("fftshift", lambda x: ef.fftshift(x), lambda x: np.fft.fftshift(x)),
+    ("ifftshift axis 0", lambda x: ef.ifftshift(x, axes=0), lambda x: np.fft.ifftshift(x, axes=0)),
+    ("fftfreq", lambda x: ef.fftfreq(x.shape[-1], 0.5), lambda x: np.fft.fftfreq(x.shape[-1], 0.5)),
+    ("rfftfreq", lambda x: ef.rfftfreq(x.shape[0]), lambda x: np.fft.rfftfreq(x.shape[0])),
+]
+
+
+@pytest.mark.parametrize("name,f,ref", SYMBOLIC, ids=[s[0] for s in SYMBOLIC])
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_symbolic_sizes_one_compile(name, f, ref, backend):
+    """Every size (and ``n``/``s`` computed from it, and the norm's scale) is symbolic: one trace
+    and one compile serve lengths with small and large prime factors, against NumPy."""
+    jf = ember.jit(f, backend=backend, dynamic_axes=[("r", "c")])
+    for r, c in [(2, 3), (4, 8), (3, 67), (1, 12), (5, 1)]:
+        x = _cplx((r, c)) if name.startswith(("irfft", "hfft")) else _real((r, c))
+        try:
+            want = ref(x)
+        except ValueError:  # a length that is zero at run time: NumPy raises, ember gives zeros
+            assert not np.any(np.asarray(jf(x)))
+            continue
+        got = np.asarray(jf(x))
+        _check(got, want, single=got.dtype in (np.float32, np.complex64))  # fftfreq: default float
+    info = jf.cache_info()
+    assert info["traces"] == 1 and info["compiles"] == 1, info
+
+
+def test_symbolic_length_that_may_crop_or_pad():
+    """``n`` whose order against the axis's size depends on the binding: a clear error at trace time."""
+    with pytest.raises(ShapeError, match="crops or pads"):
+        ember.jit(lambda x, y: ef.fft(x, n=y.shape[0]), dynamic_axes=[("a",), ("b",)])(_real(4), _real(5))

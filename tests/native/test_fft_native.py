@@ -387,3 +387,36 @@ def test_line_groups_on_the_thread_pool(n, ft, runtime):
         run = exe.source.split("em_fft_run_f64(&j_")[1].splitlines()[0]
         assert run.endswith(f", {threads or nfft.THREADS});"), run
         close(np.asarray(jf(x)), ref, np.float64)
+
+
+def test_runtime_tables_are_freed_with_their_executables():
+    """The malloc'd tables of the runtime plan cache and of ``fft_conv`` belong to the executables:
+    programs built, run over new lengths (tables allocated) and dropped give the count of live
+    tables back; a program built again from the same source (the library stays loaded) rebuilds
+    its tables and is still right."""
+    import gc
+
+    from ember._src.native.runtime import fft_tables
+    from ember._src.prims.fft import fft_conv
+
+    gc.collect()
+    base = fft_tables.live_tables()
+    fns = [symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n")),
+           symbolic_native(lambda a: lax_fft(a, "RFFT", (a.shape[-1],)), ("b", "n")),
+           ember.jit(fft_conv, backend="native", dynamic_axes=[("b", "n"), ("c", "k")])]
+    x = None
+    for n in (16, 48, 67, 256):
+        x = cdata((2, n), np.complex64)
+        close(np.asarray(fns[0](x)), np.fft.fft(x.astype(np.complex128), axis=-1), np.complex64)
+        r = x.real.copy()
+        close(np.asarray(fns[1](r)), np.fft.rfft(r.astype(np.float64), axis=-1), np.float32)
+        got = np.asarray(fns[2](r, r))
+        close(got, np.stack([np.convolve(v, v) for v in r.astype(np.float64)]), np.float32)
+    assert fft_tables.live_tables() >= base + 3 * 4  # (at least) one table per new length and program
+    del fns
+    ember.clear_caches()
+    gc.collect()
+    assert fft_tables.live_tables() == base
+    again = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
+    close(np.asarray(again(x)), np.fft.fft(x.astype(np.complex128), axis=-1), np.complex64)
+    assert fft_tables.live_tables() > base

@@ -347,8 +347,8 @@ def test_fft_conv_under_symbolic_capacities_one_compile():
 
 @requires_cc
 def test_auto_conv_compiles_both_paths_natively():
-    """The symbolic ``"auto"`` conv is one native ``cond`` step whose branches hold the FFT call
-    steps and the direct kernel; no Python fallback."""
+    """The symbolic ``"auto"`` conv is one native ``cond`` step whose branches hold the one-pass
+    ``fft_conv`` call step and the direct kernel; no Python fallback."""
     f = _conv_fns()["auto"]
     a = vsla.array(np.ones(300, np.float32))
     sym = native_specialize.symbolic_executable(f.lower(a, a).program)
@@ -356,7 +356,7 @@ def test_auto_conv_compiles_both_paths_natively():
     conds = [st for st in sym.schedule.steps if st.kind == "cond"]
     assert len(conds) == 1 and sym.schedule.count("fallback") == 0
     branch_steps = [(st.kind, st.eqns[0].prim.name) for b in conds[0].sub.bodies for st in b.schedule.steps]
-    assert branch_steps.count(("call", "fft")) == 3, branch_steps  # two RFFTs and one IRFFT
+    assert branch_steps.count(("call", "fft_conv")) == 1, branch_steps  # transforms, product and inverse
     assert not any(k == "fallback" for k, _ in branch_steps)
 
 
@@ -389,3 +389,27 @@ def test_grad_of_fft_conv_under_vsla_jit():
     sym = native_specialize.symbolic_executable(dl.lower(vsla.array(a), vsla.array(b)).program)
     kinds = [st.kind for st in sym.schedule.steps]
     assert "fallback" not in kinds and kinds.count("cond") == 4, kinds
+
+
+def test_kron_above_rank_one_one_compile():
+    """Kronecker of rank-2 and rank-3 VArrays under ``vsla.jit``: ``np.kron`` of the minimal
+    representatives (trailing zero rows/columns cut at run time), one compile per rank for 30
+    random shape pairs, the slack of every result zero."""
+    rng = np.random.default_rng(19)
+    for rank in (2, 3):
+        f = vsla.jit(lambda a, b: vsla.kron(a, b))
+        for _ in range(30):
+            xs = [rng.integers(-2, 3, tuple(int(d) for d in rng.integers(1, 6, rank))).astype(np.float32)
+                  for _ in range(2)]
+            for x in xs:  # trailing zero hyperplanes on some axes: the minimal representative is smaller
+                if rng.random() < 0.5:
+                    ax = int(rng.integers(0, rank))
+                    np.moveaxis(x, ax, 0)[-1] = 0
+            want = np.kron(_minimal(xs[0]), _minimal(xs[1]))
+            _check(f(vsla.array(xs[0]), vsla.array(xs[1])), want.shape, want)
+        assert f.cache_info()["compiles"] == 1
+    # gradient under vsla.jit at rank 2: d/da sum(kron(a, b)^2) = 2 a sum(b^2)
+    g = vsla.jit(vsla.grad(lambda a, b: vsla.sum(vsla.sum(vsla.kron(a, b) * vsla.kron(a, b), 1), 0)))
+    a = np.array([[1.0, 2.0], [3.0, 0.5]], np.float32)
+    b = np.array([[1.0, -1.0, 2.0]], np.float32)
+    np.testing.assert_allclose(g(vsla.array(a), vsla.array(b)).to_numpy(), 2 * a * (b ** 2).sum(), rtol=1e-6)

@@ -39,7 +39,7 @@ from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import Lowered, lower
 from ember._src.native.plan.planner import MemoryPlan
-from ember._src.native.runtime import compiler, progcache
+from ember._src.native.runtime import compiler, fft_tables, progcache
 from ember._src.native.runtime import interrupt as native_interrupt
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import OutputSlots, data_address
@@ -73,14 +73,17 @@ def unsupported_reason(p: Program) -> str | None:
     return None
 
 
-def load_entry(source: str, name_hint: str) -> tuple[Any, str, bool, bool]:
-    """Compile (or find in the cache) and load ``source``; returns its ``ember_main`` as a ctypes
-    function, the library path, whether the compiler ran and whether the disk cache served it."""
+def load_entry(source: str, name_hint: str, owner: object) -> tuple[Any, str, bool, bool]:
+    """Compile (or find in the cache) and load ``source`` for the executable ``owner``; returns its
+    ``ember_main`` as a ctypes function, the library path, whether the compiler ran and whether the
+    disk cache served it. The library's FFT tables are freed when its last owner is dropped."""
     native_interrupt.prepare_for(source)
     before = compiler.cache_stats()
     path = compiler.compile_shared(source, name_hint=name_hint)
     after = compiler.cache_stats()
-    fn = abi.bind_entry(compiler.load_library(source, name_hint=name_hint))
+    lib = compiler.load_library(source, name_hint=name_hint)
+    fft_tables.track(owner, lib)
+    fn = abi.bind_entry(lib)
     return fn, path, after["compiles"] > before["compiles"], after["disk_hits"] > before["disk_hits"]
 
 
@@ -225,7 +228,7 @@ class NativeExecutable:
         self._setup_call()
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
-                load_entry(gen.source, "ember_program")
+                load_entry(gen.source, "ember_program", self)
         else:
             self._fn = None
         if key is not None:
@@ -345,7 +348,7 @@ class NativeExecutable:
                             [("output", i, out_bufs[i][:2]) for i in outputs])
         if native:
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
-                load_entry(source, "ember_program")
+                load_entry(source, "ember_program", self)
         else:
             self._fn = None
         if "em_sk_fn()" in source or "em_skp_fn()" in source:

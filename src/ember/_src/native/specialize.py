@@ -198,7 +198,7 @@ class SymbolicNative:
         self._body_consts = gen.extra_consts  # derived constants: abi.const_ref(k)
         if sched.steps and any(s.kind != "alias" for s in sched.steps):
             self._fn, self.library_path, self.compiled_now, self.disk_hit = \
-                load_entry(gen.source, "ember_symbolic")
+                load_entry(gen.source, "ember_symbolic", self)
         else:
             self._fn = None
         STATS["level1_builds"] += 1

@@ -5,6 +5,12 @@ Every transform takes ``n``/``s`` (crop or zero-pad to that length), ``axis``/``
 ``norm`` (``"backward"`` (default), ``"ortho"`` or ``"forward"``) with NumPy's meaning. Results
 keep single precision for float32/complex64 input (NumPy would return double precision);
 integer input is transformed in complex64/float32.
+
+Under ``jit(..., dynamic_axes=...)`` the sizes may be symbolic: an input axis, ``n``/``s`` given
+as an expression of the named axes (``n=2 * x.shape[0]``), the normalization (a runtime value)
+and the frequencies of ``fftfreq``/``rfftfreq``, so one compile serves every length. A length that
+is zero at run time gives zeros (NumPy raises; a symbolic length cannot be checked while tracing),
+and ``n``/``s`` must be provably at least or at most the input's size (pad or crop).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import get_aval as _aval
+from ember._src.dynamic import dimension_as_value
 from ember._src.numpy.ufuncs import asarray
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
@@ -45,35 +52,76 @@ def _as_real(x: Any, name: str) -> Any:
     return ew.convert_element_type(x, dt.float32)
 
 
-def _resize(x: Any, axis: int, n: int) -> Any:
+def _crops(cur: sh.Dim, n: sh.Dim) -> bool:
+    """Whether resizing an axis of size ``cur`` to ``n`` crops it (else it pads), decided for
+    symbolic sizes when their difference has a known sign."""
+    try:
+        return bool(cur > n)
+    except ShapeError:
+        pass
+    try:
+        return not (n >= cur)
+    except ShapeError:
+        raise ShapeError(f"fft: cannot tell whether length {n} crops or pads the axis of size {cur} for "
+                         "every binding of the symbolic sizes; give a length provably at least or at "
+                         "most the axis's size") from None
+
+
+def _half(n: sh.Dim) -> sh.Dim:
+    """``n // 2``; for a symbolic ``n = P + c`` whose terms ``P`` have even coefficients, the exact
+    ``P / 2 + c // 2`` (so ``(2*h - 1) // 2`` is ``h - 1``, comparable with ``h``)."""
+    if sh.is_symbolic(n):
+        c = n.constant_term()
+        p = n - c
+        if sh.is_symbolic(p) and all(k % 2 == 0 for _, k in p.terms):
+            return p // 2 + c // 2
+    return n // 2
+
+
+def _resize(x: Any, axis: int, n: sh.Dim) -> Any:
     """Crop or zero-pad ``x`` along ``axis`` to length ``n``."""
     a = _aval(x)
     cur = a.shape[axis]
     if cur == n:
         return x
-    if cur > n:
+    if _crops(cur, n):
         return mv.slice_in_dim(x, 0, n, 1, axis)
     cfg = [(0, 0, 0)] * a.ndim
     cfg[axis] = (0, n - cur, 0)
     return mv.pad(x, mv.full((), 0, a.dtype), cfg)
 
 
-def _norm_factor(norm: str | None, n: int, inverse: bool) -> float | None:
-    """The extra scale to apply on top of the primitive (unnormalized forward, 1/n inverse)."""
+def _norm_factor(norm: str | None, n: sh.Dim, inverse: bool, real: Any = dt.float32) -> Any:
+    """The extra scale to apply on top of the primitive (unnormalized forward, 1/n inverse): a
+    float, None, or for a symbolic ``n`` a scalar of dtype ``real`` computed at run time."""
     if norm not in _NORMS:
         raise ValueError(f'Invalid norm value {norm!r}; should be "backward", "ortho" or "forward".')
     if norm in (None, "backward"):
         return None
+    if sh.is_symbolic(n):  # n >= 1 while it scales anything (a zero length has zero outputs)
+        v = ew.convert_element_type(dimension_as_value(n, dt.int32), real)
+        v = ew.max(v, mv.full((), 1.0, real))
+        if norm == "ortho":
+            v = ew.sqrt(v)
+        one = mv.full((), 1.0, real)
+        return v if inverse else ew.div(one, v)
     if norm == "ortho":
         return math.sqrt(n) if inverse else 1 / math.sqrt(n) if n else None
     return float(n) if inverse else (1 / n if n else None)
 
 
-def _scale(x: Any, f: float | None) -> Any:
-    if f is None or f == 1:
+def _real(x: Any) -> Any:
+    return dt.real_dtype(_aval(x).dtype)
+
+
+def _scale(x: Any, f: Any) -> Any:
+    a = _aval(x)
+    if f is None or (isinstance(f, float) and f == 1):
         return x
-    d = _aval(x).dtype
-    return ew.mul(x, mv.full(_aval(x).shape, np.array(f, dt.real_dtype(d)).astype(d), d))
+    if not isinstance(f, float):  # a runtime scalar (symbolic length)
+        f = ew.convert_element_type(f, a.dtype)
+        return ew.mul(x, mv.broadcast_in_dim(f, a.shape, ()))
+    return ew.mul(x, mv.full(a.shape, np.array(f, dt.real_dtype(a.dtype)).astype(a.dtype), a.dtype))
 
 
 def _normalize_axes(nd: int, s: Sequence[int] | None, axes: Sequence[int] | None) -> tuple[list, list | None]:
@@ -82,7 +130,7 @@ def _normalize_axes(nd: int, s: Sequence[int] | None, axes: Sequence[int] | None
     else:
         axes = [sh.normalize_axis(a, nd) for a in axes]
     if s is not None:
-        s = [int(v) for v in s]
+        s = [v if sh.is_symbolic(v) else int(v) for v in s]
         if len(s) != len(axes):
             raise ValueError(f"shape s {tuple(s)} and axes {tuple(axes)} have different lengths")
     if len(set(axes)) != len(axes):
@@ -110,7 +158,7 @@ def _crop_or_pad(name: str, x: Any, s: Any, axes: Any) -> tuple[Any, Any, Any]:
     if s is None:
         s = [_aval(x).shape[ax] for ax in axes]
     for ax, n in zip(axes, s):
-        if n < 1:
+        if not sh.is_symbolic(n) and n < 1:
             raise ValueError(f"{name}: invalid number of data points ({n}) specified")
         x = _resize(x, ax, n)
     return x, axes, s
@@ -119,13 +167,13 @@ def _crop_or_pad(name: str, x: Any, s: Any, axes: Any) -> tuple[Any, Any, Any]:
 def _c2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None, inverse: bool) -> Any:
     x, axes, s = _crop_or_pad(name, _as_complex(asarray(a)), s, axes)
     y = _transform(x, "IFFT" if inverse else "FFT", axes, s)
-    return _scale(y, _norm_factor(norm, math.prod(s), inverse))
+    return _scale(y, _norm_factor(norm, sh.size(s), inverse, _real(y)))
 
 
 def _r2c(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None) -> Any:
     x, axes, s = _crop_or_pad(name, _as_real(asarray(a), name), s, axes)
     y = _transform(x, "RFFT", axes, s)
-    return _scale(y, _norm_factor(norm, math.prod(s), False))
+    return _scale(y, _norm_factor(norm, sh.size(s), False, _real(y)))
 
 
 def _c2r(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None) -> Any:
@@ -138,11 +186,11 @@ def _c2r(name: str, a: ArrayLike, s: Any, axes: Any, norm: str | None) -> Any:
         s = [_aval(x).shape[ax] for ax in axes[:-1]] + [2 * (_aval(x).shape[axes[-1]] - 1)]
     for ax, n in zip(axes[:-1], s[:-1]):
         x = _resize(x, ax, n)
-    if s[-1] < 1:
+    if not sh.is_symbolic(s[-1]) and s[-1] < 1:
         raise ValueError(f"{name}: invalid number of data points ({s[-1]}) specified")
-    x = _resize(x, axes[-1], s[-1] // 2 + 1)
+    x = _resize(x, axes[-1], _half(s[-1]) + 1)
     y = _transform(x, "IRFFT", axes, s)
-    return _scale(y, _norm_factor(norm, math.prod(s), True))
+    return _scale(y, _norm_factor(norm, sh.size(s), True, _real(y)))
 
 
 def _one_axis(n: int | None, axis: int) -> tuple[list | None, list]:
@@ -240,35 +288,51 @@ def irfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (
     return irfftn(a, s, axes, norm)
 
 
-def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
-    """Sample frequencies ``[0, 1, ..., n/2-1, -n/2, ..., -1] / (d * n)``."""
+def _freq_len(name: str, n: Any) -> sh.Dim:
+    if sh.is_symbolic(n):
+        return n
     n = int(n)
     if n < 1:
-        raise ValueError(f"fftfreq: n must be positive, got {n}")
+        raise ValueError(f"{name}: n must be positive, got {n}")
+    return n
+
+
+def _as_value(d: sh.Dim, shape: tuple, dtype: Any) -> Any:
+    """A size (int or symbolic) as an array of ``shape`` and ``dtype`` (a runtime value when symbolic)."""
+    if not sh.is_symbolic(d):
+        return mv.full(shape, d, dtype)
+    v = ew.convert_element_type(dimension_as_value(d, dt.int32), dtype)
+    return mv.broadcast_in_dim(v, shape, ())
+
+
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
+    """Sample frequencies ``[0, 1, ..., n/2-1, -n/2, ..., -1] / (d * n)`` (``n`` may be symbolic)."""
+    n = _freq_len("fftfreq", n)
     od = dt.default_float if dtype is None else dt.user_dtype(dtype, "fftfreq")
     k = mv.iota(dt.int32, n)
     half = (n - 1) // 2 + 1
-    k = ew.select(ew.lt(k, mv.full((n,), half, dt.int32)), k, ew.sub(k, mv.full((n,), n, dt.int32)))
-    return ew.div(ew.convert_element_type(k, od), mv.full((n,), n * float(d), od))
+    k = ew.select(ew.lt(k, _as_value(half, (n,), dt.int32)), k, ew.sub(k, _as_value(n, (n,), dt.int32)))
+    scale = ew.mul(_as_value(n, (n,), od), mv.full((n,), float(d), od))
+    return ew.div(ew.convert_element_type(k, od), scale)
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
-    """Sample frequencies of ``rfft``: ``[0, 1, ..., n//2] / (d * n)``."""
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"rfftfreq: n must be positive, got {n}")
+    """Sample frequencies of ``rfft``: ``[0, 1, ..., n//2] / (d * n)`` (``n`` may be symbolic)."""
+    n = _freq_len("rfftfreq", n)
     od = dt.default_float if dtype is None else dt.user_dtype(dtype, "rfftfreq")
     m = n // 2 + 1
-    return ew.div(ew.convert_element_type(mv.iota(dt.int32, m), od), mv.full((m,), n * float(d), od))
+    scale = ew.mul(_as_value(n, (m,), od), mv.full((m,), float(d), od))
+    return ew.div(ew.convert_element_type(mv.iota(dt.int32, m), od), scale)
 
 
-def _roll(x: Any, shift: int, axis: int) -> Any:
+def _roll(x: Any, shift: Any, axis: int) -> Any:
     n = _aval(x).shape[axis]
-    if n == 0:
-        return x
-    shift %= n
-    if shift == 0:
-        return x
+    if not sh.is_symbolic(n):
+        if n == 0:
+            return x
+        shift %= n
+        if shift == 0:
+            return x
     head = mv.slice_in_dim(x, n - shift, n, 1, axis)
     return mv.concatenate([head, mv.slice_in_dim(x, 0, n - shift, 1, axis)], axis)
 
@@ -283,7 +347,10 @@ def _shift(x: ArrayLike, axes: int | Sequence[int] | None, inverse: bool) -> Any
     for ax in axes:
         ax = sh.normalize_axis(ax, nd)
         n = _aval(x).shape[ax]
-        x = _roll(x, -(n // 2) if inverse else n // 2, ax)
+        if sh.is_symbolic(n):  # a roll by n // 2 (forward) or n - n // 2 (inverse), both in [0, n)
+            x = _roll(x, n - n // 2 if inverse else n // 2, ax)
+        else:
+            x = _roll(x, -(n // 2) if inverse else n // 2, ax)
     return x
 
 

@@ -166,3 +166,117 @@ def fft(x: Any, fft_type: str, fft_lengths: Sequence[int]) -> Any:
     ft = getattr(fft_type, "name", fft_type)
     ft = str(ft).upper()
     return fft_p.bind(x, fft_type=ft, fft_lengths=tuple(sh.canonical_dim(n) for n in fft_lengths))
+
+
+# ---- fft_conv: linear convolution of real rows by FFT (one fused native step) ----
+
+fft_conv_p = Primitive("fft_conv")
+NO_MASK = np.iinfo(np.int32).max  # the ``valid`` operand that keeps every result
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _conv_out_shape(xs: tuple, ys: tuple) -> tuple:
+    if sh.is_symbolic(xs[-1]) or sh.is_symbolic(ys[-1]):
+        last = xs[-1] + ys[-1] - 1
+    else:
+        last = xs[-1] + ys[-1] - 1 if xs[-1] and ys[-1] else 0
+    return (*(sh.dmax(a, b) for a, b in zip(xs[:-1], ys[:-1])), last)
+
+
+def _fft_conv_impl(x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    shape = _conv_out_shape(x.shape, y.shape)
+    out = np.zeros(shape, x.dtype)
+    if 0 in shape:
+        return out
+    lead = shape[:-1]
+    xe = np.zeros((*lead, x.shape[-1]), x.dtype)
+    xe[tuple(slice(0, d) for d in x.shape)] = x
+    ye = np.zeros((*lead, y.shape[-1]), y.dtype)
+    ye[tuple(slice(0, d) for d in y.shape)] = y
+    size = _next_pow2(shape[-1])
+    full = np.fft.irfft(np.fft.rfft(xe, n=size) * np.fft.rfft(ye, n=size), n=size)
+    keep = max(0, min(int(valid), shape[-1]))
+    out[..., :keep] = full[..., :keep]
+    return out
+
+
+def _fft_conv_abstract(x: ShapedArray, y: ShapedArray, valid: ShapedArray) -> ShapedArray:
+    if x.ndim != y.ndim or x.ndim == 0:
+        raise ShapeError(f"fft_conv: operands need one rank of at least 1, got {sh.shape_str(x.shape)} "
+                         f"and {sh.shape_str(y.shape)}")
+    if np.dtype(x.dtype) != np.dtype(y.dtype) or np.dtype(x.dtype) not in (np.float32, np.float64):
+        raise DTypeError(f"fft_conv requires two float32 or two float64 operands, got {x.dtype} "
+                         f"and {y.dtype}")
+    if valid.ndim != 0 or np.dtype(valid.dtype) != np.int32:
+        raise DTypeError(f"fft_conv: valid must be an int32 scalar, got {valid.dtype}{list(valid.shape)}")
+    return ShapedArray(_conv_out_shape(tuple(x.shape), tuple(y.shape)), x.dtype)
+
+
+def _fft_conv_jvp(primals: list, tangents: list) -> tuple[list, list]:
+    (x, y, valid), (tx, ty, _) = primals, tangents
+    out = fft_conv_p.bind(x, y, valid)
+    t1 = ad.Zero.from_value(out) if ad.is_zero(tx) else fft_conv_p.bind(tx, y, valid)
+    t2 = ad.Zero.from_value(out) if ad.is_zero(ty) else fft_conv_p.bind(x, ty, valid)
+    return [out], [ad.add_tangents(t1, t2)]
+
+
+def _correlate(ct: Any, other: Any, valid: Any, aval: ShapedArray) -> Any:
+    """The cotangent of one operand (aval) of ``fft_conv(., other, valid)``: with ``c`` the cotangent
+    cut at ``valid``, ``d[i] = sum_k c[i + k] other[k]``, a convolution with the reversed other
+    operand from ``cb - 1`` on, sliced back to the operand's leading shape (the transpose of zero
+    extension)."""
+    a, o = core.get_aval(ct), core.get_aval(other)
+    nd, cb = o.ndim, o.shape[-1]
+    keep = ew.lt(mv.iota(np.dtype(np.int32), a.shape[-1]), mv.broadcast_in_dim(valid, (a.shape[-1],), ()))
+    keep = mv.broadcast_in_dim(keep, a.shape, (nd - 1,))
+    ct = ew.select_n(keep, mv.full(a.shape, 0, a.dtype), ct)
+    full = fft_conv_p.bind(ct, mv.rev(other, (nd - 1,)), mv.full((), NO_MASK, np.int32))
+    return mv.slice(full, [0] * (nd - 1) + [cb - 1], [*aval.shape[:-1], cb - 1 + aval.shape[-1]])
+
+
+def _fft_conv_transpose(ct: Any, x: Any, y: Any, valid: Any) -> list:
+    if isinstance(x, ad.UndefPrimal) and isinstance(y, ad.UndefPrimal):
+        raise TypeError("fft_conv is not linear in both operands at once")
+    if isinstance(x, ad.UndefPrimal):
+        return [ad.Zero(x.aval) if ad.is_zero(ct) else _correlate(ct, y, valid, x.aval), None, None]
+    return [None, ad.Zero(y.aval) if ad.is_zero(ct) else _correlate(ct, x, valid, y.aval), None]
+
+
+def _fft_conv_batch(vals: list, dims: list) -> tuple[list, list]:
+    (x, y, valid), (dx, dy, dv) = vals, dims
+    size = core.get_aval(x).shape[dx] if dx is not None else core.get_aval(y).shape[dy]
+
+    def lead(v: Any, d: int | None) -> Any:
+        if d is not None:
+            return mv.moveaxis(v, d, 0)
+        a = core.get_aval(v)
+        return mv.broadcast_in_dim(v, (size, *a.shape), tuple(range(1, a.ndim + 1)))
+
+    if dv is None:
+        return [fft_conv_p.bind(lead(x, dx), lead(y, dy), valid)], [0]
+    out = fft_conv_p.bind(lead(x, dx), lead(y, dy), mv.full((), NO_MASK, np.int32))
+    a = core.get_aval(out)  # a batched valid length: the mask as a select
+    keep = ew.lt(mv.broadcast_in_dim(mv.iota(np.dtype(np.int32), a.shape[-1]), a.shape, (a.ndim - 1,)),
+                 mv.broadcast_in_dim(mv.moveaxis(valid, dv, 0), a.shape, (0,)))
+    return [ew.select_n(keep, mv.full(a.shape, 0, a.dtype), out)], [0]
+
+
+fft_conv_p.impl = _fft_conv_impl
+fft_conv_p.abstract_eval = _fft_conv_abstract
+fft_conv_p.jvp = _fft_conv_jvp
+fft_conv_p.transpose = _fft_conv_transpose
+fft_conv_p.batch = _fft_conv_batch
+
+
+def fft_conv(x: Any, y: Any, valid: Any = None) -> Any:
+    """Linear convolution of ``x`` and ``y`` on the last axis by FFT: ``out[..., k] = sum_j x[..., j]
+    y[..., k - j]`` for ``k < valid`` (an int32 scalar, a runtime value; default: every ``k``), zero
+    for ``valid <= k < ca + cb - 1``; the leading axes are zero-extended to their elementwise
+    maximum (a row past an operand's leading shape reads as zeros). Both operands float32 or both
+    float64, of one rank; computed in their precision (transform length ``next_pow2(ca + cb - 1)``)."""
+    i32 = np.dtype(np.int32)
+    v = mv.full((), NO_MASK, i32) if valid is None else ew.convert_element_type(valid, i32)
+    return fft_conv_p.bind(x, y, v)

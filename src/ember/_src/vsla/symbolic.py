@@ -19,7 +19,7 @@ from ember import lax
 from ember._src import shapes as sh
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
-from ember._src.prims.fft import fft as lax_fft
+from ember._src.prims.fft import fft_conv as lax_fft_conv
 
 Pair = tuple[Any, Any]
 
@@ -75,17 +75,14 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
     """Model A: convolution on the last axis; leading axes are batch (promoted).
 
     The output capacity is ``ca + cb - 1`` (it holds the longest result ``m + n - 1``); the slack of
-    both operands is zero, so neither path needs length masks on its inputs. ``method="fft"``
-    transforms at length ``2 * max(ca, cb)`` (a power of two for bucketed capacities, which are
-    powers of two; any length works), a symbolic size when the capacities are; ``"auto"`` takes
-    the FFT when ``ca * cb > threshold``: decided while tracing when the capacities are static, else
-    a runtime branch (``lax.cond``) with both paths compiled into the one program. Complex and
-    integer operands always take the direct path.
+    both operands is zero, so neither path needs length masks on its inputs. ``method="fft"`` is
+    one ``fft_conv`` step (rows read straight from both operands, transformed at
+    ``next_pow2(ca + cb - 1)``, multiplied and transformed back in one pass, leading axes
+    zero-extended inside it); ``"auto"`` takes the FFT when ``ca * cb > threshold``: decided while
+    tracing when the capacities are static, else a runtime branch (``lax.cond``) with both paths
+    compiled into the one program. Complex and integer operands always take the direct path.
     """
     (x, lx), (y, ly) = a, b
-    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
-    x = extend(x, batch + [x.shape[-1]])
-    y = extend(y, batch + [y.shape[-1]])
     ca, cb = x.shape[-1], y.shape[-1]
     dtype = np.dtype(enp.result_type(x.dtype, y.dtype))
     m, n = lx[-1], ly[-1]
@@ -106,6 +103,9 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
 
 
 def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
+    x = extend(x, batch + [x.shape[-1]])
+    y = extend(y, batch + [y.shape[-1]])
     return _direct(x, y).astype(dtype)
 
 
@@ -137,23 +137,19 @@ def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
-    """The FFT conv's transform length for capacities ``ca``, ``cb``: ``next_pow2(ca + cb - 1)`` when
-    both are ints, else ``2 * max(ca, cb)`` (the same power of two for power-of-two capacities
-    above 1, and at least ``ca + cb - 1`` for any)."""
+    """The FFT conv's transform length for capacities ``ca``, ``cb``: ``next_pow2(ca + cb - 1)``
+    (chosen at run time by the ``fft_conv`` step when the capacities are symbolic, where this
+    returns the bound ``2 * max(ca, cb)``: the same power of two for power-of-two capacities)."""
     if isinstance(ca, int) and isinstance(cb, int):
         return 1 << (ca + cb - 2).bit_length()
     return 2 * sh.dmax(ca, cb)
 
 
 def _conv_fft(x: Any, y: Any, last: Any, dtype: np.dtype) -> Any:
-    """Real FFTs of both operands zero-extended to :func:`fft_length`, their product's inverse cut
-    to ``ca + cb - 1``; the rounding noise past the logical length ``last`` is masked to zero."""
-    ca, cb = x.shape[-1], y.shape[-1]
-    co, size = ca + cb - 1, fft_length(ca, cb)
-    spec = [lax_fft(extend(v.astype(dtype), [*v.shape[:-1], size]), "RFFT", (size,)) for v in (x, y)]
-    full = lax_fft(spec[0] * spec[1], "IRFFT", (size,))
-    out = lax.slice(full, [0] * full.ndim, [*full.shape[:-1], co])
-    return enp.where(axis_mask(list(out.shape), out.ndim - 1, last), out, zero(dtype))
+    """One ``fft_conv`` step (leading axes zero-extended inside it, output capacity
+    ``ca + cb - 1``); the columns from the logical length ``last`` on are written as zeros (the
+    rounding noise of the transforms would be there)."""
+    return lax_fft_conv(x.astype(dtype), y.astype(dtype), last)
 
 
 def minimal_lengths(data: Any) -> Any:
@@ -171,19 +167,27 @@ def minimal_lengths(data: Any) -> Any:
 
 
 def kron(a: Pair, b: Pair) -> Pair:
-    """Model B on rank 1: ``out[i * n + j] = a[i] * b[j]`` over the minimal lengths ``m``, ``n``
-    (runtime values), at capacity ``ca * cb``."""
+    """Model B, any rank: ``out[..., i * n + j, ...] = a[..., i, ...] * b[..., j, ...]`` on every axis
+    (``np.kron``), over the minimal lengths ``m``, ``n`` of each axis (runtime values), at capacity
+    ``ca * cb`` per axis: each operand is gathered along every axis with the indices ``k // n``
+    (``a``) or ``k % n`` (``b``), and the product masked to ``k < m * n`` per axis."""
     (x, _), (y, _) = a, b
-    m, n = minimal_lengths(x)[0], minimal_lengths(y)[0]
-    ca, cb = x.shape[0], y.shape[0]
-    k = lax.iota(np.int32, ca * cb)
-    step = enp.maximum(n, 1)
-    i = enp.minimum(k // step, ca - 1)
-    j = enp.minimum(k % step, cb - 1)
-    total = m * n
-    prod = enp.take(x, i) * enp.take(y, j)
-    out = enp.where(k < total, prod, zero(prod.dtype))
-    return out, total[None].astype(np.int32)
+    lm, ln = minimal_lengths(x), minimal_lengths(y)
+    gx, gy, keep, lengths = x, y, None, []
+    for ax in range(x.ndim):
+        m, n = lm[ax], ln[ax]
+        ca, cb = x.shape[ax], y.shape[ax]
+        k = lax.iota(np.int32, ca * cb)
+        step = enp.maximum(n, 1)
+        gx = enp.take(gx, enp.minimum(k // step, ca - 1), axis=ax)
+        gy = enp.take(gy, enp.minimum(k % step, cb - 1), axis=ax)
+        total = m * n
+        mask = axis_mask([d * e for d, e in zip(x.shape, y.shape)], ax, total)
+        keep = mask if keep is None else keep & mask
+        lengths.append(total)
+    prod = gx * gy
+    out = enp.where(keep, prod, zero(prod.dtype)) if keep is not None else prod
+    return out, enp.stack(lengths).astype(np.int32) if lengths else enp.zeros((0,), np.int32)
 
 
 def shrink(a: Pair) -> Pair:

@@ -285,16 +285,14 @@ def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
 
 
 def kron(a: VArray, b: VArray) -> VArray:
-    """Model B product: Kronecker product of the minimal representatives (1-D; eagerly any rank).
+    """Model B product: Kronecker product of the minimal representatives (``np.kron`` on every axis).
 
     Under ``vsla.jit`` the minimal lengths are computed at run time and the result is stored at
-    capacity ``ca * cb``."""
+    capacity ``ca * cb`` per axis."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
-        if a.ndim != 1:
-            raise TracerError(f"vsla.kron: under vsla.jit only rank 1 is supported, got rank {a.ndim}")
         return VArray(*_pair_args(sym.kron(a.pair(), b.pair())))
     a, b = a.shrink(), b.shrink()
     return array(enp.kron(a.logical(), b.logical()))

@@ -8,6 +8,25 @@
 #else
 #define EM_FW 4
 #endif
+/* Tables a library allocates with malloc (the runtime-length plan cache, fft_runtime.h; fft_conv.h's
+   twiddles): em_fft_live counts them; ember_fft_release() frees them all (the runtime calls it when
+   the last executable of the library is dropped, native/runtime/fft_tables.py; no transform may run
+   then), and so does unloading the library. Each cache registers its release with em_fft_on_release
+   from a constructor. */
+static int em_fft_live;
+typedef void (*em_fft_free_t)(void);
+static em_fft_free_t em_fft_frees[8];
+static int em_fft_nfrees;
+static __attribute__((unused)) void em_fft_on_release(em_fft_free_t f) {
+    if (em_fft_nfrees < 8) em_fft_frees[em_fft_nfrees++] = f;
+}
+__attribute__((visibility("default"))) int ember_fft_tables_live(void) {
+    return __atomic_load_n(&em_fft_live, __ATOMIC_ACQUIRE);
+}
+__attribute__((visibility("default"))) void ember_fft_release(void) {
+    for (int i = 0; i < em_fft_nfrees; ++i) em_fft_frees[i]();
+}
+__attribute__((destructor)) static void em_fft_unload(void) { ember_fft_release(); }
 typedef double em_v __attribute__((vector_size(EM_FW * sizeof(double))));
 typedef struct { double re, im; } em_z;
 typedef struct { em_v re, im; } em_vz;

@@ -20,6 +20,19 @@ typedef struct {
     em_z *tab;
 } em_fft_slot;
 static em_fft_slot em_fft_slots[EM_FFT_SLOTS];
+/* free every cached table (ember_fft_release: no transform is running) */
+static void em_fft_slots_free(void) {
+    for (int i = 0; i < EM_FFT_SLOTS; ++i) {
+        em_fft_slot *s = &em_fft_slots[i];
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == 2) {
+            free(s->tab);
+            s->tab = 0;
+            __atomic_sub_fetch(&em_fft_live, 1, __ATOMIC_ACQ_REL);
+        }
+        __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+    }
+}
+__attribute__((constructor)) static void em_fft_slots_init(void) { em_fft_on_release(em_fft_slots_free); }
 /* the radices of n (4s while four divides it, then primes ascending; [1] for n = 1) */
 static void em_fft_factor(int64_t n, int32_t *out) {
     int k = 0;
@@ -77,6 +90,7 @@ static void em_fft_make_rt(em_fft_plan *p, int64_t n, int inv, int half, int32_t
         s->m2 = em_fft_plan_factors(n, s->fac, s->fac2);
         s->tab = (em_z *)malloc((size_t)em_fft_table_elems(n, s->m2, half) * sizeof(em_z));
         if (!s->tab) { __atomic_store_n(&s->state, 3, __ATOMIC_RELEASE); break; }
+        __atomic_add_fetch(&em_fft_live, 1, __ATOMIC_ACQ_REL);
         p->m2 = s->m2; p->fac = s->fac; p->fac2 = s->fac2; p->c = scratch + s->m2;
         em_fft_tables(p, s->tab, half, 1);
         __atomic_store_n(&s->state, 2, __ATOMIC_RELEASE);

@@ -351,3 +351,49 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
         return h, [f"memcpy({h}, {x}, (size_t){nbytes});"]
 
     return lines + _axis_order(ft, x, y, shape, oshape, k, axis_step, last_axis, copy) + ["}"]
+
+
+# ---- fft_conv: real linear convolution by FFT in one pass (csrc/fft_conv.h) ----
+
+_CONV = load("fft_conv.h")
+
+
+def _conv_dims(e: Eqn) -> tuple[tuple, tuple, tuple]:
+    return tuple(e.inputs[0].aval.shape), tuple(e.inputs[1].aval.shape), tuple(e.outvars[0].aval.shape)
+
+
+def _conv_workspace(e: Eqn) -> sh.Dim:
+    """Per thread four line buffers of ``m + 1`` vectors (``m = L / 2 < ca + cb``, two vectors of
+    at most 64 bytes each), plus tables for ``2m + 1`` complex (16 bytes at most) when the cache
+    cannot hold them, and 64 bytes of alignment slack."""
+    xs, ys, _ = _conv_dims(e)
+    bound = xs[-1] + ys[-1]
+    return 64 + 4 * bound * 128 * THREADS + (2 * bound + 1) * 16
+
+
+@register("fft_conv", "real linear convolution on the last axis by FFT: rows read straight from the "
+          "operands, Stockham radix-4 transforms in their precision, SIMD across rows (fft_conv.h)",
+          _accepts, _conv_workspace, symbolic_ok=True)
+def _fft_conv(e: Eqn, cc: CallCode) -> list[str]:
+    xs, ys, os_ = _conv_dims(e)
+    real_t = "float" if np.dtype(e.inputs[0].aval.dtype) == np.float32 else "double"
+    s = "f32" if real_t == "float" else "f64"
+    cc.helper("em_fft_core", _CORE)
+    elti = "int32_t" if real_t == "float" else "int64_t"
+    cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
+              + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+    nb = len(os_) - 1
+    arr = lambda v: "{" + ", ".join([*(cdim(d) for d in v), "1"]) + "}"  # noqa: E731
+    rows, co = cdim(sh.size(os_[:-1])), cdim(os_[-1])
+    bound = cdim(xs[-1] + ys[-1])
+    nt = min(THREADS, cc.num_threads or THREADS)
+    work = f"{rows} * {co} * 16 >= {cc.parallel_threshold}" if cc.openmp else "0"
+    return ["{",
+            f"    const int64_t bo_[] = {arr(os_[:-1])}, bx_[] = {arr(xs[:-1])}, by_[] = {arr(ys[:-1])};",
+            f"    char *zs_ = (char *)(((uintptr_t)({cc.ws}) + 63) & ~(uintptr_t)63);",
+            f"    const int64_t st_ = 4 * ({bound}) * 128;",
+            f"    em_fftc_job_{s} j_ = {{(const {real_t} *)({cc.ins[0]}), (const {real_t} *)({cc.ins[1]}), "
+            f"({real_t} *)({cc.outs[0]}), {nb}, bo_, bx_, by_, {cdim(xs[-1])}, {cdim(ys[-1])}, {rows}, "
+            f"(int64_t){cc.scalar(2)}, zs_, st_, (em_fftc_sz_{s} *)(zs_ + {nt} * st_)}};",
+            f"    if ({co} > 0) em_fftc_run_{s}(&j_, {work}, {nt});",
+            "}"]
