@@ -379,6 +379,7 @@ def _fft_conv(e: Eqn, cc: CallCode) -> list[str]:
     real_t = "float" if np.dtype(e.inputs[0].aval.dtype) == np.float32 else "double"
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
+    support.need("threadpool")  # row groups on the pool (fft_conv.h)
     elti = "int32_t" if real_t == "float" else "int64_t"
     cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
               + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
