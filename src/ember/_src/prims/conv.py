@@ -256,4 +256,3 @@ conv_p.abstract_eval = _conv_abstract
 conv_p.jvp = _conv_jvp
 conv_p.transpose = _conv_transpose
 conv_p.batch = _conv_batch
-conv_p.na("lowering", "runs as a native fallback step (NumPy implementation)")

@@ -1,0 +1,245 @@
+/* Direct / implicit-GEMM 2-D convolution (see native/emit/conv.py), for one element type.
+   Instantiated per program by text replacement: ELT (float or double) and SFX (f32 or f64).
+
+   The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
+   copied into the step's workspace in that order. The kernel is packed once per call into panels
+   of NR = 2 vectors of output features: wp[g][panel][k][NR], k = (kh * KW + kw) * Cg + c, zero
+   past the group's Og features. One task is one (image, group, panel, output row); it walks the
+   row in blocks of MR output pixels, each an MR x NR tile of accumulators in registers:
+
+   * interior blocks (every tap of every pixel inside the image) multiply straight from the input:
+     pixel m of the block reads the input at a fixed stride (sw * C) from pixel 0, and the taps
+     are segments of it: one per kernel row of KW * C contiguous values (one group, no column
+     dilation) or one per tap of Cg values. No copy of the input is made;
+   * blocks touching the padding, and the row's tail block, first pack their MR patches
+     (K = KH * KW * Cg values each, zeros for taps in the padding, so NaN/Inf in the kernel
+     propagate as in the zero-padded definition) into the thread's tile in the workspace
+     (MR x K values: bounded by the tile, not by the image) and multiply from there.
+
+   Depthwise convolutions (Cg = Og = 1) run a direct loop vectorized over the channels. */
+
+#ifndef EM_CV_COMMON
+#define EM_CV_COMMON
+#if defined(__AVX512F__) && defined(__FMA__)
+#define EM_CV_BYTES 64
+#define EM_CV_MR 14
+#define EM_CV_FMA_f32(a, b, c) __builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)
+#define EM_CV_FMA_f64(a, b, c) __builtin_ia32_vfmaddpd512_mask((a), (b), (c), (char)-1, 4)
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x, x, x, x, x}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define EM_CV_BYTES 32
+#define EM_CV_MR 6
+#define EM_CV_FMA_f32(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+#define EM_CV_FMA_f64(a, b, c) __builtin_ia32_vfmaddpd256((a), (b), (c))
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x}
+#else
+#define EM_CV_BYTES 32
+#define EM_CV_MR 4
+#define EM_CV_FMA_f32(a, b, c) ((a) * (b) + (c))
+#define EM_CV_FMA_f64(a, b, c) ((a) * (b) + (c))
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x}
+#endif
+#define EM_CV_DW_CHUNK 256  /* channels per accumulator row of the depthwise loop */
+
+/* The step's geometry (static: the emitter writes it as a constant the inlined tasks fold). */
+typedef struct {
+    int64_t H, W, C, OH, OW, G, Cg, Og, P, KH, KW, sh, sw, dh, dw, hlo, wlo, K;
+    int64_t xsn, xsc, xsh, xsw;      /* input strides (elements) of the original layout */
+    int64_t wso, wsi, wsh, wsw;      /* kernel strides */
+    int64_t osn, oso, osh, osw;      /* output strides */
+    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16) */
+} em_cv_geo;
+
+static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+#endif
+
+typedef ELT em_cv_v_SFX __attribute__((vector_size(EM_CV_BYTES)));
+typedef ELT em_cv_u_SFX __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));  /* unaligned */
+#define EM_CV_VL_SFX ((int64_t)(EM_CV_BYTES / sizeof(ELT)))
+
+typedef struct {
+    const ELT *xsrc, *w;   /* the operands as given */
+    const ELT *x;          /* the input in NHWC order (xsrc itself, or its copy xt) */
+    ELT *xt, *wp, *tiles;  /* workspace: NHWC copy, packed kernel, per-thread tiles */
+    ELT *out;
+} em_cv_ctx_SFX;
+
+/* Copy the input rows (image n, row h) = t into NHWC order. */
+static inline __attribute__((always_inline)) void em_cv_nhwc_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                  int64_t t) {
+    const int64_t n = t / g.H, h = t % g.H;
+    const ELT *src = c->xsrc + n * g.xsn + h * g.xsh;
+    ELT *dst = c->xt + t * g.W * g.C;
+    for (int64_t ch = 0; ch < g.C; ++ch)
+        for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+}
+
+/* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */
+static inline __attribute__((always_inline)) void em_cv_packw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                   int64_t t) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, gi = t / g.P, p = t % g.P;
+    ELT *dst = c->wp + t * g.K * NR;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw)
+            for (int64_t ci = 0; ci < g.Cg; ++ci) {
+                ELT *d = dst + ((kh * g.KW + kw) * g.Cg + ci) * NR;
+                for (int64_t j = 0; j < NR; ++j) {
+                    const int64_t o = p * NR + j;
+                    d[j] = o < g.Og ? c->w[(gi * g.Og + o) * g.wso + ci * g.wsi + kh * g.wsh + kw * g.wsw] : 0;
+                }
+            }
+}
+
+/* One MR x NR output tile: acc[m] = sum over NI x NJ segments of L values of
+   a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
+   feature stride oc), mv pixels and nv features of it. */
+static inline __attribute__((always_inline)) void em_cv_tile_SFX(
+        const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
+        const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
+        const int64_t nv) {
+    const int64_t VL = EM_CV_VL_SFX, NR = 2 * EM_CV_VL_SFX;
+    em_cv_v_SFX acc[EM_CV_MR][2];
+#pragma GCC unroll 32
+    for (int m = 0; m < EM_CV_MR; ++m) {
+        acc[m][0] = (em_cv_v_SFX){0};
+        acc[m][1] = (em_cv_v_SFX){0};
+    }
+    for (int64_t i = 0; i < NI; ++i)
+        for (int64_t j = 0; j < NJ; ++j) {
+            const ELT *ap = a + i * RS + j * JS;
+            const ELT *wq = wp + (i * NJ + j) * L * NR;
+            for (int64_t k = 0; k < L; ++k) {
+                const em_cv_v_SFX w0 = *(const em_cv_v_SFX *)(wq + k * NR);
+                const em_cv_v_SFX w1 = *(const em_cv_v_SFX *)(wq + k * NR + VL);
+#pragma GCC unroll 32
+                for (int m = 0; m < EM_CV_MR; ++m) {
+                    const ELT s = ap[m * PS + k];
+                    const em_cv_v_SFX b = EM_CV_BC_SFX(s);
+                    acc[m][0] = EM_CV_FMA_SFX(b, w0, acc[m][0]);
+                    acc[m][1] = EM_CV_FMA_SFX(b, w1, acc[m][1]);
+                }
+            }
+        }
+    if (mv == EM_CV_MR && nv == NR && oc == 1) {
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m) {
+            *(em_cv_u_SFX *)(o + m * om) = acc[m][0];
+            *(em_cv_u_SFX *)(o + m * om + VL) = acc[m][1];
+        }
+        return;
+    }
+    ELT t[EM_CV_MR][2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+#pragma GCC unroll 32
+    for (int m = 0; m < EM_CV_MR; ++m) {
+        *(em_cv_v_SFX *)&t[m][0] = acc[m][0];
+        *(em_cv_v_SFX *)&t[m][VL] = acc[m][1];
+    }
+    for (int64_t m = 0; m < mv; ++m)
+        for (int64_t j = 0; j < nv; ++j) o[m * om + j * oc] = t[m][j];
+}
+
+/* The MR patches of the block at input (ih0, iw0) of image xn (group offset applied), mv of them
+   valid, into tile[m][K] (zeros in the padding and for the rows past mv). */
+static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, const ELT *xn, const em_cv_geo g,
+                                                                  int64_t ih0, int64_t iw0, int64_t mv) {
+    for (int64_t m = 0; m < EM_CV_MR; ++m) {
+        ELT *d = tile + m * g.K;
+        if (m >= mv) {
+            for (int64_t k = 0; k < g.K; ++k) d[k] = 0;
+            continue;
+        }
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t ih = ih0 + kh * g.dh;
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const int64_t iw = iw0 + m * g.sw + kw * g.dw;
+                ELT *dd = d + (kh * g.KW + kw) * g.Cg;
+                if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+                    const ELT *s = xn + (ih * g.W + iw) * g.C;
+                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = s[ci];
+                } else {
+                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = 0;
+                }
+            }
+        }
+    }
+}
+
+/* Task t = ((n * G + g) * P + p) * OH + oh: one output row of one feature panel. rowmode: the taps
+   of a kernel row are one contiguous segment (one group, no column dilation). */
+static inline __attribute__((always_inline)) void em_cv_row_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                 const int rowmode, int64_t t, int64_t tid) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR;
+    const int64_t oh = t % g.OH;
+    int64_t r = t / g.OH;
+    const int64_t p = r % g.P;
+    r /= g.P;
+    const int64_t gi = r % g.G, n = r / g.G;
+    const ELT *wp = c->wp + (gi * g.P + p) * g.K * NR;
+    const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+    ELT *obase = c->out + n * g.osn + oh * g.osh + (gi * g.Og + p * NR) * g.oso;
+    const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
+    const int64_t ih0 = oh * g.sh - g.hlo;
+    const int rows_in = ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H;
+    ELT *tile = c->tiles + tid * g.tile;
+    for (int64_t ow0 = 0; ow0 < g.OW; ow0 += MR) {
+        const int64_t mv = em_cv_min(MR, g.OW - ow0), iw0 = ow0 * g.sw - g.wlo;
+        ELT *o = obase + ow0 * g.osw;
+        if (rows_in && mv == MR && iw0 >= 0 && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
+            const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
+            if (rowmode)
+                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
+            else
+                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
+                               MR, nv);
+        } else {
+            em_cv_pack_SFX(tile, xn, g, ih0, iw0, mv);
+            em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, o, g.osw, g.oso, mv, nv);
+        }
+    }
+}
+
+/* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */
+static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g) {
+    for (int64_t k = 0; k < g.KH * g.KW; ++k)
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            c->wp[k * g.C + ch] = c->w[ch * g.wso + (k / g.KW) * g.wsh + (k % g.KW) * g.wsw];
+}
+
+/* Depthwise task t = n * OH + oh: one output row, all channels (taps in the padding multiply
+   zeros, so a non-finite kernel value propagates as in the zero-padded definition). */
+static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                   int64_t t) {
+    const int64_t n = t / g.OH, oh = t % g.OH;
+    const ELT *xn = c->x + n * g.H * g.W * g.C;
+    ELT acc[EM_CV_DW_CHUNK] __attribute__((aligned(64)));
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+        ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw;
+        for (int64_t c0 = 0; c0 < g.C; c0 += EM_CV_DW_CHUNK) {
+            const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
+            for (int64_t ch = 0; ch < cn; ++ch) acc[ch] = 0;
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+                const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
+                for (int64_t kw = 0; kw < g.KW; ++kw) {
+                    const int64_t iw = ow * g.sw - g.wlo + kw * g.dw;
+                    const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
+                    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+                        const ELT *xp = xn + (ih * g.W + iw) * g.C + c0;
+#pragma omp simd
+                        for (int64_t ch = 0; ch < cn; ++ch) acc[ch] += xp[ch] * wq[ch];
+                    } else {
+#pragma omp simd
+                        for (int64_t ch = 0; ch < cn; ++ch) acc[ch] += (ELT)0 * wq[ch];
+                    }
+                }
+            }
+            if (g.oso == 1) {
+                for (int64_t ch = 0; ch < cn; ++ch) o[c0 + ch] = acc[ch];
+            } else {
+                for (int64_t ch = 0; ch < cn; ++ch) o[(c0 + ch) * g.oso] = acc[ch];
+            }
+        }
+    }
+}

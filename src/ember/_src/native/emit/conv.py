@@ -1,0 +1,152 @@
+"""The ``conv`` call step: a direct / implicit-GEMM 2-D convolution inside ``ember_main``.
+
+The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``csrc/conv.h``,
+instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
+constant the inlined task functions fold. What happens (details in the header's comment):
+
+1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
+   tap-major rows of channels);
+2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
+   workspace (a pooled pass over image rows);
+3. tasks of one (image, group, panel, output row) run on ember's thread pool; interior blocks of
+   MR output pixels multiply straight from the input, blocks touching the padding pack their
+   patches into a per-thread tile (MR x K values) first. Depthwise convolutions run a direct loop
+   over rows of all channels.
+
+The workspace holds the packed kernel, the NHWC copy (only when needed) and one tile per thread:
+nothing proportional to the kernel area times the image, as im2col would be.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ember._src import shapes as sh
+from ember._src.native.csrc import load
+from ember._src.native.emit.calls import CallCode, register
+from ember._src.native.plan.symdims import cdim
+from ember._src.native.runtime.threadpool import usable_cpus
+from ember._src.program import Eqn
+
+THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
+MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
+VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
+_ALIGN = 16  # workspace regions start at multiples of 16 elements
+_TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
+_SRC = load("conv.h")
+
+
+def _strides(shape: tuple) -> list:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def _up(n: Any) -> Any:
+    return n + (-n) % _ALIGN if isinstance(n, int) else sh.floordiv(n + (_ALIGN - 1), _ALIGN) * _ALIGN
+
+
+class _Geo:
+    """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
+    the batch may be symbolic)."""
+
+    def __init__(self, e: Eqn):
+        p = e.params
+        x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
+        ls, rs, os_ = p["dimension_numbers"]
+        self.dtype = np.dtype(x.dtype)
+        self.N, self.C, self.H, self.W = (x.shape[a] for a in ls)
+        self.O, self.Cg, self.KH, self.KW = (w.shape[a] for a in rs)
+        self.OH, self.OW = y.shape[os_[2]], y.shape[os_[3]]
+        self.G = p["feature_group_count"]
+        self.Og = self.O // self.G
+        self.K = self.KH * self.KW * self.Cg
+        self.sh, self.sw = p["window_strides"]
+        self.dh, self.dw = p["rhs_dilation"]
+        (self.hlo, _), (self.wlo, _) = p["padding"]
+        xs, ws, ys = _strides(x.shape), _strides(w.shape), _strides(y.shape)
+        self.xst = [xs[a] for a in ls]  # n, c, h, w
+        self.wst = [ws[a] for a in rs]  # o, i, kh, kw
+        self.ost = [ys[a] for a in os_]  # n, o, h, w
+        self.depthwise = self.Cg == 1 and self.Og == 1
+        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
+        self.rowmode = self.G == 1 and self.dw == 1
+        nr_max = 2 * VEC_BYTES_MAX // self.dtype.itemsize
+        self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
+                            else self.G * -(-self.Og // nr_max) * nr_max * self.K)
+        self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
+        self.tile = _up(MR_MAX * self.K)
+        self.tiles_elems = 0 if self.depthwise else THREADS * self.tile
+
+    def fields(self, sfx: str) -> str:
+        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's)."""
+        nr = f"(2 * EM_CV_VL_{sfx})"
+        vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
+                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
+                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile]
+        return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
+
+
+def _accepts(e: Eqn) -> bool:
+    x, w = e.inputs[0].aval, e.inputs[1].aval
+    if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
+        return False
+    ls = e.params["dimension_numbers"][0]
+    return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
+
+
+def _workspace(e: Eqn) -> Any:
+    g = _Geo(e)
+    return (g.wp_elems + g.xt_elems + g.tiles_elems) * g.dtype.itemsize
+
+
+def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
+    return cc.helper(name, f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid) {{\n"
+                           f"    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) {body};\n}}\n")
+
+
+@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h)",
+          _accepts, _workspace, symbolic_ok=True)
+def _conv(e: Eqn, cc: CallCode) -> list[str]:
+    g = _Geo(e)
+    elt, sfx = _TYPES[g.dtype]
+    cc.helper(f"em_conv_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx))
+    geo = g.fields(sfx)
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode}'.encode()).hexdigest()[:12]}"
+    ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    gdecl = f"const em_cv_geo g_ = {geo}"
+    if g.depthwise:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t); }}")
+        n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
+    else:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}",
+                        f"{{ {gdecl}; em_cv_row_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
+        panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
+        n_pack = f"(int64_t){g.G} * {panels}"
+        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.OH}"
+    ws = f"(({elt} *){cc.ws})"
+    xt = f"{ws} + {cdim(g.wp_elems)}"
+    tiles = f"{xt} + {cdim(g.xt_elems)}"
+    x = cc.ins[0] if g.nhwc_in else xt
+    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, {cc.outs[0]}}};",
+             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H};"]
+    steps = [(pack, "np_", 2), (run, "nr_", 4)]
+    if not g.nhwc_in:
+        copy = _chunk_fn(cc, f"em_cv_copy_{key}", f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, t); }}")
+        steps.insert(1, (copy, "nc_", 4))
+    if cc.openmp and cc.num_threads != 1:
+        work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
+        threads = cc.num_threads or 0
+        lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
+        lines += [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
+                  f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in steps]
+    else:
+        lines += [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in steps]
+    return lines
