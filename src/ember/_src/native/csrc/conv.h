@@ -4,14 +4,16 @@
    The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
    copied into the step's workspace in that order. The kernel is packed once per call into panels
    of NR = 2 vectors of output features: wp[g][panel][k][NR], k = (kh * KW + kw) * Cg + c, zero
-   past the group's Og features. One task is one (image, group, panel, output row); it walks the
-   row in blocks of MR output pixels, each an MR x NR tile of accumulators in registers:
+   past the group's Og features. One task is one (image, group, panel, chunk of CB blocks); a block
+   is MR consecutive output pixels of the image (row-major), an MR x NR tile of accumulators in
+   registers:
 
    * interior blocks (every tap of every pixel inside the image) multiply straight from the input:
      pixel m of the block reads the input at a fixed stride (sw * C) from pixel 0, and the taps
      are segments of it: one per kernel row of KW * C contiguous values (one group, no column
      dilation) or one per tap of Cg values. No copy of the input is made;
-   * blocks touching the padding, and the row's tail block, first pack their MR patches
+   * other blocks (touching the padding, spanning two output rows, or the image's tail) first
+     pack their MR patches
      (K = KH * KW * Cg values each, zeros for taps in the padding, so NaN/Inf in the kernel
      propagate as in the zero-padded definition) into the thread's tile in the workspace
      (MR x K values: bounded by the tile, not by the image) and multiply from there.
@@ -51,6 +53,7 @@ typedef struct {
     int64_t wso, wsi, wsh, wsw;      /* kernel strides */
     int64_t osn, oso, osh, osw;      /* output strides */
     int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16) */
+    int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
 } em_cv_geo;
 
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -137,24 +140,30 @@ static inline __attribute__((always_inline)) void em_cv_tile_SFX(
         *(em_cv_v_SFX *)&t[m][0] = acc[m][0];
         *(em_cv_v_SFX *)&t[m][VL] = acc[m][1];
     }
-    for (int64_t m = 0; m < mv; ++m)
-        for (int64_t j = 0; j < nv; ++j) o[m * om + j * oc] = t[m][j];
+    if (oc == 1) {
+        for (int64_t m = 0; m < mv; ++m)
+            for (int64_t j = 0; j < nv; ++j) o[m * om + j] = t[m][j];
+    } else {  /* features strided (NCHW): write along the pixels */
+        for (int64_t j = 0; j < nv; ++j)
+            for (int64_t m = 0; m < mv; ++m) o[m * om + j * oc] = t[m][j];
+    }
 }
 
-/* The MR patches of the block at input (ih0, iw0) of image xn (group offset applied), mv of them
-   valid, into tile[m][K] (zeros in the padding and for the rows past mv). */
+/* The patches of output pixels q0 .. q0 + mv (flattened oh * OW + ow) of image xn (group offset
+   applied) into tile[m][K]: zeros in the padding and for the rows past mv. */
 static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, const ELT *xn, const em_cv_geo g,
-                                                                  int64_t ih0, int64_t iw0, int64_t mv) {
+                                                                  int64_t q0, int64_t mv) {
     for (int64_t m = 0; m < EM_CV_MR; ++m) {
         ELT *d = tile + m * g.K;
         if (m >= mv) {
             for (int64_t k = 0; k < g.K; ++k) d[k] = 0;
             continue;
         }
+        const int64_t ih0 = ((q0 + m) / g.OW) * g.sh - g.hlo, iw0 = ((q0 + m) % g.OW) * g.sw - g.wlo;
         for (int64_t kh = 0; kh < g.KH; ++kh) {
             const int64_t ih = ih0 + kh * g.dh;
             for (int64_t kw = 0; kw < g.KW; ++kw) {
-                const int64_t iw = iw0 + m * g.sw + kw * g.dw;
+                const int64_t iw = iw0 + kw * g.dw;
                 ELT *dd = d + (kh * g.KW + kw) * g.Cg;
                 if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
                     const ELT *s = xn + (ih * g.W + iw) * g.C;
@@ -167,36 +176,47 @@ static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, cons
     }
 }
 
-/* Task t = ((n * G + g) * P + p) * OH + oh: one output row of one feature panel. rowmode: the taps
-   of a kernel row are one contiguous segment (one group, no column dilation). */
-static inline __attribute__((always_inline)) void em_cv_row_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
-                                                                 const int rowmode, int64_t t, int64_t tid) {
-    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR;
-    const int64_t oh = t % g.OH;
-    int64_t r = t / g.OH;
+/* Task t = ((n * G + g) * P + p) * NCH + chunk: blocks [chunk CB, chunk CB + CB) of MR output
+   pixels (flattened oh * OW + ow over the image) of one feature panel. rowmode: the taps of a
+   kernel row are one contiguous segment (one group, no column dilation). */
+static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                    const int rowmode, int64_t t, int64_t tid) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR, Q = g.OH * g.OW;
+    const int64_t chunk = t % g.NCH;
+    int64_t r = t / g.NCH;
     const int64_t p = r % g.P;
     r /= g.P;
     const int64_t gi = r % g.G, n = r / g.G;
     const ELT *wp = c->wp + (gi * g.P + p) * g.K * NR;
     const int64_t nv = em_cv_min(NR, g.Og - p * NR);
-    ELT *obase = c->out + n * g.osn + oh * g.osh + (gi * g.Og + p * NR) * g.oso;
+    ELT *obase = c->out + n * g.osn + (gi * g.Og + p * NR) * g.oso;
     const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
-    const int64_t ih0 = oh * g.sh - g.hlo;
-    const int rows_in = ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H;
     ELT *tile = c->tiles + tid * g.tile;
-    for (int64_t ow0 = 0; ow0 < g.OW; ow0 += MR) {
-        const int64_t mv = em_cv_min(MR, g.OW - ow0), iw0 = ow0 * g.sw - g.wlo;
-        ELT *o = obase + ow0 * g.osw;
-        if (rows_in && mv == MR && iw0 >= 0 && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
+    ELT ot[EM_CV_MR * 2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    const int64_t qend = em_cv_min(Q, (chunk + 1) * g.CB * MR);
+    for (int64_t q0 = chunk * g.CB * MR; q0 < qend; q0 += MR) {
+        const int64_t mv = em_cv_min(MR, Q - q0), oh = q0 / g.OW, ow0 = q0 % g.OW;
+        const int64_t ih0 = oh * g.sh - g.hlo, iw0 = ow0 * g.sw - g.wlo;
+        if (mv == MR && ow0 + MR <= g.OW && ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H && iw0 >= 0
+                && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
             const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
+            ELT *o = obase + oh * g.osh + ow0 * g.osw;
             if (rowmode)
                 em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
             else
                 em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
                                MR, nv);
-        } else {
-            em_cv_pack_SFX(tile, xn, g, ih0, iw0, mv);
-            em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, o, g.osw, g.oso, mv, nv);
+            continue;
+        }
+        em_cv_pack_SFX(tile, xn, g, q0, mv);
+        if (ow0 + mv <= g.OW) {  /* one output row: store in place */
+            em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
+            continue;
+        }
+        em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
+        for (int64_t m = 0; m < mv; ++m) {
+            ELT *o = obase + ((q0 + m) / g.OW) * g.osh + ((q0 + m) % g.OW) * g.osw;
+            for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
         }
     }
 }

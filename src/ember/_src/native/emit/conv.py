@@ -8,9 +8,10 @@ constant the inlined task functions fold. What happens (details in the header's 
    tap-major rows of channels);
 2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
    workspace (a pooled pass over image rows);
-3. tasks of one (image, group, panel, output row) run on ember's thread pool; interior blocks of
-   MR output pixels multiply straight from the input, blocks touching the padding pack their
-   patches into a per-thread tile (MR x K values) first. Depthwise convolutions run a direct loop
+3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
+   run on ember's thread pool; interior blocks multiply straight from the input, the others
+   (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
+   (MR x K values) first. Depthwise convolutions run a direct loop
    over rows of all channels.
 
 The workspace holds the packed kernel, the NHWC copy (only when needed) and one tile per thread:
@@ -81,6 +82,7 @@ class _Geo:
                             else self.G * -(-self.Og // nr_max) * nr_max * self.K)
         self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
         self.tile = _up(MR_MAX * self.K)
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         self.tiles_elems = 0 if self.depthwise else THREADS * self.tile
 
     def fields(self, sfx: str) -> str:
@@ -88,7 +90,8 @@ class _Geo:
         nr = f"(2 * EM_CV_VL_{sfx})"
         vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
-                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile]
+                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.CB,
+                f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
 
@@ -127,10 +130,11 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     else:
         pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
         run = _chunk_fn(cc, f"em_cv_run_{key}",
-                        f"{{ {gdecl}; em_cv_row_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
+                        f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
-        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.OH}"
+        chunks = f"(({g.OH * g.OW} + EM_CV_MR * {g.CB} - 1) / (EM_CV_MR * {g.CB}))"
+        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {chunks}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     tiles = f"{xt} + {cdim(g.xt_elems)}"
