@@ -189,7 +189,8 @@ def _rhs_cotangent(ct: Any, x: Any, w_aval: ShapedArray, *, window_strides: tupl
         xg, lspec = x, (ls[1], ls[0], ls[2], ls[3])
     _, _, OH, OW = _dims(core.get_aval(ct).shape, os_)
     pads = [(lo, (k - 1) * d + (o - 1) * s + 1 - n - lo)
-            for (lo, _), k, d, o, s, n in zip(padding, (KH, KW), rhs_dilation, (OH, OW), window_strides, (H, W))]
+            for (lo, _), k, d, o, s, n in zip(padding, (KH, KW), rhs_dilation, (OH, OW), window_strides,
+                                              (H, W))]
     cspec = (os_[1], os_[0], os_[2], os_[3])  # as a kernel: out features = ct's features, in = batch
     ospec = (rs[1], rs[0], rs[2], rs[3])
     return conv(xg, ct, rhs_dilation, pads, window_strides, (lspec, cspec, ospec), G)

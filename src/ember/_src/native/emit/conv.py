@@ -109,7 +109,8 @@ def _workspace(e: Eqn) -> Any:
 
 
 def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
-    return cc.helper(name, f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid) {{\n"
+    sig = f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid)"
+    return cc.helper(name, f"{sig} {{\n"
                            f"    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) {body};\n}}\n")
 
 
