@@ -74,7 +74,8 @@ def lax_fn(lax_module: Any, grad: Callable, cfg: dict, dn: tuple = NHWC) -> Call
     """The workload over ``lax_module`` (ember's or JAX's lax); a ``grad`` workload is the gradient
     of the output's sum with respect to the kernel."""
     if cfg.get("pool"):
-        return lambda x: lax_module.reduce_window(x, -np.inf, lax_module.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        return lambda x: lax_module.reduce_window(x, -np.inf, lax_module.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                                                  "SAME")
 
     def conv(x: Any, w: Any) -> Any:
         return lax_module.conv_general_dilated(x, w, (cfg["s"],) * 2, pads(cfg), dimension_numbers=dn,
@@ -124,7 +125,6 @@ def onnx_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
     it), every graph optimization on, ``intra_op_num_threads`` = the thread limit when one is set."""
     if cfg.get("pool") or cfg["grad"]:
         return None
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
@@ -132,7 +132,8 @@ def onnx_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
     p = cfg["k"] // 2
     node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[cfg["s"]] * 2, pads=[p, p, p, p],
                             group=cfg["groups"], kernel_shape=[cfg["k"]] * 2)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+    xinfo = helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)
+    graph = helper.make_graph([node], "conv", [xinfo],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(w, "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -142,7 +143,7 @@ def onnx_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if bench_threads():
         opts.intra_op_num_threads = bench_threads()
-    sess = ort.InferenceSession(onnx.ModelProto.SerializeToString(model), opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return lambda: sess.run(None, {"x": x})[0]
 
 
