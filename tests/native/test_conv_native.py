@@ -106,6 +106,11 @@ CASES = [
     (2, 6, 11, 13, 10, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),  # mixed
     (2, 6, 11, 13, 10, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NHWC", "OIHW", "NCHW")),
     (2, 6, 11, 13, 10, 3, 2, (1, 1), ((1, 1), (1, 0)), (1, 1), 1, ("NWHC", "WHIO", "NHCW")),
+    # Winograd F(2x2, 3x3): odd output sizes (partial tiles), VALID and cropping pads, NCHW, O % NR
+    (2, 16, 15, 13, 24, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),
+    (1, 32, 9, 30, 40, 3, 3, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, NCHW),
+    (1, 20, 8, 7, 16, 3, 3, (1, 1), ((2, -1), (0, 2)), (1, 1), 1, NHWC),
+    (3, 16, 2, 3, 17, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),
 ]
 
 
@@ -136,6 +141,38 @@ def test_nan_and_inf_propagate(groups):
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
     fin = np.isfinite(want)
     np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32))
+
+
+WINO_CALL = "em_cv_wino_f32((const em_cv_ctx_f32 *)c_"  # a task calling the Winograd kernel
+
+
+def test_winograd_is_chosen_for_3x3_stride_1_and_not_otherwise():
+    def source(C, O, strides=(1, 1), groups=1):
+        x, w = operands(1, C, 12, 12, O, 3, 3, groups, NHWC, np.float32)
+        jf = ember.jit(conv_fn(strides, "SAME", (1, 1), NHWC, groups), backend="native")
+        return jf.lower(x, w).executable.source
+
+    assert WINO_CALL in source(32, 32)
+    assert WINO_CALL not in source(8, 32)  # few features: the direct kernel
+    assert WINO_CALL not in source(32, 32, strides=(2, 2))
+    assert WINO_CALL not in source(32, 32, groups=2)
+    assert WINO_CALL not in source(256, 256)  # the transformed kernel would not stay in L2
+
+
+def test_winograd_nan_and_inf():
+    """NaN propagates as in the direct sum; an input Inf gives a non-finite result wherever the direct
+    sum is infinite (Inf or NaN: the transforms subtract inputs), every other output is finite."""
+    x, w = operands(1, 16, 10, 12, 16, 3, 3, 1, NHWC, np.float32)
+    x[0, 4, 5, 3] = np.nan
+    x[0, 0, 11, 7] = np.inf
+    got = run_native(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), x, w)
+    assert WINO_CALL in ember.jit(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)).lower(x, w).executable.source
+    with np.errstate(invalid="ignore"):
+        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+    np.testing.assert_array_equal(np.isnan(want) & ~np.isnan(got), False)
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
 
 
 @pytest.mark.parametrize("layouts,groups", [(NHWC, 1), (NCHW, 2), (NHWC, 4)])

@@ -35,6 +35,9 @@ from ember._src.program import Eqn
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
+WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (tests switch it off)
+WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
+WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
@@ -77,12 +80,21 @@ class _Geo:
         self.depthwise = self.Cg == 1 and self.Og == 1
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
         self.rowmode = self.G == 1 and self.dw == 1
+        three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
+        self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
+                         and self.O >= WINOGRAD_MIN_FEATURES
+                         and 16 * self.C * self.O * self.dtype.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
         nr_max = 2 * VEC_BYTES_MAX // self.dtype.itemsize
+        panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
-                            else self.G * -(-self.Og // nr_max) * nr_max * self.K)
+                            else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
-        self.tile = _up(MR_MAX * self.K)
+        self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        if self.winograd:  # one task per MR tiles of 2x2 outputs
+            self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
+        else:
+            self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = 0 if self.depthwise else THREADS * self.tile
 
     def fields(self, sfx: str) -> str:
@@ -91,7 +103,7 @@ class _Geo:
         vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
                 self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.CB,
-                f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"]
+                self.nch]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
 
@@ -121,21 +133,25 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     elt, sfx = _TYPES[g.dtype]
     cc.helper(f"em_conv_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx))
     geo = g.fields(sfx)
-    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode}'.encode()).hexdigest()[:12]}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     gdecl = f"const em_cv_geo g_ = {geo}"
     if g.depthwise:
         pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t); }}")
         n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
+    elif g.winograd:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
+        n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
+        n_run = f"(int64_t){cdim(g.N)} * {g.nch}"
     else:
         pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
         run = _chunk_fn(cc, f"em_cv_run_{key}",
                         f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
-        chunks = f"(({g.OH * g.OW} + EM_CV_MR * {g.CB} - 1) / (EM_CV_MR * {g.CB}))"
-        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {chunks}"
+        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.nch}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     tiles = f"{xt} + {cdim(g.xt_elems)}"
