@@ -44,7 +44,7 @@
 #define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x}
 #define EM_CV_BC_f64(x) {x, x, x, x}
 #endif
-#define EM_CV_DW_CHUNK 256  /* channels per accumulator row of the depthwise loop */
+#define EM_CV_DW_CHUNK 64  /* channels per accumulator chunk of the depthwise loop (DW_CHUNK in conv.py) */
 
 /* The step's geometry (static: the emitter writes it as a constant the inlined tasks fold). */
 typedef struct {
@@ -160,6 +160,23 @@ static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, cons
             continue;
         }
         const int64_t ih0 = ((q0 + m) / g.OW) * g.sh - g.hlo, iw0 = ((q0 + m) % g.OW) * g.sw - g.wlo;
+        if (g.G == 1 && g.dw == 1) {  /* a kernel row's taps are one run of the input row: copy it clipped */
+            const int64_t kl = em_cv_min(g.KW, iw0 < 0 ? -iw0 : 0);
+            const int64_t kr = iw0 + g.KW > g.W ? (g.W - iw0 > kl ? g.W - iw0 : kl) : g.KW;
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+                const int64_t ih = ih0 + kh * g.dh;
+                ELT *dd = d + kh * g.KW * g.C;
+                if (ih < 0 || ih >= g.H) {
+                    for (int64_t k = 0; k < g.KW * g.C; ++k) dd[k] = 0;
+                    continue;
+                }
+                const ELT *s = xn + (ih * g.W + iw0 + kl) * g.C;
+                for (int64_t k = 0; k < kl * g.C; ++k) dd[k] = 0;
+                for (int64_t k = 0; k < (kr - kl) * g.C; ++k) dd[kl * g.C + k] = s[k];
+                for (int64_t k = kr * g.C; k < g.KW * g.C; ++k) dd[k] = 0;
+            }
+            continue;
+        }
         for (int64_t kh = 0; kh < g.KH; ++kh) {
             const int64_t ih = ih0 + kh * g.dh;
             for (int64_t kw = 0; kw < g.KW; ++kw) {
@@ -228,37 +245,49 @@ static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_c
             c->wp[k * g.C + ch] = c->w[ch * g.wso + (k / g.KW) * g.wsh + (k % g.KW) * g.wsw];
 }
 
-/* Depthwise task t = n * OH + oh: one output row, all channels (taps in the padding multiply
-   zeros, so a non-finite kernel value propagates as in the zero-padded definition). */
+/* Depthwise task t = n * OH + oh: one output row, in chunks of up to EM_CV_DW_CHUNK channels
+   accumulated in the thread's tile (OW x chunk values): tap by tap over the row's pixels, so the
+   bounds are per tap, not per pixel. Taps in the padding multiply zeros, so a non-finite kernel
+   value propagates as in the zero-padded definition. */
 static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
-                                                                   int64_t t) {
+                                                                   int64_t t, int64_t tid) {
     const int64_t n = t / g.OH, oh = t % g.OH;
     const ELT *xn = c->x + n * g.H * g.W * g.C;
-    ELT acc[EM_CV_DW_CHUNK] __attribute__((aligned(64)));
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
-        ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw;
-        for (int64_t c0 = 0; c0 < g.C; c0 += EM_CV_DW_CHUNK) {
-            const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
-            for (int64_t ch = 0; ch < cn; ++ch) acc[ch] = 0;
-            for (int64_t kh = 0; kh < g.KH; ++kh) {
-                const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
-                for (int64_t kw = 0; kw < g.KW; ++kw) {
-                    const int64_t iw = ow * g.sw - g.wlo + kw * g.dw;
-                    const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
-                    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
-                        const ELT *xp = xn + (ih * g.W + iw) * g.C + c0;
+    ELT *acc = c->tiles + tid * g.tile;
+    for (int64_t c0 = 0; c0 < g.C; c0 += EM_CV_DW_CHUNK) {
+        const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
+        for (int64_t k = 0; k < g.OW * cn; ++k) acc[k] = 0;
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
+                const int64_t off = kw * g.dw - g.wlo;  /* iw = ow sw + off */
+                int64_t lo = off < 0 ? (-off + g.sw - 1) / g.sw : 0;
+                int64_t hi = g.W - off > 0 ? (g.W - off + g.sw - 1) / g.sw : 0;
+                if (ih < 0 || ih >= g.H) lo = hi = 0;
+                lo = em_cv_min(lo, g.OW);
+                hi = em_cv_min(hi < lo ? lo : hi, g.OW);
+                for (int64_t ow = 0; ow < lo; ++ow) {
 #pragma omp simd
-                        for (int64_t ch = 0; ch < cn; ++ch) acc[ch] += xp[ch] * wq[ch];
-                    } else {
+                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
+                }
+                for (int64_t ow = lo; ow < hi; ++ow) {
+                    const ELT *xp = xn + (ih * g.W + ow * g.sw + off) * g.C + c0;
 #pragma omp simd
-                        for (int64_t ch = 0; ch < cn; ++ch) acc[ch] += (ELT)0 * wq[ch];
-                    }
+                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += xp[ch] * wq[ch];
+                }
+                for (int64_t ow = hi; ow < g.OW; ++ow) {
+#pragma omp simd
+                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
                 }
             }
+        }
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+            ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw + c0 * g.oso;
             if (g.oso == 1) {
-                for (int64_t ch = 0; ch < cn; ++ch) o[c0 + ch] = acc[ch];
+                for (int64_t ch = 0; ch < cn; ++ch) o[ch] = acc[ow * cn + ch];
             } else {
-                for (int64_t ch = 0; ch < cn; ++ch) o[(c0 + ch) * g.oso] = acc[ch];
+                for (int64_t ch = 0; ch < cn; ++ch) o[ch * g.oso] = acc[ow * cn + ch];
             }
         }
     }

@@ -33,6 +33,7 @@ from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
+DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (tests switch it off)
@@ -89,13 +90,14 @@ class _Geo:
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
-        self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
+        self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
+                        else MR_MAX * (16 * self.C if self.winograd else self.K))
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
         else:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
-        self.tiles_elems = 0 if self.depthwise else THREADS * self.tile
+        self.tiles_elems = THREADS * self.tile
 
     def fields(self, sfx: str) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's)."""
@@ -138,7 +140,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     gdecl = f"const em_cv_geo g_ = {geo}"
     if g.depthwise:
         pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
-        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
         n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
     elif g.winograd:
         pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
