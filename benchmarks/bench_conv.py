@@ -3,7 +3,7 @@ register tiles, depthwise direct loop) against JAX jit, PyTorch (``torch.nn.func
 ``inference_mode``) and ONNX Runtime (a one-``Conv`` ONNX model built with ``onnx.helper``, all
 graph optimizations), float32.
 
-    python benchmarks/bench_conv.py [--quick] [--threads N] [--rows resnet,small]
+    python benchmarks/bench_conv.py [--quick] [--threads N] [--clock wall|cpu] [--rows resnet,small]
 
 Workloads: the ResNet-18 layer shapes at batch 1 and 8 (56x56x64->64 3x3, 28x28x128->128 3x3, the
 strided 1x1 downsample 56x56x64->128, the 7x7 stride-2 stem 224x224x3->64), and the earlier small
@@ -12,8 +12,10 @@ rows (8x32x32x16->32: 3x3, 7x7, 3x3 stride 2, depthwise 3x3, the kernel gradient
 (ember's NCHW time is the column "ember native NCHW"). Every implementation's output is compared
 with a NumPy reference (ember's reference backend) before timing; timing interleaves the
 implementations in rounds (``common.interleaved``: medians, quartiles in the JSON).
-``--threads N`` limits every library to N threads (else each library's default). Writes
-``benchmarks/results/conv.{json,md}`` (``conv_threadsN`` with ``--threads N``).
+``--threads N`` limits every library to N threads (else each library's default); ``--clock cpu``
+reports process CPU time per call instead of wall time (for ``--threads 1`` on a loaded, shared
+machine). Writes ``benchmarks/results/conv.{json,md}`` (``conv_threadsN`` with ``--threads N``,
+``_cpu`` appended with ``--clock cpu``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if "--threads" in sys.argv:  # before NumPy, JAX and torch load
     limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 from common import bench_threads, have, interleaved, medians, report  # noqa: E402
@@ -187,12 +191,39 @@ def check(name: str, got: Any, want: np.ndarray, nchw: bool, grad: bool) -> None
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * scale, err_msg=name)
 
 
+def cpu_interleaved(impls: dict[str, Callable[[], Any]], rounds: int = 9,
+                    sample_time: float = 0.02) -> dict[str, dict[str, float]]:
+    """Like :func:`common.interleaved`, but each sample is the process CPU time per call
+    (``time.process_time``): on a shared, loaded machine with one thread per implementation this
+    counts the work done, not the time spent waiting for a core."""
+    per_call = {}
+    for k, fn in impls.items():
+        fn()
+        t = time.process_time()
+        fn()
+        per_call[k] = max(time.process_time() - t, 1e-6)
+    calls = {k: max(1, int(sample_time / v)) for k, v in per_call.items()}
+    samples: dict[str, list[float]] = {k: [] for k in impls}
+    names = list(impls)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.process_time()
+            for _ in range(calls[k]):
+                impls[k]()
+            samples[k].append((time.process_time() - t) / calls[k])
+    return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": rounds,
+                "calls_per_sample": calls[k]} for k, v in samples.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="limit every library to N threads")
     ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, small")
     ap.add_argument("--max-seconds", type=float, default=8.0, help="timing budget per workload")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: elapsed time (common.interleaved); cpu: process CPU time per call (use with "
+                         "--threads 1 on a loaded machine)")
     args = ap.parse_args()
     from ember._src.native import prepare
 
@@ -209,12 +240,15 @@ def main() -> None:
         impls, nchw = runners(cfg, xs, jax, opts)
         for k, run in impls.items():
             check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", False))
-        stats = interleaved(impls, max_seconds=args.max_seconds)
+        stats = (cpu_interleaved(impls) if args.clock == "cpu"
+                 else interleaved(impls, max_seconds=args.max_seconds))
         rows.append({"workload": name, "times": medians(stats), "stats": stats})
         print(name, {k: f"{v * 1e3:.3f} ms" for k, v in medians(stats).items()}, flush=True)
     threads = f"{args.threads} thread(s)" if args.threads else "each library's default threads"
-    print(report(f"Convolutions and pooling (float32; {threads})", rows,
-                 f"conv_threads{args.threads}" if args.threads else "conv"))
+    clock = "process CPU time per call" if args.clock == "cpu" else "wall time per call"
+    name = f"conv_threads{args.threads}" if args.threads else "conv"
+    name += "_cpu" if args.clock == "cpu" else ""
+    print(report(f"Convolutions and pooling (float32; {threads}; {clock})", rows, name))
 
 
 if __name__ == "__main__":
