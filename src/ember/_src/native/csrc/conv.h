@@ -245,41 +245,71 @@ static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_c
             c->wp[k * g.C + ch] = c->w[ch * g.wso + (k / g.KW) * g.wsh + (k % g.KW) * g.wsw];
 }
 
+/* Depthwise: the taps of pixels [p0, p1) of output row oh, one tap at a time over the pixels
+   (bounds per tap), added to acc[ow][cn]. Taps in the padding multiply zeros, so a non-finite
+   kernel value propagates as in the zero-padded definition. */
+static inline __attribute__((always_inline)) void em_cv_dwtaps_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                    const ELT *xn, ELT *acc, int64_t oh,
+                                                                    int64_t c0, int64_t cn, int64_t p0, int64_t p1) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
+            const int64_t off = kw * g.dw - g.wlo;  /* iw = ow sw + off */
+            int64_t lo = off < 0 ? (-off + g.sw - 1) / g.sw : 0;
+            int64_t hi = g.W - off > 0 ? (g.W - off + g.sw - 1) / g.sw : 0;
+            if (ih < 0 || ih >= g.H) lo = hi = 0;
+            lo = lo < p0 ? p0 : em_cv_min(lo, p1);
+            hi = hi < lo ? lo : em_cv_min(hi, p1);
+            for (int64_t ow = p0; ow < lo; ++ow) {
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
+            }
+            for (int64_t ow = lo; ow < hi; ++ow) {
+                const ELT *xp = xn + (ih * g.W + ow * g.sw + off) * g.C + c0;
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += xp[ch] * wq[ch];
+            }
+            for (int64_t ow = hi; ow < p1; ++ow) {
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
+            }
+        }
+    }
+}
+
 /* Depthwise task t = n * OH + oh: one output row, in chunks of up to EM_CV_DW_CHUNK channels
-   accumulated in the thread's tile (OW x chunk values): tap by tap over the row's pixels, so the
-   bounds are per tap, not per pixel. Taps in the padding multiply zeros, so a non-finite kernel
-   value propagates as in the zero-padded definition. */
+   accumulated in the thread's tile (OW x chunk values). Pixels whose every tap lies inside the
+   image sum their taps in registers (vectorized over the channels); the others go tap by tap
+   (em_cv_dwtaps). The summation order is the same (taps row-major) either way. */
 static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
                                                                    int64_t t, int64_t tid) {
     const int64_t n = t / g.OH, oh = t % g.OH;
     const ELT *xn = c->x + n * g.H * g.W * g.C;
     ELT *acc = c->tiles + tid * g.tile;
+    const int64_t ih0 = oh * g.sh - g.hlo;
+    /* interior pixels [a, b): iw = ow sw - wlo + kw dw inside [0, W) for every kw */
+    int64_t a = g.wlo > 0 ? (g.wlo + g.sw - 1) / g.sw : 0;
+    const int64_t span = g.W + g.wlo - (g.KW - 1) * g.dw;  /* ow sw < span */
+    int64_t b = span > 0 ? (span + g.sw - 1) / g.sw : 0;
+    if (ih0 < 0 || ih0 + (g.KH - 1) * g.dh >= g.H) a = b = 0;
+    a = em_cv_min(a, g.OW);
+    b = b < a ? a : em_cv_min(b, g.OW);
     for (int64_t c0 = 0; c0 < g.C; c0 += EM_CV_DW_CHUNK) {
         const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
-        for (int64_t k = 0; k < g.OW * cn; ++k) acc[k] = 0;
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-            const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
-            for (int64_t kw = 0; kw < g.KW; ++kw) {
-                const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
-                const int64_t off = kw * g.dw - g.wlo;  /* iw = ow sw + off */
-                int64_t lo = off < 0 ? (-off + g.sw - 1) / g.sw : 0;
-                int64_t hi = g.W - off > 0 ? (g.W - off + g.sw - 1) / g.sw : 0;
-                if (ih < 0 || ih >= g.H) lo = hi = 0;
-                lo = em_cv_min(lo, g.OW);
-                hi = em_cv_min(hi < lo ? lo : hi, g.OW);
-                for (int64_t ow = 0; ow < lo; ++ow) {
+        for (int64_t k = 0; k < a * cn; ++k) acc[k] = 0;
+        for (int64_t k = b * cn; k < g.OW * cn; ++k) acc[k] = 0;
+        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, 0, a);
+        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, b, g.OW);
+        for (int64_t ow = a; ow < b; ++ow) {
+            const ELT *xp = xn + (ih0 * g.W + ow * g.sw - g.wlo) * g.C + c0;
 #pragma omp simd
-                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
-                }
-                for (int64_t ow = lo; ow < hi; ++ow) {
-                    const ELT *xp = xn + (ih * g.W + ow * g.sw + off) * g.C + c0;
-#pragma omp simd
-                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += xp[ch] * wq[ch];
-                }
-                for (int64_t ow = hi; ow < g.OW; ++ow) {
-#pragma omp simd
-                    for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
-                }
+            for (int64_t ch = 0; ch < cn; ++ch) {
+                ELT s = 0;
+                for (int64_t kh = 0; kh < g.KH; ++kh)
+                    for (int64_t kw = 0; kw < g.KW; ++kw)
+                        s += xp[(kh * g.dh * g.W + kw * g.dw) * g.C + ch] * c->wp[(kh * g.KW + kw) * g.C + c0 + ch];
+                acc[ow * cn + ch] = s;
             }
         }
         for (int64_t ow = 0; ow < g.OW; ++ow) {
