@@ -8,6 +8,8 @@ vmap; one compile across batch sizes; the workspace stays far below an im2col bu
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -204,6 +206,45 @@ def test_grad_and_vmap_match_jax():
         got = ember.jit(ember.vmap(fe, axes), backend="native")(*args)
         np.testing.assert_allclose(np.asarray(got), np.asarray(jax.vmap(fj, axes)(*args)), rtol=1e-4,
                                    atol=1e-4)
+
+
+def test_vjp_fuzz_against_jax():
+    """Both cotangents over random strides (incl. above the kernel and the input), dilations,
+    cropping pads, groups and odd sizes, against ``jax.vjp`` in float64 (the transposes are
+    convolutions themselves: per-residue phases for strides above 1); one in four runs natively."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(7)
+    done = 0
+    for i in range(60):
+        H, W = (int(v) for v in rng.integers(1, 10, 2))
+        KH, KW = (int(v) for v in rng.integers(1, 5, 2))
+        strides = tuple(int(v) for v in rng.integers(1, 5, 2))
+        dil = tuple(int(v) for v in rng.integers(1, 4, 2))
+        pads = [tuple(int(v) for v in rng.integers(-1, 4, 2)) for _ in range(2)]
+        G = int(rng.choice([1, 2]))
+        OH = (H + sum(pads[0]) - (KH - 1) * dil[0] - 1) // strides[0] + 1
+        OW = (W + sum(pads[1]) - (KW - 1) * dil[1] - 1) // strides[1] + 1
+        if OH < 1 or OW < 1:
+            continue
+        x = rng.standard_normal((2, H, W, 2 * G))
+        w = rng.standard_normal((KH, KW, 2, 3 * G))
+        ct = rng.standard_normal((2, OH, OW, 3 * G))
+        f = conv_fn(strides, pads, dil, NHWC, G)
+        fj = partial(jax.lax.conv_general_dilated, window_strides=strides, padding=pads, rhs_dilation=dil,
+                     dimension_numbers=NHWC, feature_group_count=G)
+        x64 = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", True)
+        try:
+            want = [np.asarray(v) for v in jax.vjp(fj, x, w)[1](ct)]
+        finally:
+            jax.config.update("jax_enable_x64", x64)
+        vjp = partial(lambda f, x, w, ct: ember.vjp(f, x, w)[1](ct), f)
+        got = ember.jit(vjp, backend="native")(x, w, ct) if i % 4 == 0 else vjp(x, w, ct)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10,
+                                       err_msg=str((H, W, KH, KW, strides, dil, pads, G)))
+        done += 1
+    assert done > 20
 
 
 @pytest.mark.parametrize("layouts", [NHWC, NCHW])

@@ -28,6 +28,7 @@ mapped axis into the batch (input only), the output features (kernel only) or th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,30 +147,84 @@ def _conv_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]
 
 def _lhs_cotangent(ct: Any, x_aval: ShapedArray, w: Any, *, window_strides: tuple, padding: tuple,
                    rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
-    """d lhs: the stride-dilated cotangent convolved (stride 1) with the flipped kernel, whose input
-    and output features are swapped within each group."""
+    """d lhs: the cotangent convolved (stride 1) with the flipped kernel, whose input and output
+    features are swapped within each group (strides above 1: per residue class of the input
+    position, :func:`_lhs_cotangent_phases`)."""
     ls, rs, os_ = dimension_numbers
     G = feature_group_count
     _, _, H, W = _dims(x_aval.shape, ls)
-    # kernel -> (KH, KW, Og, G * Cg): reversed taps, features swapped per group
+    # kernel -> (KH, KW, Og, G * Cg): features swapped per group
     wc = mv.transpose(w, (rs[2], rs[3], rs[1], rs[0]))  # KH KW Cg O
     KH, KW, Cg, O = core.get_aval(wc).shape
     wc = mv.reshape(wc, (KH, KW, Cg, G, O // G))
-    wc = mv.transpose(mv.rev(wc, (0, 1)), (0, 1, 4, 3, 2))
+    wc = mv.transpose(wc, (0, 1, 4, 3, 2))
     wc = mv.reshape(wc, (KH, KW, O // G, G * Cg))
-    # cotangent dilated by the strides (interior zeros), then padded so the output has H x W
-    ca = core.get_aval(ct)
-    cfg = [(0, 0, 0)] * 4
+    if any(s > 1 for s in window_strides):
+        return _lhs_cotangent_phases(ct, x_aval, wc, window_strides, padding, rhs_dilation,
+                                     dimension_numbers, G)
+    wc = mv.rev(wc, (0, 1))
     pads = []
-    for k, (a, n, s, d, (lo, _)) in enumerate(zip(os_[2:], (H, W), window_strides, rhs_dilation, padding)):
-        span = (_dims(ca.shape, os_)[2 + k] - 1) * s + 1
+    for k, (n, d, (lo, _)) in enumerate(zip((H, W), rhs_dilation, padding)):
         keff = (_dims(core.get_aval(w).shape, rs)[2 + k] - 1) * d + 1
-        plo = keff - 1 - lo
-        pads.append((plo, n - span - plo + keff - 1))
-        cfg[a] = (0, 0, s - 1)
-    if any(c[2] for c in cfg):
-        ct = mv.pad(ct, mv.full((), 0, ca.dtype), cfg)
+        oh = _dims(core.get_aval(ct).shape, os_)[2 + k]
+        pads.append((keff - 1 - lo, n - oh + lo))
     return conv(ct, wc, (1, 1), pads, rhs_dilation, (os_, NHWC[1], ls), G)
+
+
+def _phases(n: int, k: int, s: int, d: int, lo: int, o: int) -> list:
+    """Per residue ``rho`` of the input index modulo the stride along one axis: ``None`` (no kernel
+    tap reaches it) or ``(first tap, taps, tap step, dilation, pad lo, pad hi, length)`` of the
+    stride-1 convolution of the cotangent that gives the input cotangent at ``rho, rho + s, ...``."""
+    g = math.gcd(d, s)
+    out = []
+    for rho in range(s):
+        r = (rho + lo) % s  # the padded index's residue
+        taps = [t for t in range(k) if (t * d) % s == r]
+        length = -(-(n - rho) // s) if n > rho else 0
+        if not taps or not length:
+            out.append(None)
+            continue
+        k0, m, dd = taps[0], len(taps), d // g
+        first = (k0 * d - r) // s + (m - 1) * dd - (rho + lo - r) // s
+        out.append((k0, m, s // g, dd, first, length + (m - 1) * dd - o - first, length))
+    return out
+
+
+def _lhs_cotangent_phases(ct: Any, x_aval: ShapedArray, wc: Any, strides: tuple, padding: tuple,
+                          dilation: tuple, dimension_numbers: tuple, G: int) -> Any:
+    """d lhs for strides above 1 without the stride-dilated cotangent (mostly zeros): per residue
+    pair of the input position modulo the strides, a stride-1 convolution of the cotangent with
+    the kernel taps that reach it (flipped), interleaved back. ``wc`` is the kernel with features
+    swapped per group, ``(KH, KW, Og, G * Cg)``, unflipped."""
+    ls, _, os_ = dimension_numbers
+    N, C, H, W = _dims(x_aval.shape, ls)
+    KH, KW, Og, _ = core.get_aval(wc).shape
+    ct = mv.transpose(ct, (os_[0], os_[2], os_[3], os_[1]))  # N OH OW O
+    _, OH, OW, _ = core.get_aval(ct).shape
+    ph = _phases(H, KH, strides[0], dilation[0], padding[0][0], OH)
+    pw = _phases(W, KW, strides[1], dilation[1], padding[1][0], OW)
+    qh, qw = -(-H // strides[0]), -(-W // strides[1])
+    dtype = core.get_aval(ct).dtype
+    rows = []
+    for a in ph:
+        row = []
+        for b in pw:
+            if a is None or b is None:
+                row.append(mv.full((N, qh, 1, qw, 1, C), 0, dtype))
+                continue
+            limits = (a[0] + (a[1] - 1) * a[2] + 1, b[0] + (b[1] - 1) * b[2] + 1, Og, C)
+            sub = mv.slice(wc, (a[0], b[0], 0, 0), limits, (a[2], b[2], 1, 1))
+            y = conv(ct, mv.rev(sub, (0, 1)), (1, 1), ((a[4], a[5]), (b[4], b[5])), (a[3], b[3]), NHWC, G)
+            y = mv.pad(y, mv.full((), 0, dtype), ((0, 0, 0), (0, qh - a[6], 0), (0, qw - b[6], 0), (0, 0, 0)))
+            row.append(mv.reshape(y, (N, qh, 1, qw, 1, C)))
+        rows.append(mv.concatenate(row, 4) if len(row) > 1 else row[0])
+    y = mv.concatenate(rows, 2) if len(rows) > 1 else rows[0]
+    y = mv.reshape(y, (N, qh * strides[0], qw * strides[1], C))
+    y = mv.slice(y, (0, 0, 0, 0), (N, H, W, C)) if (qh * strides[0], qw * strides[1]) != (H, W) else y
+    perm = [0] * 4
+    for src, a in zip((0, 3, 1, 2), ls):
+        perm[a] = src
+    return mv.transpose(y, tuple(perm))
 
 
 def _rhs_cotangent(ct: Any, x: Any, w_aval: ShapedArray, *, window_strides: tuple, padding: tuple,
