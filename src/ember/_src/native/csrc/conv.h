@@ -67,17 +67,47 @@ typedef struct {
     const ELT *xsrc, *w;   /* the operands as given */
     const ELT *x;          /* the input in NHWC order (xsrc itself, or its copy xt) */
     ELT *xt, *wp, *tiles;  /* workspace: NHWC copy, packed kernel, per-thread tiles */
-    ELT *out;
+    ELT *out;              /* where the tasks write: the output, or its NHWC staging copy */
+    ELT *y;                /* the output (an NHWC staging copy is moved there last) */
 } em_cv_ctx_SFX;
 
-/* Copy the input rows (image n, row h) = t into NHWC order. */
+/* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
+   osh, osw): contiguous reads of an L1-sized row, writes along the pixels for NCHW. */
+static inline __attribute__((always_inline)) void em_cv_unstage_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                     int64_t t, int64_t osn, int64_t oso,
+                                                                     int64_t osh, int64_t osw) {
+    const int64_t n = t / g.OH, h = t % g.OH, O = g.G * g.Og;
+    const ELT *src = c->out + t * g.OW * O;
+    ELT *dst = c->y + n * osn + h * osh;
+    for (int64_t o = 0; o < O; ++o)
+        for (int64_t x = 0; x < g.OW; ++x) dst[o * oso + x * osw] = src[x * O + o];
+}
+
+/* Whether input index i (padding lo) is read by some tap (k taps, dilation d, stride s, o outputs). */
+static inline int em_cv_read(int64_t i, int64_t lo, int64_t k, int64_t d, int64_t s, int64_t o) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t j = i + lo - kk * d;
+        if (j >= 0 && j % s == 0 && j / s < o) return 1;
+    }
+    return 0;
+}
+
+/* Copy the input row (image n, row h) = t into NHWC order; rows (and, when allcols is 0, pixels)
+   that no tap reads are skipped (a strided 1x1 convolution reads a quarter of the input). */
 static inline __attribute__((always_inline)) void em_cv_nhwc_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
-                                                                  int64_t t) {
+                                                                  const int allcols, int64_t t) {
     const int64_t n = t / g.H, h = t % g.H;
+    if (!em_cv_read(h, g.hlo, g.KH, g.dh, g.sh, g.OH)) return;
     const ELT *src = c->xsrc + n * g.xsn + h * g.xsh;
     ELT *dst = c->xt + t * g.W * g.C;
-    for (int64_t ch = 0; ch < g.C; ++ch)
-        for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+    if (allcols) {
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+        return;
+    }
+    for (int64_t x = 0; x < g.W; ++x)
+        if (em_cv_read(x, g.wlo, g.KW, g.dw, g.sw, g.OW))
+            for (int64_t ch = 0; ch < g.C; ++ch) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
 }
 
 /* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */

@@ -7,14 +7,16 @@ constant the inlined task functions fold. What happens (details in the header's 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
 2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
-   workspace (a pooled pass over image rows);
+   workspace (a pooled pass over image rows); such an output is written NHWC into the workspace
+   and moved into its layout by a last pooled pass (stores at a channel stride of a power of two
+   bytes, NCHW's, would keep evicting each other from L1);
 3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
    (MR x K values) first. Depthwise convolutions run a direct loop
    over rows of all channels.
 
-The workspace holds the packed kernel, the NHWC copy (only when needed) and one tile per thread:
+The workspace holds the packed kernel, the NHWC copies (only when needed) and one tile per thread:
 nothing proportional to the kernel area times the image, as im2col would be.
 """
 
@@ -77,7 +79,10 @@ class _Geo:
         xs, ws, ys = _strides(x.shape), _strides(w.shape), _strides(y.shape)
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
-        self.ost = [ys[a] for a in os_]  # n, o, h, w
+        self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
+        # an output that is not channels-last is staged in NHWC order in the workspace, moved last
+        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O]
+        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.depthwise = self.Cg == 1 and self.Og == 1
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
         self.rowmode = self.G == 1 and self.dw == 1
@@ -90,6 +95,7 @@ class _Geo:
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
+        self.yt_elems = _up(self.N * self.OH * self.OW * self.O) if self.staged else 0
         self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
                         else MR_MAX * (16 * self.C if self.winograd else self.K))
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
@@ -109,6 +115,11 @@ class _Geo:
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
 
+def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
+    """Whether input index ``i`` is read by some tap (``em_cv_read``)."""
+    return any((j := i + lo - kk * d) >= 0 and j % s == 0 and j // s < o for kk in range(k))
+
+
 def _accepts(e: Eqn) -> bool:
     x, w = e.inputs[0].aval, e.inputs[1].aval
     if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
@@ -119,7 +130,7 @@ def _accepts(e: Eqn) -> bool:
 
 def _workspace(e: Eqn) -> Any:
     g = _Geo(e)
-    return (g.wp_elems + g.xt_elems + g.tiles_elems) * g.dtype.itemsize
+    return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
 
 
 def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
@@ -156,14 +167,25 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.nch}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
-    tiles = f"{xt} + {cdim(g.xt_elems)}"
+    yt = f"{xt} + {cdim(g.xt_elems)}"
+    tiles = f"{yt} + {cdim(g.yt_elems)}"
     x = cc.ins[0] if g.nhwc_in else xt
-    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, {cc.outs[0]}}};",
-             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H};"]
+    y = cc.outs[0]
+    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+             f"{yt if g.staged else y}, {y}}};",
+             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H}, "
+             f"nu_ = (int64_t){cdim(g.N)} * {g.OH};"]
     steps = [(pack, "np_", 2), (run, "nr_", 4)]
     if not g.nhwc_in:
-        copy = _chunk_fn(cc, f"em_cv_copy_{key}", f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, t); }}")
+        allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
+        copy = _chunk_fn(cc, f"em_cv_copy_{key}",
+                         f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
         steps.insert(1, (copy, "nc_", 4))
+    if g.staged:
+        strides = ", ".join(cdim(v) for v in g.yst)
+        unstage = _chunk_fn(cc, f"em_cv_unstage_{key}",
+                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
+        steps.append((unstage, "nu_", 4))
     if cc.openmp and cc.num_threads != 1:
         work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
         threads = cc.num_threads or 0
