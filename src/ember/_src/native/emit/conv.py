@@ -13,8 +13,8 @@ constant the inlined task functions fold. What happens (details in the header's 
 3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
-   (MR x K values) first. Depthwise convolutions run a direct loop
-   over rows of all channels.
+   (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
+   on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
 
 The workspace holds the packed kernel, the NHWC copies (only when needed) and one tile per thread:
 nothing proportional to the kernel area times the image, as im2col would be.
@@ -38,7 +38,7 @@ THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for thi
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
-WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (tests switch it off)
+WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
