@@ -314,3 +314,18 @@ def test_unsupported_configurations_keep_the_composite():
     one_d = lambda x, w: lax.conv_general_dilated(x, w, (1,), "SAME",  # noqa: E731
                                                   dimension_numbers=("NWC", "WIO", "NWC"))
     assert "conv" not in prims_of(one_d, x1, w1)
+
+
+def test_inside_a_scan_body():
+    x, w = operands(2, 16, 12, 12, 16, 3, 3, 1, NHWC, np.float32)
+    w = w * 0.1
+
+    step = conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)
+
+    def f(x):
+        return lax.scan(lambda c, _: (step(c, w), None), x, None, length=3)[0]
+
+    want = x.astype(np.float64)
+    for _ in range(3):
+        want = ref(want, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+    np.testing.assert_allclose(np.asarray(ember.jit(f, backend="native")(x)), want, **tol(np.float32, 144))
