@@ -1,123 +1,254 @@
-"""Convolution and pooling built from slices + one dot_general (im2col), see ``ember._src.lax.conv``:
-ember native vs the ember numpy backend vs JAX jit (when installed), NHWC/HWIO float32.
+"""Convolutions: ember's native ``conv`` step (``ember._src.native.emit.conv``: implicit GEMM on
+register tiles, depthwise direct loop) against JAX jit, PyTorch (``torch.nn.functional.conv2d`` in
+``inference_mode``) and ONNX Runtime (a one-``Conv`` ONNX model built with ``onnx.helper``, all
+graph optimizations), float32.
 
-    python benchmarks/bench_conv.py [--quick] [--rounds 3]
+    python benchmarks/bench_conv.py [--quick] [--threads N] [--clock wall|cpu] [--rows resnet,small]
 
-Workloads: 3x3 / 7x7 / strided / depthwise convolutions, the kernel gradient of a 3x3 conv, and a
-3x3 stride-2 max pool (``reduce_window``). Writes ``benchmarks/results/conv.{json,md}``. The im2col
-buffer grows with the kernel area, so the 7x7 row shows the cost of large kernels.
+Workloads: the ResNet-18 layer shapes at batch 1 and 8 (56x56x64->64 3x3, 28x28x128->128 3x3, the
+strided 1x1 downsample 56x56x64->128, the 7x7 stride-2 stem 224x224x3->64), and the earlier small
+rows (8x32x32x16->32: 3x3, 7x7, 3x3 stride 2, depthwise 3x3, the kernel gradient of a 3x3 conv, a
+3x3 stride-2 max pool). ember and JAX run NHWC/HWIO; PyTorch and ONNX Runtime their native NCHW/OIHW
+(ember's NCHW time is the column "ember native NCHW"). Every implementation's output is compared
+with a NumPy reference (ember's reference backend) before timing; timing interleaves the
+implementations in rounds (``common.interleaved``: medians, quartiles in the JSON).
+``--threads N`` limits every library to N threads (else each library's default); ``--clock cpu``
+reports process CPU time per call instead of wall time (for ``--threads 1`` on a loaded, shared
+machine). Writes ``benchmarks/results/conv.{json,md}`` (``conv_threadsN`` with ``--threads N``,
+``_cpu`` appended with ``--clock cpu``).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import have, report, timeit  # noqa: E402
+from threads import limit_threads, quiet_openblas  # noqa: E402
+
+quiet_openblas()
+if "--threads" in sys.argv:  # before NumPy, JAX and torch load
+    limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from common import bench_threads, have, interleaved, medians, report  # noqa: E402
 
 import ember  # noqa: E402
 from ember import lax  # noqa: E402
 
-DN = ("NHWC", "HWIO", "NHWC")
+NHWC = ("NHWC", "HWIO", "NHWC")
+NCHW = ("NCHW", "OIHW", "NCHW")
 
 
-def workloads(n: int, hw: int, c: int, o: int) -> list[tuple[str, dict, tuple]]:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, hw, hw, c)).astype(np.float32)
-    k3 = rng.standard_normal((3, 3, c, o)).astype(np.float32)
-    k7 = rng.standard_normal((7, 7, c, o)).astype(np.float32)
-    kd = rng.standard_normal((3, 3, 1, c)).astype(np.float32)
-    return [
-        (f"conv 3x3 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1), (x, k3)),
-        (f"conv 7x7 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1), (x, k7)),
-        (f"conv 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(2, 2), groups=1), (x, k3)),
-        (f"depthwise 3x3 {n}x{hw}x{hw}x{c}", dict(strides=(1, 1), groups=c), (x, kd)),
-        (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", dict(strides=(1, 1), groups=1, grad=True), (x, k3)),
-        (f"max pool 3x3/2 {n}x{hw}x{hw}x{c}", dict(pool=True), (x,)),
-    ]
+def conv_cfg(n: int, hw: int, c: int, o: int, k: int, s: int, groups: int = 1, grad: bool = False) -> dict:
+    return dict(n=n, hw=hw, c=c, o=o, k=k, s=s, groups=groups, grad=grad)
 
 
-def make(lib: object, cfg: dict):
+def workloads(rows: list[str], quick: bool) -> list[tuple[str, dict]]:
+    out = []
+    if "resnet" in rows:
+        for n in ((1,) if quick else (1, 8)):
+            out += [(f"resnet 3x3 {n}x56x56x64->64", conv_cfg(n, 56, 64, 64, 3, 1)),
+                    (f"resnet 3x3 {n}x28x28x128->128", conv_cfg(n, 28, 128, 128, 3, 1)),
+                    (f"resnet 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2)),
+                    (f"resnet stem 7x7/2 {n}x224x224x3->64", conv_cfg(n, 224, 3, 64, 7, 2))]
+    if "small" in rows:
+        n, hw, c, o = (2, 16, 8, 16) if quick else (8, 32, 16, 32)
+        out += [(f"conv 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1)),
+                (f"conv 7x7 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 7, 1)),
+                (f"conv 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 2)),
+                (f"depthwise 3x3 {n}x{hw}x{hw}x{c}", conv_cfg(n, hw, c, c, 3, 1, groups=c)),
+                (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1, grad=True)),
+                (f"max pool 3x3/2 {n}x{hw}x{hw}x{c}", dict(n=n, hw=hw, c=c, pool=True))]
+    return out
+
+
+def pads(cfg: dict) -> list[tuple[int, int]]:
+    """PyTorch's symmetric ``padding=k // 2`` (the ResNet layers'), written out for every library."""
+    return [(cfg["k"] // 2, cfg["k"] // 2)] * 2
+
+
+def lax_fn(lax_module: Any, grad: Callable, cfg: dict, dn: tuple = NHWC) -> Callable:
+    """The workload over ``lax_module`` (ember's or JAX's lax); a ``grad`` workload is the gradient
+    of the output's sum with respect to the kernel."""
     if cfg.get("pool"):
-        return lambda x: lib.reduce_window(x, -np.inf, lib.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        return lambda x: lax_module.reduce_window(x, -np.inf, lax_module.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                                                  "SAME")
 
-    def conv(x, k):
-        return lib.conv_general_dilated(x, k, cfg["strides"], "SAME", dimension_numbers=DN,
-                                        feature_group_count=cfg["groups"])
+    def conv(x: Any, w: Any) -> Any:
+        return lax_module.conv_general_dilated(x, w, (cfg["s"],) * 2, pads(cfg), dimension_numbers=dn,
+                                               feature_group_count=cfg["groups"])
 
-    if cfg.get("grad"):
-        return lambda x, k: conv(x, k)  # differentiated below, per framework
+    if cfg["grad"]:
+        return grad(lambda x, w: conv(x, w).sum(), argnums=1)
     return conv
 
 
-def jax_runner(jax: Any, cfg: dict, inputs: list) -> Callable[[], Any]:
-    """A call of the workload jitted by JAX on ``inputs`` (compiled now) that waits for its result."""
-    jj = jax.jit(workload_fn(jax.lax, jax.grad, cfg))
-    jin = [jax.numpy.asarray(v) for v in inputs]
-    jj(*jin).block_until_ready()
-    return lambda: jj(*jin).block_until_ready()
+def inputs(cfg: dict) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((cfg["n"], cfg["hw"], cfg["hw"], cfg["c"])).astype(np.float32)
+    if cfg.get("pool"):
+        return [x]
+    w = rng.standard_normal((cfg["k"], cfg["k"], cfg["c"] // cfg["groups"], cfg["o"])).astype(np.float32)
+    return [x, (w / np.sqrt(w[..., 0].size)).astype(np.float32)]
 
 
-def round_medians(runners: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
-    """Seconds per call of each runner: the median over ``rounds`` rounds that time each runner in
-    turn (interleaved, as the machine is shared)."""
-    samples: dict = {k: [] for k in runners}
-    for _ in range(rounds):
-        for k, run in runners.items():
-            samples[k].append(timeit(run))
-    return {k: statistics.median(v) for k, v in samples.items()}
+def to_nchw(x: np.ndarray, kernel: bool = False) -> np.ndarray:
+    return np.ascontiguousarray(x.transpose((3, 2, 0, 1) if kernel else (0, 3, 1, 2)))
 
 
-def setup(default_rounds: int) -> tuple[argparse.Namespace, Any, list]:
-    """The command line (``--quick``, ``--rounds``), JAX on the CPU (None when not installed) and
-    the workloads of the chosen size."""
+def torch_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
+    import torch
+
+    if bench_threads():
+        torch.set_num_threads(bench_threads())
+    if cfg.get("pool"):
+        return None
+    x, w = torch.from_numpy(to_nchw(xs[0])), torch.from_numpy(to_nchw(xs[1], kernel=True))
+    conv2d = torch.nn.functional.conv2d
+    kw = dict(stride=cfg["s"], padding=cfg["k"] // 2, groups=cfg["groups"])
+    if cfg["grad"]:
+        ones = torch.ones_like(conv2d(x, w, **kw))
+        return lambda: torch.nn.grad.conv2d_weight(x, w.shape, ones, **kw)
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return conv2d(x, w, **kw)
+
+    return run
+
+
+def onnx_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
+    """One ``Conv`` node over an NCHW input, the kernel an initializer (as an exported model holds
+    it), every graph optimization on, ``intra_op_num_threads`` = the thread limit when one is set."""
+    if cfg.get("pool") or cfg["grad"]:
+        return None
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    x, w = to_nchw(xs[0]), to_nchw(xs[1], kernel=True)
+    p = cfg["k"] // 2
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=[cfg["s"]] * 2, pads=[p, p, p, p],
+                            group=cfg["groups"], kernel_shape=[cfg["k"]] * 2)
+    xinfo = helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)
+    graph = helper.make_graph([node], "conv", [xinfo],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(model.ir_version, 9)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if bench_threads():
+        opts.intra_op_num_threads = bench_threads()
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return lambda: sess.run(None, {"x": x})[0]
+
+
+def jax_runner(jax: Any, cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any]:
+    jf = jax.jit(lax_fn(jax.lax, jax.grad, cfg))
+    args = [jax.device_put(v) for v in xs]
+    return lambda: jf(*args).block_until_ready()
+
+
+def runners(cfg: dict, xs: list[np.ndarray], jax: Any, opts: dict) -> tuple[dict, dict]:
+    """(name -> zero-argument call, name -> whether its output is NCHW)."""
+    import ember.numpy as enp
+
+    out: dict[str, Callable[[], Any]] = {}
+    nchw: dict[str, bool] = {}
+    f = ember.jit(lax_fn(lax, ember.grad, cfg), backend="native", **opts)
+    ex = [enp.asarray(v) for v in xs]
+    out["ember native"] = lambda: f(*ex)
+    if not cfg.get("pool") and not cfg["grad"]:
+        fn = ember.jit(lax_fn(lax, ember.grad, cfg, NCHW), backend="native", **opts)
+        en = [enp.asarray(to_nchw(xs[0])), enp.asarray(to_nchw(xs[1], kernel=True))]
+        out["ember native NCHW"] = lambda: fn(*en)
+        nchw["ember native NCHW"] = True
+    if jax is not None:
+        out["jax jit"] = jax_runner(jax, cfg, xs)
+    for name, make, module in (("torch", torch_runner, "torch"), ("onnxruntime", onnx_runner, "onnxruntime")):
+        if have(module) and (module != "onnxruntime" or have("onnx")):
+            run = make(cfg, xs)
+            if run is not None:
+                out[name] = run
+                nchw[name] = True
+    return out, nchw
+
+
+def check(name: str, got: Any, want: np.ndarray, nchw: bool, grad: bool) -> None:
+    """``got`` (in its own layout) against the NHWC/HWIO reference."""
+    got = np.asarray(got.detach().numpy() if hasattr(got, "detach") else got)
+    if nchw:
+        got = got.transpose((2, 3, 1, 0) if grad else (0, 2, 3, 1))
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * scale, err_msg=name)
+
+
+def cpu_interleaved(impls: dict[str, Callable[[], Any]], rounds: int = 9,
+                    sample_time: float = 0.02) -> dict[str, dict[str, float]]:
+    """Like :func:`common.interleaved`, but each sample is the process CPU time per call
+    (``time.process_time``): on a shared, loaded machine with one thread per implementation this
+    counts the work done, not the time spent waiting for a core."""
+    per_call = {}
+    for k, fn in impls.items():
+        fn()
+        t = time.process_time()
+        fn()
+        per_call[k] = max(time.process_time() - t, 1e-6)
+    calls = {k: max(1, int(sample_time / v)) for k, v in per_call.items()}
+    samples: dict[str, list[float]] = {k: [] for k in impls}
+    names = list(impls)
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.process_time()
+            for _ in range(calls[k]):
+                impls[k]()
+            samples[k].append((time.process_time() - t) / calls[k])
+    return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": rounds,
+                "calls_per_sample": calls[k]} for k, v in samples.items()}
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=default_rounds)
+    ap.add_argument("--threads", type=int, default=None, help="limit every library to N threads")
+    ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, small")
+    ap.add_argument("--max-seconds", type=float, default=8.0, help="timing budget per workload")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: elapsed time (common.interleaved); cpu: process CPU time per call (use with "
+                         "--threads 1 on a loaded machine)")
     args = ap.parse_args()
+    from ember._src.native import prepare
+
+    prepare()
     jax = None
     if have("jax"):
         import jax
         jax.config.update("jax_platforms", "cpu")
-    return args, jax, workloads(*((2, 16, 8, 16) if args.quick else (8, 32, 16, 32)))
-
-
-def workload_fn(lax_module: Any, grad: Callable, cfg: dict) -> Callable:
-    """The workload's function over ``lax_module`` (ember's or JAX's lax); for a ``grad`` workload,
-    the gradient of its sum with respect to the kernel."""
-    f = make(lax_module, cfg)
-    if cfg.get("grad"):
-        f = grad(lambda x, k, f=f: f(x, k).sum(), argnums=1)
-    return f
-
-
-def main() -> None:
-    args, jax, cases = setup(default_rounds=3)
+    opts = {"num_threads": args.threads} if args.threads else {}
     rows = []
-    for name, cfg, inputs in cases:
-        runners: dict = {}
-        f = workload_fn(lax, ember.grad, cfg)
-        for backend in ("native", "numpy"):
-            g = ember.jit(f, backend=backend)
-            g(*inputs)
-            runners[f"ember {backend}"] = lambda g=g, inputs=inputs: g(*inputs)
-        if jax is not None:
-            runners["jax jit"] = run_jax = jax_runner(jax, cfg, inputs)
-            want = np.asarray(run_jax())
-            got = np.asarray(ember.jit(f, backend="native")(*inputs))
-            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
-        # interleave the implementations over several rounds (the machine is shared): median of medians
-        times = round_medians(runners, args.rounds)
-        rows.append({"workload": name, "times": times})
-        print(name, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, flush=True)
-    print(report("Convolutions and pooling (im2col over slices + dot_general)", rows, "conv"))
+    for name, cfg in workloads(args.rows.split(","), args.quick):
+        xs = inputs(cfg)
+        want = np.asarray(ember.jit(lax_fn(lax, ember.grad, cfg), backend="numpy")(*xs))
+        impls, nchw = runners(cfg, xs, jax, opts)
+        for k, run in impls.items():
+            check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", False))
+        stats = (cpu_interleaved(impls) if args.clock == "cpu"
+                 else interleaved(impls, max_seconds=args.max_seconds))
+        rows.append({"workload": name, "times": medians(stats), "stats": stats})
+        print(name, {k: f"{v * 1e3:.3f} ms" for k, v in medians(stats).items()}, flush=True)
+    threads = f"{args.threads} thread(s)" if args.threads else "each library's default threads"
+    clock = "process CPU time per call" if args.clock == "cpu" else "wall time per call"
+    name = f"conv_threads{args.threads}" if args.threads else "conv"
+    name += "_cpu" if args.clock == "cpu" else ""
+    print(report(f"Convolutions and pooling (float32; {threads}; {clock})", rows, name))
 
 
 if __name__ == "__main__":

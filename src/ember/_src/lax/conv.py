@@ -32,6 +32,7 @@ from ember._src.lax.windows import (
     positive_ints,
     window_taps,
 )
+from ember._src.prims import conv as convp
 from ember._src.prims import dot as dotp
 from ember._src.prims import movement as mv
 from ember.errors import DTypeError, ShapeError
@@ -108,6 +109,17 @@ def conv_dimension_numbers(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
     return dn
 
 
+def _use_primitive(xa: core.ShapedArray, wa: core.ShapedArray, dn: ConvDimensionNumbers, ldil: Sequence[int],
+                   B: int, preferred_element_type: Any) -> bool:
+    """Whether the ``conv`` primitive covers this convolution (2-D, no input dilation, no batch
+    groups, float32/float64, static features and spatial sizes); the im2col composite runs otherwise."""
+    if xa.ndim != 4 or any(v != 1 for v in ldil) or B != 1 or xa.dtype not in (dt.float32, dt.float64):
+        return False
+    if preferred_element_type is not None and dt.canonicalize(preferred_element_type) != xa.dtype:
+        return False
+    return all(isinstance(v, int) for v in (*(xa.shape[a] for a in dn.lhs_spec[1:]), *wa.shape))
+
+
 def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int], padding: Any,
                          lhs_dilation: Sequence[int] | None = None,
                          rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
@@ -126,7 +138,8 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
     ``precision`` is accepted for compatibility and ignored.
     """
     del precision
-    x, w = _as_operand(lhs), _as_operand(rhs)
+    x0 = x = _as_operand(lhs)
+    w0 = w = _as_operand(rhs)
     xa, wa = core.get_aval(x), core.get_aval(w)
     if xa.dtype != wa.dtype:
         raise DTypeError(f"conv_general_dilated requires operands of the same dtype, got {xa.dtype} and "
@@ -169,6 +182,8 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         pads = padtype_to_pads(xs[1:1 + d], [dilate_dim(k, r) for k, r in zip(K, rdil)], strides, padding)
     else:
         pads = normalize_pads(padding, d, name)
+    if _use_primitive(xa, wa, dn, ldil, B, preferred_element_type):
+        return convp.conv(x0, w0, strides, pads, rdil, dn, G)
     spatial = tuple(range(1, 1 + d))
     x = dilate_and_pad(x, mv.full((), 0, xa.dtype), spatial, pads, ldil)
     taps = window_taps(x, spatial, K, strides, rdil, at=1 + d)  # (N, out..., K..., C)

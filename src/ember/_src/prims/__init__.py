@@ -3,6 +3,7 @@
 from ember._src.prims import (  # noqa: F401
     attention,
     callback,
+    conv,
     debug_callback,
     dot,
     elementwise,

@@ -1,0 +1,485 @@
+/* Direct / implicit-GEMM 2-D convolution (see native/emit/conv.py), for one element type.
+   Instantiated per program by text replacement: ELT (float or double) and SFX (f32 or f64).
+
+   The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
+   copied into the step's workspace in that order. The kernel is packed once per call into panels
+   of NR = 2 vectors of output features: wp[g][panel][k][NR], k = (kh * KW + kw) * Cg + c, zero
+   past the group's Og features. One task is one (image, group, panel, chunk of CB blocks); a block
+   is MR consecutive output pixels of the image (row-major), an MR x NR tile of accumulators in
+   registers:
+
+   * interior blocks (every tap of every pixel inside the image) multiply straight from the input:
+     pixel m of the block reads the input at a fixed stride (sw * C) from pixel 0, and the taps
+     are segments of it: one per kernel row of KW * C contiguous values (one group, no column
+     dilation) or one per tap of Cg values. No copy of the input is made;
+   * other blocks (touching the padding, spanning two output rows, or the image's tail) first
+     pack their MR patches
+     (K = KH * KW * Cg values each, zeros for taps in the padding, so NaN/Inf in the kernel
+     propagate as in the zero-padded definition) into the thread's tile in the workspace
+     (MR x K values: bounded by the tile, not by the image) and multiply from there.
+
+   Depthwise convolutions (Cg = Og = 1) run a direct loop vectorized over the channels. */
+
+#ifndef EM_CV_COMMON
+#define EM_CV_COMMON
+#if defined(__AVX512F__) && defined(__FMA__)
+#define EM_CV_BYTES 64
+#define EM_CV_MR 14
+#define EM_CV_FMA_f32(a, b, c) __builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)
+#define EM_CV_FMA_f64(a, b, c) __builtin_ia32_vfmaddpd512_mask((a), (b), (c), (char)-1, 4)
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x, x, x, x, x}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define EM_CV_BYTES 32
+#define EM_CV_MR 6
+#define EM_CV_FMA_f32(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+#define EM_CV_FMA_f64(a, b, c) __builtin_ia32_vfmaddpd256((a), (b), (c))
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x}
+#else
+#define EM_CV_BYTES 32
+#define EM_CV_MR 4
+#define EM_CV_FMA_f32(a, b, c) ((a) * (b) + (c))
+#define EM_CV_FMA_f64(a, b, c) ((a) * (b) + (c))
+#define EM_CV_BC_f32(x) {x, x, x, x, x, x, x, x}
+#define EM_CV_BC_f64(x) {x, x, x, x}
+#endif
+#define EM_CV_DW_CHUNK 64  /* channels per accumulator chunk of the depthwise loop (DW_CHUNK in conv.py) */
+
+/* The step's geometry (static: the emitter writes it as a constant the inlined tasks fold). */
+typedef struct {
+    int64_t H, W, C, OH, OW, G, Cg, Og, P, KH, KW, sh, sw, dh, dw, hlo, wlo, K;
+    int64_t xsn, xsc, xsh, xsw;      /* input strides (elements) of the original layout */
+    int64_t wso, wsi, wsh, wsw;      /* kernel strides */
+    int64_t osn, oso, osh, osw;      /* output strides */
+    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16) */
+    int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
+} em_cv_geo;
+
+static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+#endif
+
+typedef ELT em_cv_v_SFX __attribute__((vector_size(EM_CV_BYTES)));
+typedef ELT em_cv_u_SFX __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));  /* unaligned */
+#define EM_CV_VL_SFX ((int64_t)(EM_CV_BYTES / sizeof(ELT)))
+
+typedef struct {
+    const ELT *xsrc, *w;   /* the operands as given */
+    const ELT *x;          /* the input in NHWC order (xsrc itself, or its copy xt) */
+    ELT *xt, *wp, *tiles;  /* workspace: NHWC copy, packed kernel, per-thread tiles */
+    ELT *out;              /* where the tasks write: the output, or its NHWC staging copy */
+    ELT *y;                /* the output (an NHWC staging copy is moved there last) */
+} em_cv_ctx_SFX;
+
+/* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
+   osh, osw): contiguous reads of an L1-sized row, writes along the pixels for NCHW. */
+static inline __attribute__((always_inline)) void em_cv_unstage_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                     int64_t t, int64_t osn, int64_t oso,
+                                                                     int64_t osh, int64_t osw) {
+    const int64_t n = t / g.OH, h = t % g.OH, O = g.G * g.Og;
+    const ELT *src = c->out + t * g.OW * O;
+    ELT *dst = c->y + n * osn + h * osh;
+    for (int64_t o = 0; o < O; ++o)
+        for (int64_t x = 0; x < g.OW; ++x) dst[o * oso + x * osw] = src[x * O + o];
+}
+
+/* Whether input index i (padding lo) is read by some tap (k taps, dilation d, stride s, o outputs). */
+static inline int em_cv_read(int64_t i, int64_t lo, int64_t k, int64_t d, int64_t s, int64_t o) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t j = i + lo - kk * d;
+        if (j >= 0 && j % s == 0 && j / s < o) return 1;
+    }
+    return 0;
+}
+
+/* Copy the input row (image n, row h) = t into NHWC order; rows (and, when allcols is 0, pixels)
+   that no tap reads are skipped (a strided 1x1 convolution reads a quarter of the input). */
+static inline __attribute__((always_inline)) void em_cv_nhwc_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                  const int allcols, int64_t t) {
+    const int64_t n = t / g.H, h = t % g.H;
+    if (!em_cv_read(h, g.hlo, g.KH, g.dh, g.sh, g.OH)) return;
+    const ELT *src = c->xsrc + n * g.xsn + h * g.xsh;
+    ELT *dst = c->xt + t * g.W * g.C;
+    if (allcols) {
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+        return;
+    }
+    for (int64_t x = 0; x < g.W; ++x)
+        if (em_cv_read(x, g.wlo, g.KW, g.dw, g.sw, g.OW))
+            for (int64_t ch = 0; ch < g.C; ++ch) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+}
+
+/* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */
+static inline __attribute__((always_inline)) void em_cv_packw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                   int64_t t) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, gi = t / g.P, p = t % g.P;
+    ELT *dst = c->wp + t * g.K * NR;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw)
+            for (int64_t ci = 0; ci < g.Cg; ++ci) {
+                ELT *d = dst + ((kh * g.KW + kw) * g.Cg + ci) * NR;
+                for (int64_t j = 0; j < NR; ++j) {
+                    const int64_t o = p * NR + j;
+                    d[j] = o < g.Og ? c->w[(gi * g.Og + o) * g.wso + ci * g.wsi + kh * g.wsh + kw * g.wsw] : 0;
+                }
+            }
+}
+
+/* One MR x NR output tile: acc[m] = sum over NI x NJ segments of L values of
+   a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
+   feature stride oc), mv pixels and nv features of it. */
+static inline __attribute__((always_inline)) void em_cv_tile_SFX(
+        const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
+        const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
+        const int64_t nv) {
+    const int64_t VL = EM_CV_VL_SFX, NR = 2 * EM_CV_VL_SFX;
+    em_cv_v_SFX acc[EM_CV_MR][2];
+#pragma GCC unroll 32
+    for (int m = 0; m < EM_CV_MR; ++m) {
+        acc[m][0] = (em_cv_v_SFX){0};
+        acc[m][1] = (em_cv_v_SFX){0};
+    }
+    for (int64_t i = 0; i < NI; ++i)
+        for (int64_t j = 0; j < NJ; ++j) {
+            const ELT *ap = a + i * RS + j * JS;
+            const ELT *wq = wp + (i * NJ + j) * L * NR;
+            for (int64_t k = 0; k < L; ++k) {
+                const em_cv_v_SFX w0 = *(const em_cv_v_SFX *)(wq + k * NR);
+                const em_cv_v_SFX w1 = *(const em_cv_v_SFX *)(wq + k * NR + VL);
+#pragma GCC unroll 32
+                for (int m = 0; m < EM_CV_MR; ++m) {
+                    const ELT s = ap[m * PS + k];
+                    const em_cv_v_SFX b = EM_CV_BC_SFX(s);
+                    acc[m][0] = EM_CV_FMA_SFX(b, w0, acc[m][0]);
+                    acc[m][1] = EM_CV_FMA_SFX(b, w1, acc[m][1]);
+                }
+            }
+        }
+    if (mv == EM_CV_MR && nv == NR && oc == 1) {
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m) {
+            *(em_cv_u_SFX *)(o + m * om) = acc[m][0];
+            *(em_cv_u_SFX *)(o + m * om + VL) = acc[m][1];
+        }
+        return;
+    }
+    ELT t[EM_CV_MR][2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+#pragma GCC unroll 32
+    for (int m = 0; m < EM_CV_MR; ++m) {
+        *(em_cv_v_SFX *)&t[m][0] = acc[m][0];
+        *(em_cv_v_SFX *)&t[m][VL] = acc[m][1];
+    }
+    if (oc == 1) {
+        for (int64_t m = 0; m < mv; ++m)
+            for (int64_t j = 0; j < nv; ++j) o[m * om + j] = t[m][j];
+    } else {  /* features strided (NCHW): write along the pixels */
+        for (int64_t j = 0; j < nv; ++j)
+            for (int64_t m = 0; m < mv; ++m) o[m * om + j * oc] = t[m][j];
+    }
+}
+
+/* The patches of output pixels q0 .. q0 + mv (flattened oh * OW + ow) of image xn (group offset
+   applied) into tile[m][K]: zeros in the padding and for the rows past mv. */
+static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, const ELT *xn, const em_cv_geo g,
+                                                                  int64_t q0, int64_t mv) {
+    for (int64_t m = 0; m < EM_CV_MR; ++m) {
+        ELT *d = tile + m * g.K;
+        if (m >= mv) {
+            for (int64_t k = 0; k < g.K; ++k) d[k] = 0;
+            continue;
+        }
+        const int64_t ih0 = ((q0 + m) / g.OW) * g.sh - g.hlo, iw0 = ((q0 + m) % g.OW) * g.sw - g.wlo;
+        if (g.G == 1 && g.dw == 1) {  /* a kernel row's taps are one run of the input row: copy it clipped */
+            const int64_t kl = em_cv_min(g.KW, iw0 < 0 ? -iw0 : 0);
+            const int64_t kr = iw0 + g.KW > g.W ? (g.W - iw0 > kl ? g.W - iw0 : kl) : g.KW;
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+                const int64_t ih = ih0 + kh * g.dh;
+                ELT *dd = d + kh * g.KW * g.C;
+                if (ih < 0 || ih >= g.H) {
+                    for (int64_t k = 0; k < g.KW * g.C; ++k) dd[k] = 0;
+                    continue;
+                }
+                const ELT *s = xn + (ih * g.W + iw0 + kl) * g.C;
+                for (int64_t k = 0; k < kl * g.C; ++k) dd[k] = 0;
+                for (int64_t k = 0; k < (kr - kl) * g.C; ++k) dd[kl * g.C + k] = s[k];
+                for (int64_t k = kr * g.C; k < g.KW * g.C; ++k) dd[k] = 0;
+            }
+            continue;
+        }
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t ih = ih0 + kh * g.dh;
+            for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const int64_t iw = iw0 + kw * g.dw;
+                ELT *dd = d + (kh * g.KW + kw) * g.Cg;
+                if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+                    const ELT *s = xn + (ih * g.W + iw) * g.C;
+                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = s[ci];
+                } else {
+                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = 0;
+                }
+            }
+        }
+    }
+}
+
+/* Task t = ((n * G + g) * P + p) * NCH + chunk: blocks [chunk CB, chunk CB + CB) of MR output
+   pixels (flattened oh * OW + ow over the image) of one feature panel. rowmode: the taps of a
+   kernel row are one contiguous segment (one group, no column dilation). */
+static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                    const int rowmode, int64_t t, int64_t tid) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR, Q = g.OH * g.OW;
+    const int64_t chunk = t % g.NCH;
+    int64_t r = t / g.NCH;
+    const int64_t p = r % g.P;
+    r /= g.P;
+    const int64_t gi = r % g.G, n = r / g.G;
+    const ELT *wp = c->wp + (gi * g.P + p) * g.K * NR;
+    const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+    ELT *obase = c->out + n * g.osn + (gi * g.Og + p * NR) * g.oso;
+    const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
+    ELT *tile = c->tiles + tid * g.tile;
+    ELT ot[EM_CV_MR * 2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    const int64_t qend = em_cv_min(Q, (chunk + 1) * g.CB * MR);
+    for (int64_t q0 = chunk * g.CB * MR; q0 < qend; q0 += MR) {
+        const int64_t mv = em_cv_min(MR, Q - q0), oh = q0 / g.OW, ow0 = q0 % g.OW;
+        const int64_t ih0 = oh * g.sh - g.hlo, iw0 = ow0 * g.sw - g.wlo;
+        if (mv == MR && ow0 + MR <= g.OW && ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H && iw0 >= 0
+                && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
+            const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
+            ELT *o = obase + oh * g.osh + ow0 * g.osw;
+            if (rowmode)
+                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
+            else
+                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
+                               MR, nv);
+            continue;
+        }
+        em_cv_pack_SFX(tile, xn, g, q0, mv);
+        if (ow0 + mv <= g.OW) {  /* one output row: store in place */
+            em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
+            continue;
+        }
+        em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
+        for (int64_t m = 0; m < mv; ++m) {
+            ELT *o = obase + ((q0 + m) / g.OW) * g.osh + ((q0 + m) % g.OW) * g.osw;
+            for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
+        }
+    }
+}
+
+/* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */
+static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g) {
+    for (int64_t k = 0; k < g.KH * g.KW; ++k)
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            c->wp[k * g.C + ch] = c->w[ch * g.wso + (k / g.KW) * g.wsh + (k % g.KW) * g.wsw];
+}
+
+/* Depthwise: the taps of pixels [p0, p1) of output row oh, one tap at a time over the pixels
+   (bounds per tap), added to acc[ow][cn]. Taps in the padding multiply zeros, so a non-finite
+   kernel value propagates as in the zero-padded definition. */
+static inline __attribute__((always_inline)) void em_cv_dwtaps_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                    const ELT *xn, ELT *acc, int64_t oh,
+                                                                    int64_t c0, int64_t cn, int64_t p0, int64_t p1) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * g.sh - g.hlo + kh * g.dh;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const ELT *wq = c->wp + (kh * g.KW + kw) * g.C + c0;
+            const int64_t off = kw * g.dw - g.wlo;  /* iw = ow sw + off */
+            int64_t lo = off < 0 ? (-off + g.sw - 1) / g.sw : 0;
+            int64_t hi = g.W - off > 0 ? (g.W - off + g.sw - 1) / g.sw : 0;
+            if (ih < 0 || ih >= g.H) lo = hi = 0;
+            lo = lo < p0 ? p0 : em_cv_min(lo, p1);
+            hi = hi < lo ? lo : em_cv_min(hi, p1);
+            for (int64_t ow = p0; ow < lo; ++ow) {
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
+            }
+            for (int64_t ow = lo; ow < hi; ++ow) {
+                const ELT *xp = xn + (ih * g.W + ow * g.sw + off) * g.C + c0;
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += xp[ch] * wq[ch];
+            }
+            for (int64_t ow = hi; ow < p1; ++ow) {
+#pragma omp simd
+                for (int64_t ch = 0; ch < cn; ++ch) acc[ow * cn + ch] += (ELT)0 * wq[ch];
+            }
+        }
+    }
+}
+
+/* Depthwise task t = n * OH + oh: one output row, in chunks of up to EM_CV_DW_CHUNK channels
+   accumulated in the thread's tile (OW x chunk values). Pixels whose every tap lies inside the
+   image sum their taps in registers (vectorized over the channels); the others go tap by tap
+   (em_cv_dwtaps). The summation order is the same (taps row-major) either way. */
+static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                   int64_t t, int64_t tid) {
+    const int64_t n = t / g.OH, oh = t % g.OH;
+    const ELT *xn = c->x + n * g.H * g.W * g.C;
+    ELT *acc = c->tiles + tid * g.tile;
+    const int64_t ih0 = oh * g.sh - g.hlo;
+    /* interior pixels [a, b): iw = ow sw - wlo + kw dw inside [0, W) for every kw */
+    int64_t a = g.wlo > 0 ? (g.wlo + g.sw - 1) / g.sw : 0;
+    const int64_t span = g.W + g.wlo - (g.KW - 1) * g.dw;  /* ow sw < span */
+    int64_t b = span > 0 ? (span + g.sw - 1) / g.sw : 0;
+    if (ih0 < 0 || ih0 + (g.KH - 1) * g.dh >= g.H) a = b = 0;
+    a = em_cv_min(a, g.OW);
+    b = b < a ? a : em_cv_min(b, g.OW);
+    for (int64_t c0 = 0; c0 < g.C; c0 += EM_CV_DW_CHUNK) {
+        const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
+        for (int64_t k = 0; k < a * cn; ++k) acc[k] = 0;
+        for (int64_t k = b * cn; k < g.OW * cn; ++k) acc[k] = 0;
+        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, 0, a);
+        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, b, g.OW);
+        for (int64_t ow = a; ow < b; ++ow) {
+            const ELT *xp = xn + (ih0 * g.W + ow * g.sw - g.wlo) * g.C + c0;
+#pragma omp simd
+            for (int64_t ch = 0; ch < cn; ++ch) {
+                ELT s = 0;
+                for (int64_t kh = 0; kh < g.KH; ++kh)
+                    for (int64_t kw = 0; kw < g.KW; ++kw)
+                        s += xp[(kh * g.dh * g.W + kw * g.dw) * g.C + ch] * c->wp[(kh * g.KW + kw) * g.C + c0 + ch];
+                acc[ow * cn + ch] = s;
+            }
+        }
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+            ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw + c0 * g.oso;
+            if (g.oso == 1) {
+                for (int64_t ch = 0; ch < cn; ++ch) o[ch] = acc[ow * cn + ch];
+            } else {
+                for (int64_t ch = 0; ch < cn; ++ch) o[ch * g.oso] = acc[ow * cn + ch];
+            }
+        }
+    }
+}
+
+/* ---- Winograd F(2x2, 3x3) for 3x3 stride-1 undilated single-group convolutions -------------------
+   Y = A^T [(G g G^T) . (B^T d B)] A per 2x2 output tile: 16 products of (tiles x C) by (C x O) in
+   place of 36, the transforms vectorized over the channels. An Inf in the input can come out as NaN
+   where the direct sum gives +-Inf (the transforms subtract input values); NaN propagates. */
+
+/* Transformed kernel panel t = e-major: U[e][p][c][NR] = (G g G^T)[e] for o = p NR + j. */
+static inline __attribute__((always_inline)) void em_cv_wino_packw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                        int64_t t) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, p = t;
+    for (int64_t ci = 0; ci < g.C; ++ci)
+        for (int64_t j = 0; j < NR; ++j) {
+            const int64_t o = p * NR + j;
+            ELT u[16];
+            if (o < g.Og) {
+                ELT w[3][3], r[4][3];
+                for (int a = 0; a < 3; ++a)
+                    for (int b = 0; b < 3; ++b) w[a][b] = c->w[o * g.wso + ci * g.wsi + a * g.wsh + b * g.wsw];
+                for (int b = 0; b < 3; ++b) {  /* G g */
+                    r[0][b] = w[0][b];
+                    r[1][b] = (ELT)0.5 * (w[0][b] + w[1][b] + w[2][b]);
+                    r[2][b] = (ELT)0.5 * (w[0][b] - w[1][b] + w[2][b]);
+                    r[3][b] = w[2][b];
+                }
+                for (int a = 0; a < 4; ++a) {  /* (G g) G^T */
+                    u[a * 4 + 0] = r[a][0];
+                    u[a * 4 + 1] = (ELT)0.5 * (r[a][0] + r[a][1] + r[a][2]);
+                    u[a * 4 + 2] = (ELT)0.5 * (r[a][0] - r[a][1] + r[a][2]);
+                    u[a * 4 + 3] = r[a][2];
+                }
+            } else {
+                for (int e = 0; e < 16; ++e) u[e] = 0;
+            }
+            for (int e = 0; e < 16; ++e) c->wp[((e * g.P + p) * g.C + ci) * NR + j] = u[e];
+        }
+}
+
+/* Task t = n * NCH + block: MR tiles (row-major over the ceil(OH/2) x ceil(OW/2) tile grid), all
+   feature panels (the transformed kernel is small enough to stay in L2). */
+static inline __attribute__((always_inline)) void em_cv_wino_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+                                                                  int64_t t, int64_t tid) {
+    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR, C = g.C;
+    const int64_t TW = (g.OW + 1) / 2, T = ((g.OH + 1) / 2) * TW;
+    const int64_t n = t / g.NCH, b0 = (t % g.NCH) * MR;
+    const int64_t mv = em_cv_min(MR, T - b0);
+    const ELT *xn = c->x + n * g.H * g.W * C;
+    ELT *v = c->tiles + tid * g.tile;  /* V[16][MR][C] */
+    for (int64_t m = 0; m < MR; ++m) {
+        if (m >= mv) {
+            for (int e = 0; e < 16; ++e)
+                for (int64_t ci = 0; ci < C; ++ci) v[(e * MR + m) * C + ci] = 0;
+            continue;
+        }
+        const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
+        const int64_t ih0 = 2 * ty - g.hlo, iw0 = 2 * tx - g.wlo;
+        const ELT *d[4][4];
+        for (int a = 0; a < 4; ++a)
+            for (int b = 0; b < 4; ++b) {
+                const int64_t ih = ih0 + a, iw = iw0 + b;
+                d[a][b] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? xn + (ih * g.W + iw) * C : 0;
+            }
+        for (int64_t c0 = 0; c0 < C; c0 += 64) {
+            const int64_t cn = em_cv_min(64, C - c0);
+            ELT s[4][4][64] __attribute__((aligned(64)));
+            for (int a = 0; a < 4; ++a)
+                for (int b = 0; b < 4; ++b) {
+                    if (d[a][b]) {
+                        for (int64_t k = 0; k < cn; ++k) s[a][b][k] = d[a][b][c0 + k];
+                    } else {
+                        for (int64_t k = 0; k < cn; ++k) s[a][b][k] = 0;
+                    }
+                }
+            ELT r[4][4][64] __attribute__((aligned(64)));
+            for (int b = 0; b < 4; ++b) {  /* B^T d */
+#pragma omp simd
+                for (int64_t k = 0; k < cn; ++k) {
+                    r[0][b][k] = s[0][b][k] - s[2][b][k];
+                    r[1][b][k] = s[1][b][k] + s[2][b][k];
+                    r[2][b][k] = s[2][b][k] - s[1][b][k];
+                    r[3][b][k] = s[1][b][k] - s[3][b][k];
+                }
+            }
+            for (int a = 0; a < 4; ++a) {  /* (B^T d) B */
+                ELT *o0 = v + ((a * 4 + 0) * MR + m) * C + c0, *o1 = v + ((a * 4 + 1) * MR + m) * C + c0;
+                ELT *o2 = v + ((a * 4 + 2) * MR + m) * C + c0, *o3 = v + ((a * 4 + 3) * MR + m) * C + c0;
+#pragma omp simd
+                for (int64_t k = 0; k < cn; ++k) {
+                    o0[k] = r[a][0][k] - r[a][2][k];
+                    o1[k] = r[a][1][k] + r[a][2][k];
+                    o2[k] = r[a][2][k] - r[a][1][k];
+                    o3[k] = r[a][1][k] - r[a][3][k];
+                }
+            }
+        }
+    }
+    ELT mb[16][EM_CV_MR * 2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    for (int64_t p = 0; p < g.P; ++p) {
+        const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+        for (int e = 0; e < 16; ++e)
+            em_cv_tile_SFX(v + e * MR * C, C, 1, 0, 1, 0, C, c->wp + (e * g.P + p) * C * NR, mb[e], NR, 1, MR, NR);
+        for (int64_t m = 0; m < mv; ++m) {
+            const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
+            ELT y[2][2][2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+#pragma omp simd
+            for (int64_t j = 0; j < NR; ++j) {
+                ELT s0[4], s1[4];
+                for (int b = 0; b < 4; ++b) {  /* A^T M */
+                    const ELT m0 = mb[b][m * NR + j], m1 = mb[4 + b][m * NR + j];
+                    const ELT m2 = mb[8 + b][m * NR + j], m3 = mb[12 + b][m * NR + j];
+                    s0[b] = m0 + m1 + m2;
+                    s1[b] = m1 - m2 - m3;
+                }
+                y[0][0][j] = s0[0] + s0[1] + s0[2];
+                y[0][1][j] = s0[1] - s0[2] - s0[3];
+                y[1][0][j] = s1[0] + s1[1] + s1[2];
+                y[1][1][j] = s1[1] - s1[2] - s1[3];
+            }
+            for (int a = 0; a < 2; ++a)
+                for (int b = 0; b < 2; ++b) {
+                    const int64_t oh = 2 * ty + a, ow = 2 * tx + b;
+                    if (oh >= g.OH || ow >= g.OW) continue;
+                    ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw + p * NR * g.oso;
+                    if (g.oso == 1) {
+                        for (int64_t j = 0; j < nv; ++j) o[j] = y[a][b][j];
+                    } else {
+                        for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = y[a][b][j];
+                    }
+                }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+"""The ``conv`` call step: a direct / implicit-GEMM 2-D convolution inside ``ember_main``.
+
+The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``csrc/conv.h``,
+instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
+constant the inlined task functions fold. What happens (details in the header's comment):
+
+1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
+   tap-major rows of channels);
+2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
+   workspace (a pooled pass over image rows); such an output is written NHWC into the workspace
+   and moved into its layout by a last pooled pass (stores at a channel stride of a power of two
+   bytes, NCHW's, would keep evicting each other from L1);
+3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
+   run on ember's thread pool; interior blocks multiply straight from the input, the others
+   (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
+   (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
+   on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
+
+The workspace holds the packed kernel, the NHWC copies (only when needed) and one tile per thread:
+nothing proportional to the kernel area times the image, as im2col would be.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ember._src import shapes as sh
+from ember._src.native.csrc import load
+from ember._src.native.emit import support
+from ember._src.native.emit.calls import CallCode, register
+from ember._src.native.plan.symdims import cdim
+from ember._src.native.runtime.threadpool import usable_cpus
+from ember._src.program import Eqn
+
+THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
+DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
+MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
+VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
+WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
+# an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
+WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
+WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
+_ALIGN = 16  # workspace regions start at multiples of 16 elements
+_TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
+_SRC = load("conv.h")
+
+
+def _strides(shape: tuple) -> list:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc = acc * d
+    return out[::-1]
+
+
+def _up(n: Any) -> Any:
+    return n + (-n) % _ALIGN if isinstance(n, int) else sh.floordiv(n + (_ALIGN - 1), _ALIGN) * _ALIGN
+
+
+class _Geo:
+    """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
+    the batch may be symbolic)."""
+
+    def __init__(self, e: Eqn):
+        p = e.params
+        x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
+        ls, rs, os_ = p["dimension_numbers"]
+        self.dtype = np.dtype(x.dtype)
+        self.N, self.C, self.H, self.W = (x.shape[a] for a in ls)
+        self.O, self.Cg, self.KH, self.KW = (w.shape[a] for a in rs)
+        self.OH, self.OW = y.shape[os_[2]], y.shape[os_[3]]
+        self.G = p["feature_group_count"]
+        self.Og = self.O // self.G
+        self.K = self.KH * self.KW * self.Cg
+        self.sh, self.sw = p["window_strides"]
+        self.dh, self.dw = p["rhs_dilation"]
+        (self.hlo, _), (self.wlo, _) = p["padding"]
+        xs, ws, ys = _strides(x.shape), _strides(w.shape), _strides(y.shape)
+        self.xst = [xs[a] for a in ls]  # n, c, h, w
+        self.wst = [ws[a] for a in rs]  # o, i, kh, kw
+        self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
+        # an output that is not channels-last is staged in NHWC order in the workspace, moved last
+        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O]
+        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
+        self.depthwise = self.Cg == 1 and self.Og == 1
+        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
+        self.rowmode = self.G == 1 and self.dw == 1
+        three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
+        self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
+                         and self.O >= WINOGRAD_MIN_FEATURES
+                         and 16 * self.C * self.O * self.dtype.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
+        nr_max = 2 * VEC_BYTES_MAX // self.dtype.itemsize
+        panels = -(-self.Og // nr_max) * nr_max
+        self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
+                            else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
+        self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
+        self.yt_elems = _up(self.N * self.OH * self.OW * self.O) if self.staged else 0
+        self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
+                        else MR_MAX * (16 * self.C if self.winograd else self.K))
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        if self.winograd:  # one task per MR tiles of 2x2 outputs
+            self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
+        else:
+            self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
+        self.tiles_elems = THREADS * self.tile
+
+    def fields(self, sfx: str) -> str:
+        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's)."""
+        nr = f"(2 * EM_CV_VL_{sfx})"
+        vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
+                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
+                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.CB,
+                self.nch]
+        return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
+
+
+def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
+    """Whether input index ``i`` is read by some tap (``em_cv_read``)."""
+    return any((j := i + lo - kk * d) >= 0 and j % s == 0 and j // s < o for kk in range(k))
+
+
+def _accepts(e: Eqn) -> bool:
+    x, w = e.inputs[0].aval, e.inputs[1].aval
+    if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
+        return False
+    ls = e.params["dimension_numbers"][0]
+    return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
+
+
+def _workspace(e: Eqn) -> Any:
+    g = _Geo(e)
+    return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
+
+
+def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
+    sig = f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid)"
+    support.need("threadpool")
+    return cc.helper(name, f"{sig} {{\n"
+                           f"    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) {body};\n}}\n")
+
+
+@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h)",
+          _accepts, _workspace, symbolic_ok=True)
+def _conv(e: Eqn, cc: CallCode) -> list[str]:
+    g = _Geo(e)
+    elt, sfx = _TYPES[g.dtype]
+    cc.helper(f"em_conv_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx))
+    geo = g.fields(sfx)
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
+    ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    gdecl = f"const em_cv_geo g_ = {geo}"
+    if g.depthwise:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
+        n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
+    elif g.winograd:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
+        n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
+        n_run = f"(int64_t){cdim(g.N)} * {g.nch}"
+    else:
+        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
+        run = _chunk_fn(cc, f"em_cv_run_{key}",
+                        f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
+        panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
+        n_pack = f"(int64_t){g.G} * {panels}"
+        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.nch}"
+    ws = f"(({elt} *){cc.ws})"
+    xt = f"{ws} + {cdim(g.wp_elems)}"
+    yt = f"{xt} + {cdim(g.xt_elems)}"
+    tiles = f"{yt} + {cdim(g.yt_elems)}"
+    x = cc.ins[0] if g.nhwc_in else xt
+    y = cc.outs[0]
+    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+             f"{yt if g.staged else y}, {y}}};",
+             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H}, "
+             f"nu_ = (int64_t){cdim(g.N)} * {g.OH};"]
+    steps = [(pack, "np_", 2), (run, "nr_", 4)]
+    if not g.nhwc_in:
+        allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
+        copy = _chunk_fn(cc, f"em_cv_copy_{key}",
+                         f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
+        steps.insert(1, (copy, "nc_", 4))
+    if g.staged:
+        strides = ", ".join(cdim(v) for v in g.yst)
+        unstage = _chunk_fn(cc, f"em_cv_unstage_{key}",
+                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
+        steps.append((unstage, "nu_", 4))
+    if cc.openmp and cc.num_threads != 1:
+        work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
+        threads = cc.num_threads or 0
+        lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
+        lines += [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
+                  f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in steps]
+    else:
+        lines += [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in steps]
+    return lines

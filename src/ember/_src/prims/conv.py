@@ -1,0 +1,314 @@
+"""The ``conv`` primitive: a 2-D convolution (cross-correlation) with strides, explicit padding,
+kernel ("atrous") dilation, any axis layout and feature groups.
+
+``lax.conv_general_dilated`` binds it for the configurations it covers (two spatial axes, no input
+dilation, ``batch_group_count == 1``, real floating operands) and keeps its im2col composite
+otherwise. It exists so that a backend can run the convolution without materializing im2col: the
+native backend's call step (``native/emit/conv.py``, ``csrc/conv.h``) reads the input in place.
+
+Params (all static, hashable):
+
+* ``window_strides`` ``(sh, sw)``; ``padding`` ``((lo, hi), (lo, hi))`` (negative values crop);
+  ``rhs_dilation`` ``(dh, dw)``;
+* ``dimension_numbers`` ``(lhs_spec, rhs_spec, out_spec)``, each a permutation of ``range(4)``:
+  ``lhs_spec = (batch, feature, spatial...)``, ``rhs_spec = (out feature, in feature, spatial...)``,
+  ``out_spec = (batch, feature, spatial...)``, as ``lax.ConvDimensionNumbers``;
+* ``feature_group_count`` ``G``: input features ``C = G * Cg`` (the kernel's input-feature size is
+  ``Cg``), output features ``O = G * Og``; group ``g`` maps inputs ``[g Cg, (g+1) Cg)`` to outputs
+  ``[g Og, (g+1) Og)``.
+
+``out[n, o, y, x] = sum_{c < Cg, i, j} lhs_pad[n, g(o) Cg + c, y sh + i dh, x sw + j dw] rhs[o, c, i, j]``.
+
+Rules: the JVP is bilinear; the transposes are convolutions themselves (as JAX's): the input
+cotangent convolves the stride-dilated output cotangent with the flipped kernel (input and output
+features swapped per group), the kernel cotangent convolves the input, with batch and features
+exchanged, with the output cotangent as the kernel (strides and dilation exchanged). vmap folds a
+mapped axis into the batch (input only), the output features (kernel only) or the groups (both).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ember._src import ad_util as ad
+from ember._src import core
+from ember._src import dtypes as dt
+from ember._src import shapes as sh
+from ember._src.core import Primitive, ShapedArray
+from ember._src.prims import movement as mv
+from ember.errors import DTypeError, ShapeError
+
+conv_p = Primitive("conv")
+
+NHWC = ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))  # ("NHWC", "HWIO", "NHWC") as dimension numbers
+
+
+def _dims(shape: tuple, spec: tuple) -> tuple:
+    """``shape`` read in ``spec`` order: (batch-like, feature-like, spatial 0, spatial 1)."""
+    return tuple(shape[a] for a in spec)
+
+
+def _place(dims: Sequence[Any], spec: tuple) -> tuple:
+    """The shape whose axis ``spec[i]`` has size ``dims[i]``."""
+    out: list[Any] = [0] * len(spec)
+    for d, a in zip(dims, spec):
+        out[a] = d
+    return tuple(out)
+
+
+def out_size(n: int, k: int, stride: int, dil: int, lo: int, hi: int) -> int:
+    """Output length of one spatial axis (0 when the dilated kernel does not fit)."""
+    span = n + lo + hi - ((k - 1) * dil + 1)
+    return span // stride + 1 if span >= 0 else 0
+
+
+def _conv_abstract(x: ShapedArray, w: ShapedArray, *, window_strides: tuple, padding: tuple,
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> ShapedArray:
+    ls, rs, os_ = dimension_numbers
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"conv: lhs and rhs must be rank 4, got {sh.shape_str(x.shape)} and "
+                         f"{sh.shape_str(w.shape)}")
+    if x.dtype != w.dtype:
+        raise DTypeError(f"conv: lhs dtype {x.dtype} differs from rhs dtype {w.dtype}")
+    if not dt.is_float(x.dtype) or dt.is_complex(x.dtype):
+        raise DTypeError(f"conv: operands must have a real floating dtype, got {x.dtype}")
+    N, C, H, W = _dims(x.shape, ls)
+    O, I, KH, KW = _dims(w.shape, rs)
+    G = feature_group_count
+    for name, v in (("H", H), ("W", W), ("C", C), ("O", O), ("I", I), ("KH", KH), ("KW", KW)):
+        if not isinstance(v, int):
+            raise ShapeError(f"conv: {name} must be static, got {v}")
+    if KH < 1 or KW < 1:
+        raise ShapeError(f"conv: kernel spatial sizes must be positive, got {KH}x{KW}")
+    if C != I * G:
+        raise ShapeError(f"conv: lhs has {C} input features but rhs expects {I} x feature_group_count {G}")
+    if O % G:
+        raise ShapeError(f"conv: rhs output features ({O}) must be divisible by feature_group_count ({G})")
+    (slo, shi), (wlo, whi) = padding
+    OH = out_size(H, KH, window_strides[0], rhs_dilation[0], slo, shi)
+    OW = out_size(W, KW, window_strides[1], rhs_dilation[1], wlo, whi)
+    return ShapedArray(_place((N, O, OH, OW), os_), x.dtype, x.weak_type and w.weak_type)
+
+
+def _conv_impl(x: np.ndarray, w: np.ndarray, *, window_strides: tuple, padding: tuple, rhs_dilation: tuple,
+               dimension_numbers: tuple, feature_group_count: int) -> np.ndarray:
+    """NumPy reference: one batched matrix product per kernel tap over the padded input."""
+    ls, rs, os_ = dimension_numbers
+    xc = np.transpose(x, (ls[0], ls[2], ls[3], ls[1]))  # N H W C
+    wc = np.transpose(w, (rs[2], rs[3], rs[1], rs[0]))  # KH KW Cg O
+    N, H, W, C = xc.shape
+    KH, KW, Cg, O = wc.shape
+    G = feature_group_count
+    (sh_, sw), (dh, dw) = window_strides, rhs_dilation
+    (hlo, hhi), (wlo, whi) = padding
+    OH = out_size(H, KH, sh_, dh, hlo, hhi)
+    OW = out_size(W, KW, sw, dw, wlo, whi)
+    # crop negative padding, pad the rest with zeros
+    xc = xc[:, max(-hlo, 0):H - max(-hhi, 0), max(-wlo, 0):W - max(-whi, 0)]
+    xc = np.pad(xc, ((0, 0), (max(hlo, 0), max(hhi, 0)), (max(wlo, 0), max(whi, 0)), (0, 0)))
+    out = np.zeros((G, N * OH * OW, O // G), x.dtype)
+    wg = wc.reshape(KH, KW, Cg, G, O // G).transpose(0, 1, 3, 2, 4)  # KH KW G Cg Og
+    if OH and OW and N:
+        with np.errstate(all="ignore"):
+            for i in range(KH):
+                for j in range(KW):
+                    xs = xc[:, i * dh:i * dh + (OH - 1) * sh_ + 1:sh_, j * dw:j * dw + (OW - 1) * sw + 1:sw]
+                    xs = xs.reshape(N * OH * OW, G, Cg).transpose(1, 0, 2)
+                    out += np.matmul(xs, wg[i, j])
+    y = out.transpose(1, 0, 2).reshape(N, OH, OW, O)  # N OH OW O
+    inv = [0] * 4
+    for src, a in zip((0, 3, 1, 2), os_):
+        inv[a] = src
+    return np.ascontiguousarray(np.transpose(y, inv))
+
+
+def conv(x: Any, w: Any, window_strides: Sequence[int], padding: Sequence[Sequence[int]],
+         rhs_dilation: Sequence[int], dimension_numbers: Sequence[Sequence[int]],
+         feature_group_count: int = 1) -> Any:
+    """Bind :data:`conv_p` (see the module docstring for the parameters)."""
+    return conv_p.bind(x, w, window_strides=tuple(int(s) for s in window_strides),
+                       padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+                       rhs_dilation=tuple(int(d) for d in rhs_dilation),
+                       dimension_numbers=tuple(tuple(int(a) for a in s) for s in dimension_numbers),
+                       feature_group_count=int(feature_group_count))
+
+
+def _conv_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+    (x, w), (tx, tw) = primals, tangents
+    out = conv_p.bind(x, w, **params)
+    t1 = ad.Zero.from_value(out) if ad.is_zero(tx) else conv_p.bind(tx, w, **params)
+    t2 = ad.Zero.from_value(out) if ad.is_zero(tw) else conv_p.bind(x, tw, **params)
+    return [out], [ad.add_tangents(t1, t2)]
+
+
+def _lhs_cotangent(ct: Any, x_aval: ShapedArray, w: Any, *, window_strides: tuple, padding: tuple,
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
+    """d lhs: the cotangent convolved (stride 1) with the flipped kernel, whose input and output
+    features are swapped within each group (strides above 1: per residue class of the input
+    position, :func:`_lhs_cotangent_phases`)."""
+    ls, rs, os_ = dimension_numbers
+    G = feature_group_count
+    _, _, H, W = _dims(x_aval.shape, ls)
+    # kernel -> (KH, KW, Og, G * Cg): features swapped per group
+    wc = mv.transpose(w, (rs[2], rs[3], rs[1], rs[0]))  # KH KW Cg O
+    KH, KW, Cg, O = core.get_aval(wc).shape
+    wc = mv.reshape(wc, (KH, KW, Cg, G, O // G))
+    wc = mv.transpose(wc, (0, 1, 4, 3, 2))
+    wc = mv.reshape(wc, (KH, KW, O // G, G * Cg))
+    if any(s > 1 for s in window_strides):
+        return _lhs_cotangent_phases(ct, x_aval, wc, window_strides, padding, rhs_dilation,
+                                     dimension_numbers, G)
+    wc = mv.rev(wc, (0, 1))
+    pads = []
+    for k, (n, d, (lo, _)) in enumerate(zip((H, W), rhs_dilation, padding)):
+        keff = (_dims(core.get_aval(w).shape, rs)[2 + k] - 1) * d + 1
+        oh = _dims(core.get_aval(ct).shape, os_)[2 + k]
+        pads.append((keff - 1 - lo, n - oh + lo))
+    return conv(ct, wc, (1, 1), pads, rhs_dilation, (os_, NHWC[1], ls), G)
+
+
+def _phases(n: int, k: int, s: int, d: int, lo: int, o: int) -> list:
+    """Per residue ``rho`` of the input index modulo the stride along one axis: ``None`` (no kernel
+    tap reaches it) or ``(first tap, taps, tap step, dilation, pad lo, pad hi, length)`` of the
+    stride-1 convolution of the cotangent that gives the input cotangent at ``rho, rho + s, ...``."""
+    g = math.gcd(d, s)
+    out = []
+    for rho in range(s):
+        r = (rho + lo) % s  # the padded index's residue
+        taps = [t for t in range(k) if (t * d) % s == r]
+        length = -(-(n - rho) // s) if n > rho else 0
+        if not taps or not length:
+            out.append(None)
+            continue
+        k0, m, dd = taps[0], len(taps), d // g
+        first = (k0 * d - r) // s + (m - 1) * dd - (rho + lo - r) // s
+        out.append((k0, m, s // g, dd, first, length + (m - 1) * dd - o - first, length))
+    return out
+
+
+def _lhs_cotangent_phases(ct: Any, x_aval: ShapedArray, wc: Any, strides: tuple, padding: tuple,
+                          dilation: tuple, dimension_numbers: tuple, G: int) -> Any:
+    """d lhs for strides above 1 without the stride-dilated cotangent (mostly zeros): per residue
+    pair of the input position modulo the strides, a stride-1 convolution of the cotangent with
+    the kernel taps that reach it (flipped), interleaved back. ``wc`` is the kernel with features
+    swapped per group, ``(KH, KW, Og, G * Cg)``, unflipped."""
+    ls, _, os_ = dimension_numbers
+    N, C, H, W = _dims(x_aval.shape, ls)
+    KH, KW, Og, _ = core.get_aval(wc).shape
+    ct = mv.transpose(ct, (os_[0], os_[2], os_[3], os_[1]))  # N OH OW O
+    _, OH, OW, _ = core.get_aval(ct).shape
+    ph = _phases(H, KH, strides[0], dilation[0], padding[0][0], OH)
+    pw = _phases(W, KW, strides[1], dilation[1], padding[1][0], OW)
+    qh, qw = -(-H // strides[0]), -(-W // strides[1])
+    dtype = core.get_aval(ct).dtype
+    rows = []
+    for a in ph:
+        row = []
+        for b in pw:
+            if a is None or b is None:
+                row.append(mv.full((N, qh, 1, qw, 1, C), 0, dtype))
+                continue
+            limits = (a[0] + (a[1] - 1) * a[2] + 1, b[0] + (b[1] - 1) * b[2] + 1, Og, C)
+            sub = mv.slice(wc, (a[0], b[0], 0, 0), limits, (a[2], b[2], 1, 1))
+            y = conv(ct, mv.rev(sub, (0, 1)), (1, 1), ((a[4], a[5]), (b[4], b[5])), (a[3], b[3]), NHWC, G)
+            y = mv.pad(y, mv.full((), 0, dtype), ((0, 0, 0), (0, qh - a[6], 0), (0, qw - b[6], 0), (0, 0, 0)))
+            row.append(mv.reshape(y, (N, qh, 1, qw, 1, C)))
+        rows.append(mv.concatenate(row, 4) if len(row) > 1 else row[0])
+    y = mv.concatenate(rows, 2) if len(rows) > 1 else rows[0]
+    y = mv.reshape(y, (N, qh * strides[0], qw * strides[1], C))
+    y = mv.slice(y, (0, 0, 0, 0), (N, H, W, C)) if (qh * strides[0], qw * strides[1]) != (H, W) else y
+    perm = [0] * 4
+    for src, a in zip((0, 3, 1, 2), ls):
+        perm[a] = src
+    return mv.transpose(y, tuple(perm))
+
+
+def _rhs_cotangent(ct: Any, x: Any, w_aval: ShapedArray, *, window_strides: tuple, padding: tuple,
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
+    """d rhs: the input, with batch and features exchanged (and groups ahead of the batch),
+    convolved with the output cotangent as kernel; strides and dilation exchange roles."""
+    ls, rs, os_ = dimension_numbers
+    G = feature_group_count
+    N, C, H, W = _dims(core.get_aval(x).shape, ls)
+    O, Cg, KH, KW = _dims(w_aval.shape, rs)
+    if G > 1:  # lhs' (Cg, G * N, H, W): group g's features are its images
+        xg = mv.transpose(x, (ls[1], ls[0], ls[2], ls[3]))  # C N H W
+        xg = mv.reshape(xg, (G, Cg, N, H, W))
+        xg = mv.reshape(mv.transpose(xg, (1, 0, 2, 3, 4)), (Cg, G * N, H, W))
+        lspec = (0, 1, 2, 3)
+    else:
+        xg, lspec = x, (ls[1], ls[0], ls[2], ls[3])
+    _, _, OH, OW = _dims(core.get_aval(ct).shape, os_)
+    pads = [(lo, (k - 1) * d + (o - 1) * s + 1 - n - lo)
+            for (lo, _), k, d, o, s, n in zip(padding, (KH, KW), rhs_dilation, (OH, OW), window_strides,
+                                              (H, W))]
+    cspec = (os_[1], os_[0], os_[2], os_[3])  # as a kernel: out features = ct's features, in = batch
+    ospec = (rs[1], rs[0], rs[2], rs[3])
+    return conv(xg, ct, rhs_dilation, pads, window_strides, (lspec, cspec, ospec), G)
+
+
+def _conv_transpose(ct: Any, x: Any, w: Any, **params: Any) -> list:
+    if isinstance(x, ad.UndefPrimal) and isinstance(w, ad.UndefPrimal):
+        raise TypeError("conv is not linear in both operands at once")
+    if isinstance(x, ad.UndefPrimal):
+        if ad.is_zero(ct):
+            return [ad.Zero(x.aval), None]
+        return [_lhs_cotangent(ct, x.aval, w, **params), None]
+    if ad.is_zero(ct):
+        return [None, ad.Zero(w.aval)]
+    return [None, _rhs_cotangent(ct, x, w.aval, **params)]
+
+
+def _conv_batch(vals: list, dims: list, *, window_strides: tuple, padding: tuple, rhs_dilation: tuple,
+                dimension_numbers: tuple, feature_group_count: int) -> tuple[list, list]:
+    """vmap: a mapped input folds into the batch, a mapped kernel into the output features (after
+    the group axis), both into the groups."""
+    (x, w), (bx, bw) = vals, dims
+    ls, rs, os_ = dimension_numbers
+    G = feature_group_count
+    if bx is not None:  # x -> (B, N, H, W, C)
+        x = mv.transpose(x, (bx, *(a + (a >= bx) for a in (ls[0], ls[2], ls[3], ls[1]))))
+    if bw is not None:  # w -> (B, KH, KW, Cg, O)
+        w = mv.transpose(w, (bw, *(a + (a >= bw) for a in (rs[2], rs[3], rs[1], rs[0]))))
+    B = core.get_aval(x).shape[0] if bx is not None else core.get_aval(w).shape[0]
+    kw = dict(window_strides=window_strides, padding=padding, rhs_dilation=rhs_dilation,
+              dimension_numbers=NHWC)
+    if bw is None:
+        wc = mv.transpose(w, (rs[2], rs[3], rs[1], rs[0]))
+        _, N, H, W, C = core.get_aval(x).shape
+        y = conv_p.bind(mv.reshape(x, (B * N, H, W, C)), wc, feature_group_count=G, **kw)
+        _, OH, OW, O = core.get_aval(y).shape
+        y = mv.reshape(y, (B, N, OH, OW, O))  # B N OH OW O
+    else:
+        _, KH, KW, Cg, O = core.get_aval(w).shape
+        Og = O // G
+        if bx is None:  # O' = (G, B, Og)
+            wc = mv.transpose(mv.reshape(w, (B, KH, KW, Cg, G, Og)), (1, 2, 3, 4, 0, 5))
+            xc = mv.transpose(x, (ls[0], ls[2], ls[3], ls[1]))
+            y = conv_p.bind(xc, mv.reshape(wc, (KH, KW, Cg, G * B * Og)), feature_group_count=G, **kw)
+            N, OH, OW = core.get_aval(y).shape[:3]
+            y = mv.transpose(mv.reshape(y, (N, OH, OW, G, B, Og)), (4, 0, 1, 2, 3, 5))
+        else:  # C' = (B, C), O' = (B, O), B * G groups
+            _, N, H, W, C = core.get_aval(x).shape
+            xc = mv.reshape(mv.transpose(x, (1, 2, 3, 0, 4)), (N, H, W, B * C))
+            wc = mv.reshape(mv.transpose(w, (1, 2, 3, 0, 4)), (KH, KW, Cg, B * O))
+            y = conv_p.bind(xc, wc, feature_group_count=B * G, **kw)
+            N, OH, OW = core.get_aval(y).shape[:3]
+            y = mv.transpose(mv.reshape(y, (N, OH, OW, B, O)), (3, 0, 1, 2, 4))
+        y = mv.reshape(y, (B, *core.get_aval(y).shape[1:4], O))
+    # (B, N, OH, OW, O) -> B first, then the out_spec layout
+    perm = [0] * 4
+    for src, a in zip((0, 3, 1, 2), os_):
+        perm[a] = src
+    return [mv.transpose(y, (0, *(p + 1 for p in perm)))], [0]
+
+
+conv_p.impl = _conv_impl
+conv_p.abstract_eval = _conv_abstract
+conv_p.jvp = _conv_jvp
+conv_p.transpose = _conv_transpose
+conv_p.batch = _conv_batch

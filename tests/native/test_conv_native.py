@@ -1,0 +1,331 @@
+"""The ``conv`` primitive and its native call step (native/emit/conv.py, csrc/conv.h): against a
+float64 NumPy reference written here (explicit loops over the kernel taps of the zero-padded input,
+in the operands' own layouts) over edge sizes (1x1 images, kernels larger than the input, odd
+sizes, one channel, strides above the kernel, dilation, cropping pads), NHWC / NCHW / mixed
+layouts, groups 1, 2 and depthwise, float32 / float64, NaN / Inf, an empty batch; the program runs
+the conv call step (no im2col slices, no fallback); gradients against finite differences and JAX;
+vmap; one compile across batch sizes; the workspace stays far below an im2col buffer."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+
+import ember
+from ember import lax
+from ember.test_util import check_grads
+from tests.native.conftest import requires_cc
+
+pytestmark = requires_cc
+RNG = np.random.default_rng(20)
+
+
+def ref(x, w, strides, padding, dilation, layouts, groups):
+    """float64 reference:
+    ``out[n, o, y, x] = sum_{c, i, j} xpad[n, g(o) Cg + c, y s + i d, x s + j d] w[o, c, i, j]``."""
+    lhs, rhs, out = layouts
+    s0, s1 = (a for a in rhs if a not in "OI")  # spatial axes in the kernel's order (strides, pads)
+    xc = np.transpose(np.asarray(x, np.float64), [lhs.index(a) for a in "NC" + s0 + s1])
+    wc = np.transpose(np.asarray(w, np.float64), [rhs.index(a) for a in "OI" + s0 + s1])
+    N, C, H, W = xc.shape
+    O, Cg, KH, KW = wc.shape
+    (sh, sw), (dh, dw) = strides, dilation
+    (hl, hh), (wl, wh) = padding
+    big = np.zeros((N, C, H + abs(hl) + abs(hh), W + abs(wl) + abs(wh)))
+    big[:, :, abs(hl):abs(hl) + H, abs(wl):abs(wl) + W] = xc
+    xp = big[:, :, abs(hl) - hl:abs(hl) + H + hh, abs(wl) - wl:abs(wl) + W + wh]  # pads / crops applied
+    OH = max(0, (xp.shape[2] - (KH - 1) * dh - 1) // sh + 1)
+    OW = max(0, (xp.shape[3] - (KW - 1) * dw - 1) // sw + 1)
+    y = np.zeros((N, O, OH, OW))
+    Og = O // groups
+    for o in range(O):
+        g = o // Og
+        for i in range(KH):
+            for j in range(KW):
+                patch = xp[:, g * Cg:(g + 1) * Cg, i * dh:i * dh + (OH - 1) * sh + 1:sh,
+                           j * dw:j * dw + (OW - 1) * sw + 1:sw]
+                y[:, o] += np.einsum("nchw,c->nhw", patch, wc[o, :, i, j])
+    return np.transpose(y, [("NC" + s0 + s1).index(a) for a in out])
+
+
+def shape_of(layout, **dims):
+    return tuple(dims[a] for a in layout)
+
+
+def operands(N, C, H, W, O, KH, KW, groups, layouts, dtype):
+    x = RNG.standard_normal(shape_of(layouts[0], N=N, C=C, H=H, W=W)).astype(dtype)
+    w = RNG.standard_normal(shape_of(layouts[1], O=O, I=C // groups, H=KH, W=KW)).astype(dtype)
+    return x, w
+
+
+def conv_fn(strides, padding, dilation, layouts, groups):
+    return lambda x, w: lax.conv_general_dilated(x, w, strides, padding, rhs_dilation=dilation,
+                                                 dimension_numbers=layouts, feature_group_count=groups)
+
+
+def run_native(f, *args):
+    """``f`` jitted natively; asserts the program runs one conv call step (no im2col, no fallback)."""
+    jf = ember.jit(f, backend="native")
+    out = np.asarray(jf(*args))
+    exe = jf.lower(*args).executable
+    sched = exe.schedule
+    assert sched.count("fallback") == 0, str(sched)
+    assert any(st.kind == "call" and st.eqns[0].prim.name == "conv" for st in sched.steps), str(sched)
+    assert not any(e.prim.name in ("concatenate", "dot_general") for e in exe.optimized.eqns)
+    assert "em_cv_" in exe.source
+    return out
+
+
+def tol(dtype, K=16):
+    """Tolerances for sums of ``K`` products of standard normal values."""
+    eps = 1e-6 if np.dtype(dtype) == np.float32 else 1e-14
+    return dict(rtol=10 * eps, atol=eps * max(K, 16))
+
+
+NHWC = ("NHWC", "HWIO", "NHWC")
+NCHW = ("NCHW", "OIHW", "NCHW")
+CASES = [
+    # N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts
+    (2, 16, 32, 32, 32, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # interior and edge blocks
+    (1, 64, 14, 14, 64, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),
+    (2, 3, 23, 21, 40, 7, 7, (2, 2), ((3, 3), (3, 3)), (1, 1), 1, NHWC),  # stem-like, odd sizes, O % NR
+    (2, 8, 17, 19, 20, 1, 1, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, NHWC),  # 1x1: a plain product
+    (2, 8, 17, 19, 20, 1, 1, (2, 2), ((0, 0), (0, 0)), (1, 1), 1, NCHW),  # strided 1x1 downsample
+    (1, 5, 1, 1, 3, 1, 1, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, NHWC),  # 1x1 image
+    (2, 4, 1, 1, 6, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # kernel larger than the input
+    (1, 1, 9, 11, 1, 3, 2, (1, 1), ((1, 0), (0, 1)), (1, 1), 1, NHWC),  # one channel
+    (2, 6, 13, 12, 7, 2, 2, (3, 4), ((0, 0), (1, 0)), (1, 1), 1, NHWC),  # stride above the kernel
+    (2, 6, 15, 16, 9, 3, 3, (1, 2), ((2, 2), (1, 3)), (2, 3), 1, NHWC),  # dilation (tap segments)
+    (2, 6, 15, 16, 9, 3, 3, (1, 1), ((-1, 2), (2, -1)), (1, 1), 1, NHWC),  # cropping pads
+    (2, 8, 18, 20, 12, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 2, NHWC),  # two groups
+    (2, 8, 18, 20, 12, 3, 3, (2, 1), ((1, 1), (1, 1)), (1, 1), 2, NCHW),
+    (2, 16, 20, 18, 16, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 16, NHWC),  # depthwise
+    (2, 16, 20, 18, 16, 5, 5, (2, 2), ((2, 2), (2, 2)), (2, 1), 16, NCHW),
+    (2, 4, 9, 10, 8, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 4, NHWC),  # channel multiplier 2
+    (0, 4, 9, 10, 8, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # empty batch
+    (2, 6, 11, 13, 10, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),  # mixed
+    (2, 6, 11, 13, 10, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NHWC", "OIHW", "NCHW")),
+    (2, 6, 11, 13, 10, 3, 2, (1, 1), ((1, 1), (1, 0)), (1, 1), 1, ("NWHC", "WHIO", "NHCW")),
+    # Winograd F(2x2, 3x3): odd output sizes (partial tiles), VALID and cropping pads, NCHW, O % NR
+    (2, 16, 15, 13, 24, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),
+    (1, 32, 9, 30, 40, 3, 3, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, NCHW),
+    (1, 20, 8, 7, 16, 3, 3, (1, 1), ((2, -1), (0, 2)), (1, 1), 1, NHWC),
+    (3, 16, 2, 3, 17, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_matches_reference(case, dtype):
+    N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts = case
+    x, w = operands(N, C, H, W, O, KH, KW, groups, layouts, dtype)
+    want = ref(x, w, strides, padding, dilation, layouts, groups)
+    got = run_native(conv_fn(strides, padding, dilation, layouts, groups), x, w)
+    assert got.dtype == dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, **tol(dtype, KH * KW * C // groups))
+
+
+@pytest.mark.parametrize("groups", [1, 8])
+def test_nan_and_inf_propagate(groups):
+    x, w = operands(1, 8, 16, 30, 8, 3, 3, groups, NHWC, np.float32)
+    x[0, 5, 7, 2] = np.nan  # interior
+    x[0, 0, 0, 1] = np.inf  # corner: blocks touching the padding
+    x[0, 10, 29, 6] = -np.inf
+    w[1, 1, 0, 3] = np.inf  # a kernel Inf meets padded zeros at the border: NaN there, as in the reference
+    f = conv_fn((1, 1), "SAME", (1, 1), NHWC, groups)
+    got = run_native(f, x, w)
+    with np.errstate(invalid="ignore"):
+        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, groups)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32))
+
+
+WINO_CALL = "em_cv_wino_f32((const em_cv_ctx_f32 *)c_"  # a task calling the Winograd kernel
+
+
+def test_winograd_is_chosen_for_3x3_stride_1_and_not_otherwise():
+    def source(C, O, strides=(1, 1), groups=1):
+        x, w = operands(1, C, 12, 12, O, 3, 3, groups, NHWC, np.float32)
+        jf = ember.jit(conv_fn(strides, "SAME", (1, 1), NHWC, groups), backend="native")
+        return jf.lower(x, w).executable.source
+
+    assert WINO_CALL in source(32, 32)
+    assert WINO_CALL not in source(8, 32)  # few features: the direct kernel
+    assert WINO_CALL not in source(32, 32, strides=(2, 2))
+    assert WINO_CALL not in source(32, 32, groups=2)
+    assert WINO_CALL not in source(256, 256)  # the transformed kernel would not stay in L2
+
+
+def test_winograd_nan_and_inf():
+    """NaN propagates as in the direct sum; an input Inf gives a non-finite result wherever the direct
+    sum is infinite (Inf or NaN: the transforms subtract inputs), every other output is finite."""
+    x, w = operands(1, 16, 10, 12, 16, 3, 3, 1, NHWC, np.float32)
+    x[0, 4, 5, 3] = np.nan
+    x[0, 0, 11, 7] = np.inf
+    got = run_native(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), x, w)
+    assert WINO_CALL in ember.jit(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)).lower(x, w).executable.source
+    with np.errstate(invalid="ignore"):
+        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+    np.testing.assert_array_equal(np.isnan(want) & ~np.isnan(got), False)
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
+
+
+@pytest.mark.parametrize("layouts,groups", [(NHWC, 1), (NCHW, 2), (NHWC, 4)])
+def test_grad_against_finite_differences(layouts, groups):
+    x, w = operands(2, 4, 6, 5, 4, 3, 2, groups, layouts, np.float64)
+    f = conv_fn((2, 1), ((1, 0), (1, 1)), (1, 2), layouts, groups)
+    check_grads(ember.jit(f, backend="native"), (x, w), order=1, modes=("fwd", "rev"))
+
+
+def test_grad_and_vmap_match_jax():
+    jax = pytest.importorskip("jax")
+    x, w = operands(3, 6, 12, 11, 8, 3, 3, 2, NHWC, np.float32)
+    fe = conv_fn((2, 1), ((1, 1), (0, 2)), (1, 2), NHWC, 2)
+
+    def fj(x, w):
+        return jax.lax.conv_general_dilated(x, w, (2, 1), ((1, 1), (0, 2)), rhs_dilation=(1, 2),
+                                            dimension_numbers=NHWC, feature_group_count=2)
+
+    def loss(f):
+        return lambda x, w: (f(x, w) ** 2).sum()
+
+    ge = ember.jit(ember.grad(loss(fe), argnums=(0, 1)), backend="native")(x, w)
+    gj = jax.grad(loss(fj), argnums=(0, 1))(x, w)
+    for a, b in zip(ge, gj):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-3)
+    xb = RNG.standard_normal((2, *x.shape)).astype(np.float32)
+    wb = RNG.standard_normal((2, *w.shape)).astype(np.float32)
+    for axes, args in (((0, None), (xb, w)), ((None, 0), (x, wb)), ((0, 0), (xb, wb))):
+        got = ember.jit(ember.vmap(fe, axes), backend="native")(*args)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(jax.vmap(fj, axes)(*args)), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_vjp_fuzz_against_jax():
+    """Both cotangents over random strides (incl. above the kernel and the input), dilations,
+    cropping pads, groups and odd sizes, against ``jax.vjp`` in float64 (the transposes are
+    convolutions themselves: per-residue phases for strides above 1); one in four runs natively."""
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(7)
+    done = 0
+    for i in range(60):
+        H, W = (int(v) for v in rng.integers(1, 10, 2))
+        KH, KW = (int(v) for v in rng.integers(1, 5, 2))
+        strides = tuple(int(v) for v in rng.integers(1, 5, 2))
+        dil = tuple(int(v) for v in rng.integers(1, 4, 2))
+        pads = [tuple(int(v) for v in rng.integers(-1, 4, 2)) for _ in range(2)]
+        G = int(rng.choice([1, 2]))
+        OH = (H + sum(pads[0]) - (KH - 1) * dil[0] - 1) // strides[0] + 1
+        OW = (W + sum(pads[1]) - (KW - 1) * dil[1] - 1) // strides[1] + 1
+        if OH < 1 or OW < 1:
+            continue
+        x = rng.standard_normal((2, H, W, 2 * G))
+        w = rng.standard_normal((KH, KW, 2, 3 * G))
+        ct = rng.standard_normal((2, OH, OW, 3 * G))
+        f = conv_fn(strides, pads, dil, NHWC, G)
+        fj = partial(jax.lax.conv_general_dilated, window_strides=strides, padding=pads, rhs_dilation=dil,
+                     dimension_numbers=NHWC, feature_group_count=G)
+        x64 = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", True)
+        try:
+            want = [np.asarray(v) for v in jax.vjp(fj, x, w)[1](ct)]
+        finally:
+            jax.config.update("jax_enable_x64", x64)
+        vjp = partial(lambda f, x, w, ct: ember.vjp(f, x, w)[1](ct), f)
+        got = ember.jit(vjp, backend="native")(x, w, ct) if i % 4 == 0 else vjp(x, w, ct)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10,
+                                       err_msg=str((H, W, KH, KW, strides, dil, pads, G)))
+        done += 1
+    assert done > 20
+
+
+@pytest.mark.parametrize("layouts", [NHWC, NCHW])
+def test_vmap_against_reference(layouts):
+    x, w = operands(2, 4, 7, 8, 6, 3, 3, 2, layouts, np.float64)
+    xb = RNG.standard_normal((3, *x.shape))
+    wb = RNG.standard_normal((3, *w.shape))
+    f = conv_fn((1, 2), ((1, 1), (1, 1)), (1, 1), layouts, 2)
+    got = np.asarray(ember.jit(ember.vmap(f, (0, 0)), backend="native")(xb, wb))
+    for i in range(3):
+        np.testing.assert_allclose(got[i], ref(xb[i], wb[i], (1, 2), ((1, 1), (1, 1)), (1, 1), layouts, 2),
+                                   **tol(np.float64))
+    got = np.asarray(ember.jit(ember.vmap(f, (None, 0)), backend="native")(x, wb))
+    for i in range(3):
+        np.testing.assert_allclose(got[i], ref(x, wb[i], (1, 2), ((1, 1), (1, 1)), (1, 1), layouts, 2),
+                                   **tol(np.float64))
+
+
+def test_matches_jax_float32():
+    jax = pytest.importorskip("jax")
+    for case in CASES:
+        N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts = case
+        x, w = operands(N, C, H, W, O, KH, KW, groups, layouts, np.float32)
+        want = jax.lax.conv_general_dilated(x, w, strides, padding, rhs_dilation=dilation,
+                                            dimension_numbers=layouts, feature_group_count=groups)
+        got = run_native(conv_fn(strides, padding, dilation, layouts, groups), x, w)
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layouts,C,O", [(NHWC, 5, 7), (NCHW, 5, 7), (NHWC, 16, 16)])
+def test_one_compile_across_batch_sizes(layouts, C, O):
+    """A named batch axis: the NCHW copy's workspace and the task counts are size expressions."""
+    g = conv_fn((1, 1), "SAME", (1, 1), layouts, 1)
+    jf = ember.jit(lambda x, w: g(x, w), dynamic_axes={"x": ("batch", None, None, None)}, backend="native")
+    w = operands(1, C, 9, 10, O, 3, 3, 1, layouts, np.float32)[1]
+    for n in (1, 3, 8):
+        x = operands(n, C, 9, 10, O, 3, 3, 1, layouts, np.float32)[0]
+        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), layouts, 1)
+        np.testing.assert_allclose(np.asarray(jf(x, w)), want, **tol(np.float32, 9 * C))
+    info = jf.cache_info()
+    assert info["compiles"] == 1, info
+
+
+def test_workspace_is_bounded_by_tiles_not_im2col():
+    x, w = operands(8, 16, 32, 32, 32, 7, 7, 1, NHWC, np.float32)
+    jf = ember.jit(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), backend="native")
+    jf(x, w)
+    plan = jf.lower(x, w).executable.plan
+    im2col = 8 * 32 * 32 * 7 * 7 * 16 * 4
+    assert plan.arena_bytes < im2col / 10, (plan.arena_bytes, im2col)
+
+
+def prims_of(f, *args):
+    return {e.prim.name for e in ember.make_program(f)(*args).eqns}
+
+
+def test_unsupported_configurations_keep_the_composite():
+    x, w = operands(2, 4, 6, 6, 4, 3, 3, 1, NHWC, np.float32)
+    assert "conv" in prims_of(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), x, w)
+    lhs_dilated = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)),  # noqa: E731
+                                                        lhs_dilation=(2, 2), dimension_numbers=NHWC)
+    assert "conv" not in prims_of(lhs_dilated, x, w)
+    assert "conv" not in prims_of(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), x.astype(np.int32),
+                                  w.astype(np.int32))
+    x1 = RNG.standard_normal((2, 9, 3)).astype(np.float32)
+    w1 = RNG.standard_normal((3, 3, 5)).astype(np.float32)
+    one_d = lambda x, w: lax.conv_general_dilated(x, w, (1,), "SAME",  # noqa: E731
+                                                  dimension_numbers=("NWC", "WIO", "NWC"))
+    assert "conv" not in prims_of(one_d, x1, w1)
+
+
+def test_inside_a_scan_body():
+    x, w = operands(2, 16, 12, 12, 16, 3, 3, 1, NHWC, np.float32)
+    w = w * 0.1
+
+    step = conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)
+
+    def f(x):
+        return lax.scan(lambda c, _: (step(c, w), None), x, None, length=3)[0]
+
+    want = x.astype(np.float64)
+    for _ in range(3):
+        want = ref(want, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+    np.testing.assert_allclose(np.asarray(ember.jit(f, backend="native")(x)), want, **tol(np.float32, 144))
