@@ -1,6 +1,7 @@
 /* Tiled online-softmax attention (see native/emit/attention.py), for one element type.
-   Instantiated per program by text replacement: ELT (float or double), SFX (f32 or f64) and
-   EM_ATT_EXP (the exponential of that type).
+   Instantiated per element type by the defines in front of it: ELT (float or double), EM_T(name)
+   (name##_f32 or name##_f64) and EM_ATT_EXP (the exponential of that type); the emitter
+   #undefs them after.
 
    A first parallel pass packs K transposed, per (batch, key head, block of EM_ATT_BK keys), into the
    step's workspace (kt: D x EM_ATT_BK per block, zero past S), so the scores of a query are vector
@@ -28,61 +29,61 @@ typedef struct {
     ELT scale;
     int causal, empty;
     int64_t coff;                       /* causal: query i sees keys j <= i + coff */
-} em_attn_ctx_SFX;
+} EM_T(em_attn_ctx);
 
-typedef ELT em_attn_v_SFX __attribute__((vector_size(32), aligned(sizeof(ELT))));  /* unaligned loads ok */
-#define EM_ATT_VW_SFX ((int64_t)(32 / sizeof(ELT)))
+typedef ELT EM_T(em_attn_v) __attribute__((vector_size(32), aligned(sizeof(ELT))));  /* unaligned loads ok */
+#define EM_ATT_VW ((int64_t)(32 / sizeof(ELT)))
 
 /* s[r][0..nkr) = q_r . kt[:, j] for the rows r < nr of qr (rows clamped to valid ones; nr a
    multiple of 4, nkr of two vectors) */
-static inline __attribute__((always_inline)) void em_attn_scores_SFX(const ELT *const *qr, const ELT *kt,
+static inline __attribute__((always_inline)) void EM_T(em_attn_scores)(const ELT *const *qr, const ELT *kt,
                                                                       ELT *s, const int64_t D, int64_t nr,
                                                                       int64_t nkr) {
-    const int64_t VW = EM_ATT_VW_SFX;
+    const int64_t VW = EM_ATT_VW;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         for (int64_t j0 = 0; j0 < nkr; j0 += 2 * VW) {
-            em_attn_v_SFX a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+            EM_T(em_attn_v) a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
             const ELT *q0 = qr[r0], *q1 = qr[r0 + 1], *q2 = qr[r0 + 2], *q3 = qr[r0 + 3];
             for (int64_t d = 0; d < D; ++d) {
-                const em_attn_v_SFX k0 = *(const em_attn_v_SFX *)(kt + d * EM_ATT_BK + j0);
-                const em_attn_v_SFX k1 = *(const em_attn_v_SFX *)(kt + d * EM_ATT_BK + j0 + VW);
+                const EM_T(em_attn_v) k0 = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0);
+                const EM_T(em_attn_v) k1 = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0 + VW);
                 const ELT x0 = q0[d], x1 = q1[d], x2 = q2[d], x3 = q3[d];
                 a00 += x0 * k0; a01 += x0 * k1; a10 += x1 * k0; a11 += x1 * k1;
                 a20 += x2 * k0; a21 += x2 * k1; a30 += x3 * k0; a31 += x3 * k1;
             }
             ELT *o = s + r0 * EM_ATT_BK + j0;
-            *(em_attn_v_SFX *)o = a00; *(em_attn_v_SFX *)(o + VW) = a01;
-            *(em_attn_v_SFX *)(o + EM_ATT_BK) = a10; *(em_attn_v_SFX *)(o + EM_ATT_BK + VW) = a11;
-            *(em_attn_v_SFX *)(o + 2 * EM_ATT_BK) = a20; *(em_attn_v_SFX *)(o + 2 * EM_ATT_BK + VW) = a21;
-            *(em_attn_v_SFX *)(o + 3 * EM_ATT_BK) = a30; *(em_attn_v_SFX *)(o + 3 * EM_ATT_BK + VW) = a31;
+            *(EM_T(em_attn_v) *)o = a00; *(EM_T(em_attn_v) *)(o + VW) = a01;
+            *(EM_T(em_attn_v) *)(o + EM_ATT_BK) = a10; *(EM_T(em_attn_v) *)(o + EM_ATT_BK + VW) = a11;
+            *(EM_T(em_attn_v) *)(o + 2 * EM_ATT_BK) = a20; *(EM_T(em_attn_v) *)(o + 2 * EM_ATT_BK + VW) = a21;
+            *(EM_T(em_attn_v) *)(o + 3 * EM_ATT_BK) = a30; *(EM_T(em_attn_v) *)(o + 3 * EM_ATT_BK + VW) = a31;
         }
     }
 }
 
 /* acc[r][0..DV) += sum_j<nk p[r][j] v[j][:] for the rows r < nr (a multiple of 4) */
-static inline __attribute__((always_inline)) void em_attn_pv_SFX(const ELT *p, const ELT *v, int64_t nk,
+static inline __attribute__((always_inline)) void EM_T(em_attn_pv)(const ELT *p, const ELT *v, int64_t nk,
                                                                   ELT *acc, const int64_t DV, int64_t nr) {
-    const int64_t VW = EM_ATT_VW_SFX;
+    const int64_t VW = EM_ATT_VW;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         int64_t x0 = 0;
         for (; x0 + 2 * VW <= DV; x0 += 2 * VW) {
             ELT *c0 = acc + r0 * DV + x0;
-            em_attn_v_SFX a00 = *(em_attn_v_SFX *)c0, a01 = *(em_attn_v_SFX *)(c0 + VW);
-            em_attn_v_SFX a10 = *(em_attn_v_SFX *)(c0 + DV), a11 = *(em_attn_v_SFX *)(c0 + DV + VW);
-            em_attn_v_SFX a20 = *(em_attn_v_SFX *)(c0 + 2 * DV), a21 = *(em_attn_v_SFX *)(c0 + 2 * DV + VW);
-            em_attn_v_SFX a30 = *(em_attn_v_SFX *)(c0 + 3 * DV), a31 = *(em_attn_v_SFX *)(c0 + 3 * DV + VW);
+            EM_T(em_attn_v) a00 = *(EM_T(em_attn_v) *)c0, a01 = *(EM_T(em_attn_v) *)(c0 + VW);
+            EM_T(em_attn_v) a10 = *(EM_T(em_attn_v) *)(c0 + DV), a11 = *(EM_T(em_attn_v) *)(c0 + DV + VW);
+            EM_T(em_attn_v) a20 = *(EM_T(em_attn_v) *)(c0 + 2 * DV), a21 = *(EM_T(em_attn_v) *)(c0 + 2 * DV + VW);
+            EM_T(em_attn_v) a30 = *(EM_T(em_attn_v) *)(c0 + 3 * DV), a31 = *(EM_T(em_attn_v) *)(c0 + 3 * DV + VW);
             const ELT *pr = p + r0 * EM_ATT_BK;
             for (int64_t j = 0; j < nk; ++j) {
-                const em_attn_v_SFX v0 = *(const em_attn_v_SFX *)(v + j * DV + x0);
-                const em_attn_v_SFX v1 = *(const em_attn_v_SFX *)(v + j * DV + x0 + VW);
+                const EM_T(em_attn_v) v0 = *(const EM_T(em_attn_v) *)(v + j * DV + x0);
+                const EM_T(em_attn_v) v1 = *(const EM_T(em_attn_v) *)(v + j * DV + x0 + VW);
                 const ELT p0 = pr[j], p1 = pr[EM_ATT_BK + j], p2 = pr[2 * EM_ATT_BK + j], p3 = pr[3 * EM_ATT_BK + j];
                 a00 += p0 * v0; a01 += p0 * v1; a10 += p1 * v0; a11 += p1 * v1;
                 a20 += p2 * v0; a21 += p2 * v1; a30 += p3 * v0; a31 += p3 * v1;
             }
-            *(em_attn_v_SFX *)c0 = a00; *(em_attn_v_SFX *)(c0 + VW) = a01;
-            *(em_attn_v_SFX *)(c0 + DV) = a10; *(em_attn_v_SFX *)(c0 + DV + VW) = a11;
-            *(em_attn_v_SFX *)(c0 + 2 * DV) = a20; *(em_attn_v_SFX *)(c0 + 2 * DV + VW) = a21;
-            *(em_attn_v_SFX *)(c0 + 3 * DV) = a30; *(em_attn_v_SFX *)(c0 + 3 * DV + VW) = a31;
+            *(EM_T(em_attn_v) *)c0 = a00; *(EM_T(em_attn_v) *)(c0 + VW) = a01;
+            *(EM_T(em_attn_v) *)(c0 + DV) = a10; *(EM_T(em_attn_v) *)(c0 + DV + VW) = a11;
+            *(EM_T(em_attn_v) *)(c0 + 2 * DV) = a20; *(EM_T(em_attn_v) *)(c0 + 2 * DV + VW) = a21;
+            *(EM_T(em_attn_v) *)(c0 + 3 * DV) = a30; *(EM_T(em_attn_v) *)(c0 + 3 * DV + VW) = a31;
         }
         for (int64_t r = r0; r < r0 + 4; ++r)  /* the columns past the last whole pair of vectors */
             for (int64_t j = 0; j < nk; ++j) {
@@ -93,7 +94,7 @@ static inline __attribute__((always_inline)) void em_attn_pv_SFX(const ELT *p, c
 }
 
 /* pack the K^T block t = (b * Hk + kvh) * nkb + kb */
-static inline __attribute__((always_inline)) void em_attn_pack_SFX(const em_attn_ctx_SFX *c, int64_t t,
+static inline __attribute__((always_inline)) void EM_T(em_attn_pack)(const EM_T(em_attn_ctx) *c, int64_t t,
                                                                     const int64_t D) {
     const int64_t kb = t % c->nkb, bh = t / c->nkb, Hk = c->H / c->G;
     const ELT *k = c->k + (bh / Hk) * c->kb_ + (bh % Hk) * c->kh_;
@@ -107,7 +108,7 @@ static inline __attribute__((always_inline)) void em_attn_pack_SFX(const em_attn
         for (int64_t d = 0; d < D; ++d) kt[d * EM_ATT_BK + j] = 0;
 }
 
-static inline __attribute__((always_inline)) void em_attn_task_SFX(const em_attn_ctx_SFX *c, int64_t t,
+static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(em_attn_ctx) *c, int64_t t,
                                                                     const int64_t D, const int64_t DV) {
     const int64_t per_b = c->H * c->nqb;
     const int64_t b = t / per_b, h = (t % per_b) / c->nqb, qb = t % c->nqb;
@@ -135,8 +136,8 @@ static inline __attribute__((always_inline)) void em_attn_task_SFX(const em_attn
     }
     for (int64_t k0 = 0; k0 < kend; k0 += EM_ATT_BK) {
         const int64_t nk = kend - k0 < EM_ATT_BK ? kend - k0 : EM_ATT_BK;
-        const int64_t nkr = (nk + 2 * EM_ATT_VW_SFX - 1) / (2 * EM_ATT_VW_SFX) * (2 * EM_ATT_VW_SFX);
-        em_attn_scores_SFX(qr, kts + (k0 / EM_ATT_BK) * D * EM_ATT_BK, s, D, nr, nkr);
+        const int64_t nkr = (nk + 2 * EM_ATT_VW - 1) / (2 * EM_ATT_VW) * (2 * EM_ATT_VW);
+        EM_T(em_attn_scores)(qr, kts + (k0 / EM_ATT_BK) * D * EM_ATT_BK, s, D, nr, nkr);
         int any = 0;
         for (int64_t r = 0; r < nr; ++r) {
             const int64_t i = i0 + r;
@@ -184,7 +185,7 @@ static inline __attribute__((always_inline)) void em_attn_task_SFX(const em_attn
                 for (int64_t x = 0; x < DV; ++x) ar[x] *= alpha;
             }
         }
-        if (any) em_attn_pv_SFX(s, v + k0 * DV, nk, acc, DV, nr);
+        if (any) EM_T(em_attn_pv)(s, v + k0 * DV, nk, acc, DV, nr);
     }
     for (int64_t r = 0; r < i1 - i0; ++r) {
         ELT *orow = o + (i0 + r) * DV;
@@ -204,3 +205,4 @@ static inline __attribute__((always_inline)) void em_attn_task_SFX(const em_attn
         }
     }
 }
+#undef EM_ATT_VW

@@ -1,5 +1,6 @@
 /* Direct / implicit-GEMM 2-D convolution (see native/emit/conv.py), for one element type.
-   Instantiated per program by text replacement: ELT (float or double) and SFX (f32 or f64).
+   Instantiated per element type by the defines in front of it: ELT (float or double) and EM_T(name)
+   (name##_f32 or name##_f64); the emitter #undefs them after.
 
    The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
    copied into the step's workspace in that order. The kernel is packed once per call into panels
@@ -45,6 +46,8 @@
 #define EM_CV_BC_f64(x) {x, x, x, x}
 #endif
 #define EM_CV_DW_CHUNK 64  /* channels per accumulator chunk of the depthwise loop (DW_CHUNK in conv.py) */
+#define EM_CV_VL_f32 ((int64_t)(EM_CV_BYTES / 4))  /* elements per vector (the emitter's panel width) */
+#define EM_CV_VL_f64 ((int64_t)(EM_CV_BYTES / 8))
 
 /* The step's geometry (static: the emitter writes it as a constant the inlined tasks fold). */
 typedef struct {
@@ -59,9 +62,8 @@ typedef struct {
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
 #endif
 
-typedef ELT em_cv_v_SFX __attribute__((vector_size(EM_CV_BYTES)));
-typedef ELT em_cv_u_SFX __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));  /* unaligned */
-#define EM_CV_VL_SFX ((int64_t)(EM_CV_BYTES / sizeof(ELT)))
+typedef ELT EM_T(em_cv_v) __attribute__((vector_size(EM_CV_BYTES)));
+typedef ELT EM_T(em_cv_u) __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));  /* unaligned */
 
 typedef struct {
     const ELT *xsrc, *w;   /* the operands as given */
@@ -69,11 +71,11 @@ typedef struct {
     ELT *xt, *wp, *tiles;  /* workspace: NHWC copy, packed kernel, per-thread tiles */
     ELT *out;              /* where the tasks write: the output, or its NHWC staging copy */
     ELT *y;                /* the output (an NHWC staging copy is moved there last) */
-} em_cv_ctx_SFX;
+} EM_T(em_cv_ctx);
 
 /* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
    osh, osw): contiguous reads of an L1-sized row, writes along the pixels for NCHW. */
-static inline __attribute__((always_inline)) void em_cv_unstage_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_unstage)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                      int64_t t, int64_t osn, int64_t oso,
                                                                      int64_t osh, int64_t osw) {
     const int64_t n = t / g.OH, h = t % g.OH, O = g.G * g.Og;
@@ -94,7 +96,7 @@ static inline int em_cv_read(int64_t i, int64_t lo, int64_t k, int64_t d, int64_
 
 /* Copy the input row (image n, row h) = t into NHWC order; rows (and, when allcols is 0, pixels)
    that no tap reads are skipped (a strided 1x1 convolution reads a quarter of the input). */
-static inline __attribute__((always_inline)) void em_cv_nhwc_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                   const int allcols, int64_t t) {
     const int64_t n = t / g.H, h = t % g.H;
     if (!em_cv_read(h, g.hlo, g.KH, g.dh, g.sh, g.OH)) return;
@@ -111,9 +113,9 @@ static inline __attribute__((always_inline)) void em_cv_nhwc_SFX(const em_cv_ctx
 }
 
 /* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */
-static inline __attribute__((always_inline)) void em_cv_packw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                    int64_t t) {
-    const int64_t NR = 2 * EM_CV_VL_SFX, gi = t / g.P, p = t % g.P;
+    const int64_t NR = 2 * EM_T(EM_CV_VL), gi = t / g.P, p = t % g.P;
     ELT *dst = c->wp + t * g.K * NR;
     for (int64_t kh = 0; kh < g.KH; ++kh)
         for (int64_t kw = 0; kw < g.KW; ++kw)
@@ -129,46 +131,46 @@ static inline __attribute__((always_inline)) void em_cv_packw_SFX(const em_cv_ct
 /* One MR x NR output tile: acc[m] = sum over NI x NJ segments of L values of
    a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
    feature stride oc), mv pixels and nv features of it. */
-static inline __attribute__((always_inline)) void em_cv_tile_SFX(
+static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
         const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
         const int64_t nv) {
-    const int64_t VL = EM_CV_VL_SFX, NR = 2 * EM_CV_VL_SFX;
-    em_cv_v_SFX acc[EM_CV_MR][2];
+    const int64_t VL = EM_T(EM_CV_VL), NR = 2 * EM_T(EM_CV_VL);
+    EM_T(em_cv_v) acc[EM_CV_MR][2];
 #pragma GCC unroll 32
     for (int m = 0; m < EM_CV_MR; ++m) {
-        acc[m][0] = (em_cv_v_SFX){0};
-        acc[m][1] = (em_cv_v_SFX){0};
+        acc[m][0] = (EM_T(em_cv_v)){0};
+        acc[m][1] = (EM_T(em_cv_v)){0};
     }
     for (int64_t i = 0; i < NI; ++i)
         for (int64_t j = 0; j < NJ; ++j) {
             const ELT *ap = a + i * RS + j * JS;
             const ELT *wq = wp + (i * NJ + j) * L * NR;
             for (int64_t k = 0; k < L; ++k) {
-                const em_cv_v_SFX w0 = *(const em_cv_v_SFX *)(wq + k * NR);
-                const em_cv_v_SFX w1 = *(const em_cv_v_SFX *)(wq + k * NR + VL);
+                const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
+                const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
 #pragma GCC unroll 32
                 for (int m = 0; m < EM_CV_MR; ++m) {
                     const ELT s = ap[m * PS + k];
-                    const em_cv_v_SFX b = EM_CV_BC_SFX(s);
-                    acc[m][0] = EM_CV_FMA_SFX(b, w0, acc[m][0]);
-                    acc[m][1] = EM_CV_FMA_SFX(b, w1, acc[m][1]);
+                    const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                    acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                    acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
                 }
             }
         }
     if (mv == EM_CV_MR && nv == NR && oc == 1) {
 #pragma GCC unroll 32
         for (int m = 0; m < EM_CV_MR; ++m) {
-            *(em_cv_u_SFX *)(o + m * om) = acc[m][0];
-            *(em_cv_u_SFX *)(o + m * om + VL) = acc[m][1];
+            *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
+            *(EM_T(em_cv_u) *)(o + m * om + VL) = acc[m][1];
         }
         return;
     }
-    ELT t[EM_CV_MR][2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    ELT t[EM_CV_MR][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
 #pragma GCC unroll 32
     for (int m = 0; m < EM_CV_MR; ++m) {
-        *(em_cv_v_SFX *)&t[m][0] = acc[m][0];
-        *(em_cv_v_SFX *)&t[m][VL] = acc[m][1];
+        *(EM_T(em_cv_v) *)&t[m][0] = acc[m][0];
+        *(EM_T(em_cv_v) *)&t[m][VL] = acc[m][1];
     }
     if (oc == 1) {
         for (int64_t m = 0; m < mv; ++m)
@@ -181,7 +183,7 @@ static inline __attribute__((always_inline)) void em_cv_tile_SFX(
 
 /* The patches of output pixels q0 .. q0 + mv (flattened oh * OW + ow) of image xn (group offset
    applied) into tile[m][K]: zeros in the padding and for the rows past mv. */
-static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, const ELT *xn, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_pack)(ELT *tile, const ELT *xn, const em_cv_geo g,
                                                                   int64_t q0, int64_t mv) {
     for (int64_t m = 0; m < EM_CV_MR; ++m) {
         ELT *d = tile + m * g.K;
@@ -226,9 +228,9 @@ static inline __attribute__((always_inline)) void em_cv_pack_SFX(ELT *tile, cons
 /* Task t = ((n * G + g) * P + p) * NCH + chunk: blocks [chunk CB, chunk CB + CB) of MR output
    pixels (flattened oh * OW + ow over the image) of one feature panel. rowmode: the taps of a
    kernel row are one contiguous segment (one group, no column dilation). */
-static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                     const int rowmode, int64_t t, int64_t tid) {
-    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR, Q = g.OH * g.OW;
+    const int64_t NR = 2 * EM_T(EM_CV_VL), MR = EM_CV_MR, Q = g.OH * g.OW;
     const int64_t chunk = t % g.NCH;
     int64_t r = t / g.NCH;
     const int64_t p = r % g.P;
@@ -239,7 +241,7 @@ static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_c
     ELT *obase = c->out + n * g.osn + (gi * g.Og + p * NR) * g.oso;
     const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
     ELT *tile = c->tiles + tid * g.tile;
-    ELT ot[EM_CV_MR * 2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
     const int64_t qend = em_cv_min(Q, (chunk + 1) * g.CB * MR);
     for (int64_t q0 = chunk * g.CB * MR; q0 < qend; q0 += MR) {
         const int64_t mv = em_cv_min(MR, Q - q0), oh = q0 / g.OW, ow0 = q0 % g.OW;
@@ -249,18 +251,18 @@ static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_c
             const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
             ELT *o = obase + oh * g.osh + ow0 * g.osw;
             if (rowmode)
-                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
             else
-                em_cv_tile_SFX(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
                                MR, nv);
             continue;
         }
-        em_cv_pack_SFX(tile, xn, g, q0, mv);
+        EM_T(em_cv_pack)(tile, xn, g, q0, mv);
         if (ow0 + mv <= g.OW) {  /* one output row: store in place */
-            em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
+            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
             continue;
         }
-        em_cv_tile_SFX(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
+        EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
         for (int64_t m = 0; m < mv; ++m) {
             ELT *o = obase + ((q0 + m) / g.OW) * g.osh + ((q0 + m) % g.OW) * g.osw;
             for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
@@ -269,7 +271,7 @@ static inline __attribute__((always_inline)) void em_cv_blocks_SFX(const em_cv_c
 }
 
 /* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */
-static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g) {
+static inline __attribute__((always_inline)) void EM_T(em_cv_packdw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g) {
     for (int64_t k = 0; k < g.KH * g.KW; ++k)
         for (int64_t ch = 0; ch < g.C; ++ch)
             c->wp[k * g.C + ch] = c->w[ch * g.wso + (k / g.KW) * g.wsh + (k % g.KW) * g.wsw];
@@ -278,7 +280,7 @@ static inline __attribute__((always_inline)) void em_cv_packdw_SFX(const em_cv_c
 /* Depthwise: the taps of pixels [p0, p1) of output row oh, one tap at a time over the pixels
    (bounds per tap), added to acc[ow][cn]. Taps in the padding multiply zeros, so a non-finite
    kernel value propagates as in the zero-padded definition. */
-static inline __attribute__((always_inline)) void em_cv_dwtaps_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwtaps)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                     const ELT *xn, ELT *acc, int64_t oh,
                                                                     int64_t c0, int64_t cn, int64_t p0, int64_t p1) {
     for (int64_t kh = 0; kh < g.KH; ++kh) {
@@ -312,7 +314,7 @@ static inline __attribute__((always_inline)) void em_cv_dwtaps_SFX(const em_cv_c
    accumulated in the thread's tile (OW x chunk values). Pixels whose every tap lies inside the
    image sum their taps in registers (vectorized over the channels); the others go tap by tap
    (em_cv_dwtaps). The summation order is the same (taps row-major) either way. */
-static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwrow)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                    int64_t t, int64_t tid) {
     const int64_t n = t / g.OH, oh = t % g.OH;
     const ELT *xn = c->x + n * g.H * g.W * g.C;
@@ -329,8 +331,8 @@ static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ct
         const int64_t cn = em_cv_min(EM_CV_DW_CHUNK, g.C - c0);
         for (int64_t k = 0; k < a * cn; ++k) acc[k] = 0;
         for (int64_t k = b * cn; k < g.OW * cn; ++k) acc[k] = 0;
-        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, 0, a);
-        em_cv_dwtaps_SFX(c, g, xn, acc, oh, c0, cn, b, g.OW);
+        EM_T(em_cv_dwtaps)(c, g, xn, acc, oh, c0, cn, 0, a);
+        EM_T(em_cv_dwtaps)(c, g, xn, acc, oh, c0, cn, b, g.OW);
         for (int64_t ow = a; ow < b; ++ow) {
             const ELT *xp = xn + (ih0 * g.W + ow * g.sw - g.wlo) * g.C + c0;
 #pragma omp simd
@@ -359,9 +361,9 @@ static inline __attribute__((always_inline)) void em_cv_dwrow_SFX(const em_cv_ct
    where the direct sum gives +-Inf (the transforms subtract input values); NaN propagates. */
 
 /* Transformed kernel panel t = e-major: U[e][p][c][NR] = (G g G^T)[e] for o = p NR + j. */
-static inline __attribute__((always_inline)) void em_cv_wino_packw_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                         int64_t t) {
-    const int64_t NR = 2 * EM_CV_VL_SFX, p = t;
+    const int64_t NR = 2 * EM_T(EM_CV_VL), p = t;
     for (int64_t ci = 0; ci < g.C; ++ci)
         for (int64_t j = 0; j < NR; ++j) {
             const int64_t o = p * NR + j;
@@ -391,9 +393,9 @@ static inline __attribute__((always_inline)) void em_cv_wino_packw_SFX(const em_
 
 /* Task t = n * NCH + block: MR tiles (row-major over the ceil(OH/2) x ceil(OW/2) tile grid), all
    feature panels (the transformed kernel is small enough to stay in L2). */
-static inline __attribute__((always_inline)) void em_cv_wino_SFX(const em_cv_ctx_SFX *c, const em_cv_geo g,
+static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                   int64_t t, int64_t tid) {
-    const int64_t NR = 2 * EM_CV_VL_SFX, MR = EM_CV_MR, C = g.C;
+    const int64_t NR = 2 * EM_T(EM_CV_VL), MR = EM_CV_MR, C = g.C;
     const int64_t TW = (g.OW + 1) / 2, T = ((g.OH + 1) / 2) * TW;
     const int64_t n = t / g.NCH, b0 = (t % g.NCH) * MR;
     const int64_t mv = em_cv_min(MR, T - b0);
@@ -447,14 +449,14 @@ static inline __attribute__((always_inline)) void em_cv_wino_SFX(const em_cv_ctx
             }
         }
     }
-    ELT mb[16][EM_CV_MR * 2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+    ELT mb[16][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);
         for (int e = 0; e < 16; ++e)
-            em_cv_tile_SFX(v + e * MR * C, C, 1, 0, 1, 0, C, c->wp + (e * g.P + p) * C * NR, mb[e], NR, 1, MR, NR);
+            EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, c->wp + (e * g.P + p) * C * NR, mb[e], NR, 1, MR, NR);
         for (int64_t m = 0; m < mv; ++m) {
             const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
-            ELT y[2][2][2 * EM_CV_VL_SFX] __attribute__((aligned(64)));
+            ELT y[2][2][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
 #pragma omp simd
             for (int64_t j = 0; j < NR; ++j) {
                 ELT s0[4], s1[4];

@@ -74,7 +74,9 @@ def _broadcast_strides(shape: tuple) -> list[str]:
 
 def _helpers(cc: CallCode, dtype: np.dtype, D: int, Dv: int) -> str:
     elt, sfx, exp = _TYPES[dtype]
-    cc.helper(f"em_attn_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx).replace("EM_ATT_EXP", exp))
+    support.need(exp if exp.startswith("em_") else "math.h")  # the exponential EM_ATT_EXP names
+    head = f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n#define EM_ATT_EXP {exp}\n"
+    cc.helper(f"em_attn_{sfx}", head + _SRC + "#undef EM_ATT_EXP\n#undef EM_T\n#undef ELT\n")
     task, pack = f"em_attn_run_{sfx}_{D}_{Dv}", f"em_attn_packk_{sfx}_{D}"
     support.need("threadpool")
     for name, call in ((task, f"em_attn_task_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D}, {Dv})"),

@@ -147,7 +147,8 @@ def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     g = _Geo(e)
     elt, sfx = _TYPES[g.dtype]
-    cc.helper(f"em_conv_{sfx}", _SRC.replace("ELT", elt).replace("SFX", sfx))
+    cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
+              + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
     key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
