@@ -77,3 +77,28 @@ def test_row_exp_compiles_for_each_target(tmp_path, target):
     # -fopenmp-simd as the backend compiles (compiler.BASE_FLAGS): vexp.h has `omp simd` loops
     out = _syntax(tmp_path, c_ops.prelude_for(body) + body, "-std=c11", "-fopenmp-simd", "-Werror", *target)
     assert out.returncode == 0, out.stderr
+
+
+def test_prelude_math_sections():
+    """csrc/prelude_math.h is the op table's library of inline math functions: one section per
+    function with the sections it calls, and the whole file compiles after the prelude head."""
+    from ember._src.native.emit import c_ops
+    secs = csrc.sections("prelude_math.h")
+    assert {"em_expf", "em_logf", "em_tanhf", "em_erff", "em_digamma", "em_polygamma"} <= set(secs)
+    assert secs["em_logisticf"][0] == ("em_expf",)
+    assert secs["em_polygamma"][0] == ("em_digamma", "em_hzeta")
+    for name, (deps, text) in secs.items():
+        assert f" {name}(" in text and "/*@" not in text, name
+        assert set(deps) <= set(secs)
+        assert c_ops.PRELUDE_FUNCS[name] == (deps, text)
+    # a function's section comes with its dependencies, each before its callers
+    assert c_ops.prelude_closure(["em_polygamma"]) == ["em_digamma", "em_hzeta", "em_polygamma"]
+
+
+@pytest.mark.skipif(CC is None, reason="needs a C compiler")
+def test_prelude_math_compiles_standalone(tmp_path):
+    from ember._src.native.emit import c_ops
+    unit = ("#include <stdint.h>\n#include <float.h>\n#include <math.h>\n" + c_ops.PRELUDE_HEAD
+            + load("prelude_math.h"))
+    out = _syntax(tmp_path, unit, "-std=c11", "-Werror")
+    assert out.returncode == 0, out.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from importlib import resources
 
 
@@ -28,3 +29,20 @@ def with_symbol(name: str, prefix: str, define: str) -> tuple[str, str]:
     text = load(name)
     symbol = prefix + hashlib.sha256(text.encode()).hexdigest()[:12]
     return f"#define {define} {symbol}\n" + text, symbol
+
+
+_SECTION = re.compile(r"^/\*@ (\w+)(?: after ([\w ]+))? \*/$", re.M)
+
+
+@functools.cache
+def sections(name: str) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The sections of resource ``name``: each starts at a marker line ``/*@ fn [after dep ...] */``
+    and runs to the next marker; ``{fn: (deps, text)}`` in file order (the text after the marker
+    line). A file of such sections is a library of functions a program includes one by one."""
+    text = load(name)
+    marks = list(_SECTION.finditer(text))
+    out: dict[str, tuple[tuple[str, ...], str]] = {}
+    for m, nxt in zip(marks, [*marks[1:], None]):
+        body = text[m.end() + 1:nxt.start() if nxt is not None else len(text)]
+        out[m.group(1)] = (tuple((m.group(2) or "").split()), body)
+    return out

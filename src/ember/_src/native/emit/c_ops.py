@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.core import Primitive
-from ember._src.native import opinfo
+from ember._src.native import csrc, opinfo
 from ember._src.native.emit import support
 from ember._src.native.emit.c_headers import headers_in, include_lines
 from ember._src.native.opinfo import OpCategory, Renderer
@@ -450,134 +450,8 @@ static inline uint32_t em_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4)
 #endif
 """
 
-PRELUDE_FUNCS: dict[str, tuple[tuple[str, ...], str]] = {
-    # name: (dependencies, definition)
-    "em_expf": ((), """\
-/* exp for float32: Cody-Waite reduction x = k ln2 + r (k rounded by the 1.5*2^23 shifter, which
-   also leaves k in the low bits; clamped at 128 in the integer domain, one vpminsd, so x > 89 and
-   +inf overflow to inf), degree-6 polynomial, 2^k in two steps so results that are subnormal
-   round once. x < -104 gives 0 by the one final select; NaN propagates through the arithmetic.
-   Error <= 2 ulp (measured 0.98); NaN, +-inf, overflow and underflow follow IEEE. */
-static inline float em_expf(float x) {
-    float kf = EM_FMA(x, 1.44269504088896341f, 12582912.0f);
-    int32_t ki = (int32_t)em_u32(kf) - 0x4B400000;
-    ki = ki > 128 ? 128 : ki;
-    float k = (float)ki;
-    float r = EM_FMA(k, -0.693359375f, x);
-    r = EM_FMA(k, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = EM_FMA(p, r, 1.3981999507e-3f);
-    p = EM_FMA(p, r, 8.3334519073e-3f);
-    p = EM_FMA(p, r, 4.1665795894e-2f);
-    p = EM_FMA(p, r, 1.6666665459e-1f);
-    p = EM_FMA(p, r, 5.0000001201e-1f);
-    p = EM_FMA(p, r * r, r) + 1.0f;
-    int32_t k1 = ki >> 1, k2 = ki - k1;
-    float res = p * em_f32((uint32_t)(k1 + 127) << 23) * em_f32((uint32_t)(k2 + 127) << 23);
-    return x < -104.0f ? 0.0f : res;
-}
-"""),
-    "em_logf": ((), """\
-/* log for float32: x = m 2^e with m in [sqrt(1/2), sqrt(2)), degree-9 polynomial in (m-1) (Cephes).
-   Error <= 2 ulp; log(0) = -inf, log(x<0) = NaN, log(inf) = inf, subnormals handled. */
-static inline float em_logf(float x) {
-    int sub = x < 1.17549435e-38f;
-    float xs = sub ? x * 8388608.0f : x;
-    uint32_t u = em_u32(xs);
-    int32_t e = (int32_t)((u >> 23) & 0xff) - 126;
-    float m = em_f32((u & 0x007fffffu) | 0x3f000000u);
-    int small = m < 0.707106781186547524f;
-    e = small ? e - 1 : e;
-    m = small ? m + m - 1.0f : m - 1.0f;
-    float z = m * m;
-    float y = 7.0376836292e-2f;
-    y = EM_FMA(y, m, -1.1514610310e-1f);
-    y = EM_FMA(y, m, 1.1676998740e-1f);
-    y = EM_FMA(y, m, -1.2420140846e-1f);
-    y = EM_FMA(y, m, 1.4249322787e-1f);
-    y = EM_FMA(y, m, -1.6668057665e-1f);
-    y = EM_FMA(y, m, 2.0000714765e-1f);
-    y = EM_FMA(y, m, -2.4999993993e-1f);
-    y = EM_FMA(y, m, 3.3333331174e-1f);
-    y = y * m * z;
-    float fe = (float)(sub ? e - 23 : e);
-    y = EM_FMA(fe, -2.12194440e-4f, y);
-    y = EM_FMA(-0.5f, z, y);
-    float res = m + y + fe * 0.693359375f;
-    res = (x == 0.0f) ? -INFINITY : res;
-    res = (x < 0.0f) ? NAN : res;
-    res = (x == INFINITY) ? INFINITY : res;
-    return (x != x) ? x : res;
-}
-"""),
-    "em_tanhf": ((), """\
-/* tanh for float32: the rational approximation XLA and Eigen use on [0, 7.9] evaluated at |x|
-   (odd: the sign of x is put back with one or; exactly 1 beyond), and x itself for |x| < 4e-4
-   (where tanh(x) = x within 0.5 ulp, and the product n*x would lose tiny and subnormal x). One
-   polynomial pair, three selects, no clamp chains, so the vectorized loop stays short. Error
-   <= 7 ulp and <= 4e-7 absolute (measured 5.6 ulp near |x| = 6); NaN propagates, tanh(-0) = -0. */
-static inline float em_tanhf(float x) {
-    float ax = fabsf(x);
-    float x2 = ax * ax;
-    float n = -2.76076847742355e-16f;
-    n = EM_FMA(n, x2, 2.00018790482477e-13f);
-    n = EM_FMA(n, x2, -8.60467152213735e-11f);
-    n = EM_FMA(n, x2, 5.12229709037114e-08f);
-    n = EM_FMA(n, x2, 1.48572235717979e-05f);
-    n = EM_FMA(n, x2, 6.37261928875436e-04f);
-    n = EM_FMA(n, x2, 4.89352455891786e-03f);
-    float d = 1.19825839466702e-06f;
-    d = EM_FMA(d, x2, 1.18534705686654e-04f);
-    d = EM_FMA(d, x2, 2.26843463243900e-03f);
-    d = EM_FMA(d, x2, 4.89352518554385e-03f);
-    float t = n * ax / d;
-    t = ax > 7.90531110763549805f ? 1.0f : t;
-    t = em_f32(em_u32(t) | (em_u32(x) & 0x80000000u));
-    return ax < 0.0004f ? x : t;
-}
-"""),
-    "em_logisticf": (("em_expf",), """\
-/* logistic (sigmoid) for float32: e = exp(-|x|), 1/(1+e) for x >= 0 and e/(1+e) below, so
-   the tail toward -inf keeps its relative accuracy. Error <= 4 ulp; NaN propagates. */
-static inline float em_logisticf(float x) {
-    float e = em_expf(-fabsf(x));
-    float r = 1.0f / (1.0f + e);
-    return x < 0.0f ? e * r : r;
-}
-"""),
-    "em_logistic": ((), """\
-static inline double em_logistic(double x) {
-    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);
-    return x < 0.0 ? e * r : r;
-}
-"""),
-    "em_erff": ((), """\
-/* erf for float32: rational approximation p(x^2) x / q(x^2) on [0, 4] evaluated at |x| (as
-   Eigen/XLA; odd: the sign of x is put back with one or), exactly 1 beyond, x * 2/sqrt(pi) below
-   1e-20. Error <= 8 ulp and 5e-7 absolute; NaN propagates. */
-static inline float em_erff(float x) {
-    float ax = fabsf(x);
-    float x2 = ax * ax;
-    float p = -2.72614225801306e-10f;
-    p = EM_FMA(p, x2, 2.77068142495902e-08f);
-    p = EM_FMA(p, x2, -2.10102402082508e-06f);
-    p = EM_FMA(p, x2, -5.69250639462346e-05f);
-    p = EM_FMA(p, x2, -7.34990630326855e-04f);
-    p = EM_FMA(p, x2, -2.95459980854025e-03f);
-    p = EM_FMA(p, x2, -1.60960333262415e-02f);
-    p = p * ax;
-    float q = -1.45660718464996e-05f;
-    q = EM_FMA(q, x2, -2.13374055278905e-04f);
-    q = EM_FMA(q, x2, -1.68282697438203e-03f);
-    q = EM_FMA(q, x2, -7.37332916720468e-03f);
-    q = EM_FMA(q, x2, -1.42647390514189e-02f);
-    float r = p / q;
-    r = (ax > 4.0f) | (r > 1.0f) ? 1.0f : r;
-    r = em_f32(em_u32(r) | (em_u32(x) & 0x80000000u));
-    return ax < 1e-20f ? x * 1.12837916709551257f : r;
-}
-"""),
-}
+# name -> (the prelude functions it calls, its definition): the sections of csrc/prelude_math.h
+PRELUDE_FUNCS: dict[str, tuple[tuple[str, ...], str]] = dict(csrc.sections("prelude_math.h"))
 
 _FUNC_RE = re.compile(r"\b(em_[a-z0-9]+)\(")
 
