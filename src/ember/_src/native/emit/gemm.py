@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import abi
+from ember._src.native import abi, csrc
 from ember._src.native.emit import c_ops, gemm_kernel, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
@@ -30,21 +30,6 @@ from ember._src.native.scheduling.gemm_strategy import (
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Literal, Var
 
-_BLAS_TYPEDEFS = """\
-typedef void (*em_Pgemm_t)(char *, char *, int *, int *, int *, ELT *, const ELT *, int *,
-                           const ELT *, int *, ELT *, ELT *, int *);
-typedef void (*em_Pgemv_t)(char *, int *, int *, ELT *, const ELT *, int *, const ELT *, int *,
-                           ELT *, ELT *, int *);
-"""
-
-
-
-def _blas_typedefs(types: list[tuple[str, str, str]]) -> str:
-    """The ``em_?gemm_t``/``em_?gemv_t`` pointer types for ``(C type, suffix, BLAS prefix)`` rows."""
-    return "".join(_BLAS_TYPEDEFS.replace("em_P", f"em_{pre}").replace("ELT", t) for t, _, pre in types)
-
-
-
 # dtype -> (C element type, name suffix, BLAS prefix) of the em_gemm_* helpers
 GEMM_TYPES = {np.dtype(np.float32): ("float", "f32", "s"),
               np.dtype(np.float64): ("double", "f64", "d"),
@@ -63,34 +48,6 @@ def gemm_fn(dt: Any, strided: bool = False) -> str:
 
 
 
-_GEMM_FN = """\
-/* Row-major C[m,n] = alpha op(A) op(B) + beta C for nb batches, as the column-major product
-   C^T = op(B)^T op(A)^T (no data movement). A single row or column goes to ?gemv, which BLAS
-   libraries run much faster than a degenerate ?gemm. */
-static void em_gemm_T(void **fns, int ta, int tb, int64_t nb, int m, int n, int k, ELT alpha,
-                      ELT beta, const ELT *a, const ELT *b, ELT *c) {
-    if (m == 0 || n == 0) return;
-    int one = 1;
-    for (int64_t i = 0; i < nb; ++i) {
-        const ELT *ai = a + i * (int64_t)m * k, *bi = b + i * (int64_t)k * n;
-        ELT *ci = c + i * (int64_t)m * n;
-        if (m == 1 && k > 0) {  /* c[n] = op(B)^T a: B as column-major is n x k ('N') or k x n ('T') */
-            char tr = tb ? 'T' : 'N';
-            int rows = tb ? k : n, cols = tb ? n : k;
-            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, bi, &rows, ai, &one, &beta, ci, &one);
-        } else if (n == 1 && k > 0) {  /* c[m] = op(A) b: A as column-major is k x m or m x k */
-            char tr = ta ? 'N' : 'T';
-            int rows = ta ? m : k, cols = ta ? k : m;
-            ((em_Sgemv_t)fns[GEMV])(&tr, &rows, &cols, &alpha, ai, &rows, bi, &one, &beta, ci, &one);
-        } else {
-            char tra = tb ? 'T' : 'N', trb = ta ? 'T' : 'N';
-            int lda = tb ? k : n, ldb = ta ? m : k, ldc = n;
-            lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
-            ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, bi, &lda, ai, &ldb, &beta, ci, &ldc);
-        }
-    }
-}
-"""
 
 
 def blas_helpers(needs: Iterable[str]) -> str:
@@ -100,31 +57,21 @@ def blas_helpers(needs: Iterable[str]) -> str:
     if not used:
         return ""
     complex_ = any(n.startswith(("em_gemm_c", "em_gemm_sv_c")) for n in used)
-    out = _blas_typedefs([v for d, v in GEMM_TYPES.items() if complex_ or d.kind == "f"])
-    for t, name, pre in GEMM_TYPES.values():
-        for fn, text in ((f"em_gemm_{name}", _GEMM_FN), (f"em_gemm_sv_{name}", _GEMM_SV_FN)):
+    sec = csrc.sections("blas_wrap.h")
+    out = ""
+    for d, (t, name, pre) in GEMM_TYPES.items():
+        if not (complex_ or d.kind == "f"):
+            continue
+        out += (f"#define ELT {t}\n#define EM_P(name) em_{pre}##name\n"
+                f"#define EM_GEMM_SLOT {abi.slot(pre + 'gemm')}\n"
+                f"#define EM_GEMV_SLOT {abi.slot(pre + 'gemv')}\n" + sec["types"][1])
+        for fn, part in ((f"em_gemm_{name}", "gemm"), (f"em_gemm_sv_{name}", "gemm_sv")):
             if fn in used:
-                out += (text.replace("em_gemm_T", fn)
-                          .replace("em_Sgemv_t", f"em_{pre}gemv_t")
-                          .replace("em_Sgemm_t", f"em_{pre}gemm_t")
-                          .replace("GEMV", str(abi.slot(pre + "gemv")))
-                          .replace("GEMM", str(abi.slot(pre + "gemm"))).replace("ELT", t))
+                out += f"#define EM_FN {fn}\n" + sec[part][1] + "#undef EM_FN\n"
+        out += "#undef EM_GEMV_SLOT\n#undef EM_GEMM_SLOT\n#undef EM_P\n#undef ELT\n"
     return out
 
 
-_GEMM_SV_FN = """\
-/* Row-major C[m,n] (row stride ldc) = alpha A B + beta C with A(i, p) at a[i*rsa + p*csa] and
-   B(p, j) at b[p*rsb + j*csb], one of each pair of strides 1 (the views of a gemm step that reads
-   or writes a transposed value in place): the column-major product C^T = B^T A^T. */
-static void em_gemm_T(void **fns, int m, int n, int k, ELT alpha, ELT beta, const ELT *a,
-                      int64_t rsa, int64_t csa, const ELT *b, int64_t rsb, int64_t csb, ELT *c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    char tra = csb == 1 ? 'N' : 'T', trb = csa == 1 ? 'N' : 'T';
-    int lda = (int)(csb == 1 ? rsb : csb), ldb = (int)(csa == 1 ? rsa : csa), ldc_ = (int)ldc;
-    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
-    ((em_Sgemm_t)fns[GEMM])(&tra, &trb, &n, &m, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldc_);
-}
-"""
 
 
 
