@@ -552,28 +552,8 @@ def c_helpers(symbol: str) -> str:
         symbol = ""
     lookup = f'dlsym((void *)0, "{symbol}")' if symbol else "0"
     lookup_packed = f'dlsym((void *)0, "{symbol}_packed")' if symbol else "0"
-    return f"""\
-typedef void (*em_sk_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
-                           const float *, int64_t, int64_t, float, float *, int64_t, const float *, int,
-                           int);
-typedef void (*em_skp_fn_t)(int64_t, int64_t, int64_t, float, const float *, int64_t, int64_t,
-                            const float *, float, float *, int64_t, const float *, int, int);
-/* {symbol} from the kernel library, once it is loaded (looked up again until it resolves) */
-static inline __attribute__((unused)) em_sk_fn_t em_sk_fn(void) {{
-    /* dlsym declared here, not by <dlfcn.h> (its parsing costs); RTLD_DEFAULT is the null handle */
-    extern void *dlsym(void *handle, const char *name);
-    static em_sk_fn_t fn;
-    if (!fn) fn = (em_sk_fn_t){lookup};
-    return fn;
-}}
-/* its entry for a prepacked B (prepack_b) */
-static inline __attribute__((unused)) em_skp_fn_t em_skp_fn(void) {{
-    extern void *dlsym(void *handle, const char *name);
-    static em_skp_fn_t fn;
-    if (!fn) fn = (em_skp_fn_t){lookup_packed};
-    return fn;
-}}
-"""
+    return (f"#define EM_SK_LOOKUP {lookup}\n#define EM_SKP_LOOKUP {lookup_packed}\n"
+            + csrc.load("gemm_program.h"))
 
 
 def c_call_packed(args: str, fallback: str, guard: str = "") -> str:

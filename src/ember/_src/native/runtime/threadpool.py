@@ -39,6 +39,7 @@ import functools
 import logging
 import os
 
+from ember._src.native.csrc import load as load_resource
 from ember._src.native.csrc import with_symbol
 from ember._src.native.runtime.background import BackgroundLibrary
 
@@ -94,56 +95,6 @@ def workers() -> int:
     return int(getattr(lib, symbol() + "_workers")())
 
 
-# The program-side helpers: the entry looked up with dlsym until it resolves; before that (or
-# where the pool cannot be built) the chunk function runs in an OpenMP parallel region (one range
-# per thread, like schedule(static)) or, without OpenMP, on the calling thread.
-_HELPERS = """\
-typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
-typedef void (*em_par_fn_t)(em_task_t, void *, int64_t, int64_t, int64_t);
-typedef struct { void **bufs; char *arena; const int64_t *dims; void **fns; volatile int *intr; } em_main_ctx;
-static inline __attribute__((unused)) em_par_fn_t em_par_fn(void) {
-    extern void *dlsym(void *handle, const char *name);
-    static em_par_fn_t fn;
-    if (!fn) fn = (em_par_fn_t)LOOKUP;
-    return fn;
-}
-/* fn over [0, n) on up to nt threads (0: the OpenMP default), at most cap (0: no cap) */
-static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, int64_t nt, int64_t cap,
-                                           int64_t chunks) {
-#ifdef _OPENMP
-    if (nt <= 0) nt = omp_get_max_threads();
-#else
-    if (nt <= 0) nt = 1;
-#endif
-    if (cap > 0 && nt > cap) nt = cap;
-    em_par_fn_t p = em_par_fn();
-    if (p) { p(fn, ctx, n, nt, chunks); return; }
-#ifdef _OPENMP
-    if (nt > 1 && n > 1 && !omp_in_parallel()) {
-        #pragma omp parallel num_threads(nt)
-        {
-            const int64_t t = omp_get_thread_num(), tn = omp_get_num_threads();
-            fn(ctx, n * t / tn, n * (t + 1) / tn, t);
-        }
-        return;
-    }
-#endif
-    fn(ctx, 0, n, 0);
-}
-/* Chunk functions are opaque to GCC's interprocedural analyses: GCC 12 at -O1..-O3 was seen to
-   drop a direct call of one (on the serial path) whose writes all go through pointers it loads
-   from the context, as if they had no effect; noipa keeps every such call. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define EM_TASK_ATTR __attribute__((noipa))
-#else
-#define EM_TASK_ATTR __attribute__((noinline))
-#endif
-#define EM_MAIN_UNPACK(c_) \\
-    void **bufs = ((em_main_ctx *)(c_))->bufs; char *arena = ((em_main_ctx *)(c_))->arena; \\
-    const int64_t *dims = ((em_main_ctx *)(c_))->dims; void **fns = ((em_main_ctx *)(c_))->fns; \\
-    (void)bufs; (void)arena; (void)dims; (void)fns;
-"""
-
 # set by tests: programs generated while this is set never find the pool (the fallback runs)
 POOL_OFF = False
 
@@ -152,6 +103,6 @@ def c_helpers() -> str:
     """The C declarations a program with pooled loops needs (``em_par``, ``em_main_ctx``,
     ``EM_MAIN_UNPACK``); starts loading the library."""
     if POOL_OFF:
-        return _HELPERS.replace("LOOKUP", "0")
+        return "#define EM_PAR_LOOKUP 0\n" + load_resource("pool_program.h")
     load()
-    return _HELPERS.replace("LOOKUP", f'dlsym((void *)0, "{symbol()}")')
+    return f'#define EM_PAR_LOOKUP dlsym((void *)0, "{symbol()}")\n' + load_resource("pool_program.h")
