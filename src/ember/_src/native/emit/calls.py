@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native import opinfo
+from ember._src.native import csrc, opinfo
 from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.opinfo import CallLowering, OpCategory
@@ -453,29 +453,6 @@ static {name}_t *{name}({name}_t *a, {name}_t *b, int64_t n{extra_args}) {{
 
 # one key: LSD radix sort of order-preserving unsigned keys (stable, so ties keep row order)
 
-_RADIX = """\
-/* Stable LSD radix sort (8-bit digits) of keys ka with row indices ia (0..n-1 on entry); digits
-   on which all keys agree are skipped. Returns the sorted index array (ia or ib). */
-static int64_t *em_radix_K(K *ka, K *kb, int64_t *ia, int64_t *ib, int64_t n) {
-    enum { NB = (int)sizeof(K) };
-    int64_t cnt[NB][256];
-    memset(cnt, 0, sizeof(cnt));
-    for (int64_t i = 0; i < n; ++i)
-        for (int b = 0; b < NB; ++b) cnt[b][(ka[i] >> (8 * b)) & 255]++;
-    for (int b = 0; b < NB; ++b) {
-        int64_t *c = cnt[b], off = 0;
-        if (c[(ka[0] >> (8 * b)) & 255] == n) continue;
-        for (int d = 0; d < 256; ++d) { int64_t t = c[d]; c[d] = off; off += t; }
-        for (int64_t i = 0; i < n; ++i) {
-            int64_t p = c[(ka[i] >> (8 * b)) & 255]++;
-            kb[p] = ka[i]; ib[p] = ia[i];
-        }
-        K *tk = ka; ka = kb; kb = tk;
-        int64_t *ti = ia; ia = ib; ib = ti;
-    }
-    return ia;
-}
-"""
 
 
 def _radix_key(v: str, d: np.dtype) -> tuple[str, str]:
@@ -496,18 +473,15 @@ def _radix_key(v: str, d: np.dtype) -> tuple[str, str]:
     return kt, f"(({kt})({v}))"
 
 
-_BITS = """\
-static inline uint32_t em_bits32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline uint64_t em_bits64(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
-"""
 
 
 def _radix_sort(e: Eqn, cc: CallCode, outer: int, n: int, inner: int, dts: list[np.dtype]) -> list[str]:
     kt, key = _radix_key(f"{cc.ins[0]}[base + i * {inner}]", dts[0])
     name = f"em_radix_{kt[:-2]}"
-    cc.helper("em_bits", _BITS)
-    cc.helper(name, _RADIX.replace("em_radix_K", name).replace("K ", f"{kt} ").replace("K *", f"{kt} *")
-              .replace("(K)", f"({kt})"))
+    sort = csrc.sections("sort.h")
+    cc.helper("em_bits", sort["bits"][1])
+    cc.helper(name, f"#define EM_K {kt}\n#define EM_RADIX {name}\n" + sort["radix"][1]
+              + "#undef EM_RADIX\n#undef EM_K\n")
     lines = [f"{kt} *ka_ = ({kt} *)({cc.ws}), *kb_ = ka_ + {n};",
              f"int64_t *ia_ = (int64_t *)(kb_ + {n}), *ib_ = ia_ + {n};",
              f"for (int64_t o = 0; o < {outer}; ++o)",
