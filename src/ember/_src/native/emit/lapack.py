@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import abi
+from ember._src.native import abi, csrc
 from ember._src.native.emit import calls
 from ember._src.native.emit.calls import CallCode
 from ember._src.program import Eqn, Literal
@@ -52,23 +52,6 @@ def _fn(routine: str, d: np.dtype) -> str:
     return abi.fn_ref(('s' if d.itemsize == 4 else 'd') + routine)
 
 
-_TYPEDEFS = """\
-typedef void (*em_potrf_T)(char *, int *, ELT *, int *, int *);
-typedef void (*em_trsm_T)(char *, char *, char *, char *, int *, int *, ELT *, ELT *, int *, ELT *, int *);
-typedef void (*em_getrf_T)(int *, int *, ELT *, int *, int *, int *);
-typedef void (*em_geqrf_T)(int *, int *, ELT *, int *, ELT *, ELT *, int *, int *);
-typedef void (*em_orgqr_T)(int *, int *, int *, ELT *, int *, ELT *, ELT *, int *, int *);
-typedef void (*em_syevd_T)(char *, char *, int *, ELT *, int *, ELT *, ELT *, int *, int *, int *, int *);
-typedef void (*em_gesdd_T)(char *, int *, int *, ELT *, int *, ELT *, ELT *, int *, ELT *, int *, ELT *,
-                           int *, int *, int *);
-typedef void (*em_geev_T)(char *, char *, int *, ELT *, int *, ELT *, ELT *, ELT *, int *, ELT *, int *,
-                          ELT *, int *, int *);
-static int em_all_finite_T(const ELT *a, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) if (!isfinite(a[i])) return 0;
-    return 1;
-}
-static void em_fill_nan_T(ELT *a, int64_t n) { for (int64_t i = 0; i < n; ++i) a[i] = (ELT)NAN; }
-"""
 
 
 def _sfx(d: np.dtype) -> str:
@@ -78,7 +61,8 @@ def _sfx(d: np.dtype) -> str:
 def _typedefs(cc: CallCode, d: np.dtype) -> tuple[str, str]:
     """Register the typedefs for ``d``; returns (C element type, name suffix)."""
     t, s = ("float" if d.itemsize == 4 else "double"), _sfx(d)
-    cc.helper(f"em_lapack_{s}", _TYPEDEFS.replace("_T", f"_{s}").replace("ELT", t))
+    head = f"#define ELT {t}\n#define EM_T(name) name##_{s}\n"
+    cc.helper(f"em_lapack_{s}", head + csrc.load("lapack_types.h") + "#undef EM_T\n#undef ELT\n")
     return t, s
 
 
