@@ -102,3 +102,17 @@ def test_prelude_math_compiles_standalone(tmp_path):
             + load("prelude_math.h"))
     out = _syntax(tmp_path, unit, "-std=c11", "-Werror")
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.skipif(CC is None, reason="needs a C compiler")
+def test_prelude_complex_compiles_for_each_precision(tmp_path):
+    """Every complex helper section, instantiated for complex64 and complex128 (with its
+    dependencies first), compiles after the prelude head."""
+    from ember._src.native.emit import c_ops
+    names = [f"em_{n}{sfx}" for n in csrc.sections("prelude_complex.h") for sfx in ("f", "")]
+    body = "".join(c_ops.PRELUDE_FUNCS[n][1] for n in c_ops.prelude_closure(names))
+    assert c_ops.prelude_closure(["em_cpowf"]) == ["em_cmulf", "em_cdivf", "em_cpowf"]
+    unit = ("#include <stdint.h>\n#include <float.h>\n#include <math.h>\n#include <complex.h>\n"
+            + c_ops.PRELUDE_HEAD + body)
+    out = _syntax(tmp_path, unit, "-std=c11", "-Werror")
+    assert out.returncode == 0, out.stderr

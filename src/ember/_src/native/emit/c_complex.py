@@ -6,7 +6,7 @@ Registered into :data:`c_ops.COMPLEX_OPS` (used whenever an operand or the resul
 ``add sub neg mul div eq ne select_n convert_element_type complex real imag conj abs
 integer_pow`` and the transcendental functions glibc's ``<complex.h>`` provides (``exp log sqrt
 sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh``), and ``sign expm1 log1p exp2
-rsqrt logistic pow max min`` with the formulas of NumPy's complex loops (``_HELPERS_2``). The
+rsqrt logistic pow max min`` with the formulas of NumPy's complex loops (``csrc/prelude_complex.h``). The
 rest (orderings, bit casts) have no rendering: an equation using one on complex values runs as a
 fallback step, so results stay those of the NumPy implementation.
 
@@ -31,99 +31,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ember._src.native import csrc
 from ember._src.native.emit import c_ops
 from ember._src.native.emit.c_ops import COMPLEX_OPS, PRELUDE_FUNCS, ctype, is_complex, real_ctype
 
-_HELPERS = {
-    "cmul": """\
-static inline CT em_cmulS(CT a, CT b) {
-    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
-    return __builtin_complex(ar * br - ai * bi, ar * bi + ai * br);
-}
-""",
-    "cdiv": """\
-static inline CT em_cdivS(CT a, CT b) {
-    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
-    RT abr = br < 0 ? -br : br, abi = bi < 0 ? -bi : bi;
-    if (abr >= abi) {
-        if (abr == 0 && abi == 0) return __builtin_complex(ar / abr, ai / abr);
-        RT rat = bi / br, scl = (RT)1 / (br + bi * rat);
-        return __builtin_complex((ar + ai * rat) * scl, (ai - ar * rat) * scl);
-    }
-    RT rat = br / bi, scl = (RT)1 / (bi + br * rat);
-    return __builtin_complex((ar * rat + ai) * scl, (ai * rat - ar) * scl);
-}
-""",
-    "conj": "static inline CT em_conjS(CT a) { return __builtin_complex(__real__ a, -__imag__ a); }\n",
-    "cabs": "static inline RT em_cabsS(CT a) { return hypotS(__real__ a, __imag__ a); }\n",
-}
-# NumPy's complex loops for these (npymath), so values agree with the reference backend
-_HELPERS_2 = {
-    # z / |z|, 0 at 0 (NumPy 2's sign)
-    "csign": ("cabs", """\
-static inline CT em_csignS(CT a) {
-    RT r = em_cabsS(a);
-    if (__real__ a == 0 && __imag__ a == 0) return __builtin_complex((RT)0, (RT)0);
-    return __builtin_complex(__real__ a / r, __imag__ a / r);
-}
-"""),
-    # expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y)
-    "cexpm1": ((), """\
-static inline CT em_cexpm1S(CT a) {
-    RT x = __real__ a, y = __imag__ a, h = sinS(y / 2);
-    return __builtin_complex(expm1S(x) * cosS(y) - 2 * h * h, expS(x) * sinS(y));
-}
-"""),
-    # log|1 + z| + i arg(1 + z)
-    "clog1p": ((), """\
-static inline CT em_clog1pS(CT a) {
-    RT x = __real__ a + 1, y = __imag__ a;
-    return __builtin_complex(logS(hypotS(x, y)), atan2S(y, x));
-}
-"""),
-    # 0 ** w: 0 for real w > 0, else NaN; an integral real exponent below 100 in magnitude by
-    # repeated squaring; otherwise exp(w log z) (C's cpow)
-    "cpow": ("cmul cdiv", """\
-static inline CT em_cpowS(CT a, CT b) {
-    RT br = __real__ b, bi = __imag__ b;
-    if (br == 0 && bi == 0) return __builtin_complex((RT)1, (RT)0);
-    if (__real__ a == 0 && __imag__ a == 0) {
-        if (br > 0 && bi == 0) return __builtin_complex((RT)0, (RT)0);
-        return __builtin_complex((RT)NAN, (RT)NAN);
-    }
-    if (bi == 0 && br == (RT)(int)br && br > -100 && br < 100) {
-        int n = (int)br, m = n < 0 ? -n : n;
-        CT r = __builtin_complex((RT)1, (RT)0), p = a;
-        while (m) { if (m & 1) r = em_cmulS(r, p); m >>= 1; if (m) p = em_cmulS(p, p); }
-        return n < 0 ? em_cdivS(__builtin_complex((RT)1, (RT)0), r) : r;
-    }
-    return cpowS(a, b);
-}
-"""),
-    # NumPy's maximum/minimum: lexicographic, a NaN in either operand propagates
-    "cmax": ((), """\
-static inline CT em_cmaxS(CT a, CT b) {
-    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
-    int ge = (ar > br && ai == ai && bi == bi) || (ar == br && ai >= bi);
-    return (ar != ar || ai != ai || ge) ? a : b;
-}
-"""),
-    "cmin": ((), """\
-static inline CT em_cminS(CT a, CT b) {
-    RT ar = __real__ a, ai = __imag__ a, br = __real__ b, bi = __imag__ b;
-    int le = (ar < br && ai == ai && bi == bi) || (ar == br && ai <= bi);
-    return (ar != ar || ai != ai || le) ? a : b;
-}
-"""),
-}
+# the complex helpers, per precision: the sections of csrc/prelude_complex.h with the defines that
+# instantiate them (CT, RT, S(name)); a helper's name carries the precision's suffix (em_cmulf)
 for _sfx, _ct, _rt in (("f", "em_c64", "float"), ("", "em_c128", "double")):
-    for _name, _tmpl in _HELPERS.items():
-        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
-            (), _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
-    for _name, (_deps, _tmpl) in _HELPERS_2.items():
-        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (
-            tuple(f"em_{d}{_sfx}" for d in (_deps.split() if isinstance(_deps, str) else _deps)),
-            _tmpl.replace("CT", _ct).replace("RT", _rt).replace("S(", _sfx + "("))
+    _head = f"#define CT {_ct}\n#define RT {_rt}\n#define S(name) {'name##' + _sfx if _sfx else 'name'}\n"
+    for _name, (_deps, _text) in csrc.sections("prelude_complex.h").items():
+        PRELUDE_FUNCS[f"em_{_name}{_sfx}"] = (tuple(f"em_{d}{_sfx}" for d in _deps),
+                                              _head + _text + "#undef S\n#undef RT\n#undef CT\n")
 
 
 def _s(d: np.dtype) -> str:
