@@ -16,6 +16,13 @@ and activation memory, measured per runtime as well as each allows:
 
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
                                       [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
+                                      [--threads N] [--clock wall|cpu]
+
+``--threads N`` limits every runtime to N threads (ember's pool and OpenMP, torch, ONNX Runtime's
+intra-op pool). ``--clock cpu`` times each call by the process CPU time (``time.process_time``)
+instead of the elapsed time: with ``--threads 1`` on a shared, loaded machine it counts the work
+each runtime does, not the time it waits for a core (with more threads it also counts their
+spinning, so read it as cost, not latency).
 
 ``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
 the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
@@ -41,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import threads  # noqa: E402
 
 threads.quiet_openblas()  # before NumPy loads OpenBLAS (its idle threads would take ember's second core)
+if "--threads" in sys.argv:  # before NumPy and torch load
+    threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
 from common import have, report  # noqa: E402
@@ -90,6 +99,9 @@ def ort_session(model, path: str):
                           output_names=["logits"], dynamic_axes={"input_ids": {1: "seq"}}, dynamo=False)
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads.bench_threads():
+        opts.intra_op_num_threads = threads.bench_threads()
+        opts.inter_op_num_threads = 1
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
@@ -198,15 +210,17 @@ def generation(model, layers: int, prompt_len: int, new: int) -> dict:
             "compiles": sess.cache_info()["compiles"]}
 
 
-def interleaved(impls: dict, rounds: int) -> dict:
+def interleaved(impls: dict, rounds: int, clock=time.perf_counter) -> dict:
+    """Median seconds per call of each implementation, one call of each per round in turn; ``clock``
+    is the timer (``time.perf_counter``: elapsed, ``time.process_time``: process CPU time)."""
     samples: dict[str, list[float]] = {k: [] for k in impls}
     for fn in impls.values():
         fn()
     for _ in range(rounds):
         for k, fn in impls.items():
-            t = time.perf_counter()
+            t = clock()
             fn()
-            samples[k].append(time.perf_counter() - t)
+            samples[k].append(clock() - t)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -223,8 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-ort", action="store_true")
     p.add_argument("--generate", type=int, default=128, help="new tokens in the generation row (0: none)")
+    p.add_argument("--threads", type=int, default=None, help="limit every runtime to N threads")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: elapsed time; cpu: process CPU time per call (see above)")
     a = p.parse_args(argv)
     import torch
+    if threads.bench_threads():
+        torch.set_num_threads(threads.bench_threads())
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     prepare()  # time the steady state: per-machine runtime libraries (GEMM kernel, thread pool) loaded
     rows = []
     for layers in [int(x) for x in a.layers.split(",")]:
@@ -245,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in [int(x) for x in a.seqs.split(",")]:
             ids = np.random.default_rng(n).integers(0, a.vocab, (1, n))
             load = os.getloadavg()[0]
-            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds)
+            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds, clock)
             mem = sess.memory(seq=n)
             act = {"ember native": mem["ACTIVATIONS"], "torch eager": torch_activation_bytes(model, ids)}
             if ort_s is not None:
@@ -263,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], flush=True)
     text = report("GPT-2 inference (batch 1, random weights)", rows, "models",
                   {"rounds": a.rounds, "vocab": a.vocab, "torch_threads": torch.get_num_threads(),
-                   "cpus": os.cpu_count()})
+                   "threads": threads.bench_threads(), "clock": a.clock, "cpus": os.cpu_count()})
     text += ("\n| workload | activation memory: ember (arena peak) | torch eager (allocator peak) | "
              "onnxruntime (peak RSS growth) | max abs err vs torch | load avg |\n|---|---|---|---|---|---|\n")
     text += "".join(f"| {r['workload']} | {_mib(r['activation_bytes'].get('ember native'))} | "
