@@ -33,11 +33,9 @@ if "--threads" in sys.argv:  # before NumPy, JAX and torch load
     limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from common import bench_threads, have, interleaved, medians, report  # noqa: E402
+from common import bench_threads, cpu_interleaved, have, interleaved, medians, report  # noqa: E402
 
 import ember  # noqa: E402
 from ember import lax  # noqa: E402
@@ -191,30 +189,6 @@ def check(name: str, got: Any, want: np.ndarray, nchw: bool, grad: bool) -> None
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * scale, err_msg=name)
 
 
-def cpu_interleaved(impls: dict[str, Callable[[], Any]], rounds: int = 9,
-                    sample_time: float = 0.02) -> dict[str, dict[str, float]]:
-    """Like :func:`common.interleaved`, but each sample is the process CPU time per call
-    (``time.process_time``): on a shared, loaded machine with one thread per implementation this
-    counts the work done, not the time spent waiting for a core."""
-    per_call = {}
-    for k, fn in impls.items():
-        fn()
-        t = time.process_time()
-        fn()
-        per_call[k] = max(time.process_time() - t, 1e-6)
-    calls = {k: max(1, int(sample_time / v)) for k, v in per_call.items()}
-    samples: dict[str, list[float]] = {k: [] for k in impls}
-    names = list(impls)
-    for r in range(rounds):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            t = time.process_time()
-            for _ in range(calls[k]):
-                impls[k]()
-            samples[k].append((time.process_time() - t) / calls[k])
-    return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": rounds,
-                "calls_per_sample": calls[k]} for k, v in samples.items()}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -240,7 +214,7 @@ def main() -> None:
         impls, nchw = runners(cfg, xs, jax, opts)
         for k, run in impls.items():
             check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", False))
-        stats = (cpu_interleaved(impls) if args.clock == "cpu"
+        stats = (cpu_interleaved(impls, rounds=9, sample_time=0.02) if args.clock == "cpu"
                  else interleaved(impls, max_seconds=args.max_seconds))
         rows.append({"workload": name, "times": medians(stats), "stats": stats})
         print(name, {k: f"{v * 1e3:.3f} ms" for k, v in medians(stats).items()}, flush=True)

@@ -24,7 +24,6 @@ import ctypes
 import dataclasses
 import functools
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +37,18 @@ if "--threads" in sys.argv:
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import RESULTS, Workload, fmt, have, interleaved, load_average, load_text, machine, peer_runners  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    Workload,
+    cpu_interleaved,
+    fmt,
+    have,
+    interleaved,
+    load_average,
+    load_text,
+    machine,
+    peer_runners,
+)
 
 import ember  # noqa: E402
 import ember.numpy as enp  # noqa: E402
@@ -47,33 +57,6 @@ from ember import lax  # noqa: E402
 SWEEP = [(m, n, n) for n in (256, 1024, 4096) for m in (32, 64, 128, 256, 512) if m * n * n <= 2 ** 31] + [
     (512, 1024, 4096), (1024, 256, 1024), (2048, 256, 256), (4096, 256, 256), (1024, 4096, 256),
     (1024, 1024, 1024), (2048, 1024, 1024), (2048, 2048, 2048), (2, 4096, 4096), (8, 4096, 4096)]
-
-
-def cpu_interleaved(impls: dict, rounds: int = 15, sample_time: float = 0.05) -> dict[str, dict[str, float]]:
-    """:func:`common.interleaved` timed by the CPU time of this process (every thread of it) rather
-    than the wall clock: on a shared machine with more runnable jobs than cores the wall clock
-    counts the time the scheduler gives to others. Meaningful at one thread (``--threads 1``)."""
-    names = list(impls)
-    for fn in impls.values():
-        fn()
-    calls = {}
-    for k in names:
-        t = time.process_time()
-        impls[k]()
-        calls[k] = max(1, int(sample_time / max(time.process_time() - t, 1e-6)))
-    samples: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(rounds):
-        for k in names[r % len(names):] + names[:r % len(names)]:
-            t = time.process_time()
-            for _ in range(calls[k]):
-                impls[k]()
-            samples[k].append((time.process_time() - t) / calls[k])
-    out = {}
-    for k, v in samples.items():
-        q = statistics.quantiles(v, n=4)
-        out[k] = {"median": statistics.median(v), "q1": q[0], "q3": q[2], "min": min(v), "max": max(v),
-                  "rounds": rounds, "calls_per_sample": calls[k]}
-    return out
 
 
 def jitted(sizes: list[int], cpu_time: bool) -> list[dict]:

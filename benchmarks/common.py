@@ -364,6 +364,37 @@ def interleaved(impls: dict[str, Callable[[], Any]], *, rounds: int = 25, sample
     return out
 
 
+
+def cpu_interleaved(impls: dict[str, Callable[[], Any]], rounds: int = 15,
+                    sample_time: float = 0.05) -> dict[str, dict[str, float]]:
+    """Like :func:`interleaved`, but each sample is the CPU time of this process per call
+    (``time.process_time``, every thread of it) rather than the wall clock: on a shared machine
+    with more runnable jobs than cores the wall clock counts the time the scheduler gives to
+    others. Meaningful at one thread per implementation. Rounds rotate the order; each
+    implementation's calls per sample are sized from one warm call to fill ``sample_time``."""
+    names = list(impls)
+    for fn in impls.values():
+        fn()
+    calls = {}
+    for k in names:
+        t = time.process_time()
+        impls[k]()
+        calls[k] = max(1, int(sample_time / max(time.process_time() - t, 1e-6)))
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            t = time.process_time()
+            for _ in range(calls[k]):
+                impls[k]()
+            samples[k].append((time.process_time() - t) / calls[k])
+    out = {}
+    for k, v in samples.items():
+        q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0], v[0], v[0]]
+        out[k] = {"median": statistics.median(v), "q1": q[0], "q3": q[2], "min": min(v), "max": max(v),
+                  "rounds": rounds, "calls_per_sample": calls[k]}
+    return out
+
+
 def medians(stats: dict[str, dict[str, float]]) -> dict[str, float]:
     """The median per implementation from an :func:`interleaved` result."""
     return {k: v["median"] for k, v in stats.items()}

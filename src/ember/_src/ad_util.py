@@ -93,3 +93,16 @@ def neg_tangent(t: Any) -> Any:
         return t
     from ember._src.prims.elementwise import neg
     return neg(t)
+
+
+def bilinear_jvp(prim: Any) -> Any:
+    """The JVP rule of a primitive ``prim(x, y, **params)`` linear in each operand (a product):
+    ``d prim = prim(dx, y) + prim(x, dy)``, with symbolic zeros skipped."""
+    def jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+        (x, y), (tx, ty) = primals, tangents
+        out = prim.bind(x, y, **params)
+        t1 = Zero.from_value(out) if is_zero(tx) else prim.bind(tx, y, **params)
+        t2 = Zero.from_value(out) if is_zero(ty) else prim.bind(x, ty, **params)
+        return [out], [add_tangents(t1, t2)]
+
+    return jvp

@@ -137,14 +137,6 @@ def conv(x: Any, w: Any, window_strides: Sequence[int], padding: Sequence[Sequen
                        feature_group_count=int(feature_group_count))
 
 
-def _conv_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
-    (x, w), (tx, tw) = primals, tangents
-    out = conv_p.bind(x, w, **params)
-    t1 = ad.Zero.from_value(out) if ad.is_zero(tx) else conv_p.bind(tx, w, **params)
-    t2 = ad.Zero.from_value(out) if ad.is_zero(tw) else conv_p.bind(x, tw, **params)
-    return [out], [ad.add_tangents(t1, t2)]
-
-
 def _lhs_cotangent(ct: Any, x_aval: ShapedArray, w: Any, *, window_strides: tuple, padding: tuple,
                    rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
     """d lhs: the cotangent convolved (stride 1) with the flipped kernel, whose input and output
@@ -309,6 +301,6 @@ def _conv_batch(vals: list, dims: list, *, window_strides: tuple, padding: tuple
 
 conv_p.impl = _conv_impl
 conv_p.abstract_eval = _conv_abstract
-conv_p.jvp = _conv_jvp
+conv_p.jvp = ad.bilinear_jvp(conv_p)
 conv_p.transpose = _conv_transpose
 conv_p.batch = _conv_batch

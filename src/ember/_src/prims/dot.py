@@ -115,14 +115,6 @@ def _dot_transpose(ct: Any, x: Any, y: Any, *, dimension_numbers: tuple,
     return [None, _transpose_lhs(ct, y.aval, x, dimension_numbers=swapped, swap_ans=True)]
 
 
-def _dot_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
-    (x, y), (tx, ty) = primals, tangents
-    out = dot_general_p.bind(x, y, **params)
-    t1 = ad.Zero.from_value(out) if ad.is_zero(tx) else dot_general_p.bind(tx, y, **params)
-    t2 = ad.Zero.from_value(out) if ad.is_zero(ty) else dot_general_p.bind(x, ty, **params)
-    return [out], [ad.add_tangents(t1, t2)]
-
-
 def _dot_batch(vals: list, dims: list, *, dimension_numbers: tuple,
                preferred_element_type: Any = None) -> tuple[list, list]:
     (x, y), (dx, dy) = vals, dims
@@ -150,7 +142,7 @@ def _dot_batch(vals: list, dims: list, *, dimension_numbers: tuple,
 
 dot_general_p.impl = _dot_impl
 dot_general_p.abstract_eval = _dot_abstract
-dot_general_p.jvp = _dot_jvp
+dot_general_p.jvp = ad.bilinear_jvp(dot_general_p)
 dot_general_p.transpose = _dot_transpose
 dot_general_p.batch = _dot_batch
 

@@ -22,7 +22,7 @@ import numpy as np
 from ember._src import shapes as sh
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
-from ember._src.native.emit.calls import CallCode, register
+from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.plan import symdims as sd
 from ember._src.native.rewrite import attention_passes  # noqa: F401  (registers the attention passes)
 from ember._src.program import Eqn
@@ -58,18 +58,9 @@ def _empty_mode(mask_value: float | None) -> str:
     return "2" if mask_value == -np.inf else "1"
 
 
-def _strides(shape: tuple) -> list:
-    """Row-major element strides of ``shape`` (ints or DimExprs)."""
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc = acc * d
-    return out[::-1]
-
-
 def _broadcast_strides(shape: tuple) -> list[str]:
     """C strides of a rank-4 bias/mask, 0 along its broadcast (size-1) dims."""
-    return ["0" if isinstance(d, int) and d == 1 else sd.cdim(st) for d, st in zip(shape, _strides(shape))]
+    return ["0" if isinstance(d, int) and d == 1 else sd.cdim(st) for d, st in zip(shape, row_strides(shape))]
 
 
 def _helpers(cc: CallCode, dtype: np.dtype, D: int, Dv: int) -> str:
@@ -78,11 +69,8 @@ def _helpers(cc: CallCode, dtype: np.dtype, D: int, Dv: int) -> str:
     head = f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n#define EM_ATT_EXP {exp}\n"
     cc.helper(f"em_attn_{sfx}", head + _SRC + "#undef EM_ATT_EXP\n#undef EM_T\n#undef ELT\n")
     task, pack = f"em_attn_run_{sfx}_{D}_{Dv}", f"em_attn_packk_{sfx}_{D}"
-    support.need("threadpool")
-    for name, call in ((task, f"em_attn_task_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D}, {Dv})"),
-                       (pack, f"em_attn_pack_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D})")):
-        cc.helper(name, f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid) {{\n"
-                        f"    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) {call};\n}}\n")
+    cc.chunk(task, f"em_attn_task_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D}, {Dv})")
+    cc.chunk(pack, f"em_attn_pack_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D})")
     return task, pack
 
 

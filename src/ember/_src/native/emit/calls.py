@@ -66,6 +66,14 @@ class CallCode:
         self.helpers.setdefault(name, text)
         return name
 
+    def chunk(self, name: str, body: str) -> str:
+        """A thread-pool chunk function ``name`` running the statement ``body`` for each task ``t``
+        of its range (``c_``: the context pointer), recording the thread-pool block."""
+        support.need("threadpool")
+        return self.helper(name, f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, "
+                                 f"int64_t tid) {{\n    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) "
+                                 f"{body};\n}}\n")
+
     def parallel(self, work: int) -> bool:
         return self.openmp and work >= self.parallel_threshold
 
@@ -138,11 +146,12 @@ def _size(shape: Any) -> int:
     return int(math.prod(shape))
 
 
-def _strides(shape: Any) -> list[int]:
+def row_strides(shape: Any) -> list[Any]:
+    """Row-major element strides of ``shape`` (ints, or symbolic sizes: the products stay symbolic)."""
     out, acc = [], 1
     for d in reversed(tuple(shape)):
         out.append(acc)
-        acc *= int(d)
+        acc = acc * d
     return out[::-1]
 
 
@@ -165,7 +174,7 @@ def _block_copy(dst: str, dst_shape: tuple, dst_off: list[str], src: str, src_sh
         return []
     if nd == 0:
         return [f"memcpy({dst}, {src}, {item});"]
-    ds, ss = _strides(dst_shape), _strides(src_shape)
+    ds, ss = row_strides(dst_shape), row_strides(src_shape)
     lines = []
     for k in range(nd - 1):
         lines.append("    " * k + f"for (int64_t i{k} = 0; i{k} < {sizes[k]}; ++i{k})")

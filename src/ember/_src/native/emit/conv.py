@@ -29,8 +29,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native.csrc import load
-from ember._src.native.emit import support
-from ember._src.native.emit.calls import CallCode, register
+from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.plan.symdims import cdim
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
@@ -46,14 +45,6 @@ WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O va
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
-
-
-def _strides(shape: tuple) -> list:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc = acc * d
-    return out[::-1]
 
 
 def _up(n: Any) -> Any:
@@ -78,7 +69,7 @@ class _Geo:
         self.sh, self.sw = p["window_strides"]
         self.dh, self.dw = p["rhs_dilation"]
         (self.hlo, _), (self.wlo, _) = p["padding"]
-        xs, ws, ys = _strides(x.shape), _strides(w.shape), _strides(y.shape)
+        xs, ws, ys = row_strides(x.shape), row_strides(w.shape), row_strides(y.shape)
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
@@ -135,13 +126,6 @@ def _workspace(e: Eqn) -> Any:
     return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
 
 
-def _chunk_fn(cc: CallCode, name: str, body: str) -> str:
-    sig = f"static EM_TASK_ATTR void {name}(void *c_, int64_t lo, int64_t hi, int64_t tid)"
-    support.need("threadpool")
-    return cc.helper(name, f"{sig} {{\n"
-                           f"    (void)tid;\n    for (int64_t t = lo; t < hi; ++t) {body};\n}}\n")
-
-
 @register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h)",
           _accepts, _workspace, symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
@@ -154,17 +138,17 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     gdecl = f"const em_cv_geo g_ = {geo}"
     if g.depthwise:
-        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
-        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
+        pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
         n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
     elif g.winograd:
-        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
-        run = _chunk_fn(cc, f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
+        pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
         n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_run = f"(int64_t){cdim(g.N)} * {g.nch}"
     else:
-        pack = _chunk_fn(cc, f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
-        run = _chunk_fn(cc, f"em_cv_run_{key}",
+        pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
+        run = cc.chunk(f"em_cv_run_{key}",
                         f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
@@ -182,12 +166,12 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     steps = [(pack, "np_", 2), (run, "nr_", 4)]
     if not g.nhwc_in:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
-        copy = _chunk_fn(cc, f"em_cv_copy_{key}",
+        copy = cc.chunk(f"em_cv_copy_{key}",
                          f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
         steps.insert(1, (copy, "nc_", 4))
     if g.staged:
         strides = ", ".join(cdim(v) for v in g.yst)
-        unstage = _chunk_fn(cc, f"em_cv_unstage_{key}",
+        unstage = cc.chunk(f"em_cv_unstage_{key}",
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
     if cc.openmp and cc.num_threads != 1:
