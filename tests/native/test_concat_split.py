@@ -9,6 +9,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember._src.lax import conv as lax_conv
 from ember._src.native.backend import NativeExecutable
 from ember._src.native.scheduling import concat_split
 
@@ -74,8 +75,11 @@ def test_concatenate_inside_bigger_expression() -> None:
     assert _kernel_parts(exe) == [6]
 
 
-def test_nested_concatenate_tap_stack() -> None:
-    """A 2-d window tap stack (concatenate of slices of a concatenate) becomes k1*k2 parts."""
+def test_nested_concatenate_tap_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-d window tap stack (concatenate of slices of a concatenate) becomes k1*k2 parts. The
+    convolution is forced onto its im2col composite (2-D float convolutions bind the ``conv``
+    primitive, a native step of its own), which builds exactly such a tap stack."""
+    monkeypatch.setattr(lax_conv, "_use_primitive", lambda *a, **k: False)
     rng = _rng()
     x = rng.standard_normal((2, 9, 7, 3)).astype(np.float32)
     k = rng.standard_normal((3, 4, 3, 5)).astype(np.float32)
@@ -225,3 +229,22 @@ def test_nested_concatenate_of_expensive_pieces() -> None:
     exe = check(f, x, rtol=1e-5)
     assert exe.schedule.count("kernel") == 1
     assert _kernel_parts(exe) == [16]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_row_softmax_of_a_split_kernel(dynamic: bool) -> None:
+    """A softmax whose rows read a concatenate (a split kernel's parts): the parts take no row
+    caches of their own (none is planned for them). Found by tests/dynamic/test_property.py: the
+    part's row exp asked for a scratch row the plan did not have (an AttributeError at codegen)."""
+    def f(x: object) -> object:
+        return ember.nn.softmax(jnp.concatenate([x, x * 0.5], axis=1)[:, 1:], axis=1)
+
+    g = ember.jit(f, dynamic_axes={"x": "batch, seq, 4"}) if dynamic else ember.jit(f)
+    rng = _rng()
+    for b, n in ((1, 2), (3, 5), (2, 1)):
+        x = rng.uniform(-1, 1, (b, n, 4)).astype(np.float32)
+        c = np.concatenate([x, x * 0.5], axis=1)[:, 1:].astype(np.float64)
+        e = np.exp(c - c.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(np.asarray(g(x)), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    if dynamic:
+        assert g.cache_info()["compiles"] == 1

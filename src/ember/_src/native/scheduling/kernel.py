@@ -581,8 +581,8 @@ class _Builder:
                       evaluations=self.evaluations)
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
-        if ir.n_outer and ir.natural is None:
-            self.row_exps(ir)
+        if ir.n_outer and ir.natural is None and self.origin is None:  # (a split kernel's part has no
+            self.row_exps(ir)  # row caches of its own in the plan: scratch.py asks for the whole kernel's)
         return ir
 
     def row_exps(self, ir: KernelIR) -> None:
