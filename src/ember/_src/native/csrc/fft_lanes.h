@@ -2,10 +2,11 @@
    per precision (float only, today) with EM_FFT_LANES, ELT, ELTI and EM_T(name) defined, after
    fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
    em_fftc_store, real split and merge, and its twiddle cache by log2 length) and fft_typed.h (the
-   job). A step whose transform length m >= 2 has no prime factor above 5 (a complex axis of length
-   m, or a real last axis of length 2m through its half-length transform), not Bluestein, goes
-   through here instead of em_fft_line (a power of two by fft_conv's radix-8/4 transform, other
-   lengths by Stockham stages of radix 8, 4, 2, 3 and 5 over the plan's factors): CW lines per vector (16 floats with AVX-512, else 8; twice the double
+   job). A step whose transform length m >= 2 (a complex axis of length m, or a real last axis of
+   length 2m through its half-length transform) has no prime factor above 5, or whose Bluestein
+   convolution length has none (always: it is 2-3-5-smooth), goes through here instead of
+   em_fft_line (a power of two by fft_conv's radix-8/4 transform, other lengths by Stockham stages
+   of radix 8, 4, 2, 3 and 5 over the plan's factors, Bluestein by two of those): CW lines per vector (16 floats with AVX-512, else 8; twice the double
    path's EM_FW), float twiddles computed in double and rounded once. Every other length keeps the
    double-precision mixed-radix / Bluestein path. */
 #define CW EM_T(em_cw)
@@ -19,6 +20,9 @@ typedef struct {
     const SZ *tw, *rt;  /* twiddles exp(-2 pi i j / m), j < m; the real split's exp(-i pi k / m), k <= m */
     int64_t m;          /* the transform length */
     const int32_t *fac;  /* mixed radix: the plan's factors (4, 2, 3, 5); null: a power of two */
+    int64_t m2;          /* Bluestein: the convolution length (factors fac), else 0 */
+    const SZ *chirp, *bf;  /* Bluestein: the chirp (m entries) and the filter's transform (m2) */
+    int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
 } EM_T(em_fftl_job);
 /* one Stockham stage of radix 2, 3 or 5 (as fft_conv.h's em_fftc_r4: length n, stride s, from x to
    y; outputs twiddled after the butterfly), the small DFTs written out */
@@ -78,10 +82,27 @@ static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const 
     }
     return x;
 }
-/* the job's transform of x (y scratch): a power of two by fft_conv's, else mixed radix */
-static inline CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
+/* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by fft_conv's,
+   else mixed radix, else Bluestein (the chirp carries the direction: sg unused) as the cyclic
+   convolution of length m2 of x times the chirp with the chirp filter, by two mixed-radix
+   transforms */
+static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
     if (!lj->fac) return EM_T(em_fftc_fft)(x, y, lj->m, lj->tw, sg, 0);
-    return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
+    if (!lj->m2) return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
+    const int64_t m = lj->m, m2 = lj->m2;
+    const CV zero = {0};
+    for (int64_t k = 0; k < m; ++k) x[k] = EM_T(em_czmul)(x[k], lj->chirp[k]);
+    for (int64_t k = m; k < m2; ++k) { x[k].re = zero; x[k].im = zero; }
+    CZ *z = EM_T(em_fftl_fft)(x, y, m2, lj->fac, lj->tw, 1);
+    for (int64_t k = 0; k < m2; ++k) z[k] = EM_T(em_czmul)(z[k], lj->bf[k]);
+    CZ *r = EM_T(em_fftl_fft)(z, z == x ? y : x, m2, lj->fac, lj->tw, -1);
+    const ELT s = (ELT)(1.0 / (double)m2);
+    for (int64_t k = 0; k < m; ++k) {
+        SZ c = lj->chirp[k];
+        c.re *= s; c.im *= s;
+        r[k] = EM_T(em_czmul)(r[k], c);
+    }
+    return r;
 }
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
@@ -197,23 +218,38 @@ static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int
 static EM_TASK_ATTR void EM_T(em_fftl_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftl_job) *lj = (const EM_T(em_fftl_job) *)c;
     const EM_T(em_fft_job) *j = lj->j;
-    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + lj->m + (j->kind != 0);
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + lj->buf;
     if (j->kind == 0) EM_T(em_fftl_axis)(lj, b0, b1, lo, hi);
     else if (j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
     else EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
 }
-/* run job j here when its transform length m >= 2 has the factors 2, 3 and 5 only and no
-   Bluestein (returns 1), else return 0 (the double path runs it). A power of two takes fft_conv's
-   cached tables (or builds them in the job's wtab, 2m + 1 SZ); a mixed length rounds the plan's
-   double tables to ELT in wtab each call (2m + 1 SZ, m ops: small beside the lines' work), unless
-   the plan's own tables live there (another thread was filling the cache: the double path runs).
-   Both before the threads start; thread t's two line buffers (m + 1 CZ each) are its em_vz scratch. */
+/* run job j here when its transform (length m >= 2, or Bluestein's convolution length m2) has the
+   factors 2, 3 and 5 only (returns 1), else return 0 (the double path runs it). A power of two
+   takes fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round
+   the plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
+   conversions: small beside the lines' work), unless the plan's own tables live there (another
+   thread was filling the cache: the double path runs). Both before the threads start; thread t's
+   two line buffers (lj.buf CZ each) are its em_vz scratch. */
 static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
     const em_fft_plan *p = j->p;
     const int64_t m = j->kind == 0 ? j->n : p->n;
-    if (p->m2 || (j->kind != 0 && !j->half) || m < 2) return 0;
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0};
-    if (!(m & (m - 1))) {
+    if ((j->kind != 0 && !j->half) || m < 2) return 0;
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + 1};
+    if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
+        const int64_t m2 = p->m2;
+        for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
+            if (p->fac2[i] > 5) return 0;
+        if ((const void *)p->chirp == j->wtab) return 0;
+        SZ *t = (SZ *)j->wtab, *bf = t + m2, *ch = bf + m2, *rt = ch + m;
+        for (int64_t k = 0; k < m2; ++k) {
+            t[k].re = (ELT)p->tw2[k].re; t[k].im = (ELT)p->tw2[k].im;
+            bf[k].re = (ELT)p->bf[k].re; bf[k].im = (ELT)p->bf[k].im;
+        }
+        for (int64_t k = 0; k < m; ++k) { ch[k].re = (ELT)p->chirp[k].re; ch[k].im = (ELT)p->chirp[k].im; }
+        if (j->kind != 0)
+            for (int64_t k = 0; k <= m; ++k) { rt[k].re = (ELT)p->rt[k].re; rt[k].im = (ELT)p->rt[k].im; }
+        lj.tw = t; lj.bf = bf; lj.chirp = ch; lj.rt = rt; lj.fac = p->fac2;
+    } else if (!(m & (m - 1))) {
         int lg = 0;
         while (((int64_t)1 << lg) < m) ++lg;
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
