@@ -444,3 +444,36 @@ def test_runtime_tables_are_freed_with_their_executables():
     again = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
     close(np.asarray(again(x)), np.fft.fft(x.astype(np.complex128), axis=-1), np.complex64)
     assert fft_tables.live_tables() > base
+
+
+@pytest.mark.parametrize("target", [["-mavx512f", "-mfma"], ["-mavx2", "-mfma"], ["-mno-avx"]],
+                         ids=["avx512", "avx2", "scalar"])
+def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
+    """The fft step's helpers as the lowering registers them for complex64 (float lanes on
+    fft_conv.h's transform) and complex128 in one unit, after the thread pool's helpers, on each
+    instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
+    import shutil
+    import subprocess
+    import types
+
+    from ember._src.native.runtime import threadpool
+
+    class Helpers:
+        def __init__(self):
+            self.helpers = {}
+
+        def helper(self, name, text):
+            self.helpers.setdefault(name, text)
+
+    cc = Helpers()
+    for dt in (np.complex64, np.complex128):
+        aval = types.SimpleNamespace(dtype=dt)
+        nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
+    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fft_f64"]
+    unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
+    f = tmp_path / "unit.c"
+    f.write_text(unit + "".join(cc.helpers.values()))
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
