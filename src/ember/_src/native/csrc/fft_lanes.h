@@ -234,7 +234,9 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     const em_fft_plan *p = j->p;
     const int64_t m = j->kind == 0 ? j->n : p->n;
     if ((j->kind != 0 && !j->half) || m < 2) return 0;
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + 1};
+    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2):
+       two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
         const int64_t m2 = p->m2;
         for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
