@@ -1,11 +1,13 @@
 """FFTs: ember's native C FFT (``ember._src.native.emit.fft``) against NumPy's pocketfft, JAX ``jit``
 (ducc) and PyTorch (when installed), interleaved in one process.
 
-    python benchmarks/bench_fft.py [--quick]
+    python benchmarks/bench_fft.py [--quick] [--threads N] [--cpu-time]
 
 Workloads: batched 1-d complex FFTs at a power of two, a composite length and a prime (Bluestein),
 a real FFT and a 2-d FFT. Each result is checked against NumPy in double precision before timing.
-Writes ``benchmarks/results/fft.{json,md}``.
+``--threads N`` limits every implementation to ``N`` threads (before any of them loads);
+``--cpu-time`` times by the process's CPU time per call instead of the wall clock (meaningful at one
+thread on a shared, loaded machine). Writes ``benchmarks/results/fft.{json,md}``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import threads  # noqa: E402
+
+threads.quiet_openblas()  # before NumPy loads OpenBLAS
+if "--threads" in sys.argv:
+    threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+
+import numpy as np  # noqa: E402
+from bench_gemm import cpu_interleaved  # noqa: E402
 from common import have, interleaved, medians, report  # noqa: E402
 
 import ember  # noqa: E402
@@ -39,6 +47,8 @@ def workloads(b: int) -> list[tuple[str, str, np.ndarray]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="threads of every implementation")
+    ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time per call")
     args = ap.parse_args()
     jax = torch = None
     if have("jax"):
@@ -49,7 +59,7 @@ def main() -> None:
     rows = []
     for name, fn, x in workloads(8 if args.quick else 64):
         want = getattr(np.fft, fn)(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64))
-        ef = ember.jit(getattr(jnp.fft, fn), backend="native")
+        ef = ember.jit(getattr(jnp.fft, fn), backend="native", num_threads=args.threads)
         ex = jnp.asarray(x)
         got = np.asarray(ef(ex))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
@@ -63,11 +73,15 @@ def main() -> None:
             tf = getattr(torch.fft, fn)
             tx = torch.from_numpy(x)
             runners["torch eager"] = lambda tf=tf, tx=tx: tf(tx)
-        times = medians(interleaved(runners, max_seconds=4.0 if args.quick else 10.0))
+        stats = cpu_interleaved(runners) if args.cpu_time else \
+            interleaved(runners, max_seconds=4.0 if args.quick else 10.0)
+        times = medians(stats)
         rows.append({"workload": name, "times": times})
         print(name, {k: f"{v * 1e6:.0f} us" for k, v in times.items()}, flush=True)
-    print(report("FFTs (ember's C FFT: mixed radix 4/2/p SIMD across lines, cached plans, half-length rfft, "
-                 "Bluestein for large primes)", rows, "fft"))
+    mode = "CPU time per call" if args.cpu_time else "wall clock"
+    print(report(f"FFTs ({mode}; ember's C FFT: float32 Stockham radix 8/4/2/3/5 in 16 lanes for complex64, "
+                 "double mixed radix otherwise, cached plans, half-length rfft, Bluestein for large primes)",
+                 rows, "fft"))
 
 
 if __name__ == "__main__":

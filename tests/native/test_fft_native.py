@@ -40,8 +40,8 @@ def close(got, want, dtype):
     np.testing.assert_allclose(got.astype(np.complex128), want, rtol=0, atol=tol * scale * 4)
 
 
-LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 30, 49, 61, 64, 67, 97, 100, 127, 128, 134, 210,
-           243, 256, 1000, 1024, 1031, 4096]
+LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 17, 20, 30, 40, 49, 61, 64, 67, 96, 97, 100, 127, 128,
+           134, 210, 243, 256, 360, 1000, 1024, 1031, 2000, 4096]
 
 
 def test_plans_cover_both_algorithms():
@@ -90,7 +90,8 @@ def test_rfft_and_irfft_1d(n, dtype):
     close(got, np.fft.irfft(h.astype(np.complex128), n=n, axis=-1), dtype)
 
 
-@pytest.mark.parametrize("shape,k", [((4, 6, 10), 2), ((3, 5, 8), 3), ((2, 67, 12), 2), ((9, 7), 2)])
+@pytest.mark.parametrize("shape,k", [((4, 6, 10), 2), ((3, 5, 8), 3), ((2, 67, 12), 2), ((9, 7), 2),
+                                     ((2, 24, 48), 2), ((20, 16, 40), 3)])
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_multi_axis(shape, k, dtype):
     axes = tuple(range(len(shape) - k, len(shape)))
@@ -389,6 +390,29 @@ def test_line_groups_on_the_thread_pool(n, ft, runtime):
         close(np.asarray(jf(x)), ref, np.float64)
 
 
+@pytest.mark.parametrize("n", [1000, 1024, 1031, 2062])
+@pytest.mark.parametrize("ft", ["FFT", "IFFT", "RFFT", "IRFFT"])
+def test_float_lanes_on_the_thread_pool(n, ft):
+    """Single precision at a power of two, a 2-3-5 length and Bluestein's lengths (a prime, and twice
+    one: a real transform's half-length Bluestein) runs in float lanes (fft_lanes.h),
+    its line groups on the thread pool at the default thread count and on one thread: every row
+    equals NumPy's float64 transform within float32 rounding, 300 rows (full groups of lanes and a
+    partial one)."""
+    rows = 300
+    if ft == "IRFFT":
+        x = cdata((rows, n // 2 + 1), np.complex64)
+        ref = np.fft.irfft(x.astype(np.complex128), n=n, axis=-1)
+    elif ft == "RFFT":
+        x = RNG.standard_normal((rows, n)).astype(np.float32)
+        ref = np.fft.rfft(x.astype(np.float64), axis=-1)
+    else:
+        x = cdata((rows, n), np.complex64)
+        ref = getattr(np.fft, ft.lower())(x.astype(np.complex128), axis=-1)
+    for threads in (None, 1):
+        jf = ember.jit(lambda a: lax_fft(a, ft, (n,)), backend="native", num_threads=threads)
+        close(np.asarray(jf(x)), ref, np.float32)
+
+
 def test_runtime_tables_are_freed_with_their_executables():
     """The malloc'd tables of the runtime plan cache and of ``fft_conv`` belong to the executables:
     programs built, run over new lengths (tables allocated) and dropped give the count of live
@@ -420,3 +444,36 @@ def test_runtime_tables_are_freed_with_their_executables():
     again = symbolic_native(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), ("b", "n"))
     close(np.asarray(again(x)), np.fft.fft(x.astype(np.complex128), axis=-1), np.complex64)
     assert fft_tables.live_tables() > base
+
+
+@pytest.mark.parametrize("target", [["-mavx512f", "-mfma"], ["-mavx2", "-mfma"], ["-mno-avx"]],
+                         ids=["avx512", "avx2", "scalar"])
+def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
+    """The fft step's helpers as the lowering registers them for complex64 (float lanes on
+    fft_conv.h's transform) and complex128 in one unit, after the thread pool's helpers, on each
+    instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
+    import shutil
+    import subprocess
+    import types
+
+    from ember._src.native.runtime import threadpool
+
+    class Helpers:
+        def __init__(self):
+            self.helpers = {}
+
+        def helper(self, name, text):
+            self.helpers.setdefault(name, text)
+
+    cc = Helpers()
+    for dt in (np.complex64, np.complex128):
+        aval = types.SimpleNamespace(dtype=dt)
+        nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
+    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fft_f64"]
+    unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
+    f = tmp_path / "unit.c"
+    f.write_text(unit + "".join(cc.helpers.values()))
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -153,7 +153,11 @@ typedef struct {
     const em_fft_plan *p;
     em_vz *scratch; int64_t stride;
     double scale;
+    void *wtab;  /* the step's table workspace (fft_lanes.h builds its tables there when uncached) */
 } EM_T(em_fft_job);
+#ifdef EM_FFT_LANES
+static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt);  /* fft_lanes.h */
+#endif
 static EM_TASK_ATTR void EM_T(em_fft_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fft_job) *j = (const EM_T(em_fft_job) *)c;
     em_fft_plan p = *j->p;
@@ -164,9 +168,12 @@ static EM_TASK_ATTR void EM_T(em_fft_task)(void *c, int64_t lo, int64_t hi, int6
     else if (j->kind == 1) EM_T(em_rfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, lo, hi);
     else EM_T(em_irfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, j->scale, lo, hi);
 }
-/* run a job over all its line groups: on the pool when there are at least two groups and `par`
+/* run a job over all its line groups (with EM_FFT_LANES, a power-of-two length in fft_lanes.h): on the pool when there are at least two groups and `par`
    (the work is above the parallel threshold), on at most nt threads (the scratch's copies) */
 static void EM_T(em_fft_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
+#ifdef EM_FFT_LANES
+    if (EM_T(em_fftl_run)(j, lines, par, nt)) return;  /* a power-of-two length: lanes of ELT */
+#endif
     const int64_t groups = (lines + EM_FW - 1) / EM_FW;
     if (par && nt > 1 && groups > 1) em_par(EM_T(em_fft_task), j, groups, nt, nt, 4);
     else EM_T(em_fft_task)(j, 0, groups, 0);

@@ -4,8 +4,16 @@ ember carries its own FFT rather than calling a library: every length works, not
 at run time, and no library has to be found at build time (line buffers come from the step's arena
 workspace; twiddle tables from static storage, see below).
 
-* **Algorithm.** Lines are transformed ``EM_FW`` at a time in double precision (8 with AVX-512,
-  else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
+* **Single precision** (complex64/float32 operands; ``fft_lanes.h``): lines are transformed 16 at
+  a time (8 without AVX-512), one per lane of a float vector, by Stockham passes (radix 8 and 4
+  from ``fft_conv.h``, 2, 3 and 5 written out) whenever the transform length (a complex axis, or
+  half an even real last axis) has no prime factor above 5, and by Bluestein over such passes
+  otherwise (its convolution length always qualifies); odd real lengths, and lengths with a
+  prime factor 7..64, keep the double path below. Twiddles, chirps and filters are computed in
+  double and rounded once to float: measured error against NumPy's float64 transform at most
+  about 2.7e-7 of the largest output magnitude (lengths 2..8191; the double path: about 5e-8).
+* **Algorithm.** Otherwise lines are transformed ``EM_FW`` at a time in double precision (8 with
+  AVX-512, else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
   per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
   in and out in 8-element tiles transposed in registers. The transform is a recursive
   mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n`` (radix-4 and
@@ -69,6 +77,8 @@ _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
 _CORE = load("fft_core.h")
+_CONV = load("fft_conv.h")
+_LANES = load("fft_lanes.h")
 _RUNTIME = load("fft_runtime.h")
 
 def _factors(n: int) -> list[int]:
@@ -173,7 +183,8 @@ def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
 def _sizes(e: Eqn) -> tuple[int, int]:
     """(em_vz scratch, em_z workspace tables) the steps need at most."""
     st = _steps(e)
-    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(_table_elems(pn, h) for _, pn, h in st)
+    # one more table entry: fft_lanes.h's float tables of a power-of-two axis take 2n + 1 float pairs
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), 1 + max(_table_elems(pn, h) for _, pn, h in st)
 
 
 def _workspace(e: Eqn) -> sh.Dim:
@@ -214,7 +225,7 @@ def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, 
     lines, nc = cdim(sh.size([outer, inner])), n if isinstance(n, str) else cdim(n)
     work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
     return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
-            f"zv_, {stride}, {scale}}};",
+            f"zv_, {stride}, {scale}, zt_}};",
             f"em_fft_run_{s}(&j_, {lines}, {work}, {min(THREADS, cc.num_threads or THREADS)});"]
 
 
@@ -224,6 +235,12 @@ def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
+    if real_t == "float":  # power-of-two lengths in float lanes (fft_lanes.h, on fft_conv.h's transform)
+        _conv_helper(cc, real_t, s)
+        cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
+                  "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
+                  + "#undef EM_FFT_LANES\n#undef EM_T\n#undef ELT\n")
+        return real_t, s
     cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
               + "#undef EM_T\n#undef ELT\n")
     return real_t, s
@@ -355,7 +372,13 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
 
 # ---- fft_conv: real linear convolution by FFT in one pass (csrc/fft_conv.h) ----
 
-_CONV = load("fft_conv.h")
+
+def _conv_helper(cc: CallCode, real_t: str, s: str) -> None:
+    """Register fft_conv.h for one precision (the fft_conv step's kernel; the fft step's power-of-two
+    lanes build on its transform), after ``em_fft_core``."""
+    elti = "int32_t" if real_t == "float" else "int64_t"
+    cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
+              + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
 
 
 def _conv_dims(e: Eqn) -> tuple[tuple, tuple, tuple]:
@@ -380,9 +403,7 @@ def _fft_conv(e: Eqn, cc: CallCode) -> list[str]:
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # row groups on the pool (fft_conv.h)
-    elti = "int32_t" if real_t == "float" else "int64_t"
-    cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
-              + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+    _conv_helper(cc, real_t, s)
     nb = len(os_) - 1
     arr = lambda v: "{" + ", ".join([*(cdim(d) for d in v), "1"]) + "}"  # noqa: E731
     rows, co = cdim(sh.size(os_[:-1])), cdim(os_[-1])

@@ -1,0 +1,278 @@
+/* The fft step's lines in the operand's own precision, CW at a time (native/emit/fft.py): included
+   per precision (float only, today) with EM_FFT_LANES, ELT, ELTI and EM_T(name) defined, after
+   fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
+   em_fftc_store, real split and merge, and its twiddle cache by log2 length) and fft_typed.h (the
+   job). A step whose transform length m >= 2 (a complex axis of length m, or a real last axis of
+   length 2m through its half-length transform) has no prime factor above 5, or whose Bluestein
+   convolution length has none (always: it is 2-3-5-smooth), goes through here instead of
+   em_fft_line (a power of two by fft_conv's radix-8/4 transform, other lengths by Stockham stages
+   of radix 8, 4, 2, 3 and 5 over the plan's factors, Bluestein by two of those): CW lines per vector (16 floats with AVX-512, else 8; twice the double
+   path's EM_FW), float twiddles computed in double and rounded once. Every other length keeps the
+   double-precision mixed-radix / Bluestein path. */
+#define CW EM_T(em_cw)
+#define CV EM_T(em_cv)
+#define CI EM_T(em_ci)
+#define CZ EM_T(em_cz)
+#define SZ EM_T(em_fftc_sz)
+_Static_assert(sizeof(CZ) <= sizeof(em_vz), "a lane line fits the double path's scratch");
+typedef struct {
+    const EM_T(em_fft_job) *j;
+    const SZ *tw, *rt;  /* twiddles exp(-2 pi i j / m), j < m; the real split's exp(-i pi k / m), k <= m */
+    int64_t m;          /* the transform length */
+    const int32_t *fac;  /* mixed radix: the plan's factors (4, 2, 3, 5); null: a power of two */
+    int64_t m2;          /* Bluestein: the convolution length (factors fac), else 0 */
+    const SZ *chirp, *bf;  /* Bluestein: the chirp (m entries) and the filter's transform (m2) */
+    int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
+} EM_T(em_fftl_job);
+/* one Stockham stage of radix 2, 3 or 5 (as fft_conv.h's em_fftc_r4: length n, stride s, from x to
+   y; outputs twiddled after the butterfly), the small DFTs written out */
+static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, CZ *y, int64_t n, int64_t s,
+                                                                    int64_t m, const SZ *tw, ELT sg, const int r) {
+    const int64_t n1 = n / r, ts = m / n;
+    const ELT h3 = (ELT)0.86602540378443864676372317075294, c1 = (ELT)0.30901699437494742410229341718282,
+              c2 = (ELT)-0.80901699437494742410229341718282, s1 = (ELT)0.95105651629515357211643933337938,
+              s2 = (ELT)0.58778525229247312916870595463907;
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[5];
+        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * r * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ v[5];
+            for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
+            if (r == 2) {
+                const CZ a = v[0], b = v[1];
+                v[0].re = a.re + b.re; v[0].im = a.im + b.im; v[1].re = a.re - b.re; v[1].im = a.im - b.im;
+            } else if (r == 3) {  /* X_1,2 = v0 - (v1 + v2) / 2 -+ sg i sin(2 pi / 3) (v1 - v2) */
+                const CV ar = v[1].re + v[2].re, ai = v[1].im + v[2].im;
+                const CV tr = v[0].re - (ELT)0.5 * ar, ti = v[0].im - (ELT)0.5 * ai;
+                const CV dr = h3 * (v[1].re - v[2].re), di = h3 * (v[1].im - v[2].im);
+                v[0].re += ar; v[0].im += ai;
+                v[1].re = tr + sg * di; v[1].im = ti - sg * dr;
+                v[2].re = tr - sg * di; v[2].im = ti + sg * dr;
+            } else {  /* radix 5 over the pairs (1, 4) and (2, 3) */
+                const CV a1r = v[1].re + v[4].re, a1i = v[1].im + v[4].im, b1r = v[1].re - v[4].re, b1i = v[1].im - v[4].im;
+                const CV a2r = v[2].re + v[3].re, a2i = v[2].im + v[3].im, b2r = v[2].re - v[3].re, b2i = v[2].im - v[3].im;
+                const CV p1r = v[0].re + c1 * a1r + c2 * a2r, p1i = v[0].im + c1 * a1i + c2 * a2i;
+                const CV p2r = v[0].re + c2 * a1r + c1 * a2r, p2i = v[0].im + c2 * a1i + c1 * a2i;
+                const CV t1r = s1 * b1r + s2 * b2r, t1i = s1 * b1i + s2 * b2i;
+                const CV t2r = s2 * b1r - s1 * b2r, t2i = s2 * b1i - s1 * b2i;
+                v[0].re += a1r + a2r; v[0].im += a1i + a2i;
+                v[1].re = p1r + sg * t1i; v[1].im = p1i - sg * t1r; v[4].re = p1r - sg * t1i; v[4].im = p1i + sg * t1r;
+                v[2].re = p2r + sg * t2i; v[2].im = p2i - sg * t2r; v[3].re = p2r - sg * t2i; v[3].im = p2i + sg * t2r;
+            }
+            yo[q] = v[0];
+            for (int k = 1; k < r; ++k) yo[q + k * s] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
+        }
+    }
+}
+/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5; a 4 then a 2 as one radix-8
+   stage) of m: as em_fftc_fft, returns the buffer holding the result (x or y) */
+static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
+    int64_t s = 1;
+    for (int64_t n = m, i = 0; n > 1; ++i) {
+        int64_t r = fac[i];
+        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 0); }
+        else if (r == 4) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
+        else if (r == 2) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 2);
+        else if (r == 3) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 3);
+        else EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
+        n /= r; s *= r;
+        CZ *t = x; x = y; y = t;
+    }
+    return x;
+}
+/* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by fft_conv's,
+   else mixed radix, else Bluestein (the chirp carries the direction: sg unused) as the cyclic
+   convolution of length m2 of x times the chirp with the chirp filter, by two mixed-radix
+   transforms */
+static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
+    if (!lj->fac) return EM_T(em_fftc_fft)(x, y, lj->m, lj->tw, sg, 0);
+    if (!lj->m2) return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
+    const int64_t m = lj->m, m2 = lj->m2;
+    const CV zero = {0};
+    for (int64_t k = 0; k < m; ++k) x[k] = EM_T(em_czmul)(x[k], lj->chirp[k]);
+    for (int64_t k = m; k < m2; ++k) { x[k].re = zero; x[k].im = zero; }
+    CZ *z = EM_T(em_fftl_fft)(x, y, m2, lj->fac, lj->tw, 1);
+    for (int64_t k = 0; k < m2; ++k) z[k] = EM_T(em_czmul)(z[k], lj->bf[k]);
+    CZ *r = EM_T(em_fftl_fft)(z, z == x ? y : x, m2, lj->fac, lj->tw, -1);
+    const ELT s = (ELT)(1.0 / (double)m2);
+    for (int64_t k = 0; k < m; ++k) {
+        SZ c = lj->chirp[k];
+        c.re *= s; c.im *= s;
+        r[k] = EM_T(em_czmul)(r[k], c);
+    }
+    return r;
+}
+/* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
+static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
+    CV a, b;
+    memcpy(&a, p, sizeof a); memcpy(&b, p + CW, sizeof b);
+    CZ z;
+#if defined(__GNUC__) && !defined(__clang__)
+    CI ev, od;
+    for (int i = 0; i < CW; ++i) { ev[i] = 2 * i; od[i] = 2 * i + 1; }
+    z.re = __builtin_shuffle(a, b, ev); z.im = __builtin_shuffle(a, b, od);
+#else
+    for (int i = 0; i < CW / 2; ++i) {
+        z.re[i] = a[2 * i]; z.im[i] = a[2 * i + 1]; z.re[i + CW / 2] = b[2 * i]; z.im[i + CW / 2] = b[2 * i + 1];
+    }
+#endif
+    return z;
+}
+static inline __attribute__((always_inline)) void EM_T(em_fftl_undeal)(ELT *p, CV re, CV im) {
+    CV a, b;
+#if defined(__GNUC__) && !defined(__clang__)
+    CI lo, hi;
+    for (int i = 0; i < CW / 2; ++i) { lo[2 * i] = i; lo[2 * i + 1] = i + CW; hi[2 * i] = i + CW / 2; hi[2 * i + 1] = i + CW + CW / 2; }
+    a = __builtin_shuffle(re, im, lo); b = __builtin_shuffle(re, im, hi);
+#else
+    for (int i = 0; i < CW / 2; ++i) {
+        a[2 * i] = re[i]; a[2 * i + 1] = im[i]; b[2 * i] = re[i + CW / 2]; b[2 * i + 1] = im[i + CW / 2];
+    }
+#endif
+    memcpy(p, &a, sizeof a); memcpy(p + CW, &b, sizeof b);
+}
+/* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
+static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t m = lj->m, inner = j->inner, lines = j->outer * inner;
+    const ELT sg = j->p->inv ? (ELT)-1 : (ELT)1, scale = (ELT)j->scale;
+    const CV zero = {0};
+    for (int64_t g = g0; g < g1; ++g) {
+        const int64_t l0 = g * CW;
+        const int w = lines - l0 < CW ? (int)(lines - l0) : CW;
+        if (inner == 1) {
+            const ELT *rows[CW];
+            for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
+            EM_T(em_fftc_load)(rows, 2 * m, m, b0);
+            const CZ *res = EM_T(em_fftl_line)(lj, b0, b1, sg);
+            EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
+            continue;
+        }
+        /* columns: line l0 + r starts at complex (l / inner) * m * inner + l % inner, stride inner */
+        const int64_t o = l0 / inner, i0 = l0 % inner, st = 2 * inner;
+        const int adj = w == CW && i0 + CW <= inner;  /* CW adjacent columns of one block */
+        const ELT *s0 = j->src + 2 * (o * m * inner + i0);
+        if (adj) {
+            for (int64_t k = 0; k < m; ++k) b0[k] = EM_T(em_fftl_deal)(s0 + k * st);
+        } else {
+            for (int64_t k = 0; k < m; ++k) { b0[k].re = zero; b0[k].im = zero; }
+            for (int r = 0; r < w; ++r) {
+                const int64_t l = l0 + r;
+                const ELT *s = j->src + 2 * ((l / inner) * m * inner + l % inner);
+                for (int64_t k = 0; k < m; ++k) { b0[k].re[r] = s[k * st]; b0[k].im[r] = s[k * st + 1]; }
+            }
+        }
+        const CZ *res = EM_T(em_fftl_line)(lj, b0, b1, sg);
+        if (adj) {
+            ELT *d0 = j->dst + 2 * (o * m * inner + i0);
+            for (int64_t k = 0; k < m; ++k) EM_T(em_fftl_undeal)(d0 + k * st, res[k].re * scale, res[k].im * scale);
+        } else {
+            for (int r = 0; r < w; ++r) {
+                const int64_t l = l0 + r;
+                ELT *d = j->dst + 2 * ((l / inner) * m * inner + l % inner);
+                for (int64_t k = 0; k < m; ++k) { d[k * st] = res[k].re[r] * scale; d[k * st + 1] = res[k].im[r] * scale; }
+            }
+        }
+    }
+}
+/* kind 1: real (outer, 2m) -> complex (outer, m + 1): the half-length transform of
+   z_k = x_2k + i x_2k+1, split (em_fftc_split gives 2 X_k) */
+static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t m = lj->m, n = 2 * m;
+    const SZ *rt = lj->rt;
+    for (int64_t g = g0; g < g1; ++g) {
+        const int64_t r0 = g * CW;
+        const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
+        const ELT *rows[CW];
+        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
+        EM_T(em_fftc_load)(rows, n, m, b0);
+        const CZ *z = EM_T(em_fftl_line)(lj, b0, b1, 1);
+        CZ *y = z == b0 ? b1 : b0;
+        for (int64_t k = 0; k <= m; ++k) y[k] = EM_T(em_fftc_split)(z, k, m, rt[k]);
+        EM_T(em_fftc_store)(y, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5);
+    }
+}
+/* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged
+   half-length spectrum's inverse holds x_2k + i x_2k+1; the imaginary parts of the DC and Nyquist
+   bins are ignored (as NumPy's irfft) */
+static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t m = lj->m, n = 2 * m;
+    const SZ *rt = lj->rt;
+    const CV zero = {0};
+    for (int64_t g = g0; g < g1; ++g) {
+        const int64_t r0 = g * CW;
+        const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
+        const ELT *rows[CW];
+        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * 2 * (m + 1) : 0;
+        EM_T(em_fftc_load)(rows, 2 * (m + 1), m + 1, b0);
+        b0[0].im = zero; b0[m].im = zero;
+        for (int64_t k = 0; k < m; ++k) b1[k] = EM_T(em_fftc_merge)(b0[k], b0[m - k], rt[k]);
+        const CZ *res = EM_T(em_fftl_line)(lj, b1, b0, -1);
+        EM_T(em_fftc_store)(res, j->dst + r0 * n, w, n, (ELT)j->scale);
+    }
+}
+static EM_TASK_ATTR void EM_T(em_fftl_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
+    const EM_T(em_fftl_job) *lj = (const EM_T(em_fftl_job) *)c;
+    const EM_T(em_fft_job) *j = lj->j;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + lj->buf;
+    if (j->kind == 0) EM_T(em_fftl_axis)(lj, b0, b1, lo, hi);
+    else if (j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
+    else EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
+}
+/* run job j here when its transform (length m >= 2, or Bluestein's convolution length m2) has the
+   factors 2, 3 and 5 only (returns 1), else return 0 (the double path runs it). A power of two
+   takes fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round
+   the plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
+   conversions: small beside the lines' work), unless the plan's own tables live there (another
+   thread was filling the cache: the double path runs). Both before the threads start; thread t's
+   two line buffers (lj.buf CZ each) are its em_vz scratch. */
+static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
+    const em_fft_plan *p = j->p;
+    const int64_t m = j->kind == 0 ? j->n : p->n;
+    if ((j->kind != 0 && !j->half) || m < 2) return 0;
+    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2):
+       two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
+    if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
+        const int64_t m2 = p->m2;
+        for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
+            if (p->fac2[i] > 5) return 0;
+        if ((const void *)p->chirp == j->wtab) return 0;
+        SZ *t = (SZ *)j->wtab, *bf = t + m2, *ch = bf + m2, *rt = ch + m;
+        for (int64_t k = 0; k < m2; ++k) {
+            t[k].re = (ELT)p->tw2[k].re; t[k].im = (ELT)p->tw2[k].im;
+            bf[k].re = (ELT)p->bf[k].re; bf[k].im = (ELT)p->bf[k].im;
+        }
+        for (int64_t k = 0; k < m; ++k) { ch[k].re = (ELT)p->chirp[k].re; ch[k].im = (ELT)p->chirp[k].im; }
+        if (j->kind != 0)
+            for (int64_t k = 0; k <= m; ++k) { rt[k].re = (ELT)p->rt[k].re; rt[k].im = (ELT)p->rt[k].im; }
+        lj.tw = t; lj.bf = bf; lj.chirp = ch; lj.rt = rt; lj.fac = p->fac2;
+    } else if (!(m & (m - 1))) {
+        int lg = 0;
+        while (((int64_t)1 << lg) < m) ++lg;
+        lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
+        lj.rt = lj.tw + m;
+    } else {
+        for (int64_t q = m, i = 0; q > 1; q /= p->fac[i++])
+            if (p->fac[i] > 5) return 0;
+        if ((const void *)p->tw == j->wtab) return 0;
+        SZ *t = (SZ *)j->wtab;
+        for (int64_t k = 0; k < m; ++k) { t[k].re = (ELT)p->tw[k].re; t[k].im = (ELT)p->tw[k].im; }
+        if (j->kind != 0)
+            for (int64_t k = 0; k <= m; ++k) { t[m + k].re = (ELT)p->rt[k].re; t[m + k].im = (ELT)p->rt[k].im; }
+        lj.tw = t; lj.rt = t + m; lj.fac = p->fac;
+    }
+    const int64_t groups = (lines + CW - 1) / CW;
+    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftl_task), &lj, groups, nt, nt, 4);
+    else EM_T(em_fftl_task)(&lj, 0, groups, 0);
+    return 1;
+}
+#undef CW
+#undef CV
+#undef CI
+#undef CZ
+#undef SZ
