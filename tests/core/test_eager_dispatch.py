@@ -200,17 +200,23 @@ def test_basic_indexing_keeps_weak_type_and_identity():
 
 # -- buffers and floating-point state ---------------------------------------------------------
 
+def _in_threads(make, n: int = 4) -> list[list]:
+    """Run ``make(k, out)`` on ``n`` threads at once; the ``out`` lists they filled."""
+    outs = [[] for _ in range(n)]
+    threads = [threading.Thread(target=make, args=(k, outs[k])) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outs
+
+
 def test_small_results_are_aligned_distinct_and_thread_safe():
     def make(k, out):
         for i in range(300):
             out.append((k, i, jnp.asarray(np.float32(k * 1000 + i)) + np.float32(0.5)))
 
-    outs = [[] for _ in range(4)]
-    threads = [threading.Thread(target=make, args=(k, outs[k])) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outs = _in_threads(make)
     addrs = set()
     for out in outs:
         for k, i, a in out:
@@ -256,12 +262,7 @@ def test_in_place_results_are_distinct_across_threads():
         for i in range(300):
             out.append((k, i, x + float(i)))
 
-    outs = [[] for _ in range(4)]
-    threads = [threading.Thread(target=make, args=(k, outs[k])) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outs = _in_threads(make)
     addrs = {a.value.ctypes.data for out in outs for _, _, a in out}
     assert len(addrs) == 1200
     for out in outs:

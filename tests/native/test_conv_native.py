@@ -17,6 +17,7 @@ import ember
 from ember import lax
 from ember.test_util import check_grads
 from tests.native.conftest import requires_cc
+from tests.native.util import run_with_call_step
 
 pytestmark = requires_cc
 RNG = np.random.default_rng(20)
@@ -67,12 +68,7 @@ def conv_fn(strides, padding, dilation, layouts, groups):
 
 def run_native(f, *args):
     """``f`` jitted natively; asserts the program runs one conv call step (no im2col, no fallback)."""
-    jf = ember.jit(f, backend="native")
-    out = np.asarray(jf(*args))
-    exe = jf.lower(*args).executable
-    sched = exe.schedule
-    assert sched.count("fallback") == 0, str(sched)
-    assert any(st.kind == "call" and st.eqns[0].prim.name == "conv" for st in sched.steps), str(sched)
+    out, exe = run_with_call_step(f, "conv", *args)
     assert not any(e.prim.name in ("concatenate", "dot_general") for e in exe.optimized.eqns)
     assert "em_cv_" in exe.source
     return out

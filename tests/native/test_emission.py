@@ -12,7 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember._src import flags
 from ember._src.native import pipeline
-from ember._src.native.emit import codegen, support
+from ember._src.native.emit import support
 from ember._src.native.options import NativeOptions
 
 
@@ -98,8 +98,3 @@ def test_recording_is_scoped():
         support.need("em_expf")
     assert list(outer) == ["string.h", "em_expf"] and list(inner) == ["omp.h"]
 
-
-def test_blocks_table_names_real_c():
-    for name, text in codegen.BLOCKS.items():
-        body = text()
-        assert isinstance(body, str) and body.strip(), name

@@ -14,18 +14,14 @@ from ember._src.native.emit import fft as nfft
 from ember._src.prims.fft import fft as lax_fft
 from ember._src.prims.movement import slice as lax_slice
 from tests.native.conftest import requires_cc
+from tests.native.util import run_with_call_step
 
 pytestmark = requires_cc
 RNG = np.random.default_rng(5)
 
 
 def native(f, *args):
-    jf = ember.jit(f, backend="native")
-    out = np.asarray(jf(*args))
-    sched = jf.lower(*args).executable.schedule
-    assert sched.count("fallback") == 0, str(sched)
-    assert any(st.kind == "call" and st.eqns[0].prim.name == "fft" for st in sched.steps), str(sched)
-    return out
+    return run_with_call_step(f, "fft", *args)[0]
 
 
 def cdata(shape, dtype):

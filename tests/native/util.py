@@ -62,3 +62,15 @@ def without_calls(monkeypatch: Any, *names: str) -> None:
     for n in names:
         assert opinfo.call_lowering(core.PRIMITIVES[n]) is not None, n
         monkeypatch.delitem(opinfo.REGISTRY, core.PRIMITIVES[n])
+
+
+def run_with_call_step(f: Callable, prim: str, *args: Any) -> tuple[np.ndarray, NativeExecutable]:
+    """``f(*args)`` jitted natively, asserting the program has no fallback step and runs primitive
+    ``prim`` as a native call step; (the result, the executable)."""
+    jf = ember.jit(f, backend="native")
+    out = np.asarray(jf(*args))
+    exe = jf.lower(*args).executable
+    sched = exe.schedule
+    assert sched.count("fallback") == 0, str(sched)
+    assert any(st.kind == "call" and st.eqns[0].prim.name == prim for st in sched.steps), str(sched)
+    return out, exe

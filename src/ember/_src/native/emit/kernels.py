@@ -25,7 +25,7 @@ from ember._src.native.emit.pooled import (
 from ember._src.native.plan import scratch as scratch_mod
 from ember._src.native.plan import symdims as sd
 from ember._src.native.scheduling import index as ixm
-from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps
+from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps, reachable
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Var
 
@@ -274,20 +274,10 @@ class KernelEmitter:
         raise KeyError(vid)
 
     def closure(self, sinks: list[int], inner: bool, stop: set[int]) -> list[int]:
-        """Nodes needed by ``sinks`` at the given level (inner loop or row), in topological order."""
-        seen: set[int] = set()
-        stack = list(sinks)
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            n = self.nodes[nid]
-            if self.is_inner(n) != inner:
-                continue
-            seen.add(nid)
-            if nid not in stop:  # stop nodes are included but not expanded
-                stack.extend(node_deps(n))
-        return sorted(seen)
+        """Nodes needed by ``sinks`` at the given level (inner loop or row), in topological order
+        (``stop`` nodes are included but not expanded)."""
+        return sorted(reachable(self.nodes, sinks, keep=lambda n: self.is_inner(n) == inner,
+                                expand=lambda nid: nid not in stop))
 
     def row_deps(self, sinks: list[int]) -> list[int]:
         """Row-level nodes that the inner closure of ``sinks`` (or the sinks) need."""
@@ -562,15 +552,7 @@ class KernelEmitter:
             self.w(c_ops.reduce_update(r.kind, a, x, r.dtype, None))
 
     def full_closure(self, sinks: list[int]) -> list[int]:
-        seen: set[int] = set()
-        stack = list(sinks)
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            seen.add(nid)
-            stack.extend(node_deps(self.nodes[nid]))
-        return sorted(seen)
+        return sorted(reachable(self.nodes, sinks))
 
     def signature(self) -> str:
         by_buf: dict[int, int] = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -667,20 +667,29 @@ class _Builder:
                 ir.scratch[nid] = qs[0]
 
     def inner_closure(self, sinks: Sequence[int]) -> list[int]:
-        seen: set[int] = set()
-        out: list[int] = []
-        stack = list(sinks)
-        while stack:
-            nid = stack.pop()
-            if nid in seen:
-                continue
-            seen.add(nid)
-            n = self.nodes[nid]
-            if not (n.vars & self.inner):
-                continue
-            out.append(nid)
+        return reachable(self.nodes, sinks, keep=lambda n: bool(n.vars & self.inner))
+
+
+def reachable(nodes: Any, sinks: Sequence[int], keep: Callable[[Node], bool] = lambda n: True,
+              expand: Callable[[int], bool] = lambda nid: True) -> list[int]:
+    """Node ids reachable from ``sinks`` through their operands (:func:`node_deps`), in visit order:
+    a node ``keep`` rejects is neither listed nor expanded; one ``expand`` rejects is listed but its
+    operands are not followed."""
+    seen: set[int] = set()
+    out: list[int] = []
+    stack = list(sinks)
+    while stack:
+        nid = stack.pop()
+        if nid in seen:
+            continue
+        seen.add(nid)
+        n = nodes[nid]
+        if not keep(n):
+            continue
+        out.append(nid)
+        if expand(nid):
             stack.extend(node_deps(n))
-        return out
+    return out
 
 
 def is_row_exp(n: Node) -> bool:
