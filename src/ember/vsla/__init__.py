@@ -13,9 +13,10 @@ from ember._src.vsla.ops import (
     transpose,
     window,
 )
+from ember._src.vsla.ragged import Ragged, ragged
 from ember._src.vsla.varray import FFT_THRESHOLD, VArray, array, conv, kron, next_pow2, stack, unstack
 from ember._src.vsla.vjit import VJitFunction, grad, jit
 
-__all__ = ["FFT_THRESHOLD", "VArray", "VJitFunction", "array", "conv", "gather", "grad", "jit", "kron",
-           "layer_norm", "matmul", "mean", "next_pow2", "pyramid", "reshape", "rms_norm", "slice", "softmax",
-           "stack", "sum", "transpose", "unstack", "window"]
+__all__ = ["FFT_THRESHOLD", "Ragged", "VArray", "VJitFunction", "array", "conv", "gather", "grad", "jit",
+           "kron", "layer_norm", "matmul", "mean", "next_pow2", "pyramid", "ragged", "reshape", "rms_norm",
+           "slice", "softmax", "stack", "sum", "transpose", "unstack", "window"]

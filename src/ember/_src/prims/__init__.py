@@ -13,6 +13,7 @@ from ember._src.prims import (  # noqa: F401
     misc,
     movement,
     process,
+    ragged,
     random_bits,
     reductions,
 )

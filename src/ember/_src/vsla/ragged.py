@@ -1,0 +1,252 @@
+"""Ragged batches: many 1-D VSLA classes stored back to back in one flat array, no padding.
+
+A :class:`Ragged` holds ``values`` (one 1-D ember array, the rows concatenated) and host metadata
+``lengths`` / ``offsets`` (NumPy int64, like a VArray's static shape). Row-wise ``+``, ``-`` and
+Hadamard ``*`` follow VSLA zero extension per row (row ``i`` of the result has length
+``max(la_i, lb_i)``); each is ONE native call over all rows (the ``ragged_binary`` primitive's call
+step), through a jitted function whose flat lengths and row count are named dynamic axes, so one C
+compile serves every set of lengths. The result's layout (offsets) is computed on the host from
+the lengths. Gradients flow through ``ember.grad``/``vjp`` (the transpose of zero extension is the
+slice back to each operand's rows: the primitive again with other roles of the same row table).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import ember.numpy as enp
+from ember._src.core import Tracer
+from ember._src.jit import jit as ember_jit
+from ember._src.prims.ragged import ragged_binary, ragged_rowsum
+from ember._src.vsla.varray import VArray, array, stack
+from ember.tree import register_pytree_node
+
+__all__ = ["Ragged", "ragged"]
+
+_INDEX_MAX = np.iinfo(np.int32).max
+_ROLES = (0, 1, 2, 3, 4, 5)  # table columns: offset/length of a's rows, of b's rows, of the result's rows
+
+
+def _check_values_dtype(dtype: Any, what: str) -> None:
+    dt = np.dtype(dtype)
+    if dt == np.bool_ or not np.issubdtype(dt, np.number):
+        raise TypeError(f"{what}: Ragged values need a numeric dtype, got {dt}")
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    out = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _check_lengths(lengths: Any, what: str) -> np.ndarray:
+    ln = np.asarray(lengths)
+    if ln.ndim != 1 or not (ln.size == 0 or np.issubdtype(ln.dtype, np.integer)):
+        raise TypeError(f"{what}: lengths must be a 1-D sequence of integers, got dtype {ln.dtype} "
+                        f"and shape {ln.shape}")
+    ln = ln.astype(np.int64)
+    if ln.size and ln.min() < 0:
+        raise ValueError(f"{what}: lengths must be >= 0, got {int(ln.min())} for row {int(ln.argmin())}")
+    if int(ln.sum()) > _INDEX_MAX:
+        raise OverflowError(f"{what}: {int(ln.sum())} stored elements exceed the ragged limit 2**31 - 1")
+    return ln
+
+
+class Ragged:
+    """A batch of 1-D VSLA classes stored back to back: row ``i`` is
+    ``values[offsets[i]:offsets[i + 1]]`` (length ``lengths[i]``). Build one with :func:`ragged` or
+    :meth:`from_lengths`."""
+
+    __slots__ = ("values", "lengths", "offsets")
+
+    def __init__(self, values: Any, lengths: np.ndarray, offsets: np.ndarray | None = None):
+        self.values = values
+        self.lengths = lengths
+        self.offsets = _offsets(lengths) if offsets is None else offsets
+
+    @classmethod
+    def from_lengths(cls, values: Any, lengths: Sequence[int] | np.ndarray) -> Ragged:
+        """Rows of ``lengths`` cut from the flat 1-D ``values`` (``sum(lengths) == len(values)``)."""
+        ln = _check_lengths(lengths, "vsla.Ragged.from_lengths")
+        if not isinstance(values, Tracer) and not hasattr(values, "aval"):
+            values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"vsla.Ragged.from_lengths: values must be 1-D, got shape {tuple(values.shape)}")
+        _check_values_dtype(values.dtype, "vsla.Ragged.from_lengths")
+        if values.shape[0] != int(ln.sum()):
+            raise ValueError(f"vsla.Ragged.from_lengths: lengths sum to {int(ln.sum())} but values has "
+                             f"{values.shape[0]} elements")
+        return cls(enp.asarray(values), ln)
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+    @property
+    def dtype(self) -> Any:
+        return self.values.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored rows (``values``; the host metadata is not counted)."""
+        return int(self.offsets[-1]) * np.dtype(self.values.dtype).itemsize
+
+    def row(self, i: int) -> VArray:
+        """Row ``i`` as a VArray of its stored length."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"vsla.Ragged.row: index {i} out of range for {n} rows")
+        i %= n
+        return array(self.values[int(self.offsets[i]):int(self.offsets[i + 1])])
+
+    def to_list(self) -> list[VArray]:
+        """Every row as a VArray (of its stored length)."""
+        return [self.row(i) for i in range(len(self))]
+
+    unstack = to_list
+
+    def to_padded(self) -> VArray:
+        """The rows stacked into one rank-2 VArray padded to the longest row (``vsla.stack``)."""
+        if len(self) == 0:
+            return stack([])  # the same error as vsla.stack
+        width = int(self.lengths.max())
+        if width == 0:
+            return stack([array(np.zeros(0, np.dtype(self.values.dtype)))] * len(self))
+        pos = np.arange(width)[None, :]
+        keep = pos < self.lengths[:, None]
+        idx = np.where(keep, self.offsets[:-1, None] + pos, 0).astype(np.int32)
+        rows = enp.where(keep, enp.take(self.values, idx), enp.zeros((), self.values.dtype))
+        return array(rows)
+
+    def __repr__(self) -> str:
+        return f"Ragged(rows={len(self)}, lengths={self.lengths.tolist()}, dtype={np.dtype(self.dtype)})"
+
+    # ---- row-wise algebra ----
+
+    def _binary(self, other: Any, op: str, name: str) -> Ragged:
+        if not isinstance(other, Ragged):
+            if op == "mul" and np.ndim(other) == 0 and not isinstance(other, VArray):
+                return Ragged(self.values * other, self.lengths, self.offsets)
+            raise TypeError(f"vsla.Ragged {name}: other must be a Ragged with the same number of rows"
+                            + (" (or a scalar)" if op == "mul" else "") + f", got {type(other).__name__}")
+        if len(other) != len(self):
+            raise ValueError(f"vsla.Ragged {name}: the operands have {len(self)} and {len(other)} rows")
+        return _rowwise(self, other, op)
+
+    def __add__(self, other: Any) -> Ragged:
+        return self._binary(other, "add", "+")
+
+    def __sub__(self, other: Any) -> Ragged:
+        return self._binary(other, "sub", "-")
+
+    def __mul__(self, other: Any) -> Ragged:
+        return self._binary(other, "mul", "*")
+
+    def __rmul__(self, other: Any) -> Ragged:
+        return self._binary(other, "mul", "*")
+
+    def __neg__(self) -> Ragged:
+        return Ragged(-self.values, self.lengths, self.offsets)
+
+    def map(self, f: Any) -> Ragged:
+        """A unary map with ``f(0) == 0`` (relu, tanh, sin, ...) applied to every stored element."""
+        return Ragged(f(self.values), self.lengths, self.offsets)
+
+    def sum(self) -> Any:
+        """The sum of each row: a 1-D array of ``len(self)`` values (0 for an empty row)."""
+        return _rowsum(self)
+
+    def mean(self) -> Any:
+        """The mean of each row over its stored length (0 for an empty row)."""
+        scale = (1.0 / np.maximum(self.lengths, 1)).astype(np.dtype(self.values.dtype))
+        return _rowsum(self) * enp.asarray(scale)
+
+
+def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
+    """A :class:`Ragged` of ``rows`` (1-D array-likes or VArrays, each its logical extent); float64
+    host data becomes float32 unless ``dtype`` says otherwise (as :func:`vsla.array`)."""
+    if isinstance(rows, Ragged):
+        return rows
+    parts, lengths = [], []
+    for i, r in enumerate(rows):
+        x = np.asarray(r.to_numpy() if isinstance(r, VArray) and not r.symbolic else r)
+        if x.ndim != 1:
+            raise ValueError(f"vsla.ragged: row {i} has rank {x.ndim} (shape {x.shape}); Ragged rows are 1-D")
+        _check_values_dtype(x.dtype, f"vsla.ragged: row {i}")
+        parts.append(x)
+        lengths.append(x.size)
+    if dtype is None:
+        dtype = np.result_type(*parts) if parts else np.float32
+        dtype = np.float32 if dtype == np.float64 else dtype
+    _check_values_dtype(dtype, "vsla.ragged")
+    flat = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    return Ragged(enp.asarray(flat), _check_lengths(np.array(lengths, np.int64), "vsla.ragged"))
+
+
+@functools.cache
+def _binary_fn(op: str) -> Any:
+    """The jitted row-wise op: flat lengths, row count and result length are named axes (the result
+    length is read from a zero-size argument of that shape), so one compile serves every layout."""
+    def fn(x: Any, y: Any, table: Any, carrier: Any) -> Any:
+        return ragged_binary(x, y, table, op=op, roles=_ROLES, total=carrier.shape[0])
+
+    fn.__name__ = f"ragged_{op}"
+    return ember_jit(fn, dynamic_axes=[("ta",), ("tb",), ("rows", None), ("to", None)])
+
+
+@functools.cache
+def _rowsum_fn() -> Any:
+    return ember_jit(lambda x, table: ragged_rowsum(x, table, roles=(0, 1)),
+                     dynamic_axes=[("t",), ("rows", None)])
+
+
+def _flat(values: Any, n: int) -> Any:
+    """``values``, or one zero when the batch stores nothing (a named axis binds sizes >= 1)."""
+    return values if n else enp.zeros((1,), values.dtype)
+
+
+def _rowwise(a: Ragged, b: Ragged, op: str) -> Ragged:
+    dt = enp.result_type(a.values.dtype, b.values.dtype)
+    xa, xb = a.values.astype(dt), b.values.astype(dt)
+    lo = np.maximum(a.lengths, b.lengths)
+    oo = _offsets(lo)
+    total = int(oo[-1])
+    if total == 0:
+        return Ragged(enp.zeros((0,), dt), lo, oo)
+    table = np.stack([a.offsets[:-1], a.lengths, b.offsets[:-1], b.lengths, oo[:-1], lo], axis=1)
+    out = _binary_fn(op)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])),
+                         table.astype(np.int32), np.empty((total, 0), np.int8))
+    return Ragged(out, lo, oo)
+
+
+def _rowsum(a: Ragged) -> Any:
+    dt = np.dtype(a.values.dtype)
+    if len(a) == 0:
+        return enp.zeros((0,), dt)
+    table = np.stack([a.offsets[:-1], a.lengths], axis=1).astype(np.int32)
+    return _rowsum_fn()(_flat(a.values, int(a.offsets[-1])), table)
+
+
+class _Lengths:
+    """Pytree metadata of a Ragged: its row lengths (hashable, compared by value)."""
+
+    __slots__ = ("lengths", "_key")
+
+    def __init__(self, lengths: np.ndarray):
+        self.lengths = lengths
+        self._key = lengths.tobytes()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Lengths) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return f"lengths={self.lengths.tolist()}"
+
+
+register_pytree_node(Ragged, lambda r: ((r.values,), _Lengths(r.lengths)),
+                     lambda aux, ch: Ragged(ch[0], aux.lengths))

@@ -1,0 +1,229 @@
+"""vsla.Ragged: row-wise + - * under zero extension, row sums, one native call and one compile for every
+set of row lengths, gradients, bad input; against NumPy references that pad every row explicitly."""
+import numpy as np
+import pytest
+
+import ember
+from ember import vsla
+from ember._src.prims.ragged import ragged_rowbroadcast_p
+from ember._src.vsla import ragged as rg
+from tests.native.util import run_with_call_step
+
+NP_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _padded_rows(xs, ys, op):
+    """The reference: each pair of rows padded by hand to the longer one, then ``op``."""
+    out = []
+    for x, y in zip(xs, ys):
+        n = max(x.size, y.size)
+        out.append(NP_OPS[op](np.pad(x, (0, n - x.size)), np.pad(y, (0, n - y.size))))
+    return out
+
+
+def _rows(r):
+    v = np.asarray(r.values)
+    return [v[a:b] for a, b in zip(r.offsets[:-1], r.offsets[1:])]
+
+
+def _random_rows(rng, lengths, dtype=np.float32):
+    if np.dtype(dtype).kind == "i":
+        return [rng.integers(-50, 50, int(n)).astype(dtype) for n in lengths]
+    return [rng.standard_normal(int(n)).astype(dtype) for n in lengths]
+
+
+def _check(xs, ys, op, dtype):
+    a, b = vsla.ragged(xs, dtype=dtype), vsla.ragged(ys, dtype=dtype)
+    got = {"add": a + b, "sub": a - b, "mul": a * b}[op]
+    want = _padded_rows(xs, ys, op)
+    assert got.lengths.tolist() == [w.size for w in want]
+    assert got.offsets.tolist() == np.concatenate([[0], np.cumsum([w.size for w in want])]).tolist()
+    assert np.dtype(got.dtype) == np.dtype(dtype)
+    for g, w in zip(_rows(got), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+
+
+def test_issue_examples_per_row():
+    a = vsla.ragged([[1.0, 2.0, 3.0], [5.0], [2.0, 3.0], [5.0, 3.0, 2.0]])
+    b = vsla.ragged([[4.0, 5.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [2.0, 1.0, 2.0]])
+    assert [r.tolist() for r in _rows(a + b)][:2] == [[5.0, 7.0, 3.0], [6.0, 2.0, 3.0]]
+    assert _rows(a * b)[2].tolist() == [8.0, 15.0, 0.0]
+    diff = (a - b).row(3)
+    assert diff.shape == (3,) and diff.to_numpy().tolist() == [3.0, 2.0] and diff.shrink().shape == (2,)
+    assert (a + b).to_padded().to_numpy().tolist() == [[5, 7, 3], [6, 2, 3], [6, 8, 6], [7, 4, 4]]
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_random_length_sets_vs_padded_numpy(op, dtype):
+    rng = np.random.default_rng(hash((op, np.dtype(dtype).name)) % 2**32)
+    cases = [([0, 3, 0], [2, 0, 0]), ([1], [4096]), ([4096], [1]), ([7], [7]), ([0], [5]), ([5], [0]),
+             (rng.integers(0, 40, 17), rng.integers(0, 40, 17)),
+             (rng.integers(1, 4097, 6), rng.integers(1, 4097, 6))]
+    for la, lb in cases:
+        _check(_random_rows(rng, la, dtype), _random_rows(rng, lb, dtype), op, dtype)
+
+
+def test_all_empty_and_zero_rows():
+    a, b = vsla.ragged([[], []]), vsla.ragged([[], []])
+    out = a * b
+    assert out.lengths.tolist() == [0, 0] and out.values.shape == (0,) and out.nbytes == 0
+    z = vsla.ragged([])
+    assert len(z + z) == 0 and (z + z).sum().shape == (0,)
+    np.testing.assert_array_equal(np.asarray(a.sum()), [0.0, 0.0])
+
+
+def test_one_native_call_and_one_compile_for_every_length_set():
+    rng = np.random.default_rng(5)
+    rg._binary_fn.cache_clear()
+    n_sets = 0
+    for _ in range(24):
+        rows = int(rng.integers(1, 12))
+        la, lb = rng.integers(0, 300, rows), rng.integers(0, 300, rows)
+        la[0] = max(la[0], 1)
+        _check(_random_rows(rng, la), _random_rows(rng, lb), "mul", np.float32)
+        n_sets += 1
+    info = rg._binary_fn("mul").cache_info()
+    assert n_sets == 24 and info["compiles"] == 1 and info["specializations"] >= 20
+    # the program is one native call step (no Python fallback), and so are the row sums
+    xs, ys = _random_rows(rng, [3, 0, 9]), _random_rows(rng, [5, 2, 1])
+    a, b = vsla.ragged(xs), vsla.ragged(ys)
+    table = np.stack([a.offsets[:-1], a.lengths, b.offsets[:-1], b.lengths], 1)
+    lo = np.maximum(a.lengths, b.lengths)
+    table = np.concatenate([table, np.stack([rg._offsets(lo)[:-1], lo], 1)], 1).astype(np.int32)
+    out, _ = run_with_call_step(lambda x, y, t: rg.ragged_binary(x, y, t, op="sub", roles=rg._ROLES,
+                                                                 total=int(lo.sum())),
+                                "ragged_binary", a.values, b.values, table)
+    for g, w in zip(np.split(out, rg._offsets(lo)[1:-1]), _padded_rows(xs, ys, "sub")):
+        np.testing.assert_array_equal(g, w)
+    sums, _ = run_with_call_step(lambda x, t: rg.ragged_rowsum(x, t, roles=(0, 1)), "ragged_rowsum",
+                                 a.values, table)
+    np.testing.assert_allclose(sums, [x.sum() for x in xs], rtol=1e-6)
+    back, _ = run_with_call_step(lambda v, t: ragged_rowbroadcast_p.bind(v, t, roles=(0, 1), total=12),
+                                 "ragged_rowbroadcast", np.float32([1.0, 2.0, 3.0]), table)
+    np.testing.assert_array_equal(back, [1.0] * 3 + [3.0] * 9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_row_sum_and_mean(dtype):
+    rng = np.random.default_rng(1)
+    xs = _random_rows(rng, [0, 1, 4096, 17, 9], dtype)
+    r = vsla.ragged(xs, dtype=dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    want = [x.astype(np.float64).sum() for x in xs]
+    np.testing.assert_allclose(np.asarray(r.sum()), want, rtol=tol, atol=tol)
+    if np.dtype(dtype).kind == "f":
+        want = [x.astype(np.float64).mean() if x.size else 0.0 for x in xs]
+        np.testing.assert_allclose(np.asarray(r.mean()), want, rtol=tol, atol=tol)
+
+
+def test_scalar_multiply_neg_and_maps():
+    xs = [np.float32([1, -2, 3]), np.float32([]), np.float32([-4])]
+    r = vsla.ragged(xs)
+    np.testing.assert_array_equal(np.asarray((2.5 * r).values), 2.5 * np.concatenate(xs))
+    np.testing.assert_array_equal(np.asarray((r * 2).values), 2 * np.concatenate(xs))
+    np.testing.assert_array_equal(np.asarray((-r).values), -np.concatenate(xs))
+    relu = r.map(lambda v: ember.numpy.maximum(v, 0))
+    assert relu.lengths.tolist() == [3, 0, 1]
+    np.testing.assert_array_equal(np.asarray(relu.values), [1, 0, 3, 0])
+
+
+def test_constructors_and_views():
+    xs = [np.float32([1, 2]), np.float32([]), np.float32([3, 4, 5])]
+    r = vsla.ragged([xs[0], vsla.array(xs[1]), vsla.array(xs[2])])
+    assert len(r) == 3 and r.lengths.dtype == np.int64 and r.offsets.tolist() == [0, 2, 2, 5]
+    assert r.nbytes == 5 * 4
+    s = vsla.Ragged.from_lengths(np.arange(1.0, 6.0, dtype=np.float32)[[0, 1, 2, 3, 4]], [2, 0, 3])
+    assert [v.to_numpy().tolist() for v in s.to_list()] == [[1, 2], [], [3, 4, 5]]
+    assert [v.shape for v in s.unstack()] == [(2,), (0,), (3,)] and s.row(-1).shape == (3,)
+    p = s.to_padded()
+    ref = vsla.stack([vsla.array(x) for x in xs])
+    assert p.shape == ref.shape == (3, 3) and p == ref
+    assert p.to_numpy().tolist() == [[1, 2, 0], [0, 0, 0], [3, 4, 5]]
+    assert vsla.ragged([[1, 2]]).dtype == vsla.array([1, 2]).dtype  # integer rows stay integer
+
+
+def _loss_reference(xs, ys, w_rows, op):
+    """d/dx, d/dy of sum(w * (x op y)) over the padded rows, computed by hand in NumPy."""
+    gx, gy = [], []
+    for x, y, w in zip(xs, ys, w_rows):
+        n = w.size
+        xe, ye = np.pad(x, (0, n - x.size)), np.pad(y, (0, n - y.size))
+        dx = {"add": w, "sub": w, "mul": w * ye}[op]
+        dy = {"add": w, "sub": -w, "mul": w * xe}[op]
+        gx.append(dx[: x.size])
+        gy.append(dy[: y.size])
+    return np.concatenate(gx), np.concatenate(gy)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_grad_vs_padded_reference_and_finite_differences(op):
+    rng = np.random.default_rng(3)
+    la, lb = [3, 0, 5, 1, 4096, 2], [1, 2, 5, 0, 7, 0]
+    xs, ys = _random_rows(rng, la, np.float64), _random_rows(rng, lb, np.float64)
+    a, b = vsla.ragged(xs, dtype=np.float64), vsla.ragged(ys, dtype=np.float64)
+    lo = np.maximum(la, lb)
+    w_rows = _random_rows(rng, lo, np.float64)
+    w = np.concatenate(w_rows)
+
+    def loss(p, q):
+        out = {"add": p + q, "sub": p - q, "mul": p * q}[op]
+        return ember.numpy.sum(out.values * w) + ember.numpy.sum(out.sum() ** 2)
+
+    ga, gb = ember.grad(loss, argnums=(0, 1))(a, b)
+    assert isinstance(ga, vsla.Ragged) and ga.lengths.tolist() == la
+    # the row-sum term: d/d out of sum(rowsum(out)^2) is 2 * rowsum(out) on every element of the row
+    out_rows = _padded_rows(xs, ys, op)
+    w2 = [wr + 2 * o.sum() for wr, o in zip(w_rows, out_rows)]
+    wx, wy = _loss_reference(xs, ys, w2, op)
+    np.testing.assert_allclose(np.asarray(ga.values), wx, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(gb.values), wy, rtol=1e-10, atol=1e-10)
+    # finite differences along a random direction
+    d = rng.standard_normal(a.values.shape[0])
+    f = lambda t: float(loss(vsla.Ragged(a.values + t * d, a.lengths), b))  # noqa: E731
+    eps = 1e-6
+    fd = (f(eps) - f(-eps)) / (2 * eps)
+    np.testing.assert_allclose(fd, float(np.dot(np.asarray(ga.values), d)), rtol=1e-5)
+
+
+def test_vjp_and_jvp():
+    rng = np.random.default_rng(4)
+    xs, ys = _random_rows(rng, [2, 5, 0], np.float64), _random_rows(rng, [4, 1, 3], np.float64)
+    a, b = vsla.ragged(xs, dtype=np.float64), vsla.ragged(ys, dtype=np.float64)
+    out, pull = ember.vjp(lambda p, q: (p * q).values, a, b)
+    ct = rng.standard_normal(out.shape[0])
+    ga, gb = pull(ct)
+    cts = np.split(ct, np.cumsum([4, 5, 3])[:-1])
+    wx, wy = _loss_reference(xs, ys, cts, "mul")
+    np.testing.assert_allclose(np.asarray(ga.values), wx, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(gb.values), wy, rtol=1e-12)
+    ta = vsla.Ragged(ember.numpy.asarray(rng.standard_normal(7)), a.lengths)
+    _, tout = ember.jvp(lambda p: (p * b).values, (a,), (ta,))
+    want = np.concatenate(_padded_rows(_rows(ta), ys, "mul"))
+    np.testing.assert_allclose(np.asarray(tout), want, rtol=1e-12)
+
+
+def test_bad_input_errors():
+    a, b = vsla.ragged([[1.0], [2.0]]), vsla.ragged([[1.0]])
+    with pytest.raises(ValueError, match=r"\+: the operands have 2 and 1 rows"):
+        a + b
+    with pytest.raises(TypeError, match="other must be a Ragged"):
+        a + vsla.array([1.0])
+    with pytest.raises(TypeError, match="other must be a Ragged"):
+        a + 1.0
+    with pytest.raises(ValueError, match="row 1 has rank 2"):
+        vsla.ragged([[1.0], [[1.0, 2.0]]])
+    with pytest.raises(TypeError, match="row 0: Ragged values need a numeric dtype"):
+        vsla.ragged([np.array(["a", "b"])])
+    with pytest.raises(TypeError, match="numeric dtype, got bool"):
+        vsla.ragged([np.array([True])])
+    with pytest.raises(ValueError, match="lengths must be >= 0, got -1 for row 1"):
+        vsla.Ragged.from_lengths(np.zeros(3, np.float32), [4, -1])
+    with pytest.raises(ValueError, match="lengths sum to 4 but values has 3"):
+        vsla.Ragged.from_lengths(np.zeros(3, np.float32), [1, 3])
+    with pytest.raises(ValueError, match="values must be 1-D"):
+        vsla.Ragged.from_lengths(np.zeros((3, 1), np.float32), [3])
+    with pytest.raises(TypeError, match="lengths must be a 1-D sequence of integers"):
+        vsla.Ragged.from_lengths(np.zeros(3, np.float32), [1.5, 1.5])
+    with pytest.raises(IndexError, match="index 2 out of range for 2 rows"):
+        a.row(2)
