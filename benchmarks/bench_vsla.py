@@ -12,6 +12,13 @@ n_max - 1`` = 1025, and at its power of two 2048). "ember vsla, one batch" is th
 all pairs stacked into one VArray (padded to the longest). Grouping is done once, outside the timed
 region, as the JAX inputs' padding is; its time is printed.
 
+Ragged batches (``--ragged-only`` runs just these): row-wise ``a + b`` and ``a * b`` of two
+``vsla.Ragged`` batches of 64 and 1024 float32 rows with lengths uniform in 1..4096 (two native
+calls, one per op, each one pass over the stored rows) vs NumPy on arrays padded to 4096 (padding
+outside and inside the timed region) and JAX jit on pre-padded arrays; results are checked equal
+first; the bytes of inputs + outputs are printed (ragged storage vs padded). Writes
+``benchmarks/results/vsla_ragged.json`` / ``.md``.
+
 Timing: interleaved rounds (``common.interleaved``), median and quartiles per implementation.
 Run: ``PYTHONPATH=src python benchmarks/bench_vsla.py`` (``--n 2000`` for a shorter run). Writes
 ``benchmarks/results/vsla.json`` / ``vsla.md``.
@@ -23,7 +30,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from common import have, interleaved, load_text, machine, report, timeit
+from common import have, interleaved, load_text, machine, report
 
 import ember
 from ember import vsla
@@ -99,36 +106,74 @@ def bench_products(n: int, max_deg: int) -> tuple[dict[str, dict[str, float]], d
     return stats, info
 
 
-def bench_ragged(n: int, max_len: int) -> dict[str, float]:
-    rng = np.random.default_rng(2)
-    xs = [rng.standard_normal(int(k)).astype(np.float32) for k in rng.integers(1, max_len + 1, n)]
-    vs = [vsla.array(x) for x in xs]
-    size = max(xs[0].size, xs[1].size)
-    want = np.pad(xs[0], (0, size - xs[0].size)) * np.pad(xs[1], (0, size - xs[1].size))
-    out = {}
-    for name, jit in (("ember vsla (per pair, vsla.jit)", vsla.jit), ("ember.jit per shape", ember.jit)):
-        f = jit(lambda u, v: (u + v, u * v))
-        t0 = time.perf_counter()
-        got = [f(vs[i], vs[i + 1]) for i in range(0, n - 1, 2)]
-        first = time.perf_counter() - t0
-        np.testing.assert_allclose(np.asarray(got[0][1].logical()), want, rtol=1e-6)
-        out[name] = timeit(lambda f=f: [f(vs[i], vs[i + 1]) for i in range(0, n - 1, 2)], min_runs=3)
-        print(f"  {name}: first pass {first * 1e3:.1f} ms, {f.cache_info()['compiles']} compiles")
-    m = max_len
-    pad = np.stack([np.pad(x, (0, m - x.size)) for x in xs])
-    out["numpy padded"] = timeit(lambda: (pad[0::2] + pad[1::2], pad[0::2] * pad[1::2]), min_runs=3)
-    stored = sum(v.capacity[0] for v in vs) * 4
-    print(f"  bytes: vsla capacity storage {stored:,} vs padded {pad.nbytes:,}")
+def _ragged_rows(rows: int, max_len: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(int(k)).astype(np.float32) for k in rng.integers(1, max_len + 1, rows)]
+
+
+def _pad_rows(xs: list[np.ndarray], width: int) -> np.ndarray:
+    out = np.zeros((len(xs), width), np.float32)
+    for i, x in enumerate(xs):
+        out[i, : x.size] = x
     return out
+
+
+def _both(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return p + q, p * q
+
+
+def bench_ragged(rows: int, max_len: int) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """Row-wise sum and Hadamard product of two ragged batches (float32, lengths uniform in
+    1..max_len): ember ``vsla.Ragged`` (``a + b`` and ``a * b``: two native calls, one per op) vs
+    NumPy on arrays already padded to ``max_len``, NumPy including the padding step, and JAX jit on
+    pre-padded arrays. Returns the interleaved timings and the bytes of inputs + outputs."""
+    xs, ys = _ragged_rows(rows, max_len, 2 * rows), _ragged_rows(rows, max_len, 2 * rows + 1)
+    a, b = vsla.ragged(xs), vsla.ragged(ys)
+    pa, pb = _pad_rows(xs, max_len), _pad_rows(ys, max_len)
+    s, m = a + b, a * b
+    want_s, want_m = pa + pb, pa * pb
+    for got, want in ((s, want_s), (m, want_m)):  # every row against the padded NumPy result
+        vals = np.asarray(got.values)
+        for i, (o, n) in enumerate(zip(got.offsets[:-1], got.lengths)):
+            np.testing.assert_array_equal(vals[o:o + n], want[i, :n])
+            assert not want[i, n:].any()
+
+    def ember_ragged() -> object:
+        return ember.block_until_ready(((a + b).values, (a * b).values))
+
+    impls = {
+        "ember Ragged (2 native calls)": ember_ragged,
+        "numpy padded": lambda: _both(pa, pb),
+        "numpy incl. padding": lambda: _both(_pad_rows(xs, max_len), _pad_rows(ys, max_len)),
+    }
+    if have("jax"):
+        import jax
+        import jax.numpy as jnp
+        ja, jb = jnp.asarray(pa), jnp.asarray(pb)
+        g = jax.jit(lambda x, y: (x + y, x * y))
+        js, jm = g(ja, jb)
+        np.testing.assert_array_equal(np.asarray(js), want_s)
+        np.testing.assert_array_equal(np.asarray(jm), want_m)
+        impls["jax jit padded"] = lambda: jax.block_until_ready(g(ja, jb))
+    stats = interleaved(impls, rounds=25, sample_time=0.02, max_seconds=20.0, min_rounds=9)
+    nbytes = {"ragged": a.nbytes + b.nbytes + s.nbytes + m.nbytes, "padded": 4 * pa.nbytes}
+    return stats, nbytes
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--n", type=int, default=10_000)
     p.add_argument("--max-deg", type=int, default=512)
-    p.add_argument("--ragged-n", type=int, default=64)
+    p.add_argument("--ragged-rows", type=int, nargs="+", default=[64, 1024])
+    p.add_argument("--ragged-only", action="store_true", help="skip the polynomial products")
     p.add_argument("--max-len", type=int, default=4096)
     args = p.parse_args()
+    if not args.ragged_only:
+        products(args)
+    ragged(args)
+
+
+def products(args: argparse.Namespace) -> None:
     print(f"polynomial products: n={args.n}, degrees 1..{args.max_deg}; {machine()}; load {load_text()}")
     stats, info = bench_products(args.n, args.max_deg)
     print(f"  {info['batches']} batches (grouping {info['grouping_s'] * 1e3:.0f} ms, untimed), "
@@ -144,9 +189,23 @@ def main() -> None:
              "times": {("ember native" if k.startswith("ember vsla (") else k): v["median"]
                        for k, v in stats.items()}}]
     report("VSLA polynomial products (issue 19)", rows, "vsla", {"stats": stats, **info})
-    print(f"ragged sum + Hadamard: n={args.ragged_n}, lengths 1..{args.max_len}")
-    for k, t in bench_ragged(args.ragged_n, args.max_len).items():
-        print(f"  {k:28s} {t * 1e3:9.2f} ms")
+
+
+def ragged(args: argparse.Namespace) -> None:
+    ragged_rows = []
+    for rows in args.ragged_rows:
+        stats, nbytes = bench_ragged(rows, args.max_len)
+        print(f"ragged sum + Hadamard: {rows} rows, lengths 1..{args.max_len} (float32); load {load_text()}")
+        for k, v in stats.items():
+            print(f"  {k:32s} median {v['median'] * 1e3:8.3f} ms  (quartiles {v['q1'] * 1e3:.3f} .. "
+                  f"{v['q3'] * 1e3:.3f}, {v['rounds']} rounds)")
+        print(f"  bytes of inputs + outputs: ragged {nbytes['ragged']:,} vs padded {nbytes['padded']:,} "
+              f"({nbytes['ragged'] / nbytes['padded']:.2f}x)")
+        ragged_rows.append({"workload": f"ragged a + b and a * b, {rows} rows, lengths 1..{args.max_len}",
+                            "times": {("ember native" if k.startswith("ember") else k): v["median"]
+                                      for k, v in stats.items()},
+                            "bytes": nbytes})
+    report("VSLA ragged batches (issue 19)", ragged_rows, "vsla_ragged")
 
 
 if __name__ == "__main__":

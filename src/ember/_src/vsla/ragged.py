@@ -208,16 +208,20 @@ def _flat(values: Any, n: int) -> Any:
 
 
 def _rowwise(a: Ragged, b: Ragged, op: str) -> Ragged:
-    dt = enp.result_type(a.values.dtype, b.values.dtype)
-    xa, xb = a.values.astype(dt), b.values.astype(dt)
+    da, db = np.dtype(a.values.dtype), np.dtype(b.values.dtype)
+    dt = da if da == db else np.dtype(enp.result_type(da, db))
+    xa = a.values if da == dt else a.values.astype(dt)
+    xb = b.values if db == dt else b.values.astype(dt)
     lo = np.maximum(a.lengths, b.lengths)
     oo = _offsets(lo)
     total = int(oo[-1])
     if total == 0:
         return Ragged(enp.zeros((0,), dt), lo, oo)
-    table = np.stack([a.offsets[:-1], a.lengths, b.offsets[:-1], b.lengths, oo[:-1], lo], axis=1)
-    out = _binary_fn(op)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])),
-                         table.astype(np.int32), np.empty((total, 0), np.int8))
+    table = np.empty((lo.size, 6), np.int32)
+    table[:, 0], table[:, 1], table[:, 2] = a.offsets[:-1], a.lengths, b.offsets[:-1]
+    table[:, 3], table[:, 4], table[:, 5] = b.lengths, oo[:-1], lo
+    out = _binary_fn(op)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])), table,
+                         np.empty((total, 0), np.int8))
     return Ragged(out, lo, oo)
 
 
