@@ -88,18 +88,17 @@ def test_one_native_call_and_one_compile_for_every_length_set():
     # the program is one native call step (no Python fallback), and so are the row sums
     xs, ys = _random_rows(rng, [3, 0, 9]), _random_rows(rng, [5, 2, 1])
     a, b = vsla.ragged(xs), vsla.ragged(ys)
-    table = np.stack([a.offsets[:-1], a.lengths, b.offsets[:-1], b.lengths], 1)
     lo = np.maximum(a.lengths, b.lengths)
-    table = np.concatenate([table, np.stack([rg._offsets(lo)[:-1], lo], 1)], 1).astype(np.int32)
+    table = np.stack([a.lengths, b.lengths, lo], 1).astype(np.int32)
     out, _ = run_with_call_step(lambda x, y, t: rg.ragged_binary(x, y, t, op="sub", roles=rg._ROLES,
                                                                  total=int(lo.sum())),
                                 "ragged_binary", a.values, b.values, table)
     for g, w in zip(np.split(out, rg._offsets(lo)[1:-1]), _padded_rows(xs, ys, "sub")):
         np.testing.assert_array_equal(g, w)
-    sums, _ = run_with_call_step(lambda x, t: rg.ragged_rowsum(x, t, roles=(0, 1)), "ragged_rowsum",
+    sums, _ = run_with_call_step(lambda x, t: rg.ragged_rowsum(x, t, roles=(0,)), "ragged_rowsum",
                                  a.values, table)
     np.testing.assert_allclose(sums, [x.sum() for x in xs], rtol=1e-6)
-    back, _ = run_with_call_step(lambda v, t: ragged_rowbroadcast_p.bind(v, t, roles=(0, 1), total=12),
+    back, _ = run_with_call_step(lambda v, t: ragged_rowbroadcast_p.bind(v, t, roles=(0,), total=12),
                                  "ragged_rowbroadcast", np.float32([1.0, 2.0, 3.0]), table)
     np.testing.assert_array_equal(back, [1.0] * 3 + [3.0] * 9)
 
@@ -227,3 +226,44 @@ def test_bad_input_errors():
         vsla.Ragged.from_lengths(np.zeros(3, np.float32), [1.5, 1.5])
     with pytest.raises(IndexError, match="index 2 out of range for 2 rows"):
         a.row(2)
+
+
+def test_vsla_jit_of_ragged_values_is_one_program_for_every_length_set():
+    f = vsla.jit(lambda a, b, c: (a + b, a * b - c, (a * b).mean(), 2.0 * c))
+    rng = np.random.default_rng(8)
+    for _ in range(22):
+        rows = int(rng.integers(1, 9))
+        la, lb, lc = (rng.integers(0, 70, rows) for _ in range(3))
+        xs, ys, zs = _random_rows(rng, la), _random_rows(rng, lb), _random_rows(rng, lc)
+        s, d, mean, twice = f(vsla.ragged(xs), vsla.ragged(ys), vsla.ragged(zs))
+        assert isinstance(s, vsla.Ragged) and not s.symbolic
+        for got, want in ((s, _padded_rows(xs, ys, "add")),
+                          (d, _padded_rows(_padded_rows(xs, ys, "mul"), zs, "sub"))):
+            assert got.lengths.tolist() == [w.size for w in want]
+            for i, w in enumerate(want):  # the stored rows (values may hold slack past the last row)
+                np.testing.assert_allclose(np.asarray(got.values)[got.offsets[i]:got.offsets[i + 1]], w,
+                                           rtol=1e-6)
+        want_mean = [w.mean() if w.size else 0.0 for w in _padded_rows(xs, ys, "mul")]
+        np.testing.assert_allclose(np.asarray(mean), want_mean, rtol=1e-5, atol=1e-6)
+        assert twice.lengths.tolist() == list(lc)
+    info = f.cache_info()
+    assert info["compiles"] == 1 and info["specializations"] >= 20
+    # a result is an ordinary Ragged again: it combines eagerly, and its views work
+    r = s + s
+    np.testing.assert_allclose(r.to_padded().to_numpy(), 2 * s.to_padded().to_numpy())
+    with pytest.raises(Exception, match="operands have"):  # different row counts, named in the error
+        vsla.jit(lambda a, b: a + b)(vsla.ragged([[1.0]]), vsla.ragged([[1.0], [2.0]]))
+    with pytest.raises(ember.errors.TracerError, match="runtime value"):
+        vsla.jit(lambda a: a.to_padded())(vsla.ragged([[1.0]]))
+
+
+def test_grad_through_vsla_jit():
+    rng = np.random.default_rng(9)
+    xs, ys = _random_rows(rng, [4, 0, 2], np.float64), _random_rows(rng, [1, 3, 5], np.float64)
+    a, b = vsla.ragged(xs, dtype=np.float64), vsla.ragged(ys, dtype=np.float64)
+    f = vsla.jit(lambda p, q: (p * q).sum())
+    g = ember.grad(lambda p, q: ember.numpy.sum(f(p, q) ** 2), argnums=(0, 1))(a, b)
+    w = [2 * o.sum() * np.ones(o.size) for o in _padded_rows(xs, ys, "mul")]
+    wx, wy = _loss_reference(xs, ys, w, "mul")
+    np.testing.assert_allclose(np.asarray(g[0].values)[:6], wx, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(g[1].values)[:9], wy, rtol=1e-10)

@@ -1,23 +1,20 @@
 """The ``ragged_binary`` primitive: a row-wise binary op of two ragged batches under zero extension.
 
-A ragged batch is a flat 1-D array of rows stored back to back (no padding). ``ragged_binary(x,
-y, table, op=, roles=, total=)`` reads its row layout from ``table``, an int32 or int64 ``(rows, k)``
-matrix (a runtime value), and ``roles``, six column indices of ``table`` (``-1``: absent):
-
-* ``roles[0:2]``: the offset and length of each row of ``x``;
-* ``roles[2:4]``: the offset and length of each row of ``y``;
-* ``roles[4:6]``: the offset and length of each row of the result (of length ``total``).
+A ragged batch is a flat 1-D array of rows stored back to back from position 0 (no padding; the
+array may extend past the last row). ``ragged_binary(x, y, table, op=, roles=, total=)`` reads the
+row lengths from ``table``, an int32 or int64 ``(rows, k)`` matrix (a runtime value), and
+``roles``, three column indices of ``table`` (``-1``: absent, every row of length 0): the lengths
+of the rows of ``x``, of ``y`` and of the result (of length ``total``). A row's offset is the sum
+of the lengths before it (computed in the step: one pass over the table).
 
 Row ``i`` of the result is ``op(xe, ye)`` at positions ``p < lo_i``, where ``xe[p]`` is
-``x[ox_i + p]`` for ``p < lx_i`` and ``0`` past it (VSLA zero extension; an absent role is a row
-of length 0), ``ye`` likewise; ``op`` is ``add``, ``sub`` or ``mul``. Positions of the result
-outside every result row are unspecified: the result rows tile the result (as every layout
-``vsla.Ragged`` builds does). With the result lengths ``max(lx_i, ly_i)`` it is VSLA's
-``+``, ``-`` and Hadamard product per row; with a result role equal to an operand's role it is
-the slice back to that operand's rows (the transpose of zero extension), so the derivatives are
-the primitive again, on the same table with other roles. One native call step runs it
-(``native/emit/ragged.py``, ``csrc/ragged.h``): one pass over the rows, touching only the
-stored data.
+``x[ox_i + p]`` for ``p < lx_i`` and ``0`` past it (VSLA zero extension), ``ye`` likewise; ``op``
+is ``add``, ``sub`` or ``mul``. Positions of the result past its last row are unspecified. With
+the result lengths ``max(lx_i, ly_i)`` it is VSLA's ``+``, ``-`` and Hadamard product per row;
+with a result role equal to an operand's role it is the slice back to that operand's rows (the
+transpose of zero extension), so the derivatives are the primitive again, on the same table with
+other roles. One native call step runs it (``native/emit/ragged.py``, ``csrc/ragged.h``): one
+pass over the rows, touching only the stored data.
 """
 
 from __future__ import annotations
@@ -32,17 +29,15 @@ from ember._src.core import Primitive, ShapedArray
 from ember.errors import DTypeError, ShapeError
 
 OPS = ("add", "sub", "mul")
-ABSENT = (-1, -1)
+ABSENT = -1
 
 ragged_binary_p = Primitive("ragged_binary")
 
 
-def _cols(table: np.ndarray, pair: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    rows = table.shape[0]
-    if pair[0] < 0:
-        z = np.zeros(rows, np.int64)
-        return z, z
-    return table[:, pair[0]].astype(np.int64), table[:, pair[1]].astype(np.int64)
+def _cols(table: np.ndarray, col: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, lengths) of the rows whose lengths are column ``col`` (-1: all zero)."""
+    ln = np.zeros(table.shape[0], np.int64) if col < 0 else np.maximum(table[:, col].astype(np.int64), 0)
+    return np.cumsum(ln) - ln, ln
 
 
 def _extend(v: np.ndarray, off: np.ndarray, ln: np.ndarray, oo: np.ndarray, lo: np.ndarray,
@@ -57,9 +52,9 @@ def _extend(v: np.ndarray, off: np.ndarray, ln: np.ndarray, oo: np.ndarray, lo: 
 
 def _impl(x: np.ndarray, y: np.ndarray, table: np.ndarray, *, op: str, roles: tuple,
           total: int) -> np.ndarray:
-    ox, lx = _cols(table, roles[0:2])
-    oy, ly = _cols(table, roles[2:4])
-    oo, lo = _cols(table, roles[4:6])
+    ox, lx = _cols(table, roles[0])
+    oy, ly = _cols(table, roles[1])
+    oo, lo = _cols(table, roles[2])
     xe = _extend(x, ox, lx, oo, lo, total)
     ye = _extend(y, oy, ly, oo, lo, total)
     with np.errstate(all="ignore"):
@@ -78,8 +73,8 @@ def _abstract(x: ShapedArray, y: ShapedArray, table: ShapedArray, *, op: str, ro
     if table.ndim != 2 or np.dtype(table.dtype) not in (np.int32, np.int64):
         raise DTypeError(f"ragged_binary: table must be a 2-D int32 or int64 array, got {table.dtype}"
                          f"{sh.shape_str(table.shape)}")
-    if len(roles) != 6 or roles[4] < 0:
-        raise ValueError(f"ragged_binary: roles must be six column indices with a result role, got {roles}")
+    if len(roles) != 3 or roles[2] < 0:
+        raise ValueError(f"ragged_binary: roles must be three column indices with a result role, got {roles}")
     return ShapedArray((total,), x.dtype, x.weak_type and y.weak_type)
 
 
@@ -90,13 +85,13 @@ def ragged_binary(x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: A
     return ragged_binary_p.bind(x, y, table, op=op, roles=tuple(int(r) for r in roles), total=total)
 
 
-def _bind(x: Any, y: Any, table: Any, op: str, rx: tuple, ry: tuple, ro: tuple, total: Any) -> Any:
-    return ragged_binary_p.bind(x, y, table, op=op, roles=(*rx, *ry, *ro), total=total)
+def _bind(x: Any, y: Any, table: Any, op: str, rx: int, ry: int, ro: int, total: Any) -> Any:
+    return ragged_binary_p.bind(x, y, table, op=op, roles=(rx, ry, ro), total=total)
 
 
 def _jvp(primals: list, tangents: list, *, op: str, roles: tuple, total: Any) -> tuple[list, list]:
     (x, y, table), (tx, ty, _) = primals, tangents
-    rx, ry, ro = roles[0:2], roles[2:4], roles[4:6]
+    rx, ry, ro = roles
     out = _bind(x, y, table, op, rx, ry, ro, total)
     if ad.is_zero(tx) and ad.is_zero(ty):
         return [out], [ad.Zero.from_value(out)]
@@ -113,7 +108,7 @@ def _jvp(primals: list, tangents: list, *, op: str, roles: tuple, total: Any) ->
 
 
 def _transpose(ct: Any, x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: Any) -> list:
-    rx, ry, ro = roles[0:2], roles[2:4], roles[4:6]
+    rx, ry, ro = roles
     ux, uy = isinstance(x, ad.UndefPrimal), isinstance(y, ad.UndefPrimal)
     if op == "mul" and ux and uy:
         raise TypeError("ragged_binary(mul) is not linear in both operands at once")
@@ -122,7 +117,7 @@ def _transpose(ct: Any, x: Any, y: Any, table: Any, *, op: str, roles: tuple, to
         if not u:
             continue
         aval = (x if i == 0 else y).aval
-        if ad.is_zero(ct) or mine[0] < 0:
+        if ad.is_zero(ct) or mine < 0:
             out[i] = ad.Zero(aval)
         elif op == "mul":  # d x_i = ct_i * y_i on x's rows
             out[i] = _bind(ct, other_val, table, "mul", ro, other_roles, mine, aval.shape[0])
@@ -151,12 +146,12 @@ def _check_table(name: str, table: ShapedArray, roles: tuple) -> None:
     if table.ndim != 2 or np.dtype(table.dtype) not in (np.int32, np.int64):
         raise DTypeError(f"{name}: table must be a 2-D int32 or int64 array, got {table.dtype}"
                          f"{sh.shape_str(table.shape)}")
-    if len(roles) != 2 or roles[0] < 0:
-        raise ValueError(f"{name}: roles must be the offset and length columns, got {roles}")
+    if len(roles) != 1 or roles[0] < 0:
+        raise ValueError(f"{name}: roles must be the one length column, got {roles}")
 
 
 def _rowsum_impl(x: np.ndarray, table: np.ndarray, *, roles: tuple) -> np.ndarray:
-    off, ln = _cols(table, roles)
+    off, ln = _cols(table, roles[0])
     acc = np.float64 if np.issubdtype(x.dtype, np.floating) else x.dtype
     return np.array([x[a:a + n].sum(dtype=acc) for a, n in zip(off, ln)], acc).astype(x.dtype)
 
@@ -169,7 +164,7 @@ def _rowsum_abstract(x: ShapedArray, table: ShapedArray, *, roles: tuple) -> Sha
 
 
 def _rowbroadcast_impl(v: np.ndarray, table: np.ndarray, *, roles: tuple, total: int) -> np.ndarray:
-    off, ln = _cols(table, roles)
+    off, ln = _cols(table, roles[0])
     out = np.zeros(total, v.dtype)
     for i, (a, n) in enumerate(zip(off, ln)):
         out[a:a + n] = v[i]
@@ -184,8 +179,8 @@ def _rowbroadcast_abstract(v: ShapedArray, table: ShapedArray, *, roles: tuple, 
 
 
 def ragged_rowsum(x: Any, table: Any, *, roles: tuple) -> Any:
-    """The sum of each row of the flat ragged batch ``x`` (rows at the offset/length columns
-    ``roles`` of ``table``): a 1-D array with one value per table row (0 for an empty row)."""
+    """The sum of each row of the flat ragged batch ``x`` (row lengths in column ``roles[0]`` of
+    ``table``, rows back to back from 0): one value per table row (0 for an empty row)."""
     return ragged_rowsum_p.bind(x, table, roles=tuple(int(r) for r in roles))
 
 

@@ -8,6 +8,13 @@ step), through a jitted function whose flat lengths and row count are named dyna
 compile serves every set of lengths. The result's layout (offsets) is computed on the host from
 the lengths. Gradients flow through ``ember.grad``/``vjp`` (the transpose of zero extension is the
 slice back to each operand's rows: the primitive again with other roles of the same row table).
+
+Under ``vsla.jit`` a Ragged argument enters as its values (a named axis) and its lengths as an int32
+vector (a runtime value, its row count a named axis), so a whole function of Ragged values is one
+native program for every set of lengths. There the layouts are computed in the program (exclusive
+cumulative sums of the lengths) and a row-wise result is stored at capacity ``len(a.values) +
+len(b.values)`` (a symbolic bound of ``sum(max(la_i, lb_i))``; the slack past the rows is never
+written or read).
 """
 from __future__ import annotations
 
@@ -22,12 +29,13 @@ from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
 from ember._src.prims.ragged import ragged_binary, ragged_rowsum
 from ember._src.vsla.varray import VArray, array, stack
+from ember.errors import TracerError
 from ember.tree import register_pytree_node
 
 __all__ = ["Ragged", "ragged"]
 
 _INDEX_MAX = np.iinfo(np.int32).max
-_ROLES = (0, 1, 2, 3, 4, 5)  # table columns: offset/length of a's rows, of b's rows, of the result's rows
+_ROLES = (0, 1, 2)  # table columns: the lengths of a's rows, of b's rows, of the result's rows
 
 
 def _check_values_dtype(dtype: Any, what: str) -> None:
@@ -58,14 +66,33 @@ def _check_lengths(lengths: Any, what: str) -> np.ndarray:
 class Ragged:
     """A batch of 1-D VSLA classes stored back to back: row ``i`` is
     ``values[offsets[i]:offsets[i + 1]]`` (length ``lengths[i]``). Build one with :func:`ragged` or
-    :meth:`from_lengths`."""
+    :meth:`from_lengths`. ``values`` may extend past the last row (the results of ``vsla.jit``
+    are stored at a capacity); that slack is never read.
+
+    Under ``vsla.jit`` the lengths are a runtime int32 vector and ``offsets`` is None (the layout is
+    computed in the program); the shape-reading methods (``len``, ``row``, ``to_padded``, ...) then
+    raise a ``TracerError``.
+    """
 
     __slots__ = ("values", "lengths", "offsets")
 
-    def __init__(self, values: Any, lengths: np.ndarray, offsets: np.ndarray | None = None):
+    def __init__(self, values: Any, lengths: Any, offsets: np.ndarray | None = None):
         self.values = values
         self.lengths = lengths
-        self.offsets = _offsets(lengths) if offsets is None else offsets
+        if isinstance(lengths, np.ndarray):
+            self.offsets = _offsets(lengths) if offsets is None else offsets
+        else:  # runtime lengths (under vsla.jit)
+            self.offsets = None
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the lengths are a runtime value (inside ``vsla.jit``) rather than host metadata."""
+        return self.offsets is None
+
+    def _static(self, what: str) -> None:
+        if self.symbolic:
+            raise TracerError(f"vsla.Ragged.{what}: needs the row lengths on the host, but under vsla.jit "
+                              "they are a runtime value; call it outside vsla.jit")
 
     @classmethod
     def from_lengths(cls, values: Any, lengths: Sequence[int] | np.ndarray) -> Ragged:
@@ -82,6 +109,7 @@ class Ragged:
         return cls(enp.asarray(values), ln)
 
     def __len__(self) -> int:
+        self._static("__len__")
         return int(self.lengths.size)
 
     @property
@@ -90,11 +118,13 @@ class Ragged:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the stored rows (``values``; the host metadata is not counted)."""
+        """Bytes of the stored rows (``values`` up to the last row; the host metadata is not counted)."""
+        self._static("nbytes")
         return int(self.offsets[-1]) * np.dtype(self.values.dtype).itemsize
 
     def row(self, i: int) -> VArray:
         """Row ``i`` as a VArray of its stored length."""
+        self._static("row")
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"vsla.Ragged.row: index {i} out of range for {n} rows")
@@ -109,6 +139,7 @@ class Ragged:
 
     def to_padded(self) -> VArray:
         """The rows stacked into one rank-2 VArray padded to the longest row (``vsla.stack``)."""
+        self._static("to_padded")
         if len(self) == 0:
             return stack([])  # the same error as vsla.stack
         width = int(self.lengths.max())
@@ -121,6 +152,8 @@ class Ragged:
         return array(rows)
 
     def __repr__(self) -> str:
+        if self.symbolic:
+            return f"Ragged(lengths={self.lengths}, values={self.values})"
         return f"Ragged(rows={len(self)}, lengths={self.lengths.tolist()}, dtype={np.dtype(self.dtype)})"
 
     # ---- row-wise algebra ----
@@ -131,8 +164,11 @@ class Ragged:
                 return Ragged(self.values * other, self.lengths, self.offsets)
             raise TypeError(f"vsla.Ragged {name}: other must be a Ragged with the same number of rows"
                             + (" (or a scalar)" if op == "mul" else "") + f", got {type(other).__name__}")
-        if len(other) != len(self):
-            raise ValueError(f"vsla.Ragged {name}: the operands have {len(self)} and {len(other)} rows")
+        ra, rb = _rows(self), _rows(other)
+        if not ra == rb:
+            raise ValueError(f"vsla.Ragged {name}: the operands have {ra} and {rb} rows")
+        if self.symbolic or other.symbolic:
+            return _rowwise_runtime(self, other, op)
         return _rowwise(self, other, op)
 
     def __add__(self, other: Any) -> Ragged:
@@ -160,8 +196,10 @@ class Ragged:
 
     def mean(self) -> Any:
         """The mean of each row over its stored length (0 for an empty row)."""
-        scale = (1.0 / np.maximum(self.lengths, 1)).astype(np.dtype(self.values.dtype))
-        return _rowsum(self) * enp.asarray(scale)
+        dt = np.dtype(self.values.dtype)
+        if self.symbolic:
+            return _rowsum(self) / enp.maximum(self.lengths, 1).astype(dt)
+        return _rowsum(self) * enp.asarray((1.0 / np.maximum(self.lengths, 1)).astype(dt))
 
 
 def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
@@ -198,7 +236,7 @@ def _binary_fn(op: str) -> Any:
 
 @functools.cache
 def _rowsum_fn() -> Any:
-    return ember_jit(lambda x, table: ragged_rowsum(x, table, roles=(0, 1)),
+    return ember_jit(lambda x, table: ragged_rowsum(x, table, roles=(0,)),
                      dynamic_axes=[("t",), ("rows", None)])
 
 
@@ -217,19 +255,42 @@ def _rowwise(a: Ragged, b: Ragged, op: str) -> Ragged:
     total = int(oo[-1])
     if total == 0:
         return Ragged(enp.zeros((0,), dt), lo, oo)
-    table = np.empty((lo.size, 6), np.int32)
-    table[:, 0], table[:, 1], table[:, 2] = a.offsets[:-1], a.lengths, b.offsets[:-1]
-    table[:, 3], table[:, 4], table[:, 5] = b.lengths, oo[:-1], lo
+    table = np.empty((lo.size, 3), np.int32)
+    table[:, 0], table[:, 1], table[:, 2] = a.lengths, b.lengths, lo
     out = _binary_fn(op)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])), table,
                          np.empty((total, 0), np.int8))
     return Ragged(out, lo, oo)
 
 
+def _rows(r: Ragged) -> Any:
+    """The row count (a symbolic dim under vsla.jit)."""
+    return r.lengths.shape[0]
+
+
+def _runtime_lengths(r: Ragged) -> Any:
+    """The row lengths as an int32 array of the program (under vsla.jit)."""
+    return (r.lengths if r.symbolic else enp.asarray(r.lengths)).astype(np.int32)
+
+
+def _rowwise_runtime(a: Ragged, b: Ragged, op: str) -> Ragged:
+    """``_rowwise`` with the lengths a runtime value; the result at capacity
+    ``len(a.values) + len(b.values)``."""
+    dt = np.dtype(enp.result_type(a.values.dtype, b.values.dtype))
+    la, lb = _runtime_lengths(a), _runtime_lengths(b)
+    lo = enp.maximum(la, lb)
+    table = enp.stack([la, lb, lo], axis=1)
+    out = ragged_binary(a.values.astype(dt), b.values.astype(dt), table, op=op, roles=_ROLES,
+                        total=a.values.shape[0] + b.values.shape[0])
+    return Ragged(out, lo)
+
+
 def _rowsum(a: Ragged) -> Any:
     dt = np.dtype(a.values.dtype)
+    if a.symbolic:
+        return ragged_rowsum(a.values, _runtime_lengths(a)[:, None], roles=(0,))
     if len(a) == 0:
         return enp.zeros((0,), dt)
-    table = np.stack([a.offsets[:-1], a.lengths], axis=1).astype(np.int32)
+    table = a.lengths.astype(np.int32)[:, None]
     return _rowsum_fn()(_flat(a.values, int(a.offsets[-1])), table)
 
 
@@ -252,5 +313,35 @@ class _Lengths:
         return f"lengths={self.lengths.tolist()}"
 
 
-register_pytree_node(Ragged, lambda r: ((r.values,), _Lengths(r.lengths)),
-                     lambda aux, ch: Ragged(ch[0], aux.lengths))
+_RUNTIME = "runtime-lengths"
+
+
+def _flatten(r: Ragged) -> tuple[tuple, Any]:
+    if r.symbolic:
+        return (r.values, r.lengths), _RUNTIME
+    return (r.values,), _Lengths(r.lengths)
+
+
+def _unflatten(aux: Any, ch: Any) -> Ragged:
+    return Ragged(ch[0], ch[1]) if aux == _RUNTIME else Ragged(ch[0], aux.lengths)
+
+
+register_pytree_node(Ragged, _flatten, _unflatten)
+
+
+def jit_leaves(r: Ragged, what: str) -> tuple[Any, Any]:
+    """The two leaves a Ragged argument of ``vsla.jit`` enters as: its values (at least one element:
+    a named axis binds sizes >= 1) and its lengths as int32 (a runtime value)."""
+    if r.symbolic:
+        return r.values, r.lengths
+    if len(r) == 0:
+        raise ValueError(f"{what}: a Ragged argument needs at least one row")
+    return _flat(r.values, r.values.shape[0]), r.lengths.astype(np.int32)
+
+
+def from_runtime(r: Ragged) -> Ragged:
+    """A result of ``vsla.jit``: its lengths are concrete now, so they become host metadata again
+    (under an enclosing transformation they stay traced)."""
+    if not r.symbolic or isinstance(r.lengths, Tracer):
+        return r
+    return Ragged(r.values, np.asarray(r.lengths).astype(np.int64).reshape(-1))

@@ -25,6 +25,7 @@ from ember._src import tree as tu
 from ember._src.ad import grad as ember_grad
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
+from ember._src.vsla import ragged as rg
 from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, next_pow2
 
@@ -35,6 +36,10 @@ _CAPACITY_MODES = ("symbolic", "static")
 
 def _is_varray(x: Any) -> bool:
     return isinstance(x, VArray)
+
+
+def _is_leaf(x: Any) -> bool:
+    return isinstance(x, (VArray, rg.Ragged))
 
 
 def _bucket(v: VArray) -> Any:
@@ -67,6 +72,12 @@ def _to_static(v: VArray) -> VArray:
     return VArray(v.data, shape)
 
 
+def _result(x: Any) -> Any:
+    if isinstance(x, VArray):
+        return _to_static(x)
+    return rg.from_runtime(x) if isinstance(x, rg.Ragged) else x
+
+
 class VJitFunction:
     """A function of VArrays compiled once per argument structure, ranks and dtypes.
 
@@ -96,13 +107,17 @@ class VJitFunction:
                 for x in args:
                     flat += [x.data, x.lengths] if x.symbolic else [_bucket(x), _lengths(x)]
                 return jf, flat
-        leaves, tree = tu.flatten((args, kwargs), is_leaf=_is_varray)
+        leaves, tree = tu.flatten((args, kwargs), is_leaf=_is_leaf)
         flat = []
         kinds: list = []
+        row_groups: dict[Any, int] = {}  # Ragged arguments with one row count share its axis
         for x in leaves:
             if isinstance(x, VArray):
                 flat += [x.data, x.lengths] if x.symbolic else [_bucket(x), _lengths(x)]
                 kinds.append(x.ndim)
+            elif isinstance(x, rg.Ragged):
+                flat += rg.jit_leaves(x, "vsla.jit")
+                kinds.append(("ragged", row_groups.setdefault(x.lengths.shape[0], len(row_groups))))
             else:
                 flat.append(x)
                 kinds.append(None)
@@ -117,13 +132,16 @@ class VJitFunction:
         for i, k in enumerate(kinds):
             if k is None:
                 specs.append(None)
+            elif isinstance(k, tuple):  # a Ragged: its values and its row count are named axes
+                specs += [(f"ragged{i}",), (f"rows{k[1]}",)]
             else:
                 axes = tuple(f"cap{i}_{d}" for d in range(k)) if self.capacity == "symbolic" and k else None
                 specs += [axes, None]
 
         def inner(*flat: Any) -> Any:
             it = iter(flat)
-            leaves = [VArray(next(it), None, next(it)) if k is not None else next(it) for k in kinds]
+            leaves = [next(it) if k is None else rg.Ragged(next(it), next(it)) if isinstance(k, tuple)
+                      else VArray(next(it), None, next(it)) for k in kinds]
             args, kwargs = tu.unflatten(tree, leaves)
             return self.fun(*args, **kwargs)
 
@@ -138,7 +156,7 @@ class VJitFunction:
             return _to_static(out)
         if type(out) is tuple and all(type(x) is VArray for x in out):
             return tuple(_to_static(x) for x in out)
-        return tu.tree_map(lambda x: _to_static(x) if isinstance(x, VArray) else x, out, is_leaf=_is_varray)
+        return tu.tree_map(_result, out, is_leaf=_is_leaf)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The inner ``ember.jit``'s compiled signature for these arguments (``.program``,

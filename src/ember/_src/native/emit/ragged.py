@@ -3,7 +3,8 @@
 ``ragged_binary`` (row-wise ``+ - *`` under zero extension), ``ragged_rowsum`` (the sum of each row)
 and ``ragged_rowbroadcast`` (one value per row written over the row: the sum's transpose). The C
 (``csrc/ragged.h``) is included once per element type and table type (and op); a step fills a job
-with its operands, result, row table and role columns and runs the rows on the thread pool when
+with its operands, result, row table, role columns and workspace (the row offsets, summed from the
+lengths in one pass over the table) and runs the rows on the thread pool when
 the batch is large (``parallel_threshold`` elements), else on the calling thread. Sizes may be
 symbolic (the flat lengths and the row count are named axes under ``vsla.Ragged``'s jitted
 operations), so one compile serves every set of row lengths.
@@ -52,8 +53,18 @@ def _par(cc: CallCode, work: Any) -> tuple[str, int]:
     return par, min(THREADS, cc.num_threads or THREADS)
 
 
+def _offsets_ws(e: Eqn) -> Any:
+    """Bytes of the row offsets (an int64 per row and role) plus alignment slack."""
+    table = next(a for a in e.inputs if a.aval.ndim == 2)
+    return 64 + 8 * len(e.params["roles"]) * table.aval.shape[0]
+
+
+def _ws(cc: CallCode) -> str:
+    return f"(int64_t *)(((uintptr_t)({cc.ws}) + 63) & ~(uintptr_t)63)"
+
+
 @register("ragged_binary", "row-wise +, - or * of two ragged batches under zero extension: one pass over "
-          "the rows, reading the stored data only (ragged.h)", _accepts, symbolic_ok=True)
+          "the rows, reading the stored data only (ragged.h)", _accepts, _offsets_ws, symbolic_ok=True)
 def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
     op = e.params["op"]
     t, it, s = _include(e, cc, op, f"EM_RAG_OP(a, b) {_OPS[op]}")
@@ -62,7 +73,7 @@ def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
     par, nt = _par(cc, e.outvars[0].aval.shape[0])
     return ["{",
             f"    em_rag_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), (const {t} *)({cc.ins[1]}), ({t} *)"
-            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}}};",
+            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
             f"    em_rag_run_{s}(&j_, {par}, {nt});",
             "}"]
 
@@ -76,18 +87,18 @@ def _rows_step(e: Eqn, cc: CallCode, bcast: int, work: Any) -> list[str]:
     par, nt = _par(cc, work)
     return ["{",
             f"    em_rags_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), ({t} *)({cc.outs[0]}), "
-            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}}};",
+            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
             f"    em_rags_run_{s}(&j_, {bcast}, {par}, {nt});",
             "}"]
 
 
 @register("ragged_rowsum", "the sum of each row of a ragged batch (one pass, 8 partial sums per row in "
-          "double or int64; ragged.h)", _accepts, symbolic_ok=True)
+          "double or int64; ragged.h)", _accepts, _offsets_ws, symbolic_ok=True)
 def _ragged_rowsum(e: Eqn, cc: CallCode) -> list[str]:
     return _rows_step(e, cc, 0, e.inputs[0].aval.shape[0])
 
 
 @register("ragged_rowbroadcast", "one value per row written over each row of a ragged batch (the row "
-          "sum's transpose; ragged.h)", _accepts, symbolic_ok=True)
+          "sum's transpose; ragged.h)", _accepts, _offsets_ws, symbolic_ok=True)
 def _ragged_rowbroadcast(e: Eqn, cc: CallCode) -> list[str]:
     return _rows_step(e, cc, 1, e.outvars[0].aval.shape[0])
