@@ -14,10 +14,10 @@ region, as the JAX inputs' padding is; its time is printed.
 
 Ragged batches (``--ragged-only`` runs just these): row-wise ``a + b`` and ``a * b`` of two
 ``vsla.Ragged`` batches of 64 and 1024 float32 rows with lengths uniform in 1..4096 (two native
-calls, one per op, each one pass over the stored rows) vs NumPy on arrays padded to 4096 (padding
-outside and inside the timed region) and JAX jit on pre-padded arrays; results are checked equal
-first; the bytes of inputs + outputs are printed (ragged storage vs padded). Writes
-``benchmarks/results/vsla_ragged.json`` / ``.md``.
+calls, one per op, each one pass over the stored rows; and one ``vsla.jit`` call for both) vs NumPy
+on arrays padded to 4096 (padding outside and inside the timed region) and JAX jit on pre-padded
+arrays; results are checked equal first; the bytes of inputs + outputs are printed (ragged storage
+vs padded). Writes ``benchmarks/results/vsla_ragged.json`` / ``.md``.
 
 Timing: interleaved rounds (``common.interleaved``), median and quartiles per implementation.
 Run: ``PYTHONPATH=src python benchmarks/bench_vsla.py`` (``--n 2000`` for a shorter run). Writes
@@ -30,7 +30,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from common import have, interleaved, load_text, machine, report
+from common import cpu_interleaved, have, interleaved, load_text, machine, report
 
 import ember
 from ember import vsla
@@ -122,9 +122,11 @@ def _both(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p + q, p * q
 
 
-def bench_ragged(rows: int, max_len: int) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+def bench_ragged(rows: int, max_len: int,
+                 cpu: bool = False) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
     """Row-wise sum and Hadamard product of two ragged batches (float32, lengths uniform in
-    1..max_len): ember ``vsla.Ragged`` (``a + b`` and ``a * b``: two native calls, one per op) vs
+    1..max_len): ember ``vsla.Ragged`` (``a + b`` and ``a * b``: two native calls, one per op; and
+``vsla.jit`` of a function returning both: one native call) vs
     NumPy on arrays already padded to ``max_len``, NumPy including the padding step, and JAX jit on
     pre-padded arrays. Returns the interleaved timings and the bytes of inputs + outputs."""
     xs, ys = _ragged_rows(rows, max_len, 2 * rows), _ragged_rows(rows, max_len, 2 * rows + 1)
@@ -141,8 +143,19 @@ def bench_ragged(rows: int, max_len: int) -> tuple[dict[str, dict[str, float]], 
     def ember_ragged() -> object:
         return ember.block_until_ready(((a + b).values, (a * b).values))
 
+    both = vsla.jit(lambda u, v: (u + v, u * v))
+    js, jm = both(a, b)
+    for got, want in ((js, s), (jm, m)):
+        assert got.lengths.tolist() == want.lengths.tolist()
+        np.testing.assert_array_equal(np.asarray(got.values)[: got.offsets[-1]], np.asarray(want.values))
+
+    def ember_jit_ragged() -> object:
+        u, v = both(a, b)
+        return ember.block_until_ready((u.values, v.values))
+
     impls = {
         "ember Ragged (2 native calls)": ember_ragged,
+        "ember vsla.jit Ragged (1 native call)": ember_jit_ragged,
         "numpy padded": lambda: _both(pa, pb),
         "numpy incl. padding": lambda: _both(_pad_rows(xs, max_len), _pad_rows(ys, max_len)),
     }
@@ -155,7 +168,10 @@ def bench_ragged(rows: int, max_len: int) -> tuple[dict[str, dict[str, float]], 
         np.testing.assert_array_equal(np.asarray(js), want_s)
         np.testing.assert_array_equal(np.asarray(jm), want_m)
         impls["jax jit padded"] = lambda: jax.block_until_ready(g(ja, jb))
-    stats = interleaved(impls, rounds=25, sample_time=0.02, max_seconds=20.0, min_rounds=9)
+    if cpu:  # process CPU time (every thread), for a loaded machine
+        stats = cpu_interleaved(impls, rounds=15, sample_time=0.05)
+    else:
+        stats = interleaved(impls, rounds=25, sample_time=0.02, max_seconds=20.0, min_rounds=9)
     nbytes = {"ragged": a.nbytes + b.nbytes + s.nbytes + m.nbytes, "padded": 4 * pa.nbytes}
     return stats, nbytes
 
@@ -166,6 +182,7 @@ def main() -> None:
     p.add_argument("--max-deg", type=int, default=512)
     p.add_argument("--ragged-rows", type=int, nargs="+", default=[64, 1024])
     p.add_argument("--ragged-only", action="store_true", help="skip the polynomial products")
+    p.add_argument("--cpu", action="store_true", help="ragged rows: time process CPU time, not wall")
     p.add_argument("--max-len", type=int, default=4096)
     args = p.parse_args()
     if not args.ragged_only:
@@ -194,18 +211,21 @@ def products(args: argparse.Namespace) -> None:
 def ragged(args: argparse.Namespace) -> None:
     ragged_rows = []
     for rows in args.ragged_rows:
-        stats, nbytes = bench_ragged(rows, args.max_len)
-        print(f"ragged sum + Hadamard: {rows} rows, lengths 1..{args.max_len} (float32); load {load_text()}")
+        stats, nbytes = bench_ragged(rows, args.max_len, args.cpu)
+        clock = "process CPU time" if args.cpu else "wall"
+        print(f"ragged sum + Hadamard: {rows} rows, lengths 1..{args.max_len} (float32, {clock}); "
+              f"load {load_text()}")
         for k, v in stats.items():
             print(f"  {k:32s} median {v['median'] * 1e3:8.3f} ms  (quartiles {v['q1'] * 1e3:.3f} .. "
                   f"{v['q3'] * 1e3:.3f}, {v['rounds']} rounds)")
         print(f"  bytes of inputs + outputs: ragged {nbytes['ragged']:,} vs padded {nbytes['padded']:,} "
               f"({nbytes['ragged'] / nbytes['padded']:.2f}x)")
         ragged_rows.append({"workload": f"ragged a + b and a * b, {rows} rows, lengths 1..{args.max_len}",
-                            "times": {("ember native" if k.startswith("ember") else k): v["median"]
+                            "times": {("ember native" if k.startswith("ember Ragged") else k): v["median"]
                                       for k, v in stats.items()},
                             "bytes": nbytes})
-    report("VSLA ragged batches (issue 19)", ragged_rows, "vsla_ragged")
+    report("VSLA ragged batches (issue 19)" + (", process CPU time" if args.cpu else ""), ragged_rows,
+           "vsla_ragged_cpu" if args.cpu else "vsla_ragged")
 
 
 if __name__ == "__main__":

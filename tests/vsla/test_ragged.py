@@ -59,7 +59,8 @@ def test_random_length_sets_vs_padded_numpy(op, dtype):
     rng = np.random.default_rng(hash((op, np.dtype(dtype).name)) % 2**32)
     cases = [([0, 3, 0], [2, 0, 0]), ([1], [4096]), ([4096], [1]), ([7], [7]), ([0], [5]), ([5], [0]),
              (rng.integers(0, 40, 17), rng.integers(0, 40, 17)),
-             (rng.integers(1, 4097, 6), rng.integers(1, 4097, 6))]
+             (rng.integers(1, 4097, 6), rng.integers(1, 4097, 6)),
+             (rng.integers(0, 4097, 120), rng.integers(0, 4097, 120))]  # above the pool's threshold
     for la, lb in cases:
         _check(_random_rows(rng, la, dtype), _random_rows(rng, lb, dtype), op, dtype)
 

@@ -9,12 +9,13 @@
    A batch is a flat array of rows stored back to back from 0. The table is an IDX (rows, k) matrix;
    c[i] is the column holding the row lengths of operand i (-1: absent, rows of length 0). A row's
    offset is the sum of the lengths before it: one serial pass over the table writes the offsets
-   into the workspace (off: rows * n int64), then the rows run (on the pool when par), reading each
+   into the workspace (off: rows * n int64), then the rows run (on the pool when they hold at least par_min elements), reading each
    stored element once and writing each result element once. */
 #ifndef EM_RAG_ONCE
 #define EM_RAG_ONCE
-/* off[r * n + i] = the sum of column c[i] over the rows before r (a negative length counts as 0) */
-#define EM_RAG_PREFIX(tab, k, rows, c, n, off)                                           \
+/* off[r * n + i] = the sum of column c[i] over the rows before r (a negative length counts as 0);
+   work = the sum of the last column (the elements the step writes) */
+#define EM_RAG_PREFIX(tab, k, rows, c, n, off, work)                                     \
     do {                                                                                 \
         int64_t run_[3] = {0, 0, 0};                                                     \
         for (int64_t r_ = 0; r_ < (rows); ++r_)                                          \
@@ -23,6 +24,7 @@
                 const int64_t l_ = (c)[i_] < 0 ? 0 : (int64_t)(tab)[r_ * (k) + (c)[i_]]; \
                 run_[i_] += l_ < 0 ? 0 : l_;                                             \
             }                                                                            \
+        (work) = run_[(n) - 1];                                                          \
     } while (0)
 #endif
 
@@ -61,10 +63,12 @@ static EM_TASK_ATTR void EM_T(em_rag_task)(void *ctx, int64_t lo, int64_t hi, in
     }
 }
 
-/* the whole batch; on the pool (up to nt threads) when par */
-static void EM_T(em_rag_run)(EM_T(em_rag_job) *j, int par, int64_t nt) {
+/* the whole batch; on the pool (up to nt threads) when it writes at least par_min elements (-1: never) */
+static void EM_T(em_rag_run)(EM_T(em_rag_job) *j, int64_t par_min, int64_t nt) {
+    int64_t work;
     if (j->rows <= 0) return;
-    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 3, j->off);
+    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 3, j->off, work);
+    const int par = par_min >= 0 && work >= par_min;
     if (par && nt > 1 && j->rows > 1) em_par(EM_T(em_rag_task), j, j->rows, nt, nt, 4 * nt);
     else EM_T(em_rag_task)(j, 0, j->rows, 0);
 }
@@ -112,10 +116,12 @@ static EM_TASK_ATTR void EM_T(em_rags_bcast)(void *ctx, int64_t lo, int64_t hi, 
     }
 }
 
-static void EM_T(em_rags_run)(EM_T(em_rags_job) *j, int bcast, int par, int64_t nt) {
+static void EM_T(em_rags_run)(EM_T(em_rags_job) *j, int bcast, int64_t par_min, int64_t nt) {
     em_task_t fn = bcast ? EM_T(em_rags_bcast) : EM_T(em_rags_sum);
+    int64_t work;
     if (j->rows <= 0) return;
-    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 1, j->off);
+    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 1, j->off, work);
+    const int par = par_min >= 0 && work >= par_min;
     if (par && nt > 1 && j->rows > 1) em_par(fn, j, j->rows, nt, nt, 4 * nt);
     else fn(j, 0, j->rows, 0);
 }

@@ -4,8 +4,8 @@
 and ``ragged_rowbroadcast`` (one value per row written over the row: the sum's transpose). The C
 (``csrc/ragged.h``) is included once per element type and table type (and op); a step fills a job
 with its operands, result, row table, role columns and workspace (the row offsets, summed from the
-lengths in one pass over the table) and runs the rows on the thread pool when
-the batch is large (``parallel_threshold`` elements), else on the calling thread. Sizes may be
+lengths in one pass over the table) and runs the rows on the thread pool when the rows hold at least
+``parallel_threshold`` elements (summed from the lengths), else on the calling thread. Sizes may be
 symbolic (the flat lengths and the row count are named axes under ``vsla.Ragged``'s jitted
 operations), so one compile serves every set of row lengths.
 """
@@ -48,9 +48,10 @@ def _include(e: Eqn, cc: CallCode, kind: str, define: str) -> tuple[str, str, st
     return ctype(dt), ctype(it), s
 
 
-def _par(cc: CallCode, work: Any) -> tuple[str, int]:
-    par = f"{cdim(work)} >= {cc.parallel_threshold}" if cc.openmp else "0"
-    return par, min(THREADS, cc.num_threads or THREADS)
+def _par(cc: CallCode) -> tuple[int, int]:
+    """(the elements from which the rows run on the pool, -1: never; the threads): the step
+    decides on the rows' actual size, summed from the lengths, not on the buffers' capacity."""
+    return (int(cc.parallel_threshold) if cc.openmp else -1), min(THREADS, cc.num_threads or THREADS)
 
 
 def _offsets_ws(e: Eqn) -> Any:
@@ -70,7 +71,7 @@ def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
     t, it, s = _include(e, cc, op, f"EM_RAG_OP(a, b) {_OPS[op]}")
     rows, k = (cdim(d) for d in e.inputs[2].aval.shape)
     roles = ", ".join(str(int(r)) for r in e.params["roles"])
-    par, nt = _par(cc, e.outvars[0].aval.shape[0])
+    par, nt = _par(cc)
     return ["{",
             f"    em_rag_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), (const {t} *)({cc.ins[1]}), ({t} *)"
             f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
@@ -78,13 +79,13 @@ def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
             "}"]
 
 
-def _rows_step(e: Eqn, cc: CallCode, bcast: int, work: Any) -> list[str]:
+def _rows_step(e: Eqn, cc: CallCode, bcast: int) -> list[str]:
     dt = np.dtype(e.inputs[0].aval.dtype)
     acc = "double" if dt.kind == "f" else "int64_t"
     t, it, s = _include(e, cc, "rows", f"EM_RAG_ACC {acc}")
     rows, k = (cdim(d) for d in e.inputs[1].aval.shape)
     roles = ", ".join(str(int(r)) for r in e.params["roles"])
-    par, nt = _par(cc, work)
+    par, nt = _par(cc)
     return ["{",
             f"    em_rags_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), ({t} *)({cc.outs[0]}), "
             f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
@@ -95,10 +96,10 @@ def _rows_step(e: Eqn, cc: CallCode, bcast: int, work: Any) -> list[str]:
 @register("ragged_rowsum", "the sum of each row of a ragged batch (one pass, 8 partial sums per row in "
           "double or int64; ragged.h)", _accepts, _offsets_ws, symbolic_ok=True)
 def _ragged_rowsum(e: Eqn, cc: CallCode) -> list[str]:
-    return _rows_step(e, cc, 0, e.inputs[0].aval.shape[0])
+    return _rows_step(e, cc, 0)
 
 
 @register("ragged_rowbroadcast", "one value per row written over each row of a ragged batch (the row "
           "sum's transpose; ragged.h)", _accepts, _offsets_ws, symbolic_ok=True)
 def _ragged_rowbroadcast(e: Eqn, cc: CallCode) -> list[str]:
-    return _rows_step(e, cc, 1, e.outvars[0].aval.shape[0])
+    return _rows_step(e, cc, 1)
