@@ -5,7 +5,7 @@ import pytest
 
 import ember
 from ember import vsla
-from ember._src.prims.ragged import ragged_rowbroadcast_p
+from ember._src.prims.ragged import ragged_binary_p, ragged_rowbroadcast_p
 from ember._src.vsla import ragged as rg
 from tests.native.util import run_with_call_step
 
@@ -102,6 +102,19 @@ def test_one_native_call_and_one_compile_for_every_length_set():
     back, _ = run_with_call_step(lambda v, t: ragged_rowbroadcast_p.bind(v, t, roles=(0,), total=12),
                                  "ragged_rowbroadcast", np.float32([1.0, 2.0, 3.0]), table)
     np.testing.assert_array_equal(back, [1.0] * 3 + [3.0] * 9)
+
+
+def test_a_table_that_does_not_fit_its_buffers_is_cut_not_a_crash():
+    x, y = np.arange(1.0, 6.0, dtype=np.float32), np.arange(10.0, 13.0, dtype=np.float32)
+    table = np.array([[2, 9, 2], [10**6, -4, 10**6], [7, 7, 7]], np.int32)  # lengths past every buffer
+    want = ragged_binary_p.impl(x, y, table, op="add", roles=rg._ROLES, total=6)
+    # rows cut at the buffers' ends: x rows [1 2] [3 4 5] [], y rows [10 11 12] [] [], result 2 + 4
+    np.testing.assert_array_equal(want, [11.0, 13.0, 3.0, 4.0, 5.0, 0.0])
+    got, _ = run_with_call_step(lambda a, b, t: rg.ragged_binary(a, b, t, op="add", roles=rg._ROLES, total=6),
+                                "ragged_binary", x, y, table)
+    np.testing.assert_array_equal(got, want)
+    sums, _ = run_with_call_step(lambda a, t: rg.ragged_rowsum(a, t, roles=(0,)), "ragged_rowsum", x, table)
+    np.testing.assert_array_equal(sums, [3.0, 12.0, 0.0])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])

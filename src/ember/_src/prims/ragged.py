@@ -5,7 +5,8 @@ array may extend past the last row). ``ragged_binary(x, y, table, op=, roles=, t
 row lengths from ``table``, an int32 or int64 ``(rows, k)`` matrix (a runtime value), and
 ``roles``, three column indices of ``table`` (``-1``: absent, every row of length 0): the lengths
 of the rows of ``x``, of ``y`` and of the result (of length ``total``). A row's offset is the sum
-of the lengths before it (computed in the step: one pass over the table).
+of the lengths before it (computed in the step: one pass over the table); a row that would end past
+its array is cut there (a table that does not fit never reads or writes outside the arrays).
 
 Row ``i`` of the result is ``op(xe, ye)`` at positions ``p < lo_i``, where ``xe[p]`` is
 ``x[ox_i + p]`` for ``p < lx_i`` and ``0`` past it (VSLA zero extension), ``ye`` likewise; ``op``
@@ -34,10 +35,13 @@ ABSENT = -1
 ragged_binary_p = Primitive("ragged_binary")
 
 
-def _cols(table: np.ndarray, col: int) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, lengths) of the rows whose lengths are column ``col`` (-1: all zero)."""
+def _cols(table: np.ndarray, col: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, lengths) of the rows whose lengths are column ``col`` (-1: all zero), each row cut
+    to end within ``cap`` elements (as the native step)."""
     ln = np.zeros(table.shape[0], np.int64) if col < 0 else np.maximum(table[:, col].astype(np.int64), 0)
-    return np.cumsum(ln) - ln, ln
+    end = np.minimum(np.cumsum(ln), cap)
+    off = np.concatenate([[0], end[:-1]]).astype(np.int64)
+    return off, end - off
 
 
 def _extend(v: np.ndarray, off: np.ndarray, ln: np.ndarray, oo: np.ndarray, lo: np.ndarray,
@@ -52,9 +56,9 @@ def _extend(v: np.ndarray, off: np.ndarray, ln: np.ndarray, oo: np.ndarray, lo: 
 
 def _impl(x: np.ndarray, y: np.ndarray, table: np.ndarray, *, op: str, roles: tuple,
           total: int) -> np.ndarray:
-    ox, lx = _cols(table, roles[0])
-    oy, ly = _cols(table, roles[1])
-    oo, lo = _cols(table, roles[2])
+    ox, lx = _cols(table, roles[0], x.shape[0])
+    oy, ly = _cols(table, roles[1], y.shape[0])
+    oo, lo = _cols(table, roles[2], total)
     xe = _extend(x, ox, lx, oo, lo, total)
     ye = _extend(y, oy, ly, oo, lo, total)
     with np.errstate(all="ignore"):
@@ -151,7 +155,7 @@ def _check_table(name: str, table: ShapedArray, roles: tuple) -> None:
 
 
 def _rowsum_impl(x: np.ndarray, table: np.ndarray, *, roles: tuple) -> np.ndarray:
-    off, ln = _cols(table, roles[0])
+    off, ln = _cols(table, roles[0], x.shape[0])
     acc = np.float64 if np.issubdtype(x.dtype, np.floating) else x.dtype
     return np.array([x[a:a + n].sum(dtype=acc) for a, n in zip(off, ln)], acc).astype(x.dtype)
 
@@ -164,7 +168,7 @@ def _rowsum_abstract(x: ShapedArray, table: ShapedArray, *, roles: tuple) -> Sha
 
 
 def _rowbroadcast_impl(v: np.ndarray, table: np.ndarray, *, roles: tuple, total: int) -> np.ndarray:
-    off, ln = _cols(table, roles[0])
+    off, ln = _cols(table, roles[0], total)
     out = np.zeros(total, v.dtype)
     for i, (a, n) in enumerate(zip(off, ln)):
         out[a:a + n] = v[i]

@@ -9,23 +9,29 @@
    A batch is a flat array of rows stored back to back from 0. The table is an IDX (rows, k) matrix;
    c[i] is the column holding the row lengths of operand i (-1: absent, rows of length 0). A row's
    offset is the sum of the lengths before it: one serial pass over the table writes the offsets
-   into the workspace (off: rows * n int64), then the rows run (on the pool when they hold at least par_min elements), reading each
+   and lengths into the workspace (em_rag_layout: rows * n * 2 int64), then the rows run (on the pool when they hold at least par_min elements), reading each
    stored element once and writing each result element once. */
 #ifndef EM_RAG_ONCE
 #define EM_RAG_ONCE
-/* off[r * n + i] = the sum of column c[i] over the rows before r (a negative length counts as 0);
-   work = the sum of the last column (the elements the step writes) */
-#define EM_RAG_PREFIX(tab, k, rows, c, n, off, work)                                     \
-    do {                                                                                 \
-        int64_t run_[3] = {0, 0, 0};                                                     \
-        for (int64_t r_ = 0; r_ < (rows); ++r_)                                          \
-            for (int i_ = 0; i_ < (n); ++i_) {                                           \
-                (off)[r_ * (n) + i_] = run_[i_];                                         \
-                const int64_t l_ = (c)[i_] < 0 ? 0 : (int64_t)(tab)[r_ * (k) + (c)[i_]]; \
-                run_[i_] += l_ < 0 ? 0 : l_;                                             \
-            }                                                                            \
-        (work) = run_[(n) - 1];                                                          \
-    } while (0)
+/* lay[2 (r n + i)] = the offset of row r of operand i (the sum of the lengths before it), lay[2 (r n
+   + i) + 1] its length: column c[i] of the table (-1: 0; a negative length counts as 0), cut so the
+   row ends within cap[i] elements (a table that does not fit its buffers never reads or writes
+   outside them); *work = the elements of the last operand (the result: what the step writes) */
+static inline void em_rag_layout(const void *tab, int wide, int64_t k, int64_t rows, const int64_t *c,
+                                 const int64_t *cap, int n, int64_t *lay, int64_t *work) {
+    int64_t run[3] = {0, 0, 0};
+    for (int64_t r = 0; r < rows; ++r)
+        for (int i = 0; i < n; ++i) {
+            int64_t l = 0;
+            if (c[i] >= 0) l = wide ? ((const int64_t *)tab)[r * k + c[i]] : ((const int32_t *)tab)[r * k + c[i]];
+            if (l < 0) l = 0;
+            if (l > cap[i] - run[i]) l = cap[i] - run[i];
+            lay[2 * (r * n + i)] = run[i];
+            lay[2 * (r * n + i) + 1] = l;
+            run[i] += l;
+        }
+    *work = run[n - 1];
+}
 #endif
 
 #ifdef EM_RAG_OP
@@ -34,25 +40,20 @@ typedef struct {
     ELT *o;
     const IDX *tab;
     int64_t k, rows;
-    int64_t c[3];
-    int64_t *off;
+    int64_t c[3], cap[3];
+    int64_t *lay;
 } EM_T(em_rag_job);
-
-static inline int64_t EM_T(em_rag_len)(const EM_T(em_rag_job) *j, const IDX *t, int i) {
-    if (j->c[i] < 0) return 0;
-    return t[j->c[i]] < 0 ? 0 : (int64_t)t[j->c[i]];
-}
 
 /* row r of the result at p < n: EM_RAG_OP(xe[p], ye[p]), xe[p] = x[p] for p < lx, else 0 (ye alike) */
 static EM_TASK_ATTR void EM_T(em_rag_task)(void *ctx, int64_t lo, int64_t hi, int64_t tid) {
     (void)tid;
     const EM_T(em_rag_job) *j = (const EM_T(em_rag_job) *)ctx;
     for (int64_t r = lo; r < hi; ++r) {
-        const IDX *t = j->tab + r * j->k;
-        int64_t lx = EM_T(em_rag_len)(j, t, 0), ly = EM_T(em_rag_len)(j, t, 1);
-        const int64_t n = EM_T(em_rag_len)(j, t, 2);
-        const ELT *restrict x = j->x + j->off[3 * r], *restrict y = j->y + j->off[3 * r + 1];
-        ELT *restrict o = j->o + j->off[3 * r + 2];
+        const int64_t *l = j->lay + 6 * r;
+        int64_t lx = l[1], ly = l[3];
+        const int64_t n = l[5];
+        const ELT *restrict x = j->x + l[0], *restrict y = j->y + l[2];
+        ELT *restrict o = j->o + l[4];
         if (lx > n) lx = n;
         if (ly > n) ly = n;
         const int64_t both = lx < ly ? lx : ly;
@@ -67,7 +68,7 @@ static EM_TASK_ATTR void EM_T(em_rag_task)(void *ctx, int64_t lo, int64_t hi, in
 static void EM_T(em_rag_run)(EM_T(em_rag_job) *j, int64_t par_min, int64_t nt) {
     int64_t work;
     if (j->rows <= 0) return;
-    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 3, j->off, work);
+    em_rag_layout(j->tab, sizeof(IDX) == 8, j->k, j->rows, j->c, j->cap, 3, j->lay, &work);
     const int par = par_min >= 0 && work >= par_min;
     if (par && nt > 1 && j->rows > 1) em_par(EM_T(em_rag_task), j, j->rows, nt, nt, 4 * nt);
     else EM_T(em_rag_task)(j, 0, j->rows, 0);
@@ -81,21 +82,16 @@ typedef struct {
     ELT *o;
     const IDX *tab;
     int64_t k, rows;
-    int64_t c[1];
-    int64_t *off;
+    int64_t c[1], cap[1];
+    int64_t *lay;
 } EM_T(em_rags_job);
-
-static inline int64_t EM_T(em_rags_len)(const EM_T(em_rags_job) *j, int64_t r) {
-    const IDX l = j->tab[r * j->k + j->c[0]];
-    return l < 0 ? 0 : (int64_t)l;
-}
 
 static EM_TASK_ATTR void EM_T(em_rags_sum)(void *ctx, int64_t lo, int64_t hi, int64_t tid) {
     (void)tid;
     const EM_T(em_rags_job) *j = (const EM_T(em_rags_job) *)ctx;
     for (int64_t r = lo; r < hi; ++r) {
-        const ELT *restrict x = j->x + j->off[r];
-        const int64_t n = EM_T(em_rags_len)(j, r);
+        const ELT *restrict x = j->x + j->lay[2 * r];
+        const int64_t n = j->lay[2 * r + 1];
         EM_RAG_ACC acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int64_t p = 0;
         for (; p + 8 <= n; p += 8)
@@ -109,8 +105,8 @@ static EM_TASK_ATTR void EM_T(em_rags_bcast)(void *ctx, int64_t lo, int64_t hi, 
     (void)tid;
     const EM_T(em_rags_job) *j = (const EM_T(em_rags_job) *)ctx;
     for (int64_t r = lo; r < hi; ++r) {
-        ELT *restrict o = j->o + j->off[r];
-        const int64_t n = EM_T(em_rags_len)(j, r);
+        ELT *restrict o = j->o + j->lay[2 * r];
+        const int64_t n = j->lay[2 * r + 1];
         const ELT v = j->x[r];
         for (int64_t p = 0; p < n; ++p) o[p] = v;
     }
@@ -120,7 +116,7 @@ static void EM_T(em_rags_run)(EM_T(em_rags_job) *j, int bcast, int64_t par_min, 
     em_task_t fn = bcast ? EM_T(em_rags_bcast) : EM_T(em_rags_sum);
     int64_t work;
     if (j->rows <= 0) return;
-    EM_RAG_PREFIX(j->tab, j->k, j->rows, j->c, 1, j->off, work);
+    em_rag_layout(j->tab, sizeof(IDX) == 8, j->k, j->rows, j->c, j->cap, 1, j->lay, &work);
     const int par = par_min >= 0 && work >= par_min;
     if (par && nt > 1 && j->rows > 1) em_par(fn, j, j->rows, nt, nt, 4 * nt);
     else fn(j, 0, j->rows, 0);

@@ -3,11 +3,12 @@
 ``ragged_binary`` (row-wise ``+ - *`` under zero extension), ``ragged_rowsum`` (the sum of each row)
 and ``ragged_rowbroadcast`` (one value per row written over the row: the sum's transpose). The C
 (``csrc/ragged.h``) is included once per element type and table type (and op); a step fills a job
-with its operands, result, row table, role columns and workspace (the row offsets, summed from the
-lengths in one pass over the table) and runs the rows on the thread pool when the rows hold at least
-``parallel_threshold`` elements (summed from the lengths), else on the calling thread. Sizes may be
-symbolic (the flat lengths and the row count are named axes under ``vsla.Ragged``'s jitted
-operations), so one compile serves every set of row lengths.
+with its operands, result, row table, role columns and workspace (the row offsets and lengths,
+summed from the lengths in one pass over the table, each row cut to its buffer) and runs the rows on
+the thread pool when the rows hold at least ``parallel_threshold`` elements (summed from the
+lengths), else on the calling thread. Sizes may be symbolic (the flat lengths and the row count are
+named axes under ``vsla.Ragged``'s jitted operations), so one compile serves every set of row
+lengths.
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ def _par(cc: CallCode) -> tuple[int, int]:
 
 
 def _offsets_ws(e: Eqn) -> Any:
-    """Bytes of the row offsets (an int64 per row and role) plus alignment slack."""
+    """Bytes of the row layout (an int64 offset and length per row and role) plus alignment slack."""
     table = next(a for a in e.inputs if a.aval.ndim == 2)
-    return 64 + 8 * len(e.params["roles"]) * table.aval.shape[0]
+    return 64 + 16 * len(e.params["roles"]) * table.aval.shape[0]
 
 
 def _ws(cc: CallCode) -> str:
@@ -72,9 +73,11 @@ def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
     rows, k = (cdim(d) for d in e.inputs[2].aval.shape)
     roles = ", ".join(str(int(r)) for r in e.params["roles"])
     par, nt = _par(cc)
+    caps = ", ".join(cdim(v.aval.shape[0]) for v in (e.inputs[0], e.inputs[1], e.outvars[0]))
     return ["{",
             f"    em_rag_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), (const {t} *)({cc.ins[1]}), ({t} *)"
-            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
+            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}, {{{caps}}}, "
+            f"{_ws(cc)}}};",
             f"    em_rag_run_{s}(&j_, {par}, {nt});",
             "}"]
 
@@ -86,9 +89,10 @@ def _rows_step(e: Eqn, cc: CallCode, bcast: int) -> list[str]:
     rows, k = (cdim(d) for d in e.inputs[1].aval.shape)
     roles = ", ".join(str(int(r)) for r in e.params["roles"])
     par, nt = _par(cc)
+    cap = cdim((e.outvars[0] if bcast else e.inputs[0]).aval.shape[0])  # the ragged side
     return ["{",
             f"    em_rags_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), ({t} *)({cc.outs[0]}), "
-            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}, {_ws(cc)}}};",
+            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}, {{{cap}}}, {_ws(cc)}}};",
             f"    em_rags_run_{s}(&j_, {bcast}, {par}, {nt});",
             "}"]
 
