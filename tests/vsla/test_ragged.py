@@ -281,3 +281,12 @@ def test_grad_through_vsla_jit():
     wx, wy = _loss_reference(xs, ys, w, "mul")
     np.testing.assert_allclose(np.asarray(g[0].values)[:6], wx, rtol=1e-10)
     np.testing.assert_allclose(np.asarray(g[1].values)[:9], wy, rtol=1e-10)
+
+
+def test_plain_ember_jit_traces_per_length_set():
+    a, b = vsla.ragged([[5.0], [2.0, 3.0]]), vsla.ragged([[1.0, 2.0, 3.0], [4.0]])
+    f = ember.jit(lambda x, y: ((x * y + x).sum(), x - y))
+    sums, diff = f(a, b)
+    np.testing.assert_array_equal(np.asarray(sums), [10.0, 13.0])
+    assert diff.lengths.tolist() == [3, 2]
+    np.testing.assert_array_equal(np.asarray(diff.values), [4.0, -2.0, -3.0, -2.0, 3.0])
