@@ -1,25 +1,29 @@
 """The ``ragged_binary`` primitive: a row-wise binary op of two ragged batches under zero extension.
 
 A ragged batch is a flat 1-D array of rows stored back to back from position 0 (no padding; the
-array may extend past the last row). ``ragged_binary(x, y, table, op=, roles=, total=)`` reads the
-row lengths from ``table``, an int32 or int64 ``(rows, k)`` matrix (a runtime value), and
-``roles``, three column indices of ``table`` (``-1``: absent, every row of length 0): the lengths
-of the rows of ``x``, of ``y`` and of the result (of length ``total``). A row's offset is the sum
-of the lengths before it (computed in the step: one pass over the table); a row that would end past
-its array is cut there (a table that does not fit never reads or writes outside the arrays).
+array may extend past the last row); each row is a C-ordered block of ``rank`` axes. The row shapes
+are in ``table``, an int32 or int64 ``(rows, k)`` matrix (a runtime value): ``roles`` holds, for
+``x``, ``y`` and the result, the first of ``rank`` consecutive columns with the sizes of that
+operand's rows (``-1``: absent, every row empty). A row's offset is the sum of the sizes (products
+of the shapes) before it, computed in the step in one pass over the table; a row that would end
+past its array is cut on its leading axis to fit (a table that does not fit never reads or writes
+outside the arrays).
 
-Row ``i`` of the result is ``op(xe, ye)`` at positions ``p < lo_i``, where ``xe[p]`` is
-``x[ox_i + p]`` for ``p < lx_i`` and ``0`` past it (VSLA zero extension), ``ye`` likewise; ``op``
-is ``add``, ``sub`` or ``mul``. Positions of the result past its last row are unspecified. With
-the result lengths ``max(lx_i, ly_i)`` it is VSLA's ``+``, ``-`` and Hadamard product per row;
-with a result role equal to an operand's role it is the slice back to that operand's rows (the
-transpose of zero extension), so the derivatives are the primitive again, on the same table with
-other roles. One native call step runs it (``native/emit/ragged.py``, ``csrc/ragged.h``): one
-pass over the rows, touching only the stored data.
+Row ``i`` of the result has the shape ``so_i`` of its columns; at index ``p`` it is ``op(xe[p],
+ye[p])``, where ``xe[p]`` is ``x``'s row ``i`` at ``p`` when ``p`` lies inside its shape on every
+axis and ``0`` otherwise (VSLA zero extension), ``ye`` likewise; ``op`` is ``add``, ``sub`` or
+``mul``. Positions of the result past its last row are unspecified. With result shapes the
+elementwise maxima of the operands' it is VSLA's ``+``, ``-`` and Hadamard product per row; with a
+result role equal to an operand's role it is the slice back to that operand's rows (the transpose of
+zero extension), so the derivatives are the primitive again, on the same table with other roles.
+One native call step runs it (``native/emit/ragged.py``, ``csrc/ragged.h``): one pass over the
+rows, touching only the stored data.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -31,42 +35,75 @@ from ember.errors import DTypeError, ShapeError
 
 OPS = ("add", "sub", "mul")
 ABSENT = -1
+MAX_RANK = 8  # axes of a row (the native step's index vector)
 
 ragged_binary_p = Primitive("ragged_binary")
 
 
-def _cols(table: np.ndarray, col: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, lengths) of the rows whose lengths are column ``col`` (-1: all zero), each row cut
-    to end within ``cap`` elements (as the native step)."""
-    ln = np.zeros(table.shape[0], np.int64) if col < 0 else np.maximum(table[:, col].astype(np.int64), 0)
-    end = np.minimum(np.cumsum(ln), cap)
-    off = np.concatenate([[0], end[:-1]]).astype(np.int64)
-    return off, end - off
+def layout(table: np.ndarray, col: int, rank: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, shapes ``(rows, rank)``) of the rows whose sizes are columns ``col .. col + rank``
+    (``-1``: every row empty; negative sizes count as 0), each row cut on its leading axis to end
+    within ``cap`` elements (as the native step)."""
+    rows = table.shape[0]
+    shp = np.zeros((rows, rank), np.int64)
+    off = np.zeros(rows, np.int64)
+    if col < 0:
+        return off, shp
+    run = 0
+    for r in range(rows):
+        dims = [max(int(d), 0) for d in table[r, col:col + rank]]
+        rest = math.prod(dims[1:])
+        if rest:
+            dims[0] = min(dims[0], (cap - run) // rest)
+        size = dims[0] * rest
+        off[r] = run
+        shp[r] = dims if size else 0  # an empty row has the shape 0 on every axis
+        run += size
+    return off, shp
 
 
-def _extend(v: np.ndarray, off: np.ndarray, ln: np.ndarray, oo: np.ndarray, lo: np.ndarray,
-            total: int) -> np.ndarray:
-    """``v``'s rows zero-extended (or cut) into the result layout."""
-    out = np.zeros(total, v.dtype)  # (positions outside every result row: zero here)
-    for a, n, b, m in zip(off, ln, oo, lo):
-        k = min(int(n), int(m))
-        out[b:b + k] = v[a:a + k]
+def _row(v: np.ndarray, off: int, shape: np.ndarray) -> np.ndarray:
+    return v[off:off + int(np.prod(shape))].reshape(tuple(int(d) for d in shape))
+
+
+def _extended(v: np.ndarray, off: int, shape: np.ndarray, to: np.ndarray) -> np.ndarray:
+    """Row ``v[off:]`` of ``shape`` zero-extended (or cut) to the shape ``to``."""
+    out = np.zeros(tuple(int(d) for d in to), v.dtype)
+    part = tuple(slice(0, int(min(a, b))) for a, b in zip(shape, to))
+    out[part] = _row(v, off, shape)[part]
     return out
 
 
-def _impl(x: np.ndarray, y: np.ndarray, table: np.ndarray, *, op: str, roles: tuple,
-          total: int) -> np.ndarray:
-    ox, lx = _cols(table, roles[0], x.shape[0])
-    oy, ly = _cols(table, roles[1], y.shape[0])
-    oo, lo = _cols(table, roles[2], total)
-    xe = _extend(x, ox, lx, oo, lo, total)
-    ye = _extend(y, oy, ly, oo, lo, total)
+def _impl(x: np.ndarray, y: np.ndarray, table: np.ndarray, *, op: str, roles: tuple, total: int,
+          rank: int = 1) -> np.ndarray:
+    ox, sx = layout(table, roles[0], rank, x.shape[0])
+    oy, sy = layout(table, roles[1], rank, y.shape[0])
+    oo, so = layout(table, roles[2], rank, total)
+    out = np.zeros(total, x.dtype)  # (positions past the last row: zero here)
+    f = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op]
     with np.errstate(all="ignore"):
-        return {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op](xe, ye).astype(x.dtype)
+        for r in range(table.shape[0]):
+            n = int(np.prod(so[r]))
+            xe, ye = _extended(x, ox[r], sx[r], so[r]), _extended(y, oy[r], sy[r], so[r])
+            out[oo[r]:oo[r] + n] = f(xe, ye).ravel()
+    return out
+
+
+def _check_roles(name: str, table: ShapedArray, roles: tuple, rank: int, n: int) -> None:
+    if np.dtype(table.dtype) not in (np.int32, np.int64) or table.ndim != 2:
+        raise DTypeError(f"{name}: table must be a 2-D int32 or int64 array, got {table.dtype}"
+                         f"{sh.shape_str(table.shape)}")
+    if not isinstance(rank, int) or not 1 <= rank <= MAX_RANK:
+        raise ValueError(f"{name}: rank must be an int in 1..{MAX_RANK}, got {rank!r}")
+    k = table.shape[1]
+    if len(roles) != n or roles[-1] < 0 or any(
+            r < -1 or (r >= 0 and isinstance(k, int) and r + rank > k) for r in roles):
+        raise ValueError(f"{name}: roles must be {n} first columns of {rank} size columns each within the "
+                         f"table's {k} columns (the last present), got {roles}")
 
 
 def _abstract(x: ShapedArray, y: ShapedArray, table: ShapedArray, *, op: str, roles: tuple,
-              total: Any) -> ShapedArray:
+              total: Any, rank: int = 1) -> ShapedArray:
     if op not in OPS:
         raise ValueError(f"ragged_binary: op must be one of {OPS}, got {op!r}")
     if x.ndim != 1 or y.ndim != 1:
@@ -74,28 +111,27 @@ def _abstract(x: ShapedArray, y: ShapedArray, table: ShapedArray, *, op: str, ro
                          f"{sh.shape_str(y.shape)}")
     if np.dtype(x.dtype) != np.dtype(y.dtype):
         raise DTypeError(f"ragged_binary: operands need one dtype, got {x.dtype} and {y.dtype}")
-    if table.ndim != 2 or np.dtype(table.dtype) not in (np.int32, np.int64):
-        raise DTypeError(f"ragged_binary: table must be a 2-D int32 or int64 array, got {table.dtype}"
-                         f"{sh.shape_str(table.shape)}")
-    if len(roles) != 3 or roles[2] < 0:
-        raise ValueError(f"ragged_binary: roles must be three column indices with a result role, got {roles}")
+    _check_roles("ragged_binary", table, roles, rank, 3)
     return ShapedArray((total,), x.dtype, x.weak_type and y.weak_type)
 
 
-def ragged_binary(x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: Any) -> Any:
+def ragged_binary(x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: Any, rank: int = 1) -> Any:
     """Row-wise ``op`` (``"add"``, ``"sub"``, ``"mul"``) of the ragged batches ``x`` and ``y``
-    (flat 1-D arrays of one dtype) into a flat result of length ``total``; the row layouts are
-    columns ``roles`` of the int32/int64 matrix ``table`` (see the module docstring)."""
-    return ragged_binary_p.bind(x, y, table, op=op, roles=tuple(int(r) for r in roles), total=total)
+    (flat 1-D arrays of one dtype) into a flat result of length ``total``; the row shapes (``rank``
+    axes) are columns ``roles`` of the int32/int64 matrix ``table`` (see the module docstring)."""
+    return ragged_binary_p.bind(x, y, table, op=op, roles=tuple(int(r) for r in roles), total=total,
+                                rank=int(rank))
 
 
-def _bind(x: Any, y: Any, table: Any, op: str, rx: int, ry: int, ro: int, total: Any) -> Any:
-    return ragged_binary_p.bind(x, y, table, op=op, roles=(rx, ry, ro), total=total)
+def _bind_roles(x: Any, y: Any, table: Any, op: str, rx: int, ry: int, ro: int, total: Any, rank: int) -> Any:
+    return ragged_binary_p.bind(x, y, table, op=op, roles=(rx, ry, ro), total=total, rank=rank)
 
 
-def _jvp(primals: list, tangents: list, *, op: str, roles: tuple, total: Any) -> tuple[list, list]:
+def _jvp(primals: list, tangents: list, *, op: str, roles: tuple, total: Any,
+         rank: int = 1) -> tuple[list, list]:
     (x, y, table), (tx, ty, _) = primals, tangents
     rx, ry, ro = roles
+    _bind = functools.partial(_bind_roles, rank=rank)
     out = _bind(x, y, table, op, rx, ry, ro, total)
     if ad.is_zero(tx) and ad.is_zero(ty):
         return [out], [ad.Zero.from_value(out)]
@@ -111,8 +147,10 @@ def _jvp(primals: list, tangents: list, *, op: str, roles: tuple, total: Any) ->
     return [out], [_bind(tx, ty, table, op, rx, ry, ro, total)]
 
 
-def _transpose(ct: Any, x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: Any) -> list:
+def _transpose(ct: Any, x: Any, y: Any, table: Any, *, op: str, roles: tuple, total: Any,
+               rank: int = 1) -> list:
     rx, ry, ro = roles
+    _bind = functools.partial(_bind_roles, rank=rank)
     ux, uy = isinstance(x, ad.UndefPrimal), isinstance(y, ad.UndefPrimal)
     if op == "mul" and ux and uy:
         raise TypeError("ragged_binary(mul) is not linear in both operands at once")
@@ -146,71 +184,75 @@ ragged_rowsum_p = Primitive("ragged_rowsum", linear=True)
 ragged_rowbroadcast_p = Primitive("ragged_rowbroadcast", linear=True)
 
 
-def _check_table(name: str, table: ShapedArray, roles: tuple) -> None:
-    if table.ndim != 2 or np.dtype(table.dtype) not in (np.int32, np.int64):
-        raise DTypeError(f"{name}: table must be a 2-D int32 or int64 array, got {table.dtype}"
-                         f"{sh.shape_str(table.shape)}")
-    if len(roles) != 1 or roles[0] < 0:
-        raise ValueError(f"{name}: roles must be the one length column, got {roles}")
+def _sizes(table: np.ndarray, col: int, rank: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    off, shp = layout(table, col, rank, cap)
+    return off, np.prod(shp, axis=1).astype(np.int64)
 
 
-def _rowsum_impl(x: np.ndarray, table: np.ndarray, *, roles: tuple) -> np.ndarray:
-    off, ln = _cols(table, roles[0], x.shape[0])
+def _rowsum_impl(x: np.ndarray, table: np.ndarray, *, roles: tuple, rank: int = 1) -> np.ndarray:
+    off, ln = _sizes(table, roles[0], rank, x.shape[0])
     acc = np.float64 if np.issubdtype(x.dtype, np.floating) else x.dtype
     return np.array([x[a:a + n].sum(dtype=acc) for a, n in zip(off, ln)], acc).astype(x.dtype)
 
 
-def _rowsum_abstract(x: ShapedArray, table: ShapedArray, *, roles: tuple) -> ShapedArray:
-    _check_table("ragged_rowsum", table, roles)
+def _rowsum_abstract(x: ShapedArray, table: ShapedArray, *, roles: tuple, rank: int = 1) -> ShapedArray:
+    _check_roles("ragged_rowsum", table, roles, rank, 1)
     if x.ndim != 1:
         raise ShapeError(f"ragged_rowsum: the operand must be 1-D, got {sh.shape_str(x.shape)}")
     return ShapedArray((table.shape[0],), x.dtype, x.weak_type)
 
 
-def _rowbroadcast_impl(v: np.ndarray, table: np.ndarray, *, roles: tuple, total: int) -> np.ndarray:
-    off, ln = _cols(table, roles[0], total)
+def _rowbroadcast_impl(v: np.ndarray, table: np.ndarray, *, roles: tuple, total: int,
+                       rank: int = 1) -> np.ndarray:
+    off, ln = _sizes(table, roles[0], rank, total)
     out = np.zeros(total, v.dtype)
     for i, (a, n) in enumerate(zip(off, ln)):
         out[a:a + n] = v[i]
     return out
 
 
-def _rowbroadcast_abstract(v: ShapedArray, table: ShapedArray, *, roles: tuple, total: Any) -> ShapedArray:
-    _check_table("ragged_rowbroadcast", table, roles)
+def _rowbroadcast_abstract(v: ShapedArray, table: ShapedArray, *, roles: tuple, total: Any,
+                           rank: int = 1) -> ShapedArray:
+    _check_roles("ragged_rowbroadcast", table, roles, rank, 1)
     if v.ndim != 1:
         raise ShapeError(f"ragged_rowbroadcast: the operand must be 1-D, got {sh.shape_str(v.shape)}")
     return ShapedArray((total,), v.dtype, v.weak_type)
 
 
-def ragged_rowsum(x: Any, table: Any, *, roles: tuple) -> Any:
-    """The sum of each row of the flat ragged batch ``x`` (row lengths in column ``roles[0]`` of
-    ``table``, rows back to back from 0): one value per table row (0 for an empty row)."""
-    return ragged_rowsum_p.bind(x, table, roles=tuple(int(r) for r in roles))
+def ragged_rowsum(x: Any, table: Any, *, roles: tuple, rank: int = 1) -> Any:
+    """The sum of each row of the flat ragged batch ``x`` (row shapes in the ``rank`` columns from
+    ``roles[0]`` of ``table``, rows back to back from 0): one value per table row (0 for an empty
+    row)."""
+    return ragged_rowsum_p.bind(x, table, roles=tuple(int(r) for r in roles), rank=int(rank))
 
 
-def _rowsum_jvp(primals: list, tangents: list, *, roles: tuple) -> tuple[list, list]:
+def _rowsum_jvp(primals: list, tangents: list, *, roles: tuple, rank: int = 1) -> tuple[list, list]:
     (x, table), (tx, _) = primals, tangents
-    out = ragged_rowsum_p.bind(x, table, roles=roles)
-    tan = ad.Zero.from_value(out) if ad.is_zero(tx) else ragged_rowsum_p.bind(tx, table, roles=roles)
-    return [out], [tan]
+    out = ragged_rowsum_p.bind(x, table, roles=roles, rank=rank)
+    if ad.is_zero(tx):
+        return [out], [ad.Zero.from_value(out)]
+    return [out], [ragged_rowsum_p.bind(tx, table, roles=roles, rank=rank)]
 
 
-def _rowsum_transpose(ct: Any, x: Any, table: Any, *, roles: tuple) -> list:
+def _rowsum_transpose(ct: Any, x: Any, table: Any, *, roles: tuple, rank: int = 1) -> list:
     if ad.is_zero(ct):
         return [ad.Zero(x.aval), None]
-    return [ragged_rowbroadcast_p.bind(ct, table, roles=roles, total=x.aval.shape[0]), None]
+    return [ragged_rowbroadcast_p.bind(ct, table, roles=roles, total=x.aval.shape[0], rank=rank), None]
 
 
-def _rowbroadcast_jvp(primals: list, tangents: list, *, roles: tuple, total: Any) -> tuple[list, list]:
+def _rowbroadcast_jvp(primals: list, tangents: list, *, roles: tuple, total: Any,
+                      rank: int = 1) -> tuple[list, list]:
     (v, table), (tv, _) = primals, tangents
-    out = ragged_rowbroadcast_p.bind(v, table, roles=roles, total=total)
+    out = ragged_rowbroadcast_p.bind(v, table, roles=roles, total=total, rank=rank)
     if ad.is_zero(tv):
         return [out], [ad.Zero.from_value(out)]
-    return [out], [ragged_rowbroadcast_p.bind(tv, table, roles=roles, total=total)]
+    return [out], [ragged_rowbroadcast_p.bind(tv, table, roles=roles, total=total, rank=rank)]
 
 
-def _rowbroadcast_transpose(ct: Any, v: Any, table: Any, *, roles: tuple, total: Any) -> list:
-    return [ad.Zero(v.aval) if ad.is_zero(ct) else ragged_rowsum_p.bind(ct, table, roles=roles), None]
+def _rowbroadcast_transpose(ct: Any, v: Any, table: Any, *, roles: tuple, total: Any, rank: int = 1) -> list:
+    if ad.is_zero(ct):
+        return [ad.Zero(v.aval), None]
+    return [ragged_rowsum_p.bind(ct, table, roles=roles, rank=rank), None]
 
 
 ragged_rowsum_p.impl = _rowsum_impl

@@ -1,20 +1,22 @@
-"""Ragged batches: many 1-D VSLA classes stored back to back in one flat array, no padding.
+"""Ragged batches: many VSLA classes of one rank stored back to back in one flat array, no padding.
 
-A :class:`Ragged` holds ``values`` (one 1-D ember array, the rows concatenated) and host metadata
-``lengths`` / ``offsets`` (NumPy int64, like a VArray's static shape). Row-wise ``+``, ``-`` and
-Hadamard ``*`` follow VSLA zero extension per row (row ``i`` of the result has length
-``max(la_i, lb_i)``); each is ONE native call over all rows (the ``ragged_binary`` primitive's call
-step), through a jitted function whose flat lengths and row count are named dynamic axes, so one C
-compile serves every set of lengths. The result's layout (offsets) is computed on the host from
-the lengths. Gradients flow through ``ember.grad``/``vjp`` (the transpose of zero extension is the
-slice back to each operand's rows: the primitive again with other roles of the same row table).
+A :class:`Ragged` holds ``values`` (one 1-D ember array, the rows concatenated, each row C-ordered)
+and host metadata ``shapes`` (``(rows, rank)``), ``lengths`` (elements per row: the row lengths of
+1-D rows) and ``offsets`` (NumPy int64, like a VArray's static shape). Row-wise ``+``, ``-`` and
+Hadamard ``*`` follow VSLA zero extension per row (row ``i`` of the result has the shape
+``max(sa_i, sb_i)`` per axis); each is ONE native call over all rows (the ``ragged_binary``
+primitive's call step), through a jitted function whose flat lengths and row count are named
+dynamic axes, so one C compile serves every set of shapes. The result's layout is computed on the
+host from the shapes. Gradients flow through ``ember.grad``/``vjp`` (the transpose of zero
+extension is the slice back to each operand's rows: the primitive again with other roles of the
+same row table).
 
-Under ``vsla.jit`` a Ragged argument enters as its values (a named axis) and its lengths as an int32
-vector (a runtime value, its row count a named axis), so a whole function of Ragged values is one
-native program for every set of lengths. There the layouts are computed in the program (exclusive
-cumulative sums of the lengths) and a row-wise result is stored at capacity ``len(a.values) +
-len(b.values)`` (a symbolic bound of ``sum(max(la_i, lb_i))``; the slack past the rows is never
-written or read).
+Under ``vsla.jit`` a Ragged argument of 1-D rows enters as its values (a named axis) and its row
+lengths as an int32 ``(rows, 1)`` matrix (a runtime value, its row count a named axis), so a whole
+function of Ragged values is one native program for every set of lengths. There a row-wise result
+is stored at capacity ``len(a.values) + len(b.values)`` (a symbolic bound of ``sum(max(la_i,
+lb_i))``; the slack past the rows is never written or read). Rows of rank > 1 have no such bound
+(``(1, 5)`` and ``(5, 1)`` promote to 25 elements), so they run eagerly (one native call per op).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import numpy as np
 import ember.numpy as enp
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
-from ember._src.prims.ragged import ragged_binary, ragged_rowsum
+from ember._src.prims.ragged import MAX_RANK, ragged_binary, ragged_rowsum
 from ember._src.vsla.varray import VArray, array, stack
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -35,7 +37,6 @@ from ember.tree import register_pytree_node
 __all__ = ["Ragged", "ragged"]
 
 _INDEX_MAX = np.iinfo(np.int32).max
-_ROLES = (0, 1, 2)  # table columns: the lengths of a's rows, of b's rows, of the result's rows
 
 
 def _check_values_dtype(dtype: Any, what: str) -> None:
@@ -44,73 +45,119 @@ def _check_values_dtype(dtype: Any, what: str) -> None:
         raise TypeError(f"{what}: Ragged values need a numeric dtype, got {dt}")
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    out = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    out = np.zeros(sizes.size + 1, np.int64)
+    np.cumsum(sizes, out=out[1:])
     return out
+
+
+def _sizes(shapes: np.ndarray) -> np.ndarray:
+    return shapes[:, 0] if shapes.shape[1] == 1 else np.prod(shapes, axis=1)
+
+
+def _check_shapes(shapes: Any, what: str, name: str = "shapes") -> np.ndarray:
+    """``shapes`` as an int64 ``(rows, rank)`` matrix, checked (non-negative, total within int32)."""
+    sp = np.asarray(shapes)
+    if sp.ndim != 2 or not (sp.size == 0 or np.issubdtype(sp.dtype, np.integer)):
+        raise TypeError(f"{what}: {name} must be integers, one row per Ragged row, got dtype {sp.dtype} "
+                        f"and shape {sp.shape}")
+    if not 1 <= sp.shape[1] <= MAX_RANK:
+        raise ValueError(f"{what}: rows of rank {sp.shape[1]} are not supported (1..{MAX_RANK})")
+    sp = sp.astype(np.int64)
+    if sp.size and sp.min() < 0:
+        row = int(np.argwhere(sp < 0)[0][0])
+        got = sp[row].tolist() if sp.shape[1] > 1 else int(sp[row, 0])
+        raise ValueError(f"{what}: {name} must be >= 0, got {got} for row {row}")
+    total = sum(int(np.prod(s, dtype=object)) for s in sp) if sp.shape[1] > 1 else int(sp.sum())
+    if total > _INDEX_MAX:
+        raise OverflowError(f"{what}: {total} stored elements exceed the ragged limit 2**31 - 1")
+    return sp
 
 
 def _check_lengths(lengths: Any, what: str) -> np.ndarray:
     ln = np.asarray(lengths)
-    if ln.ndim != 1 or not (ln.size == 0 or np.issubdtype(ln.dtype, np.integer)):
-        raise TypeError(f"{what}: lengths must be a 1-D sequence of integers, got dtype {ln.dtype} "
-                        f"and shape {ln.shape}")
-    ln = ln.astype(np.int64)
-    if ln.size and ln.min() < 0:
-        raise ValueError(f"{what}: lengths must be >= 0, got {int(ln.min())} for row {int(ln.argmin())}")
-    if int(ln.sum()) > _INDEX_MAX:
-        raise OverflowError(f"{what}: {int(ln.sum())} stored elements exceed the ragged limit 2**31 - 1")
-    return ln
+    if ln.ndim != 1:
+        raise TypeError(f"{what}: lengths must be a 1-D sequence of integers, got shape {ln.shape}")
+    return _check_shapes(ln.reshape(-1, 1), what, "lengths")
 
 
 class Ragged:
-    """A batch of 1-D VSLA classes stored back to back: row ``i`` is
-    ``values[offsets[i]:offsets[i + 1]]`` (length ``lengths[i]``). Build one with :func:`ragged` or
-    :meth:`from_lengths`. ``values`` may extend past the last row (the results of ``vsla.jit``
-    are stored at a capacity); that slack is never read.
+    """A batch of VSLA classes of one rank stored back to back: row ``i`` is
+    ``values[offsets[i]:offsets[i + 1]]`` reshaped to ``shapes[i]`` (``lengths[i]`` elements).
+    Build one with :func:`ragged`, :meth:`from_lengths` or :meth:`from_shapes`. ``values`` may
+    extend past the last row (the results of ``vsla.jit`` are stored at a capacity); that slack is
+    never read.
 
-    Under ``vsla.jit`` the lengths are a runtime int32 vector and ``offsets`` is None (the layout is
-    computed in the program); the shape-reading methods (``len``, ``row``, ``to_padded``, ...) then
-    raise a ``TracerError``.
+    Under ``vsla.jit`` the shapes are a runtime int32 matrix and ``offsets`` is None (the layout is
+    computed in the native step); the shape-reading methods (``len``, ``row``, ``to_padded``, ...)
+    then raise a ``TracerError``.
     """
 
-    __slots__ = ("values", "lengths", "offsets")
+    __slots__ = ("values", "shapes", "offsets")
 
-    def __init__(self, values: Any, lengths: Any, offsets: np.ndarray | None = None):
+    def __init__(self, values: Any, shapes: Any, offsets: np.ndarray | None = None):
+        """``shapes``: host int64 ``(rows, rank)`` (1-D: the row lengths of 1-D rows) or, under
+        ``vsla.jit``, a runtime int32 matrix; ``offsets``: the host offsets, when known. Unchecked:
+        use :func:`ragged`, :meth:`from_lengths` or :meth:`from_shapes` to build from data."""
+        if isinstance(shapes, np.ndarray) and shapes.ndim == 1:
+            shapes = shapes.reshape(-1, 1)
         self.values = values
-        self.lengths = lengths
-        if isinstance(lengths, np.ndarray):
-            self.offsets = _offsets(lengths) if offsets is None else offsets
-        else:  # runtime lengths (under vsla.jit)
+        self.shapes = shapes
+        if isinstance(shapes, np.ndarray):
+            self.offsets = _offsets(_sizes(shapes)) if offsets is None else offsets
+        else:  # runtime shapes (under vsla.jit)
             self.offsets = None
 
     @property
     def symbolic(self) -> bool:
-        """Whether the lengths are a runtime value (inside ``vsla.jit``) rather than host metadata."""
+        """Whether the shapes are a runtime value (inside ``vsla.jit``) rather than host metadata."""
         return self.offsets is None
+
+    @property
+    def rank(self) -> int:
+        """The rank of every row."""
+        return int(self.shapes.shape[1])
+
+    @property
+    def lengths(self) -> Any:
+        """Elements stored per row (the row lengths of 1-D rows): host int64 (a runtime int32 vector
+        under ``vsla.jit``)."""
+        if self.symbolic:
+            return self.shapes[:, 0] if self.rank == 1 else enp.prod(self.shapes, axis=1)
+        return _sizes(self.shapes)
 
     def _static(self, what: str) -> None:
         if self.symbolic:
-            raise TracerError(f"vsla.Ragged.{what}: needs the row lengths on the host, but under vsla.jit "
+            raise TracerError(f"vsla.Ragged.{what}: needs the row shapes on the host, but under vsla.jit "
                               "they are a runtime value; call it outside vsla.jit")
 
     @classmethod
     def from_lengths(cls, values: Any, lengths: Sequence[int] | np.ndarray) -> Ragged:
-        """Rows of ``lengths`` cut from the flat 1-D ``values`` (``sum(lengths) == len(values)``)."""
-        ln = _check_lengths(lengths, "vsla.Ragged.from_lengths")
+        """1-D rows of ``lengths`` cut from the flat 1-D ``values`` (``sum(lengths) == len(values)``)."""
+        return cls._from(values, _check_lengths(lengths, "vsla.Ragged.from_lengths"), "from_lengths")
+
+    @classmethod
+    def from_shapes(cls, values: Any, shapes: Any) -> Ragged:
+        """Rows of ``shapes`` (an integer ``(rows, rank)`` matrix) cut from the flat 1-D ``values``,
+        each C-ordered (``values`` holds exactly the rows' elements)."""
+        return cls._from(values, _check_shapes(shapes, "vsla.Ragged.from_shapes"), "from_shapes")
+
+    @classmethod
+    def _from(cls, values: Any, shapes: np.ndarray, what: str) -> Ragged:
         if not isinstance(values, Tracer) and not hasattr(values, "aval"):
             values = np.asarray(values)
         if values.ndim != 1:
-            raise ValueError(f"vsla.Ragged.from_lengths: values must be 1-D, got shape {tuple(values.shape)}")
-        _check_values_dtype(values.dtype, "vsla.Ragged.from_lengths")
-        if values.shape[0] != int(ln.sum()):
-            raise ValueError(f"vsla.Ragged.from_lengths: lengths sum to {int(ln.sum())} but values has "
-                             f"{values.shape[0]} elements")
-        return cls(enp.asarray(values), ln)
+            raise ValueError(f"vsla.Ragged.{what}: values must be 1-D, got shape {tuple(values.shape)}")
+        _check_values_dtype(values.dtype, f"vsla.Ragged.{what}")
+        n = int(_sizes(shapes).sum())
+        if values.shape[0] != n:
+            raise ValueError(f"vsla.Ragged.{what}: the rows hold {n} elements but values has "
+                             f"{values.shape[0]}")
+        return cls(enp.asarray(values), shapes)
 
     def __len__(self) -> int:
         self._static("__len__")
-        return int(self.lengths.size)
+        return int(self.shapes.shape[0])
 
     @property
     def dtype(self) -> Any:
@@ -123,50 +170,58 @@ class Ragged:
         return int(self.offsets[-1]) * np.dtype(self.values.dtype).itemsize
 
     def row(self, i: int) -> VArray:
-        """Row ``i`` as a VArray of its stored length."""
+        """Row ``i`` as a VArray of its stored shape."""
         self._static("row")
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"vsla.Ragged.row: index {i} out of range for {n} rows")
         i %= n
-        return array(self.values[int(self.offsets[i]):int(self.offsets[i + 1])])
+        flat = self.values[int(self.offsets[i]):int(self.offsets[i + 1])]
+        return array(flat if self.rank == 1 else enp.reshape(flat, tuple(int(d) for d in self.shapes[i])))
 
     def to_list(self) -> list[VArray]:
-        """Every row as a VArray (of its stored length)."""
+        """Every row as a VArray (of its stored shape)."""
         return [self.row(i) for i in range(len(self))]
 
     unstack = to_list
 
     def to_padded(self) -> VArray:
-        """The rows stacked into one rank-2 VArray padded to the longest row (``vsla.stack``)."""
+        """The rows stacked into one VArray of rank ``rank + 1``, each padded to the largest size per
+        axis (``vsla.stack``)."""
         self._static("to_padded")
-        if len(self) == 0:
-            return stack([])  # the same error as vsla.stack
-        width = int(self.lengths.max())
+        if len(self) == 0 or self.rank > 1:
+            return stack(self.to_list())  # (no rows: the same error as vsla.stack)
+        lengths = self.shapes[:, 0]
+        width = int(lengths.max())
         if width == 0:
             return stack([array(np.zeros(0, np.dtype(self.values.dtype)))] * len(self))
         pos = np.arange(width)[None, :]
-        keep = pos < self.lengths[:, None]
+        keep = pos < lengths[:, None]
         idx = np.where(keep, self.offsets[:-1, None] + pos, 0).astype(np.int32)
         rows = enp.where(keep, enp.take(self.values, idx), enp.zeros((), self.values.dtype))
         return array(rows)
 
     def __repr__(self) -> str:
         if self.symbolic:
-            return f"Ragged(lengths={self.lengths}, values={self.values})"
-        return f"Ragged(rows={len(self)}, lengths={self.lengths.tolist()}, dtype={np.dtype(self.dtype)})"
+            return f"Ragged(shapes={self.shapes}, values={self.values})"
+        what = (f"lengths={self.shapes[:, 0].tolist()}" if self.rank == 1
+                else f"shapes={self.shapes.tolist()}")
+        return f"Ragged(rows={len(self)}, {what}, dtype={np.dtype(self.dtype)})"
 
     # ---- row-wise algebra ----
 
     def _binary(self, other: Any, op: str, name: str) -> Ragged:
         if not isinstance(other, Ragged):
             if op == "mul" and np.ndim(other) == 0 and not isinstance(other, VArray):
-                return Ragged(self.values * other, self.lengths, self.offsets)
+                return self._with_values(self.values * other)
             raise TypeError(f"vsla.Ragged {name}: other must be a Ragged with the same number of rows"
                             + (" (or a scalar)" if op == "mul" else "") + f", got {type(other).__name__}")
-        ra, rb = _rows(self), _rows(other)
+        ra, rb = row_count(self), row_count(other)
         if not ra == rb:
             raise ValueError(f"vsla.Ragged {name}: the operands have {ra} and {rb} rows")
+        if self.rank != other.rank:
+            raise ValueError(f"vsla.Ragged {name}: the operands' rows have ranks {self.rank} and "
+                             f"{other.rank}")
         if self.symbolic or other.symbolic:
             return _rowwise_runtime(self, other, op)
         return _rowwise(self, other, op)
@@ -184,18 +239,22 @@ class Ragged:
         return self._binary(other, "mul", "*")
 
     def __neg__(self) -> Ragged:
-        return Ragged(-self.values, self.lengths, self.offsets)
+        return self._with_values(-self.values)
+
+    def _with_values(self, values: Any) -> Ragged:
+        return Ragged(values, self.shapes, self.offsets)
 
     def map(self, f: Any) -> Ragged:
         """A unary map with ``f(0) == 0`` (relu, tanh, sin, ...) applied to every stored element."""
-        return Ragged(f(self.values), self.lengths, self.offsets)
+        return self._with_values(f(self.values))
 
     def sum(self) -> Any:
-        """The sum of each row: a 1-D array of ``len(self)`` values (0 for an empty row)."""
+        """The sum of each row (over all its elements): a 1-D array of one value per row (0 for an
+        empty row)."""
         return _rowsum(self)
 
     def mean(self) -> Any:
-        """The mean of each row over its stored length (0 for an empty row)."""
+        """The mean of each row over its stored elements (0 for an empty row)."""
         dt = np.dtype(self.values.dtype)
         if self.symbolic:
             return _rowsum(self) / enp.maximum(self.lengths, 1).astype(dt)
@@ -203,40 +262,47 @@ class Ragged:
 
 
 def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
-    """A :class:`Ragged` of ``rows`` (1-D array-likes or VArrays, each its logical extent); float64
-    host data becomes float32 unless ``dtype`` says otherwise (as :func:`vsla.array`)."""
+    """A :class:`Ragged` of ``rows`` (array-likes or VArrays of one rank >= 1, each its logical
+    extent); float64 host data becomes float32 unless ``dtype`` says otherwise (as
+    :func:`vsla.array`)."""
     if isinstance(rows, Ragged):
         return rows
-    parts, lengths = [], []
+    parts, shapes = [], []
     for i, r in enumerate(rows):
         x = np.asarray(r.to_numpy() if isinstance(r, VArray) and not r.symbolic else r)
-        if x.ndim != 1:
-            raise ValueError(f"vsla.ragged: row {i} has rank {x.ndim} (shape {x.shape}); Ragged rows are 1-D")
+        if isinstance(r, VArray) and not r.symbolic and x.shape != r.shape:  # keep the stored shape
+            x = np.pad(x, [(0, s - d) for s, d in zip(r.shape, x.shape)])
+        if x.ndim == 0 or (parts and x.ndim != parts[0].ndim):
+            first = f" (row 0 has rank {parts[0].ndim})" if parts else ""
+            raise ValueError(f"vsla.ragged: row {i} has rank {x.ndim} (shape {x.shape}); the rows of a "
+                             f"Ragged share one rank >= 1{first}")
         _check_values_dtype(x.dtype, f"vsla.ragged: row {i}")
         parts.append(x)
-        lengths.append(x.size)
+        shapes.append(x.shape)
     if dtype is None:
         dtype = np.result_type(*parts) if parts else np.float32
         dtype = np.float32 if dtype == np.float64 else dtype
     _check_values_dtype(dtype, "vsla.ragged")
-    flat = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-    return Ragged(enp.asarray(flat), _check_lengths(np.array(lengths, np.int64), "vsla.ragged"))
+    flat = np.concatenate([p.ravel() for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
+    sp = np.array(shapes, np.int64).reshape(len(parts), parts[0].ndim if parts else 1)
+    return Ragged(enp.asarray(flat), _check_shapes(sp, "vsla.ragged"))
 
 
 @functools.cache
-def _binary_fn(op: str) -> Any:
+def _binary_fn(op: str, rank: int) -> Any:
     """The jitted row-wise op: flat lengths, row count and result length are named axes (the result
     length is read from a zero-size argument of that shape), so one compile serves every layout."""
     def fn(x: Any, y: Any, table: Any, carrier: Any) -> Any:
-        return ragged_binary(x, y, table, op=op, roles=_ROLES, total=carrier.shape[0])
+        return ragged_binary(x, y, table, op=op, roles=(0, rank, 2 * rank), total=carrier.shape[0],
+                             rank=rank)
 
     fn.__name__ = f"ragged_{op}"
     return ember_jit(fn, dynamic_axes=[("ta",), ("tb",), ("rows", None), ("to", None)])
 
 
 @functools.cache
-def _rowsum_fn() -> Any:
-    return ember_jit(lambda x, table: ragged_rowsum(x, table, roles=(0,)),
+def _rowsum_fn(rank: int) -> Any:
+    return ember_jit(lambda x, table: ragged_rowsum(x, table, roles=(0,), rank=rank),
                      dynamic_axes=[("t",), ("rows", None)])
 
 
@@ -250,80 +316,83 @@ def _rowwise(a: Ragged, b: Ragged, op: str) -> Ragged:
     dt = da if da == db else np.dtype(enp.result_type(da, db))
     xa = a.values if da == dt else a.values.astype(dt)
     xb = b.values if db == dt else b.values.astype(dt)
-    lo = np.maximum(a.lengths, b.lengths)
-    oo = _offsets(lo)
+    so = np.maximum(a.shapes, b.shapes)
+    oo = _offsets(_sizes(so))
     total = int(oo[-1])
     if total == 0:
-        return Ragged(enp.zeros((0,), dt), lo, oo)
-    table = np.empty((lo.size, 3), np.int32)
-    table[:, 0], table[:, 1], table[:, 2] = a.lengths, b.lengths, lo
-    out = _binary_fn(op)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])), table,
-                         np.empty((total, 0), np.int8))
-    return Ragged(out, lo, oo)
+        return Ragged(enp.zeros((0,), dt), so, oo)
+    rank = a.rank
+    table = np.empty((so.shape[0], 3 * rank), np.int32)
+    table[:, :rank], table[:, rank:2 * rank], table[:, 2 * rank:] = a.shapes, b.shapes, so
+    out = _binary_fn(op, rank)(_flat(xa, int(a.offsets[-1])), _flat(xb, int(b.offsets[-1])), table,
+                               np.empty((total, 0), np.int8))
+    return Ragged(out, so, oo)
 
 
-def _rows(r: Ragged) -> Any:
+def row_count(r: Ragged) -> Any:
     """The row count (a symbolic dim under vsla.jit)."""
-    return r.lengths.shape[0]
+    return r.shapes.shape[0]
 
 
-def _runtime_lengths(r: Ragged) -> Any:
-    """The row lengths as an int32 array of the program (under vsla.jit)."""
-    return (r.lengths if r.symbolic else enp.asarray(r.lengths)).astype(np.int32)
+def _runtime_shapes(r: Ragged) -> Any:
+    """The row shapes as an int32 matrix of the program (under vsla.jit)."""
+    return (r.shapes if r.symbolic else enp.asarray(r.shapes)).astype(np.int32)
 
 
 def _rowwise_runtime(a: Ragged, b: Ragged, op: str) -> Ragged:
-    """``_rowwise`` with the lengths a runtime value; the result at capacity
+    """``_rowwise`` with the shapes a runtime value (1-D rows); the result at capacity
     ``len(a.values) + len(b.values)``."""
+    if a.rank != 1:
+        raise ValueError(f"vsla.jit: row-wise ops on Ragged rows of rank {a.rank} need the shapes on the "
+                         "host (the result size has no bound in the operands' sizes); call them outside "
+                         "vsla.jit")
     dt = np.dtype(enp.result_type(a.values.dtype, b.values.dtype))
-    la, lb = _runtime_lengths(a), _runtime_lengths(b)
-    lo = enp.maximum(la, lb)
-    table = enp.stack([la, lb, lo], axis=1)
-    out = ragged_binary(a.values.astype(dt), b.values.astype(dt), table, op=op, roles=_ROLES,
-                        total=a.values.shape[0] + b.values.shape[0])
-    return Ragged(out, lo)
+    sa, sb = _runtime_shapes(a), _runtime_shapes(b)
+    so = enp.maximum(sa, sb)
+    out = ragged_binary(a.values.astype(dt), b.values.astype(dt), enp.concatenate([sa, sb, so], axis=1),
+                        op=op, roles=(0, 1, 2), total=a.values.shape[0] + b.values.shape[0])
+    return Ragged(out, so)
 
 
 def _rowsum(a: Ragged) -> Any:
     dt = np.dtype(a.values.dtype)
     if a.symbolic:
-        return ragged_rowsum(a.values, _runtime_lengths(a)[:, None], roles=(0,))
+        return ragged_rowsum(a.values, _runtime_shapes(a), roles=(0,), rank=a.rank)
     if len(a) == 0:
         return enp.zeros((0,), dt)
-    table = a.lengths.astype(np.int32)[:, None]
-    return _rowsum_fn()(_flat(a.values, int(a.offsets[-1])), table)
+    return _rowsum_fn(a.rank)(_flat(a.values, int(a.offsets[-1])), a.shapes.astype(np.int32))
 
 
-class _Lengths:
-    """Pytree metadata of a Ragged: its row lengths (hashable, compared by value)."""
+class _Shapes:
+    """Pytree metadata of a Ragged: its row shapes (hashable, compared by value)."""
 
-    __slots__ = ("lengths", "_key")
+    __slots__ = ("shapes", "_key")
 
-    def __init__(self, lengths: np.ndarray):
-        self.lengths = lengths
-        self._key = lengths.tobytes()
+    def __init__(self, shapes: np.ndarray):
+        self.shapes = shapes
+        self._key = (shapes.shape, shapes.tobytes())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Lengths) and self._key == other._key
+        return isinstance(other, _Shapes) and self._key == other._key
 
     def __hash__(self) -> int:
         return hash(self._key)
 
     def __repr__(self) -> str:
-        return f"lengths={self.lengths.tolist()}"
+        return f"shapes={self.shapes.tolist()}"
 
 
-_RUNTIME = "runtime-lengths"
+_RUNTIME = "runtime-shapes"
 
 
 def _flatten(r: Ragged) -> tuple[tuple, Any]:
     if r.symbolic:
-        return (r.values, r.lengths), _RUNTIME
-    return (r.values,), _Lengths(r.lengths)
+        return (r.values, r.shapes), _RUNTIME
+    return (r.values,), _Shapes(r.shapes)
 
 
 def _unflatten(aux: Any, ch: Any) -> Ragged:
-    return Ragged(ch[0], ch[1]) if aux == _RUNTIME else Ragged(ch[0], aux.lengths)
+    return Ragged(ch[0], ch[1]) if aux == _RUNTIME else Ragged(ch[0], aux.shapes)
 
 
 register_pytree_node(Ragged, _flatten, _unflatten)
@@ -331,17 +400,18 @@ register_pytree_node(Ragged, _flatten, _unflatten)
 
 def jit_leaves(r: Ragged, what: str) -> tuple[Any, Any]:
     """The two leaves a Ragged argument of ``vsla.jit`` enters as: its values (at least one element:
-    a named axis binds sizes >= 1) and its lengths as int32 (a runtime value)."""
+    a named axis binds sizes >= 1) and its shapes as int32 (a runtime value)."""
     if r.symbolic:
-        return r.values, r.lengths
+        return r.values, r.shapes
     if len(r) == 0:
         raise ValueError(f"{what}: a Ragged argument needs at least one row")
-    return _flat(r.values, r.values.shape[0]), r.lengths.astype(np.int32)
+    return _flat(r.values, r.values.shape[0]), r.shapes.astype(np.int32)
 
 
 def from_runtime(r: Ragged) -> Ragged:
-    """A result of ``vsla.jit``: its lengths are concrete now, so they become host metadata again
+    """A result of ``vsla.jit``: its shapes are concrete now, so they become host metadata again
     (under an enclosing transformation they stay traced)."""
-    if not r.symbolic or isinstance(r.lengths, Tracer):
+    if not r.symbolic or isinstance(r.shapes, Tracer):
         return r
-    return Ragged(r.values, np.asarray(r.lengths).astype(np.int64).reshape(-1))
+    sp = np.asarray(r.shapes).astype(np.int64)
+    return Ragged(r.values, sp.reshape(sp.shape[0], -1))

@@ -117,7 +117,7 @@ class VJitFunction:
                 kinds.append(x.ndim)
             elif isinstance(x, rg.Ragged):
                 flat += rg.jit_leaves(x, "vsla.jit")
-                kinds.append(("ragged", row_groups.setdefault(x.lengths.shape[0], len(row_groups))))
+                kinds.append(("ragged", row_groups.setdefault(rg.row_count(x), len(row_groups))))
             else:
                 flat.append(x)
                 kinds.append(None)
@@ -133,7 +133,7 @@ class VJitFunction:
             if k is None:
                 specs.append(None)
             elif isinstance(k, tuple):  # a Ragged: its values and its row count are named axes
-                specs += [(f"ragged{i}",), (f"rows{k[1]}",)]
+                specs += [(f"ragged{i}",), (f"rows{k[1]}", None)]
             else:
                 axes = tuple(f"cap{i}_{d}" for d in range(k)) if self.capacity == "symbolic" and k else None
                 specs += [axes, None]

@@ -56,9 +56,10 @@ def _par(cc: CallCode) -> tuple[int, int]:
 
 
 def _offsets_ws(e: Eqn) -> Any:
-    """Bytes of the row layout (an int64 offset and length per row and role) plus alignment slack."""
+    """Bytes of the row layout (an int64 offset, size and ``rank`` axes per row and role) plus
+    alignment slack."""
     table = next(a for a in e.inputs if a.aval.ndim == 2)
-    return 64 + 16 * len(e.params["roles"]) * table.aval.shape[0]
+    return 64 + 8 * (e.params.get("rank", 1) + 2) * len(e.params["roles"]) * table.aval.shape[0]
 
 
 def _ws(cc: CallCode) -> str:
@@ -76,8 +77,8 @@ def _ragged_binary(e: Eqn, cc: CallCode) -> list[str]:
     caps = ", ".join(cdim(v.aval.shape[0]) for v in (e.inputs[0], e.inputs[1], e.outvars[0]))
     return ["{",
             f"    em_rag_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), (const {t} *)({cc.ins[1]}), ({t} *)"
-            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {{{roles}}}, {{{caps}}}, "
-            f"{_ws(cc)}}};",
+            f"({cc.outs[0]}), (const {it} *)({cc.ins[2]}), {k}, {rows}, {e.params.get('rank', 1)}, "
+            f"{{{roles}}}, {{{caps}}}, {_ws(cc)}}};",
             f"    em_rag_run_{s}(&j_, {par}, {nt});",
             "}"]
 
@@ -92,7 +93,8 @@ def _rows_step(e: Eqn, cc: CallCode, bcast: int) -> list[str]:
     cap = cdim((e.outvars[0] if bcast else e.inputs[0]).aval.shape[0])  # the ragged side
     return ["{",
             f"    em_rags_job_{s} j_ = {{(const {t} *)({cc.ins[0]}), ({t} *)({cc.outs[0]}), "
-            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {{{roles}}}, {{{cap}}}, {_ws(cc)}}};",
+            f"(const {it} *)({cc.ins[1]}), {k}, {rows}, {e.params.get('rank', 1)}, {{{roles}}}, {{{cap}}}, "
+            f"{_ws(cc)}}};",
             f"    em_rags_run_{s}(&j_, {bcast}, {par}, {nt});",
             "}"]
 
