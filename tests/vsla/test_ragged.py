@@ -292,3 +292,88 @@ def test_plain_ember_jit_traces_per_length_set():
     np.testing.assert_array_equal(np.asarray(sums), [10.0, 13.0])
     assert diff.lengths.tolist() == [3, 2]
     np.testing.assert_array_equal(np.asarray(diff.values), [4.0, -2.0, -3.0, -2.0, 3.0])
+
+
+def _pad_to(v, shape):
+    return np.pad(v, [(0, s - d) for s, d in zip(shape, v.shape)])
+
+
+def _padded_nd(xs, ys, op):
+    """Rank-r reference: each pair of rows padded by hand to the larger size on every axis."""
+    out = []
+    for x, y in zip(xs, ys):
+        shape = tuple(max(a, b) for a, b in zip(x.shape, y.shape))
+        out.append(NP_OPS[op](_pad_to(x, shape), _pad_to(y, shape)))
+    return out
+
+
+def _rows_nd(r):
+    return [np.asarray(v.data)[tuple(slice(0, d) for d in v.shape)] for v in r.to_list()]
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@pytest.mark.parametrize("rank", [2, 3])
+def test_rows_of_rank_above_one_vs_padded_numpy(op, rank):
+    rng = np.random.default_rng(rank * 10 + len(op))
+    shapes_a = rng.integers(0, 6, (9, rank))
+    shapes_b = rng.integers(0, 6, (9, rank))
+    shapes_a[0], shapes_b[0] = [1] + [5] * (rank - 1), [5] + [1] * (rank - 1)  # (1, 5) + (5, 1): 25 elements
+    xs = [rng.standard_normal(tuple(s)).astype(np.float32) for s in shapes_a]
+    ys = [rng.standard_normal(tuple(s)).astype(np.float32) for s in shapes_b]
+    a, b = vsla.ragged(xs), vsla.ragged(ys)
+    assert a.rank == rank and a.shapes.tolist() == shapes_a.tolist()
+    assert a.lengths.tolist() == [int(np.prod(s)) for s in shapes_a]
+    got = {"add": a + b, "sub": a - b, "mul": a * b}[op]
+    want = _padded_nd(xs, ys, op)
+    assert got.shapes.tolist() == [list(w.shape) for w in want]
+    for g, w in zip(_rows_nd(got), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got.sum()), [w.sum() for w in want], rtol=1e-5, atol=1e-5)
+    # the padded view is vsla.stack of the rows
+    assert got.to_padded() == vsla.stack([vsla.array(w) for w in want])
+
+
+def test_rank_two_layout_constructors_grads_and_errors():
+    x = np.arange(1.0, 7.0, dtype=np.float64)
+    r = vsla.Ragged.from_shapes(x, [[2, 2], [1, 2]])
+    assert r.rank == 2 and r.lengths.tolist() == [4, 2] and r.offsets.tolist() == [0, 4, 6]
+    assert r.row(0).to_numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]] and r.row(1).shape == (1, 2)
+    q = vsla.Ragged.from_shapes(np.ones(4), [[1, 1], [3, 1]])
+    s = r + q  # (2, 2) + (1, 1) and (1, 2) + (3, 1) -> (3, 2)
+    assert s.shapes.tolist() == [[2, 2], [3, 2]]
+    assert s.row(1).to_numpy().tolist() == [[6.0, 6.0], [1.0, 0.0], [1.0, 0.0]]
+    # gradients: the slice back to each operand's rows, against the padded reference
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal(int(s.offsets[-1]))
+    ga, gb = ember.grad(lambda u, v: ember.numpy.sum((u * v).values * w), argnums=(0, 1))(r, q)
+    ws = [w[:4].reshape(2, 2), w[4:].reshape(3, 2)]
+    xa, xb = _rows_nd(r), _rows_nd(q)
+    for i in range(2):
+        pa, pb = _pad_to(xa[i], ws[i].shape), _pad_to(xb[i], ws[i].shape)
+        (ma, na), (mb, nb) = xa[i].shape, xb[i].shape
+        np.testing.assert_allclose(_rows_nd(ga)[i], (ws[i] * pb)[:ma, :na], rtol=1e-12)
+        np.testing.assert_allclose(_rows_nd(gb)[i], (ws[i] * pa)[:mb, :nb], rtol=1e-12)
+    # one compile for every set of row shapes
+    rg._binary_fn.cache_clear()
+    for _ in range(21):
+        shp = rng.integers(0, 5, (int(rng.integers(1, 5)), 2))
+        u = vsla.Ragged.from_shapes(rng.standard_normal(int(np.prod(shp, axis=1).sum())), shp)
+        (u * u).sum()
+    assert rg._binary_fn("mul", 2).cache_info()["compiles"] == 1
+    # a rank-3 row table runs as the native call step
+    table = np.array([[2, 1, 3, 1, 2, 2, 2, 2, 3]], np.int32)  # x (2, 1, 3), y (1, 2, 2), out (2, 2, 3)
+    xv, yv = np.arange(1.0, 7.0, dtype=np.float32), np.arange(1.0, 5.0, dtype=np.float32)
+    got, _ = run_with_call_step(lambda p, t, u: rg.ragged_binary(p, t, u, op="add", roles=(0, 3, 6), total=12,
+                                                                 rank=3), "ragged_binary", xv, yv, table)
+    want = np.zeros((2, 2, 3), np.float32)
+    want[:2, :1, :3] += xv.reshape(2, 1, 3)
+    want[:1, :2, :2] += yv.reshape(1, 2, 2)
+    np.testing.assert_array_equal(got, want.ravel())
+    with pytest.raises(ValueError, match="ranks 2 and 1"):
+        r + vsla.ragged([[1.0], [2.0]])
+    with pytest.raises(ValueError, match="rank 2 need the shapes on the host"):
+        vsla.jit(lambda u, v: u + v)(r, q)
+    with pytest.raises(ValueError, match="the rows hold 6 elements but values has 5"):
+        vsla.Ragged.from_shapes(np.ones(5), [[2, 2], [1, 2]])
+    with pytest.raises(ValueError, match=r"shapes must be >= 0, got \[1, -2\] for row 1"):
+        vsla.Ragged.from_shapes(np.ones(5), [[2, 2], [1, -2]])
