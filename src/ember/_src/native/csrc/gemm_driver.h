@@ -84,7 +84,8 @@ static inline int64_t em_sk_panel_width(int64_t left) {
 /* A short last row block (rows [i0, i0 + mr), mr below the panel's tile height, not em_sk_row's
    case) on the shortest variant that covers its rows (em_sk_t*_short; rows past mr read row 0 again
    and are not stored). Apart from em_sk_block, so the full tiles' path stays as it was (with the
-   variants' dispatch inlined there, a training step's products measured 1-2% slower). */
+   variants' dispatch inlined there, a profile of the training step counted 2% more time in this
+   library). */
 static __attribute__((noinline)) void em_sk_block_short(int64_t kc, int64_t w, int64_t mr, float alpha,
                                                         const float *a, int64_t rsa, int64_t csa,
                                                         const float *bp, float *t, const char *pf, int64_t pfs,
