@@ -352,6 +352,29 @@ def test_short_row_blocks_match_full_tiles(kernel, trans_a, trans_b):
             np.testing.assert_array_equal(got[m - 1], want_row, err_msg=f"m={m} n={n} bad={bad}")
 
 
+@requires_cc
+@pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
+def test_library_source_compiles_without_its_isa(tmp_path, isa_name):
+    """The kernel library's C for each ISA (its row variants and their dispatch included) compiles
+    warning-free for the machine's own target, where the entry reports the kernel, and for the
+    x86-64 baseline (no AVX2, no AVX-512), where it compiles to the stub entries and reports none."""
+    import platform
+
+    info = compiler.find_compiler()
+    if info is None or info.family != "gcc" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("needs GCC on x86-64")
+    source, symbol = gemm_kernel._library_source(isa_name)
+    src = tmp_path / "kernel.c"
+    src.write_text(source)
+    has_isa = gemm_kernel.ISAS[isa_name].flags <= set(info.target.split())
+    for march, want in (("-march=native", int(has_isa)), ("-march=x86-64", 0)):
+        lib = tmp_path / f"kernel{march}.so"
+        flags = ["-O2", "-std=c11", "-fPIC", "-shared", "-fopenmp-simd", "-Wall", "-Werror", march]
+        out = subprocess.run([info.path, *flags, str(src), "-o", str(lib)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert getattr(ctypes.CDLL(str(lib)), symbol + "_ok")() == want, march
+
+
 def _products(dims, *xs):
     """``dot_general`` with ``dims`` of each consecutive pair of ``xs``."""
     return [lax.dot_general(xs[i], xs[i + 1], dims) for i in range(0, len(xs), 2)]
