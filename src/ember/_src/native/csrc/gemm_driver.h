@@ -2,8 +2,9 @@
    fused bias/ReLU epilogue, the per-panel loops of the small-product path, the blocked path for
    large products (A packed) and the prepacked-B entry, with their splits over ember's thread pool.
    Included after the generated head (the ISA's vector type em_vf, EM_FMA and the tile-shape
-   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1 with their shorter variants run by
-   em_sk_t*_short and the tables em_sk_t*_rows for em_sk_block_short, em_sk_row; em_sk_pa3, em_sk_pa2, em_sk_pa1 on packed A);
+   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1 and their shorter variants, which
+   em_sk_block_short runs through em_sk_t*_short and the tables em_sk_t*_rows; em_sk_row; em_sk_pa3,
+   em_sk_pa2, em_sk_pa1 on packed A);
    EM_SK_POOL_SYMBOL names the thread pool's entry (a string). */
 /* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
    floats (w = W1, W2 or W3), zero-padded past nr. */
