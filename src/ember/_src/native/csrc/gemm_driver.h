@@ -87,12 +87,10 @@ static inline int64_t em_sk_panel_width(int64_t left) {
    and are not stored). Apart from em_sk_block, so the full tiles' path stays as it was (with the
    variants' dispatch inlined there, a profile of the training step counted 2% more time in this
    library). */
-static __attribute__((noinline)) void em_sk_block_short(int64_t kc, int64_t w, int64_t mr, float alpha,
-                                                        const float *a, int64_t rsa, int64_t csa,
-                                                        const float *bp, float *t, const char *pf, int64_t pfs,
-                                                        int64_t npf, const float *bs, int64_t rsb, float beta,
-                                                        int first, int last, const float *bias, int relu,
-                                                        int64_t nr, float *c, int64_t ldc) {
+static __attribute__((noinline)) void em_sk_block_short(
+    int64_t kc, int64_t w, int64_t mr, float alpha, const float *a, int64_t rsa, int64_t csa, const float *bp,
+    float *t, const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb, float beta, int first,
+    int last, const float *bias, int relu, int64_t nr, float *c, int64_t ldc) {
     const int64_t mk = (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr];
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mk; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
@@ -115,8 +113,8 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
                                float *c, int64_t ldc) {
     if (mr < mrw && !(w == EM_SK_W3 && mr == 1 && !bs)
         && (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr] < mrw) {
-        em_sk_block_short(kc, w, mr, alpha, a, rsa, csa, bp, t, pf, pfs, npf, bs, rsb, beta, first, last, bias,
-                          relu, nr, c, ldc);
+        em_sk_block_short(kc, w, mr, alpha, a, rsa, csa, bp, t, pf, pfs, npf, bs, rsb, beta, first, last,
+                          bias, relu, nr, c, ldc);
         return;
     }
     const float *ar[EM_SK_MRMAX];
