@@ -4,7 +4,7 @@ op by op (XLA) and PyTorch eager, n x n x n for n in 256..2048; all checked
 against NumPy, then timed in interleaved rounds (``common.interleaved``): median and quartiles
 (``--cpu-time``: median and range of the process's CPU time per call, for a loaded machine).
 
-    python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time]
+    python benchmarks/bench_gemm.py [--sizes 256,512,1024,2048] [--threads N] [--cpu-time] [--pin CPU]
     python benchmarks/bench_gemm.py --sweep [--isa avx512] [--shapes 1000x1000x1000,512x1024x1024]
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
@@ -24,6 +24,7 @@ import ctypes
 import dataclasses
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,12 @@ import threads  # noqa: E402
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 if "--threads" in sys.argv:
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+# --pin CPU: this process and every thread it starts (XLA's, torch's, ORT's, OpenBLAS's) on one CPU.
+# XLA on CPU keeps running a product or an MLP on a second thread under the one-thread flags (the
+# MLP 512 at batch 128 took 0.90 ms of wall clock there, under the 1.18 ms of its flops at one
+# core's peak, and 1.54 ms of process CPU time); pinned, every implementation has one core.
+if "--pin" in sys.argv:
+    os.sched_setaffinity(0, {int(sys.argv[sys.argv.index("--pin") + 1])})
 
 import numpy as np  # noqa: E402
 from common import (  # noqa: E402
@@ -227,6 +234,7 @@ def main() -> None:
     ap.add_argument("--isa", default="avx512", help="the ISA of the kernel --sweep builds")
     ap.add_argument("--shapes", default="", help="--sweep over these m x n x k only (e.g. 1000x1000x1000)")
     ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (a loaded machine)")
+    ap.add_argument("--pin", type=int, default=None, help="run every implementation on this one CPU")
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
     ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
     ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
@@ -248,6 +256,7 @@ def main() -> None:
 
     isa = gemm_kernel.isa()
     info = {"machine": machine(), "load_average": load_average(), "threads": threads.bench_threads(),
+            "pin": args.pin,
             "isa": args.isa if args.sweep else isa and isa.name, "cpu_time": args.cpu_time, "rows": rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(info, indent=1))
 

@@ -299,6 +299,110 @@ def test_size_rule(monkeypatch):
     assert not gemm_kernel.use_prepacked(0, 64, 64) and not gemm_kernel.use_prepacked(513, 64, 64)
 
 
+def test_row_variants_cover_every_short_block():
+    """Every row count of a last row block maps to a generated tile at least that tall and at most
+    one row taller (three for 16-row tiles), or to the full tile."""
+    for isa in gemm_kernel.ISAS.values():
+        for mr, _ in isa.kernels:
+            variants = gemm_kernel.row_variants(mr)
+            assert variants == sorted(variants) and all(0 < r < mr for r in variants)
+            for rows in range(1, mr + 1):
+                got = gemm_kernel.kernel_rows_for(mr, rows)
+                assert rows <= got <= mr and got - rows <= (1 if mr <= 12 else 3), (isa.name, mr, rows)
+                assert got == mr or got in variants
+
+
+def _short_block_rows(isa) -> list[int]:
+    """Row counts whose last row block is short on each tile height of ``isa`` (every remainder),
+    plus the edge sizes 1, 15, 17, 33 and 129."""
+    heights = {mr for mr, _ in isa.kernels}
+    return sorted({r for mr in heights for r in range(1, 2 * mr + 2)} | {1, 15, 17, 33, 129})
+
+
+@pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
+def test_short_row_blocks_match_full_tiles(kernel, trans_a, trans_b):
+    """A last row block of any height runs on the shortest tile that covers it: its rows are
+    bit-for-bit those of the same rows computed inside full tiles (the same sums in the same
+    order), on each panel width (3, 2 and 1 vectors, a partial panel), for the packing and the
+    prepacked entry, A and B transposed or not, and Inf/NaN in the last row stays in that row."""
+    rng = np.random.default_rng(12)
+    vw = kernel.isa.vw
+    big_m = 2 * max(mr for mr, _ in kernel.isa.kernels) + 2
+    for n, k in [(3 * vw, 33), (2 * vw, 17), (vw, 15), (2 * vw + 3, 129), (1, 7)]:
+        a_full, b = _operand(rng, big_m + 129, k, trans_a), _operand(rng, k, n, trans_b)
+        packed = gemm_kernel.prepack_b(b, kernel.isa)
+        full = _run(kernel, a_full, b)  # every row block of the first big_m rows is a full tile
+        for m in _short_block_rows(kernel.isa):
+            a = a_full[:m]
+            got = _run(kernel, a, b)
+            np.testing.assert_array_equal(got, full[:m], err_msg=f"m={m} n={n} k={k}")
+            pk = np.zeros((m, n), np.float32)
+            kernel.packed(m, n, k, 1.0, a.ctypes.data, a.strides[0] // 4, a.strides[1] // 4,
+                          packed.ctypes.data, 0.0, pk.ctypes.data, n, None, 0, 1)
+            np.testing.assert_array_equal(pk, full[:m], err_msg=f"packed m={m} n={n} k={k}")
+            np.testing.assert_allclose(got, _ref(a, b), rtol=1e-5, atol=1e-5 * np.sqrt(k))
+        for m, bad in [(vw + 1, np.inf), (17, np.nan), (3, -np.inf)]:
+            a = a_full[:m].copy()
+            a[m - 1, k // 2] = bad
+            got = _run(kernel, a, np.abs(b) + 0.5)  # B > 0: the bad row is +-Inf or NaN throughout
+            np.testing.assert_allclose(got[:m - 1], _ref(a[:m - 1], np.abs(b) + 0.5), rtol=1e-5,
+                                       atol=1e-5 * np.sqrt(k))
+            assert np.isfinite(got[:m - 1]).all()
+            want_row = np.full(n, bad, np.float32)
+            np.testing.assert_array_equal(got[m - 1], want_row, err_msg=f"m={m} n={n} bad={bad}")
+
+
+@requires_cc
+@pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
+def test_library_source_compiles_without_its_isa(tmp_path, isa_name):
+    """The kernel library's C for each ISA (its row variants and their dispatch included) compiles
+    warning-free for the machine's own target, where the entry reports the kernel, and for the
+    x86-64 baseline (no AVX2, no AVX-512), where it compiles to the stub entries and reports none."""
+    import platform
+
+    info = compiler.find_compiler()
+    if info is None or info.family != "gcc" or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("needs GCC on x86-64")
+    source, symbol = gemm_kernel._library_source(isa_name)
+    src = tmp_path / "kernel.c"
+    src.write_text(source)
+    has_isa = gemm_kernel.ISAS[isa_name].flags <= set(info.target.split())
+    for march, want in (("-march=native", int(has_isa)), ("-march=x86-64", 0)):
+        lib = tmp_path / f"kernel{march}.so"
+        flags = ["-O2", "-std=c11", "-fPIC", "-shared", "-fopenmp-simd", "-Wall", "-Werror", march]
+        out = subprocess.run([info.path, *flags, str(src), "-o", str(lib)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert getattr(ctypes.CDLL(str(lib)), symbol + "_ok")() == want, march
+
+
+def _products(dims, *xs):
+    """``dot_general`` with ``dims`` of each consecutive pair of ``xs``."""
+    return [lax.dot_general(xs[i], xs[i + 1], dims) for i in range(0, len(xs), 2)]
+
+
+@requires_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_jit_edge_sizes_and_transposes(dtype):
+    """Products of edge sizes M, N, K in (1, 15, 17, 33, 129) with every pair of transpose flags in
+    one jitted program each, against float64 NumPy (float32 products run on the kernel, float64 on
+    BLAS)."""
+    gemm_kernel.load(wait=True)
+    rng = np.random.default_rng(13)
+    shapes = [(1, 15, 17), (15, 17, 33), (17, 33, 1), (33, 129, 15), (129, 1, 33), (129, 33, 129),
+              (17, 129, 17)]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for trans_a, trans_b in itertools.product([False, True], repeat=2):
+        ops = [(_operand(rng, m, k, trans_a).astype(dtype), _operand(rng, k, n, trans_b).astype(dtype))
+               for m, n, k in shapes]
+        dims = (((0 if trans_a else 1,), (1 if trans_b else 0,)), ((), ()))
+        ins = [np.ascontiguousarray(x.T if t else x) for a, b in ops for x, t in ((a, trans_a), (b, trans_b))]
+
+        got = ember.jit(functools.partial(_products, dims), backend="native")(*ins)
+        for (a, b), g, shape in zip(ops, got, shapes):
+            np.testing.assert_allclose(np.asarray(g), _ref(a, b), rtol=tol, atol=tol * np.sqrt(shape[2]),
+                                       err_msg=f"{shape} trans_a={trans_a} trans_b={trans_b}")
+
+
 @pytest.fixture
 def kernel_loaded():
     """The kernel library built and loaded (where this machine can run it), so that generated

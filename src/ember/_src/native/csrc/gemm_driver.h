@@ -2,8 +2,9 @@
    fused bias/ReLU epilogue, the per-panel loops of the small-product path, the blocked path for
    large products (A packed) and the prepacked-B entry, with their splits over ember's thread pool.
    Included after the generated head (the ISA's vector type em_vf, EM_FMA and the tile-shape
-   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1, em_sk_row; em_sk_pa3, em_sk_pa2,
-   em_sk_pa1 on packed A);
+   macros EM_SK_*) and micro-kernels (em_sk_t3, em_sk_t2, em_sk_t1 and their shorter variants, which
+   em_sk_block_short runs through em_sk_t*_short and the tables em_sk_t*_rows; em_sk_row; em_sk_pa3,
+   em_sk_pa2, em_sk_pa1 on packed A);
    EM_SK_POOL_SYMBOL names the thread pool's entry (a string). */
 /* Pack B[p0 .. p0+kc, j0 .. j0+nr) (element (p, j) at b[p * rsb + j * csb]) as kc rows of w
    floats (w = W1, W2 or W3), zero-padded past nr. */
@@ -81,12 +82,41 @@ static inline int64_t em_sk_panel_width(int64_t left) {
            : left > EM_SK_W1 ? EM_SK_W2 : EM_SK_W1;
 }
 
-/* One row block (rows [i0, i0 + mr), mr <= mrw) against one kc x w block of a packed panel bp. */
+/* A short last row block (rows [i0, i0 + mr), mr below the panel's tile height, not em_sk_row's
+   case) on the shortest variant that covers its rows (em_sk_t*_short; rows past mr read row 0 again
+   and are not stored). Apart from em_sk_block, so the full tiles' path stays as it was (with the
+   variants' dispatch inlined there, a profile of the training step counted 2% more time in this
+   library). */
+static __attribute__((noinline)) void em_sk_block_short(
+    int64_t kc, int64_t w, int64_t mr, float alpha, const float *a, int64_t rsa, int64_t csa, const float *bp,
+    float *t, const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb, float beta, int first,
+    int last, const float *bias, int relu, int64_t nr, float *c, int64_t ldc) {
+    const int64_t mk = (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr];
+    const float *ar[EM_SK_MRMAX];
+    for (int64_t r = 0; r < mk; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mk
+                       && nr == w;
+    float *td = direct ? c : t;
+    const int64_t ldt = direct ? ldc : w;
+    if (w == EM_SK_W3) em_sk_t3_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else if (w == EM_SK_W2) em_sk_t2_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    else em_sk_t1_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
+}
+
+/* One row block (rows [i0, i0 + mr), mr <= mrw, the panel's tile height) against one kc x w block
+   of a packed panel bp; a short one whose rows a shorter tile covers goes to em_sk_block_short. */
 static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, float alpha,
                                const float *a, int64_t rsa, int64_t csa, const float *bp, float *t,
                                const char *pf, int64_t pfs, int64_t npf, const float *bs, int64_t rsb,
                                float beta, int first, int last, const float *bias, int relu, int64_t nr,
                                float *c, int64_t ldc) {
+    if (mr < mrw && !(w == EM_SK_W3 && mr == 1 && !bs)
+        && (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr] < mrw) {
+        em_sk_block_short(kc, w, mr, alpha, a, rsa, csa, bp, t, pf, pfs, npf, bs, rsb, beta, first, last,
+                          bias, relu, nr, c, ldc);
+        return;
+    }
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
     /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
