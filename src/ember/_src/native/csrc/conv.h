@@ -60,6 +60,8 @@ typedef struct {
 } em_cv_geo;
 
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+typedef int32_t em_cv_i_f32 __attribute__((vector_size(EM_CV_BYTES)));  /* shuffle masks per element type */
+typedef int64_t em_cv_i_f64 __attribute__((vector_size(EM_CV_BYTES)));
 #endif
 
 typedef ELT EM_T(em_cv_v) __attribute__((vector_size(EM_CV_BYTES)));
@@ -73,6 +75,47 @@ typedef struct {
     ELT *y;                /* the output (an NHWC staging copy is moved there last) */
 } EM_T(em_cv_ctx);
 
+/* dst[j ds + i] = src[i ss + j] for i < R, j < Cn: VL x VL blocks transposed in registers (log2 VL
+   rounds of zips: rows 2r, 2r + 1 <- interleaved halves of rows r, r + VL / 2), the edges scalar. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src, const int64_t ss, ELT *dst,
+                                                                const int64_t ds, const int64_t R,
+                                                                const int64_t Cn) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT) };
+    EM_T(em_cv_i) lo, hi;
+#pragma GCC unroll 16
+    for (int k = 0; k < VL / 2; ++k) {
+        lo[2 * k] = k;
+        lo[2 * k + 1] = VL + k;
+        hi[2 * k] = VL / 2 + k;
+        hi[2 * k + 1] = VL + VL / 2 + k;
+    }
+    int64_t i0 = 0;
+    for (; i0 + VL <= R; i0 += VL) {
+        int64_t j0 = 0;
+        for (; j0 + VL <= Cn; j0 += VL) {
+            EM_T(em_cv_v) x[VL], y[VL];
+#pragma GCC unroll 16
+            for (int r = 0; r < VL; ++r) x[r] = *(const EM_T(em_cv_u) *)(src + (i0 + r) * ss + j0);
+#pragma GCC unroll 4
+            for (int s = 1; s < VL; s *= 2) {
+#pragma GCC unroll 8
+                for (int r = 0; r < VL / 2; ++r) {
+                    y[2 * r] = __builtin_shuffle(x[r], x[r + VL / 2], lo);
+                    y[2 * r + 1] = __builtin_shuffle(x[r], x[r + VL / 2], hi);
+                }
+#pragma GCC unroll 16
+                for (int r = 0; r < VL; ++r) x[r] = y[r];
+            }
+#pragma GCC unroll 16
+            for (int r = 0; r < VL; ++r) *(EM_T(em_cv_u) *)(dst + (j0 + r) * ds + i0) = x[r];
+        }
+        for (; j0 < Cn; ++j0)
+            for (int r = 0; r < VL; ++r) dst[j0 * ds + i0 + r] = src[(i0 + r) * ss + j0];
+    }
+    for (; i0 < R; ++i0)
+        for (int64_t j = 0; j < Cn; ++j) dst[j * ds + i0] = src[i0 * ss + j];
+}
+
 /* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
    osh, osw): contiguous reads of an L1-sized row, writes along the pixels for NCHW. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_unstage)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
@@ -81,6 +124,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_unstage)(const EM_T
     const int64_t n = t / g.OH, h = t % g.OH, O = g.G * g.Og;
     const ELT *src = c->out + t * g.OW * O;
     ELT *dst = c->y + n * osn + h * osh;
+    if (osw == 1) {  /* NCHW: pixels contiguous per feature */
+        EM_T(em_cv_tr)(src, O, dst, oso, g.OW, O);
+        return;
+    }
     for (int64_t o = 0; o < O; ++o)
         for (int64_t x = 0; x < g.OW; ++x) dst[o * oso + x * osw] = src[x * O + o];
 }
@@ -102,6 +149,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc)(const EM_T(em
     if (!em_cv_read(h, g.hlo, g.KH, g.dh, g.sh, g.OH)) return;
     const ELT *src = c->xsrc + n * g.xsn + h * g.xsh;
     ELT *dst = c->xt + t * g.W * g.C;
+    if (g.xsw == 1) {  /* NCHW: one transpose (all columns: cheaper than skipping scalar ones) */
+        EM_T(em_cv_tr)(src, g.xsc, dst, g.C, g.C, g.W);
+        return;
+    }
     if (allcols) {
         for (int64_t ch = 0; ch < g.C; ++ch)
             for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];

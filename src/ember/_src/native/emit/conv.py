@@ -87,8 +87,10 @@ class _Geo:
         panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
-        self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
-        self.yt_elems = _up(self.N * self.OH * self.OW * self.O) if self.staged else 0
+        # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
+        self.per_image = not self.nhwc_in or self.staged
+        self.xt_elems = 0 if self.nhwc_in else _up(self.H * self.W * self.C)
+        self.yt_elems = _up(self.OH * self.OW * self.O) if self.staged else 0
         self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
                         else MR_MAX * (16 * self.C if self.winograd else self.K))
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
@@ -136,50 +138,69 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     geo = g.fields(sfx)
     key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
     gdecl = f"const em_cv_geo g_ = {geo}"
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
-        n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
+        n_pack, n_run = "1", f"{nb} * {g.OH}"
     elif g.winograd:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
         n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
-        n_run = f"(int64_t){cdim(g.N)} * {g.nch}"
+        n_run = f"{nb} * {g.nch}"
     else:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}",
                         f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
-        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.nch}"
+        n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
     tiles = f"{yt} + {cdim(g.yt_elems)}"
-    x = cc.ins[0] if g.nhwc_in else xt
-    y = cc.outs[0]
-    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
-             f"{yt if g.staged else y}, {y}}};",
-             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H}, "
-             f"nu_ = (int64_t){cdim(g.N)} * {g.OH};"]
-    steps = [(pack, "np_", 2), (run, "nr_", 4)]
+    xin, y = cc.ins[0], cc.outs[0]
+    if g.per_image:  # the passes after the packing run per image, on pointers offset to it
+        xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
+    x = xin if g.nhwc_in else xt
+
+    def ctx_decl() -> str:
+        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+                f"{yt if g.staged else y}, {y}}};")
+
+    lines = []
+    pack_steps = [(pack, "np_", 2)]
+    steps = [(run, "nr_", 4)]
     if not g.nhwc_in:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
         copy = cc.chunk(f"em_cv_copy_{key}",
                          f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
-        steps.insert(1, (copy, "nc_", 4))
+        steps.insert(0, (copy, "nc_", 4))
     if g.staged:
         strides = ", ".join(cdim(v) for v in g.yst)
         unstage = cc.chunk(f"em_cv_unstage_{key}",
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {g.H}, "
+              f"nu_ = {nb} * {g.OH};")
+
+    def calls(group: list) -> list[str]:
+        if cc.openmp and cc.num_threads != 1:
+            threads = cc.num_threads or 0
+            return [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
+                    f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in group]
+        return [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in group]
+
     if cc.openmp and cc.num_threads != 1:
         work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
-        threads = cc.num_threads or 0
         lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
-        lines += [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
-                  f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in steps]
-    else:
-        lines += [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in steps]
+    lines.append(counts)
+    if not g.per_image:
+        return lines + [ctx_decl()] + calls(pack_steps + steps)
+    lines.append("{ const int64_t n_ = 0; " + ctx_decl() + " " + " ".join(calls(pack_steps)) + " }")
+    lines.append(f"for (int64_t n_ = 0; n_ < (int64_t){cdim(g.N)}; ++n_) {{")
+    lines.append("    " + ctx_decl())
+    lines += ["    " + c for c in calls(steps)]
+    lines.append("}")
     return lines
