@@ -55,7 +55,10 @@ typedef struct {
     int64_t xsn, xsc, xsh, xsw;      /* input strides (elements) of the original layout */
     int64_t wso, wsi, wsh, wsw;      /* kernel strides */
     int64_t osn, oso, osh, osw;      /* output strides */
-    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16) */
+    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16, then the local
+                                        output of lout > 0) */
+    int64_t lout;                    /* > 0: the direct kernel writes an NCHW output through a local
+                                        pixel-major buffer at this offset of the thread's tile */
     int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
 } em_cv_geo;
 
@@ -76,11 +79,18 @@ typedef struct {
 } EM_T(em_cv_ctx);
 
 /* dst[j ds + i] = src[i ss + j] for i < R, j < Cn: VL x VL blocks transposed in registers (log2 VL
-   rounds of zips: rows 2r, 2r + 1 <- interleaved halves of rows r, r + VL / 2), the edges scalar. */
+   rounds of zips: rows 2r, 2r + 1 <- interleaved halves of rows r, r + VL / 2); the last block of
+   rows / columns overlaps the one before (the same values stored twice), so only R or Cn below VL
+   goes scalar. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src, const int64_t ss, ELT *dst,
                                                                 const int64_t ds, const int64_t R,
                                                                 const int64_t Cn) {
     enum { VL = EM_CV_BYTES / sizeof(ELT) };
+    if (R < VL || Cn < VL) {
+        for (int64_t i = 0; i < R; ++i)
+            for (int64_t j = 0; j < Cn; ++j) dst[j * ds + i] = src[i * ss + j];
+        return;
+    }
     EM_T(em_cv_i) lo, hi;
 #pragma GCC unroll 16
     for (int k = 0; k < VL / 2; ++k) {
@@ -89,10 +99,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src,
         hi[2 * k] = VL / 2 + k;
         hi[2 * k + 1] = VL + VL / 2 + k;
     }
-    int64_t i0 = 0;
-    for (; i0 + VL <= R; i0 += VL) {
-        int64_t j0 = 0;
-        for (; j0 + VL <= Cn; j0 += VL) {
+    for (int64_t ib = 0; ib < R; ib += VL) {
+        const int64_t i0 = em_cv_min(ib, R - VL);
+        for (int64_t jb = 0; jb < Cn; jb += VL) {
+            const int64_t j0 = em_cv_min(jb, Cn - VL);
             EM_T(em_cv_v) x[VL], y[VL];
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) x[r] = *(const EM_T(em_cv_u) *)(src + (i0 + r) * ss + j0);
@@ -109,11 +119,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src,
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) *(EM_T(em_cv_u) *)(dst + (j0 + r) * ds + i0) = x[r];
         }
-        for (; j0 < Cn; ++j0)
-            for (int r = 0; r < VL; ++r) dst[j0 * ds + i0 + r] = src[(i0 + r) * ss + j0];
     }
-    for (; i0 < R; ++i0)
-        for (int64_t j = 0; j < Cn; ++j) dst[j * ds + i0] = src[i0 * ss + j];
 }
 
 /* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
@@ -293,24 +299,27 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
     const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
     ELT *tile = c->tiles + tid * g.tile;
     ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
-    const int64_t qend = em_cv_min(Q, (chunk + 1) * g.CB * MR);
-    for (int64_t q0 = chunk * g.CB * MR; q0 < qend; q0 += MR) {
+    const int64_t qs = chunk * g.CB * MR, qend = em_cv_min(Q, qs + g.CB * MR);
+    /* lout: pixel q's features at lo + (q - qs) NR (any block, one store), moved out transposed last */
+    ELT *lo = tile + g.lout;
+    const int64_t om = g.lout ? NR : g.osw, oc = g.lout ? 1 : g.oso;
+    for (int64_t q0 = qs; q0 < qend; q0 += MR) {
         const int64_t mv = em_cv_min(MR, Q - q0), oh = q0 / g.OW, ow0 = q0 % g.OW;
         const int64_t ih0 = oh * g.sh - g.hlo, iw0 = ow0 * g.sw - g.wlo;
+        ELT *o = g.lout ? lo + (q0 - qs) * NR : obase + oh * g.osh + ow0 * g.osw;
         if (mv == MR && ow0 + MR <= g.OW && ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H && iw0 >= 0
                 && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
             const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
-            ELT *o = obase + oh * g.osh + ow0 * g.osw;
             if (rowmode)
-                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, om, oc, MR, nv);
             else
-                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, om, oc,
                                MR, nv);
             continue;
         }
         EM_T(em_cv_pack)(tile, xn, g, q0, mv);
-        if (ow0 + mv <= g.OW) {  /* one output row: store in place */
-            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
+        if (g.lout || ow0 + mv <= g.OW) {  /* one output row (or the local buffer): store in place */
+            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv);
             continue;
         }
         EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
@@ -319,6 +328,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
             for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
         }
     }
+    if (g.lout)  /* NCHW (osh = OW, osw = 1): the chunk's pixels are contiguous per feature */
+        EM_T(em_cv_tr)(lo, NR, obase + qs, g.oso, qend - qs, nv);
 }
 
 /* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */

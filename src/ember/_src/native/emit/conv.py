@@ -60,6 +60,7 @@ class _Geo:
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
         self.dtype = np.dtype(x.dtype)
+        self.itemsize = self.dtype.itemsize
         self.N, self.C, self.H, self.W = (x.shape[a] for a in ls)
         self.O, self.Cg, self.KH, self.KW = (w.shape[a] for a in rs)
         self.OH, self.OW = y.shape[os_[2]], y.shape[os_[3]]
@@ -74,16 +75,20 @@ class _Geo:
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
         # an output that is not channels-last is staged in NHWC order in the workspace, moved last
-        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O]
-        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.depthwise = self.Cg == 1 and self.Og == 1
-        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
-        self.rowmode = self.G == 1 and self.dw == 1
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
                          and self.O >= WINOGRAD_MIN_FEATURES
-                         and 16 * self.C * self.O * self.dtype.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
-        nr_max = 2 * VEC_BYTES_MAX // self.dtype.itemsize
+                         and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
+        # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
+        # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
+        # the workspace and moved last
+        self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
+        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O] and not self.planar
+        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
+        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
+        self.rowmode = self.G == 1 and self.dw == 1
+        nr_max = 2 * VEC_BYTES_MAX // self.itemsize
         panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
@@ -91,9 +96,11 @@ class _Geo:
         self.per_image = not self.nhwc_in or self.staged
         self.xt_elems = 0 if self.nhwc_in else _up(self.H * self.W * self.C)
         self.yt_elems = _up(self.OH * self.OW * self.O) if self.staged else 0
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
                         else MR_MAX * (16 * self.C if self.winograd else self.K))
-        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        self.lout = self.tile if self.planar else 0
+        self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
         else:
@@ -105,7 +112,7 @@ class _Geo:
         nr = f"(2 * EM_CV_VL_{sfx})"
         vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
-                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.CB,
+                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout, self.CB,
                 self.nch]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
