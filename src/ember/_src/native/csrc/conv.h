@@ -417,6 +417,88 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_dwrow)(const EM_T(e
     }
 }
 
+/* Depthwise on channel planes (the input not channels-last, e.g. NCHW): task t = n * C + ch, one
+   plane, no layout copies. The plane's rows are first copied with their padding zeros into the
+   thread's buffer (row r is input row r - hlo, column k input column k - wlo, zeros past the row up
+   to the end of the last chunk); then chunks of up to EM_CV_DWP pixels of an output row accumulate
+   every tap in registers, vectorized over the pixels, taps row-major as the channels-last loop sums
+   them. Taps in the padding multiply zeros (a non-finite kernel value propagates as in the
+   zero-padded definition). */
+#ifndef EM_CV_DWP
+#define EM_CV_DWP 64  /* pixels per register chunk (DWP in conv.py) */
+#endif
+
+/* nv vectors of output pixels from the padded rows at bp (row stride LP): acc = sum of the taps. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwchunk)(const ELT *bp, const int64_t LP,
+                                                                     const ELT *wk, const em_cv_geo g,
+                                                                     const int nv, ELT *o, const int64_t m) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT), NV = EM_CV_DWP / VL };
+    EM_T(em_cv_v) acc[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) acc[v] = (EM_T(em_cv_v)){0};
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const EM_T(em_cv_v) w = EM_T(EM_CV_BC)(wk[(kh * g.KW + kw) * g.C]);
+            const ELT *p = bp + kh * g.dh * LP + kw * g.dw;
+#pragma GCC unroll 16
+            for (int v = 0; v < nv; ++v) {
+                EM_T(em_cv_v) x;
+                if (g.sw == 1) {
+                    x = *(const EM_T(em_cv_u) *)(p + v * VL);
+                } else {
+#pragma GCC unroll 16
+                    for (int l = 0; l < VL; ++l) x[l] = p[(v * VL + l) * g.sw];
+                }
+                acc[v] = EM_T(EM_CV_FMA)(x, w, acc[v]);
+            }
+        }
+    if (m == nv * VL && g.osw == 1) {
+#pragma GCC unroll 16
+        for (int v = 0; v < nv; ++v) *(EM_T(em_cv_u) *)(o + v * VL) = acc[v];
+        return;
+    }
+    ELT tmp[EM_CV_DWP] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) *(EM_T(em_cv_v) *)(tmp + v * VL) = acc[v];
+    for (int64_t k = 0; k < m; ++k) o[k * g.osw] = tmp[k];
+}
+
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwplane)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                     int64_t t, int64_t tid) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT) };
+    if (g.OH <= 0 || g.OW <= 0) return;
+    const int64_t n = t / g.C, ch = t % g.C;
+    const int64_t OWP = (g.OW + EM_CV_DWP - 1) / EM_CV_DWP * EM_CV_DWP;
+    const int64_t L = (g.KW - 1) * g.dw + (OWP - 1) * g.sw + 1, LP = (L + 15) & ~(int64_t)15;
+    const int64_t RH = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1;  /* padded rows read */
+    ELT *buf = c->tiles + tid * g.tile;
+    const ELT *xp = c->xsrc + n * g.xsn + ch * g.xsc;
+    const int64_t a = em_cv_min(g.wlo > 0 ? g.wlo : 0, L);  /* buf columns [a, b) hold input columns */
+    const int64_t b = em_cv_min(g.wlo + g.W > a ? g.wlo + g.W : a, L);
+    for (int64_t r = 0; r < RH; ++r) {
+        const int64_t ih = r - g.hlo;
+        ELT *d = buf + r * LP;
+        if (ih >= 0 && ih < g.H) {
+            const ELT *row = xp + ih * g.xsh + (a - g.wlo) * g.xsw;
+            for (int64_t k = 0; k < a; ++k) d[k] = 0;
+            for (int64_t k = a; k < b; ++k) d[k] = row[(k - a) * g.xsw];
+            for (int64_t k = b; k < L; ++k) d[k] = 0;
+        } else {
+            for (int64_t k = 0; k < L; ++k) d[k] = 0;
+        }
+    }
+    const ELT *wk = c->wp + ch;
+    const int64_t full = g.OW / EM_CV_DWP * EM_CV_DWP, tail = g.OW - full;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+        ELT *o = c->y + n * g.osn + ch * g.oso + oh * g.osh;
+        const ELT *bp = buf + oh * g.sh * LP;
+        for (int64_t ow0 = 0; ow0 < full; ow0 += EM_CV_DWP)
+            EM_T(em_cv_dwchunk)(bp + ow0 * g.sw, LP, wk, g, EM_CV_DWP / VL, o + ow0 * g.osw, EM_CV_DWP);
+        if (tail)
+            EM_T(em_cv_dwchunk)(bp + full * g.sw, LP, wk, g, (int)((tail + VL - 1) / VL), o + full * g.osw, tail);
+    }
+}
+
 /* ---- Winograd F(2x2, 3x3) for 3x3 stride-1 undilated single-group convolutions -------------------
    Y = A^T [(G g G^T) . (B^T d B)] A per 2x2 output tile: 16 products of (tiles x C) by (C x O) in
    place of 36, the transforms vectorized over the channels. An Inf in the input can come out as NaN

@@ -36,6 +36,7 @@ from ember._src.program import Eqn
 
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
+DWP = 64  # pixels per register chunk of the depthwise kernel on channel planes (EM_CV_DWP)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
@@ -84,21 +85,29 @@ class _Geo:
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
         # the workspace and moved last
         self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
-        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O] and not self.planar
-        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
+        # a depthwise convolution of an input that is not channels-last runs plane by plane in place
+        self.dwplane = self.depthwise and not self.nhwc_in
+        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O] and not self.planar and not self.dwplane
+        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.rowmode = self.G == 1 and self.dw == 1
         nr_max = 2 * VEC_BYTES_MAX // self.itemsize
         panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
-        self.per_image = not self.nhwc_in or self.staged
-        self.xt_elems = 0 if self.nhwc_in else _up(self.H * self.W * self.C)
+        self.copied = not self.nhwc_in and not self.dwplane  # the input is copied channels-last
+        self.per_image = self.copied or self.staged
+        self.xt_elems = _up(self.H * self.W * self.C) if self.copied else 0
         self.yt_elems = _up(self.OH * self.OW * self.O) if self.staged else 0
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
-        self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
-                        else MR_MAX * (16 * self.C if self.winograd else self.K))
+        # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
+        span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
+        rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
+        if self.depthwise:
+            self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
+        else:
+            self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
         self.lout = self.tile if self.planar else 0
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
@@ -143,14 +152,16 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
-    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
+    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
     gdecl = f"const em_cv_geo g_ = {geo}"
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
-        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
-        n_pack, n_run = "1", f"{nb} * {g.OH}"
+        kernel = "dwplane" if g.dwplane else "dwrow"
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
+        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
     elif g.winograd:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
@@ -170,7 +181,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     xin, y = cc.ins[0], cc.outs[0]
     if g.per_image:  # the passes after the packing run per image, on pointers offset to it
         xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
-    x = xin if g.nhwc_in else xt
+    x = xt if g.copied else xin
 
     def ctx_decl() -> str:
         return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
@@ -179,7 +190,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     lines = []
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
-    if not g.nhwc_in:
+    if g.copied:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
         copy = cc.chunk(f"em_cv_copy_{key}",
                          f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
