@@ -171,6 +171,23 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc)(const EM_T(em
             for (int64_t ch = 0; ch < g.C; ++ch) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
 }
 
+/* A strided 1x1 convolution without low padding reads input pixels (oh sh, ow sw) only: copy those
+   of output row t = n * OH + oh into an OH x OW channels-last image (the multiply then runs it at
+   stride 1): the row's columns gathered per channel into the thread's tile, then transposed. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc_sub)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                      int64_t t, int64_t tid) {
+    const int64_t n = t / g.OH, ih = (t % g.OH) * g.sh;
+    const int64_t wv = em_cv_min(g.OW, (g.W + g.sw - 1) / g.sw);  /* output columns inside the input */
+    ELT *dst = c->xt + t * g.OW * g.C, *tmp = c->tiles + tid * g.tile;
+    if (ih < g.H) {
+        const ELT *src = c->xsrc + n * g.xsn + ih * g.xsh;
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            for (int64_t ow = 0; ow < wv; ++ow) tmp[ch * wv + ow] = src[ch * g.xsc + ow * g.sw * g.xsw];
+        EM_T(em_cv_tr)(tmp, wv, dst, g.C, g.C, wv);
+    }
+    for (int64_t k = ih < g.H ? wv * g.C : 0; k < g.OW * g.C; ++k) dst[k] = 0;
+}
+
 /* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                    int64_t t) {

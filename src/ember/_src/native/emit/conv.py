@@ -104,9 +104,13 @@ class _Geo:
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
         self.copied = not self.nhwc_in and not self.dwplane  # the input is copied channels-last
+        # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
+        self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
+                    and (self.sh, self.sw) != (1, 1))
         self.per_image = (self.copied or self.staged) and not self.flat
         images = 1 if self.per_image else self.N
-        self.xt_elems = _up(images * self.H * self.W * self.C) if self.copied else 0
+        copy_hw = self.OH * self.OW if self.sub else self.H * self.W
+        self.xt_elems = _up(images * copy_hw * self.C) if self.copied else 0
         self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
         self.CB = 1 if self.flat else max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: a row
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
@@ -116,6 +120,8 @@ class _Geo:
             self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
         else:
             self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.KS))
+            if self.sub:  # em_cv_nhwc_sub's gathered row
+                self.tile = max(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.flat:  # one task per block of the batch's pixels
@@ -126,12 +132,15 @@ class _Geo:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
 
-    def fields(self, sfx: str) -> str:
-        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's)."""
+    def fields(self, sfx: str, run: bool = False) -> str:
+        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
+        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1)."""
         nr = f"(2 * EM_CV_VL_{sfx})"
-        vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
-                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
-                self.hlo, self.wlo, self.K, self.KS, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
+        H, W, sh, sw, hlo, wlo = ((self.OH, self.OW, 1, 1, 0, 0) if run and self.sub
+                                  else (self.H, self.W, self.sh, self.sw, self.hlo, self.wlo))
+        vals = [H, W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
+                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
+                hlo, wlo, self.K, self.KS, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
                 self.CB, self.nch]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
@@ -162,11 +171,12 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
-    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.flat}"
+    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.flat} {g.sub}"
     key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
     gdecl = f"const em_cv_geo g_ = {geo}"
+    rdecl = f"const em_cv_geo g_ = {g.fields(sfx, run=True)}"  # the multiply's
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         kernel = "dwplane" if g.dwplane else "dwrow"
@@ -181,7 +191,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
         call = (f"em_cv_flat_{sfx}({ctx}, g_, {g.N}, t, tid)" if g.flat
                 else f"em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid)")
-        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; {call}; }}")
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {rdecl}; {call}; }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
         n_run = f"{'(int64_t)1' if g.flat else nb} * {g.G} * {panels} * {g.nch}"
@@ -203,15 +213,16 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     steps = [(run, "nr_", 4)]
     if g.copied:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
-        copy = cc.chunk(f"em_cv_copy_{key}",
-                         f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
+        body = (f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
+                else f"em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t)")
+        copy = cc.chunk(f"em_cv_copy_{key}", f"{{ {gdecl}; {body}; }}")
         steps.insert(0, (copy, "nc_", 4))
     if g.staged:
         strides = ", ".join(cdim(v) for v in g.yst)
         unstage = cc.chunk(f"em_cv_unstage_{key}",
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
-    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {g.H}, "
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {g.OH if g.sub else g.H}, "
               f"nu_ = {nb} * {g.OH};")
 
     def calls(group: list) -> list[str]:
