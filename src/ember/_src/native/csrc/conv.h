@@ -52,8 +52,6 @@
 /* The step's geometry (static: the emitter writes it as a constant the inlined tasks fold). */
 typedef struct {
     int64_t H, W, C, OH, OW, G, Cg, Og, P, KH, KW, sh, sw, dh, dw, hlo, wlo, K;
-    int64_t KS;                      /* a packed tile's row pitch: K rounded up, off a multiple of 4 KiB
-                                        (rows 4 KiB apart would share one L1 set) */
     int64_t xsn, xsc, xsh, xsw;      /* input strides (elements) of the original layout */
     int64_t wso, wsi, wsh, wsw;      /* kernel strides */
     int64_t osn, oso, osh, osw;      /* output strides */
@@ -294,49 +292,14 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_pack1)(ELT *d, cons
     }
 }
 
-/* The patches of output pixels q0 .. q0 + mv of image xn into tile[m][KS], zeros for the rows past mv. */
+/* The patches of output pixels q0 .. q0 + mv of image xn into tile[m][K], zeros for the rows past mv. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_pack)(ELT *tile, const ELT *xn, const em_cv_geo g,
                                                                   int64_t q0, int64_t mv) {
     for (int64_t m = 0; m < EM_CV_MR; ++m) {
         if (m < mv) {
-            EM_T(em_cv_pack1)(tile + m * g.KS, xn, g, q0 + m);
+            EM_T(em_cv_pack1)(tile + m * g.K, xn, g, q0 + m);
         } else {
-            for (int64_t k = 0; k < g.K; ++k) tile[m * g.KS + k] = 0;
-        }
-    }
-}
-
-/* Small images (flat): task t = (g * P + p) * NCH + chunk, blocks of MR pixels flattened over the
-   whole batch (n * OH * OW + q), so images of fewer than MR output pixels (a kernel gradient's
-   3 x 3) fill the register tile; every block is packed. */
-static inline __attribute__((always_inline)) void EM_T(em_cv_flat)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
-                                                                  const int64_t N, int64_t t, int64_t tid) {
-    const int64_t NR = 2 * EM_T(EM_CV_VL), MR = EM_CV_MR, Q = g.OH * g.OW, F = N * Q;
-    const int64_t chunk = t % g.NCH, p = (t / g.NCH) % g.P, gi = t / g.NCH / g.P;
-    const ELT *wp = c->wp + (gi * g.P + p) * g.K * NR;
-    const int64_t nv = em_cv_min(NR, g.Og - p * NR);
-    ELT *tile = c->tiles + tid * g.tile;
-    ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
-    const int64_t fend = em_cv_min(F, (chunk + 1) * g.CB * MR);
-    for (int64_t f0 = chunk * g.CB * MR; f0 < fend; f0 += MR) {
-        const int64_t mv = em_cv_min(MR, F - f0);
-        for (int64_t m = 0; m < MR; ++m) {
-            if (m < mv) {
-                const int64_t n = (f0 + m) / Q;
-                EM_T(em_cv_pack1)(tile + m * g.KS, c->x + n * g.H * g.W * g.C + gi * g.Cg, g, (f0 + m) % Q);
-            } else {
-                for (int64_t k = 0; k < g.K; ++k) tile[m * g.KS + k] = 0;
-            }
-        }
-        EM_T(em_cv_tile)(tile, g.KS, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
-        for (int64_t m = 0; m < mv; ++m) {
-            const int64_t n = (f0 + m) / Q, q = (f0 + m) % Q;
-            ELT *o = c->out + n * g.osn + (gi * g.Og + p * NR) * g.oso + (q / g.OW) * g.osh + (q % g.OW) * g.osw;
-            if (g.oso == 1) {
-                for (int64_t j = 0; j < nv; ++j) o[j] = ot[m * NR + j];
-            } else {
-                for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
-            }
+            for (int64_t k = 0; k < g.K; ++k) tile[m * g.K + k] = 0;
         }
     }
 }
@@ -378,10 +341,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
         }
         EM_T(em_cv_pack)(tile, xn, g, q0, mv);
         if (g.lout || ow0 + mv <= g.OW) {  /* one output row (or the local buffer): store in place */
-            EM_T(em_cv_tile)(tile, g.KS, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv);
+            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv);
             continue;
         }
-        EM_T(em_cv_tile)(tile, g.KS, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
+        EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
         for (int64_t m = 0; m < mv; ++m) {
             ELT *o = obase + ((q0 + m) / g.OW) * g.osh + ((q0 + m) % g.OW) * g.osw;
             for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];

@@ -68,7 +68,6 @@ class _Geo:
         self.G = p["feature_group_count"]
         self.Og = self.O // self.G
         self.K = self.KH * self.KW * self.Cg
-        self.KS = _up(self.K) + (16 if _up(self.K) % 1024 == 0 else 0)  # em_cv_geo.KS
         self.sh, self.sw = p["window_strides"]
         self.dh, self.dw = p["rhs_dilation"]
         (self.hlo, _), (self.wlo, _) = p["padding"]
@@ -85,12 +84,7 @@ class _Geo:
         # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
         # the workspace and moved last
-        # images of fewer output pixels than a register tile (a kernel gradient's 3 x 3) are run as
-        # one flattened batch of pixels (em_cv_flat)
-        self.flat = (not self.depthwise and not self.winograd and isinstance(self.N, int)
-                     and self.OH * self.OW < MR_MAX)
-        self.planar = (not self.depthwise and not self.winograd and not self.flat
-                       and self.yst[2:] == [self.OW, 1])
+        self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
         # a depthwise convolution of an input that is not channels-last runs plane by plane in place
         self.dwplane = self.depthwise and not self.nhwc_in
@@ -107,26 +101,24 @@ class _Geo:
         # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
         self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
                     and (self.sh, self.sw) != (1, 1))
-        self.per_image = (self.copied or self.staged) and not self.flat
+        self.per_image = self.copied or self.staged
         images = 1 if self.per_image else self.N
         copy_hw = self.OH * self.OW if self.sub else self.H * self.W
         self.xt_elems = _up(images * copy_hw * self.C) if self.copied else 0
         self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
-        self.CB = 1 if self.flat else max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: a row
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
         span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
         rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
         if self.depthwise:
             self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
         else:
-            self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.KS))
+            self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
             if self.sub:  # em_cv_nhwc_sub's gathered row
                 self.tile = max(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
-        if self.flat:  # one task per block of the batch's pixels
-            self.nch = f"(({self.N * self.OH * self.OW} + EM_CV_MR - 1) / EM_CV_MR)"
-        elif self.winograd:  # one task per MR tiles of 2x2 outputs
+        if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
         else:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
@@ -140,7 +132,7 @@ class _Geo:
                                   else (self.H, self.W, self.sh, self.sw, self.hlo, self.wlo))
         vals = [H, W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
-                hlo, wlo, self.K, self.KS, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
+                hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
                 self.CB, self.nch]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
@@ -171,7 +163,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
-    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.flat} {g.sub}"
+    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub}"
     key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
@@ -189,12 +181,11 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         n_run = f"{nb} * {g.nch}"
     else:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
-        call = (f"em_cv_flat_{sfx}({ctx}, g_, {g.N}, t, tid)" if g.flat
-                else f"em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid)")
-        run = cc.chunk(f"em_cv_run_{key}", f"{{ {rdecl}; {call}; }}")
+        run = cc.chunk(f"em_cv_run_{key}",
+                        f"{{ {rdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
-        n_run = f"{'(int64_t)1' if g.flat else nb} * {g.G} * {panels} * {g.nch}"
+        n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
