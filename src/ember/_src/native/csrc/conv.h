@@ -3,7 +3,8 @@
    (name##_f32 or name##_f64); the emitter #undefs them after.
 
    The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
-   copied into the step's workspace in that order. The kernel is packed once per call into panels
+   copied into the step's workspace in that order (em_cv_tr: register transposes), except for the
+   depthwise kernel on channel planes (em_cv_dwplane). The kernel is packed once per call into panels
    of NR = 2 vectors of output features: wp[g][panel][k][NR], k = (kh * KW + kw) * Cg + c, zero
    past the group's Og features. One task is one (image, group, panel, chunk of CB blocks); a block
    is MR consecutive output pixels of the image (row-major), an MR x NR tile of accumulators in

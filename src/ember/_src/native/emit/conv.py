@@ -7,16 +7,20 @@ constant the inlined task functions fold. What happens (details in the header's 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
 2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
-   workspace (a pooled pass over image rows); such an output is written NHWC into the workspace
-   and moved into its layout by a last pooled pass (stores at a channel stride of a power of two
-   bytes, NCHW's, would keep evicting each other from L1);
+   workspace by register transposes, image by image (copy, multiply, move out: the copies stay in
+   cache; a strided 1x1 convolution copies only the pixels it reads). The direct kernel writes an
+   NCHW output itself, each task transposing its pixels out of a small buffer; other outputs that
+   are not channels-last and strided per feature are written NHWC into the workspace and moved by
+   a last pass (stores at NCHW's power-of-two feature stride would keep evicting each other from
+   L1). A depthwise convolution of an NCHW input runs plane by plane, with no copies;
 3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
    (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
    on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
 
-The workspace holds the packed kernel, the NHWC copies (only when needed) and one tile per thread:
+The workspace holds the packed kernel, the NHWC copies of one image (only when needed) and one tile
+per thread:
 nothing proportional to the kernel area times the image, as im2col would be.
 """
 
