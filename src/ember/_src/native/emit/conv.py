@@ -79,7 +79,6 @@ class _Geo:
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
-        # an output that is not channels-last is staged in NHWC order in the workspace, moved last
         self.depthwise = self.Cg == 1 and self.Og == 1
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
