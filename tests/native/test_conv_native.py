@@ -109,6 +109,22 @@ CASES = [
     (1, 32, 9, 30, 40, 3, 3, (1, 1), ((0, 0), (0, 0)), (1, 1), 1, NCHW),
     (1, 20, 8, 7, 16, 3, 3, (1, 1), ((2, -1), (0, 2)), (1, 1), 1, NHWC),
     (3, 16, 2, 3, 17, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),
+    # NCHW transposes: full register blocks and overlapping last blocks (40 channels, 37 columns)
+    (2, 40, 13, 37, 36, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NCHW),
+    # NCHW output of the direct kernel through its per-task buffer: chunks spanning rows, O % NR
+    (2, 20, 11, 45, 40, 5, 5, (1, 1), ((2, 2), (2, 2)), (1, 1), 1, NCHW),
+    (1, 17, 9, 33, 19, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 1, ("NHWC", "HWIO", "NCHW")),
+    # images smaller than a register tile, several batches
+    (5, 12, 4, 5, 40, 2, 2, (1, 1), ((0, 0), (1, 0)), (1, 1), 1, NHWC),
+    (7, 6, 3, 3, 20, 3, 3, (1, 1), ((0, 0), (0, 0)), (1, 1), 2, NCHW),
+    (1, 64, 6, 6, 16, 4, 4, (1, 1), ((1, 2), (1, 2)), (1, 1), 1, NHWC),  # K = 1024, borders packed
+    # strided 1x1 of an NCHW input: only the pixels read are copied; high padding reads zeros
+    (2, 24, 9, 11, 20, 1, 1, (2, 3), ((0, 2), (0, 3)), (1, 1), 2, NCHW),
+    (2, 64, 14, 14, 40, 1, 1, (2, 2), ((0, 0), (0, 0)), (1, 1), 1, ("NCHW", "OIHW", "NHWC")),
+    # depthwise on NCHW planes: more than one register chunk of pixels, cropping pads, strides
+    (2, 3, 9, 70, 3, 3, 3, (1, 1), ((1, 2), (-1, 1)), (1, 2), 3, NCHW),
+    (1, 5, 12, 140, 5, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 5, ("NCHW", "OIHW", "NHWC")),
+    (1, 4, 1, 2, 4, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 4, NCHW),  # kernel larger than the image
 ]
 
 
@@ -123,17 +139,19 @@ def test_matches_reference(case, dtype):
     np.testing.assert_allclose(got, want, **tol(dtype, KH * KW * C // groups))
 
 
-@pytest.mark.parametrize("groups", [1, 8])
-def test_nan_and_inf_propagate(groups):
+@pytest.mark.parametrize("groups,layouts", [(1, NHWC), (8, NHWC), (1, NCHW), (8, NCHW)])
+def test_nan_and_inf_propagate(groups, layouts):
     x, w = operands(1, 8, 16, 30, 8, 3, 3, groups, NHWC, np.float32)
     x[0, 5, 7, 2] = np.nan  # interior
     x[0, 0, 0, 1] = np.inf  # corner: blocks touching the padding
     x[0, 10, 29, 6] = -np.inf
     w[1, 1, 0, 3] = np.inf  # a kernel Inf meets padded zeros at the border: NaN there, as in the reference
-    f = conv_fn((1, 1), "SAME", (1, 1), NHWC, groups)
+    if layouts == NCHW:  # the same values in PyTorch's layout (depthwise: the plane kernel)
+        x, w = x.transpose(0, 3, 1, 2).copy(), w.transpose(3, 2, 0, 1).copy()
+    f = conv_fn((1, 1), "SAME", (1, 1), layouts, groups)
     got = run_native(f, x, w)
     with np.errstate(invalid="ignore"):
-        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, groups)
+        want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), layouts, groups)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
@@ -155,6 +173,29 @@ def test_winograd_is_chosen_for_3x3_stride_1_and_not_otherwise():
     assert WINO_CALL not in source(32, 32, strides=(2, 2))
     assert WINO_CALL not in source(32, 32, groups=2)
     assert WINO_CALL not in source(256, 256)  # the transformed kernel would not stay in L2
+
+
+@pytest.mark.parametrize("case,call", [
+    ((2, 16, 20, 18, 16, 3, 3, (1, 1), 16, NCHW), "em_cv_dwplane_f32((const"),  # depthwise on planes
+    ((2, 24, 9, 11, 20, 1, 1, (2, 2), 1, NCHW), "em_cv_nhwc_sub_f32((const"),  # strided 1x1 of NCHW
+])
+def test_layout_kernels_are_chosen(case, call):
+    N, C, H, W, O, KH, KW, strides, groups, layouts = case
+    x, w = operands(N, C, H, W, O, KH, KW, groups, layouts, np.float32)
+    f = conv_fn(strides, ((0, 0), (0, 0)), (1, 1), layouts, groups)
+    assert call in ember.jit(f, backend="native").lower(x, w).executable.source
+
+
+def test_nchw_direct_output_needs_no_staging_pass():
+    """The direct kernel writes an NCHW output itself (transposed out of a per-task buffer); a layout
+    with strided features and pixels (NHCW) is still staged and moved by a last pass."""
+    def source(out):
+        x, w = operands(2, 8, 12, 12, 24, 5, 5, 1, NHWC, np.float32)
+        f = conv_fn((1, 1), "SAME", (1, 1), ("NHWC", "HWIO", out), 1)
+        return ember.jit(f, backend="native").lower(x, w).executable.source
+
+    assert "em_cv_unstage_f32((const" not in source("NCHW")
+    assert "em_cv_unstage_f32((const" in source("NHCW")
 
 
 def test_winograd_nan_and_inf():

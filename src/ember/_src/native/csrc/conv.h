@@ -3,7 +3,8 @@
    (name##_f32 or name##_f64); the emitter #undefs them after.
 
    The input is read channels-last (NHWC: a pixel's channels contiguous); another layout is first
-   copied into the step's workspace in that order. The kernel is packed once per call into panels
+   copied into the step's workspace in that order (em_cv_tr: register transposes), except for the
+   depthwise kernel on channel planes (em_cv_dwplane). The kernel is packed once per call into panels
    of NR = 2 vectors of output features: wp[g][panel][k][NR], k = (kh * KW + kw) * Cg + c, zero
    past the group's Og features. One task is one (image, group, panel, chunk of CB blocks); a block
    is MR consecutive output pixels of the image (row-major), an MR x NR tile of accumulators in
@@ -55,11 +56,16 @@ typedef struct {
     int64_t xsn, xsc, xsh, xsw;      /* input strides (elements) of the original layout */
     int64_t wso, wsi, wsh, wsw;      /* kernel strides */
     int64_t osn, oso, osh, osw;      /* output strides */
-    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16) */
+    int64_t tile;                    /* elements per thread tile (MR x K, rounded to 16, then the local
+                                        output of lout > 0) */
+    int64_t lout;                    /* > 0: the direct kernel writes an NCHW output through a local
+                                        pixel-major buffer at this offset of the thread's tile */
     int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
 } em_cv_geo;
 
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+typedef int32_t em_cv_i_f32 __attribute__((vector_size(EM_CV_BYTES)));  /* shuffle masks per element type */
+typedef int64_t em_cv_i_f64 __attribute__((vector_size(EM_CV_BYTES)));
 #endif
 
 typedef ELT EM_T(em_cv_v) __attribute__((vector_size(EM_CV_BYTES)));
@@ -73,6 +79,50 @@ typedef struct {
     ELT *y;                /* the output (an NHWC staging copy is moved there last) */
 } EM_T(em_cv_ctx);
 
+/* dst[j ds + i] = src[i ss + j] for i < R, j < Cn: VL x VL blocks transposed in registers (log2 VL
+   rounds of zips: rows 2r, 2r + 1 <- interleaved halves of rows r, r + VL / 2); the last block of
+   rows / columns overlaps the one before (the same values stored twice), so only R or Cn below VL
+   goes scalar. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src, const int64_t ss, ELT *dst,
+                                                                const int64_t ds, const int64_t R,
+                                                                const int64_t Cn) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT) };
+    if (R < VL || Cn < VL) {
+        for (int64_t i = 0; i < R; ++i)
+            for (int64_t j = 0; j < Cn; ++j) dst[j * ds + i] = src[i * ss + j];
+        return;
+    }
+    EM_T(em_cv_i) lo, hi;
+#pragma GCC unroll 16
+    for (int k = 0; k < VL / 2; ++k) {
+        lo[2 * k] = k;
+        lo[2 * k + 1] = VL + k;
+        hi[2 * k] = VL / 2 + k;
+        hi[2 * k + 1] = VL + VL / 2 + k;
+    }
+    for (int64_t ib = 0; ib < R; ib += VL) {
+        const int64_t i0 = em_cv_min(ib, R - VL);
+        for (int64_t jb = 0; jb < Cn; jb += VL) {
+            const int64_t j0 = em_cv_min(jb, Cn - VL);
+            EM_T(em_cv_v) x[VL], y[VL];
+#pragma GCC unroll 16
+            for (int r = 0; r < VL; ++r) x[r] = *(const EM_T(em_cv_u) *)(src + (i0 + r) * ss + j0);
+#pragma GCC unroll 4
+            for (int s = 1; s < VL; s *= 2) {
+#pragma GCC unroll 8
+                for (int r = 0; r < VL / 2; ++r) {
+                    y[2 * r] = __builtin_shuffle(x[r], x[r + VL / 2], lo);
+                    y[2 * r + 1] = __builtin_shuffle(x[r], x[r + VL / 2], hi);
+                }
+#pragma GCC unroll 16
+                for (int r = 0; r < VL; ++r) x[r] = y[r];
+            }
+#pragma GCC unroll 16
+            for (int r = 0; r < VL; ++r) *(EM_T(em_cv_u) *)(dst + (j0 + r) * ds + i0) = x[r];
+        }
+    }
+}
+
 /* Move the staged NHWC output row (image n, row h) = t into the output's layout (strides osn, oso,
    osh, osw): contiguous reads of an L1-sized row, writes along the pixels for NCHW. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_unstage)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
@@ -81,6 +131,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_unstage)(const EM_T
     const int64_t n = t / g.OH, h = t % g.OH, O = g.G * g.Og;
     const ELT *src = c->out + t * g.OW * O;
     ELT *dst = c->y + n * osn + h * osh;
+    if (osw == 1) {  /* NCHW: pixels contiguous per feature */
+        EM_T(em_cv_tr)(src, O, dst, oso, g.OW, O);
+        return;
+    }
     for (int64_t o = 0; o < O; ++o)
         for (int64_t x = 0; x < g.OW; ++x) dst[o * oso + x * osw] = src[x * O + o];
 }
@@ -102,6 +156,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc)(const EM_T(em
     if (!em_cv_read(h, g.hlo, g.KH, g.dh, g.sh, g.OH)) return;
     const ELT *src = c->xsrc + n * g.xsn + h * g.xsh;
     ELT *dst = c->xt + t * g.W * g.C;
+    if (g.xsw == 1) {  /* NCHW: one transpose (all columns: cheaper than skipping scalar ones) */
+        EM_T(em_cv_tr)(src, g.xsc, dst, g.C, g.C, g.W);
+        return;
+    }
     if (allcols) {
         for (int64_t ch = 0; ch < g.C; ++ch)
             for (int64_t x = 0; x < g.W; ++x) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
@@ -110,6 +168,23 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc)(const EM_T(em
     for (int64_t x = 0; x < g.W; ++x)
         if (em_cv_read(x, g.wlo, g.KW, g.dw, g.sw, g.OW))
             for (int64_t ch = 0; ch < g.C; ++ch) dst[x * g.C + ch] = src[ch * g.xsc + x * g.xsw];
+}
+
+/* A strided 1x1 convolution without low padding reads input pixels (oh sh, ow sw) only: copy those
+   of output row t = n * OH + oh into an OH x OW channels-last image (the multiply then runs it at
+   stride 1): the row's columns gathered per channel into the thread's tile, then transposed. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_nhwc_sub)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                      int64_t t, int64_t tid) {
+    const int64_t n = t / g.OH, ih = (t % g.OH) * g.sh;
+    const int64_t wv = em_cv_min(g.OW, (g.W + g.sw - 1) / g.sw);  /* output columns inside the input */
+    ELT *dst = c->xt + t * g.OW * g.C, *tmp = c->tiles + tid * g.tile;
+    if (ih < g.H) {
+        const ELT *src = c->xsrc + n * g.xsn + ih * g.xsh;
+        for (int64_t ch = 0; ch < g.C; ++ch)
+            for (int64_t ow = 0; ow < wv; ++ow) tmp[ch * wv + ow] = src[ch * g.xsc + ow * g.sw * g.xsw];
+        EM_T(em_cv_tr)(tmp, wv, dst, g.C, g.C, wv);
+    }
+    for (int64_t k = ih < g.H ? wv * g.C : 0; k < g.OW * g.C; ++k) dst[k] = 0;
 }
 
 /* Pack panel t = g * P + p of the kernel: wp[t][k][NR]. */
@@ -181,46 +256,51 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
     }
 }
 
-/* The patches of output pixels q0 .. q0 + mv (flattened oh * OW + ow) of image xn (group offset
-   applied) into tile[m][K]: zeros in the padding and for the rows past mv. */
+/* The patch of output pixel q (flattened oh * OW + ow) of image xn (group offset applied) into
+   d[K]: zeros in the padding. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_pack1)(ELT *d, const ELT *xn, const em_cv_geo g,
+                                                                   int64_t q) {
+    const int64_t ih0 = (q / g.OW) * g.sh - g.hlo, iw0 = (q % g.OW) * g.sw - g.wlo;
+    if (g.G == 1 && g.dw == 1) {  /* a kernel row's taps are one run of the input row: copy it clipped */
+        const int64_t kl = em_cv_min(g.KW, iw0 < 0 ? -iw0 : 0);
+        const int64_t kr = iw0 + g.KW > g.W ? (g.W - iw0 > kl ? g.W - iw0 : kl) : g.KW;
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+            const int64_t ih = ih0 + kh * g.dh;
+            ELT *dd = d + kh * g.KW * g.C;
+            if (ih < 0 || ih >= g.H) {
+                for (int64_t k = 0; k < g.KW * g.C; ++k) dd[k] = 0;
+                continue;
+            }
+            const ELT *s = xn + (ih * g.W + iw0 + kl) * g.C;
+            for (int64_t k = 0; k < kl * g.C; ++k) dd[k] = 0;
+            for (int64_t k = 0; k < (kr - kl) * g.C; ++k) dd[kl * g.C + k] = s[k];
+            for (int64_t k = kr * g.C; k < g.KW * g.C; ++k) dd[k] = 0;
+        }
+        return;
+    }
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = ih0 + kh * g.dh;
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const int64_t iw = iw0 + kw * g.dw;
+            ELT *dd = d + (kh * g.KW + kw) * g.Cg;
+            if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
+                const ELT *s = xn + (ih * g.W + iw) * g.C;
+                for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = s[ci];
+            } else {
+                for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = 0;
+            }
+        }
+    }
+}
+
+/* The patches of output pixels q0 .. q0 + mv of image xn into tile[m][K], zeros for the rows past mv. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_pack)(ELT *tile, const ELT *xn, const em_cv_geo g,
                                                                   int64_t q0, int64_t mv) {
     for (int64_t m = 0; m < EM_CV_MR; ++m) {
-        ELT *d = tile + m * g.K;
-        if (m >= mv) {
-            for (int64_t k = 0; k < g.K; ++k) d[k] = 0;
-            continue;
-        }
-        const int64_t ih0 = ((q0 + m) / g.OW) * g.sh - g.hlo, iw0 = ((q0 + m) % g.OW) * g.sw - g.wlo;
-        if (g.G == 1 && g.dw == 1) {  /* a kernel row's taps are one run of the input row: copy it clipped */
-            const int64_t kl = em_cv_min(g.KW, iw0 < 0 ? -iw0 : 0);
-            const int64_t kr = iw0 + g.KW > g.W ? (g.W - iw0 > kl ? g.W - iw0 : kl) : g.KW;
-            for (int64_t kh = 0; kh < g.KH; ++kh) {
-                const int64_t ih = ih0 + kh * g.dh;
-                ELT *dd = d + kh * g.KW * g.C;
-                if (ih < 0 || ih >= g.H) {
-                    for (int64_t k = 0; k < g.KW * g.C; ++k) dd[k] = 0;
-                    continue;
-                }
-                const ELT *s = xn + (ih * g.W + iw0 + kl) * g.C;
-                for (int64_t k = 0; k < kl * g.C; ++k) dd[k] = 0;
-                for (int64_t k = 0; k < (kr - kl) * g.C; ++k) dd[kl * g.C + k] = s[k];
-                for (int64_t k = kr * g.C; k < g.KW * g.C; ++k) dd[k] = 0;
-            }
-            continue;
-        }
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-            const int64_t ih = ih0 + kh * g.dh;
-            for (int64_t kw = 0; kw < g.KW; ++kw) {
-                const int64_t iw = iw0 + kw * g.dw;
-                ELT *dd = d + (kh * g.KW + kw) * g.Cg;
-                if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) {
-                    const ELT *s = xn + (ih * g.W + iw) * g.C;
-                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = s[ci];
-                } else {
-                    for (int64_t ci = 0; ci < g.Cg; ++ci) dd[ci] = 0;
-                }
-            }
+        if (m < mv) {
+            EM_T(em_cv_pack1)(tile + m * g.K, xn, g, q0 + m);
+        } else {
+            for (int64_t k = 0; k < g.K; ++k) tile[m * g.K + k] = 0;
         }
     }
 }
@@ -242,24 +322,27 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
     const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
     ELT *tile = c->tiles + tid * g.tile;
     ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
-    const int64_t qend = em_cv_min(Q, (chunk + 1) * g.CB * MR);
-    for (int64_t q0 = chunk * g.CB * MR; q0 < qend; q0 += MR) {
+    const int64_t qs = chunk * g.CB * MR, qend = em_cv_min(Q, qs + g.CB * MR);
+    /* lout: pixel q's features at lo + (q - qs) NR (any block, one store), moved out transposed last */
+    ELT *lo = tile + g.lout;
+    const int64_t om = g.lout ? NR : g.osw, oc = g.lout ? 1 : g.oso;
+    for (int64_t q0 = qs; q0 < qend; q0 += MR) {
         const int64_t mv = em_cv_min(MR, Q - q0), oh = q0 / g.OW, ow0 = q0 % g.OW;
         const int64_t ih0 = oh * g.sh - g.hlo, iw0 = ow0 * g.sw - g.wlo;
+        ELT *o = g.lout ? lo + (q0 - qs) * NR : obase + oh * g.osh + ow0 * g.osw;
         if (mv == MR && ow0 + MR <= g.OW && ih0 >= 0 && ih0 + (g.KH - 1) * g.dh < g.H && iw0 >= 0
                 && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
             const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
-            ELT *o = obase + oh * g.osh + ow0 * g.osw;
             if (rowmode)
-                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, g.osw, g.oso, MR, nv);
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, om, oc, MR, nv);
             else
-                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, g.osw, g.oso,
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, om, oc,
                                MR, nv);
             continue;
         }
         EM_T(em_cv_pack)(tile, xn, g, q0, mv);
-        if (ow0 + mv <= g.OW) {  /* one output row: store in place */
-            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, obase + oh * g.osh + ow0 * g.osw, g.osw, g.oso, mv, nv);
+        if (g.lout || ow0 + mv <= g.OW) {  /* one output row (or the local buffer): store in place */
+            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv);
             continue;
         }
         EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
@@ -268,6 +351,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
             for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
         }
     }
+    if (g.lout)  /* NCHW (osh = OW, osw = 1): the chunk's pixels are contiguous per feature */
+        EM_T(em_cv_tr)(lo, NR, obase + qs, g.oso, qend - qs, nv);
 }
 
 /* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */
@@ -352,6 +437,88 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_dwrow)(const EM_T(e
                 for (int64_t ch = 0; ch < cn; ++ch) o[ch * g.oso] = acc[ow * cn + ch];
             }
         }
+    }
+}
+
+/* Depthwise on channel planes (the input not channels-last, e.g. NCHW): task t = n * C + ch, one
+   plane, no layout copies. The plane's rows are first copied with their padding zeros into the
+   thread's buffer (row r is input row r - hlo, column k input column k - wlo, zeros past the row up
+   to the end of the last chunk); then chunks of up to EM_CV_DWP pixels of an output row accumulate
+   every tap in registers, vectorized over the pixels, taps row-major as the channels-last loop sums
+   them. Taps in the padding multiply zeros (a non-finite kernel value propagates as in the
+   zero-padded definition). */
+#ifndef EM_CV_DWP
+#define EM_CV_DWP 64  /* pixels per register chunk (DWP in conv.py) */
+#endif
+
+/* nv vectors of output pixels from the padded rows at bp (row stride LP): acc = sum of the taps. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwchunk)(const ELT *bp, const int64_t LP,
+                                                                     const ELT *wk, const em_cv_geo g,
+                                                                     const int nv, ELT *o, const int64_t m) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT), NV = EM_CV_DWP / VL };
+    EM_T(em_cv_v) acc[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) acc[v] = (EM_T(em_cv_v)){0};
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const EM_T(em_cv_v) w = EM_T(EM_CV_BC)(wk[(kh * g.KW + kw) * g.C]);
+            const ELT *p = bp + kh * g.dh * LP + kw * g.dw;
+#pragma GCC unroll 16
+            for (int v = 0; v < nv; ++v) {
+                EM_T(em_cv_v) x;
+                if (g.sw == 1) {
+                    x = *(const EM_T(em_cv_u) *)(p + v * VL);
+                } else {
+#pragma GCC unroll 16
+                    for (int l = 0; l < VL; ++l) x[l] = p[(v * VL + l) * g.sw];
+                }
+                acc[v] = EM_T(EM_CV_FMA)(x, w, acc[v]);
+            }
+        }
+    if (m == nv * VL && g.osw == 1) {
+#pragma GCC unroll 16
+        for (int v = 0; v < nv; ++v) *(EM_T(em_cv_u) *)(o + v * VL) = acc[v];
+        return;
+    }
+    ELT tmp[EM_CV_DWP] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+    for (int v = 0; v < nv; ++v) *(EM_T(em_cv_v) *)(tmp + v * VL) = acc[v];
+    for (int64_t k = 0; k < m; ++k) o[k * g.osw] = tmp[k];
+}
+
+static inline __attribute__((always_inline)) void EM_T(em_cv_dwplane)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                     int64_t t, int64_t tid) {
+    enum { VL = EM_CV_BYTES / sizeof(ELT) };
+    if (g.OH <= 0 || g.OW <= 0) return;
+    const int64_t n = t / g.C, ch = t % g.C;
+    const int64_t OWP = (g.OW + EM_CV_DWP - 1) / EM_CV_DWP * EM_CV_DWP;
+    const int64_t L = (g.KW - 1) * g.dw + (OWP - 1) * g.sw + 1, LP = (L + 15) & ~(int64_t)15;
+    const int64_t RH = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1;  /* padded rows read */
+    ELT *buf = c->tiles + tid * g.tile;
+    const ELT *xp = c->xsrc + n * g.xsn + ch * g.xsc;
+    const int64_t a = em_cv_min(g.wlo > 0 ? g.wlo : 0, L);  /* buf columns [a, b) hold input columns */
+    const int64_t b = em_cv_min(g.wlo + g.W > a ? g.wlo + g.W : a, L);
+    for (int64_t r = 0; r < RH; ++r) {
+        const int64_t ih = r - g.hlo;
+        ELT *d = buf + r * LP;
+        if (ih >= 0 && ih < g.H) {
+            const ELT *row = xp + ih * g.xsh + (a - g.wlo) * g.xsw;
+            for (int64_t k = 0; k < a; ++k) d[k] = 0;
+            for (int64_t k = a; k < b; ++k) d[k] = row[(k - a) * g.xsw];
+            for (int64_t k = b; k < L; ++k) d[k] = 0;
+        } else {
+            for (int64_t k = 0; k < L; ++k) d[k] = 0;
+        }
+    }
+    const ELT *wk = c->wp + ch;
+    const int64_t full = g.OW / EM_CV_DWP * EM_CV_DWP, tail = g.OW - full;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+        ELT *o = c->y + n * g.osn + ch * g.oso + oh * g.osh;
+        const ELT *bp = buf + oh * g.sh * LP;
+        for (int64_t ow0 = 0; ow0 < full; ow0 += EM_CV_DWP)
+            EM_T(em_cv_dwchunk)(bp + ow0 * g.sw, LP, wk, g, EM_CV_DWP / VL, o + ow0 * g.osw, EM_CV_DWP);
+        if (tail)
+            EM_T(em_cv_dwchunk)(bp + full * g.sw, LP, wk, g, (int)((tail + VL - 1) / VL), o + full * g.osw, tail);
     }
 }
 

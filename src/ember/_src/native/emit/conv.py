@@ -7,16 +7,20 @@ constant the inlined task functions fold. What happens (details in the header's 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
 2. an input that is not channels-last (NCHW, as PyTorch exports) is copied into NHWC order in the
-   workspace (a pooled pass over image rows); such an output is written NHWC into the workspace
-   and moved into its layout by a last pooled pass (stores at a channel stride of a power of two
-   bytes, NCHW's, would keep evicting each other from L1);
+   workspace by register transposes, image by image (copy, multiply, move out: the copies stay in
+   cache; a strided 1x1 convolution copies only the pixels it reads). The direct kernel writes an
+   NCHW output itself, each task transposing its pixels out of a small buffer; other outputs that
+   are not channels-last and strided per feature are written NHWC into the workspace and moved by
+   a last pass (stores at NCHW's power-of-two feature stride would keep evicting each other from
+   L1). A depthwise convolution of an NCHW input runs plane by plane, with no copies;
 3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
    (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
    on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
 
-The workspace holds the packed kernel, the NHWC copies (only when needed) and one tile per thread:
+The workspace holds the packed kernel, the NHWC copies of one image (only when needed) and one tile
+per thread:
 nothing proportional to the kernel area times the image, as im2col would be.
 """
 
@@ -36,6 +40,7 @@ from ember._src.program import Eqn
 
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
+DWP = 64  # pixels per register chunk of the depthwise kernel on channel planes (EM_CV_DWP)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
@@ -60,6 +65,7 @@ class _Geo:
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
         self.dtype = np.dtype(x.dtype)
+        self.itemsize = self.dtype.itemsize
         self.N, self.C, self.H, self.W = (x.shape[a] for a in ls)
         self.O, self.Cg, self.KH, self.KW = (w.shape[a] for a in rs)
         self.OH, self.OW = y.shape[os_[2]], y.shape[os_[3]]
@@ -73,38 +79,64 @@ class _Geo:
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
-        # an output that is not channels-last is staged in NHWC order in the workspace, moved last
-        self.staged = self.yst[1:] != [1, self.OW * self.O, self.O]
-        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.depthwise = self.Cg == 1 and self.Og == 1
-        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
-        self.rowmode = self.G == 1 and self.dw == 1
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
                          and self.O >= WINOGRAD_MIN_FEATURES
-                         and 16 * self.C * self.O * self.dtype.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
-        nr_max = 2 * VEC_BYTES_MAX // self.dtype.itemsize
+                         and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
+        # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
+        # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
+        # the workspace and moved last
+        self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
+        self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
+        # a depthwise convolution of an input that is not channels-last runs plane by plane in place
+        self.dwplane = self.depthwise and not self.nhwc_in
+        # features contiguous: the tiles store vectors at any pixel strides
+        self.staged = self.yst[1] != 1 and not self.planar and not self.dwplane
+        self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
+        self.rowmode = self.G == 1 and self.dw == 1
+        nr_max = 2 * VEC_BYTES_MAX // self.itemsize
         panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
-        self.xt_elems = 0 if self.nhwc_in else _up(self.N * self.H * self.W * self.C)
-        self.yt_elems = _up(self.N * self.OH * self.OW * self.O) if self.staged else 0
-        self.tile = _up(self.OW * min(self.C, DW_CHUNK) if self.depthwise
-                        else MR_MAX * (16 * self.C if self.winograd else self.K))
+        # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
+        self.copied = not self.nhwc_in and not self.dwplane  # the input is copied channels-last
+        # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
+        self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
+                    and (self.sh, self.sw) != (1, 1))
+        self.per_image = self.copied or self.staged
+        images = 1 if self.per_image else self.N
+        copy_hw = self.OH * self.OW if self.sub else self.H * self.W
+        self.xt_elems = _up(images * copy_hw * self.C) if self.copied else 0
+        self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
+        span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
+        rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
+        if self.depthwise:
+            self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
+        else:
+            self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
+            if self.sub:  # em_cv_nhwc_sub's gathered row
+                self.tile = max(self.tile, _up(self.C * self.OW))
+        self.lout = self.tile if self.planar else 0
+        self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
         else:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
 
-    def fields(self, sfx: str) -> str:
-        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's)."""
+    def fields(self, sfx: str, run: bool = False) -> str:
+        """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
+        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1)."""
         nr = f"(2 * EM_CV_VL_{sfx})"
-        vals = [self.H, self.W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
-                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, self.sh, self.sw, self.dh, self.dw,
-                self.hlo, self.wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.CB,
-                self.nch]
+        H, W, sh, sw, hlo, wlo = ((self.OH, self.OW, 1, 1, 0, 0) if run and self.sub
+                                  else (self.H, self.W, self.sh, self.sw, self.hlo, self.wlo))
+        vals = [H, W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
+                f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
+                hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
+                self.CB, self.nch]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
 
@@ -134,52 +166,75 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
-    key = f"{sfx}_{hashlib.sha1(f'{geo} {g.depthwise} {g.rowmode} {g.winograd}'.encode()).hexdigest()[:12]}"
+    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
     gdecl = f"const em_cv_geo g_ = {geo}"
+    rdecl = f"const em_cv_geo g_ = {g.fields(sfx, run=True)}"  # the multiply's
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
-        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_dwrow_{sfx}({ctx}, g_, t, tid); }}")
-        n_pack, n_run = "1", f"(int64_t){cdim(g.N)} * {g.OH}"
+        kernel = "dwplane" if g.dwplane else "dwrow"
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
+        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
     elif g.winograd:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
         n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
-        n_run = f"(int64_t){cdim(g.N)} * {g.nch}"
+        n_run = f"{nb} * {g.nch}"
     else:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}",
-                        f"{{ {gdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
+                        f"{{ {rdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
-        n_run = f"(int64_t){cdim(g.N)} * {g.G} * {panels} * {g.nch}"
+        n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
     ws = f"(({elt} *){cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
     tiles = f"{yt} + {cdim(g.yt_elems)}"
-    x = cc.ins[0] if g.nhwc_in else xt
-    y = cc.outs[0]
-    lines = [f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
-             f"{yt if g.staged else y}, {y}}};",
-             f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = (int64_t){cdim(g.N)} * {g.H}, "
-             f"nu_ = (int64_t){cdim(g.N)} * {g.OH};"]
-    steps = [(pack, "np_", 2), (run, "nr_", 4)]
-    if not g.nhwc_in:
+    xin, y = cc.ins[0], cc.outs[0]
+    if g.per_image:  # the passes after the packing run per image, on pointers offset to it
+        xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
+    x = xt if g.copied else xin
+
+    def ctx_decl() -> str:
+        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+                f"{yt if g.staged else y}, {y}}};")
+
+    lines = []
+    pack_steps = [(pack, "np_", 2)]
+    steps = [(run, "nr_", 4)]
+    if g.copied:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
-        copy = cc.chunk(f"em_cv_copy_{key}",
-                         f"{{ {gdecl}; em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t); }}")
-        steps.insert(1, (copy, "nc_", 4))
+        body = (f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
+                else f"em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t)")
+        copy = cc.chunk(f"em_cv_copy_{key}", f"{{ {gdecl}; {body}; }}")
+        steps.insert(0, (copy, "nc_", 4))
     if g.staged:
         strides = ", ".join(cdim(v) for v in g.yst)
         unstage = cc.chunk(f"em_cv_unstage_{key}",
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {g.OH if g.sub else g.H}, "
+              f"nu_ = {nb} * {g.OH};")
+
+    def calls(group: list) -> list[str]:
+        if cc.openmp and cc.num_threads != 1:
+            threads = cc.num_threads or 0
+            return [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
+                    f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in group]
+        return [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in group]
+
     if cc.openmp and cc.num_threads != 1:
         work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
-        threads = cc.num_threads or 0
         lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
-        lines += [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
-                  f"else {fn}(&cv_, 0, {n}, 0);" for fn, n, chunks in steps]
-    else:
-        lines += [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in steps]
+    lines.append(counts)
+    if not g.per_image:
+        return lines + [ctx_decl()] + calls(pack_steps + steps)
+    lines.append("{ const int64_t n_ = 0; " + ctx_decl() + " " + " ".join(calls(pack_steps)) + " }")
+    lines.append(f"for (int64_t n_ = 0; n_ < (int64_t){cdim(g.N)}; ++n_) {{")
+    lines.append("    " + ctx_decl())
+    lines += ["    " + c for c in calls(steps)]
+    lines.append("}")
     return lines
