@@ -21,6 +21,7 @@
 #else
 #define EM_CV_BYTES 32
 #endif
+#define EM_FFTC_ST 8  /* tiles per row piece of em_fftc_store_gen */
 #define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m (counted in fft_core.h's em_fft_live) */
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
@@ -232,25 +233,6 @@ static void EM_T(em_fftc_load)(const ELT *const *rows, int64_t c, int64_t m, CZ 
         if (c & 1) line[h].re[r] = x[c - 1];
     }
 }
-/* rows r < w of out (co values each, row stride co) = lanes of res (x_2j + i x_2j+1) times scale */
-static void EM_T(em_fftc_store)(const CZ *res, ELT *out, int w, int64_t co, ELT scale) {
-    const int64_t h = co / 2, hb = CW / 2;
-    int64_t j0 = 0;
-    for (; j0 + hb <= h; j0 += hb) {
-        CV v[CW];
-        for (int jj = 0; jj < hb; ++jj) { v[2 * jj] = res[j0 + jj].re * scale; v[2 * jj + 1] = res[j0 + jj].im * scale; }
-        EM_T(em_fftc_transpose)(v);
-        for (int r = 0; r < w; ++r) {
-            memcpy(out + r * co + 2 * j0, &v[r], sizeof(CV));
-            __builtin_prefetch(out + r * co + 2 * j0 + 4 * CW, 1, 0);  /* the rows' lines ahead, for writing */
-        }
-    }
-    for (int r = 0; r < w; ++r) {
-        ELT *o = out + r * co;
-        for (int64_t q = j0; q < h; ++q) { o[2 * q] = res[q].re[r] * scale; o[2 * q + 1] = res[q].im[r] * scale; }
-        if (co & 1) o[co - 1] = res[h].re[r] * scale;
-    }
-}
 /* the spectrum's half-length transform z -> 2 X_k for k <= m (X the real line's spectrum):
    X_k = E_k + W^k O_k, E = (Z_k + conj Z_(m-k)) / 2, O = -i (Z_k - conj Z_(m-k)) / 2 */
 static inline CZ EM_T(em_fftc_split)(const CZ *z, int64_t k, int64_t m, SZ t) {
@@ -258,6 +240,42 @@ static inline CZ EM_T(em_fftc_split)(const CZ *z, int64_t k, int64_t m, SZ t) {
     const CV er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
     CZ r = {er + orr * t.re - oi * t.im, ei + orr * t.im + oi * t.re};
     return r;
+}
+/* rows r < w of out (co values each, row stride co) = lanes of res (x_2j + i x_2j+1) times scale; with
+   rt, entry j is instead the real split em_fftc_split(res, j, m, rt[j]) of the half-length transform
+   res (the split fused into the store: no pass over a split spectrum) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_store_gen)(const CZ *res, ELT *out, int w, int64_t co,
+                                                                           ELT scale, const SZ *rt, int64_t m) {
+    const int64_t h = co / 2, hb = CW / 2;
+    int64_t j0 = 0;
+    /* EM_FFTC_ST tiles at a time through a small staging block, so each row gets EM_FFTC_ST * CW
+       consecutive values at once: rows a power of two apart (plus a few bytes) map to the same few
+       cache sets, and 64-byte pieces of CW rows there would evict partly written lines */
+    for (; j0 + EM_FFTC_ST * hb <= h; j0 += EM_FFTC_ST * hb) {
+        CV st[CW][EM_FFTC_ST];
+        for (int t = 0; t < EM_FFTC_ST; ++t) {
+            CV v[CW];
+            for (int jj = 0; jj < hb; ++jj) {
+                const int64_t q = j0 + t * hb + jj;
+                const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
+                v[2 * jj] = z.re * scale; v[2 * jj + 1] = z.im * scale;
+            }
+            EM_T(em_fftc_transpose)(v);
+            for (int r = 0; r < CW; ++r) st[r][t] = v[r];
+        }
+        for (int r = 0; r < w; ++r) memcpy(out + r * co + 2 * j0, st[r], sizeof st[r]);
+    }
+    for (int64_t q = j0; q < h + (co & 1); ++q) {
+        const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
+        for (int r = 0; r < w; ++r) {
+            ELT *o = out + r * co;
+            o[2 * q] = z.re[r] * scale;
+            if (q < h) o[2 * q + 1] = z.im[r] * scale;
+        }
+    }
+}
+static void EM_T(em_fftc_store)(const CZ *res, ELT *out, int w, int64_t co, ELT scale) {
+    EM_T(em_fftc_store_gen)(res, out, w, co, scale, 0, 0);
 }
 /* the inverse's merge of the product spectrum: Z_k = E_k + i O_k, E = a + conj b,
    O = (a - conj b) conj(t), for a = P_k, b = P_(m-k), t = W^k */

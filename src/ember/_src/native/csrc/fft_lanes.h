@@ -178,7 +178,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
     }
 }
 /* kind 1: real (outer, 2m) -> complex (outer, m + 1): the half-length transform of
-   z_k = x_2k + i x_2k+1, split (em_fftc_split gives 2 X_k) */
+   z_k = x_2k + i x_2k+1, split as it is stored (em_fftc_split gives 2 X_k) */
 static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
     const int64_t m = lj->m, n = 2 * m;
@@ -190,9 +190,7 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
         EM_T(em_fftc_load)(rows, n, m, b0);
         const CZ *z = EM_T(em_fftl_line)(lj, b0, b1, 1);
-        CZ *y = z == b0 ? b1 : b0;
-        for (int64_t k = 0; k <= m; ++k) y[k] = EM_T(em_fftc_split)(z, k, m, rt[k]);
-        EM_T(em_fftc_store)(y, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5);
+        EM_T(em_fftc_store_gen)(z, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5, rt, m);
     }
 }
 /* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged
