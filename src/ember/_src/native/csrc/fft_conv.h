@@ -241,6 +241,26 @@ static inline CZ EM_T(em_fftc_split)(const CZ *z, int64_t k, int64_t m, SZ t) {
     CZ r = {er + orr * t.re - oi * t.im, ei + orr * t.im + oi * t.re};
     return r;
 }
+/* entries j0 .. j0 + nt CW / 2 of the rows r < w of out (row stride co) from res (or its real split,
+   see below): nt tiles transposed into a staging block, then each row's nt CW values at once (rows
+   a power of two apart, plus a few bytes, map to the same few cache sets: 64-byte pieces of CW rows
+   there would evict partly written lines) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_store_piece)(const CZ *res, ELT *out, int w, int64_t co,
+                                                                             ELT scale, const SZ *rt, int64_t m,
+                                                                             int64_t j0, const int nt) {
+    CV st[CW][EM_FFTC_ST];
+    for (int t = 0; t < nt; ++t) {
+        CV v[CW];
+        for (int jj = 0; jj < CW / 2; ++jj) {
+            const int64_t q = j0 + t * (CW / 2) + jj;
+            const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
+            v[2 * jj] = z.re * scale; v[2 * jj + 1] = z.im * scale;
+        }
+        EM_T(em_fftc_transpose)(v);
+        for (int r = 0; r < CW; ++r) st[r][t] = v[r];
+    }
+    for (int r = 0; r < w; ++r) memcpy(out + r * co + 2 * j0, st[r], nt * sizeof(CV));
+}
 /* rows r < w of out (co values each, row stride co) = lanes of res (x_2j + i x_2j+1) times scale; with
    rt, entry j is instead the real split em_fftc_split(res, j, m, rt[j]) of the half-length transform
    res (the split fused into the store: no pass over a split spectrum) */
@@ -248,23 +268,9 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_store_gen)(const 
                                                                            ELT scale, const SZ *rt, int64_t m) {
     const int64_t h = co / 2, hb = CW / 2;
     int64_t j0 = 0;
-    /* EM_FFTC_ST tiles at a time through a small staging block, so each row gets EM_FFTC_ST * CW
-       consecutive values at once: rows a power of two apart (plus a few bytes) map to the same few
-       cache sets, and 64-byte pieces of CW rows there would evict partly written lines */
-    for (; j0 + EM_FFTC_ST * hb <= h; j0 += EM_FFTC_ST * hb) {
-        CV st[CW][EM_FFTC_ST];
-        for (int t = 0; t < EM_FFTC_ST; ++t) {
-            CV v[CW];
-            for (int jj = 0; jj < hb; ++jj) {
-                const int64_t q = j0 + t * hb + jj;
-                const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
-                v[2 * jj] = z.re * scale; v[2 * jj + 1] = z.im * scale;
-            }
-            EM_T(em_fftc_transpose)(v);
-            for (int r = 0; r < CW; ++r) st[r][t] = v[r];
-        }
-        for (int r = 0; r < w; ++r) memcpy(out + r * co + 2 * j0, st[r], sizeof st[r]);
-    }
+    for (; j0 + EM_FFTC_ST * hb <= h; j0 += EM_FFTC_ST * hb)
+        EM_T(em_fftc_store_piece)(res, out, w, co, scale, rt, m, j0, EM_FFTC_ST);
+    for (; j0 + hb <= h; j0 += hb) EM_T(em_fftc_store_piece)(res, out, w, co, scale, rt, m, j0, 1);
     for (int64_t q = j0; q < h + (co & 1); ++q) {
         const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
         for (int r = 0; r < w; ++r) {

@@ -183,8 +183,10 @@ def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
 def _sizes(e: Eqn) -> tuple[int, int]:
     """(em_vz scratch, em_z workspace tables) the steps need at most."""
     st = _steps(e)
-    # one more table entry: fft_lanes.h's float tables of a power-of-two axis take 2n + 1 float pairs
-    return max(_scratch_vz(n, pn) for n, pn, _ in st), 1 + max(_table_elems(pn, h) for _, pn, h in st)
+    # fft_lanes.h's tables of a power-of-two axis, built here when fft_conv's cache cannot hold them,
+    # take 2n + 1 pairs of the operand's precision (float: n + 1 em_z; double: 2n + 1)
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(max(1 + _table_elems(pn, h), 2 * pn + 1)
+                                                           for _, pn, h in st)
 
 
 def _workspace(e: Eqn) -> sh.Dim:
@@ -235,14 +237,13 @@ def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
-    if real_t == "float":  # power-of-two lengths in float lanes (fft_lanes.h, on fft_conv.h's transform)
-        _conv_helper(cc, real_t, s)
-        cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
-                  "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-                  + "#undef EM_FFT_LANES\n#undef EM_T\n#undef ELT\n")
-        return real_t, s
-    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
-              + "#undef EM_T\n#undef ELT\n")
+    # float: 2-3-5 lengths in float lanes (fft_lanes.h, on fft_conv.h's transform); double: only its
+    # four-step path for few long power-of-two lines (EM_FFTL_LONG_ONLY), the rest as fft_typed.h
+    _conv_helper(cc, real_t, s)
+    only = "" if real_t == "float" else "#define EM_FFTL_LONG_ONLY 1\n"
+    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
+              + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
+              + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
