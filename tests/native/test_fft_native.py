@@ -432,6 +432,19 @@ def test_few_long_lines_four_step(n, rows, dtype):
         close(got[2:], np.fft.fft(x[2:].astype(np.complex128), axis=-1), dtype)
 
 
+@pytest.mark.parametrize("n,rows", [(512, 1), (2048, 3), (8192, 1), (32768, 2), (8192, 12)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_long_real_lines_four_step(n, rows, dtype):
+    """RFFT and IRFFT of few long lines: the half-length complex line through the four-step path,
+    then the split (merge first, for the inverse), against NumPy's float64 transforms."""
+    x = RNG.standard_normal((rows, n)).astype(dtype)
+    close(native(lambda a: lax_fft(a, "RFFT", (n,)), x), np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
+    cd = np.complex64 if dtype == np.float32 else np.complex128
+    h = cdata((rows, n // 2 + 1), cd)
+    want = np.fft.irfft(h.astype(np.complex128), n=n, axis=-1)
+    close(native(lambda a: lax_fft(a, "IRFFT", (n,)), h), want, dtype)
+
+
 def test_four_step_last_axis_then_a_column_axis():
     """A 2-d transform whose last axis is long and has few lines (four-step) and whose first axis
     is then transformed over columns (the lanes path), against NumPy's fft2."""

@@ -105,6 +105,31 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
     }
     return r;
 }
+/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; null
+   rows zeros) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
+   straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
+   butterfly group reads, so no loaded line goes through memory; other lengths load the line,
+   then transform. */
+static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const *rows, int64_t c, CZ *b0, CZ *b1,
+                                   ELT sg) {
+    const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
+    if (lj->fac || m < 4 * CW) {
+        EM_T(em_fftc_load)(rows, c, m, b0);
+        return EM_T(em_fftl_line)(lj, b0, b1, sg);
+    }
+    const SZ *tw = lj->tw;
+    for (int64_t p0 = 0; p0 < n1; p0 += hb) {
+        CZ lb[8][CW / 2];
+        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k]);
+        for (int jj = 0; jj < hb; ++jj) {
+            const int64_t p = p0 + jj;
+            SZ w[8];
+            for (int k = 1; k < 8; ++k) { w[k] = tw[k * p]; w[k].im *= sg; }
+            EM_T(em_fftc_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
+        }
+    }
+    return EM_T(em_fftc_fft_at)(b1, b0, m, n1, 8, tw, sg, 0);
+}
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
     CV a, b;
@@ -146,8 +171,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
-            EM_T(em_fftc_load)(rows, 2 * m, m, b0);
-            const CZ *res = EM_T(em_fftl_line)(lj, b0, b1, sg);
+            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg);
             EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
@@ -189,8 +213,7 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
         for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
-        EM_T(em_fftc_load)(rows, n, m, b0);
-        const CZ *z = EM_T(em_fftl_line)(lj, b0, b1, 1);
+        const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1);
         EM_T(em_fftc_store_gen)(z, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5, rt, m);
     }
 }
@@ -269,16 +292,44 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
     }
 }
 /* lines [lo, hi) of the job, four-step; thread tid's scratch: two line buffers of N2 vectors, N1
-   lane twiddles, then the N1 x N2 complex matrix */
+   lane twiddles, the N1 x N2 complex matrix, then (real transforms) the half-length line. A real
+   line (kind 1, length 2m) is the complex line z_k = x_2k + i x_2k+1 of length m, whose transform
+   is split (em_fftc_split, one line's scalars) into the m + 1 bins; the inverse (kind 2) merges
+   the half-spectrum first (the imaginary parts of its first and last bins ignored) */
 static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftl_long_job) *lj = (const EM_T(em_fftl_long_job) *)c;
     const EM_T(em_fft_job) *j = lj->j;
     const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2, m = n1 * n2;
     CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + n2, *lw = b1 + n2;
     ELT *t = (ELT *)(lw + n1);
-    for (int64_t l = lo; l < hi; ++l) EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
+    SZ *z = (SZ *)(t + 2 * m);
+    const SZ *rt = lj->tw + m;
+    for (int64_t l = lo; l < hi; ++l) {
+        if (j->kind == 0) {
+            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
+        } else if (j->kind == 1) {
+            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, (ELT *)z, b0, b1, lw, t);
+            SZ *x = (SZ *)(j->dst + 2 * l * (m + 1));
+            for (int64_t k = 0; k <= m; ++k) {  /* X_k = E_k + W^k O_k (em_fftc_split, halved) */
+                const SZ a = z[k == m ? 0 : k], b = z[k == 0 ? 0 : m - k], w = rt[k];
+                const ELT er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
+                x[k].re = (ELT)0.5 * (er + orr * w.re - oi * w.im); x[k].im = (ELT)0.5 * (ei + orr * w.im + oi * w.re);
+            }
+        } else {
+            const SZ *h = (const SZ *)(j->src + 2 * l * (m + 1));
+            for (int64_t k = 0; k < m; ++k) {  /* Z_k = E_k + i O_k (em_fftc_merge) */
+                SZ a = h[k], b = h[m - k];
+                const SZ w = rt[k];
+                if (k == 0) { a.im = 0; b.im = 0; }
+                const ELT er = a.re + b.re, ei = a.im - b.im, dr = a.re - b.re, di = a.im + b.im;
+                const ELT orr = dr * w.re + di * w.im, oi = di * w.re - dr * w.im;
+                z[k].re = er - oi; z[k].im = ei + orr;
+            }
+            EM_T(em_fftl_long_line)(lj, (const ELT *)z, j->dst + 2 * l * m, b0, b1, lw, t);
+        }
+    }
 }
-/* run an axis job of power-of-two length m = 2^lg (inner 1, few lines) four-step; 0 when
+/* run a job of power-of-two (half-)length m = 2^lg (an axis: inner 1; few lines) four-step; 0 when
    a table is not in the cache (the lane path runs, building its table in the job's wtab) */
 static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int par, int64_t nt) {
     EM_T(em_fftl_long_job) lj = {j, lg / 2, lg - lg / 2, 0, 0, 0};
@@ -326,8 +377,11 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         int lg = 0;
         while (((int64_t)1 << lg) < m) ++lg;
         /* four-step when a line group would leave lanes idle: at most half of them used, or (long
-           lines, whose CW-lane buffers outgrow the caches) any unused */
-        if (j->kind == 0 && j->inner == 1 && m >= EM_FFTL_LONG && (2 * lines <= CW || (m >= 4096 && lines < CW))
+           lines, whose CW-lane buffers outgrow the caches) any unused, or threads (fewer groups
+           than threads: the four-step splits the lines between them) */
+        const int64_t groups = (lines + CW - 1) / CW;
+        const int few = 2 * lines <= CW || (m >= 4096 && (lines < CW || (par && nt > 1 && groups < nt)));
+        if ((j->kind != 0 || j->inner == 1) && m >= EM_FFTL_LONG && few
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
 #ifdef EM_FFTL_LONG_ONLY
