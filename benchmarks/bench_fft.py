@@ -4,7 +4,8 @@
     python benchmarks/bench_fft.py [--quick] [--threads N] [--cpu-time]
 
 Workloads: batched 1-d complex FFTs at a power of two, a composite length and a prime (Bluestein),
-a real FFT and a 2-d FFT. Each result is checked against NumPy in double precision before timing.
+real FFTs and an inverse real FFT, a 2-d FFT, and single long lines (complex64 and complex128).
+Each result is checked against NumPy in double precision before timing.
 ``--threads N`` limits every implementation to ``N`` threads (before any of them loads);
 ``--cpu-time`` times by the process's CPU time per call instead of the wall clock (meaningful at one
 thread on a shared, loaded machine). Writes ``benchmarks/results/fft.{json,md}``.
@@ -41,7 +42,12 @@ def workloads(b: int) -> list[tuple[str, str, np.ndarray]]:
             (f"fft complex64 {b}x1000", "fft", c((b, 1000))),
             (f"fft complex64 {b}x1031 (prime)", "fft", c((b, 1031))),
             (f"rfft float32 {b}x1024", "rfft", rng.standard_normal((b, 1024)).astype(np.float32)),
-            ("fft2 complex64 256x256", "fft2", c((256, 256)))]
+            (f"rfft float32 {b}x4096", "rfft", rng.standard_normal((b, 4096)).astype(np.float32)),
+            (f"irfft complex64 {b}x513 (n 1024)", "irfft", c((b, 513))),
+            ("fft2 complex64 256x256", "fft2", c((256, 256))),
+            ("fft complex64 1x16384", "fft", c((1, 16384))),
+            ("fft complex64 1x65536", "fft", c((1, 65536))),
+            ("fft complex128 1x16384", "fft", c((1, 16384)).astype(np.complex128))]
 
 
 def main() -> None:
@@ -51,9 +57,11 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time per call")
     args = ap.parse_args()
     jax = torch = None
+    ember.config.update("jax_enable_x64", True)  # the complex128 row stays complex128
     if have("jax"):
         import jax
         jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_enable_x64", True)
     if have("torch"):
         import torch
     rows = []
@@ -80,7 +88,8 @@ def main() -> None:
         print(name, {k: f"{v * 1e6:.0f} us" for k, v in times.items()}, flush=True)
     mode = "CPU time per call" if args.cpu_time else "wall clock"
     print(report(f"FFTs ({mode}; ember's C FFT: float32 Stockham radix 8/4/2/3/5 in 16 lanes for complex64, "
-                 "double mixed radix otherwise, cached plans, half-length rfft, Bluestein for large primes)",
+                 "double mixed radix otherwise, four-step for few long lines, cached plans, half-length "
+                 "rfft, Bluestein for large primes)",
                  rows, "fft"))
 
 

@@ -4,7 +4,7 @@
     python benchmarks/bench_growth.py [--quick] [--kinds elementwise,matmul,softmax,fft,conv]
 
 Kinds: elementwise (``tanh(x) * 2 + 1`` over 2^10..2^24 float32), matmul (n x n float32, 64..2048),
-softmax (rows of 1024 float32, 16..4096 rows), fft (complex64, 16 rows of length 2^6..2^14), conv
+softmax (rows of 1024 float32, 16..4096 rows), fft (complex64, 16 rows of length 2^6..2^16), conv
 (NHWC 3x3, 16 -> 16 channels, batch 4, images 8..64 square). Every implementation is checked
 against NumPy at each size before it is timed; timings are interleaved rounds
 (``common.interleaved``). Writes ``benchmarks/results/growth.json`` and one
@@ -66,7 +66,7 @@ KINDS: dict[str, dict[str, Any]] = {
         "unit": "rows of 1024",
     },
     "fft": {
-        "sizes": [2**k for k in range(6, 15, 2)], "quick": [64, 1024, 16384],
+        "sizes": [2**k for k in range(6, 17, 2)], "quick": [64, 1024, 65536],
         "data": lambda n, r: [(r.standard_normal((16, n))
                                + 1j * r.standard_normal((16, n))).astype(np.complex64)],
         "numpy": lambda x: np.fft.fft(x), "ember": lambda x: jnp.fft.fft(x),

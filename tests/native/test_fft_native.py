@@ -409,6 +409,50 @@ def test_float_lanes_on_the_thread_pool(n, ft):
         close(np.asarray(jf(x)), ref, np.float32)
 
 
+@pytest.mark.parametrize("n,rows", [(256, 1), (512, 8), (1024, 3), (2048, 1), (4096, 2), (4096, 15),
+                                    (8192, 1), (16384, 1), (65536, 1)])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_few_long_lines_four_step(n, rows, dtype):
+    """Few lines of a power-of-two length go through the four-step path (fft_lanes.h: the lanes
+    hold columns of one line): FFT and IFFT equal NumPy's complex128 transform of each row within
+    the precision's rounding, at 1, 2 and 8 threads' defaults alike; a NaN or Inf in one row makes
+    that row non-finite and leaves the others exact."""
+    x = cdata((rows, n), dtype)
+    ref = x.astype(np.complex128)
+    for ft in ("FFT", "IFFT"):
+        want = getattr(np.fft, ft.lower())(ref, axis=-1)
+        for threads in (None, 1):
+            jf = ember.jit(lambda a, ft=ft: lax_fft(a, ft, (n,)), backend="native", num_threads=threads)
+            close(np.asarray(jf(x)), want, dtype)
+    if rows > 1:
+        x[0, n // 3] = np.nan
+        x[1, 7] = np.inf
+        got = native(lambda a: lax_fft(a, "FFT", (n,)), x)
+        assert not np.isfinite(got[0]).any() and not np.isfinite(got[1]).all()
+        close(got[2:], np.fft.fft(x[2:].astype(np.complex128), axis=-1), dtype)
+
+
+@pytest.mark.parametrize("n,rows", [(512, 1), (2048, 3), (8192, 1), (32768, 2), (8192, 12)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_long_real_lines_four_step(n, rows, dtype):
+    """RFFT and IRFFT of few long lines: the half-length complex line through the four-step path,
+    then the split (merge first, for the inverse), against NumPy's float64 transforms."""
+    x = RNG.standard_normal((rows, n)).astype(dtype)
+    close(native(lambda a: lax_fft(a, "RFFT", (n,)), x), np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
+    cd = np.complex64 if dtype == np.float32 else np.complex128
+    h = cdata((rows, n // 2 + 1), cd)
+    want = np.fft.irfft(h.astype(np.complex128), n=n, axis=-1)
+    close(native(lambda a: lax_fft(a, "IRFFT", (n,)), h), want, dtype)
+
+
+def test_four_step_last_axis_then_a_column_axis():
+    """A 2-d transform whose last axis is long and has few lines (four-step) and whose first axis
+    is then transformed over columns (the lanes path), against NumPy's fft2."""
+    x = cdata((3, 4096), np.complex64)
+    got = native(lambda a: lax_fft(a, "FFT", (3, 4096)), x)
+    close(got, np.fft.fft2(x.astype(np.complex128)), np.complex64)
+
+
 def test_runtime_tables_are_freed_with_their_executables():
     """The malloc'd tables of the runtime plan cache and of ``fft_conv`` belong to the executables:
     programs built, run over new lengths (tables allocated) and dropped give the count of live
@@ -446,7 +490,8 @@ def test_runtime_tables_are_freed_with_their_executables():
                          ids=["avx512", "avx2", "scalar"])
 def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     """The fft step's helpers as the lowering registers them for complex64 (float lanes on
-    fft_conv.h's transform) and complex128 in one unit, after the thread pool's helpers, on each
+    fft_conv.h's transform) and complex128 (its four-step path on the double fft_conv.h) in one
+    unit, after the thread pool's helpers, on each
     instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
     import shutil
     import subprocess
@@ -465,7 +510,7 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     for dt in (np.complex64, np.complex128):
         aval = types.SimpleNamespace(dtype=dt)
         nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
-    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fft_f64"]
+    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fftc_f64", "em_fft_f64"]
     unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
     f = tmp_path / "unit.c"
     f.write_text(unit + "".join(cc.helpers.values()))

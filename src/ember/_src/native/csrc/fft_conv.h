@@ -21,6 +21,7 @@
 #else
 #define EM_CV_BYTES 32
 #endif
+#define EM_FFTC_ST 8  /* tiles per row piece of em_fftc_store_gen */
 #define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m (counted in fft_core.h's em_fft_live) */
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
@@ -117,52 +118,56 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_r4)(const CZ *x, 
         }
     }
 }
-/* one radix-8 Stockham stage (as em_fftc_r4): X_2r = DFT_4(x_k + x_k+4), X_2r+1 = DFT_4((x_k - x_k+4) W_8^k) */
+/* one radix-8 butterfly: X_2r = DFT_4(x_k + x_k+4), X_2r+1 = DFT_4((x_k - x_k+4) W_8^k) of the inputs
+   xa[k is], k < 8 (half: x_k+4 = 0, not read), output j times w[j] (tw_on; w[0] unused) to yo[j os] */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_bf8)(const CZ *xa, int64_t is, CZ *yo, int64_t os,
+                                                                     const SZ *w, int tw_on, ELT sg, int half) {
+    const ELT h = (ELT)0.70710678118654752440084436210484904;
+    CZ e[4], o[4];
+    for (int k = 0; k < 4; ++k) {
+        const CZ u = xa[k * is];
+        if (half) { e[k] = u; o[k] = u; }
+        else {
+            const CZ v = xa[(k + 4) * is];
+            e[k].re = u.re + v.re; e[k].im = u.im + v.im;
+            o[k].re = u.re - v.re; o[k].im = u.im - v.im;
+        }
+    }
+    /* o_k times W_8^k: W_8 = (1 - sg i) / sqrt 2, W_8^2 = -sg i, W_8^3 = (-1 - sg i) / sqrt 2 */
+    const CV r1 = h * (o[1].re + sg * o[1].im), i1 = h * (o[1].im - sg * o[1].re);
+    o[1].re = r1; o[1].im = i1;
+    const CV r2 = sg * o[2].im, i2 = -sg * o[2].re;
+    o[2].re = r2; o[2].im = i2;
+    const CV r3 = h * (sg * o[3].im - o[3].re), i3 = -h * (o[3].im + sg * o[3].re);
+    o[3].re = r3; o[3].im = i3;
+    EM_T(em_fftc_dft4)(&e[0], &e[1], &e[2], &e[3], sg);
+    EM_T(em_fftc_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
+    yo[0] = e[0];
+    yo[os] = tw_on ? EM_T(em_czmul)(o[0], w[1]) : o[0];
+    for (int r = 1; r < 4; ++r) {
+        yo[2 * r * os] = tw_on ? EM_T(em_czmul)(e[r], w[2 * r]) : e[r];
+        yo[(2 * r + 1) * os] = tw_on ? EM_T(em_czmul)(o[r], w[2 * r + 1]) : o[r];
+    }
+}
+/* one radix-8 Stockham stage (as em_fftc_r4) */
 static inline __attribute__((always_inline)) void EM_T(em_fftc_r8)(const CZ *x, CZ *y, int64_t n, int64_t s,
                                                                     int64_t m, const SZ *tw, ELT sg, int half) {
     const int64_t n1 = n / 8, ts = m / n;
-    const ELT h = (ELT)0.70710678118654752440084436210484904;
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[8];
         for (int k = 1; k < 8; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
         const CZ *xa = x + s * p;
         CZ *yo = y + s * 8 * p;
-        for (int64_t q = 0; q < s; ++q) {
-            CZ e[4], o[4];
-            for (int k = 0; k < 4; ++k) {
-                const CZ u = xa[q + k * s * n1];
-                if (half) { e[k] = u; o[k] = u; }
-                else {
-                    const CZ v = xa[q + (k + 4) * s * n1];
-                    e[k].re = u.re + v.re; e[k].im = u.im + v.im;
-                    o[k].re = u.re - v.re; o[k].im = u.im - v.im;
-                }
-            }
-            /* o_k times W_8^k: W_8 = (1 - sg i) / sqrt 2, W_8^2 = -sg i, W_8^3 = (-1 - sg i) / sqrt 2 */
-            const CV r1 = h * (o[1].re + sg * o[1].im), i1 = h * (o[1].im - sg * o[1].re);
-            o[1].re = r1; o[1].im = i1;
-            const CV r2 = sg * o[2].im, i2 = -sg * o[2].re;
-            o[2].re = r2; o[2].im = i2;
-            const CV r3 = h * (sg * o[3].im - o[3].re), i3 = -h * (o[3].im + sg * o[3].re);
-            o[3].re = r3; o[3].im = i3;
-            EM_T(em_fftc_dft4)(&e[0], &e[1], &e[2], &e[3], sg);
-            EM_T(em_fftc_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
-            yo[q] = e[0];
-            yo[q + s] = p ? EM_T(em_czmul)(o[0], w[1]) : o[0];
-            for (int r = 1; r < 4; ++r) {
-                yo[q + 2 * r * s] = p ? EM_T(em_czmul)(e[r], w[2 * r]) : e[r];
-                yo[q + (2 * r + 1) * s] = p ? EM_T(em_czmul)(o[r], w[2 * r + 1]) : o[r];
-            }
-        }
+        for (int64_t q = 0; q < s; ++q) EM_T(em_fftc_bf8)(xa + q, s * n1, yo + q, s, w, p != 0, sg, half);
     }
 }
 /* unnormalized DFT of the lines x[0..m) (m a power of two, at least 2), sg = 1 forward, -1
    inverse; y is scratch of m entries; half: x's entries from m/2 on are zero and not read (m >= 8).
    Stockham stages of radix 8 (radix 4 for the last 16 or 4, radix 2 for a last 2). Returns the
-   buffer holding the result (x or y). */
-static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int half) {
-    int64_t s = 1;
-    for (int64_t n = m; n > 1;) {
+   buffer holding the result (x or y). em_fftc_fft_at: the stages from length n, stride s on (the
+   earlier ones done). */
+static CZ *EM_T(em_fftc_fft_at)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const SZ *tw, ELT sg, int half) {
+    for (; n > 1;) {
         int64_t r;
         const int first = half && n == m;
         if (n % 8 == 0 && n != 16) {
@@ -186,6 +191,9 @@ static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int 
     }
     return x;
 }
+static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int half) {
+    return EM_T(em_fftc_fft_at)(x, y, m, m, 1, tw, sg, half);
+}
 /* the CW x CW transpose of v in place (v[r][k] -> v[k][r]): swaps of the off-diagonal b x b
    blocks for b = CW/2 .. 1, two-operand shuffles (GCC; scalar otherwise) */
 static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v) {
@@ -208,6 +216,18 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v)
         for (int c = r + 1; c < CW; ++c) { ELT t = v[r][c]; v[r][c] = v[c][r]; v[c][r] = t; }
 #endif
 }
+/* out[jj] lane r = complex element j0 + jj of row r (rows[r] + 2 (j0 + jj)), jj < CW / 2; a null
+   row is zeros: one CW x CW register transpose */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_tile_in)(const ELT *const *rows, int64_t j0, CZ *out) {
+    const CV zero = {0};
+    CV v[CW];
+    for (int r = 0; r < CW; ++r) {
+        if (rows[r]) memcpy(&v[r], rows[r] + 2 * j0, sizeof(CV));
+        else v[r] = zero;
+    }
+    EM_T(em_fftc_transpose)(v);
+    for (int jj = 0; jj < CW / 2; ++jj) { out[jj].re = v[2 * jj]; out[jj].im = v[2 * jj + 1]; }
+}
 /* line[j] lane r = (row r [2j], row r [2j + 1]) (0 past c), j < m (the entries written: the
    caller passes half its length when the rest is never read); a null row is zeros. Blocks of
    CW / 2 complex elements of all CW rows go through em_fftc_transpose. */
@@ -215,40 +235,13 @@ static void EM_T(em_fftc_load)(const ELT *const *rows, int64_t c, int64_t m, CZ 
     const CV zero = {0};
     const int64_t h = c / 2, hb = CW / 2;
     int64_t j0 = 0;
-    for (; j0 + hb <= h; j0 += hb) {
-        CV v[CW];
-        for (int r = 0; r < CW; ++r) {
-            if (rows[r]) memcpy(&v[r], rows[r] + 2 * j0, sizeof(CV));
-            else v[r] = zero;
-        }
-        EM_T(em_fftc_transpose)(v);
-        for (int jj = 0; jj < hb; ++jj) { line[j0 + jj].re = v[2 * jj]; line[j0 + jj].im = v[2 * jj + 1]; }
-    }
+    for (; j0 + hb <= h; j0 += hb) EM_T(em_fftc_tile_in)(rows, j0, line + j0);
     for (int64_t j = j0; j < m; ++j) { line[j].re = zero; line[j].im = zero; }
     for (int r = 0; r < CW; ++r) {
         const ELT *x = rows[r];
         if (!x) continue;
         for (int64_t j = j0; j < h; ++j) { line[j].re[r] = x[2 * j]; line[j].im[r] = x[2 * j + 1]; }
         if (c & 1) line[h].re[r] = x[c - 1];
-    }
-}
-/* rows r < w of out (co values each, row stride co) = lanes of res (x_2j + i x_2j+1) times scale */
-static void EM_T(em_fftc_store)(const CZ *res, ELT *out, int w, int64_t co, ELT scale) {
-    const int64_t h = co / 2, hb = CW / 2;
-    int64_t j0 = 0;
-    for (; j0 + hb <= h; j0 += hb) {
-        CV v[CW];
-        for (int jj = 0; jj < hb; ++jj) { v[2 * jj] = res[j0 + jj].re * scale; v[2 * jj + 1] = res[j0 + jj].im * scale; }
-        EM_T(em_fftc_transpose)(v);
-        for (int r = 0; r < w; ++r) {
-            memcpy(out + r * co + 2 * j0, &v[r], sizeof(CV));
-            __builtin_prefetch(out + r * co + 2 * j0 + 4 * CW, 1, 0);  /* the rows' lines ahead, for writing */
-        }
-    }
-    for (int r = 0; r < w; ++r) {
-        ELT *o = out + r * co;
-        for (int64_t q = j0; q < h; ++q) { o[2 * q] = res[q].re[r] * scale; o[2 * q + 1] = res[q].im[r] * scale; }
-        if (co & 1) o[co - 1] = res[h].re[r] * scale;
     }
 }
 /* the spectrum's half-length transform z -> 2 X_k for k <= m (X the real line's spectrum):
@@ -258,6 +251,48 @@ static inline CZ EM_T(em_fftc_split)(const CZ *z, int64_t k, int64_t m, SZ t) {
     const CV er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
     CZ r = {er + orr * t.re - oi * t.im, ei + orr * t.im + oi * t.re};
     return r;
+}
+/* entries j0 .. j0 + nt CW / 2 of the rows r < w of out (row stride co) from res (or its real split,
+   see below): nt tiles transposed into a staging block, then each row's nt CW values at once (rows
+   a power of two apart, plus a few bytes, map to the same few cache sets: 64-byte pieces of CW rows
+   there would evict partly written lines) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_store_piece)(const CZ *res, ELT *out, int w, int64_t co,
+                                                                             ELT scale, const SZ *rt, int64_t m,
+                                                                             int64_t j0, const int nt) {
+    CV st[CW][EM_FFTC_ST];
+    for (int t = 0; t < nt; ++t) {
+        CV v[CW];
+        for (int jj = 0; jj < CW / 2; ++jj) {
+            const int64_t q = j0 + t * (CW / 2) + jj;
+            const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
+            v[2 * jj] = z.re * scale; v[2 * jj + 1] = z.im * scale;
+        }
+        EM_T(em_fftc_transpose)(v);
+        for (int r = 0; r < CW; ++r) st[r][t] = v[r];
+    }
+    for (int r = 0; r < w; ++r) memcpy(out + r * co + 2 * j0, st[r], nt * sizeof(CV));
+}
+/* rows r < w of out (co values each, row stride co) = lanes of res (x_2j + i x_2j+1) times scale; with
+   rt, entry j is instead the real split em_fftc_split(res, j, m, rt[j]) of the half-length transform
+   res (the split fused into the store: no pass over a split spectrum) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_store_gen)(const CZ *res, ELT *out, int w, int64_t co,
+                                                                           ELT scale, const SZ *rt, int64_t m) {
+    const int64_t h = co / 2, hb = CW / 2;
+    int64_t j0 = 0;
+    for (; j0 + EM_FFTC_ST * hb <= h; j0 += EM_FFTC_ST * hb)
+        EM_T(em_fftc_store_piece)(res, out, w, co, scale, rt, m, j0, EM_FFTC_ST);
+    for (; j0 + hb <= h; j0 += hb) EM_T(em_fftc_store_piece)(res, out, w, co, scale, rt, m, j0, 1);
+    for (int64_t q = j0; q < h + (co & 1); ++q) {
+        const CZ z = rt ? EM_T(em_fftc_split)(res, q, m, rt[q]) : res[q];
+        for (int r = 0; r < w; ++r) {
+            ELT *o = out + r * co;
+            o[2 * q] = z.re[r] * scale;
+            if (q < h) o[2 * q + 1] = z.im[r] * scale;
+        }
+    }
+}
+static void EM_T(em_fftc_store)(const CZ *res, ELT *out, int w, int64_t co, ELT scale) {
+    EM_T(em_fftc_store_gen)(res, out, w, co, scale, 0, 0);
 }
 /* the inverse's merge of the product spectrum: Z_k = E_k + i O_k, E = a + conj b,
    O = (a - conj b) conj(t), for a = P_k, b = P_(m-k), t = W^k */

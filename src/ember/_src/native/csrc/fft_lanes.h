@@ -1,5 +1,6 @@
 /* The fft step's lines in the operand's own precision, CW at a time (native/emit/fft.py): included
-   per precision (float only, today) with EM_FFT_LANES, ELT, ELTI and EM_T(name) defined, after
+   per precision with EM_FFT_LANES, ELT, ELTI and EM_T(name) defined (for double also
+   EM_FFTL_LONG_ONLY: only the four-step path for few long lines below runs here), after
    fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
    em_fftc_store, real split and merge, and its twiddle cache by log2 length) and fft_typed.h (the
    job). A step whose transform length m >= 2 (a complex axis of length m, or a real last axis of
@@ -104,6 +105,31 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
     }
     return r;
 }
+/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; null
+   rows zeros) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
+   straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
+   butterfly group reads, so no loaded line goes through memory; other lengths load the line,
+   then transform. */
+static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const *rows, int64_t c, CZ *b0, CZ *b1,
+                                   ELT sg) {
+    const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
+    if (lj->fac || m < 4 * CW) {
+        EM_T(em_fftc_load)(rows, c, m, b0);
+        return EM_T(em_fftl_line)(lj, b0, b1, sg);
+    }
+    const SZ *tw = lj->tw;
+    for (int64_t p0 = 0; p0 < n1; p0 += hb) {
+        CZ lb[8][CW / 2];
+        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k]);
+        for (int jj = 0; jj < hb; ++jj) {
+            const int64_t p = p0 + jj;
+            SZ w[8];
+            for (int k = 1; k < 8; ++k) { w[k] = tw[k * p]; w[k].im *= sg; }
+            EM_T(em_fftc_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
+        }
+    }
+    return EM_T(em_fftc_fft_at)(b1, b0, m, n1, 8, tw, sg, 0);
+}
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
     CV a, b;
@@ -145,8 +171,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
-            EM_T(em_fftc_load)(rows, 2 * m, m, b0);
-            const CZ *res = EM_T(em_fftl_line)(lj, b0, b1, sg);
+            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg);
             EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
@@ -178,7 +203,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
     }
 }
 /* kind 1: real (outer, 2m) -> complex (outer, m + 1): the half-length transform of
-   z_k = x_2k + i x_2k+1, split (em_fftc_split gives 2 X_k) */
+   z_k = x_2k + i x_2k+1, split as it is stored (em_fftc_split gives 2 X_k) */
 static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
     const int64_t m = lj->m, n = 2 * m;
@@ -188,11 +213,8 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
         for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
-        EM_T(em_fftc_load)(rows, n, m, b0);
-        const CZ *z = EM_T(em_fftl_line)(lj, b0, b1, 1);
-        CZ *y = z == b0 ? b1 : b0;
-        for (int64_t k = 0; k <= m; ++k) y[k] = EM_T(em_fftc_split)(z, k, m, rt[k]);
-        EM_T(em_fftc_store)(y, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5);
+        const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1);
+        EM_T(em_fftc_store_gen)(z, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5, rt, m);
     }
 }
 /* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged
@@ -223,6 +245,103 @@ static EM_TASK_ATTR void EM_T(em_fftl_task)(void *c, int64_t lo, int64_t hi, int
     else if (j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
     else EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
 }
+/* Few lines (a power of two m = N1 N2 >= EM_FFTL_LONG, at most half as many lines as lanes, or
+   fewer lines than lanes from m = 4096 on): the
+   lanes hold columns of one line instead of CW lines (four-step FFT). Line x viewed as the N1 x N2
+   matrix A[n1][n2] = x[N2 n1 + n2]: (1) the length-N1 transforms of its columns, CW adjacent columns
+   per vector, each output times W_m^(n2 k1), into the N1 x N2 matrix T (row k1) in the scratch;
+   (2) the length-N2 transforms of T's rows, CW rows per vector (register transposes in), give
+   X[k1 + N1 k2]: CW adjacent outputs per vector, stored straight to the line. Both passes work on
+   lines of at most N2 vectors (in L1/L2), not on one line of m vectors that would spread a single
+   line's work over all CW lanes' worth of memory. */
+#ifndef EM_FFTL_LONG
+#define EM_FFTL_LONG 256  /* N1 >= 16 >= CW */
+#endif
+typedef struct {
+    const EM_T(em_fft_job) *j;
+    int lg1, lg2;
+    const SZ *tw, *t1, *t2;  /* the tables of lengths m, N1, N2 (fft_conv's cache) */
+} EM_T(em_fftl_long_job);
+static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT *src, ELT *dst, CZ *b0, CZ *b1,
+                                    CZ *lw, ELT *t) {
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2, mask = n1 * n2 - 1;
+    const ELT sg = j->p->inv ? (ELT)-1 : (ELT)1, scale = (ELT)j->scale;
+    const SZ *tw = lj->tw;
+    for (int64_t k = 0; k < n1; ++k)  /* lane l of lw[k1] = W^(l k1) */
+        for (int l = 0; l < CW; ++l) {
+            const SZ w = tw[(l * k) & mask];
+            lw[k].re[l] = w.re; lw[k].im[l] = sg * w.im;
+        }
+    for (int64_t c0 = 0; c0 < n2; c0 += CW) {
+        for (int64_t k = 0; k < n1; ++k) b0[k] = EM_T(em_fftl_deal)(src + 2 * (n2 * k + c0));
+        const CZ *r = EM_T(em_fftc_fft)(b0, b1, n1, lj->t1, sg, 0);
+        for (int64_t k = 0; k < n1; ++k) {  /* times W^((c0 + l) k1) = W^(c0 k1) W^(l k1) */
+            SZ w = tw[(c0 * k) & mask];
+            w.im *= sg;
+            const CZ v = EM_T(em_czmulv)(r[k], EM_T(em_czmul)(lw[k], w));
+            EM_T(em_fftl_undeal)(t + 2 * (k * n2 + c0), v.re, v.im);
+        }
+    }
+    for (int64_t k0 = 0; k0 < n1; k0 += CW) {
+        const ELT *rows[CW];
+        for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
+        EM_T(em_fftc_load)(rows, 2 * n2, n2, b0);
+        const CZ *r = EM_T(em_fftc_fft)(b0, b1, n2, lj->t2, sg, 0);
+        for (int64_t k = 0; k < n2; ++k) EM_T(em_fftl_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
+    }
+}
+/* lines [lo, hi) of the job, four-step; thread tid's scratch: two line buffers of N2 vectors, N1
+   lane twiddles, the N1 x N2 complex matrix, then (real transforms) the half-length line. A real
+   line (kind 1, length 2m) is the complex line z_k = x_2k + i x_2k+1 of length m, whose transform
+   is split (em_fftc_split, one line's scalars) into the m + 1 bins; the inverse (kind 2) merges
+   the half-spectrum first (the imaginary parts of its first and last bins ignored) */
+static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
+    const EM_T(em_fftl_long_job) *lj = (const EM_T(em_fftl_long_job) *)c;
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2, m = n1 * n2;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + n2, *lw = b1 + n2;
+    ELT *t = (ELT *)(lw + n1);
+    SZ *z = (SZ *)(t + 2 * m);
+    const SZ *rt = lj->tw + m;
+    for (int64_t l = lo; l < hi; ++l) {
+        if (j->kind == 0) {
+            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
+        } else if (j->kind == 1) {
+            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, (ELT *)z, b0, b1, lw, t);
+            SZ *x = (SZ *)(j->dst + 2 * l * (m + 1));
+            for (int64_t k = 0; k <= m; ++k) {  /* X_k = E_k + W^k O_k (em_fftc_split, halved) */
+                const SZ a = z[k == m ? 0 : k], b = z[k == 0 ? 0 : m - k], w = rt[k];
+                const ELT er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
+                x[k].re = (ELT)0.5 * (er + orr * w.re - oi * w.im); x[k].im = (ELT)0.5 * (ei + orr * w.im + oi * w.re);
+            }
+        } else {
+            const SZ *h = (const SZ *)(j->src + 2 * l * (m + 1));
+            for (int64_t k = 0; k < m; ++k) {  /* Z_k = E_k + i O_k (em_fftc_merge) */
+                SZ a = h[k], b = h[m - k];
+                const SZ w = rt[k];
+                if (k == 0) { a.im = 0; b.im = 0; }
+                const ELT er = a.re + b.re, ei = a.im - b.im, dr = a.re - b.re, di = a.im + b.im;
+                const ELT orr = dr * w.re + di * w.im, oi = di * w.re - dr * w.im;
+                z[k].re = er - oi; z[k].im = ei + orr;
+            }
+            EM_T(em_fftl_long_line)(lj, (const ELT *)z, j->dst + 2 * l * m, b0, b1, lw, t);
+        }
+    }
+}
+/* run a job of power-of-two (half-)length m = 2^lg (an axis: inner 1; few lines) four-step; 0 when
+   a table is not in the cache (the lane path runs, building its table in the job's wtab) */
+static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int par, int64_t nt) {
+    EM_T(em_fftl_long_job) lj = {j, lg / 2, lg - lg / 2, 0, 0, 0};
+    SZ *ws = (SZ *)j->wtab;
+    lj.tw = EM_T(em_fftc_tables)(lg, ws);
+    lj.t1 = EM_T(em_fftc_tables)(lj.lg1, ws);
+    lj.t2 = EM_T(em_fftc_tables)(lj.lg2, ws);
+    if (lj.tw == ws || lj.t1 == ws || lj.t2 == ws) return 0;
+    if (par && nt > 1 && lines > 1) em_par(EM_T(em_fftl_long_task), &lj, lines, nt, nt, 1);
+    else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
+    return 1;
+}
 /* run job j here when its transform (length m >= 2, or Bluestein's convolution length m2) has the
    factors 2, 3 and 5 only (returns 1), else return 0 (the double path runs it). A power of two
    takes fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round
@@ -234,6 +353,9 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     const em_fft_plan *p = j->p;
     const int64_t m = j->kind == 0 ? j->n : p->n;
     if ((j->kind != 0 && !j->half) || m < 2) return 0;
+#ifdef EM_FFTL_LONG_ONLY
+    if (p->m2 || (m & (m - 1))) return 0;
+#endif
     /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2):
        two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
     EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
@@ -254,6 +376,17 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     } else if (!(m & (m - 1))) {
         int lg = 0;
         while (((int64_t)1 << lg) < m) ++lg;
+        /* four-step when a line group would leave lanes idle: at most half of them used, or (long
+           lines, whose CW-lane buffers outgrow the caches) any unused, or threads (fewer groups
+           than threads: the four-step splits the lines between them) */
+        const int64_t groups = (lines + CW - 1) / CW;
+        const int few = 2 * lines <= CW || (m >= 4096 && (lines < CW || (par && nt > 1 && groups < nt)));
+        if ((j->kind != 0 || j->inner == 1) && m >= EM_FFTL_LONG && few
+            && EM_T(em_fftl_long)(j, lines, lg, par, nt))
+            return 1;
+#ifdef EM_FFTL_LONG_ONLY
+        return 0;  /* double precision: only the four-step runs here, the rest keeps fft_typed.h's path */
+#endif
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
     } else {

@@ -12,6 +12,12 @@ workspace; twiddle tables from static storage, see below).
   prime factor 7..64, keep the double path below. Twiddles, chirps and filters are computed in
   double and rounded once to float: measured error against NumPy's float64 transform at most
   about 2.7e-7 of the largest output magnitude (lengths 2..8191; the double path: about 5e-8).
+* **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
+  4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
+  lines, and real transforms through their half-length line; float and double): the four-step FFT
+  of ``fft_lanes.h``, whose lanes hold CW adjacent columns of one line viewed as an ``N1 x N2``
+  matrix (column transforms, twiddles, row transforms through register transposes), so one line
+  fills the vectors and its buffers stay ``N2`` vectors long.
 * **Algorithm.** Otherwise lines are transformed ``EM_FW`` at a time in double precision (8 with
   AVX-512, else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
   per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
@@ -46,7 +52,9 @@ workspace; twiddle tables from static storage, see below).
   4n``). The real split (even length) is chosen at run time.
 * **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
-  step, then the half-length inverse); odd ``n`` transforms the full complex line.
+  step, then the half-length inverse); odd ``n`` transforms the full complex line. In float lanes
+  the split is computed as the spectrum is stored, and a power-of-two line is read from its rows
+  straight into the first radix-8 stage (no loaded copy of the line).
 * **Types** (as :mod:`ember._src.prims.fft`): ``FFT``/``IFFT`` (``IFFT`` scales each axis by
   ``1/n``), ``RFFT`` (the last axis's full transform of a real line, first ``n//2 + 1`` bins kept,
   then complex FFTs over the other axes) and ``IRFFT`` (inverse complex FFTs over the leading
@@ -183,8 +191,10 @@ def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
 def _sizes(e: Eqn) -> tuple[int, int]:
     """(em_vz scratch, em_z workspace tables) the steps need at most."""
     st = _steps(e)
-    # one more table entry: fft_lanes.h's float tables of a power-of-two axis take 2n + 1 float pairs
-    return max(_scratch_vz(n, pn) for n, pn, _ in st), 1 + max(_table_elems(pn, h) for _, pn, h in st)
+    # fft_lanes.h's tables of a power-of-two axis, built here when fft_conv's cache cannot hold them,
+    # take 2n + 1 pairs of the operand's precision (float: n + 1 em_z; double: 2n + 1)
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(max(1 + _table_elems(pn, h), 2 * pn + 1)
+                                                           for _, pn, h in st)
 
 
 def _workspace(e: Eqn) -> sh.Dim:
@@ -235,14 +245,13 @@ def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
     s = "f32" if real_t == "float" else "f64"
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
-    if real_t == "float":  # power-of-two lengths in float lanes (fft_lanes.h, on fft_conv.h's transform)
-        _conv_helper(cc, real_t, s)
-        cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
-                  "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-                  + "#undef EM_FFT_LANES\n#undef EM_T\n#undef ELT\n")
-        return real_t, s
-    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + load("fft_typed.h")
-              + "#undef EM_T\n#undef ELT\n")
+    # float: 2-3-5 lengths in float lanes (fft_lanes.h, on fft_conv.h's transform); double: only its
+    # four-step path for few long power-of-two lines (EM_FFTL_LONG_ONLY), the rest as fft_typed.h
+    _conv_helper(cc, real_t, s)
+    only = "" if real_t == "float" else "#define EM_FFTL_LONG_ONLY 1\n"
+    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
+              + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
+              + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
