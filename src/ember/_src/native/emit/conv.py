@@ -45,6 +45,9 @@ MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
 # an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
+WGRAD = True  # kernels larger than their output run em_cv_wg (False: the direct kernel; a switch for
+# measurements, not keyed by the program cache)
+WGRAD_CHUNK = 256  # kernel values (pixels) per chunk of em_cv_wg's rows
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
@@ -80,19 +83,26 @@ class _Geo:
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
         self.depthwise = self.Cg == 1 and self.Og == 1
+        # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
+        # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
+        vl_max = VEC_BYTES_MAX // self.itemsize
+        self.bv = -(-self.N // vl_max) * vl_max if isinstance(self.N, int) else 0
+        self.wgrad = (WGRAD and self.G == 1 and not self.depthwise and isinstance(self.N, int) and self.N > 0
+                      and self.KH * self.KW > self.OH * self.OW > 0 and 4 * self.N >= 3 * self.bv)
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
-        self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
+        self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
                          and self.O >= WINOGRAD_MIN_FEATURES
                          and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
         # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
         # the workspace and moved last
-        self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
+        self.planar = (not self.depthwise and not self.winograd and not self.wgrad
+                       and self.yst[2:] == [self.OW, 1])
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
         # a depthwise convolution of an input that is not channels-last runs plane by plane in place
         self.dwplane = self.depthwise and not self.nhwc_in
         # features contiguous: the tiles store vectors at any pixel strides
-        self.staged = self.yst[1] != 1 and not self.planar and not self.dwplane
+        self.staged = self.yst[1] != 1 and not self.planar and not self.dwplane and not self.wgrad
         self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.rowmode = self.G == 1 and self.dw == 1
         nr_max = 2 * VEC_BYTES_MAX // self.itemsize
@@ -100,7 +110,7 @@ class _Geo:
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
-        self.copied = not self.nhwc_in and not self.dwplane  # the input is copied channels-last
+        self.copied = not self.nhwc_in and not self.dwplane and not self.wgrad  # copied channels-last
         # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
         self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
                     and (self.sh, self.sw) != (1, 1))
@@ -126,6 +136,14 @@ class _Geo:
         else:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
+        if self.wgrad:  # em_cv_wg: one padded image (rows x columns x bv) and the accumulator slots
+            rows = (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1
+            cols = (self.OW - 1) * self.sw + (self.KW - 1) * self.dw + 1
+            self.wp_elems, self.yt_elems = 0, 0
+            self.xt_elems = _up(rows * cols * self.bv)
+            self.tiles_elems = _up(-(-self.Og // 8) * 8 * (self.OH * self.OW * self.bv + 2 * vl_max))
+            self.wg_rows = rows
+            self.wg_rc = max(1, WGRAD_CHUNK // self.KW)  # kernel rows per chunk (em_cv_wg's RC)
 
     def fields(self, sfx: str, run: bool = False) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
@@ -177,6 +195,8 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         kernel = "dwplane" if g.dwplane else "dwrow"
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
         n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
+    elif g.wgrad:
+        pack = run = ""
     elif g.winograd:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
@@ -202,6 +222,8 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
                 f"{yt if g.staged else y}, {y}}};")
 
+    if g.wgrad:
+        return _wgrad(g, cc, key, sfx, elt)
     lines = []
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
@@ -237,4 +259,44 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     lines.append("    " + ctx_decl())
     lines += ["    " + c for c in calls(steps)]
     lines.append("}")
+    return lines
+
+
+def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
+    """Emit em_cv_wg: zero the accumulator slots; per image (its operand pointers offset to it) copy
+    its padded rows, then multiply (tasks: groups of feature tiles); move the sums out."""
+    ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    gdecl = f"const em_cv_geo g_ = {g.fields(sfx)}"
+    par = cc.openmp and cc.num_threads != 1
+    threads = (cc.num_threads or THREADS) if par else 1
+    ot = f"(({g.Og} + EM_CV_WG_NO - 1) / EM_CV_WG_NO)"
+    og = f"(({ot} + {threads} - 1) / {threads})"
+    B = f"(int64_t){g.N}"
+    copy = cc.chunk(f"em_cv_wgcopy_{key}", f"{{ {gdecl}; em_cv_wg_copy_{sfx}({ctx}, g_, {B}, t); }}")
+    run = cc.chunk(f"em_cv_wgrun_{key}",
+                   f"{{ {gdecl}; em_cv_wg_{sfx}({ctx}, g_, {B}, {og}, {g.wg_rc}, t); }}")
+    ws = f"(({elt} *){cc.ws})"
+    xt, tiles = ws, f"{ws} + {cdim(g.xt_elems)}"
+
+    def ctx_decl(n: str) -> str:
+        return (f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]} + {n} * {cdim(g.xst[1])}, {cc.ins[1]} + {n} * "
+                f"{cdim(g.wst[1])}, {xt}, {xt}, {ws}, {tiles}, {cc.outs[0]}, {cc.outs[0]}}};")
+
+    def call(fn: str, n: str) -> str:
+        if par:
+            return (f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {cc.num_threads or 0}, {THREADS}, 1); "
+                    f"else {fn}(&cv_, 0, {n}, 0);")
+        return f"{fn}(&cv_, 0, {n}, 0);"
+
+    lines = []
+    if par:
+        work = g.N * g.OH * g.OW * g.O * g.K
+        lines.append(f"const int par_ = {work}.0 >= {cc.parallel_threshold}.0;")
+    lines.append(f"for (int64_t k_ = 0; k_ < {cdim(g.tiles_elems)}; ++k_) ({tiles})[k_] = 0;")
+    lines.append(f"for (int64_t f_ = 0; f_ < (int64_t){g.C}; ++f_) {{")
+    lines.append("    " + ctx_decl("f_"))
+    lines.append("    " + call(copy, f"(int64_t){g.wg_rows}"))
+    lines.append("    " + call(run, f"(({ot} + {og} - 1) / {og})"))
+    lines.append("}")
+    lines.append(f"{{ {ctx_decl('0')} {{ {gdecl}; em_cv_wg_out_{sfx}(&cv_, g_, {B}); }} }}")
     return lines
