@@ -457,3 +457,101 @@ def test_kernel_gradient_gemm_only_where_vectors_fill():
     assert "em_cv_wgrun_" in source(16, 3, 12)
     assert "em_cv_wgrun_" not in source(3, 3, 12)  # the stem's 3 channels
     assert "em_cv_wgrun_" not in source(16, 5, 4)  # 4x4 output of the transpose, 2x2 kernel
+
+
+IG_CASES = [
+    # N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts: input cotangents of strided
+    # convolutions, one input-dilated conv step (a stride-1 convolution per output residue class)
+    (8, 16, 14, 14, 32, 1, 1, (2, 2), ((0, 0), (0, 0)), (1, 1), 1, NHWC),  # downsample: 3/4 zeros
+    (2, 16, 15, 13, 20, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # odd sizes: uneven phases
+    (2, 6, 13, 12, 7, 2, 2, (3, 4), ((0, 0), (1, 0)), (1, 1), 1, NCHW),  # stride above the kernel
+    (2, 6, 15, 16, 9, 3, 3, (2, 3), ((2, 2), (1, 3)), (2, 3), 1, NHWC),  # dilation shares the stride
+    (2, 8, 18, 20, 12, 3, 3, (2, 1), ((1, 1), (1, 1)), (1, 1), 2, NCHW),  # groups
+    (1, 5, 12, 11, 6, 3, 3, (3, 3), ((-1, 2), (2, -1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),  # crop
+    (3, 3, 23, 21, 16, 7, 7, (2, 2), ((3, 3), (3, 3)), (1, 1), 1, NHWC),  # the stem's
+]
+
+
+def input_vjp(strides, padding, dilation, layouts, groups):
+    f = conv_fn(strides, padding, dilation, layouts, groups)
+    return lambda x, w, ct: ember.vjp(lambda x: f(x, w), x)[1](ct)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", IG_CASES, ids=[f"ig{i}" for i in range(len(IG_CASES))])
+def test_strided_input_gradient_is_one_step(case, dtype):
+    """Against the float64 vjp of the reference (the reference is linear in x: its transpose applied
+    to ct, column by column of a basis would be slow; JAX's float64 vjp is the independent check)."""
+    jax = pytest.importorskip("jax")
+    N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts = case
+    x, w = operands(N, C, H, W, O, KH, KW, groups, layouts, dtype)
+    y = ref(x, w, strides, padding, dilation, layouts, groups)
+    ct = RNG.standard_normal(y.shape).astype(dtype)
+    got, exe = run_with_call_step(input_vjp(strides, padding, dilation, layouts, groups), "conv", x, w, ct)
+    assert not any(e.prim.name in ("concatenate", "pad", "dot_general") for e in exe.optimized.eqns)
+    assert sum(e.prim.name == "conv" for e in exe.optimized.eqns) == 1
+    fj = partial(jax.lax.conv_general_dilated, window_strides=strides, padding=padding, rhs_dilation=dilation,
+                 dimension_numbers=layouts, feature_group_count=groups)
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        want = np.asarray(jax.vjp(lambda x: fj(x, w.astype(np.float64)), x.astype(np.float64))[1](
+            ct.astype(np.float64))[0])
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    assert got.dtype == dtype and got.shape == x.shape
+    np.testing.assert_allclose(got, want, **tol(dtype, KH * KW * O))
+
+
+def test_strided_input_gradient_nan_and_inf():
+    """A NaN or Inf in the cotangent reaches exactly the input positions its taps touch (the other
+    phases' positions stay finite, the 1x1 downsample's skipped ones zero)."""
+    x, w = operands(2, 8, 12, 12, 16, 3, 3, 1, NHWC, np.float32)
+    ct = RNG.standard_normal((2, 6, 6, 16)).astype(np.float32)
+    ct[0, 2, 3, 5] = np.nan
+    ct[1, 0, 5, 1] = np.inf
+    jf = ember.jit(input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1), backend="native")
+    got = np.asarray(jf(x, w, ct))
+    want = np.asarray(ember.jit(input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1), backend="numpy")(
+        x.astype(np.float64), w.astype(np.float64), ct.astype(np.float64)))
+    assert np.isnan(want).any() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
+    w1 = operands(2, 8, 12, 12, 16, 1, 1, 1, NHWC, np.float32)[1]
+    got = np.asarray(ember.jit(input_vjp((2, 2), ((0, 0), (0, 0)), (1, 1), NHWC, 1), backend="native")(
+        x, w1, ct))
+    assert np.isnan(got[0, 4, 6]).all() and (got[:, 1::2] == 0).all() and (got[:, :, 1::2] == 0).all()
+
+
+def test_input_dilated_conv_transposes_and_vmaps():
+    """Second order: the input-dilated conv's own transposes (its kernel cotangent dilates the input
+    first, its input cotangent takes every stride-th value) and vmap, against JAX in float64."""
+    jax = pytest.importorskip("jax")
+    x, w = operands(2, 4, 9, 8, 6, 3, 3, 2, NHWC, np.float64)
+    fe = conv_fn((2, 3), ((1, 1), (0, 2)), (1, 1), NHWC, 2)
+
+    def fj(x, w):
+        return jax.lax.conv_general_dilated(x, w, (2, 3), ((1, 1), (0, 2)), dimension_numbers=NHWC,
+                                            feature_group_count=2)
+
+    ct = RNG.standard_normal(np.asarray(fe(x, w)).shape)
+
+    def second(vjp, f):  # d/d(w, ct) of <x-cotangent, x>**2-like scalar
+        return lambda w, ct: vjp(lambda x: f(x, w), x)[1](ct)[0]
+
+    ge = ember.jit(ember.grad(lambda w, ct: (second(ember.vjp, fe)(w, ct) ** 2).sum(), argnums=(0, 1)),
+                   backend="native")(w, ct)
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        gj = jax.grad(lambda w, ct: (second(jax.vjp, fj)(w, ct) ** 2).sum(), argnums=(0, 1))(w, ct)
+        cb = RNG.standard_normal((3, *ct.shape))
+        vj = jax.vmap(lambda c: second(jax.vjp, fj)(w, c))(cb)
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    for a, b in zip(ge, gj):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10)
+    ve = ember.jit(ember.vmap(lambda c: second(ember.vjp, fe)(w, c)), backend="native")(cb)
+    np.testing.assert_allclose(np.asarray(ve), np.asarray(vj), rtol=1e-10, atol=1e-10)

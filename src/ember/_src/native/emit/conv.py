@@ -27,6 +27,7 @@ nothing proportional to the kernel area times the image, as im2col would be.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
@@ -63,7 +64,10 @@ class _Geo:
     """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
     the batch may be symbolic)."""
 
-    def __init__(self, e: Eqn):
+    def __init__(self, e: Eqn, phase: tuple | None = None):
+        """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
+        axis): the stride-1 convolution of the undilated input with the taps that reach it, written
+        at every ``lhs_dilation``-th output position."""
         p = e.params
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
@@ -82,6 +86,15 @@ class _Geo:
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
+        self.woff = self.yoff = 0  # element offsets of the kernel and output a phase starts at
+        if phase is not None:
+            (k0h, self.KH, st_h, self.dh, self.hlo, self.OH, rh, ah), \
+                (k0w, self.KW, st_w, self.dw, self.wlo, self.OW, rw, aw) = phase
+            self.woff = k0h * self.wst[2] + k0w * self.wst[3]
+            self.yoff = rh * self.yst[2] + rw * self.yst[3]
+            self.wst = [self.wst[0], self.wst[1], self.wst[2] * st_h, self.wst[3] * st_w]
+            self.yst = [self.yst[0], self.yst[1], self.yst[2] * ah, self.yst[3] * aw]
+            self.K = self.KH * self.KW * self.Cg
         self.depthwise = self.Cg == 1 and self.Og == 1
         # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
         # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
@@ -163,23 +176,93 @@ def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
     return any((j := i + lo - kk * d) >= 0 and j % s == 0 and j // s < o for kk in range(k))
 
 
+def _phases(n: int, k: int, d: int, a: int, lo: int, out: int) -> list:
+    """Per residue ``rho`` of the output index modulo the input dilation ``a`` along one axis:
+    ``(first tap, taps, tap step, dilation, pad lo, outputs, rho, a)`` of the stride-1 convolution of
+    the undilated input (length ``n``) giving outputs ``rho, rho + a, ...`` (no taps: zeros there):
+    output ``rho + a u`` and tap ``k0 + m step`` read input ``u + (rho + k0 d - lo) / a + m d / g``
+    (``g = gcd(d, a)``, ``step = a / g``)."""
+    g = math.gcd(d, a)
+    res = []
+    for rho in range(a):
+        taps = [t for t in range(k) if (rho + t * d - lo) % a == 0]
+        u = -(-(out - rho) // a) if out > rho else 0
+        k0 = taps[0] if taps else 0
+        res.append((k0, len(taps), a // g, d // g, -((rho + k0 * d - lo) // a), u, rho, a))
+    return res
+
+
+def _phase_list(e: Eqn) -> list:
+    """The phases of an input-dilated convolution, one per residue pair of the output position with
+    outputs: ``(h phase, w phase)`` as :func:`_phases` gives them (taps 0 along either: zeros)."""
+    p = e.params
+    ls, rs, os_ = p["dimension_numbers"]
+    x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
+    ph, pw = (_phases(x.shape[ls[i]], w.shape[rs[i]], p["rhs_dilation"][i - 2], p["lhs_dilation"][i - 2],
+                      p["padding"][i - 2][0], y.shape[os_[i]]) for i in (2, 3))
+    return [(a, b) for a in ph for b in pw if a[5] and b[5]]
+
+
+def _dilated(e: Eqn) -> bool:
+    return tuple(e.params.get("lhs_dilation", (1, 1))) != (1, 1)
+
+
 def _accepts(e: Eqn) -> bool:
     x, w = e.inputs[0].aval, e.inputs[1].aval
     if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
+        return False
+    if _dilated(e) and tuple(e.params["window_strides"]) != (1, 1):
         return False
     ls = e.params["dimension_numbers"][0]
     return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
 
 
+def _geos(e: Eqn) -> list:
+    """The step's geometries: one, or one per phase with taps of an input-dilated convolution."""
+    if not _dilated(e):
+        return [_Geo(e)]
+    return [_Geo(e, ph) for ph in _phase_list(e) if ph[0][1] and ph[1][1]]
+
+
 def _workspace(e: Eqn) -> Any:
-    g = _Geo(e)
-    return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
+    sizes = [(g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize for g in _geos(e)]
+    out: Any = 0
+    for v in sizes:
+        out = sh.dmax(out, v)
+    return out
 
 
-@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h)",
-          _accepts, _workspace, symbolic_ok=True)
+@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h); an "
+          "input-dilated one (a strided convolution's input cotangent) as one stride-1 convolution per "
+          "residue class of the output position, each written in place", _accepts, _workspace,
+          symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
-    g = _Geo(e)
+    if not _dilated(e):
+        return _emit(_Geo(e), cc)
+    y = e.outvars[0].aval
+    os_ = e.params["dimension_numbers"][2]
+    ys = row_strides(y.shape)
+    N, O = y.shape[os_[0]], y.shape[os_[1]]
+    osn, oso, osh, osw = (cdim(ys[a]) for a in os_)
+    elt = _TYPES[np.dtype(y.dtype)][0]
+    lines = []
+    for a, b in _phase_list(e):
+        if a[1] and b[1]:
+            lines += ["{"] + ["    " + ln for ln in _emit(_Geo(e, (a, b)), cc)] + ["}"]
+            continue
+        # no tap reaches these outputs: zeros
+        base = f"(({elt} *){cc.outs[0]}) + {a[6]} * {osh} + {b[6]} * {osw}"
+        lines += [f"for (int64_t n_ = 0; n_ < (int64_t){cdim(N)}; ++n_)",
+                  f"    for (int64_t u_ = 0; u_ < {a[5]}; ++u_)",
+                  f"        for (int64_t v_ = 0; v_ < {b[5]}; ++v_) {{",
+                  f"            {elt} *z_ = {base} + n_ * {osn} + u_ * {a[7]} * {osh} + v_ * {b[7]} * {osw};",
+                  f"            for (int64_t o_ = 0; o_ < {O}; ++o_) z_[o_ * {oso}] = 0;",
+                  "        }"]
+    return lines
+
+
+def _emit(g: _Geo, cc: CallCode) -> list[str]:
+    """The C of one convolution geometry (its kernel and output at ``g.woff``, ``g.yoff``)."""
     elt, sfx = _TYPES[g.dtype]
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
@@ -213,17 +296,18 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
     tiles = f"{yt} + {cdim(g.yt_elems)}"
-    xin, y = cc.ins[0], cc.outs[0]
+    xin, y = cc.ins[0], (f"({cc.outs[0]} + {cdim(g.yoff)})" if g.yoff else cc.outs[0])
     if g.per_image:  # the passes after the packing run per image, on pointers offset to it
         xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, {ws}, {tiles}, "
                 f"{yt if g.staged else y}, {y}}};")
 
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
+    w_in = f"{cc.ins[1]} + {g.woff}" if g.woff else cc.ins[1]
     lines = []
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
@@ -279,8 +363,10 @@ def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
     xt, tiles = ws, f"{ws} + {cdim(g.xt_elems)}"
 
     def ctx_decl(n: str) -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]} + {n} * {cdim(g.xst[1])}, {cc.ins[1]} + {n} * "
-                f"{cdim(g.wst[1])}, {xt}, {xt}, {ws}, {tiles}, {cc.outs[0]}, {cc.outs[0]}}};")
+        y = f"({cc.outs[0]} + {cdim(g.yoff)})"
+        w = f"{cc.ins[1]} + {g.woff}"
+        return (f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]} + {n} * {cdim(g.xst[1])}, {w} + {n} * "
+                f"{cdim(g.wst[1])}, {xt}, {xt}, {ws}, {tiles}, {y}, {y}}};")
 
     def call(fn: str, n: str) -> str:
         if par:
