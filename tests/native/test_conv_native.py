@@ -555,3 +555,20 @@ def test_input_dilated_conv_transposes_and_vmaps():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10)
     ve = ember.jit(ember.vmap(lambda c: second(ember.vjp, fe)(w, c)), backend="native")(cb)
     np.testing.assert_allclose(np.asarray(ve), np.asarray(vj), rtol=1e-10, atol=1e-10)
+
+
+def test_strided_input_gradient_one_compile_across_batch_sizes():
+    """A named batch axis: the phases' staging offsets are size expressions."""
+    jax = pytest.importorskip("jax")
+    _, w = operands(1, 6, 11, 10, 8, 3, 3, 1, NCHW, np.float32)
+    vjp = input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NCHW, 1)
+    jf = ember.jit(vjp, dynamic_axes={"x": ("batch", None, None, None), "ct": ("batch", None, None, None)},
+                   backend="native")
+    fj = partial(jax.lax.conv_general_dilated, window_strides=(2, 2), padding=((1, 1), (1, 1)),
+                 dimension_numbers=NCHW)
+    for n in (1, 3, 4):
+        x = operands(n, 6, 11, 10, 8, 3, 3, 1, NCHW, np.float32)[0]
+        ct = RNG.standard_normal((n, 8, 6, 5)).astype(np.float32)
+        want = np.asarray(jax.vjp(lambda x: fj(x, w), x)[1](ct)[0])
+        np.testing.assert_allclose(np.asarray(jf(x, w, ct)), want, rtol=1e-4, atol=1e-4)
+    assert jf.cache_info()["compiles"] == 1, jf.cache_info()

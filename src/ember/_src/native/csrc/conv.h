@@ -787,3 +787,40 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wg_out)(const EM_T(
             for (int64_t l = 0; l < em_cv_min(VL, B - b0); ++l) d[(b0 + l) * g.osn] = s[l];
         }
 }
+
+/* ---- Input-dilated convolutions (a strided convolution's input cotangent) ----------------------------
+   Each residue class (rh, rw) of the output position modulo the dilation (ah, aw) is a stride-1
+   convolution of the undilated input with the taps that reach it, written channels-last into the
+   staging area at off[p] (p = rh aw + rw; -1: no tap reaches it, zeros), pu[p] x pv[p] pixels per
+   image. Output row t = n H + y is assembled from them in one pass (writes along the features, or
+   along the pixels when those are contiguous). */
+static inline __attribute__((always_inline)) void EM_T(em_cv_dil_out)(
+        const ELT *stage, ELT *y, const int64_t *off, const int64_t *pu, const int64_t *pv, const int64_t ah,
+        const int64_t aw, const int64_t H, const int64_t W, const int64_t O, const int64_t osn, const int64_t oso,
+        const int64_t osh, const int64_t osw, int64_t t) {
+    const int64_t n = t / H, yy = t % H, rh = yy % ah, u = yy / ah;
+    ELT *d = y + n * osn + yy * osh;
+    const ELT *src[64];  /* the row of each residue rw of the column (NULL: zeros) */
+    for (int64_t rw = 0; rw < aw && rw < 64; ++rw) {
+        const int64_t p = rh * aw + rw;
+        src[rw] = off[p] < 0 ? 0 : stage + off[p] + ((n * pu[p] + u) * pv[p]) * O;
+    }
+    if (osw == 1 && oso != 1) {  /* pixels contiguous per feature (NCHW) */
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t x = 0; x < W; ++x) {
+                const ELT *s = src[x % aw];
+                d[o * oso + x] = s ? s[(x / aw) * O + o] : 0;
+            }
+        return;
+    }
+    for (int64_t x = 0; x < W; ++x) {
+        const ELT *s = src[x % aw];
+        ELT *dd = d + x * osw;
+        if (!s) {
+            for (int64_t o = 0; o < O; ++o) dd[o * oso] = 0;
+        } else {
+            s += (x / aw) * O;
+            for (int64_t o = 0; o < O; ++o) dd[o * oso] = s[o];
+        }
+    }
+}

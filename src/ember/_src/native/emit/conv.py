@@ -86,15 +86,16 @@ class _Geo:
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
-        self.woff = self.yoff = 0  # element offsets of the kernel and output a phase starts at
+        self.woff = 0  # element offset of the kernel a phase starts at
         if phase is not None:
-            (k0h, self.KH, st_h, self.dh, self.hlo, self.OH, rh, ah), \
-                (k0w, self.KW, st_w, self.dw, self.wlo, self.OW, rw, aw) = phase
+            (k0h, self.KH, st_h, self.dh, self.hlo, self.OH, _, _), \
+                (k0w, self.KW, st_w, self.dw, self.wlo, self.OW, _, _) = phase
             self.woff = k0h * self.wst[2] + k0w * self.wst[3]
-            self.yoff = rh * self.yst[2] + rw * self.yst[3]
             self.wst = [self.wst[0], self.wst[1], self.wst[2] * st_h, self.wst[3] * st_w]
-            self.yst = [self.yst[0], self.yst[1], self.yst[2] * ah, self.yst[3] * aw]
+            # written channels-last into the step's staging area (em_cv_dil_out interleaves the phases)
+            self.yst = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O]
             self.K = self.KH * self.KW * self.Cg
+        self.ybase = self.wsbase = ""  # C pointers overriding the output and the workspace (phases)
         self.depthwise = self.Cg == 1 and self.Og == 1
         # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
         # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
@@ -211,58 +212,95 @@ def _accepts(e: Eqn) -> bool:
     x, w = e.inputs[0].aval, e.inputs[1].aval
     if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
         return False
-    if _dilated(e) and tuple(e.params["window_strides"]) != (1, 1):
-        return False
+    if _dilated(e) and (tuple(e.params["window_strides"]) != (1, 1) or max(e.params["lhs_dilation"]) > 64):
+        return False  # em_cv_dil_out: at most 64 residues a row
     ls = e.params["dimension_numbers"][0]
     return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
 
 
-def _geos(e: Eqn) -> list:
-    """The step's geometries: one, or one per phase with taps of an input-dilated convolution."""
-    if not _dilated(e):
-        return [_Geo(e)]
-    return [_Geo(e, ph) for ph in _phase_list(e) if ph[0][1] and ph[1][1]]
+def _staged_phases(e: Eqn) -> tuple[list, Any]:
+    """An input-dilated convolution's phases with taps, each with its offset in the staging area
+    (elements; its output, channels-last), and the staging area's size."""
+    out, off = [], 0
+    for a, b in _phase_list(e):
+        if a[1] and b[1]:
+            g = _Geo(e, (a, b))
+            out.append((a, b, g, off))
+            off = off + _up(g.N * g.OH * g.OW * g.O)
+    return out, off
+
+
+def _footprint(g: _Geo) -> Any:
+    return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
 
 
 def _workspace(e: Eqn) -> Any:
-    sizes = [(g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize for g in _geos(e)]
+    if not _dilated(e):
+        return _footprint(_Geo(e))
+    phases, stage = _staged_phases(e)
     out: Any = 0
-    for v in sizes:
-        out = sh.dmax(out, v)
-    return out
+    for *_, g, _ in phases:
+        out = sh.dmax(out, _footprint(g))
+    return out + stage * np.dtype(e.outvars[0].aval.dtype).itemsize
 
 
 @register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h); an "
           "input-dilated one (a strided convolution's input cotangent) as one stride-1 convolution per "
-          "residue class of the output position, each written in place", _accepts, _workspace,
+          "residue class of the output position, interleaved by one last pass", _accepts, _workspace,
           symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     if not _dilated(e):
         return _emit(_Geo(e), cc)
     y = e.outvars[0].aval
-    os_ = e.params["dimension_numbers"][2]
+    ls, _, os_ = e.params["dimension_numbers"]
     ys = row_strides(y.shape)
-    N, O = y.shape[os_[0]], y.shape[os_[1]]
-    osn, oso, osh, osw = (cdim(ys[a]) for a in os_)
-    elt = _TYPES[np.dtype(y.dtype)][0]
+    N, O, H, W = (y.shape[a] for a in os_)
+    elt, sfx = _TYPES[np.dtype(y.dtype)]
+    ah, aw = e.params["lhs_dilation"]
+    phases, stage = _staged_phases(e)
+    ws = f"(({elt} *){cc.ws})"
+    wsbase = f"((char *){cc.ws} + {cdim(stage)} * {np.dtype(y.dtype).itemsize})"
     lines = []
-    for a, b in _phase_list(e):
-        if a[1] and b[1]:
-            lines += ["{"] + ["    " + ln for ln in _emit(_Geo(e, (a, b)), cc)] + ["}"]
-            continue
-        # no tap reaches these outputs: zeros
-        base = f"(({elt} *){cc.outs[0]}) + {a[6]} * {osh} + {b[6]} * {osw}"
-        lines += [f"for (int64_t n_ = 0; n_ < (int64_t){cdim(N)}; ++n_)",
-                  f"    for (int64_t u_ = 0; u_ < {a[5]}; ++u_)",
-                  f"        for (int64_t v_ = 0; v_ < {b[5]}; ++v_) {{",
-                  f"            {elt} *z_ = {base} + n_ * {osn} + u_ * {a[7]} * {osh} + v_ * {b[7]} * {osw};",
-                  f"            for (int64_t o_ = 0; o_ < {O}; ++o_) z_[o_ * {oso}] = 0;",
-                  "        }"]
+    offs, pu, pv = [-1] * (ah * aw), [1] * (ah * aw), [1] * (ah * aw)
+    for a, b, g, off in phases:
+        g.ybase, g.wsbase = f"{ws} + {cdim(off)}", wsbase
+        lines += ["{"] + ["    " + ln for ln in _emit(g, cc)] + ["}"]
+        if isinstance(off, int):
+            offs[a[6] * aw + b[6]], pu[a[6] * aw + b[6]], pv[a[6] * aw + b[6]] = off, a[5], b[5]
+    # the phases' outputs interleaved into the output (zeros where no tap reaches), row by row
+    if any(not isinstance(off, int) for *_, off in phases):  # a symbolic batch: per-phase offsets in C
+        tab = ", ".join(f"(int64_t)({cdim(off)})" for *_, off in phases)
+        idx = {(a[6], b[6]): i for i, (a, b, _, _) in enumerate(phases)}
+        offs = [f"offs_[{idx[(r // aw, r % aw)]}]" if (r // aw, r % aw) in idx else "-1"
+                for r in range(ah * aw)]
+        for a, b, _, _ in phases:
+            pu[a[6] * aw + b[6]], pv[a[6] * aw + b[6]] = a[5], b[5]
+        pre = f"const int64_t offs_[] = {{{tab}}}; "
+    else:
+        pre = ""
+    key = hashlib.sha1(f"{offs} {pu} {pv} {ah} {aw} {H} {W} {O} {ys} {os_}".encode()).hexdigest()[:12]
+    strides = ", ".join(cdim(ys[a]) for a in os_)
+    def arr(v: list) -> str:
+        return "{" + ", ".join(map(str, v)) + "}"
+
+    body = (f"{{ {pre}const int64_t off_[] = {arr(offs)}, pu_[] = {arr(pu)}, pv_[] = {arr(pv)}; "
+            f"const em_cv_ctx_{sfx} *c = (const em_cv_ctx_{sfx} *)c_; "
+            f"em_cv_dil_out_{sfx}(c->xsrc, c->y, off_, pu_, pv_, {ah}, {aw}, {H}, {W}, {O}, {strides}, "
+            "t); }")
+    out = cc.chunk(f"em_cv_dilout_{sfx}_{key}", body)
+    n = f"(int64_t){cdim(N)} * {H}"
+    lines.append(f"{{ em_cv_ctx_{sfx} cv_ = {{{ws}, 0, 0, 0, 0, 0, {cc.outs[0]}, {cc.outs[0]}}};")
+    if cc.openmp and cc.num_threads != 1:
+        lines.append(f"  if ({n} > 1) em_par({out}, &cv_, {n}, {cc.num_threads or 0}, {THREADS}, 4); "
+                     f"else {out}(&cv_, 0, {n}, 0); }}")
+    else:
+        lines.append(f"  {out}(&cv_, 0, {n}, 0); }}")
     return lines
 
 
 def _emit(g: _Geo, cc: CallCode) -> list[str]:
-    """The C of one convolution geometry (its kernel and output at ``g.woff``, ``g.yoff``)."""
+    """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
+    output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
@@ -292,11 +330,11 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
         n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
-    ws = f"(({elt} *){cc.ws})"
+    ws = f"(({elt} *){g.wsbase or cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
     tiles = f"{yt} + {cdim(g.yt_elems)}"
-    xin, y = cc.ins[0], (f"({cc.outs[0]} + {cdim(g.yoff)})" if g.yoff else cc.outs[0])
+    xin, y = cc.ins[0], g.ybase or cc.outs[0]
     if g.per_image:  # the passes after the packing run per image, on pointers offset to it
         xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
     x = xt if g.copied else xin
@@ -359,11 +397,11 @@ def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
     copy = cc.chunk(f"em_cv_wgcopy_{key}", f"{{ {gdecl}; em_cv_wg_copy_{sfx}({ctx}, g_, {B}, t); }}")
     run = cc.chunk(f"em_cv_wgrun_{key}",
                    f"{{ {gdecl}; em_cv_wg_{sfx}({ctx}, g_, {B}, {og}, {g.wg_rc}, t); }}")
-    ws = f"(({elt} *){cc.ws})"
+    ws = f"(({elt} *){g.wsbase or cc.ws})"
     xt, tiles = ws, f"{ws} + {cdim(g.xt_elems)}"
 
     def ctx_decl(n: str) -> str:
-        y = f"({cc.outs[0]} + {cdim(g.yoff)})"
+        y = g.ybase or cc.outs[0]
         w = f"{cc.ins[1]} + {g.woff}"
         return (f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]} + {n} * {cdim(g.xst[1])}, {w} + {n} * "
                 f"{cdim(g.wst[1])}, {xt}, {xt}, {ws}, {tiles}, {y}, {y}}};")
