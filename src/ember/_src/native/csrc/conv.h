@@ -203,7 +203,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(e
             }
 }
 
-/* One MR x NR output tile: acc[m] = sum over NI x NJ segments of L values of
+/* One MR x NR output tile (MR x VL when nv <= VL): acc[m] = sum over NI x NJ segments of L values of
    a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
    feature stride oc), mv pixels and nv features of it. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
@@ -217,22 +217,44 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         acc[m][0] = (EM_T(em_cv_v)){0};
         acc[m][1] = (EM_T(em_cv_v)){0};
     }
-    for (int64_t i = 0; i < NI; ++i)
-        for (int64_t j = 0; j < NJ; ++j) {
-            const ELT *ap = a + i * RS + j * JS;
-            const ELT *wq = wp + (i * NJ + j) * L * NR;
-            for (int64_t k = 0; k < L; ++k) {
-                const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
-                const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
+    if (nv <= VL) {  /* one vector of features (Og <= VL, e.g. a 16-feature input cotangent): half the FMAs */
+        for (int64_t i = 0; i < NI; ++i)
+            for (int64_t j = 0; j < NJ; ++j) {
+                const ELT *ap = a + i * RS + j * JS;
+                const ELT *wq = wp + (i * NJ + j) * L * NR;
+                for (int64_t k = 0; k < L; ++k) {
+                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
 #pragma GCC unroll 32
-                for (int m = 0; m < EM_CV_MR; ++m) {
-                    const ELT s = ap[m * PS + k];
-                    const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
-                    acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
-                    acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
+                    for (int m = 0; m < EM_CV_MR; ++m) {
+                        const ELT s = ap[m * PS + k];
+                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                    }
                 }
             }
+        if (mv == EM_CV_MR && nv == VL && oc == 1) {
+#pragma GCC unroll 32
+            for (int m = 0; m < EM_CV_MR; ++m) *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
+            return;
         }
+    } else {
+        for (int64_t i = 0; i < NI; ++i)
+            for (int64_t j = 0; j < NJ; ++j) {
+                const ELT *ap = a + i * RS + j * JS;
+                const ELT *wq = wp + (i * NJ + j) * L * NR;
+                for (int64_t k = 0; k < L; ++k) {
+                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
+                    const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
+#pragma GCC unroll 32
+                    for (int m = 0; m < EM_CV_MR; ++m) {
+                        const ELT s = ap[m * PS + k];
+                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                        acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
+                    }
+                }
+            }
+    }
     if (mv == EM_CV_MR && nv == NR && oc == 1) {
 #pragma GCC unroll 32
         for (int m = 0; m < EM_CV_MR; ++m) {
