@@ -67,7 +67,8 @@ def workloads(rows: list[str], quick: bool) -> list[tuple[str, dict]]:
                 (f"conv 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 2)),
                 (f"depthwise 3x3 {n}x{hw}x{hw}x{c}", conv_cfg(n, hw, c, c, 3, 1, groups=c)),
                 (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1, grad="kernel")),
-                (f"input grad 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 2, grad="input")),
+                (f"input grad 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}",
+                 conv_cfg(n, hw, c, o, 3, 2, grad="input")),
                 (f"max pool 3x3/2 {n}x{hw}x{hw}x{c}", dict(n=n, hw=hw, c=c, pool=True))]
     return out
 

@@ -17,7 +17,12 @@ constant the inlined task functions fold. What happens (details in the header's 
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
    (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
-   on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
+   on the same register tiles; depthwise convolutions a direct loop over rows of all channels;
+   a kernel larger than its output (the kernel cotangent's transpose) one GEMM over every image
+   (em_cv_wg: vectors along the batch, i.e. the original input features);
+4. an input-dilated convolution (``lhs_dilation``: a strided convolution's input cotangent) runs
+   steps 1-3 once per residue class of the output position (a stride-1 convolution with the taps
+   that reach it), each into a channels-last staging area, and one pass interleaves them.
 
 The workspace holds the packed kernel, the NHWC copies of one image (only when needed) and one tile
 per thread:
