@@ -4,11 +4,13 @@ register tiles, depthwise direct loop) against JAX jit, PyTorch (``torch.nn.func
 graph optimizations), float32.
 
     python benchmarks/bench_conv.py [--quick] [--threads N] [--clock wall|cpu] [--rows resnet,small]
+        [--match NAME]
 
 Workloads: the ResNet-18 layer shapes at batch 1 and 8 (56x56x64->64 3x3, 28x28x128->128 3x3, the
 strided 1x1 downsample 56x56x64->128, the 7x7 stride-2 stem 224x224x3->64), and the earlier small
-rows (8x32x32x16->32: 3x3, 7x7, 3x3 stride 2, depthwise 3x3, the kernel gradient of a 3x3 conv, a
-3x3 stride-2 max pool). ember and JAX run NHWC/HWIO; PyTorch and ONNX Runtime their native NCHW/OIHW
+rows (8x32x32x16->32: 3x3, 7x7, 3x3 stride 2, depthwise 3x3, the kernel gradient of a 3x3 conv, the
+input gradient of the 3x3 stride 2, a 3x3 stride-2 max pool), and the input gradient of the strided
+1x1 downsample at batch 1 and 8. ember and JAX run NHWC/HWIO; PyTorch and ONNX Runtime their native NCHW/OIHW
 (ember's NCHW time is the column "ember native NCHW"). Every implementation's output is compared
 with a NumPy reference (ember's reference backend) before timing; timing interleaves the
 implementations in rounds (``common.interleaved``: medians, quartiles in the JSON).
@@ -44,7 +46,8 @@ NHWC = ("NHWC", "HWIO", "NHWC")
 NCHW = ("NCHW", "OIHW", "NCHW")
 
 
-def conv_cfg(n: int, hw: int, c: int, o: int, k: int, s: int, groups: int = 1, grad: bool = False) -> dict:
+def conv_cfg(n: int, hw: int, c: int, o: int, k: int, s: int, groups: int = 1, grad: str = "") -> dict:
+    """One workload; ``grad``: "" (the convolution), "kernel" or "input" (that cotangent of the sum)."""
     return dict(n=n, hw=hw, c=c, o=o, k=k, s=s, groups=groups, grad=grad)
 
 
@@ -55,14 +58,17 @@ def workloads(rows: list[str], quick: bool) -> list[tuple[str, dict]]:
             out += [(f"resnet 3x3 {n}x56x56x64->64", conv_cfg(n, 56, 64, 64, 3, 1)),
                     (f"resnet 3x3 {n}x28x28x128->128", conv_cfg(n, 28, 128, 128, 3, 1)),
                     (f"resnet 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2)),
-                    (f"resnet stem 7x7/2 {n}x224x224x3->64", conv_cfg(n, 224, 3, 64, 7, 2))]
+                    (f"resnet stem 7x7/2 {n}x224x224x3->64", conv_cfg(n, 224, 3, 64, 7, 2)),
+                    (f"input grad 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2, grad="input"))]
     if "small" in rows:
         n, hw, c, o = (2, 16, 8, 16) if quick else (8, 32, 16, 32)
         out += [(f"conv 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1)),
                 (f"conv 7x7 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 7, 1)),
                 (f"conv 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 2)),
                 (f"depthwise 3x3 {n}x{hw}x{hw}x{c}", conv_cfg(n, hw, c, c, 3, 1, groups=c)),
-                (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1, grad=True)),
+                (f"kernel grad 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1, grad="kernel")),
+                (f"input grad 3x3 stride 2 {n}x{hw}x{hw}x{c}->{o}",
+                 conv_cfg(n, hw, c, o, 3, 2, grad="input")),
                 (f"max pool 3x3/2 {n}x{hw}x{hw}x{c}", dict(n=n, hw=hw, c=c, pool=True))]
     return out
 
@@ -74,7 +80,7 @@ def pads(cfg: dict) -> list[tuple[int, int]]:
 
 def lax_fn(lax_module: Any, grad: Callable, cfg: dict, dn: tuple = NHWC) -> Callable:
     """The workload over ``lax_module`` (ember's or JAX's lax); a ``grad`` workload is the gradient
-    of the output's sum with respect to the kernel."""
+    of the output's sum with respect to the kernel or the input."""
     if cfg.get("pool"):
         return lambda x: lax_module.reduce_window(x, -np.inf, lax_module.max, (1, 3, 3, 1), (1, 2, 2, 1),
                                                   "SAME")
@@ -84,7 +90,7 @@ def lax_fn(lax_module: Any, grad: Callable, cfg: dict, dn: tuple = NHWC) -> Call
                                                feature_group_count=cfg["groups"])
 
     if cfg["grad"]:
-        return grad(lambda x, w: conv(x, w).sum(), argnums=1)
+        return grad(lambda x, w: conv(x, w).sum(), argnums=1 if cfg["grad"] == "kernel" else 0)
     return conv
 
 
@@ -113,6 +119,8 @@ def torch_runner(cfg: dict, xs: list[np.ndarray]) -> Callable[[], Any] | None:
     kw = dict(stride=cfg["s"], padding=cfg["k"] // 2, groups=cfg["groups"])
     if cfg["grad"]:
         ones = torch.ones_like(conv2d(x, w, **kw))
+        if cfg["grad"] == "input":
+            return lambda: torch.nn.grad.conv2d_input(x.shape, w, ones, **kw)
         return lambda: torch.nn.grad.conv2d_weight(x, w.shape, ones, **kw)
 
     def run() -> Any:
@@ -180,11 +188,11 @@ def runners(cfg: dict, xs: list[np.ndarray], jax: Any, opts: dict) -> tuple[dict
     return out, nchw
 
 
-def check(name: str, got: Any, want: np.ndarray, nchw: bool, grad: bool) -> None:
+def check(name: str, got: Any, want: np.ndarray, nchw: bool, grad: str) -> None:
     """``got`` (in its own layout) against the NHWC/HWIO reference."""
     got = np.asarray(got.detach().numpy() if hasattr(got, "detach") else got)
     if nchw:
-        got = got.transpose((2, 3, 1, 0) if grad else (0, 2, 3, 1))
+        got = got.transpose((2, 3, 1, 0) if grad == "kernel" else (0, 2, 3, 1))
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4 * scale, err_msg=name)
 
@@ -194,6 +202,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="limit every library to N threads")
     ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, small")
+    ap.add_argument("--match", default="", help="only the workloads whose name contains this")
     ap.add_argument("--max-seconds", type=float, default=8.0, help="timing budget per workload")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: elapsed time (common.interleaved); cpu: process CPU time per call (use with "
@@ -209,11 +218,13 @@ def main() -> None:
     opts = {"num_threads": args.threads} if args.threads else {}
     rows = []
     for name, cfg in workloads(args.rows.split(","), args.quick):
+        if args.match not in name:
+            continue
         xs = inputs(cfg)
         want = np.asarray(ember.jit(lax_fn(lax, ember.grad, cfg), backend="numpy")(*xs))
         impls, nchw = runners(cfg, xs, jax, opts)
         for k, run in impls.items():
-            check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", False))
+            check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", ""))
         stats = (cpu_interleaved(impls, rounds=9, sample_time=0.02) if args.clock == "cpu"
                  else interleaved(impls, max_seconds=args.max_seconds))
         rows.append({"workload": name, "times": medians(stats), "stats": stats})

@@ -366,3 +366,209 @@ def test_inside_a_scan_body():
     for _ in range(3):
         want = ref(want, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
     np.testing.assert_allclose(np.asarray(ember.jit(f, backend="native")(x)), want, **tol(np.float32, 144))
+
+
+def kernel_grad_ref(x, ct, w_shape, strides, padding, dilation, layouts):
+    """float64 kernel cotangent of a one-group convolution, in the kernel's layout:
+    ``dw[o, c, i, j] = sum_{n, y, x} xpad[n, c, y s + i d, x s + j d] ct[n, o, y, x]``."""
+    lhs, rhs, out = layouts
+    s0, s1 = (a for a in rhs if a not in "OI")
+    xc = np.transpose(np.asarray(x, np.float64), [lhs.index(a) for a in "NC" + s0 + s1])
+    cc = np.transpose(np.asarray(ct, np.float64), [out.index(a) for a in "NC" + s0 + s1])
+    KH, KW = (w_shape[rhs.index(a)] for a in s0 + s1)
+    N, C, H, W = xc.shape
+    (sh, sw), (dh, dw) = strides, dilation
+    (hl, hh), (wl, wh) = padding
+    big = np.zeros((N, C, H + abs(hl) + abs(hh), W + abs(wl) + abs(wh)))
+    big[:, :, abs(hl):abs(hl) + H, abs(wl):abs(wl) + W] = xc
+    xp = big[:, :, abs(hl) - hl:abs(hl) + H + hh, abs(wl) - wl:abs(wl) + W + wh]
+    OH, OW = cc.shape[2:]
+    dwt = np.zeros((cc.shape[1], C, KH, KW))
+    for i in range(KH):
+        for j in range(KW):
+            patch = xp[:, :, i * dh:i * dh + (OH - 1) * sh + 1:sh, j * dw:j * dw + (OW - 1) * sw + 1:sw]
+            dwt[:, :, i, j] = np.einsum("nchw,nohw->oc", patch, cc)
+    return np.transpose(dwt, [("OI" + s0 + s1).index(a) for a in rhs])
+
+
+WG_CASES = [
+    # N, C, H, W, O, KH, KW, strides, padding, dilation, layouts: the kernel cotangent's transpose
+    # runs em_cv_wg (vectors along the input features C, at least 3/4 full)
+    (8, 16, 32, 32, 32, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC),  # the benchmark's shape
+    (3, 12, 13, 11, 20, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), NHWC),  # odd, stride 2, C and O tails
+    (2, 16, 15, 14, 9, 5, 4, (3, 2), ((2, 1), (0, 3)), (2, 1), NCHW),  # stride 3, dilation, NCHW
+    (2, 24, 9, 10, 33, 2, 3, (1, 1), ((0, 0), (1, 1)), (1, 3), ("NCHW", "HWIO", "NHWC")),  # mixed
+    (1, 32, 7, 9, 8, 3, 3, (1, 1), ((-1, 2), (2, -1)), (1, 1), ("NHWC", "OIHW", "NCHW")),  # cropping
+    (5, 16, 5, 6, 40, 4, 4, (1, 1), ((2, 2), (2, 2)), (1, 1), NHWC),  # output hardly below the kernel
+]
+
+
+def kernel_vjp(strides, padding, dilation, layouts):
+    f = conv_fn(strides, padding, dilation, layouts, 1)
+    return lambda x, w, ct: ember.vjp(lambda w: f(x, w), w)[1](ct)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", WG_CASES, ids=[f"wg{i}" for i in range(len(WG_CASES))])
+def test_kernel_gradient_gemm_matches_reference(case, dtype):
+    N, C, H, W, O, KH, KW, strides, padding, dilation, layouts = case
+    x, w = operands(N, C, H, W, O, KH, KW, 1, layouts, dtype)
+    y = ref(x, w, strides, padding, dilation, layouts, 1)
+    ct = RNG.standard_normal(y.shape).astype(dtype)
+    jf = ember.jit(kernel_vjp(strides, padding, dilation, layouts), backend="native")
+    assert "em_cv_wgrun_" in jf.lower(x, w, ct).executable.source
+    got = np.asarray(jf(x, w, ct))
+    want = kernel_grad_ref(x, ct, w.shape, strides, padding, dilation, layouts)
+    assert got.dtype == dtype and got.shape == w.shape
+    np.testing.assert_allclose(got, want, **tol(dtype, y.size // O))
+
+
+def test_kernel_gradient_gemm_nan_and_inf():
+    """NaN in the input reaches every tap that reads it; an Inf in the cotangent meets the padding's
+    zeros at the border taps (NaN there, as in the zero-padded definition), Inf elsewhere."""
+    layouts = NHWC
+    x, w = operands(2, 16, 9, 10, 16, 3, 3, 1, layouts, np.float32)
+    ct = RNG.standard_normal((2, 9, 10, 16)).astype(np.float32)
+    x[1, 4, 5, 3] = np.nan
+    ct[0, 0, 4, 7] = np.inf  # first row: taps kh = 0 read the padding there
+    ct[1, 5, 9, 2] = -np.inf  # last column: taps kw = 2 read the padding
+    jf = ember.jit(kernel_vjp((1, 1), ((1, 1), (1, 1)), (1, 1), layouts), backend="native")
+    assert "em_cv_wgrun_" in jf.lower(x, w, ct).executable.source
+    got = np.asarray(jf(x, w, ct))
+    with np.errstate(invalid="ignore"):
+        want = kernel_grad_ref(x, ct, w.shape, (1, 1), ((1, 1), (1, 1)), (1, 1), layouts)
+    assert np.isnan(want).any() and np.isinf(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 180))
+
+
+def test_kernel_gradient_gemm_only_where_vectors_fill():
+    """Few input features (vectors mostly padding) and kernels not larger than the output keep the
+    direct kernel."""
+    def source(C, KH, H):
+        x, w = operands(2, C, H, H, 16, KH, KH, 1, NHWC, np.float32)
+        y = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+        jf = ember.jit(kernel_vjp((1, 1), ((1, 1), (1, 1)), (1, 1), NHWC), backend="native")
+        return jf.lower(x, w, y.astype(np.float32)).executable.source
+
+    assert "em_cv_wgrun_" in source(16, 3, 12)
+    assert "em_cv_wgrun_" not in source(3, 3, 12)  # the stem's 3 channels
+    assert "em_cv_wgrun_" not in source(16, 5, 4)  # 4x4 output of the transpose, 2x2 kernel
+
+
+IG_CASES = [
+    # N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts: input cotangents of strided
+    # convolutions, one input-dilated conv step (a stride-1 convolution per output residue class)
+    (8, 16, 14, 14, 32, 1, 1, (2, 2), ((0, 0), (0, 0)), (1, 1), 1, NHWC),  # downsample: 3/4 zeros
+    (2, 16, 15, 13, 20, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # odd sizes: uneven phases
+    (2, 6, 13, 12, 7, 2, 2, (3, 4), ((0, 0), (1, 0)), (1, 1), 1, NCHW),  # stride above the kernel
+    (2, 6, 15, 16, 9, 3, 3, (2, 3), ((2, 2), (1, 3)), (2, 3), 1, NHWC),  # dilation shares the stride
+    (2, 8, 18, 20, 12, 3, 3, (2, 1), ((1, 1), (1, 1)), (1, 1), 2, NCHW),  # groups
+    (1, 5, 12, 11, 6, 3, 3, (3, 3), ((-1, 2), (2, -1)), (1, 1), 1, ("NCHW", "HWIO", "NHWC")),  # crop
+    (3, 3, 23, 21, 16, 7, 7, (2, 2), ((3, 3), (3, 3)), (1, 1), 1, NHWC),  # the stem's
+]
+
+
+def input_vjp(strides, padding, dilation, layouts, groups):
+    f = conv_fn(strides, padding, dilation, layouts, groups)
+    return lambda x, w, ct: ember.vjp(lambda x: f(x, w), x)[1](ct)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", IG_CASES, ids=[f"ig{i}" for i in range(len(IG_CASES))])
+def test_strided_input_gradient_is_one_step(case, dtype):
+    """Against the float64 vjp of the reference (the reference is linear in x: its transpose applied
+    to ct, column by column of a basis would be slow; JAX's float64 vjp is the independent check)."""
+    jax = pytest.importorskip("jax")
+    N, C, H, W, O, KH, KW, strides, padding, dilation, groups, layouts = case
+    x, w = operands(N, C, H, W, O, KH, KW, groups, layouts, dtype)
+    y = ref(x, w, strides, padding, dilation, layouts, groups)
+    ct = RNG.standard_normal(y.shape).astype(dtype)
+    got, exe = run_with_call_step(input_vjp(strides, padding, dilation, layouts, groups), "conv", x, w, ct)
+    assert not any(e.prim.name in ("concatenate", "pad", "dot_general") for e in exe.optimized.eqns)
+    assert sum(e.prim.name == "conv" for e in exe.optimized.eqns) == 1
+    fj = partial(jax.lax.conv_general_dilated, window_strides=strides, padding=padding, rhs_dilation=dilation,
+                 dimension_numbers=layouts, feature_group_count=groups)
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        want = np.asarray(jax.vjp(lambda x: fj(x, w.astype(np.float64)), x.astype(np.float64))[1](
+            ct.astype(np.float64))[0])
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    assert got.dtype == dtype and got.shape == x.shape
+    np.testing.assert_allclose(got, want, **tol(dtype, KH * KW * O))
+
+
+def test_strided_input_gradient_nan_and_inf():
+    """A NaN or Inf in the cotangent reaches exactly the input positions its taps touch (the other
+    phases' positions stay finite, the 1x1 downsample's skipped ones zero)."""
+    x, w = operands(2, 8, 12, 12, 16, 3, 3, 1, NHWC, np.float32)
+    ct = RNG.standard_normal((2, 6, 6, 16)).astype(np.float32)
+    ct[0, 2, 3, 5] = np.nan
+    ct[1, 0, 5, 1] = np.inf
+    jf = ember.jit(input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1), backend="native")
+    got = np.asarray(jf(x, w, ct))
+    want = np.asarray(ember.jit(input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1), backend="numpy")(
+        x.astype(np.float64), w.astype(np.float64), ct.astype(np.float64)))
+    assert np.isnan(want).any() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
+    w1 = operands(2, 8, 12, 12, 16, 1, 1, 1, NHWC, np.float32)[1]
+    got = np.asarray(ember.jit(input_vjp((2, 2), ((0, 0), (0, 0)), (1, 1), NHWC, 1), backend="native")(
+        x, w1, ct))
+    assert np.isnan(got[0, 4, 6]).all() and (got[:, 1::2] == 0).all() and (got[:, :, 1::2] == 0).all()
+
+
+def test_input_dilated_conv_transposes_and_vmaps():
+    """Second order: the input-dilated conv's own transposes (its kernel cotangent dilates the input
+    first, its input cotangent takes every stride-th value) and vmap, against JAX in float64."""
+    jax = pytest.importorskip("jax")
+    x, w = operands(2, 4, 9, 8, 6, 3, 3, 2, NHWC, np.float64)
+    fe = conv_fn((2, 3), ((1, 1), (0, 2)), (1, 1), NHWC, 2)
+
+    def fj(x, w):
+        return jax.lax.conv_general_dilated(x, w, (2, 3), ((1, 1), (0, 2)), dimension_numbers=NHWC,
+                                            feature_group_count=2)
+
+    ct = RNG.standard_normal(np.asarray(fe(x, w)).shape)
+
+    def second(vjp, f):  # d/d(w, ct) of <x-cotangent, x>**2-like scalar
+        return lambda w, ct: vjp(lambda x: f(x, w), x)[1](ct)[0]
+
+    ge = ember.jit(ember.grad(lambda w, ct: (second(ember.vjp, fe)(w, ct) ** 2).sum(), argnums=(0, 1)),
+                   backend="native")(w, ct)
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        gj = jax.grad(lambda w, ct: (second(jax.vjp, fj)(w, ct) ** 2).sum(), argnums=(0, 1))(w, ct)
+        cb = RNG.standard_normal((3, *ct.shape))
+        vj = jax.vmap(lambda c: second(jax.vjp, fj)(w, c))(cb)
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    for a, b in zip(ge, gj):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-10)
+    ve = ember.jit(ember.vmap(lambda c: second(ember.vjp, fe)(w, c)), backend="native")(cb)
+    np.testing.assert_allclose(np.asarray(ve), np.asarray(vj), rtol=1e-10, atol=1e-10)
+
+
+def test_strided_input_gradient_one_compile_across_batch_sizes():
+    """A named batch axis: the phases' staging offsets are size expressions."""
+    jax = pytest.importorskip("jax")
+    _, w = operands(1, 6, 11, 10, 8, 3, 3, 1, NCHW, np.float32)
+    vjp = input_vjp((2, 2), ((1, 1), (1, 1)), (1, 1), NCHW, 1)
+    jf = ember.jit(vjp, dynamic_axes={"x": ("batch", None, None, None), "ct": ("batch", None, None, None)},
+                   backend="native")
+    fj = partial(jax.lax.conv_general_dilated, window_strides=(2, 2), padding=((1, 1), (1, 1)),
+                 dimension_numbers=NCHW)
+    for n in (1, 3, 4):
+        x = operands(n, 6, 11, 10, 8, 3, 3, 1, NCHW, np.float32)[0]
+        ct = RNG.standard_normal((n, 8, 6, 5)).astype(np.float32)
+        want = np.asarray(jax.vjp(lambda x: fj(x, w), x)[1](ct)[0])
+        np.testing.assert_allclose(np.asarray(jf(x, w, ct)), want, rtol=1e-4, atol=1e-4)
+    assert jf.cache_info()["compiles"] == 1, jf.cache_info()

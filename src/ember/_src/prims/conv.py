@@ -9,7 +9,8 @@ native backend's call step (``native/emit/conv.py``, ``csrc/conv.h``) reads the 
 Params (all static, hashable):
 
 * ``window_strides`` ``(sh, sw)``; ``padding`` ``((lo, hi), (lo, hi))`` (negative values crop);
-  ``rhs_dilation`` ``(dh, dw)``;
+  ``rhs_dilation`` ``(dh, dw)``; ``lhs_dilation`` ``(ah, aw)``: the input with ``a - 1`` zeros
+  between neighbours (a transposed convolution; the input cotangent of a strided one binds it);
 * ``dimension_numbers`` ``(lhs_spec, rhs_spec, out_spec)``, each a permutation of ``range(4)``:
   ``lhs_spec = (batch, feature, spatial...)``, ``rhs_spec = (out feature, in feature, spatial...)``,
   ``out_spec = (batch, feature, spatial...)``, as ``lax.ConvDimensionNumbers``;
@@ -20,15 +21,15 @@ Params (all static, hashable):
 ``out[n, o, y, x] = sum_{c < Cg, i, j} lhs_pad[n, g(o) Cg + c, y sh + i dh, x sw + j dw] rhs[o, c, i, j]``.
 
 Rules: the JVP is bilinear; the transposes are convolutions themselves (as JAX's): the input
-cotangent convolves the stride-dilated output cotangent with the flipped kernel (input and output
-features swapped per group), the kernel cotangent convolves the input, with batch and features
-exchanged, with the output cotangent as the kernel (strides and dilation exchanged). vmap folds a
-mapped axis into the batch (input only), the output features (kernel only) or the groups (both).
+cotangent convolves the stride-dilated output cotangent (``lhs_dilation`` = the strides) with the
+flipped kernel (input and output features swapped per group), the kernel cotangent convolves the
+input, with batch and features exchanged, with the output cotangent as the kernel (strides and
+dilation exchanged). vmap folds a mapped axis into the batch (input only), the output features
+(kernel only) or the groups (both).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,8 +67,14 @@ def out_size(n: int, k: int, stride: int, dil: int, lo: int, hi: int) -> int:
     return span // stride + 1 if span >= 0 else 0
 
 
+def dilated(n: int, a: int) -> int:
+    """Length of an axis of ``n`` values with ``a - 1`` zeros between neighbours."""
+    return (n - 1) * a + 1 if n > 0 else 0
+
+
 def _conv_abstract(x: ShapedArray, w: ShapedArray, *, window_strides: tuple, padding: tuple,
-                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> ShapedArray:
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int,
+                   lhs_dilation: tuple = (1, 1)) -> ShapedArray:
     ls, rs, os_ = dimension_numbers
     if x.ndim != 4 or w.ndim != 4:
         raise ShapeError(f"conv: lhs and rhs must be rank 4, got {sh.shape_str(x.shape)} and "
@@ -89,16 +96,22 @@ def _conv_abstract(x: ShapedArray, w: ShapedArray, *, window_strides: tuple, pad
     if O % G:
         raise ShapeError(f"conv: rhs output features ({O}) must be divisible by feature_group_count ({G})")
     (slo, shi), (wlo, whi) = padding
-    OH = out_size(H, KH, window_strides[0], rhs_dilation[0], slo, shi)
-    OW = out_size(W, KW, window_strides[1], rhs_dilation[1], wlo, whi)
+    OH = out_size(dilated(H, lhs_dilation[0]), KH, window_strides[0], rhs_dilation[0], slo, shi)
+    OW = out_size(dilated(W, lhs_dilation[1]), KW, window_strides[1], rhs_dilation[1], wlo, whi)
     return ShapedArray(_place((N, O, OH, OW), os_), x.dtype, x.weak_type and w.weak_type)
 
 
 def _conv_impl(x: np.ndarray, w: np.ndarray, *, window_strides: tuple, padding: tuple, rhs_dilation: tuple,
-               dimension_numbers: tuple, feature_group_count: int) -> np.ndarray:
+               dimension_numbers: tuple, feature_group_count: int,
+               lhs_dilation: tuple = (1, 1)) -> np.ndarray:
     """NumPy reference: one batched matrix product per kernel tap over the padded input."""
     ls, rs, os_ = dimension_numbers
     xc = np.transpose(x, (ls[0], ls[2], ls[3], ls[1]))  # N H W C
+    if tuple(lhs_dilation) != (1, 1):
+        n, h, w_, c = xc.shape
+        xd = np.zeros((n, dilated(h, lhs_dilation[0]), dilated(w_, lhs_dilation[1]), c), xc.dtype)
+        xd[:, ::lhs_dilation[0], ::lhs_dilation[1]] = xc
+        xc = xd
     wc = np.transpose(w, (rs[2], rs[3], rs[1], rs[0]))  # KH KW Cg O
     N, H, W, C = xc.shape
     KH, KW, Cg, O = wc.shape
@@ -128,103 +141,65 @@ def _conv_impl(x: np.ndarray, w: np.ndarray, *, window_strides: tuple, padding: 
 
 def conv(x: Any, w: Any, window_strides: Sequence[int], padding: Sequence[Sequence[int]],
          rhs_dilation: Sequence[int], dimension_numbers: Sequence[Sequence[int]],
-         feature_group_count: int = 1) -> Any:
+         feature_group_count: int = 1, lhs_dilation: Sequence[int] = (1, 1)) -> Any:
     """Bind :data:`conv_p` (see the module docstring for the parameters)."""
     return conv_p.bind(x, w, window_strides=tuple(int(s) for s in window_strides),
                        padding=tuple((int(lo), int(hi)) for lo, hi in padding),
                        rhs_dilation=tuple(int(d) for d in rhs_dilation),
                        dimension_numbers=tuple(tuple(int(a) for a in s) for s in dimension_numbers),
-                       feature_group_count=int(feature_group_count))
+                       feature_group_count=int(feature_group_count),
+                       lhs_dilation=tuple(int(a) for a in lhs_dilation))
 
 
 def _lhs_cotangent(ct: Any, x_aval: ShapedArray, w: Any, *, window_strides: tuple, padding: tuple,
-                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
-    """d lhs: the cotangent convolved (stride 1) with the flipped kernel, whose input and output
-    features are swapped within each group (strides above 1: per residue class of the input
-    position, :func:`_lhs_cotangent_phases`)."""
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int,
+                   lhs_dilation: tuple = (1, 1)) -> Any:
+    """d lhs: the cotangent, dilated by the strides (``lhs_dilation``: the native step runs one
+    stride-1 convolution per residue class of the output position, written in place), convolved
+    with the flipped kernel, whose input and output features are swapped within each group. An
+    input that was itself dilated takes every ``lhs_dilation``-th value of its dilated cotangent."""
     ls, rs, os_ = dimension_numbers
     G = feature_group_count
+    if tuple(lhs_dilation) != (1, 1):
+        shape = list(x_aval.shape)
+        for a, k in zip(ls[2:], lhs_dilation):
+            shape[a] = dilated(shape[a], k)
+        g = _lhs_cotangent(ct, ShapedArray(tuple(shape), x_aval.dtype), w, window_strides=window_strides,
+                           padding=padding, rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers,
+                           feature_group_count=G)
+        steps = [1] * 4
+        for a, k in zip(ls[2:], lhs_dilation):
+            steps[a] = k
+        return mv.slice(g, (0,) * 4, tuple(shape), steps)
     _, _, H, W = _dims(x_aval.shape, ls)
-    # kernel -> (KH, KW, Og, G * Cg): features swapped per group
+    # kernel -> (KH, KW, Og, G * Cg): features swapped per group, flipped
     wc = mv.transpose(w, (rs[2], rs[3], rs[1], rs[0]))  # KH KW Cg O
     KH, KW, Cg, O = core.get_aval(wc).shape
     wc = mv.reshape(wc, (KH, KW, Cg, G, O // G))
     wc = mv.transpose(wc, (0, 1, 4, 3, 2))
     wc = mv.reshape(wc, (KH, KW, O // G, G * Cg))
-    if any(s > 1 for s in window_strides):
-        return _lhs_cotangent_phases(ct, x_aval, wc, window_strides, padding, rhs_dilation,
-                                     dimension_numbers, G)
     wc = mv.rev(wc, (0, 1))
     pads = []
-    for k, (n, d, (lo, _)) in enumerate(zip((H, W), rhs_dilation, padding)):
-        keff = (_dims(core.get_aval(w).shape, rs)[2 + k] - 1) * d + 1
-        oh = _dims(core.get_aval(ct).shape, os_)[2 + k]
-        pads.append((keff - 1 - lo, n - oh + lo))
-    return conv(ct, wc, (1, 1), pads, rhs_dilation, (os_, NHWC[1], ls), G)
-
-
-def _phases(n: int, k: int, s: int, d: int, lo: int, o: int) -> list:
-    """Per residue ``rho`` of the input index modulo the stride along one axis: ``None`` (no kernel
-    tap reaches it) or ``(first tap, taps, tap step, dilation, pad lo, pad hi, length)`` of the
-    stride-1 convolution of the cotangent that gives the input cotangent at ``rho, rho + s, ...``."""
-    g = math.gcd(d, s)
-    out = []
-    for rho in range(s):
-        r = (rho + lo) % s  # the padded index's residue
-        taps = [t for t in range(k) if (t * d) % s == r]
-        length = -(-(n - rho) // s) if n > rho else 0
-        if not taps or not length:
-            out.append(None)
-            continue
-        k0, m, dd = taps[0], len(taps), d // g
-        first = (k0 * d - r) // s + (m - 1) * dd - (rho + lo - r) // s
-        out.append((k0, m, s // g, dd, first, length + (m - 1) * dd - o - first, length))
-    return out
-
-
-def _lhs_cotangent_phases(ct: Any, x_aval: ShapedArray, wc: Any, strides: tuple, padding: tuple,
-                          dilation: tuple, dimension_numbers: tuple, G: int) -> Any:
-    """d lhs for strides above 1 without the stride-dilated cotangent (mostly zeros): per residue
-    pair of the input position modulo the strides, a stride-1 convolution of the cotangent with
-    the kernel taps that reach it (flipped), interleaved back. ``wc`` is the kernel with features
-    swapped per group, ``(KH, KW, Og, G * Cg)``, unflipped."""
-    ls, _, os_ = dimension_numbers
-    N, C, H, W = _dims(x_aval.shape, ls)
-    KH, KW, Og, _ = core.get_aval(wc).shape
-    ct = mv.transpose(ct, (os_[0], os_[2], os_[3], os_[1]))  # N OH OW O
-    _, OH, OW, _ = core.get_aval(ct).shape
-    ph = _phases(H, KH, strides[0], dilation[0], padding[0][0], OH)
-    pw = _phases(W, KW, strides[1], dilation[1], padding[1][0], OW)
-    qh, qw = -(-H // strides[0]), -(-W // strides[1])
-    dtype = core.get_aval(ct).dtype
-    rows = []
-    for a in ph:
-        row = []
-        for b in pw:
-            if a is None or b is None:
-                row.append(mv.full((N, qh, 1, qw, 1, C), 0, dtype))
-                continue
-            limits = (a[0] + (a[1] - 1) * a[2] + 1, b[0] + (b[1] - 1) * b[2] + 1, Og, C)
-            sub = mv.slice(wc, (a[0], b[0], 0, 0), limits, (a[2], b[2], 1, 1))
-            y = conv(ct, mv.rev(sub, (0, 1)), (1, 1), ((a[4], a[5]), (b[4], b[5])), (a[3], b[3]), NHWC, G)
-            y = mv.pad(y, mv.full((), 0, dtype), ((0, 0, 0), (0, qh - a[6], 0), (0, qw - b[6], 0), (0, 0, 0)))
-            row.append(mv.reshape(y, (N, qh, 1, qw, 1, C)))
-        rows.append(mv.concatenate(row, 4) if len(row) > 1 else row[0])
-    y = mv.concatenate(rows, 2) if len(rows) > 1 else rows[0]
-    y = mv.reshape(y, (N, qh * strides[0], qw * strides[1], C))
-    y = mv.slice(y, (0, 0, 0, 0), (N, H, W, C)) if (qh * strides[0], qw * strides[1]) != (H, W) else y
-    perm = [0] * 4
-    for src, a in zip((0, 3, 1, 2), ls):
-        perm[a] = src
-    return mv.transpose(y, tuple(perm))
+    for n, k, d, s, (lo, _), oh in zip((H, W), (KH, KW), rhs_dilation, window_strides, padding,
+                                       _dims(core.get_aval(ct).shape, os_)[2:]):
+        keff = (k - 1) * d + 1
+        pads.append((keff - 1 - lo, n - dilated(oh, s) + lo))
+    return conv(ct, wc, (1, 1), pads, rhs_dilation, (os_, NHWC[1], ls), G, lhs_dilation=window_strides)
 
 
 def _rhs_cotangent(ct: Any, x: Any, w_aval: ShapedArray, *, window_strides: tuple, padding: tuple,
-                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int) -> Any:
-    """d rhs: the input, with batch and features exchanged (and groups ahead of the batch),
-    convolved with the output cotangent as kernel; strides and dilation exchange roles."""
+                   rhs_dilation: tuple, dimension_numbers: tuple, feature_group_count: int,
+                   lhs_dilation: tuple = (1, 1)) -> Any:
+    """d rhs: the input (dilated first if ``lhs_dilation``), with batch and features exchanged (and
+    groups ahead of the batch), convolved with the output cotangent as kernel; strides and dilation
+    exchange roles."""
     ls, rs, os_ = dimension_numbers
     G = feature_group_count
+    if tuple(lhs_dilation) != (1, 1):
+        cfg = [(0, 0, 0)] * 4
+        for a, k in zip(ls[2:], lhs_dilation):
+            cfg[a] = (0, 0, k - 1)
+        x = mv.pad(x, mv.full((), 0, core.get_aval(x).dtype), cfg)
     N, C, H, W = _dims(core.get_aval(x).shape, ls)
     O, Cg, KH, KW = _dims(w_aval.shape, rs)
     if G > 1:  # lhs' (Cg, G * N, H, W): group g's features are its images
@@ -256,7 +231,8 @@ def _conv_transpose(ct: Any, x: Any, w: Any, **params: Any) -> list:
 
 
 def _conv_batch(vals: list, dims: list, *, window_strides: tuple, padding: tuple, rhs_dilation: tuple,
-                dimension_numbers: tuple, feature_group_count: int) -> tuple[list, list]:
+                dimension_numbers: tuple, feature_group_count: int,
+                lhs_dilation: tuple = (1, 1)) -> tuple[list, list]:
     """vmap: a mapped input folds into the batch, a mapped kernel into the output features (after
     the group axis), both into the groups."""
     (x, w), (bx, bw) = vals, dims
@@ -268,7 +244,7 @@ def _conv_batch(vals: list, dims: list, *, window_strides: tuple, padding: tuple
         w = mv.transpose(w, (bw, *(a + (a >= bw) for a in (rs[2], rs[3], rs[1], rs[0]))))
     B = core.get_aval(x).shape[0] if bx is not None else core.get_aval(w).shape[0]
     kw = dict(window_strides=window_strides, padding=padding, rhs_dilation=rhs_dilation,
-              dimension_numbers=NHWC)
+              dimension_numbers=NHWC, lhs_dilation=lhs_dilation)
     if bw is None:
         wc = mv.transpose(w, (rs[2], rs[3], rs[1], rs[0]))
         _, N, H, W, C = core.get_aval(x).shape

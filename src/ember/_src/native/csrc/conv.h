@@ -203,7 +203,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(e
             }
 }
 
-/* One MR x NR output tile: acc[m] = sum over NI x NJ segments of L values of
+/* One MR x NR output tile (MR x VL when nv <= VL): acc[m] = sum over NI x NJ segments of L values of
    a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
    feature stride oc), mv pixels and nv features of it. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
@@ -217,22 +217,44 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         acc[m][0] = (EM_T(em_cv_v)){0};
         acc[m][1] = (EM_T(em_cv_v)){0};
     }
-    for (int64_t i = 0; i < NI; ++i)
-        for (int64_t j = 0; j < NJ; ++j) {
-            const ELT *ap = a + i * RS + j * JS;
-            const ELT *wq = wp + (i * NJ + j) * L * NR;
-            for (int64_t k = 0; k < L; ++k) {
-                const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
-                const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
+    if (nv <= VL) {  /* one vector of features (Og <= VL, e.g. a 16-feature input cotangent): half the FMAs */
+        for (int64_t i = 0; i < NI; ++i)
+            for (int64_t j = 0; j < NJ; ++j) {
+                const ELT *ap = a + i * RS + j * JS;
+                const ELT *wq = wp + (i * NJ + j) * L * NR;
+                for (int64_t k = 0; k < L; ++k) {
+                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
 #pragma GCC unroll 32
-                for (int m = 0; m < EM_CV_MR; ++m) {
-                    const ELT s = ap[m * PS + k];
-                    const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
-                    acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
-                    acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
+                    for (int m = 0; m < EM_CV_MR; ++m) {
+                        const ELT s = ap[m * PS + k];
+                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                    }
                 }
             }
+        if (mv == EM_CV_MR && nv == VL && oc == 1) {
+#pragma GCC unroll 32
+            for (int m = 0; m < EM_CV_MR; ++m) *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
+            return;
         }
+    } else {
+        for (int64_t i = 0; i < NI; ++i)
+            for (int64_t j = 0; j < NJ; ++j) {
+                const ELT *ap = a + i * RS + j * JS;
+                const ELT *wq = wp + (i * NJ + j) * L * NR;
+                for (int64_t k = 0; k < L; ++k) {
+                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
+                    const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
+#pragma GCC unroll 32
+                    for (int m = 0; m < EM_CV_MR; ++m) {
+                        const ELT s = ap[m * PS + k];
+                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                        acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
+                    }
+                }
+            }
+    }
     if (mv == EM_CV_MR && nv == NR && oc == 1) {
 #pragma GCC unroll 32
         for (int m = 0; m < EM_CV_MR; ++m) {
@@ -649,6 +671,178 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
                         for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = y[a][b][j];
                     }
                 }
+        }
+    }
+}
+
+/* ---- Kernel-gradient shape: a kernel larger than the output (the kernel cotangent's transpose) ----
+   out[b, o, p, q] = sum over (f, i, j) of x[b, f, p sh + i dh - hlo, q sw + j dw - wlo] w[o, f, i, j]
+   as one GEMM over every image: M = (p, q, b) (few), N = o, K = (f, i, j) (the whole kernel: the
+   original convolution's output pixels of every image). Vectors run along b (the original input
+   features, contiguous in NHWC), broadcasts along o (the cotangent's features): a register tile of
+   NO features x up to 3 vectors of (p, q, b) sums K = KH x KW values per image. Image f's rows are
+   first copied with their padding into xp[r][c][BV] (b padded with zeros to BV, a multiple of the
+   vector length), so a vector of tap (p, q) is one load at a fixed offset and taps in the padding
+   multiply zeros (a non-finite kernel value propagates as in the zero-padded definition). The
+   images run one after another (copy, multiply), every tile accumulating into its slot of the
+   workspace; the last pass moves the sums out. Tasks are groups of NO-feature tiles, which share
+   each chunk of kernel rows in cache. */
+#ifndef EM_CV_WG_COMMON
+#define EM_CV_WG_COMMON
+#if EM_CV_BYTES == 64
+#define EM_CV_WG_NO 8   /* features per register tile: 8 x 3 zmm accumulators */
+#else
+#define EM_CV_WG_NO 4   /* 4 x 3 ymm accumulators of the 16 registers */
+#endif
+#define EM_CV_WG_NV 3   /* vectors of (p, q, b) per register tile */
+#endif
+
+/* Padded row t = r of the image (c->xsrc and c->w offset to image f): xp[r][c][b] = x[b, f, r - hlo,
+   c - wlo] (zeros outside; b < B). */
+static inline __attribute__((always_inline)) void EM_T(em_cv_wg_copy)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                     const int64_t B, int64_t t) {
+    const int64_t BV = (B + EM_T(EM_CV_VL) - 1) / EM_T(EM_CV_VL) * EM_T(EM_CV_VL);
+    const int64_t WP = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1, h = t - g.hlo;
+    ELT *d = c->xt + t * WP * BV;
+    for (int64_t col = 0; col < WP; ++col) {
+        const int64_t w = col - g.wlo;
+        ELT *dd = d + col * BV;
+        if (h < 0 || h >= g.H || w < 0 || w >= g.W) {
+            for (int64_t b = 0; b < BV; ++b) dd[b] = 0;
+            continue;
+        }
+        const ELT *s = c->xsrc + h * g.xsh + w * g.xsw;
+        if (g.xsn == 1) {
+            for (int64_t b = 0; b < B; ++b) dd[b] = s[b];
+        } else {
+            for (int64_t b = 0; b < B; ++b) dd[b] = s[b * g.xsn];
+        }
+        for (int64_t b = B; b < BV; ++b) dd[b] = 0;
+    }
+}
+
+/* One register tile over kernel rows [i0, i1) of image f: acc (no features from wk, nv vectors at
+   the xp offsets off[]) loaded from and stored back to its slot s[NO][NV][VL]. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_wg_tile)(
+        const ELT *xp, const int64_t *off, const int nv, const ELT *wk, const int no, const em_cv_geo g,
+        const int64_t WP, const int64_t BV, const int64_t i0, const int64_t i1, ELT *s) {
+    enum { NO = EM_CV_WG_NO, NV = EM_CV_WG_NV };
+    const int64_t VL = EM_T(EM_CV_VL);
+    EM_T(em_cv_v) acc[NO][NV];
+#pragma GCC unroll 8
+    for (int o = 0; o < NO; ++o)
+#pragma GCC unroll 3
+        for (int v = 0; v < nv; ++v) acc[o][v] = *(const EM_T(em_cv_v) *)(s + (o * NV + v) * VL);
+    const int64_t o0 = off[0], o1 = nv > 1 ? off[1] : 0, o2 = nv > 2 ? off[2] : 0;
+    for (int64_t i = i0; i < i1; ++i) {
+        const ELT *xr = xp + i * g.dh * WP * BV;
+        const ELT *wr = wk + i * g.wsh;
+        for (int64_t j = 0; j < g.KW; ++j) {
+            const ELT *xq = xr + j * g.dw * BV, *wq = wr + j * g.wsw;
+            const EM_T(em_cv_v) a0 = *(const EM_T(em_cv_v) *)(xq + o0);
+            const EM_T(em_cv_v) a1 = nv > 1 ? *(const EM_T(em_cv_v) *)(xq + o1) : a0;
+            const EM_T(em_cv_v) a2 = nv > 2 ? *(const EM_T(em_cv_v) *)(xq + o2) : a0;
+#pragma GCC unroll 8
+            for (int o = 0; o < NO; ++o) {
+                const ELT sv = wq[(o < no ? o : no - 1) * g.wso];
+                const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(sv);
+                acc[o][0] = EM_T(EM_CV_FMA)(b, a0, acc[o][0]);
+                if (nv > 1) acc[o][1] = EM_T(EM_CV_FMA)(b, a1, acc[o][1]);
+                if (nv > 2) acc[o][2] = EM_T(EM_CV_FMA)(b, a2, acc[o][2]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int o = 0; o < NO; ++o)
+#pragma GCC unroll 3
+        for (int v = 0; v < nv; ++v) *(EM_T(em_cv_v) *)(s + (o * NV + v) * VL) = acc[o][v];
+}
+
+/* Task t of the image (c->w offset to it): feature tiles [t OG, t OG + OG) over every (p, q, b) tile, kernel rows in
+   chunks of RC (the chunk's kernel values stay in cache across the tiles). c->tiles holds the
+   accumulators: slot (feature tile, (p, q, b) tile) of NO x NV vectors. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_wg)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                const int64_t B, const int64_t OG,
+                                                                const int64_t RC, int64_t t) {
+    enum { NO = EM_CV_WG_NO, NV = EM_CV_WG_NV };
+    const int64_t VL = EM_T(EM_CV_VL), BV = (B + VL - 1) / VL * VL;
+    const int64_t WP = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1;
+    const int64_t MV = g.OH * g.OW * (BV / VL), MT = (MV + NV - 1) / NV, OT = (g.Og + NO - 1) / NO;
+    const int64_t ot0 = t * OG, ot1 = em_cv_min(OT, ot0 + OG);
+    for (int64_t i0 = 0; i0 < g.KH; i0 += RC) {
+        const int64_t i1 = em_cv_min(g.KH, i0 + RC);
+        for (int64_t mt = 0; mt < MT; ++mt) {
+            const int nv = (int)em_cv_min(NV, MV - mt * NV);
+            int64_t off[NV];
+            for (int v = 0; v < nv; ++v) {  /* vector m = (p, q, b block) reads xp[p sh][q sw][bv VL] */
+                const int64_t m = mt * NV + v, pq = m / (BV / VL), bv = m % (BV / VL);
+                off[v] = ((pq / g.OW) * g.sh * WP + (pq % g.OW) * g.sw) * BV + bv * VL;
+            }
+            for (int64_t ot = ot0; ot < ot1; ++ot) {
+                const int no = (int)em_cv_min(NO, g.Og - ot * NO);
+                ELT *s = c->tiles + (ot * MT + mt) * NO * NV * VL;
+                const ELT *wk = c->w + ot * NO * g.wso;
+                if (no == NO && nv == NV)
+                    EM_T(em_cv_wg_tile)(c->xt, off, NV, wk, NO, g, WP, BV, i0, i1, s);
+                else if (nv == 3)
+                    EM_T(em_cv_wg_tile)(c->xt, off, 3, wk, no, g, WP, BV, i0, i1, s);
+                else if (nv == 2)
+                    EM_T(em_cv_wg_tile)(c->xt, off, 2, wk, no, g, WP, BV, i0, i1, s);
+                else
+                    EM_T(em_cv_wg_tile)(c->xt, off, 1, wk, no, g, WP, BV, i0, i1, s);
+            }
+        }
+    }
+}
+
+/* Move the sums out: out[b, o, p, q] from the slots (zeroed before the first image). */
+static inline __attribute__((always_inline)) void EM_T(em_cv_wg_out)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                    const int64_t B) {
+    enum { NO = EM_CV_WG_NO, NV = EM_CV_WG_NV };
+    const int64_t VL = EM_T(EM_CV_VL), BV = (B + VL - 1) / VL * VL;
+    const int64_t MV = g.OH * g.OW * (BV / VL), MT = (MV + NV - 1) / NV;
+    for (int64_t o = 0; o < g.Og; ++o)
+        for (int64_t m = 0; m < MV; ++m) {
+            const int64_t pq = m / (BV / VL), b0 = (m % (BV / VL)) * VL;
+            const ELT *s = c->tiles + (((o / NO) * MT + m / NV) * NO * NV + (o % NO) * NV + m % NV) * VL;
+            ELT *d = c->y + o * g.oso + (pq / g.OW) * g.osh + (pq % g.OW) * g.osw;
+            for (int64_t l = 0; l < em_cv_min(VL, B - b0); ++l) d[(b0 + l) * g.osn] = s[l];
+        }
+}
+
+/* ---- Input-dilated convolutions (a strided convolution's input cotangent) ----------------------------
+   Each residue class (rh, rw) of the output position modulo the dilation (ah, aw) is a stride-1
+   convolution of the undilated input with the taps that reach it, written channels-last into the
+   staging area at off[p] (p = rh aw + rw; -1: no tap reaches it, zeros), pu[p] x pv[p] pixels per
+   image. Output row t = n H + y is assembled from them in one pass (writes along the features, or
+   along the pixels when those are contiguous). */
+static inline __attribute__((always_inline)) void EM_T(em_cv_dil_out)(
+        const ELT *stage, ELT *y, const int64_t *off, const int64_t *pu, const int64_t *pv, const int64_t ah,
+        const int64_t aw, const int64_t H, const int64_t W, const int64_t O, const int64_t osn, const int64_t oso,
+        const int64_t osh, const int64_t osw, int64_t t) {
+    const int64_t n = t / H, yy = t % H, rh = yy % ah, u = yy / ah;
+    ELT *d = y + n * osn + yy * osh;
+    const ELT *src[64];  /* the row of each residue rw of the column (NULL: zeros) */
+    for (int64_t rw = 0; rw < aw && rw < 64; ++rw) {
+        const int64_t p = rh * aw + rw;
+        src[rw] = off[p] < 0 ? 0 : stage + off[p] + ((n * pu[p] + u) * pv[p]) * O;
+    }
+    if (osw == 1 && oso != 1) {  /* pixels contiguous per feature (NCHW) */
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t x = 0; x < W; ++x) {
+                const ELT *s = src[x % aw];
+                d[o * oso + x] = s ? s[(x / aw) * O + o] : 0;
+            }
+        return;
+    }
+    for (int64_t x = 0; x < W; ++x) {
+        const ELT *s = src[x % aw];
+        ELT *dd = d + x * osw;
+        if (!s) {
+            for (int64_t o = 0; o < O; ++o) dd[o * oso] = 0;
+        } else {
+            s += (x / aw) * O;
+            for (int64_t o = 0; o < O; ++o) dd[o * oso] = s[o];
         }
     }
 }

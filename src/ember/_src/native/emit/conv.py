@@ -17,7 +17,12 @@ constant the inlined task functions fold. What happens (details in the header's 
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
    (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
-   on the same register tiles; depthwise convolutions a direct loop over rows of all channels.
+   on the same register tiles; depthwise convolutions a direct loop over rows of all channels;
+   a kernel larger than its output (the kernel cotangent's transpose) one GEMM over every image
+   (em_cv_wg: vectors along the batch, i.e. the original input features);
+4. an input-dilated convolution (``lhs_dilation``: a strided convolution's input cotangent) runs
+   steps 1-3 once per residue class of the output position (a stride-1 convolution with the taps
+   that reach it), each into a channels-last staging area, and one pass interleaves them.
 
 The workspace holds the packed kernel, the NHWC copies of one image (only when needed) and one tile
 per thread:
@@ -27,6 +32,7 @@ nothing proportional to the kernel area times the image, as im2col would be.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
@@ -45,6 +51,9 @@ MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
 # an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
+WGRAD = True  # kernels larger than their output run em_cv_wg (False: the direct kernel; a switch for
+# measurements, not keyed by the program cache)
+WGRAD_CHUNK = 256  # kernel values (pixels) per chunk of em_cv_wg's rows
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
@@ -60,7 +69,10 @@ class _Geo:
     """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
     the batch may be symbolic)."""
 
-    def __init__(self, e: Eqn):
+    def __init__(self, e: Eqn, phase: tuple | None = None):
+        """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
+        axis): the stride-1 convolution of the undilated input with the taps that reach it, written
+        at every ``lhs_dilation``-th output position."""
         p = e.params
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
@@ -79,20 +91,37 @@ class _Geo:
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
         self.yst = [ys[a] for a in os_]  # n, o, h, w of the output
+        self.woff = 0  # element offset of the kernel a phase starts at
+        if phase is not None:
+            (k0h, self.KH, st_h, self.dh, self.hlo, self.OH, _, _), \
+                (k0w, self.KW, st_w, self.dw, self.wlo, self.OW, _, _) = phase
+            self.woff = k0h * self.wst[2] + k0w * self.wst[3]
+            self.wst = [self.wst[0], self.wst[1], self.wst[2] * st_h, self.wst[3] * st_w]
+            # written channels-last into the step's staging area (em_cv_dil_out interleaves the phases)
+            self.yst = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O]
+            self.K = self.KH * self.KW * self.Cg
+        self.ybase = self.wsbase = ""  # C pointers overriding the output and the workspace (phases)
         self.depthwise = self.Cg == 1 and self.Og == 1
+        # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
+        # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
+        vl_max = VEC_BYTES_MAX // self.itemsize
+        self.bv = -(-self.N // vl_max) * vl_max if isinstance(self.N, int) else 0
+        self.wgrad = (WGRAD and self.G == 1 and not self.depthwise and isinstance(self.N, int) and self.N > 0
+                      and self.KH * self.KW > self.OH * self.OW > 0 and 4 * self.N >= 3 * self.bv)
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
-        self.winograd = (WINOGRAD and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
+        self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
                          and self.O >= WINOGRAD_MIN_FEATURES
                          and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
         # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
         # the workspace and moved last
-        self.planar = not self.depthwise and not self.winograd and self.yst[2:] == [self.OW, 1]
+        self.planar = (not self.depthwise and not self.winograd and not self.wgrad
+                       and self.yst[2:] == [self.OW, 1])
         self.nhwc_in = (self.xst[1] == 1 and self.xst[3] == self.C and self.xst[2] == self.W * self.C)
         # a depthwise convolution of an input that is not channels-last runs plane by plane in place
         self.dwplane = self.depthwise and not self.nhwc_in
         # features contiguous: the tiles store vectors at any pixel strides
-        self.staged = self.yst[1] != 1 and not self.planar and not self.dwplane
+        self.staged = self.yst[1] != 1 and not self.planar and not self.dwplane and not self.wgrad
         self.ost = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O] if self.staged else self.yst
         self.rowmode = self.G == 1 and self.dw == 1
         nr_max = 2 * VEC_BYTES_MAX // self.itemsize
@@ -100,7 +129,7 @@ class _Geo:
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
-        self.copied = not self.nhwc_in and not self.dwplane  # the input is copied channels-last
+        self.copied = not self.nhwc_in and not self.dwplane and not self.wgrad  # copied channels-last
         # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
         self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
                     and (self.sh, self.sw) != (1, 1))
@@ -126,6 +155,14 @@ class _Geo:
         else:
             self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
+        if self.wgrad:  # em_cv_wg: one padded image (rows x columns x bv) and the accumulator slots
+            rows = (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1
+            cols = (self.OW - 1) * self.sw + (self.KW - 1) * self.dw + 1
+            self.wp_elems, self.yt_elems = 0, 0
+            self.xt_elems = _up(rows * cols * self.bv)
+            self.tiles_elems = _up(-(-self.Og // 8) * 8 * (self.OH * self.OW * self.bv + 2 * vl_max))
+            self.wg_rows = rows
+            self.wg_rc = max(1, WGRAD_CHUNK // self.KW)  # kernel rows per chunk (em_cv_wg's RC)
 
     def fields(self, sfx: str, run: bool = False) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
@@ -145,23 +182,130 @@ def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
     return any((j := i + lo - kk * d) >= 0 and j % s == 0 and j // s < o for kk in range(k))
 
 
+def _phases(n: int, k: int, d: int, a: int, lo: int, out: int) -> list:
+    """Per residue ``rho`` of the output index modulo the input dilation ``a`` along one axis:
+    ``(first tap, taps, tap step, dilation, pad lo, outputs, rho, a)`` of the stride-1 convolution of
+    the undilated input (length ``n``) giving outputs ``rho, rho + a, ...`` (no taps: zeros there):
+    output ``rho + a u`` and tap ``k0 + m step`` read input ``u + (rho + k0 d - lo) / a + m d / g``
+    (``g = gcd(d, a)``, ``step = a / g``)."""
+    g = math.gcd(d, a)
+    res = []
+    for rho in range(a):
+        taps = [t for t in range(k) if (rho + t * d - lo) % a == 0]
+        u = -(-(out - rho) // a) if out > rho else 0
+        k0 = taps[0] if taps else 0
+        res.append((k0, len(taps), a // g, d // g, -((rho + k0 * d - lo) // a), u, rho, a))
+    return res
+
+
+def _phase_list(e: Eqn) -> list:
+    """The phases of an input-dilated convolution, one per residue pair of the output position with
+    outputs: ``(h phase, w phase)`` as :func:`_phases` gives them (taps 0 along either: zeros)."""
+    p = e.params
+    ls, rs, os_ = p["dimension_numbers"]
+    x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
+    ph, pw = (_phases(x.shape[ls[i]], w.shape[rs[i]], p["rhs_dilation"][i - 2], p["lhs_dilation"][i - 2],
+                      p["padding"][i - 2][0], y.shape[os_[i]]) for i in (2, 3))
+    return [(a, b) for a in ph for b in pw if a[5] and b[5]]
+
+
+def _dilated(e: Eqn) -> bool:
+    return tuple(e.params.get("lhs_dilation", (1, 1))) != (1, 1)
+
+
 def _accepts(e: Eqn) -> bool:
     x, w = e.inputs[0].aval, e.inputs[1].aval
     if np.dtype(x.dtype) not in _TYPES or np.dtype(w.dtype) != np.dtype(x.dtype):
         return False
+    if _dilated(e) and (tuple(e.params["window_strides"]) != (1, 1) or max(e.params["lhs_dilation"]) > 64):
+        return False  # em_cv_dil_out: at most 64 residues a row
     ls = e.params["dimension_numbers"][0]
     return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
 
 
-def _workspace(e: Eqn) -> Any:
-    g = _Geo(e)
+def _staged_phases(e: Eqn) -> tuple[list, Any]:
+    """An input-dilated convolution's phases with taps, each with its offset in the staging area
+    (elements; its output, channels-last), and the staging area's size."""
+    out, off = [], 0
+    for a, b in _phase_list(e):
+        if a[1] and b[1]:
+            g = _Geo(e, (a, b))
+            out.append((a, b, g, off))
+            off = off + _up(g.N * g.OH * g.OW * g.O)
+    return out, off
+
+
+def _footprint(g: _Geo) -> Any:
     return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
 
 
-@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h)",
-          _accepts, _workspace, symbolic_ok=True)
+def _workspace(e: Eqn) -> Any:
+    if not _dilated(e):
+        return _footprint(_Geo(e))
+    phases, stage = _staged_phases(e)
+    out: Any = 0
+    for *_, g, _ in phases:
+        out = sh.dmax(out, _footprint(g))
+    return out + stage * np.dtype(e.outvars[0].aval.dtype).itemsize
+
+
+@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h); an "
+          "input-dilated one (a strided convolution's input cotangent) as one stride-1 convolution per "
+          "residue class of the output position, interleaved by one last pass", _accepts, _workspace,
+          symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
-    g = _Geo(e)
+    if not _dilated(e):
+        return _emit(_Geo(e), cc)
+    y = e.outvars[0].aval
+    ls, _, os_ = e.params["dimension_numbers"]
+    ys = row_strides(y.shape)
+    N, O, H, W = (y.shape[a] for a in os_)
+    elt, sfx = _TYPES[np.dtype(y.dtype)]
+    ah, aw = e.params["lhs_dilation"]
+    phases, stage = _staged_phases(e)
+    ws = f"(({elt} *){cc.ws})"
+    wsbase = f"((char *){cc.ws} + {cdim(stage)} * {np.dtype(y.dtype).itemsize})"
+    lines = []
+    offs, pu, pv = [-1] * (ah * aw), [1] * (ah * aw), [1] * (ah * aw)
+    for a, b, g, off in phases:
+        g.ybase, g.wsbase = f"{ws} + {cdim(off)}", wsbase
+        lines += ["{"] + ["    " + ln for ln in _emit(g, cc)] + ["}"]
+        if isinstance(off, int):
+            offs[a[6] * aw + b[6]], pu[a[6] * aw + b[6]], pv[a[6] * aw + b[6]] = off, a[5], b[5]
+    # the phases' outputs interleaved into the output (zeros where no tap reaches), row by row
+    if any(not isinstance(off, int) for *_, off in phases):  # a symbolic batch: per-phase offsets in C
+        tab = ", ".join(f"(int64_t)({cdim(off)})" for *_, off in phases)
+        idx = {(a[6], b[6]): i for i, (a, b, _, _) in enumerate(phases)}
+        offs = [f"offs_[{idx[(r // aw, r % aw)]}]" if (r // aw, r % aw) in idx else "-1"
+                for r in range(ah * aw)]
+        for a, b, _, _ in phases:
+            pu[a[6] * aw + b[6]], pv[a[6] * aw + b[6]] = a[5], b[5]
+        pre = f"const int64_t offs_[] = {{{tab}}}; "
+    else:
+        pre = ""
+    key = hashlib.sha1(f"{offs} {pu} {pv} {ah} {aw} {H} {W} {O} {ys} {os_}".encode()).hexdigest()[:12]
+    strides = ", ".join(cdim(ys[a]) for a in os_)
+    def arr(v: list) -> str:
+        return "{" + ", ".join(map(str, v)) + "}"
+
+    body = (f"{{ {pre}const int64_t off_[] = {arr(offs)}, pu_[] = {arr(pu)}, pv_[] = {arr(pv)}; "
+            f"const em_cv_ctx_{sfx} *c = (const em_cv_ctx_{sfx} *)c_; "
+            f"em_cv_dil_out_{sfx}(c->xsrc, c->y, off_, pu_, pv_, {ah}, {aw}, {H}, {W}, {O}, {strides}, "
+            "t); }")
+    out = cc.chunk(f"em_cv_dilout_{sfx}_{key}", body)
+    n = f"(int64_t){cdim(N)} * {H}"
+    lines.append(f"{{ em_cv_ctx_{sfx} cv_ = {{{ws}, 0, 0, 0, 0, 0, {cc.outs[0]}, {cc.outs[0]}}};")
+    if cc.openmp and cc.num_threads != 1:
+        lines.append(f"  if ({n} > 1) em_par({out}, &cv_, {n}, {cc.num_threads or 0}, {THREADS}, 4); "
+                     f"else {out}(&cv_, 0, {n}, 0); }}")
+    else:
+        lines.append(f"  {out}(&cv_, 0, {n}, 0); }}")
+    return lines
+
+
+def _emit(g: _Geo, cc: CallCode) -> list[str]:
+    """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
+    output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
@@ -177,6 +321,8 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         kernel = "dwplane" if g.dwplane else "dwrow"
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
         n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
+    elif g.wgrad:
+        pack = run = ""
     elif g.winograd:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
@@ -189,19 +335,22 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
         n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
-    ws = f"(({elt} *){cc.ws})"
+    ws = f"(({elt} *){g.wsbase or cc.ws})"
     xt = f"{ws} + {cdim(g.wp_elems)}"
     yt = f"{xt} + {cdim(g.xt_elems)}"
     tiles = f"{yt} + {cdim(g.yt_elems)}"
-    xin, y = cc.ins[0], cc.outs[0]
+    xin, y = cc.ins[0], g.ybase or cc.outs[0]
     if g.per_image:  # the passes after the packing run per image, on pointers offset to it
         xin, y = f"{xin} + n_ * {cdim(g.xst[0])}", f"{y} + n_ * {cdim(g.yst[0])}"
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {cc.ins[1]}, {x}, {xt}, {ws}, {tiles}, "
+        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, {ws}, {tiles}, "
                 f"{yt if g.staged else y}, {y}}};")
 
+    if g.wgrad:
+        return _wgrad(g, cc, key, sfx, elt)
+    w_in = f"{cc.ins[1]} + {g.woff}" if g.woff else cc.ins[1]
     lines = []
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
@@ -237,4 +386,46 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     lines.append("    " + ctx_decl())
     lines += ["    " + c for c in calls(steps)]
     lines.append("}")
+    return lines
+
+
+def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
+    """Emit em_cv_wg: zero the accumulator slots; per image (its operand pointers offset to it) copy
+    its padded rows, then multiply (tasks: groups of feature tiles); move the sums out."""
+    ctx = f"(const em_cv_ctx_{sfx} *)c_"
+    gdecl = f"const em_cv_geo g_ = {g.fields(sfx)}"
+    par = cc.openmp and cc.num_threads != 1
+    threads = (cc.num_threads or THREADS) if par else 1
+    ot = f"(({g.Og} + EM_CV_WG_NO - 1) / EM_CV_WG_NO)"
+    og = f"(({ot} + {threads} - 1) / {threads})"
+    B = f"(int64_t){g.N}"
+    copy = cc.chunk(f"em_cv_wgcopy_{key}", f"{{ {gdecl}; em_cv_wg_copy_{sfx}({ctx}, g_, {B}, t); }}")
+    run = cc.chunk(f"em_cv_wgrun_{key}",
+                   f"{{ {gdecl}; em_cv_wg_{sfx}({ctx}, g_, {B}, {og}, {g.wg_rc}, t); }}")
+    ws = f"(({elt} *){g.wsbase or cc.ws})"
+    xt, tiles = ws, f"{ws} + {cdim(g.xt_elems)}"
+
+    def ctx_decl(n: str) -> str:
+        y = g.ybase or cc.outs[0]
+        w = f"{cc.ins[1]} + {g.woff}"
+        return (f"em_cv_ctx_{sfx} cv_ = {{{cc.ins[0]} + {n} * {cdim(g.xst[1])}, {w} + {n} * "
+                f"{cdim(g.wst[1])}, {xt}, {xt}, {ws}, {tiles}, {y}, {y}}};")
+
+    def call(fn: str, n: str) -> str:
+        if par:
+            return (f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {cc.num_threads or 0}, {THREADS}, 1); "
+                    f"else {fn}(&cv_, 0, {n}, 0);")
+        return f"{fn}(&cv_, 0, {n}, 0);"
+
+    lines = []
+    if par:
+        work = g.N * g.OH * g.OW * g.O * g.K
+        lines.append(f"const int par_ = {work}.0 >= {cc.parallel_threshold}.0;")
+    lines.append(f"for (int64_t k_ = 0; k_ < {cdim(g.tiles_elems)}; ++k_) ({tiles})[k_] = 0;")
+    lines.append(f"for (int64_t f_ = 0; f_ < (int64_t){g.C}; ++f_) {{")
+    lines.append("    " + ctx_decl("f_"))
+    lines.append("    " + call(copy, f"(int64_t){g.wg_rows}"))
+    lines.append("    " + call(run, f"(({ot} + {og} - 1) / {og})"))
+    lines.append("}")
+    lines.append(f"{{ {ctx_decl('0')} {{ {gdecl}; em_cv_wg_out_{sfx}(&cv_, g_, {B}); }} }}")
     return lines
