@@ -25,8 +25,9 @@ def bench_threads() -> int | None:
 
 def limit_threads(n: int) -> None:
     """Limit every implementation to ``n`` threads: ember's OpenMP, the OpenBLAS copies of NumPy and
-    SciPy (ember's BLAS), XLA, torch and ONNX Runtime, and pin the process to ``n`` CPUs. Effective only when called before NumPy,
-    JAX and torch are imported (``run_all.py --threads`` does so first thing)."""
+    SciPy (ember's BLAS), XLA, torch and ONNX Runtime, and pin the process to ``n`` CPUs. Effective
+    only when called before NumPy, JAX and torch are imported (``run_all.py --threads`` does so
+    first thing)."""
     os.environ["EMBER_BENCH_THREADS"] = str(n)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
