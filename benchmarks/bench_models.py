@@ -16,13 +16,23 @@ and activation memory, measured per runtime as well as each allows:
 
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
                                       [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
-                                      [--threads N] [--clock wall|cpu]
+                                      [--threads N] [--clock wall|cpu] [--settle S]
 
 ``--threads N`` limits every runtime to N threads (ember's pool and OpenMP, torch, ONNX Runtime's
 intra-op pool). ``--clock cpu`` times each call by the process CPU time (``time.process_time``)
 instead of the elapsed time: with ``--threads 1`` on a shared, loaded machine it counts the work
 each runtime does, not the time it waits for a core (with more threads it also counts their
 spinning, so read it as cost, not latency).
+
+Runtimes take turns in one process, so one runtime's idle threads must not run into the next
+one's timed call: ONNX Runtime's intra-op threads spin after each call (its default
+``allow_spinning``) for tens of milliseconds, and the next runtime's call then shares the two vCPUs
+with them (ember's two-thread seq-16 forward took 28-32 ms within 10 ms of an ORT call, 19 ms
+after 100 ms; one-thread ember 35.6 ms against 18.3 with ORT's spinning off). So each timed call
+comes after a pause of ``--settle`` seconds (default 0.2: the other runtimes' threads go idle) and
+one untimed call of the same runtime (its own threads awake, as in a stream of calls: each
+runtime keeps whatever its spinning gains it). ``--settle 0`` times the calls back to back without
+either, as before.
 
 ``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
 the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
@@ -210,14 +220,19 @@ def generation(model, layers: int, prompt_len: int, new: int) -> dict:
             "compiles": sess.cache_info()["compiles"]}
 
 
-def interleaved(impls: dict, rounds: int, clock=time.perf_counter) -> dict:
-    """Median seconds per call of each implementation, one call of each per round in turn; ``clock``
-    is the timer (``time.perf_counter``: elapsed, ``time.process_time``: process CPU time)."""
+def interleaved(impls: dict, rounds: int, clock=time.perf_counter, settle: float = 0.0) -> dict:
+    """Median seconds per call of each implementation, one timed call of each per round in turn;
+    ``clock`` is the timer (``time.perf_counter``: elapsed, ``time.process_time``: process CPU
+    time). With ``settle`` > 0, each timed call follows a pause of ``settle`` seconds and an untimed
+    call of the same implementation (see the module docstring)."""
     samples: dict[str, list[float]] = {k: [] for k in impls}
     for fn in impls.values():
         fn()
     for _ in range(rounds):
         for k, fn in impls.items():
+            if settle > 0:
+                time.sleep(settle)
+                fn()
             t = clock()
             fn()
             samples[k].append(clock() - t)
@@ -240,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="limit every runtime to N threads")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="wall: elapsed time; cpu: process CPU time per call (see above)")
+    p.add_argument("--settle", type=float, default=0.2,
+                   help="seconds of pause, then an untimed call, before each timed call (0: back to back)")
     a = p.parse_args(argv)
     import torch
     if threads.bench_threads():
@@ -265,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in [int(x) for x in a.seqs.split(",")]:
             ids = np.random.default_rng(n).integers(0, a.vocab, (1, n))
             load = os.getloadavg()[0]
-            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds, clock)
+            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds, clock, a.settle)
             mem = sess.memory(seq=n)
             act = {"ember native": mem["ACTIVATIONS"], "torch eager": torch_activation_bytes(model, ids)}
             if ort_s is not None:
@@ -283,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], flush=True)
     text = report("GPT-2 inference (batch 1, random weights)", rows, "models",
                   {"rounds": a.rounds, "vocab": a.vocab, "torch_threads": torch.get_num_threads(),
-                   "threads": threads.bench_threads(), "clock": a.clock, "cpus": os.cpu_count()})
+                   "threads": threads.bench_threads(), "clock": a.clock, "cpus": os.cpu_count(),
+                   "settle_s": a.settle})
     text += ("\n| workload | activation memory: ember (arena peak) | torch eager (allocator peak) | "
              "onnxruntime (peak RSS growth) | max abs err vs torch | load avg |\n|---|---|---|---|---|---|\n")
     text += "".join(f"| {r['workload']} | {_mib(r['activation_bytes'].get('ember native'))} | "

@@ -110,6 +110,36 @@ def test_blocked_path_blocks_threads_and_epilogue(kern, entry):
         _check(got, a, b, 1.0, beta, c0.astype(np.float64), bias, relu, f"{isa.name} threads={nthreads}")
 
 
+@pytest.mark.parametrize("pool", [True, False])
+def test_blocked_path_row_split_is_bit_identical(kern, pool, monkeypatch):
+    """With a prepacked B of fewer panel blocks than chunks (one block here) and more rows than
+    columns, the blocked path splits the rows among threads too (a grid of row and column parts,
+    em_sgemm_big_all): every thread count
+    gives the one-thread values bit for bit, on ember's pool and on the OpenMP fallback (the pool's
+    entry not found), with rows that are not a whole number of slivers, beta != 0 and a fused bias +
+    ReLU; and within the float32 bound of float64."""
+    from ember._src.native.runtime import threadpool
+    if pool and not threadpool.load(wait=True):
+        pytest.skip("ember's thread pool cannot be built here")
+    if not pool:  # a library of its own whose pool lookup fails: the OpenMP fallback
+        monkeypatch.setattr(threadpool, "symbol", lambda: "em_test_no_such_pool")
+        kern = build_kernel(kern.isa.name)
+    rng = np.random.default_rng(9)
+    isa = kern.isa
+    w3 = isa.kernels[0][1] * isa.vw  # the widest panel
+    for m, n, k in [(8 * 37 + 3, 4 * w3, 300), (5, 2 * w3 + 7, 64),
+                    (isa.big_mc * 5 + 1, 8 * w3 + isa.vw, isa.big_kc + 9)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, False)
+        bias = rng.standard_normal(n).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        for beta, relu in [(0.0, False), (0.5, True)]:
+            want = _call(kern, "big_prepacked", a, b, 1.0, beta, c0.copy(), 1, bias, relu)
+            _check(want, a, b, 1.0, beta, c0.astype(np.float64), bias, relu, f"{isa.name} m={m} n={n}")
+            for nthreads in (2, 3, 4, 0):
+                got = _call(kern, "big_prepacked", a, b, 1.0, beta, c0.copy(), nthreads, bias, relu)
+                np.testing.assert_array_equal(got, want, err_msg=f"{isa.name} m={m} n={n} threads={nthreads}")
+
+
 def test_blocked_path_is_chosen_for_large_products(kern):
     """The packing entry hands a large product (2048 x 300 x 2048) to the blocked path: the same
     values, bit for bit, as the blocked path called directly."""
