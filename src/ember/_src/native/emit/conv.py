@@ -249,9 +249,9 @@ def _workspace(e: Eqn) -> Any:
     return out + stage * np.dtype(e.outvars[0].aval.dtype).itemsize
 
 
-@register("conv", "direct / implicit-GEMM convolution on the thread pool (conv.py, csrc/conv.h); an "
-          "input-dilated one (a strided convolution's input cotangent) as one stride-1 convolution per "
-          "residue class of the output position, interleaved by one last pass", _accepts, _workspace,
+@register("conv", "direct / implicit-GEMM convolution on the thread pool; an input-dilated one (a "
+          "strided convolution's input cotangent) as one stride-1 convolution per residue class of the "
+          "output position, interleaved by one last pass (conv.py, csrc/conv.h)", _accepts, _workspace,
           symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     if not _dilated(e):
