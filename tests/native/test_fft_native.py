@@ -445,6 +445,32 @@ def test_few_long_real_lines_four_step(n, rows, dtype):
     close(native(lambda a: lax_fft(a, "IRFFT", (n,)), h), want, dtype)
 
 
+@pytest.mark.parametrize("n", [2, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 8192])
+def test_rfft_rows_lane_groups_and_nonfinite(n):
+    """RFFT of power-of-two lengths over 1, 17 and 70 rows (partial groups of lanes; few rows take
+    the four-step from n = 512): from n = 64 (8 lanes) or 128 (16) to 1024 the half-length
+    transform's last stage is fused into the split and the store (fft_lanes.h's em_fftl_rlast).
+    Every row equals NumPy's float64 rfft within float32 rounding, at the default thread count and
+    one thread; a NaN or Inf stays in its row (the first, a middle and the last of a partial group),
+    and IRFFT of the finite rows' spectra gives the rows back."""
+    for rows in (1, 17, 70):
+        x = RNG.standard_normal((rows, n)).astype(np.float32)
+        bad = [0, rows // 2, rows - 1] if rows > 1 else []
+        for r, v in zip(bad, (np.nan, np.inf, -np.inf)):
+            x[r, (r * 7) % n] = v
+        good = [r for r in range(rows) if r not in bad]
+        want = np.fft.rfft(x[good].astype(np.float64), axis=-1)
+        for threads in (None, 1) if rows == 70 else (None,):
+            got = np.asarray(ember.jit(lambda a: lax_fft(a, "RFFT", (n,)), backend="native",
+                                       num_threads=threads)(x))
+            assert got.shape == (rows, n // 2 + 1)
+            close(got[good], want, np.float32)
+            for r in bad:
+                assert not np.isfinite(got[r]).all()
+        back = native(lambda a: lax_fft(a, "IRFFT", (n,)), got[good])
+        close(back, x[good].astype(np.float64), np.float32)
+
+
 def test_four_step_last_axis_then_a_column_axis():
     """A 2-d transform whose last axis is long and has few lines (four-step) and whose first axis
     is then transformed over columns (the lanes path), against NumPy's fft2."""

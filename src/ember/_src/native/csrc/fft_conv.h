@@ -23,6 +23,8 @@
 #endif
 #define EM_FFTC_ST 8  /* tiles per row piece of em_fftc_store_gen */
 #define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m (counted in fft_core.h's em_fft_live) */
+/* the radix of em_fftc_fft_to's stage at length n: 8, 4 for the last 16 or 4, 2 for a last 2 */
+static inline int em_fftc_radix(int64_t n) { return n % 8 == 0 && n != 16 ? 8 : n % 4 == 0 ? 4 : 2; }
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
 typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
@@ -164,22 +166,21 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_r8)(const CZ *x, 
 /* unnormalized DFT of the lines x[0..m) (m a power of two, at least 2), sg = 1 forward, -1
    inverse; y is scratch of m entries; half: x's entries from m/2 on are zero and not read (m >= 8).
    Stockham stages of radix 8 (radix 4 for the last 16 or 4, radix 2 for a last 2). Returns the
-   buffer holding the result (x or y). em_fftc_fft_at: the stages from length n, stride s on (the
-   earlier ones done). */
-static CZ *EM_T(em_fftc_fft_at)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const SZ *tw, ELT sg, int half) {
-    for (; n > 1;) {
-        int64_t r;
+   buffer holding the result (x or y). em_fftc_fft_to: the stages from length n, stride s on (the
+   earlier ones done) down to length nend (1: all of them; else the last stage's radix, left to the
+   caller). */
+static CZ *EM_T(em_fftc_fft_to)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const SZ *tw, ELT sg, int half,
+                                int64_t nend) {
+    for (; n > nend;) {
+        const int64_t r = em_fftc_radix(n);
         const int first = half && n == m;
-        if (n % 8 == 0 && n != 16) {
-            r = 8;
+        if (r == 8) {
             if (first) EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 1);
             else EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 0);
-        } else if (n % 4 == 0) {
-            r = 4;
+        } else if (r == 4) {
             if (first) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 1);
             else EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
         } else {
-            r = 2;
             for (int64_t q = 0; q < s; ++q) {
                 const CZ a = x[q], b = x[q + s];
                 y[q].re = a.re + b.re; y[q].im = a.im + b.im;
@@ -192,7 +193,7 @@ static CZ *EM_T(em_fftc_fft_at)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, c
     return x;
 }
 static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int half) {
-    return EM_T(em_fftc_fft_at)(x, y, m, m, 1, tw, sg, half);
+    return EM_T(em_fftc_fft_to)(x, y, m, m, 1, tw, sg, half, 1);
 }
 /* the CW x CW transpose of v in place (v[r][k] -> v[k][r]): swaps of the off-diagonal b x b
    blocks for b = CW/2 .. 1, two-operand shuffles (GCC; scalar otherwise) */

@@ -108,12 +108,13 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
 /* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; null
    rows zeros) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
    straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
-   butterfly group reads, so no loaded line goes through memory; other lengths load the line,
-   then transform. */
+   butterfly group reads, so no loaded line goes through memory, and stops before the stage at
+   length nend (1: none left; else its radix, see em_fftl_rlast); other lengths (nend 1) load the
+   line, then transform. */
 static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const *rows, int64_t c, CZ *b0, CZ *b1,
-                                   ELT sg) {
+                                   ELT sg, int64_t nend) {
     const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
-    if (lj->fac || m < 4 * CW) {
+    if (lj->fac || m < 4 * CW) {  /* (nend 1 only) */
         EM_T(em_fftc_load)(rows, c, m, b0);
         return EM_T(em_fftl_line)(lj, b0, b1, sg);
     }
@@ -128,7 +129,7 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
             EM_T(em_fftc_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
         }
     }
-    return EM_T(em_fftc_fft_at)(b1, b0, m, n1, 8, tw, sg, 0);
+    return EM_T(em_fftc_fft_to)(b1, b0, m, n1, 8, tw, sg, 0, nend);
 }
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
@@ -171,7 +172,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
-            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg);
+            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, 1);
             EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
@@ -202,19 +203,102 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         }
     }
 }
+/* the last Stockham stage of column q (radix r = 8 or 4, stride s = m / r, no twiddles): y[j os] = Z_(q + s j),
+   the r-point DFT of x[q + s k] */
+static inline __attribute__((always_inline)) void EM_T(em_fftl_last_col)(const CZ *x, int64_t q, int64_t s, const int r,
+                                                                          CZ *y, int64_t os, ELT sg) {
+    if (r == 8) {
+        const SZ w[8] = {{0, 0}};
+        EM_T(em_fftc_bf8)(x + q, s, y, os, w, 0, sg, 0);
+    } else {
+        CZ v[4] = {x[q], x[q + s], x[q + 2 * s], x[q + 3 * s]};
+        EM_T(em_fftc_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
+        for (int k = 0; k < 4; ++k) y[k * os] = v[k];
+    }
+}
+/* rows i < w of out (stride co) from bins k0 .. k0 + CW / 2 - 1 in t: one register transpose */
+static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const CZ *t, ELT *out, int w, int64_t co) {
+    CV v[CW];
+    for (int i = 0; i < CW / 2; ++i) { v[2 * i] = t[i].re; v[2 * i + 1] = t[i].im; }
+    EM_T(em_fftc_transpose)(v);
+    for (int i = 0; i < w; ++i) memcpy(out + i * co, &v[i], sizeof(CV));
+}
+/* The real split fused into the half-length transform's last stage (radix r, stride s = m / r >= CW):
+   x holds the lines before that stage; rows i < w of out (row stride co = 2 (m + 1)) get the m + 1
+   bins scale * em_fftc_split(Z, k). Bins k and m - k lie in columns q and s - q (q > 0), so blocks of
+   hb = CW / 2 columns c0 .. c0 + hb - 1 (c0 = 1, 1 + hb, .. up to s / 2) and their mirrors s - c0 -
+   hb + 1 .. s - c0 go through the last stage into 2 r hb vectors (L1), are split there in pairs and
+   stored as 2 r tiles of hb bins (register transposes); the self-mirrored column s / 2 is in both
+   blocks of the last pair (its bins stored twice, equal), column 0 (bins s j, j <= r) goes alone.
+   The split of the mirror bin m - k reuses k's products: W^(m-k) = -conj W^k. r is 8 or 4 (the
+   stages from m / 8 >= 4 on never end in a radix 2). */
+static inline __attribute__((always_inline)) void EM_T(em_fftl_rlast)(const CZ *x, int64_t m, const int r, ELT *out,
+                                                                      int w, int64_t co, ELT scale, const SZ *rt,
+                                                                      ELT sg) {
+    enum { hb = CW / 2 };
+    const int64_t s = m / r;
+    CZ lc[8][hb], lm[8][hb];
+    for (int64_t c0 = 1; c0 + hb - 1 <= s / 2; c0 += hb) {
+        const int64_t d0 = s - c0 - hb + 1;
+        for (int i = 0; i < hb; ++i) {
+            EM_T(em_fftl_last_col)(x, c0 + i, s, r, &lc[0][i], hb, sg);
+            EM_T(em_fftl_last_col)(x, d0 + i, s, r, &lm[0][i], hb, sg);
+        }
+        for (int j = 0; j < r; ++j)
+            for (int i = 0; i < hb; ++i) {  /* k = c0 + i + s j and m - k (lm[r - 1 - j][hb - 1 - i]) */
+                CZ *pa = &lc[j][i], *pb = &lm[r - 1 - j][hb - 1 - i];
+                const CZ a = *pa, b = *pb;
+                const SZ t = rt[c0 + i + s * j];
+                const CV er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
+                const CV pr = orr * t.re - oi * t.im, pi = orr * t.im + oi * t.re;
+                pa->re = scale * (er + pr); pa->im = scale * (ei + pi);
+                pb->re = scale * (er - pr); pb->im = scale * (pi - ei);
+            }
+        for (int j = 0; j < r; ++j) {
+            EM_T(em_fftl_tile_out)(lc[j], out + 2 * (c0 + s * j), w, co);
+            EM_T(em_fftl_tile_out)(lm[j], out + 2 * (d0 + s * j), w, co);
+        }
+    }
+    CZ o[8];
+    EM_T(em_fftl_last_col)(x, 0, s, r, o, 1, sg);
+    for (int j = 0; j <= r; ++j) {
+        const CZ z = EM_T(em_fftc_split)(o, j, r, rt[s * j]);
+        for (int i = 0; i < w; ++i) {
+            out[i * co + 2 * s * j] = scale * z.re[i];
+            out[i * co + 2 * s * j + 1] = scale * z.im[i];
+        }
+    }
+}
 /* kind 1: real (outer, 2m) -> complex (outer, m + 1): the half-length transform of
-   z_k = x_2k + i x_2k+1, split as it is stored (em_fftc_split gives 2 X_k) */
+   z_k = x_2k + i x_2k+1, split as it is stored (em_fftc_split gives 2 X_k): with its last stage
+   (em_fftl_rlast) when the line is read into its first stage, that stage's stride is at least CW
+   and a row's spectrum spans at most EM_FFTL_WAY bytes. Past that a block's r tiles, s bins apart
+   in each row, fall into the same few L1 sets (rows a power of two apart too), and their partly
+   written lines are evicted before the next block completes them: measured 12-14% slower than the
+   staged store at n = 2048..16384, 5-7% faster at n = 512..1024. */
+#ifndef EM_FFTL_WAY
+#define EM_FFTL_WAY 4096  /* one L1 way: tiles less than this apart map to different sets */
+#endif
 static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
     const int64_t m = lj->m, n = 2 * m;
     const SZ *rt = lj->rt;
+    int64_t rl = 1;  /* the fused last stage's radix, or 1 */
+    if (!lj->fac && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_WAY) {
+        int64_t q = m / 8;
+        while (em_fftc_radix(q) != q) q /= em_fftc_radix(q);
+        if (m / q >= CW && q > 2) rl = q;
+    }
     for (int64_t g = g0; g < g1; ++g) {
         const int64_t r0 = g * CW;
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
         for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
-        const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1);
-        EM_T(em_fftc_store_gen)(z, j->dst + r0 * 2 * (m + 1), w, 2 * (m + 1), (ELT)0.5, rt, m);
+        const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1, rl);
+        ELT *out = j->dst + r0 * 2 * (m + 1);
+        if (rl == 8) EM_T(em_fftl_rlast)(z, m, 8, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
+        else if (rl == 4) EM_T(em_fftl_rlast)(z, m, 4, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
+        else EM_T(em_fftc_store_gen)(z, out, w, 2 * (m + 1), (ELT)0.5, rt, m);
     }
 }
 /* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged

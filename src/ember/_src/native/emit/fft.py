@@ -54,7 +54,10 @@ workspace; twiddle tables from static storage, see below).
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
   step, then the half-length inverse); odd ``n`` transforms the full complex line. In float lanes
   the split is computed as the spectrum is stored, and a power-of-two line is read from its rows
-  straight into the first radix-8 stage (no loaded copy of the line).
+  straight into the first radix-8 stage (no loaded copy of the line); up to ``n = 1024`` the
+  half-length transform's last stage is fused into the split and the store too (columns ``q``
+  and ``s - q`` of that stage hold the mirrored bins ``k`` and ``n/2 - k``), so no half spectrum
+  is written and read back.
 * **Types** (as :mod:`ember._src.prims.fft`): ``FFT``/``IFFT`` (``IFFT`` scales each axis by
   ``1/n``), ``RFFT`` (the last axis's full transform of a real line, first ``n//2 + 1`` bins kept,
   then complex FFTs over the other axes) and ``IRFFT`` (inverse complex FFTs over the leading
