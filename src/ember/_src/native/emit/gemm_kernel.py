@@ -468,20 +468,33 @@ def c_source(target: Isa | None = None) -> str:
 
 
 @functools.cache
+def _library_symbol(name: str) -> str:
+    """The kernel library's exported symbol for the ISA ``name``: a hash of ember's source
+    fingerprint (every ``.py``/``.c``/``.h`` file of the package, which is all the generated source
+    depends on), the ISA and the thread pool's symbol. Not a hash of the generated text: a process
+    whose programs come from the disk cache needs the name (it is part of every program key) but not
+    the 100 KB of kernel source, which took ~2 ms of a warm first call to generate."""
+    from ember._src.native.runtime import progcache, threadpool
+
+    key = f"{progcache.source_fingerprint()}:{name}:{threadpool.symbol()}"
+    return "ember_sgemm_small_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+@functools.cache
 def _library_source(name: str) -> tuple[str, str]:
     """(the kernel library's C source for the ISA ``name``, its exported symbol)."""
     body = "#include <stdint.h>\n#ifdef _OPENMP\n#include <omp.h>\n#endif\n" + c_source(ISAS[name])
-    symbol = "ember_sgemm_small_" + hashlib.sha256((body + _ENTRY).encode()).hexdigest()[:12]
+    symbol = _library_symbol(name)
     return body + _ENTRY.replace("SYMBOL", symbol), symbol
 
 
 def kernel_symbol() -> str | None:
     """The kernel's exported name where this machine can run it (a GCC whose ``-march=native``
     has AVX2 and FMA; AVX-512 picks the 16-wide kernel, :func:`isa`), else None. Pure: the library
-    may not be built or loaded yet (:func:`load`). The name carries a hash of the source, so
+    may not be built or loaded yet (:func:`load`). The name carries a hash of ember's sources, so
     program caches keyed by it follow the ISA and the packed layout."""
     target = isa()
-    return None if target is None else _library_source(target.name)[1]
+    return None if target is None else _library_symbol(target.name)
 
 
 def _build_and_load() -> ctypes.CDLL:
