@@ -282,7 +282,7 @@ class NativeExecutable:
         self._fns = abi.fn_table(self._callback, getattr(self, "_body_consts", []))
         self._in_avals = in_avals
         self._out_bufs = out_bufs
-        self._slots = OutputSlots(self._out_bufs)
+        self._slots = OutputSlots(self._out_bufs, self._bufs, n_in + n_par)
         self._last_inputs: list[Any] = [None] * n_in
         # per product whose B is an argument: (the argument's array, its packed copy) once packed
         self._packed_cache: list[Any] = [None] * len(getattr(self, "_packed_args", []))

@@ -50,7 +50,7 @@ from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import lower
 from ember._src.native.runtime import compiler, interrupt
 from ember._src.native.runtime import memory as native_memory
-from ember._src.native.runtime.pool import POOL
+from ember._src.native.runtime.pool import POOL, data_address
 from ember._src.native.scheduling.gemm_strategy import INT_MAX, gemm_dims
 from ember._src.native.scheduling.schedule import Schedule, Step
 from ember._src.program import Literal, Program, resolve_program, resolve_value
@@ -312,7 +312,8 @@ class NativeRun:
     def run_trusted(self, ins: list[np.ndarray]) -> list[np.ndarray]:
         """Run on arrays of the right dtypes and shapes (non-contiguous ones are copied)."""
         ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
-        outs = [POOL.array(shape, dtype, n) for shape, dtype, n in self._out_bufs]
+        avoid = [data_address(a) for a in ins]
+        outs = [POOL.array(shape, dtype, n, avoid) for shape, dtype, n in self._out_bufs]
         fn = self.sym._fn
         if fn is not None:
             with self.sym._run_lock:

@@ -687,7 +687,7 @@ def eager_sgemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
         return None
     # from the output pool jitted programs use: a block whose Arrays have all died is reused, so a
     # loop of products does not fault in fresh pages for each result (1 ms of 21 at 1000^3)
-    out, addr = pool.POOL.array((m, n), np.dtype(np.float32), 4 * m * n)
+    out, addr = pool.POOL.array((m, n), np.dtype(np.float32), 4 * m * n, (a.ctypes.data, b.ctypes.data))
     nthreads = 0 if m * n * k >= DEFAULT_PARALLEL_THRESHOLD else 1
     fn(m, n, k, 1.0, a.ctypes.data, *sa, b.ctypes.data, *sb, 0.0, addr, n, None, 0, nthreads)
     out.flags.writeable = False  # an eager Array takes it over as it is (array.aligned_copy)

@@ -4,6 +4,10 @@ reuse slots of one executable, and a fast data-address lookup for NumPy arrays.
 Outputs handed to the user are read-only views of 64-byte aligned blocks; a block is reused once
 no view of it is alive any more (its reference count shows only the owner's own references), so
 a steady-state loop ``y = f(x)`` recycles the previous iteration's output instead of allocating.
+
+Large outputs (above :data:`~ember._src.native.pagecolor.COLOR_MIN` bytes) have a page of slack,
+and each take puts the output where its page offset is farthest from the call's inputs
+(:mod:`ember._src.native.pagecolor`: 4K aliasing).
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+from ember._src.native.pagecolor import COLOR_MIN, PAGE, far_page_offset
 
 ALIGN = 64
 MIN_BUCKET = 6  # 64 bytes
@@ -30,6 +38,13 @@ def _aligned_block(nbytes: int) -> tuple[np.ndarray, int, int]:
     return raw, off, base + off
 
 
+def _colored_block(nbytes: int) -> tuple[np.ndarray, int, int]:
+    """A fresh uint8 block with a page of slack, so that ``nbytes`` fit at any page offset:
+    (raw, 0, its address)."""
+    raw = np.empty(nbytes + PAGE, dtype=np.uint8)
+    return raw, 0, raw.ctypes.data
+
+
 class OutputPool:
     def __init__(self, max_per_bucket: int = 16):
         self.max_per_bucket = max_per_bucket
@@ -44,13 +59,22 @@ class OutputPool:
 
     def take(self, nbytes: int) -> np.ndarray:
         """A writable, 64-byte aligned uint8 array of ``nbytes`` (a view of a pooled block)."""
-        raw, off, _ = self._block(nbytes)
-        return raw[off:off + nbytes]
+        return self.array((nbytes,), np.dtype(np.uint8), nbytes)[0]
 
-    def array(self, shape: tuple, dtype: np.dtype, nbytes: int) -> tuple[np.ndarray, int]:
-        """A writable aligned array of ``shape``/``dtype`` from the pool and its data address."""
+    def array(self, shape: tuple, dtype: np.dtype, nbytes: int,
+              avoid: Sequence[int] = ()) -> tuple[np.ndarray, int]:
+        """A writable aligned array of ``shape``/``dtype`` from the pool and its data address; a
+        large one (above :data:`COLOR_MIN` bytes) starts at the page offset farthest from the
+        addresses in ``avoid`` (the arrays the program reads while it writes this one)."""
         raw, off, addr = self._block(nbytes)
+        if self.colored(nbytes):
+            off = (far_page_offset(avoid) - addr) & (PAGE - 1)
+            addr += off
         return np.ndarray(shape, dtype, raw, off), addr
+
+    def colored(self, nbytes: int) -> bool:
+        """Whether blocks for ``nbytes`` have a page of slack (their bucket exceeds :data:`COLOR_MIN`)."""
+        return (1 << self.bucket(nbytes)) > COLOR_MIN
 
     def _block(self, nbytes: int) -> tuple[np.ndarray, int, int]:
         b = self.bucket(nbytes)
@@ -63,7 +87,7 @@ class OutputPool:
                 if _getrefcount(entry[0]) <= 2:
                     self.reuses += 1
                     return entry
-            entry = _aligned_block(1 << b)
+            entry = _colored_block(1 << b) if (1 << b) > COLOR_MIN else _aligned_block(1 << b)
             self.allocations += 1
             if len(blocks) < self.max_per_bucket:
                 blocks.append(entry)
@@ -87,14 +111,17 @@ class OutputSlots:
     """Recycled output arrays of one executable: for each output buffer up to ``SLOT_DEPTH``
     read-only arrays of its exact shape and dtype. An array is handed out again (the same object,
     no allocation, no view construction) once neither it nor any view of its block is referenced
-    outside the slot. Outputs above :data:`SLOT_MAX_BYTES` come from the shared :data:`POOL`.
+    outside the slot. Outputs above :data:`SLOT_MAX_BYTES` come from the shared :data:`POOL`,
+    page-coloured away from the addresses in ``bufs[:n_read]`` (the call's inputs and constants,
+    set before the outputs are taken) and the outputs taken before them.
     The caller holds the executable's lock.
     """
 
-    __slots__ = ("specs", "slots")
+    __slots__ = ("specs", "slots", "bufs", "n_read")
 
-    def __init__(self, specs: list[tuple[tuple, np.dtype, int]]):
+    def __init__(self, specs: list[tuple[tuple, np.dtype, int]], bufs: Any = None, n_read: int = 0):
         self.specs = specs
+        self.bufs, self.n_read = bufs, n_read
         self.slots: list[list | None] = [[] if n <= SLOT_MAX_BYTES else None for _, _, n in specs]
 
     def take(self) -> list[tuple[np.ndarray, int]]:
@@ -119,7 +146,8 @@ class OutputSlots:
         shape, dtype, n = self.specs[k]
         slot = self.slots[k]
         if slot is None:
-            arr, addr = POOL.array(shape, dtype, n)
+            bufs = self.bufs
+            arr, addr = POOL.array(shape, dtype, n, bufs[:self.n_read + k] if bufs is not None else ())
             arr.flags.writeable = False
             return arr, addr
         raw, off, addr = _aligned_block(n)
