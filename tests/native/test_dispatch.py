@@ -172,3 +172,49 @@ def test_prepare_loads_the_runtime_libraries():
     st = prepare(wait=True)
     assert st["dispatch"] is True
     assert st["gemm_kernel"] is (gemm_kernel.kernel_symbol() is not None)
+
+
+def test_call_slot_serves_warm_calls_and_falls_back():
+    # once the extension is loaded, JitFunction.__call__ is its CallSlot: warm positional calls run
+    # the instance's Dispatcher in C; keywords, misses and instances without one take the Python __call__
+    import inspect
+
+    from ember._src.jit import JitFunction
+
+    def f(x, y):
+        return x @ y + 1.0
+
+    g = ember.jit(f, backend="native")
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal((5, 5)).astype(np.float32) for _ in range(2))
+    before = _warm(g, x, y)
+    slot = JitFunction.__dict__["__call__"]
+    assert isinstance(slot, dispatch.module().CallSlot) and inspect.isfunction(slot.fallback)
+    want = x.astype(np.float64) @ y + 1.0
+    np.testing.assert_allclose(np.asarray(g(x, y)), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(g.__call__(x, y)), want, rtol=1e-5, atol=1e-5)  # bound method
+    assert g._dispatch.calls == before + 2
+    np.testing.assert_allclose(np.asarray(g(x, y=y)), want, rtol=1e-5, atol=1e-5)  # keywords: Python path
+    assert g._dispatch.calls == before + 2
+    x3 = rng.standard_normal((3, 5)).astype(np.float32)  # a new shape: a miss, traced by the Python path
+    np.testing.assert_allclose(np.asarray(g(x3, y)), x3.astype(np.float64) @ y + 1.0, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError):  # the Python path's error for a wrong argument count
+        g(x)
+    assert list(inspect.signature(g).parameters) == ["x", "y"]
+    cold = ember.jit(lambda x: x - 1.0, backend="native")  # no Dispatcher yet: the Python path
+    np.testing.assert_array_equal(np.asarray(cold(x)), x - 1.0)
+    assert cold._dispatch is None
+
+
+def test_small_programs_keep_the_gil():
+    # a product of at most 64^3 multiply-adds over at most 64 KiB keeps the GIL through a C-dispatched
+    # call (releasing it costs ~0.1 us of a few); larger products and other step kinds release it
+    def gil(n: int, m: int | None = None, fn=lambda x, y: x @ y):
+        a = np.ones((m or n, n), np.float32)
+        b = np.ones((n, n), np.float32)
+        return ember.jit(fn, backend="native").lower(a, b).executable._releases_gil()
+
+    assert native_backend.GIL_HOLD_MADDS == 64 ** 3
+    assert not gil(2) and not gil(32) and not gil(64)
+    assert gil(65, m=64) and gil(128)
+    assert gil(8, fn=lambda x, y: jnp.sort(x @ y, axis=1))  # a sort call step

@@ -486,6 +486,7 @@ class JitFunction:
                 ent.c_pending = False
             return
         ent.c_pending = False
+        _install_call_slot(mod)
         if ent.struct is not None:
             target = self._tree_dispatch.get(ent.struct)
             if target is None:
@@ -692,6 +693,16 @@ def set_default_backend(name: str | None) -> None:
     if name is not None and name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(BACKENDS)}")
     _default_override = name
+
+
+def _install_call_slot(mod: Any) -> None:
+    """Make ``JitFunction.__call__`` the C dispatcher extension's ``CallSlot`` (once): it runs an
+    instance's C dispatcher (``_dispatch``) and on a miss the Python ``__call__`` below, so a warm
+    call runs no Python bytecode (that frame was ~0.4 us of a 1.0 us call of a tiny program)."""
+    slot_type = getattr(mod, "CallSlot", None)
+    py_call = JitFunction.__dict__["__call__"]
+    if slot_type is not None and inspect.isfunction(py_call):
+        JitFunction.__call__ = slot_type(py_call, "_dispatch")  # type: ignore[method-assign]
 
 
 def jit(fun: Callable | None = None, *, static_argnums: int | Sequence[int] = (),

@@ -43,12 +43,19 @@ from ember._src.native.runtime import compiler, fft_tables, progcache
 from ember._src.native.runtime import interrupt as native_interrupt
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import OutputSlots, data_address
+from ember._src.native.scheduling.gemm_strategy import gemm_dims
 from ember._src.native.scheduling.schedule import Schedule
 from ember._src.program import Literal, Program, run_numpy
 from ember._src.validation import ExecuteCheck, run_validators
 from ember.errors import DTypeError, ShapeError
 
 logger = logging.getLogger("ember")
+
+# A C-dispatched call keeps the GIL through a program this small (NativeExecutable._releases_gil):
+# releasing and taking it back costs ~0.1 us, against a few microseconds of work (a 64^3 float32
+# product: ~5 us), and another thread gains nothing from so short a gap.
+GIL_HOLD_BYTES = 64 * 1024  # arena, inputs and outputs together
+GIL_HOLD_MADDS = 64 ** 3  # multiply-adds of the program's matrix products
 
 _warned: set[str] = set()
 
@@ -456,15 +463,21 @@ class NativeExecutable:
 
     def _releases_gil(self) -> bool:
         """Whether a C-dispatched call releases the GIL: for every program but the tiny ones
-        (only elementwise kernels over at most 64 KiB), where releasing costs more than it frees."""
+        (elementwise kernels and matrix products of at most :data:`GIL_HOLD_MADDS` multiply-adds
+        over at most :data:`GIL_HOLD_BYTES`), where releasing costs more than it frees."""
         if self._gil_release is not None:
             return self._gil_release
         sched, plan = self._schedule, self._plan
-        if any(s.kind not in ("kernel", "alias") for s in sched.steps):
-            return True
+        madds = 0
+        for s in sched.steps:
+            if s.kind == "gemm":
+                madds += int(np.prod(gemm_dims(s), dtype=np.int64))
+            elif s.kind not in ("kernel", "alias"):
+                return True
         io = sum(int(np.prod(v.aval.shape, dtype=np.int64)) * np.dtype(v.aval.dtype).itemsize
                  for v in self._optimized.invars)
-        return plan.arena_bytes + io + sum(n for _, _, n in self._out_bufs) > 64 * 1024
+        return (madds > GIL_HOLD_MADDS
+                or plan.arena_bytes + io + sum(n for _, _, n in self._out_bufs) > GIL_HOLD_BYTES)
 
     def _raise_failure(self, rc: int) -> None:
         """Raise the error of a failed native call (a fallback step's exception, or the step)."""

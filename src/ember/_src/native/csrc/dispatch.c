@@ -201,14 +201,14 @@ static PyArrayObject *match_arg(Entry *self, Py_ssize_t i, PyObject *a) {
     return arr;
 }
 
-/* Run on the argument tuple; a new reference to the result, the miss sentinel, or NULL. */
-static PyObject *entry_run(Entry *self, PyObject *args) {
-    Py_ssize_t i, n = PyTuple_GET_SIZE(args);
+/* Run on the n arguments args[0 .. n); a new reference to the result, the miss sentinel, or NULL. */
+static PyObject *entry_run(Entry *self, PyObject *const *args, Py_ssize_t n) {
+    Py_ssize_t i;
     PyArrayObject *ins[64];
     PyObject *outs[64];
     if (n != self->n_in || n > 64 || self->n_buf > 64) { Py_INCREF(self->miss); return self->miss; }
     for (i = 0; i < n; i++) {
-        ins[i] = match_arg(self, i, PyTuple_GET_ITEM(args, i));
+        ins[i] = match_arg(self, i, args[i]);
         if (ins[i] == NULL) { Py_INCREF(self->miss); return self->miss; }
     }
     PyObject *got = PyObject_CallOneArg(self->acquire, Py_False);
@@ -334,7 +334,7 @@ done:
 }
 
 static PyObject *Entry_call(Entry *self, PyObject *args, PyObject *kw) {
-    return entry_run(self, args);
+    return entry_run(self, PySequence_Fast_ITEMS(args), PyTuple_GET_SIZE(args));
 }
 
 static PyMemberDef Entry_members[] = {
@@ -380,9 +380,9 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static PyObject *Dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw) {
-    PyObject *argt;
-    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &argt)) return NULL;
+/* The first entry that serves args[0 .. n) (none while a dynamic trace is active): a new reference
+   to its result, the miss sentinel, or NULL. */
+static PyObject *dispatcher_run(Dispatcher *self, PyObject *const *args, Py_ssize_t n) {
     PyObject *dyn = PyObject_GetAttr(self->state, self->dynamic_name);
     if (dyn == NULL) return NULL;
     int active = dyn != Py_None;
@@ -392,7 +392,7 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw)
         for (Py_ssize_t e = 0; e < m; e++) {
             Entry *ent = (Entry *)PyList_GET_ITEM(self->entries, e);
             Py_INCREF(ent);
-            PyObject *r = entry_run(ent, argt);
+            PyObject *r = entry_run(ent, args, n);
             Py_DECREF(ent);
             if (r != self->miss) return r;
             Py_DECREF(r);
@@ -400,6 +400,12 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw)
     }
     Py_INCREF(self->miss);
     return self->miss;
+}
+
+static PyObject *Dispatcher_call(Dispatcher *self, PyObject *args, PyObject *kw) {
+    PyObject *argt;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &argt)) return NULL;
+    return dispatcher_run(self, PySequence_Fast_ITEMS(argt), PyTuple_GET_SIZE(argt));
 }
 
 static PyObject *Dispatcher_add(Dispatcher *self, PyObject *ent) {
@@ -453,19 +459,110 @@ static PyTypeObject DispatcherType = {
     .tp_getset = Dispatcher_getset,
 };
 
+/* CallSlot(fallback, name): a class's __call__ in C. Called as a method, (instance, *args), it runs
+   the Dispatcher the instance holds in its attribute `name` on args (positional only) and returns
+   its result; on a miss (or keywords, or no Dispatcher there) it returns fallback(instance, *args,
+   **kwargs), the class's Python __call__. A jitted call then runs no Python bytecode at all (the
+   Python __call__'s frame took ~0.4 us of a 1.0 us call). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fallback;
+    PyObject *name;
+    vectorcallfunc vectorcall;
+} CallSlot;
+
+static void CallSlot_dealloc(CallSlot *self) {
+    Py_XDECREF(self->fallback); Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *CallSlot_vectorcall(CallSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n >= 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *d = PyObject_GetAttr(args[0], self->name);
+        if (d == NULL) return NULL;
+        if (Py_TYPE(d) == &DispatcherType) {
+            PyObject *miss = ((Dispatcher *)d)->miss;
+            PyObject *r = dispatcher_run((Dispatcher *)d, args + 1, n - 1);
+            Py_DECREF(d);
+            if (r != miss) return r;
+            Py_DECREF(r);
+        } else {
+            Py_DECREF(d);
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int CallSlot_init(CallSlot *self, PyObject *args, PyObject *kw) {
+    PyObject *fallback, *name;
+    if (!PyArg_ParseTuple(args, "OU", &fallback, &name)) return -1;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "CallSlot: fallback must be callable");
+        return -1;
+    }
+    Py_INCREF(fallback); Py_XSETREF(self->fallback, fallback);
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    Py_XSETREF(self->name, name);
+    self->vectorcall = (vectorcallfunc)CallSlot_vectorcall;
+    return 0;
+}
+
+/* As a class attribute read from an instance: a bound method (like a function). */
+static PyObject *CallSlot_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) { Py_INCREF(self); return self; }
+    return PyMethod_New(self, obj);
+}
+
+/* __name__ / __qualname__: the fallback's (so a bound JitFunction.__call__ reads as a method) */
+static PyObject *CallSlot_get_attr(CallSlot *self, void *name) {
+    return PyObject_GetAttrString(self->fallback, (const char *)name);
+}
+
+static PyGetSetDef CallSlot_getset[] = {
+    {"__name__", (getter)CallSlot_get_attr, NULL, "the fallback's name", "__name__"},
+    {"__qualname__", (getter)CallSlot_get_attr, NULL, "the fallback's qualified name", "__qualname__"},
+    {NULL}
+};
+
+static PyMemberDef CallSlot_members[] = {
+    {"fallback", T_OBJECT, offsetof(CallSlot, fallback), READONLY, "the Python __call__ a miss runs"},
+    {NULL}
+};
+
+static PyTypeObject CallSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember_dispatch.CallSlot",
+    .tp_basicsize = sizeof(CallSlot),
+    .tp_dealloc = (destructor)CallSlot_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CallSlot, vectorcall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A class's __call__: the instance's Dispatcher first, else the Python __call__.",
+    .tp_init = (initproc)CallSlot_init,
+    .tp_new = PyType_GenericNew,
+    .tp_descr_get = CallSlot_get,
+    .tp_members = CallSlot_members,
+    .tp_getset = CallSlot_getset,
+};
+
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "ember_dispatch", "ember's C call dispatcher", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit_ember_dispatch(void) {
     import_array();
-    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&DispatcherType) < 0) return NULL;
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&CallSlotType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&EntryType);
     Py_INCREF(&DispatcherType);
+    Py_INCREF(&CallSlotType);
     if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0 ||
         PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
+        PyModule_AddObject(m, "CallSlot", (PyObject *)&CallSlotType) < 0 ||
         PyModule_AddStringConstant(m, "abi", ember_dispatch_abi) < 0) {
         Py_DECREF(m);
         return NULL;
