@@ -107,16 +107,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src,
             EM_T(em_cv_v) x[VL], y[VL];
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) x[r] = *(const EM_T(em_cv_u) *)(src + (i0 + r) * ss + j0);
-#pragma GCC unroll 4
-            for (int s = 1; s < VL; s *= 2) {
-#pragma GCC unroll 8
-                for (int r = 0; r < VL / 2; ++r) {
-                    y[2 * r] = __builtin_shuffle(x[r], x[r + VL / 2], lo);
-                    y[2 * r + 1] = __builtin_shuffle(x[r], x[r + VL / 2], hi);
-                }
-#pragma GCC unroll 16
-                for (int r = 0; r < VL; ++r) x[r] = y[r];
-            }
+            EM_ZIP_TRANSPOSE(x, y, VL, lo, hi);
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) *(EM_T(em_cv_u) *)(dst + (j0 + r) * ds + i0) = x[r];
         }

@@ -59,6 +59,7 @@ WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O va
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
+_ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
 
 
 def _up(n: Any) -> Any:
@@ -307,6 +308,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
     output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
+    cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
