@@ -40,7 +40,8 @@ CASES = [
 def _source(case, dtype=np.float32):
     N, C, H, W, O, KH, KW, strides, padding, layouts = case
     x, w = operands(N, C, H, W, O, KH, KW, 1, layouts, dtype)
-    return ember.jit(conv_fn(strides, padding, (1, 1), layouts, 1), backend="native").lower(x, w).executable.source
+    jf = ember.jit(conv_fn(strides, padding, (1, 1), layouts, 1), backend="native")
+    return jf.lower(x, w).executable.source
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
