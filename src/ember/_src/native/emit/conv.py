@@ -57,7 +57,9 @@ WGRAD_CHUNK = 256  # kernel values (pixels) per chunk of em_cv_wg's rows
 FLAT = True  # narrow images may run flat blocks (em_cv_flat; False: never; a switch for measurements,
 # not keyed by the program cache)
 FLAT_MAX_WIDTH = 48  # ... only for outputs at most this wide (the 112-wide stem measured level either way)
-FLAT_PACK_COST = 0.75  # the cost model of _Geo._flat_wins: packing one value, in vector FMAs
+FLAT_PACK_COST = 0.4  # the cost model of _Geo._flat_wins: packing one value, in vector FMAs (set between
+# the 7x7 8x32x32x16->32, where flat blocks lost 10% (about 0.5 would choose them), and the strided
+# 3x3 8x32x32x16->32 forward (level) and input gradient phases (won), which choose them above 0.25)
 FLAT_COPY_COST = 0.25  # ... copying one input value into a phase's padded copy
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
