@@ -18,7 +18,9 @@
      pack their MR patches
      (K = KH * KW * Cg values each, zeros for taps in the padding, so NaN/Inf in the kernel
      propagate as in the zero-padded definition) into the thread's tile in the workspace
-     (MR x K values: bounded by the tile, not by the image) and multiply from there.
+     (MR x K values: bounded by the tile, not by the image) and multiply from there;
+   * narrow images, where most blocks would be packed, run flat blocks instead (em_cv_flat: one
+     padded copy per stride phase, read in place by blocks of virtual pixels).
 
    Depthwise convolutions (Cg = Og = 1) run a direct loop vectorized over the channels. */
 
