@@ -20,7 +20,8 @@ constant the inlined task functions fold. What happens (details in the header's 
    (``_Geo._flat_wins``, em_cv_flat): one padded copy of the image per stride phase, blocks of
    virtual pixels on rows a few columns wider than the output, read in place. 3x3 stride-1
    convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles;
-   depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output (the kernel cotangent's transpose) one GEMM over every image
+   depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output
+   (the kernel cotangent's transpose) one GEMM over every image
    (em_cv_wg: vectors along the batch, i.e. the original input features);
 4. an input-dilated convolution (``lhs_dilation``: a strided convolution's input cotangent) runs
    steps 1-3 once per residue class of the output position (a stride-1 convolution with the taps
