@@ -18,7 +18,9 @@
      pack their MR patches
      (K = KH * KW * Cg values each, zeros for taps in the padding, so NaN/Inf in the kernel
      propagate as in the zero-padded definition) into the thread's tile in the workspace
-     (MR x K values: bounded by the tile, not by the image) and multiply from there.
+     (MR x K values: bounded by the tile, not by the image) and multiply from there;
+   * narrow images, where most blocks would be packed, run flat blocks instead (em_cv_flat: one
+     padded copy per stride phase, read in place by blocks of virtual pixels).
 
    Depthwise convolutions (Cg = Og = 1) run a direct loop vectorized over the channels. */
 
@@ -61,9 +63,30 @@ typedef struct {
     int64_t lout;                    /* > 0: the direct kernel writes an NCHW output through a local
                                         pixel-major buffer at this offset of the thread's tile */
     int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
+    int64_t Hz, Wz;                  /* flat blocks (Wz > 0): rows and columns of each stride phase's
+                                        padded copy (em_cv_flat); 0 otherwise */
 } em_cv_geo;
 
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
+/* The taps k = r + i s below n along one axis (phase r of stride s). */
+static inline int64_t em_cv_ntaps(int64_t n, int64_t r, int64_t s) { return (n - r + s - 1) / s; }
+
+/* Flat blocks (em_cv_flat): the real output pixels (oh OW + ow) before virtual pixel q; the
+   elements of one stride phase's padded copy. */
+static inline int64_t em_cv_real(const em_cv_geo g, int64_t q) { return (q / g.Wz) * g.OW + em_cv_min(q % g.Wz, g.OW); }
+#define EM_CV_ZIMG(g) ((g).Hz * (g).Wz * (g).C)
+
+/* Where tap (kh, kw) starts in the packed kernel, in taps: row-major, except with flat blocks
+   (em_cv_flat), where the taps are grouped by stride phase (kh % sh, kw % sw), phases row-major,
+   each phase's taps row-major. */
+static inline int64_t em_cv_tapos(const em_cv_geo g, int64_t kh, int64_t kw) {
+    const int64_t fh = g.Wz ? g.sh : 1, fw = g.Wz ? g.sw : 1, a = kh % fh, b = kw % fw;
+    int64_t pos = 0;
+    for (int64_t pa = 0; pa < fh; ++pa)
+        for (int64_t pb = 0; pb < fw; ++pb)
+            if (pa * fw + pb < a * fw + b) pos += em_cv_ntaps(g.KH, pa, fh) * em_cv_ntaps(g.KW, pb, fw);
+    return pos + (kh / fh) * em_cv_ntaps(g.KW, b, fw) + kw / fw;
+}
 typedef int32_t em_cv_i_f32 __attribute__((vector_size(EM_CV_BYTES)));  /* shuffle masks per element type */
 typedef int64_t em_cv_i_f64 __attribute__((vector_size(EM_CV_BYTES)));
 #endif
@@ -107,16 +130,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tr)(const ELT *src,
             EM_T(em_cv_v) x[VL], y[VL];
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) x[r] = *(const EM_T(em_cv_u) *)(src + (i0 + r) * ss + j0);
-#pragma GCC unroll 4
-            for (int s = 1; s < VL; s *= 2) {
-#pragma GCC unroll 8
-                for (int r = 0; r < VL / 2; ++r) {
-                    y[2 * r] = __builtin_shuffle(x[r], x[r + VL / 2], lo);
-                    y[2 * r + 1] = __builtin_shuffle(x[r], x[r + VL / 2], hi);
-                }
-#pragma GCC unroll 16
-                for (int r = 0; r < VL; ++r) x[r] = y[r];
-            }
+            EM_ZIP_TRANSPOSE(x, y, VL, lo, hi);
 #pragma GCC unroll 16
             for (int r = 0; r < VL; ++r) *(EM_T(em_cv_u) *)(dst + (j0 + r) * ds + i0) = x[r];
         }
@@ -195,7 +209,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(e
     for (int64_t kh = 0; kh < g.KH; ++kh)
         for (int64_t kw = 0; kw < g.KW; ++kw)
             for (int64_t ci = 0; ci < g.Cg; ++ci) {
-                ELT *d = dst + ((kh * g.KW + kw) * g.Cg + ci) * NR;
+                ELT *d = dst + (em_cv_tapos(g, kh, kw) * g.Cg + ci) * NR;
                 for (int64_t j = 0; j < NR; ++j) {
                     const int64_t o = p * NR + j;
                     d[j] = o < g.Og ? c->w[(gi * g.Og + o) * g.wso + ci * g.wsi + kh * g.wsh + kw * g.wsw] : 0;
@@ -203,20 +217,12 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(e
             }
 }
 
-/* One MR x NR output tile (MR x VL when nv <= VL): acc[m] = sum over NI x NJ segments of L values of
-   a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]; then stored to o (pixel stride om,
-   feature stride oc), mv pixels and nv features of it. */
-static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
-        const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
-        const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
-        const int64_t nv) {
+/* Add to the MR x NR accumulators (MR x VL when nv <= VL) the sum over NI x NJ segments of L values
+   of a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tacc)(
+        EM_T(em_cv_v) acc[EM_CV_MR][2], const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS,
+        const int64_t NJ, const int64_t JS, const int64_t L, const ELT *wp, const int64_t nv) {
     const int64_t VL = EM_T(EM_CV_VL), NR = 2 * EM_T(EM_CV_VL);
-    EM_T(em_cv_v) acc[EM_CV_MR][2];
-#pragma GCC unroll 32
-    for (int m = 0; m < EM_CV_MR; ++m) {
-        acc[m][0] = (EM_T(em_cv_v)){0};
-        acc[m][1] = (EM_T(em_cv_v)){0};
-    }
     if (nv <= VL) {  /* one vector of features (Og <= VL, e.g. a 16-feature input cotangent): half the FMAs */
         for (int64_t i = 0; i < NI; ++i)
             for (int64_t j = 0; j < NJ; ++j) {
@@ -232,28 +238,35 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
                     }
                 }
             }
-        if (mv == EM_CV_MR && nv == VL && oc == 1) {
+        return;
+    }
+    for (int64_t i = 0; i < NI; ++i)
+        for (int64_t j = 0; j < NJ; ++j) {
+            const ELT *ap = a + i * RS + j * JS;
+            const ELT *wq = wp + (i * NJ + j) * L * NR;
+            for (int64_t k = 0; k < L; ++k) {
+                const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
+                const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
 #pragma GCC unroll 32
-            for (int m = 0; m < EM_CV_MR; ++m) *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
-            return;
-        }
-    } else {
-        for (int64_t i = 0; i < NI; ++i)
-            for (int64_t j = 0; j < NJ; ++j) {
-                const ELT *ap = a + i * RS + j * JS;
-                const ELT *wq = wp + (i * NJ + j) * L * NR;
-                for (int64_t k = 0; k < L; ++k) {
-                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
-                    const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
-#pragma GCC unroll 32
-                    for (int m = 0; m < EM_CV_MR; ++m) {
-                        const ELT s = ap[m * PS + k];
-                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
-                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
-                        acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
-                    }
+                for (int m = 0; m < EM_CV_MR; ++m) {
+                    const ELT s = ap[m * PS + k];
+                    const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
+                    acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
+                    acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
                 }
             }
+        }
+}
+
+/* Store the accumulators to o (pixel stride om, feature stride oc): mv pixels and nv features. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tstore)(EM_T(em_cv_v) acc[EM_CV_MR][2], ELT *o,
+                                                                    const int64_t om, const int64_t oc,
+                                                                    const int64_t mv, const int64_t nv) {
+    const int64_t VL = EM_T(EM_CV_VL), NR = 2 * EM_T(EM_CV_VL);
+    if (mv == EM_CV_MR && nv == VL && oc == 1) {
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m) *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
+        return;
     }
     if (mv == EM_CV_MR && nv == NR && oc == 1) {
 #pragma GCC unroll 32
@@ -276,6 +289,21 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         for (int64_t j = 0; j < nv; ++j)
             for (int64_t m = 0; m < mv; ++m) o[m * om + j * oc] = t[m][j];
     }
+}
+
+/* One MR x NR output tile: em_cv_tacc from zero, then em_cv_tstore. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
+        const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
+        const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
+        const int64_t nv) {
+    EM_T(em_cv_v) acc[EM_CV_MR][2];
+#pragma GCC unroll 32
+    for (int m = 0; m < EM_CV_MR; ++m) {
+        acc[m][0] = (EM_T(em_cv_v)){0};
+        acc[m][1] = (EM_T(em_cv_v)){0};
+    }
+    EM_T(em_cv_tacc)(acc, a, PS, NI, RS, NJ, JS, L, wp, nv);
+    EM_T(em_cv_tstore)(acc, o, om, oc, mv, nv);
 }
 
 /* The patch of output pixel q (flattened oh * OW + ow) of image xn (group offset applied) into
@@ -375,6 +403,103 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
     }
     if (g.lout)  /* NCHW (osh = OW, osw = 1): the chunk's pixels are contiguous per feature */
         EM_T(em_cv_tr)(lo, NR, obase + qs, g.oso, qend - qs, nv);
+}
+
+/* Flat blocks (Wz > 0; one group, no dilation; chosen for narrow images, where most blocks of MR
+   pixels would span two rows and be packed): the image is first copied (em_cv_flatcopy) into one
+   padded channels-last image per stride phase (a, b) < (sh, sw), Z_ab[u][v] = x[u sh + a - hlo]
+   [v sw + b - wlo] (zeros outside), Hz x Wz pixels each, and the output is computed on a virtual
+   image of Wz columns: virtual pixel q = oh Wz + ow reads every tap of phase (a, b) at
+   Z_ab + q C + (i Wz + j) C (kh = a + i sh, kw = b + j sw), so every block of MR virtual pixels
+   multiplies straight from the copy at pixel stride C, one segment per kernel row of a phase.
+   Virtual columns ow >= OW are computed and dropped (Wz - OW = ceil(KW / sw) - 1 of them). */
+
+/* Copy padded row t (t = u sh + a, input row t - hlo) of every phase (a, b) with taps, for b < sw;
+   the last row also zeroes the MR pixels past the last phase, which the last block's dropped pixels
+   read. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_flatcopy)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                      int64_t t, int64_t tid) {
+    const int64_t a = t % g.sh, u = t / g.sh, ih = t - g.hlo, C = g.C;
+    if (t == g.sh * g.Hz - 1) {
+        ELT *tail = c->xt + g.sh * g.sw * EM_CV_ZIMG(g);
+        for (int64_t k = 0; k < EM_CV_MR * C; ++k) tail[k] = 0;
+    }
+    if (em_cv_ntaps(g.KH, a, g.sh) == 0) return;  /* a phase no tap reads (stride above the kernel) */
+    const int inside = ih >= 0 && ih < g.H;
+    const ELT *row = c->xsrc + ih * g.xsh;
+    int64_t ps = g.xsw;
+    if (inside && g.xsc != 1) {  /* channels strided (NCHW): the row transposed into the thread's tile */
+        ELT *tmp = c->tiles + tid * g.tile;
+        if (g.xsw == 1) {
+            EM_T(em_cv_tr)(row, g.xsc, tmp, C, C, g.W);
+        } else {
+            for (int64_t x = 0; x < g.W; ++x)
+                for (int64_t ch = 0; ch < C; ++ch) tmp[x * C + ch] = row[ch * g.xsc + x * g.xsw];
+        }
+        row = tmp;
+        ps = C;
+    }
+    for (int64_t b = 0; b < g.sw; ++b) {
+        if (em_cv_ntaps(g.KW, b, g.sw) == 0) continue;
+        ELT *dst = c->xt + (a * g.sw + b) * EM_CV_ZIMG(g) + u * g.Wz * C;
+        /* columns [v0, v1) inside the input: iw = v sw + b - wlo in [0, W) */
+        const int64_t off = b - g.wlo, v0 = em_cv_min(g.Wz, off < 0 ? (-off + g.sw - 1) / g.sw : 0);
+        int64_t v1 = inside && g.W - off > 0 ? em_cv_min(g.Wz, (g.W - off + g.sw - 1) / g.sw) : v0;
+        v1 = v1 < v0 ? v0 : v1;
+        for (int64_t k = 0; k < v0 * C; ++k) dst[k] = 0;
+        const ELT *src = row + (v0 * g.sw + off) * ps;
+        for (int64_t v = v0; v < v1; ++v, src += g.sw * ps)
+            for (int64_t ch = 0; ch < C; ++ch) dst[v * C + ch] = src[ch];
+        for (int64_t k = v1 * C; k < g.Wz * C; ++k) dst[k] = 0;
+    }
+}
+
+/* Task t = (n * P + p) * NCH + chunk (one group): blocks [chunk CB, chunk CB + CB) of MR virtual pixels
+   of one feature panel, on the phases' copies of image n. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_flat)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
+                                                                  int64_t t, int64_t tid) {
+    const int64_t NR = 2 * EM_T(EM_CV_VL), MR = EM_CV_MR, WZ = g.Wz, C = g.C;
+    const int64_t QV = (g.OH - 1) * WZ + g.OW, chunk = t % g.NCH, p = (t / g.NCH) % g.P, n = t / g.NCH / g.P;
+    const ELT *wp = c->wp + p * g.K * NR;
+    const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+    ELT *obase = c->out + n * g.osn + p * NR * g.oso;
+    const ELT *z = c->x + n * (g.sh * g.sw * EM_CV_ZIMG(g) + MR * C);
+    ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+    const int64_t qs = chunk * g.CB * MR, qe = em_cv_min(QV, qs + g.CB * MR), rs = em_cv_real(g, qs);
+    ELT *lo = c->tiles + tid * g.tile + g.lout;  /* lout: real pixel r's features at lo + (r - rs) NR */
+    const int64_t om = g.lout ? NR : g.osw, oc = g.lout ? 1 : g.oso;
+    for (int64_t q0 = qs; q0 < qe; q0 += MR) {
+        EM_T(em_cv_v) acc[EM_CV_MR][2];
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m) {
+            acc[m][0] = (EM_T(em_cv_v)){0};
+            acc[m][1] = (EM_T(em_cv_v)){0};
+        }
+        const ELT *wq = wp;
+        for (int64_t a = 0; a < g.sh; ++a)
+            for (int64_t b = 0; b < g.sw; ++b) {
+                const int64_t ni = em_cv_ntaps(g.KH, a, g.sh), nj = em_cv_ntaps(g.KW, b, g.sw);
+                if (ni == 0 || nj == 0) continue;
+                EM_T(em_cv_tacc)(acc, z + (a * g.sw + b) * EM_CV_ZIMG(g) + q0 * C, C, ni, WZ * C, 1, 0, nj * C,
+                                 wq, nv);
+                wq += ni * nj * C * NR;
+            }
+        const int64_t oh = q0 / WZ, ow0 = q0 % WZ;
+        if (ow0 + MR <= g.OW) {  /* the block lies in one output row */
+            ELT *o = g.lout ? lo + (oh * g.OW + ow0 - rs) * NR : obase + oh * g.osh + ow0 * g.osw;
+            EM_T(em_cv_tstore)(acc, o, om, oc, MR, nv);
+            continue;
+        }
+        EM_T(em_cv_tstore)(acc, ot, NR, 1, MR, NR);
+        for (int64_t m = 0; m < MR && q0 + m < qe; ++m) {
+            const int64_t ow = (q0 + m) % WZ, h = (q0 + m) / WZ;
+            if (ow >= g.OW) continue;
+            ELT *o = g.lout ? lo + (h * g.OW + ow - rs) * NR : obase + h * g.osh + ow * g.osw;
+            for (int64_t j = 0; j < nv; ++j) o[j * oc] = ot[m * NR + j];
+        }
+    }
+    if (g.lout)  /* NCHW (osh = OW, osw = 1): the chunk's real pixels are contiguous per feature */
+        EM_T(em_cv_tr)(lo, NR, obase + rs, g.oso, em_cv_real(g, qe) - rs, nv);
 }
 
 /* Depthwise kernel packing: wp[kh][kw][c] = w[o = c, i = 0, kh, kw]. */

@@ -204,17 +204,7 @@ static void em_sk_pack_a(int64_t mc, int64_t kc, const float *a, int64_t rsa, in
                 em_vr x[EM_SK_MR3], y[EM_SK_MR3];
                 #pragma GCC unroll 16
                 for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = *(const em_vru *)(a + (i0 + r) * rsa + p0);
-                /* log2(MR3) rounds: rows 2i, 2i + 1 <- zip(row i, row i + MR3 / 2) */
-                #pragma GCC unroll 4
-                for (int s = 1; s < EM_SK_MR3; s *= 2) {
-                    #pragma GCC unroll 8
-                    for (int64_t r = 0; r < EM_SK_MR3 / 2; ++r) {
-                        y[2 * r] = __builtin_shuffle(x[r], x[r + EM_SK_MR3 / 2], lo);
-                        y[2 * r + 1] = __builtin_shuffle(x[r], x[r + EM_SK_MR3 / 2], hi);
-                    }
-                    #pragma GCC unroll 16
-                    for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = y[r];
-                }
+                EM_ZIP_TRANSPOSE(x, y, EM_SK_MR3, lo, hi);
                 #pragma GCC unroll 16
                 for (int64_t r = 0; r < EM_SK_MR3; ++r) *(em_vru *)(dst + (p0 + r) * EM_SK_MR3) = x[r];
             }

@@ -16,9 +16,12 @@ constant the inlined task functions fold. What happens (details in the header's 
 3. tasks of one (image, group, feature panel, chunk of blocks of MR consecutive output pixels)
    run on ember's thread pool; interior blocks multiply straight from the input, the others
    (touching the padding, spanning two rows, the tail) pack their patches into a per-thread tile
-   (MR x K values) first. 3x3 stride-1 convolutions with enough features run Winograd F(2x2, 3x3)
-   on the same register tiles; depthwise convolutions a direct loop over rows of all channels;
-   a kernel larger than its output (the kernel cotangent's transpose) one GEMM over every image
+   (MR x K values) first. Narrow images, where most blocks would be packed, run flat blocks instead
+   (``_Geo._flat_wins``, em_cv_flat): one padded copy of the image per stride phase, blocks of
+   virtual pixels on rows a few columns wider than the output, read in place. 3x3 stride-1
+   convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles;
+   depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output
+   (the kernel cotangent's transpose) one GEMM over every image
    (em_cv_wg: vectors along the batch, i.e. the original input features);
 4. an input-dilated convolution (``lhs_dilation``: a strided convolution's input cotangent) runs
    steps 1-3 once per residue class of the output position (a stride-1 convolution with the taps
@@ -54,11 +57,19 @@ WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x
 WGRAD = True  # kernels larger than their output run em_cv_wg (False: the direct kernel; a switch for
 # measurements, not keyed by the program cache)
 WGRAD_CHUNK = 256  # kernel values (pixels) per chunk of em_cv_wg's rows
+FLAT = True  # narrow images may run flat blocks (em_cv_flat; False: never; a switch for measurements,
+# not keyed by the program cache)
+FLAT_MAX_WIDTH = 48  # ... only for outputs at most this wide (the 112-wide stem measured level either way)
+FLAT_PACK_COST = 0.4  # the cost model of _Geo._flat_wins: packing one value, in vector FMAs (set between
+# the 7x7 8x32x32x16->32, where flat blocks lost 10% (about 0.5 would choose them), and the strided
+# 3x3 8x32x32x16->32 forward (level) and input gradient phases (won), which choose them above 0.25)
+FLAT_COPY_COST = 0.25  # ... copying one input value into a phase's padded copy
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
+_ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
 
 
 def _up(n: Any) -> Any:
@@ -128,15 +139,23 @@ class _Geo:
         panels = -(-self.Og // nr_max) * nr_max
         self.wp_elems = _up(self.KH * self.KW * self.C if self.depthwise
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
+        # flat blocks (em_cv_flat): one padded copy per stride phase, read in place by every block
+        self.Hz, self.Wz = -(-self.KH // self.sh) + self.OH - 1, -(-self.KW // self.sw) + self.OW - 1
+        self.flat = self._flat_wins()
+        if not self.flat:
+            self.Hz = self.Wz = 0
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
-        self.copied = not self.nhwc_in and not self.dwplane and not self.wgrad  # copied channels-last
+        self.copied = ((not self.nhwc_in or self.flat) and not self.dwplane
+                       and not self.wgrad)  # copied channels-last (flat: per stride phase, padded)
         # a strided 1x1 convolution (no low padding) copies only the pixels it reads, then runs stride 1
-        self.sub = (self.copied and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
+        self.sub = (self.copied and not self.flat and (self.KH, self.KW, self.hlo, self.wlo) == (1, 1, 0, 0)
                     and (self.sh, self.sw) != (1, 1))
         self.per_image = self.copied or self.staged
         images = 1 if self.per_image else self.N
         copy_hw = self.OH * self.OW if self.sub else self.H * self.W
         self.xt_elems = _up(images * copy_hw * self.C) if self.copied else 0
+        if self.flat:  # the phases' copies and MR zero pixels after them
+            self.xt_elems = _up((self.sh * self.sw * self.Hz * self.Wz + MR_MAX) * self.C)
         self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
@@ -144,6 +163,8 @@ class _Geo:
         rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
         if self.depthwise:
             self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
+        elif self.flat:  # no packed patches; em_cv_flatcopy's transposed row of a layout not channels-last
+            self.tile = _up(self.W * self.C) if not self.nhwc_in else _ALIGN  # (> 0: lout marks planar)
         else:
             self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
             if self.sub:  # em_cv_nhwc_sub's gathered row
@@ -152,8 +173,9 @@ class _Geo:
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
-        else:
-            self.nch = f"(({self.OH * self.OW} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
+        else:  # blocks of MR (virtual, when flat) pixels
+            q = (self.OH - 1) * self.Wz + self.OW if self.flat else self.OH * self.OW
+            self.nch = f"(({q} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
         if self.wgrad:  # em_cv_wg: one padded image (rows x columns x bv) and the accumulator slots
             rows = (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1
@@ -164,6 +186,30 @@ class _Geo:
             self.wg_rows = rows
             self.wg_rc = max(1, WGRAD_CHUNK // self.KW)  # kernel rows per chunk (em_cv_wg's RC)
 
+    def _flat_wins(self) -> bool:
+        """Whether flat blocks (em_cv_flat) are estimated cheaper than blocks of consecutive output
+        pixels: the latter pack every block that touches the padding or spans two output rows
+        (MR x K values, about FLAT_PACK_COST of a vector FMA each), the former copy the input once
+        per image and compute ceil(KW / sw) - 1 dropped columns per output row."""
+        if not (FLAT and self.G == 1 and self.dh == self.dw == 1 and self.KH * self.KW > 1  # (1x1: a patch
+                # is C contiguous values, its packing a copy like the flat one)
+                and not self.depthwise and not self.winograd and not self.wgrad and self.sh * self.sw <= 16
+                and 0 < self.OW <= FLAT_MAX_WIDTH and self.OH > 0):
+            return False
+        mr, q = MR_MAX, self.OH * self.OW
+        packed = 0
+        for q0 in range(0, q, mr):
+            oh, ow0 = divmod(q0, self.OW)
+            ih0, iw0 = oh * self.sh - self.hlo, ow0 * self.sw - self.wlo
+            packed += not (q0 + mr <= q and ow0 + mr <= self.OW and ih0 >= 0 and ih0 + self.KH <= self.H
+                           and iw0 >= 0 and iw0 + (mr - 1) * self.sw + self.KW <= self.W)
+        nvec = 1 if self.Og <= VEC_BYTES_MAX // self.itemsize else 2
+        blocks = -(-q // mr)
+        vblocks = -(-((self.OH - 1) * self.Wz + self.OW) // mr)
+        direct = mr * self.K * (blocks * nvec + packed * FLAT_PACK_COST)
+        flat = mr * self.K * vblocks * nvec + FLAT_COPY_COST * self.sh * self.sw * self.Hz * self.Wz * self.C
+        return flat < direct
+
     def fields(self, sfx: str, run: bool = False) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
         ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1)."""
@@ -173,7 +219,7 @@ class _Geo:
         vals = [H, W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
                 hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
-                self.CB, self.nch]
+                self.CB, self.nch, self.Hz, self.Wz]
         return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
 
 
@@ -307,10 +353,11 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
     output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
+    cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = g.fields(sfx)
-    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub}"
+    kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub} {g.flat}"
     key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
@@ -330,8 +377,9 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         n_run = f"{nb} * {g.nch}"
     else:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packw_{sfx}({ctx}, g_, t); }}")
-        run = cc.chunk(f"em_cv_run_{key}",
-                        f"{{ {rdecl}; em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid); }}")
+        body = (f"em_cv_flat_{sfx}({ctx}, g_, t, tid)" if g.flat
+                else f"em_cv_blocks_{sfx}({ctx}, g_, {int(g.rowmode)}, t, tid)")
+        run = cc.chunk(f"em_cv_run_{key}", f"{{ {rdecl}; {body}; }}")
         panels = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_pack = f"(int64_t){g.G} * {panels}"
         n_run = f"{nb} * {g.G} * {panels} * {g.nch}"
@@ -356,7 +404,8 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     steps = [(run, "nr_", 4)]
     if g.copied:
         allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
-        body = (f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
+        body = (f"em_cv_flatcopy_{sfx}({ctx}, g_, t, tid)" if g.flat
+                else f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
                 else f"em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t)")
         copy = cc.chunk(f"em_cv_copy_{key}", f"{{ {gdecl}; {body}; }}")
         steps.insert(0, (copy, "nc_", 4))
@@ -365,7 +414,8 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         unstage = cc.chunk(f"em_cv_unstage_{key}",
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
-    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {g.OH if g.sub else g.H}, "
+    copy_rows = g.sh * g.Hz if g.flat else g.OH if g.sub else g.H
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {copy_rows}, "
               f"nu_ = {nb} * {g.OH};")
 
     def calls(group: list) -> list[str]:

@@ -463,7 +463,8 @@ def c_source(target: Isa | None = None) -> str:
                + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
                + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)))
     return ("#include <stdlib.h>\n" + _head(target) + kernels
-            + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("gemm_driver.h")
+            + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("zip_transpose.h")
+            + csrc.load("gemm_driver.h")
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
 
 
