@@ -203,3 +203,84 @@ def test_residual_chain_does_not_keep_every_layer_live():
                                    rtol=1e-4, atol=1e-5)
         arena[layers] = f.lower(x, ws).executable.plan.arena_bytes
     assert arena[16] == arena[4], arena
+
+
+def _mixing_chain(x, y, rounds: int):
+    """A threefry-like DAG of maps over one domain: every value feeds two later ones."""
+    a, b = x, y
+    for _ in range(rounds):
+        a = jnp.tanh(a + b)
+        b = b * 0.5 + jnp.sin(a) * 0.3
+        a, b = b - a * 0.25, a
+    return a * b
+
+
+def test_a_large_map_region_is_one_kernel_built_once(monkeypatch):
+    """A 300-equation map DAG becomes one kernel through one region build (not one rebuild per
+    pairwise merge, which was quadratic), and computes the NumPy result."""
+    from ember._src.native.scheduling import schedule as sched_mod
+
+    calls = []
+    real = sched_mod.build_kernel
+    monkeypatch.setattr(sched_mod, "build_kernel",
+                        lambda eqns, *a, **k: calls.append(len(eqns)) or real(eqns, *a, **k))
+    y = RNG.standard_normal((4, 8)).astype(np.float32)
+    s = sched(lambda x, y: _mixing_chain(x, y, 50), X, y)
+    assert kinds(s) == ["kernel"]
+    n = len(s.steps[0].eqns)
+    assert n >= 300
+    # classification builds each equation alone; then one region build and the final one
+    assert sorted(calls)[-2:] == [n, n] and sum(1 for c in calls if c > 1) == 2
+    got = np.asarray(ember.jit(lambda x, y: _mixing_chain(x, y, 50))(X, y))
+    a, b = X.astype(np.float64), y.astype(np.float64)
+    for _ in range(50):
+        a = np.tanh(a + b)
+        b = b * 0.5 + np.sin(a) * 0.3
+        a, b = b - a * 0.25, a
+    np.testing.assert_allclose(got, a * b, rtol=2e-4, atol=1e-4)
+
+
+def test_a_map_region_through_a_product_is_not_merged():
+    """Maps connected directly and through a matrix product (x1 -> dot -> z and x1 -> z) are not
+    one region: merging them would put the product inside its own consumer's kernel (a cycle)."""
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+
+    def f(x):
+        x1 = x
+        for k in range(20):
+            x1 = jnp.tanh(x1 * 1.01 + 0.1 * k)
+        y = lax.dot(x1, w)
+        z = x1
+        for k in range(20):
+            z = z * y + 0.01 * k
+        return z
+
+    s = sched(f, X)
+    assert kinds(s) == ["kernel", "gemm", "kernel"]
+    x1 = X.astype(np.float64)
+    for k in range(20):
+        x1 = np.tanh(x1 * 1.01 + 0.1 * k)
+    y, z = x1 @ w, x1
+    for k in range(20):
+        z = z * y + 0.01 * k
+    np.testing.assert_allclose(np.asarray(ember.jit(f)(X)), z, rtol=1e-4, atol=1e-4)
+
+
+def test_a_map_region_with_too_many_inputs_falls_back_to_pairwise_merging():
+    """A region reading 40 inputs cannot be one kernel (16 at most): the pairwise loop splits it
+    into kernels that each fit, and the result is the NumPy sum."""
+    xs = [RNG.standard_normal((4, 8)).astype(np.float32) for _ in range(40)]
+
+    def f(*xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc * 0.9 + x
+        return acc
+
+    s = sched(f, *xs)
+    assert all(k == "kernel" for k in kinds(s)) and len(s.steps) >= 3
+    assert all(len(st.inputs) <= 16 for st in s.steps)
+    want = xs[0].astype(np.float64)
+    for x in xs[1:]:
+        want = want * 0.9 + x
+    np.testing.assert_allclose(np.asarray(ember.jit(f)(*xs)), want, rtol=1e-5, atol=1e-5)

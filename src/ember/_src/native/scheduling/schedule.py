@@ -12,7 +12,9 @@
 * **alias**: a reshape of a materialized value whose result must exist as a buffer (an input of
   a call or a program output): the planner gives both the same storage, no code runs.
 
-Fusion is greedy, consumer first: each group repeatedly absorbs the groups producing its inputs.
+Fusion first merges each large connected region of map equations over one domain with a single
+kernel build (when it builds and no path leaves the region and comes back); then it is greedy,
+consumer first: each group repeatedly absorbs the groups producing its inputs.
 A producer used elsewhere too is either copied into the consumer (when it is cheap: a few
 cheap ops, never a reduction) or moved with its shared outputs becoming extra kernel outputs (when
 they fit the kernel's domain and no cycle arises). :func:`kernel.build_kernel` accepts or rejects
@@ -34,6 +36,10 @@ from ember._src.native.emit.calls import lowerable
 from ember._src.native.rewrite.fused import gemm_p
 from ember._src.native.scheduling.kernel import CHEAP, KernelIR, Unfusable, build_kernel
 from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
+
+# connected map regions of at least this many equations are merged with one kernel build
+# (_Fuser.merge_map_regions); smaller ones cost the pairwise loop little
+REGION_MIN = 16
 
 
 class StepKind(enum.StrEnum):
@@ -336,11 +342,77 @@ class _Fuser:
             self.last_ir.pop(pid, None)
         return True
 
+    def merge_map_regions(self) -> None:
+        """Merge each large connected region of map groups (no reduction) over one domain into one
+        group with a single kernel build, where that build succeeds and the region is convex (no
+        path leaves it and comes back). The pairwise loop of :meth:`fuse_all` rebuilds a growing
+        kernel at every merge, which is quadratic in its size: a float64 normal sampler (about
+        1000 threefry and erf-inverse equations) took 24 s to schedule that way. A region whose
+        build fails (too many inputs, a concatenate that would be recomputed, ...) is left to the
+        pairwise loop."""
+        maps = {gid for gid, g in self.groups.items() if not g.has_reduce}
+        parent = {gid: gid for gid in maps}
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for gid in maps:
+            g = self.groups[gid]
+            for d in self.unit_deps(gid):
+                if d in maps and (self.groups[d].domain, self.groups[d].n_outer) == (g.domain, g.n_outer):
+                    parent[find(d)] = find(gid)
+        regions: dict[int, list[int]] = {}
+        for gid in maps:
+            regions.setdefault(find(gid), []).append(gid)
+        for region in regions.values():
+            if len(region) >= REGION_MIN and self.convex(set(region)):
+                self.merge_region(sorted(region))
+
+    def convex(self, region: set[int]) -> bool:
+        """Whether no unit outside ``region`` both depends on it and feeds it."""
+        stack = [d for u in region for d in self.unit_deps(u) if d not in region]
+        seen = set(stack)
+        while stack:
+            for d in self.unit_deps(stack.pop()):
+                if d in region:
+                    return False
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        return True
+
+    def merge_region(self, region: list[int]) -> None:
+        """Replace the groups ``region`` (fresh, one equation each) by one group, if it builds."""
+        gs = [self.groups[u] for u in region]
+        members = sorted(i for g in gs for i in g.members)
+        home = {i for g in gs for i in g.home}
+        roots = self.roots(members, home, set(region))
+        if not roots:
+            return
+        gid, keep = region[-1], gs[-1]
+        try:
+            ir = build_kernel([self.eqns[i] for i in members], keep.domain, keep.n_outer, roots,
+                              self.max_inputs)
+        except Unfusable:
+            return
+        for u in region[:-1]:
+            del self.groups[u]
+            self.last_ir.pop(u, None)
+        keep.members, keep.home = members, home
+        self.last_ir[gid] = ir
+        for i in members:
+            self.home[i] = gid
+            self.containing[i] = {gid}
+
     def fuse_all(self) -> None:
         """Consumers first; repeat until nothing merges (a producer may become fusible after it
         grew, e.g. a row-level epilogue once it joined its reduction)."""
         if not self.fuse:
             return
+        self.merge_map_regions()
         failed: set[tuple] = set()
         progress = True
         while progress:
