@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
 
 import numpy as np
 
@@ -203,7 +202,8 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
         lines.append(f"    const int par_ = {work}.0 >= {cc.parallel_threshold}.0;")
     for fn, n, chunks in steps:
         if par and n > 1:
-            lines.append(f"    if (par_) em_par({fn}, &cv_, {n}, {cc.num_threads or 0}, {THREADS}, {chunks}); "
+            threads = cc.num_threads or 0
+            lines.append(f"    if (par_) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
                          f"else {fn}(&cv_, 0, {n}, 0);")
         else:
             lines.append(f"    {fn}(&cv_, 0, {n}, 0);")
