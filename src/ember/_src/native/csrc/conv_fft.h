@@ -54,6 +54,7 @@ typedef struct {
     int64_t wso, wsi, wsh, wsw;      /* kernel strides */
     int64_t ysn, yso, ysh, ysw;      /* output strides */
     int64_t scr;                     /* elements of one thread's scratch */
+    int64_t TH, TW, NTY, NTX, NB;    /* output tile size, tiles per image along each axis, tiles a block */
     int32_t facp[EM_CF_NFAC], facq[EM_CF_NFAC];  /* radices of P and Q, 0-terminated */
 } em_cf_geo;
 #endif
@@ -69,6 +70,9 @@ typedef struct {
     ELT *xf, *wf, *yf;     /* the spectra (workspace) */
     ELT *scratch;          /* per-thread scratch */
     const EM_T(em_cf_s) *twp, *twq;  /* exp(-2 pi i j / P), j < P; the same for Q */
+    const ELT *xsrc, *wsrc;  /* a strided convolution's operands (x and w: their phase copies) */
+    ELT *xs2d, *ws2d;      /* the phase copies (workspace) */
+    int64_t blk, nb;       /* passes B to D: the block's first tile and its tiles */
 } EM_T(em_cf_ctx);
 
 #define CFV EM_T(em_cf_v)
@@ -232,27 +236,35 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_kernel)(const EM_T(
     }
 }
 
-/* Pass B, task t = n * (Cp / VL) + group: input planes x[n, :, :, c0 + l] (l < VL) -> xf. */
+/* Pass B, task t = i * (Cp / VL) + group, tile T = blk + i of the block (image n, tile row ty,
+   column tx): plane row r, column q hold input pixel (ty TH - hlo + r, tx TW - wlo + q) of
+   channels c0 + l (l < VL; zero outside the image) -> xf[bin][i]. Untiled (one tile), the plane
+   holds the whole image at (hlo, wlo); tiled, P >= TH + KH - 1, so the rows and columns past
+   TH + KH - 1 are never read by the tile's outputs. */
 static inline __attribute__((always_inline)) void EM_T(em_cf_input)(const EM_T(em_cf_ctx) *c, const em_cf_geo g,
                                                                    int64_t t, int64_t tid) {
-    const int64_t VL = EM_T(EM_CF_VL), ng = g.Cp / VL, n = t / ng, c0 = (t % ng) * VL;
+    const int64_t VL = EM_T(EM_CF_VL), ng = g.Cp / VL, i = t / ng, c0 = (t % ng) * VL, T = c->blk + i;
+    const int64_t n = T / (g.NTY * g.NTX), ty = (T / g.NTX) % g.NTY, tx = T % g.NTX;
     const int64_t cl = em_cf_min(VL, g.C - c0), L = g.P > g.Q ? g.P : g.Q;
+    const int64_t ih0 = ty * g.TH - g.hlo, iw0 = tx * g.TW - g.wlo;  /* image pixel of plane (0, 0) */
+    const int64_t r0 = ih0 < 0 ? -ih0 : 0, r1 = em_cf_min(g.P, g.H - ih0);
+    const int64_t q0 = iw0 < 0 ? -iw0 : 0, q1 = em_cf_min(g.Q, g.W - iw0);
     CFZ *tb = (CFZ *)(c->scratch + tid * g.scr), *l0 = tb + g.P * g.Qh, *l1 = l0 + L;
-    const ELT *xn = c->x + n * g.xsn + c0 * g.xsc;
-    for (int64_t i = 0; i < g.P * g.Qh; ++i) tb[i].re = tb[i].im = (CFV){0};
-    for (int64_t h = 0; h < g.H; h += 2) {  /* input rows h, h + 1 -> plane rows h + hlo, h + hlo + 1 */
-        for (int64_t i = 0; i < g.Q; ++i) l0[i].re = l0[i].im = (CFV){0};
-        const ELT *r0 = xn + h * g.xsh, *r1 = r0 + g.xsh;
-        for (int64_t i = 0; i < g.W; ++i) {
-            l0[i + g.wlo].re = EM_T(em_cf_ld)(r0 + i * g.xsw, g.xsc, cl);
-            if (h + 1 < g.H) l0[i + g.wlo].im = EM_T(em_cf_ld)(r1 + i * g.xsw, g.xsc, cl);
+    const ELT *xn = c->x + n * g.xsn + c0 * g.xsc + ih0 * g.xsh + iw0 * g.xsw;
+    for (int64_t k = 0; k < g.P * g.Qh; ++k) tb[k].re = tb[k].im = (CFV){0};
+    for (int64_t r = r0; r < r1; r += 2) {  /* plane rows r, r + 1 */
+        for (int64_t q = 0; q < g.Q; ++q) l0[q].re = l0[q].im = (CFV){0};
+        const ELT *x0 = xn + r * g.xsh, *x1 = x0 + g.xsh;
+        for (int64_t q = q0; q < q1; ++q) {
+            l0[q].re = EM_T(em_cf_ld)(x0 + q * g.xsw, g.xsc, cl);
+            if (r + 1 < r1) l0[q].im = EM_T(em_cf_ld)(x1 + q * g.xsw, g.xsc, cl);
         }
         const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.Q, g.facq, c->twq, 1);
-        CFZ *t1 = tb + (h + g.hlo) * g.Qh;
-        EM_T(em_cf_split)(z, g.Q, g.Qh, t1, h + 1 < g.H ? t1 + g.Qh : 0);
+        CFZ *t1 = tb + r * g.Qh;
+        EM_T(em_cf_split)(z, g.Q, g.Qh, t1, r + 1 < r1 ? t1 + g.Qh : 0);
     }
-    ELT *xf = c->xf + n * 2 * g.Cp + c0;
-    const int64_t bs = g.N * 2 * g.Cp;
+    ELT *xf = c->xf + i * 2 * g.Cp + c0;
+    const int64_t bs = g.NB * 2 * g.Cp;
     for (int64_t k = 0; k < g.Qh; ++k) {
         for (int64_t p = 0; p < g.P; ++p) l0[p] = tb[p * g.Qh + k];
         const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, 1);
@@ -264,7 +276,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_input)(const EM_T(e
     }
 }
 
-/* Pass C's register tile: images n0 .. n0 + nb - 1, feature vectors v0 .. v0 + nv - 1 of one bin
+/* Pass C's register tile: tiles n0 .. n0 + nb - 1, feature vectors v0 .. v0 + nv - 1 of one bin
    (xb, wb, yb: the bin's spectra): y = sum over c of x conj(w). */
 static inline __attribute__((always_inline)) void EM_T(em_cf_mm)(const ELT *xb, const ELT *wb, ELT *yb,
                                                                 const em_cf_geo g, int64_t n0, const int nb,
@@ -307,35 +319,37 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_mm)(const ELT *xb, 
         }
 }
 
-/* Pass C, task t = bin. */
+/* Pass C, task t = bin: the block's nb tiles. */
 static inline __attribute__((always_inline)) void EM_T(em_cf_bin)(const EM_T(em_cf_ctx) *c, const em_cf_geo g,
                                                                  int64_t t) {
-    const int64_t nvec = g.Op / EM_T(EM_CF_VL);
-    const ELT *xb = c->xf + t * g.N * 2 * g.Cp, *wb = c->wf + t * g.C * 2 * g.Op;
-    ELT *yb = c->yf + t * g.N * 2 * g.Op;
+    const int64_t nvec = g.Op / EM_T(EM_CF_VL), nb = c->nb;
+    const ELT *xb = c->xf + t * g.NB * 2 * g.Cp, *wb = c->wf + t * g.C * 2 * g.Op;
+    ELT *yb = c->yf + t * g.NB * 2 * g.Op;
     for (int64_t v0 = 0; v0 < nvec; v0 += 2) {
         const int nv = v0 + 2 <= nvec ? 2 : 1;
         int64_t n0 = 0;
-        for (; n0 + 4 <= g.N; n0 += 4) {
+        for (; n0 + 4 <= nb; n0 += 4) {
             if (nv == 2) EM_T(em_cf_mm)(xb, wb, yb, g, n0, 4, v0, 2);
             else EM_T(em_cf_mm)(xb, wb, yb, g, n0, 4, v0, 1);
         }
-        for (; n0 < g.N; ++n0) {
+        for (; n0 < nb; ++n0) {
             if (nv == 2) EM_T(em_cf_mm)(xb, wb, yb, g, n0, 1, v0, 2);
             else EM_T(em_cf_mm)(xb, wb, yb, g, n0, 1, v0, 1);
         }
     }
 }
 
-/* Pass D, task t = n * (Op / VL) + group: the inverse of yf's planes (image n, features o0 + l)
-   -> the output's first OH x OW values. */
+/* Pass D, task t = i * (Op / VL) + group: the inverse of yf's planes (tile blk + i, features
+   o0 + l) -> the tile's outputs (its first TH x TW values, clipped to the image). */
 static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(em_cf_ctx) *c, const em_cf_geo g,
                                                                     int64_t t, int64_t tid) {
-    const int64_t VL = EM_T(EM_CF_VL), ng = g.Op / VL, n = t / ng, o0 = (t % ng) * VL;
+    const int64_t VL = EM_T(EM_CF_VL), ng = g.Op / VL, i = t / ng, o0 = (t % ng) * VL, T = c->blk + i;
+    const int64_t n = T / (g.NTY * g.NTX), ty = (T / g.NTX) % g.NTY, tx = T % g.NTX;
     const int64_t ol = em_cf_min(VL, g.O - o0), L = g.P > g.Q ? g.P : g.Q;
+    const int64_t jn = em_cf_min(g.TH, g.OH - ty * g.TH), wn = em_cf_min(g.TW, g.OW - tx * g.TW);
     CFZ *tb = (CFZ *)(c->scratch + tid * g.scr), *l0 = tb + g.P * g.Qh, *l1 = l0 + L;
-    const ELT *yf = c->yf + n * 2 * g.Op + o0;
-    const int64_t bs = g.N * 2 * g.Op;
+    const ELT *yf = c->yf + i * 2 * g.Op + o0;
+    const int64_t bs = g.NB * 2 * g.Op;
     for (int64_t k = 0; k < g.Qh; ++k) {
         for (int64_t p = 0; p < g.P; ++p) {
             const ELT *s = yf + (p * g.Qh + k) * bs;
@@ -343,12 +357,12 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
             l0[p].im = *(const EM_T(em_cf_u) *)(s + g.Op);
         }
         const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, -1);
-        for (int64_t j = 0; j < g.OH; ++j) tb[j * g.Qh + k] = z[j];
+        for (int64_t j = 0; j < jn; ++j) tb[j * g.Qh + k] = z[j];
     }
-    ELT *yn = c->y + n * g.ysn + o0 * g.yso;
-    for (int64_t j = 0; j < g.OH; j += 2) {  /* output rows j, j + 1: the inverse of Y1 + i Y2 */
+    ELT *yn = c->y + n * g.ysn + o0 * g.yso + ty * g.TH * g.ysh + tx * g.TW * g.ysw;
+    for (int64_t j = 0; j < jn; j += 2) {  /* output rows j, j + 1: the inverse of Y1 + i Y2 */
         const CFZ *y1 = tb + j * g.Qh, *y2 = y1 + g.Qh;
-        const int two = j + 1 < g.OH;
+        const int two = j + 1 < jn;
         for (int64_t k = 0; k < g.Q; ++k) {
             if (k < g.Qh) {
                 l0[k].re = two ? y1[k].re - y2[k].im : y1[k].re;
@@ -360,11 +374,53 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
             }
         }
         const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.Q, g.facq, c->twq, -1);
-        for (int64_t i = 0; i < g.OW; ++i) {
-            EM_T(em_cf_st)(yn + j * g.ysh + i * g.ysw, g.yso, ol, z[i].re);
-            if (two) EM_T(em_cf_st)(yn + (j + 1) * g.ysh + i * g.ysw, g.yso, ol, z[i].im);
+        for (int64_t q = 0; q < wn; ++q) {
+            EM_T(em_cf_st)(yn + j * g.ysh + q * g.ysw, g.yso, ol, z[q].re);
+            if (two) EM_T(em_cf_st)(yn + (j + 1) * g.ysh + q * g.ysw, g.yso, ol, z[q].im);
         }
     }
+}
+
+/* A strided convolution as a stride-1 one (see conv_fft.py): row t = n * H + u of the phase copy
+   xs2d[n][u][v][(bh s + bw) C0 + ch] = xsrc[n, s u + bh, s v + bw, ch] (zero past the image; H0,
+   W0, C0 and the strides st[4] = n, c, h, w: the original input's). */
+static inline __attribute__((always_inline)) void EM_T(em_cf_s2d_x)(const EM_T(em_cf_ctx) *c, const em_cf_geo g,
+                                                                   const int64_t s, const int64_t H0,
+                                                                   const int64_t W0, const int64_t C0,
+                                                                   const int64_t *st, int64_t t) {
+    const int64_t n = t / g.H, u = t % g.H;
+    ELT *d = c->xs2d + t * g.W * g.C;
+    for (int64_t v = 0; v < g.W; ++v)
+        for (int64_t bh = 0; bh < s; ++bh)
+            for (int64_t bw = 0; bw < s; ++bw) {
+                const int64_t ih = s * u + bh, iw = s * v + bw;
+                ELT *dd = d + v * g.C + (bh * s + bw) * C0;
+                if (ih >= H0 || iw >= W0) {
+                    for (int64_t ch = 0; ch < C0; ++ch) dd[ch] = 0;
+                    continue;
+                }
+                const ELT *ss = c->xsrc + n * st[0] + ih * st[2] + iw * st[3];
+                for (int64_t ch = 0; ch < C0; ++ch) dd[ch] = ss[ch * st[1]];
+            }
+}
+
+/* ... and its kernel, HWIO: ws2d[qh][qw][(bh s + bw) C0 + ch][o] = wsrc[o, ch, kh[bh][qh],
+   kw[bw][qw]] (zero where the map holds -1; st[4] = o, i, h, w: the original kernel's strides). */
+static inline __attribute__((always_inline)) void EM_T(em_cf_s2d_w)(const EM_T(em_cf_ctx) *c, const em_cf_geo g,
+                                                                   const int64_t s, const int64_t C0,
+                                                                   const int64_t *st, const int *kh,
+                                                                   const int *kw) {
+    for (int64_t qh = 0; qh < g.KH; ++qh)
+        for (int64_t qw = 0; qw < g.KW; ++qw)
+            for (int64_t bh = 0; bh < s; ++bh)
+                for (int64_t bw = 0; bw < s; ++bw) {
+                    const int a = kh[bh * g.KH + qh], b = kw[bw * g.KW + qw];
+                    for (int64_t ch = 0; ch < C0; ++ch) {
+                        ELT *d = c->ws2d + ((qh * g.KW + qw) * g.C + (bh * s + bw) * C0 + ch) * g.O;
+                        for (int64_t o = 0; o < g.O; ++o)
+                            d[o] = a < 0 || b < 0 ? 0 : c->wsrc[o * st[0] + ch * st[1] + a * st[2] + b * st[3]];
+                    }
+                }
 }
 
 /* 1 when every value of x[0..nx) and w[0..nw) is finite (x * 0 is NaN exactly for NaN and Inf). */

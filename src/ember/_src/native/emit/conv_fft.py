@@ -35,6 +35,9 @@ MIN_TAPS = 16  # kernels of fewer taps (3x3) stay with the direct kernel / Winog
 RATIO = 0.8  # taken when the estimated FFT cost is below this fraction of the direct kernel's
 MAX_WORKSPACE = 64 << 20  # bytes of spectra and scratch at most
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread scratch is planned for this many pool threads
+MAX_STRIDE = 4  # a strided convolution runs over its phase copies (stride squared times the channels)
+BLOCK_BYTES = 2 << 20  # tiles a block (input, GEMM, output passes): their spectra within about this
+L2_BYTES = 1 << 20  # a kernel spectrum beyond this is streamed from memory (the cost model)
 VEC_BYTES_MAX = 64  # one vector at the widest (AVX-512; EM_CF_BYTES)
 NFAC = 24  # radices per transform length at most (EM_CF_NFAC)
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
@@ -69,47 +72,116 @@ def _up(n: int, m: int = 16) -> int:
     return n + (-n) % m
 
 
-class Plan:
-    """The FFT geometry of one ``conv`` equation (all sizes static)."""
+def _phase_axis(s: int, k: int, lo: int) -> tuple[int, int, list[int]]:
+    """One axis of a stride-``s`` convolution (``k`` taps, low padding ``lo``) as a stride-1 one over
+    the ``s`` phases ``x_b[u] = x[s u + b]``: ``(taps, low padding, map)``, ``map[b * taps + q]`` the
+    original tap phase ``b``'s tap ``q`` stands for (-1: none). Tap ``a`` of output ``j`` reads
+    ``x[s j + a - lo]`` = ``x_b[j + q + d]`` with ``b = (a - lo) mod s``, ``a = s q + ...``."""
+    rows = []
+    for b in range(s):
+        a = (b + lo) % s
+        d = (a - lo - b) // s
+        nq = -(-(k - a) // s) if a < k else 0
+        rows.append((a, d, nq))
+    l0 = max((-d for _, d, nq in rows if nq), default=0)
+    taps = max((nq + d + l0 for _, d, nq in rows if nq), default=1)
+    m = []
+    for a, d, nq in rows:
+        for q in range(taps):
+            qq = q - d - l0
+            m.append(s * qq + a if 0 <= qq < nq else -1)
+    return taps, l0, m
 
-    def __init__(self, e: Eqn):
+
+def _axis_options(h: int, lo: int, oh: int, kh: int) -> list[tuple[int, int, int]]:
+    """Transform sizes along one axis, ``(P, output rows a tile, tiles)``: the whole image in one
+    plane, or tiles of ``P - kh + 1`` output rows."""
+    pu = smooth(max(h + lo, oh + kh - 1 - lo, oh, kh))
+    out = [(pu, oh, 1)]
+    for p in (16, 20, 24, 30, 32, 36, 40, 48, 60, 64):
+        if kh < p < pu and p - kh + 1 < oh:
+            out.append((p, p - kh + 1, -(-oh // (p - kh + 1))))
+    return out
+
+
+class Plan:
+    """The FFT geometry of one ``conv`` equation (all sizes static): the stride-1 problem (for a
+    strided convolution: over its phase copies), the tiles, the workspace regions."""
+
+    def __init__(self, e: Eqn, choice: tuple | None = None):
         p = e.params
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
         self.dtype = np.dtype(x.dtype)
-        self.N, self.C, self.H, self.W = (x.shape[a] for a in ls)
-        self.O, _, self.KH, self.KW = (w.shape[a] for a in rs)
+        self.N, self.C0, self.H0, self.W0 = (x.shape[a] for a in ls)
+        self.O, _, self.KH0, self.KW0 = (w.shape[a] for a in rs)
         self.OH, self.OW = y.shape[os_[2]], y.shape[os_[3]]
-        (self.hlo, _), (self.wlo, _) = p["padding"]
-        self.P = smooth(max(self.H + self.hlo, self.OH + self.KH - 1 - self.hlo, self.OH, self.KH))
-        self.Q = smooth(max(self.W + self.wlo, self.OW + self.KW - 1 - self.wlo, self.OW, self.KW))
-        self.Qh = self.Q // 2 + 1
-        self.bins = self.P * self.Qh
-        self.vl = VEC_BYTES_MAX // self.dtype.itemsize
-        self.Cp, self.Op = _up(self.C, self.vl), _up(self.O, self.vl)
+        (hlo, _), (wlo, _) = p["padding"]
+        self.s = p["window_strides"][0]
         xs, ws, ys = row_strides(x.shape), row_strides(w.shape), row_strides(y.shape)
-        self.xst = [xs[a] for a in ls]
-        self.wst = [ws[a] for a in rs]
+        self.xst0 = [xs[a] for a in ls]
+        self.wst0 = [ws[a] for a in rs]
         self.yst = [ys[a] for a in os_]
         self.nx = int(np.prod(x.shape))
         self.nw = int(np.prod(w.shape))
-        # workspace regions (elements, 64-byte multiples): twiddles, spectra, per-thread scratch
+        s_ = self.s
+        self.KH, self.hlo, self.khm = _phase_axis(s_, self.KH0, hlo)
+        self.KW, self.wlo, self.kwm = _phase_axis(s_, self.KW0, wlo)
+        self.H, self.W, self.C = -(-self.H0 // s_), -(-self.W0 // s_), s_ * s_ * self.C0
+        if s_ == 1:
+            self.xst, self.wst = self.xst0, self.wst0
+        else:  # the phase copies: NHWC and HWIO
+            self.xst = [self.H * self.W * self.C, 1, self.W * self.C, self.C]
+            self.wst = [1, self.O, self.KW * self.C * self.O, self.C * self.O]
+        self.vl = VEC_BYTES_MAX // self.dtype.itemsize
+        self.Cp, self.Op = _up(self.C, self.vl), _up(self.O, self.vl)
+        if choice is None:
+            choice = min(((a, b) for a in _axis_options(self.H, self.hlo, self.OH, self.KH)
+                          for b in _axis_options(self.W, self.wlo, self.OW, self.KW)),
+                         key=lambda c: Plan(e, c).cost()[0])
+        (self.P, self.TH, self.NTY), (self.Q, self.TW, self.NTX) = choice
+        self.Qh = self.Q // 2 + 1
+        self.bins = self.P * self.Qh
+        self.NT = self.N * self.NTY * self.NTX
+        # tiles a block: their spectra within about BLOCK_BYTES (at least one register tile's worth)
+        per = self.bins * 2 * (self.Cp + self.Op) * self.dtype.itemsize
+        self.NB = min(self.NT, max(4, BLOCK_BYTES // per // 4 * 4))
+        # workspace regions (elements, 64-byte multiples): twiddles, spectra, phase copies, scratch
         self.scr = _up((self.P * self.Qh + 2 * max(self.P, self.Q)) * 2 * self.vl)
         self.twp, self.twq = 0, _up(2 * self.P)
         self.wf = self.twq + _up(2 * self.Q)
         self.xf = self.wf + self.bins * self.C * 2 * self.Op
-        self.yf = self.xf + self.bins * self.N * 2 * self.Cp
-        self.sc = self.yf + self.bins * self.N * 2 * self.Op
+        self.yf = self.xf + self.bins * self.NB * 2 * self.Cp
+        self.xs2d = self.yf + self.bins * self.NB * 2 * self.Op
+        self.ws2d = self.xs2d + (_up(self.N * self.H * self.W * self.C) if s_ > 1 else 0)
+        self.sc = self.ws2d + (_up(self.KH * self.KW * self.C * self.O) if s_ > 1 else 0)
         self.elems = self.sc + THREADS * self.scr
 
     def nbytes(self) -> int:
         return self.elems * self.dtype.itemsize
 
+    def cost(self) -> tuple[float, float]:
+        """(FFT, direct) estimated costs, in units of one vector multiply-add (fitted on one Zen 4
+        core: a transform's stage, the product's loads, the spectra's memory traffic)."""
+        vl = self.vl
+        direct = self.N * self.OH * self.OW * self.C0 * self.KH0 * self.KW0 * _up(self.O, vl) / vl
+        p, q = _fft_ops(self.P), _fft_ops(self.Q)
+        rows = min(self.P, self.H + self.hlo, self.TH + self.KH - 1)
+        kernel = self.C * self.Op / vl * (-(-self.KH // 2) * q + self.Qh * p)
+        inp = self.NT * self.Cp / vl * (-(-rows // 2) * q + self.Qh * p)
+        out = self.NT * self.Op / vl * (-(-self.TH // 2) * q + self.Qh * p)
+        # per bin, tile group of up to 4 tiles and feature vector: C x (4 FMAs per tile, 2 loads)
+        groups = -(-self.NB // 4) * -(-self.NT // self.NB)
+        gemm = self.bins * self.C * self.Op / vl * (4 * self.NT + 2 * groups)
+        wf = self.bins * self.C * 2 * self.Op * self.dtype.itemsize
+        mem = wf / 64 * (1 + -(-self.NT // self.NB)) * (0.5 if wf > L2_BYTES else 0.1)
+        return kernel + inp + out + gemm + mem, direct
+
     def fields(self) -> str:
         """The C initializer of ``em_cf_geo``."""
         vals = [self.N, self.C, self.H, self.W, self.O, self.OH, self.OW, self.KH, self.KW, self.hlo,
                 self.wlo, self.P, self.Q, self.Qh, self.Cp, self.Op, *self.xst, *self.wst, *self.yst,
-                self.scr]
+                self.scr, self.TH, self.TW, self.NTY, self.NTX, self.NB]
         fac = ["{" + ", ".join(map(str, radices(n) + [0])) + "}" for n in (self.P, self.Q)]
         return "{" + ", ".join(str(v) for v in vals) + ", " + ", ".join(fac) + "}"
 
@@ -120,24 +192,13 @@ def _fft_ops(n: int) -> float:
     return n * sum(per[r] for r in radices(n))
 
 
-def _cost(pl: Plan) -> tuple[float, float]:
-    """(FFT, direct) estimated costs, in units of one vector multiply-add."""
-    vl = pl.vl
-    direct = pl.N * pl.OH * pl.OW * pl.C * pl.KH * pl.KW * _up(pl.O, vl) / vl
-    p, q = _fft_ops(pl.P), _fft_ops(pl.Q)
-    kernel = pl.C * pl.Op / vl * (-(-pl.KH // 2) * q + pl.Qh * p)
-    inp = pl.N * pl.Cp / vl * (-(-pl.H // 2) * q + pl.Qh * p)
-    out = pl.N * pl.Op / vl * (-(-pl.OH // 2) * q + pl.Qh * p)
-    gemm = 4 * pl.bins * pl.N * pl.C * pl.Op / vl
-    return kernel + inp + out + 1.3 * gemm, direct
-
-
 def _plan(e: Eqn) -> Plan | None:
     p = e.params
     x, w = e.inputs[0].aval, e.inputs[1].aval
     if not ENABLED or np.dtype(x.dtype) not in _TYPES:
         return None
-    if (p["feature_group_count"] != 1 or tuple(p["window_strides"]) != (1, 1)
+    st = tuple(p["window_strides"])
+    if (p["feature_group_count"] != 1 or st[0] != st[1] or st[0] > MAX_STRIDE
             or tuple(p["rhs_dilation"]) != (1, 1) or tuple(p.get("lhs_dilation", (1, 1))) != (1, 1)
             or min(lo for lo, _ in p["padding"]) < 0):
         return None
@@ -151,7 +212,7 @@ def _plan(e: Eqn) -> Plan | None:
     pl = Plan(e)
     if len(radices(pl.P)) >= NFAC or len(radices(pl.Q)) >= NFAC or pl.nbytes() > MAX_WORKSPACE:
         return None
-    fft, direct = _cost(pl)
+    fft, direct = pl.cost()
     return pl if fft < RATIO * direct else None
 
 
@@ -176,37 +237,58 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
     cc.helper(f"em_conv_fft_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = pl.fields()
-    key = f"{sfx}_{hashlib.sha1(geo.encode()).hexdigest()[:12]}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {pl.khm} {pl.kwm}'.encode()).hexdigest()[:12]}"
     gdecl = f"const em_cf_geo g_ = {geo}"
     ctx = f"(const em_cf_ctx_{sfx} *)c_"
-    steps = [
-        (cc.chunk(f"em_cf_kernel_{key}", f"{{ {gdecl}; em_cf_kernel_{sfx}({ctx}, g_, t, tid); }}"),
-         pl.C * (pl.Op // pl.vl), 1),
-        (cc.chunk(f"em_cf_input_{key}", f"{{ {gdecl}; em_cf_input_{sfx}({ctx}, g_, t, tid); }}"),
-         pl.N * (pl.Cp // pl.vl), 1),
-        (cc.chunk(f"em_cf_bin_{key}", f"{{ {gdecl}; em_cf_bin_{sfx}({ctx}, g_, t); }}"), pl.bins, 8),
-        (cc.chunk(f"em_cf_output_{key}", f"{{ {gdecl}; em_cf_output_{sfx}({ctx}, g_, t, tid); }}"),
-         pl.N * (pl.Op // pl.vl), 1),
+
+    def chunk(name: str, call: str) -> str:
+        return cc.chunk(f"em_cf_{name}_{key}", f"{{ {gdecl}; em_cf_{name}_{sfx}({ctx}, g_, {call}); }}")
+
+    def arr(v: list) -> str:
+        return "{" + ", ".join(map(str, v)) + "}"
+
+    once, per_block = [], [
+        (chunk("input", "t, tid"), f"cv_.nb * {pl.Cp // pl.vl}", 1),
+        (chunk("bin", "t"), str(pl.bins), 8),
+        (chunk("output", "t, tid"), f"cv_.nb * {pl.Op // pl.vl}", 1),
     ]
     ws = f"(({elt} *){cc.ws})"
+    x, w = cc.ins[0], cc.ins[1]
+    if pl.s > 1:  # the phase copies first
+        xst, wst = arr(pl.xst0), arr(pl.wst0)
+        s2dx = (f"const int64_t st_[] = {xst}; em_cf_s2d_x_{sfx}({ctx}, g_, {pl.s}, {pl.H0}, {pl.W0}, "
+                f"{pl.C0}, st_, t);")
+        s2dw = (f"const int64_t st_[] = {wst}; const int kh_[] = {arr(pl.khm)}, kw_[] = {arr(pl.kwm)}; "
+                f"em_cf_s2d_w_{sfx}({ctx}, g_, {pl.s}, {pl.C0}, st_, kh_, kw_);")
+        once.append((cc.chunk(f"em_cf_s2dx_{key}", f"{{ {gdecl}; {s2dx} }}"), str(pl.N * pl.H), 4))
+        once.append((cc.chunk(f"em_cf_s2dw_{key}", f"{{ {gdecl}; {s2dw} }}"), "1", 1))
+        x, w = f"{ws} + {pl.xs2d}", f"{ws} + {pl.ws2d}"
+    once.append((chunk("kernel", "t, tid"), str(pl.C * (pl.Op // pl.vl)), 1))
     tw = f"em_cf_s_{sfx}"
     lines = [f"if (em_cf_finite_{sfx}({cc.ins[0]}, {pl.nx}, {cc.ins[1]}, {pl.nw})) {{",
              f"    em_cf_twiddles_{sfx}(({tw} *)({ws} + {pl.twp}), {pl.P});",
              f"    em_cf_twiddles_{sfx}(({tw} *)({ws} + {pl.twq}), {pl.Q});",
-             f"    em_cf_ctx_{sfx} cv_ = {{{cc.ins[0]}, {cc.ins[1]}, {cc.outs[0]}, {ws} + {pl.xf}, "
-             f"{ws} + {pl.wf}, {ws} + {pl.yf}, {ws} + {pl.sc}, (const {tw} *)({ws} + {pl.twp}), "
-             f"(const {tw} *)({ws} + {pl.twq})}};"]
+             f"    em_cf_ctx_{sfx} cv_ = {{{x}, {w}, {cc.outs[0]}, {ws} + {pl.xf}, {ws} + {pl.wf}, "
+             f"{ws} + {pl.yf}, {ws} + {pl.sc}, (const {tw} *)({ws} + {pl.twp}), "
+             f"(const {tw} *)({ws} + {pl.twq}), {cc.ins[0]}, {cc.ins[1]}, {ws} + {pl.xs2d}, "
+             f"{ws} + {pl.ws2d}, 0, 0}};"]
     par = cc.openmp and cc.num_threads != 1
     if par:
-        work = pl.N * pl.OH * pl.OW * pl.O * pl.C * pl.KH * pl.KW
+        work = pl.N * pl.OH * pl.OW * pl.O * pl.C0 * pl.KH0 * pl.KW0
         lines.append(f"    const int par_ = {work}.0 >= {cc.parallel_threshold}.0;")
-    for fn, n, chunks in steps:
-        if par and n > 1:
+
+    def call(fn: str, n: str, chunks: int, ind: str) -> str:
+        if par and n != "1":
             threads = cc.num_threads or 0
-            lines.append(f"    if (par_) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
-                         f"else {fn}(&cv_, 0, {n}, 0);")
-        else:
-            lines.append(f"    {fn}(&cv_, 0, {n}, 0);")
+            return (f"{ind}if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
+                    f"else {fn}(&cv_, 0, {n}, 0);")
+        return f"{ind}{fn}(&cv_, 0, {n}, 0);"
+
+    lines += [call(fn, n, ch, "    ") for fn, n, ch in once]
+    lines.append(f"    for (int64_t b_ = 0; b_ < {pl.NT}; b_ += {pl.NB}) {{")
+    lines.append(f"        cv_.blk = b_; cv_.nb = {pl.NT} - b_ < {pl.NB} ? {pl.NT} - b_ : {pl.NB};")
+    lines += [call(fn, n, ch, "        ") for fn, n, ch in per_block]
+    lines.append("    }")
     lines.append("} else {")
     lines += ["    " + ln for ln in direct]
     lines.append("}")
