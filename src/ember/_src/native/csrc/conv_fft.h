@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_kernel)(const EM_T(
     CFZ *tb = (CFZ *)(c->scratch + tid * g.scr), *l0 = tb + g.P * g.Qh, *l1 = l0 + L;
     const ELT sc = (ELT)(1.0 / ((double)g.P * (double)g.Q));
     const ELT *wc = c->w + o0 * g.wso + ci * g.wsi;
-    for (int64_t i = 0; i < g.P * g.Qh; ++i) tb[i].re = tb[i].im = (CFV){0};
+    for (int64_t i = g.KH * g.Qh; i < g.P * g.Qh; ++i) tb[i].re = tb[i].im = (CFV){0};  /* rows past KH */
     for (int64_t a = 0; a < g.KH; a += 2) {  /* kernel rows a, a + 1 (zero past KH) */
         for (int64_t i = 0; i < g.Q; ++i) l0[i].re = l0[i].im = (CFV){0};
         for (int64_t b = 0; b < g.KW; ++b) {
@@ -251,7 +251,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_input)(const EM_T(e
     const int64_t q0 = iw0 < 0 ? -iw0 : 0, q1 = em_cf_min(g.Q, g.W - iw0);
     CFZ *tb = (CFZ *)(c->scratch + tid * g.scr), *l0 = tb + g.P * g.Qh, *l1 = l0 + L;
     const ELT *xn = c->x + n * g.xsn + c0 * g.xsc + ih0 * g.xsh + iw0 * g.xsw;
-    for (int64_t k = 0; k < g.P * g.Qh; ++k) tb[k].re = tb[k].im = (CFV){0};
+    for (int64_t k = 0; k < g.P * g.Qh; ++k)  /* the rows no image row lands on */
+        if (k < r0 * g.Qh || k >= r1 * g.Qh) tb[k].re = tb[k].im = (CFV){0};
     for (int64_t r = r0; r < r1; r += 2) {  /* plane rows r, r + 1 */
         for (int64_t q = 0; q < g.Q; ++q) l0[q].re = l0[q].im = (CFV){0};
         const ELT *x0 = xn + r * g.xsh, *x1 = x0 + g.xsh;
