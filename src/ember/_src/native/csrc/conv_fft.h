@@ -96,9 +96,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_st)(ELT *p, int64_t
 }
 
 static inline __attribute__((always_inline)) CFZ EM_T(em_cf_tw)(CFZ a, CFS w) {
+    const CFV wr = (CFV){0} + w.re, wi = (CFV){0} + w.im;
     CFZ r;
-    r.re = a.re * w.re - a.im * w.im;
-    r.im = a.re * w.im + a.im * w.re;
+    r.re = EM_T(EM_CF_FMA)(a.re, wr, -(a.im * wi));
+    r.im = EM_T(EM_CF_FMA)(a.re, wi, a.im * wr);
     return r;
 }
 
@@ -351,6 +352,9 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
     CFZ *tb = (CFZ *)(c->scratch + tid * g.scr), *l0 = tb + g.P * g.Qh, *l1 = l0 + L;
     const ELT *yf = c->yf + i * 2 * g.Op + o0;
     const int64_t bs = g.NB * 2 * g.Op;
+    ELT *yn = c->y + n * g.ysn + o0 * g.yso + ty * g.TH * g.ysh + tx * g.TW * g.ysw;
+    for (int64_t j = 0; j < jn; ++j)  /* the output lines, requested for writing while the columns run */
+        for (int64_t q = 0; q < wn; ++q) __builtin_prefetch(yn + j * g.ysh + q * g.ysw, 1, 2);
     for (int64_t k = 0; k < g.Qh; ++k) {
         for (int64_t p = 0; p < g.P; ++p) {
             const ELT *s = yf + (p * g.Qh + k) * bs;
@@ -360,7 +364,6 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
         const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, -1);
         for (int64_t j = 0; j < jn; ++j) tb[j * g.Qh + k] = z[j];
     }
-    ELT *yn = c->y + n * g.ysn + o0 * g.yso + ty * g.TH * g.ysh + tx * g.TW * g.ysw;
     for (int64_t j = 0; j < jn; j += 2) {  /* output rows j, j + 1: the inverse of Y1 + i Y2 */
         const CFZ *y1 = tb + j * g.Qh, *y2 = y1 + g.Qh;
         const int two = j + 1 < jn;
