@@ -32,8 +32,8 @@ from ember._src.program import Eqn
 
 ENABLED = True  # an internal switch for measurements (the program cache does not key on it)
 MIN_TAPS = 16  # kernels of fewer taps (3x3) stay with the direct kernel / Winograd
-RATIO = 0.8  # taken when the estimated FFT cost is below this fraction of the direct kernel's
-EFFICIENCY = 2.2  # the direct kernel's multiply-adds per cycle over the FFT passes' (measured, Zen 4)
+RATIO = 0.85  # taken when the estimated FFT cost is below this fraction of the direct kernel's
+EFFICIENCY = 1.8  # the direct kernel's multiply-adds per cycle over the FFT passes' (measured, Zen 4)
 MAX_KERNEL_SPECTRUM = 4 << 20  # bytes: a larger kernel spectrum is re-read from memory every block
 MAX_WORKSPACE = 64 << 20  # bytes of spectra and scratch at most
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread scratch is planned for this many pool threads
