@@ -28,37 +28,41 @@ def taken(f, *args):
 
 
 CASES = [
-    # N, C, H, W, O, KH, KW, padding, layouts
-    (8, 16, 32, 32, 32, 7, 7, ((3, 3), (3, 3)), NHWC),  # the benchmark's 7x7 row
-    (1, 33, 17, 15, 33, 7, 7, ((3, 3), (3, 3)), NCHW),  # lane tails of channels and features
-    (2, 5, 30, 31, 17, 5, 5, ((0, 0), (0, 0)), NHWC),  # VALID, odd sizes
-    (3, 8, 12, 12, 16, 7, 7, ((5, 1), (0, 4)), NHWC),  # asymmetric pads, low pad above KH / 2
-    (2, 6, 16, 16, 9, 7, 5, ((0, 6), (4, 0)), ("NCHW", "HWIO", "NHWC")),  # rectangular, mixed layouts
-    (1, 16, 9, 40, 16, 6, 4, ((2, 3), (1, 2)), ("NHWC", "OIHW", "NCHW")),  # even taps
-    (2, 3, 25, 25, 64, 7, 7, ((3, 3), (3, 3)), NHWC),  # three channels (the stem's, at stride 1)
-    (1, 16, 7, 7, 16, 7, 7, ((6, 6), (6, 6)), NHWC),  # full convolution: output larger than input
-]
-# shapes the cost model leaves to the direct kernel, run by FFT here (RATIO raised) for their edges
-FORCED = [
-    (1, 4, 3, 3, 8, 7, 7, ((3, 3), (3, 3)), NHWC),  # kernel larger than the image
-    (1, 1, 40, 37, 1, 7, 7, ((3, 3), (3, 3)), NHWC),  # one channel, one feature
-    (4, 2, 11, 9, 3, 5, 5, ((2, 2), (2, 2)), NHWC),  # odd rows (pairs of rows: the last alone)
-    (1, 3, 1, 6, 2, 5, 5, ((2, 2), (0, 0)), NCHW),  # one row
+    # N, C, H, W, O, KH, KW, strides, padding, layouts
+    (8, 16, 32, 32, 32, 7, 7, 1, ((3, 3), (3, 3)), NHWC),  # the benchmark's 7x7 row
+    (1, 33, 17, 15, 33, 7, 7, 1, ((3, 3), (3, 3)), NCHW),  # lane tails of channels and features
+    (2, 5, 30, 31, 17, 5, 5, 1, ((0, 0), (0, 0)), NHWC),  # VALID, odd sizes
+    (3, 8, 12, 12, 16, 7, 7, 1, ((5, 1), (0, 4)), NHWC),  # asymmetric pads, low pad above KH / 2
+    (2, 6, 16, 16, 9, 7, 5, 1, ((0, 6), (4, 0)), ("NCHW", "HWIO", "NHWC")),  # rectangular, mixed layouts
+    (1, 16, 9, 40, 16, 6, 4, 1, ((2, 3), (1, 2)), ("NHWC", "OIHW", "NCHW")),  # even taps
+    (2, 3, 25, 25, 64, 7, 7, 1, ((3, 3), (3, 3)), NHWC),  # three channels
+    (1, 16, 7, 7, 16, 7, 7, 1, ((6, 6), (6, 6)), NHWC),  # full convolution: output larger than input
+    (1, 4, 3, 3, 8, 7, 7, 1, ((3, 3), (3, 3)), NHWC),  # kernel larger than the image
+    (1, 1, 40, 37, 1, 7, 7, 1, ((3, 3), (3, 3)), NHWC),  # one channel, one feature
+    (4, 2, 11, 9, 3, 5, 5, 1, ((2, 2), (2, 2)), NHWC),  # odd rows (pairs of rows: the last alone)
+    (1, 3, 1, 6, 2, 5, 5, 1, ((2, 2), (0, 0)), NCHW),  # one row
+    (2, 4, 80, 70, 16, 7, 7, 1, ((3, 3), (3, 3)), NHWC),  # tiles (overlap-save), partial last tiles
+    # strided: over the phase copies (stride squared times the channels, fewer taps)
+    (1, 3, 45, 41, 20, 7, 7, 2, ((3, 3), (3, 3)), NHWC),  # stem-like
+    (2, 3, 30, 29, 17, 7, 7, 2, ((2, 4), (0, 3)), NCHW),
+    (1, 5, 30, 31, 8, 5, 5, 3, ((2, 2), (1, 1)), NHWC),  # stride 3
+    (1, 2, 20, 20, 3, 6, 6, 2, ((0, 0), (5, 1)), ("NHWC", "OIHW", "NCHW")),  # even taps, pads past the taps
+    (1, 3, 100, 90, 16, 7, 7, 2, ((3, 3), (3, 3)), NHWC),  # strided and tiled
 ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("case", CASES + FORCED, ids=[f"case{i}" for i in range(len(CASES + FORCED))])
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
 def test_matches_reference(case, dtype, monkeypatch):
-    N, C, H, W, O, KH, KW, padding, layouts = case
-    if case in FORCED:
-        monkeypatch.setattr(conv_fft, "RATIO", 1e9)
-        monkeypatch.setenv("EMBER_PROGRAM_CACHE", "0")  # a cached program would keep its choice
+    """Every case runs by FFT (the cost model's threshold raised: the small ones would stay direct)."""
+    monkeypatch.setattr(conv_fft, "RATIO", 1e9)
+    monkeypatch.setenv("EMBER_PROGRAM_CACHE", "0")  # a cached program would keep its earlier choice
+    N, C, H, W, O, KH, KW, s, padding, layouts = case
     x, w = operands(N, C, H, W, O, KH, KW, 1, layouts, dtype)
-    f = conv_fn((1, 1), padding, (1, 1), layouts, 1)
+    f = conv_fn((s, s), padding, (1, 1), layouts, 1)
     assert taken(f, x, w)
     assert FFT_CALL in source(f, x, w)
-    want = ref(x, w, (1, 1), padding, (1, 1), layouts, 1)
+    want = ref(x, w, (s, s), padding, (1, 1), layouts, 1)
     got = run_native(f, x, w)
     assert got.dtype == dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, **tol(dtype, KH * KW * C))
@@ -113,10 +117,12 @@ def test_grad_against_finite_differences():
     ((8, 16, 32, 32, 32, 7, 7, (1, 1), (1, 1), 1), True),
     ((8, 16, 32, 32, 32, 5, 5, (1, 1), (1, 1), 1), True),
     ((8, 16, 32, 32, 32, 3, 3, (1, 1), (1, 1), 1), False),  # 3x3: Winograd / direct
-    ((8, 16, 32, 32, 32, 7, 7, (2, 2), (1, 1), 1), False),  # strided
+    ((1, 3, 224, 224, 64, 7, 7, (2, 2), (1, 1), 1), True),  # the ResNet stem, over its phases
+    ((8, 16, 32, 32, 32, 7, 7, (2, 1), (1, 1), 1), False),  # unequal strides
+    ((8, 16, 32, 32, 32, 7, 7, (5, 5), (1, 1), 1), False),  # stride above MAX_STRIDE
     ((8, 16, 32, 32, 32, 7, 7, (1, 1), (2, 2), 1), False),  # dilated kernel
     ((8, 16, 32, 32, 32, 7, 7, (1, 1), (1, 1), 2), False),  # groups
-    ((1, 64, 256, 256, 64, 7, 7, (1, 1), (1, 1), 1), False),  # spectra beyond MAX_WORKSPACE
+    ((1, 64, 56, 56, 64, 5, 5, (1, 1), (1, 1), 1), False),  # kernel spectrum beyond the cache
 ])
 def test_which_convolutions_take_it(case, want):
     N, C, H, W, O, KH, KW, strides, dilation, groups = case
@@ -130,3 +136,10 @@ def test_transform_sizes():
     assert conv_fft.radices(36) == [4, 3, 3]
     assert conv_fft.radices(40) == [4, 2, 5]
     assert conv_fft.radices(1) == []
+
+
+def test_phase_taps_of_the_stem():
+    """7 taps at stride 2, low padding 3: phase 0 (even input pixels) holds the odd taps 1, 3, 5 one
+    place later, phase 1 the even taps 0, 2, 4, 6; a stride-1 problem of 4 taps, low padding 2."""
+    assert conv_fft._phase_axis(2, 7, 3) == (4, 2, [-1, 1, 3, 5, 0, 2, 4, 6])
+    assert conv_fft._phase_axis(1, 5, 2) == (5, 2, [0, 1, 2, 3, 4])
