@@ -1,21 +1,23 @@
-/* 2-D convolution by FFT (stride 1, no dilation, one group; native/emit/conv_fft.py), for one
-   element type: ELT (float or double) and EM_T(name) (name##_f32 / name##_f64) are defined in
-   front of it.
+/* 2-D convolution by FFT (no dilation, one group; a strided one over its phase copies, see
+   native/emit/conv_fft.py), for one element type: ELT (float or double) and EM_T(name)
+   (name##_f32 / name##_f64) are defined in front of it.
 
    y[n, j, i, o] = sum over (c, a, b) of x[n, j + a - hlo, i + b - wlo, c] w[o, c, a, b] is, per
    image, input channel and output feature, a circular correlation of the input plane (placed at
    row hlo, column wlo of a P x Q plane of zeros) with the kernel (at the origin): its transform is
    X conj(W), and P >= max(H + hlo, OH + KH - 1 - hlo, OH) (likewise Q) keeps the wrap-around on
-   the zero rows, so the first OH x OW values of the inverse are the output. Four passes, each a
-   set of tasks on the thread pool:
+   the zero rows, so the first OH x OW values of the inverse are the output. A large image is cut
+   into tiles of TH x TW outputs (overlap-save: the plane holds the tile's rows from ty TH - hlo,
+   P >= TH + KH - 1), which play the images' part below, a block of NB tiles at a time (passes B
+   to D per block). Four passes, each a set of tasks on the thread pool:
 
    A. every (input channel, group of VL output features): the kernel planes' 2-D real transform
       (scaled by 1 / (P Q), the inverse's normalization) into wf[bin][c][re, im][Op];
-   B. every (image, group of VL channels): the input planes' transform into xf[bin][n][re, im][Cp];
+   B. every (tile, group of VL channels): the input planes' transform into xf[bin][n][re, im][Cp];
    C. every bin: yf[bin][n][o] = sum over c of xf[bin][n][c] conj(wf[bin][c][o]) (a small complex
-      GEMM: register tiles of 4 images x 2 vectors of features);
-   D. every (image, group of VL output features): the inverse transform of yf, first OH rows and OW
-      columns written to the output.
+      GEMM: register tiles of 4 tiles x 2 vectors of features);
+   D. every (tile, group of VL output features): the inverse transform of yf, its first TH rows and
+      TW columns (clipped to the image) written to the output.
 
    A 2-D real transform runs VL planes at once, one plane per vector lane (a "complex vector" is
    two vectors: VL real and VL imaginary parts): rows two at a time as the real and imaginary part

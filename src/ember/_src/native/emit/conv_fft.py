@@ -1,20 +1,30 @@
-"""Stride-1 2-D convolutions with large kernels by FFT, inside the ``conv`` call step.
+"""2-D convolutions with large kernels by FFT, inside the ``conv`` call step.
 
 :mod:`.conv` asks :func:`chosen` for every convolution it emits; when this module takes it, the
-step runs ``csrc/conv_fft.h`` (the algorithm is described there): each image, input channel and
-output feature is a circular correlation of zero-padded P x Q planes (P, Q: the smallest 2-3-5-smooth
-sizes that keep the wrap-around on zero rows), so the step transforms the kernel planes and the
-input planes (2-D real FFTs, one plane per vector lane), multiplies them per frequency bin (a small
-complex GEMM over the input channels) and transforms the products back. A 7x7 kernel on 32 x 32
-images takes about a third of the direct kernel's multiply-adds.
+step runs ``csrc/conv_fft.h`` (the algorithm is described there): each image (or tile of it),
+input channel and output feature is a circular correlation of zero-padded P x Q planes (P, Q:
+2-3-5-smooth), so the step transforms the kernel planes and the input planes (2-D real FFTs, one
+plane per vector lane), multiplies them per frequency bin (a small complex GEMM over the input
+channels) and transforms the products back. A 7x7 kernel on 32 x 32 images takes about a fifth of
+the direct kernel's multiply-adds.
 
-The step first checks that every input and kernel value is finite (one vectorized pass): a
-transform spreads a NaN or Inf over the whole plane, so a call with one runs the direct kernel
-instead (same results as without this path).
+* **Tiles** (overlap-save): a large image is cut into tiles of ``P - KH + 1`` output rows (and
+  columns), each transformed with its ``KH - 1`` rows of context, so the kernel spectrum (``P Q C O``
+  values) stays in cache; the tiles run in blocks (input transforms, products, inverse transforms)
+  whose spectra stay within about ``BLOCK_BYTES``. :class:`Plan` picks the tiling of least
+  estimated cost.
+* **Strides**: a stride-``s`` convolution is a stride-1 one over the ``s x s`` phase images
+  (``x[s u + b]``; ``s * s * C`` channels) with the taps each phase meets (:func:`_phase_axis`):
+  the ResNet stem (7x7/2 on 3 channels) becomes 4x4 taps over 12 channels at half resolution. The
+  step copies the phases and the rearranged kernel into its workspace first.
+* **NaN and Inf**: a transform spreads a NaN or an Inf over its whole plane, so the step first
+  checks every input and kernel value (one vectorized pass) and runs the direct kernel instead
+  when one is not finite: results as without this path.
 
-Taken when (:func:`chosen`): float32/float64, one group, stride 1, no dilation, non-negative low
-padding, a static batch, at least ``MIN_TAPS`` taps, the estimated cost (:func:`_cost`) below
-``RATIO`` of the direct kernel's, and the spectra within ``MAX_WORKSPACE`` bytes.
+Taken when (:func:`chosen`): float32/float64, one group, equal strides up to ``MAX_STRIDE``, no
+dilation, non-negative low padding, static sizes, at least ``MIN_TAPS`` taps, a kernel spectrum
+within ``MAX_KERNEL_SPECTRUM`` bytes, a workspace within ``MAX_WORKSPACE``, and an estimated cost
+(:meth:`Plan.cost`) below ``RATIO`` of the direct kernel's.
 """
 
 from __future__ import annotations
