@@ -15,6 +15,7 @@ import pytest
 
 import ember
 from ember import lax
+from ember._src.native.emit import conv_fft
 from ember.test_util import check_grads
 from tests.native.conftest import requires_cc
 from tests.native.util import run_with_call_step
@@ -325,7 +326,10 @@ def test_one_compile_across_batch_sizes(layouts, C, O):
     assert info["compiles"] == 1, info
 
 
-def test_workspace_is_bounded_by_tiles_not_im2col():
+def test_workspace_is_bounded_by_tiles_not_im2col(monkeypatch):
+    # the direct kernel's tiles (the FFT path, off here, holds spectra: tests/native/test_conv_fft.py)
+    monkeypatch.setattr(conv_fft, "ENABLED", False)
+    monkeypatch.setenv("EMBER_PROGRAM_CACHE", "0")
     x, w = operands(8, 16, 32, 32, 32, 7, 7, 1, NHWC, np.float32)
     jf = ember.jit(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), backend="native")
     jf(x, w)
