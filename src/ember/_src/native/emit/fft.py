@@ -343,8 +343,8 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
     gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
     cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
                         + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-                        + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_FFTG_ON\n#undef EM_FFTG_MISSED\n#undef EM_FFTG\n"
-                        "#undef EM_T\n#undef ELT\n")
+                        + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_FFTG_ON\n"
+                        "#undef EM_FFTG_MISSED\n#undef EM_FFTG\n#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
@@ -443,7 +443,7 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
     shape, oshape, ft, lengths = _axes(e)
     out_item = np.dtype(e.outvars[0].aval.dtype).itemsize
     # every path a runtime length can take; the job kinds are known
-    kinds = {"FFT": G_AXIS, "IFFT": G_AXIS, "RFFT": G_RFFT, "IRFFT": G_IRFFT}[ft] | (G_AXIS if len(lengths) > 1 else 0)
+    kinds = {"RFFT": G_RFFT, "IRFFT": G_IRFFT}.get(ft, G_AXIS) | (G_AXIS if len(lengths) > 1 else 0)
     real_t, s = _helpers(e, cc, kinds | G_PATHS)
     cc.helper("em_fft_runtime", _RUNTIME)
     k = len(lengths)
