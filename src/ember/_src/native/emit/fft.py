@@ -65,6 +65,17 @@ workspace; twiddle tables from static storage, see below).
   spectrum and inverse transformed, keeping the real part: the imaginary parts of the DC and
   Nyquist bins are ignored, as NumPy's ``irfft`` does).
 * **Empty** operands or a zero length give zeros, as the reference does.
+* **Compile time: only reachable paths.** The headers are one block per precision, but a static
+  program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
+  the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
+  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, the double path) its fft steps of that
+  precision can take, joined over the steps (the block's text is rewritten as each step is
+  emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
+  a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
+  whole machinery). A branch the mask left out traps instead of computing (a disagreement is a
+  bug). Runtime lengths keep every path (their job kinds only are known). Plan set-up is inlined,
+  so a direct plan carries no Bluestein table code, and the float lanes build their tables in
+  their own workspace room, so they never fall back to the double path for want of it.
 """
 
 from __future__ import annotations
