@@ -217,7 +217,7 @@ def _sizes(e: Eqn) -> tuple[int, int]:
     another thread is filling its static ones), then the lanes' tables (:func:`_lane_tables`), so
     both can be in use at once (the lanes never fall back to the double path for want of room)."""
     st = _steps(e)
-    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(_table_elems(pn, h) + _lane_tables(pn)
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(1 + _table_elems(pn, h) + _lane_tables(pn)
                                                            for _, pn, h in st)
 
 
