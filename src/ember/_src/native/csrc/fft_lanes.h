@@ -450,7 +450,7 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
        two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
     EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
-        if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's _gates) */
+        if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;
         for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
             if (p->fac2[i] > 5) return 0;
@@ -478,11 +478,11 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
 #ifdef EM_FFTL_LONG_ONLY
         return 0;  /* double precision: only the four-step runs here, the rest keeps fft_typed.h's path */
 #endif
-        if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's _gates) */
+        if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
     } else {
-        if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's _gates) */
+        if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's reach) */
         for (int64_t q = m, i = 0; q > 1; q /= p->fac[i++])
             if (p->fac[i] > 5) return 0;
         if (EM_FFTG_ON(EM_FFTG_DOUBLE) && (const void *)p->tw == j->wtab) return 0;

@@ -1,7 +1,7 @@
 /* FFT entry points for one precision (see native/emit/fft.py): included with ELT (float or
    double) and EM_T(name) (the name with the precision's suffix) defined. Lines go through the
    transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros.
-   EM_FFTG, when defined, is the mask of what the program's fft steps can reach (fft.py's _gates):
+   EM_FFTG, when defined, is the mask of what the program's fft steps can reach (fft.py's reach):
    the job kinds and the paths of this header and fft_lanes.h; the others are constant-false
    branches, so the compiler drops their code. Undefined: everything (runtime lengths, tests). */
 #ifndef EM_FFTG_ONCE
@@ -23,7 +23,7 @@ enum {
 #else
 #define EM_FFTG_ON(bits) 1
 #endif
-/* a branch the gates left out: fft.py's _gates and this code disagree (a bug) -- stop, never compute
+/* a branch the gates left out: fft.py's reach and this code disagree (a bug) -- stop, never compute
    a wrong result */
 #define EM_FFTG_MISSED() __builtin_trap()
 /* line[j] lane r = complex element j of the row at src + base[r] (n elements, w rows; the other
