@@ -544,3 +544,108 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+# ---- compile time: a program's C reaches only the paths its fft steps can take (fft.py's reach) ----
+
+
+def _compiled(f, *args, dynamic_axes=None):
+    """The EM_FFTG mask in ``f``'s emitted C (None: no mask, everything) and the FFT functions
+    left in its shared object (the compiler drops what the mask leaves unreachable), with the
+    result of running it."""
+    import re
+    import shutil
+    import subprocess
+
+    from ember._src.native.runtime import compiler
+
+    jf = ember.jit(f, backend="native", dynamic_axes=dynamic_axes)
+    exe = jf.lower(*args).executable
+    if dynamic_axes:
+        exe = exe.specialization(exe.env_from_shapes([a.shape for a in args])).run.sym
+    src = exe.source
+    m = re.search(r"#define EM_FFTG (\d+)\n", src)
+    so = compiler.compile_shared(src, name_hint="fft_gates")
+    nm = shutil.which("nm")
+    syms = None
+    if nm:
+        out = subprocess.run([nm, so], capture_output=True, text=True, check=True).stdout
+        syms = {ln.split()[-1].split(".")[0] for ln in out.splitlines() if ln.strip()}
+    return (int(m.group(1)) if m else None), syms, jf(*args)
+
+
+def _has(syms, name, want):
+    if syms is not None:  # without nm the masks above still decide
+        assert (name in syms) == want, (name, sorted(s for s in syms if s.startswith("em_fft")))
+
+
+G = nfft
+
+
+def test_simple_fft_compiles_only_its_lane_path():
+    """A complex64 fft of length 8 over 6 lines: power-of-two lanes only, no four-step (long-line)
+    path, no double path, no real transforms, and fft_conv.h's convolution driver is not compiled."""
+    x = cdata((6, 8), np.complex64)
+    mask, syms, got = _compiled(lambda a: jnp.fft.fft(a, 8, 0, None), x)
+    close(np.asarray(got), np.fft.fft(x.astype(np.complex128), 8, axis=0), np.complex64)
+    assert mask == G.G_AXIS | G.G_P2
+    for name in ("em_fftl_long_task_f32", "em_fft_task_f32", "em_fftc_task_f32", "em_fftl_rfft_f32",
+                 "em_fft_work", "em_fft_blue_tables"):
+        _has(syms, name, False)
+    _has(syms, "em_fftl_axis_f32", True)
+
+
+@pytest.mark.parametrize("case", ["long", "prime", "radix7", "rfft", "irfft_odd", "double"])
+def test_gates_keep_the_paths_a_program_reaches(case):
+    """Long lines keep the four-step path, a prime length Bluestein's lanes (and the double FFT that
+    builds its filter), a factor 7 the double path, an RFFT its fused last stage, an odd IRFFT the
+    double path; complex128 the double path (and the four-step for a long line): each against NumPy."""
+    f = lambda a: jnp.fft.fft(a)  # noqa: E731
+    if case == "long":
+        x, want_bits, present, absent = cdata((1, 16384), np.complex64), G.G_LONG | G.G_P2, \
+            ["em_fftl_long_task_f32"], ["em_fft_task_f32"]
+    elif case == "prime":
+        x, want_bits, present, absent = cdata((5, 1031), np.complex64), G.G_BLUE, \
+            ["em_fft_work", "em_fftl_fft_f32"], ["em_fft_task_f32", "em_fftl_long_task_f32"]
+    elif case == "radix7":
+        x, want_bits, present, absent = cdata((5, 49), np.complex64), G.G_DOUBLE, ["em_fft_task_f32"], \
+            ["em_fftl_task_f32"]
+    elif case == "rfft":
+        f = lambda a: jnp.fft.rfft(a)  # noqa: E731
+        x, want_bits, present, absent = RNG.standard_normal((20, 1024)).astype(np.float32), \
+            G.G_RFFT | G.G_RL8 | G.G_P2R, ["em_fftl_rfft_f32"], ["em_fftl_axis_f32", "em_fft_task_f32"]
+    elif case == "irfft_odd":
+        f = lambda a: jnp.fft.irfft(a, 99)  # noqa: E731
+        x, want_bits, present, absent = cdata((3, 50), np.complex64), G.G_IRFFT | G.G_DOUBLE, \
+            ["em_fft_task_f32"], ["em_fftl_task_f32"]
+    else:
+        x, want_bits, present, absent = cdata((1, 16384), np.complex128), G.G_LONG | G.G_DOUBLE, \
+            ["em_fftl_long_task_f64", "em_fft_task_f64"], ["em_fftl_rfft_f64"]
+    mask, syms, got = _compiled(f, x)
+    ref = {"rfft": lambda: np.fft.rfft(x.astype(np.float64), axis=-1),
+           "irfft_odd": lambda: np.fft.irfft(x.astype(np.complex128), 99, axis=-1)}.get(
+        case, lambda: np.fft.fft(x.astype(np.complex128), axis=-1))()
+    close(np.asarray(got), ref, x.dtype)
+    assert mask is not None and mask & want_bits == want_bits, (mask, want_bits)
+    for name in present:
+        _has(syms, name, True)
+    for name in absent:
+        _has(syms, name, False)
+
+
+def test_gates_join_over_a_programs_fft_steps():
+    """Two fft steps of one precision in one program (a power of two and a prime) share one block
+    whose mask holds both steps' paths; the runtime-length step of another program keeps every path."""
+    x, z = cdata((4, 64), np.complex64), cdata((3, 1031), np.complex64)
+    mask, syms, got = _compiled(lambda a, b: (jnp.fft.ifft(a), jnp.fft.fft(b)), x, z)
+    close(np.asarray(got[0]), np.fft.ifft(x.astype(np.complex128), axis=-1), np.complex64)
+    close(np.asarray(got[1]), np.fft.fft(z.astype(np.complex128), axis=-1), np.complex64)
+    assert mask == G.G_AXIS | G.G_P2 | G.G_P2R | G.G_BLUE
+    _has(syms, "em_fftl_fft_f32", True)
+    _has(syms, "em_fftc_fft_to_f32", True)
+    y = cdata((3, 100), np.complex64)
+    mask, syms, got = _compiled(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), y, dynamic_axes=[("b", "n")])
+    close(np.asarray(got), np.fft.fft(y.astype(np.complex128), axis=-1), np.complex64)
+    assert mask == G.G_AXIS | G.G_PATHS
+    for name in ("em_fftl_long_task_f32", "em_fft_task_f32", "em_fftl_fft_f32"):
+        _has(syms, name, True)

@@ -133,35 +133,43 @@ static void em_fft_work(em_vz *out, const em_vz *in, int64_t is, const int32_t *
     else if (p == 5) em_fft_odd(out, m, 5, tw, ts, sg);
     else em_fft_odd(out, m, p, tw, ts, sg);
 }
-/* Lay out the tables at tab and, with fill, compute them: twiddles (direct), or the chirp, the
-   power-of-two twiddles and the chirp filter's transform (Bluestein); with half, the real-FFT split
-   twiddles exp(-i pi k / n), k = 0..n. */
-static void em_fft_tables(em_fft_plan *p, em_z *tab, int half, int fill) {
+/* Bluestein's tables at t (the chirp, the convolution's twiddles and the chirp filter's transform)
+   laid out and, with fill, computed; returns their end */
+static em_z *em_fft_blue_tables(em_fft_plan *p, em_z *t, int fill) {
     const int64_t n = p->n, m2 = p->m2;
+    em_z *chirp = t, *tw2 = t + n, *bf = tw2 + m2;
+    p->chirp = chirp; p->tw2 = tw2; p->bf = bf;
+    if (fill) {
+        for (int64_t k = 0; k < n; ++k) {  /* chirp_k = exp(-+ i pi k^2 / n), k^2 reduced mod 2n */
+            double ang = 3.14159265358979323846264338327950288 * (double)((k * k) % (2 * n)) / (double)n;
+            chirp[k].re = cos(ang); chirp[k].im = p->inv ? sin(ang) : -sin(ang);
+        }
+        em_fft_twiddles(tw2, m2, m2);
+        em_vz *a = p->a, *c = p->c;
+        const em_v zero = {0};
+        for (int64_t j = 0; j < m2; ++j) { a[j].re = zero; a[j].im = zero; }
+        for (int64_t k = 0; k < n; ++k) {
+            em_vz b = {zero + chirp[k].re, zero - chirp[k].im};
+            a[k] = b;
+            if (k) a[m2 - k] = b;
+        }
+        em_fft_work(c, a, 1, p->fac2, m2, tw2, 1, 0);
+        for (int64_t j = 0; j < m2; ++j) { bf[j].re = c[j].re[0]; bf[j].im = c[j].im[0]; }
+    }
+    return bf + m2;
+}
+/* Lay out the tables at tab and, with fill, compute them: twiddles (direct), or Bluestein's
+   (em_fft_blue_tables); with half, the real-FFT split twiddles exp(-i pi k / n), k = 0..n. Inlined,
+   so a call site whose plan is direct (m2 a constant 0, fft.py's static plans) has no Bluestein
+   code (nor em_fft_work, unless the double path needs it). */
+static inline __attribute__((always_inline)) void em_fft_tables(em_fft_plan *p, em_z *tab, int half, int fill) {
+    const int64_t n = p->n;
     em_z *t = tab;
-    if (!m2) {
+    if (!p->m2) {
         if (fill) em_fft_twiddles(t, n, n);
         p->tw = t; t += n;
     } else {
-        em_z *chirp = t, *tw2 = t + n, *bf = tw2 + m2;
-        p->chirp = chirp; p->tw2 = tw2; p->bf = bf; t = bf + m2;
-        if (fill) {
-            for (int64_t k = 0; k < n; ++k) {  /* chirp_k = exp(-+ i pi k^2 / n), k^2 reduced mod 2n */
-                double ang = 3.14159265358979323846264338327950288 * (double)((k * k) % (2 * n)) / (double)n;
-                chirp[k].re = cos(ang); chirp[k].im = p->inv ? sin(ang) : -sin(ang);
-            }
-            em_fft_twiddles(tw2, m2, m2);
-            em_vz *a = p->a, *c = p->c;
-            const em_v zero = {0};
-            for (int64_t j = 0; j < m2; ++j) { a[j].re = zero; a[j].im = zero; }
-            for (int64_t k = 0; k < n; ++k) {
-                em_vz b = {zero + chirp[k].re, zero - chirp[k].im};
-                a[k] = b;
-                if (k) a[m2 - k] = b;
-            }
-            em_fft_work(c, a, 1, p->fac2, m2, tw2, 1, 0);
-            for (int64_t j = 0; j < m2; ++j) { bf[j].re = c[j].re[0]; bf[j].im = c[j].im[0]; }
-        }
+        t = em_fft_blue_tables(p, t, fill);
     }
     p->rt = t;
     if (half && fill) em_fft_twiddles(t, n + 1, 2 * n);
@@ -169,18 +177,19 @@ static void em_fft_tables(em_fft_plan *p, em_z *tab, int half, int fill) {
 /* Set up a plan of length n. The tables are built once per call site and kept in its static
    storage tab (*state: 0 empty, 1 being filled, 2 ready); a call that finds another thread filling
    them builds its own copy in the workspace wtab instead. scratch: 2 * m2 em_vz. */
-static void em_fft_make(em_fft_plan *p, int64_t n, const int32_t *fac, int64_t m2, const int32_t *fac2,
-                        int inv, int half, em_z *tab, int *state, em_z *wtab, em_vz *scratch) {
+static inline __attribute__((always_inline)) void em_fft_make(em_fft_plan *p, int64_t n, const int32_t *fac,
+        int64_t m2, const int32_t *fac2, int inv, int half, em_z *tab, int *state, em_z *wtab, em_vz *scratch) {
+    int s = __atomic_load_n(state, __ATOMIC_ACQUIRE), zero = 0, own = 0;
+    em_z *t = tab;
+    if (s != 2) {
+        if (s == 0 && __atomic_compare_exchange_n(state, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) own = 1;
+        else t = wtab;
+    }
+    /* (set after the atomics, so the inlined em_fft_tables sees the constant m2) */
     p->n = n; p->m2 = m2; p->fac = fac; p->fac2 = fac2; p->inv = inv;
     p->a = scratch; p->c = scratch + m2;
-    int s = __atomic_load_n(state, __ATOMIC_ACQUIRE), zero = 0;
-    if (s == 2) { em_fft_tables(p, tab, half, 0); return; }
-    if (s == 0 && __atomic_compare_exchange_n(state, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        em_fft_tables(p, tab, half, 1);
-        __atomic_store_n(state, 2, __ATOMIC_RELEASE);
-        return;
-    }
-    em_fft_tables(p, wtab, half, 1);
+    em_fft_tables(p, t, half, s != 2);
+    if (own) __atomic_store_n(state, 2, __ATOMIC_RELEASE);
 }
 /* out[0..n) = the plan's transform of the EM_FW lines in[0..n) (out and in distinct). */
 static void em_fft_line(const em_fft_plan *p, const em_vz *in, em_vz *out) {

@@ -88,8 +88,9 @@ static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const 
    convolution of length m2 of x times the chirp with the chirp filter, by two mixed-radix
    transforms */
 static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
-    if (!lj->fac) return EM_T(em_fftc_fft)(x, y, lj->m, lj->tw, sg, 0);
-    if (!lj->m2) return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
+    if (!EM_FFTG_ON(EM_FFTG_MIXED | EM_FFTG_BLUE) || (EM_FFTG_ON(EM_FFTG_P2) && !lj->fac))
+        return EM_T(em_fftc_fft)(x, y, lj->m, lj->tw, sg, 0);
+    if (!EM_FFTG_ON(EM_FFTG_BLUE) || !lj->m2) return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
     const int64_t m = lj->m, m2 = lj->m2;
     const CV zero = {0};
     for (int64_t k = 0; k < m; ++k) x[k] = EM_T(em_czmul)(x[k], lj->chirp[k]);
@@ -114,7 +115,7 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
 static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const *rows, int64_t c, CZ *b0, CZ *b1,
                                    ELT sg, int64_t nend) {
     const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
-    if (lj->fac || m < 4 * CW) {  /* (nend 1 only) */
+    if (!EM_FFTG_ON(EM_FFTG_P2R) || lj->fac || m < 4 * CW) {  /* (nend 1 only) */
         EM_T(em_fftc_load)(rows, c, m, b0);
         return EM_T(em_fftl_line)(lj, b0, b1, sg);
     }
@@ -284,7 +285,7 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
     const int64_t m = lj->m, n = 2 * m;
     const SZ *rt = lj->rt;
     int64_t rl = 1;  /* the fused last stage's radix, or 1 */
-    if (!lj->fac && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_WAY) {
+    if (EM_FFTG_ON(EM_FFTG_P2R) && !lj->fac && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_WAY) {
         int64_t q = m / 8;
         while (em_fftc_radix(q) != q) q /= em_fftc_radix(q);
         if (m / q >= CW && q > 2) rl = q;
@@ -296,9 +297,10 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
         const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1, rl);
         ELT *out = j->dst + r0 * 2 * (m + 1);
-        if (rl == 8) EM_T(em_fftl_rlast)(z, m, 8, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
-        else if (rl == 4) EM_T(em_fftl_rlast)(z, m, 4, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
-        else EM_T(em_fftc_store_gen)(z, out, w, 2 * (m + 1), (ELT)0.5, rt, m);
+        if (EM_FFTG_ON(EM_FFTG_RL8) && rl == 8) EM_T(em_fftl_rlast)(z, m, 8, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
+        else if (EM_FFTG_ON(EM_FFTG_RL4) && rl == 4) EM_T(em_fftl_rlast)(z, m, 4, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
+        else if (EM_FFTG_ON(EM_FFTG_RSG) && rl == 1) EM_T(em_fftc_store_gen)(z, out, w, 2 * (m + 1), (ELT)0.5, rt, m);
+        else EM_FFTG_MISSED();
     }
 }
 /* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged
@@ -325,9 +327,10 @@ static EM_TASK_ATTR void EM_T(em_fftl_task)(void *c, int64_t lo, int64_t hi, int
     const EM_T(em_fftl_job) *lj = (const EM_T(em_fftl_job) *)c;
     const EM_T(em_fft_job) *j = lj->j;
     CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + lj->buf;
-    if (j->kind == 0) EM_T(em_fftl_axis)(lj, b0, b1, lo, hi);
-    else if (j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
-    else EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
+    if (EM_FFTG_ON(EM_FFTG_AXIS) && j->kind == 0) EM_T(em_fftl_axis)(lj, b0, b1, lo, hi);
+    else if (EM_FFTG_ON(EM_FFTG_RFFT) && j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
+    else if (EM_FFTG_ON(EM_FFTG_IRFFT) && j->kind == 2) EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
+    else EM_FFTG_MISSED();
 }
 /* Few lines (a power of two m = N1 N2 >= EM_FFTL_LONG, at most half as many lines as lanes, or
    fewer lines than lanes from m = 4096 on): the
@@ -389,9 +392,9 @@ static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi
     SZ *z = (SZ *)(t + 2 * m);
     const SZ *rt = lj->tw + m;
     for (int64_t l = lo; l < hi; ++l) {
-        if (j->kind == 0) {
+        if (EM_FFTG_ON(EM_FFTG_AXIS) && j->kind == 0) {
             EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
-        } else if (j->kind == 1) {
+        } else if (EM_FFTG_ON(EM_FFTG_RFFT) && j->kind == 1) {
             EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, (ELT *)z, b0, b1, lw, t);
             SZ *x = (SZ *)(j->dst + 2 * l * (m + 1));
             for (int64_t k = 0; k <= m; ++k) {  /* X_k = E_k + W^k O_k (em_fftc_split, halved) */
@@ -399,7 +402,7 @@ static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi
                 const ELT er = a.re + b.re, ei = a.im - b.im, orr = a.im + b.im, oi = b.re - a.re;
                 x[k].re = (ELT)0.5 * (er + orr * w.re - oi * w.im); x[k].im = (ELT)0.5 * (ei + orr * w.im + oi * w.re);
             }
-        } else {
+        } else if (EM_FFTG_ON(EM_FFTG_IRFFT) && j->kind == 2) {
             const SZ *h = (const SZ *)(j->src + 2 * l * (m + 1));
             for (int64_t k = 0; k < m; ++k) {  /* Z_k = E_k + i O_k (em_fftc_merge) */
                 SZ a = h[k], b = h[m - k];
@@ -410,6 +413,8 @@ static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi
                 z[k].re = er - oi; z[k].im = ei + orr;
             }
             EM_T(em_fftl_long_line)(lj, (const ELT *)z, j->dst + 2 * l * m, b0, b1, lw, t);
+        } else {
+            EM_FFTG_MISSED();
         }
     }
 }
@@ -431,7 +436,8 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
    takes fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round
    the plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
    conversions: small beside the lines' work), unless the plan's own tables live there (another
-   thread was filling the cache: the double path runs). Both before the threads start; thread t's
+   thread was filling the cache: the double path runs; only with runtime lengths, fft.py's static
+   steps give these tables their own room). Both before the threads start; thread t's
    two line buffers (lj.buf CZ each) are its em_vz scratch. */
 static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
     const em_fft_plan *p = j->p;
@@ -444,10 +450,11 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
        two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
     EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
+        if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;
         for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
             if (p->fac2[i] > 5) return 0;
-        if ((const void *)p->chirp == j->wtab) return 0;
+        if (EM_FFTG_ON(EM_FFTG_DOUBLE) && (const void *)p->chirp == j->wtab) return 0;
         SZ *t = (SZ *)j->wtab, *bf = t + m2, *ch = bf + m2, *rt = ch + m;
         for (int64_t k = 0; k < m2; ++k) {
             t[k].re = (ELT)p->tw2[k].re; t[k].im = (ELT)p->tw2[k].im;
@@ -465,18 +472,20 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
            than threads: the four-step splits the lines between them) */
         const int64_t groups = (lines + CW - 1) / CW;
         const int few = 2 * lines <= CW || (m >= 4096 && (lines < CW || (par && nt > 1 && groups < nt)));
-        if ((j->kind != 0 || j->inner == 1) && m >= EM_FFTL_LONG && few
+        if (EM_FFTG_ON(EM_FFTG_LONG) && (j->kind != 0 || j->inner == 1) && m >= EM_FFTL_LONG && few
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
 #ifdef EM_FFTL_LONG_ONLY
         return 0;  /* double precision: only the four-step runs here, the rest keeps fft_typed.h's path */
 #endif
+        if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
     } else {
+        if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's reach) */
         for (int64_t q = m, i = 0; q > 1; q /= p->fac[i++])
             if (p->fac[i] > 5) return 0;
-        if ((const void *)p->tw == j->wtab) return 0;
+        if (EM_FFTG_ON(EM_FFTG_DOUBLE) && (const void *)p->tw == j->wtab) return 0;
         SZ *t = (SZ *)j->wtab;
         for (int64_t k = 0; k < m; ++k) { t[k].re = (ELT)p->tw[k].re; t[k].im = (ELT)p->tw[k].im; }
         if (j->kind != 0)

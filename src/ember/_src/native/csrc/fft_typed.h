@@ -1,6 +1,31 @@
 /* FFT entry points for one precision (see native/emit/fft.py): included with ELT (float or
    double) and EM_T(name) (the name with the precision's suffix) defined. Lines go through the
-   transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros. */
+   transforms EM_FW at a time (one per vector lane); a last group's unused lanes are zeros.
+   EM_FFTG, when defined, is the mask of what the program's fft steps can reach (fft.py's reach):
+   the job kinds and the paths of this header and fft_lanes.h; the others are constant-false
+   branches, so the compiler drops their code. Undefined: everything (runtime lengths, tests). */
+#ifndef EM_FFTG_ONCE
+#define EM_FFTG_ONCE
+enum {
+    EM_FFTG_AXIS = 1, EM_FFTG_RFFT = 2, EM_FFTG_IRFFT = 4,  /* job kinds 0, 1, 2 */
+    EM_FFTG_P2 = 8,        /* fft_lanes.h: power-of-two lines in lanes */
+    EM_FFTG_LONG = 16,     /* fft_lanes.h: the four-step path for few long lines */
+    EM_FFTG_MIXED = 32,    /* fft_lanes.h: 2-3-5 lengths in lanes */
+    EM_FFTG_BLUE = 64,     /* fft_lanes.h: Bluestein in lanes */
+    EM_FFTG_DOUBLE = 128,  /* this header's mixed-radix / Bluestein path (EM_FW lines) */
+    EM_FFTG_RL8 = 256, EM_FFTG_RL4 = 512,  /* fft_lanes.h's RFFT: its last stage of radix 8 / 4 fused */
+    EM_FFTG_RSG = 1024,    /* fft_lanes.h's RFFT: the split as the spectrum is stored (no fused stage) */
+    EM_FFTG_P2R = 2048,    /* fft_lanes.h: power-of-two rows read straight into the first stage */
+};
+#endif
+#ifdef EM_FFTG
+#define EM_FFTG_ON(bits) ((EM_FFTG) & (bits))
+#else
+#define EM_FFTG_ON(bits) 1
+#endif
+/* a branch the gates left out: fft.py's reach and this code disagree (a bug) -- stop, never compute
+   a wrong result */
+#define EM_FFTG_MISSED() __builtin_trap()
 /* line[j] lane r = complex element j of the row at src + base[r] (n elements, w rows; the other
    lanes are left as they are): 8-element tiles of a full group of rows transposed in registers */
 static void EM_T(em_rows_in)(const ELT *src, const int64_t *base, int w, int64_t n, em_vz *line) {
@@ -164,9 +189,13 @@ static EM_TASK_ATTR void EM_T(em_fft_task)(void *c, int64_t lo, int64_t hi, int6
     em_vz *s = j->scratch + tid * j->stride;
     p.a = s; p.c = s + p.m2;
     em_vz *line = s + 2 * p.m2, *res = line + j->n;
-    if (j->kind == 0) EM_T(em_fft_axis)(j->src, j->dst, j->outer, j->n, j->inner, &p, line, res, j->scale, lo, hi);
-    else if (j->kind == 1) EM_T(em_rfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, lo, hi);
-    else EM_T(em_irfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, j->scale, lo, hi);
+    if (EM_FFTG_ON(EM_FFTG_AXIS) && j->kind == 0)
+        EM_T(em_fft_axis)(j->src, j->dst, j->outer, j->n, j->inner, &p, line, res, j->scale, lo, hi);
+    else if (EM_FFTG_ON(EM_FFTG_RFFT) && j->kind == 1)
+        EM_T(em_rfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, lo, hi);
+    else if (EM_FFTG_ON(EM_FFTG_IRFFT) && j->kind == 2)
+        EM_T(em_irfft_last)(j->src, j->dst, j->outer, j->n, &p, j->half, line, res, j->scale, lo, hi);
+    else EM_FFTG_MISSED();
 }
 /* run a job over all its line groups (with EM_FFT_LANES, a power-of-two length in fft_lanes.h): on the pool when there are at least two groups and `par`
    (the work is above the parallel threshold), on at most nt threads (the scratch's copies) */
@@ -174,6 +203,7 @@ static void EM_T(em_fft_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
 #ifdef EM_FFT_LANES
     if (EM_T(em_fftl_run)(j, lines, par, nt)) return;  /* a power-of-two length: lanes of ELT */
 #endif
+    if (!EM_FFTG_ON(EM_FFTG_DOUBLE)) EM_FFTG_MISSED();
     const int64_t groups = (lines + EM_FW - 1) / EM_FW;
     if (par && nt > 1 && groups > 1) em_par(EM_T(em_fft_task), j, groups, nt, nt, 4);
     else EM_T(em_fft_task)(j, 0, groups, 0);

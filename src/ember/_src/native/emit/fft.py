@@ -65,11 +65,25 @@ workspace; twiddle tables from static storage, see below).
   spectrum and inverse transformed, keeping the real part: the imaginary parts of the DC and
   Nyquist bins are ignored, as NumPy's ``irfft`` does).
 * **Empty** operands or a zero length give zeros, as the reference does.
+* **Compile time: only reachable paths.** The headers are one block per precision, but a static
+  program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
+  the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
+  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, the double path) its fft steps of that
+  precision can take, joined over the steps (the block's text is rewritten as each step is
+  emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
+  a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
+  whole machinery). A branch the mask left out traps instead of computing (a disagreement is a
+  bug). Runtime lengths keep every path (their job kinds only are known). Plan set-up is inlined,
+  so a direct plan carries no Bluestein table code, and the float lanes build their tables in
+  their own workspace room, so they never fall back to the double path for want of it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -191,12 +205,19 @@ def _steps(e: Eqn) -> list[tuple[int, int, bool]]:
     return out + [(n, n // 2 if half else n, half)]
 
 
+def _lane_tables(pn: int) -> int:
+    """em_z fft_lanes.h's tables of a length-``pn`` plan take at most (built in the workspace: a
+    power of two's when fft_conv's cache cannot hold them, 2 pn + 1 pairs of the operand's
+    precision; other lengths' rounded from the plan's double tables, 2 m2 + 2 pn + 1 float pairs)."""
+    return 2 * (plan_of(pn)[1] + pn) + 2
+
+
 def _sizes(e: Eqn) -> tuple[int, int]:
-    """(em_vz scratch, em_z workspace tables) the steps need at most."""
+    """(em_vz scratch, em_z workspace tables) the steps need at most: a plan's private tables (when
+    another thread is filling its static ones), then the lanes' tables (:func:`_lane_tables`), so
+    both can be in use at once (the lanes never fall back to the double path for want of room)."""
     st = _steps(e)
-    # fft_lanes.h's tables of a power-of-two axis, built here when fft_conv's cache cannot hold them,
-    # take 2n + 1 pairs of the operand's precision (float: n + 1 em_z; double: 2n + 1)
-    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(max(1 + _table_elems(pn, h), 2 * pn + 1)
+    return max(_scratch_vz(n, pn) for n, pn, _ in st), max(1 + _table_elems(pn, h) + _lane_tables(pn)
                                                            for _, pn, h in st)
 
 
@@ -229,32 +250,112 @@ def _plan(name: str, n: int, inv: bool, half: bool = False) -> list[str]:
 
 
 def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, inner: sh.Dim, half: str,
-         scale: str, stride: str, cc: CallCode) -> list[str]:
+         scale: str, stride: str, cc: CallCode, wtab: str = "zt_") -> list[str]:
     """C lines running one step's line groups (``em_fft_run``: kind 0 an axis, 1 the RFFT last axis, 2
     the IRFFT one) with plan ``pl_`` and per-thread scratch of ``stride`` em_vz from ``zv_``; on
     the thread pool when OpenMP is on and the work (``lines * n * 8``) reaches the parallel
     threshold, decided at run time for symbolic sizes, on at most :data:`THREADS` threads (fewer
-    with the ``num_threads`` option)."""
+    with the ``num_threads`` option); ``wtab``: where fft_lanes.h builds its tables."""
     lines, nc = cdim(sh.size([outer, inner])), n if isinstance(n, str) else cdim(n)
     work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
     return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
-            f"zv_, {stride}, {scale}, zt_}};",
+            f"zv_, {stride}, {scale}, {wtab}}};",
             f"em_fft_run_{s}(&j_, {lines}, {work}, {min(THREADS, cc.num_threads or THREADS)});"]
 
 
-def _helpers(e: Eqn, cc: CallCode) -> tuple[str, str]:
-    """Register the FFT helpers for the operand's precision; ``(C real type, name suffix)``."""
+def _real_t(e: Eqn) -> tuple[str, str]:
+    """``(C real type, name suffix)`` of the operand's precision."""
     real_t = "float" if np.dtype(e.inputs[0].aval.dtype) in (np.float32, np.complex64) else "double"
-    s = "f32" if real_t == "float" else "f64"
+    return real_t, "f32" if real_t == "float" else "f64"
+
+
+# The EM_FFTG bits of fft_typed.h: the job kinds and the paths a program's fft steps can reach.
+(G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_DOUBLE, G_RL8, G_RL4, G_RSG,
+ G_P2R) = (1 << i for i in range(12))
+G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_DOUBLE | G_RL8 | G_RL4 | G_RSG | G_P2R
+_KIND_BIT = (G_AXIS, G_RFFT, G_IRFFT)
+_GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
+
+
+def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, par: bool, nt: int) -> int:
+    """The EM_FFTG bits one static job can reach: job ``kind`` (0 an axis of length ``n`` with
+    ``inner`` elements between a line's entries, 1 the RFFT last axis, 2 the IRFFT one; ``half``:
+    through the half-length transform) over ``lines`` lines, ``par``: on the pool on ``nt``
+    threads. Mirrors ``em_fftl_run`` (fft_lanes.h) and ``em_fft_run`` (fft_typed.h): a lanes path
+    that can decline a job (the four-step when a table is not cached) keeps its fallback; the
+    static steps give the lanes their own table space (:func:`_sizes`), so 2-3-5 and Bluestein
+    lanes never decline one."""
+    bits = _KIND_BIT[kind]
+    m = n // 2 if half else n
+    if (kind != 0 and not half) or m < 2:
+        return bits | G_DOUBLE
+    pow2 = m & (m - 1) == 0
+    # em_cw: lanes of a 32- or 64-byte vector (the target decides; both are allowed for)
+    cws = (8, 16) if real_t == "float" else (4, 8)
+    few = any(2 * lines <= cw or (m >= 4096 and (lines < cw or (par and nt > 1 and -(-lines // cw) < nt)))
+              for cw in cws)
+    if pow2 and m >= 256 and (kind != 0 or inner == 1) and few:
+        bits |= G_LONG
+    if real_t == "double":
+        return bits | G_DOUBLE
+    fac, m2, _ = plan_of(m)
+    if m2:
+        bits |= G_BLUE
+    elif pow2:
+        bits |= G_P2
+        if (kind == 1 or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
+            bits |= G_P2R
+    else:
+        bits |= G_MIXED if max(fac) <= 5 else G_DOUBLE
+    if kind == 1 and bits & (G_P2 | G_MIXED | G_BLUE):  # em_fftl_rfft's store (one per lane count)
+        bits |= functools.reduce(operator.or_, (_RL_BIT[_fused_radix(m if pow2 else 0, cw)] for cw in cws))
+    return bits
+
+
+_RL_BIT = {8: G_RL8, 4: G_RL4, 1: G_RSG}
+
+
+def _radix(n: int) -> int:
+    """fft_conv.h's em_fftc_radix: the radix of its transform's stage at length ``n``."""
+    return 8 if n % 8 == 0 and n != 16 else 4 if n % 4 == 0 else 2
+
+
+def _fused_radix(m: int, cw: int) -> int:
+    """The radix of the last stage em_fftl_rfft fuses into its store for a power-of-two half length
+    ``m`` (0: not a power of two) in float lanes of ``cw``, or 1 (none: the plain split store)."""
+    if not m or m < 4 * cw or 2 * m * 4 > 4096:  # EM_FFTL_WAY bytes of a row's spectrum
+        return 1
+    q = m // 8
+    while _radix(q) != q:
+        q //= _radix(q)
+    return q if m // q >= cw and q > 2 else 1
+
+
+def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
+    """Register the FFT helpers for the operand's precision; ``(C real type, name suffix)``.
+    ``gates``: the EM_FFTG bits this step reaches (:func:`reach`), joined with those of the
+    program's earlier fft steps of the same precision (the block's text is rewritten in place:
+    helpers are assembled after every step); ``None``: everything."""
+    real_t, s = _real_t(e)
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
     # float: 2-3-5 lengths in float lanes (fft_lanes.h, on fft_conv.h's transform); double: only its
     # four-step path for few long power-of-two lines (EM_FFTL_LONG_ONLY), the rest as fft_typed.h
     _conv_helper(cc, real_t, s)
+    name = f"em_fft_{s}"
+    prev = cc.helpers.get(name)
+    if prev is not None:
+        m = _GATE_RE.match(prev)
+        if m is None:  # already everything
+            return real_t, s
+        if gates is not None:
+            gates |= int(m.group(1))
     only = "" if real_t == "float" else "#define EM_FFTL_LONG_ONLY 1\n"
-    cc.helper(f"em_fft_{s}", f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
-              + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-              + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_T\n#undef ELT\n")
+    gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
+    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
+                        + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
+                        + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_FFTG_ON\n"
+                        "#undef EM_FFTG_MISSED\n#undef EM_FFTG\n#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
@@ -269,10 +370,16 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
     if _empty(e):
         size = math.prod(oshape) * out_d.itemsize
         return [f"memset({cc.outs[0]}, 0, {size});"] if size else []
-    real_t, s = _helpers(e, cc)
+    real_t, s = _real_t(e)
     k = len(lengths)
     inv = ft in ("IFFT", "IRFFT")
     cpy = _copy_bytes(e)
+    nt = min(THREADS, cc.num_threads or THREADS)
+    gates = 0
+
+    def gate(kind: int, n: int, half: bool, inner: int, lines: int) -> None:
+        nonlocal gates
+        gates |= reach(real_t, kind, n, half, inner, lines, cc.parallel(lines * n * 8), nt)
     x, y = f"(const {real_t} *)({cc.ins[0]})", f"({real_t} *)({cc.outs[0]})"
     nv, _ = _sizes(e)
     lines = [f"em_vz *zv_ = (em_vz *)(((uintptr_t)({cc.ws} + {cpy}) + 63) & ~(uintptr_t)63);",
@@ -282,7 +389,9 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         n = int(shp[axis])
         outer, inner = math.prod(shp[:axis]), math.prod(shp[axis + 1:])
         scale = repr(1.0 / n) if inv else "1.0"
-        body = _plan("pl_", n, inv) + _run(s, 0, src, dst, outer, n, inner, "0", scale, str(nv), cc)
+        gate(0, n, False, inner, outer * inner)
+        body = _plan("pl_", n, inv) + _run(s, 0, src, dst, outer, n, inner, "0", scale, str(nv), cc,
+                                           f"zt_ + {_table_elems(n, False)}")
         return ["{", *("    " + b for b in body), "}"]
 
     n_last = lengths[-1]
@@ -290,8 +399,11 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
 
     def last_axis(mode: int, src: str, dst: str) -> list[str]:
         scale = repr(1.0 / n_last) if mode == 2 else "1.0"
-        body = _plan("pl_", n_last // 2 if half else n_last, mode == 2, half)
-        body += _run(s, mode, src, dst, math.prod(shape[:-1]), n_last, 1, str(int(half)), scale, str(nv), cc)
+        gate(mode, n_last, half, 1, math.prod(shape[:-1]))
+        pn = n_last // 2 if half else n_last
+        body = _plan("pl_", pn, mode == 2, half)
+        body += _run(s, mode, src, dst, math.prod(shape[:-1]), n_last, 1, str(int(half)), scale, str(nv), cc,
+                     f"zt_ + {_table_elems(pn, half)}")
         return ["{", *("    " + b for b in body), "}"]
 
     def copy() -> tuple[str, list[str]]:
@@ -299,7 +411,9 @@ def _fft(e: Eqn, cc: CallCode) -> list[str]:
         nbytes = math.prod(shape) * np.dtype(e.inputs[0].aval.dtype).itemsize
         return h, [f"memcpy({h}, {x}, {nbytes});"]
 
-    return lines + _axis_order(ft, x, y, shape, oshape, k, axis_step, last_axis, copy)
+    lines += _axis_order(ft, x, y, shape, oshape, k, axis_step, last_axis, copy)
+    _helpers(e, cc, gates)
+    return lines
 
 
 def _axis_order(ft: str, x: str, y: str, shape: tuple, oshape: tuple, k: int,
@@ -339,7 +453,9 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
     length (:func:`_workspace`)."""
     shape, oshape, ft, lengths = _axes(e)
     out_item = np.dtype(e.outvars[0].aval.dtype).itemsize
-    real_t, s = _helpers(e, cc)
+    # every path a runtime length can take; the job kinds are known
+    kinds = {"RFFT": G_RFFT, "IRFFT": G_IRFFT}.get(ft, G_AXIS) | (G_AXIS if len(lengths) > 1 else 0)
+    real_t, s = _helpers(e, cc, kinds | G_PATHS)
     cc.helper("em_fft_runtime", _RUNTIME)
     k = len(lengths)
     inv = int(ft in ("IFFT", "IRFFT"))
