@@ -249,3 +249,21 @@ def test_temporaries_of_a_killed_build_do_not_break_later_builds(cache, monkeypa
     path = compiler.build_library(SOURCE, name_hint="triple")
     assert built == ["triple"] and ctypes.CDLL(path).ember_bg_triple(7) == 21
     assert not list(cache.glob("*.tmp")) and not list(cache.glob(".*.tmp"))  # the stale ones removed
+
+
+def test_a_build_in_progress_finishes_before_the_interpreter_exits(tmp_path):
+    """A process that exits while its background build runs waits for the build (so a library
+    reaches the disk cache instead of being rebuilt by every new process)."""
+    marker = tmp_path / "built"
+    code = (
+        "import time\n"
+        "from ember._src.native.runtime.background import BackgroundLibrary\n"
+        "def build():\n"
+        "    time.sleep(0.5)\n"
+        f"    open({str(marker)!r}, 'w').write('ok')\n"
+        "    return 1\n"
+        "lib = BackgroundLibrary('slow', build)\n"
+        "assert lib.get() is None  # started, not finished\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert marker.read_text() == "ok"

@@ -5,17 +5,37 @@ compiled on first use (or taken from the disk cache) while the program that aske
 running on its fallback path. :class:`BackgroundLibrary` holds that state: the first :meth:`get`
 starts one daemon thread running the build function; every caller, concurrent or later, shares its
 outcome -- the result, or the reason it failed (the build is never retried in the process).
+
+A build still running when the interpreter exits is waited for (at most
+:data:`EXIT_WAIT_SECONDS`), so that its library reaches the disk cache: daemon threads are stopped
+at exit, and a short script that exited during the build used to leave it unfinished, so every
+new process started it again (the GEMM kernel library: ~1.7 s of gcc on a core the program's own
+first call then shared).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["BackgroundLibrary"]
 
 T = TypeVar("T")
+
+EXIT_WAIT_SECONDS = 60.0  # the longest the interpreter's exit waits for builds in progress
+_RUNNING: weakref.WeakSet[BackgroundLibrary] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_builds() -> None:
+    """Let builds in progress end (and reach the disk cache) before the interpreter stops them."""
+    for lib in list(_RUNNING):
+        thread = lib._thread
+        if thread is not None and not lib.done:
+            thread.join(EXIT_WAIT_SECONDS)
 
 
 class BackgroundLibrary(Generic[T]):
@@ -56,6 +76,7 @@ class BackgroundLibrary(Generic[T]):
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                _RUNNING.add(self)
                 self._thread.start()
             thread = self._thread
         if wait:
