@@ -121,9 +121,6 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_stage)(const CFZ *x
                                                                    int64_t s, const int r, const CFS *tw,
                                                                    const ELT sg) {
     const int64_t m = len / r, ts = n / len;
-    const ELT h3 = (ELT)0.86602540378443864676372317075294, c1 = (ELT)0.30901699437494742410229341718282,
-              c2 = (ELT)-0.80901699437494742410229341718282, s1 = (ELT)0.95105651629515357211643933337938,
-              s2 = (ELT)0.58778525229247312916870595463907;
     for (int64_t p = 0; p < m; ++p) {
         CFS w[5];
         for (int j = 1; j < r; ++j) {
@@ -133,44 +130,22 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_stage)(const CFZ *x
         const CFZ *xa = x + s * p;
         CFZ *yo = y + s * r * p;
         for (int64_t q = 0; q < s; ++q) {
-            CFZ a[5], b[5];
+            CFZ a[5];
             for (int k = 0; k < r; ++k) a[k] = xa[q + k * s * m];
-            if (r == 2) {
-                b[0].re = a[0].re + a[1].re; b[0].im = a[0].im + a[1].im;
-                b[1].re = a[0].re - a[1].re; b[1].im = a[0].im - a[1].im;
-            } else if (r == 4) {  /* omega = -sg i */
+            if (r == 4) {  /* omega = -sg i */
                 const CFV t0r = a[0].re + a[2].re, t0i = a[0].im + a[2].im;
                 const CFV t1r = a[0].re - a[2].re, t1i = a[0].im - a[2].im;
                 const CFV t2r = a[1].re + a[3].re, t2i = a[1].im + a[3].im;
                 const CFV t3r = a[1].re - a[3].re, t3i = a[1].im - a[3].im;
-                b[0].re = t0r + t2r; b[0].im = t0i + t2i;
-                b[2].re = t0r - t2r; b[2].im = t0i - t2i;
-                b[1].re = t1r + sg * t3i; b[1].im = t1i - sg * t3r;
-                b[3].re = t1r - sg * t3i; b[3].im = t1i + sg * t3r;
-            } else if (r == 3) {
-                const CFV sr = a[1].re + a[2].re, si = a[1].im + a[2].im;
-                const CFV dr = h3 * (a[1].re - a[2].re), di = h3 * (a[1].im - a[2].im);
-                const CFV tr = a[0].re - (ELT)0.5 * sr, ti = a[0].im - (ELT)0.5 * si;
-                b[0].re = a[0].re + sr; b[0].im = a[0].im + si;
-                b[1].re = tr + sg * di; b[1].im = ti - sg * dr;
-                b[2].re = tr - sg * di; b[2].im = ti + sg * dr;
-            } else {  /* radix 5 over the pairs (1, 4) and (2, 3) */
-                const CFV a1r = a[1].re + a[4].re, a1i = a[1].im + a[4].im;
-                const CFV b1r = a[1].re - a[4].re, b1i = a[1].im - a[4].im;
-                const CFV a2r = a[2].re + a[3].re, a2i = a[2].im + a[3].im;
-                const CFV b2r = a[2].re - a[3].re, b2i = a[2].im - a[3].im;
-                const CFV p1r = a[0].re + c1 * a1r + c2 * a2r, p1i = a[0].im + c1 * a1i + c2 * a2i;
-                const CFV p2r = a[0].re + c2 * a1r + c1 * a2r, p2i = a[0].im + c2 * a1i + c1 * a2i;
-                const CFV q1r = s1 * b1r + s2 * b2r, q1i = s1 * b1i + s2 * b2i;
-                const CFV q2r = s2 * b1r - s1 * b2r, q2i = s2 * b1i - s1 * b2i;
-                b[0].re = a[0].re + a1r + a2r; b[0].im = a[0].im + a1i + a2i;
-                b[1].re = p1r + sg * q1i; b[1].im = p1i - sg * q1r;
-                b[4].re = p1r - sg * q1i; b[4].im = p1i + sg * q1r;
-                b[2].re = p2r + sg * q2i; b[2].im = p2i - sg * q2r;
-                b[3].re = p2r - sg * q2i; b[3].im = p2i + sg * q2r;
+                a[0].re = t0r + t2r; a[0].im = t0i + t2i;
+                a[2].re = t0r - t2r; a[2].im = t0i - t2i;
+                a[1].re = t1r + sg * t3i; a[1].im = t1i - sg * t3r;
+                a[3].re = t1r - sg * t3i; a[3].im = t1i + sg * t3r;
+            } else {
+                EM_DFT_SMALL(a, r, sg, CFV, ELT);
             }
-            yo[q] = b[0];
-            for (int j = 1; j < r; ++j) yo[q + s * j] = p ? EM_T(em_cf_tw)(b[j], w[j]) : b[j];
+            yo[q] = a[0];
+            for (int j = 1; j < r; ++j) yo[q + s * j] = p ? EM_T(em_cf_tw)(a[j], w[j]) : a[j];
         }
     }
 }

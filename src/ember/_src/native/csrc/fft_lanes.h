@@ -26,13 +26,10 @@ typedef struct {
     int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
 } EM_T(em_fftl_job);
 /* one Stockham stage of radix 2, 3 or 5 (as fft_conv.h's em_fftc_r4: length n, stride s, from x to
-   y; outputs twiddled after the butterfly), the small DFTs written out */
+   y; outputs twiddled after the butterfly), the small DFTs from dft_small.h */
 static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, CZ *y, int64_t n, int64_t s,
                                                                     int64_t m, const SZ *tw, ELT sg, const int r) {
     const int64_t n1 = n / r, ts = m / n;
-    const ELT h3 = (ELT)0.86602540378443864676372317075294, c1 = (ELT)0.30901699437494742410229341718282,
-              c2 = (ELT)-0.80901699437494742410229341718282, s1 = (ELT)0.95105651629515357211643933337938,
-              s2 = (ELT)0.58778525229247312916870595463907;
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[5];
         for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
@@ -41,27 +38,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, 
         for (int64_t q = 0; q < s; ++q) {
             CZ v[5];
             for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
-            if (r == 2) {
-                const CZ a = v[0], b = v[1];
-                v[0].re = a.re + b.re; v[0].im = a.im + b.im; v[1].re = a.re - b.re; v[1].im = a.im - b.im;
-            } else if (r == 3) {  /* X_1,2 = v0 - (v1 + v2) / 2 -+ sg i sin(2 pi / 3) (v1 - v2) */
-                const CV ar = v[1].re + v[2].re, ai = v[1].im + v[2].im;
-                const CV tr = v[0].re - (ELT)0.5 * ar, ti = v[0].im - (ELT)0.5 * ai;
-                const CV dr = h3 * (v[1].re - v[2].re), di = h3 * (v[1].im - v[2].im);
-                v[0].re += ar; v[0].im += ai;
-                v[1].re = tr + sg * di; v[1].im = ti - sg * dr;
-                v[2].re = tr - sg * di; v[2].im = ti + sg * dr;
-            } else {  /* radix 5 over the pairs (1, 4) and (2, 3) */
-                const CV a1r = v[1].re + v[4].re, a1i = v[1].im + v[4].im, b1r = v[1].re - v[4].re, b1i = v[1].im - v[4].im;
-                const CV a2r = v[2].re + v[3].re, a2i = v[2].im + v[3].im, b2r = v[2].re - v[3].re, b2i = v[2].im - v[3].im;
-                const CV p1r = v[0].re + c1 * a1r + c2 * a2r, p1i = v[0].im + c1 * a1i + c2 * a2i;
-                const CV p2r = v[0].re + c2 * a1r + c1 * a2r, p2i = v[0].im + c2 * a1i + c1 * a2i;
-                const CV t1r = s1 * b1r + s2 * b2r, t1i = s1 * b1i + s2 * b2i;
-                const CV t2r = s2 * b1r - s1 * b2r, t2i = s2 * b1i - s1 * b2i;
-                v[0].re += a1r + a2r; v[0].im += a1i + a2i;
-                v[1].re = p1r + sg * t1i; v[1].im = p1i - sg * t1r; v[4].re = p1r - sg * t1i; v[4].im = p1i + sg * t1r;
-                v[2].re = p2r + sg * t2i; v[2].im = p2i - sg * t2r; v[3].re = p2r - sg * t2i; v[3].im = p2i + sg * t2r;
-            }
+            EM_DFT_SMALL(v, r, sg, CV, ELT);
             yo[q] = v[0];
             for (int k = 1; k < r; ++k) yo[q + k * s] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
         }

@@ -53,7 +53,7 @@ L2_BYTES = 1 << 20  # a kernel spectrum beyond this is streamed from memory (the
 VEC_BYTES_MAX = 64  # one vector at the widest (AVX-512; EM_CF_BYTES)
 NFAC = 24  # radices per transform length at most (EM_CF_NFAC)
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
-_SRC = load("conv_fft.h")
+_SRC = load("dft_small.h") + load("conv_fft.h")  # em_cf_stage's small DFTs (EM_DFT_SMALL) first
 
 
 def smooth(n: int) -> int:

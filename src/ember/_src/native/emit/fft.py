@@ -103,7 +103,7 @@ _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
 _CORE = load("fft_core.h")
 _CONV = load("fft_conv.h")
-_LANES = load("fft_lanes.h")
+_LANES = load("dft_small.h") + load("fft_lanes.h")  # em_fftl_rp's small DFTs (EM_DFT_SMALL) first
 _RUNTIME = load("fft_runtime.h")
 
 def _factors(n: int) -> list[int]:
