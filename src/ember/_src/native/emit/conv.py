@@ -65,6 +65,8 @@ FLAT_PACK_COST = 0.4  # the cost model of _Geo._flat_wins: packing one value, in
 # the 7x7 8x32x32x16->32, where flat blocks lost 10% (about 0.5 would choose them), and the strided
 # 3x3 8x32x32x16->32 forward (level) and input gradient phases (won), which choose them above 0.25)
 FLAT_COPY_COST = 0.25  # ... copying one input value into a phase's padded copy
+IMAGE_TASKS = True  # per-image passes of several images run one image per task, each thread on its own
+# copies (False: images in turn, each pass split across the threads; a switch for measurements, not keyed)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
@@ -158,6 +160,14 @@ class _Geo:
         if self.flat:  # the phases' copies and MR zero pixels after them
             self.xt_elems = _up((self.sh * self.sw * self.Hz * self.Wz + MR_MAX) * self.C)
         self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
+        # several images with per-image passes: one task per image (copy, multiply, move out on one
+        # thread, into that thread's own copies) instead of each pass split across the threads with a
+        # pool round trip per pass and image; when the images split evenly or are many
+        self.image_tasks = (IMAGE_TASKS and self.per_image and THREADS > 1 and isinstance(self.N, int)
+                            and self.N >= 2 and (self.N % THREADS == 0 or self.N >= 4 * THREADS))
+        self.xt1, self.yt1 = self.xt_elems, self.yt_elems  # one thread's
+        if self.image_tasks:
+            self.xt_elems, self.yt_elems = THREADS * self.xt1, THREADS * self.yt1
         self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
         span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
@@ -433,12 +443,34 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     lines.append(counts)
     if not g.per_image:
         return lines + [ctx_decl()] + calls(pack_steps + steps)
+    if g.image_tasks and cc.openmp and cc.num_threads != 1 and (cc.num_threads or THREADS) > 1:
+        return lines + _image_tasks(g, cc, key, sfx, ctx_decl(), calls(pack_steps), steps, counts)
     lines.append("{ const int64_t n_ = 0; " + ctx_decl() + " " + " ".join(calls(pack_steps)) + " }")
     lines.append(f"for (int64_t n_ = 0; n_ < (int64_t){cdim(g.N)}; ++n_) {{")
     lines.append("    " + ctx_decl())
     lines += ["    " + c for c in calls(steps)]
     lines.append("}")
     return lines
+
+
+def _image_tasks(g: _Geo, cc: CallCode, key: str, sfx: str, ctx0: str, pack: list[str], steps: list,
+                 counts: str) -> list[str]:
+    """Emit the per-image passes (``steps``: copy, multiply, move out) as one pool task per image:
+    the task offsets image 0's context (``ctx0``, with ``n_`` = 0) to its image and to the thread's
+    slices of the copies, then runs each pass over its whole range on that thread."""
+    ctx = f"em_cv_ctx_{sfx}"
+    moves = [f"cv_.xsrc += t * {cdim(g.xst[0])}", f"cv_.y += t * {cdim(g.yst[0])}",
+             f"cv_.xt += tid * {cdim(g.xt1)}",
+             "cv_.x = cv_.xt" if g.copied else "cv_.x = cv_.xsrc",
+             f"cv_.out += tid * {cdim(g.yt1)}" if g.staged else "cv_.out = cv_.y"]
+    passes = " ".join(f"{fn}(&cv_, 0, {n}, tid);" for fn, n, _ in steps)
+    body = (f"{{ {counts} (void)np_; (void)nr_; (void)nc_; (void)nu_; {ctx} cv_ = *(const {ctx} *)c_; "
+            + "; ".join(moves) + f"; {passes} }}")
+    task = cc.chunk(f"em_cv_image_{key}", body)
+    threads = cc.num_threads or 0
+    return ["{ const int64_t n_ = 0; " + ctx0 + " " + " ".join(pack),
+            f"  if (par_) em_par({task}, &cv_, {cdim(g.N)}, {threads}, {THREADS}, 1); "
+            f"else {task}(&cv_, 0, {cdim(g.N)}, 0); }}"]
 
 
 def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
