@@ -168,3 +168,19 @@ def test_process_exits_cleanly_with_live_c_made_arrays():
         assert float(total) == 8 * 8 * 9.0
         assert int(live) == 7  # five kept, the cycle's one, glob
         assert "Exception ignored" not in proc.stderr
+
+
+def test_subclass_keeps_the_python_methods_and_the_same_counters():
+    class Sub(array_mod.Array):  # made after install_array: its __init__/__del__ are the Python ones
+        __slots__ = ()
+
+    x = np.ones((2, 5), np.float64)
+    n0, b0 = _counts()
+    s = Sub(x, True)
+    a = array_mod.Array(x)
+    assert s.weak_type is True and np.asarray(s).sum() == 10.0
+    assert _counts() == (n0 + 2, b0 + 2 * 80)
+    s.delete()
+    assert _counts() == (n0 + 1, b0 + 80)
+    del s, a
+    assert _counts() == (n0, b0)
