@@ -11,6 +11,7 @@ import contextlib
 import gc
 import itertools
 import os
+import sys
 import threading
 import traceback
 import weakref
@@ -36,7 +37,7 @@ class _MemoryStats:
     trackers: list = field(default_factory=list)
 
 
-_stats = _MemoryStats()
+_stats: Any = _MemoryStats()  # becomes the C dispatcher's Stats object once it loads (install_native)
 
 
 _SRC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -159,12 +160,7 @@ class Array:
         if s.live_bytes > s.peak_bytes:
             s.peak_bytes = s.live_bytes
         if s.trackers:
-            tid = threading.get_ident()
-            mine = [tr for t, tr in s.trackers if t == tid]
-            if mine:
-                where = _user_frames()
-                for tr in mine:
-                    tr.append((weakref.ref(self), where, value.shape, value.dtype))
+            _record_tracked(self, value)
 
     def __del__(self) -> None:
         if self._value is not None:
@@ -303,6 +299,24 @@ class Array:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self.value.__dlpack_device__()
+
+
+def _record_tracked(arr: Array, value: np.ndarray) -> None:
+    """Record a new Array with the :func:`check_leaks` blocks of this thread (while any is active)."""
+    tid = threading.get_ident()
+    mine = [tr for t, tr in _stats.trackers if t == tid]
+    if mine:
+        where = _user_frames()
+        for tr in mine:
+            tr.append((weakref.ref(arr), where, value.shape, value.dtype))
+
+
+def install_native(install: Callable[[type, Any, Callable], Any]) -> None:
+    """Let the C call dispatcher make and free Arrays: ``install`` (its ``install_array``) moves the
+    memory statistics into a C object (carrying the counts over, replacing ``_stats``) and makes
+    ``Array.__init__``/``__del__`` C functions that update it; the Python methods above stay the
+    reference (and what runs until the extension loads, or with ``EMBER_DISPATCH=0``)."""
+    install(Array, sys.modules[__name__], _record_tracked)
 
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:

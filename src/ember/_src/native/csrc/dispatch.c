@@ -11,6 +11,179 @@ static const char ember_dispatch_abi[] = EMBER_DISPATCH_ABI;
 
 typedef int (*entry_fn)(void *, void *, void *, void *);
 
+/* ---- ember Arrays made and freed in C (installed by install_array; see array.py) ----------------
+   The memory statistics of ember Arrays live in one Stats object (array._stats once this module
+   loads; the pure-Python dataclass before). install_array makes Array's __init__ and __del__ C
+   functions (its tp_init and tp_finalize slots; the Python methods stay in the class for
+   reference and for subclasses), and the dispatcher builds its results with make_array
+   (tp_alloc + the slots, no argument parsing). Every update runs with the GIL held and without
+   Python code in between, so it is atomic. While a leak tracker is active (check_leaks) a new
+   Array also calls array._record_tracked(arr, value), which records the Python frames. The
+   objects below are never released: an Array freed late in interpreter shutdown still finds them. */
+typedef struct {
+    PyObject_HEAD
+    long long live_arrays, live_bytes, peak_bytes, total_allocated;
+    PyObject *trackers;   /* list of (thread id, list) of the active check_leaks blocks */
+} Stats;
+
+static void Stats_dealloc(Stats *self) {
+    Py_XDECREF(self->trackers);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef Stats_members[] = {
+    {"live_arrays", T_LONGLONG, offsetof(Stats, live_arrays), 0, "ember Arrays alive"},
+    {"live_bytes", T_LONGLONG, offsetof(Stats, live_bytes), 0, "bytes their buffers hold"},
+    {"peak_bytes", T_LONGLONG, offsetof(Stats, peak_bytes), 0, "the most live_bytes has been"},
+    {"total_allocated", T_LONGLONG, offsetof(Stats, total_allocated), 0, "bytes of every Array made"},
+    {"trackers", T_OBJECT_EX, offsetof(Stats, trackers), 0, "active leak trackers: (thread id, list)"},
+    {NULL}
+};
+
+static PyTypeObject StatsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember_dispatch.Stats",
+    .tp_basicsize = sizeof(Stats),
+    .tp_dealloc = (destructor)Stats_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Memory statistics of ember Arrays (updated in C).",
+    .tp_members = Stats_members,
+};
+
+static Stats *g_stats;                 /* the statistics (NULL until install_array) */
+static PyTypeObject *g_array;          /* ember's Array type */
+static PyObject *g_record;             /* array._record_tracked */
+static Py_ssize_t g_value_off = -1, g_weak_off, g_nbytes_off, g_aval_off;
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* Fill a freshly allocated Array's slots from value and weak and count it (0, or -1 with an
+   exception set). nbytes is value's byte size when the caller knows it (-1: ask value). */
+static int array_fill(PyObject *self, PyObject *value, PyObject *weak, Py_ssize_t nbytes) {
+    PyObject *nb;
+    if (nbytes < 0 && PyArray_Check(value)) nbytes = PyArray_NBYTES((PyArrayObject *)value);
+    if (nbytes >= 0) {
+        nb = PyLong_FromSsize_t(nbytes);
+    } else {
+        nb = PyObject_GetAttrString(value, "nbytes");
+        if (nb != NULL) nbytes = PyLong_AsSsize_t(nb);
+        if (nb != NULL && nbytes == -1 && PyErr_Occurred()) Py_CLEAR(nb);
+    }
+    if (nb == NULL) return -1;
+    Py_INCREF(value); Py_XSETREF(SLOT(self, g_value_off), value);
+    Py_INCREF(weak); Py_XSETREF(SLOT(self, g_weak_off), weak);
+    Py_XSETREF(SLOT(self, g_nbytes_off), nb);
+    Py_INCREF(Py_None); Py_XSETREF(SLOT(self, g_aval_off), Py_None);
+    Stats *s = g_stats;
+    s->live_arrays += 1;
+    s->live_bytes += nbytes;
+    s->total_allocated += nbytes;
+    if (s->live_bytes > s->peak_bytes) s->peak_bytes = s->live_bytes;
+    PyObject *t = s->trackers;
+    int tracking = t == NULL ? 0 : PyList_CheckExact(t) ? PyList_GET_SIZE(t) > 0 : PyObject_IsTrue(t);
+    if (tracking < 0) return -1;
+    if (tracking) {
+        PyObject *r = PyObject_CallFunctionObjArgs(g_record, self, value, NULL);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Array.__init__(value, weak_type=False) */
+static int array_init(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"value", "weak_type", NULL};
+    PyObject *value, *weak = Py_False;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (kw == NULL && (n == 1 || n == 2)) {
+        value = PyTuple_GET_ITEM(args, 0);
+        if (n == 2) weak = PyTuple_GET_ITEM(args, 1);
+    } else if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:Array", kwlist, &value, &weak)) {
+        return -1;
+    }
+    return array_fill(self, value, weak, -1);
+}
+
+/* Array.__del__: an Array not deleted gives its bytes back */
+static void array_finalize(PyObject *self) {
+    PyObject *v = SLOT(self, g_value_off), *nb = SLOT(self, g_nbytes_off);
+    if (v == NULL || v == Py_None || nb == NULL) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    Py_ssize_t n = PyLong_AsSsize_t(nb);
+    if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+    else { g_stats->live_arrays -= 1; g_stats->live_bytes -= n; }
+    PyErr_Restore(et, ev, tb);
+}
+
+/* A new Array wrapping value (the dispatcher's results) */
+static PyObject *make_array(PyObject *value, PyObject *weak) {
+    PyObject *self = g_array->tp_alloc(g_array, 0);
+    if (self == NULL) return NULL;
+    if (array_fill(self, value, weak, -1) < 0) { Py_DECREF(self); return NULL; }
+    return self;
+}
+
+static Py_ssize_t slot_offset(PyObject *type, const char *name);
+
+/* install_array(Array, array_module, record) -> Stats: from now on Array's __init__/__del__ and the
+   dispatcher's results count in C. The statistics so far (array_module._stats) are carried over and
+   array_module._stats becomes the C object, all without running Python code in between (another
+   thread cannot update the old object meanwhile). Idempotent for the same type. */
+static PyObject *install_array(PyObject *mod, PyObject *args) {
+    PyObject *type, *amod, *record;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &type, &amod, &record)) return NULL;
+    if (g_stats != NULL) {
+        if ((PyObject *)g_array != type) {
+            PyErr_SetString(PyExc_RuntimeError, "install_array: another Array type is installed");
+            return NULL;
+        }
+        Py_INCREF(g_stats);
+        return (PyObject *)g_stats;
+    }
+    PyTypeObject *tp = (PyTypeObject *)type;
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_new != PyBaseObject_Type.tp_new ||
+        !PyCallable_Check(record)) {
+        PyErr_SetString(PyExc_TypeError, "install_array: a Python class and a callable expected");
+        return NULL;
+    }
+    Py_ssize_t offs[4];
+    const char *names[4] = {"_value", "_weak", "_nbytes", "_aval"};
+    for (int i = 0; i < 4; i++) {
+        offs[i] = slot_offset(type, names[i]);
+        if (offs[i] < 0) {
+            PyErr_Format(PyExc_TypeError, "install_array: the Array type has no %s slot", names[i]);
+            return NULL;
+        }
+    }
+    PyObject *old = PyObject_GetAttrString(amod, "_stats");
+    if (old == NULL) return NULL;
+    long long v[4];
+    const char *fields[4] = {"live_arrays", "live_bytes", "peak_bytes", "total_allocated"};
+    for (int i = 0; i < 4; i++) {
+        PyObject *x = PyObject_GetAttrString(old, fields[i]);
+        v[i] = x ? PyLong_AsLongLong(x) : -1;
+        Py_XDECREF(x);
+        if (v[i] == -1 && PyErr_Occurred()) { Py_DECREF(old); return NULL; }
+    }
+    PyObject *trackers = PyObject_GetAttrString(old, "trackers");
+    Py_DECREF(old);
+    if (trackers == NULL) return NULL;
+    Stats *s = PyObject_New(Stats, &StatsType);
+    if (s == NULL) { Py_DECREF(trackers); return NULL; }
+    s->live_arrays = v[0]; s->live_bytes = v[1]; s->peak_bytes = v[2]; s->total_allocated = v[3];
+    s->trackers = trackers;   /* the same list: a check_leaks block in progress keeps working */
+    if (PyObject_SetAttrString(amod, "_stats", (PyObject *)s) < 0) { Py_DECREF(s); return NULL; }
+    g_value_off = offs[0]; g_weak_off = offs[1]; g_nbytes_off = offs[2]; g_aval_off = offs[3];
+    Py_INCREF(record); g_record = record;
+    Py_INCREF(type); g_array = tp;
+    Py_INCREF(s); g_stats = s;   /* kept for the life of the process */
+    tp->tp_init = array_init;
+    tp->tp_finalize = array_finalize;
+    PyType_Modified(tp);
+    return (PyObject *)s;
+}
+
 typedef struct {
     PyObject_HEAD
     entry_fn fn;
@@ -176,8 +349,6 @@ static int Entry_init(Entry *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
-
 /* The NumPy array behind argument i, borrowed, or NULL when the argument does not match. */
 static PyArrayObject *match_arg(Entry *self, Py_ssize_t i, PyObject *a) {
     PyObject *v;
@@ -303,7 +474,8 @@ static PyObject *entry_run(Entry *self, PyObject *const *args, Py_ssize_t n) {
     PyObject *res = NULL, *wrapped[64];
     for (i = 0; i < self->n_res; i++) {
         PyObject *argv[2] = {outs[self->direct[i]], self->out_weak[i]};
-        wrapped[i] = PyObject_Vectorcall(self->array_type, argv, 2, NULL);
+        wrapped[i] = self->array_type == (PyObject *)g_array ? make_array(argv[0], argv[1])
+                     : PyObject_Vectorcall(self->array_type, argv, 2, NULL);
         if (wrapped[i] == NULL) {
             for (Py_ssize_t q = 0; q < i; q++) Py_DECREF(wrapped[q]);
             goto done;
@@ -547,22 +719,31 @@ static PyTypeObject CallSlotType = {
     .tp_getset = CallSlot_getset,
 };
 
+static PyMethodDef module_methods[] = {
+    {"install_array", install_array, METH_VARARGS,
+     "install_array(Array, array_module, record) -> Stats: make and free ember Arrays in C."},
+    {NULL}
+};
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "ember_dispatch", "ember's C call dispatcher", -1, NULL,
+    PyModuleDef_HEAD_INIT, "ember_dispatch", "ember's C call dispatcher", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit_ember_dispatch(void) {
     import_array();
-    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&CallSlotType) < 0)
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&CallSlotType) < 0 ||
+        PyType_Ready(&StatsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&EntryType);
     Py_INCREF(&DispatcherType);
     Py_INCREF(&CallSlotType);
+    Py_INCREF(&StatsType);
     if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0 ||
         PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
         PyModule_AddObject(m, "CallSlot", (PyObject *)&CallSlotType) < 0 ||
+        PyModule_AddObject(m, "Stats", (PyObject *)&StatsType) < 0 ||
         PyModule_AddStringConstant(m, "abi", ember_dispatch_abi) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import jit
+from ember._src import array, jit
 from ember._src.native.runtime import compiler
 from ember._src.native.runtime.background import BackgroundLibrary
 from ember._src.native.runtime.dispatch_src import SOURCE
@@ -76,6 +76,7 @@ def build() -> ModuleType:
         raise ImportError(f"cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
+    array.install_native(mod.install_array)  # results built and freed in C from now on
     logger.debug("C call dispatcher loaded (%s)", mod.abi)
     return mod
 
