@@ -83,8 +83,9 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
     }
     return r;
 }
-/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; null
-   rows zeros) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
+/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; no
+   row null: a partial group's lanes past its rows repeat its first row, transformed and never
+   stored -- lanes do not mix) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
    straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
    butterfly group reads, so no loaded line goes through memory, and stops before the stage at
    length nend (1: none left; else its radix, see em_fftl_rlast); other lengths (nend 1) load the
@@ -93,13 +94,13 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
                                    ELT sg, int64_t nend) {
     const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
     if (!EM_FFTG_ON(EM_FFTG_P2R) || lj->fac || m < 4 * CW) {  /* (nend 1 only) */
-        EM_T(em_fftc_load)(rows, c, m, b0);
+        EM_T(em_fftc_load)(rows, c, m, b0, 1);
         return EM_T(em_fftl_line)(lj, b0, b1, sg);
     }
     const SZ *tw = lj->tw;
     for (int64_t p0 = 0; p0 < n1; p0 += hb) {
         CZ lb[8][CW / 2];
-        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k]);
+        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k], 1);
         for (int jj = 0; jj < hb; ++jj) {
             const int64_t p = p0 + jj;
             SZ w[8];
@@ -149,7 +150,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int w = lines - l0 < CW ? (int)(lines - l0) : CW;
         if (inner == 1) {
             const ELT *rows[CW];
-            for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
+            for (int r = 0; r < CW; ++r) rows[r] = j->src + 2 * (l0 + (r < w ? r : 0)) * m;  /* (em_fftc_tile_in) */
             const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, 1);
             EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
@@ -283,7 +284,7 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int64_t r0 = g * CW;
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
-        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
+        for (int r = 0; r < CW; ++r) rows[r] = j->src + (r0 + (r < w ? r : 0)) * n;  /* lanes past w: row r0's copies */
         const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1, rl);
         ELT *out = j->dst + r0 * 2 * (m + 1);
         if (rl != 1 && stg) {  /* the fused stage's tiles into the staging rows, then each row whole */
@@ -298,11 +299,10 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         else EM_FFTG_MISSED();
     }
 }
-/* entry k of the CW rows (complex, rows[r] + 2k; a null row's zero) */
+/* entry k of the CW rows (complex, rows[r] + 2k) */
 static inline CZ EM_T(em_fftl_entry)(const ELT *const *rows, int64_t k) {
-    CZ z = {{0}, {0}};
-    for (int r = 0; r < CW; ++r)
-        if (rows[r]) { z.re[r] = rows[r][2 * k]; z.im[r] = rows[r][2 * k + 1]; }
+    CZ z;
+    for (int r = 0; r < CW; ++r) { z.re[r] = rows[r][2 * k]; z.im[r] = rows[r][2 * k + 1]; }
     return z;
 }
 /* the inverse real transform's merged half-length spectrum z[k] = em_fftc_merge(h_k, h_(m-k), W^k),
@@ -316,8 +316,8 @@ static void EM_T(em_fftl_load_merge)(const ELT *const *rows, int64_t m, const SZ
     int64_t k0 = 0;
     for (; 2 * (k0 + hb - 1) < m; k0 += hb) {  /* every k of the block below its mirror m - k */
         CZ a[hb], b[hb];
-        EM_T(em_fftc_tile_in)(rows, k0, a);
-        EM_T(em_fftc_tile_in)(rows, m - k0 - hb + 1, b);
+        EM_T(em_fftc_tile_in)(rows, k0, a, 1);
+        EM_T(em_fftc_tile_in)(rows, m - k0 - hb + 1, b, 1);
         if (k0 == 0) { a[0].im = zero; b[hb - 1].im = zero; }
         for (int i = 0; i < hb; ++i) {
             const int64_t k = k0 + i;
@@ -343,7 +343,7 @@ static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int
         const int64_t r0 = g * CW;
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
-        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * 2 * (m + 1) : 0;
+        for (int r = 0; r < CW; ++r) rows[r] = j->src + (r0 + (r < w ? r : 0)) * 2 * (m + 1);  /* (as em_fftl_rfft) */
         EM_T(em_fftl_load_merge)(rows, m, rt, b1);
         const CZ *res = EM_T(em_fftl_line)(lj, b1, b0, -1);
         EM_T(em_fftc_store)(res, j->dst + r0 * n, w, n, (ELT)j->scale);
@@ -399,7 +399,7 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
     for (int64_t k0 = 0; k0 < n1; k0 += CW) {
         const ELT *rows[CW];
         for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
-        EM_T(em_fftc_load)(rows, 2 * n2, n2, b0);
+        EM_T(em_fftc_load)(rows, 2 * n2, n2, b0, 1);
         const CZ *r = EM_T(em_fftc_fft)(b0, b1, n2, lj->t2, sg, 0);
         for (int64_t k = 0; k < n2; ++k) EM_T(em_fftl_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
     }
