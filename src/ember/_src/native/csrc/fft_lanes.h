@@ -83,8 +83,9 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
     }
     return r;
 }
-/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; null
-   rows zeros) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
+/* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; no
+   row null: a partial group's lanes past its rows repeat its first row, transformed and never
+   stored -- lanes do not mix) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
    straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
    butterfly group reads, so no loaded line goes through memory, and stops before the stage at
    length nend (1: none left; else its radix, see em_fftl_rlast); other lengths (nend 1) load the
@@ -93,13 +94,13 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
                                    ELT sg, int64_t nend) {
     const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
     if (!EM_FFTG_ON(EM_FFTG_P2R) || lj->fac || m < 4 * CW) {  /* (nend 1 only) */
-        EM_T(em_fftc_load)(rows, c, m, b0);
+        EM_T(em_fftc_load)(rows, c, m, b0, 1);
         return EM_T(em_fftl_line)(lj, b0, b1, sg);
     }
     const SZ *tw = lj->tw;
     for (int64_t p0 = 0; p0 < n1; p0 += hb) {
         CZ lb[8][CW / 2];
-        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k]);
+        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k], 1);
         for (int jj = 0; jj < hb; ++jj) {
             const int64_t p = p0 + jj;
             SZ w[8];
@@ -149,7 +150,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int w = lines - l0 < CW ? (int)(lines - l0) : CW;
         if (inner == 1) {
             const ELT *rows[CW];
-            for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + 2 * (l0 + r) * m : 0;
+            for (int r = 0; r < CW; ++r) rows[r] = j->src + 2 * (l0 + (r < w ? r : 0)) * m;  /* (em_fftc_tile_in) */
             const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, 1);
             EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
@@ -200,6 +201,15 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const C
     for (int i = 0; i < CW / 2; ++i) { v[2 * i] = t[i].re; v[2 * i + 1] = t[i].im; }
     EM_T(em_fftc_transpose)(v);
     for (int i = 0; i < w; ++i) memcpy(out + i * co, &v[i], sizeof(CV));
+}
+/* staging rows for the fused stage's tiles: rows of co ELT spaced rs = co rounded up past a whole
+   vector (whole cache lines, so rows a power of two long end a line apart and a block's tiles spread
+   over the L1 sets), CW of them after the thread's two line buffers (its scratch: stride CZ from
+   b0), or null when the scratch does not hold them (then the tiles go straight to the rows) */
+static inline ELT *EM_T(em_fftl_staging)(const EM_T(em_fftl_job) *lj, CZ *b0, int64_t co, int64_t *rs) {
+    *rs = (co + CW) / CW * CW;
+    const int64_t need = 2 * lj->buf + (CW * *rs * (int64_t)sizeof(ELT) + (int64_t)sizeof(CZ) - 1) / (int64_t)sizeof(CZ);
+    return need <= lj->j->stride ? (ELT *)(b0 + 2 * lj->buf) : 0;
 }
 /* The real split fused into the half-length transform's last stage (radix r, stride s = m / r >= CW):
    x holds the lines before that stage; rows i < w of out (row stride co = 2 (m + 1)) get the m + 1
@@ -267,17 +277,59 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         while (em_fftc_radix(q) != q) q /= em_fftc_radix(q);
         if (m / q >= CW && q > 2) rl = q;
     }
+    int64_t rs;  /* (the staged store: the partly written lines of a block's tiles in misaligned rows
+                    were evicted before the next block completed them: 45 -> 40 us at 64x1024) */
+    ELT *stg = EM_T(em_fftl_staging)(lj, b0, 2 * (m + 1), &rs);
     for (int64_t g = g0; g < g1; ++g) {
         const int64_t r0 = g * CW;
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
-        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * n : 0;
+        for (int r = 0; r < CW; ++r) rows[r] = j->src + (r0 + (r < w ? r : 0)) * n;  /* lanes past w: row r0's copies */
         const CZ *z = EM_T(em_fftl_load_line)(lj, rows, n, b0, b1, 1, rl);
         ELT *out = j->dst + r0 * 2 * (m + 1);
-        if (EM_FFTG_ON(EM_FFTG_RL8) && rl == 8) EM_T(em_fftl_rlast)(z, m, 8, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
+        if (rl != 1 && stg) {  /* the fused stage's tiles into the staging rows, then each row whole */
+            if (EM_FFTG_ON(EM_FFTG_RL8) && rl == 8) EM_T(em_fftl_rlast)(z, m, 8, stg, CW, rs, (ELT)0.5, rt, 1);
+            else if (EM_FFTG_ON(EM_FFTG_RL4) && rl == 4) EM_T(em_fftl_rlast)(z, m, 4, stg, CW, rs, (ELT)0.5, rt, 1);
+            else EM_FFTG_MISSED();
+            for (int i = 0; i < w; ++i) memcpy(out + i * 2 * (m + 1), stg + i * rs, (size_t)(2 * (m + 1)) * sizeof(ELT));
+        }
+        else if (EM_FFTG_ON(EM_FFTG_RL8) && rl == 8) EM_T(em_fftl_rlast)(z, m, 8, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
         else if (EM_FFTG_ON(EM_FFTG_RL4) && rl == 4) EM_T(em_fftl_rlast)(z, m, 4, out, w, 2 * (m + 1), (ELT)0.5, rt, 1);
         else if (EM_FFTG_ON(EM_FFTG_RSG) && rl == 1) EM_T(em_fftc_store_gen)(z, out, w, 2 * (m + 1), (ELT)0.5, rt, m);
         else EM_FFTG_MISSED();
+    }
+}
+/* entry k of the CW rows (complex, rows[r] + 2k) */
+static inline CZ EM_T(em_fftl_entry)(const ELT *const *rows, int64_t k) {
+    CZ z;
+    for (int r = 0; r < CW; ++r) { z.re[r] = rows[r][2 * k]; z.im[r] = rows[r][2 * k + 1]; }
+    return z;
+}
+/* the inverse real transform's merged half-length spectrum z[k] = em_fftc_merge(h_k, h_(m-k), W^k),
+   k < m, of the CW half-spectra rows (m + 1 complex entries; the imaginary parts of h_0 and h_m
+   taken as zero), read from the rows as it is merged: blocks of CW / 2 entries k0 .. and their
+   mirrors m - k0 - CW / 2 + 1 .. m - k0 through register transposes (em_fftc_tile_in), the few
+   middle entries one at a time (no loaded copy of the spectrum, no pass over it) */
+static void EM_T(em_fftl_load_merge)(const ELT *const *rows, int64_t m, const SZ *rt, CZ *z) {
+    enum { hb = CW / 2 };
+    const CV zero = {0};
+    int64_t k0 = 0;
+    for (; 2 * (k0 + hb - 1) < m; k0 += hb) {  /* every k of the block below its mirror m - k */
+        CZ a[hb], b[hb];
+        EM_T(em_fftc_tile_in)(rows, k0, a, 1);
+        EM_T(em_fftc_tile_in)(rows, m - k0 - hb + 1, b, 1);
+        if (k0 == 0) { a[0].im = zero; b[hb - 1].im = zero; }
+        for (int i = 0; i < hb; ++i) {
+            const int64_t k = k0 + i;
+            z[k] = EM_T(em_fftc_merge)(a[i], b[hb - 1 - i], rt[k]);
+            if (k) z[m - k] = EM_T(em_fftc_merge)(b[hb - 1 - i], a[i], rt[m - k]);
+        }
+    }
+    for (int64_t k = k0; 2 * k <= m; ++k) {
+        CZ a = EM_T(em_fftl_entry)(rows, k), b = EM_T(em_fftl_entry)(rows, m - k);
+        if (k == 0) { a.im = zero; b.im = zero; }
+        z[k] = EM_T(em_fftc_merge)(a, b, rt[k]);
+        if (k && m - k != k) z[m - k] = EM_T(em_fftc_merge)(b, a, rt[m - k]);
     }
 }
 /* kind 2: Hermitian half-spectra (outer, m + 1) -> real (outer, 2m) times scale: the merged
@@ -287,15 +339,12 @@ static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int
     const EM_T(em_fft_job) *j = lj->j;
     const int64_t m = lj->m, n = 2 * m;
     const SZ *rt = lj->rt;
-    const CV zero = {0};
     for (int64_t g = g0; g < g1; ++g) {
         const int64_t r0 = g * CW;
         const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
         const ELT *rows[CW];
-        for (int r = 0; r < CW; ++r) rows[r] = r < w ? j->src + (r0 + r) * 2 * (m + 1) : 0;
-        EM_T(em_fftc_load)(rows, 2 * (m + 1), m + 1, b0);
-        b0[0].im = zero; b0[m].im = zero;
-        for (int64_t k = 0; k < m; ++k) b1[k] = EM_T(em_fftc_merge)(b0[k], b0[m - k], rt[k]);
+        for (int r = 0; r < CW; ++r) rows[r] = j->src + (r0 + (r < w ? r : 0)) * 2 * (m + 1);  /* (as em_fftl_rfft) */
+        EM_T(em_fftl_load_merge)(rows, m, rt, b1);
         const CZ *res = EM_T(em_fftl_line)(lj, b1, b0, -1);
         EM_T(em_fftc_store)(res, j->dst + r0 * n, w, n, (ELT)j->scale);
     }
@@ -350,7 +399,7 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
     for (int64_t k0 = 0; k0 < n1; k0 += CW) {
         const ELT *rows[CW];
         for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
-        EM_T(em_fftc_load)(rows, 2 * n2, n2, b0);
+        EM_T(em_fftc_load)(rows, 2 * n2, n2, b0, 1);
         const CZ *r = EM_T(em_fftc_fft)(b0, b1, n2, lj->t2, sg, 0);
         for (int64_t k = 0; k < n2; ++k) EM_T(em_fftl_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
     }
