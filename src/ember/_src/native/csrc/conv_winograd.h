@@ -86,11 +86,12 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_packw)(const EM_T(e
 
 /* Task t: tiles [t MR, t MR + MR) of the NT = N ceil(OH / 2) ceil(OW / 2) output tiles (image-major,
    then row-major), every feature panel. The thread's tile (TS elements from tiles + tid TS) holds
-   V[pair][m][c] grouped by point (point pt: MR rows of koff-sized K), then its x * 0 sum at 25 C MR.
+   V[pair][m][c] grouped by point (point pt: MR rows of koff-sized K), and its x * 0 sum at offset BAD.
    Input strides (of c->x) xs[4] (n, c, h, w), output strides (of c->y) ys[4]. */
 static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                  int64_t t, int64_t tid, int64_t NT, int64_t TS,
-                                                                 const int64_t xs[4], const int64_t ys[4]) {
+                                                                 int64_t BAD, const int64_t xs[4],
+                                                                 const int64_t ys[4]) {
     enum { VL = EM_CV_BYTES / sizeof(ELT) };
     const int64_t NR = 2 * VL, MR = EM_CV_MR, C = g.C;
     const int64_t TW = (g.OW + 1) / 2, TH = (g.OH + 1) / 2;
@@ -154,7 +155,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_
     }
     ELT sb = 0;
     for (int k = 0; k < VL; ++k) sb += bad[k];
-    v[25 * C * MR] += sb;
+    v[BAD] += sb;
     ELT mb[9][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);

@@ -117,7 +117,7 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
     pack = cc.chunk(f"em_cw_packw_{key}", f"{{ {gdecl}; em_cw_packw_{sfx}({ctx}, g_, t, "
                                           f"({ctx})->tiles + tid * {ts} + {bad}); }}")
     run = cc.chunk(f"em_cw_run_{key}", f"{{ {gdecl}; {strides}; em_cw_run_{sfx}({ctx}, g_, t, tid, {nt}, "
-                                       f"{ts}, xs_, ys_); }}")
+                                       f"{ts}, {bad}, xs_, ys_); }}")
     steps = [(pack, _n_pack(g, sfx), 1)]
     if xt:
         copy = cc.chunk(f"em_cw_copy_{key}", f"{{ {gdecl}; em_cw_copy_{sfx}({ctx}, g_, t); }}")
