@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_packw)(const EM_T(e
 /* Task t: tiles [t MR, t MR + MR) of the NT = N ceil(OH / 2) ceil(OW / 2) output tiles (image-major,
    then row-major), every feature panel. The thread's tile (TS elements from tiles + tid TS) holds
    V[pair][m][c] grouped by point (point pt: MR rows of koff-sized K), and its x * 0 sum at offset BAD.
-   Input strides (of c->x) xs[4] (n, c, h, w), output strides (of c->y) ys[4]. */
+   Input strides (of c->x) xs[4] (n, c, h, w), output strides (of c->out) ys[4]. */
 static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                  int64_t t, int64_t tid, int64_t NT, int64_t TS,
                                                                  int64_t BAD, const int64_t xs[4],
@@ -185,7 +185,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_
                 for (int b = 0; b < 2; ++b) {
                     const int64_t oh = 2 * ty + a, ow = 2 * tx + b;
                     if (oh >= g.OH || ow >= g.OW) continue;
-                    ELT *o = c->y + n * ys[0] + oh * ys[2] + ow * ys[3] + p * NR * ys[1];
+                    ELT *o = c->out + n * ys[0] + oh * ys[2] + ow * ys[3] + p * NR * ys[1];
                     if (ys[1] == 1) {
                         for (int64_t j = 0; j < nv; ++j) o[j] = y[a][b][j];
                     } else {

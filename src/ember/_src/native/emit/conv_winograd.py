@@ -78,22 +78,23 @@ def _planar(g: Any) -> bool:
     return g.xst[3] == 1 and g.xst[1] != 1
 
 
-def _layout(g: Any) -> tuple[int, int, int, int]:
-    """(packed kernel elements, channels-last copy elements, elements per thread tile, offset of the
-    tile's x * 0 sum)."""
+def _layout(g: Any) -> tuple[int, int, int, int, int]:
+    """(packed kernel elements, channels-last input copy elements, channels-last output staging
+    elements, elements per thread tile, offset of the tile's x * 0 sum)."""
     nr = 2 * VEC_BYTES_MAX // g.itemsize
     wp = _up(PAIRS * g.C * -(-g.O // nr) * nr)
     xt = _up(g.N * g.H * g.W * g.C) if _planar(g) else 0
+    yt = _up(g.N * g.OH * g.OW * g.O) if g.yst[1] != 1 else 0  # features strided (NCHW): staged
     bad = PAIRS * g.C * MR_MAX
-    return wp, xt, _up(bad + 1), bad
+    return wp, xt, yt, _up(bad + 1), bad
 
 
 def workspace(g: Any) -> int:
     """Bytes of workspace the Winograd path of ``g`` needs (0 when it is not chosen)."""
     if not chosen(g):
         return 0
-    wp, xt, ts, _ = _layout(g)
-    return (wp + xt + THREADS * ts) * g.itemsize
+    wp, xt, yt, ts, _ = _layout(g)
+    return (wp + xt + yt + THREADS * ts) * g.itemsize
 
 
 def _n_pack(g: Any, sfx: str) -> str:
@@ -106,10 +107,11 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
     ``sfx``); ``direct``: the direct kernel's lines, run instead when an operand is not finite."""
     cc.helper(f"em_conv_winograd_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
-    wp, xt, ts, bad = _layout(g)
+    wp, xt, yt, ts, bad = _layout(g)
     geo = g.fields(sfx)
     xs = [g.H * g.W * g.C, 1, g.W * g.C, g.C] if xt else g.xst
-    strides = f"const int64_t xs_[] = {{{', '.join(map(str, xs))}}}, ys_[] = {{{', '.join(map(str, g.yst))}}}"
+    ys = [g.OH * g.OW * g.O, 1, g.OW * g.O, g.O] if yt else g.yst
+    strides = f"const int64_t xs_[] = {{{', '.join(map(str, xs))}}}, ys_[] = {{{', '.join(map(str, ys))}}}"
     nt = _tiles(g)
     key = f"{sfx}_{hashlib.sha1(f'{geo} {strides} {nt}'.encode()).hexdigest()[:12]}"
     gdecl = f"const em_cv_geo g_ = {geo}"
@@ -123,12 +125,18 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
         copy = cc.chunk(f"em_cw_copy_{key}", f"{{ {gdecl}; em_cw_copy_{sfx}({ctx}, g_, t); }}")
         steps.append((copy, str(g.N * g.H), 4))
     steps.append((run, f"(({nt} + EM_CV_MR - 1) / EM_CV_MR)", 2))
+    if yt:  # the staged rows moved into the output's layout
+        out = ", ".join(map(str, g.yst))
+        unstage = cc.chunk(f"em_cw_unstage_{key}",
+                           f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {out}); }}")
+        steps.append((unstage, str(g.N * g.OH), 4))
     ws = f"(({elt} *){cc.ws})"
     x, w, y = cc.ins[0], cc.ins[1], cc.outs[0]
     xc = f"{ws} + {wp}" if xt else x
+    yc = f"{ws} + {wp + xt}" if yt else y
     lines = ["{",
-             f"    {elt} *tl_ = {ws} + {wp + xt}, bad_ = 0;",
-             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, {ws}, tl_, {y}, {y}}};",
+             f"    {elt} *tl_ = {ws} + {wp + xt + yt}, bad_ = 0;",
+             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, {ws}, tl_, {yc}, {y}}};",
              f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) tl_[k_ * {ts} + {bad}] = 0;"]
     par = cc.openmp and cc.num_threads != 1
     if par:
