@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_packw)(const EM_T(e
 /* Task t: tiles [t MR, t MR + MR) of the NT = N ceil(OH / 2) ceil(OW / 2) output tiles (image-major,
    then row-major), every feature panel. The thread's tile (TS elements from tiles + tid TS) holds
    V[pair][m][c] grouped by point (point pt: MR rows of koff-sized K), and its x * 0 sum at offset BAD.
-   Input strides (of c->x) xs[4] (n, c, h, w), output strides (of c->out) ys[4]. */
+   Input strides (of c->x) xs[4] (n, c, h, w), output strides (of c->out; ys[1] = 1) ys[4]. */
 static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                  int64_t t, int64_t tid, int64_t NT, int64_t TS,
                                                                  int64_t BAD, const int64_t xs[4],
@@ -168,30 +168,31 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_
         for (int64_t m = 0; m < mv; ++m) {
             const int64_t q = b0 + m;
             const int64_t n = q / (TH * TW), ty = q % (TH * TW) / TW, tx = q % TW;
-            ELT y[2][2][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
-#pragma omp simd
-            for (int64_t j = 0; j < NR; ++j) {
-                ELT s[3][2];
-                for (int a = 0; a < 3; ++a) {  /* M A */
-                    s[a][0] = mb[3 * a][m * NR + j] + mb[3 * a + 1][m * NR + j];
-                    s[a][1] = mb[3 * a + 1][m * NR + j] + mb[3 * a + 2][m * NR + j];
-                }
-                for (int b = 0; b < 2; ++b) {  /* A^T (M A) */
-                    y[0][b][j] = s[0][b] + s[1][b];
-                    y[1][b][j] = s[1][b] + s[2][b];
-                }
-            }
-            for (int a = 0; a < 2; ++a)
-                for (int b = 0; b < 2; ++b) {
-                    const int64_t oh = 2 * ty + a, ow = 2 * tx + b;
-                    if (oh >= g.OH || ow >= g.OW) continue;
-                    ELT *o = c->out + n * ys[0] + oh * ys[2] + ow * ys[3] + p * NR * ys[1];
-                    if (ys[1] == 1) {
-                        for (int64_t j = 0; j < nv; ++j) o[j] = y[a][b][j];
-                    } else {
-                        for (int64_t j = 0; j < nv; ++j) o[j * ys[1]] = y[a][b][j];
+            ELT *o = c->out + n * ys[0] + 2 * ty * ys[2] + 2 * tx * ys[3] + p * NR;  /* features contiguous */
+            const int row1 = 2 * ty + 1 < g.OH, col1 = 2 * tx + 1 < g.OW;
+#pragma GCC unroll 2
+            for (int64_t j0 = 0; j0 < NR; j0 += VL) {
+                if (j0 >= nv) break;
+                EM_T(em_cv_v) mm[9], y[2][2];
+#pragma GCC unroll 9
+                for (int e = 0; e < 9; ++e) mm[e] = *(const EM_T(em_cv_v) *)&mb[e][m * NR + j0];
+                const EM_T(em_cv_v) s00 = mm[0] + mm[1], s01 = mm[1] + mm[2];  /* M A */
+                const EM_T(em_cv_v) s10 = mm[3] + mm[4], s11 = mm[4] + mm[5];
+                const EM_T(em_cv_v) s20 = mm[6] + mm[7], s21 = mm[7] + mm[8];
+                y[0][0] = s00 + s10;  /* A^T (M A) */
+                y[0][1] = s01 + s11;
+                y[1][0] = s10 + s20;
+                y[1][1] = s11 + s21;
+                for (int a = 0; a <= row1; ++a)
+                    for (int b = 0; b <= col1; ++b) {
+                        ELT *d = o + a * ys[2] + b * ys[3] + j0;
+                        if (nv - j0 >= VL) {
+                            *(EM_T(em_cv_u) *)d = y[a][b];
+                        } else {
+                            for (int64_t j = 0; j < nv - j0; ++j) d[j] = y[a][b][j];
+                        }
                     }
-                }
+            }
         }
     }
 }
