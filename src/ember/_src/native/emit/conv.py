@@ -20,6 +20,7 @@ constant the inlined task functions fold. What happens (details in the header's 
    (``_Geo._flat_wins``, em_cv_flat): one padded copy of the image per stride phase, blocks of
    virtual pixels on rows a few columns wider than the output, read in place. 3x3 stride-1
    convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles;
+   3x3 stride-2 ones may run Winograd on their stride phases (:mod:`.conv_winograd`);
    depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output
    (the kernel cotangent's transpose) one GEMM over every image
    (em_cv_wg: vectors along the batch, i.e. the original input features);
