@@ -3,7 +3,7 @@ csrc/conv_winograd.h): against the float64 NumPy reference of test_conv_native o
 sizes (partial output tiles, tiles spanning images), padding variants (symmetric, asymmetric, VALID,
 cropping), NHWC / NCHW / mixed layouts, batch 1, channel and feature counts that are not multiples
 of the vector width, float32 / float64; NaN / Inf giving the direct kernel's results (its rerun);
-gradients through the path against finite differences; the cost model's choice."""
+gradients through the path against finite differences; the cost model's choices."""
 
 from __future__ import annotations
 
@@ -91,12 +91,18 @@ def test_error_next_to_the_direct_kernel(monkeypatch):
     assert err_w < 3 * err_d + 1e-6, (err_w, err_d)
 
 
-def test_cost_model_leaves_few_channels_direct():
-    x, w = operands(8, 2, 32, 32, 32, 3, 3, 1, NHWC, np.float32)
+@pytest.mark.parametrize("N, C, HW, O, taken", [
+    (8, 2, 32, 2, False),  # two channels: the transforms outweigh the saved products
+    (1, 64, 14, 64, False),  # a 7x7 output: 16 tiles (64 outputs, 15 past the edge) in 2 blocks of 14
+    (1, 64, 28, 128, True),  # a ResNet downsample: the transformed kernel (800 KiB) within L2
+    (1, 128, 14, 256, False),  # ... not (3.2 MiB)
+])
+def test_cost_model(N, C, HW, O, taken):
+    x, w = operands(N, C, HW, HW, O, 3, 3, 1, NHWC, np.float32)
     out, used = run(conv(((1, 1), (1, 1)), NHWC), x, w)
-    assert not used
+    assert used == taken
     want = ref(x, w, (2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
-    np.testing.assert_allclose(out, want, **tol(np.float32, 18))
+    np.testing.assert_allclose(out, want, **tol(np.float32, 9 * C))
 
 
 @pytest.mark.parametrize("layouts", [NHWC, NCHW])

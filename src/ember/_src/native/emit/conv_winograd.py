@@ -15,7 +15,8 @@ direct kernel's register tiles (``em_cv_tile``), its kernel transformed by a pas
   kernel when a sum is not zero: results as without this path.
 
 Taken when (:func:`chosen`): float32/float64, one group, a 3x3 kernel at stride 2, no dilation,
-a static batch, and an estimated cost (:func:`_costs`) below ``RATIO`` of the direct kernel's.
+a static batch, a transformed kernel within ``MAX_KERNEL_BYTES``, and an estimated cost
+(:func:`_costs`) below ``RATIO`` of the direct kernel's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ RATIO = 0.9  # taken when the estimated cost is below this fraction of the direc
 IN_COST = 4.0  # the input transform, vector operations per transformed vector (loads, subtractions, stores)
 OUT_COST = 12.0  # the output transform per tile and feature vector (9 stores, 9 loads, 10 adds, 4 stores)
 PAIRS = 25  # feature pairs per tile (products per tile and feature over C)
+MAX_KERNEL_BYTES = 1 << 20  # the transformed kernel (25 C O values) within L2: every register block
+# streams all of it (1x28x28x128->256 stride 2, 3.2 MiB, measured level with the direct kernel)
 MR_MAX = 14  # tiles per register block at the widest (EM_CV_MR)
 VEC_BYTES_MAX = 64  # one vector at the widest (EM_CV_BYTES)
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
@@ -45,7 +48,8 @@ def _up(n: int, m: int = 16) -> int:
 def _eligible(g: Any) -> bool:
     return (ENABLED and g.G == 1 and not g.depthwise and not g.wgrad and g.woff == 0 and not g.ybase
             and (g.KH, g.KW, g.sh, g.sw, g.dh, g.dw) == (3, 3, 2, 2, 1, 1)
-            and isinstance(g.N, int) and g.N > 0 and g.OH > 0 and g.OW > 0 and g.C > 0 and g.O > 0)
+            and isinstance(g.N, int) and g.N > 0 and g.OH > 0 and g.OW > 0 and g.C > 0 and g.O > 0
+            and PAIRS * g.C * g.O * g.itemsize <= MAX_KERNEL_BYTES)
 
 
 def _tiles(g: Any) -> int:
