@@ -20,6 +20,7 @@ constant the inlined task functions fold. What happens (details in the header's 
    (``_Geo._flat_wins``, em_cv_flat): one padded copy of the image per stride phase, blocks of
    virtual pixels on rows a few columns wider than the output, read in place. 3x3 stride-1
    convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles;
+   3x3 stride-2 ones may run Winograd on their stride phases (:mod:`.conv_winograd`);
    depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output
    (the kernel cotangent's transpose) one GEMM over every image
    (em_cv_wg: vectors along the batch, i.e. the original input features);
@@ -42,7 +43,7 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native.csrc import load
-from ember._src.native.emit import conv_fft
+from ember._src.native.emit import conv_fft, conv_winograd
 from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.plan.symdims import cdim
 from ember._src.native.runtime.threadpool import usable_cpus
@@ -298,7 +299,8 @@ def _footprint(g: _Geo) -> Any:
 
 def _workspace(e: Eqn) -> Any:
     if not _dilated(e):
-        return sh.dmax(_footprint(_Geo(e)), conv_fft.workspace(e))
+        g = _Geo(e)
+        return sh.dmax(sh.dmax(_footprint(g), conv_fft.workspace(e)), conv_winograd.workspace(g))
     phases, stage = _staged_phases(e)
     out: Any = 0
     for *_, g, _ in phases:
@@ -312,8 +314,11 @@ def _workspace(e: Eqn) -> Any:
           symbolic_ok=True)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     if not _dilated(e):
-        direct = _emit(_Geo(e), cc)
-        return conv_fft.emit(e, cc, direct) if conv_fft.chosen(e) else direct
+        g = _Geo(e)
+        direct = _emit(g, cc)
+        if conv_fft.chosen(e):
+            return conv_fft.emit(e, cc, direct)
+        return conv_winograd.emit(g, cc, *_TYPES[g.dtype], direct) if conv_winograd.chosen(g) else direct
     y = e.outvars[0].aval
     ls, _, os_ = e.params["dimension_numbers"]
     ys = row_strides(y.shape)
