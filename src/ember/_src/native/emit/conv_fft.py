@@ -265,10 +265,11 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
     def arr(v: list) -> str:
         return "{" + ", ".join(map(str, v)) + "}"
 
+    vl = f"EM_CF_VL_{sfx}"  # the compiled ISA's vector (the plan pads to the widest, a multiple of it)
     once, per_block = [], [
-        (chunk("input", "t, tid"), f"cv_.nb * {pl.Cp // pl.vl}", 1),
+        (chunk("input", "t, tid"), f"cv_.nb * ({pl.Cp} / {vl})", 1),
         (chunk("bin", "t"), str(pl.bins), 8),
-        (chunk("output", "t, tid"), f"cv_.nb * {pl.Op // pl.vl}", 1),
+        (chunk("output", "t, tid"), f"cv_.nb * ({pl.Op} / {vl})", 1),
     ]
     ws = f"(({elt} *){cc.ws})"
     x, w = cc.ins[0], cc.ins[1]
@@ -281,7 +282,7 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
         once.append((cc.chunk(f"em_cf_s2dx_{key}", f"{{ {gdecl}; {s2dx} }}"), str(pl.N * pl.H), 4))
         once.append((cc.chunk(f"em_cf_s2dw_{key}", f"{{ {gdecl}; {s2dw} }}"), "1", 1))
         x, w = f"{ws} + {pl.xs2d}", f"{ws} + {pl.ws2d}"
-    once.append((chunk("kernel", "t, tid"), str(pl.C * (pl.Op // pl.vl)), 1))
+    once.append((chunk("kernel", "t, tid"), f"{pl.C} * ({pl.Op} / {vl})", 1))
     tw = f"em_cf_s_{sfx}"
     lines = [f"if (em_cf_finite_{sfx}({cc.ins[0]}, {pl.nx}, {cc.ins[1]}, {pl.nw})) {{",
              f"    em_cf_twiddles_{sfx}(({tw} *)({ws} + {pl.twp}), {pl.P});",

@@ -1,0 +1,114 @@
+"""The vector kernels of generated programs built without AVX-512 (AVX2's 8-float vectors), as an
+AVX2-only machine builds them. A child process compiles with ``EMBER_CC`` set to a wrapper that
+adds ``-mno-avx512f`` (a no-op where the host has no AVX-512) and its own program cache, and runs
+the convolution paths whose task counts and layouts depend on the vector width (FFT convolution,
+Winograd on stride phases and stride 1, flat blocks, image tasks, a strided input gradient) and
+the float FFT lanes; each result is compared here with a float64 NumPy reference. (An emitter that
+counted tasks by the widest vector left half of the FFT convolution's channels unwritten there.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tests.native.conftest import requires_cc
+from tests.native.test_conv_native import NCHW, NHWC, ref
+
+pytestmark = requires_cc
+
+CONVS = [
+    # N, C, H, W, O, K, stride, layouts, what it runs on AVX-512 hosts
+    (2, 16, 20, 20, 32, 7, 1, NHWC),  # the FFT convolution (>= 16 taps)
+    (3, 16, 18, 18, 32, 3, 2, NHWC),  # Winograd on the stride phases
+    (2, 16, 14, 14, 24, 3, 1, NCHW),  # Winograd F(2x2, 3x3), NCHW copy, image tasks
+    (4, 12, 30, 30, 24, 4, 2, NHWC),  # flat blocks, image tasks
+    (2, 5, 13, 11, 7, 3, 1, NHWC),  # the direct kernel, features below a vector
+]
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import ember
+    from ember import lax
+    cases = json.loads(sys.argv[1])
+    rng = np.random.default_rng(7)
+    out = {"conv": [], "fft": []}
+    for N, C, H, W, O, K, s, lay in cases:
+        xs = {"N": N, "C": C, "H": H, "W": W}
+        ws = {"O": O, "I": C, "H": K, "W": K}
+        x = rng.standard_normal(tuple(xs[a] for a in lay[0])).astype(np.float32)
+        w = rng.standard_normal(tuple(ws[a] for a in lay[1])).astype(np.float32)
+        f = lambda x, w: lax.conv_general_dilated(x, w, (s, s), [(K // 2, K // 2)] * 2,
+                                                  dimension_numbers=tuple(lay))
+        y = np.asarray(ember.jit(f, backend="native")(x, w))
+        out["conv"].append([x.tolist(), w.tolist(), y.tolist()])
+    x = rng.standard_normal((4, 16, 16, 32)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 32, 16)).astype(np.float32)
+    ct = rng.standard_normal((4, 8, 8, 16)).astype(np.float32)
+    conv = lambda x: lax.conv_general_dilated(x, w, (2, 2), [(1, 1), (1, 1)],
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    gx = ember.jit(lambda x, ct: ember.vjp(conv, x)[1](ct)[0], backend="native")(x, ct)
+    out["grad"] = [x.tolist(), w.tolist(), ct.tolist(), np.asarray(gx).tolist()]
+    r = rng.standard_normal((20, 1024)).astype(np.float32)
+    c = (rng.standard_normal((20, 1000)) + 1j * rng.standard_normal((20, 1000))).astype(np.complex64)
+    import ember.numpy as jnp
+    out["fft"] = [r.tolist(), np.asarray(ember.jit(jnp.fft.rfft)(r)).view(np.float32).tolist(),
+                  c.view(np.float32).tolist(),
+                  np.asarray(ember.jit(jnp.fft.fft)(c)).view(np.float32).tolist()]
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def avx2_results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("avx2")
+    cc = d / "cc-avx2"
+    cc.write_text('#!/bin/sh\nexec gcc "$@" -mno-avx512f\n')
+    cc.chmod(0o755)
+    env = dict(os.environ, EMBER_CC=str(cc), EMBER_CACHE_DIR=str(d / "cache"))
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CONVS)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _close(got, want, k):
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-6 * k * scale)
+
+
+@pytest.mark.parametrize("i", range(len(CONVS)), ids=[f"conv{i}" for i in range(len(CONVS))])
+def test_conv_paths_without_avx512(avx2_results, i):
+    N, C, H, W, O, K, s, lay = CONVS[i]
+    x, w, y = (np.asarray(v, np.float32) for v in avx2_results["conv"][i])
+    want = ref(x, w, (s, s), [(K // 2, K // 2)] * 2, (1, 1), lay, 1)
+    assert y.shape == want.shape
+    _close(y, want, K * K * C)
+
+
+def test_strided_input_gradient_without_avx512(avx2_results):
+    x, w, ct, gx = (np.asarray(v, np.float64) for v in avx2_results["grad"])
+    # y[n, a, b] = sum_{i, j} xpad[n, 2a + i, 2b + j] w[i, j] (padding 1): each tap scatters ct back
+    N, H, W, C = x.shape
+    OH, OW = ct.shape[1:3]
+    gp = np.zeros((N, H + 2, W + 2, C))
+    for i in range(3):
+        for j in range(3):
+            gp[:, i:i + 2 * OH:2, j:j + 2 * OW:2, :] += np.einsum("nhwo,co->nhwc", ct, w[i, j])
+    want = gp[:, 1:1 + H, 1:1 + W, :]
+    _close(gx, want, 9 * 16)
+
+
+def test_float_fft_lanes_without_avx512(avx2_results):
+    r, rf, c, cf = (np.asarray(v, np.float32) for v in avx2_results["fft"])
+    want_r = np.fft.rfft(r.astype(np.float64))
+    want_c = np.fft.fft(c.view(np.complex64).astype(np.complex128))
+    for got, want in ((rf.view(np.complex64), want_r), (cf.view(np.complex64), want_c)):
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= 8e-6 * np.abs(want).max()
