@@ -671,3 +671,37 @@ def test_blas_fallback_until_library_loads(tmp_path):
     np.testing.assert_allclose(np.array(out["after"]), want, rtol=1e-5, atol=1e-4)
     assert out["uses"] == (gemm_kernel.kernel_symbol() is not None)
     assert out["loaded"] == (gemm_kernel.kernel_symbol() is not None)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_epilogue_in_registers_on_whole_tiles(kernel, relu):
+    """Whole tiles of a one-block product (beta 0, alpha 1) take the bias and ReLU in registers and
+    store straight to C: every tile height and panel width (rows a multiple of 48 = lcm of the tile
+    heights, 96 + 32 + 16 columns), k up to 2 KC; NaN, +-Inf and a negative-zero bias; the
+    packing and prepacked entries agree bit for bit, and with the float64 reference."""
+    rng = np.random.default_rng(21)
+    for m, n, k in [(48, 144, 64), (96, 48, 512), (48, 16, 7), (24, 80, 300), (50, 35, 33)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, False)
+        a[1, :] = 0.0
+        a[2, 0] = np.inf
+        a[3, 0] = -np.inf
+        a[4, 0] = np.nan
+        b[0, :] = np.abs(b[0, :]) + 1.0  # row 2 +Inf, row 3 -Inf in every column
+        bias = rng.standard_normal(n).astype(np.float32)
+        bias[:3] = [0.0, -0.0, -1.0]
+        want = _ref(a, b) + bias
+        want = _relu_keep_nan(want) if relu else want
+        got = _run(kernel, a, b, bias=bias, relu=relu)
+        packed = gemm_kernel.prepack_b(b, kernel.isa)
+        got_p = np.zeros_like(got)
+        kernel.packed(m, n, k, 1.0, a.ctypes.data, k, 1, packed.ctypes.data, 0.0, got_p.ctypes.data, n,
+                      bias.ctypes.data, int(relu), 1)
+        np.testing.assert_array_equal(got_p.view(np.int32), got.view(np.int32))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k), err_msg=f"{m}x{n}x{k}")
+        assert np.isnan(got[4]).all() and not np.isnan(np.delete(got, 4, axis=0)).any()
+        # row 1 is the bias alone (the sums are +0.0: no negative zero reaches C)
+        np.testing.assert_array_equal(got[1], np.maximum(bias, 0) if relu else bias + 0.0)
+        assert not np.signbit(got[1, :2]).any()
+        if relu:
+            assert (got[3] == 0).all() and np.isposinf(got[2]).all()

@@ -94,13 +94,14 @@ static __attribute__((noinline)) void em_sk_block_short(
     const int64_t mk = (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr];
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mk; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mk
-                       && nr == w;
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && mr == mk && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == EM_SK_W3) em_sk_t3_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W2) em_sk_t2_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_t1_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    const float *db = direct ? bias : 0;
+    const int dr = direct && relu;
+    if (w == EM_SK_W3) em_sk_t3_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W2) em_sk_t2_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else em_sk_t1_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
@@ -119,16 +120,18 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
     }
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
-       from the accumulators straight into C; otherwise through t and em_sk_store */
-    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
-                       && nr == w;
+    /* a whole tile of a product in one contraction block without scaling is stored from the
+       accumulators straight into C, its bias and ReLU applied in registers; otherwise through t and
+       em_sk_store */
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && mr == mrw && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    const float *db = direct ? bias : 0;
+    const int dr = direct && relu;
+    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
