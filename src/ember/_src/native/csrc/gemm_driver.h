@@ -75,6 +75,44 @@ static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, i
     }
 }
 
+/* A narrow product: C[0 .. m, 0 .. nr) (all of its nr <= EM_SK_NARROW columns: one panel, so
+   whatever the thread count its sums are the same) on the dot kernels (em_sk_dot: vectorised along the contraction, A's rows read in place, csa == 1)
+   with op(B) (element (p, j) at b[p * rsb + j * csb]) first copied transposed into a stack buffer,
+   each row zero-padded to a whole vector; the whole contraction in one block (k <= EM_SK_DOT_MAXK),
+   then beta, bias and ReLU as em_sk_store applies them. Taken for any number of rows (the rows
+   of a product are the same sums whatever m, as on the tiles). */
+#define EM_SK_DOT_MAXK 1024
+static inline int em_sk_use_dot(int64_t n, int64_t k, int64_t csa) {
+    return n <= EM_SK_NARROW && csa == 1 && k >= EM_SK_VW && k <= EM_SK_DOT_MAXK;
+}
+static __attribute__((noinline)) void em_sk_narrow(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa,
+                                                   const float *b, int64_t rsb, int64_t csb, float beta,
+                                                   float *c, int64_t ldc, const float *bias, int relu,
+                                                   int64_t nr) {
+    float bt[EM_SK_NARROW * (EM_SK_DOT_MAXK + 16)] __attribute__((aligned(64)));
+    float t[EM_SK_DOT_MAXROWS * EM_SK_NARROW];
+    /* rows a whole number of vectors plus one cache line apart (not a multiple of 4 KiB: the
+       kernel's loads of one step then fall in different L1 sets) */
+    const int64_t ldbt = (k + EM_SK_VW - 1) / EM_SK_VW * EM_SK_VW + 16;
+    if (csb == 1) {
+        for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < nr; ++j) bt[j * ldbt + p] = b[p * rsb + j];
+    } else {
+        for (int64_t j = 0; j < nr; ++j)
+            for (int64_t p = 0; p < k; ++p) bt[j * ldbt + p] = b[p * rsb + j * csb];
+    }
+    for (int64_t j = 0; j < nr; ++j)
+        for (int64_t p = k; p < ldbt; ++p) bt[j * ldbt + p] = 0.0f;
+    const int64_t rows = em_sk_dot_rows[nr];
+    for (int64_t i0 = 0; i0 < m; i0 += rows) {
+        const int64_t mr = m - i0 < rows ? m - i0 : rows;
+        const float *ar[EM_SK_DOT_MAXROWS];
+        for (int64_t r = 0; r < rows; ++r) ar[r] = a + (i0 + (r < mr ? r : 0)) * rsa;
+        em_sk_dot(nr, k, ar, bt, ldbt, t);
+        em_sk_store(t, nr, mr, nr, alpha, beta, 1, 1, bias, relu, c + i0 * ldc, ldc);
+    }
+}
+
 /* The width of the next column panel when `left` columns remain: W3-wide panels; a remainder of
    W3 + 1 .. W3 + W1 columns as two W2-wide ones (not W3 + a slow W1). */
 static inline int64_t em_sk_panel_width(int64_t left) {
@@ -157,6 +195,12 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
     for (int64_t j0 = j_begin; j0 < j_end;) {
         const int64_t left = j_end - j0, w = em_sk_panel_width(left);
         const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
+        if (j_begin == 0 && em_sk_use_dot(j_end, k, csa)) {
+            em_sk_narrow(m, k, alpha, a, rsa, b + j0 * csb, rsb, csb, beta, c + j0, ldc, bias ? bias + j0 : 0, relu,
+                         nr);
+            j0 += nr;
+            continue;
+        }
         for (int64_t p0 = 0; p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
             /* a full panel of row-major B is packed by the first row block's micro-kernel */
@@ -511,6 +555,12 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
     for (int64_t j0 = nfull * EM_SK_W3, q = nfull; j0 < n && q < q_end; ++q) {
         const int64_t left = n - j0, w = em_sk_panel_width(left);
         const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
+        if (q >= q_begin && em_sk_use_dot(n, k, csa)) {  /* the packed panel: rows of w floats */
+            em_sk_narrow(m, k, alpha, a, rsa, bpk + j0 * k, w, 1, beta, c + j0, ldc, bias ? bias + j0 : 0, relu,
+                         nr);
+            j0 += nr;
+            continue;
+        }
         for (int64_t p0 = 0; q >= q_begin && p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
             const float *bp = bpk + j0 * k + p0 * w;

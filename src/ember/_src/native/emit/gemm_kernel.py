@@ -60,8 +60,9 @@ from ember._src.prims import dot as dot_prims
 
 __all__ = ["AVX2", "AVX512", "EAGER_MIN_MNK", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers",
            "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
-           "kernel_rows_for", "kernel_symbol", "load", "op_b", "packed_argument", "panel_count",
-           "panel_widths", "prepack_b", "row_limit", "row_variants", "use_prepacked", "use_small_sgemm"]
+           "kernel_rows_for", "kernel_symbol", "load", "narrow_columns", "op_b", "packed_argument",
+           "panel_count", "panel_widths", "prepack_b", "row_limit", "row_variants", "use_prepacked",
+           "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -371,6 +372,94 @@ def _packed_a_kernel(isa: Isa, nv: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Narrow panels (``em_sk_narrow``): at most this many columns (``EM_SK_NARROW``) run on the dot-product
+# kernels below, vectorised along the contraction, instead of a ``vw``-wide tile with most lanes
+# padding. 128 x 10 x 512 (the MLP's last layer) took 26-27 us on the 16 x 16 tile (42-44% of one
+# core's peak, AVX-512 host), which wastes 6 of 16 lanes and runs one broadcast per FMA.
+NARROW_COLUMNS = {8: 8, 16: 12}
+# accumulator registers the dot kernels use (of 16 ymm / 32 zmm): rows x columns at most this
+_DOT_BUDGET = {8: 12, 16: 24}
+_DOT_MAX_ROWS = 4
+
+
+def narrow_columns(target: Isa | None = None) -> int:
+    """The most columns a product may have to run on the dot kernels (``em_sk_narrow``; with a
+    contiguous row of ``A`` and ``vw <= k <= 1024``) on ``target`` (default :func:`isa`; 0 without
+    a kernel). Their sums add ``vw`` lane-wise partial sums at the end, so they differ from the
+    tiles' contraction-order sums in rounding."""
+    target = target or isa()
+    return 0 if target is None else NARROW_COLUMNS[target.vw]
+
+
+def dot_rows(isa: Isa, nr: int) -> int:
+    """Rows of ``A`` per block of the dot kernel for ``nr`` columns (its tile is rows x ``nr``)."""
+    return max(1, min(_DOT_MAX_ROWS, _DOT_BUDGET[isa.vw] // nr))
+
+
+def _dot_kernel(isa: Isa, nr: int) -> str:
+    """C of ``em_sk_dot{nr}``: ``t[r * nr + j] = sum_p ar[r][p] * bt[j * ldbt + p]`` for a block of
+    :func:`dot_rows` rows (``ar``: their contiguous rows of ``A``) and ``nr`` columns (``bt``:
+    ``op(B)`` transposed, rows of ``ldbt`` floats zero-padded to a multiple of ``vw`` past ``kc``):
+    one accumulator vector per element, ``vw`` contraction steps per FMA, summed across its lanes
+    at the end (the last partial vector of ``A`` read through a zero-padded copy)."""
+    vw, rows = isa.vw, dot_rows(isa, nr)
+    acc = [[f"s{r}_{j}" for j in range(nr)] for r in range(rows)]
+    tail = " ".join(f"xt[{r}][q - p] = a{r}[q];" for r in range(rows))
+
+    def step(src: str) -> list[str]:
+        out = [f"const em_vf x{r} = {src.format(r=r)};" for r in range(rows)]
+        for j in range(nr):
+            # one load into a register for all rows (GCC otherwise folds it into each FMA: a load
+            # per FMA, which bounds the loop at about 58% of the FMA peak)
+            out.append(f"{{ em_vf y = *(const em_vf *)(bt + {j} * ldbt + p); __asm__(\"\" : \"+v\"(y));")
+            out.extend(f"  {acc[r][j]} = EM_FMA(x{r}, y, {acc[r][j]});" for r in range(rows))
+            out.append("}")
+        return out
+
+    lines = [
+        f"static __attribute__((noinline)) void em_sk_dot{nr}(int64_t kc, const float *const *ar, "
+        "const float *restrict bt, int64_t ldbt, float *restrict t) {",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        *(f"    const float *a{r} = ar[{r}];" for r in range(rows)),
+        "    int64_t p = 0;",
+        f"    for (; p + {vw} <= kc; p += {vw}) {{",
+        *("        " + ln for ln in step("*(const em_vfu *)(a{r} + p)")),
+        "    }",
+        "    if (p < kc) {",
+        f"        float xt[{rows}][{vw}] __attribute__((aligned(64))) = {{{{0}}}};",
+        f"        for (int64_t q = p; q < kc; ++q) {{ {tail} }}",
+        *("        " + ln for ln in step("*(const em_vf *)xt[{r}]")),
+        "    }",
+        *(f"    t[{r * nr + j}] = em_sk_hsum({acc[r][j]});" for r in range(rows) for j in range(nr)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _dot_kernels(isa: Isa) -> str:
+    """C of the dot kernels for 1 .. :data:`NARROW_COLUMNS` columns, ``em_sk_dot_rows[nr]`` (their
+    row counts) and ``em_sk_dot`` (a switch on ``nr``: direct calls, as ``em_sk_t*_short``)."""
+    narrow = NARROW_COLUMNS[isa.vw]
+    vw = isa.vw
+    halves = []
+    h = vw // 2
+    while h >= 1:
+        halves.append("{" + ", ".join(str((i + h) % vw) for i in range(vw)) + "}")
+        h //= 2
+    src = ("/* the sum of a vector's lanes (a fixed order: halves folded onto each other) */\n"
+           "static inline float em_sk_hsum(em_vf v) {\n"
+           + "".join(f"    v = v + __builtin_shuffle(v, (em_vi){m});\n" for m in halves)
+           + "    return v[0];\n}\n")
+    src += "".join(_dot_kernel(isa, nr) for nr in range(1, narrow + 1))
+    rows = ", ".join(["0"] + [str(dot_rows(isa, nr)) for nr in range(1, narrow + 1)])
+    cases = " ".join(f"case {nr}: em_sk_dot{nr}(kc, ar, bt, ldbt, t); break;" for nr in range(1, narrow + 1))
+    return (src + f"#define EM_SK_NARROW {narrow}\n#define EM_SK_DOT_MAXROWS {_DOT_MAX_ROWS}\n"
+            f"static const unsigned char em_sk_dot_rows[{narrow + 1}] = {{{rows}}};\n"
+            "static void em_sk_dot(int64_t nr, int64_t kc, const float *const *ar, const float *bt, "
+            "int64_t ldbt, float *t) {\n"
+            f"    switch (nr) {{ {cases} default: break; }}\n}}\n")
+
+
 def _head(isa: Isa) -> str:
     """The ``#if`` that enables the kernel for ``isa`` and its types, FMA and tile-shape macros."""
     (mr3, _), (mr2, _), (mr1, _) = isa.kernels
@@ -481,7 +570,7 @@ def c_source(target: Isa | None = None) -> str:
     kernels = (_kernel_family(target, mr3, nv3, "em_sk_t3") + _kernel_family(target, mr2, nv2, "em_sk_t2")
                + _kernel_family(target, mr1, nv1, "em_sk_t1")
                + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
-               + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)))
+               + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)) + _dot_kernels(target))
     return ("#include <stdlib.h>\n" + _head(target) + kernels
             + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("zip_transpose.h")
             + csrc.load("gemm_driver.h")
