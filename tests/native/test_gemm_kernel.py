@@ -223,7 +223,8 @@ def test_fused_bias_relu_epilogue(kernel, relu):
 @pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
 def test_panel_widths_and_prepacked_layout(isa_name):
     """prepack_b: panel j0 of width w holds B[p, j0 + i] at j0 * k + p * w + i, zeros past n; the
-    panel widths cover n exactly as the kernel walks it; the data is 64-byte aligned."""
+    panel widths cover n exactly as the kernel walks it; a narrow B (``narrow_columns``) is stored
+    transposed, its columns ``dot_stride`` apart and zero-padded; the data is 64-byte aligned."""
     isa = gemm_kernel.ISAS[isa_name]
     widths = functools.partial(gemm_kernel.panel_widths, target=isa)
     if isa.vw == 8:
@@ -237,10 +238,16 @@ def test_panel_widths_and_prepacked_layout(isa_name):
         assert widths(20) == [32] and widths(16) == [16] and widths(48) == [48] and widths(0) == []
         assert widths(81) == [48, 48]
     rng = np.random.default_rng(10)
-    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8), (2, 544)]:
+    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8), (2, 544), (33, 12), (17, 1)]:
         b = rng.standard_normal((k, n)).astype(np.float32)
         packed = gemm_kernel.prepack_b(b, isa)
         assert packed.ctypes.data % 64 == 0
+        if n <= gemm_kernel.narrow_columns(isa):  # B transposed, columns dot_stride apart
+            ld = gemm_kernel.dot_stride(k, isa)
+            assert ld % isa.vw == 0 and ld >= k + 16 and packed.size == n * ld
+            np.testing.assert_array_equal(packed.reshape(n, ld)[:, :k], b.T)
+            assert (packed.reshape(n, ld)[:, k:] == 0).all()
+            continue
         j0 = 0
         for w in widths(n):
             nr = min(w, n - j0)

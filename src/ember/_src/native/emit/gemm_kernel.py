@@ -59,7 +59,7 @@ from ember._src.native.runtime.background import BackgroundLibrary
 from ember._src.prims import dot as dot_prims
 
 __all__ = ["AVX2", "AVX512", "EAGER_MIN_MNK", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers",
-           "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
+           "c_size_rule", "c_source", "dot_stride", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
            "kernel_rows_for", "kernel_symbol", "load", "narrow_columns", "op_b", "packed_argument",
            "panel_count", "panel_widths", "prepack_b", "row_limit", "row_variants", "use_prepacked",
            "use_small_sgemm"]
@@ -667,18 +667,37 @@ def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
 
 
+def _aligned_zeros(n: int) -> np.ndarray:
+    """``n`` float32 zeros, 64-byte aligned (a view of a padded array)."""
+    raw = np.zeros(n + 16, np.float32)
+    off = (-raw.ctypes.data % 64) // 4
+    return raw[off:off + n]
+
+
+def dot_stride(k: int, target: Isa | None = None) -> int:
+    """Floats between the columns of a narrow ``op(B)`` packed transposed (``em_sk_dot_ld``): ``k``
+    rounded up to whole vectors, plus one cache line (so the columns are not 4 KiB apart)."""
+    vw = (target or isa() or AVX2).vw
+    return (k + vw - 1) // vw * vw + 16
+
+
 def prepack_b(b: np.ndarray, target: Isa | None = None) -> np.ndarray:
-    """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call:
-    column panels of :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset
-    ``j0 * k``, the last one zero-padded; 64-byte aligned (the array is a view of a padded one).
+    """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call.
+    Up to :func:`narrow_columns` columns: ``op(B)`` transposed, column ``j`` at ``j *``
+    :func:`dot_stride` (what the dot kernels read; zero-padded). Else column panels of
+    :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset ``j0 * k``, the last
+    one zero-padded. 64-byte aligned (the array is a view of a padded one).
     A program whose product has a constant ``B`` keeps this and calls the kernel's ``_packed`` entry,
     so no call packs ``B`` (what ONNX Runtime does with constant weights)."""
     k, n = b.shape
+    if 1 <= n <= narrow_columns(target or isa() or AVX2):  # op(B) transposed (em_sk_dot_all)
+        ld = dot_stride(k, target)
+        out = _aligned_zeros(n * ld)
+        out.reshape(n, ld)[:, :k] = b.T
+        return out
     widths = panel_widths(n, target)
     total = k * (sum(widths[:-1]) + widths[-1]) if widths else 0  # only the last panel is padded
-    raw = np.zeros(total + 16, np.float32)
-    off = (-raw.ctypes.data % 64) // 4
-    out = raw[off:off + total]
+    out = _aligned_zeros(total)
     j0 = 0
     for w in widths:
         nr = min(w, n - j0)
