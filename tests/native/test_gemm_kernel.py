@@ -790,3 +790,37 @@ def test_jit_mlp_narrow_last_layer(dtype):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     const = ember.jit(lambda x: mlp(x, w1, b1, w2, b2), backend="native")
     np.testing.assert_allclose(np.asarray(const(x)), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_jit_narrow_weights_packed_as_arguments(kernel_loaded, trans_b):
+    """A narrow ``B`` (1 .. 13 columns, around ``narrow_columns``) passed as the same ember Array
+    again is packed once (transposed, ``prepack_b``) and the prepacked entry gives bit for bit the
+    values of a program that never packs; constant weights the same; all against float64 NumPy."""
+    from ember._src.native.runtime import dispatch
+
+    if dispatch.module(wait=True) is None or gemm_kernel.BLAS_ONLY:
+        pytest.skip("needs the C dispatcher and the kernel library")
+    rng = np.random.default_rng(34)
+    for n in (1, 3, 8, 10, 12, 13):
+        x_np = rng.standard_normal((37, 200)).astype(np.float32)
+        w_np = rng.standard_normal((n, 200) if trans_b else (200, n)).astype(np.float32)
+        b_np = rng.standard_normal(n).astype(np.float32)
+
+        def layer(x, w, b):
+            return jnp.maximum((x @ (w.T if trans_b else w)) + b, 0.0)
+
+        x, w, b = jnp.asarray(x_np), jnp.asarray(w_np), jnp.asarray(b_np)
+        want = np.maximum(x_np.astype(np.float64) @ (w_np.T if trans_b else w_np) + b_np, 0.0)
+        plain = np.asarray(ember.jit(layer, backend="native", prepack=False)(x, w, b))
+        np.testing.assert_allclose(plain, want, rtol=1e-5, atol=1e-5)
+        f = ember.jit(layer, backend="native")
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(f(x, w, b)), plain, err_msg=f"n={n}")
+        if n >= 2:  # a single column stays with BLAS sgemv
+            assert f.lower(x, w, b).executable._packed_cache[0] is not None
+        def const_layer(x, w=w_np, b=b_np):
+            return layer(x, w, b)
+
+        const = ember.jit(const_layer, backend="native")
+        np.testing.assert_array_equal(np.asarray(const(x)), plain, err_msg=f"constant n={n}")
