@@ -109,9 +109,20 @@ static __attribute__((noinline)) void em_sk_narrow(int64_t m, int64_t k, float a
                                                    int64_t nr) {
     float bt[EM_SK_NARROW * (EM_SK_DOT_MAXK + 16)] __attribute__((aligned(64)));
     const int64_t ldbt = em_sk_dot_ld(k);
-    if (csb == 1) {
+    if (csb == 1) {  /* MR3 x MR3 blocks transposed in registers (as em_sk_pack_a), the rest copied */
+        const em_vri lo = EM_SK_ZIP_LO, hi = EM_SK_ZIP_HI;
+        const int64_t jv = nr / EM_SK_MR3 * EM_SK_MR3, pv = k / EM_SK_MR3 * EM_SK_MR3;
+        for (int64_t j0 = 0; j0 < jv; j0 += EM_SK_MR3)
+            for (int64_t p0 = 0; p0 < pv; p0 += EM_SK_MR3) {
+                em_vr x[EM_SK_MR3], y[EM_SK_MR3];
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = *(const em_vru *)(b + (p0 + r) * rsb + j0);
+                EM_ZIP_TRANSPOSE(x, y, EM_SK_MR3, lo, hi);
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) *(em_vru *)(bt + (j0 + r) * ldbt + p0) = x[r];
+            }
         for (int64_t p = 0; p < k; ++p)
-            for (int64_t j = 0; j < nr; ++j) bt[j * ldbt + p] = b[p * rsb + j];
+            for (int64_t j = p < pv ? jv : 0; j < nr; ++j) bt[j * ldbt + p] = b[p * rsb + j];
     } else {
         for (int64_t j = 0; j < nr; ++j)
             for (int64_t p = 0; p < k; ++p) bt[j * ldbt + p] = b[p * rsb + j * csb];
