@@ -223,7 +223,8 @@ def test_fused_bias_relu_epilogue(kernel, relu):
 @pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
 def test_panel_widths_and_prepacked_layout(isa_name):
     """prepack_b: panel j0 of width w holds B[p, j0 + i] at j0 * k + p * w + i, zeros past n; the
-    panel widths cover n exactly as the kernel walks it; the data is 64-byte aligned."""
+    panel widths cover n exactly as the kernel walks it; a narrow B (``narrow_columns``) is stored
+    transposed, its columns ``dot_stride`` apart and zero-padded; the data is 64-byte aligned."""
     isa = gemm_kernel.ISAS[isa_name]
     widths = functools.partial(gemm_kernel.panel_widths, target=isa)
     if isa.vw == 8:
@@ -237,10 +238,16 @@ def test_panel_widths_and_prepacked_layout(isa_name):
         assert widths(20) == [32] and widths(16) == [16] and widths(48) == [48] and widths(0) == []
         assert widths(81) == [48, 48]
     rng = np.random.default_rng(10)
-    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8), (2, 544)]:
+    for k, n in [(3, 41), (5, 512), (1, 10), (7, 8), (2, 544), (33, 12), (17, 1)]:
         b = rng.standard_normal((k, n)).astype(np.float32)
         packed = gemm_kernel.prepack_b(b, isa)
         assert packed.ctypes.data % 64 == 0
+        if n <= gemm_kernel.narrow_columns(isa):  # B transposed, columns dot_stride apart
+            ld = gemm_kernel.dot_stride(k, isa)
+            assert ld % isa.vw == 0 and ld >= k + 16 and packed.size == n * ld
+            np.testing.assert_array_equal(packed.reshape(n, ld)[:, :k], b.T)
+            assert (packed.reshape(n, ld)[:, k:] == 0).all()
+            continue
         j0 = 0
         for w in widths(n):
             nr = min(w, n - j0)
@@ -626,8 +633,11 @@ def test_jit_dynamic_attention_products_use_kernel(kernel_loaded):
         p = np.exp(s - s.max(-1, keepdims=True))
         want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seq {n}")
-        # up to 512 rows the static program runs the per-head products as the dynamic one does
-        if n <= 512 and gemm_kernel.use_small_sgemm(n, n, d) and gemm_kernel.use_small_sgemm(n, d, n) \
+        # up to 512 rows the static program runs the per-head products as the dynamic one does (its
+        # batch groups sum in contraction order, as the kernel's tiles do; not its narrow products,
+        # n <= NARROW_COLUMNS, which sum lane-wise partial sums: the same values up to rounding)
+        if 512 >= n > gemm_kernel.narrow_columns() and gemm_kernel.use_small_sgemm(n, n, d) \
+                and gemm_kernel.use_small_sgemm(n, d, n) \
                 and not gemm_kernel.BLAS_ONLY and gemm_kernel.kernel_symbol() is not None:
             np.testing.assert_array_equal(got, np.asarray(static(q, k, v)), err_msg=f"seq {n}")
     from ember._src.native import specialize
@@ -671,3 +681,146 @@ def test_blas_fallback_until_library_loads(tmp_path):
     np.testing.assert_allclose(np.array(out["after"]), want, rtol=1e-5, atol=1e-4)
     assert out["uses"] == (gemm_kernel.kernel_symbol() is not None)
     assert out["loaded"] == (gemm_kernel.kernel_symbol() is not None)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_epilogue_in_registers_on_whole_tiles(kernel, relu):
+    """Whole tiles of a one-block product (beta 0, alpha 1) take the bias and ReLU in registers and
+    store straight to C: every tile height and panel width (rows a multiple of 48 = lcm of the tile
+    heights, 96 + 32 + 16 columns), k up to 2 KC; NaN, +-Inf and a negative-zero bias; the
+    packing and prepacked entries agree bit for bit, and with the float64 reference."""
+    rng = np.random.default_rng(21)
+    for m, n, k in [(48, 144, 64), (96, 48, 512), (48, 16, 7), (24, 80, 300), (50, 35, 33)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, False)
+        a[1, :] = 0.0
+        a[2, 0] = np.inf
+        a[3, 0] = -np.inf
+        a[4, 0] = np.nan
+        b[0, :] = np.abs(b[0, :]) + 1.0  # row 2 +Inf, row 3 -Inf in every column
+        bias = rng.standard_normal(n).astype(np.float32)
+        bias[:3] = [0.0, -0.0, -1.0]
+        want = _ref(a, b) + bias
+        want = _relu_keep_nan(want) if relu else want
+        got = _run(kernel, a, b, bias=bias, relu=relu)
+        packed = gemm_kernel.prepack_b(b, kernel.isa)
+        got_p = np.zeros_like(got)
+        kernel.packed(m, n, k, 1.0, a.ctypes.data, k, 1, packed.ctypes.data, 0.0, got_p.ctypes.data, n,
+                      bias.ctypes.data, int(relu), 1)
+        np.testing.assert_array_equal(got_p.view(np.int32), got.view(np.int32))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k), err_msg=f"{m}x{n}x{k}")
+        assert np.isnan(got[4]).all() and not np.isnan(np.delete(got, 4, axis=0)).any()
+        # row 1 is the bias alone (the sums are +0.0: no negative zero reaches C)
+        np.testing.assert_array_equal(got[1], np.maximum(bias, 0) if relu else bias + 0.0)
+        assert not np.signbit(got[1, :2]).any()
+        if relu:
+            assert (got[3] == 0).all() and np.isposinf(got[2]).all()
+
+
+@pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
+def test_narrow_products(kernel, trans_a, trans_b):
+    """Products of 1 .. 20 columns around the dot kernels' threshold (``narrow_columns``: 12 columns
+    on AVX-512, 8 on AVX2; k from vw to 1024), M and K at their edges, transposed operands, bias and
+    ReLU, beta, threads: against float64 NumPy; the prepacked entry bit for bit with the packing one,
+    and each row the same sums whatever the number of rows."""
+    rng = np.random.default_rng(31)
+    vw = kernel.isa.vw
+    ks = [1, vw - 1, vw, vw + 1, 3 * vw + 5, 512, 1024, 1025]
+    for n in range(1, 21):
+        for k in (ks if n in (1, 2, 7, 8, 10, 12, 13, 16) else [vw, 2 * vw + 3, 600]):
+            m = int(rng.choice([1, 2, 3, 5, 8, 13, 17, 64]))
+            a, b = _operand(rng, m + 9, k, trans_a), _operand(rng, k, n, trans_b)
+            bias = rng.standard_normal(n).astype(np.float32)
+            relu = bool(n % 2)
+            beta, nthreads = [(0.0, 1), (0.5, 2), (1.0, 0)][n % 3]
+            c0 = rng.standard_normal((m + 9, n)).astype(np.float32)
+            want = _ref(a, b, 1.0, beta, c0) + bias
+            want = _relu_keep_nan(want) if relu else want
+            got = _run(kernel, a, b, 1.0, beta, c0.copy(), nthreads, bias=bias, relu=relu)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5 * np.sqrt(k), err_msg=f"n={n} k={k}")
+            packed = gemm_kernel.prepack_b(b, kernel.isa)
+            got_p = c0.copy()
+            sa = (a.strides[0] // 4, a.strides[1] // 4)
+            kernel.packed(m + 9, n, k, 1.0, a.ctypes.data, *sa, packed.ctypes.data, beta, got_p.ctypes.data,
+                          n, bias.ctypes.data, int(relu), nthreads)
+            if k <= 2 * gemm_kernel.KC:
+                np.testing.assert_array_equal(got_p, got, err_msg=f"packed n={n} k={k}")
+            else:
+                np.testing.assert_allclose(got_p, want, rtol=1e-5, atol=2e-5 * np.sqrt(k))
+            short = _run(kernel, a[:m], b, 1.0, beta, c0[:m].copy(), 1, bias=bias, relu=relu)
+            np.testing.assert_array_equal(short, got[:m], err_msg=f"rows m={m} n={n} k={k}")
+
+
+def test_narrow_products_nan_inf(kernel):
+    """NaN and +-Inf in A or B reach exactly the elements they feed on the dot kernels (a lane's
+    NaN/Inf is not lost in the cross-lane sum, a zero-padded tail adds none)."""
+    rng = np.random.default_rng(32)
+    vw = kernel.isa.vw
+    narrow = gemm_kernel.narrow_columns(kernel.isa)
+    assert narrow in (8, 12)
+    for n, k in [(10, 512), (3, vw + 3), (narrow, 37)]:
+        a = rng.standard_normal((9, k)).astype(np.float32)
+        b = np.abs(rng.standard_normal((k, n)).astype(np.float32)) + 0.5
+        a[1, k - 1] = np.inf  # the last (tail) element
+        a[2, 0] = -np.inf
+        a[3, k // 2] = np.nan
+        b[k // 3, n - 1] = np.nan  # column n-1 NaN in every row
+        got = _run(kernel, a, b)
+        assert np.isposinf(got[1, :n - 1]).all() and np.isneginf(got[2, :n - 1]).all()
+        assert np.isnan(got[3]).all() and np.isnan(got[:, n - 1]).all()
+        rows = [0, *range(4, 9)]
+        np.testing.assert_allclose(got[rows, :n - 1], _ref(a[rows], b[:, :n - 1]), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_jit_mlp_narrow_last_layer(dtype):
+    """The MLP's 10-column last layer through ``jit`` (weights as arguments and as constants, float32
+    on the kernel, float64 on BLAS) against float64 NumPy."""
+    rng = np.random.default_rng(33)
+    x = rng.standard_normal((128, 96)).astype(dtype)
+    w1, w2 = (rng.standard_normal(s).astype(dtype) / 8 for s in ((96, 64), (64, 10)))
+    b1, b2 = (rng.standard_normal(s).astype(dtype) for s in (64, 10))
+
+    def mlp(x, w1, b1, w2, b2):
+        return lax.dot(jnp.maximum(lax.dot(x, w1) + b1, 0.0), w2) + b2
+
+    want = np.maximum(x.astype(np.float64) @ w1 + b1, 0) @ w2 + b2
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    got = np.asarray(ember.jit(mlp, backend="native")(x, w1, b1, w2, b2))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    const = ember.jit(lambda x: mlp(x, w1, b1, w2, b2), backend="native")
+    np.testing.assert_allclose(np.asarray(const(x)), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_jit_narrow_weights_packed_as_arguments(kernel_loaded, trans_b):
+    """A narrow ``B`` (1 .. 13 columns, around ``narrow_columns``) passed as the same ember Array
+    again is packed once (transposed, ``prepack_b``) and the prepacked entry gives bit for bit the
+    values of a program that never packs; constant weights the same; all against float64 NumPy."""
+    from ember._src.native.runtime import dispatch
+
+    if dispatch.module(wait=True) is None or gemm_kernel.BLAS_ONLY:
+        pytest.skip("needs the C dispatcher and the kernel library")
+    rng = np.random.default_rng(34)
+    for n in (1, 3, 8, 10, 12, 13):
+        x_np = rng.standard_normal((37, 200)).astype(np.float32)
+        w_np = rng.standard_normal((n, 200) if trans_b else (200, n)).astype(np.float32)
+        b_np = rng.standard_normal(n).astype(np.float32)
+
+        def layer(x, w, b):
+            return jnp.maximum((x @ (w.T if trans_b else w)) + b, 0.0)
+
+        x, w, b = jnp.asarray(x_np), jnp.asarray(w_np), jnp.asarray(b_np)
+        want = np.maximum(x_np.astype(np.float64) @ (w_np.T if trans_b else w_np) + b_np, 0.0)
+        plain = np.asarray(ember.jit(layer, backend="native", prepack=False)(x, w, b))
+        np.testing.assert_allclose(plain, want, rtol=1e-5, atol=1e-5)
+        f = ember.jit(layer, backend="native")
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(f(x, w, b)), plain, err_msg=f"n={n}")
+        if n >= 2:  # a single column stays with BLAS sgemv
+            assert f.lower(x, w, b).executable._packed_cache[0] is not None
+        def const_layer(x, w=w_np, b=b_np):
+            return layer(x, w, b)
+
+        const = ember.jit(const_layer, backend="native")
+        np.testing.assert_array_equal(np.asarray(const(x)), plain, err_msg=f"constant n={n}")

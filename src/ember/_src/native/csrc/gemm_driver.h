@@ -75,6 +75,63 @@ static inline void em_sk_store(const float *restrict t, int64_t w, int64_t mr, i
     }
 }
 
+/* A narrow product: C[0 .. m, 0 .. nr) (all of its nr <= EM_SK_NARROW columns: one panel, so
+   whatever the thread count its sums are the same) on the dot kernels (em_sk_dot: vectorised along
+   the contraction, A's rows read in place, csa == 1, the whole contraction in one block, vw <= k <=
+   EM_SK_DOT_MAXK) from op(B) transposed, bt: row j (column j of op(B)) at bt + j * ldbt, zero-padded
+   to a whole vector (em_sk_dot_ld; prepack_b's layout for such a B); then beta, bias and ReLU as
+   em_sk_store applies them. Taken for any number of rows (a row's sums do not depend on m). */
+#define EM_SK_DOT_MAXK 1024
+static inline int em_sk_use_dot(int64_t n, int64_t k, int64_t csa) {
+    return n <= EM_SK_NARROW && csa == 1 && k >= EM_SK_VW && k <= EM_SK_DOT_MAXK;
+}
+/* rows a whole number of vectors plus one cache line apart (not a multiple of 4 KiB: the kernel's
+   loads of one step then fall in different L1 sets) */
+static inline int64_t em_sk_dot_ld(int64_t k) { return (k + EM_SK_VW - 1) / EM_SK_VW * EM_SK_VW + 16; }
+static void em_sk_dot_all(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa, const float *bt,
+                          int64_t ldbt, float beta, float *c, int64_t ldc, const float *bias, int relu,
+                          int64_t nr) {
+    float t[EM_SK_DOT_MAXROWS * EM_SK_NARROW];
+    const int64_t rows = em_sk_dot_rows[nr];
+    for (int64_t i0 = 0; i0 < m; i0 += rows) {
+        const int64_t mr = m - i0 < rows ? m - i0 : rows;
+        const float *ar[EM_SK_DOT_MAXROWS];
+        for (int64_t r = 0; r < rows; ++r) ar[r] = a + (i0 + (r < mr ? r : 0)) * rsa;
+        em_sk_dot(nr, k, ar, bt, ldbt, t);
+        em_sk_store(t, nr, mr, nr, alpha, beta, 1, 1, bias, relu, c + i0 * ldc, ldc);
+    }
+}
+/* em_sk_dot_all on op(B) (element (p, j) at b[p * rsb + j * csb]), transposed into a stack buffer
+   first. */
+static __attribute__((noinline)) void em_sk_narrow(int64_t m, int64_t k, float alpha, const float *a, int64_t rsa,
+                                                   const float *b, int64_t rsb, int64_t csb, float beta,
+                                                   float *c, int64_t ldc, const float *bias, int relu,
+                                                   int64_t nr) {
+    float bt[EM_SK_NARROW * (EM_SK_DOT_MAXK + 16)] __attribute__((aligned(64)));
+    const int64_t ldbt = em_sk_dot_ld(k);
+    if (csb == 1) {  /* MR3 x MR3 blocks transposed in registers (as em_sk_pack_a), the rest copied */
+        const em_vri lo = EM_SK_ZIP_LO, hi = EM_SK_ZIP_HI;
+        const int64_t jv = nr / EM_SK_MR3 * EM_SK_MR3, pv = k / EM_SK_MR3 * EM_SK_MR3;
+        for (int64_t j0 = 0; j0 < jv; j0 += EM_SK_MR3)
+            for (int64_t p0 = 0; p0 < pv; p0 += EM_SK_MR3) {
+                em_vr x[EM_SK_MR3], y[EM_SK_MR3];
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) x[r] = *(const em_vru *)(b + (p0 + r) * rsb + j0);
+                EM_ZIP_TRANSPOSE(x, y, EM_SK_MR3, lo, hi);
+                #pragma GCC unroll 16
+                for (int64_t r = 0; r < EM_SK_MR3; ++r) *(em_vru *)(bt + (j0 + r) * ldbt + p0) = x[r];
+            }
+        for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = p < pv ? jv : 0; j < nr; ++j) bt[j * ldbt + p] = b[p * rsb + j];
+    } else {
+        for (int64_t j = 0; j < nr; ++j)
+            for (int64_t p = 0; p < k; ++p) bt[j * ldbt + p] = b[p * rsb + j * csb];
+    }
+    for (int64_t j = 0; j < nr; ++j)
+        for (int64_t p = k; p < ldbt; ++p) bt[j * ldbt + p] = 0.0f;
+    em_sk_dot_all(m, k, alpha, a, rsa, bt, ldbt, beta, c, ldc, bias, relu, nr);
+}
+
 /* The width of the next column panel when `left` columns remain: W3-wide panels; a remainder of
    W3 + 1 .. W3 + W1 columns as two W2-wide ones (not W3 + a slow W1). */
 static inline int64_t em_sk_panel_width(int64_t left) {
@@ -94,13 +151,14 @@ static __attribute__((noinline)) void em_sk_block_short(
     const int64_t mk = (w == EM_SK_W3 ? em_sk_t3_rows : w == EM_SK_W2 ? em_sk_t2_rows : em_sk_t1_rows)[mr];
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mk; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mk
-                       && nr == w;
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && mr == mk && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == EM_SK_W3) em_sk_t3_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W2) em_sk_t2_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_t1_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    const float *db = direct ? bias : 0;
+    const int dr = direct && relu;
+    if (w == EM_SK_W3) em_sk_t3_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W2) em_sk_t2_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else em_sk_t1_short(mk, kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
@@ -119,16 +177,18 @@ static inline void em_sk_block(int64_t kc, int64_t w, int64_t mrw, int64_t mr, f
     }
     const float *ar[EM_SK_MRMAX];
     for (int64_t r = 0; r < mrw; ++r) ar[r] = a + (r < mr ? r : 0) * rsa;
-    /* a whole tile of a plain product (one contraction block, no scaling, no epilogue) is stored
-       from the accumulators straight into C; otherwise through t and em_sk_store */
-    const int direct = first && last && alpha == 1.0f && beta == 0.0f && !bias && !relu && mr == mrw
-                       && nr == w;
+    /* a whole tile of a product in one contraction block without scaling is stored from the
+       accumulators straight into C, its bias and ReLU applied in registers; otherwise through t and
+       em_sk_store */
+    const int direct = first && last && alpha == 1.0f && beta == 0.0f && mr == mrw && nr == w;
     float *td = direct ? c : t;
     const int64_t ldt = direct ? ldc : w;
-    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
-    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb);
+    const float *db = direct ? bias : 0;
+    const int dr = direct && relu;
+    if (w == EM_SK_W3 && mr == 1 && !bs) em_sk_row(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W3) em_sk_t3(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else if (w == EM_SK_W2) em_sk_t2(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
+    else em_sk_t1(kc, ar, csa, bp, td, ldt, pf, pfs, npf, bs, rsb, db, dr);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, c, ldc);
 }
 
@@ -154,6 +214,12 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
     for (int64_t j0 = j_begin; j0 < j_end;) {
         const int64_t left = j_end - j0, w = em_sk_panel_width(left);
         const int64_t nr = left < w ? left : w, mrw = EM_SK_MRW(w);
+        if (j_begin == 0 && em_sk_use_dot(j_end, k, csa)) {
+            em_sk_narrow(m, k, alpha, a, rsa, b + j0 * csb, rsb, csb, beta, c + j0, ldc, bias ? bias + j0 : 0, relu,
+                         nr);
+            j0 += nr;
+            continue;
+        }
         for (int64_t p0 = 0; p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
             /* a full panel of row-major B is packed by the first row block's micro-kernel */
@@ -234,6 +300,17 @@ static void em_sgemm_small_cols(int64_t m, int64_t k, float alpha, const float *
 static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                                  int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                                  const float *bias, int relu, int64_t q_begin, int64_t q_end);
+
+/* A prepacked narrow B (n <= EM_SK_NARROW: prepack_b packs op(B) transposed, em_sk_dot_ld floats per
+   column): em_sk_dot_all where its rule holds, else the packing path reading it through strides (the
+   same sums as the packing entry on the original B either way). */
+static void em_sgemm_packed_narrow(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
+                                   int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
+                                   const float *bias, int relu) {
+    const int64_t ld = em_sk_dot_ld(k);
+    if (em_sk_use_dot(n, k, csa)) em_sk_dot_all(m, k, alpha, a, rsa, bpk, ld, beta, c, ldc, bias, relu, n);
+    else em_sgemm_small_cols(m, k, alpha, a, rsa, csa, bpk, 1, ld, beta, c, ldc, bias, relu, 0, n);
+}
 
 /* Large products, the column panels [q_begin, q_end) of [0, n) (same result as em_sgemm_small_cols
    up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
@@ -390,6 +467,10 @@ static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
 static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                              int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk,
                              float beta, float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
+    if (bpk && n <= EM_SK_NARROW) {  /* not panels: prepack_b's narrow layout */
+        em_sgemm_packed_narrow(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu);
+        return;
+    }
     const int64_t panels = em_sk_panels(n);
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
@@ -473,8 +554,8 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
     em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
 }
 
-/* em_sgemm_small with B already packed (prepack_b's layout: column panels of em_sk_panel_width
-   over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 64-byte aligned),
+/* em_sgemm_small with B already packed (prepack_b's layout for more than EM_SK_NARROW columns:
+   column panels of em_sk_panel_width over [0, n), panel j0 as k rows of w floats at bpk + j0 * k, zero-padded, 64-byte aligned),
    for the column panels [q_begin, q_end) only (k >= 1). The leading W3-wide panels go in blocks
    of EM_SK_NBP: each MR3-row block of A runs over all the block's panels while its rows are in L1,
    so A is read from L2/L3 once per block of columns rather than once per panel (the block's packed
@@ -520,9 +601,15 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
     }
 }
 
+/* The prepacked entry: a narrow B on em_sgemm_packed_narrow, wider ones on em_sgemm_packed_cols'
+   panels (or em_sgemm_big). */
 static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                             int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                             const float *bias, int relu, int nthreads) {
+    if (n <= EM_SK_NARROW) {
+        em_sgemm_packed_narrow(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu);
+        return;
+    }
     if (em_sk_use_big(m, n, k)) {
         em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, 0, 0, 0, bpk, beta, c, ldc, bias, relu, nthreads);
         return;

@@ -59,9 +59,10 @@ from ember._src.native.runtime.background import BackgroundLibrary
 from ember._src.prims import dot as dot_prims
 
 __all__ = ["AVX2", "AVX512", "EAGER_MIN_MNK", "ISAS", "KC", "Isa", "c_call", "c_call_packed", "c_helpers",
-           "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
-           "kernel_rows_for", "kernel_symbol", "load", "op_b", "packed_argument", "panel_count",
-           "panel_widths", "prepack_b", "row_limit", "row_variants", "use_prepacked", "use_small_sgemm"]
+           "c_size_rule", "c_source", "dot_stride", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
+           "kernel_rows_for", "kernel_symbol", "load", "narrow_columns", "op_b", "packed_argument",
+           "panel_count", "panel_widths", "prepack_b", "row_limit", "row_variants", "use_prepacked",
+           "use_small_sgemm"]
 
 logger = logging.getLogger(__name__)
 
@@ -238,14 +239,33 @@ def _fma_steps(isa: Isa, mr: int, nv: int, a_of: Callable[[int], str]) -> list[s
 # the micro-kernels' parameters
 _KERNEL_ARGS = ("int64_t kc, const float *const *ar, int64_t csa, const float *restrict bp, "
                 "float *restrict t, int64_t ldt, const char *pf, int64_t pfs, int64_t npf, "
-                "const float *bsrc, int64_t rsb")
+                "const float *bsrc, int64_t rsb, const float *bias, int relu")
+# the same, as the arguments of a call passing them on
+_KERNEL_PARAMS = "kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb, bias, relu"
+
+
+def _register_epilogue(isa: Isa, acc: list[list[str]]) -> list[str]:
+    """C applied to the accumulators ``acc`` before they are stored: ``+ bias[j]`` (``bias`` non-null)
+    and the ReLU that keeps NaN (``relu``; ``v > 0 || v != v ? v : 0``, as ``em_sk_store``), in
+    registers, so a whole tile with a fused epilogue goes straight to C (not through ``t`` and
+    ``em_sk_store``: 1.2% of the MLP 512's time at batch 128, its three products all with a bias)."""
+    nv = len(acc[0])
+    lines = ["    if (bias) {",
+             *(f"        const em_vf bb{v} = *(const em_vfu *)(bias + {isa.vw * v});" for v in range(nv)),
+             *(f"        {x} = {x} + bb{v};" for row in acc for v, x in enumerate(row)),
+             "    }",
+             "    if (relu) {",
+             "        const em_vf z = {0};"]
+    lines += [f"        {x} = (em_vf)((em_vi){x} & (({x} > z) | ({x} != {x})));" for row in acc for x in row]
+    return lines + ["    }"]
 
 
 def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
     """C of the ``mr x vw nv`` micro-kernel ``name``: an always-inline body and a noinline entry that
     calls it with ``csa == 1`` and ``bsrc`` null as constants where they are (so each of the four
     copies has branch-free inner loops: the first ``npf`` steps also prefetch the next panel, the
-    rest do not)."""
+    rest do not). The tile goes to ``t`` (row stride ``ldt``) after :func:`_register_epilogue`
+    (``bias`` null and ``relu`` 0 where the caller applies the epilogue itself)."""
     vw = isa.vw
     w = vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
@@ -275,16 +295,17 @@ def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
         "    #pragma GCC unroll 2",
         "    for (; p < kc; ++p) {", *step(False), "    }",
     ]
+    lines += _register_epilogue(isa, acc)
     lines.extend(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};"
                  for r in range(mr) for v in range(nv))
     lines += [
         "}",
         f"static __attribute__((noinline)) void {name}({args}) {{",
         "    if (csa == 1) {",
-        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
-        f"        else {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, 0, rsb);",
-        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb);",
-        f"    else {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, 0, rsb);",
+        f"        if (bsrc) {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, bsrc, rsb, bias, relu);",
+        f"        else {name}_body(kc, ar, 1, bp, t, ldt, pf, pfs, npf, 0, rsb, bias, relu);",
+        f"    }} else if (bsrc) {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb, bias, relu);",
+        f"    else {name}_body(kc, ar, csa, bp, t, ldt, pf, pfs, npf, 0, rsb, bias, relu);",
         "}",
     ]
     return "\n".join(lines) + "\n"
@@ -315,7 +336,7 @@ def _kernel_family(isa: Isa, mr: int, nv: int, name: str) -> str:
     src = "".join(_micro_kernel(isa, r, nv, f"{name}_r{r}") for r in row_variants(mr))
     src += _micro_kernel(isa, mr, nv, name)
     rows = [kernel_rows_for(mr, max(want, 1)) for want in range(mr + 1)]
-    cases = " ".join(f"case {r}: {name}_r{r}(kc, ar, csa, bp, t, ldt, pf, pfs, npf, bsrc, rsb); break;"
+    cases = " ".join(f"case {r}: {name}_r{r}({_KERNEL_PARAMS}); break;"
                      for r in row_variants(mr))
     return (src + f"static const unsigned char {name}_rows[{mr + 1}] = {{{', '.join(map(str, rows))}}};\n"
             f"static __attribute__((noinline)) void {name}_short(int64_t mk, {_KERNEL_ARGS}) {{\n"
@@ -349,6 +370,94 @@ def _packed_a_kernel(isa: Isa, nv: int) -> str:
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+# Narrow panels (``em_sk_narrow``): at most this many columns (``EM_SK_NARROW``) run on the dot-product
+# kernels below, vectorised along the contraction, instead of a ``vw``-wide tile with most lanes
+# padding. 128 x 10 x 512 (the MLP's last layer) took 26-27 us on the 16 x 16 tile (42-44% of one
+# core's peak, AVX-512 host), which wastes 6 of 16 lanes and runs one broadcast per FMA.
+NARROW_COLUMNS = {8: 8, 16: 12}
+# accumulator registers the dot kernels use (of 16 ymm / 32 zmm): rows x columns at most this
+_DOT_BUDGET = {8: 12, 16: 24}
+_DOT_MAX_ROWS = 4
+
+
+def narrow_columns(target: Isa | None = None) -> int:
+    """The most columns a product may have to run on the dot kernels (``em_sk_narrow``; with a
+    contiguous row of ``A`` and ``vw <= k <= 1024``) on ``target`` (default :func:`isa`; 0 without
+    a kernel). Their sums add ``vw`` lane-wise partial sums at the end, so they differ from the
+    tiles' contraction-order sums in rounding."""
+    target = target or isa()
+    return 0 if target is None else NARROW_COLUMNS[target.vw]
+
+
+def dot_rows(isa: Isa, nr: int) -> int:
+    """Rows of ``A`` per block of the dot kernel for ``nr`` columns (its tile is rows x ``nr``)."""
+    return max(1, min(_DOT_MAX_ROWS, _DOT_BUDGET[isa.vw] // nr))
+
+
+def _dot_kernel(isa: Isa, nr: int) -> str:
+    """C of ``em_sk_dot{nr}``: ``t[r * nr + j] = sum_p ar[r][p] * bt[j * ldbt + p]`` for a block of
+    :func:`dot_rows` rows (``ar``: their contiguous rows of ``A``) and ``nr`` columns (``bt``:
+    ``op(B)`` transposed, rows of ``ldbt`` floats zero-padded to a multiple of ``vw`` past ``kc``):
+    one accumulator vector per element, ``vw`` contraction steps per FMA, summed across its lanes
+    at the end (the last partial vector of ``A`` read through a zero-padded copy)."""
+    vw, rows = isa.vw, dot_rows(isa, nr)
+    acc = [[f"s{r}_{j}" for j in range(nr)] for r in range(rows)]
+    tail = " ".join(f"xt[{r}][q - p] = a{r}[q];" for r in range(rows))
+
+    def step(src: str) -> list[str]:
+        out = [f"const em_vf x{r} = {src.format(r=r)};" for r in range(rows)]
+        for j in range(nr):
+            # one load into a register for all rows (GCC otherwise folds it into each FMA: a load
+            # per FMA, which bounds the loop at about 58% of the FMA peak)
+            out.append(f"{{ em_vf y = *(const em_vf *)(bt + {j} * ldbt + p); __asm__(\"\" : \"+v\"(y));")
+            out.extend(f"  {acc[r][j]} = EM_FMA(x{r}, y, {acc[r][j]});" for r in range(rows))
+            out.append("}")
+        return out
+
+    lines = [
+        f"static __attribute__((noinline)) void em_sk_dot{nr}(int64_t kc, const float *const *ar, "
+        "const float *restrict bt, int64_t ldbt, float *restrict t) {",
+        "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
+        *(f"    const float *a{r} = ar[{r}];" for r in range(rows)),
+        "    int64_t p = 0;",
+        f"    for (; p + {vw} <= kc; p += {vw}) {{",
+        *("        " + ln for ln in step("*(const em_vfu *)(a{r} + p)")),
+        "    }",
+        "    if (p < kc) {",
+        f"        float xt[{rows}][{vw}] __attribute__((aligned(64))) = {{{{0}}}};",
+        f"        for (int64_t q = p; q < kc; ++q) {{ {tail} }}",
+        *("        " + ln for ln in step("*(const em_vf *)xt[{r}]")),
+        "    }",
+        *(f"    t[{r * nr + j}] = em_sk_hsum({acc[r][j]});" for r in range(rows) for j in range(nr)),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _dot_kernels(isa: Isa) -> str:
+    """C of the dot kernels for 1 .. :data:`NARROW_COLUMNS` columns, ``em_sk_dot_rows[nr]`` (their
+    row counts) and ``em_sk_dot`` (a switch on ``nr``: direct calls, as ``em_sk_t*_short``)."""
+    narrow = NARROW_COLUMNS[isa.vw]
+    vw = isa.vw
+    halves = []
+    h = vw // 2
+    while h >= 1:
+        halves.append("{" + ", ".join(str((i + h) % vw) for i in range(vw)) + "}")
+        h //= 2
+    src = ("/* the sum of a vector's lanes (a fixed order: halves folded onto each other) */\n"
+           "static inline float em_sk_hsum(em_vf v) {\n"
+           + "".join(f"    v = v + __builtin_shuffle(v, (em_vi){m});\n" for m in halves)
+           + "    return v[0];\n}\n")
+    src += "".join(_dot_kernel(isa, nr) for nr in range(1, narrow + 1))
+    rows = ", ".join(["0"] + [str(dot_rows(isa, nr)) for nr in range(1, narrow + 1)])
+    cases = " ".join(f"case {nr}: em_sk_dot{nr}(kc, ar, bt, ldbt, t); break;" for nr in range(1, narrow + 1))
+    return (src + f"#define EM_SK_NARROW {narrow}\n#define EM_SK_DOT_MAXROWS {_DOT_MAX_ROWS}\n"
+            f"static const unsigned char em_sk_dot_rows[{narrow + 1}] = {{{rows}}};\n"
+            "static void em_sk_dot(int64_t nr, int64_t kc, const float *const *ar, const float *bt, "
+            "int64_t ldbt, float *t) {\n"
+            f"    switch (nr) {{ {cases} default: break; }}\n}}\n")
 
 
 def _head(isa: Isa) -> str:
@@ -461,7 +570,7 @@ def c_source(target: Isa | None = None) -> str:
     kernels = (_kernel_family(target, mr3, nv3, "em_sk_t3") + _kernel_family(target, mr2, nv2, "em_sk_t2")
                + _kernel_family(target, mr1, nv1, "em_sk_t1")
                + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
-               + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)))
+               + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)) + _dot_kernels(target))
     return ("#include <stdlib.h>\n" + _head(target) + kernels
             + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("zip_transpose.h")
             + csrc.load("gemm_driver.h")
@@ -558,18 +667,37 @@ def op_b(buffer: np.ndarray, k: int, n: int, rsb: int, csb: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(buffer.reshape(-1), (k, n), (rsb * 4, csb * 4), writeable=False)
 
 
+def _aligned_zeros(n: int) -> np.ndarray:
+    """``n`` float32 zeros, 64-byte aligned (a view of a padded array)."""
+    raw = np.zeros(n + 16, np.float32)
+    off = (-raw.ctypes.data % 64) // 4
+    return raw[off:off + n]
+
+
+def dot_stride(k: int, target: Isa | None = None) -> int:
+    """Floats between the columns of a narrow ``op(B)`` packed transposed (``em_sk_dot_ld``): ``k``
+    rounded up to whole vectors, plus one cache line (so the columns are not 4 KiB apart)."""
+    vw = (target or isa() or AVX2).vw
+    return (k + vw - 1) // vw * vw + 16
+
+
 def prepack_b(b: np.ndarray, target: Isa | None = None) -> np.ndarray:
-    """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call:
-    column panels of :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset
-    ``j0 * k``, the last one zero-padded; 64-byte aligned (the array is a view of a padded one).
+    """``op(B)`` (``k x n`` float32) packed once in the layout the kernel packs into on every call.
+    Up to :func:`narrow_columns` columns: ``op(B)`` transposed, column ``j`` at ``j *``
+    :func:`dot_stride` (what the dot kernels read; zero-padded). Else column panels of
+    :func:`panel_widths`, panel ``j0`` as ``k`` rows of ``w`` floats at offset ``j0 * k``, the last
+    one zero-padded. 64-byte aligned (the array is a view of a padded one).
     A program whose product has a constant ``B`` keeps this and calls the kernel's ``_packed`` entry,
     so no call packs ``B`` (what ONNX Runtime does with constant weights)."""
     k, n = b.shape
+    if 1 <= n <= narrow_columns(target or isa() or AVX2):  # op(B) transposed (em_sk_dot_all)
+        ld = dot_stride(k, target)
+        out = _aligned_zeros(n * ld)
+        out.reshape(n, ld)[:, :k] = b.T
+        return out
     widths = panel_widths(n, target)
     total = k * (sum(widths[:-1]) + widths[-1]) if widths else 0  # only the last panel is padded
-    raw = np.zeros(total + 16, np.float32)
-    off = (-raw.ctypes.data % 64) // 4
-    out = raw[off:off + total]
+    out = _aligned_zeros(total)
     j0 = 0
     for w in widths:
         nr = min(w, n - j0)
