@@ -193,3 +193,35 @@ def test_bad_entries_are_ignored_and_disabling_works(fresh_cache, counted, monke
     monkeypatch.delenv(progcache.ENV_VAR)
     exe = nb.native_backend(ember.make_program(mlp)(*args), validate="strict")  # strict: never cached
     assert not exe.program_cache_hit
+
+
+_POOLED_CHILD = """
+import numpy as np, ember
+from ember import lax
+from ember._src.native.runtime import threadpool
+x = np.ones((2, 20, 20, 16), np.float32)
+w = np.full((3, 3, 16, 24), 0.5, np.float32)
+f = ember.jit(lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                    dimension_numbers=("NHWC", "HWIO", "NHWC")))
+before = threadpool._library.started
+y = np.asarray(f(x, w))
+exe = f.lower(x, w).executable
+assert abs(float(y[0, 5, 5, 0]) - 9 * 16 * 0.5) < 1e-4 and abs(float(y[0, 0, 0, 0]) - 4 * 16 * 0.5) < 1e-4
+print(before, exe.program_cache_hit, threadpool.LOOKUP in exe.source, threadpool._library.started)
+"""
+
+
+@requires_cc
+def test_a_cached_pooled_program_loads_the_pool(tmp_path):
+    """A program read from the disk cache whose loops run on the thread pool starts loading the
+    pool library, as generating it does (before, such a process ran every loop under OpenMP)."""
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(SRC_DIR))
+    env.pop(progcache.ENV_VAR, None)
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _POOLED_CHILD], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout.split())
+    assert outs[0] == ["False", "False", "True", "True"]  # built here: C generation starts the pool
+    assert outs[1] == ["False", "True", "True", "True"]  # from the cache: started all the same

@@ -39,7 +39,7 @@ from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import Lowered, lower
 from ember._src.native.plan.planner import MemoryPlan
-from ember._src.native.runtime import compiler, fft_tables, progcache
+from ember._src.native.runtime import compiler, fft_tables, progcache, threadpool
 from ember._src.native.runtime import interrupt as native_interrupt
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import OutputSlots, data_address
@@ -360,6 +360,8 @@ class NativeExecutable:
             self._fn = None
         if "em_sk_fn()" in source or "em_skp_fn()" in source:
             gemm_kernel.load()  # what C generation would have started (see gemm._small_sgemm_call)
+        if threadpool.LOOKUP in source:
+            threadpool.load()  # ... and threadpool.c_helpers (else every parallel loop runs under OpenMP)
         self._gil_release = releases_gil
         self.program_cache_hit = True
         return True

@@ -91,6 +91,11 @@ class BackgroundLibrary(Generic[T]):
         return False if self._failure is not None else None
 
     @property
+    def started(self) -> bool:
+        """Whether the build has been requested (it may still run, or have ended)."""
+        return self._thread is not None or self._done
+
+    @property
     def done(self) -> bool:
         """Whether the build has ended (loaded or failed)."""
         return self._done

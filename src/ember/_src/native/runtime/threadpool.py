@@ -95,6 +95,11 @@ def workers() -> int:
     return int(getattr(lib, symbol() + "_workers")())
 
 
+# the text by which a generated program finds the pool: a program loaded from the disk cache that
+# holds it starts loading the pool library (backend.NativeExecutable._from_cache), as generating
+# it would have
+LOOKUP = "#define EM_PAR_LOOKUP dlsym"
+
 # set by tests: programs generated while this is set never find the pool (the fallback runs)
 POOL_OFF = False
 
@@ -105,4 +110,4 @@ def c_helpers() -> str:
     if POOL_OFF:
         return "#define EM_PAR_LOOKUP 0\n" + load_resource("pool_program.h")
     load()
-    return f'#define EM_PAR_LOOKUP dlsym((void *)0, "{symbol()}")\n' + load_resource("pool_program.h")
+    return f'{LOOKUP}((void *)0, "{symbol()}")\n' + load_resource("pool_program.h")
