@@ -226,7 +226,7 @@ import os, signal
 from pathlib import Path
 from ember._src.native.runtime import compiler
 
-def killed_mid_compile(cmd, timeout=None):  # a partial output, then the process dies
+def killed_mid_compile(cmd, timeout=None, nice=0):  # a partial output, then the process dies
     Path(cmd[cmd.index("-o") + 1]).write_bytes(b"half an ELF")
     os.kill(os.getpid(), signal.SIGKILL)
 

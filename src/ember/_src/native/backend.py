@@ -160,6 +160,7 @@ class NativeExecutable:
         self.fallback_reason: str | None = None
         self.compile_seconds = 0.0
         self.compiled_now = False  # whether building this executable ran the compiler
+        self._pool_pending = 0  # calls until this starts loading the thread pool (from the cache)
         self.disk_hit = False  # whether building it loaded the library from the disk cache
         self.calls = 0
         self._packed_args: list[tuple[int, ...]] = []
@@ -358,10 +359,13 @@ class NativeExecutable:
                 load_entry(source, "ember_program", self)
         else:
             self._fn = None
-        if "em_sk_fn()" in source or "em_skp_fn()" in source:
+        gemm = "em_sk_fn()" in source or "em_skp_fn()" in source
+        if gemm:
             gemm_kernel.load()  # what C generation would have started (see gemm._small_sgemm_call)
-        if threadpool.LOOKUP in source:
-            threadpool.load()  # ... and threadpool.c_helpers (else every parallel loop runs under OpenMP)
+        # ... and threadpool.c_helpers (else every parallel loop, the kernel's too, runs under OpenMP);
+        # at the second call (as the C dispatcher's build starts), so the loader thread's Python does
+        # not hold the GIL in a first call (pinned to one CPU: +1-4 ms of a 9 ms warm first call)
+        self._pool_pending = 2 if gemm or threadpool.LOOKUP in source else 0
         self._gil_release = releases_gil
         self.program_cache_hit = True
         return True
@@ -424,6 +428,10 @@ class NativeExecutable:
                 rc = self._fn(*self._call_args)
                 if rc:
                     self._raise_failure(rc)
+        if self._pool_pending:
+            self._pool_pending -= 1
+            if not self._pool_pending:
+                threadpool.load()
         direct = self._direct_out
         if direct is not None:
             return [outs[k][0] for k in direct]

@@ -634,9 +634,6 @@ def load(wait: bool = False) -> bool | None:
     None while the build runs."""
     if kernel_symbol() is None:
         return False
-    from ember._src.native.runtime import threadpool
-
-    threadpool.load()  # the kernel splits large products on the pool (em_sk_pool; OpenMP until it loads)
     return _library.state(wait)
 
 

@@ -115,13 +115,23 @@ class CompilerInfo:
 # Compiler discovery
 
 
-def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+BACKGROUND_NICE = 10  # the scheduling niceness of build_library's compiles (see _run)
+
+
+def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S, nice: int = 0) -> subprocess.CompletedProcess[str]:
     """Run a compiler command and capture its output. The compiler runs in its own process group
     (a new session), and when this call ends early -- Ctrl-C (``KeyboardInterrupt``), the timeout,
     any other exception -- the whole group is killed and reaped: the driver and the passes it
-    started (``cc1``, ``as``, ``ld``), so no compiler process outlives an interrupted build."""
+    started (``cc1``, ``as``, ``ld``), so no compiler process outlives an interrupted build.
+    ``nice`` > 0 lowers the group's scheduling priority as soon as the driver runs (the passes it
+    starts inherit it): a library built in the background then yields the CPU to a program the
+    caller waits for (on one CPU, the GEMM kernel library's build took CPU time from the first
+    call's compile)."""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
+        if nice > 0:
+            with contextlib.suppress(OSError, AttributeError):  # no such process, or not POSIX
+                os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException:
@@ -479,7 +489,7 @@ def _safe_hint(name_hint: str) -> str:
 
 
 def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple[str, ...],
-           libs: tuple[str, ...] = LINK_LIBS) -> None:
+           libs: tuple[str, ...] = LINK_LIBS, nice: int = 0) -> None:
     """Compile ``src`` into a uniquely named temporary file next to ``so`` (``.<so stem>-<hint>-*.so.tmp``)
     and rename it into place; the temporary file is removed when the compile fails."""
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{so.stem}-{_safe_hint(name_hint)}-", suffix=".so.tmp")
@@ -487,7 +497,7 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
     cmd = [info.path, *flags, "-o", tmp, str(src), *libs]
     try:
         try:
-            proc = _run(cmd, timeout=COMPILE_TIMEOUT_S)
+            proc = _run(cmd, timeout=COMPILE_TIMEOUT_S, nice=nice)
         except subprocess.TimeoutExpired as exc:
             raise CompileError(f"compiling {name_hint!r} timed out after {exc.timeout}s; "
                                f"source: {src}") from None
@@ -521,7 +531,7 @@ def _remove_stale_temporaries(directory: Path, key: str) -> None:
 
 
 def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
-                  extra_flags: tuple[str, ...]) -> tuple[str, bool]:
+                  extra_flags: tuple[str, ...], nice: int = 0) -> tuple[str, bool]:
     """The disk tier: ``(path of <cache dir>/<key>.so, whether it was compiled now)``. An existing
     ``.so`` is reused without locking (it was put in place by an atomic rename, so present means
     complete); otherwise it is built under the key's file lock unless another process did meanwhile."""
@@ -539,7 +549,7 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
             _atomic_write_text(src, source)
         flags = source_flags(source, info) + tuple(extra_flags)
         try:
-            _build(info, src, so, name_hint, flags, source_libs(source))
+            _build(info, src, so, name_hint, flags, source_libs(source), nice)
         except Exception:
             raise  # a failed compile keeps its source: CompileError names it
         except BaseException:  # Ctrl-C (or exit) during the build: leave no part of the entry behind
@@ -600,10 +610,12 @@ def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple
     For per-machine libraries built in the background (the call dispatcher, the GEMM kernel): a
     jitted function counts the compiles its own build causes by :func:`cache_stats` deltas, so a
     library landing in that window must not move the counters. Same key, file lock, atomic write
-    and errors (:class:`CompileError`) as :func:`compile_shared`.
+    and errors (:class:`CompileError`) as :func:`compile_shared`; the compiler runs at niceness
+    :data:`BACKGROUND_NICE`, so it does not slow the compiles a caller waits for.
     """
     info = _require_compiler()
-    return _cached_build(info, source, cache_key(source, info, extra_flags), name_hint, extra_flags)[0]
+    return _cached_build(info, source, cache_key(source, info, extra_flags), name_hint, extra_flags,
+                         BACKGROUND_NICE)[0]
 
 
 def load_global(source: str, *, name_hint: str) -> ctypes.CDLL:
