@@ -35,9 +35,17 @@ def _jit(case, threads=None):
     return ember.jit(conv_fn(strides, padding, (1, 1), layouts, 1), backend="native", **opts)
 
 
-def _expects_tasks(n: int) -> bool:
+def _expects_tasks(n: int) -> bool:  # (every case here is below IMAGE_TASK_MAX_MACS per image)
     t = conv_emit.THREADS
     return t > 1 and n >= 2 and (n % t == 0 or n >= 4 * t)
+
+
+def test_large_images_split_each_pass_instead():
+    """An image of more than IMAGE_TASK_MAX_MACS multiply-adds keeps each pass split over the threads."""
+    C, H, W, O = 128, 28, 28, 128  # 28 x 28 x 128 x 1152 = 115 M per image
+    x, w = operands(4, C, H, W, O, 3, 3, 1, NCHW, np.float32)
+    jf = ember.jit(conv_fn((1, 1), ((1, 1), (1, 1)), (1, 1), NCHW, 1), backend="native")
+    assert TASK not in jf.lower(x, w).executable.source
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 8, 9])

@@ -68,6 +68,9 @@ FLAT_PACK_COST = 0.4  # the cost model of _Geo._flat_wins: packing one value, in
 FLAT_COPY_COST = 0.25  # ... copying one input value into a phase's padded copy
 IMAGE_TASKS = True  # per-image passes of several images run one image per task, each thread on its own
 # copies (False: images in turn, each pass split across the threads; a switch for measurements, not keyed)
+IMAGE_TASK_MAX_MACS = 1 << 24  # ... when an image takes at most this many multiply-adds (the pool's round
+# trips per pass matter there: 3x3 8x32x32x16->32 NCHW on two threads 368 -> 298 us; 28x28x128->128 NCHW,
+# 115 M per image, measured level or slower with image tasks, 4.9-5.1 vs 5.0-6.5 ms)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
@@ -161,11 +164,12 @@ class _Geo:
         if self.flat:  # the phases' copies and MR zero pixels after them
             self.xt_elems = _up((self.sh * self.sw * self.Hz * self.Wz + MR_MAX) * self.C)
         self.yt_elems = _up(images * self.OH * self.OW * self.O) if self.staged else 0
-        # several images with per-image passes: one task per image (copy, multiply, move out on one
-        # thread, into that thread's own copies) instead of each pass split across the threads with a
-        # pool round trip per pass and image; when the images split evenly or are many
+        # several small images with per-image passes: one task per image (copy, multiply, move out on
+        # one thread, into that thread's own copies) instead of each pass split across the threads with
+        # a pool round trip per pass and image; when the images split evenly or are many
         self.image_tasks = (IMAGE_TASKS and self.per_image and THREADS > 1 and isinstance(self.N, int)
-                            and self.N >= 2 and (self.N % THREADS == 0 or self.N >= 4 * THREADS))
+                            and self.N >= 2 and (self.N % THREADS == 0 or self.N >= 4 * THREADS)
+                            and self.OH * self.OW * self.O * self.K <= IMAGE_TASK_MAX_MACS)
         self.xt1, self.yt1 = self.xt_elems, self.yt_elems  # one thread's
         if self.image_tasks:
             self.xt_elems, self.yt_elems = THREADS * self.xt1, THREADS * self.yt1
