@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
 from tests.native.test_conv_native import NCHW, NHWC, ref
 
@@ -68,8 +70,11 @@ CHILD = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def avx2_results(tmp_path_factory):
     d = tmp_path_factory.mktemp("avx2")
+    real = compiler.find_compiler()
+    if real is None or real.family not in ("gcc", "clang"):
+        pytest.skip("needs gcc or clang (for -mno-avx512f)")
     cc = d / "cc-avx2"
-    cc.write_text('#!/bin/sh\nexec gcc "$@" -mno-avx512f\n')
+    cc.write_text(f'#!/bin/sh\nexec {shlex.quote(real.path)} "$@" -mno-avx512f\n')
     cc.chmod(0o755)
     env = dict(os.environ, EMBER_CC=str(cc), EMBER_CACHE_DIR=str(d / "cache"))
     proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CONVS)], env=env, capture_output=True,
