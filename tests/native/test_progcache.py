@@ -228,3 +228,13 @@ def test_a_cached_pooled_program_loads_the_pool(tmp_path):
         outs.append(proc.stdout.split())
     assert outs[0] == ["False", "True", "False", "True", "True"]  # built here: C generation starts it
     assert outs[1] == ["False", "False", "True", "True", "True"]  # from the cache: at the second call
+    # the C dispatcher loaded before (another function warmed up): the cached program's calls after
+    # the second go straight to C, so the second must still run the Python path that starts the pool
+    warm_first = ("import numpy as np, ember\nfrom ember._src.native.runtime import dispatch\n"
+                  "g = ember.jit(lambda v: v + 1.0)\nv = np.ones(3, np.float32)\n"
+                  "[g(v) for _ in range(3)]\nassert dispatch.module(wait=True) is not None\n"
+                  "[g(v) for _ in range(3)]\n")
+    code = warm_first + _POOLED_CHILD + "for _ in range(3): f(x, w)\nprint(threadpool._library.started)\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "True" and proc.stdout.split()[2] == "True"  # a cache hit

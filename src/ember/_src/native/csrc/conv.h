@@ -217,45 +217,39 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_packw)(const EM_T(e
             }
 }
 
-/* Add to the MR x NR accumulators (MR x VL when nv <= VL) the sum over NI x NJ segments of L values
-   of a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]. */
-static inline __attribute__((always_inline)) void EM_T(em_cv_tacc)(
+/* em_cv_tacc's loop for one (two = 0) or two (two = 1) vectors of features: a constant at each
+   inlined call, so each instance keeps only its own FMAs. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tacc_nv)(
         EM_T(em_cv_v) acc[EM_CV_MR][2], const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS,
-        const int64_t NJ, const int64_t JS, const int64_t L, const ELT *wp, const int64_t nv) {
+        const int64_t NJ, const int64_t JS, const int64_t L, const ELT *wp, const int two) {
     const int64_t VL = EM_T(EM_CV_VL), NR = 2 * EM_T(EM_CV_VL);
-    if (nv <= VL) {  /* one vector of features (Og <= VL, e.g. a 16-feature input cotangent): half the FMAs */
-        for (int64_t i = 0; i < NI; ++i)
-            for (int64_t j = 0; j < NJ; ++j) {
-                const ELT *ap = a + i * RS + j * JS;
-                const ELT *wq = wp + (i * NJ + j) * L * NR;
-                for (int64_t k = 0; k < L; ++k) {
-                    const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
-#pragma GCC unroll 32
-                    for (int m = 0; m < EM_CV_MR; ++m) {
-                        const ELT s = ap[m * PS + k];
-                        const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
-                        acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
-                    }
-                }
-            }
-        return;
-    }
     for (int64_t i = 0; i < NI; ++i)
         for (int64_t j = 0; j < NJ; ++j) {
             const ELT *ap = a + i * RS + j * JS;
             const ELT *wq = wp + (i * NJ + j) * L * NR;
             for (int64_t k = 0; k < L; ++k) {
                 const EM_T(em_cv_v) w0 = *(const EM_T(em_cv_v) *)(wq + k * NR);
-                const EM_T(em_cv_v) w1 = *(const EM_T(em_cv_v) *)(wq + k * NR + VL);
+                const EM_T(em_cv_v) w1 = two ? *(const EM_T(em_cv_v) *)(wq + k * NR + VL) : w0;
 #pragma GCC unroll 32
                 for (int m = 0; m < EM_CV_MR; ++m) {
                     const ELT s = ap[m * PS + k];
                     const EM_T(em_cv_v) b = EM_T(EM_CV_BC)(s);
                     acc[m][0] = EM_T(EM_CV_FMA)(b, w0, acc[m][0]);
-                    acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
+                    if (two) acc[m][1] = EM_T(EM_CV_FMA)(b, w1, acc[m][1]);
                 }
             }
         }
+}
+
+/* Add to the MR x NR accumulators (MR x VL when nv <= VL) the sum over NI x NJ segments of L values
+   of a[i RS + j JS + m PS + k] * wp[((i NJ + j) L + k) NR + ...]. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_tacc)(
+        EM_T(em_cv_v) acc[EM_CV_MR][2], const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS,
+        const int64_t NJ, const int64_t JS, const int64_t L, const ELT *wp, const int64_t nv) {
+    if (nv <= EM_T(EM_CV_VL))  /* one vector of features (Og <= VL, e.g. a 16-feature input cotangent): half the FMAs */
+        EM_T(em_cv_tacc_nv)(acc, a, PS, NI, RS, NJ, JS, L, wp, 0);
+    else
+        EM_T(em_cv_tacc_nv)(acc, a, PS, NI, RS, NJ, JS, L, wp, 1);
 }
 
 /* Store the accumulators to o (pixel stride om, feature stride oc): mv pixels and nv features. */
