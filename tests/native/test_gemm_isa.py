@@ -140,6 +140,43 @@ def test_blocked_path_row_split_is_bit_identical(kern, pool, monkeypatch):
                 np.testing.assert_array_equal(got, want, err_msg=f"{isa.name} m={m} n={n} threads={nthreads}")
 
 
+@pytest.mark.parametrize("variant", ["pool", "openmp", "own_copies"])
+@pytest.mark.parametrize("entry", ["big", "big_prepacked"])
+def test_blocked_path_column_parts_share_packed_a(kern, entry, variant, monkeypatch):
+    """The blocked path's column split (em_sgemm_big_all): B packed per call is cut into equal parts
+    of whole vectors of columns, each with panels of its own, a prepacked B into prepack_b's panels;
+    every part reads A packed once for all of them (the first part to need a block packs it; one
+    that finds a block being packed packs its own copy: "own_copies" marks every block so from the
+    start), as does one thread over more than one block of panels. Every thread count gives the
+    one-thread values bit for bit, on ember's pool and on the OpenMP fallback, and they are within
+    the float32 bound of float64."""
+    from ember._src.native.runtime import threadpool
+    if variant == "pool" and not threadpool.load(wait=True):
+        pytest.skip("ember's thread pool cannot be built here")
+    if variant == "openmp":
+        monkeypatch.setattr(threadpool, "symbol", lambda: "em_test_no_such_pool")
+        kern = build_kernel(kern.isa.name)
+    elif variant == "own_copies":
+        kern = build_kernel(kern.isa.name, prefix="#define EM_SK_APK_INIT 1\n")
+    rng = np.random.default_rng(12)
+    isa = kern.isa
+    w3 = isa.kernels[0][1] * isa.vw
+    shapes = [(isa.big_mc * 3 + 5, 4 * w3 + 2 * isa.vw + 3, 2 * isa.big_kc + 7),  # 3 x 3 blocks of A
+              (isa.big_mc + 1, 64 * isa.vw, isa.big_kc)]  # 1024 columns on AVX-512: 4 parts of 256
+    if variant == "pool":
+        shapes.append((40, isa.big_np * w3 + 5 * isa.vw, 70))  # two blocks of panels on one thread
+    for m, n, k in shapes:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, bool(n % 2))
+        bias = rng.standard_normal(n).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        for beta, relu in [(0.0, False), (0.5, True)]:
+            want = _call(kern, entry, a, b, 1.0, beta, c0.copy(), 1, bias, relu)
+            _check(want, a, b, 1.0, beta, c0.astype(np.float64), bias, relu, f"{isa.name} m={m} n={n} k={k}")
+            for nthreads in (2, 3, 4, 0):
+                got = _call(kern, entry, a, b, 1.0, beta, c0.copy(), nthreads, bias, relu)
+                np.testing.assert_array_equal(got, want, err_msg=f"{isa.name} m={m} n={n} threads={nthreads}")
+
+
 def test_blocked_path_is_chosen_for_large_products(kern):
     """The packing entry hands a large product (2048 x 300 x 2048) to the blocked path: the same
     values, bit for bit, as the blocked path called directly."""

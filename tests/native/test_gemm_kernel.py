@@ -64,17 +64,18 @@ void em_test_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const fl
 """
 
 
-def build_kernel(isa_name: str):
+def build_kernel(isa_name: str, prefix: str = ""):
     """The kernel's test entries compiled for the ISA ``isa_name`` (skips where the target lacks it):
     ``fn`` packs B per call; ``fn.packed`` takes a prepacked B; ``fn.big`` is the blocked path
-    (``em_sgemm_big``, A packed) whatever the size; ``fn.isa`` the :class:`gemm_kernel.Isa`."""
+    (``em_sgemm_big``, A packed) whatever the size; ``fn.isa`` the :class:`gemm_kernel.Isa`.
+    ``prefix``: C put before the kernel's source (test settings of its macros)."""
     info = compiler.find_compiler()
     if info is None:
         pytest.skip("no C compiler available")
     isa = gemm_kernel.ISAS[isa_name]
     if info.family != "gcc" or not isa.flags <= set(info.target.split()):
         pytest.skip(f"the compiler does not target {isa_name} here")
-    lib = compiler.load_library(_WRAPPER.format(helpers=gemm_kernel.c_source(isa)),
+    lib = compiler.load_library(prefix + _WRAPPER.format(helpers=gemm_kernel.c_source(isa)),
                                 name_hint=f"test_gemm_kernel_{isa_name}")
     if not lib.em_test_has_kernel():
         pytest.skip(f"target without {isa_name}: the kernel is compiled out")

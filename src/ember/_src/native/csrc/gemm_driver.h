@@ -255,6 +255,25 @@ static int64_t em_sk_panels(int64_t n) {
     return panels;
 }
 
+/* The first column of panel q of [0, n) (n for q past the last), and the panel that starts at
+   column j (the number of panels for j = n). */
+static int64_t em_sk_panel_col(int64_t n, int64_t q) {
+    int64_t j0 = 0;
+    for (; j0 < n && q > 0; --q) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    return j0;
+}
+static int64_t em_sk_panel_index(int64_t n, int64_t j) {
+    int64_t q = 0;
+    for (int64_t j0 = 0; j0 < j; ++q) {
+        const int64_t w = em_sk_panel_width(n - j0);
+        j0 += n - j0 < w ? n - j0 : w;
+    }
+    return q;
+}
+
 /* A[i0 .. i0+mc, p0 .. p0+kc) (element (i, p) at a[i * rsa + p * csa]) packed as slivers of MR3 rows:
    row i at ap + (i / MR3) * MR3 * kc + i % MR3, its kc elements MR3 floats apart; rows past mc of
    the last sliver are zero. */
@@ -312,51 +331,84 @@ static void em_sgemm_packed_narrow(int64_t m, int64_t n, int64_t k, float alpha,
     else em_sgemm_small_cols(m, k, alpha, a, rsa, csa, bpk, 1, ld, beta, c, ldc, bias, relu, 0, n);
 }
 
-/* Large products, the column panels [q_begin, q_end) of [0, n) (same result as em_sgemm_small_cols
-   up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
+/* A packed once for every part of a product split by columns (each part needs all of A): block
+   (kb, ib), the rows [ib MC, ib MC + MC) of contraction block kb (kcb steps), at
+   buf + (kb nmc + ib) MC kcb, with its state (0 not packed, 1 being packed, 2 ready). */
+struct em_sk_apk { float *buf; int *state; int64_t nmc, kcb; };
+#ifndef EM_SK_APK_INIT  /* every block's state at the start (tests set 1: each part packs its own) */
+#define EM_SK_APK_INIT 0
+#endif
+/* The packed block (kb, ib) of A: the shared one when it is ready, else packed into the shared
+   buffer by the first part to need it; a part that finds it being packed by another thread packs
+   its own copy into priv rather than wait (no part ever waits on another). */
+static const float *em_sk_a_block(struct em_sk_apk *sa, int64_t kb, int64_t ib, int64_t mc, int64_t kc,
+                                  const float *a, int64_t rsa, int64_t csa, float *priv) {
+    if (sa) {
+        int *st = sa->state + kb * sa->nmc + ib;
+        float *dst = sa->buf + (kb * sa->nmc + ib) * EM_SK_BIG_MC * sa->kcb;
+        int want = 0;
+        if (__atomic_load_n(st, __ATOMIC_ACQUIRE) == 2) return dst;
+        if (__atomic_compare_exchange_n(st, &want, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            em_sk_pack_a(mc, kc, a, rsa, csa, dst);
+            __atomic_store_n(st, 2, __ATOMIC_RELEASE);
+            return dst;
+        }
+    }
+    em_sk_pack_a(mc, kc, a, rsa, csa, priv);
+    return priv;
+}
+
+/* Large products, the columns [j_begin, j_end) of [0, n) (whole prepacked panels where bpk is
+   given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
    EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
    in place) into panels that sit in L2 together; per block of EM_SK_BIG_MC rows, A is packed into
-   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2) and every sliver runs over a panel
+   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2; or read from sa, packed once for
+   every part of a product, em_sk_a_block) and every sliver runs over a panel
    while that panel (KC x W3 floats) stays in L1. Packing A makes its rows contiguous: the small
    kernel reads MR3 rows of A in place, whose strides (e.g. 4 KiB) alias in L1 and the TLB, once
    per panel. Buffers come from the heap (the small kernel's path when that fails). */
 static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                          int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
-                         float *c, int64_t ldc, const float *bias, int relu, int64_t q_begin, int64_t q_end) {
+                         float *c, int64_t ldc, const float *bias, int relu, int64_t j_begin, int64_t j_end,
+                         struct em_sk_apk *sa) {
     enum { KCB = EM_SK_BIG_KC, MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
-    int64_t j0 = 0;
-    for (int64_t q = 0; q < q_begin; ++q) {
-        const int64_t w = em_sk_panel_width(n - j0);
-        j0 += n - j0 < w ? n - j0 : w;
+    /* prepacked panels follow prepack_b's layout over [0, n); B packed here is cut into panels of
+       this part of the columns alone (a part of 256 columns: four of 48 and two of 32) */
+    const int64_t pend = bpk ? n : j_end;
+    int64_t parts = 0;
+    for (int64_t j = j_begin; j < j_end; ++parts) {
+        const int64_t w = em_sk_panel_width(pend - j);
+        j += pend - j < w ? pend - j : w;
     }
     /* the contraction in equal blocks of at most KCB steps (no short last block) */
     const int64_t nkb = (k + KCB - 1) / KCB, kcb = (k + nkb - 1) / nkb;
-    const int64_t nbp = q_end - q_begin < NP ? q_end - q_begin : NP;  /* panels of B packed at once */
+    const int64_t nbp = parts < NP ? parts : NP;  /* panels of B packed at once */
     float *ap = em_sk_alloc(MC * kcb);
     float *bb = bpk ? 0 : em_sk_alloc(nbp * EM_SK_W3 * kcb);
     if (!ap || (!bpk && !bb)) {
         free(ap);
         free(bb);
         if (bpk) {
-            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu, q_begin, q_end);
+            em_sgemm_packed_cols(m, n, k, alpha, a, rsa, csa, bpk, beta, c, ldc, bias, relu,
+                                 em_sk_panel_index(n, j_begin), em_sk_panel_index(n, j_end));
             return;
         }
-        int64_t j1 = j0;
-        for (int64_t q = q_begin; q < q_end; ++q) {
-            const int64_t w = em_sk_panel_width(n - j1);
-            j1 += n - j1 < w ? n - j1 : w;
-        }
-        em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, j0, j1);
+        em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, j_begin, j_end);
         return;
     }
+    int64_t j0 = j_begin;
+    /* row blocks of MC; parts sharing A start at row blocks spread as their columns are (the first
+       of two concurrent parts packs blocks 0, 1, .. while the second packs from a later one on, so
+       each mostly finds the other's blocks ready, rather than both packing the same ones) */
+    const int64_t nmc = (m + MC - 1) / MC, rot = sa ? nmc * j_begin / n : 0;
     float t[EM_SK_TILE] __attribute__((aligned(64)));
-    for (int64_t qc = q_begin; qc < q_end; qc += NP) {
-        const int64_t np = q_end - qc < NP ? q_end - qc : NP;
+    for (int64_t qc = 0; qc < parts; qc += NP) {
+        const int64_t np = parts - qc < NP ? parts - qc : NP;
         int64_t pj[NP], pw[NP], pn[NP];  /* each panel's first column, width and columns */
         for (int64_t i = 0; i < np; ++i) {
             pj[i] = j0;
-            pw[i] = em_sk_panel_width(n - j0);
-            pn[i] = n - j0 < pw[i] ? n - j0 : pw[i];
+            pw[i] = em_sk_panel_width(pend - j0);
+            pn[i] = pend - j0 < pw[i] ? pend - j0 : pw[i];
             j0 += pn[i];
         }
         for (int64_t p0 = 0; p0 < k; p0 += kcb) {
@@ -372,9 +424,9 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
                     off += kc * pw[i];
                 }
             }
-            for (int64_t ic = 0; ic < m; ic += MC) {
-                const int64_t mc = m - ic < MC ? m - ic : MC;
-                em_sk_pack_a(mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
+            for (int64_t s = 0; s < nmc; ++s) {
+                const int64_t ib = (s + rot) % nmc, ic = ib * MC, mc = m - ic < MC ? m - ic : MC;
+                const float *apb = em_sk_a_block(sa, p0 / kcb, ib, mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
                 for (int64_t i = 0; i < np; ++i) {
                     const int64_t w = pw[i], nr = pn[i];
                     for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
@@ -390,9 +442,9 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
                         /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
                         for (int64_t r = 0; r < mr; ++r)
                             for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-                        if (w == EM_SK_W3) em_sk_pa3(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
-                        else if (w == EM_SK_W2) em_sk_pa2(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
-                        else em_sk_pa1(kc, ap + i0 * kc, pb[i], td, ldt, direct && add);
+                        if (w == EM_SK_W3) em_sk_pa3(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
+                        else if (w == EM_SK_W2) em_sk_pa2(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
+                        else em_sk_pa1(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
                         if (!direct)
                             em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
                                         cc, ldc);
@@ -419,6 +471,7 @@ struct em_sk_job {
     int64_t m, n, k; float alpha; const float *a; int64_t rsa, csa; const float *b; int64_t rsb, csb;
     float beta; float *c; int64_t ldc; const float *bias; int relu; const float *bpk;
     int64_t nrow, ncol, panels;  /* em_sgemm_big_all's grid of row parts x column parts (nrow > 1) */
+    struct em_sk_apk *sa;        /* A packed once for all column parts, or null */
 };
 static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
@@ -435,7 +488,8 @@ static void em_sk_big_cell(const struct em_sk_job *j, int64_t t) {
     const int64_t q0 = j->panels * q / j->ncol, q1 = j->panels * (q + 1) / j->ncol;
     if (i0 < i1 && q0 < q1)
         em_sgemm_big(i1 - i0, j->n, j->k, j->alpha, j->a + i0 * j->rsa, j->rsa, j->csa, j->b, j->rsb, j->csb,
-                     j->bpk, j->beta, j->c + i0 * j->ldc, j->ldc, j->bias, j->relu, q0, q1);
+                     j->bpk, j->beta, j->c + i0 * j->ldc, j->ldc, j->bias, j->relu, em_sk_panel_col(j->n, q0),
+                     em_sk_panel_col(j->n, q1), 0);
 }
 static void em_sk_task_big(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
@@ -444,8 +498,12 @@ static void em_sk_task_big(void *p, int64_t lo, int64_t hi, int64_t tid) {
         for (int64_t t = lo; t < hi; ++t) em_sk_big_cell(j, t);
         return;
     }
+    /* prepacked: panels lo .. hi; else columns in whole vectors (equal parts of the columns, each
+       cut into its own panels: 1024 columns in four chunks ran 5 and 6 panels, 240 to 288 columns) */
+    const int64_t j0 = j->bpk ? em_sk_panel_col(j->n, lo) : lo * EM_SK_VW;
+    const int64_t j1 = j->bpk ? em_sk_panel_col(j->n, hi) : hi * EM_SK_VW < j->n ? hi * EM_SK_VW : j->n;
     em_sgemm_big(j->m, j->n, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->bpk, j->beta,
-                 j->c, j->ldc, j->bias, j->relu, lo, hi);
+                 j->c, j->ldc, j->bias, j->relu, j0, j1, j->sa);
 }
 /* Whether a product goes to em_sgemm_big: enough rows to amortize packing A, and an A that the
    small kernel would re-read from beyond L2 once per panel (measurements: gemm_kernel.py). */
@@ -453,17 +511,17 @@ static inline int em_sk_use_big(int64_t m, int64_t n, int64_t k) {
     return m >= EM_SK_BIG_MIN_M && n >= EM_SK_W3 && k >= EM_SK_BIG_MIN_K
            && (m >= EM_SK_BIG_ALWAYS_M || m * k >= EM_SK_BIG_MIN_A || m * k * n >= EM_SK_BIG_MIN_MNK);
 }
-/* em_sgemm_big over all column panels, shared out on the pool where there is one and nthreads > 1:
-   two chunks per thread, so that the caller takes over a chunk a descheduled thread has not
-   started. Each chunk packs its own A (m k copies against its m k n / chunks multiply-adds): where
-   the panels make fewer blocks of EM_SK_BIG_NP (each of which packs A again anyway) than there are
-   chunks, e.g. N = 768 (16 panels) in 4 chunks, a column split packs A once per chunk where one
-   thread packs it once in all; so with a prepacked B (read in place, by any number of parts) and
-   more rows than columns to spare, the chunks are a grid instead: one column part per block of
-   panels, the rows (whole MR3 slivers) cut into as many parts as make up the chunks (1024 x 768
-   products: 6-13% less CPU time on two threads; 512 x 3072 ones, where B is the larger operand,
-   lost 3% that way and keep the column split). Every element is summed as on one thread,
-   whatever the split. */
+/* em_sgemm_big over all columns, shared out on the pool where there is one and nthreads > 1: two
+   chunks per thread, so that the caller takes over a chunk a descheduled thread has not started.
+   The chunks are column parts (equal parts in whole vectors, or whole prepacked panels) that read
+   one packed copy of A (struct em_sk_apk: 1024^3 on two threads 10.7 -> 10.1-10.7 ms, 1.00x -> 0.94x
+   JAX in run_all, where each of the four parts had packed all of A). With a prepacked B (read in
+   place, by any number of parts) of fewer blocks of EM_SK_BIG_NP panels than chunks and more rows
+   than columns to spare, the chunks are a grid instead: one column part per block of panels, the
+   rows (whole MR3 slivers) cut into as many parts as make up the chunks, each packing its own rows
+   of A (1024 x 768 products: 6-13% less CPU time on two threads than parts each packing all of A,
+   still 4-5% less than parts sharing one; 512 x 3072 ones, where B is the larger operand, keep the
+   column split). Every element is summed as on one thread, whatever the split. */
 static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                              int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk,
                              float beta, float *c, int64_t ldc, const float *bias, int relu, int nthreads) {
@@ -497,21 +555,36 @@ static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const
 #endif
     }
     j.nrow = 1;
-    if (nthreads > 1 && panels > 1 && em_sk_pool()) {
-        em_sk_pool()(em_sk_task_big, &j, panels, nthreads, 2);
-        return;
+    /* the pool's items: panels of a prepacked B, else vectors of columns */
+    const int64_t items = bpk ? panels : (n + EM_SK_VW - 1) / EM_SK_VW;
+    const int split = nthreads > 1 && panels > 1;
+    /* every column part (and every block of EM_SK_BIG_NP panels) needs all of A: packed once for
+       all of them where A is at most 64 MiB and the buffer can be had (four parts of 1024 columns
+       packed A four times: 0.9 ms of a one-thread 19.5 ms product) */
+    struct em_sk_apk sa = {0, 0, 0, 0};
+    if ((split || panels > EM_SK_BIG_NP) && m * k <= (INT64_C(16) << 20)) {
+        const int64_t nkb = (k + EM_SK_BIG_KC - 1) / EM_SK_BIG_KC;
+        sa.kcb = (k + nkb - 1) / nkb;
+        sa.nmc = (m + EM_SK_BIG_MC - 1) / EM_SK_BIG_MC;
+        sa.buf = em_sk_alloc(nkb * sa.nmc * EM_SK_BIG_MC * sa.kcb);
+        sa.state = (int *)calloc((size_t)(nkb * sa.nmc), sizeof(int));
+        if (sa.buf && sa.state) j.sa = &sa;
+        for (int64_t i = 0; EM_SK_APK_INIT && sa.state && i < nkb * sa.nmc; ++i) sa.state[i] = EM_SK_APK_INIT;
     }
+    if (split && em_sk_pool()) {
+        em_sk_pool()(em_sk_task_big, &j, items, nthreads, 2);
+    } else {
 #ifdef _OPENMP
-    if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
-        const int64_t nt = nthreads < panels ? nthreads : panels;
-        #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t q = 0; q < nt; ++q)
-            em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu,
-                         panels * q / nt, panels * (q + 1) / nt);
-        return;
-    }
+        if (split && !omp_in_parallel()) {
+            const int64_t nt = nthreads < panels ? nthreads : panels;
+            #pragma omp parallel for num_threads(nt) schedule(static)
+            for (int64_t q = 0; q < nt; ++q) em_sk_task_big(&j, items * q / nt, items * (q + 1) / nt, q);
+        } else
 #endif
-    em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, 0, panels);
+            em_sgemm_big(m, n, k, alpha, a, rsa, csa, b, rsb, csb, bpk, beta, c, ldc, bias, relu, 0, n, j.sa);
+    }
+    free(sa.buf);
+    free(sa.state);
 }
 static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
