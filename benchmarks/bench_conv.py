@@ -204,6 +204,9 @@ def main() -> None:
     ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, small")
     ap.add_argument("--match", default="", help="only the workloads whose name contains this")
     ap.add_argument("--max-seconds", type=float, default=8.0, help="timing budget per workload")
+    ap.add_argument("--lead-in", type=float, default=0.005,
+                    help="seconds of untimed calls before each wall-clock sample (other libraries' idle "
+                    "threads stop spinning meanwhile)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: elapsed time (common.interleaved); cpu: process CPU time per call (use with "
                          "--threads 1 on a loaded machine)")
@@ -226,7 +229,7 @@ def main() -> None:
         for k, run in impls.items():
             check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", ""))
         stats = (cpu_interleaved(impls, rounds=9, sample_time=0.02) if args.clock == "cpu"
-                 else interleaved(impls, max_seconds=args.max_seconds))
+                 else interleaved(impls, max_seconds=args.max_seconds, lead_in=args.lead_in))
         rows.append({"workload": name, "times": medians(stats), "stats": stats})
         print(name, {k: f"{v * 1e3:.3f} ms" for k, v in medians(stats).items()}, flush=True)
     threads = f"{args.threads} thread(s)" if args.threads else "each library's default threads"

@@ -1,7 +1,7 @@
 """Growth curves: time against problem size for each kind of work, ember jit beside NumPy, JAX
 ``jit`` and PyTorch eager, so a reader sees where ember wins and loses as work grows.
 
-    python benchmarks/bench_growth.py [--quick] [--kinds elementwise,matmul,softmax,fft,conv]
+    python benchmarks/bench_growth.py [--quick] [--threads N] [--kinds elementwise,matmul,softmax,fft,conv]
 
 Kinds: elementwise (``tanh(x) * 2 + 1`` over 2^10..2^24 float32), matmul (n x n float32, 64..2048),
 softmax (rows of 1024 float32, 16..4096 rows), fft (complex64, 16 rows of length 2^6..2^16), conv
@@ -20,9 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import threads  # noqa: E402
+
+threads.quiet_openblas()  # before NumPy loads OpenBLAS: its idle threads would spin on the other core
+if "--threads" in sys.argv:
+    threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+
+import numpy as np  # noqa: E402
 from common import RESULTS, have, interleaved, load_text, machine, medians  # noqa: E402
 
 import ember  # noqa: E402
@@ -91,7 +96,8 @@ KINDS: dict[str, dict[str, Any]] = {
 
 def runners(spec: dict, xs: list[np.ndarray]) -> dict[str, Callable[[], Any]]:
     out: dict[str, Callable[[], Any]] = {}
-    ef = ember.jit(spec["ember"])
+    nt = threads.bench_threads()
+    ef = ember.jit(spec["ember"], **({"num_threads": nt} if nt else {}))
     ex = [jnp.asarray(x) for x in xs]
     out["ember native"] = lambda: ef(*ex)
     out["numpy"] = lambda: spec["numpy"](*xs)
@@ -114,7 +120,7 @@ def runners(spec: dict, xs: list[np.ndarray]) -> dict[str, Callable[[], Any]]:
     return out
 
 
-def chart(kind: str, spec: dict, rows: list[dict]) -> None:
+def chart(kind: str, spec: dict, rows: list[dict], suffix: str = "") -> None:
     if not have("matplotlib"):
         print("[bench] matplotlib not installed: no chart (pip install -e .[bench])")
         return
@@ -133,11 +139,12 @@ def chart(kind: str, spec: dict, rows: list[dict]) -> None:
     ax.set_yscale("log")
     ax.set_xlabel(spec["unit"])
     ax.set_ylabel("median time per call (us, log)")
-    ax.set_title(f"{kind}: time vs size ({machine()}; load {load_text()})", fontsize=8)
+    threads_text = f"{suffix[len('_threads'):]} thread(s)" if suffix else "default threads"
+    ax.set_title(f"{kind}: time vs size, {threads_text} ({machine()}; load {load_text()})", fontsize=8)
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(RESULTS / f"growth_{kind}.png", dpi=110)
+    fig.savefig(RESULTS / f"growth_{kind}{suffix}.png", dpi=110)
     plt.close(fig)
 
 
@@ -145,9 +152,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="three sizes per kind, shorter timing")
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--threads", type=int, default=None,
+                    help="limit ember and every peer to N threads (results: growth_threadsN.*)")
     args = ap.parse_args()
+    suffix = f"_threads{args.threads}" if args.threads else ""
     rng = np.random.default_rng(0)
-    result: dict[str, Any] = {"machine": machine(), "kinds": {}}
+    result: dict[str, Any] = {"machine": machine(), "threads": args.threads, "kinds": {}}
     RESULTS.mkdir(exist_ok=True)
     for kind in args.kinds.split(","):
         spec = KINDS[kind]
@@ -168,8 +178,8 @@ def main() -> None:
             print(f"{kind:12s} n={n:<8d} " + "  ".join(f"{k}={v * 1e6:9.1f}us" for k, v in times.items()),
                   flush=True)
         result["kinds"][kind] = rows
-        chart(kind, spec, rows)
-    (RESULTS / "growth.json").write_text(json.dumps(result, indent=1))
+        chart(kind, spec, rows, suffix)
+    (RESULTS / f"growth{suffix}.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -325,12 +325,18 @@ _RUNNERS: dict[str, Callable[[Workload], Callable[[], Any] | None]] = {
 
 
 def interleaved(impls: dict[str, Callable[[], Any]], *, rounds: int = 25, sample_time: float = 2e-3,
-                max_seconds: float = 20.0, min_rounds: int = 7) -> dict[str, dict[str, float]]:
+                max_seconds: float = 20.0, min_rounds: int = 7,
+                lead_in: float = 0.005) -> dict[str, dict[str, float]]:
     """Time each zero-argument callable in interleaved rounds, so that load from other processes on
     a shared machine hits every implementation alike.
 
     Each round runs every implementation once in turn (order rotated per round) for a sample of
-    ``n`` back-to-back calls, ``n`` chosen so a sample takes about ``sample_time`` seconds. Returns,
+    ``n`` back-to-back calls, ``n`` chosen so a sample takes about ``sample_time`` seconds, after
+    ``lead_in`` seconds of untimed calls of the same implementation: the idle threads of the one
+    timed before it (OpenBLAS, XLA's and ONNX Runtime's pools, ember's) spin on for a while after
+    its last call and took a core from this one's threads (ember's two-thread 7x7 stem measured
+    1.15-2.06 ms without the lead-in and 0.82-0.88 ms with 5 ms of it; ONNX Runtime's 1.45-1.58
+    and 1.15-1.26 ms; in a process of its own a library meets no such threads). Returns,
     per implementation, the median seconds per call over the rounds, the quartiles, the number of
     rounds and the calls per sample. Rounds are reduced (not below ``min_rounds``) to stay near
     ``max_seconds`` in total.
@@ -352,6 +358,9 @@ def interleaved(impls: dict[str, Callable[[], Any]], *, rounds: int = 25, sample
         order = names[r % len(names):] + names[:r % len(names)]
         for k in order:
             fn, n = impls[k], calls[k]
+            t = time.perf_counter()
+            while lead_in and time.perf_counter() - t < lead_in:
+                fn()
             t = time.perf_counter()
             for _ in range(n):
                 fn()
