@@ -18,6 +18,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.native import backend as nb
 from ember._src.native import pipeline as pl
+from ember._src.native.emit import gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.runtime import compiler, progcache
 from tests.native.conftest import requires_cc
@@ -140,7 +141,6 @@ def test_key_depends_on_what_changes_the_code(monkeypatch):
     assert k != _key(lambda a: a * 2.0 + 1.0, np.ones((2, 3), np.float64))  # a dtype
     assert k != _key(lambda a: a * 2.0 + 1.0, x, options={"simd": False})  # an option
     assert k != _key(lambda a: jnp.sum(a, axis=0), x) != _key(lambda a: jnp.sum(a, axis=1), x)  # a param
-    from ember._src.native.emit import gemm_kernel
 
     monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", not gemm_kernel.BLAS_ONLY)  # changes emitted C
     assert k != _key(lambda a: a * 2.0 + 1.0, x)
@@ -193,6 +193,47 @@ def test_bad_entries_are_ignored_and_disabling_works(fresh_cache, counted, monke
     monkeypatch.delenv(progcache.ENV_VAR)
     exe = nb.native_backend(ember.make_program(mlp)(*args), validate="strict")  # strict: never cached
     assert not exe.program_cache_hit
+
+
+_GEMM_CHILD = """
+import numpy as np, ember
+from ember._src.native.emit import gemm_kernel
+rng = np.random.default_rng(0)
+a = rng.standard_normal((96, 200)).astype(np.float32)
+b = rng.standard_normal((200, 120)).astype(np.float32)
+f = ember.jit(lambda a, b: a @ b)
+states = [gemm_kernel._library.started]
+outs = [np.asarray(f(a, b))]
+states.append(gemm_kernel._library.started)
+outs.append(np.asarray(f(a, b)))
+states.append(gemm_kernel._library.started)
+exe = f.lower(a, b).executable
+assert gemm_kernel.load(wait=True)
+outs.append(np.asarray(f(a, b)))  # on the kernel now
+want = a.astype(np.float64) @ b
+assert all(np.abs(o - want).max() < 1e-3 for o in outs)
+print(*states, exe.program_cache_hit, "em_sk_fn()" in exe.source)
+"""
+
+
+@requires_cc
+def test_a_cached_gemm_program_loads_the_kernel_at_its_second_call(tmp_path):
+    """A program read from the disk cache that calls the GEMM kernel starts loading the kernel's
+    library at its second call (its first runs BLAS; a loader thread's Python would hold the GIL in
+    the first call), where generating the program starts it at once; the products are right
+    before and after the kernel loads."""
+    if gemm_kernel.kernel_symbol() is None:
+        pytest.skip("no GEMM kernel on this machine")
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(SRC_DIR))
+    env.pop(progcache.ENV_VAR, None)
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _GEMM_CHILD], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout.split())
+    assert outs[0] == ["False", "True", "True", "False", "True"]  # built here: C generation starts it
+    assert outs[1] == ["False", "False", "True", "True", "True"]  # from the cache: at the second call
 
 
 _POOLED_CHILD = """

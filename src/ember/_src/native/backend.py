@@ -161,6 +161,7 @@ class NativeExecutable:
         self.compile_seconds = 0.0
         self.compiled_now = False  # whether building this executable ran the compiler
         self._pool_pending = 0  # calls until this starts loading the thread pool (from the cache)
+        self._gemm_pending = False  # ... and the GEMM kernel's library with it
         self.disk_hit = False  # whether building it loaded the library from the disk cache
         self.calls = 0
         self._packed_args: list[tuple[int, ...]] = []
@@ -359,13 +360,13 @@ class NativeExecutable:
                 load_entry(source, "ember_program", self)
         else:
             self._fn = None
-        gemm = "em_sk_fn()" in source or "em_skp_fn()" in source
-        if gemm:
-            gemm_kernel.load()  # what C generation would have started (see gemm._small_sgemm_call)
-        # ... and threadpool.c_helpers (else every parallel loop, the kernel's too, runs under OpenMP);
-        # at the second call (as the C dispatcher's build starts), so the loader thread's Python does
-        # not hold the GIL in a first call (pinned to one CPU: +1-4 ms of a 9 ms warm first call)
-        self._pool_pending = 2 if gemm or threadpool.LOOKUP in source else 0
+        # what C generation would have started: the GEMM kernel's library (gemm._small_sgemm_call;
+        # until it loads, the program calls BLAS) and threadpool.c_helpers (else every parallel loop,
+        # the kernel's too, runs under OpenMP); at the second call (as the C dispatcher's build
+        # starts), so no loader thread's Python holds the GIL in a first call (pinned to one CPU, the
+        # pool's loader took +1-4 ms of a 9 ms warm first call, the kernel's 1-3 ms at two threads)
+        self._gemm_pending = "em_sk_fn()" in source or "em_skp_fn()" in source
+        self._pool_pending = 2 if self._gemm_pending or threadpool.LOOKUP in source else 0
         self._gil_release = releases_gil
         self.program_cache_hit = True
         return True
@@ -431,6 +432,8 @@ class NativeExecutable:
         if self._pool_pending:
             self._pool_pending -= 1
             if not self._pool_pending:
+                if self._gemm_pending:
+                    gemm_kernel.load()
                 threadpool.load()
         direct = self._direct_out
         if direct is not None:
