@@ -8,7 +8,8 @@ real FFTs and an inverse real FFT, a 2-d FFT, and single long lines (complex64 a
 Each result is checked against NumPy in double precision before timing.
 ``--threads N`` limits every implementation to ``N`` threads (before any of them loads);
 ``--cpu-time`` times by the process's CPU time per call instead of the wall clock (meaningful at one
-thread on a shared, loaded machine). Writes ``benchmarks/results/fft.{json,md}``.
+thread on a shared, loaded machine). Writes ``benchmarks/results/fft.{json,md}`` with ``--threads``,
+``fft_default_threads.{json,md}`` without.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if "--threads" in sys.argv:
 
 import numpy as np  # noqa: E402
 from bench_gemm import cpu_interleaved  # noqa: E402
-from common import have, interleaved, medians, report  # noqa: E402
+from common import bench_threads, have, interleaved, medians, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -90,7 +91,7 @@ def main() -> None:
     print(report(f"FFTs ({mode}; ember's C FFT: float32 Stockham radix 8/4/2/3/5 in 16 lanes for complex64, "
                  "double mixed radix otherwise, four-step for few long lines, cached plans, half-length "
                  "rfft, Bluestein for large primes)",
-                 rows, "fft"))
+                 rows, "fft" if bench_threads() else "fft_default_threads"))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ implementation is checked against before timing.
 
     python benchmarks/bench_train.py [--batches 32,128] [--threads N]
 
-Writes ``benchmarks/results/train.{json,md}``.
+Writes ``benchmarks/results/train.{json,md}`` (with ``--threads``; ``train_default_threads.*`` without).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import threads  # noqa: E402
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 
 import numpy as np  # noqa: E402
-from common import have, interleaved, load_average, medians, parse_with_threads, report  # noqa: E402
+from common import bench_threads, have, interleaved, load_average, medians, parse_with_threads, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -143,7 +143,8 @@ def main() -> None:
                      "stats": stats, "load_average": load_average()})
         times = {k: f"{v * 1e6:.1f} us" for k, v in rows[-1]["times"].items()}
         print(rows[-1]["workload"], times, flush=True)
-    print(report("Training step: loss and gradients of a 3-layer MLP (median per call)", rows, "train"))
+    print(report("Training step: loss and gradients of a 3-layer MLP (median per call)", rows,
+                 "train" if bench_threads() else "train_default_threads"))
 
 
 if __name__ == "__main__":
