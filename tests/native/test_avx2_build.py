@@ -3,7 +3,8 @@ AVX2-only machine builds them. A child process compiles with ``EMBER_CC`` set to
 adds ``-mno-avx512f`` (a no-op where the host has no AVX-512) and its own program cache, and runs
 the convolution paths whose task counts and layouts depend on the vector width (FFT convolution,
 Winograd on stride phases and stride 1, flat blocks, image tasks, a strided input gradient) and
-the float FFT lanes; each result is compared here with a float64 NumPy reference. (An emitter that
+the float FFT lanes, and the attention kernel (its register tiles follow the vector width); each
+result is compared here with a float64 NumPy reference. (An emitter that
 counted tasks by the widest vector left half of the FFT convolution's channels unwritten there.)"""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ CONVS = [
     (4, 12, 30, 30, 24, 4, 2, NHWC),  # flat blocks, image tasks
     (2, 5, 13, 11, 7, 3, 1, NHWC),  # the direct kernel, features below a vector
 ]
+
+# L, S, D, Dv, causal: head dims below, at and past whole vectors and tiles, causal blocks
+ATTENTION = [(70, 70, 32, 32, None), (9, 130, 5, 80, None), (40, 40, 64, 16, "top_left")]
 
 CHILD = textwrap.dedent("""
     import json, sys
@@ -63,6 +67,13 @@ CHILD = textwrap.dedent("""
     out["fft"] = [r.tolist(), np.asarray(ember.jit(jnp.fft.rfft)(r)).view(np.float32).tolist(),
                   c.view(np.float32).tolist(),
                   np.asarray(ember.jit(jnp.fft.fft)(c)).view(np.float32).tolist()]
+    from ember._src.prims.attention import attention
+    out["attention"] = []
+    for L, S, D, Dv, causal in ATTENTION:
+        q, k = (rng.standard_normal((2, 2, n, D)).astype(np.float32) for n in (L, S))
+        v = rng.standard_normal((2, 2, S, Dv)).astype(np.float32)
+        o = ember.jit(lambda q, k, v: attention(q, k, v, causal=causal), backend="native")(q, k, v)
+        out["attention"].append([q.tolist(), k.tolist(), v.tolist(), np.asarray(o).tolist()])
     print(json.dumps(out))
 """)
 
@@ -77,8 +88,8 @@ def avx2_results(tmp_path_factory):
     cc.write_text(f'#!/bin/sh\nexec {shlex.quote(real.path)} "$@" -mno-avx512f\n')
     cc.chmod(0o755)
     env = dict(os.environ, EMBER_CC=str(cc), EMBER_CACHE_DIR=str(d / "cache"))
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CONVS)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", f"ATTENTION = {ATTENTION!r}\n" + CHILD, json.dumps(CONVS)],
+                          env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -117,3 +128,12 @@ def test_float_fft_lanes_without_avx512(avx2_results):
     for got, want in ((rf.view(np.complex64), want_r), (cf.view(np.complex64), want_c)):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 8e-6 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("i", range(len(ATTENTION)), ids=[f"attention{i}" for i in range(len(ATTENTION))])
+def test_attention_without_avx512(avx2_results, i):
+    from tests.native.test_attention import ref as attention_ref
+
+    q, k, v, o = (np.asarray(t, np.float32) for t in avx2_results["attention"][i])
+    want = attention_ref(q, k, v, scale=1 / np.sqrt(q.shape[-1]), causal=ATTENTION[i][4])
+    np.testing.assert_allclose(o, want, rtol=1e-4, atol=2e-5)

@@ -1,7 +1,9 @@
 /* Tiled online-softmax attention (see native/emit/attention.py), for one element type.
    Instantiated per element type by the defines in front of it: ELT (float or double), EM_T(name)
-   (name##_f32 or name##_f64) and EM_ATT_EXP (the exponential of that type); the emitter
-   #undefs them after.
+   (name##_f32 or name##_f64), EM_ATT_EXP (the exponential of that type), EM_ATT_VBYTES (the
+   vector width in bytes: 64 where the target has AVX-512, else 32) and EM_ATT_VFMA (a * b + c on
+   vectors: AVX-512's fused multiply-add there, else a multiply and an add); the emitter #undefs
+   them after.
 
    A first parallel pass packs K transposed, per (batch, key head, block of EM_ATT_BK keys), into the
    step's workspace (kt: D x EM_ATT_BK per block, zero past S), so the scores of a query are vector
@@ -31,67 +33,98 @@ typedef struct {
     int64_t coff;                       /* causal: query i sees keys j <= i + coff */
 } EM_T(em_attn_ctx);
 
-typedef ELT EM_T(em_attn_v) __attribute__((vector_size(32), aligned(sizeof(ELT))));  /* unaligned loads ok */
-#define EM_ATT_VW ((int64_t)(32 / sizeof(ELT)))
+typedef ELT EM_T(em_attn_v) __attribute__((vector_size(EM_ATT_VBYTES), aligned(sizeof(ELT))));  /* unaligned ok */
+#define EM_ATT_VW ((int64_t)(EM_ATT_VBYTES / sizeof(ELT)))
+/* Register tiles: scores 4 rows x EM_ATT_SNV vectors of keys, P V EM_ATT_PR rows x 2 vectors of
+   values. AVX-512's 32 registers hold 4 x 4 and 8 x 2 accumulators (each step one broadcast per
+   row and one load per vector: on Zen 4 the 4 x 2 tiles of 32-byte vectors ran 12 loads per 8
+   products and the product loops at 70% of the FMA peak), AVX2's 16 hold 4 x 2. */
+#if EM_ATT_VBYTES == 64
+#define EM_ATT_SNV 4
+#define EM_ATT_PR 8
+#else
+#define EM_ATT_SNV 2
+#define EM_ATT_PR 4
+#endif
 
-/* s[r][0..nkr) = q_r . kt[:, j] for the rows r < nr of qr (rows clamped to valid ones; nr a
-   multiple of 4, nkr of two vectors) */
+/* x in every lane (x - 0 is x for every x, signed zeros and NaN included: one broadcast) */
+static inline __attribute__((always_inline)) EM_T(em_attn_v) EM_T(em_attn_bc)(const ELT x) {
+    const EM_T(em_attn_v) zero = {0};
+    return x - zero;
+}
+
+/* s[r][0..nkr) = (q_r . kt[:, j]) * scale for the rows r < nr of qr (rows clamped to valid ones;
+   nr a multiple of 4, nkr of EM_ATT_SNV vectors) */
 static inline __attribute__((always_inline)) void EM_T(em_attn_scores)(const ELT *const *qr, const ELT *kt,
                                                                       ELT *s, const int64_t D, int64_t nr,
-                                                                      int64_t nkr) {
+                                                                      int64_t nkr, const ELT scale) {
     const int64_t VW = EM_ATT_VW;
+    const EM_T(em_attn_v) sc = EM_T(em_attn_bc)(scale);
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        for (int64_t j0 = 0; j0 < nkr; j0 += 2 * VW) {
-            EM_T(em_attn_v) a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
-            const ELT *q0 = qr[r0], *q1 = qr[r0 + 1], *q2 = qr[r0 + 2], *q3 = qr[r0 + 3];
+        for (int64_t j0 = 0; j0 < nkr; j0 += EM_ATT_SNV * VW) {
+            EM_T(em_attn_v) a[4][EM_ATT_SNV];
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
+                for (int u = 0; u < EM_ATT_SNV; ++u) a[r][u] = EM_T(em_attn_bc)(0);
             for (int64_t d = 0; d < D; ++d) {
-                const EM_T(em_attn_v) k0 = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0);
-                const EM_T(em_attn_v) k1 = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0 + VW);
-                const ELT x0 = q0[d], x1 = q1[d], x2 = q2[d], x3 = q3[d];
-                a00 += x0 * k0; a01 += x0 * k1; a10 += x1 * k0; a11 += x1 * k1;
-                a20 += x2 * k0; a21 += x2 * k1; a30 += x3 * k0; a31 += x3 * k1;
+                EM_T(em_attn_v) kv[EM_ATT_SNV];
+                #pragma GCC unroll 4
+                for (int u = 0; u < EM_ATT_SNV; ++u)
+                    kv[u] = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0 + u * VW);
+                #pragma GCC unroll 4
+                for (int r = 0; r < 4; ++r) {
+                    const EM_T(em_attn_v) x = EM_T(em_attn_bc)(qr[r0 + r][d]);
+                    #pragma GCC unroll 4
+                    for (int u = 0; u < EM_ATT_SNV; ++u) a[r][u] = EM_ATT_VFMA(x, kv[u], a[r][u]);
+                }
             }
-            ELT *o = s + r0 * EM_ATT_BK + j0;
-            *(EM_T(em_attn_v) *)o = a00; *(EM_T(em_attn_v) *)(o + VW) = a01;
-            *(EM_T(em_attn_v) *)(o + EM_ATT_BK) = a10; *(EM_T(em_attn_v) *)(o + EM_ATT_BK + VW) = a11;
-            *(EM_T(em_attn_v) *)(o + 2 * EM_ATT_BK) = a20; *(EM_T(em_attn_v) *)(o + 2 * EM_ATT_BK + VW) = a21;
-            *(EM_T(em_attn_v) *)(o + 3 * EM_ATT_BK) = a30; *(EM_T(em_attn_v) *)(o + 3 * EM_ATT_BK + VW) = a31;
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; ++r)
+                #pragma GCC unroll 4
+                for (int u = 0; u < EM_ATT_SNV; ++u)
+                    *(EM_T(em_attn_v) *)(s + (r0 + r) * EM_ATT_BK + j0 + u * VW) = a[r][u] * sc;
         }
     }
 }
 
-/* acc[r][0..DV) += sum_j<nk p[r][j] v[j][:] for the rows r < nr (a multiple of 4) */
+/* acc[r][x0 .. x0 + NX VW) += sum_j<nk p[r][j] v[j][x0 ..] for the EM_ATT_PR rows from r0 */
+#define EM_ATT_PV_TILE(NX) do { \
+    EM_T(em_attn_v) a[EM_ATT_PR][NX]; \
+    _Pragma("GCC unroll 8") for (int r = 0; r < EM_ATT_PR; ++r) \
+        _Pragma("GCC unroll 2") for (int u = 0; u < (NX); ++u) \
+            a[r][u] = *(EM_T(em_attn_v) *)(acc + (r0 + r) * DV + x0 + u * VW); \
+    for (int64_t j = 0; j < nk; ++j) { \
+        EM_T(em_attn_v) vv[NX]; \
+        _Pragma("GCC unroll 2") for (int u = 0; u < (NX); ++u) \
+            vv[u] = *(const EM_T(em_attn_v) *)(v + j * DV + x0 + u * VW); \
+        _Pragma("GCC unroll 8") for (int r = 0; r < EM_ATT_PR; ++r) { \
+            const EM_T(em_attn_v) pj = EM_T(em_attn_bc)(pr[r * EM_ATT_BK + j]); \
+            _Pragma("GCC unroll 2") for (int u = 0; u < (NX); ++u) a[r][u] = EM_ATT_VFMA(pj, vv[u], a[r][u]); \
+        } \
+    } \
+    _Pragma("GCC unroll 8") for (int r = 0; r < EM_ATT_PR; ++r) \
+        _Pragma("GCC unroll 2") for (int u = 0; u < (NX); ++u) \
+            *(EM_T(em_attn_v) *)(acc + (r0 + r) * DV + x0 + u * VW) = a[r][u]; \
+    } while (0)
+
+/* acc[r][0..DV) += sum_j<nk p[r][j] v[j][:] for the rows r < nr (a multiple of EM_ATT_PR) */
 static inline __attribute__((always_inline)) void EM_T(em_attn_pv)(const ELT *p, const ELT *v, int64_t nk,
                                                                   ELT *acc, const int64_t DV, int64_t nr) {
     const int64_t VW = EM_ATT_VW;
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+    for (int64_t r0 = 0; r0 < nr; r0 += EM_ATT_PR) {
+        const ELT *pr = p + r0 * EM_ATT_BK;
         int64_t x0 = 0;
-        for (; x0 + 2 * VW <= DV; x0 += 2 * VW) {
-            ELT *c0 = acc + r0 * DV + x0;
-            EM_T(em_attn_v) a00 = *(EM_T(em_attn_v) *)c0, a01 = *(EM_T(em_attn_v) *)(c0 + VW);
-            EM_T(em_attn_v) a10 = *(EM_T(em_attn_v) *)(c0 + DV), a11 = *(EM_T(em_attn_v) *)(c0 + DV + VW);
-            EM_T(em_attn_v) a20 = *(EM_T(em_attn_v) *)(c0 + 2 * DV), a21 = *(EM_T(em_attn_v) *)(c0 + 2 * DV + VW);
-            EM_T(em_attn_v) a30 = *(EM_T(em_attn_v) *)(c0 + 3 * DV), a31 = *(EM_T(em_attn_v) *)(c0 + 3 * DV + VW);
-            const ELT *pr = p + r0 * EM_ATT_BK;
-            for (int64_t j = 0; j < nk; ++j) {
-                const EM_T(em_attn_v) v0 = *(const EM_T(em_attn_v) *)(v + j * DV + x0);
-                const EM_T(em_attn_v) v1 = *(const EM_T(em_attn_v) *)(v + j * DV + x0 + VW);
-                const ELT p0 = pr[j], p1 = pr[EM_ATT_BK + j], p2 = pr[2 * EM_ATT_BK + j], p3 = pr[3 * EM_ATT_BK + j];
-                a00 += p0 * v0; a01 += p0 * v1; a10 += p1 * v0; a11 += p1 * v1;
-                a20 += p2 * v0; a21 += p2 * v1; a30 += p3 * v0; a31 += p3 * v1;
-            }
-            *(EM_T(em_attn_v) *)c0 = a00; *(EM_T(em_attn_v) *)(c0 + VW) = a01;
-            *(EM_T(em_attn_v) *)(c0 + DV) = a10; *(EM_T(em_attn_v) *)(c0 + DV + VW) = a11;
-            *(EM_T(em_attn_v) *)(c0 + 2 * DV) = a20; *(EM_T(em_attn_v) *)(c0 + 2 * DV + VW) = a21;
-            *(EM_T(em_attn_v) *)(c0 + 3 * DV) = a30; *(EM_T(em_attn_v) *)(c0 + 3 * DV + VW) = a31;
-        }
-        for (int64_t r = r0; r < r0 + 4; ++r)  /* the columns past the last whole pair of vectors */
+        for (; x0 + 2 * VW <= DV; x0 += 2 * VW) EM_ATT_PV_TILE(2);
+        for (; x0 + VW <= DV; x0 += VW) EM_ATT_PV_TILE(1);
+        for (int64_t r = r0; r < r0 + EM_ATT_PR; ++r)  /* the columns past the last whole vector */
             for (int64_t j = 0; j < nk; ++j) {
                 const ELT pj = p[r * EM_ATT_BK + j];
                 for (int64_t x = x0; x < DV; ++x) acc[r * DV + x] += pj * v[j * DV + x];
             }
     }
 }
+#undef EM_ATT_PV_TILE
 
 /* pack the K^T block t = (b * Hk + kvh) * nkb + kb */
 static inline __attribute__((always_inline)) void EM_T(em_attn_pack)(const EM_T(em_attn_ctx) *c, int64_t t,
@@ -127,7 +160,8 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
         m[r] = NEG; l[r] = 0;
         qr[r] = q + (i0 + r < i1 ? i0 + r : i1 - 1) * D;
     }
-    const int64_t nr = (i1 - i0 + 3) / 4 * 4;  /* rows computed: the block's, rounded up to 4 */
+    /* rows computed: the block's, rounded up to a whole P V tile (the extra rows repeat the last) */
+    const int64_t nr = (i1 - i0 + EM_ATT_PR - 1) / EM_ATT_PR * EM_ATT_PR;
     for (int64_t x = 0; x < nr * DV; ++x) acc[x] = 0;
     int64_t kend = S;
     if (c->causal) {
@@ -136,8 +170,8 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
     }
     for (int64_t k0 = 0; k0 < kend; k0 += EM_ATT_BK) {
         const int64_t nk = kend - k0 < EM_ATT_BK ? kend - k0 : EM_ATT_BK;
-        const int64_t nkr = (nk + 2 * EM_ATT_VW - 1) / (2 * EM_ATT_VW) * (2 * EM_ATT_VW);
-        EM_T(em_attn_scores)(qr, kts + (k0 / EM_ATT_BK) * D * EM_ATT_BK, s, D, nr, nkr);
+        const int64_t kw = EM_ATT_SNV * EM_ATT_VW, nkr = (nk + kw - 1) / kw * kw;
+        EM_T(em_attn_scores)(qr, kts + (k0 / EM_ATT_BK) * D * EM_ATT_BK, s, D, nr, nkr, c->scale);
         int any = 0;
         for (int64_t r = 0; r < nr; ++r) {
             const int64_t i = i0 + r;
@@ -147,9 +181,7 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
                 const int64_t last = i + c->coff - k0;  /* the last key of this block row i sees */
                 if (last + 1 < nv) nv = last + 1 < 0 ? 0 : last + 1;
             }
-            const ELT sc = c->scale;
-            #pragma omp simd
-            for (int64_t j = 0; j < nkr; ++j) sr[j] = j < nv ? sr[j] * sc : NEG;
+            for (int64_t j = nv; j < nkr; ++j) sr[j] = NEG;  /* the scores came scaled */
             if (c->bias) {
                 const ELT *bp = c->bias + b * c->bs[0] + h * c->bs[1] + i * c->bs[2] + k0 * c->bs[3];
                 const int64_t st = c->bs[3];
@@ -206,3 +238,5 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
     }
 }
 #undef EM_ATT_VW
+#undef EM_ATT_SNV
+#undef EM_ATT_PR
