@@ -53,40 +53,39 @@ static inline __attribute__((always_inline)) EM_T(em_attn_v) EM_T(em_attn_bc)(co
     return x - zero;
 }
 
+/* s[r][j0 .. j0 + NU VW) = (q_r . kt[:, j]) * scale for the 4 rows from r0 */
+#define EM_ATT_SCORE_TILE(NU) do { \
+    EM_T(em_attn_v) a[4][NU]; \
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) \
+        _Pragma("GCC unroll 4") for (int u = 0; u < (NU); ++u) a[r][u] = EM_T(em_attn_bc)(0); \
+    for (int64_t d = 0; d < D; ++d) { \
+        EM_T(em_attn_v) kv[NU]; \
+        _Pragma("GCC unroll 4") for (int u = 0; u < (NU); ++u) \
+            kv[u] = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0 + u * VW); \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) { \
+            const EM_T(em_attn_v) x = EM_T(em_attn_bc)(qr[r0 + r][d]); \
+            _Pragma("GCC unroll 4") for (int u = 0; u < (NU); ++u) a[r][u] = EM_ATT_VFMA(x, kv[u], a[r][u]); \
+        } \
+    } \
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; ++r) \
+        _Pragma("GCC unroll 4") for (int u = 0; u < (NU); ++u) \
+            *(EM_T(em_attn_v) *)(s + (r0 + r) * EM_ATT_BK + j0 + u * VW) = a[r][u] * sc; \
+    } while (0)
+
 /* s[r][0..nkr) = (q_r . kt[:, j]) * scale for the rows r < nr of qr (rows clamped to valid ones;
-   nr a multiple of 4, nkr of EM_ATT_SNV vectors) */
+   nr a multiple of 4, nkr of a vector): tiles of EM_ATT_SNV vectors of keys, then of one */
 static inline __attribute__((always_inline)) void EM_T(em_attn_scores)(const ELT *const *qr, const ELT *kt,
                                                                       ELT *s, const int64_t D, int64_t nr,
                                                                       int64_t nkr, const ELT scale) {
     const int64_t VW = EM_ATT_VW;
     const EM_T(em_attn_v) sc = EM_T(em_attn_bc)(scale);
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        for (int64_t j0 = 0; j0 < nkr; j0 += EM_ATT_SNV * VW) {
-            EM_T(em_attn_v) a[4][EM_ATT_SNV];
-            #pragma GCC unroll 4
-            for (int r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
-                for (int u = 0; u < EM_ATT_SNV; ++u) a[r][u] = EM_T(em_attn_bc)(0);
-            for (int64_t d = 0; d < D; ++d) {
-                EM_T(em_attn_v) kv[EM_ATT_SNV];
-                #pragma GCC unroll 4
-                for (int u = 0; u < EM_ATT_SNV; ++u)
-                    kv[u] = *(const EM_T(em_attn_v) *)(kt + d * EM_ATT_BK + j0 + u * VW);
-                #pragma GCC unroll 4
-                for (int r = 0; r < 4; ++r) {
-                    const EM_T(em_attn_v) x = EM_T(em_attn_bc)(qr[r0 + r][d]);
-                    #pragma GCC unroll 4
-                    for (int u = 0; u < EM_ATT_SNV; ++u) a[r][u] = EM_ATT_VFMA(x, kv[u], a[r][u]);
-                }
-            }
-            #pragma GCC unroll 4
-            for (int r = 0; r < 4; ++r)
-                #pragma GCC unroll 4
-                for (int u = 0; u < EM_ATT_SNV; ++u)
-                    *(EM_T(em_attn_v) *)(s + (r0 + r) * EM_ATT_BK + j0 + u * VW) = a[r][u] * sc;
-        }
+        int64_t j0 = 0;
+        for (; j0 + EM_ATT_SNV * VW <= nkr; j0 += EM_ATT_SNV * VW) EM_ATT_SCORE_TILE(EM_ATT_SNV);
+        for (; j0 < nkr; j0 += VW) EM_ATT_SCORE_TILE(1);
     }
 }
+#undef EM_ATT_SCORE_TILE
 
 /* acc[r][x0 .. x0 + NX VW) += sum_j<nk p[r][j] v[j][x0 ..] for the EM_ATT_PR rows from r0 */
 #define EM_ATT_PV_TILE(NX) do { \
@@ -170,7 +169,7 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
     }
     for (int64_t k0 = 0; k0 < kend; k0 += EM_ATT_BK) {
         const int64_t nk = kend - k0 < EM_ATT_BK ? kend - k0 : EM_ATT_BK;
-        const int64_t kw = EM_ATT_SNV * EM_ATT_VW, nkr = (nk + kw - 1) / kw * kw;
+        const int64_t nkr = (nk + EM_ATT_VW - 1) / EM_ATT_VW * EM_ATT_VW;
         EM_T(em_attn_scores)(qr, kts + (k0 / EM_ATT_BK) * D * EM_ATT_BK, s, D, nr, nkr, c->scale);
         int any = 0;
         for (int64_t r = 0; r < nr; ++r) {
