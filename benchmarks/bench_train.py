@@ -21,7 +21,7 @@ import threads  # noqa: E402
 threads.quiet_openblas()  # before NumPy loads OpenBLAS
 
 import numpy as np  # noqa: E402
-from common import bench_threads, have, interleaved, load_average, medians, parse_with_threads, report  # noqa: E402
+from common import have, interleaved, load_average, medians, parse_with_threads, report  # noqa: E402
 
 import ember  # noqa: E402
 import ember.numpy as jnp  # noqa: E402
@@ -144,7 +144,7 @@ def main() -> None:
         times = {k: f"{v * 1e6:.1f} us" for k, v in rows[-1]["times"].items()}
         print(rows[-1]["workload"], times, flush=True)
     print(report("Training step: loss and gradients of a 3-layer MLP (median per call)", rows,
-                 "train" if bench_threads() else "train_default_threads"))
+                 "train" if args.threads else "train_default_threads"))
 
 
 if __name__ == "__main__":
