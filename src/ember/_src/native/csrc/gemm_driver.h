@@ -476,8 +476,12 @@ struct em_sk_job {
 static void em_sk_task(void *p, int64_t lo, int64_t hi, int64_t tid) {
     const struct em_sk_job *j = (const struct em_sk_job *)p;
     (void)tid;
+    /* columns in pairs of vectors: equal parts, each cut into panels of its own (512 columns in four
+       parts of whole 48-column panels held 144, 144, 144 and 80); a part is wider than EM_SK_NARROW,
+       so only a whole product that narrow takes the dot kernels (their sums are ordered otherwise) */
+    const int64_t u = 2 * EM_SK_VW;
     em_sgemm_small_cols(j->m, j->k, j->alpha, j->a, j->rsa, j->csa, j->b, j->rsb, j->csb, j->beta, j->c,
-                        j->ldc, j->bias, j->relu, lo * EM_SK_W3, hi * EM_SK_W3 < j->n ? hi * EM_SK_W3 : j->n);
+                        j->ldc, j->bias, j->relu, lo * u, hi * u < j->n ? hi * u : j->n);
 }
 /* Cell t of the grid (row part t / ncol, column part t % ncol): rows split in whole MR3 slivers,
    column panels evenly; em_sgemm_big on that block (each element summed as over the whole). */
@@ -602,28 +606,24 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
         em_sgemm_big_all(m, n, k, alpha, a, rsa, csa, b, rsb, csb, 0, beta, c, ldc, bias, relu, nthreads);
         return;
     }
-    const int64_t panels = (n + EM_SK_W3 - 1) / EM_SK_W3;
+    const int64_t panels = (n + EM_SK_W3 - 1) / EM_SK_W3, items = (n + 2 * EM_SK_VW - 1) / (2 * EM_SK_VW);
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
 #endif
+    struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
     if (nthreads > 1 && panels > 1 && em_sk_pool()) {
-        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu};
-        em_sk_pool()(em_sk_task, &j, panels, nthreads, 2);
+        em_sk_pool()(em_sk_task, &j, items, nthreads, 2);
         return;
     }
 #ifdef _OPENMP
     if (nthreads > 1 && panels > 1 && !omp_in_parallel()) {
         const int64_t nt = nthreads < panels ? nthreads : panels;
         #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t q = 0; q < nt; ++q) {
-            const int64_t lo = panels * q / nt * EM_SK_W3, hi = panels * (q + 1) / nt * EM_SK_W3;
-            em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, lo,
-                                hi < n ? hi : n);
-        }
+        for (int64_t q = 0; q < nt; ++q) em_sk_task(&j, items * q / nt, items * (q + 1) / nt, q);
         return;
     }
 #endif
-    (void)nthreads; (void)panels;
+    (void)nthreads; (void)panels; (void)items; (void)j;
     em_sgemm_small_cols(m, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, ldc, bias, relu, 0, n);
 }
 
