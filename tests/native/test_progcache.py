@@ -195,6 +195,20 @@ def test_bad_entries_are_ignored_and_disabling_works(fresh_cache, counted, monke
     assert not exe.program_cache_hit
 
 
+def _twice(child: str, cache) -> tuple[dict, list[list[str]]]:
+    """Run ``child`` in two new processes sharing the program cache ``cache`` (the first builds,
+    the second reads the cache); their environment and the words each printed."""
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache), PYTHONPATH=str(SRC_DIR))
+    env.pop(progcache.ENV_VAR, None)
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout.split())
+    return env, outs
+
+
 _GEMM_CHILD = """
 import numpy as np, ember
 from ember._src.native.emit import gemm_kernel
@@ -224,14 +238,7 @@ def test_a_cached_gemm_program_loads_the_kernel_at_its_second_call(tmp_path):
     before and after the kernel loads."""
     if gemm_kernel.kernel_symbol() is None:
         pytest.skip("no GEMM kernel on this machine")
-    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(SRC_DIR))
-    env.pop(progcache.ENV_VAR, None)
-    outs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", _GEMM_CHILD], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        outs.append(proc.stdout.split())
+    env, outs = _twice(_GEMM_CHILD, tmp_path)
     assert outs[0] == ["False", "True", "True", "False", "True"]  # built here: C generation starts it
     assert outs[1] == ["False", "False", "True", "True", "True"]  # from the cache: at the second call
 
@@ -259,14 +266,7 @@ def test_a_cached_pooled_program_loads_the_pool(tmp_path):
     """A program read from the disk cache whose loops run on the thread pool starts loading the
     pool library at its second call (not during the first: the loader's Python would hold the GIL
     there), as generating it does at once (before, such a process ran every loop under OpenMP)."""
-    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=str(SRC_DIR))
-    env.pop(progcache.ENV_VAR, None)
-    outs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", _POOLED_CHILD], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        outs.append(proc.stdout.split())
+    env, outs = _twice(_POOLED_CHILD, tmp_path)
     assert outs[0] == ["False", "True", "False", "True", "True"]  # built here: C generation starts it
     assert outs[1] == ["False", "False", "True", "True", "True"]  # from the cache: at the second call
     # the C dispatcher loaded before (another function warmed up): the cached program's calls after
