@@ -1,9 +1,9 @@
 /* Tiled online-softmax attention (see native/emit/attention.py), for one element type.
    Instantiated per element type by the defines in front of it: ELT (float or double), EM_T(name)
-   (name##_f32 or name##_f64), EM_ATT_EXP (the exponential of that type), EM_ATT_VBYTES (the
-   vector width in bytes: 64 where the target has AVX-512, else 32) and EM_ATT_VFMA (a * b + c on
-   vectors: AVX-512's fused multiply-add there, else a multiply and an add); the emitter #undefs
-   them after.
+   (name##_f32 or name##_f64), EM_ATT_EXP (the exponential of that type) and EM_ATT_FMA512 (the
+   AVX-512 fused multiply-add builtin of that type's 64-byte vectors); the emitter #undefs them
+   after. Where the target has AVX-512 the vectors are 64 bytes and the products fused
+   multiply-adds, else 32 bytes with a multiply and an add (EM_ATT_VBYTES, EM_ATT_VFMA below).
 
    A first parallel pass packs K transposed, per (batch, key head, block of EM_ATT_BK keys), into the
    step's workspace (kt: D x EM_ATT_BK per block, zero past S), so the scores of a query are vector
@@ -33,6 +33,13 @@ typedef struct {
     int64_t coff;                       /* causal: query i sees keys j <= i + coff */
 } EM_T(em_attn_ctx);
 
+#if defined(__AVX512F__)
+#define EM_ATT_VBYTES 64
+#define EM_ATT_VFMA(a, b, c) EM_ATT_FMA512((a), (b), (c))
+#else
+#define EM_ATT_VBYTES 32
+#define EM_ATT_VFMA(a, b, c) ((a) * (b) + (c))
+#endif
 typedef ELT EM_T(em_attn_v) __attribute__((vector_size(EM_ATT_VBYTES), aligned(sizeof(ELT))));  /* unaligned ok */
 #define EM_ATT_VW ((int64_t)(EM_ATT_VBYTES / sizeof(ELT)))
 /* Register tiles: scores 4 rows x EM_ATT_SNV vectors of keys, P V EM_ATT_PR rows x 2 vectors of
@@ -239,3 +246,5 @@ static inline __attribute__((always_inline)) void EM_T(em_attn_task)(const EM_T(
 #undef EM_ATT_VW
 #undef EM_ATT_SNV
 #undef EM_ATT_PR
+#undef EM_ATT_VFMA
+#undef EM_ATT_VBYTES

@@ -30,9 +30,10 @@ from ember._src.program import Eqn
 BLOCK_Q = 32  # queries per task (EM_ATT_BQ)
 BLOCK_K = 64  # keys per block (EM_ATT_BK)
 _TYPES = {np.dtype(np.float32): ("float", "f32", "em_expf"), np.dtype(np.float64): ("double", "f64", "exp")}
-# AVX-512's fused multiply-add of two vectors and an accumulator, per element type (EM_ATT_VFMA)
-_VFMA = {"f32": "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
-         "f64": "__builtin_ia32_vfmaddpd512_mask((a), (b), (c), (unsigned char)-1, 4)"}
+# AVX-512's fused multiply-add of two 64-byte vectors and an accumulator, per element type
+# (EM_ATT_FMA512; attention.h uses it where the target has AVX-512)
+_FMA512 = {"f32": "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
+           "f64": "__builtin_ia32_vfmaddpd512_mask((a), (b), (c), (unsigned char)-1, 4)"}
 _MAX_HEAD_DIM = 512  # the per-task tiles live on the stack: 32 x Dv and D x 64 elements
 _SRC = load("attention.h")
 
@@ -70,11 +71,9 @@ def _helpers(cc: CallCode, dtype: np.dtype, D: int, Dv: int) -> str:
     elt, sfx, exp = _TYPES[dtype]
     support.need(exp if exp.startswith("em_") else "math.h")  # the exponential EM_ATT_EXP names
     head = (f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n#define EM_ATT_EXP {exp}\n"
-            f"#if defined(__AVX512F__)\n#define EM_ATT_VBYTES 64\n#define EM_ATT_VFMA(a, b, c) {_VFMA[sfx]}\n"
-            "#else\n"
-            "#define EM_ATT_VBYTES 32\n#define EM_ATT_VFMA(a, b, c) ((a) * (b) + (c))\n#endif\n")
-    cc.helper(f"em_attn_{sfx}", head + _SRC + "#undef EM_ATT_VFMA\n#undef EM_ATT_VBYTES\n#undef EM_ATT_EXP\n"
-              "#undef EM_T\n#undef ELT\n")
+            f"#define EM_ATT_FMA512(a, b, c) {_FMA512[sfx]}\n")
+    tail = "#undef EM_ATT_FMA512\n#undef EM_ATT_EXP\n#undef EM_T\n#undef ELT\n"
+    cc.helper(f"em_attn_{sfx}", head + _SRC + tail)
     task, pack = f"em_attn_run_{sfx}_{D}_{Dv}", f"em_attn_packk_{sfx}_{D}"
     cc.chunk(task, f"em_attn_task_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D}, {Dv})")
     cc.chunk(pack, f"em_attn_pack_{sfx}((const em_attn_ctx_{sfx} *)c_, t, {D})")
