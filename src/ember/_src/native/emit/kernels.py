@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base import symdims as sd
 from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
@@ -23,7 +24,6 @@ from ember._src.native.emit.pooled import (
     pool_threads,
 )
 from ember._src.native.plan import scratch as scratch_mod
-from ember._src.native.plan import symdims as sd
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps, reachable
 from ember._src.native.scheduling.schedule import Step

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
 from ember._src.program import Atom, Eqn, Literal, Program
 
 

@@ -1032,3 +1032,7 @@ def fold_constants(p: Program) -> Program:
             prod[v.id] = b.prod[v.id]
     return dce(b.finish())
 
+
+# The passes of other modules, registered by importing them here (one explicit list; they import
+# ``register`` from this module, so the list comes after it).
+from ember._src.native.rewrite import attention_passes, loop_passes  # noqa: E402,F401

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember._src.native.base import symdims as sd
 from ember._src.native.emit import gemm_kernel
-from ember._src.native.plan import symdims as sd
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Atom, Eqn, Literal, Var
 

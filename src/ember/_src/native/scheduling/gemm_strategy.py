@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.native.base import symdims as sd
+from ember._src.native.base.gemm_sizes import SMALL_GEMM_FLOPS
 from ember._src.native.emit import gemm_kernel
-from ember._src.native.plan import symdims as sd
 from ember._src.native.rewrite import fused
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Var
@@ -35,8 +36,6 @@ __all__ = ["BSource", "GemmRoute", "GemmStrategy", "assign", "choose", "gemm_dim
 
 INT_MAX = 2**31 - 1
 BLAS_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.float64, np.complex64, np.complex128))
-# products up to this many multiply-adds inside loop bodies are C loops, not BLAS
-SMALL_GEMM_FLOPS = 1 << 15
 
 
 class GemmRoute(enum.StrEnum):
@@ -163,7 +162,7 @@ def packable_b(step: Step, table: Container[int]) -> tuple[Var, int, int, int, i
 
 
 def inline_fits(step: Step) -> bool:
-    """Whether a loop body may run this product as C loops (:func:`.loops.small_gemm`): float32 or
+    """Whether a loop body may run this product as C loops (:func:`.loop_bodies.small_gemm`): float32 or
     float64 without strided views, at most :data:`SMALL_GEMM_FLOPS` multiply-adds when static (a
     symbolic product decides per binding in C), and a row of ``C`` that fits a local array."""
     e = step.eqns[0]

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import opinfo
+from ember._src.native.base import symdims as sd
 from ember._src.native.emit import c_ops
-from ember._src.native.plan import symdims as sd
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.index import Ix
 from ember._src.prims.indexing import fill_value
