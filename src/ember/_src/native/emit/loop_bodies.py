@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import abi
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.base import symdims as sd
 from ember._src.native.base.gemm_sizes import SMALL_GEMM_FLOPS
 from ember._src.native.emit import support
@@ -245,11 +246,11 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
     atom = _Atoms(ctx, lines)
     outs = [ctx.base(ctx.plan.value_buffer[v.id]) for v in step.outputs]
     bws = f"ws_ + {low.arena_offset}"
-    if e.prim.name == "cond":
+    if e.prim is pr.COND:
         _emit_cond(e, low, atom, outs, bws, lines)
         lines.append("}")
         return lines
-    if e.prim.name == "scan":
+    if e.prim is pr.SCAN:
         nc, nk = e.params["num_consts"], e.params["num_carry"]
         consts, init, rest = e.inputs[:nc], e.inputs[nc:nc + nk], e.inputs[nc + nk:]
     else:
@@ -282,7 +283,7 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
             rotate.append(_copy(ka[j], kb[j], sizes[j]))
         else:
             rotate.append(f"{{ char *t_ = {ka[j]}; {ka[j]} = {kb[j]}; {kb[j]} = t_; }}")
-    if e.prim.name == "scan":
+    if e.prim is pr.SCAN:
         (body,) = low.bodies
         length, reverse = e.params["length"], bool(e.params["reverse"])
         length = length if sd.is_sym(length) else int(length)

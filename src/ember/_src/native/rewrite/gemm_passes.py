@@ -14,6 +14,7 @@ import numpy as np
 from ember._src import dtypes as dt
 from ember._src.core import ShapedArray
 from ember._src.native import opinfo
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.opinfo import OpCategory
 from ember._src.native.rewrite.analysis import consumers, producers, use_counts
 from ember._src.native.rewrite.fused import gemm_p
@@ -30,13 +31,13 @@ def absorb_transposes(p: Program) -> Program:
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         params = e.params
-        if e.prim.name == "dot_general":
+        if e.prim is pr.DOT_GENERAL:
             (xc, yc), (xb, yb) = params["dimension_numbers"]
             new_ins = list(ins)
             for side in (0, 1):
                 a = ins[side]
                 pe = b.prod.get(a.id) if isinstance(a, Var) else None
-                if pe is None or pe.prim.name != "transpose":
+                if pe is None or pe.prim is not pr.TRANSPOSE:
                     continue
                 perm = pe.params["permutation"]
                 c, bt = (xc, xb) if side == 0 else (yc, yb)
@@ -70,7 +71,7 @@ def lower_matmul(p: Program) -> Program:
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
-        if e.prim.name == "dot_general":
+        if e.prim is pr.DOT_GENERAL:
             r = _lower_dot(b, e, ins)
             if r is not None:
                 b.sub[e.outvars[0].id] = r
@@ -139,7 +140,7 @@ def absorb_output_transpose(p: Program) -> Program:
     prod = producers(p)
     swap: dict[int, Eqn] = {}  # id(transpose eqn) -> the gemm it absorbs
     for e in p.eqns:
-        if e.prim.name != "transpose" or not isinstance(e.inputs[0], Var):
+        if e.prim is not pr.TRANSPOSE or not isinstance(e.inputs[0], Var):
             continue
         g = prod.get(e.inputs[0].id)
         if g is None or g.prim is not gemm_p or len(g.inputs) != 2 or g.params.get("views") is not None:
@@ -174,7 +175,7 @@ def _gemm_chain(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tuple[Eq
             return None
         if e.prim is gemm_p:
             return e, chain
-        if e.prim.name != "reshape":
+        if e.prim is not pr.RESHAPE:
             return None
         chain.append(e)
         a = e.inputs[0]
@@ -267,10 +268,10 @@ def _scaled_operand(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tupl
         e = prod.get(a.id)
         if e is None:
             return None
-        if e.prim.name == "reshape":
+        if e.prim is pr.RESHAPE:
             a = e.inputs[0]
             continue
-        if e.prim.name == "mul":
+        if e.prim is pr.MUL:
             for side in (0, 1):
                 s = _float_scalar(splat_value(e.inputs[1 - side], prod))
                 if s is not None and splat_value(e.inputs[side], prod) is None:
@@ -303,7 +304,7 @@ def absorb_bias(p: Program) -> Program:
         prod, uses = producers(p), use_counts(p)
         cons = consumers(p)
         for e in p.eqns:
-            if e.prim.name != "add" or e.outvars[0].aval.dtype.kind != "f":
+            if e.prim is not pr.ADD or e.outvars[0].aval.dtype.kind != "f":
                 continue
             if _feeds_elementwise(e.outvars[0], cons, prod):
                 continue
@@ -340,7 +341,7 @@ def _bias_operand(c: Atom, gshape: tuple, fshape: tuple, prod: dict[int, Eqn]) -
         return lit(s, c.aval.dtype), (), ()
     e = prod.get(c.id) if isinstance(c, Var) else None
     n = gshape[-1]
-    if e is not None and e.prim.name == "broadcast_in_dim":
+    if e is not None and e.prim is pr.BROADCAST_IN_DIM:
         v, bd = e.inputs[0], tuple(e.params["broadcast_dimensions"])
         vs = tuple(v.aval.shape)
         if bd == () and vs == ():
@@ -465,7 +466,7 @@ def _movement_chain_back(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) ->
     chain: list[Eqn] = []
     while isinstance(a, Var) and uses.get(a.id, 0) == 1:
         e = prod.get(a.id)
-        if e is None or e.prim.name not in ("reshape", "transpose"):
+        if e is None or e.prim not in (pr.RESHAPE, pr.TRANSPOSE):
             break
         chain.append(e)
         a = e.inputs[0]
@@ -477,7 +478,7 @@ def _movement_chain_forward(v: Var, cons: dict[int, list[Eqn]], uses: dict[int, 
     chain: list[Eqn] = []
     while uses.get(v.id, 0) == 1 and len(cons.get(v.id, ())) == 1:
         e = cons[v.id][0]
-        if e.prim.name not in ("reshape", "transpose"):
+        if e.prim not in (pr.RESHAPE, pr.TRANSPOSE):
             break
         chain.append(e)
         v = e.outvars[0]
@@ -488,7 +489,7 @@ def _apply_chain(view: _View | None, chain: Sequence[Eqn]) -> _View | None:
     for e in chain:
         if view is None:
             return None
-        if e.prim.name == "transpose":
+        if e.prim is pr.TRANSPOSE:
             view = _view_transpose(view, e.params["permutation"])
         else:
             view = _view_reshape(view, e.outvars[0].aval.shape)
@@ -500,7 +501,7 @@ def _unapply_chain(view: _View | None, chain: Sequence[Eqn]) -> _View | None:
     for e in reversed(chain):
         if view is None:
             return None
-        if e.prim.name == "transpose":
+        if e.prim is pr.TRANSPOSE:
             perm = e.params["permutation"]
             view = _view_transpose(view, [perm.index(i) for i in range(len(perm))])
         else:
@@ -509,7 +510,7 @@ def _unapply_chain(view: _View | None, chain: Sequence[Eqn]) -> _View | None:
 
 
 def _moves_data(chain: Sequence[Eqn]) -> bool:
-    return any(e.prim.name == "transpose" for e in chain)
+    return any(e.prim is pr.TRANSPOSE for e in chain)
 
 
 def _static_shapes(*avals: Any) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ember._src.control_flow import common as cf
 from ember._src.core import ShapedArray
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.base import symdims as sd
 from ember._src.native.base.gemm_sizes import SMALL_GEMM_FLOPS
 from ember._src.native.rewrite import passes as passes_mod
@@ -24,7 +25,7 @@ from ember._src.program import Eqn, Program, Var, eqn_effectful
 
 def _trim(e: Eqn, keep: list[bool]) -> Eqn:
     outvars = [v for v, k in zip(e.outvars, keep) if k]
-    if e.prim.name == "scan":
+    if e.prim is pr.SCAN:
         body = e.params["body"]
         nb = cf.derived(body, ("native-dce-outputs", tuple(keep)), lambda: cf.select_outputs(body, keep))
         return Eqn(e.prim, e.inputs, dict(e.params, body=nb), outvars)
@@ -60,15 +61,15 @@ def dce_loop_outputs(p: Program) -> Program:
         if not any(used) and not eqn_effectful(e):
             changed = True
             continue
-        if e.prim.name in ("scan", "cond") and not all(used):
+        if e.prim in (pr.SCAN, pr.COND) and not all(used):
             keep = used
-            if e.prim.name == "scan":
+            if e.prim is pr.SCAN:
                 nk = e.params["num_carry"]
                 keep = [True] * nk + used[nk:]
             if not all(keep):
                 e = _trim(e, keep)
                 changed = True
-        if e.prim.name == "scan":
+        if e.prim is pr.SCAN:
             pruned = _drop_unused_scan_inputs(e)
             changed = changed or pruned is not e
             e = pruned
@@ -96,7 +97,7 @@ def _hoistable_matvecs(body: Program, consts: range) -> dict[int, int]:
     pos = {body.invars[i].id: i for i in consts}
     found = {}
     for k, e in enumerate(body.eqns):
-        if e.prim.name != "dot_general" or e.params.get("dimension_numbers") != _MATVEC:
+        if e.prim is not pr.DOT_GENERAL or e.params.get("dimension_numbers") != _MATVEC:
             continue
         w, h = e.inputs
         if not (isinstance(w, Var) and w.id in pos and isinstance(h, Var) and h.aval.ndim == 1
@@ -135,7 +136,7 @@ def _hoist_invariant_transposes(body: Program, consts: range) -> tuple[Program, 
     eqns = []
     for e in body.eqns:
         x = e.inputs[0] if e.inputs else None
-        if e.prim.name == "transpose" and isinstance(x, Var) and x.id in pos and x.aval.ndim == 2:
+        if e.prim is pr.TRANSPOSE and isinstance(x, Var) and x.id in pos and x.aval.ndim == 2:
             moved.append((pos[x.id], e.outvars[0]))
         else:
             eqns.append(e)
@@ -159,11 +160,11 @@ def hoist_loop_transposes(p: Program) -> Program:
     eqns: list[Eqn] = []
     changed = False
     for e in p.eqns:
-        if e.prim.name not in ("scan", "while") or (e.prim.name == "scan" and e.params["length"] == 0):
+        if e.prim not in (pr.SCAN, pr.WHILE) or (e.prim is pr.SCAN and e.params["length"] == 0):
             eqns.append(e)
             continue
         body = e.params["body"]
-        if e.prim.name == "scan":
+        if e.prim is pr.SCAN:
             nc, first, key = e.params["num_consts"], 0, "num_consts"
         else:
             nc, first, key = e.params["body_nconsts"], e.params["cond_nconsts"], "body_nconsts"

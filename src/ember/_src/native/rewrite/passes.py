@@ -60,6 +60,7 @@ from ember._src import dtypes as dt
 from ember._src.array import aligned_copy
 from ember._src.core import ShapedArray
 from ember._src.native import opinfo
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.opinfo import OpCategory
 from ember._src.native.rewrite import threefry
 from ember._src.prims import movement as mv
@@ -100,7 +101,7 @@ def splat_value(a: Atom, prod: dict[int, Eqn]) -> Any:
     if isinstance(a, Literal):
         return a.val
     e = prod.get(a.id)
-    if e is not None and e.prim.name == "broadcast_in_dim" and isinstance(e.inputs[0], Literal):
+    if e is not None and e.prim is pr.BROADCAST_IN_DIM and isinstance(e.inputs[0], Literal):
         return e.inputs[0].val
     return None
 
@@ -221,12 +222,12 @@ def inline_calls(p: Program) -> Program:
 @register
 def split_threefry(p: Program) -> Program:
     """``threefry2x32`` -> ``native_threefry_lo`` + ``native_threefry_hi`` (unused halves go in dce)."""
-    if not any(e.prim.name == "threefry2x32" for e in p.eqns):
+    if not any(e.prim is pr.THREEFRY2X32 for e in p.eqns):
         return p
     b = Builder(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
-        if e.prim.name == "threefry2x32":
+        if e.prim is pr.THREEFRY2X32:
             b.emit(threefry.threefry_lo_p, ins, {}, [e.outvars[0]])
             b.emit(threefry.threefry_hi_p, ins, {}, [e.outvars[1]])
         else:
@@ -274,7 +275,7 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
         return ins[0]
     if name == "neg":
         pe = prod.get(ins[0].id) if isinstance(ins[0], Var) else None
-        if pe is not None and pe.prim.name == "neg":
+        if pe is not None and pe.prim is pr.NEG:
             return pe.inputs[0]
     if name in ("mul", "add", "sub", "div"):
         x, y = ins
@@ -315,13 +316,13 @@ def _simplify_movement(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
     if name == "reshape":
         if tuple(x.aval.shape) == tuple(out.shape):
             return x
-        if pe is not None and pe.prim.name == "reshape":
+        if pe is not None and pe.prim is pr.RESHAPE:
             return b.reshape(pe.inputs[0], tuple(out.shape))
     if name == "transpose":
         perm = tuple(prm["permutation"])
         if perm == tuple(range(len(perm))):
             return x
-        if pe is not None and pe.prim.name == "transpose":
+        if pe is not None and pe.prim is pr.TRANSPOSE:
             inner = pe.params["permutation"]
             comp = tuple(inner[q] for q in perm)
             src = pe.inputs[0]
@@ -332,7 +333,7 @@ def _simplify_movement(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
         bd = tuple(prm["broadcast_dimensions"])
         if tuple(x.aval.shape) == tuple(out.shape) and bd == tuple(range(len(bd))):
             return x
-        if pe is not None and pe.prim.name == "broadcast_in_dim":
+        if pe is not None and pe.prim is pr.BROADCAST_IN_DIM:
             bd2 = tuple(bd[d] for d in pe.params["broadcast_dimensions"])
             return b.emit1(mv.broadcast_in_dim_p, [pe.inputs[0]],
                            {"shape": tuple(out.shape), "broadcast_dimensions": bd2})
@@ -415,7 +416,7 @@ def dce(p: Program) -> Program:
 # ---------------------------------------------------------------------------------------------
 
 
-NO_FOLD = frozenset({"broadcast_in_dim", "iota"})
+NO_FOLD = frozenset({pr.BROADCAST_IN_DIM, pr.IOTA})
 
 
 @register
@@ -430,7 +431,7 @@ def fold_constants(p: Program) -> Program:
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         static = all(isinstance(d, int) for v in (*e.outvars, *ins) for d in v.aval.shape)
-        foldable = e.prim.name not in NO_FOLD and e.prim.impl is not None and ins and static and \
+        foldable = e.prim not in NO_FOLD and e.prim.impl is not None and ins and static and \
             not any(isinstance(v, (Program, list)) for v in e.params.values()) and not eqn_effectful(e)
         vals, in_bytes = [], 0
         for a in ins if foldable else ():

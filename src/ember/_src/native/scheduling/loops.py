@@ -69,14 +69,15 @@ import numpy as np
 
 from ember._src.control_flow import common as cf
 from ember._src.native import opinfo
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.base import symdims as sd
 from ember._src.native.base.layout import ALIGN
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Eqn, Program, Var
 
-LOOP_PRIMS = ("scan", "while", "cond")
-for _name in LOOP_PRIMS:
-    opinfo.register(_name, opinfo.OpCategory.CONTROL,
+LOOP_PRIMS = pr.LOOPS
+for _prim in LOOP_PRIMS:
+    opinfo.register(_prim, opinfo.OpCategory.CONTROL,
                     "bodies compiled into the entry point (loops.py); else a fallback step")
 SMALL_CARRY_BYTES = 2048  # carries up to this size (in all) live in local C arrays
 MAX_UNROLL = 32  # body copies per iteration of a scan loop (``unroll``)
@@ -168,10 +169,10 @@ class LoopLowering:
 
 
 def _carry_avals(e: Eqn) -> list[Any]:
-    if e.prim.name == "scan":
+    if e.prim is pr.SCAN:
         nc, nk = e.params["num_consts"], e.params["num_carry"]
         return [a.aval for a in e.inputs[nc:nc + nk]]
-    if e.prim.name == "while":
+    if e.prim is pr.WHILE:
         n = e.params["cond_nconsts"] + e.params["body_nconsts"]
         return [a.aval for a in e.inputs[n:]]
     return []
@@ -284,7 +285,7 @@ def lower_loops(sched: Schedule, opts: BodyOptions, prefix: str = "") -> None:
         stack = _PENDING.stack = []
     k = 0
     for st in sched.steps:
-        if st.kind != "fallback" or st.eqns[0].prim.name not in LOOP_PRIMS:
+        if st.kind != "fallback" or st.eqns[0].prim not in LOOP_PRIMS:
             continue
         e = st.eqns[0]
         kind = e.prim.name
