@@ -141,3 +141,55 @@ def test_the_checker_sees_an_upward_import(tmp_path: pathlib.Path) -> None:
     assert [t for t, _ in found] == ["ember._src.jit", "ember._src.native.runtime.dispatch"]
     assert all(_layer(t) > _layer("ember._src.prims.fake") for t, _ in found)
     assert _layer("ember._src.lax.conv") > _layer("ember._src.numpy.ufuncs") > _layer("ember._src.jit")
+
+
+# The native backend's stages, lowest first: within ``ember._src.native`` a module imports only its own
+# stage and the ones before it (pipeline order, with what the stages share below them).
+NATIVE_STAGES: list[tuple[str, tuple[str, ...]]] = [
+    ("csrc", ("ember._src.native.csrc", "ember._src.native.pagecolor")),  # hand-written C and its loader
+    ("runtime", ("ember._src.native.runtime",)),  # compiler, cache, dispatcher, per-machine libraries
+    ("base", ("ember._src.native.base", "ember._src.native.opinfo", "ember._src.native.abi")),  # shared facts
+    ("rewrite", ("ember._src.native.rewrite",)),
+    ("scheduling", ("ember._src.native.scheduling",)),
+    ("plan", ("ember._src.native.plan",)),
+    ("emit", ("ember._src.native.emit",)),
+    ("driver", ("ember._src.native",)),  # pipeline, backend, specialize, options, validators
+]
+
+# (importer, imported): backward imports between stages that stay, each with its reason. None today:
+# a new backward import fails the test (move the fact it needs into ``native.base`` or the registry).
+STAGE_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _stage(mod: str) -> int:
+    best, rank = -1, -1
+    for i, (_, prefixes) in enumerate(NATIVE_STAGES):
+        for pre in prefixes:
+            if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
+                best, rank = len(pre), i
+    return rank
+
+
+def _native_imports() -> list[tuple[str, str, int]]:
+    return [(m, t, line) for m, t, line in _all_imports()
+            if m.startswith("ember._src.native") and t.startswith("ember._src.native") and t in MODULES]
+
+
+def test_native_stages_import_only_earlier_stages() -> None:
+    bad = []
+    for m, t, line in _native_imports():
+        if _stage(t) > _stage(m) and (m, t) not in STAGE_EXCEPTIONS:
+            bad.append(f"{MODULES[m].relative_to(SRC)}:{line}: {m} ({NATIVE_STAGES[_stage(m)][0]}) imports "
+                       f"{t} ({NATIVE_STAGES[_stage(t)][0]})")
+    assert not bad, "imports against the native stage order:\n" + "\n".join(bad)
+
+
+def test_native_stage_exceptions_are_still_needed() -> None:
+    found = {(m, t) for m, t, _ in _native_imports()}
+    stale = [k for k in STAGE_EXCEPTIONS if k not in found]
+    assert not stale, f"remove these from STAGE_EXCEPTIONS: {stale}"
+
+
+def test_every_native_module_has_a_stage() -> None:
+    missing = [m for m in MODULES if m.startswith("ember._src.native") and _stage(m) < 0]
+    assert not missing, missing

@@ -89,3 +89,32 @@ def test_op_info_entries_carry_their_lowering() -> None:
     assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze"}
     inplace = {p.name for p in opinfo.REGISTRY if opinfo.info(p).inplace == 0}
     assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce"}
+
+
+def test_cost_classes_are_declared_for_elementwise_and_reductions() -> None:
+    """Every primitive the native backend runs as an elementwise op or a reduction says what a cost
+    model counts for it (``Primitive.cost_class``, read by ``jit(f).lower(x).cost_analysis()``), and
+    every declared class is one the cost model knows: a new primitive cannot silently count nothing."""
+    from ember._src.native import opinfo
+
+    known = {"transcendental", "arithmetic", "reduction", "contraction", "free"}
+    missing = sorted(p.name for p in (*opinfo.group(opinfo.OpCategory.ELEMENTWISE),
+                                       *opinfo.group(opinfo.OpCategory.REDUCTION))
+                     if p.cost_class is None and not p.name.startswith("native_"))
+    assert not missing, f"no cost_class: {missing}"
+    bad = sorted(p.name for p in core.PRIMITIVES.values() if p.cost_class not in known | {None})
+    assert not bad, bad
+
+
+def test_cost_analysis_counts_by_class() -> None:
+    """A hand-counted program: 2*4*3*5 flops for the product, 4*5 for the add, 4*5 transcendentals
+    for the exp, 4*5 - 4 flops for the row sum."""
+    import numpy as np
+
+    import ember.numpy as jnp
+
+    f = ember.jit(lambda a, b: jnp.sum(jnp.exp(a @ b + 1.0), axis=1))
+    a, b = np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)
+    cost = f.lower(a, b).cost_analysis()
+    assert cost["flops"] == 2 * 4 * 3 * 5 + 4 * 5 + (4 * 5 - 4)
+    assert cost["transcendentals"] == 4 * 5

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native.emit import gemm_kernel
-from ember._src.native.runtime import compiler, dispatch
+from ember._src.native.runtime import compiler, dispatch, gemm_library
 from ember._src.native.runtime.background import BackgroundLibrary
 from ember.errors import CompileError
 
@@ -106,29 +105,29 @@ def test_build_thread_is_a_daemon():
 
 
 def test_gemm_load_reports_building_loaded_and_failed(monkeypatch, caplog):
-    warn = gemm_kernel._library._on_failure  # the module's hook: a warning
-    monkeypatch.setattr(gemm_kernel, "kernel_symbol", lambda: "ember_sgemm_small_test")
+    warn = gemm_library._library._on_failure  # the module's hook: a warning
+    monkeypatch.setattr(gemm_library, "kernel_symbol", lambda: "ember_sgemm_small_test")
     gate = _Gate(result=object())
-    monkeypatch.setattr(gemm_kernel, "_library", BackgroundLibrary("test-gemm", gate))
-    assert gemm_kernel.load() is None  # building
+    monkeypatch.setattr(gemm_library, "_library", BackgroundLibrary("test-gemm", gate))
+    assert gemm_library.load() is None  # building
     gate.release.set()
-    assert gemm_kernel.load(wait=True) is True and gemm_kernel.load() is True
+    assert gemm_library.load(wait=True) is True and gemm_library.load() is True
 
     failing = _Gate(error=CompileError("cc exploded"))
     failing.release.set()
-    monkeypatch.setattr(gemm_kernel, "_library",
+    monkeypatch.setattr(gemm_library, "_library",
                         BackgroundLibrary("test-gemm-fail", failing, on_failure=warn))
     with caplog.at_level(logging.WARNING):
-        assert gemm_kernel.load(wait=True) is False and gemm_kernel.load() is False
+        assert gemm_library.load(wait=True) is False and gemm_library.load() is False
     assert failing.calls == 1
     assert "GEMM kernel library failed" in caplog.text and "CompileError: cc exploded" in caplog.text
 
 
 def test_gemm_load_is_false_where_the_kernel_cannot_run(monkeypatch):
     gate = _Gate()
-    monkeypatch.setattr(gemm_kernel, "kernel_symbol", lambda: None)
-    monkeypatch.setattr(gemm_kernel, "_library", BackgroundLibrary("test-gemm-none", gate))
-    assert gemm_kernel.load(wait=True) is False and gate.calls == 0  # nothing built
+    monkeypatch.setattr(gemm_library, "kernel_symbol", lambda: None)
+    monkeypatch.setattr(gemm_library, "_library", BackgroundLibrary("test-gemm-none", gate))
+    assert gemm_library.load(wait=True) is False and gate.calls == 0  # nothing built
 
 
 def test_dispatch_module_and_unavailable_reason(monkeypatch):

@@ -12,7 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember._src import shapes as sh
 from ember._src.native import specialize
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
 from ember._src.native.plan.planner import _first_fit, first_fit, plan_memory
 from ember._src.native.rewrite.passes import run_passes
 from ember._src.native.runtime import compiler

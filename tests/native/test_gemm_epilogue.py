@@ -12,6 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.native.emit import gemm_kernel
+from ember._src.native.runtime import gemm_library
 from ember._src.native.scheduling.gemm_epilogue import GemmEpilogue
 from tests.native.conftest import requires_cc
 
@@ -96,7 +97,7 @@ def test_mlp_blas_path_with_epilogue_loop(monkeypatch):
     want = _relu(x64 @ w1 + b1) @ w2 + b2
     outs = {}
     for mode in ("kernel", "blas", "unfused"):
-        monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", mode == "blas")
+        monkeypatch.setattr(gemm_library, "BLAS_ONLY", mode == "blas")
         fn = ember.jit(mlp, backend="native", gemm_epilogue=mode != "unfused")
         got = np.asarray(fn(x, w1, b1, w2, b2))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5, err_msg=mode)

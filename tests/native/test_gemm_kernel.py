@@ -21,7 +21,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.native.emit import gemm_kernel
 from ember._src.native.rewrite import passes
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import compiler, gemm_library
 from tests.native.conftest import requires_cc
 
 _WRAPPER = """
@@ -288,12 +288,12 @@ def test_prepacked_entry_matches_packing_entry(kernel, relu):
 
 def test_size_rule(monkeypatch):
     """AVX-512: every product of 2 or more rows; AVX2: the rule measured on Zen 3."""
-    monkeypatch.setattr(gemm_kernel, "_wide", lambda: True)
+    monkeypatch.setattr(gemm_library, "_wide", lambda: True)
     for m, n, k in [(2, 2, 1), (1024, 1024, 1024), (16, 4096, 4096), (512, 256, 256), (4096, 50257, 768)]:
         assert gemm_kernel.use_small_sgemm(m, n, k) and gemm_kernel.use_prepacked(m, n, k)
     assert not gemm_kernel.use_small_sgemm(1, 512, 512) and not gemm_kernel.use_small_sgemm(32, 1, 512)
     assert gemm_kernel.use_prepacked(1, 512, 512) and not gemm_kernel.use_prepacked(0, 64, 64)
-    monkeypatch.setattr(gemm_kernel, "_wide", lambda: False)
+    monkeypatch.setattr(gemm_library, "_wide", lambda: False)
     assert gemm_kernel.use_small_sgemm(32, 512, 512) and gemm_kernel.use_small_sgemm(128, 10, 512)
     assert not gemm_kernel.use_small_sgemm(1, 512, 512)  # a single row: BLAS sgemv
     assert not gemm_kernel.use_small_sgemm(32, 1, 512)
@@ -371,7 +371,7 @@ def test_library_source_compiles_without_its_isa(tmp_path, isa_name):
     info = compiler.find_compiler()
     if info is None or info.family != "gcc" or platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("needs GCC on x86-64")
-    source, symbol = gemm_kernel._library_source(isa_name)
+    source, symbol = gemm_library._library_source(isa_name)
     src = tmp_path / "kernel.c"
     src.write_text(source)
     has_isa = gemm_kernel.ISAS[isa_name].flags <= set(info.target.split())
@@ -593,7 +593,7 @@ def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
 def test_c_size_rule_is_kernel_rows(monkeypatch, wide):
     """The run-time form of the size rule (products with a dynamic ``n`` or ``k``) takes exactly
     the shapes the static rule takes (the AVX2 and the AVX-512 rule)."""
-    monkeypatch.setattr(gemm_kernel, "_wide", lambda: wide)
+    monkeypatch.setattr(gemm_library, "_wide", lambda: wide)
     lib = compiler.load_library(
         "#include <stdint.h>\nint em_test_rule(int64_t m, int64_t n, int64_t k) { return "
         + gemm_kernel.c_size_rule("m", "n", "k") + "; }\n", name_hint=f"test_size_rule_{int(wide)}")

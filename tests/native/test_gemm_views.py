@@ -16,6 +16,7 @@ import ember.numpy as jnp
 from ember._src.native.emit import gemm_kernel
 from ember._src.native.rewrite import passes
 from ember._src.native.rewrite.fused import gemm, gemm_p
+from ember._src.native.runtime import gemm_library
 from ember._src.program import run_numpy, validate
 from tests.native.conftest import requires_cc
 
@@ -131,7 +132,7 @@ def product(request, monkeypatch):
     if request.param == "kernel":
         gemm_kernel.load(wait=True)
     if request.param == "blas32":
-        monkeypatch.setattr(gemm_kernel, "use_small_sgemm", lambda m, n, k: False)
+        monkeypatch.setattr(gemm_library, "use_small_sgemm", lambda m, n, k: False)
     return np.float64 if request.param == "blas64" else np.float32
 
 

@@ -16,7 +16,7 @@ from ember._src.native.emit import calls
 from ember._src.native.options import NativeOptions
 from ember._src.native.plan import scratch
 from ember._src.native.runtime import blas, progcache
-from ember._src.native.scheduling import blockreduce, loops
+from ember._src.native.scheduling import blockreduce
 from tests.native.conftest import requires_cc
 from tests.native.util import without_calls
 
@@ -137,13 +137,13 @@ def test_loop_bodies_are_validated_as_the_option_says(monkeypatch, dynamic, mode
     """Loop bodies are checked with ``program.validate`` unless validation is off, on the static
     and the symbolic path alike (the symbolic path used to check them even when it was off)."""
     checked = []
-    real = loops.validate
+    real = pl.validate
 
     def spy(p):
         checked.append(p)
         return real(p)
 
-    monkeypatch.setattr(loops, "validate", spy)
+    monkeypatch.setattr(pl, "validate", spy)
     args = _rnn_args(4)
     dyn = {1: (None, "n", None), 0: ("n", None)} if dynamic else None
     f = ember.jit(_rnn, backend="native", validate=mode, dynamic_axes=dyn)

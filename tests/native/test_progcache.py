@@ -20,7 +20,7 @@ from ember._src.native import backend as nb
 from ember._src.native import pipeline as pl
 from ember._src.native.emit import gemm_kernel
 from ember._src.native.options import NativeOptions
-from ember._src.native.runtime import compiler, progcache
+from ember._src.native.runtime import compiler, gemm_library, progcache
 from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(7)
@@ -142,7 +142,7 @@ def test_key_depends_on_what_changes_the_code(monkeypatch):
     assert k != _key(lambda a: a * 2.0 + 1.0, x, options={"simd": False})  # an option
     assert k != _key(lambda a: jnp.sum(a, axis=0), x) != _key(lambda a: jnp.sum(a, axis=1), x)  # a param
 
-    monkeypatch.setattr(gemm_kernel, "BLAS_ONLY", not gemm_kernel.BLAS_ONLY)  # changes emitted C
+    monkeypatch.setattr(gemm_library, "BLAS_ONLY", not gemm_library.BLAS_ONLY)  # changes emitted C
     assert k != _key(lambda a: a * 2.0 + 1.0, x)
     monkeypatch.undo()
     monkeypatch.setattr(progcache, "source_fingerprint", lambda: "edited")  # ember's code
@@ -212,15 +212,16 @@ def _twice(child: str, cache) -> tuple[dict, list[list[str]]]:
 _GEMM_CHILD = """
 import numpy as np, ember
 from ember._src.native.emit import gemm_kernel
+from ember._src.native.runtime import gemm_library
 rng = np.random.default_rng(0)
 a = rng.standard_normal((96, 200)).astype(np.float32)
 b = rng.standard_normal((200, 120)).astype(np.float32)
 f = ember.jit(lambda a, b: a @ b)
-states = [gemm_kernel._library.started]
+states = [gemm_library._library.started]
 outs = [np.asarray(f(a, b))]
-states.append(gemm_kernel._library.started)
+states.append(gemm_library._library.started)
 outs.append(np.asarray(f(a, b)))
-states.append(gemm_kernel._library.started)
+states.append(gemm_library._library.started)
 exe = f.lower(a, b).executable
 assert gemm_kernel.load(wait=True)
 outs.append(np.asarray(f(a, b)))  # on the kernel now

@@ -120,6 +120,10 @@ class Primitive:
         self.transpose: Callable | None = None
         self.batch: Callable | None = None
         self.lowering: Any = None
+        # what a cost model counts per output element (``aot.estimate_cost``): "transcendental",
+        # "arithmetic" (one flop), "reduction" (input - output flops), "contraction" (2 M N K) or
+        # "free" (data movement, conversions); None: not classified (counts nothing)
+        self.cost_class: str | None = None
         self.not_applicable: dict[str, str] = {}
         PRIMITIVES[name] = self
 

@@ -28,7 +28,7 @@ from ember._src.native import opinfo, validators  # noqa: F401
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.emit import gemm_kernel  # noqa: F401
 from ember._src.native.emit import mpi_calls as _mpi_calls  # noqa: F401
-from ember._src.native.runtime import compiler, dispatch, interrupt, pool, threadpool  # noqa: F401
+from ember._src.native.runtime import compiler, dispatch, gemm_library, interrupt, pool, threadpool  # noqa: F401
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.specialize import native_specialize
 
@@ -69,6 +69,6 @@ register_memory_reporter("native", native_memory.report)
 CLEAR_HOOKS.append(pool.POOL.clear)  # clear_caches() releases the shared output pool's idle blocks
 opinfo.declare()  # Primitive.lowering from the op-info registry
 # eager float32 matrix products (no jit) on the same GEMM kernel as jitted ones
-gemm_kernel.dot_prims.dot_general_p.eager_impl = gemm_kernel.eager_dot_general
+gemm_library.dot_prims.dot_general_p.eager_impl = gemm_library.eager_dot_general
 
 __all__ = ["NativeExecutable", "native_backend", "prepare"]

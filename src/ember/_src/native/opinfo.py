@@ -9,7 +9,10 @@ detail for the feature table. Each lowering module registers the entries it impl
 code (:mod:`.c_ops` and :mod:`.c_complex` the elementwise renderers, :mod:`.kernel` movement,
 :mod:`.calls`/:mod:`.lapack`/:mod:`.fft` the calls, :mod:`.loops` control flow, ...); the groups
 the passes and the scheduler test (:func:`is_elementwise`, :func:`is_fusible`, :func:`group`, ...)
-are derived from the registry, never listed by hand.
+are derived from the registry, never listed by hand. The questions the earlier stages ask of the
+lowerings (:func:`has_lowering`, :func:`lowerable`, :func:`workspace_bytes`,
+:func:`inplace_operand`, :func:`reduce_kind`, :func:`op_cost`) are answered here, from the
+registry, so the scheduler and the planner never import an emitter.
 
 A primitive the native backend does not lower has no entry; it declares
 ``prim.na("lowering", reason)`` beside its other rules instead (``tests/test_registry.py`` checks
@@ -29,7 +32,9 @@ import numpy as np
 # the primitives the entries name are declared by prims (lax), control_flow (scan, while, cond)
 # and custom_derivatives (checkpoint, custom_jvp_call, custom_vjp_call)
 from ember._src import control_flow, core, custom_derivatives, prims  # noqa: F401
+from ember._src import shapes as sh
 from ember._src.core import Primitive
+from ember._src.native.base.c_types import SUPPORTED_DTYPES, is_bool, is_complex
 from ember._src.program import Eqn
 
 #: ``render(args, in_dtypes, out_dtype, params) -> C expression`` of an elementwise op
@@ -228,3 +233,89 @@ class RendererTable(MutableMapping[str, Renderer]):
 
     def __len__(self) -> int:
         return sum(getattr(i, self.field) is not None for i in REGISTRY.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Costs (rough cycles per element): what fusion may recompute
+# ---------------------------------------------------------------------------------------------
+
+EXPENSIVE = 20
+COSTS: dict[Primitive, int] = {}  # primitives not listed cost 1
+
+
+def set_cost(p: Primitive | str, cost: int) -> None:
+    """Set the fusion cost of ``p`` (a name must be a declared primitive: a typo is an error)."""
+    COSTS[primitive(p)] = cost
+
+
+def op_cost(p: Primitive | str) -> int:
+    """Rough cycles per element of ``p`` (1 unless set)."""
+    prim = core.PRIMITIVES.get(p) if isinstance(p, str) else p
+    return COSTS.get(prim, 1) if prim is not None else 1
+
+
+for _name, _cost in (("div", 4), ("rem", 6), ("sqrt", 4), ("rsqrt", 5), ("integer_pow", 2), ("select_n", 1)):
+    set_cost(_name, _cost)
+for _name in ("pow", "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
+              "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erf", "erfc", "lgamma",
+              "atan2", "nextafter"):
+    set_cost(_name, EXPENSIVE)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the lowerings accept (asked by the scheduler and the planner)
+# ---------------------------------------------------------------------------------------------
+
+
+def has_lowering(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> bool:
+    """Whether the elementwise primitive ``name`` has a C renderer for these dtypes (the complex
+    renderer when any of them is complex)."""
+    dts = [np.dtype(d) for d in (*in_dtypes, out_dtype)]
+    if any(d not in SUPPORTED_DTYPES for d in dts):
+        return False
+    i = REGISTRY.get(core.PRIMITIVES.get(name))  # type: ignore[arg-type]
+    if i is None:
+        return False
+    return (i.complex_render if any(is_complex(d) for d in dts) else i.render) is not None
+
+
+def reduce_kind(prim: Primitive, dtype: np.dtype) -> str | None:
+    """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``. None when
+    the reduction has no C lowering for ``dtype`` (complex values: only sums lower)."""
+    k = REGISTRY[prim].reduce_kind
+    assert k is not None, prim.name
+    if is_complex(dtype):
+        return k if k == "sum" else None
+    if is_bool(dtype):
+        k = {"sum": "or", "max": "or", "prod": "and", "min": "and"}.get(k, k)
+    return k
+
+
+def lowerable(e: Eqn) -> bool:
+    """Whether equation ``e`` runs as a native call step."""
+    low = call_lowering(e.prim)
+    if low is None:
+        return False
+    avals = [a.aval for a in e.inputs] + [v.aval for v in e.outvars]
+    if any(np.dtype(a.dtype) not in SUPPORTED_DTYPES for a in avals):
+        return False
+    if not low.complex_ok and any(is_complex(np.dtype(a.dtype)) for a in avals):
+        return False
+    if not low.symbolic_ok and any(not isinstance(d, int) for a in avals for d in a.shape):
+        return False
+    return bool(low.accepts(e))
+
+
+def inplace_operand(e: Eqn) -> int | None:
+    """The operand whose buffer ``e``'s result may reuse (the planner decides), or None."""
+    i = info(e.prim)
+    return i.inplace if i is not None and i.call is not None else None
+
+
+def workspace_bytes(e: Eqn) -> Any:
+    """Bytes of arena scratch the call step of ``e`` needs (0: none; a ``DimExpr`` when symbolic)."""
+    low = call_lowering(e.prim)
+    if low is None:
+        return 0
+    ws = low.workspace(e)
+    return ws if isinstance(ws, sh.DimExpr) else int(ws)

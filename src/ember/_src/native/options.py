@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.emit.calls import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.native.rewrite.passes import PASSES
-from ember._src.native.runtime.threadpool import usable_cpus
+from ember._src.native.runtime.threadpool import DEFAULT_PARALLEL_THRESHOLD, usable_cpus
 from ember._src.validation import validation_mode
 
 

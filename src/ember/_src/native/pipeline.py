@@ -12,8 +12,8 @@ per-binding ``dims`` for the symbolic one). The stages, in order:
 3. **schedule** (:func:`.schedule.build_schedule`: ``max_kernel_inputs``, ``fuse``);
 4. static only: **GEMM epilogues** (``gemm_epilogue``, :mod:`.gemm_epilogue`);
 5. **native loops** (:func:`.loops.lower_loops`): ``scan``/``while``/``cond`` bodies compiled by
-   the same stages; the bodies' programs are checked (``program.validate``) unless validation is
-   ``"off"``, on both paths;
+   the same stages (:func:`compile_body`); the bodies' programs are checked
+   (``program.validate``) unless validation is ``"off"``, on both paths;
 6. static only: **batch groups** (``batch_groups``, :mod:`.batch_groups`);
 7. **memory plan** (:func:`.planner.plan_memory`), then the ``planned`` validators (static only);
    symbolic: the arena offsets become ``dims`` entries placed per binding
@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ember._src import shapes as sh
+from ember._src.native.emit.c_ops import SUPPORTED_DTYPES
 from ember._src.native.emit.codegen import generate
 from ember._src.native.emit.context import CodegenOptions, Generated
 from ember._src.native.emit.pooled import parallel_clause
@@ -38,7 +41,7 @@ from ember._src.native.rewrite import passes as passes_mod
 from ember._src.native.scheduling import batch_groups, gemm_strategy, loops
 from ember._src.native.scheduling.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.scheduling.schedule import Schedule, build_schedule
-from ember._src.program import Program
+from ember._src.program import Program, validate
 from ember._src.validation import run_validators
 from ember.errors import ShapeError
 
@@ -82,7 +85,7 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
     threads = options.threads(openmp)
     loops.lower_loops(sched, loops.BodyOptions(
         passes=options.passes, max_inputs=options.max_kernel_inputs, fuse=options.fuse, threads=threads,
-        inplace=options.inplace, validate=mode != "off", symbolic=symbolic))
+        inplace=options.inplace, validate=mode != "off", symbolic=symbolic, compile=compile_body))
     if options.batch_groups and not symbolic:
         batch_groups.group_batched(sched, threads)
     cg = CodegenOptions(openmp=openmp, num_threads=options.num_threads, workspace_threads=threads,
@@ -109,3 +112,40 @@ def _check_axes(prog: Program, axes: tuple[str, ...]) -> None:
         extra = sh.shape_axes(v.aval.shape) - set(axes)
         if extra:
             raise ShapeError(f"axes {sorted(extra)} are not bound by the inputs")
+
+
+def compile_body(prog: Program, opts: loops.BodyOptions, name: str) -> loops.Body:
+    """Compile a loop body ``prog`` into a :class:`~.loops.Body` whose C function is ``name``, by the
+    same stages as a program (passes, schedule, nested loops, GEMM strategies, memory plan; its C is
+    emitted with the parent's); raises :class:`~.loops.BodyError` with the reason when it cannot run
+    natively. :func:`lower` hands it to the loop stage as ``BodyOptions.compile``."""
+    from ember._src.native.backend import unsupported_reason
+    reason = _dtype_reason(prog) if opts.symbolic else unsupported_reason(prog)
+    if reason is not None:
+        raise loops.BodyError(reason)
+    p = passes_mod.run_passes(prog, opts.passes)
+    if opts.validate:
+        validate(p)
+    sched = build_schedule(p, max_inputs=opts.max_inputs, fuse=opts.fuse)
+    loops.lower_loops(sched, opts, prefix=name + "_")
+    for st in sched.steps:
+        if st.kind == "fallback" and not st.eqns[0].prim.effectful:  # a debug callback may call back
+            raise loops.BodyError(f"the body runs {st.eqns[0].prim.name} through the Python fallback "
+                                  "(no native lowering)")
+    for st in sched.steps:
+        if st.kind not in ("loop", "cond"):
+            st.name = f"{name}_{st.name}"
+    gemm_strategy.assign(sched, gemm_strategy.GemmContext(consts={}, inputs=(), prepack=False, pooled=False,
+                                                          parallel=lambda work, extent: False, in_body=True))
+    plan = plan_memory(sched, threads=opts.threads, inplace=opts.inplace)
+    if opts.validate and not opts.symbolic:  # symbolic plans are placed (and checked) per binding
+        plan.check()
+    return loops.Body(name, p, sched, plan)
+
+
+def _dtype_reason(p: Program) -> str | None:
+    """Why ``p`` (symbolic shapes allowed) cannot run natively: a dtype without a C type."""
+    for v in (*p.invars, *p.constvars, *(o for e in p.eqns for o in e.outvars)):
+        if np.dtype(v.aval.dtype) not in SUPPORTED_DTYPES:
+            return f"dtype {v.aval.dtype} has no C type in the native backend"
+    return None

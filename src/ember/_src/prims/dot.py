@@ -162,3 +162,5 @@ def dot(x: Any, y: Any, preferred_element_type: Any = None) -> Any:
     if not (1 <= nx <= 2 and 1 <= ny <= 2):
         raise ShapeError(f"lax.dot takes rank 1 or 2 operands, got ranks {nx} and {ny}")
     return dot_general(x, y, (((nx - 1,), (0,)), ((), ())), preferred_element_type)
+
+dot_general_p.cost_class = "contraction"  # 2 M N K flops (aot.estimate_cost)

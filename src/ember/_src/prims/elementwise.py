@@ -718,3 +718,19 @@ conj_p.transpose = _unary_linear_transpose(lambda ct, aval: conj(ct))
 convert_element_type_p.transpose = _convert_transpose
 complex_p.transpose = _complex_transpose
 div_p.not_applicable.pop("transpose", None)
+
+
+# What a cost model counts per output element (``aot.estimate_cost``; every elementwise primitive
+# is classified, tests/test_registry.py checks it).
+for _p in (acos_p, acosh_p, asin_p, asinh_p, atan_p, atan2_p, atanh_p, cbrt_p, cos_p, cosh_p,
+           digamma_p, erf_p, erf_inv_p, erfc_p, exp_p, exp2_p, expm1_p, lgamma_p, log_p, log1p_p,
+           logistic_p, polygamma_p, pow_p, rsqrt_p, sin_p, sinh_p, sqrt_p, tan_p, tanh_p):
+    _p.cost_class = "transcendental"
+for _p in (abs_p, add_p, and_p, ceil_p, div_p, eq_p, floor_p, ge_p, gt_p, integer_pow_p, is_finite_p,
+           le_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p, nextafter_p, not_p, or_p, rem_p, round_p,
+           select_n_p, sign_p, sub_p, xor_p, population_count_p, shift_left_p,
+           shift_right_arithmetic_p, shift_right_logical_p):
+    _p.cost_class = "arithmetic"
+for _p in (complex_p, conj_p, convert_element_type_p, copy_p, imag_p, real_p):
+    _p.cost_class = "free"
+

@@ -108,6 +108,7 @@ threefry2x32_p.na("transpose", "threefry2x32 is a hash on integers, not a linear
 # ---------------------------------------------------------------------------------------------
 
 bitcast_convert_type_p = Primitive("bitcast_convert_type")
+bitcast_convert_type_p.cost_class = "free"  # a reinterpretation of the bits (aot.estimate_cost)
 
 
 def _bitcast_abstract(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:

@@ -337,3 +337,10 @@ cumprod_p.jvp = _cumprod_jvp
 cummax_p.jvp, cummin_p.jvp = _cumext_jvp(cummax_p), _cumext_jvp(cummin_p)
 for _p in (cumprod_p, cummax_p, cummin_p):
     _p.na("transpose", f"{_p.name} is not linear")
+
+
+# What a cost model counts (``aot.estimate_cost``): input elements minus output elements.
+for _p in (argmax_p, argmin_p, cummax_p, cummin_p, cumprod_p, cumsum_p, reduce_and_p, reduce_max_p,
+           reduce_min_p, reduce_or_p, reduce_prod_p, reduce_sum_p):
+    _p.cost_class = "reduction"
+

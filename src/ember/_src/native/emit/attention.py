@@ -20,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base import symdims as sd
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, register, row_strides
-from ember._src.native.plan import symdims as sd
-from ember._src.native.rewrite import attention_passes  # noqa: F401  (registers the attention passes)
 from ember._src.program import Eqn
 
 BLOCK_Q = 32  # queries per task (EM_ATT_BQ)

@@ -28,45 +28,21 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.core import Primitive
 from ember._src.native import csrc, opinfo
+from ember._src.native.base.c_types import (  # noqa: F401  (the op table's users read them here too)
+    C_TYPES,
+    SUPPORTED_DTYPES,
+    ctype,
+    is_bool,
+    is_complex,
+    is_float,
+    is_unsigned,
+    real_ctype,
+)
 from ember._src.native.emit import support
 from ember._src.native.emit.c_headers import headers_in, include_lines
 from ember._src.native.opinfo import OpCategory, Renderer
-
-C_TYPES = {
-    np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
-    np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint8): "uint8_t",
-    np.dtype(np.uint16): "uint16_t", np.dtype(np.uint32): "uint32_t", np.dtype(np.uint64): "uint64_t",
-    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
-    np.dtype(np.complex64): "em_c64", np.dtype(np.complex128): "em_c128",  # typedefs: PRELUDE_HEAD
-}
-SUPPORTED_DTYPES = frozenset(C_TYPES)
-
-
-def ctype(dtype: Any) -> str:
-    return C_TYPES[np.dtype(dtype)]
-
-
-def is_float(d: np.dtype) -> bool:
-    return d.kind == "f"
-
-
-def is_complex(d: np.dtype) -> bool:
-    return d.kind == "c"
-
-
-def real_ctype(d: np.dtype) -> str:
-    """The C type of a complex dtype's parts (``float`` or ``double``)."""
-    return "float" if d.itemsize == 8 else "double"
-
-
-def is_bool(d: np.dtype) -> bool:
-    return d.kind == "b"
-
-
-def is_unsigned(d: np.dtype) -> bool:
-    return d.kind == "u"
+from ember._src.native.rewrite import threefry
 
 
 def literal(value: Any, dtype: Any) -> str:
@@ -121,18 +97,9 @@ def max_value(d: np.dtype) -> str:
 # Costs (rough cycles per element) -- used to decide what fusion may recompute
 # ---------------------------------------------------------------------------------------------
 
-EXPENSIVE = 20
-OP_COST: dict[str, int] = {
-    "div": 4, "rem": 6, "sqrt": 4, "rsqrt": 5, "integer_pow": 2, "select_n": 1, "pow": EXPENSIVE,
-}
-for _n in ("exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
-           "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erf", "erfc", "lgamma",
-           "atan2", "nextafter"):
-    OP_COST[_n] = EXPENSIVE
-
-
-def op_cost(name: str) -> int:
-    return OP_COST.get(name, 1)
+# The costs live in the op-info registry (:func:`.opinfo.op_cost`); this is a name-keyed reading.
+EXPENSIVE = opinfo.EXPENSIVE
+op_cost = opinfo.op_cost
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,11 +324,7 @@ def _shra(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> 
     return f"(({t})(({s}){a[0]} >> ({a[1]} < 0 ? 0 : {a[1]} > {bits - 1} ? {bits - 1} : {a[1]})))"
 
 
-def has_lowering(name: str, in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> bool:
-    """Whether an elementwise primitive has a C rendering for these dtypes."""
-    if any(d not in SUPPORTED_DTYPES for d in (*in_dtypes, out_dtype)):
-        return False
-    return name in _table(in_dtypes, out_dtype)
+has_lowering = opinfo.has_lowering
 
 
 def _table(in_dtypes: Sequence[np.dtype], out_dtype: np.dtype) -> opinfo.RendererTable:
@@ -390,16 +353,7 @@ for _name, _kind in (("reduce_sum", "sum"), ("reduce_prod", "prod"), ("reduce_ma
                     reduce_kind=_kind)
 
 
-def reduce_kind(prim: Primitive, dtype: np.dtype) -> str | None:
-    """Canonical reduction kind; bool sum/max are ``or`` and bool prod/min are ``and``. None when
-    the reduction has no C lowering for ``dtype`` (complex values: only sums lower)."""
-    k = opinfo.REGISTRY[prim].reduce_kind
-    assert k is not None, prim.name
-    if is_complex(dtype):
-        return k if k == "sum" else None
-    if is_bool(dtype):
-        k = {"sum": "or", "max": "or", "prod": "and", "min": "and"}.get(k, k)
-    return k
+reduce_kind = opinfo.reduce_kind
 
 
 def reduce_init(kind: str, d: np.dtype) -> str:
@@ -496,3 +450,19 @@ def prelude_for(source_body: str) -> str:
 
 # register digamma, erf_inv, polygamma, bitcast (c_special) and the complex renderers (c_complex)
 from ember._src.native.emit import c_complex, c_special  # noqa: E402, F401
+
+
+# The backend-internal threefry halves (rewrite/threefry.py declares them; passes.split_threefry
+# creates them): their inline C and renderers.
+def _threefry_renderer(fname: str) -> Renderer:
+    def render(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
+        return f"{fname}({', '.join(a)})"
+
+    return render
+
+
+PRELUDE_FUNCS.setdefault("em_threefrylo", ((), threefry.threefry_c("em_threefrylo", 0)))
+PRELUDE_FUNCS.setdefault("em_threefryhi", ((), threefry.threefry_c("em_threefryhi", 1)))
+for _p, _fname in ((threefry.threefry_lo_p, "em_threefrylo"), (threefry.threefry_hi_p, "em_threefryhi")):
+    opinfo.register(_p, OpCategory.ELEMENTWISE, "elementwise C expression (threefry.py)",
+                    render=_threefry_renderer(_fname))

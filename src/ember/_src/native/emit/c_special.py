@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ember._src.native import opinfo
 from ember._src.native.emit import c_ops
 from ember._src.native.emit.c_ops import ctype
 
@@ -58,7 +59,7 @@ def install() -> None:
     c_ops.OPS.setdefault("polygamma", _polygamma)
     c_ops.OPS.setdefault("bitcast_convert_type", _bitcast)
     for name in ("digamma", "erf_inv", "polygamma"):
-        c_ops.OP_COST.setdefault(name, 2 * c_ops.EXPENSIVE)
+        opinfo.COSTS.setdefault(opinfo.primitive(name), 2 * opinfo.EXPENSIVE)
 
 
 install()

@@ -31,17 +31,19 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import shapes as sh
 from ember._src.native import csrc, opinfo
 from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
-from ember._src.native.opinfo import CallLowering, OpCategory
+from ember._src.native.opinfo import (  # noqa: F401  (the call steps' questions, answered by the registry)
+    CallLowering,
+    OpCategory,
+    inplace_operand,
+    lowerable,
+    workspace_bytes,
+)
+from ember._src.native.plan.scratch import CALL_WORKSPACE
+from ember._src.native.runtime.threadpool import DEFAULT_PARALLEL_THRESHOLD  # noqa: F401  (re-exported)
 from ember._src.program import Eqn, Literal
-
-# cost-weighted element count above which loops and calls go parallel (the one default)
-DEFAULT_PARALLEL_THRESHOLD = 200_000
-
-CALL_WORKSPACE = "call workspace"  # the name of a call step's scratch request (scratch.py)
 
 
 @dataclass
@@ -93,36 +95,6 @@ def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = Non
         return fn
 
     return deco
-
-
-def lowerable(e: Eqn) -> bool:
-    """Whether equation ``e`` runs as a native call step."""
-    low = opinfo.call_lowering(e.prim)
-    if low is None:
-        return False
-    avals = [a.aval for a in e.inputs] + [v.aval for v in e.outvars]
-    if any(np.dtype(a.dtype) not in c_ops.SUPPORTED_DTYPES for a in avals):
-        return False
-    if not low.complex_ok and any(c_ops.is_complex(np.dtype(a.dtype)) for a in avals):
-        return False
-    if not low.symbolic_ok and any(not isinstance(d, int) for a in avals for d in a.shape):
-        return False
-    return bool(low.accepts(e))
-
-
-def inplace_operand(e: Eqn) -> int | None:
-    """The operand whose buffer ``e``'s result may reuse (the planner decides), or None."""
-    i = opinfo.info(e.prim)
-    return i.inplace if i is not None and i.call is not None else None
-
-
-def workspace_bytes(e: Eqn) -> Any:
-    """Bytes of arena scratch the call step of ``e`` needs (0: none; a ``DimExpr`` when symbolic)."""
-    low = opinfo.call_lowering(e.prim)
-    if low is None:
-        return 0
-    ws = low.workspace(e)
-    return ws if isinstance(ws, sh.DimExpr) else int(ws)
 
 
 def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -> list[str]:

@@ -7,7 +7,7 @@
 for dynamic axes). ``fns`` holds run-time function pointers in the slots :mod:`.abi` names:
 ``sgemm``, ``dgemm``, the Python callback that runs fallback steps, ``sgemv``, ``dgemv`` (BLAS from
 SciPy), the LAPACK routines of :data:`.abi.LINALG_NAMES` (used by call steps), then the derived
-constants (constants of loop bodies, which :mod:`.loops` compiles into static functions, and
+constants (constants of loop bodies, which :mod:`.loop_bodies` emits into static functions, and
 prepacked weights). Call steps (:mod:`.calls`) are blocks of C emitted by their lowering, with
 ``static`` helpers shared across steps. The result is 0,
 ``k + 1`` when step ``k`` (a fallback) failed, or ``EM_INTERRUPTED`` when Ctrl-C stopped a loop or
@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from ember._src import flags
 from ember._src.native import abi
+from ember._src.native.base import symdims as sd
 from ember._src.native.csrc import load as load_csrc
 from ember._src.native.emit import c_headers, c_ops, gemm_kernel, support
 from ember._src.native.emit import calls as calls_mod
@@ -41,7 +42,6 @@ from ember._src.native.emit.gemm import blas_helpers, emit_gemm
 from ember._src.native.emit.groups import emit_group
 from ember._src.native.emit.kernels import KernelEmitter, block_reduce_kernel, pooled_kernel
 from ember._src.native.emit.pooled import axis_decls
-from ember._src.native.plan import symdims as sd
 from ember._src.native.plan.planner import MemoryPlan
 from ember._src.native.runtime import interrupt, threadpool
 from ember._src.native.scheduling.schedule import Schedule, Step
@@ -80,9 +80,9 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: EmitContext, opts: Codege
         elif step.kind == "fallback":
             body.append("    " + _fallback_call(step, s, ctx, gen))
         elif step.kind in ("loop", "cond"):
-            from ember._src.native.scheduling import loops
+            from ember._src.native.emit import loop_bodies
             n_cb = len(gen.fallback_steps)
-            body.extend("    " + ln for ln in loops.emit_step(step, s, ctx, opts, gen, funcs))
+            body.extend("    " + ln for ln in loop_bodies.emit_step(step, s, ctx, opts, gen, funcs))
             if not ctx.in_body and len(gen.fallback_steps) > n_cb:  # a body calls back: did it fail?
                 support.need("cb_flag")
                 body.append(f"    if (em_cb_failed_) {{ em_cb_failed_ = 0; return {s + 1}; }}")
@@ -140,7 +140,7 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     if not opts.axes:
         ctx.inputs = {v.id: i for i, v in enumerate(p.invars)}
     with support.recording(gen.needs) as needs:
-        if opts.axes:  # sizes render as C over the axis values (plan/symdims.py)
+        if opts.axes:  # sizes render as C over the axis values (base/symdims.py)
             support.need("symdims")
         body = emit_steps(sched, plan, ctx, opts, gen, funcs)
     for name, implied in _IMPLIES.items():

@@ -62,7 +62,7 @@ class EmitContext:
         self.pooled = False
         self.top = False  # ember_main's own steps: a loop step returns EM_INTERRUPTED once stopped
 
-    in_body = False  # a loop body's function (loops._BodyCtx): returns void, see _fallback_call
+    in_body = False  # a loop body's function (loop_bodies._BodyCtx): returns void, see _fallback_call
 
     def base(self, b: Buffer) -> str:
         if b.cls == EXTERNAL_IN:

@@ -42,10 +42,10 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
 from ember._src.native.emit import conv_fft, conv_winograd
 from ember._src.native.emit.calls import CallCode, register, row_strides
-from ember._src.native.plan.symdims import cdim
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 

@@ -89,10 +89,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base.symdims import cdim, is_sym
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, register
-from ember._src.native.plan.symdims import cdim, is_sym
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 

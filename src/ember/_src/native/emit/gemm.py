@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import abi, csrc
+from ember._src.native.base import symdims as sd
 from ember._src.native.emit import c_ops, gemm_kernel, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import parallel_clause, pool_call, pool_task, pool_threads
-from ember._src.native.plan import symdims as sd
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.gemm_strategy import (
     BLAS_DTYPES,

@@ -16,24 +16,12 @@ by alpha (as the small-GEMM kernel and BLAS do, up to summation order).
 
 from __future__ import annotations
 
+from ember._src.native.base.gemm_sizes import GROUP_MR as MR
+from ember._src.native.base.gemm_sizes import group_kernel_available as available
+from ember._src.native.base.gemm_sizes import group_panel_width as panel_width
 from ember._src.native.csrc import load
 
-MR = 6  # rows per block: 6 x 16 tiles keep 12 accumulators, two panel vectors and a broadcast in ymm
-NV = 2  # vectors of 8 floats per tile row (16 columns); a last 8-column piece uses one
-
 __all__ = ["MR", "available", "c_source", "panel_width"]
-
-
-def available() -> bool:
-    """Whether programs on this machine may use these helpers (GCC with AVX2 and FMA)."""
-    from ember._src.native.emit import gemm_kernel
-
-    return gemm_kernel.kernel_symbol() is not None
-
-
-def panel_width(n: int) -> int:
-    """Columns of a packed panel: ``n`` rounded up to a multiple of 8."""
-    return (n + 7) // 8 * 8
 
 
 def _tile(nv: int) -> str:

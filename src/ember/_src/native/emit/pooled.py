@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember._src.native.base import symdims as sd
 from ember._src.native.emit import support
 from ember._src.native.emit.context import CodegenOptions
-from ember._src.native.plan import symdims as sd
 from ember._src.native.runtime import interrupt
 
 # chunks per thread of a pooled kernel's rows: a late thread's share is taken over in pieces

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.c_ops import ctype
 from ember._src.native.emit.calls import CallCode, register
-from ember._src.native.plan.symdims import cdim
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
-from ember._src.native.emit.calls import inplace_operand
+from ember._src.native.opinfo import inplace_operand
 from ember._src.native.plan import scratch as scratch_mod
 from ember._src.native.plan.scratch import ALIGN
 from ember._src.native.scheduling.schedule import Schedule

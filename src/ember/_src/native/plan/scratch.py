@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.emit.calls import CALL_WORKSPACE, workspace_bytes
+from ember._src.native.base.layout import ALIGN
+from ember._src.native.opinfo import workspace_bytes
 from ember._src.native.scheduling import blockreduce
-
-ALIGN = 64  # every arena buffer's alignment (the planner's); a request may ask for a divisor of it
 
 LOOP_WORKSPACE = "loop workspace"
 GROUP_PANELS = ("group panel B1", "group panel B2")
+
+CALL_WORKSPACE = "call workspace"  # the name of a call step's scratch request
 
 __all__ = ["ALIGN", "CALL_WORKSPACE", "GROUP_PANELS", "LOOP_WORKSPACE", "ScratchRequest", "accumulators",
            "buffer", "requests", "row_cache"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.core import Primitive
+from ember._src.native.base import prim_refs as pr
 from ember._src.native.rewrite import index_affine as ia
 from ember._src.native.rewrite.analysis import consumers, producers
 from ember._src.native.rewrite.passes import Builder, register, splat_value
@@ -37,7 +39,7 @@ from ember._src.program import dce as program_dce
 def _factors(a: Atom, prod: dict[int, Eqn]) -> list[Atom]:
     """The operands of the ``and`` tree rooted at ``a`` (``a`` itself when it is no ``and``)."""
     e = prod.get(a.id) if isinstance(a, Var) else None
-    if e is None or e.prim.name != "and":
+    if e is None or e.prim is not pr.AND:
         return [a]
     return _factors(e.inputs[0], prod) + _factors(e.inputs[1], prod)
 
@@ -58,7 +60,7 @@ def _unbroadcast(b: Builder, a: Atom, prod: dict[int, Eqn]) -> Atom:
     """``a`` (rank 4) read through its ``broadcast_in_dim``: the operand reshaped to rank 4 with
     size-1 dims where it was broadcast, when that is all the broadcast did."""
     e = prod.get(a.id) if isinstance(a, Var) else None
-    if e is None or e.prim.name != "broadcast_in_dim" or isinstance(e.inputs[0], Literal):
+    if e is None or e.prim is not pr.BROADCAST_IN_DIM or isinstance(e.inputs[0], Literal):
         return a
     src, out = tuple(e.inputs[0].aval.shape), tuple(a.aval.shape)
     shape = [1] * len(out)
@@ -147,9 +149,11 @@ class _Matcher:
         self.prod, self.cons = producers(p), consumers(p)
         self.outs = {a.id for a in p.outvars if isinstance(a, Var)}
 
-    def eqn(self, a: Atom, name: str) -> Eqn | None:
+    def eqn(self, a: Atom, prim: Primitive) -> Eqn | None:
+        """The equation producing ``a`` when it is an equation of ``prim``, else None."""
+        assert isinstance(prim, Primitive), prim  # a name would never match
         e = self.prod.get(a.id) if isinstance(a, Var) else None
-        return e if e is not None and e.prim.name == name else None
+        return e if e is not None and e.prim is prim else None
 
     def splat(self, a: Atom) -> Any:
         return splat_value(a, self.prod)
@@ -163,7 +167,7 @@ class _Matcher:
         if isinstance(e.inputs[0], Literal):
             return False
         src, out = tuple(e.inputs[0].aval.shape), tuple(e.outvars[0].aval.shape)
-        if e.prim.name == "reshape":
+        if e.prim is pr.RESHAPE:
             short, long_ = sorted((src, out), key=len)
             tail = long_[len(short):]
             return long_[:len(short)] == short and all(isinstance(d, int) and d == 1 for d in tail)
@@ -174,7 +178,7 @@ class _Matcher:
         """The ``eq(m, -inf)`` of ``select_n(eq(m, -inf), m, 0)`` (a softmax's guarded maximum)."""
         if len(e.inputs) != 3 or not self.is_splat(e.inputs[2], 0):
             return None
-        g = self.eqn(e.inputs[0], "eq")
+        g = self.eqn(e.inputs[0], pr.EQ)
         ok = g is not None and g.inputs[0] is e.inputs[1] and self.is_splat(g.inputs[1], -np.inf)
         return g if ok else None
 
@@ -195,9 +199,9 @@ class _Matcher:
             chain.append(e)
         return a
 
-    def reduced(self, a: Atom, name: str, axis: int, chain: list) -> Atom | None:
-        """The operand of the ``name`` reduction over ``axis`` that ``a`` spreads over rows."""
-        r = self.eqn(self.row_source(a, chain), name)
+    def reduced(self, a: Atom, prim: Primitive, axis: int, chain: list) -> Atom | None:
+        """The operand of the ``prim`` reduction over ``axis`` that ``a`` spreads over rows."""
+        r = self.eqn(self.row_source(a, chain), prim)
         if r is None or tuple(r.params["axes"]) != (axis,):
             return None
         chain.append(r)
@@ -207,35 +211,35 @@ class _Matcher:
         """``(dot eqn, scale, bias, mask, fill)`` of ``[mask-select](scale * dot [+ bias])``."""
         mask = bias = None
         fill, scale = -np.inf, 1.0
-        e = self.eqn(s, "select_n")
+        e = self.eqn(s, pr.SELECT_N)
         if e is not None and len(e.inputs) == 3 and self.splat(e.inputs[1]) is not None:
             fill = float(self.splat(e.inputs[1]))
             if not fill <= MASK_FILL_MAX:
                 return None
             mask, s = e.inputs[0], e.inputs[2]
             chain.append(e)
-        e = self.eqn(s, "add")
+        e = self.eqn(s, pr.ADD)
         if e is not None:
             for side in (0, 1):
                 inner = self.prod.get(e.inputs[side].id) if isinstance(e.inputs[side], Var) else None
-                if inner is not None and inner.prim.name in ("mul", "div", "dot_general"):
+                if inner is not None and inner.prim in (pr.MUL, pr.DIV, pr.DOT_GENERAL):
                     bias, s = e.inputs[1 - side], e.inputs[side]
                     chain.append(e)
                     break
             else:
                 return None
         e = self.prod.get(s.id) if isinstance(s, Var) else None
-        if e is not None and e.prim.name in ("mul", "div"):
-            for side in ((0, 1) if e.prim.name == "mul" else (0,)):
+        if e is not None and e.prim in (pr.MUL, pr.DIV):
+            for side in ((0, 1) if e.prim is pr.MUL else (0,)):
                 c = self.splat(e.inputs[1 - side])
                 if c is not None and np.isfinite(float(c)) and float(c) != 0:
-                    scale = float(c) if e.prim.name == "mul" else 1.0 / float(c)
+                    scale = float(c) if e.prim is pr.MUL else 1.0 / float(c)
                     s = e.inputs[side]
                     chain.append(e)
                     break
             else:
                 return None
-        d = self.eqn(s, "dot_general")
+        d = self.eqn(s, pr.DOT_GENERAL)
         if d is None:
             return None
         chain.append(d)
@@ -252,14 +256,14 @@ class _Matcher:
                 or len(vc) != 1 or e2.params.get("preferred_element_type") not in (None, V.aval.dtype):
             return None
         chain: list = []
-        div = self.eqn(P, "div")
+        div = self.eqn(P, pr.DIV)
         ex = div.inputs[0] if div is not None else None
-        exp = self.eqn(ex, "exp") if ex is not None else None
-        sub = self.eqn(exp.inputs[0], "sub") if exp is not None else None
-        if sub is None or self.reduced(div.inputs[1], "reduce_sum", r - 1, chain) is not ex:
+        exp = self.eqn(ex, pr.EXP) if ex is not None else None
+        sub = self.eqn(exp.inputs[0], pr.SUB) if exp is not None else None
+        if sub is None or self.reduced(div.inputs[1], pr.REDUCE_SUM, r - 1, chain) is not ex:
             return None
         s = sub.inputs[0]
-        if self.reduced(sub.inputs[1], "reduce_max", r - 1, chain) is not s:
+        if self.reduced(sub.inputs[1], pr.REDUCE_MAX, r - 1, chain) is not s:
             return None
         chain += [div, exp, sub]
         lg = self.logits(s, chain)
@@ -301,10 +305,10 @@ def _heads_major(b: Builder, a: Atom, dims: tuple) -> Atom:
 def fuse_attention(p: Program) -> Program:
     """``softmax(scale * Q K^T [+ bias] [where mask]) V`` -> one ``attention`` step (module
     docstring); the ``absorb_causal_mask`` pass then reads its mask."""
-    if not any(e.prim.name == "dot_general" for e in p.eqns):
+    if not any(e.prim is pr.DOT_GENERAL for e in p.eqns):
         return p
     m = _Matcher(p)
-    found = {id(e): r for e in p.eqns if e.prim.name == "dot_general" and (r := m.match(e)) is not None}
+    found = {id(e): r for e in p.eqns if e.prim is pr.DOT_GENERAL and (r := m.match(e)) is not None}
     if not found:
         return p
     b = Builder(p)

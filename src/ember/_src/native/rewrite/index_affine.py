@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import prim_refs as pr
+from ember._src.native.base import symdims as sd
 from ember._src.program import Atom, Eqn, Literal, Program
 
 
@@ -225,7 +226,7 @@ def _two(an: IndexAnalysis, e: Eqn) -> tuple[Aff, Aff] | None:
 @_rule("add", "sub")
 def _add(an: IndexAnalysis, e: Eqn) -> Aff | None:
     ab = _two(an, e)
-    return None if ab is None else _lin(ab[0], ab[1], 1 if e.prim.name == "add" else -1)
+    return None if ab is None else _lin(ab[0], ab[1], 1 if e.prim is pr.ADD else -1)
 
 
 @_rule("mul")

@@ -13,15 +13,10 @@ unused half is dropped by ``dce``. Results are bit-identical to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
 from ember._src import core
 from ember._src import dtypes as dt
 from ember._src.core import Primitive, ShapedArray
 from ember._src.native import opinfo
-from ember._src.native.emit import c_ops
 from ember._src.prims.random_bits import threefry2x32_np
 from ember.errors import DTypeError
 
@@ -63,17 +58,5 @@ threefry_lo_p, threefry_hi_p = _make(0), _make(1)
 NAMES = (threefry_lo_p.name, threefry_hi_p.name)
 
 
-def _renderer(fname: str) -> c_ops.Renderer:
-    def render(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
-        return f"{fname}({', '.join(a)})"
-
-    return render
-
-
-c_ops.PRELUDE_FUNCS.setdefault("em_threefrylo", ((), threefry_c("em_threefrylo", 0)))
-c_ops.PRELUDE_FUNCS.setdefault("em_threefryhi", ((), threefry_c("em_threefryhi", 1)))
-for _p, _fname in ((threefry_lo_p, "em_threefrylo"), (threefry_hi_p, "em_threefryhi")):
-    opinfo.register(_p, opinfo.OpCategory.ELEMENTWISE, "elementwise C expression (threefry.py)",
-                    render=_renderer(_fname))
-for _n in NAMES:
-    c_ops.OP_COST.setdefault(_n, 100)  # never recomputed by fusion
+for _p in (threefry_lo_p, threefry_hi_p):
+    opinfo.set_cost(_p, 100)  # never recomputed by fusion (renderers: emit/c_ops.py)

@@ -129,7 +129,7 @@ def program_key(program: Program, options: Any, compiler_info: Any, mode: str) -
     """The cache key of ``program`` compiled with backend ``options`` (a :class:`.options.NativeOptions`:
     every option, defaults included) by ``compiler_info`` under validation ``mode``, or None when the
     program has no safe canonical text."""
-    from ember._src.native.emit import gemm_kernel
+    from ember._src.native.runtime import gemm_library as gemm_kernel
     from ember._src.native.runtime import threadpool
 
     # process state that changes the generated C: the GEMM kernel's symbol and its off switch

@@ -43,6 +43,10 @@ from ember._src.native.csrc import load as load_resource
 from ember._src.native.csrc import with_symbol
 from ember._src.native.runtime.background import BackgroundLibrary
 
+# cost-weighted element count above which loops and calls go parallel (the one default: the
+# ``parallel_threshold`` option's, and the eager GEMM's)
+DEFAULT_PARALLEL_THRESHOLD = 200_000
+
 __all__ = ["c_helpers", "load", "symbol"]
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.emit import group_kernel
+from ember._src.native.base import gemm_sizes
 from ember._src.native.rewrite import fused
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.schedule import Schedule, Step
@@ -59,10 +59,10 @@ class Group(list):
         va1, _, _, _ = _gemm_layout(g1)
         _, vb2, _, _ = _gemm_layout(g2)
         self.k1, self.n2 = va1[2][0], vb2[2][0]
-        # float32 on AVX2/FMA: row blocks of group_kernel.MR rows with packed B panels (S and P
+        # float32 on AVX2/FMA: row blocks of gemm_sizes.GROUP_MR rows with packed B panels (S and P
         # hold one block); otherwise each product runs per batch (S and P hold one batch)
-        self.tiled = np.dtype(g1.outputs[0].aval.dtype) == np.float32 and group_kernel.available()
-        self.block = min(group_kernel.MR, m) if self.tiled else m
+        self.tiled = np.dtype(g1.outputs[0].aval.dtype) == np.float32 and gemm_sizes.group_kernel_available()
+        self.block = min(gemm_sizes.GROUP_MR, m) if self.tiled else m
 
     def local_stride(self, v: Var) -> int:
         """Bytes of one copy of a group-local value's storage (``block`` of its rows), 64-byte
@@ -74,8 +74,8 @@ class Group(list):
 
     def panel_strides(self) -> tuple[int, int]:
         """Bytes of one copy of the packed ``op(B1)`` and ``op(B2)`` panels of a tiled group."""
-        return (_align64(self.k1 * group_kernel.panel_width(self.n) * 4),
-                _align64(self.n * group_kernel.panel_width(self.n2) * 4))
+        return (_align64(self.k1 * gemm_sizes.group_panel_width(self.n) * 4),
+                _align64(self.n * gemm_sizes.group_panel_width(self.n2) * 4))
 
     def panel_nbytes(self) -> tuple[int, int]:
         a, b = self.panel_strides()
@@ -170,7 +170,7 @@ def group_batched(sched: Schedule, threads: int = 1) -> int:
     returns how many were found. With ``threads > 1`` only groups on :mod:`.group_kernel` (float32,
     AVX2/FMA) are formed, with a copy of their local storage per thread (codegen shares their
     batches out on the thread pool)."""
-    if threads != 1 and not group_kernel.available():
+    if threads != 1 and not gemm_sizes.group_kernel_available():
         return 0
     found = 0
     s = 0

@@ -2,7 +2,7 @@
 
 A dense layer ``max(x @ w + b, 0)`` schedules as a ``gemm`` step and then an elementwise kernel
 reading the product once more (``add`` of the row-broadcast ``b``, ``max`` with 0). When the
-product goes to :mod:`.gemm_kernel`'s kernel, that kernel can apply the epilogue while each output
+product goes to :mod:`.gemm_library`'s kernel, that kernel can apply the epilogue while each output
 tile is still in registers/L1, so the second pass over the output disappears.
 
 :func:`fuse_gemm_epilogues` rewrites such a pair into one ``gemm`` step carrying a
@@ -14,7 +14,7 @@ already gave the bias as its accumulator (``gemm(a, b, bias)``, ``beta = 1``, ``
 along the rows: C is first filled with the broadcast bias) takes the bias as its epilogue instead
 (no fill), and may take a following ReLU too. Codegen emits the
 kernel call with the bias pointer and ReLU flag, and on the BLAS path (before the kernel library
-loads, or under :data:`.gemm_kernel.BLAS_ONLY`) a loop applying the same epilogue after ``sgemm``.
+loads, or under :data:`.gemm_library.BLAS_ONLY`) a loop applying the same epilogue after ``sgemm``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ember._src.native.emit import gemm_kernel
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
+from ember._src.native.runtime import gemm_library as gemm_kernel
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Atom, Eqn, Literal, Var
 

@@ -8,7 +8,7 @@ options (``prepack``, threads) and whether it sits in a loop body. :func:`assign
 - ``route``: ``INLINE`` (C loops inside a loop body: small products, or dynamic sizes decided per
   binding in C), ``BLAS_VIEWS`` (per-batch strided BLAS on views of transposed operands), ``BLAS``
   (one batched BLAS call), ``LOOPS`` (plain C loops: no BLAS form for the dtype or extents);
-- ``kernel``: ember's GEMM kernel (:mod:`ember._src.native.emit.gemm_kernel`) takes the product
+- ``kernel``: ember's GEMM kernel (:mod:`ember._src.native.runtime.gemm_library`) takes the product
   where its size rule holds (a dynamic size is tested at run time), BLAS until its library loads;
 - ``b``: ``CONSTANT`` (``B`` packed once when the program is built), ``ARGUMENT`` (a packed copy the
   runtime keeps for a repeated argument ``B``), or ``NONE``;
@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native.emit import gemm_kernel
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
+from ember._src.native.base.gemm_sizes import SMALL_GEMM_FLOPS
 from ember._src.native.rewrite import fused
+from ember._src.native.runtime import gemm_library as gemm_kernel
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Var
 
@@ -35,8 +36,6 @@ __all__ = ["BSource", "GemmRoute", "GemmStrategy", "assign", "choose", "gemm_dim
 
 INT_MAX = 2**31 - 1
 BLAS_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.float64, np.complex64, np.complex128))
-# products up to this many multiply-adds inside loop bodies are C loops, not BLAS
-SMALL_GEMM_FLOPS = 1 << 15
 
 
 class GemmRoute(enum.StrEnum):
@@ -132,7 +131,7 @@ def step_layouts(step: Step) -> tuple:
 
 
 def kernel_rows(step: Step, prepacked: bool) -> int | None:
-    """The kernel's row limit for this product (:func:`.gemm_kernel.kernel_rows`) when it may take
+    """The kernel's row limit for this product (:func:`.gemm_library.kernel_rows`) when it may take
     it: a static ``m`` within the limit (and 2 or more), or an ``m`` that is a dynamic axis (tested
     at run time, :func:`_rows_guard`) with everything else static; None otherwise."""
     nb, m, n, k = gemm_dims(step)
@@ -163,7 +162,7 @@ def packable_b(step: Step, table: Container[int]) -> tuple[Var, int, int, int, i
 
 
 def inline_fits(step: Step) -> bool:
-    """Whether a loop body may run this product as C loops (:func:`.loops.small_gemm`): float32 or
+    """Whether a loop body may run this product as C loops (:func:`.loop_bodies.small_gemm`): float32 or
     float64 without strided views, at most :data:`SMALL_GEMM_FLOPS` multiply-adds when static (a
     symbolic product decides per binding in C), and a row of ``C`` that fits a local array."""
     e = step.eqns[0]

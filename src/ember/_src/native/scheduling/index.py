@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ember._src import shapes as sh
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
 
 Ranges = Mapping[str, tuple[Any, Any]]  # loop variable -> inclusive (lo, hi); ints or DimExprs
 INF = float("inf")

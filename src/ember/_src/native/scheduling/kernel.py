@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import opinfo
-from ember._src.native.emit import c_ops
-from ember._src.native.plan import symdims as sd
+from ember._src.native.base import symdims as sd
+from ember._src.native.base.c_types import SUPPORTED_DTYPES
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.index import Ix
 from ember._src.prims.indexing import fill_value
@@ -324,7 +324,7 @@ class _Builder:
         return n
 
     def load(self, v: Var, idx: tuple[Ix, ...]) -> int:
-        if v.aval.dtype not in c_ops.SUPPORTED_DTYPES:
+        if v.aval.dtype not in SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {v.aval.dtype} has no C type")
         off = ixm.linearize(idx, v.aval.shape)
         if v.id not in self.loads:
@@ -351,19 +351,19 @@ class _Builder:
     def eqn_value(self, e: Eqn, out: Var, idx: tuple[Ix, ...]) -> int:
         name, prm, ins = e.prim.name, e.params, e.inputs
         odt = out.aval.dtype
-        if odt not in c_ops.SUPPORTED_DTYPES:
+        if odt not in SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {odt} has no C type")
         cat = opinfo.category(e.prim)
         if cat is opinfo.OpCategory.IDENTITY:
             return self.value(ins[0], idx)
         if cat is opinfo.OpCategory.ELEMENTWISE:
             in_dts = [a.aval.dtype for a in ins]
-            if not c_ops.has_lowering(name, in_dts, odt):
+            if not opinfo.has_lowering(name, in_dts, odt):
                 raise Unfusable(f"no C lowering for {name} on {in_dts}")
             args = [self.value(a, idx) for a in ins]
             params = {k: v for k, v in prm.items() if k in ("y", "rounding_method", "n")}
             attrs = OpAttrs(name, _freeze(params), tuple(str(d) for d in in_dts))
-            return self.node(NodeKind.OP, odt, args, attrs, c_ops.op_cost(name))
+            return self.node(NodeKind.OP, odt, args, attrs, opinfo.op_cost(name))
         mover = getattr(self, "mv_" + name, None)
         if mover is not None:
             return mover(e, idx)
@@ -525,9 +525,9 @@ class _Builder:
             xidx[ax] = Ix.var(self.dvars[pos])
         inp = self.value(x, tuple(xidx))
         xdt = x.aval.dtype
-        if xdt not in c_ops.SUPPORTED_DTYPES:
+        if xdt not in SUPPORTED_DTYPES:
             raise Unfusable(f"dtype {xdt} has no C type")
-        kind = c_ops.reduce_kind(e.prim, xdt)
+        kind = opinfo.reduce_kind(e.prim, xdt)
         if kind is None:
             raise Unfusable(f"no C lowering for {e.prim.name} on {xdt}")
         rid = len(self.reduces)

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import opinfo
-from ember._src.native.emit import c_ops
-from ember._src.native.emit.calls import lowerable
+from ember._src.native.base.c_types import SUPPORTED_DTYPES
+from ember._src.native.opinfo import lowerable
 from ember._src.native.rewrite.fused import gemm_p
 from ember._src.native.scheduling.kernel import CHEAP, KernelIR, Unfusable, build_kernel
 from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
@@ -191,7 +191,7 @@ class _Fuser:
             if self.call_kind.get(i) is StepKind.ALIAS:
                 continue
             if e.prim is gemm_p:
-                if any(np.dtype(a.aval.dtype) not in c_ops.SUPPORTED_DTYPES for a in e.inputs):
+                if any(np.dtype(a.aval.dtype) not in SUPPORTED_DTYPES for a in e.inputs):
                     self.call_kind[i] = StepKind.FALLBACK
                 else:
                     self.call_kind[i] = StepKind.GEMM
@@ -287,7 +287,7 @@ class _Fuser:
             if name in ("take",):
                 return False
             cost += 0 if name in ("broadcast_in_dim", "reshape", "transpose", "squeeze", "slice", "rev",
-                                  "iota", "copy", "stop_gradient") else c_ops.op_cost(name)
+                                  "iota", "copy", "stop_gradient") else opinfo.op_cost(name)
         return cost <= CHEAP
 
     # -- merging -----------------------------------------------------------------------------
