@@ -195,6 +195,15 @@ def test_weights_header_sizes_are_bounded_by_the_file(saved, tmp_path):
             ember.InferenceSession.load(d)
 
 
+def test_zero_dim_tensor_keeps_its_shape(tmp_path):
+    """A 0-d weight (a step counter) was saved with shape [1]; the loader now refuses such a mismatch."""
+    from ember._src.torch_import import safetensors as st
+    st.save(str(tmp_path / "w.safetensors"), {"n": np.array(3, np.int32), "v": np.arange(2.0)})
+    back, _ = st.load(str(tmp_path / "w.safetensors"))
+    assert back["n"].shape == () and int(back["n"]) == 3
+    np.testing.assert_array_equal(back["v"], [0.0, 1.0])
+
+
 def test_node_name_does_not_reach_c(tmp_path):
     """A crafted node name (a C comment end, a call, newlines) is only a key of the graph: the session
     runs, and the generated C does not contain it."""

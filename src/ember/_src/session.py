@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 import ember
+from ember._src import dtypes
 from ember._src.shapes import evaluate
 from ember._src.torch_import import safetensors, schema
 from ember._src.torch_import.graph import Graph
@@ -376,7 +377,7 @@ def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) 
         if list(t.shape) != inp.shape:
             raise SchemaError(f"program.json: inputs[{i}].shape", f"is {inp.shape}, but weights.safetensors "
                                                                   f"holds {key!r} with shape {list(t.shape)}")
-        if t.dtype.name != inp.dtype:
+        if t.dtype.name not in (inp.dtype, str(dtypes.canonicalize(inp.dtype))):  # int64 saved as int32
             raise SchemaError(f"program.json: inputs[{i}].dtype", f"is {inp.dtype}, but weights.safetensors "
                                                                   f"holds {key!r} as {t.dtype.name}")
     extra = sorted(set(tensors) - used)

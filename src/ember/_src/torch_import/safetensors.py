@@ -26,7 +26,8 @@ def save(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str] | N
     header: dict = {}
     blobs, offset = [], 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.asarray(tensors[name])
+        a = np.ascontiguousarray(a).reshape(a.shape)  # ascontiguousarray alone makes a 0-d array 1-d
         code = _CODES.get(a.dtype.name)
         if code is None:
             raise TypeError(f"safetensors: dtype {a.dtype} of {name!r} is not supported")
