@@ -132,6 +132,16 @@ def test_schema_errors_name_the_field(saved, tmp_path, name, edit, match):
         ember.InferenceSession.load(d)
 
 
+def test_program_that_contradicts_its_shapes_fails_at_run(saved, tmp_path):
+    """Valid in form, but the softmax's recorded size contradicts what its inputs give: the run stops
+    at trace time, before any code is generated, with a SessionError naming the node."""
+    d = _copy(saved, tmp_path)
+    _edit(d, "program.json", lambda g: g["nodes"][4]["shape"].__setitem__(1, 2))
+    s = ember.InferenceSession.load(d)
+    with pytest.raises(SessionError, match=r"fails: ShapeError: .*dimension 1 is 3, the graph records 2"):
+        s.run({"x": X})
+
+
 def test_damaged_directories(saved, tmp_path):
     load = ember.InferenceSession.load
     d = _copy(saved, tmp_path, "dir")

@@ -281,7 +281,7 @@ class InferenceSession:
             if digest != meta["sha256"][name]:
                 raise fail(f"{name} is damaged (its SHA-256 does not match metadata.json)")
         try:
-            graph = schema.check_graph(_read_json(path, "program.json", fail))
+            graph = Graph.from_json(_read_json(path, "program.json", fail))
         except SchemaError as e:
             raise fail(f"program.json: {e}") from None
         try:
