@@ -368,11 +368,13 @@ FUZZ_COUNT = 300
 
 def test_fuzz_mutated_sessions(saved, tmp_path):
     """Every mutation is a SessionError (or, for an input signature it changed, an input error) or a
-    run; a change that cannot alter the output gives the unmutated output. The child process has a
-    4 GiB address-space limit, so a multi-GB allocation fails it, and a crash is a signal."""
+    run; a change that cannot alter the output gives the unmutated output. The child process has an
+    8 GiB address-space limit (a larger allocation fails it), its peak resident memory must stay under
+    2 GiB, and a crash is a signal."""
     work = tmp_path / "work"
     work.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+               MALLOC_ARENA_MAX="2")  # few malloc arenas: the address-space limit holds on many cores
     r = subprocess.run([sys.executable, __file__, saved, str(work), "20261206", str(FUZZ_COUNT)],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, f"the fuzzing process ended with {r.returncode}: {r.stderr[-3000:]}"
@@ -388,6 +390,6 @@ def test_fuzz_mutated_sessions(saved, tmp_path):
 
 if __name__ == "__main__":  # the fuzzing child: saved-session directory, work directory, seed, count
     import resource
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     for rec in fuzz(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])):
         print(json.dumps(rec), flush=True)
