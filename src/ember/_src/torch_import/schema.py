@@ -30,7 +30,7 @@ MAX_ELEMENTS = 2 ** 34
 #: the deepest nesting of lists in an argument, and of operators in a dim expression
 MAX_DEPTH = 16
 #: the longest name (node, input, axis, output) a saved graph may hold
-MAX_NAME = 256
+MAX_NAME = 1024
 #: integer literals in arguments must fit int64 (torch records ``sys.maxsize`` as "to the end")
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
