@@ -206,3 +206,36 @@ def test_mutated_buffers_are_session_state(tmp_path):
     s.save(str(tmp_path / "c"))
     s.reset_state()
     assert float(np.abs(s.state["total"]).max()) == 0.0
+    again = ember.InferenceSession.load(str(tmp_path / "c"))  # a program with state passes the schema
+    assert sorted(again.state) == ["calls", "total"] and float(np.abs(again.state["total"]).max()) == 0.0
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(again.run({"x": x})["output"], Counter()(torch.from_numpy(x)).numpy())
+
+
+def _machine_paths(tmp_path) -> list[str]:
+    """Absolute directories of this machine a saved session must not reveal."""
+    import site
+    dirs = {os.getcwd(), os.path.expanduser("~"), sys.prefix, os.path.dirname(os.path.abspath(__file__)),
+            os.path.dirname(torch.__file__), str(tmp_path), *site.getsitepackages()}
+    return sorted(d for d in dirs if len(d) > 4)
+
+
+def test_saved_files_hold_no_absolute_paths(gpt2_session, tmp_path):
+    _, s = gpt2_session
+    s.save(str(tmp_path / "plain"))
+    d = tmp_path / "plain"
+    program = json.loads((d / "program.json").read_text())
+    sources = [n["source"] for n in program["nodes"] if n["source"]]
+    assert len(sources) > 50
+    assert any(x.startswith("transformers/models/gpt2/modeling_gpt2.py:") for x in sources), sources[:5]
+    raw = (d / "weights.safetensors").read_bytes()
+    texts = {n: (d / n).read_text() for n in ("program.json", "metadata.json")}
+    texts["weights header"] = raw[8:8 + int.from_bytes(raw[:8], "little")].decode()
+    for name, text in texts.items():
+        for p in _machine_paths(tmp_path):
+            assert p not in text, f"{name} holds {p}"
+    assert not any(os.path.isabs(x.split(":")[0]) for x in sources)
+    # kept on request (debugging on the machine that saved it)
+    s.save(str(tmp_path / "debug"), keep_source_paths=True)
+    kept = [n["source"] for n in json.loads((tmp_path / "debug" / "program.json").read_text())["nodes"]]
+    assert any(os.path.isabs(x.split(":")[0]) and os.path.exists(x.split(":")[0]) for x in kept)

@@ -15,16 +15,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 import threading
 from typing import Any
 
 import numpy as np
 
 import ember
+from ember._src import dtypes
 from ember._src.shapes import evaluate
-from ember._src.torch_import import safetensors
+from ember._src.torch_import import safetensors, schema
 from ember._src.torch_import.graph import Graph
 from ember._src.torch_import.module import ImportedModule
+from ember._src.torch_import.schema import SchemaError
 from ember.errors import DTypeError, EmberError, ShapeError
 
 FORMAT = "ember.session"
@@ -82,6 +86,7 @@ class InferenceSession:
                 raise SessionError(f"state_inputs: {i!r} -> {o!r} must map an input "
                                    f"{self.input_names} to an output {self.output_names}")
         self._fed_state: dict[str, np.ndarray] = {}
+        self._origin: str | None = None  # the directory of a loaded session
 
     def set_state(self, name: str, value: Any) -> None:
         """Set a ``state_inputs`` input's current value (e.g. an empty key/value cache)."""
@@ -174,7 +179,17 @@ class InferenceSession:
                                                f"call set_state({name!r}, value) first")
                         feeds[name] = self._fed_state[name]
             arrays, _ = self._check(feeds)
-            outs, new_state = self._jit(self._state, *arrays)
+            try:
+                outs, new_state = self._jit(self._state, *arrays)
+            except MemoryError:
+                raise
+            except Exception as e:
+                if self._origin is None:
+                    raise
+                # a loaded program passed the schema but fails to trace or run: the file's fault
+                notes = "".join(f" ({n})" for n in getattr(e, "__notes__", ()))
+                raise SessionError(f"the program of the session loaded from {self._origin!r} fails: "
+                                   f"{type(e).__name__}: {str(e)[:2000]}{notes}") from e
             if new_state:
                 self._state = {k: np.asarray(v) for k, v in new_state.items()}
             result = {n: np.asarray(o) for n, o in zip(self.output_names, outs)}
@@ -210,12 +225,22 @@ class InferenceSession:
                 "ACTIVATIONS": activ, "WORKSPACE": work}
 
     # ---- save / load ----------------------------------------------------------------------------
-    def save(self, path: str) -> None:
-        """Write the session to the directory ``path`` (created if needed)."""
+    def save(self, path: str, keep_source_paths: bool = False) -> None:
+        """Write the session to the directory ``path`` (created if needed).
+
+        Each node's ``source`` (the model's source line that made it) is stored with its file
+        relative to the current directory or to the ``sys.path`` entry it was imported from (a file
+        under neither keeps its base name), so no absolute path of this machine is written;
+        ``keep_source_paths=True`` keeps the absolute paths (for debugging on this machine).
+        """
         os.makedirs(path, exist_ok=True)
         g = self._m.graph
+        program = g.to_json()
+        if not keep_source_paths:
+            for n in program["nodes"]:
+                n["source"] = portable_source(n["source"])
         with open(os.path.join(path, "program.json"), "w") as f:
-            json.dump(g.to_json(), f)
+            json.dump(program, f)
         tensors = {k: np.asarray(v) for k, v in self._m.params.items()}
         tensors.update({f"constant/{k}": np.asarray(v) for k, v in self._m.constants.items()})
         safetensors.save(os.path.join(path, "weights.safetensors"), tensors, {"format": FORMAT})
@@ -224,44 +249,157 @@ class InferenceSession:
                             "axes": [d if isinstance(d, (str, int)) else None for d in i.shape]}
                            for i in self._users],
                 "outputs": self.output_names, "state": self._state_names,
-                "sha256": {n: _sha256(os.path.join(path, n))
-                           for n in ("program.json", "weights.safetensors")}}
+                "sha256": {n: _sha256(os.path.join(path, n)) for n in _FILES}}
         with open(os.path.join(path, "metadata.json"), "w") as f:
             json.dump(meta, f, indent=1)
 
     @classmethod
     def load(cls, path: str) -> InferenceSession:
-        """Load a session saved with :meth:`save` (torch is not needed)."""
+        """Load a session saved with :meth:`save` (torch is not needed).
+
+        The files are untrusted input: ``metadata.json`` and ``program.json`` are checked against
+        their versioned schemas, the weights' sizes against the weights file and the program's
+        inputs, before anything is built (see docs/SECURITY.md). Any damaged, missing, unreadable
+        or inconsistent file raises :class:`SessionError` naming the file and field.
+        """
         def fail(msg: str) -> SessionError:
             return SessionError(f"InferenceSession.load({path!r}): {msg}")
+        if not os.path.isdir(path):
+            raise fail("not a directory: not a saved session directory")
+        meta = _read_json(path, "metadata.json", fail)
         try:
-            with open(os.path.join(path, "metadata.json")) as f:
-                meta = json.load(f)
-        except FileNotFoundError:
-            raise fail("no metadata.json: not a saved session directory") from None
-        except ValueError as e:
-            raise fail(f"metadata.json is damaged ({e})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise fail(f"not an {FORMAT} directory")
-        if meta.get("version") != FORMAT_VERSION:
-            raise fail(f"saved with {FORMAT} version {meta.get('version')!r} (ember "
-                       f"{meta.get('ember_version')}); this ember ({ember.__version__}) reads version "
-                       f"{FORMAT_VERSION}: re-export the model with this version")
-        for name, digest in (meta.get("sha256") or {}).items():
-            p = os.path.join(path, name)
-            if not os.path.exists(p):
-                raise fail(f"{name} is missing")
-            if _sha256(p) != digest:
+            _check_metadata(meta)
+        except SchemaError as e:
+            raise fail(f"metadata.json: {e}") from None
+        for name in _FILES:
+            try:
+                digest = _sha256(os.path.join(path, name))
+            except FileNotFoundError:
+                raise fail(f"{name} is missing") from None
+            except OSError as e:
+                raise fail(f"{name} cannot be read ({e.strerror or e})") from None
+            if digest != meta["sha256"][name]:
                 raise fail(f"{name} is damaged (its SHA-256 does not match metadata.json)")
         try:
-            with open(os.path.join(path, "program.json")) as f:
-                graph = Graph.from_json(json.load(f))
+            graph = Graph.from_json(_read_json(path, "program.json", fail))
+        except SchemaError as e:
+            raise fail(f"program.json: {e}") from None
+        try:
             tensors, _ = safetensors.load(os.path.join(path, "weights.safetensors"))
-        except (ValueError, KeyError, TypeError) as e:
-            raise fail(f"damaged file: {e}") from None
+        except safetensors.SafetensorsError as e:
+            raise fail(f"weights.safetensors is damaged: {e}") from None
+        except OSError as e:
+            raise fail(f"weights.safetensors cannot be read ({e.strerror or e})") from None
+        try:
+            _check_consistent(meta, graph, tensors)
+        except SchemaError as e:
+            raise fail(str(e)) from None
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
-        return cls(ImportedModule(graph, params, consts))
+        session = cls(ImportedModule(graph, params, consts))
+        session._origin = path
+        return session
+
+
+_FILES = ("program.json", "weights.safetensors")
+_META_KEYS = ("format", "version", "ember_version", "inputs", "outputs", "state", "sha256")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def _read_json(path: str, name: str, fail: Any) -> Any:
+    """The JSON document ``name`` of the session directory ``path`` (every failure a SessionError)."""
+    try:
+        with open(os.path.join(path, name), "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        if name == "metadata.json":
+            raise fail("no metadata.json: not a saved session directory") from None
+        raise fail(f"{name} is missing") from None
+    except OSError as e:
+        raise fail(f"{name} cannot be read ({e.strerror or e})") from None
+    except RecursionError:
+        raise fail(f"{name} is damaged (nested too deeply)") from None
+    except ValueError as e:
+        raise fail(f"{name} is damaged (not valid JSON: {str(e)[:200]})") from None
+
+
+def _check_metadata(meta: Any) -> None:
+    """The types of ``metadata.json``'s fields (raises :class:`SchemaError`)."""
+    schema.check_version(meta, FORMAT, FORMAT_VERSION, "the session")
+    schema.check_keys(meta, "", _META_KEYS)
+    if not isinstance(meta["ember_version"], str) or len(meta["ember_version"]) > 64:
+        raise SchemaError("ember_version", "must be a short string")
+    for i, spec in enumerate(schema.check_list(meta["inputs"], "inputs")):
+        p = f"inputs[{i}]"
+        schema.check_keys(spec, p, ("name", "dtype", "axes"))
+        schema.check_name(spec["name"], f"{p}.name")
+        schema.check_dtype(spec["dtype"], f"{p}.dtype")
+        for j, d in enumerate(schema.check_list(spec["axes"], f"{p}.axes")):
+            if isinstance(d, str):
+                schema.check_axis(d, f"{p}.axes[{j}]")
+            elif d is not None:  # None: a size computed from the other axes
+                schema.check_size(d, f"{p}.axes[{j}]")
+    for key in ("outputs", "state"):
+        for i, n in enumerate(schema.check_list(meta[key], key)):
+            schema.check_name(n, f"{key}[{i}]")
+    schema.check_keys(meta["sha256"], "sha256", _FILES)
+    for name in _FILES:
+        if not isinstance(meta["sha256"][name], str) or not _HEX64.match(meta["sha256"][name]):
+            raise SchemaError(f'sha256["{name}"]', "must be 64 lowercase hexadecimal digits")
+
+
+def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) -> None:
+    """``metadata.json`` describes ``graph``; the weights file holds exactly the tensors the graph's
+    inputs name, with their shapes and dtypes (raises :class:`SchemaError` with the file's name)."""
+    users = graph.user_inputs()
+    if len(meta["inputs"]) != len(users):
+        raise SchemaError("metadata.json: inputs", f"lists {len(meta['inputs'])} inputs, program.json "
+                                                   f"has {len(users)}")
+    for i, (spec, inp) in enumerate(zip(meta["inputs"], users)):
+        want = {"name": inp.name, "dtype": inp.dtype,
+                "axes": [d if isinstance(d, (str, int)) else None for d in inp.shape]}
+        for k, v in want.items():
+            if spec[k] != v:
+                raise SchemaError(f"metadata.json: inputs[{i}].{k}", "does not match program.json")
+    if meta["outputs"] != graph.output_names:
+        raise SchemaError("metadata.json: outputs", "does not match program.json's output_names")
+    if meta["state"] != list(graph.mutations):
+        raise SchemaError("metadata.json: state", "does not match program.json's mutations")
+    used = set()
+    for i, inp in enumerate(graph.inputs):
+        if inp.kind not in ("param", "state", "constant"):
+            continue
+        key = f"constant/{inp.target}" if inp.kind == "constant" else inp.target
+        used.add(key)
+        t = tensors.get(key)
+        if t is None:
+            raise SchemaError(f"program.json: inputs[{i}].target", f"{key!r} is not in weights.safetensors")
+        if list(t.shape) != inp.shape:
+            raise SchemaError(f"program.json: inputs[{i}].shape", f"is {inp.shape}, but weights.safetensors "
+                                                                  f"holds {key!r} with shape {list(t.shape)}")
+        if t.dtype.name not in (inp.dtype, str(dtypes.canonicalize(inp.dtype))):  # int64 saved as int32
+            raise SchemaError(f"program.json: inputs[{i}].dtype", f"is {inp.dtype}, but weights.safetensors "
+                                                                  f"holds {key!r} as {t.dtype.name}")
+    extra = sorted(set(tensors) - used)
+    if extra:
+        raise SchemaError("weights.safetensors", f"holds tensors the program does not use: {extra[:5]}")
+
+
+def portable_source(source: str) -> str:
+    """A node's ``source`` ("<file>:<line> in <function>: <code>") with the file relative to the
+    current directory or to the ``sys.path`` entry that holds it (else its base name)."""
+    m = re.match(r"(.+?):(\d+) in ", source, re.S)
+    if m is None or not os.path.isabs(m.group(1)):
+        return source
+    f = os.path.normpath(m.group(1))
+    bases = [os.getcwd(), *(p for p in sys.path if p and os.path.isabs(p))]
+    best = ""
+    for b in bases:
+        b = os.path.normpath(b)
+        if os.path.dirname(b) != b and f.startswith(b + os.sep) and len(b) > len(best):
+            best = b
+    rel = os.path.relpath(f, best) if best else os.path.basename(f)
+    return rel + source[m.end(1):]
 
 
 def _fmt(shape: list) -> str:

@@ -1,6 +1,7 @@
 """Run PyTorch models in ember: ``import_module`` converts a ``torch.export`` graph into an ember
 function (see docs/torch.md). torch is needed to import, not to run a saved session."""
 
+from ember._src.session import SessionError
 from ember._src.torch_import.interpret import UnsupportedOpError
 from ember._src.torch_import.module import ImportedModule, import_module
 from ember._src.torch_import.ops import OPS as _OPS
@@ -18,4 +19,5 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["ExportError", "ImportedModule", "UnsupportedOpError", "import_module", "supported_ops"]
+__all__ = ["ExportError", "ImportedModule", "SessionError", "UnsupportedOpError", "import_module",
+           "supported_ops"]

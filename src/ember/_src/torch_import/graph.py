@@ -69,14 +69,10 @@ class Graph:
 
     @classmethod
     def from_json(cls, obj: dict) -> Graph:
-        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-            raise ValueError(f"not an {FORMAT} document")
-        if obj.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{FORMAT} version {obj.get('version')!r} is not supported "
-                             f"(this ember reads version {FORMAT_VERSION})")
-        return cls(inputs=[Input(**i) for i in obj["inputs"]], nodes=[Node(**n) for n in obj["nodes"]],
-                   outputs=obj["outputs"], output_names=obj["output_names"],
-                   mutations=obj.get("mutations", {}), ranges=obj.get("ranges", {}))
+        """The graph of a ``to_json`` document, checked against the schema (``schema.check_graph``;
+        raises ``schema.SchemaError``, a ``ValueError``, naming the field)."""
+        from ember._src.torch_import.schema import check_graph  # schema builds on this module
+        return check_graph(obj)
 
 
 _DIM_OPS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv, "mod": operator.mod,

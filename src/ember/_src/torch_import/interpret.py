@@ -9,7 +9,7 @@ import ember.numpy as jnp
 from ember._src import dtypes as dt
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
-from ember.errors import EmberError
+from ember.errors import EmberError, ShapeError
 
 
 class UnsupportedOpError(EmberError, NotImplementedError):
@@ -34,6 +34,15 @@ def check_supported(graph: Graph) -> None:
             missing.setdefault(n.op, []).append(n.source)
     if missing:
         raise UnsupportedOpError(missing)
+
+
+def _check_shape(n: Any, got: tuple, want: tuple) -> None:
+    """The handler's output has the rank and the static sizes the graph recorded for the node."""
+    if len(got) != len(want):
+        raise AssertionError(f"{n.op} ({n.name[:80]!r}): rank {len(got)}, torch says {len(want)}")
+    for i, (a, b) in enumerate(zip(got, want)):
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            raise ShapeError(f"{n.op} ({n.name[:80]!r}): dimension {i} is {a}, the graph records {b}")
 
 
 def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any]) -> Any:
@@ -89,12 +98,16 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
             kwargs = {k: _decode(v, env, axes) for k, v in n.kwargs.items()}
             shape = None if n.shape is None else tuple(eval_dim(d, axes) for d in n.shape)
             dtype = None if n.dtype is None else dt.canonicalize(n.dtype)
-            out = OPS[n.op].fn(Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
-                               *args, **kwargs)
+            try:
+                out = OPS[n.op].fn(Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
+                                   *args, **kwargs)
+            except Exception as e:
+                e.add_note(f"in graph node {n.name[:80]!r} ({n.op})")
+                raise
             if dtype is not None and hasattr(out, "dtype") and out.dtype != dtype:
                 out = out.astype(dtype)
-            if n.shape is not None and hasattr(out, "shape") and len(out.shape) != len(shape):
-                raise AssertionError(f"{n.op} ({n.name}): rank {len(out.shape)}, torch says {len(shape)}")
+            if n.shape is not None and hasattr(out, "shape"):
+                _check_shape(n, tuple(out.shape), shape)
             env[n.name] = out
         outs = tuple(_decode(o, env, axes) for o in graph.outputs)
         state = {t: env[name] for t, name in graph.mutations.items()}
