@@ -139,3 +139,36 @@ def test_jit_traces_once_per_logical_shape_and_reuses_cache():
             ref[:m] += a
             np.testing.assert_allclose(f(vsla.array(a), vsla.array(b)).to_numpy(), ref, rtol=1e-5, atol=1e-5)
     assert f.cache_info()["traces"] == len(set(shapes))
+
+
+def test_array_dtype_follows_x64_policy():
+    import warnings
+
+    from ember._src import flags
+    with flags.override("jax_enable_x64", True):
+        v = vsla.array(np.arange(3.0))
+        assert v.dtype == np.float64
+        np.testing.assert_array_equal(v.to_numpy(), np.arange(3.0))
+        assert vsla.sum(v).dtype == np.float64
+        assert vsla.array(np.arange(3)).dtype == np.int64
+        assert vsla.ragged([np.arange(1.0, 3.0)]).dtype == np.float64
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert vsla.array([1.0], dtype=np.float64).dtype == np.float64
+    with flags.override("jax_enable_x64", False):
+        assert vsla.array(np.arange(3.0)).dtype == np.float32
+        with pytest.warns(UserWarning, match="float64 requested in vsla.array"):
+            assert vsla.array([1.0, 2.0], dtype=np.float64).dtype == np.float32
+        with pytest.warns(UserWarning, match="float64 requested in vsla.ragged"):
+            assert vsla.ragged([[1.0]], dtype=np.float64).dtype == np.float32
+
+
+def test_vmap_over_unbatched_varray_raises_clearly():
+    with pytest.raises(ValueError, match="cannot hold data of rank 1"):
+        ember.vmap(lambda v: v + vsla.array([1.0, 2.0]))(vsla.array(np.ones((3, 2))))
+    # the supported form: the batch as an extra leading data axis of a per-example VArray
+    xs = np.arange(8.0, dtype=np.float32).reshape(2, 4)
+    xs[:, 3] = 0.0  # each example's slack
+    batched = vsla.VArray(ember.numpy.asarray(xs), (3,))
+    out = ember.vmap(lambda v: v + vsla.array(np.array([1.0, 2.0], np.float32)))(batched)
+    np.testing.assert_array_equal(np.asarray(out.data), xs + np.array([1.0, 2.0, 0.0, 0.0]))

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
+from ember._src import dtypes as dt
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
 from ember._src.prims.ragged import MAX_RANK, ragged_binary, ragged_rowsum
@@ -263,13 +264,15 @@ class Ragged:
 
 def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
     """A :class:`Ragged` of ``rows`` (array-likes or VArrays of one rank >= 1, each its logical
-    extent); float64 host data becomes float32 unless ``dtype`` says otherwise (as
-    :func:`vsla.array`)."""
+    extent); 64-bit host data becomes 32-bit unless ``jax_enable_x64`` is on, and an explicit 64-bit
+    ``dtype`` warns when it is truncated (as :func:`vsla.array` and ``ember.numpy.asarray``)."""
     if isinstance(rows, Ragged):
         return rows
-    parts, shapes = [], []
+    parts, shapes, kinds = [], [], []
     for i, r in enumerate(rows):
         x = np.asarray(r.to_numpy() if isinstance(r, VArray) and not r.symbolic else r)
+        # Python lists take ember's Python defaults (float32 / int32 / complex64), arrays their dtype
+        kinds.append(_PY_DEFAULTS.get(x.dtype, x.dtype) if isinstance(r, (list, tuple)) else x.dtype)
         if isinstance(r, VArray) and not r.symbolic and x.shape != r.shape:  # keep the stored shape
             x = np.pad(x, [(0, s - d) for s, d in zip(r.shape, x.shape)])
         if x.ndim == 0 or (parts and x.ndim != parts[0].ndim):
@@ -279,13 +282,18 @@ def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
         _check_values_dtype(x.dtype, f"vsla.ragged: row {i}")
         parts.append(x)
         shapes.append(x.shape)
-    if dtype is None:
-        dtype = np.result_type(*parts) if parts else np.float32
-        dtype = np.float32 if dtype == np.float64 else dtype
+    if dtype is None:  # 64-bit host data stays 64-bit only under jax_enable_x64 (as ember.numpy.asarray)
+        dtype = dt.canonicalize(np.result_type(*kinds) if parts else np.float32)
+    else:
+        dtype = dt.user_dtype(dtype, "vsla.ragged")
     _check_values_dtype(dtype, "vsla.ragged")
     flat = np.concatenate([p.ravel() for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
     sp = np.array(shapes, np.int64).reshape(len(parts), parts[0].ndim if parts else 1)
     return Ragged(enp.asarray(flat), _check_shapes(sp, "vsla.ragged"))
+
+
+_PY_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+                np.dtype(np.complex128): np.dtype(np.complex64)}
 
 
 @functools.cache

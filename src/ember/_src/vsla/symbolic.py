@@ -89,51 +89,57 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
     last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
     lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]]).astype(np.int32)
     if method == "direct" or dtype not in (np.float32, np.float64):
-        return _conv_direct(x, y, dtype), lengths
+        return _conv_direct(x, y, m, n, dtype), lengths
     if method == "fft":
         return _conv_fft(x, y, last, dtype), lengths
     big = ca * cb
     if not sh.is_symbolic(big):
-        out = _conv_fft(x, y, last, dtype) if big > threshold else _conv_direct(x, y, dtype)
+        out = _conv_fft(x, y, last, dtype) if big > threshold else _conv_direct(x, y, m, n, dtype)
         return out, lengths
     pred = dimension_as_value(big, np.int32) > threshold
-    out = lax.cond(pred, lambda u, v, t: _conv_fft(u, v, t, dtype),
-                   lambda u, v, t: _conv_direct(u, v, dtype), x, y, last)
+    out = lax.cond(pred, lambda u, v, t, p, q: _conv_fft(u, v, t, dtype),
+                   lambda u, v, t, p, q: _conv_direct(u, v, p, q, dtype), x, y, last, m, n)
     return out, lengths
 
 
-def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+def _conv_direct(x: Any, y: Any, m: Any, n: Any, dtype: np.dtype) -> Any:
     batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
     x = extend(x, batch + [x.shape[-1]])
     y = extend(y, batch + [y.shape[-1]])
-    return _direct(x, y).astype(dtype)
+    return _direct(x, y, m, n).astype(dtype)
 
 
-def _toeplitz_conv(x: Any, y: Any) -> Any:
+def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     """One fused multiply-and-sum over a Toeplitz gather of ``y`` (the ``co x ca`` matrix is never
-    stored)."""
+    stored). Only the products of logical entries (``i < m``, ``0 <= k - i < n``) are summed, the
+    others selected away rather than multiplied by zero, so a NaN or infinity reaches only the
+    outputs it contributes to (as ``np.convolve``)."""
     dtype = enp.result_type(x.dtype, y.dtype)
     ca, cb = x.shape[-1], y.shape[-1]
     co = ca + cb - 1
-    k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
+    i = lax.iota(np.int32, ca)[None, :]
+    k = lax.iota(np.int32, co)[:, None] - i
     valid = (k >= 0) & (k < cb)
-    toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
-    return enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+    band = (k >= 0) & (k < n) & (i < m)
+    toe = enp.take(y, enp.where(valid, k, 0), axis=-1)
+    prod = x[..., None, :] * toe
+    return enp.sum(enp.where(band, prod, zero(prod.dtype)), axis=-1).astype(dtype)
 
 
 @custom_jvp
-def _direct(x: Any, y: Any) -> Any:
-    """The direct conv, whose derivative is written with the gathered operand held fixed: the
-    tangent ``conv(tx, y) + conv(ty, x)`` (conv commutes) is linear in the multiplied operand only,
-    so its transpose is a broadcast and a product, with no scatter (the transpose of the gather,
-    which has no native lowering at symbolic sizes)."""
-    return _toeplitz_conv(x, y)
+def _direct(x: Any, y: Any, m: Any, n: Any) -> Any:
+    """The direct conv of the logical lengths ``m``, ``n`` (int32 scalars), whose derivative is
+    written with the gathered operand held fixed: the tangent ``conv(tx, y) + conv(ty, x)`` (conv
+    commutes) is linear in the multiplied operand only, so its transpose is a broadcast and a
+    product, with no scatter (the transpose of the gather, which has no native lowering at
+    symbolic sizes)."""
+    return _toeplitz_conv(x, y, m, n)
 
 
 @_direct.defjvp
 def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x, y), (tx, ty) = primals, tangents
-    return _direct(x, y), _toeplitz_conv(tx, y) + _toeplitz_conv(ty, x)
+    (x, y, m, n), (tx, ty, _, _) = primals, tangents
+    return _direct(x, y, m, n), _toeplitz_conv(tx, y, m, n) + _toeplitz_conv(ty, x, n, m)
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
