@@ -32,11 +32,12 @@ def _pair(p: tuple[Any, Any]) -> VArray:
 
 
 def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
-    """Sum over ``axis`` of the logical extent (slack is zero, so the stored sum is the same)."""
+    """Sum over ``axis`` of the logical extent, accumulated wide (float64 under ``jax_enable_x64``,
+    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`)."""
     v = array(v)
     if v.symbolic:
         return _pair(sym.reduce_sum(v.pair(), _axis(v, axis)))
-    return _wrap(enp.sum(v.logical(), axis=_axis(v, axis)))
+    return _wrap(sym.wide_sum(v.logical(), _axis(v, axis)))
 
 
 def mean(v: VArray, axis: int = -1) -> VArray:
@@ -46,7 +47,7 @@ def mean(v: VArray, axis: int = -1) -> VArray:
     if v.symbolic:
         return _pair(sym.mean(v.pair(), ax))
     n = v.shape[ax]
-    return _wrap(enp.sum(v.logical(), axis=ax) / max(n, 1))
+    return _wrap(sym.wide_sum(v.logical(), ax) / max(n, 1))
 
 
 def matmul(a: VArray, b: VArray) -> VArray:
@@ -78,7 +79,7 @@ def softmax(v: VArray, axis: int = -1) -> VArray:
         return v
     x = v.logical()
     e = enp.exp(x - enp.max(x, axis=ax, keepdims=True))
-    return _wrap(e / enp.sum(e, axis=ax, keepdims=True))
+    return _wrap(e / sym.wide_sum(e, ax, keepdims=True))
 
 
 def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
@@ -89,7 +90,7 @@ def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
     if v.shape[-1] == 0:
         return v
     x = v.logical()
-    return _wrap(x / enp.sqrt(enp.mean(x * x, axis=-1, keepdims=True) + eps))
+    return _wrap(x / enp.sqrt(sym.wide_mean(x * x, x.shape[-1]) + eps))
 
 
 def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
@@ -100,8 +101,8 @@ def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
     if v.shape[-1] == 0:
         return v
     x = v.logical()
-    c = x - enp.mean(x, axis=-1, keepdims=True)
-    return _wrap(c / enp.sqrt(enp.mean(c * c, axis=-1, keepdims=True) + eps))
+    c = x - sym.wide_mean(x, x.shape[-1])
+    return _wrap(c / enp.sqrt(sym.wide_mean(c * c, x.shape[-1]) + eps))
 
 
 def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:

@@ -16,6 +16,7 @@ import numpy as np
 
 import ember.numpy as enp
 from ember import lax
+from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
@@ -201,10 +202,46 @@ def shrink(a: Pair) -> Pair:
     return a[0], minimal_lengths(a[0])
 
 
+_WIDE = {np.dtype(np.float16): np.float64, np.dtype(np.float32): np.float64,
+         np.dtype(np.complex64): np.complex128}
+_BLOCK = 64
+
+
+def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
+    """Sum over ``axis`` with wide accumulation (the specification's precision policy: reductions
+    accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
+    accumulates in float64 (complex128) and is rounded once on the way out; without x64 there is
+    no double type, and the sum is blocked instead: the axis is cut into blocks of ``_BLOCK``
+    (zero-padded), each block summed, then the block sums the same way, so no running sum adds
+    more than ``_BLOCK`` terms (three levels: up to ``2**18`` elements; past that the last level
+    adds ``cap / 2**18`` block sums). Integer and float64
+    sums are plain sums."""
+    d = np.dtype(x.dtype)
+    wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
+    if wide is None:
+        return enp.sum(x, axis=axis, keepdims=keepdims)
+    if dt.x64_enabled():
+        return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
+    ax = axis % x.ndim
+    for _ in range(3):
+        c = x.shape[ax]
+        if isinstance(c, int) and c <= _BLOCK:
+            break
+        nb = (c + (_BLOCK - 1)) // _BLOCK
+        x = extend(x, [nb * _BLOCK if i == ax else s for i, s in enumerate(x.shape)])
+        x = enp.sum(enp.reshape(x, (*x.shape[:ax], nb, _BLOCK, *x.shape[ax + 1:])), axis=ax + 1)
+    return enp.sum(x, axis=ax, keepdims=keepdims)
+
+
+def wide_mean(x: Any, n: Any, axis: int = -1) -> Any:
+    """``wide_sum(x, axis, keepdims=True) / max(n, 1)`` (the mean over a logical extent ``n``)."""
+    return wide_sum(x, axis, keepdims=True) / enp.maximum(n, 1).astype(x.dtype)
+
+
 def reduce_sum(a: Pair, ax: int) -> Pair:
     x, lx = a
     keep = [i for i in range(x.ndim) if i != ax]
-    return enp.sum(x, axis=ax), _take_lengths(lx, keep)
+    return wide_sum(x, ax), _take_lengths(lx, keep)
 
 
 def mean(a: Pair, ax: int) -> Pair:
@@ -243,12 +280,12 @@ def softmax(a: Pair, ax: int) -> Pair:
     mx = enp.max(neg, axis=ax, keepdims=True)
     mx = enp.where(enp.isfinite(mx), mx, zero(x.dtype))
     e = enp.where(mask, enp.exp(x - mx), zero(x.dtype))
-    s = enp.sum(e, axis=ax, keepdims=True)
+    s = wide_sum(e, ax, keepdims=True)
     return e / enp.where(s > 0, s, enp.ones_like(s)), lx
 
 
 def _last_mean(x: Any, n: Any) -> Any:
-    return enp.sum(x, axis=-1, keepdims=True) / enp.maximum(n, 1).astype(x.dtype)
+    return wide_mean(x, n, -1)
 
 
 def rms_norm(a: Pair, eps: float) -> Pair:
