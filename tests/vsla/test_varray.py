@@ -172,3 +172,30 @@ def test_vmap_over_unbatched_varray_raises_clearly():
     batched = vsla.VArray(ember.numpy.asarray(xs), (3,))
     out = ember.vmap(lambda v: v + vsla.array(np.array([1.0, 2.0], np.float32)))(batched)
     np.testing.assert_array_equal(np.asarray(out.data), xs + np.array([1.0, 2.0, 0.0, 0.0]))
+
+
+def _strip_reference(x):
+    """The minimal representative, one hyperplane at a time (the definition)."""
+    for ax in range(x.ndim):
+        while x.shape[ax] and not np.any(np.take(x, x.shape[ax] - 1, axis=ax) != 0):
+            x = np.take(x, np.arange(x.shape[ax] - 1), axis=ax)
+    return np.zeros((0,) * x.ndim, x.dtype) if 0 in x.shape else x
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_vectorized_shrink_and_kron_match_definitions(seed):
+    rng = np.random.default_rng(seed)
+    rank = 1 + seed % 3
+    shape = tuple(int(d) for d in rng.integers(0, 6, rank))
+    x = rng.integers(-2, 3, shape).astype(np.float32) * (rng.random(shape) < 0.3)
+    if seed == 5 and x.size:
+        x.flat[0] = np.nan  # NaN is not zero
+    want = _strip_reference(x)
+    v = vsla.array(x)
+    assert v.shrink().shape == want.shape and v.to_numpy().shape == want.shape
+    np.testing.assert_array_equal(v.to_numpy(), want)
+    assert (v == vsla.array(want)) == (not np.isnan(x).any())  # NaN != NaN
+    y = rng.integers(-3, 4, tuple(int(d) for d in rng.integers(0, 4, rank))).astype(np.int32)
+    k = vsla.kron(v, vsla.array(y))
+    np.testing.assert_array_equal(k.to_numpy(), _strip_reference(np.kron(want, _strip_reference(y))))
+    assert k.dtype == np.float32  # JAX promotion: float32 with int32 stays float32

@@ -14,6 +14,7 @@ import numpy as np
 
 import ember.numpy as enp
 from ember._src import dtypes as dt
+from ember._src.array import Array, aligned_copy, aligned_empty
 from ember._src.vsla import symbolic as sym
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -105,7 +106,7 @@ class VArray:
         ``vsla.jit`` the data is kept and the runtime lengths are cut."""
         if self.symbolic:
             return VArray(*_pair_args(sym.shrink(self.pair())))
-        shape = _strip(np.asarray(self.logical())).shape
+        shape = minimal_shape(np.asarray(self.logical()))
         return array(self.data[tuple(slice(0, d) for d in shape)])
 
     def __eq__(self, other: object) -> bool:  # class equality
@@ -219,11 +220,32 @@ def _to_capacity(v: VArray, shape: tuple[int, ...]) -> Any:
 
 
 def _strip(x: np.ndarray) -> np.ndarray:
-    for ax in range(x.ndim):
-        moved = np.moveaxis(x, ax, 0)
-        nz = [i for i in range(moved.shape[0]) if np.any(moved[i] != 0)]
-        x = np.moveaxis(moved[: (nz[-1] + 1 if nz else 0)], 0, ax)
-    return x
+    """``x`` cut after its last nonzero hyperplane on every axis (all-zero: every axis empty)."""
+    return x[tuple(slice(0, e) for e in minimal_shape(x))]
+
+
+def minimal_shape(x: np.ndarray) -> tuple[int, ...]:
+    """The shape of the minimal representative of ``x``: per axis, one past the last hyperplane
+    holding a nonzero (NaN counts as nonzero); all zeros for an all-zero array. Vectorized: one
+    ``!= 0`` pass, then one ``any`` reduction per axis."""
+    if x.ndim == 0:
+        return ()
+    mask = x != 0
+    ends = [_end(mask if x.ndim == 1 else mask.any(axis=tuple(i for i in range(x.ndim) if i != ax)))
+            for ax in range(x.ndim)]
+    if 0 in ends:
+        return (0,) * x.ndim
+    return tuple(ends)
+
+
+def _end(row: np.ndarray) -> int:
+    """One past the last ``True`` of a boolean vector (0 if none): ``argmax`` of the reversed view
+    stops at the first ``True`` it meets."""
+    if row.size == 0:
+        return 0
+    back = row[::-1]
+    i = int(np.argmax(back))
+    return row.size - i if back[i] else 0
 
 
 def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
@@ -330,8 +352,25 @@ def kron(a: VArray, b: VArray) -> VArray:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
         return VArray(*_pair_args(sym.kron(a.pair(), b.pair())))
-    a, b = a.shrink(), b.shrink()
-    return array(enp.kron(a.logical(), b.logical()))
+    if type(a.data) is Array and type(b.data) is Array:  # concrete operands: one host pass
+        return _kron_host(_strip(np.asarray(a.logical())), _strip(np.asarray(b.logical())),
+                          np.dtype(enp.result_type(a.dtype, b.dtype)))
+    xa = a.data[tuple(slice(0, d) for d in minimal_shape(np.asarray(a.logical())))]
+    xb = b.data[tuple(slice(0, d) for d in minimal_shape(np.asarray(b.logical())))]
+    return array(enp.kron(xa, xb))
+
+
+def _kron_host(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> VArray:
+    """``np.kron`` of two host arrays of one rank, written once into a zeroed buffer at capacity
+    (the interleaved outer product, then one copy into the logical region)."""
+    nd = x.ndim
+    shape = tuple(p * q for p, q in zip(x.shape, y.shape))
+    xr = x.reshape(tuple(s for p in zip(x.shape, (1,) * nd) for s in p))
+    yr = y.reshape(tuple(s for p in zip((1,) * nd, y.shape) for s in p))
+    out = aligned_empty(tuple(next_pow2(d) for d in shape), dtype)
+    out.fill(0)
+    out[tuple(slice(0, d) for d in shape)] = np.multiply(xr, yr, dtype=dtype).reshape(shape)
+    return VArray(Array(aligned_copy(out, owned=True), False), shape)
 
 
 def stack(items: Sequence[Any]) -> VArray:
