@@ -51,17 +51,37 @@ def mean(v: VArray, axis: int = -1) -> VArray:
 
 
 def matmul(a: VArray, b: VArray) -> VArray:
-    """Matrix product on the last two axes; the contracted axis is promoted to the larger size."""
+    """Matrix product on the last two axes; the contracted axis is promoted to the larger size.
+
+    Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
+    size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
+    not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
+    missing matrix is a zero matrix)."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
         return _pair(sym.matmul(a.pair(), b.pair()))
     k = max(a.shape[-1], b.shape[-2])
-    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-    xa = _logical_as(a, batch + (a.shape[-2], k))
-    xb = _logical_as(b, batch + (k, b.shape[-1]))
+    batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
+    xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
     return _wrap(enp.matmul(xa, xb))
+
+
+def _batch_size(x: int, y: int) -> int:
+    """A matmul batch axis: 1 broadcasts against the other size, otherwise the larger size."""
+    return y if x == 1 else x if y == 1 else max(x, y)
+
+
+def _own_batch(v: VArray, batch: tuple[int, ...]) -> tuple[int, ...]:
+    """The batch sizes ``v`` is zero-extended to before broadcasting (its size-1 axes stay 1)."""
+    return tuple(1 if d == 1 else n for d, n in zip(v.shape[:-2], batch))
+
+
+def _broadcast_batch(x: Any, batch: tuple[int, ...]) -> Any:
+    """``x`` with its size-1 batch axes repeated to ``batch`` (the others already have that size)."""
+    return enp.broadcast_to(x, batch + tuple(x.shape[len(batch):]))
 
 
 def _logical_as(v: VArray, shape: tuple[int, ...]) -> Any:

@@ -262,14 +262,40 @@ def transpose(a: Pair, axes: Sequence[int]) -> Pair:
 
 
 def matmul(a: Pair, b: Pair) -> Pair:
-    """Product on the last two axes; the contracted axis is zero-extended to the joint capacity."""
+    """Product on the last two axes; the contracted axis is zero-extended to the joint capacity.
+
+    Batch axes broadcast: where one operand's batch length is 1 (a runtime test) its single
+    matrix is repeated along the joint capacity, otherwise the axis is zero-extended; the result's
+    batch slack is masked back to zero."""
     (x, lx), (y, ly) = a, b
-    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-2], y.shape[:-2])]
+    nb = x.ndim - 2
+    cap = [sh.dmax(p, q) for p, q in zip(x.shape[:-2], y.shape[:-2])]
     k = sh.dmax(x.shape[-1], y.shape[-2])
-    x = extend(x, batch + [x.shape[-2], k])
-    y = extend(y, batch + [k, y.shape[-1]])
-    lengths = enp.concatenate([enp.maximum(lx[:-2], ly[:-2]), lx[-2:-1], ly[-1:]])
-    return enp.matmul(x, y), lengths
+    x = extend(x, list(x.shape[:-2]) + [x.shape[-2], k])
+    y = extend(y, list(y.shape[:-2]) + [k, y.shape[-1]])
+    lb = []
+    for i in range(nb):
+        p, q = lx[i], ly[i]
+        lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
+        x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
+    out = enp.matmul(x, y)
+    if nb:
+        keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
+                            axes=range(nb))
+        out = enp.where(keep, out, zero(out.dtype))
+    lengths = enp.concatenate([enp.stack(lb).astype(np.int32), lx[-2:-1], ly[-1:]]) if nb else \
+        enp.concatenate([lx[-2:-1], ly[-1:]])
+    return out, lengths
+
+
+def _broadcast_axis(x: Any, ax: int, cap: Any, n: Any) -> Any:
+    """``x`` brought to capacity ``cap`` on batch axis ``ax``: its first entry repeated when its
+    length ``n`` is 1 (broadcast), else zero-extended."""
+    shape = list(x.shape)
+    shape[ax] = cap
+    ext = extend(x, shape)
+    first = x[(slice(None),) * ax + (slice(0, 1),)]
+    return enp.where(n == 1, enp.broadcast_to(first, shape), ext)
 
 
 def softmax(a: Pair, ax: int) -> Pair:
