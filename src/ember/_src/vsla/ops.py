@@ -164,25 +164,34 @@ def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
 
 
 def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001
-    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros."""
+    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros.
+
+    ``start``/``stop`` are Python integers (also under ``vsla.jit``, where the result's shape is
+    ``stop - start``)."""
     v = array(v)
-    needs_static(v, "vsla.slice")
     if len(start) != v.ndim or len(stop) != v.ndim:
         raise ValueError(f"vsla.slice: start/stop need {v.ndim} entries")
     if any(a < 0 or b < a for a, b in zip(start, stop)):
         raise ValueError(f"vsla.slice: need 0 <= start <= stop, got {start}, {stop}")
+    if v.symbolic:
+        return _pair(sym.slice_static(v.pair(), [int(a) for a in start], [int(b) for b in stop]))
     full = _logical_as(v, tuple(max(d, b) for d, b in zip(v.shape, stop)))
     return _wrap(full[tuple(builtins_slice(a, b) for a, b in zip(start, stop))])
 
 
 def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
-    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero."""
+    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero.
+
+    ``indices`` are host integers (also under ``vsla.jit``, where they must be 1-D)."""
     v = array(v)
-    needs_static(v, "vsla.gather")
     ax = _axis(v, axis)
     idx = np.asarray(indices, dtype=np.int64)
     if idx.size and idx.min() < 0:
         raise ValueError("vsla.gather: negative indices are not defined on classes")
+    if v.symbolic:
+        if idx.ndim != 1:
+            raise ValueError(f"vsla.gather: under vsla.jit the indices must be 1-D, got shape {idx.shape}")
+        return _pair(sym.gather_static(v.pair(), idx, ax))
     top = int(idx.max()) + 1 if idx.size else 0
     full = _logical_as(v, tuple(max(d, top) if i == ax else d for i, d in enumerate(v.shape)))
     return _wrap(enp.take(full, enp.asarray(idx), axis=ax))

@@ -325,3 +325,40 @@ def layer_norm(a: Pair, eps: float) -> Pair:
     x, lx = a
     c = enp.where(logical_mask(x, lx), x - _last_mean(x, lx[-1]), zero(x.dtype))
     return c / enp.sqrt(_last_mean(c * c, lx[-1]) + eps), lx
+
+
+def stack(pairs: Sequence[Pair]) -> Pair:
+    """Stack along a new leading axis of static size ``k``; every operand zero-extended to the joint
+    capacity, the lengths ``[k, max lengths...]``."""
+    datas = [x for x, _ in pairs]
+    cap = list(datas[0].shape)
+    for x in datas[1:]:
+        cap = [sh.dmax(c, d) for c, d in zip(cap, x.shape)]
+    data = enp.stack([extend(x, cap) for x in datas])
+    k = enp.asarray(np.array([len(pairs)], np.int32))
+    if not cap:
+        return data, k
+    top = pairs[0][1]
+    for _, lx in pairs[1:]:
+        top = enp.maximum(top, lx)
+    return data, enp.concatenate([k, top.astype(np.int32)])
+
+
+def slice_static(a: Pair, start: Sequence[int], stop: Sequence[int]) -> Pair:
+    """Logical ``a[start:stop]`` per axis with static bounds: the data zero-extended to cover
+    ``stop`` (past the logical shape the slack and the extension are zeros), then a static slice;
+    the result's lengths are ``stop - start``."""
+    x, _ = a
+    x = extend(x, [sh.dmax(c, b) for c, b in zip(x.shape, stop)])
+    out = x[tuple(slice(p, q) for p, q in zip(start, stop))]
+    return out, lengths_const([q - p for p, q in zip(start, stop)])
+
+
+def gather_static(a: Pair, idx: np.ndarray, ax: int) -> Pair:
+    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero)."""
+    x, lx = a
+    top = int(idx.max()) + 1 if idx.size else 0
+    x = extend(x, [sh.dmax(c, top) if i == ax else c for i, c in enumerate(x.shape)])
+    out = enp.take(x, enp.asarray(idx.astype(np.int32)), axis=ax)
+    lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([idx.size], np.int32)), lx[ax + 1:]])
+    return out, lengths

@@ -374,15 +374,17 @@ def _kron_host(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> VArray:
 
 
 def stack(items: Sequence[Any]) -> VArray:
-    """Stack VArrays of one rank and different shapes along a new leading axis (zero-extended)."""
+    """Stack VArrays of one rank and different shapes along a new leading axis (zero-extended).
+
+    Works under ``vsla.jit`` too (so do :func:`vsla.window` and :func:`vsla.pyramid`)."""
     vs = [array(v) for v in items]
     if not vs:
         raise ValueError("vsla.stack: need at least one array")
-    for v in vs:
-        needs_static(v, "vsla.stack")
     ranks = {v.ndim for v in vs}
     if len(ranks) != 1:
         raise ValueError(f"vsla.stack: mixed ranks {sorted(ranks)}")
+    if any_symbolic(*vs):  # under vsla.jit: leading axis of capacity k, the rest the joint capacity
+        return VArray(*_pair_args(sym.stack([v.pair() for v in vs])))
     shape = tuple(max(s) for s in zip(*(v.shape for v in vs))) if vs[0].ndim else ()
     rows = enp.stack([_to_capacity(v, shape) for v in vs])
     full = (len(vs),) + shape
