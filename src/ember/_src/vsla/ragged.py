@@ -31,7 +31,7 @@ from ember._src import dtypes as dt
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
 from ember._src.prims.ragged import MAX_RANK, ragged_binary, ragged_rowsum
-from ember._src.vsla.varray import VArray, array, stack
+from ember._src.vsla.varray import VArray, array, conv, stack
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
 
@@ -249,6 +249,54 @@ class Ragged:
         """A unary map with ``f(0) == 0`` (relu, tanh, sin, ...) applied to every stored element."""
         return self._with_values(f(self.values))
 
+    def _pair_check(self, other: Any, name: str) -> None:
+        if not isinstance(other, Ragged):
+            raise TypeError(f"vsla.Ragged.{name}: other must be a Ragged, got {type(other).__name__}")
+        self._static(name)
+        other._static(name)
+        if len(self) != len(other):
+            raise ValueError(f"vsla.Ragged.{name}: the operands have {len(self)} and {len(other)} rows")
+        if self.rank != 1 or other.rank != 1:
+            raise ValueError(f"vsla.Ragged.{name}: defined for rows of rank 1, got ranks {self.rank} and "
+                             f"{other.rank}")
+
+    def conv(self, other: Ragged, method: str = "auto") -> Ragged:
+        """Row-wise Model A product: row ``i`` is ``vsla.conv`` of row ``i`` of each operand, of length
+        ``la_i + lb_i - 1`` (0 when either row is empty). One batched ``vsla.conv`` of the rows
+        padded to the longest (``method`` as there), then one gather of the rows' results; eager
+        only (the row lengths are read on the host)."""
+        self._pair_check(other, "conv")
+        la, lb = self.shapes[:, 0], other.shapes[:, 0]
+        lo = np.where((la > 0) & (lb > 0), la + lb - 1, 0)
+        dtype = np.dtype(enp.result_type(self.dtype, other.dtype))
+        if len(self) == 0 or not lo.any():
+            return Ragged(enp.zeros((0,), dtype), lo)
+        full = conv(self.to_padded(), other.to_padded(), method=method).logical()
+        width = int(full.shape[-1])
+        out_off = _offsets(lo)
+        rows = np.repeat(np.arange(len(lo)), lo)
+        pos = np.arange(int(out_off[-1])) - np.repeat(out_off[:-1], lo)
+        flat = enp.reshape(full, (-1,))
+        return Ragged(enp.take(flat, enp.asarray((rows * width + pos).astype(np.int64))), lo, out_off)
+
+    def kron(self, other: Ragged) -> Ragged:
+        """Row-wise Model B product: row ``i`` is ``vsla.kron`` of row ``i`` of each operand (``np.kron``
+        of the rows' minimal representatives, length ``ma_i * mb_i``). Two gathers and one
+        multiply over the flat values (gradients flow to both); eager only (the minimal lengths
+        are read from the values)."""
+        self._pair_check(other, "kron")
+        ma, mb = _minimal_lengths(self), _minimal_lengths(other)
+        lo = ma * mb
+        out_off = _offsets(lo)
+        rows = np.repeat(np.arange(len(lo)), lo)
+        k = np.arange(int(out_off[-1])) - np.repeat(out_off[:-1], lo)
+        step = np.maximum(mb[rows], 1)
+        ia = self.offsets[:-1][rows] + k // step
+        ib = other.offsets[:-1][rows] + k % step
+        va = enp.take(self.values, enp.asarray(ia.astype(np.int64)))
+        vb = enp.take(other.values, enp.asarray(ib.astype(np.int64)))
+        return Ragged(va * vb, lo, out_off)
+
     def sum(self) -> Any:
         """The sum of each row (over all its elements): a 1-D array of one value per row (0 for an
         empty row)."""
@@ -260,6 +308,17 @@ class Ragged:
         if self.symbolic:
             return _rowsum(self) / enp.maximum(self.lengths, 1).astype(dt)
         return _rowsum(self) * enp.asarray((1.0 / np.maximum(self.lengths, 1)).astype(dt))
+
+
+def _minimal_lengths(r: Ragged) -> np.ndarray:
+    """Per 1-D row, one past its last nonzero (the minimal representative's length), from the values."""
+    vals = np.asarray(r.values)[: int(r.offsets[-1])]
+    out = np.zeros(len(r), np.int64)
+    nz = np.flatnonzero(vals != 0)
+    if nz.size:
+        row = np.searchsorted(r.offsets, nz, side="right") - 1
+        np.maximum.at(out, row, nz - r.offsets[row] + 1)
+    return out
 
 
 def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
