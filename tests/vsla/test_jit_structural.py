@@ -1,6 +1,7 @@
 """ember.vsla structural ops under vsla.jit (stack, window, pyramid, slice, gather): one compile
 for every shape, results equal to the eager ops and to NumPy references that pad explicitly."""
 import numpy as np
+import pytest
 
 from ember import vsla
 
@@ -55,3 +56,17 @@ def test_grad_through_slice_and_stack_under_vsla_jit():
     want = 2 * x * (np.arange(5) >= 1) * (np.arange(5) < 4) + 1  # d/dx sum(x[1:4]^2) + sum(x)
     for g in (vsla.grad(loss), vsla.jit(vsla.grad(loss))):
         np.testing.assert_allclose(np.asarray(g(vsla.array(x)).logical()), want)
+
+
+def test_reshape_under_vsla_jit():
+    f = vsla.jit(lambda a: vsla.reshape(a, (2, 6)))
+    for shape in [(3, 4), (12, 1), (2, 6), (1, 12), (4, 3)]:
+        x = np.arange(1.0, 13.0, dtype=np.float32).reshape(shape)
+        got = f(vsla.array(x))
+        assert got.shape == (2, 6)
+        np.testing.assert_array_equal(np.asarray(got.logical()), x.reshape(2, 6))
+    assert f.cache_info()["compiles"] == 1
+    flat = vsla.jit(lambda a: vsla.reshape(a, (6,)))(vsla.array(np.arange(1.0, 7.0).reshape(2, 3)))
+    np.testing.assert_array_equal(flat.to_numpy(), np.arange(1.0, 7.0))
+    with pytest.raises(ValueError, match="differs from its operand's logical size"):
+        f(vsla.array(np.ones((3, 3), np.float32)))

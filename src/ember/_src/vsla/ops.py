@@ -9,7 +9,7 @@ import numpy as np
 
 import ember.numpy as enp
 from ember._src.vsla import symbolic as sym
-from ember._src.vsla.varray import VArray, any_symbolic, array, needs_static, stack
+from ember._src.vsla.varray import VArray, any_symbolic, array, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
            "reshape", "slice", "gather"]
@@ -157,10 +157,17 @@ def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
 
 
 def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
-    """Reshape the logical extent (sizes must multiply to the logical size)."""
+    """Reshape the logical extent (sizes must multiply to the logical size).
+
+    ``shape`` is static (Python integers), also under ``vsla.jit``: there the logical sizes are
+    runtime values, so the result is one gather, a size mismatch is reported when the jitted
+    function returns, and its gradient has no native lowering (the gather's transpose is a scatter
+    at symbolic sizes)."""
     v = array(v)
-    needs_static(v, "vsla.reshape")
-    return _wrap(enp.reshape(v.logical(), tuple(shape)))
+    shape = tuple(int(d) for d in shape)
+    if v.symbolic:
+        return _pair(sym.reshape_static(v.pair(), shape))
+    return _wrap(enp.reshape(v.logical(), shape))
 
 
 def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001

@@ -362,3 +362,30 @@ def gather_static(a: Pair, idx: np.ndarray, ax: int) -> Pair:
     out = enp.take(x, enp.asarray(idx.astype(np.int32)), axis=ax)
     lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([idx.size], np.int32)), lx[ax + 1:]])
     return out, lengths
+
+
+def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
+    """Reshape the logical extent (runtime sizes) to the static ``shape``: output element ``f``
+    (row-major) reads the source element whose logical multi-index is ``f`` unravelled over the
+    runtime lengths, one gather from the flattened data. When the logical size differs from
+    ``prod(shape)`` the data are zeros and every length is -1 (``vsla.jit`` reports it when the
+    result comes back)."""
+    x, lx = a
+    n = int(np.prod(shape, dtype=np.int64))
+    rem = lax.iota(np.int32, n)
+    src = enp.zeros((n,), np.int32)
+    stride: Any = 1
+    for d in reversed(range(x.ndim)):
+        ln = enp.maximum(lx[d], 1)
+        src = src + (rem % ln) * stride
+        rem = rem // ln
+        stride = stride * dimension_as_value(x.shape[d], np.int32)
+    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
+    ok = size == n
+    flat = enp.reshape(x, (-1,))
+    if n == 0:
+        out = enp.zeros(tuple(shape), x.dtype)
+    else:
+        out = enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), tuple(shape))
+    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
+    return out, lengths
