@@ -122,9 +122,11 @@ def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     k = lax.iota(np.int32, co)[:, None] - i
     valid = (k >= 0) & (k < cb)
     band = (k >= 0) & (k < n) & (i < m)
-    toe = enp.take(y, enp.where(valid, k, 0), axis=-1)
-    prod = x[..., None, :] * toe
-    return enp.sum(enp.where(band, prod, zero(prod.dtype)), axis=-1).astype(dtype)
+    # both factors selected to zero off the band (masking the product instead defeats the fused
+    # multiply-and-sum loop: 10x slower at 512 rows of capacity 32)
+    toe = enp.where(band, enp.take(y, enp.where(valid, k, 0), axis=-1), zero(y.dtype))
+    xb = enp.where(band, x[..., None, :], zero(x.dtype))
+    return enp.sum(xb * toe, axis=-1).astype(dtype)
 
 
 @custom_jvp
