@@ -206,18 +206,14 @@ def shrink(a: Pair) -> Pair:
 
 _WIDE = {np.dtype(np.float16): np.float64, np.dtype(np.float32): np.float64,
          np.dtype(np.complex64): np.complex128}
-_BLOCK = 64
-
-
 def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     """Sum over ``axis`` with wide accumulation (the specification's precision policy: reductions
     accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
-    accumulates in float64 (complex128) and is rounded once on the way out; without x64 there is
-    no double type, and the sum is blocked instead: the axis is cut into blocks of ``_BLOCK``
-    (zero-padded), each block summed, then the block sums the same way, so no running sum adds
-    more than ``_BLOCK`` terms (three levels: up to ``2**18`` elements; past that the last level
-    adds ``cap / 2**18`` block sums). Integer and float64
-    sums are plain sums."""
+    accumulates in float64 (complex128) and is rounded once on the way out. Without x64 there is
+    no double type, and the sum is blocked instead: the whole blocks of ``_BLOCKS_OF`` entries
+    of the axis are summed each, then their sums, then the remainder is added, so no running sum
+    adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)`` terms (two slices and a reshape: no copy,
+    no padding). Integer and float64 sums are plain sums."""
     d = np.dtype(x.dtype)
     wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
     if wide is None:
@@ -225,14 +221,19 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     if dt.x64_enabled():
         return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
     ax = axis % x.ndim
-    for _ in range(3):
-        c = x.shape[ax]
-        if isinstance(c, int) and c <= _BLOCK:
-            break
-        nb = (c + (_BLOCK - 1)) // _BLOCK
-        x = extend(x, [nb * _BLOCK if i == ax else s for i, s in enumerate(x.shape)])
-        x = enp.sum(enp.reshape(x, (*x.shape[:ax], nb, _BLOCK, *x.shape[ax + 1:])), axis=ax + 1)
-    return enp.sum(x, axis=ax, keepdims=keepdims)
+    c = x.shape[ax]
+    if isinstance(c, int) and c <= _BLOCKS_OF:
+        return enp.sum(x, axis=ax, keepdims=keepdims)
+    nb = c // _BLOCKS_OF
+    cut = nb * _BLOCKS_OF
+    shape = list(x.shape)
+    head = lax.slice(x, [0] * x.ndim, shape[:ax] + [cut] + shape[ax + 1:])
+    tail = lax.slice(x, [0] * ax + [cut] + [0] * (x.ndim - ax - 1), shape)
+    blocks = enp.sum(enp.reshape(head, (*shape[:ax], nb, _BLOCKS_OF, *shape[ax + 1:])), axis=ax + 1)
+    return enp.sum(blocks, axis=ax, keepdims=keepdims) + enp.sum(tail, axis=ax, keepdims=keepdims)
+
+
+_BLOCKS_OF = 1 << 12
 
 
 def wide_mean(x: Any, n: Any, axis: int = -1) -> Any:
