@@ -145,3 +145,46 @@ def test_empty_operands_never_crash():
     np.testing.assert_array_equal(np.asarray(mm.logical()), np.zeros((2, 3)))
     assert vsla.stack([e, e]).shape == (2, 0) and vsla.conv(e2, e2).shape == (2, 0)
     assert vsla.kron(e, e).shape == (0,) and (e * e).shape == (0,) and vsla.transpose(e2).shape == (0, 2)
+
+
+def _matmul_reference(a, b):
+    """Batch axes broadcast (size 1 repeats), other mismatches zero-extend; contracted axis promoted."""
+    k = max(a.shape[-1], b.shape[-2])
+    batch = [q if p == 1 else p if q == 1 else max(p, q) for p, q in zip(a.shape[:-2], b.shape[:-2])]
+    pa = np.pad(a, [(0, 0 if d == 1 else n - d) for d, n in zip(a.shape[:-2], batch)]
+                + [(0, 0), (0, k - a.shape[-1])])
+    pb = np.pad(b, [(0, 0 if d == 1 else n - d) for d, n in zip(b.shape[:-2], batch)]
+                + [(0, k - b.shape[-2]), (0, 0)])
+    return np.matmul(pa, pb)
+
+
+_BATCH_CASES = [((1, 2, 3), (3, 3, 2)), ((3, 2, 3), (1, 4, 2)), ((2, 2, 3), (3, 3, 2)),
+                ((2, 1, 2, 3), (1, 3, 5, 2)), ((0, 2, 2), (1, 2, 2))]
+
+
+def test_matmul_batch_axes_broadcast():
+    rng = np.random.default_rng(12)
+    jitted = vsla.jit(vsla.matmul)
+    for sa, sb in _BATCH_CASES:
+        a, b = _rand(rng, sa), _rand(rng, sb)
+        want = _matmul_reference(a, b)
+        for got in (vsla.matmul(vsla.array(a), vsla.array(b)), jitted(vsla.array(a), vsla.array(b))):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(np.asarray(got.logical()), want, rtol=1e-5, atol=1e-5)
+            assert np.count_nonzero(np.asarray(got.data)) == np.count_nonzero(want)  # slack zero
+
+
+def test_matmul_broadcast_gradient():
+    rng = np.random.default_rng(13)
+    a, b = _rand(rng, (1, 2, 3)), _rand(rng, (3, 3, 2))
+
+    def loss(u, w):
+        return vsla.sum(vsla.sum(vsla.sum(vsla.matmul(u, w))))
+
+    # d/du sum_i (u @ w_i) = ones(2, 2) @ sum_i w_i^T; d/dw_i = u^T @ ones(2, 2)
+    ga = np.ones((2, 2)) @ b.sum(0).T
+    gb = np.broadcast_to(a[0].T @ np.ones((2, 2)), (3, 3, 2))
+    for g in (vsla.grad(loss, (0, 1)), vsla.jit(vsla.grad(loss, (0, 1)))):
+        da, db = g(vsla.array(a), vsla.array(b))
+        np.testing.assert_allclose(np.asarray(da.logical())[0], ga, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(db.logical()), gb, rtol=1e-5)

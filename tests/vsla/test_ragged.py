@@ -377,3 +377,50 @@ def test_rank_two_layout_constructors_grads_and_errors():
         vsla.Ragged.from_shapes(np.ones(5), [[2, 2], [1, 2]])
     with pytest.raises(ValueError, match=r"shapes must be >= 0, got \[1, -2\] for row 1"):
         vsla.Ragged.from_shapes(np.ones(5), [[2, 2], [1, -2]])
+
+
+def _trim(x):
+    nz = np.flatnonzero(x)
+    return x[: nz[-1] + 1] if nz.size else x[:0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_rowwise_conv_and_kron_match_numpy(dtype):
+    rng = np.random.default_rng(41)
+    la, lb = [0, 1, 5, 3, 20, 2], [4, 3, 0, 1, 7, 2]
+    xs, ys = _random_rows(rng, la, dtype), _random_rows(rng, lb, dtype)
+    xs[3][-1] = 0  # a trailing zero: kron uses the minimal representative
+    ys[5][:] = 0   # an all-zero row
+    a, b = vsla.ragged(xs, dtype=dtype), vsla.ragged(ys, dtype=dtype)
+    c, k = a.conv(b), a.kron(b)
+    assert c.dtype == dtype and k.dtype == dtype
+    assert c.lengths.tolist() == [0 if m == 0 or n == 0 else m + n - 1 for m, n in zip(la, lb)]
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        want_c = np.convolve(x, y) if x.size and y.size else np.zeros(0)
+        np.testing.assert_allclose(np.asarray(c.row(i).logical()), want_c, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(np.asarray(k.row(i).logical()), np.kron(_trim(x), _trim(y)))
+    fft = a.conv(b, method="fft")
+    np.testing.assert_allclose(np.asarray(fft.values), np.asarray(c.values), rtol=1e-4, atol=1e-4)
+
+
+def test_rowwise_conv_and_kron_gradients():
+    a = vsla.ragged([[1.0, 2.0, 0.0], [3.0], []], dtype=np.float64)
+    b = vsla.ragged([[1.0, -1.0], [2.0, 5.0, 0.5], [4.0]], dtype=np.float64)
+    # d/da sum(conv(a_i, b_i)) = sum(b_i) at every entry of row i; kron of minimal representatives:
+    # sum(b_i) on the first ma_i entries of row i, 0 past them
+    gc = ember.grad(lambda x: ember.numpy.sum(x.conv(b).sum()))(a)
+    np.testing.assert_allclose(np.asarray(gc.values), [0.0, 0.0, 0.0, 7.5])
+    gk = ember.grad(lambda x: ember.numpy.sum(x.kron(b).sum()))(a)
+    np.testing.assert_allclose(np.asarray(gk.values), [0.0, 0.0, 0.0, 7.5])
+    gb = ember.grad(lambda y: ember.numpy.sum(a.conv(y).sum()))(b)
+    np.testing.assert_allclose(np.asarray(gb.values), [3.0, 3.0, 3.0, 3.0, 3.0, 0.0])
+
+
+def test_rowwise_conv_and_kron_errors():
+    a = vsla.ragged([[1.0], [2.0]])
+    with pytest.raises(ValueError, match="2 and 1 rows"):
+        a.conv(vsla.ragged([[1.0]]))
+    with pytest.raises(TypeError, match="must be a Ragged"):
+        a.kron(vsla.array([1.0]))
+    with pytest.raises(ValueError, match="rank 1"):
+        vsla.ragged([np.ones((2, 2))]).conv(vsla.ragged([np.ones((1, 1))]))

@@ -139,3 +139,63 @@ def test_jit_traces_once_per_logical_shape_and_reuses_cache():
             ref[:m] += a
             np.testing.assert_allclose(f(vsla.array(a), vsla.array(b)).to_numpy(), ref, rtol=1e-5, atol=1e-5)
     assert f.cache_info()["traces"] == len(set(shapes))
+
+
+def test_array_dtype_follows_x64_policy():
+    import warnings
+
+    from ember._src import flags
+    with flags.override("jax_enable_x64", True):
+        v = vsla.array(np.arange(3.0))
+        assert v.dtype == np.float64
+        np.testing.assert_array_equal(v.to_numpy(), np.arange(3.0))
+        assert vsla.sum(v).dtype == np.float64
+        assert vsla.array(np.arange(3)).dtype == np.int64
+        assert vsla.ragged([np.arange(1.0, 3.0)]).dtype == np.float64
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert vsla.array([1.0], dtype=np.float64).dtype == np.float64
+    with flags.override("jax_enable_x64", False):
+        assert vsla.array(np.arange(3.0)).dtype == np.float32
+        with pytest.warns(UserWarning, match="float64 requested in vsla.array"):
+            assert vsla.array([1.0, 2.0], dtype=np.float64).dtype == np.float32
+        with pytest.warns(UserWarning, match="float64 requested in vsla.ragged"):
+            assert vsla.ragged([[1.0]], dtype=np.float64).dtype == np.float32
+
+
+def test_vmap_over_unbatched_varray_raises_clearly():
+    with pytest.raises(ValueError, match="cannot hold data of rank 1"):
+        ember.vmap(lambda v: v + vsla.array([1.0, 2.0]))(vsla.array(np.ones((3, 2))))
+    # the supported form: the batch as an extra leading data axis of a per-example VArray
+    xs = np.arange(8.0, dtype=np.float32).reshape(2, 4)
+    xs[:, 3] = 0.0  # each example's slack
+    batched = vsla.VArray(ember.numpy.asarray(xs), (3,))
+    out = ember.vmap(lambda v: v + vsla.array(np.array([1.0, 2.0], np.float32)))(batched)
+    np.testing.assert_array_equal(np.asarray(out.data), xs + np.array([1.0, 2.0, 0.0, 0.0]))
+
+
+def _strip_reference(x):
+    """The minimal representative, one hyperplane at a time (the definition)."""
+    for ax in range(x.ndim):
+        while x.shape[ax] and not np.any(np.take(x, x.shape[ax] - 1, axis=ax) != 0):
+            x = np.take(x, np.arange(x.shape[ax] - 1), axis=ax)
+    return np.zeros((0,) * x.ndim, x.dtype) if 0 in x.shape else x
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_vectorized_shrink_and_kron_match_definitions(seed):
+    rng = np.random.default_rng(seed)
+    rank = 1 + seed % 3
+    shape = tuple(int(d) for d in rng.integers(0, 6, rank))
+    x = rng.integers(-2, 3, shape).astype(np.float32) * (rng.random(shape) < 0.3)
+    if seed == 5 and x.size:
+        x.flat[0] = np.nan  # NaN is not zero
+    want = _strip_reference(x)
+    v = vsla.array(x)
+    assert v.shrink().shape == want.shape and v.to_numpy().shape == want.shape
+    np.testing.assert_array_equal(v.to_numpy(), want)
+    assert (v == vsla.array(want)) == (not np.isnan(x).any())  # NaN != NaN
+    y = rng.integers(-3, 4, tuple(int(d) for d in rng.integers(0, 4, rank))).astype(np.int32)
+    k = vsla.kron(v, vsla.array(y))
+    np.testing.assert_array_equal(k.to_numpy(), _strip_reference(np.kron(want, _strip_reference(y))))
+    assert k.dtype == np.float32  # JAX promotion: float32 with int32 stays float32

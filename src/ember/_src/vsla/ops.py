@@ -9,7 +9,7 @@ import numpy as np
 
 import ember.numpy as enp
 from ember._src.vsla import symbolic as sym
-from ember._src.vsla.varray import VArray, any_symbolic, array, needs_static, stack
+from ember._src.vsla.varray import VArray, any_symbolic, array, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
            "reshape", "slice", "gather"]
@@ -32,11 +32,12 @@ def _pair(p: tuple[Any, Any]) -> VArray:
 
 
 def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
-    """Sum over ``axis`` of the logical extent (slack is zero, so the stored sum is the same)."""
+    """Sum over ``axis`` of the logical extent, accumulated wide (float64 under ``jax_enable_x64``,
+    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`)."""
     v = array(v)
     if v.symbolic:
         return _pair(sym.reduce_sum(v.pair(), _axis(v, axis)))
-    return _wrap(enp.sum(v.logical(), axis=_axis(v, axis)))
+    return _wrap(sym.wide_sum(v.logical(), _axis(v, axis)))
 
 
 def mean(v: VArray, axis: int = -1) -> VArray:
@@ -46,21 +47,41 @@ def mean(v: VArray, axis: int = -1) -> VArray:
     if v.symbolic:
         return _pair(sym.mean(v.pair(), ax))
     n = v.shape[ax]
-    return _wrap(enp.sum(v.logical(), axis=ax) / max(n, 1))
+    return _wrap(sym.wide_sum(v.logical(), ax) / max(n, 1))
 
 
 def matmul(a: VArray, b: VArray) -> VArray:
-    """Matrix product on the last two axes; the contracted axis is promoted to the larger size."""
+    """Matrix product on the last two axes; the contracted axis is promoted to the larger size.
+
+    Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
+    size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
+    not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
+    missing matrix is a zero matrix)."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
         return _pair(sym.matmul(a.pair(), b.pair()))
     k = max(a.shape[-1], b.shape[-2])
-    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-    xa = _logical_as(a, batch + (a.shape[-2], k))
-    xb = _logical_as(b, batch + (k, b.shape[-1]))
+    batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
+    xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
     return _wrap(enp.matmul(xa, xb))
+
+
+def _batch_size(x: int, y: int) -> int:
+    """A matmul batch axis: 1 broadcasts against the other size, otherwise the larger size."""
+    return y if x == 1 else x if y == 1 else max(x, y)
+
+
+def _own_batch(v: VArray, batch: tuple[int, ...]) -> tuple[int, ...]:
+    """The batch sizes ``v`` is zero-extended to before broadcasting (its size-1 axes stay 1)."""
+    return tuple(1 if d == 1 else n for d, n in zip(v.shape[:-2], batch))
+
+
+def _broadcast_batch(x: Any, batch: tuple[int, ...]) -> Any:
+    """``x`` with its size-1 batch axes repeated to ``batch`` (the others already have that size)."""
+    return enp.broadcast_to(x, batch + tuple(x.shape[len(batch):]))
 
 
 def _logical_as(v: VArray, shape: tuple[int, ...]) -> Any:
@@ -78,7 +99,7 @@ def softmax(v: VArray, axis: int = -1) -> VArray:
         return v
     x = v.logical()
     e = enp.exp(x - enp.max(x, axis=ax, keepdims=True))
-    return _wrap(e / enp.sum(e, axis=ax, keepdims=True))
+    return _wrap(e / sym.wide_sum(e, ax, keepdims=True))
 
 
 def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
@@ -89,7 +110,7 @@ def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
     if v.shape[-1] == 0:
         return v
     x = v.logical()
-    return _wrap(x / enp.sqrt(enp.mean(x * x, axis=-1, keepdims=True) + eps))
+    return _wrap(x / enp.sqrt(sym.wide_mean(x * x, x.shape[-1]) + eps))
 
 
 def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
@@ -100,8 +121,8 @@ def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
     if v.shape[-1] == 0:
         return v
     x = v.logical()
-    c = x - enp.mean(x, axis=-1, keepdims=True)
-    return _wrap(c / enp.sqrt(enp.mean(c * c, axis=-1, keepdims=True) + eps))
+    c = x - sym.wide_mean(x, x.shape[-1])
+    return _wrap(c / enp.sqrt(sym.wide_mean(c * c, x.shape[-1]) + eps))
 
 
 def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
@@ -136,32 +157,48 @@ def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
 
 
 def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
-    """Reshape the logical extent (sizes must multiply to the logical size)."""
+    """Reshape the logical extent (sizes must multiply to the logical size).
+
+    ``shape`` is static (Python integers), also under ``vsla.jit``: there the logical sizes are
+    runtime values, so the result is one gather, a size mismatch is reported when the jitted
+    function returns, and its gradient has no native lowering (the gather's transpose is a scatter
+    at symbolic sizes)."""
     v = array(v)
-    needs_static(v, "vsla.reshape")
-    return _wrap(enp.reshape(v.logical(), tuple(shape)))
+    shape = tuple(int(d) for d in shape)
+    if v.symbolic:
+        return _pair(sym.reshape_static(v.pair(), shape))
+    return _wrap(enp.reshape(v.logical(), shape))
 
 
 def slice(v: VArray, start: tuple[int, ...], stop: tuple[int, ...]) -> VArray:  # noqa: A001
-    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros."""
+    """Logical slice ``v[start:stop]`` per axis; indices past the logical shape read zeros.
+
+    ``start``/``stop`` are Python integers (also under ``vsla.jit``, where the result's shape is
+    ``stop - start``)."""
     v = array(v)
-    needs_static(v, "vsla.slice")
     if len(start) != v.ndim or len(stop) != v.ndim:
         raise ValueError(f"vsla.slice: start/stop need {v.ndim} entries")
     if any(a < 0 or b < a for a, b in zip(start, stop)):
         raise ValueError(f"vsla.slice: need 0 <= start <= stop, got {start}, {stop}")
+    if v.symbolic:
+        return _pair(sym.slice_static(v.pair(), [int(a) for a in start], [int(b) for b in stop]))
     full = _logical_as(v, tuple(max(d, b) for d, b in zip(v.shape, stop)))
     return _wrap(full[tuple(builtins_slice(a, b) for a, b in zip(start, stop))])
 
 
 def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
-    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero."""
+    """Take logical entries at ``indices`` along ``axis``; an index past the logical size reads zero.
+
+    ``indices`` are host integers (also under ``vsla.jit``, where they must be 1-D)."""
     v = array(v)
-    needs_static(v, "vsla.gather")
     ax = _axis(v, axis)
     idx = np.asarray(indices, dtype=np.int64)
     if idx.size and idx.min() < 0:
         raise ValueError("vsla.gather: negative indices are not defined on classes")
+    if v.symbolic:
+        if idx.ndim != 1:
+            raise ValueError(f"vsla.gather: under vsla.jit the indices must be 1-D, got shape {idx.shape}")
+        return _pair(sym.gather_static(v.pair(), idx, ax))
     top = int(idx.max()) + 1 if idx.size else 0
     full = _logical_as(v, tuple(max(d, top) if i == ax else d for i, d in enumerate(v.shape)))
     return _wrap(enp.take(full, enp.asarray(idx), axis=ax))

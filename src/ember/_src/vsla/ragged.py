@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
+from ember._src import dtypes as dt
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
 from ember._src.prims.ragged import MAX_RANK, ragged_binary, ragged_rowsum
-from ember._src.vsla.varray import VArray, array, stack
+from ember._src.vsla.varray import VArray, array, conv, stack
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
 
@@ -248,6 +249,54 @@ class Ragged:
         """A unary map with ``f(0) == 0`` (relu, tanh, sin, ...) applied to every stored element."""
         return self._with_values(f(self.values))
 
+    def _pair_check(self, other: Any, name: str) -> None:
+        if not isinstance(other, Ragged):
+            raise TypeError(f"vsla.Ragged.{name}: other must be a Ragged, got {type(other).__name__}")
+        self._static(name)
+        other._static(name)
+        if len(self) != len(other):
+            raise ValueError(f"vsla.Ragged.{name}: the operands have {len(self)} and {len(other)} rows")
+        if self.rank != 1 or other.rank != 1:
+            raise ValueError(f"vsla.Ragged.{name}: defined for rows of rank 1, got ranks {self.rank} and "
+                             f"{other.rank}")
+
+    def conv(self, other: Ragged, method: str = "auto") -> Ragged:
+        """Row-wise Model A product: row ``i`` is ``vsla.conv`` of row ``i`` of each operand, of length
+        ``la_i + lb_i - 1`` (0 when either row is empty). One batched ``vsla.conv`` of the rows
+        padded to the longest (``method`` as there), then one gather of the rows' results; eager
+        only (the row lengths are read on the host)."""
+        self._pair_check(other, "conv")
+        la, lb = self.shapes[:, 0], other.shapes[:, 0]
+        lo = np.where((la > 0) & (lb > 0), la + lb - 1, 0)
+        dtype = np.dtype(enp.result_type(self.dtype, other.dtype))
+        if len(self) == 0 or not lo.any():
+            return Ragged(enp.zeros((0,), dtype), lo)
+        full = conv(self.to_padded(), other.to_padded(), method=method).logical()
+        width = int(full.shape[-1])
+        out_off = _offsets(lo)
+        rows = np.repeat(np.arange(len(lo)), lo)
+        pos = np.arange(int(out_off[-1])) - np.repeat(out_off[:-1], lo)
+        flat = enp.reshape(full, (-1,))
+        return Ragged(enp.take(flat, enp.asarray((rows * width + pos).astype(np.int64))), lo, out_off)
+
+    def kron(self, other: Ragged) -> Ragged:
+        """Row-wise Model B product: row ``i`` is ``vsla.kron`` of row ``i`` of each operand (``np.kron``
+        of the rows' minimal representatives, length ``ma_i * mb_i``). Two gathers and one
+        multiply over the flat values (gradients flow to both); eager only (the minimal lengths
+        are read from the values)."""
+        self._pair_check(other, "kron")
+        ma, mb = _minimal_lengths(self), _minimal_lengths(other)
+        lo = ma * mb
+        out_off = _offsets(lo)
+        rows = np.repeat(np.arange(len(lo)), lo)
+        k = np.arange(int(out_off[-1])) - np.repeat(out_off[:-1], lo)
+        step = np.maximum(mb[rows], 1)
+        ia = self.offsets[:-1][rows] + k // step
+        ib = other.offsets[:-1][rows] + k % step
+        va = enp.take(self.values, enp.asarray(ia.astype(np.int64)))
+        vb = enp.take(other.values, enp.asarray(ib.astype(np.int64)))
+        return Ragged(va * vb, lo, out_off)
+
     def sum(self) -> Any:
         """The sum of each row (over all its elements): a 1-D array of one value per row (0 for an
         empty row)."""
@@ -261,15 +310,28 @@ class Ragged:
         return _rowsum(self) * enp.asarray((1.0 / np.maximum(self.lengths, 1)).astype(dt))
 
 
+def _minimal_lengths(r: Ragged) -> np.ndarray:
+    """Per 1-D row, one past its last nonzero (the minimal representative's length), from the values."""
+    vals = np.asarray(r.values)[: int(r.offsets[-1])]
+    out = np.zeros(len(r), np.int64)
+    nz = np.flatnonzero(vals != 0)
+    if nz.size:
+        row = np.searchsorted(r.offsets, nz, side="right") - 1
+        np.maximum.at(out, row, nz - r.offsets[row] + 1)
+    return out
+
+
 def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
     """A :class:`Ragged` of ``rows`` (array-likes or VArrays of one rank >= 1, each its logical
-    extent); float64 host data becomes float32 unless ``dtype`` says otherwise (as
-    :func:`vsla.array`)."""
+    extent); 64-bit host data becomes 32-bit unless ``jax_enable_x64`` is on, and an explicit 64-bit
+    ``dtype`` warns when it is truncated (as :func:`vsla.array` and ``ember.numpy.asarray``)."""
     if isinstance(rows, Ragged):
         return rows
-    parts, shapes = [], []
+    parts, shapes, kinds = [], [], []
     for i, r in enumerate(rows):
         x = np.asarray(r.to_numpy() if isinstance(r, VArray) and not r.symbolic else r)
+        # Python lists take ember's Python defaults (float32 / int32 / complex64), arrays their dtype
+        kinds.append(_PY_DEFAULTS.get(x.dtype, x.dtype) if isinstance(r, (list, tuple)) else x.dtype)
         if isinstance(r, VArray) and not r.symbolic and x.shape != r.shape:  # keep the stored shape
             x = np.pad(x, [(0, s - d) for s, d in zip(r.shape, x.shape)])
         if x.ndim == 0 or (parts and x.ndim != parts[0].ndim):
@@ -279,13 +341,18 @@ def ragged(rows: Sequence[Any], dtype: Any = None) -> Ragged:
         _check_values_dtype(x.dtype, f"vsla.ragged: row {i}")
         parts.append(x)
         shapes.append(x.shape)
-    if dtype is None:
-        dtype = np.result_type(*parts) if parts else np.float32
-        dtype = np.float32 if dtype == np.float64 else dtype
+    if dtype is None:  # 64-bit host data stays 64-bit only under jax_enable_x64 (as ember.numpy.asarray)
+        dtype = dt.canonicalize(np.result_type(*kinds) if parts else np.float32)
+    else:
+        dtype = dt.user_dtype(dtype, "vsla.ragged")
     _check_values_dtype(dtype, "vsla.ragged")
     flat = np.concatenate([p.ravel() for p in parts]).astype(dtype) if parts else np.zeros(0, dtype)
     sp = np.array(shapes, np.int64).reshape(len(parts), parts[0].ndim if parts else 1)
     return Ragged(enp.asarray(flat), _check_shapes(sp, "vsla.ragged"))
+
+
+_PY_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32),
+                np.dtype(np.complex128): np.dtype(np.complex64)}
 
 
 @functools.cache

@@ -16,6 +16,7 @@ import numpy as np
 
 import ember.numpy as enp
 from ember import lax
+from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
@@ -89,51 +90,59 @@ def conv(a: Pair, b: Pair, method: str, threshold: int) -> Pair:
     last = enp.where((m > 0) & (n > 0), m + n - 1, 0)
     lengths = enp.concatenate([enp.maximum(lx[:-1], ly[:-1]), last[None]]).astype(np.int32)
     if method == "direct" or dtype not in (np.float32, np.float64):
-        return _conv_direct(x, y, dtype), lengths
+        return _conv_direct(x, y, m, n, dtype), lengths
     if method == "fft":
         return _conv_fft(x, y, last, dtype), lengths
     big = ca * cb
     if not sh.is_symbolic(big):
-        out = _conv_fft(x, y, last, dtype) if big > threshold else _conv_direct(x, y, dtype)
+        out = _conv_fft(x, y, last, dtype) if big > threshold else _conv_direct(x, y, m, n, dtype)
         return out, lengths
     pred = dimension_as_value(big, np.int32) > threshold
-    out = lax.cond(pred, lambda u, v, t: _conv_fft(u, v, t, dtype),
-                   lambda u, v, t: _conv_direct(u, v, dtype), x, y, last)
+    out = lax.cond(pred, lambda u, v, t, p, q: _conv_fft(u, v, t, dtype),
+                   lambda u, v, t, p, q: _conv_direct(u, v, p, q, dtype), x, y, last, m, n)
     return out, lengths
 
 
-def _conv_direct(x: Any, y: Any, dtype: np.dtype) -> Any:
+def _conv_direct(x: Any, y: Any, m: Any, n: Any, dtype: np.dtype) -> Any:
     batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-1], y.shape[:-1])]
     x = extend(x, batch + [x.shape[-1]])
     y = extend(y, batch + [y.shape[-1]])
-    return _direct(x, y).astype(dtype)
+    return _direct(x, y, m, n).astype(dtype)
 
 
-def _toeplitz_conv(x: Any, y: Any) -> Any:
+def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     """One fused multiply-and-sum over a Toeplitz gather of ``y`` (the ``co x ca`` matrix is never
-    stored)."""
+    stored). Only the products of logical entries (``i < m``, ``0 <= k - i < n``) are summed, the
+    others selected away rather than multiplied by zero, so a NaN or infinity reaches only the
+    outputs it contributes to (as ``np.convolve``)."""
     dtype = enp.result_type(x.dtype, y.dtype)
     ca, cb = x.shape[-1], y.shape[-1]
     co = ca + cb - 1
-    k = lax.iota(np.int32, co)[:, None] - lax.iota(np.int32, ca)[None, :]
+    i = lax.iota(np.int32, ca)[None, :]
+    k = lax.iota(np.int32, co)[:, None] - i
     valid = (k >= 0) & (k < cb)
-    toe = enp.take(y, enp.where(valid, k, 0), axis=-1) * valid.astype(y.dtype)
-    return enp.sum(x[..., None, :] * toe, axis=-1).astype(dtype)
+    band = (k >= 0) & (k < n) & (i < m)
+    # both factors selected to zero off the band (masking the product instead defeats the fused
+    # multiply-and-sum loop: 10x slower at 512 rows of capacity 32)
+    toe = enp.where(band, enp.take(y, enp.where(valid, k, 0), axis=-1), zero(y.dtype))
+    xb = enp.where(band, x[..., None, :], zero(x.dtype))
+    return enp.sum(xb * toe, axis=-1).astype(dtype)
 
 
 @custom_jvp
-def _direct(x: Any, y: Any) -> Any:
-    """The direct conv, whose derivative is written with the gathered operand held fixed: the
-    tangent ``conv(tx, y) + conv(ty, x)`` (conv commutes) is linear in the multiplied operand only,
-    so its transpose is a broadcast and a product, with no scatter (the transpose of the gather,
-    which has no native lowering at symbolic sizes)."""
-    return _toeplitz_conv(x, y)
+def _direct(x: Any, y: Any, m: Any, n: Any) -> Any:
+    """The direct conv of the logical lengths ``m``, ``n`` (int32 scalars), whose derivative is
+    written with the gathered operand held fixed: the tangent ``conv(tx, y) + conv(ty, x)`` (conv
+    commutes) is linear in the multiplied operand only, so its transpose is a broadcast and a
+    product, with no scatter (the transpose of the gather, which has no native lowering at
+    symbolic sizes)."""
+    return _toeplitz_conv(x, y, m, n)
 
 
 @_direct.defjvp
 def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x, y), (tx, ty) = primals, tangents
-    return _direct(x, y), _toeplitz_conv(tx, y) + _toeplitz_conv(ty, x)
+    (x, y, m, n), (tx, ty, _, _) = primals, tangents
+    return _direct(x, y, m, n), _toeplitz_conv(tx, y, m, n) + _toeplitz_conv(ty, x, n, m)
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
@@ -195,10 +204,47 @@ def shrink(a: Pair) -> Pair:
     return a[0], minimal_lengths(a[0])
 
 
+_WIDE = {np.dtype(np.float16): np.float64, np.dtype(np.float32): np.float64,
+         np.dtype(np.complex64): np.complex128}
+def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
+    """Sum over ``axis`` with wide accumulation (the specification's precision policy: reductions
+    accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
+    accumulates in float64 (complex128) and is rounded once on the way out. Without x64 there is
+    no double type, and the sum is blocked instead: the whole blocks of ``_BLOCKS_OF`` entries
+    of the axis are summed each, then their sums, then the remainder is added, so no running sum
+    adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)`` terms (two slices and a reshape: no copy,
+    no padding). Integer and float64 sums are plain sums."""
+    d = np.dtype(x.dtype)
+    wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
+    if wide is None:
+        return enp.sum(x, axis=axis, keepdims=keepdims)
+    if dt.x64_enabled():
+        return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
+    ax = axis % x.ndim
+    c = x.shape[ax]
+    if isinstance(c, int) and c <= _BLOCKS_OF:
+        return enp.sum(x, axis=ax, keepdims=keepdims)
+    nb = c // _BLOCKS_OF
+    cut = nb * _BLOCKS_OF
+    shape = list(x.shape)
+    head = lax.slice(x, [0] * x.ndim, shape[:ax] + [cut] + shape[ax + 1:])
+    tail = lax.slice(x, [0] * ax + [cut] + [0] * (x.ndim - ax - 1), shape)
+    blocks = enp.sum(enp.reshape(head, (*shape[:ax], nb, _BLOCKS_OF, *shape[ax + 1:])), axis=ax + 1)
+    return enp.sum(blocks, axis=ax, keepdims=keepdims) + enp.sum(tail, axis=ax, keepdims=keepdims)
+
+
+_BLOCKS_OF = 1 << 12
+
+
+def wide_mean(x: Any, n: Any, axis: int = -1) -> Any:
+    """``wide_sum(x, axis, keepdims=True) / max(n, 1)`` (the mean over a logical extent ``n``)."""
+    return wide_sum(x, axis, keepdims=True) / enp.maximum(n, 1).astype(x.dtype)
+
+
 def reduce_sum(a: Pair, ax: int) -> Pair:
     x, lx = a
     keep = [i for i in range(x.ndim) if i != ax]
-    return enp.sum(x, axis=ax), _take_lengths(lx, keep)
+    return wide_sum(x, ax), _take_lengths(lx, keep)
 
 
 def mean(a: Pair, ax: int) -> Pair:
@@ -219,14 +265,40 @@ def transpose(a: Pair, axes: Sequence[int]) -> Pair:
 
 
 def matmul(a: Pair, b: Pair) -> Pair:
-    """Product on the last two axes; the contracted axis is zero-extended to the joint capacity."""
+    """Product on the last two axes; the contracted axis is zero-extended to the joint capacity.
+
+    Batch axes broadcast: where one operand's batch length is 1 (a runtime test) its single
+    matrix is repeated along the joint capacity, otherwise the axis is zero-extended; the result's
+    batch slack is masked back to zero."""
     (x, lx), (y, ly) = a, b
-    batch = [sh.dmax(p, q) for p, q in zip(x.shape[:-2], y.shape[:-2])]
+    nb = x.ndim - 2
+    cap = [sh.dmax(p, q) for p, q in zip(x.shape[:-2], y.shape[:-2])]
     k = sh.dmax(x.shape[-1], y.shape[-2])
-    x = extend(x, batch + [x.shape[-2], k])
-    y = extend(y, batch + [k, y.shape[-1]])
-    lengths = enp.concatenate([enp.maximum(lx[:-2], ly[:-2]), lx[-2:-1], ly[-1:]])
-    return enp.matmul(x, y), lengths
+    x = extend(x, list(x.shape[:-2]) + [x.shape[-2], k])
+    y = extend(y, list(y.shape[:-2]) + [k, y.shape[-1]])
+    lb = []
+    for i in range(nb):
+        p, q = lx[i], ly[i]
+        lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
+        x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
+    out = enp.matmul(x, y)
+    if nb:
+        keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
+                            axes=range(nb))
+        out = enp.where(keep, out, zero(out.dtype))
+    lengths = enp.concatenate([enp.stack(lb).astype(np.int32), lx[-2:-1], ly[-1:]]) if nb else \
+        enp.concatenate([lx[-2:-1], ly[-1:]])
+    return out, lengths
+
+
+def _broadcast_axis(x: Any, ax: int, cap: Any, n: Any) -> Any:
+    """``x`` brought to capacity ``cap`` on batch axis ``ax``: its first entry repeated when its
+    length ``n`` is 1 (broadcast), else zero-extended."""
+    shape = list(x.shape)
+    shape[ax] = cap
+    ext = extend(x, shape)
+    first = x[(slice(None),) * ax + (slice(0, 1),)]
+    return enp.where(n == 1, enp.broadcast_to(first, shape), ext)
 
 
 def softmax(a: Pair, ax: int) -> Pair:
@@ -237,12 +309,12 @@ def softmax(a: Pair, ax: int) -> Pair:
     mx = enp.max(neg, axis=ax, keepdims=True)
     mx = enp.where(enp.isfinite(mx), mx, zero(x.dtype))
     e = enp.where(mask, enp.exp(x - mx), zero(x.dtype))
-    s = enp.sum(e, axis=ax, keepdims=True)
+    s = wide_sum(e, ax, keepdims=True)
     return e / enp.where(s > 0, s, enp.ones_like(s)), lx
 
 
 def _last_mean(x: Any, n: Any) -> Any:
-    return enp.sum(x, axis=-1, keepdims=True) / enp.maximum(n, 1).astype(x.dtype)
+    return wide_mean(x, n, -1)
 
 
 def rms_norm(a: Pair, eps: float) -> Pair:
@@ -256,3 +328,67 @@ def layer_norm(a: Pair, eps: float) -> Pair:
     x, lx = a
     c = enp.where(logical_mask(x, lx), x - _last_mean(x, lx[-1]), zero(x.dtype))
     return c / enp.sqrt(_last_mean(c * c, lx[-1]) + eps), lx
+
+
+def stack(pairs: Sequence[Pair]) -> Pair:
+    """Stack along a new leading axis of static size ``k``; every operand zero-extended to the joint
+    capacity, the lengths ``[k, max lengths...]``."""
+    datas = [x for x, _ in pairs]
+    cap = list(datas[0].shape)
+    for x in datas[1:]:
+        cap = [sh.dmax(c, d) for c, d in zip(cap, x.shape)]
+    data = enp.stack([extend(x, cap) for x in datas])
+    k = enp.asarray(np.array([len(pairs)], np.int32))
+    if not cap:
+        return data, k
+    top = pairs[0][1]
+    for _, lx in pairs[1:]:
+        top = enp.maximum(top, lx)
+    return data, enp.concatenate([k, top.astype(np.int32)])
+
+
+def slice_static(a: Pair, start: Sequence[int], stop: Sequence[int]) -> Pair:
+    """Logical ``a[start:stop]`` per axis with static bounds: the data zero-extended to cover
+    ``stop`` (past the logical shape the slack and the extension are zeros), then a static slice;
+    the result's lengths are ``stop - start``."""
+    x, _ = a
+    x = extend(x, [sh.dmax(c, b) for c, b in zip(x.shape, stop)])
+    out = x[tuple(slice(p, q) for p, q in zip(start, stop))]
+    return out, lengths_const([q - p for p, q in zip(start, stop)])
+
+
+def gather_static(a: Pair, idx: np.ndarray, ax: int) -> Pair:
+    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero)."""
+    x, lx = a
+    top = int(idx.max()) + 1 if idx.size else 0
+    x = extend(x, [sh.dmax(c, top) if i == ax else c for i, c in enumerate(x.shape)])
+    out = enp.take(x, enp.asarray(idx.astype(np.int32)), axis=ax)
+    lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([idx.size], np.int32)), lx[ax + 1:]])
+    return out, lengths
+
+
+def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
+    """Reshape the logical extent (runtime sizes) to the static ``shape``: output element ``f``
+    (row-major) reads the source element whose logical multi-index is ``f`` unravelled over the
+    runtime lengths, one gather from the flattened data. When the logical size differs from
+    ``prod(shape)`` the data are zeros and every length is -1 (``vsla.jit`` reports it when the
+    result comes back)."""
+    x, lx = a
+    n = int(np.prod(shape, dtype=np.int64))
+    rem = lax.iota(np.int32, n)
+    src = enp.zeros((n,), np.int32)
+    stride: Any = 1
+    for d in reversed(range(x.ndim)):
+        ln = enp.maximum(lx[d], 1)
+        src = src + (rem % ln) * stride
+        rem = rem // ln
+        stride = stride * dimension_as_value(x.shape[d], np.int32)
+    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
+    ok = size == n
+    flat = enp.reshape(x, (-1,))
+    if n == 0:
+        out = enp.zeros(tuple(shape), x.dtype)
+    else:
+        out = enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), tuple(shape))
+    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
+    return out, lengths

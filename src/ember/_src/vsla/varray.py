@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
+from ember._src import dtypes as dt
+from ember._src.array import Array, aligned_copy, aligned_empty
 from ember._src.vsla import symbolic as sym
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -104,7 +106,7 @@ class VArray:
         ``vsla.jit`` the data is kept and the runtime lengths are cut."""
         if self.symbolic:
             return VArray(*_pair_args(sym.shrink(self.pair())))
-        shape = _strip(np.asarray(self.logical())).shape
+        shape = minimal_shape(np.asarray(self.logical()))
         return array(self.data[tuple(slice(0, d) for d in shape)])
 
     def __eq__(self, other: object) -> bool:  # class equality
@@ -123,8 +125,8 @@ class VArray:
     def _binary(self, other: Any, op: Any) -> VArray:
         if not isinstance(other, VArray):
             if np.ndim(other) == 0:
-                if op is _mul:
-                    return self._with_data(self.data * other)
+                if op is _mul:  # masked: a non-finite scalar would turn the zero slack into NaN
+                    return self._with_data(self._mask_slack(self.data * other))
                 raise TypeError("vsla: only scalar multiply is defined between a VArray and a scalar")
             other = array(other)
         if other.ndim != self.ndim:
@@ -151,8 +153,28 @@ class VArray:
         return self._with_data(-self.data)
 
     def map(self, f: Any) -> VArray:
-        """Apply a unary map with ``f(0) == 0`` (relu, tanh, sin, ...) to the class."""
-        return self._with_data(f(self.data))
+        """Apply a unary elementwise map to the logical region.
+
+        The slack stays zero whatever ``f(0)`` is: ``exp`` of ``[1, 2, 3]`` is the class of
+        ``[e, e^2, e^3]``, and a later zero extension reads zeros past index 2, not ``exp(0)``.
+        When ``f(0) != 0`` the result is therefore not the map of the class (whose padding would be
+        ``f(0)``); it is the map of this representative, cut to its logical shape."""
+        out = f(self.data)
+        if tuple(out.shape) != tuple(self.data.shape):
+            raise ValueError(f"VArray.map: f must be elementwise (shape {tuple(self.data.shape)} became "
+                             f"{tuple(out.shape)})")
+        return self._with_data(self._mask_slack(out))
+
+    def _mask_slack(self, out: Any) -> Any:
+        """``out`` (stored like this array's data) with everything past the logical shape set to zero."""
+        if self.symbolic:
+            return enp.where(sym.logical_mask(out, self.lengths), out, sym.zero(out.dtype))
+        cap = tuple(out.shape)
+        if cap == self.shape:
+            return out
+        mask = np.zeros(cap, dtype=bool)
+        mask[tuple(slice(0, d) for d in self.shape)] = True
+        return enp.where(enp.asarray(mask), out, sym.zero(out.dtype))
 
     def _with_data(self, data: Any) -> VArray:
         return VArray(data, self._shape, self.lengths)
@@ -198,33 +220,56 @@ def _to_capacity(v: VArray, shape: tuple[int, ...]) -> Any:
 
 
 def _strip(x: np.ndarray) -> np.ndarray:
-    for ax in range(x.ndim):
-        moved = np.moveaxis(x, ax, 0)
-        nz = [i for i in range(moved.shape[0]) if np.any(moved[i] != 0)]
-        x = np.moveaxis(moved[: (nz[-1] + 1 if nz else 0)], 0, ax)
-    return x
+    """``x`` cut after its last nonzero hyperplane on every axis (all-zero: every axis empty)."""
+    return x[tuple(slice(0, e) for e in minimal_shape(x))]
 
 
-def _check_dtype(x: np.ndarray | Any) -> None:
-    if not (np.issubdtype(np.dtype(x.dtype), np.number) or np.dtype(x.dtype) == np.bool_):
-        raise TypeError(f"vsla: non-numeric dtype {x.dtype}")
+def minimal_shape(x: np.ndarray) -> tuple[int, ...]:
+    """The shape of the minimal representative of ``x``: per axis, one past the last hyperplane
+    holding a nonzero (NaN counts as nonzero); all zeros for an all-zero array. Vectorized: one
+    ``!= 0`` pass, then one ``any`` reduction per axis."""
+    if x.ndim == 0:
+        return ()
+    mask = x != 0
+    ends = [_end(mask if x.ndim == 1 else mask.any(axis=tuple(i for i in range(x.ndim) if i != ax)))
+            for ax in range(x.ndim)]
+    if 0 in ends:
+        return (0,) * x.ndim
+    return tuple(ends)
+
+
+def _end(row: np.ndarray) -> int:
+    """One past the last ``True`` of a boolean vector (0 if none): ``argmax`` of the reversed view
+    stops at the first ``True`` it meets."""
+    if row.size == 0:
+        return 0
+    back = row[::-1]
+    i = int(np.argmax(back))
+    return row.size - i if back[i] else 0
+
+
+def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
+    d = np.dtype(x if isinstance(x, np.dtype) else x.dtype)
+    if not (np.issubdtype(d, np.number) or d == np.bool_):
+        raise TypeError(f"vsla: non-numeric dtype {d}")
 
 
 def array(data: Any, dtype: Any = None) -> VArray:
-    """Build a VArray from array-like data; its logical shape is the data's shape."""
+    """Build a VArray from array-like data; its logical shape is the data's shape.
+
+    Conversion follows ``ember.numpy.asarray``: 64-bit host data stays 64-bit under
+    ``jax_enable_x64`` and becomes 32-bit otherwise; an explicit 64-bit ``dtype`` then warns."""
     if isinstance(data, VArray):
         return data
-    if hasattr(data, "aval") or type(data).__module__.startswith("ember"):
-        x = data if dtype is None else data.astype(dtype)
-    else:
-        x = np.asarray(data, dtype=dtype)
-        if x.dtype == np.float64 and dtype is None:
-            x = x.astype(np.float32)
+    if not (hasattr(data, "aval") or type(data).__module__.startswith("ember")):
+        _check_dtype(np.asarray(data) if dtype is None else np.dtype(dtype))
+    # ember's conversion: 64-bit host data stays 64-bit under jax_enable_x64 and becomes 32-bit
+    # otherwise, and an explicit 64-bit dtype warns when it is truncated (as JAX does)
+    x = enp.asarray(data, dtype=dt.user_dtype(dtype, "vsla.array"))
     _check_dtype(x)
     shape = _check_shape(x.shape)
     cap = tuple(next_pow2(d) for d in shape)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
-    x = enp.asarray(x)
     return VArray(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
 
 
@@ -257,7 +302,8 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     xb = _to_capacity(VArray(b.data, batch + (b.shape[-1],)), batch + (b.shape[-1],))
     lead = tuple(slice(0, d) for d in batch)
     xa, xb = xa[lead + (slice(0, m),)], xb[lead + (slice(0, n),)]
-    use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD)
+    exact = not enp.issubdtype(enp.result_type(a.dtype, b.dtype), enp.inexact)
+    use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD and not exact)
     out = _conv_fft(xa, xb, length) if use_fft else _conv_direct(xa, xb, length)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
     return VArray(enp.pad(out, pad), shape)
@@ -268,20 +314,32 @@ FFT_THRESHOLD = 256
 
 
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
-    """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept)."""
+    """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept).
+
+    Exact for integers (wrapping as NumPy's integer arithmetic does). The products outside the
+    band are selected away rather than multiplied by zero, so a NaN or infinity reaches only the
+    outputs it contributes to (as ``np.convolve``)."""
     m, n = xa.shape[-1], xb.shape[-1]
     k = np.arange(length)[:, None] - np.arange(m)[None, :]
-    valid = (k >= 0) & (k < n)
-    toe = enp.take(xb, enp.asarray(np.where(valid, k, 0)), axis=-1)
-    toe = toe * enp.asarray(valid.astype(np.dtype(toe.dtype)))
-    return enp.einsum("...i,...ki->...k", xa, toe)
+    valid = enp.asarray((k >= 0) & (k < n))
+    toe = enp.take(xb, enp.asarray(np.where((k >= 0) & (k < n), k, 0)), axis=-1)
+    prod = xa[..., None, :] * toe
+    return enp.sum(enp.where(valid, prod, sym.zero(prod.dtype)), axis=-1)
 
 
 def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
-    """FFT convolution with transform length ``next_pow2(length)``."""
+    """FFT convolution with transform length ``next_pow2(length)``: real transforms for real
+    operands, complex ones for complex operands; integer operands (``method="fft"`` only) are
+    rounded to the nearest integer (exact while the transform's rounding stays below 1/2)."""
     size = next_pow2(length)
-    out = enp.fft.irfft(enp.fft.rfft(xa, n=size) * enp.fft.rfft(xb, n=size), n=size)
-    return out[..., :length].astype(enp.result_type(xa.dtype, xb.dtype))
+    dtype = enp.result_type(xa.dtype, xb.dtype)
+    if enp.issubdtype(dtype, enp.complexfloating):
+        out = enp.fft.ifft(enp.fft.fft(xa.astype(dtype), n=size) * enp.fft.fft(xb.astype(dtype), n=size))
+        return out[..., :length]
+    out = enp.fft.irfft(enp.fft.rfft(xa, n=size) * enp.fft.rfft(xb, n=size), n=size)[..., :length]
+    if not enp.issubdtype(dtype, enp.inexact):
+        out = enp.round(out)
+    return out.astype(dtype)
 
 
 def kron(a: VArray, b: VArray) -> VArray:
@@ -294,20 +352,39 @@ def kron(a: VArray, b: VArray) -> VArray:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
         return VArray(*_pair_args(sym.kron(a.pair(), b.pair())))
-    a, b = a.shrink(), b.shrink()
-    return array(enp.kron(a.logical(), b.logical()))
+    if type(a.data) is Array and type(b.data) is Array:  # concrete operands: one host pass
+        return _kron_host(_strip(np.asarray(a.logical())), _strip(np.asarray(b.logical())),
+                          np.dtype(enp.result_type(a.dtype, b.dtype)))
+    xa = a.data[tuple(slice(0, d) for d in minimal_shape(np.asarray(a.logical())))]
+    xb = b.data[tuple(slice(0, d) for d in minimal_shape(np.asarray(b.logical())))]
+    return array(enp.kron(xa, xb))
+
+
+def _kron_host(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> VArray:
+    """``np.kron`` of two host arrays of one rank, written once into a zeroed buffer at capacity
+    (the interleaved outer product, then one copy into the logical region)."""
+    nd = x.ndim
+    shape = tuple(p * q for p, q in zip(x.shape, y.shape))
+    xr = x.reshape(tuple(s for p in zip(x.shape, (1,) * nd) for s in p))
+    yr = y.reshape(tuple(s for p in zip((1,) * nd, y.shape) for s in p))
+    out = aligned_empty(tuple(next_pow2(d) for d in shape), dtype)
+    out.fill(0)
+    out[tuple(slice(0, d) for d in shape)] = np.multiply(xr, yr, dtype=dtype).reshape(shape)
+    return VArray(Array(aligned_copy(out, owned=True), False), shape)
 
 
 def stack(items: Sequence[Any]) -> VArray:
-    """Stack VArrays of one rank and different shapes along a new leading axis (zero-extended)."""
+    """Stack VArrays of one rank and different shapes along a new leading axis (zero-extended).
+
+    Works under ``vsla.jit`` too (so do :func:`vsla.window` and :func:`vsla.pyramid`)."""
     vs = [array(v) for v in items]
     if not vs:
         raise ValueError("vsla.stack: need at least one array")
-    for v in vs:
-        needs_static(v, "vsla.stack")
     ranks = {v.ndim for v in vs}
     if len(ranks) != 1:
         raise ValueError(f"vsla.stack: mixed ranks {sorted(ranks)}")
+    if any_symbolic(*vs):  # under vsla.jit: leading axis of capacity k, the rest the joint capacity
+        return VArray(*_pair_args(sym.stack([v.pair() for v in vs])))
     shape = tuple(max(s) for s in zip(*(v.shape for v in vs))) if vs[0].ndim else ()
     rows = enp.stack([_to_capacity(v, shape) for v in vs])
     full = (len(vs),) + shape
@@ -349,6 +426,14 @@ def _flatten(v: VArray) -> tuple[tuple, Any]:
 def _unflatten(aux: Any, children: Sequence[Any]) -> VArray:
     if isinstance(aux, _RuntimeLengths):
         return VArray(children[0], None, children[1])
+    ndim = getattr(children[0], "ndim", None)
+    if isinstance(ndim, int) and ndim < len(aux):
+        raise ValueError(
+            f"vsla: a VArray of logical shape {aux} cannot hold data of rank {ndim}. A transformation "
+            "that maps over axes (ember.vmap) maps the stored data only, and the logical shape, static "
+            "metadata, cannot follow it. To vmap over a batch of VArrays, give the batch its own "
+            "leading data axis: VArray(stacked_data, per_example_shape) with stacked_data of shape "
+            "(batch,) + capacity (each example's slack zero); or use vsla.stack / vsla.Ragged")
     return VArray(children[0], aux)
 
 

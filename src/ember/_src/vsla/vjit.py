@@ -69,6 +69,9 @@ def _to_static(v: VArray) -> VArray:
     if not v.symbolic or isinstance(v.lengths, Tracer):
         return v
     shape = tuple(np.asarray(v.lengths).reshape(-1).tolist())
+    if any(d < 0 for d in shape):
+        raise ValueError("vsla.jit: a result has invalid logical sizes (-1): a vsla.reshape inside the "
+                         "function was given a shape whose size differs from its operand's logical size")
     return VArray(v.data, shape)
 
 
