@@ -24,7 +24,7 @@ def mpirun_or_skip() -> str:
     return found
 
 
-def run(mpirun: str, n: int, args: list[str], timeout: int = 240) -> subprocess.CompletedProcess:
+def run(mpirun: str, n: int, args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
     """``mpirun -n N --oversubscribe python ARGS`` with this checkout's ember first on the path."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),

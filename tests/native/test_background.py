@@ -239,7 +239,7 @@ compiler.build_library({source!r}, name_hint="triple")
 def test_temporaries_of_a_killed_build_do_not_break_later_builds(cache, monkeypatch):
     key = compiler.cache_key(SOURCE)
     env = {"EMBER_CACHE_DIR": str(cache), "PYTHONPATH": str(SRC_DIR)}
-    proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD.format(source=SOURCE)], timeout=120,
+    proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD.format(source=SOURCE)], timeout=600,
                           env={**os.environ, **env}, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
     stale = list(cache.glob(f".{key}*.tmp"))
