@@ -3,7 +3,6 @@ library: result checking of peers, interleaved timing, ratio and goal logic."""
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,14 +34,41 @@ def test_peer_runners_check_results_and_drop_a_wrong_peer():
     assert "disagrees" in common.skipped_peers()["numpy"]
 
 
-def test_interleaved_medians_rank_work_correctly():
-    stats = common.interleaved({"sleep": lambda: time.sleep(2e-3), "noop": lambda: None},
+class _Clock:
+    """A stand-in for ``time.perf_counter``: it moves only when a timed callable says it worked, so
+    the timings are exact whatever the load on the machine."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.calls: dict[str, int] = {}
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def work(self, name: str, seconds: float):
+        def fn() -> None:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            self.now += seconds
+        return fn
+
+
+def test_interleaved_medians_rank_work_correctly(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(common, "time", clock)
+    slow, fast = 2e-3, 1e-6
+    stats = common.interleaved({"slow": clock.work("slow", slow), "fast": clock.work("fast", fast)},
                                rounds=9, max_seconds=0.5, min_rounds=5)
-    assert stats["sleep"]["rounds"] >= 5
-    assert stats["sleep"]["median"] >= 2e-3
-    assert stats["noop"]["median"] < stats["sleep"]["median"]
-    assert stats["noop"]["calls_per_sample"] > stats["sleep"]["calls_per_sample"] == 1
-    assert stats["sleep"]["q1"] <= stats["sleep"]["median"] <= stats["sleep"]["q3"]
+    # a round takes ~2 ms per implementation (one 2 ms call, ~2000 calls of 1 us): 9 rounds fit 0.5 s
+    assert stats["slow"]["rounds"] == stats["fast"]["rounds"] == 9
+    assert stats["slow"]["calls_per_sample"] == 1 and 1990 <= stats["fast"]["calls_per_sample"] <= 2000
+    for name, seconds in (("slow", slow), ("fast", fast)):
+        for key in ("q1", "median", "q3"):
+            assert abs(stats[name][key] - seconds) <= 1e-9 * seconds / fast, (name, key, stats[name])
+    assert stats["fast"]["median"] < stats["slow"]["median"]
+    # 3 warm-up calls each, then per round an untimed lead-in (5 ms of calls) and the timed sample
+    assert clock.calls["slow"] == 3 + 9 * (3 + 1)
+    lead_ins = clock.calls["fast"] - 3 - 9 * stats["fast"]["calls_per_sample"]
+    assert abs(lead_ins - 9 * 5000) <= 9  # (rounding of the sums of 1 us steps: 5000 or 5001 calls)
 
 
 def test_goals_use_the_best_peer():

@@ -14,7 +14,7 @@ MPIRUN = mpirun_or_skip()
 WORKER = Path(__file__).with_name("mpi_worker.py")
 
 
-def _run(n: int, scenario: str, timeout: int = 180):
+def _run(n: int, scenario: str, timeout: int = 600):
     return run(MPIRUN, n, [str(WORKER), scenario], timeout)
 
 
@@ -32,7 +32,7 @@ def test_data_parallel_training_matches_one_process():
 
 
 def test_a_failing_process_ends_the_run():
-    out = _run(2, "fail", timeout=120)  # a hang would hit the timeout and fail the test
+    out = _run(2, "fail", timeout=600)  # a hang would hit the timeout and fail the test
     assert out.returncode != 0
     assert "process 1 failed on purpose" in out.stderr
     assert "aborting all 2 processes" in out.stderr

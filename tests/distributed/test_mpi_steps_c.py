@@ -20,7 +20,7 @@ def _compile(tmp_path: Path, text: str) -> subprocess.CompletedProcess:
     f = tmp_path / "unit.c"
     f.write_text(text)
     return subprocess.run([CC, "-c", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror", str(f), "-o",
-                           str(tmp_path / "unit.o")], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "unit.o")], capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.skipif(CC is None, reason="needs a C compiler")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import ember
 import ember.numpy as jnp
@@ -70,8 +69,6 @@ def test_specialization_matches_static_jit_exactly() -> None:
 
 
 def test_grad_of_dynamic_jit_and_jit_of_grad() -> None:
-    if not hasattr(ember, "grad"):
-        pytest.skip("grad not landed yet")
     rng = np.random.default_rng(4)
     w = rng.standard_normal((6, 3)).astype(np.float32)
 
@@ -92,8 +89,6 @@ def test_grad_of_dynamic_jit_and_jit_of_grad() -> None:
 
 
 def test_vmap_inside_and_outside_dynamic_jit() -> None:
-    if not hasattr(ember, "vmap"):
-        pytest.skip("vmap not landed yet")
     rng = np.random.default_rng(5)
 
     def normalize(v: object) -> object:

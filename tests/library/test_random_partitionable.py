@@ -125,7 +125,7 @@ def test_environment_variable_selects_classic():
     code = ("import ember.random as er, numpy as np; "
             "print(np.asarray(er.split(er.PRNGKey(0))).ravel().tolist())")
     env = dict(os.environ, EMBER_THREEFRY_PARTITIONABLE="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str([4146024105, 967050713, 2718843009, 1272950319])
 
@@ -135,26 +135,25 @@ SHAPES = [(), (1,), (5,), (3, 7), (2, 3, 4)]
 
 def test_against_installed_jax():
     jax = pytest.importorskip("jax", reason="optional live comparison; jax is not installed")
-    if not jax.config.jax_threefry_partitionable:
-        pytest.skip("jax_threefry_partitionable is off in this process")
-    jr = jax.random
-    for seed in (0, 7, 123456):
-        jk, ek = jr.PRNGKey(seed), er.PRNGKey(seed)
-        np.testing.assert_array_equal(np.asarray(jr.split(jk, 5)), er.split(ek, 5))
-        np.testing.assert_array_equal(np.asarray(jr.fold_in(jk, 99)), er.fold_in(ek, 99))
-        for shape in SHAPES:
-            for d in ("uint8", "uint16", "uint32"):
-                np.testing.assert_array_equal(np.asarray(jr.bits(jk, shape, d)), er.bits(ek, shape, d))
-            for d in ("float32", "float16", "bfloat16"):
-                for fj, fe in ((jr.uniform, er.uniform), (jr.normal, er.normal)):
-                    a, b = np.asarray(fj(jk, shape, d)), np.asarray(fe(ek, shape, d))
-                    assert a.dtype == b.dtype
-                    np.testing.assert_array_equal(a.view(np.uint16 if a.itemsize == 2 else np.uint32),
-                                                  b.view(np.uint16 if b.itemsize == 2 else np.uint32))
-            np.testing.assert_array_equal(np.asarray(jr.randint(jk, shape, -5, 1000)),
-                                          er.randint(ek, shape, -5, 1000))
-        np.testing.assert_array_equal(np.asarray(jr.permutation(jk, 20)), er.permutation(ek, 20))
-        np.testing.assert_array_equal(np.asarray(jr.poisson(jk, np.array([0.5, 3.0, 40.0], np.float32))),
-                                      er.poisson(ek, np.array([0.5, 3.0, 40.0], np.float32)))
-        np.testing.assert_allclose(np.asarray(jr.gamma(jk, np.array([0.3, 1.0, 4.0], np.float32))),
-                                   er.gamma(ek, np.array([0.3, 1.0, 4.0], np.float32)), rtol=2e-6)
+    with jax.threefry_partitionable(True):  # (JAX's default since 0.5; set for older versions)
+        jr = jax.random
+        for seed in (0, 7, 123456):
+            jk, ek = jr.PRNGKey(seed), er.PRNGKey(seed)
+            np.testing.assert_array_equal(np.asarray(jr.split(jk, 5)), er.split(ek, 5))
+            np.testing.assert_array_equal(np.asarray(jr.fold_in(jk, 99)), er.fold_in(ek, 99))
+            for shape in SHAPES:
+                for d in ("uint8", "uint16", "uint32"):
+                    np.testing.assert_array_equal(np.asarray(jr.bits(jk, shape, d)), er.bits(ek, shape, d))
+                for d in ("float32", "float16", "bfloat16"):
+                    for fj, fe in ((jr.uniform, er.uniform), (jr.normal, er.normal)):
+                        a, b = np.asarray(fj(jk, shape, d)), np.asarray(fe(ek, shape, d))
+                        assert a.dtype == b.dtype
+                        np.testing.assert_array_equal(a.view(np.uint16 if a.itemsize == 2 else np.uint32),
+                                                      b.view(np.uint16 if b.itemsize == 2 else np.uint32))
+                np.testing.assert_array_equal(np.asarray(jr.randint(jk, shape, -5, 1000)),
+                                              er.randint(ek, shape, -5, 1000))
+            np.testing.assert_array_equal(np.asarray(jr.permutation(jk, 20)), er.permutation(ek, 20))
+            np.testing.assert_array_equal(np.asarray(jr.poisson(jk, np.array([0.5, 3.0, 40.0], np.float32))),
+                                          er.poisson(ek, np.array([0.5, 3.0, 40.0], np.float32)))
+            np.testing.assert_allclose(np.asarray(jr.gamma(jk, np.array([0.3, 1.0, 4.0], np.float32))),
+                                       er.gamma(ek, np.array([0.3, 1.0, 4.0], np.float32)), rtol=2e-6)

@@ -1,5 +1,6 @@
 """Native backend tests share one compile cache (compiles are the slow part), kept apart from the
-user's cache and dropped after the package: later packages use the ordinary cache directory."""
+rest of the run's and dropped after the package: later packages use the run's cache directory
+(tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def test_process_exits_cleanly_with_live_c_made_arrays():
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH")]))
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-c", _EXIT_CHILD], env=env, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr
         total, live = proc.stdout.split()
         assert float(total) == 8 * 8 * 9.0

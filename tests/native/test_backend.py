@@ -241,7 +241,7 @@ def test_second_process_loads_from_disk_without_compiling(tmp_path):
 
     def run():
         proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                              timeout=120)
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

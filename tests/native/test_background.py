@@ -34,7 +34,7 @@ class _Gate:
     def __call__(self) -> object:
         self.calls += 1
         self.started.set()
-        assert self.release.wait(30), "the test never released the build"
+        assert self.release.wait(600), "the test never released the build"
         if self.error is not None:
             raise self.error
         return self.result
@@ -53,7 +53,7 @@ def test_concurrent_callers_share_one_build():
         t.start()
     for t in callers:
         t.join()
-    assert gate.started.wait(10)
+    assert gate.started.wait(600)
     assert seen == [None] * 16 and not lib.done  # all asked while it was building
     gate.release.set()
     assert lib.get(wait=True) == "the-lib"
@@ -68,11 +68,11 @@ def test_wait_blocks_until_the_build_ends():
     got: list[object] = []
     waiter = threading.Thread(target=lambda: got.append(lib.get(wait=True)))
     waiter.start()
-    assert gate.started.wait(10)
+    assert gate.started.wait(600)
     waiter.join(0.2)
     assert waiter.is_alive() and got == []  # still waiting for the build
     gate.release.set()
-    waiter.join(10)
+    waiter.join(600)
     assert not waiter.is_alive() and got == [42]
 
 
@@ -93,7 +93,7 @@ def test_build_thread_is_a_daemon():
     gate = _Gate()
     lib = BackgroundLibrary("test-bg-daemon", gate)
     lib.get()
-    assert gate.started.wait(10)
+    assert gate.started.wait(600)
     (thread,) = [t for t in threading.enumerate() if t.name == "test-bg-daemon"]
     assert thread.daemon  # an exiting process does not wait for a build
     gate.release.set()
@@ -238,7 +238,7 @@ compiler.build_library({source!r}, name_hint="triple")
 def test_temporaries_of_a_killed_build_do_not_break_later_builds(cache, monkeypatch):
     key = compiler.cache_key(SOURCE)
     env = {"EMBER_CACHE_DIR": str(cache), "PYTHONPATH": str(SRC_DIR)}
-    proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD.format(source=SOURCE)], timeout=120,
+    proc = subprocess.run([sys.executable, "-c", _KILLED_CHILD.format(source=SOURCE)], timeout=600,
                           env={**os.environ, **env}, capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr
     stale = list(cache.glob(f".{key}*.tmp"))
@@ -252,17 +252,22 @@ def test_temporaries_of_a_killed_build_do_not_break_later_builds(cache, monkeypa
 
 def test_a_build_in_progress_finishes_before_the_interpreter_exits(tmp_path):
     """A process that exits while its background build runs waits for the build (so a library
-    reaches the disk cache instead of being rebuilt by every new process)."""
+    reaches the disk cache instead of being rebuilt by every new process). The build cannot end
+    before the interpreter's exit has begun: it waits for an exit handler registered after the
+    module's own (exit handlers run last registered first)."""
     marker = tmp_path / "built"
     code = (
-        "import time\n"
+        "import atexit, threading, time\n"
         "from ember._src.native.runtime.background import BackgroundLibrary\n"
+        "exiting = threading.Event()\n"
+        "atexit.register(exiting.set)\n"
         "def build():\n"
-        "    time.sleep(0.5)\n"
-        f"    open({str(marker)!r}, 'w').write('ok')\n"
+        "    if exiting.wait(600):\n"
+        "        time.sleep(0.2)  # (without the wait at exit, the interpreter would stop it here)\n"
+        f"        open({str(marker)!r}, 'w').write('ok')\n"
         "    return 1\n"
         "lib = BackgroundLibrary('slow', build)\n"
-        "assert lib.get() is None  # started, not finished\n"
+        "assert lib.get() is None and not lib.done  # started, not finished\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
     assert marker.read_text() == "ok"

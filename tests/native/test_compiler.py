@@ -93,7 +93,7 @@ def test_new_process_loads_from_disk(tmp_path):
     )
     env = child_env(tmp_path / "cache")
     proc = subprocess.run(
-        [sys.executable, "-c", child, ADD_SOURCE], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", child, ADD_SOURCE], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -156,7 +156,7 @@ def test_concurrent_processes_compile_once(tmp_path):
         subprocess.Popen([sys.executable, "-c", child, source], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(3)
     ]
-    outs = [json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs]
+    outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     assert sum(o["compiles"] for o in outs) == 1
     assert sum(o["disk_hits"] for o in outs) == 2
 

@@ -32,7 +32,7 @@ def _syntax(tmp_path: Path, text: str, *flags: str) -> subprocess.CompletedProce
     f = tmp_path / "unit.c"
     f.write_text(text)
     return subprocess.run([CC, "-fsyntax-only", "-Wall", "-Werror=implicit-function-declaration", *flags,
-                           str(f)], capture_output=True, text=True, timeout=120)
+                           str(f)], capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.skipif(CC is None, reason="needs a C compiler")

@@ -571,7 +571,7 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     f.write_text(unit + "".join(cc.helpers.values()))
     compiler = shutil.which("gcc") or shutil.which("cc")
     out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
 
 

@@ -152,8 +152,8 @@ def test_a_forked_child_starts_its_own_workers():
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(q,))
     p.start()
-    bad, ok, workers = q.get(timeout=60)
-    p.join(60)
+    bad, ok, workers = q.get(timeout=600)
+    p.join(600)
     assert p.exitcode == 0 and bad == 0 and ok and workers >= 1
 
 

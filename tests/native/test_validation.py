@@ -300,7 +300,7 @@ def test_cache_info_compiler_runs_and_disk_hits(tmp_path):
     outs = []
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
-                              timeout=180)
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr
         outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert outs[0] == {"calls": 2, "compiler_runs": 1, "disk_cache_hits": 0}

@@ -46,16 +46,16 @@ def test_check_leaks_counts_only_this_thread():
 
     def other():
         started.set()
-        go.wait(10)
+        go.wait(600)
         keep_other.append(jnp.asarray(np.ones(5, np.float32)))
 
     t = threading.Thread(target=other)
     t.start()
-    started.wait(10)
+    started.wait(600)
     with ember.check_leaks() as leaks:
         mine = jnp.asarray(np.zeros(3, np.float32))
         go.set()
-        t.join(10)
+        t.join(600)
     assert len(keep_other) == 1
     assert [(shape, str(dtype)) for shape, dtype, _ in leaks] == [((3,), "float32")]
     del mine
