@@ -91,7 +91,9 @@ def test_generated_c_reads_axes_from_dims() -> None:
     assert sym.fallback_reason is None and sym.axes == ("batch",)
     assert "const int64_t em_d_batch = dims[0];" in sym.source
     # a loop bound read at run time: in the loop, or as the row count of a pooled parallel loop
-    assert "< (em_d_batch)" in sym.source or "em_par(k1_task, &em_mctx_, (em_d_batch)," in sym.source
+    assert any(t in sym.source for t in ("< (em_d_batch)", "< em_d_batch;",
+                                         "em_par(k1_task, &em_mctx_, em_d_batch,",
+                                         "em_par(k1_task, &em_mctx_, (em_d_batch),"))
     assert ", 11," in sym.source or "11)" in sym.source  # static dims stay literals
     # arena offsets come from dims after the axis values
     assert "arena + dims[1]" in sym.source
@@ -423,3 +425,41 @@ def test_symbolic_builds_are_released_with_their_program() -> None:
     del f
     gc.collect()
     assert len(specialize._LEVEL1) == n - 1
+
+
+def test_size_expressions_are_named_once() -> None:
+    """Nested symbolic sizes (a strided convolution's output size, floor divisions of floor
+    divisions) are named once per generated function (``symdims.hoist_sizes``): the generated C
+    stays small and its values stay right for several bindings."""
+    lines = ["for (int64_t o0 = 0; o0 < (em_floordiv64((em_floordiv64(((int64_t)-1 + em_d_h), 2)), 2) + 1); "
+             "++o0)",
+             "    x[o0*(64 + 64*em_floordiv64((em_floordiv64(((int64_t)-1 + em_d_h), 2)), 2)) + i1] = 0;",
+             "    y = a / (em_d_h > 0 ? em_d_h : 1) + em_floordiv64(o0, 2) + em_floordiv64(em_d_h, em_d_w);"]
+    decls, out = sd.hoist_sizes(lines, indent="")
+    assert decls == ["const int64_t em_h0 = ((int64_t)-1 + em_d_h); (void)em_h0;",
+                     "const int64_t em_h1 = em_floordiv64(em_h0, 2); (void)em_h1;",
+                     "const int64_t em_h2 = em_floordiv64(em_h1, 2); (void)em_h2;",
+                     "const int64_t em_h3 = (em_h2 + 1); (void)em_h3;",
+                     "const int64_t em_h4 = (64 + 64*em_h2); (void)em_h4;"]
+    assert out[0] == "for (int64_t o0 = 0; o0 < em_h3; ++o0)"
+    assert out[1] == "    x[o0*em_h4 + i1] = 0;"
+    # a division by a size, a loop index and a guarded expression stay where they are
+    assert out[2] == lines[2]
+
+    w = np.random.default_rng(0).standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.3
+
+    def net(x):
+        for _ in range(4):  # each stride-2 convolution nests one more floor division in every size
+            x = jnp.tanh(ember.lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1))) + 0.25)
+        return x
+
+    f = ember.jit(net, dynamic_axes={"x": ("b", None, "h", "w")}, backend="native")
+    rng = np.random.default_rng(3)
+    for shape in ((2, 4, 37, 41), (1, 4, 64, 23)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(f(x)), np.asarray(ember.jit(net, backend="numpy")(x)),
+                                   rtol=1e-5, atol=1e-5)
+    sym = specialize.symbolic_executable(f.lower(x).program)
+    assert sym.fallback_reason is None
+    assert "em_floordiv64(em_floordiv64(" not in sym.source and "const int64_t em_h" in sym.source
+    assert f.cache_info()["compiles"] == 1

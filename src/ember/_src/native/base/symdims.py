@@ -15,6 +15,7 @@ expression over the axis values, which the generated code reads from the ``dims`
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -172,3 +173,88 @@ def exact_div(c: Any, k: Any) -> Any:
     if isinstance(c, int) and (c == 0 or isinstance(k, int)):
         return c // k if c else 0
     return sh.floordiv(c, k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hoisting sizes out of generated functions
+# ---------------------------------------------------------------------------------------------
+
+_CAST = "(int64_t)"
+_CAST_TOKEN = "\x01"  # stands for ``(int64_t)`` while groups are matched
+_INNER = re.compile(r"\(([^()]*)\)")
+_SIZE_IDENT = re.compile(r"^(?:em_d_\w+|em_h\d+)$")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_SAFE_CALL = re.compile(r"(em_floordiv64|em_mod64|em_ceil_sqrt64)$")
+
+
+def _size_only(text: str) -> bool:
+    """Whether ``text`` (one parenthesized group's contents, casts as tokens) is integer arithmetic
+    over axis values and hoisted sizes only: identifiers ``em_d_*``/``em_h*``, integer literals,
+    ``+ - *`` (no division, comparison or call: those may be guarded where they stand)."""
+    body = text.replace(_CAST_TOKEN, "")
+    idents = _IDENT.findall(body)
+    if not idents or not all(_SIZE_IDENT.match(i) for i in idents):
+        return False
+    return re.fullmatch(r"[\w\s+\-*]*", body) is not None
+
+
+def hoist_sizes(lines: list[str], indent: str = "    ") -> tuple[list[str], list[str]]:
+    """Name every repeated or nested size expression of a generated function once.
+
+    Under named dynamic axes every size is a C expression over the axis values (:func:`cdim`), and
+    an index expression of a deep network nests them (a ResNet's spatial sizes are floor divisions
+    of floor divisions), so the same expressions repeat thousands of times in a function and a
+    translation unit grows to megabytes. This returns ``(declarations, lines)``: the lines with each
+    size-only group (integer arithmetic over ``em_d_*`` values, ``em_floordiv64``/``em_mod64`` by a
+    positive literal, ``em_ceil_sqrt64``) replaced by a local ``em_h<k>``, and the declarations
+    ``const int64_t em_h<k> = ...;`` to put after the function's axis declarations, in dependency
+    order. Only expressions that are safe to evaluate unconditionally move (no division by a size),
+    so hoisting them out of a guarded branch or an empty loop changes nothing."""
+    text = "\n".join(lines).replace(_CAST, _CAST_TOKEN)
+    names: dict[str, str] = {}
+    decls: list[str] = []
+
+    def name_for(expr: str) -> str:
+        if expr not in names:
+            names[expr] = f"em_h{len(names)}"
+            decls.append(f"{indent}const int64_t {names[expr]} = {expr.replace(_CAST_TOKEN, _CAST)};"
+                         f" (void){names[expr]};")
+        return names[expr]
+
+    while True:
+        changed = False
+        out: list[str] = []
+        pos = 0
+        for m in _INNER.finditer(text):
+            inner, start, end = m.group(1), m.start(), m.end()
+            before = text[max(0, start - 16):start]
+            call = _SAFE_CALL.search(before)
+            after_ident = bool(before) and (before[-1].isalnum() or before[-1] == "_")
+            replacement = None
+            if call:
+                args = [a.strip() for a in inner.split(",")]
+                fn = call.group(1)
+                ok = all(_size_only(a) or re.fullmatch(r"\d+", a) or _SIZE_IDENT.match(a) for a in args)
+                if fn != "em_ceil_sqrt64":
+                    ok = ok and len(args) == 2 and re.fullmatch(r"[1-9]\d*", args[1]) is not None
+                if ok:
+                    start -= len(fn)
+                    replacement = name_for(f"{fn}({inner})")
+            elif _size_only(inner) and re.search(r"[+\-*]", inner.replace(_CAST_TOKEN, "")):
+                if after_ident:  # a call's argument list: name the argument, keep the call
+                    start, end = start + 1, end - 1
+                    replacement = name_for(f"({inner})")
+                else:
+                    replacement = name_for(f"({inner})")
+            elif _SIZE_IDENT.match(inner.strip()) and not after_ident:
+                replacement = inner.strip()  # a parenthesized name: the parentheses go
+            if replacement is not None:
+                out.append(text[pos:start])
+                out.append(replacement)
+                pos = end
+                changed = True
+        out.append(text[pos:])
+        text = "".join(out)
+        if not changed:
+            break
+    return decls, text.replace(_CAST_TOKEN, _CAST).split("\n")

@@ -155,8 +155,11 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
         # follow the entry point, as in a program that does not poll
         main = [f"static int em_main_body{params};", f"int ember_main{params} {{",
                 "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
+    hoisted: list[str] = []
+    if opts.axes:  # each size expression named once, after the axis values (symdims.hoist_sizes)
+        hoisted, body = sd.hoist_sizes(body)
     main += [f"{'static int em_main_body' if polls else 'int ember_main'}{params} {{",
-             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *axis_decls(opts), *pool, *body,
+             "    (void)bufs; (void)arena; (void)dims; (void)fns;", *axis_decls(opts), *hoisted, *pool, *body,
              "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
     extra = abi.CALLBACK_C_TYPEDEF + "".join(text() for name, text in BLOCKS.items() if name in needs)

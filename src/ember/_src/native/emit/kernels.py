@@ -450,7 +450,11 @@ class KernelEmitter(RowKernels):
             sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
             if self.pool:
                 sig += ", int64_t tid_"
-        fn = self.prefix + f"static void {self.fname}({sig}) {{\n" + "\n".join(decls + self.lines) + "\n}\n"
+        lines = self.lines
+        if decls:  # symbolic: each size expression named once, after the axis values (symdims.hoist_sizes)
+            hoisted, lines = sd.hoist_sizes(lines)
+            decls = decls + hoisted
+        fn = self.prefix + f"static void {self.fname}({sig}) {{\n" + "\n".join(decls + lines) + "\n}\n"
         args = ["dims"] if decls else []
         for (bid, dts), _name in self.params.items():
             b = next(b for b in self.ctx.plan.buffers if b.id == bid)

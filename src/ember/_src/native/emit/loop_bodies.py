@@ -167,6 +167,9 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     params += [f"char *in{i}" for i in range(len(body.program.invars))]
     params += [f"char *out{k}" for k in range(body.plan.n_outputs)]
     decls = "".join(ln + "\n" for ln in axis_decls(opts))  # symbolic: axis values and offsets in dims
+    if opts.axes:  # each size expression named once, after the axis values (symdims.hoist_sizes)
+        hoisted, lines = sd.hoist_sizes(lines)
+        decls += "".join(ln + "\n" for ln in hoisted)
     funcs.append(f"static inline void {body.name}({', '.join(params)}) {{\n    (void)arena; (void)fns; "
                  "(void)dims;\n" + decls + "\n".join(lines) + "\n}\n")
 

@@ -36,6 +36,10 @@ def pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
     """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
     ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
     decls = "".join(ln.strip() + "\n    " for ln in axis_decls(opts))
+    if opts.axes:  # each size expression named once, after the axis values (symdims.hoist_sizes)
+        hoisted, stmt_lines = sd.hoist_sizes([statement], indent="")
+        statement = "\n".join(stmt_lines)
+        decls += "".join(ln + "\n    " for ln in hoisted)
     support.need("threadpool")
     head = f"static EM_TASK_ATTR void {name}{{}}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{{{\n"
     body = (head.format("_rows" if interrupt.POLLING else "")
