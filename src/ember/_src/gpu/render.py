@@ -49,8 +49,8 @@ class BaseRenderer:
         if entry.kind == "prefix":
             return self.prefix(entry.sym, args[0], d)
         if entry.kind == "fn":
-            table = self.INT_FNS if d.kind in "iub" else self.FNS
-            tpl = table.get(entry.sym) if (entry.ints or d.kind == "f") else None
+            table = self.FNS if is_float(d) else self.INT_FNS
+            tpl = table.get(entry.sym) if (entry.ints or is_float(d)) else None
             if tpl is None:
                 raise NotImplementedError(f"the {self.device} backend has no kernel for primitive '{name}' "
                                           f"on {d}")
@@ -80,7 +80,7 @@ class BaseRenderer:
             v: Any = 0
         elif kind in ("prod", "and"):
             v = 1
-        elif d.kind == "f":
+        elif is_float(d):
             v = -np.inf if kind == "max" else np.inf
         elif d == np.bool_:
             v = kind == "min"
@@ -91,6 +91,11 @@ class BaseRenderer:
 
     def literal(self, value: Any, dtype: np.dtype) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def is_float(d: np.dtype) -> bool:
+    """Floating point (bfloat16, NumPy kind 'V', included)."""
+    return np.dtype(d).kind == "f" or np.dtype(d).name == "bfloat16"
 
 
 def compile_error(device: str, path: str, message: str) -> CompileError:
