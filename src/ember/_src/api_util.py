@@ -9,8 +9,9 @@ from ember._src.numpy.ufuncs import asarray
 
 
 def device_put(x: Any, device: Any = None) -> Any:
-    """Convert every leaf of ``x`` to an ember array on the host. Arrays live on the host; a GPU
-    device (``webgpu:0``, ``cuda:0``) is named by ``jit(f, backend=...)``, which copies a call's
+    """Convert every leaf of ``x`` to an ember array on the host (arrays live there).
+
+    A GPU device (``webgpu:0``, ``cuda:0``) is named by ``jit(f, backend=...)``, which copies a call's
     inputs to the device and its outputs back, so ``device_put`` onto one raises
     NotImplementedError saying so."""
     platform = getattr(device, "platform", device)
