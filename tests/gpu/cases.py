@@ -49,5 +49,9 @@ CASES: list[tuple[str, Callable, Callable[[np.random.Generator], tuple]]] = [
     ("int32_ops", lambda i, j: (i * 3 + j // 2, jnp.maximum(i, j) - jnp.sum(i), i > j),
      lambda r: (r.integers(-50, 50, (17, 4)).astype(np.int32), r.integers(1, 50, (17, 4)).astype(np.int32))),
     ("where_compare", lambda x, y: jnp.where(x > y, x * y, y - x), lambda r: (_f32(r, 200), _f32(r, 200))),
+    ("concatenate_pad", lambda x: (jnp.concatenate([x, x[:, ::-1], x * 2.0], axis=1),
+                                   ember.lax.pad(x, np.float32(-1), ((-1, 2, 1), (2, -1, 2)))),
+     lambda r: (_f32(r, 4, 6),)),
+    ("grad_of_strided_slice", ember.grad(lambda x: jnp.sum(jnp.sin(x[1:3, ::2]) ** 2)), lambda r: (_f32(r, 4, 6),)),
     ("transpose_reshape", lambda x: (x.T.reshape(6, 20) * 2.0)[1:5, ::3], lambda r: (_f32(r, 8, 15),)),
 ]

@@ -203,6 +203,10 @@ class Emitter:
                                   for j, (i, d) in enumerate(zip(idx, out.shape))])
         if name == "iota":
             return self.lang.convert(idx[p["dimension"]], np.dtype(np.int32), out.dtype)
+        if name == "pad":
+            return self._pad(x, e.inputs[1], p["padding_config"], idx)
+        if name == "concatenate":
+            return self._concatenate(e.inputs, p["dimension"], idx)
         args = [self.value(a, idx) for a in e.inputs]
         dts = [a.aval.dtype for a in e.inputs]
         if name == "select_n":
@@ -216,6 +220,45 @@ class Emitter:
         if name == "integer_pow":
             return self._ipow(args[0], int(p["y"]), out.dtype)
         return self.lang.op(name, args, dts, out.dtype, p)
+
+    def _clamp(self, i: str, n: int) -> str:
+        return self.index(f"max(0, min({i}, {n - 1}))")
+
+    def _pad(self, x: Any, pad_value: Any, config: Sequence, idx: Sequence[str]) -> str:
+        """``pad``: the operand where the output index maps onto one of its elements (edges may be
+        negative, interior padding strides), else the padding value."""
+        conds, src = [], []
+        for i, (lo, hi, interior), n in zip(idx, config, x.aval.shape):
+            s = i if lo == 0 else self.index(f"{i} - {lo}" if lo > 0 else f"{i} + {-lo}")
+            if interior:
+                q = self.index(f"{s} / {interior + 1}")
+                conds += [f"{s} >= 0", f"({s} % {interior + 1}) == 0", f"{q} < {n}"]
+                src.append(self._clamp(q, n))
+            elif lo > 0 or hi > 0:
+                conds += [f"{s} >= 0", f"{s} < {n}"]
+                src.append(self._clamp(s, n))
+            else:
+                src.append(s)
+        v = self.value(x, src)
+        if not conds:
+            return v
+        return self.lang.select(" && ".join(f"({c})" for c in conds), self.value(pad_value, []), v)
+
+    def _concatenate(self, operands: Sequence[Any], dim: int, idx: Sequence[str]) -> str:
+        """``concatenate``: the operand whose range along ``dim`` holds the index (each read at a
+        clamped index, then selected)."""
+        offs, off = [], 0
+        for a in operands:
+            offs.append(off)
+            off += a.aval.shape[dim]
+        r = None
+        for a, o in reversed(list(zip(operands, offs))):
+            n = a.aval.shape[dim]
+            src = list(idx)
+            src[dim] = self._clamp(self.index(f"{idx[dim]} - {o}") if o else idx[dim], n)
+            v = self.value(a, src)
+            r = v if r is None else self.lang.select(f"({idx[dim]} < {o + n})", r, v)
+        return r
 
     def _ipow(self, x: str, y: int, dtype: np.dtype) -> str:
         one = self.lang.literal(1, dtype)
