@@ -52,6 +52,7 @@ CASES: list[tuple[str, Callable, Callable[[np.random.Generator], tuple]]] = [
     ("concatenate_pad", lambda x: (jnp.concatenate([x, x[:, ::-1], x * 2.0], axis=1),
                                    ember.lax.pad(x, np.float32(-1), ((-1, 2, 1), (2, -1, 2)))),
      lambda r: (_f32(r, 4, 6),)),
-    ("grad_of_strided_slice", ember.grad(lambda x: jnp.sum(jnp.sin(x[1:3, ::2]) ** 2)), lambda r: (_f32(r, 4, 6),)),
+    ("grad_of_strided_slice", ember.grad(lambda x: jnp.sum(jnp.sin(x[1:3, ::2]) ** 2)),
+     lambda r: (_f32(r, 4, 6),)),
     ("transpose_reshape", lambda x: (x.T.reshape(6, 20) * 2.0)[1:5, ::3], lambda r: (_f32(r, 8, 15),)),
 ]

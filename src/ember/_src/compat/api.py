@@ -64,9 +64,9 @@ _GPU_PLATFORMS = ("webgpu", "cuda")
 def devices(backend: str | None = None) -> list[Device]:
     """The devices of ``backend`` (default the CPU; ``"webgpu"``, ``"cuda"``, or ``"all"``).
 
-    ``None`` or ``"cpu"``: the host CPU (JAX's rule: the default backend's devices); ``"webgpu"`` / ``"cuda"`` that GPU backend's device, ``"all"`` every
-    device present (the CPU first). A GPU backend that cannot run here raises RuntimeError
-    saying what to install."""
+    ``None`` or ``"cpu"``: the host CPU (JAX's rule: the default backend's devices); ``"webgpu"`` /
+    ``"cuda"``: that GPU backend's device; ``"all"``: every device present (the CPU first). A GPU
+    backend that cannot run here raises RuntimeError saying what to install."""
     if backend in (None, "cpu"):
         return [_CPU]
     if backend == "all":
