@@ -129,3 +129,36 @@ def test_as_text_is_the_wgsl() -> None:
     x = np.ones((4, 4), np.float32)
     src = ember.jit(lambda a: jnp.exp(a) @ a, backend="webgpu").lower(x).compile().as_text()
     assert "@compute" in src and "var<workgroup> ta" in src and src.count("fn main") == 2
+
+
+def test_erf_erfc_against_scipy() -> None:
+    """WGSL has no erf: a series near 0 and Abramowitz-Stegun 7.1.26 elsewhere (|error| < 1.5e-7)."""
+    from scipy import special
+
+    import ember.scipy.special as sp
+
+    x = np.linspace(-5, 5, 20001).astype(np.float32)
+    f = ember.jit(lambda v: (sp.erf(v), sp.erfc(v), sp.erf(v * 1e-3)), backend="webgpu")
+    e, c, small = (np.asarray(a, np.float64) for a in f(x))
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(e, special.erf(x64), rtol=0, atol=5e-7)
+    np.testing.assert_allclose(c, special.erfc(x64), rtol=0, atol=5e-7)
+    ref = special.erf(np.float32(1e-3) * x)  # float32 product, as the kernel computes it
+    np.testing.assert_allclose(small, ref, rtol=4 * EPS, atol=1e-30)  # relative accuracy near 0
+
+
+def test_missing_wgpu_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    saved = dict(webgpu._STATE)
+    monkeypatch.setitem(sys.modules, "wgpu", None)  # import wgpu now raises ImportError
+    webgpu._STATE.clear()
+    try:
+        why = webgpu.unavailable_reason()
+        assert why is not None and "pip install" in why and "mesa-vulkan-drivers" in why
+        with pytest.raises(webgpu.DeviceUnavailable, match="wgpu"):
+            ember.jit(lambda v: v + 1, backend="webgpu")(np.ones(2, np.float32))
+        np.testing.assert_array_equal(np.asarray(ember.jit(lambda v: v + 1)(np.ones(2, np.float32))), [2, 2])
+    finally:
+        webgpu._STATE.clear()
+        webgpu._STATE.update(saved)

@@ -50,6 +50,7 @@ class CUDARenderer(BaseRenderer):
            "floor": "floor{s}({0})",
            "ceil": "ceil{s}({0})", "logistic": "(1 / (1 + exp{s}(-{0})))", "pow": "pow{s}({0}, {1})",
            "atan2": "atan2{s}({0}, {1})", "is_finite": "isfinite({0})", "erf": "erf{s}({0})",
+           "erfc": "erfc{s}({0})",
            "max": "fmax{s}({0}, {1})", "min": "fmin{s}({0}, {1})", "abs": "fabs{s}({0})",
            "sign": "(({0} > 0) - ({0} < 0))", "rem": "fmod{s}({0}, {1})", "round": "round{s}({0})"}
     INT_FNS = {"max": "max({0}, {1})", "min": "min({0}, {1})", "abs": "abs({0})",

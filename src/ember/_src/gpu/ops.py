@@ -28,7 +28,7 @@ _BITS = {"and": "&", "or": "|", "xor": "^"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FLOAT_FNS = ("exp", "exp2", "log", "log1p", "expm1", "tanh", "sin", "cos", "tan", "asin", "acos", "atan",
               "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "floor", "ceil", "logistic",
-              "pow", "atan2", "is_finite", "round", "erf")
+              "pow", "atan2", "is_finite", "round", "erf", "erfc")
 _INT_FNS = ("max", "min", "abs", "sign", "rem")
 
 OPS: dict[str, Op] = {

@@ -25,6 +25,26 @@ fn e_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
 fn e_logistic(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 fn e_isfinite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
 fn e_round_away(x: f32) -> f32 { let t = trunc(x); return select(t, t + sign(x), abs(x - t) >= 0.5); }
+fn e_erf(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 0.5) {  // Taylor series: relative accuracy near 0
+    let z = x * x;
+    let q = 0.1128379167 + z * (-0.0268661706 + z * 0.0052239776);
+    return x * (1.1283791671 + z * (-0.3761263890 + z * q));
+  }
+  return sign(x) * (1.0 - e_erfc_tail(a));
+}
+// erfc(a) for a >= 0 by Abramowitz-Stegun 7.1.26 (absolute error below 1.5e-7)
+fn e_erfc_tail(a: f32) -> f32 {
+  let t = 1.0 / (1.0 + 0.3275911 * a);
+  let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+  return p * exp(-a * a);
+}
+fn e_erfc(x: f32) -> f32 {
+  if (abs(x) < 0.5) { return 1.0 - e_erf(x); }
+  let r = e_erfc_tail(abs(x));
+  return select(r, 2.0 - r, x < 0.0);
+}
 """
 
 
@@ -40,8 +60,9 @@ class WGSLRenderer(BaseRenderer):
            "sinh": "sinh({0})", "cosh": "cosh({0})", "asinh": "asinh({0})", "acosh": "acosh({0})",
            "atanh": "atanh({0})", "sqrt": "sqrt({0})", "rsqrt": "inverseSqrt({0})", "floor": "floor({0})",
            "ceil": "ceil({0})", "logistic": "e_logistic({0})", "pow": "pow({0}, {1})",
-           "atan2": "atan2({0}, {1})", "is_finite": "e_isfinite({0})", "max": "max({0}, {1})",
-           "min": "min({0}, {1})", "abs": "abs({0})", "sign": "sign({0})", "rem": "({0} % {1})"}
+           "atan2": "atan2({0}, {1})", "is_finite": "e_isfinite({0})", "erf": "e_erf({0})",
+           "erfc": "e_erfc({0})", "max": "max({0}, {1})", "min": "min({0}, {1})", "abs": "abs({0})",
+           "sign": "sign({0})", "rem": "({0} % {1})"}
     INT_FNS = {"max": "max({0}, {1})", "min": "min({0}, {1})", "abs": "abs({0})", "sign": "sign({0})",
                "rem": "({0} % {1})"}
 
