@@ -30,6 +30,13 @@ def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def _with_nan_and_ties(x: np.ndarray) -> np.ndarray:
+    x[2, 5] = np.nan  # NaN wins (NumPy's rule)
+    x[3, :] = 1.0  # all equal: the first index
+    x[4, 100] = x[4, 900] = 99.0  # a tie: the first index
+    return x
+
+
 CASES: list[tuple[str, Callable, Callable[[np.random.Generator], tuple]]] = [
     ("elementwise_chain", lambda x, y: jnp.tanh(x * 2.0 + 1.0) * jnp.exp(-y) + jnp.sqrt(jnp.abs(y)),
      lambda r: (_f32(r, 1000), _f32(r, 1000))),
@@ -54,5 +61,7 @@ CASES: list[tuple[str, Callable, Callable[[np.random.Generator], tuple]]] = [
      lambda r: (_f32(r, 4, 6),)),
     ("grad_of_strided_slice", ember.grad(lambda x: jnp.sum(jnp.sin(x[1:3, ::2]) ** 2)),
      lambda r: (_f32(r, 4, 6),)),
+    ("argmax_argmin_nan_ties", lambda x: (ember.lax.argmax(x, 1, np.int32), ember.lax.argmin(x, 0, np.int32)),
+     lambda r: (_with_nan_and_ties(_f32(r, 7, 1000)),)),
     ("transpose_reshape", lambda x: (x.T.reshape(6, 20) * 2.0)[1:5, ::3], lambda r: (_f32(r, 8, 15),)),
 ]

@@ -67,6 +67,9 @@ class CUDARenderer(BaseRenderer):
             return f"(({t})(({args[0]} > 0) - ({args[0]} < 0)))"
         return super().op(name, args, in_dtypes, out_dtype, params)
 
+    def isnan(self, x: str) -> str:
+        return f"isnan({x})"
+
     def literal(self, value: Any, dtype: np.dtype) -> str:
         d = np.dtype(dtype)
         if d == np.bool_:
@@ -148,6 +151,8 @@ class CUDARenderer(BaseRenderer):
         t = self.vtype(i["dtype"])
         head = "\n  ".join(i["head"])
         loop = "\n    ".join(body)
+        if i["combine"] in ("argmax", "argmin"):
+            return self._arg_reduce(k, head, loop, value)
         return (f"{self._head(k, WG)}\n"
                 f"  __shared__ {t} sh[{WG}];\n"
                 "  const int g = (int)(blockIdx.x + blockIdx.y * gridDim.x);\n"
@@ -163,6 +168,26 @@ class CUDARenderer(BaseRenderer):
                 f"    if (lid < s) sh[lid] = {self.combine(i['combine'], 'sh[lid]', 'sh[lid + s]')};\n"
                 "    __syncthreads();\n  }\n"
                 f"  if (lid == 0) {self.store('out', 'g', 'sh[0]', i['dtype'])}\n}}\n")
+
+    def _arg_reduce(self, k: Kernel, head: str, loop: str, value: str) -> str:
+        i = k.info
+        t, kind, dt = self.vtype(i["dtype"]), i["combine"], i["dtype"]
+        first = self.better(kind, "v", "j", "acc", "ai", dt)
+        tree = self.better(kind, "o", "oi", "sh[lid]", "si[lid]", dt)
+        res = self.convert("si[0]", np.dtype(np.int32), i["out_dtype"])
+        return (f"{self._head(k, WG)}\n"
+                f"  __shared__ {t} sh[{WG}];\n  __shared__ int si[{WG}];\n"
+                "  const int row = (int)(blockIdx.x + blockIdx.y * gridDim.x);\n"
+                f"  if (row >= {i['rows']}) return;\n"
+                f"  const int lid = (int)threadIdx.x;\n  {head}\n"
+                f"  {t} acc = {self.identity(kind, dt)};\n  int ai = 2147483647;\n"
+                f"  for (int j = lid; j < {i['count']}; j += {WG}) {{\n"
+                f"    {loop}\n    const {t} v = {value};\n    if ({first}) {{ acc = v; ai = j; }}\n  }}\n"
+                "  sh[lid] = acc;\n  si[lid] = ai;\n  __syncthreads();\n"
+                f"  for (int s = {WG // 2}; s > 0; s >>= 1) {{\n"
+                f"    if (lid < s) {{\n      const {t} o = sh[lid + s];\n      const int oi = si[lid + s];\n"
+                f"      if ({tree}) {{ sh[lid] = o; si[lid] = oi; }}\n    }}\n    __syncthreads();\n  }}\n"
+                f"  if (lid == 0) {self.store('out', 'row', res, i['out_dtype'])}\n}}\n")
 
     def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str:
         i = k.info

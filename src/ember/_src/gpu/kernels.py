@@ -396,19 +396,21 @@ class _Scheduler:
 
     def _reduce(self, e: Eqn, v: Var) -> None:
         x = e.inputs[0]
-        axes = tuple(sorted(a % max(len(x.aval.shape), 1) for a in e.params["axes"]))
+        combine = ops.REDUCTIONS[e.prim.name]
+        arg = combine in ("argmax", "argmin")  # carries (value, index); one pass
+        raw_axes = (e.params["axis"],) if arg else e.params["axes"]
+        axes = tuple(sorted(a % max(len(x.aval.shape), 1) for a in raw_axes))
         shape = x.aval.shape
         kept = [d for d in range(len(shape)) if d not in axes]
         rows = math.prod(shape[d] for d in kept)
         count = math.prod(shape[d] for d in axes)
-        combine = ops.REDUCTIONS[e.prim.name]
-        dt = v.aval.dtype
-        parts = 1 if rows >= 64 or count <= PART else min(-(-count // PART), 1024)
+        dt = x.aval.dtype if arg else v.aval.dtype
+        parts = 1 if rows >= 64 or count <= PART or arg else min(-(-count // PART), 1024)
         chunk = -(-count // parts)
-        out = self.new_buffer(dt, rows * parts)
+        out = self.new_buffer(v.aval.dtype, rows * parts)
         k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts),
                    info={"rows": rows, "count": count, "parts": parts, "chunk": chunk, "combine": combine,
-                         "dtype": dt})
+                         "dtype": dt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
         em = Emitter(self, self.lang, "t", reads)
         ridx = em.unravel("row", [shape[d] for d in kept])
@@ -428,7 +430,7 @@ class _Scheduler:
             out = self.new_buffer(dt, rows)
             k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows),
                         info={"rows": rows, "count": parts, "parts": 1, "chunk": parts, "combine": combine,
-                              "dtype": dt, "head": []})
+                              "dtype": dt, "out_dtype": dt, "head": []})
             load = self.lang.load("in0", "row * " + str(parts) + " + j", dt)
             self._finish(k2, {part_out.index: "in0"}, lambda: self.lang.reduce_kernel(k2, [], load))
         self.bufs[v] = out

@@ -52,7 +52,7 @@ MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "squeeze", "ex
 IDENTITY = frozenset({"copy", "copy_p", "stop_gradient", "optimization_barrier"})
 #: reductions -> the combining op (``sum``, ``max``, ``min``, ``prod``, ``and``, ``or``)
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
-              "reduce_and": "and", "reduce_or": "or"}
+              "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
 #: calls whose sub-program is spliced into the caller -> the parameter holding it
 INLINED = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
 #: matrix products (a tiled kernel with workgroup memory)

@@ -74,7 +74,20 @@ class BaseRenderer:
             return self.MAXMIN[kind == "min"].format(a, b)
         return _REDUCE_OPS[kind].format(a, b)
 
+    def better(self, kind: str, v: str, vi: str, a: str, ai: str, dtype: np.dtype) -> str:
+        """Whether ``(v, vi)`` replaces ``(a, ai)`` in an arg reduction: a larger (argmax) or
+        smaller (argmin) value, the lower index on ties, and NaN first (NumPy's rule)."""
+        cmp = ">" if kind == "argmax" else "<"
+        out = f"({v} {cmp} {a}) || ({v} == {a} && {vi} < {ai})"
+        if is_float(dtype):
+            out += f" || ({self.isnan(v)} && (!{self.isnan(a)} || {vi} < {ai}))"
+        return out
+
+    def isnan(self, x: str) -> str:
+        return f"({x} != {x})"
+
     def identity(self, kind: str, dtype: np.dtype) -> str:
+        kind = {"argmax": "max", "argmin": "min"}.get(kind, kind)
         d = np.dtype(dtype)
         if kind in ("sum", "or"):
             v: Any = 0

@@ -24,6 +24,7 @@ fn e_expm1(x: f32) -> f32 {
 fn e_tanh(x: f32) -> f32 { return tanh(clamp(x, -15.0, 15.0)); }
 fn e_logistic(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 fn e_isfinite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+fn e_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn e_round_away(x: f32) -> f32 { let t = trunc(x); return select(t, t + sign(x), abs(x - t) >= 0.5); }
 fn e_erf(x: f32) -> f32 {
   let a = abs(x);
@@ -83,6 +84,9 @@ class WGSLRenderer(BaseRenderer):
         if d == np.bool_ and sym == "^":
             sym = "!="
         return f"({args[0]} {sym} {args[1]})"
+
+    def isnan(self, x: str) -> str:
+        return f"e_isnan({x})"  # x != x may be folded away: WGSL lets compilers assume no NaN
 
     def literal(self, value: Any, dtype: np.dtype) -> str:
         d = np.dtype(dtype)
@@ -148,6 +152,8 @@ class WGSLRenderer(BaseRenderer):
         t = self.vtype(i["dtype"])
         head = "\n  ".join(i["head"])
         loop = "\n    ".join(body)
+        if i["combine"] in ("argmax", "argmin"):
+            return self._arg_reduce(k, body, value)
         comb = self.combine(i["combine"], "acc", value)
         tree = self.combine(i["combine"], "sh[lid]", "sh[lid + s]")
         return (f"{self._bindings(k)}var<workgroup> sh: array<{t}, {WG}>;\n\n"
@@ -166,6 +172,31 @@ class WGSLRenderer(BaseRenderer):
                 f"  for (var s: i32 = {WG // 2}; s > 0; s = s >> 1u) {{\n"
                 f"    if (lid < s) {{ sh[lid] = {tree}; }}\n    workgroupBarrier();\n  }}\n"
                 f"  if (lid == 0) {{ {self.store('out', 'g', 'sh[0]', i['dtype'])} }}\n}}\n")
+
+    def _arg_reduce(self, k: Kernel, body: list[str], value: str) -> str:
+        i = k.info
+        t, kind, dt = self.vtype(i["dtype"]), i["combine"], i["dtype"]
+        head = "\n  ".join(i["head"])
+        loop = "\n    ".join(body)
+        first = self.better(kind, "v", "j", "acc", "ai", dt)
+        tree = self.better(kind, "o", "oi", "sh[lid]", "si[lid]", dt)
+        res = self.convert("si[0]", np.dtype(np.int32), i["out_dtype"])
+        return (f"{self._bindings(k)}var<workgroup> sh: array<{t}, {WG}>;\n"
+                f"var<workgroup> si: array<i32, {WG}>;\n\n"
+                f"@compute @workgroup_size({WG})\n"
+                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "
+                "@builtin(local_invocation_id) lid3: vec3<u32>) {\n"
+                "  let row: i32 = i32(wid.x + wid.y * nwg.x);\n"
+                f"  if (row >= {i['rows']}) {{ return; }}\n"
+                f"  let lid: i32 = i32(lid3.x);\n  {head}\n"
+                f"  var acc: {t} = {self.identity(kind, dt)};\n  var ai: i32 = 2147483647;\n"
+                f"  for (var j: i32 = lid; j < {i['count']}; j = j + {WG}) {{\n"
+                f"    {loop}\n    let v = {value};\n    if ({first}) {{ acc = v; ai = j; }}\n  }}\n"
+                "  sh[lid] = acc;\n  si[lid] = ai;\n  workgroupBarrier();\n"
+                f"  for (var s: i32 = {WG // 2}; s > 0; s = s >> 1u) {{\n"
+                "    if (lid < s) {\n      let o = sh[lid + s];\n      let oi = si[lid + s];\n"
+                f"      if ({tree}) {{ sh[lid] = o; si[lid] = oi; }}\n    }}\n    workgroupBarrier();\n  }}\n"
+                f"  if (lid == 0) {{ {self.store('out', 'row', res, i['out_dtype'])} }}\n}}\n")
 
     def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str:
         i = k.info
