@@ -63,5 +63,8 @@ CASES: list[tuple[str, Callable, Callable[[np.random.Generator], tuple]]] = [
      lambda r: (_f32(r, 4, 6),)),
     ("argmax_argmin_nan_ties", lambda x: (ember.lax.argmax(x, 1, np.int32), ember.lax.argmin(x, 0, np.int32)),
      lambda r: (_with_nan_and_ties(_f32(r, 7, 1000)),)),
+    ("take_fill_clip", lambda p, i: (ember.lax.take(p, i, axis=0, mode="fill"),
+                                     jnp.take(p, i, axis=1, mode="clip") * 2.0, p[i[0]]),
+     lambda r: (_f32(r, 5, 4), np.array([[0, 4], [-1, 7]], np.int32))),
     ("transpose_reshape", lambda x: (x.T.reshape(6, 20) * 2.0)[1:5, ::3], lambda r: (_f32(r, 8, 15),)),
 ]

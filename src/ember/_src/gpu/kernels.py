@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ember._src.gpu import ops
+from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
 
 WG = 256  # threads per workgroup of map and reduce kernels
@@ -207,6 +208,8 @@ class Emitter:
             return self._pad(x, e.inputs[1], p["padding_config"], idx)
         if name == "concatenate":
             return self._concatenate(e.inputs, p["dimension"], idx)
+        if name == "take":
+            return self._take(x, e.inputs[1], p["axis"], p["mode"], idx)
         args = [self.value(a, idx) for a in e.inputs]
         dts = [a.aval.dtype for a in e.inputs]
         if name == "select_n":
@@ -259,6 +262,20 @@ class Emitter:
             v = self.value(a, src)
             r = v if r is None else self.lang.select(f"({idx[dim]} < {o + n})", r, v)
         return r
+
+    def _take(self, x: Any, ind: Any, axis: int, mode: str, idx: Sequence[str]) -> str:
+        """``take`` (gather along one axis): the index read at the output's index dimensions, the
+        operand at that index, clamped (``clip``) or replaced by the fill value (``fill``)."""
+        nd, n = len(ind.aval.shape), x.aval.shape[axis]
+        fill = self.lang.literal(fill_value(x.aval.dtype), x.aval.dtype)
+        if n == 0:
+            return fill
+        i = self.lang.convert(self.value(ind, idx[axis:axis + nd]), ind.aval.dtype, np.dtype(np.int32))
+        i = self.index(i)
+        v = self.value(x, [*idx[:axis], self._clamp(i, n), *idx[axis + nd:]])
+        if mode == "clip":
+            return v
+        return self.lang.select(f"({i} >= 0 && {i} < {n})", fill, v)
 
     def _ipow(self, x: str, y: int, dtype: np.dtype) -> str:
         one = self.lang.literal(1, dtype)

@@ -47,7 +47,7 @@ OPS: dict[str, Op] = {
 
 #: primitives that read their operand through an index map (no arithmetic)
 MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice", "rev",
-                      "iota", "pad", "concatenate"})
+                      "iota", "pad", "concatenate", "take"})
 #: primitives that are their operand
 IDENTITY = frozenset({"copy", "copy_p", "stop_gradient", "optimization_barrier"})
 #: reductions -> the combining op (``sum``, ``max``, ``min``, ``prod``, ``and``, ``or``)
