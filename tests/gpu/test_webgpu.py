@@ -174,3 +174,29 @@ def test_named_dynamic_axes_compile_per_binding() -> None:
         x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
         want = np.tanh(x.astype(np.float64)).sum(0)
         np.testing.assert_allclose(np.asarray(g(x)), want, rtol=1e-5, atol=1e-6)
+
+
+def _with_host_parts(x, w):  # noqa: ANN001, ANN202
+    h = jnp.tanh(x @ w)
+    c = jnp.cumsum(jnp.sort(h, axis=1), axis=1)
+
+    def body(carry, row):  # noqa: ANN001, ANN202
+        return carry * 0.5 + row, carry.sum()
+
+    carry, ys = ember.lax.scan(body, jnp.zeros(w.shape[1], np.float32), c)
+    return jnp.exp(carry) + 1.0, ys
+
+
+def test_host_fallback_runs_the_other_primitives_on_the_host() -> None:
+    """sort, cumsum and scan have no device kernel: an error naming the first, or with
+    ``host_fallback=True`` host segments between device segments, matching the CPU backend."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    with pytest.raises(NotImplementedError, match=r"'sort'.*host_fallback=True"):
+        ember.jit(_with_host_parts, backend="webgpu")(x, w)
+    jf = ember.jit(_with_host_parts, backend="webgpu", host_fallback=True)
+    for g, want in zip(jf(x, w), ember.jit(_with_host_parts, backend="native")(x, w)):
+        _close(np.asarray(g), np.asarray(want), ulps=64, floor=0.02)
+    text = jf.lower(x, w).compile().as_text()
+    assert "// host segment: sort, cumsum\n" in text and "// host segment: scan\n" in text
+    assert text.count("@compute") >= 3  # the product, the tanh, the scan's initial carry, exp + 1

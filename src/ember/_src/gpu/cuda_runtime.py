@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.gpu import kernels
+from ember._src.gpu import kernels, segments
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.render import compile_error
 from ember._src.program import Program
@@ -200,9 +200,12 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.uint16) if d.itemsize == 2 else d
 
 
-def cuda_backend(prog: Program, **options: Any) -> CUDAExecutable:
+def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
-    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not)."""
+    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). With
+    ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
+    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
+        return segments.SegmentedExecutable(prog, CUDAExecutable)
     return CUDAExecutable(prog)
 
 

@@ -96,7 +96,8 @@ class Schedule:
 def _unsupported(name: str, device: str, why: str = "") -> NotImplementedError:
     return NotImplementedError(f"the {device} backend has no kernel for primitive '{name}'"
                                f"{': ' + why if why else ''}; run this function with the default (CPU) "
-                               "backend, or move that part out of the device function")
+                               "backend, move that part out of the device function, or pass "
+                               "host_fallback=True to jit to run such primitives on the host")
 
 
 def _grid(groups: int) -> tuple[int, int, int]:

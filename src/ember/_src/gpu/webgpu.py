@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.gpu import kernels
+from ember._src.gpu import kernels, segments
 from ember._src.gpu.render import compile_error
 from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Program
@@ -219,8 +219,11 @@ def _raw_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.uint32) if np.dtype(dtype) == np.bool_ else np.dtype(dtype)
 
 
-def webgpu_backend(prog: Program, **options: Any) -> WebGPUExecutable:
-    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``)."""
+def webgpu_backend(prog: Program, **options: Any) -> Any:
+    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``); with ``host_fallback=True``
+    the primitives without a device kernel run on the host (:mod:`.segments`)."""
+    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
+        return segments.SegmentedExecutable(prog, WebGPUExecutable)
     return WebGPUExecutable(prog)
 
 
