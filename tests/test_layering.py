@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                     "ember._src.control_flow", "ember._src.eval_shape", "ember._src.validation",
                     "ember._src.interpreter", "ember._src.aot", "ember._src.collectives")),
     ("jit", ("ember._src.jit",)),
-    ("backends", ("ember._src.native",)),
+    ("backends", ("ember._src.native", "ember._src.gpu")),
     ("numpy", ("ember._src.numpy",)),
     ("lax", ("ember._src.lax",)),
     ("library", ("ember._src.nn", "ember._src.random", "ember._src.api_util")),
@@ -46,6 +46,8 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 
 # modules that may import the native backend (it registers itself in jit.BACKENDS)
 NATIVE_IMPORTERS = ("ember", "ember._src.features")
+# modules that may import the GPU backends (they register themselves in jit.BACKENDS)
+GPU_IMPORTERS = NATIVE_IMPORTERS
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -115,6 +117,15 @@ def test_only_the_top_imports_native() -> None:
     bad = [f"{m} imports {t}" for m, t, _ in _all_imports()
            if t.startswith("ember._src.native") and not m.startswith("ember._src.native")
            and m not in NATIVE_IMPORTERS]
+    assert not bad, bad
+
+
+def test_only_the_top_imports_gpu() -> None:
+    """The GPU backends are imported by the top only, and never reach into the native backend."""
+    bad = [f"{m} imports {t}" for m, t, _ in _all_imports()
+           if (t.startswith("ember._src.gpu") and not m.startswith("ember._src.gpu")
+               and m not in GPU_IMPORTERS)
+           or (m.startswith("ember._src.gpu") and t.startswith("ember._src.native"))]
     assert not bad, bad
 
 

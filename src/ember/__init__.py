@@ -3,6 +3,7 @@ dynamic axes and planned memory."""
 
 from ember import errors, tree
 from ember._src import collectives as _collectives  # noqa: F401  (declares the collective primitives)
+from ember._src import gpu as _gpu  # noqa: F401  (registers the "webgpu" and "cuda" backends)
 from ember._src import native as _native  # noqa: F401  (registers the "native" backend)
 from ember._src import prims as _prims  # noqa: F401  (declares every primitive)
 from ember._src.array import Array, check_leaks, memory_stats

@@ -42,7 +42,7 @@ def jacobian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux:
 
 
 class Device(NamedTuple):
-    """The one device ember runs on: the host CPU."""
+    """A device ember runs on: the host CPU, or the WebGPU / CUDA device of a GPU backend."""
 
     id: int = 0
     platform: str = "cpu"
@@ -50,17 +50,42 @@ class Device(NamedTuple):
     process_index: int = 0
 
     def __repr__(self) -> str:
-        return f"CpuDevice(id={self.id})"
+        kind = {"cpu": "Cpu", "webgpu": "WebGPU", "cuda": "Cuda"}.get(self.platform, self.platform)
+        return f"{kind}Device(id={self.id})"
+
+    def __str__(self) -> str:
+        return self.platform if self.platform == "cpu" else f"{self.platform}:{self.id}"
 
 
 _CPU = Device()
+_GPU_PLATFORMS = ("webgpu", "cuda")
 
 
 def devices(backend: str | None = None) -> list[Device]:
-    """The devices ember can run on: one host CPU device."""
-    if backend not in (None, "cpu"):
-        raise RuntimeError(f"ember runs on the host CPU only; unknown backend {backend!r}")
-    return [_CPU]
+    """The devices of ``backend`` (default the CPU; ``"webgpu"``, ``"cuda"``, or ``"all"``).
+
+    ``None`` or ``"cpu"``: the host CPU (JAX's rule: the default backend's devices); ``"webgpu"`` /
+    ``"cuda"``: that GPU backend's device; ``"all"``: every device present (the CPU first). A GPU
+    backend that cannot run here raises RuntimeError saying what to install."""
+    if backend in (None, "cpu"):
+        return [_CPU]
+    if backend == "all":
+        return [_CPU] + [Device(0, p, p) for p in _GPU_PLATFORMS if _gpu_unavailable(p) is None]
+    if backend in _GPU_PLATFORMS:
+        why = _gpu_unavailable(backend)
+        if why is not None:
+            raise RuntimeError(f"backend {backend!r} is unavailable: {why}")
+        return [Device(0, backend, backend)]
+    raise RuntimeError(f"unknown backend {backend!r}; ember's backends: cpu, webgpu, cuda")
+
+
+def _gpu_unavailable(platform: str) -> str | None:
+    from ember._src.jit import BACKENDS
+
+    factory = BACKENDS.get(platform)
+    if factory is None:
+        return "the GPU backends are not loaded"
+    return factory.unavailable_reason()
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:

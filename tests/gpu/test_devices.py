@@ -1,0 +1,35 @@
+"""The devices API with the GPU backends: listing, device_put, and the messages where a backend
+cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember._src.jit import BACKENDS
+
+
+def test_default_devices_stay_the_cpu() -> None:
+    """JAX's rule: ``devices()`` is the default backend's (the CPU); ``"all"`` adds the GPUs present."""
+    assert [str(d) for d in ember.devices()] == ["cpu"]
+    names = [str(d) for d in ember.devices("all")]
+    assert names[0] == "cpu"
+    for p, n in (("webgpu", "webgpu:0"), ("cuda", "cuda:0")):
+        assert (n in names) == (BACKENDS[p].unavailable_reason() is None)
+
+
+def test_an_unavailable_backend_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    why = "webgpu: no WebGPU adapter found (no adapter); install the 'wgpu' Python package"
+    monkeypatch.setattr(BACKENDS["webgpu"], "unavailable_reason", lambda: why)
+    with pytest.raises(RuntimeError, match="install the 'wgpu'"):
+        ember.devices("webgpu")
+    assert [str(d) for d in ember.devices("all")] == ["cpu"] or "cuda:0" in str(ember.devices("all"))
+    # jit without a backend keeps running on the CPU
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda x: x * 2)(np.arange(3.0))), [0.0, 2.0, 4.0])
+
+
+def test_device_put_onto_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(NotImplementedError, match="backend='webgpu'"):
+        ember.device_put(np.ones(2), "webgpu:0")
+    np.testing.assert_array_equal(np.asarray(ember.device_put(np.ones(2), ember.devices()[0])), [1.0, 1.0])
