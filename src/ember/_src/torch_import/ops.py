@@ -327,9 +327,11 @@ def _index(ctx, x, indices):
     adv = [a for a, i in enumerate(indices) if i is not None]
     if not adv:
         return x
-    names = ctx.refs[1] if len(ctx.refs) > 1 and isinstance(ctx.refs[1], (list, tuple)) else [None] * len(indices)
-    idx = [checked_index(ctx, indices[a], x.shape[a], f"{names[a] or 'the index'} indexes axis {a} of {ctx.arg(0)}",
-                         negative=True) for a in adv]
+    names = ctx.refs[1] if len(ctx.refs) > 1 and isinstance(ctx.refs[1], (list, tuple)) else []
+    names = list(names) + [None] * (len(indices) - len(names))
+    idx = [checked_index(ctx, indices[a], x.shape[a],
+                         f"{names[a] or 'the index'} indexes axis {a} of {ctx.arg(0)}", negative=True)
+           for a in adv]
     adjacent = adv == list(range(adv[0], adv[-1] + 1))
     rest = [a for a in range(x.ndim) if a not in adv]
     xt = jnp.transpose(x, adv + rest)
