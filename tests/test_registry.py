@@ -88,4 +88,4 @@ def test_op_info_entries_carry_their_lowering() -> None:
                                                  "slice", "pad", "concatenate"}
     assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze"}
     inplace = {p.name for p in opinfo.REGISTRY if opinfo.info(p).inplace == 0}
-    assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce"}
+    assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce", "check_index"}

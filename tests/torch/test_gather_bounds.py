@@ -1,0 +1,144 @@
+"""Imported gathers keep torch's semantics: an index out of range raises (issue 32), checked inside
+the native call, while ``ember.numpy`` keeps JAX's clamp/fill semantics."""
+
+import functools
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
+transformers = pytest.importorskip("transformers", reason="the GPT-2 test needs transformers")
+
+import ember  # noqa: E402
+import ember.numpy as jnp  # noqa: E402
+import ember.torch as et  # noqa: E402
+
+
+class Gathers(torch.nn.Module):
+    """embedding, index_select, gather and tensor indexing of one table by one index input."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(6, 3)
+
+    def forward(self, ids):
+        t = self.emb.weight
+        a = self.emb(ids)                                     # [b, n, 3]
+        b = torch.index_select(t, 0, ids.reshape(-1))         # [b*n, 3]
+        c = torch.gather(t, 0, ids.reshape(-1, 1).expand(-1, 3))
+        d = t[ids]                                            # negatives wrap, as torch
+        return a.sum() + b.sum() + c.sum() + d.sum()
+
+
+@functools.cache
+def _gathers_module(dynamic):
+    torch.manual_seed(0)
+    model = Gathers().eval()
+    ids = torch.tensor([[0, 5, 2], [1, 1, 3]])
+    axes = {"ids": ("batch", "n")} if dynamic else None
+    return model, et.import_module(model, (ids,), dynamic_axes=axes)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_in_range_ids_match_torch(dynamic):
+    model, m = _gathers_module(dynamic)
+    ids = np.array([[0, 5, 2], [4, 1, 3]])
+    with torch.inference_mode():
+        ref = model(torch.from_numpy(ids)).numpy()
+    np.testing.assert_allclose(np.asarray(m(ids)), ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("bad", [6, -1, 100])
+def test_an_id_out_of_range_raises_like_torch(dynamic, bad):
+    model, m = _gathers_module(dynamic)
+    ids = np.array([[0, 5, 2], [4, bad, 3]])
+    with pytest.raises(IndexError):
+        model(torch.from_numpy(ids))                          # the reference: torch raises too
+    with pytest.raises(IndexError) as e:
+        m(ids)
+    msg = str(e.value)
+    assert "aten.embedding" in msg and "input 'ids'" in msg and "'emb.weight'" in msg, msg
+    assert f"index {bad} (at [1, 1] of the index)" in msg and "size 6" in msg, msg
+    # the module still runs afterwards
+    assert np.isfinite(np.asarray(m(np.array([[0, 1, 2], [3, 4, 5]])))).all()
+
+
+def test_each_gather_op_checks_its_index():
+    def run(fn, ids):
+        class M(torch.nn.Module):
+            def forward(self, x, i):
+                return fn(x, i)
+        x = torch.arange(12.0).reshape(4, 3)
+        m = et.import_module(M(), (x, torch.tensor([0, 1])))
+        return m, x
+
+    cases = [(lambda x, i: torch.index_select(x, 0, i), "aten.index_select", "input 'i' indexes axis 0 of input 'x'"),
+             (lambda x, i: torch.gather(x, 0, i[:, None].expand(-1, 3)), "aten.gather", "axis 0 of input 'x'"),
+             (lambda x, i: x[i], "aten.index.Tensor", "input 'i' indexes axis 0 of input 'x'")]
+    for fn, op, text in cases:
+        m, x = run(fn, None)
+        np.testing.assert_array_equal(np.asarray(m(x.numpy(), np.array([3, 0]))),
+                                      fn(x, torch.tensor([3, 0])).numpy())
+        with pytest.raises(IndexError, match="index 4 .* size 4") as e:
+            m(x.numpy(), np.array([1, 4]))
+        assert op in str(e.value) and text in str(e.value), str(e.value)
+    m, x = run(lambda x, i: x[i], None)                       # tensor indexing wraps negatives
+    np.testing.assert_array_equal(np.asarray(m(x.numpy(), np.array([-1, -4]))), x[[-1, -4]].numpy())
+    with pytest.raises(IndexError, match="index -5"):
+        m(x.numpy(), np.array([-5, 0]))
+
+
+def test_a_computed_index_is_checked_inside_the_program():
+    """The index is computed in the program (``i + 2``): the check is a call step of the native
+    program (no fallback step), and a bad value raises with its value and the bound."""
+    class Shifted(torch.nn.Module):
+        def forward(self, x, i):
+            return torch.index_select(x, 1, i + 2)
+
+    x = np.arange(10.0, dtype=np.float32).reshape(2, 5)
+    for axes in ({"i": ("n",)}, None):
+        m = et.import_module(Shifted(), (torch.from_numpy(x), torch.tensor([0, 1])), dynamic_axes=axes)
+        np.testing.assert_array_equal(np.asarray(m(x, np.array([2, -2]))), x[:, [4, 0]])
+        with pytest.raises(IndexError, match="index 5 .* size 5"):
+            m(x, np.array([0, 3]))
+    ex = m._jitted.lower(x, np.array([0, 3])).executable
+    steps = str(ex.schedule)
+    assert "call check_index" in steps and " 0 fallback" in steps, steps
+
+
+def test_gpt2_token_and_position_out_of_range():
+    """Issue 32: ids >= the vocabulary, negative ids and a sequence longer than the position table
+    gave NaN rows (negatives wrapped); PyTorch raises IndexError, and so does the import."""
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16,
+                                  bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    m = et.import_module(model, kwargs={"input_ids": torch.randint(0, 50, (2, 7)), "use_cache": False},
+                         dynamic_axes={"input_ids": ("batch", "seq")})
+    session = ember.InferenceSession(m)
+    ok = np.random.default_rng(0).integers(0, 50, (1, 16))
+    with torch.inference_mode():
+        ref = model(input_ids=torch.from_numpy(ok), use_cache=False).logits.numpy()
+    np.testing.assert_allclose(session.run({"input_ids": ok})["logits"], ref, atol=1e-4, rtol=0)
+    for ids, text in ((np.array([[1, 2, 50]]), "index 50 (at [0, 2] of the index) is out of range for size 50"),
+                      (np.array([[1, -1, 3]]), "index -1 (at [0, 1] of the index) is out of range for size 50"),
+                      (np.zeros((1, 17), np.int64), "index 16 (at [0, 16] of the index) is out of range for "
+                                                    "size 16")):
+        with pytest.raises(IndexError):
+            model(input_ids=torch.from_numpy(ids), use_cache=False)
+        with pytest.raises(IndexError) as e:
+            session.run({"input_ids": ids})
+        assert text in str(e.value) and "aten.embedding" in str(e.value), str(e.value)
+    assert "input 'input_ids'" in str(pytest.raises(IndexError, session.run, {"input_ids": ids[:, :1] + 99}).value)
+
+
+def test_ember_numpy_keeps_jax_semantics():
+    """``ember.numpy`` still fills (NaN) or clamps out-of-range gathers, as JAX does."""
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    f = ember.jit(lambda a, i: jnp.take(a, i, axis=0))
+    out = np.asarray(f(x, np.array([0, 3, -1])))
+    assert np.isnan(out[1]).all()
+    np.testing.assert_array_equal(out[[0, 2]], x[[0, 2]])
+    clip = ember.jit(lambda a, i: jnp.take(a, i, axis=0, mode="clip"))
+    np.testing.assert_array_equal(np.asarray(clip(x, np.array([7, -3]))), x[[2, 0]])
