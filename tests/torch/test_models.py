@@ -201,3 +201,42 @@ def test_imported_function_under_vmap_and_jit():
     with torch.inference_mode():
         ref = np.stack([model(torch.from_numpy(x)).numpy() for x in xs])
     np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)
+
+
+def test_batch_one_example_with_dynamic_axes():
+    """torch.export specializes an example size of 1; the importer widens a size-1 named axis to 2
+    for the export, so a batch-1 example gives a graph that runs every batch size (1 included)."""
+    model = models.gpt2()
+    ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(6))
+    m = et.import_module(model, kwargs={"input_ids": ids, "use_cache": False},
+                         dynamic_axes={"input_ids": ("batch", "seq")})
+    assert m.dynamic_axes == {"input_ids": ("batch", "seq")}
+    g = torch.Generator().manual_seed(7)
+    for shape in ((1, 8), (1, 1), (3, 5)):
+        x = torch.randint(0, 100, shape, generator=g)
+        np.testing.assert_allclose(np.asarray(m(x.numpy())), _logits(model, input_ids=x), atol=1e-4, rtol=0)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_batch_one_example_widens_shared_axes_together():
+    class Masked(torch.nn.Module):
+        def forward(self, x, mask):
+            return (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    x, mask = torch.randn(1, 1, 3), torch.ones(1, 1)
+    m = et.import_module(Masked(), (x, mask), dynamic_axes={"x": ("b", "n", None), "mask": ("b", "n")})
+    assert m.dynamic_axes == {"x": ("b", "n", None), "mask": ("b", "n")}
+    g = torch.Generator().manual_seed(8)
+    for b, n in ((1, 1), (2, 4), (1, 3)):
+        xb, mb = torch.randn(b, n, 3, generator=g), (torch.rand(b, n, generator=g) > 0.3).float()
+        mb[:, 0] = 1
+        np.testing.assert_allclose(np.asarray(m(xb.numpy(), mb.numpy())), Masked()(xb, mb).numpy(), rtol=1e-5)
+
+
+def test_an_axis_the_model_fixes_is_an_error():
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(2, -1) * 2
+
+    with pytest.raises(et.ExportError, match="static|specializ"):
+        et.import_module(Fixed(), (torch.randn(1, 4),), dynamic_axes={"x": ("b", None)})
