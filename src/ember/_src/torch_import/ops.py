@@ -158,7 +158,14 @@ for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
                     (("aten.logical_or.default",), jnp.logical_or),
                     (("aten.atan2.default",), jnp.arctan2),
                     (("aten.remainder.Tensor", "aten.remainder.Scalar"), jnp.remainder),
-                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod)]:
+                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod),
+                    (("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"), jnp.bitwise_xor),
+                    (("aten.logical_xor.default",), jnp.logical_xor),
+                    (("aten.copysign.Tensor", "aten.copysign.Scalar"), jnp.copysign),
+                    (("aten.hypot.default",), jnp.hypot),
+                    (("aten.fmax.default",), jnp.fmax), (("aten.fmin.default",), jnp.fmin),
+                    (("aten.__lshift__.Scalar", "aten.__lshift__.Tensor"), jnp.left_shift),
+                    (("aten.__rshift__.Scalar", "aten.__rshift__.Tensor"), jnp.right_shift)]:
     handler(*_names)(_binary(_fn))
 
 
@@ -197,7 +204,11 @@ for _name, _fn in [("neg", jnp.negative), ("abs", jnp.abs), ("exp", jnp.exp), ("
                    ("floor", jnp.floor), ("ceil", jnp.ceil), ("round", jnp.round), ("sign", jnp.sign),
                    ("reciprocal", jnp.reciprocal), ("log1p", jnp.log1p), ("expm1", jnp.expm1),
                    ("logical_not", jnp.logical_not), ("bitwise_not", jnp.invert), ("silu", enn.silu),
-                   ("isnan", jnp.isnan), ("trunc", jnp.trunc)]:
+                   ("isnan", jnp.isnan), ("trunc", jnp.trunc), ("isinf", jnp.isinf),
+                   ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tan", jnp.tan), ("asin", jnp.arcsin),
+                   ("acos", jnp.arccos), ("atan", jnp.arctan), ("asinh", jnp.arcsinh), ("acosh", jnp.arccosh),
+                   ("atanh", jnp.arctanh), ("exp2", jnp.exp2), ("log2", jnp.log2), ("log10", jnp.log10),
+                   ("erfinv", lax.erf_inv), ("signbit", jnp.signbit)]:
     handler(f"aten.{_name}.default")(_unary(_fn))
 
 
@@ -664,3 +675,7 @@ def _hardsigmoid(ctx, x):
 @handler("aten.hardswish.default", doc="hard swish")
 def _hardswish(ctx, x):
     return x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+# the handlers of the other families register themselves into OPS on import
+from ember._src.torch_import import ops_image, ops_scatter  # noqa: E402,F401
