@@ -246,10 +246,43 @@ CASES.update({
                                     ((r(1, 2, 6, 8), [3, 5], None), {}), ((r(1, 1, 3, 4), None, [1.5, 2.5]), {})],
     "aten.upsample_nearest2d.default": [((r(1, 2, 4, 5), [7, 9]), {}), ((r(1, 2, 4, 5), [6, 7], 1.5, 1.5), {})],
 })
-UNINITIALIZED = {"aten.empty_permuted.default", "aten.empty.memory_format"}  # compared by shape and dtype
+CASES.update({
+    "aten.copy.default": [((r(3, 4), r(4)), {}), ((r(2, 3, dtype=I64), r(2, 3)), {})],
+    "aten.fill.Scalar": [((r(3, 4), 1.5), {}), ((r(0, 2, dtype=I64), 3), {})],
+    "aten.fill.Tensor": [((r(3, 4), torch.tensor(2.5)), {})],
+    "aten.empty_strided.default": [(([2, 3], [3, 1]), {"dtype": F})],
+    "aten.native_dropout.default": [((r(3, 4), 0.5, False), {})],
+    "aten.repeat.default": [((r(2, 3), [2, 1]), {}), ((r(3), [2, 2]), {}), ((r(0, 2, dtype=I64), [3, 1]), {})],
+    "aten.unfold.default": [((r(2, 7), 1, 3, 2), {}), ((r(6, 2), 0, 2, 2), {}), ((r(5), 0, 5, 1), {})],
+    "aten.diagonal.default": [((r(4, 5),), {}), ((r(2, 4, 5), 1, 1, 2), {}), ((r(4, 5), -2), {})],
+    "aten.reflection_pad1d.default": [((r(2, 3, 6), [2, 1]), {})],
+    "aten.reflection_pad2d.default": [((r(1, 2, 4, 5), [1, 2, 3, 0]), {})],
+    "aten.reflection_pad3d.default": [((r(1, 1, 3, 3, 4), [1, 1, 0, 2, 2, 1]), {})],
+    "aten.replication_pad1d.default": [((r(2, 3, 4), [0, 3]), {})],
+    "aten.replication_pad2d.default": [((r(1, 2, 4, 5), [2, 1, 1, 3]), {}), ((r(2, 1, 1, 1), [1, 1, 1, 1]), {})],
+    "aten.replication_pad3d.default": [((r(1, 1, 2, 3, 4), [1, 0, 1, 1, 0, 2]), {})],
+    "aten.slice_scatter.default": [((r(5, 4), r(2, 4), 0, 1, 3), {}), ((r(3, 6), r(3, 3), 1, 0, 2 ** 63 - 1, 2), {}),
+                                   ((r(3, 6), r(3, 2), 1, -2), {})],
+    "aten.select_scatter.default": [((r(4, 5), r(5), 0, 2), {}), ((r(4, 5, dtype=I64), r(4, dtype=I64), 1, -1), {})],
+    "aten.masked_scatter.default": [((r(3, 4), r(3, 4, dtype=B), r(12)), {}), ((r(3, 4), r(4, dtype=B), r(3, 5)), {})],
+    "aten.addmv.default": [((r(3), r(3, 4), r(4)), {}), ((r(3), r(3, 4), r(4)), {"beta": 0.5, "alpha": 2.0})],
+    "aten._native_batch_norm_legit.no_stats": [((r(2, 3, 4, 5), r(3), r(3), True, 0.1, 1e-5), {}),
+                                               ((r(4, 3), None, None, True, 0.1, 1e-5), {})],
+    "aten.var.dim": [((r(3, 4), [1]), {}), ((r(3, 4), [0], False, True), {})],
+    "aten.var_mean.correction": [((r(3, 4), [1]), {"correction": 0}), ((r(3, 4),), {"keepdim": True})],
+    "aten.linalg_vector_norm.default": [((r(3, 4),), {}), ((r(3, 4), 1, [1]), {}), ((r(3, 4), float("inf"), [0], True), {}),
+                                        ((r(3, 4), 3.0, [1]), {}), ((r(3, 4), 0, [1]), {})],
+    "aten.kthvalue.default": [((r(3, 5), 2), {}), ((r(5, 3), 1, 0, True), {})],
+    "aten.median.dim": [((r(3, 5), 1), {}), ((r(4, 3), 0, True), {})],
+    "aten.cummax.default": [((r(3, 6), 1), {}), ((r(8, dtype=I64), 0), {})],
+    "aten.cummin.default": [((r(3, 6), 1), {}), ((r(8, dtype=I64), 0), {})],
+    "aten._cdist_forward.default": [((r(4, 3), r(5, 3), 2.0, None), {}), ((r(2, 4, 3), r(2, 5, 3), 1.0, None), {}),
+                                    ((r(4, 3), r(5, 3), float("inf"), None), {})],
+})
+UNINITIALIZED = {"aten.empty_permuted.default", "aten.empty.memory_format", "aten.empty_strided.default"}  # compared by shape and dtype
 
 # exercised through whole models (symbolic sizes, asserts) rather than on their own
-MODEL_ONLY = {"sym.mul", "sym.add", "sym.sub", "sym.floordiv", "getitem", "aten.sym_size.int",
+MODEL_ONLY = {"aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "getitem", "aten.sym_size.int",
               "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
               "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default"}
 
