@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
+import ember
 import ember.lax as lax
 import ember.numpy as jnp
+from ember._src.prims import indexing as ix
 from ember._src.torch_import.ops import _norm, checked_index, handler
 
 # ---- sorting ---------------------------------------------------------------------------------------
@@ -64,8 +66,8 @@ def _histc(ctx, x, bins=100, min=0, max=0):
     pos = jnp.floor((v - lo) * bins / (hi - lo)).astype(np.int32)
     pos = jnp.where(v == hi, bins - 1, pos)
     inside = (v >= lo) & (v <= hi)
-    pos = jnp.where(inside, pos, bins)  # dropped: past the last bin
-    return jnp.zeros((bins,), x.dtype).at[pos].add(jnp.ones_like(v), mode="drop")
+    pos = jnp.where(inside, pos, bins)  # out of the range: past the last bin, dropped
+    return ix.scatter(jnp.zeros((bins,), x.dtype), pos, jnp.ones_like(v), axis=0, mode="add")
 
 
 # ---- cumulative --------------------------------------------------------------------------------------
@@ -86,61 +88,79 @@ def _logcumsumexp(ctx, x, dim):
 
 # ---- scatter along a dim ---------------------------------------------------------------------------
 
-def _coords(ctx: Any, x: Any, dim: int, index: Any) -> tuple:
-    """The full index tuple of torch's scatter: ``index`` along ``dim``, the element's own position
-    along every other dim (``index`` may be smaller than ``x`` there)."""
-    idx = checked_index(ctx, index, x.shape[dim], f"{ctx.arg(2)} indexes axis {dim} of {ctx.arg(0)}")
-    return tuple(idx if d == dim else lax.broadcasted_iota(idx.dtype, idx.shape, d) for d in range(x.ndim))
+def _value(n: Any) -> Any:
+    return n if isinstance(n, int) else ember.dimension_as_value(n)
+
+
+def _flat_positions(x_shape: tuple, index: Any, dim: int) -> Any:
+    """Row-major positions in an array of ``x_shape`` of torch's scatter targets: ``index`` along
+    ``dim``, each element's own position along the other dims (``index`` may be smaller there)."""
+    pos = None
+    stride: Any = 1
+    for d in reversed(range(len(x_shape))):
+        c = index if d == dim else lax.broadcasted_iota(index.dtype, tuple(index.shape), d)
+        term = c if isinstance(stride, int) and stride == 1 else c * jnp.asarray(_value(stride), index.dtype)
+        pos = term if pos is None else pos + term
+        stride = stride * x_shape[d]
+    return pos
+
+
+def _scatter_flat(x: Any, pos: Any, src: Any, mode: str) -> Any:
+    """``x`` with ``src`` written (``mode``: set/add/mul/min/max) at flat positions ``pos``."""
+    shape = tuple(x.shape)
+    flat = ix.scatter(jnp.reshape(x, (-1,)), jnp.reshape(pos, (-1,)), jnp.reshape(src, (-1,)), axis=0,
+                      mode=mode)
+    return jnp.reshape(flat, shape)
 
 
 def _src_like(src: Any, index: Any, dtype: Any) -> Any:
     if not hasattr(src, "shape"):
-        return jnp.full(index.shape, src, dtype)
+        return jnp.full(tuple(index.shape), src, dtype)
     src = jnp.asarray(src).astype(dtype)
     if tuple(src.shape) != tuple(index.shape):
         src = src[tuple(slice(0, n) for n in index.shape)]
     return src
 
 
+_MODES = {"sum": "add", "add": "add", "mean": "add", "prod": "mul", "multiply": "mul", "amax": "max",
+          "amin": "min"}
+
+
 def _scatter(ctx: Any, x: Any, dim: int, index: Any, src: Any, reduce: str | None,
              include_self: bool = True) -> Any:
     if x.ndim == 0:
-        x, index = jnp.reshape(x, (1,)), jnp.reshape(index, (1,) * (1 if np.ndim(index) == 0 else 0)
-                                                     + tuple(np.shape(index)))
-        src = src if not hasattr(src, "shape") else jnp.reshape(src, (1,) * (1 - src.ndim) + tuple(src.shape))
-        return jnp.reshape(_scatter(ctx, x, 0, index, src, reduce, include_self), ())
+        x1 = jnp.reshape(x, (1,))
+        i1 = jnp.reshape(index, (1,))
+        s1 = src if not hasattr(src, "shape") else jnp.reshape(src, (-1,))[:1]
+        return jnp.reshape(_scatter(ctx, x1, 0, i1, s1, reduce, include_self), ())
     dim = _norm(dim, x.ndim)
-    if 0 in tuple(index.shape):
+    if any(isinstance(n, int) and n == 0 for n in index.shape):
         return x
-    c = _coords(ctx, x, dim, index)
-    src = _src_like(src, index, x.dtype)
-    if reduce is None:
-        return x.at[c].set(src)
-    if not include_self or reduce == "mean":
-        hit = jnp.zeros(x.shape, np.bool_).at[c].set(True)
-    if not include_self:
-        ident = {"sum": 0, "mean": 0, "prod": 1,
-                 "amax": -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else np.iinfo(x.dtype).min,
-                 "amin": np.inf if jnp.issubdtype(x.dtype, jnp.floating) else np.iinfo(x.dtype).max}[reduce]
-        base = jnp.where(hit, jnp.asarray(ident, x.dtype), x)
-    else:
-        base = x
-    if reduce in ("sum", "add", "mean"):
-        out = base.at[c].add(src)
-    elif reduce in ("prod", "multiply"):
-        out = base.at[c].multiply(src)
-    elif reduce == "amax":
-        out = base.at[c].max(src)
-    elif reduce == "amin":
-        out = base.at[c].min(src)
-    else:
+    if reduce is not None and reduce not in _MODES:
         raise NotImplementedError(f"scatter_reduce with reduce={reduce!r}")
+    idx = checked_index(ctx, index, x.shape[dim], f"{ctx.arg(2)} indexes axis {dim} of {ctx.arg(0)}")
+    pos = _flat_positions(tuple(x.shape), idx, dim)
+    src = _src_like(src, idx, x.dtype)
+    if reduce is None:
+        return _scatter_flat(x, pos, src, "set")
+    hit = None
+    if not include_self or reduce == "mean":
+        hit = _scatter_flat(jnp.zeros(tuple(x.shape), np.bool_), pos, jnp.ones(tuple(idx.shape), np.bool_),
+                            "set")
+    base = x
+    if not include_self:
+        floating = jnp.issubdtype(x.dtype, jnp.floating)
+        ident = {"sum": 0, "mean": 0, "prod": 1,
+                 "amax": -np.inf if floating else np.iinfo(x.dtype).min,
+                 "amin": np.inf if floating else np.iinfo(x.dtype).max}[reduce]
+        base = jnp.where(hit, jnp.asarray(ident, x.dtype), x)
+    out = _scatter_flat(base, pos, src, _MODES[reduce])
     if reduce == "mean":
-        count = jnp.zeros(x.shape, x.dtype).at[c].add(jnp.ones_like(src))
+        count = _scatter_flat(jnp.zeros(tuple(x.shape), x.dtype), pos, jnp.ones_like(src), "add")
         if include_self:
             count = count + 1
         count = jnp.where(hit, count, jnp.ones_like(count))
-        div = jnp.floor_divide if not jnp.issubdtype(x.dtype, jnp.inexact) else jnp.true_divide
+        div = jnp.true_divide if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.floor_divide
         out = jnp.where(hit, div(out, count), x)
     return out
 
@@ -166,19 +186,40 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
 def _index_put(ctx, x, indices, values, accumulate=False):
     names = ctx.refs[1] if len(ctx.refs) > 1 and isinstance(ctx.refs[1], (list, tuple)) else []
     names = list(names) + [None] * (len(indices) - len(names))
-    key = []
-    for a, i in enumerate(indices):
-        if i is None:
-            key.append(slice(None))
-            continue
-        i = jnp.asarray(i)
+    adv = [a for a, i in enumerate(indices) if i is not None]
+    if not adv:
+        return jnp.broadcast_to(jnp.asarray(values).astype(x.dtype), tuple(x.shape))
+    idx = []
+    for a in adv:
+        i = jnp.asarray(indices[a])
         if i.dtype == np.bool_:
             raise NotImplementedError("index_put with a boolean mask (data-dependent shape)")
-        key.append(checked_index(ctx, i, x.shape[a], f"{names[a] or 'the index'} indexes axis {a} of "
+        idx.append(checked_index(ctx, i, x.shape[a], f"{names[a] or 'the index'} indexes axis {a} of "
                                  f"{ctx.arg(0)}", negative=True))
-    values = jnp.asarray(values).astype(x.dtype)
-    at = x.at[tuple(key)]
-    return at.add(values) if accumulate else at.set(values)
+    idx = jnp.broadcast_arrays(*idx)
+    bshape = tuple(idx[0].shape)
+    rest = [a for a in range(x.ndim) if a not in adv]
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    # torch's result layout of x[indices]: the index dims in place of adjacent indexed dims, else first
+    lead = adv[0] if adjacent else 0
+    rshape = tuple(x.shape[a] for a in rest[:lead]) + bshape + tuple(x.shape[a] for a in rest[lead:])
+    vals = jnp.broadcast_to(jnp.asarray(values).astype(x.dtype), rshape)
+    nb = len(bshape)
+    vals = jnp.transpose(vals, tuple(range(lead, lead + nb)) + tuple(range(lead)) +
+                         tuple(range(lead + nb, len(rshape))))          # [index dims, rest dims]
+    xt = jnp.transpose(x, tuple(adv + rest))
+    flat = None
+    for i, a in zip(idx, adv):
+        flat = i if flat is None else flat * jnp.asarray(_value(x.shape[a]), i.dtype) + i
+    merged_n = None
+    for a in adv:
+        merged_n = x.shape[a] if merged_n is None else merged_n * x.shape[a]
+    rest_shape = tuple(x.shape[a] for a in rest)
+    merged = jnp.reshape(xt, (merged_n,) + rest_shape)
+    out = ix.scatter(merged, jnp.reshape(flat, (-1,)), jnp.reshape(vals, (-1,) + rest_shape), axis=0,
+                     mode="add" if accumulate else "set")
+    out = jnp.reshape(out, tuple(xt.shape))
+    return jnp.transpose(out, tuple(np.argsort(adv + rest)))
 
 
 # ---- flipping, creation ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numpy as np
 import ember
 import ember.lax as lax
 import ember.numpy as jnp
+from ember._src.prims import indexing as ix
 from ember._src.torch_import.ops import _norm, handler
 
 
@@ -90,22 +91,36 @@ def _replication_pad(ctx, x, padding):
     return _pad(x, padding, "edge")
 
 
+def _write_along(x, src, dim: int, positions: np.ndarray):
+    """``x`` with ``src`` (x's shape with ``len(positions)`` along ``dim``) written at ``positions``."""
+    if positions.size == 0:
+        return x
+    return ix.scatter(x, jnp.asarray(positions.astype(np.int32)), src.astype(x.dtype), axis=dim, mode="set")
+
+
 @handler("aten.slice_scatter.default", doc="x with x[start:end:step] along dim replaced by src")
 def _slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
     dim = _norm(dim, x.ndim)
-    n = int(x.shape[dim])
-    start, end, step = slice(start, end if end is None or end < 2 ** 62 else None, step).indices(n)
-    key = [slice(None)] * x.ndim
-    key[dim] = slice(start, end, step)
-    return x.at[tuple(key)].set(src.astype(x.dtype))
+    n = x.shape[dim]
+    if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end >= n)):
+        end = None
+    if (start or 0) == 0 and end is None and step == 1:  # the whole axis (x[:, i] = v writes through this)
+        return jnp.broadcast_to(src.astype(x.dtype), tuple(x.shape))
+    if not isinstance(n, int):
+        raise NotImplementedError("slice_scatter of part of a dynamic axis")
+    start, end, step = slice(start, end, step).indices(n)
+    return _write_along(x, src, dim, np.arange(start, end, step))
 
 
 @handler("aten.select_scatter.default", doc="x with x[..., index, ...] replaced by src")
 def _select_scatter(ctx, x, src, dim, index):
     dim = _norm(dim, x.ndim)
-    key = [slice(None)] * x.ndim
-    key[dim] = index
-    return x.at[tuple(key)].set(src.astype(x.dtype))
+    n = x.shape[dim]
+    if index < 0:
+        if not isinstance(n, int):
+            raise NotImplementedError("select_scatter from the end of a dynamic axis")
+        index += n
+    return _write_along(x, jnp.expand_dims(src, dim), dim, np.array([index]))
 
 
 @handler("aten.masked_scatter.default", doc="x, with src's leading elements in order where the mask is true")
