@@ -358,3 +358,27 @@ def test_slice_from_a_dynamic_start():
     for n in (2, 3, 9):
         x = np.arange(n * 3, dtype=np.float32).reshape(1, n, 3)
         np.testing.assert_array_equal(np.asarray(m(x)), x[:, -2:, :] * 2.0)
+
+
+def test_core_aten_ops_are_handled_or_listed_with_a_reason():
+    """Every op of torch's core ATen opset has a handler or a stated reason (docs/FEATURES.md)."""
+    from ember._src.torch_import.unsupported import NOT_SUPPORTED
+
+    core = {f"aten.{name}.{ov}" for name in torch.ops.aten
+            for packet in [getattr(torch.ops.aten, name, None)] if hasattr(packet, "overloads")
+            for ov in packet.overloads() if torch.Tag.core in getattr(packet, ov).tags}
+    assert len(core) > 150
+    assert core - set(OPS) - set(NOT_SUPPORTED) == set()
+    assert not set(OPS) & set(NOT_SUPPORTED)
+
+
+def test_unsupported_op_error_gives_the_reason():
+    import ember.torch as et
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.randn(3)
+
+    with pytest.raises(et.UnsupportedOpError, match=r"aten.randn.default  \(torch's random stream cannot be "
+                                                     r"reproduced.*used at: .*test_ops.py"):
+        et.import_module(Noisy(), (torch.zeros(3),))

@@ -9,6 +9,7 @@ import ember.numpy as jnp
 from ember._src import dtypes as dt
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
+from ember._src.torch_import.unsupported import NOT_SUPPORTED
 from ember.errors import EmberError
 
 
@@ -21,7 +22,8 @@ class UnsupportedOpError(EmberError, NotImplementedError):
         lines = []
         for op, where in ops.items():
             loc = "; ".join(dict.fromkeys(w for w in where if w)) or "source line unknown"
-            lines.append(f"  {op}  (used at: {loc})")
+            why = f"{NOT_SUPPORTED[op]}; " if op in NOT_SUPPORTED else ""
+            lines.append(f"  {op}  ({why}used at: {loc})")
         super().__init__(f"{len(ops)} ATen op(s) have no ember handler:\n" + "\n".join(lines)
                          + "\nSee docs/torch.md for the supported ops.")
 
