@@ -144,3 +144,18 @@ def test_ember_numpy_keeps_jax_semantics():
     np.testing.assert_array_equal(out[[0, 2]], x[[0, 2]])
     clip = ember.jit(lambda a, i: jnp.take(a, i, axis=0, mode="clip"))
     np.testing.assert_array_equal(np.asarray(clip(x, np.array([7, -3]))), x[[2, 0]])
+
+
+def test_the_bound_is_a_dynamic_axis():
+    """The gathered axis is a named dynamic axis: the bound is that axis's size in each call."""
+    class Pick(torch.nn.Module):
+        def forward(self, x, i):
+            return torch.index_select(x, 1, i) * 2
+
+    m = et.import_module(Pick(), (torch.randn(2, 6), torch.tensor([0, 5, 2])),
+                         dynamic_axes={"x": (None, "seq")})
+    for n in (6, 9):
+        x = np.random.default_rng(n).random((2, n), dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(m(x, np.array([0, n - 1, 2]))), x[:, [0, n - 1, 2]] * 2)
+    with pytest.raises(IndexError, match=r"index 4 \(at \[1\] of the index\) is out of range for size 4"):
+        m(np.zeros((2, 4), np.float32), np.array([0, 4, 1]))
