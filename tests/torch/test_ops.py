@@ -382,3 +382,30 @@ def test_unsupported_op_error_gives_the_reason():
     with pytest.raises(et.UnsupportedOpError, match=r"aten.randn.default  \(torch's random stream cannot be "
                                                      r"reproduced.*used at: .*test_ops.py"):
         et.import_module(Noisy(), (torch.zeros(3),))
+
+
+_F = torch.nn.functional
+DECOMPOSED = {  # ops torch.export decomposes into handled ones: imported end to end
+    "pixel_shuffle": lambda x: _F.pixel_shuffle(x, 2),
+    "pixel_unshuffle": lambda x: _F.pixel_unshuffle(x, 2),
+    "channel_shuffle": lambda x: _F.channel_shuffle(x, 2),
+    "roll": lambda x: torch.roll(x, (1, -2), (2, 3)),
+    "reflect_pad": lambda x: _F.pad(x, (1, 2, 2, 1), mode="reflect"),
+    "replicate_pad": lambda x: _F.pad(x, (2, 0, 1, 1), mode="replicate"),
+    "argsort": lambda x: torch.argsort(x, dim=1, descending=True),
+    "upsample": lambda x: _F.interpolate(x, scale_factor=(1.5, 2), mode="bilinear", align_corners=True),
+}
+
+
+def test_decomposed_ops_import():
+    """One module holding every op of DECOMPOSED (one export, one compile)."""
+    import ember.torch as et
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return tuple(DECOMPOSED[k](x) for k in sorted(DECOMPOSED))
+
+    x = r(2, 4, 4, 6)
+    m = et.import_module(M(), (x,))
+    for name, out, ref in zip(sorted(DECOMPOSED), m(x.numpy()), M()(x)):
+        np.testing.assert_allclose(np.asarray(out), ref.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
