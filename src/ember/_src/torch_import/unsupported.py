@@ -22,6 +22,8 @@ NOT_SUPPORTED: dict[str, str] = {
     "aten.as_strided.default": _STRIDES,
     "aten.sym_stride.int": _STRIDES,
     "aten.sym_storage_offset.default": _STRIDES,
+    "aten.sym_is_contiguous.default": _STRIDES,
+    "aten.resize_.default": "an in-place resize of a tensor's storage (absent from functional exports)",
     "aten.nonzero.default": "the output's shape depends on the values (data-dependent shape)",
     "aten._local_scalar_dense.default": "`.item()`: a Python value read from a tensor while tracing",
     "aten._native_batch_norm_legit.default": ("batch norm in training mode updates the running statistics "
