@@ -88,7 +88,7 @@ def test_op_info_entries_carry_their_lowering() -> None:
                                                  "slice", "pad", "concatenate"}
     assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze"}
     inplace = {p.name for p in opinfo.REGISTRY if opinfo.info(p).inplace == 0}
-    assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce"}
+    assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce", "check_index"}
 
 
 def test_cost_classes_are_declared_for_elementwise_and_reductions() -> None:

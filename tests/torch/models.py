@@ -31,3 +31,14 @@ def bert():
     cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                                   intermediate_size=128, vocab_size=100, max_position_embeddings=128)
     return transformers.BertModel(cfg).eval()
+
+
+@functools.cache
+def mixtral():
+    """A one-layer mixture of 4 experts, 2 per token (transformers' grouped_mm_fallback op)."""
+    torch.manual_seed(3)
+    cfg = transformers.MixtralConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=4,
+                                     num_key_value_heads=2, intermediate_size=64, vocab_size=100,
+                                     num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
+                                     bos_token_id=0, eos_token_id=0)
+    return transformers.MixtralForCausalLM(cfg).eval()

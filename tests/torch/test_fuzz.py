@@ -26,6 +26,24 @@ class _Residual(torch.nn.Module):
         return x + torch.tanh(self.lin(x))
 
 
+def _put_column(x):
+    y = x.clone()
+    y[:, 0] = y[:, -1] * 2.0
+    y[:, torch.tensor([-1])] += 1.0
+    return y
+
+
+def _pad(x, widths, mode):
+    return torch.nn.functional.pad(x[:, None, :], widths, mode=mode)
+
+
+def _resample(x, d):
+    """Nearest upsampling of the features, then bilinear back to ``d`` (x as [batch, 1, 1, d])."""
+    f = torch.nn.functional
+    up = f.interpolate(x[:, None, None, :], scale_factor=2.0, mode="nearest")
+    return f.interpolate(up, size=(1, d), mode="bilinear", align_corners=d % 2 == 0)[:, 0, 0, :]
+
+
 def _layer(rng, d):
     """A random shape-preserving layer on [batch, d]."""
     choices = [
@@ -43,11 +61,27 @@ def _layer(rng, d):
         lambda: _Fn(lambda x: x.max(dim=-1, keepdim=True).values + x),
         lambda: _Fn(lambda x: (x.unsqueeze(1) * x.unsqueeze(2)).sum(1) / d),
         lambda: _Fn(lambda x: torch.clamp(x, min=-1.0) * 0.9),
+        # ordering, scatters, gathers, padding and resampling
+        lambda: _Fn(lambda x: torch.sort(x, dim=-1, descending=True).values),
+        lambda: _Fn(lambda x: x - torch.topk(x, min(2, d), dim=-1).values[:, -1:]),
+        lambda: _Fn(lambda x: torch.gather(x, -1, torch.argsort(x, dim=-1))),
+        lambda: _Fn(lambda x: torch.zeros_like(x).scatter(-1, torch.argsort(x, dim=-1), x * 2)),
+        lambda: _Fn(lambda x: x.scatter_add(-1, (torch.arange(d) // 2).expand_as(x), x)),
+        lambda: _Fn(lambda x: x.scatter_reduce(-1, (torch.arange(d) // 2).expand_as(x), x * 2, "amax")),
+        lambda: _Fn(lambda x: torch.flip(x, (-1,)) + torch.roll(x, 1, -1)),
+        lambda: _Fn(lambda x: torch.index_select(x, -1, torch.arange(d - 1, -1, -1))),
+        lambda: _Fn(lambda x: torch.cumprod(torch.tanh(x) * 0.5 + 1.0, dim=-1)),
+        lambda: _Fn(lambda x: x + torch.histc(x, bins=d, min=-2.0, max=2.0)),
+        lambda: _Fn(_put_column),
+        lambda: torch.nn.GroupNorm(1, d) if d > 1 else torch.nn.Identity(),  # torch refuses 1 value a group
+        lambda: _Fn(lambda x: _pad(x, (1, 2), "replicate")[:, 0, 2:-1]),
+        lambda: _Fn(lambda x: _pad(x, (min(1, d - 1), 0), "reflect")[:, 0, :d]),
+        lambda: _Fn(lambda x: _resample(x, d)),
     ]
     return choices[rng.integers(len(choices))]()
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_random_module(seed):
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)

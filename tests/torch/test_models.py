@@ -1,5 +1,7 @@
 """Imported GPT-2 / Llama / BERT / CNN models against PyTorch eager."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -201,3 +203,85 @@ def test_imported_function_under_vmap_and_jit():
     with torch.inference_mode():
         ref = np.stack([model(torch.from_numpy(x)).numpy() for x in xs])
     np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)
+
+
+@functools.cache
+def _gpt2_from_batch_one():
+    ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(6))
+    return et.import_module(models.gpt2(), kwargs={"input_ids": ids, "use_cache": False},
+                            dynamic_axes={"input_ids": ("batch", "seq")})
+
+
+def test_batch_one_example_with_dynamic_axes():
+    """torch.export specializes an example size of 1; the importer widens a size-1 named axis to 2
+    for the export, so a batch-1 example gives a graph that runs every batch size (1 included)."""
+    model, m = models.gpt2(), _gpt2_from_batch_one()
+    assert m.dynamic_axes == {"input_ids": ("batch", "seq")}
+    g = torch.Generator().manual_seed(7)
+    for shape in ((1, 8), (1, 1), (3, 5)):
+        x = torch.randint(0, 100, shape, generator=g)
+        np.testing.assert_allclose(np.asarray(m(x.numpy())), _logits(model, input_ids=x), atol=1e-4, rtol=0)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_gpt2_token_and_position_out_of_range():
+    """Issue 32: ids >= the vocabulary, negative ids and a sequence longer than the position table
+    gave NaN rows (negatives wrapped); PyTorch raises IndexError, and so does the import, naming the
+    input, the table, the index and the bound."""
+    import ember
+
+    model = models.gpt2()  # vocabulary 100, 256 positions
+    session = ember.InferenceSession(_gpt2_from_batch_one())
+    bad = ((np.array([[1, 2, 100]]), "index 100 (at [0, 2] of the index) is out of range for size 100"),
+           (np.array([[1, -1, 3]]), "index -1 (at [0, 1] of the index) is out of range for size 100"),
+           (np.zeros((1, 257), np.int64), "index 256 (at [0, 256] of the index) is out of range for "
+                                          "size 256"))
+    for ids, text in bad:
+        with pytest.raises(IndexError):
+            model(input_ids=torch.from_numpy(ids), use_cache=False)
+        with pytest.raises(IndexError) as e:
+            session.run({"input_ids": ids})
+        assert text in str(e.value) and "aten.embedding" in str(e.value), str(e.value)
+    msg = str(pytest.raises(IndexError, session.run, {"input_ids": np.array([[99, 100]])}).value)
+    assert "input 'input_ids' indexes the rows of" in msg and ("wte" in msg or "lm_head" in msg), msg
+    assert "transformer.wpe.weight" in str(e.value) and "position_ids" in str(e.value), str(e.value)
+    ok = np.array([[5, 99, 0, 42]])  # the session still runs after the errors
+    np.testing.assert_allclose(session.run({"input_ids": ok})["logits"],
+                               _logits(model, input_ids=torch.from_numpy(ok)), atol=1e-4, rtol=0)
+
+
+def test_batch_one_example_widens_shared_axes_together():
+    class Masked(torch.nn.Module):
+        def forward(self, x, mask):
+            return (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    x, mask = torch.randn(1, 1, 3), torch.ones(1, 1)
+    m = et.import_module(Masked(), (x, mask), dynamic_axes={"x": ("b", "n", None), "mask": ("b", "n")})
+    assert m.dynamic_axes == {"x": ("b", "n", None), "mask": ("b", "n")}
+    g = torch.Generator().manual_seed(8)
+    for b, n in ((1, 1), (2, 4), (1, 3)):
+        xb, mb = torch.randn(b, n, 3, generator=g), (torch.rand(b, n, generator=g) > 0.3).float()
+        mb[:, 0] = 1
+        np.testing.assert_allclose(np.asarray(m(xb.numpy(), mb.numpy())), Masked()(xb, mb).numpy(), rtol=1e-5)
+
+
+def test_an_axis_the_model_fixes_is_an_error():
+    class Fixed(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(2, -1) * 2
+
+    with pytest.raises(et.ExportError, match="static|specializ"):
+        et.import_module(Fixed(), (torch.randn(1, 4),), dynamic_axes={"x": ("b", None)})
+
+
+def test_mixture_of_experts_dynamic_seq():
+    """A tiny Mixtral (experts routed per token through transformers' grouped matrix product) over a
+    dynamic sequence axis, against PyTorch to 1e-4."""
+    model = models.mixtral()
+    g = torch.Generator().manual_seed(9)
+    ids = torch.randint(0, 100, (2, 6), generator=g)
+    m = et.import_module(model, (), {"input_ids": ids, "use_cache": False},
+                         dynamic_axes={"input_ids": ("batch", "seq")})
+    for shape in ((2, 6), (1, 1), (3, 11)):
+        x = torch.randint(0, 100, shape, generator=g)
+        np.testing.assert_allclose(np.asarray(m(x.numpy())), _logits(model, input_ids=x), atol=1e-4, rtol=0)

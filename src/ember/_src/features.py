@@ -230,6 +230,12 @@ def _torch_section() -> list[str]:
              f"`ember.torch.import_module` lowers {len(aten)} core ATen ops (see docs/torch.md).", "",
              "| ATen op | lowering |", "|---|---|"]
     lines += [f"| `{op}` | {OPS[op].doc} |" for op in aten]
+    from ember._src.torch_import.unsupported import NOT_SUPPORTED
+    lines += ["", "### ATen ops without a handler", "",
+              "The ops of torch's core ATen opset (and a few others exports keep) that the importer "
+              "refuses, with the reason (`UnsupportedOpError` quotes it):", "",
+              "| ATen op | why not |", "|---|---|"]
+    lines += [f"| `{op}` | {why} |" for op, why in sorted(NOT_SUPPORTED.items())]
     return lines + [""]
 
 

@@ -351,3 +351,57 @@ def scatter(x: Any, indices: Any, updates: Any, axis: int = 0, mode: str = "set"
     """Write ``updates`` into ``x`` along ``axis`` at ``indices`` (``mode``: set/add/mul/min/max)."""
     nd = core.get_aval(x).ndim
     return scatter_p.bind(x, indices, updates, axis=sh.normalize_axis(axis, nd), mode=mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# check_index (a bounds check that raises, for importers with raising semantics)
+# ---------------------------------------------------------------------------------------------
+
+check_index_p = Primitive("check_index")
+
+
+def _check_index_abstract(idx: ShapedArray, *, bound: Any, negative: bool, what: str) -> ShapedArray:
+    _check_indices("check_index", idx)
+    return ShapedArray(idx.shape, idx.dtype, idx.weak_type)
+
+
+def check_index_message(idx: np.ndarray, bound: int, negative: bool, what: str) -> str | None:
+    """The error text for the first index of ``idx`` outside ``[0, bound)`` (``[-bound, bound)``
+    when ``negative``), or None when every index is in range."""
+    flat = np.asarray(idx).reshape(-1)
+    lo = -bound if negative else 0
+    bad = (flat < lo) | (flat >= bound)
+    if not bad.any():
+        return None
+    k = int(np.argmax(bad))
+    pos = tuple(int(p) for p in np.unravel_index(k, np.shape(idx)))
+    where = f" (at {list(pos)} of the index)" if flat.size > 1 else ""
+    return (f"{what}: index {int(flat[k])}{where} is out of range for size {bound} "
+            f"(valid: {lo} <= index < {bound})")
+
+
+def _check_index_impl(idx: np.ndarray, *, bound: Any, negative: bool, what: str) -> np.ndarray:
+    msg = check_index_message(idx, int(bound), negative, what)
+    if msg is not None:
+        raise IndexError(msg)
+    return idx
+
+
+def _check_index_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+    out = check_index_p.bind(primals[0], **params)
+    return [out], [ad.Zero.from_value(out)]
+
+
+check_index_p.impl = _check_index_impl
+check_index_p.abstract_eval = _check_index_abstract
+check_index_p.jvp = _check_index_jvp
+check_index_p.batch = lambda vals, dims, **params: ([check_index_p.bind(vals[0], **params)], [dims[0]])
+check_index_p.na("transpose", "check_index acts on integer indices, which have no cotangent")
+
+
+def check_index(indices: Any, bound: Any, what: str, negative: bool = False) -> Any:
+    """``indices`` unchanged, after checking each lies in ``[0, bound)`` (``[-bound, bound)`` when
+    ``negative``); otherwise the call raises ``IndexError`` starting with ``what`` and naming the
+    first offending index and the bound. Compiled natively, the check is one pass over the indices
+    inside the program (no copy back to Python unless it fails)."""
+    return check_index_p.bind(indices, bound=bound, negative=bool(negative), what=str(what))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -133,15 +134,60 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
             raise ValueError(f"dynamic_axes[{name!r}] describes {len(spec)} dims, but the argument has "
                              f"shape {tuple(val.shape)}")
         ds[name] = {i: torch.export.Dim.DYNAMIC for i, s in enumerate(spec) if s is not None}
+    widened = widen_examples(bound, dynamic_axes)
     try:
-        ep = torch.export.export(model, tuple(args), kwargs, dynamic_shapes=ds or None, strict=False)
+        ep = torch.export.export(model, tuple(widened.args), widened.kwargs, dynamic_shapes=ds or None,
+                                 strict=False)
     except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
         hint = _HINT
         if "0/1 specialized" in str(e):
             hint = ("\ntorch.export treats sizes 0 and 1 as special: give example inputs whose size "
                     "along each named dynamic axis is at least 2 (ember still runs size 1).")
         raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{hint}") from e
+    check_dynamic(ep, widened.arguments, dynamic_axes)
     return ep
+
+
+def widen_examples(bound: inspect.BoundArguments, dynamic_axes: dict[str, Any]) -> inspect.BoundArguments:
+    """The example arguments with every named dynamic axis of size 1 widened to 2 (the rows
+    repeated): torch.export specializes an example size of 0 or 1, so a batch-1 example would make
+    the axis static. Axes with the same name are widened together; the graph traced on the wider
+    example holds for every size, 1 included (ember runs it; :func:`check_dynamic` confirms each
+    named dim stayed symbolic)."""
+    names = set()
+    for name, spec in dynamic_axes.items():
+        val = bound.arguments.get(name)
+        if isinstance(val, torch.Tensor):
+            names |= {a for a, n in zip(tuple(spec), val.shape) if a is not None and n == 1}
+    out = dict(bound.arguments)
+    for name, spec in dynamic_axes.items():
+        val = out.get(name)
+        if not isinstance(val, torch.Tensor):
+            continue
+        for i, (a, n) in enumerate(zip(tuple(spec), val.shape)):
+            if a in names and n == 1:
+                val = torch.cat([val, val], dim=i)
+        out[name] = val
+    wide = copy.copy(bound)
+    wide.arguments = out
+    return wide
+
+
+def check_dynamic(ep: Any, arguments: dict[str, Any], dynamic_axes: dict[str, Any]) -> None:
+    """Raise :class:`ExportError` when a dim named in ``dynamic_axes`` came out of the export static
+    (the model fixes that size, e.g. by reshaping to a constant)."""
+    sig = ep.graph_signature
+    vals = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
+    users = [s.arg.name for s in sig.input_specs if s.kind.name == "USER_INPUT"]
+    tensors = [n for n, v in arguments.items() if isinstance(v, torch.Tensor)]
+    for name, ph in zip(tensors, [u for u in users if isinstance(vals.get(u), torch.Tensor)]):
+        spec = dynamic_axes.get(name)
+        if spec is None:
+            continue
+        for i, (a, d) in enumerate(zip(tuple(spec), vals[ph].shape)):
+            if a is not None and not isinstance(d, torch.SymInt):
+                raise ExportError(f"the named axis {a!r} (dim {i} of {name!r}) is static in the exported "
+                                  f"graph (size {d}): the model fixes that size")
 
 
 def decompose(ep: Any) -> Any:

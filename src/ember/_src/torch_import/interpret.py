@@ -9,6 +9,7 @@ import ember.numpy as jnp
 from ember._src import dtypes as dt
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
+from ember._src.torch_import.unsupported import NOT_SUPPORTED
 from ember.errors import EmberError, ShapeError
 
 
@@ -21,7 +22,8 @@ class UnsupportedOpError(EmberError, NotImplementedError):
         lines = []
         for op, where in ops.items():
             loc = "; ".join(dict.fromkeys(w for w in where if w)) or "source line unknown"
-            lines.append(f"  {op}  (used at: {loc})")
+            why = f"{NOT_SUPPORTED[op]}; " if op in NOT_SUPPORTED else ""
+            lines.append(f"  {op}  ({why}used at: {loc})")
         super().__init__(f"{len(ops)} ATen op(s) have no ember handler:\n" + "\n".join(lines)
                          + "\nSee docs/torch.md for the supported ops.")
 
@@ -70,10 +72,38 @@ def _bind_axes(graph: Graph, inputs: list[Any]) -> dict[str, Any]:
     return axes
 
 
+_SAME_VALUES = ("view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "expand", "clone", "_to_copy",
+                "alias", "detach", "lift_fresh_copy")
+
+
+def value_names(graph: Graph) -> dict[str, str]:
+    """How error messages name each graph value: ``input 'x'`` for a user input (and its reshapes,
+    casts and copies), the state-dict name for a weight, ``the value computed at <source line>``
+    for an intermediate."""
+    out = {}
+    for i in graph.inputs:
+        out[i.name] = f"input '{i.name}'" if i.kind == "user" else f"'{i.target}'"
+    for n in graph.nodes:
+        first = n.args[0] if n.args else None
+        if n.op.split(".")[1:2] and n.op.split(".")[1] in _SAME_VALUES and isinstance(first, dict) \
+                and first.get("ref") in out:
+            out[n.name] = out[first["ref"]]
+        else:
+            out[n.name] = f"the value computed at {n.source}" if n.source else f"'{n.name}'"
+    return out
+
+
+def _ref_names(a: Any, names: dict[str, str]) -> Any:
+    if isinstance(a, list):
+        return [_ref_names(x, names) for x in a]
+    return names.get(a["ref"], a["ref"]) if isinstance(a, dict) and "ref" in a else None
+
+
 def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
     """``f(params, *inputs) -> (outputs, new_state)``: ``outputs`` a tuple in ``graph.output_names``
     order, ``new_state`` a dict of the mutated buffers (state target -> new value)."""
     check_supported(graph)
+    names = value_names(graph)
 
     def f(params: dict[str, Any], *inputs: Any) -> tuple[tuple, dict]:
         users = graph.user_inputs()
@@ -98,9 +128,10 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
             kwargs = {k: _decode(v, env, axes) for k, v in n.kwargs.items()}
             shape = None if n.shape is None else tuple(eval_dim(d, axes) for d in n.shape)
             dtype = None if n.dtype is None else dt.canonicalize(n.dtype)
+            refs = tuple(_ref_names(a, names) for a in n.args)
+            ctx = Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op, refs, n.source)
             try:
-                out = OPS[n.op].fn(Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op),
-                                   *args, **kwargs)
+                out = OPS[n.op].fn(ctx, *args, **kwargs)
             except Exception as e:
                 e.add_note(f"in graph node {n.name[:80]!r} ({n.op})")
                 raise

@@ -20,7 +20,9 @@ import ember
 import ember.lax as lax
 import ember.nn as enn
 import ember.numpy as jnp
+from ember._src.prims import indexing as ix
 from ember._src.prims.attention import attention
+from ember._src.prims.indexing import check_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,12 +47,37 @@ def handler(*names: str, doc: str = "") -> Callable:
 
 
 class Ctx:
-    """What a handler may know about the node beyond its arguments."""
+    """What a handler may know about the node beyond its arguments: the output's shape and dtype,
+    the op's name (``"embedding.default"``), how error messages name the positional arguments that
+    are graph values (``refs``) and the user's source line."""
 
-    def __init__(self, shape: tuple | None, dtype: str | None, name: str):
+    def __init__(self, shape: tuple | None, dtype: str | None, name: str, refs: tuple = (),
+                 source: str = ""):
         self.shape = shape
         self.dtype = dtype
         self.name = name
+        self.refs = refs
+        self.source = source
+
+    def arg(self, i: int) -> str:
+        """The name of positional argument ``i`` for an error message."""
+        ref = self.refs[i] if i < len(self.refs) else None
+        return ref or f"argument {i}"
+
+
+def checked_index(ctx: Ctx, idx: Any, n: Any, what: str, negative: bool = False) -> Any:
+    """``idx`` after a check inside the program that each index lies in ``[0, n)`` (``[-n, n)`` when
+    ``negative``) with negatives wrapped: torch raises on an index out of range where
+    ``ember.numpy`` clamps or fills, so an imported gather raises ``IndexError`` naming the op,
+    ``what`` (the index and the table), the first bad index and the bound."""
+    idx = jnp.asarray(idx)
+    if idx.dtype == np.bool_:
+        raise NotImplementedError("indexing with a boolean mask (data-dependent shape)")
+    idx = check_index(idx, n, f"aten.{ctx.name}: {what}", negative)
+    if negative:
+        nv = n if isinstance(n, int) else ember.dimension_as_value(n)
+        idx = jnp.where(idx < 0, idx + jnp.asarray(nv, idx.dtype), idx)
+    return idx
 
 
 def _norm(dim: int, ndim: int) -> int:
@@ -131,7 +158,14 @@ for _names, _fn in [(("aten.add.Tensor", "aten.add.Scalar"), jnp.add),
                     (("aten.logical_or.default",), jnp.logical_or),
                     (("aten.atan2.default",), jnp.arctan2),
                     (("aten.remainder.Tensor", "aten.remainder.Scalar"), jnp.remainder),
-                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod)]:
+                    (("aten.fmod.Tensor", "aten.fmod.Scalar"), jnp.fmod),
+                    (("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"), jnp.bitwise_xor),
+                    (("aten.logical_xor.default",), jnp.logical_xor),
+                    (("aten.copysign.Tensor", "aten.copysign.Scalar"), jnp.copysign),
+                    (("aten.hypot.default",), jnp.hypot),
+                    (("aten.fmax.default",), jnp.fmax), (("aten.fmin.default",), jnp.fmin),
+                    (("aten.__lshift__.Scalar", "aten.__lshift__.Tensor"), jnp.left_shift),
+                    (("aten.__rshift__.Scalar", "aten.__rshift__.Tensor"), jnp.right_shift)]:
     handler(*_names)(_binary(_fn))
 
 
@@ -170,7 +204,11 @@ for _name, _fn in [("neg", jnp.negative), ("abs", jnp.abs), ("exp", jnp.exp), ("
                    ("floor", jnp.floor), ("ceil", jnp.ceil), ("round", jnp.round), ("sign", jnp.sign),
                    ("reciprocal", jnp.reciprocal), ("log1p", jnp.log1p), ("expm1", jnp.expm1),
                    ("logical_not", jnp.logical_not), ("bitwise_not", jnp.invert), ("silu", enn.silu),
-                   ("isnan", jnp.isnan), ("trunc", jnp.trunc)]:
+                   ("isnan", jnp.isnan), ("trunc", jnp.trunc), ("isinf", jnp.isinf),
+                   ("sinh", jnp.sinh), ("cosh", jnp.cosh), ("tan", jnp.tan), ("asin", jnp.arcsin),
+                   ("acos", jnp.arccos), ("atan", jnp.arctan), ("asinh", jnp.arcsinh), ("acosh", jnp.arccosh),
+                   ("atanh", jnp.arctanh), ("exp2", jnp.exp2), ("log2", jnp.log2), ("log10", jnp.log10),
+                   ("erfinv", lax.erf_inv), ("signbit", jnp.signbit)]:
     handler(f"aten.{_name}.default")(_unary(_fn))
 
 
@@ -295,14 +333,16 @@ def _select(ctx, x, dim, index):
     return x[tuple(idx)]
 
 
-@handler("aten.index.Tensor", doc="advanced indexing with integer/boolean arrays")
+@handler("aten.index.Tensor", doc="advanced indexing with integer arrays (an index out of range raises)")
 def _index(ctx, x, indices):
     adv = [a for a, i in enumerate(indices) if i is not None]
     if not adv:
         return x
-    idx = [jnp.asarray(indices[a]) for a in adv]
-    if any(i.dtype == np.bool_ for i in idx):
-        raise NotImplementedError("indexing with a boolean mask (data-dependent shape)")
+    names = ctx.refs[1] if len(ctx.refs) > 1 and isinstance(ctx.refs[1], (list, tuple)) else []
+    names = list(names) + [None] * (len(indices) - len(names))
+    idx = [checked_index(ctx, indices[a], x.shape[a],
+                         f"{names[a] or 'the index'} indexes axis {a} of {ctx.arg(0)}", negative=True)
+           for a in adv]
     adjacent = adv == list(range(adv[0], adv[-1] + 1))
     rest = [a for a in range(x.ndim) if a not in adv]
     xt = jnp.transpose(x, adv + rest)
@@ -310,11 +350,10 @@ def _index(ctx, x, indices):
     flat = None
     for i, n in zip(idx, sizes):
         nv = n if isinstance(n, int) else ember.dimension_as_value(n)
-        i = jnp.where(i < 0, i + nv, i)
         flat = i if flat is None else flat * nv + i
     merged = jnp.reshape(xt, (math.prod(sizes) if all(isinstance(n, int) for n in sizes) else _prod(sizes),)
                          + tuple(xt.shape[len(adv):]))
-    out = jnp.take(merged, flat, axis=0)
+    out = ix.take(merged, flat, axis=0, mode="clip")
     if adjacent and adv[0] > 0:
         b = flat.ndim
         order = list(range(b, b + adv[0])) + list(range(b)) + list(range(b + adv[0], out.ndim))
@@ -329,14 +368,31 @@ def _prod(sizes: list) -> Any:
     return out
 
 
-@handler("aten.embedding.default", doc="rows of a table")
+@handler("aten.embedding.default", doc="rows of a table (an id out of range raises)")
 def _embedding(ctx, w, idx, *args):
-    return jnp.take(w, idx, axis=0)
+    idx = checked_index(ctx, idx, w.shape[0], f"{ctx.arg(1)} indexes the rows of {ctx.arg(0)}")
+    return ix.take(w, idx, axis=0, mode="clip")
 
 
-@handler("aten.gather.default", doc="take_along_axis")
+@handler("aten.index_select.default", doc="take along a dim (an index out of range raises)")
+def _index_select(ctx, x, dim, index):
+    dim = _norm(dim, max(x.ndim, 1))
+    if x.ndim == 0:
+        x = jnp.reshape(x, (1,))
+    idx = checked_index(ctx, index, x.shape[dim], f"{ctx.arg(2)} indexes axis {dim} of {ctx.arg(0)}")
+    return ix.take(x, jnp.reshape(idx, (-1,)), axis=dim, mode="clip")
+
+
+@handler("aten.gather.default", doc="take_along_axis (an index out of range raises)")
 def _gather(ctx, x, dim, index, **kw):
-    return jnp.take_along_axis(x, index, axis=_norm(dim, x.ndim))
+    dim = _norm(dim, max(x.ndim, 1))
+    idx = checked_index(ctx, index, x.shape[dim] if x.ndim else 1,
+                        f"{ctx.arg(2)} indexes axis {dim} of {ctx.arg(0)}")
+    if x.ndim == 0:
+        return jnp.reshape(x, ctx.shape)
+    if tuple(idx.shape) != tuple(x.shape):  # torch's index may be smaller than x on the other dims
+        x = x[tuple(slice(None) if d == dim else slice(0, idx.shape[d]) for d in range(x.ndim))]
+    return ix.take_along_axis(x, idx, axis=dim)
 
 
 @handler("aten.cat.default", doc="concatenate")
@@ -619,3 +675,7 @@ def _hardsigmoid(ctx, x):
 @handler("aten.hardswish.default", doc="hard swish")
 def _hardswish(ctx, x):
     return x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+# the handlers of the other families register themselves into OPS on import
+from ember._src.torch_import import ops_image, ops_reduce, ops_scatter, ops_shape  # noqa: E402,F401

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.native import csrc, opinfo
+from ember._src.native.base.symdims import cdim
 from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.opinfo import (  # noqa: F401  (the call steps' questions, answered by the registry)
@@ -58,6 +59,15 @@ class CallCode:
     openmp: bool = False
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD
     num_threads: int | None = None  # the ``num_threads`` option (None: the default)
+    # the statement that runs the step's NumPy implementation through the Python callback and
+    # leaves the program with its error (codegen's fallback call); for steps that detect a failure
+    fail_call: Callable[[], str] | None = None
+
+    def fail(self) -> str:
+        """C statement: run this step's primitive in Python (which raises the step's error, e.g.
+        an out-of-range index with its value) and leave the program with that error."""
+        assert self.fail_call is not None, "this call step cannot report a failure"
+        return self.fail_call()
 
     def scalar(self, i: int) -> str:
         """Operand ``i`` (a scalar) as a C value."""
@@ -97,8 +107,10 @@ def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = Non
     return deco
 
 
-def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -> list[str]:
-    """C lines for call step ``step`` (index ``s``); ``ctx`` is codegen's buffer context."""
+def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str],
+              fail_call: Callable[[], str] | None = None) -> list[str]:
+    """C lines for call step ``step`` (index ``s``); ``ctx`` is codegen's buffer context,
+    ``fail_call`` makes the statement that reports a failure (see :meth:`CallCode.fail`)."""
     e = step.eqns[0]
     ins = [literal(a.val, a.aval.dtype) if isinstance(a, Literal) else ctx.ptr(a) for a in e.inputs]
     outs = [ctx.ptr(v) for v in e.outvars]
@@ -106,7 +118,7 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str]) -
     ws = ctx.base(b) if b is not None else "((char *)0)"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
-                  getattr(opts, "num_threads", None))
+                  getattr(opts, "num_threads", None), fail_call)
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)
@@ -329,6 +341,36 @@ def _scatter(e: Eqn, cc: CallCode) -> list[str]:
         f"        const {t} *urow = {cc.ins[2]} + (o * {m} + j) * {inner};",
         f"        for (int64_t i = 0; i < {inner}; ++i) {upd}",
         "    }"]
+
+
+# ---------------------------------------------------------------------------------------------
+# check_index: one pass over the indices; an index out of range hands the step to Python, whose
+# implementation raises the IndexError that names the index and the bound
+# ---------------------------------------------------------------------------------------------
+
+
+@register("check_index", "one pass over the indices; a failure raises through the callback (calls.py)",
+          lambda e: _array_operands(e, 1), inplace=0, symbolic_ok=True)
+def _check_index(e: Eqn, cc: CallCode) -> list[str]:
+    idx = e.inputs[0]
+    t = ctype(np.dtype(idx.aval.dtype))
+    m = "1"
+    for d in idx.aval.shape:
+        m = f"{m} * {cdim(d)}"
+    bound = cdim(e.params["bound"])
+    lo = f"-{bound}" if e.params["negative"] else "0"
+    test = f"v_ < {lo} || v_ >= {bound}"
+    if np.dtype(idx.aval.dtype).kind == "u":
+        test = f"v_ >= (uint64_t){bound}"
+    return [f"const {t} *i_ = {cc.ins[0]};",
+            f"{t} *o_ = {cc.outs[0]};",
+            "int bad_ = 0;",
+            f"for (int64_t j_ = 0; j_ < {m}; ++j_) {{",
+            f"    const {t} v_ = i_[j_];",
+            f"    bad_ |= ({test});",
+            "    o_[j_] = v_;",
+            "}",
+            f"if (bad_) {cc.fail()}"]
 
 
 # ---------------------------------------------------------------------------------------------

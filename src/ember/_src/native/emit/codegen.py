@@ -76,7 +76,8 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: EmitContext, opts: Codege
         elif step.kind == "gemm":
             body.extend("    " + ln for ln in emit_gemm(step, ctx, opts, funcs, s))
         elif step.kind == "call":
-            body.extend("    " + ln for ln in calls_mod.emit_step(step, s, ctx, opts, gen.helpers))
+            body.extend("    " + ln for ln in calls_mod.emit_step(
+                step, s, ctx, opts, gen.helpers, lambda step=step, s=s: _fallback_call(step, s, ctx, gen)))
         elif step.kind == "fallback":
             body.append("    " + _fallback_call(step, s, ctx, gen))
         elif step.kind in ("loop", "cond"):

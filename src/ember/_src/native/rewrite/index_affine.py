@@ -201,6 +201,12 @@ def _transpose(an: IndexAnalysis, e: Eqn) -> Aff | Cons | None:
     return None if v is None else _remap(v, {src: k for k, src in enumerate(e.params["permutation"])})
 
 
+@_rule("check_index")
+def _check_index(an: IndexAnalysis, e: Eqn) -> Aff | Cons | None:
+    """The indices themselves (the step raises when one is out of range)."""
+    return an.of(e.inputs[0])
+
+
 @_rule("convert_element_type")
 def _convert(an: IndexAnalysis, e: Eqn) -> Aff | Cons | None:
     v = an.of(e.inputs[0])

@@ -1,0 +1,155 @@
+"""ATen handlers that copy, pad, tile or write slices: ``copy``, ``fill``, ``repeat``, ``unfold``,
+``diagonal``, reflection/replication padding, ``slice_scatter``/``select_scatter``/``masked_scatter``,
+and the few creation and bookkeeping ops exports keep."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import ember
+import ember.lax as lax
+import ember.numpy as jnp
+from ember._src.prims import indexing as ix
+from ember._src.torch_import.ops import _norm, handler
+
+
+@handler("aten.copy.default", doc="src broadcast into the shape and dtype of x")
+def _copy(ctx, x, src, non_blocking=False):
+    return jnp.broadcast_to(jnp.asarray(src), tuple(x.shape)).astype(x.dtype)
+
+
+@handler("aten.fill.Scalar", "aten.fill.Tensor", doc="an array of x's shape filled with a value")
+def _fill(ctx, x, value):
+    return jnp.broadcast_to(jnp.asarray(value).astype(x.dtype), tuple(x.shape))
+
+
+@handler("aten.empty_strided.default", doc="an uninitialized array (zeros here; strides do not matter)")
+def _empty_strided(ctx, size, stride, **kw):
+    return jnp.zeros(ctx.shape, ctx.dtype)
+
+
+@handler("aten.sym_numel.default", doc="x.numel()")
+def _sym_numel(ctx, x):
+    return math.prod(x.shape) if all(isinstance(d, int) for d in x.shape) else ember.dimension_as_value(
+        math.prod(x.shape))
+
+
+@handler("aten._assert_async.msg", "aten._assert_async.default",
+         doc="a value check torch runs at run time (not checked: the import trusts the model)")
+def _assert_async(ctx, *args):
+    return None
+
+
+@handler("aten.native_dropout.default", doc="dropout (identity and an all-true mask unless training)")
+def _native_dropout(ctx, x, p, train):
+    if train and p > 0:
+        raise NotImplementedError("native_dropout in training mode (torch's random mask)")
+    return x, jnp.ones(tuple(x.shape), np.bool_)
+
+
+@handler("aten.repeat.default", doc="tile x (leading dims added as torch)")
+def _repeat(ctx, x, repeats):
+    x = jnp.reshape(x, (1,) * (len(repeats) - x.ndim) + tuple(x.shape))
+    return jnp.tile(x, tuple(repeats))
+
+
+@handler("aten.unfold.default", doc="sliding windows of a dim as a new last dim")
+def _unfold(ctx, x, dim, size, step):
+    if x.ndim == 0:
+        return jnp.reshape(x, (1,))
+    dim = _norm(dim, x.ndim)
+    n = (int(x.shape[dim]) - size) // step + 1
+    starts = np.arange(n) * step
+    pos = (starts[:, None] + np.arange(size)[None, :]).astype(np.int32)  # [n, size]
+    out = jnp.take(x, jnp.asarray(pos), axis=dim)  # [..., n, size, ...]
+    return jnp.moveaxis(out, dim + 1, -1)
+
+
+@handler("aten.diagonal.default", doc="a diagonal as the last dim")
+def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    return jnp.diagonal(x, offset=offset, axis1=_norm(dim1, x.ndim), axis2=_norm(dim2, x.ndim))
+
+
+def _pad(x, pad, mode):
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    return jnp.pad(x, widths, mode=mode)
+
+
+@handler("aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default",
+         doc="reflect padding of the last dims (the edge not repeated)")
+def _reflection_pad(ctx, x, padding):
+    return _pad(x, padding, "reflect")
+
+
+@handler("aten.replication_pad1d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default",
+         doc="edge padding of the last dims")
+def _replication_pad(ctx, x, padding):
+    return _pad(x, padding, "edge")
+
+
+def _write_along(x, src, dim: int, positions: np.ndarray):
+    """``x`` with ``src`` (x's shape with ``len(positions)`` along ``dim``) written at ``positions``."""
+    if positions.size == 0:
+        return x
+    return ix.scatter(x, jnp.asarray(positions.astype(np.int32)), src.astype(x.dtype), axis=dim, mode="set")
+
+
+@handler("aten.slice_scatter.default", doc="x with x[start:end:step] along dim replaced by src")
+def _slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
+    dim = _norm(dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end >= n)):
+        end = None
+    if (start or 0) == 0 and end is None and step == 1:  # the whole axis (x[:, i] = v writes through this)
+        return jnp.broadcast_to(src.astype(x.dtype), tuple(x.shape))
+    if not isinstance(n, int):
+        raise NotImplementedError("slice_scatter of part of a dynamic axis")
+    start, end, step = slice(start, end, step).indices(n)
+    return _write_along(x, src, dim, np.arange(start, end, step))
+
+
+@handler("aten.select_scatter.default", doc="x with x[..., index, ...] replaced by src")
+def _select_scatter(ctx, x, src, dim, index):
+    dim = _norm(dim, x.ndim)
+    n = x.shape[dim]
+    if index < 0:
+        if not isinstance(n, int):
+            raise NotImplementedError("select_scatter from the end of a dynamic axis")
+        index += n
+    return _write_along(x, jnp.expand_dims(src, dim), dim, np.array([index]))
+
+
+@handler("aten.masked_scatter.default", doc="x, with src's leading elements in order where the mask is true")
+def _masked_scatter(ctx, x, mask, src):
+    mask = jnp.broadcast_to(mask, tuple(x.shape))
+    flat = jnp.reshape(mask, (-1,))
+    pos = jnp.cumsum(flat.astype(np.int32)) - 1  # the k-th true element takes src's k-th element
+    vals = jnp.take(jnp.reshape(src, (-1,)), jnp.maximum(pos, 0), mode="clip")
+    return jnp.where(mask, jnp.reshape(vals, tuple(x.shape)).astype(x.dtype), x)
+
+
+@handler("aten.addmv.default", doc="beta * v + alpha * a @ x")
+def _addmv(ctx, v, a, x, beta=1, alpha=1):
+    out = jnp.matmul(a, x)
+    if alpha != 1:
+        out = out * alpha
+    return out + (v if beta == 1 else v * beta)
+
+
+@handler("aten._native_batch_norm_legit.no_stats", doc="batch/instance norm over the batch's statistics")
+def _batch_norm_no_stats(ctx, x, w, b, training, momentum, eps):
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    rstd = lax.rsqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + eps)
+    out = xc * rstd
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if w is not None:
+        out = out * jnp.reshape(w, shape)
+    if b is not None:
+        out = out + jnp.reshape(b, shape)
+    return out, jnp.reshape(mean, (-1,)), jnp.reshape(rstd, (-1,))
