@@ -27,12 +27,15 @@ import numpy as np
 
 import ember
 import ember.numpy as jnp
+from ember._src import collectives as coll
+from ember._src import core
 from ember._src import debug as dbg
 from ember._src.distributed import mpi as dist
 from ember._src.prims import process as pp
 
 MODES = ("native", "callback")
-_active: list[tuple[Any, str]] = []  # (axis name, collectives mode) of the enclosing spmd calls
+# (axis name, collectives mode, trace depth at entry) of the enclosing spmd calls
+_active: list[tuple[Any, str, int]] = []
 _groups: dict[int, pp.ProcessGroup] = {}  # id(communicator) -> its group (one per communicator)
 
 
@@ -49,7 +52,7 @@ def spmd(fn: Callable, axis_name: Any = "data", *, collectives: str = "native") 
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        _active.append((axis_name, collectives))
+        _active.append((axis_name, collectives, core.trace_depth()))
         try:
             return fn(*args, **kwargs)
         finally:
@@ -60,7 +63,7 @@ def spmd(fn: Callable, axis_name: Any = "data", *, collectives: str = "native") 
 
 def _mode(name: Any, what: str) -> str:
     """The collectives mode of the innermost enclosing ``spmd`` binding ``name`` (else NameError)."""
-    for bound, mode in reversed(_active):
+    for bound, mode, _ in reversed(_active):
         if bound == name:
             return mode
     raise NameError(f"{what}: unbound process axis name {name!r} (call it inside "
@@ -274,3 +277,31 @@ def axis_size(axis_name: Any) -> int:
     """The number of processes along the process axis ``axis_name``."""
     _mode(axis_name, "axis_size")
     return dist.process_count()
+
+
+_BY_NAME = {"psum": psum, "pmean": pmean, "pmax": pmax, "pmin": pmin, "all_gather": all_gather,
+            "psum_scatter": psum_scatter, "ppermute": ppermute, "axis_index": axis_index,
+            "axis_size": axis_size}
+
+
+def _lax_hook(what: str, axis_name: Any) -> Callable | None:
+    """``ember.lax``'s collectives on a process axis: the process collective ``what`` when the
+    innermost binding of ``axis_name`` is an enclosing :func:`spmd`/``shard_map`` (a ``vmap`` of the
+    same name entered inside it takes precedence, as the innermost binding does in JAX)."""
+    depth = None
+    for bound, _, d in reversed(_active):
+        if bound == axis_name:
+            depth = d
+            break
+    if depth is None:
+        return None
+    try:
+        main = coll.axis_main(axis_name)
+    except NameError:
+        main = None
+    if main is not None and main.level >= depth:
+        return None
+    return _BY_NAME[what]
+
+
+coll.process_axis_hook = _lax_hook
