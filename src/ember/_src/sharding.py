@@ -447,9 +447,8 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
         return tu.tree_map(lambda a: _place(a, device), x)
     if device is not None and not isinstance(device, (Device, SingleDeviceSharding, str)):
         return tu.tree_map(lambda a, s: device_put(a, s), x, device)  # a pytree of shardings
-    if isinstance(device, str) and device != "cpu":
-        raise ValueError(f"unknown device {device!r}; ember arrays live on 'cpu'")
-    return tu.tree_map(asarray_eager, x)
+    from ember._src.api_util import device_put as plain
+    return plain(x, None if isinstance(device, (Device, SingleDeviceSharding)) else device)
 
 
 def reshard(x: Any, out_shardings: Any) -> Any:

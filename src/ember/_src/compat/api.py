@@ -57,35 +57,41 @@ _CPU = Device()
 
 
 def devices(backend: str | None = None) -> list[Device]:
-    """The devices ember can run on: one host CPU device."""
+    """Every process's device, in rank order (one host CPU device per MPI process; one without MPI)."""
     if backend not in (None, "cpu"):
         raise RuntimeError(f"ember runs on the host CPU only; unknown backend {backend!r}")
-    return [_CPU]
+    from ember._src import sharding
+    return sharding.all_devices()
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:
     """The devices of this process (one CPU device)."""
-    return devices(backend)
+    if backend not in (None, "cpu"):
+        raise RuntimeError(f"ember runs on the host CPU only; unknown backend {backend!r}")
+    from ember._src import sharding
+    return [sharding.this_device()]
 
 
 def device_count(backend: str | None = None) -> int:
-    """Number of devices (1)."""
+    """Number of devices (one per MPI process)."""
     return len(devices(backend))
 
 
 def local_device_count(backend: str | None = None) -> int:
     """Number of devices of this process (1)."""
-    return len(devices(backend))
+    return len(local_devices(backend=backend))
 
 
 def process_index(backend: str | None = None) -> int:
-    """The index of this process (0: ember runs in one process)."""
-    return 0
+    """The index of this process (its MPI rank; 0 without MPI)."""
+    from ember._src import sharding
+    return sharding.process_index()
 
 
 def process_count(backend: str | None = None) -> int:
-    """The number of processes (1)."""
-    return 1
+    """The number of processes (under ``mpirun -n N``: N; 1 without MPI)."""
+    from ember._src import sharding
+    return sharding.process_count()
 
 
 def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[..., Any]:

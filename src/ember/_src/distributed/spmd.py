@@ -288,10 +288,10 @@ def _lax_hook(what: str, axis_name: Any) -> Callable | None:
     """``ember.lax``'s collectives on a process axis: the process collective ``what`` when the
     innermost binding of ``axis_name`` is an enclosing :func:`spmd`/``shard_map`` (a ``vmap`` of the
     same name entered inside it takes precedence, as the innermost binding does in JAX)."""
-    depth = None
-    for bound, _, d in reversed(_active):
+    depth = mode = None
+    for bound, m, d in reversed(_active):
         if bound == axis_name:
-            depth = d
+            depth, mode = d, m
             break
     if depth is None:
         return None
@@ -301,7 +301,34 @@ def _lax_hook(what: str, axis_name: Any) -> Callable | None:
         main = None
     if main is not None and main.level >= depth:
         return None
-    return _BY_NAME[what]
+    return _ONE[what] if mode == "one" else _BY_NAME[what]
+
+
+def _gather_one(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
+    x = jnp.asarray(x)
+    return x if tiled else jnp.expand_dims(x, axis)
+
+
+def _scatter_one(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
+    x = jnp.asarray(x)
+    if tiled:
+        return x
+    if x.shape[scatter_dimension] != 1:
+        raise ValueError(f"psum_scatter: scatter_dimension {scatter_dimension} has size "
+                         f"{x.shape[scatter_dimension]}, the axis {axis_name!r} has 1 member")
+    return jnp.squeeze(x, scatter_dimension)
+
+
+def _permute_one(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    keep = any((int(s), int(d)) == (0, 0) for s, d in perm)
+    return ember.tree_util.tree_map(lambda a: jnp.asarray(a) if keep else jnp.zeros_like(a), x)
+
+
+# the collectives over a mesh axis of one process (shard_map over a mesh with such axes, or any
+# mesh in a single process): identities, without MPI
+_ONE = {"psum": lambda x, n: x, "pmean": lambda x, n: x, "pmax": lambda x, n: x, "pmin": lambda x, n: x,
+        "all_gather": _gather_one, "psum_scatter": _scatter_one, "ppermute": _permute_one,
+        "axis_index": lambda n: jnp.asarray(0, dtype=jnp.int32), "axis_size": lambda n: 1}
 
 
 coll.process_axis_hook = _lax_hook
