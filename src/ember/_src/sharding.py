@@ -68,8 +68,10 @@ def this_device() -> Device:
 
 
 class AxisType(enum.Enum):
-    """How a mesh axis is sharded (as ``jax.sharding.AxisType``); ember treats all three alike:
-    shardings are explicit in the arrays and the per-process program follows them."""
+    """How a mesh axis is sharded (as ``jax.sharding.AxisType``).
+
+    ember treats all three alike: shardings are explicit in the arrays and the per-process program
+    follows them."""
 
     Auto = enum.auto()
     Explicit = enum.auto()
@@ -77,8 +79,10 @@ class AxisType(enum.Enum):
 
 
 class PartitionSpec(tuple):
-    """Per array dimension: ``None`` (not split), a mesh axis name, or a tuple of mesh axis names
-    (split over their product), as ``jax.sharding.PartitionSpec``; ``P()`` is replicated."""
+    """How each array dimension is split over mesh axes (``jax.sharding.PartitionSpec``).
+
+    Per dimension: ``None`` (not split), a mesh axis name, or a tuple of mesh axis names (split
+    over their product); ``P()`` is replicated."""
 
     def __new__(cls, *parts: Any) -> PartitionSpec:
         for p in parts:
@@ -104,8 +108,9 @@ _MESH: list[Mesh] = []  # the meshes set by set_mesh / use_mesh, innermost last
 
 
 class Mesh:
-    """Devices (MPI processes) laid out on named axes (as ``jax.sharding.Mesh``); also a context
-    manager that sets it as the current mesh."""
+    """Devices (MPI processes) laid out on named axes (as ``jax.sharding.Mesh``).
+
+    Also a context manager that sets it as the current mesh."""
 
     def __init__(self, devices: Any, axis_names: str | Sequence[str],
                  axis_types: Sequence[AxisType] | AxisType | None = None):
@@ -174,8 +179,9 @@ class Mesh:
 
 def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types: Any = None, *,
               devices: Sequence[Device] | None = None) -> Mesh:
-    """A mesh of ``axis_shapes`` over the processes (``jax.make_mesh``); the product of the shapes
-    must be the number of processes."""
+    """A mesh of ``axis_shapes`` over the processes (``jax.make_mesh``).
+
+    The product of the shapes must be the number of processes."""
     devs = list(devices) if devices is not None else all_devices()
     shape = tuple(int(s) for s in axis_shapes)
     if math.prod(shape) != len(devs):
@@ -440,9 +446,11 @@ def _reshard_one(x: ShardedArray, sharding: NamedSharding) -> ShardedArray:
 
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False,
                may_alias: bool | None = None) -> Any:
-    """Every leaf of ``x`` as an ember array: with a :class:`NamedSharding` (or a pytree of them),
-    this process's shard of it (``x`` holds the whole array on every process, as a NumPy array or
-    a replicated array); with a device or None, on this process's host."""
+    """Every leaf of ``x`` as an ember array, placed by a sharding or on this process's host.
+
+    With a :class:`NamedSharding` (or a pytree of them): this process's shard (``x`` holds the
+    whole array on every process, as a NumPy array or a replicated array); with a device or None:
+    on this process's host."""
     if isinstance(device, NamedSharding):
         return tu.tree_map(lambda a: _place(a, device), x)
     if device is not None and not isinstance(device, (Device, SingleDeviceSharding, str)):
@@ -452,8 +460,9 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
 
 
 def reshard(x: Any, out_shardings: Any) -> Any:
-    """``x`` laid out under ``out_shardings`` (a :class:`NamedSharding`, or a :class:`PartitionSpec`
-    on the current mesh), moving data between processes as needed."""
+    """``x`` laid out under ``out_shardings``, moving data between processes as needed.
+
+    ``out_shardings``: a :class:`NamedSharding`, or a :class:`PartitionSpec` on the current mesh."""
     def one(a: Any) -> Any:
         s = out_shardings
         if isinstance(s, PartitionSpec):

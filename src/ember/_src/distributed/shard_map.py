@@ -89,8 +89,9 @@ def _global_of(v: Any, sh: shd.NamedSharding, main: core.MainTrace | None) -> An
 def shard_map(f: Callable | None = None, mesh: shd.Mesh | None = None, in_specs: Any = None,
               out_specs: Any = None, *, axis_names: Any = None, check_vma: bool = True,
               check_rep: bool | None = None) -> Callable:
-    """``f`` on each process's blocks of its inputs over ``mesh`` (``jax.shard_map``): ``in_specs``
-    and ``out_specs`` are PartitionSpecs (or pytree prefixes of them) for the arguments and the
+    """``f`` on each process's blocks of its inputs over ``mesh`` (``jax.shard_map``).
+
+    ``in_specs`` and ``out_specs`` are PartitionSpecs (or pytree prefixes of them) for the arguments and the
     result; inside ``f`` the mesh's axis names bind ``ember.lax``'s collectives. ``mesh`` defaults
     to the current one (``set_mesh``). Usable as a decorator with keywords only."""
     if f is None:

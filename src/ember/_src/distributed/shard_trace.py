@@ -105,10 +105,13 @@ def gather_global(local: Any, sharding: Any, global_shape: Sequence[int]) -> Any
 def rank_ordered_dim(sharding: Any, ndim: int) -> int | None:
     """The one dimension ``sharding`` splits over every process in rank order; None when it is
     replicated; -1 when it splits in another way (the trace gathers such inputs)."""
+    n = _n()
+    if n == 1:  # one process: every split has one part; follow the one named dimension, if any
+        named = [d for d in range(ndim) if sharding.spec.axes(d)]
+        return named[0] if len(named) == 1 else None
     split = [d for d in range(ndim) if sharding.parts(d) > 1]
     if not split:
         return None
-    n = _n()
     if len(split) > 1 or sharding.parts(split[0]) != n:
         return -1
     d = split[0]
