@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.distributed.mpi_launch import ROOT, mpirun_or_skip, run
@@ -50,8 +51,21 @@ def _worker(n: int, *extra: str) -> list[str]:
     return ranks
 
 
-def test_sharding_api_across_three_processes():
-    _worker(3)
+def test_sharding_api_and_docs_example_across_three_processes(tmp_path):
+    block = re.search(r"```python\n(.*?)```", (ROOT / "docs" / "sharding.md").read_text(), re.S).group(1)
+    (tmp_path / "example.py").write_text(block)
+    ranks = _worker(3, "--then", str(tmp_path / "example.py"))
+    # the docs example: full-batch gradient descent, in NumPy on the whole data
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(240, 8).astype(np.float32), rng.randn(240, 1).astype(np.float32)
+    w = np.zeros((8, 1), np.float32)
+    for _ in range(50):
+        w = w - 0.1 * (2 * x.T @ (x @ w - y) / 240)
+    want = np.mean((x @ w - y) ** 2)
+    for r, text in enumerate(ranks):
+        last = text.splitlines()[-1]
+        assert last.startswith(f"{r} (240, 8) (80, 8) "), last
+        assert abs(float(last.rsplit(" ", 1)[1]) - want) <= 1e-5 * want, (last, want)
 
 
 def _ember_program(tmp_path: Path) -> Path:
