@@ -33,6 +33,7 @@ from ember._src import tree as tu
 from ember._src.core import ShapedArray
 from ember._src.prims import dot as dotp
 from ember._src.prims import elementwise as ew
+from ember._src.prims import misc
 from ember._src.prims import movement as mv
 from ember._src.prims import process as pp
 from ember._src.prims import reductions as red
@@ -154,7 +155,7 @@ def _local(t: ShardTracer, d: int) -> Any:
     return _block(_whole(t), d)
 
 
-_ELEMENTWISE = {p for p in vars(ew).values() if isinstance(p, core.Primitive)}
+_ELEMENTWISE = {p for p in vars(ew).values() if isinstance(p, core.Primitive)} | {misc.stop_gradient_p}
 _REDUCE_OPS = {red.reduce_sum_p: "sum", red.reduce_max_p: "max", red.reduce_min_p: "min"}
 
 
