@@ -301,18 +301,10 @@ def run_sharded(fun: Callable, local_leaves: Sequence[Any], in_dims: Sequence[in
         outs, out_tree = tu.flatten(out)
         vals, dims = [], []
         for o in outs:
-            o = trace.full_raise(o) if isinstance(o, core.Tracer) or not _is_static(o) else o
-            if isinstance(o, ShardTracer) and o._trace.main is main:
-                vals.append(o.val)
-                dims.append(o.dim)
-            else:
-                vals.append(o)
-                dims.append(None)
+            o = trace.full_raise(o)  # a value from outside the trace is replicated
+            vals.append(o.val)
+            dims.append(o.dim)
     return vals, dims, out_tree
-
-
-def _is_static(x: Any) -> bool:
-    return x is None
 
 
 def _enter(leaves: Sequence[Any]) -> tuple[list, list[int | None], Any]:
