@@ -1,8 +1,9 @@
 """SPMD over a named process axis: ``spmd(fn, axis_name="data")`` runs ``fn`` on every MPI process,
-and inside it the process collectives of this module (``psum``, ``pmean``, ``pmax``, ``pmin``,
-``all_gather``, ``psum_scatter``, ``ppermute``, ``axis_index``) with that ``axis_name`` act across
-processes -- the process-level counterpart of JAX's ``shard_map`` with one mesh axis, where each
-process holds one shard.
+and inside it ``ember.lax``'s collectives (``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
+``psum_scatter``, ``ppermute``, ``axis_index``) with that ``axis_name`` act across processes -- the
+process-level counterpart of JAX's ``shard_map`` with one mesh axis, where each process holds one
+shard. The functions of this module are those collectives' process implementations: ``ember.lax``
+reaches them through :func:`_lax_hook` (users import them from ``ember.lax``, the one family).
 
 Each collective binds a ``process_*`` primitive (:mod:`ember._src.prims.process`) over the bound
 communicator: under ``jit`` the native backend runs it as a step of the program's one native call
