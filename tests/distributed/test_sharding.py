@@ -110,5 +110,6 @@ def test_jax_spmd_mnist_example_matches_jax_and_sharding_api_on_two_processes(tm
     for got in map(_accuracies, runs):
         assert [k for k, _ in got] == [k for k, _ in expected]
         for (_, acc), (_, want) in zip(got, expected):
-            # float32 sums in another order may flip one example of the 128 at most
-            assert abs(acc - want) <= 1.0 / 128 + 1e-9, (got, expected)
+            # the same numbers here; float32 sums in another order (another thread split) may flip
+            # an example or two of the 128
+            assert abs(acc - want) <= 2.0 / 128 + 1e-9, (got, expected)
