@@ -103,3 +103,8 @@ from ember._src.session import InferenceSession  # noqa: E402
 
 __all__ += ["InferenceSession"]
 from ember import vsla  # noqa: E402, F401
+
+__all__ += ["NamedSharding", "P", "make_mesh", "set_mesh", "shard_map", "sharding", "use_mesh"]
+from ember import sharding  # noqa: E402
+from ember._src.sharding import device_put  # noqa: E402, F811  (device_put with a sharding)
+from ember.sharding import NamedSharding, P, make_mesh, set_mesh, shard_map, use_mesh  # noqa: E402

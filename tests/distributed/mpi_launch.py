@@ -24,14 +24,15 @@ def mpirun_or_skip() -> str:
     return found
 
 
-def run(mpirun: str, n: int, args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
-    """``mpirun -n N --oversubscribe python ARGS`` with this checkout's ember first on the path.
-    A rank waiting for the others yields its core (``mpi_yield_when_idle``) instead of spinning:
-    the ranks share the machine with other tests, and a spinning rank can take the core a rank with
-    work needs (without oversubscription, Open MPI spins)."""
+def run(mpirun: str, n: int, args: list[str], timeout: int = 600,
+        mpi_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """``mpirun -n N --oversubscribe [MPI_ARGS] python ARGS`` with this checkout's ember first on
+    the path. A rank waiting for the others yields its core (``mpi_yield_when_idle``) instead of
+    spinning: the ranks share the machine with other tests, and a spinning rank can take the core a
+    rank with work needs (without oversubscription, Open MPI spins)."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_mpi_yield_when_idle="1",
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    cmd = [mpirun, "-n", str(n), "--oversubscribe", sys.executable, *args]
+    cmd = [mpirun, "-n", str(n), "--oversubscribe", *mpi_args, sys.executable, *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

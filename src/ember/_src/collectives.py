@@ -6,7 +6,10 @@ Each is a primitive with an ``axis_name`` parameter. Binding one finds the inner
 level of that name on the interpreter stack (an unbound name is a ``NameError``, as in JAX) and
 hands the operands to that level's trace, where :func:`apply_collective` turns it into ordinary
 operations over the mapped axis (a ``reduce_sum`` over the batch dimension for ``psum``, ...).
-Levels with other names pass it through, so nested ``vmap``s with different names work. The JVP
+Levels with other names pass it through, so nested ``vmap``s with different names work. A name
+that no ``vmap`` level inside it binds, but that names the process axis of an enclosing
+``shard_map``/``spmd``, goes to the process collectives (:data:`process_axis_hook`, installed by
+``ember._src.distributed.spmd``): one family of names for both, as in JAX. The JVP
 rules are the collectives of the tangents (``pmax``/``pmin`` select); the transposes are JAX's
 (``psum``'s is ``psum``, ``all_gather``'s is ``psum_scatter``, ``ppermute``'s is the inverse
 permutation).
@@ -14,7 +17,7 @@ permutation).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -283,6 +286,17 @@ all_to_all_p.transpose = lambda ct, x, *, axis_name, split_axis, concat_axis, ti
 
 # -- the lax-level functions -----------------------------------------------------------------------
 
+# Set by ember._src.distributed.spmd (a higher layer): ``hook(what, axis_name)`` returns the process
+# collective ``what`` when ``axis_name`` is the process axis of an enclosing shard_map/spmd and no
+# vmap level entered inside that binds the same name; otherwise None.
+process_axis_hook: Callable[[str, Any], Callable | None] | None = None
+
+
+def _process(what: str, axis_name: Any) -> Callable | None:
+    """The process-axis implementation of collective ``what`` for ``axis_name``, or None."""
+    hook = process_axis_hook
+    return None if hook is None else hook(what, axis_name)
+
 
 def _tree_map(fn: Any, x: Any) -> Any:
     from ember._src import tree as tu
@@ -291,26 +305,41 @@ def _tree_map(fn: Any, x: Any) -> Any:
 
 def psum(x: Any, axis_name: Any) -> Any:
     """Sum of ``x`` over the members of the mapped axis ``axis_name`` (every member gets it)."""
+    proc = _process("psum", axis_name)
+    if proc is not None:
+        return proc(x, axis_name)
     return _tree_map(lambda v: psum_p.bind(v, axis_name=axis_name), x)
 
 
 def pmean(x: Any, axis_name: Any) -> Any:
     """Mean of ``x`` over the members of ``axis_name``."""
+    proc = _process("pmean", axis_name)
+    if proc is not None:
+        return proc(x, axis_name)
     return _tree_map(lambda v: pmean_p.bind(v, axis_name=axis_name), x)
 
 
 def pmax(x: Any, axis_name: Any) -> Any:
     """Maximum of ``x`` over the members of ``axis_name``."""
+    proc = _process("pmax", axis_name)
+    if proc is not None:
+        return proc(x, axis_name)
     return _tree_map(lambda v: pmax_p.bind(v, axis_name=axis_name), x)
 
 
 def pmin(x: Any, axis_name: Any) -> Any:
     """Minimum of ``x`` over the members of ``axis_name``."""
+    proc = _process("pmin", axis_name)
+    if proc is not None:
+        return proc(x, axis_name)
     return _tree_map(lambda v: pmin_p.bind(v, axis_name=axis_name), x)
 
 
 def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
     """Every member's ``x`` stacked along ``axis`` (concatenated with ``tiled``)."""
+    proc = _process("all_gather", axis_name)
+    if proc is not None:
+        return _tree_map(lambda v: proc(v, axis_name, axis=axis, tiled=tiled), x)
     n = _size(axis_main(axis_name).global_data)
     return _tree_map(lambda v: all_gather_p.bind(v, axis_name=axis_name, axis=axis, tiled=tiled,
                                                  axis_size=n), x)
@@ -318,6 +347,9 @@ def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) ->
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
     """``psum`` whose result is split along ``scatter_dimension``: member ``i`` keeps part ``i``."""
+    proc = _process("psum_scatter", axis_name)
+    if proc is not None:
+        return _tree_map(lambda v: proc(v, axis_name, scatter_dimension=scatter_dimension, tiled=tiled), x)
     return _tree_map(lambda v: psum_scatter_p.bind(v, axis_name=axis_name,
                                                    scatter_dimension=scatter_dimension, tiled=tiled), x)
 
@@ -326,9 +358,20 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """Send member ``i``'s ``x`` to member ``j`` for each ``(i, j)`` in ``perm``; members that
     receive nothing get zeros."""
     perm = tuple((int(i), int(j)) for i, j in perm)
+    proc = _process("ppermute", axis_name)
+    if proc is not None:
+        return proc(x, axis_name, perm)
     if len({j for _, j in perm}) != len(perm) or len({i for i, _ in perm}) != len(perm):
         raise ValueError(f"ppermute: perm {perm} sends to or from a member twice")
     return _tree_map(lambda v: ppermute_p.bind(v, axis_name=axis_name, perm=perm), x)
+
+
+def axis_size(axis_name: Any) -> int:
+    """The number of members of the mapped axis ``axis_name`` (a vmap/pmap axis or a process axis)."""
+    proc = _process("axis_size", axis_name)
+    if proc is not None:
+        return proc(axis_name)
+    return _size(axis_main(axis_name).global_data)
 
 
 def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, tiled: bool = False) -> Any:
@@ -341,4 +384,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
 
 def axis_index(axis_name: Any) -> Any:
     """This member's index along the mapped axis ``axis_name`` (int32)."""
+    proc = _process("axis_index", axis_name)
+    if proc is not None:
+        return proc(axis_name)
     return axis_index_p.bind(axis_name=axis_name)

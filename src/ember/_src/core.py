@@ -443,6 +443,11 @@ def eager_bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return wrap(outs, avals_out[0])
 
 
+# Set by ember._src.sharding (a higher layer): ``hook(prim, args, params)`` applies ``prim`` to
+# arguments among which are sharded arrays (their class has ``_sharded = True``), per process.
+sharded_eager_hook: list[Callable] = []
+
+
 class EvalTrace(Trace):
     """Runs each primitive immediately with its NumPy implementation."""
 
@@ -454,6 +459,10 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
         from ember._src.array import wrap_result
+        if sharded_eager_hook:
+            for t in tracers:
+                if getattr(type(t), "_sharded", False):
+                    return sharded_eager_hook[0](prim, tracers, params)
         avals_out = eager_out_avals(prim, [t.aval for t in tracers], params,
                                     _eager_key(prim, tracers, params) if EAGER_FAST_PATH.value else None)
         outs = (prim.eager_impl or prim.impl)(*(t.value for t in tracers), **params)

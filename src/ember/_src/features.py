@@ -18,6 +18,7 @@ custom_jvp custom_vjp checkpoint remat eval_shape make_program stop_gradient Sha
 block_until_ready device_put set_debug check_leaks memory_stats""".split()
 TRANSFORMS += """make_jaxpr jacobian devices local_devices device_count local_device_count process_index
 process_count named_call ensure_compile_time_eval pure_callback""".split()
+TRANSFORMS += "make_mesh set_mesh shard_map NamedSharding P".split()
 
 # JAX's library namespaces (docs/jax_compat.md): module -> (title, JAX's public names)
 COMPAT = {
@@ -27,6 +28,8 @@ COMPAT = {
         tree_flatten_with_path tree_leaves_with_path tree_map_with_path keystr treedef_is_leaf
         treedef_children treedef_tuple all_leaves"""),
     "ember.flatten_util": ("Flattening", "ravel_pytree"),
+    "ember.sharding": ("Sharding over MPI processes (docs/sharding.md)", """Mesh AbstractMesh NamedSharding
+        PartitionSpec SingleDeviceSharding Sharding AxisType reshard get_abstract_mesh set_mesh use_mesh"""),
     "ember.nn.initializers": ("Initializers", """zeros ones constant uniform normal truncated_normal
         variance_scaling glorot_uniform glorot_normal xavier_uniform xavier_normal he_uniform he_normal
         kaiming_uniform kaiming_normal lecun_uniform lecun_normal orthogonal delta_orthogonal"""),

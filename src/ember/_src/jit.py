@@ -255,6 +255,11 @@ def _compiler_stats() -> tuple[int, int]:
     return compiles, disk_hits
 
 
+# Set by ember._src.sharding (a higher layer): ``hook(jit_function, args, kwargs)`` runs a call
+# whose arguments include sharded arrays as the per-process program their shardings imply.
+sharded_call_hook: list[Callable] = []
+
+
 class JitFunction:
     """A function traced to a Program once per signature and run by a backend.
 
@@ -516,6 +521,10 @@ class JitFunction:
         for x in leaves:
             if isinstance(x, core.Tracer):
                 return self.fun(*args, **kwargs)  # inline into the enclosing transformation
+        if sharded_call_hook:
+            for x in leaves:
+                if getattr(type(x), "_sharded", False):  # a sharded array: the per-process program
+                    return sharded_call_hook[0](self, args, kwargs)
         st = self._struct(in_tree, dyn_args, dyn_kw, static_pos, static_kw)
         avals, env = self._avals(st, leaves)
         c = st.entries.get(avals)

@@ -4,6 +4,7 @@ from ember._src.collectives import (
     all_gather,
     all_to_all,
     axis_index,
+    axis_size,
     pmax,
     pmean,
     pmin,

@@ -64,13 +64,17 @@ _GPU_PLATFORMS = ("webgpu", "cuda")
 def devices(backend: str | None = None) -> list[Device]:
     """The devices of ``backend`` (default the CPU; ``"webgpu"``, ``"cuda"``, or ``"all"``).
 
-    ``None`` or ``"cpu"``: the host CPU (JAX's rule: the default backend's devices); ``"webgpu"`` /
-    ``"cuda"``: that GPU backend's device; ``"all"``: every device present (the CPU first). A GPU
-    backend that cannot run here raises RuntimeError saying what to install."""
+    ``None`` or ``"cpu"``: every process's host CPU device, in rank order (one per MPI process; one
+    without MPI: JAX's rule, the default backend's devices); ``"webgpu"`` / ``"cuda"``: that GPU
+    backend's device; ``"all"``: every device present (the CPUs first). A GPU backend that cannot
+    run here raises RuntimeError saying what to install."""
+    from ember._src import sharding
+
     if backend in (None, "cpu"):
-        return [_CPU]
+        return sharding.all_devices()
     if backend == "all":
-        return [_CPU] + [Device(0, p, p) for p in _GPU_PLATFORMS if _gpu_unavailable(p) is None]
+        gpus = [Device(0, p, p) for p in _GPU_PLATFORMS if _gpu_unavailable(p) is None]
+        return sharding.all_devices() + gpus
     if backend in _GPU_PLATFORMS:
         why = _gpu_unavailable(backend)
         if why is not None:
@@ -90,27 +94,32 @@ def _gpu_unavailable(platform: str) -> str | None:
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[Device]:
     """The devices of this process (one CPU device)."""
-    return devices(backend)
+    if backend not in (None, "cpu"):
+        raise RuntimeError(f"ember runs on the host CPU only; unknown backend {backend!r}")
+    from ember._src import sharding
+    return [sharding.this_device()]
 
 
 def device_count(backend: str | None = None) -> int:
-    """Number of devices (1)."""
+    """Number of devices (one per MPI process)."""
     return len(devices(backend))
 
 
 def local_device_count(backend: str | None = None) -> int:
     """Number of devices of this process (1)."""
-    return len(devices(backend))
+    return len(local_devices(backend=backend))
 
 
 def process_index(backend: str | None = None) -> int:
-    """The index of this process (0: ember runs in one process)."""
-    return 0
+    """The index of this process (its MPI rank; 0 without MPI)."""
+    from ember._src import sharding
+    return sharding.process_index()
 
 
 def process_count(backend: str | None = None) -> int:
-    """The number of processes (1)."""
-    return 1
+    """The number of processes (under ``mpirun -n N``: N; 1 without MPI)."""
+    from ember._src import sharding
+    return sharding.process_count()
 
 
 def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[..., Any]:

@@ -1,8 +1,9 @@
 """SPMD over a named process axis: ``spmd(fn, axis_name="data")`` runs ``fn`` on every MPI process,
-and inside it the process collectives of this module (``psum``, ``pmean``, ``pmax``, ``pmin``,
-``all_gather``, ``psum_scatter``, ``ppermute``, ``axis_index``) with that ``axis_name`` act across
-processes -- the process-level counterpart of JAX's ``shard_map`` with one mesh axis, where each
-process holds one shard.
+and inside it ``ember.lax``'s collectives (``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
+``psum_scatter``, ``ppermute``, ``axis_index``) with that ``axis_name`` act across processes -- the
+process-level counterpart of JAX's ``shard_map`` with one mesh axis, where each process holds one
+shard. The functions of this module are those collectives' process implementations: ``ember.lax``
+reaches them through :func:`_lax_hook` (users import them from ``ember.lax``, the one family).
 
 Each collective binds a ``process_*`` primitive (:mod:`ember._src.prims.process`) over the bound
 communicator: under ``jit`` the native backend runs it as a step of the program's one native call
@@ -27,12 +28,15 @@ import numpy as np
 
 import ember
 import ember.numpy as jnp
+from ember._src import collectives as coll
+from ember._src import core
 from ember._src import debug as dbg
 from ember._src.distributed import mpi as dist
 from ember._src.prims import process as pp
 
 MODES = ("native", "callback")
-_active: list[tuple[Any, str]] = []  # (axis name, collectives mode) of the enclosing spmd calls
+# (axis name, collectives mode, trace depth at entry) of the enclosing spmd calls
+_active: list[tuple[Any, str, int]] = []
 _groups: dict[int, pp.ProcessGroup] = {}  # id(communicator) -> its group (one per communicator)
 
 
@@ -49,7 +53,7 @@ def spmd(fn: Callable, axis_name: Any = "data", *, collectives: str = "native") 
 
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        _active.append((axis_name, collectives))
+        _active.append((axis_name, collectives, core.trace_depth()))
         try:
             return fn(*args, **kwargs)
         finally:
@@ -60,7 +64,7 @@ def spmd(fn: Callable, axis_name: Any = "data", *, collectives: str = "native") 
 
 def _mode(name: Any, what: str) -> str:
     """The collectives mode of the innermost enclosing ``spmd`` binding ``name`` (else NameError)."""
-    for bound, mode in reversed(_active):
+    for bound, mode, _ in reversed(_active):
         if bound == name:
             return mode
     raise NameError(f"{what}: unbound process axis name {name!r} (call it inside "
@@ -274,3 +278,58 @@ def axis_size(axis_name: Any) -> int:
     """The number of processes along the process axis ``axis_name``."""
     _mode(axis_name, "axis_size")
     return dist.process_count()
+
+
+_BY_NAME = {"psum": psum, "pmean": pmean, "pmax": pmax, "pmin": pmin, "all_gather": all_gather,
+            "psum_scatter": psum_scatter, "ppermute": ppermute, "axis_index": axis_index,
+            "axis_size": axis_size}
+
+
+def _lax_hook(what: str, axis_name: Any) -> Callable | None:
+    """``ember.lax``'s collectives on a process axis: the process collective ``what`` when the
+    innermost binding of ``axis_name`` is an enclosing :func:`spmd`/``shard_map`` (a ``vmap`` of the
+    same name entered inside it takes precedence, as the innermost binding does in JAX)."""
+    depth = mode = None
+    for bound, m, d in reversed(_active):
+        if bound == axis_name:
+            depth, mode = d, m
+            break
+    if depth is None:
+        return None
+    try:
+        main = coll.axis_main(axis_name)
+    except NameError:
+        main = None
+    if main is not None and main.level >= depth:
+        return None
+    return _ONE[what] if mode == "one" else _BY_NAME[what]
+
+
+def _gather_one(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
+    x = jnp.asarray(x)
+    return x if tiled else jnp.expand_dims(x, axis)
+
+
+def _scatter_one(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
+    x = jnp.asarray(x)
+    if tiled:
+        return x
+    if x.shape[scatter_dimension] != 1:
+        raise ValueError(f"psum_scatter: scatter_dimension {scatter_dimension} has size "
+                         f"{x.shape[scatter_dimension]}, the axis {axis_name!r} has 1 member")
+    return jnp.squeeze(x, scatter_dimension)
+
+
+def _permute_one(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    keep = any((int(s), int(d)) == (0, 0) for s, d in perm)
+    return ember.tree_util.tree_map(lambda a: jnp.asarray(a) if keep else jnp.zeros_like(a), x)
+
+
+# the collectives over a mesh axis of one process (shard_map over a mesh with such axes, or any
+# mesh in a single process): identities, without MPI
+_ONE = {"psum": lambda x, n: x, "pmean": lambda x, n: x, "pmax": lambda x, n: x, "pmin": lambda x, n: x,
+        "all_gather": _gather_one, "psum_scatter": _scatter_one, "ppermute": _permute_one,
+        "axis_index": lambda n: jnp.asarray(0, dtype=jnp.int32), "axis_size": lambda n: 1}
+
+
+coll.process_axis_hook = _lax_hook

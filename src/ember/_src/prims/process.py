@@ -45,7 +45,9 @@ class ProcessGroup:
         return f"<ProcessGroup {self.size} processes>"
 
     def _checked(self, what: str, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x)
+        if not x.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+            x = np.ascontiguousarray(x)
         if self.check is not None:
             self.check(what, x)
         return x
