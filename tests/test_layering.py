@@ -63,12 +63,18 @@ def _modules() -> dict[str, pathlib.Path]:
 MODULES = _modules()
 
 
-def _layer(mod: str) -> int:
+def _rank(mod: str, table: list[tuple[str, tuple[str, ...]]]) -> int:
+    """The index of the entry of ``table`` whose longest prefix matches ``mod`` (-1: none)."""
     best, rank = -1, -1
-    for i, (_, prefixes) in enumerate(LAYERS):
+    for i, (_, prefixes) in enumerate(table):
         for pre in prefixes:
             if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
                 best, rank = len(pre), i
+    return rank
+
+
+def _layer(mod: str) -> int:
+    rank = _rank(mod, LAYERS)
     assert rank >= 0, f"{mod} is in no layer of LAYERS"
     return rank
 
@@ -173,12 +179,7 @@ STAGE_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _stage(mod: str) -> int:
-    best, rank = -1, -1
-    for i, (_, prefixes) in enumerate(NATIVE_STAGES):
-        for pre in prefixes:
-            if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
-                best, rank = len(pre), i
-    return rank
+    return _rank(mod, NATIVE_STAGES)
 
 
 def _native_imports() -> list[tuple[str, str, int]]:
