@@ -90,6 +90,13 @@ OPS: dict[str, OpSpec] = {
     "arcsinh": _u("asinh", "f", "jnp.arcsinh({0})", 4),
     "arcsin": _u("asin", "f", "jnp.arcsin({0})", 4),
     "arctanh": _u("atanh", "f", "jnp.arctanh({0})", 4),
+    "arccos": _u("acos", "f", "jnp.arccos({0})", 4),
+    "arccosh": _u("acosh", "f", "jnp.arccosh({0})", 4),
+    "erfc": _u("erfc", "f", "lax.erfc({0})", 8),
+    "erf_inv": _u("erf_inv", "f", "lax.erf_inv({0})", 16),
+    "digamma": _u("digamma", "f", "lax.digamma({0})", 64),
+    "bitcast": _u("bitcast_convert_type", "i", "lax.bitcast_convert_type({0}, jnp.float32)", 0, smooth=False),
+    "complex": _b("complex", "f", "lax.complex({0}, {1})", 0),
     "sigmoid": _u("logistic", "f", "ember.nn.sigmoid({0})", 4),
     "erf": _u("erf", "f", "lax.erf({0})", 4),
     "lgamma": _u("lgamma", "f", "lax.lgamma({0})", 64),
@@ -104,7 +111,7 @@ OPS: dict[str, OpSpec] = {
     "popcount": _u("population_count", "i", "lax.population_count({0})", 0, smooth=False),
     "to_f": _u("convert_element_type", "ibf", "{0}.astype(jnp.float32)", 1, smooth=False),
     "to_i": _u("convert_element_type", "bi", "{0}.astype(jnp.int32)", 0, smooth=False),
-    "clip": _u("clamp", "fi", "jnp.clip({0}, -2, 2)", 0, smooth=False),
+    "clip": _u("max", "fi", "jnp.clip({0}, -2, 2)", 0, smooth=False),
     # elementwise, two operands (broadcasting)
     "add": _b("add", "fci", "{0} + {1}", 1),
     "sub": _b("sub", "fci", "{0} - {1}", 1),
@@ -118,6 +125,9 @@ OPS: dict[str, OpSpec] = {
     "floordiv": _b("div", "fi", "jnp.floor_divide({0}, {1})", 1, smooth=False),
     "nextafter": _b("nextafter", "f", "jnp.nextafter({0}, {1})", 0, smooth=False),
     "lt": _b("lt", "fib", "{0} < {1}", 0, smooth=False),
+    "le": _b("le", "fi", "{0} <= {1}", 0, smooth=False),
+    "gt": _b("gt", "fi", "{0} > {1}", 0, smooth=False),
+    "ge": _b("ge", "fib", "{0} >= {1}", 0, smooth=False),
     "eq": _b("eq", "fcib", "{0} == {1}", 0, smooth=False),
     "ne": _b("ne", "fcib", "{0} != {1}", 0, smooth=False),
     "and": _b("and", "ib", "{0} & {1}", 0, smooth=False),
@@ -125,6 +135,7 @@ OPS: dict[str, OpSpec] = {
     "xor": _b("xor", "ib", "{0} ^ {1}", 0, smooth=False),
     "shl": _b("shift_left", "i", "jnp.left_shift({0}, {1})", 0, smooth=False),
     "shr": _b("shift_right_arithmetic", "i", "jnp.right_shift({0}, {1})", 0, smooth=False),
+    "shrl": _b("shift_right_logical", "i", "lax.shift_right_logical({0}, {1})", 0, smooth=False),
     "where": _b("select_n", "fi", "jnp.where({0} > {1}, {0}, {1})", 0, smooth=False),
     "bwhere": _b("select_n", "b", "jnp.where({0}, {1}, ~{1})", 0, smooth=False),
     # reductions and scans along a drawn axis
@@ -141,6 +152,8 @@ OPS: dict[str, OpSpec] = {
     "logsumexp": _r("reduce_max", "f", "ember.nn.logsumexp({0}, axis={axis})", 4),
     "softmax": _r("exp", "f", "ember.nn.softmax({0}, axis={axis})", 8),
     "cumsum": _r("cumsum", "fi", "jnp.cumsum({0}, axis={axis})", 1),
+    "cumprod": _r("cumprod", "fi", "jnp.cumprod({0}, axis={axis})", 1),
+    "cummin": _r("cummin", "fi", "lax.cummin({0}, axis={axis})", 0, False, smooth=False),
     "cummax": _r("cummax", "fi", "lax.cummax({0}, axis={axis})", 0, False, smooth=False),
     "sort": _r("sort", "fi", "jnp.sort({0}, axis={axis})", 0, False, smooth=False),
     # movement
@@ -159,7 +172,14 @@ OPS: dict[str, OpSpec] = {
                      per_element=True),
     "gram": OpSpec("dot_general", "fci", 1, "{0} @ jnp.swapaxes({0}, -1, -2)", 1, per_element=True),
     "vdot": OpSpec("dot_general", "fci", 1, "jnp.tensordot({0}, {0}, axes={0}.ndim)", 1, per_element=True),
-    # indexing
+    "fft": OpSpec("fft", "c", 1, "jnp.fft.fft({0}, axis={axis})", 4, per_element=True, axis=True),
+    "cholesky": OpSpec("cholesky", "f", 1, "jnp.linalg.cholesky({0} @ jnp.swapaxes({0}, -1, -2) + "
+                       "9 * jnp.eye({0}.shape[-2], dtype={0}.dtype))", 8, per_element=True),
+    "eigvalsh": OpSpec("eigh", "f", 1, "jnp.linalg.eigvalsh({0} @ jnp.swapaxes({0}, -1, -2))", 8,
+                       per_element=True, smooth=False),
+    # indexing and others
+    "iota": _u("iota", "fi", "{0} + jnp.arange({0}.shape[-1], dtype={0}.dtype)", 1),
+    "stop_gradient": _u("stop_gradient", "fcib", "lax.stop_gradient({0})", 0, smooth=False),
     "take": OpSpec("take", "fcib", 1, "jnp.take({0}, jnp.array([0, 2, -1, 0]), axis={axis})", 0, axis=True),
     "index0": _u("slice", "fcib", "{0}[0]", 0),
     "dslice": OpSpec("dynamic_slice", "fcib", 1, "lax.dynamic_slice_in_dim({0}, 1, 1, axis={axis})", 0,
@@ -167,10 +187,6 @@ OPS: dict[str, OpSpec] = {
     "at_add": _u("scatter", "fci", "{0}.at[jnp.array([0, 0, -1])].add(1)", 1),
     "at_set": _u("dynamic_update_slice", "fcib", "{0}.at[-1].set({0}[0])", 0),
 }
-
-
-def _smooth_ok(spec: OpSpec) -> bool:
-    return spec.smooth
 
 
 PRELUDE = '''\
@@ -232,9 +248,10 @@ class Op:
     name: str
     args: tuple[str, ...]
     axis: int | None = None
+    code: str | None = None  # a hand-written template in place of the spec's (tests, replays)
 
     def render(self) -> str:
-        return OPS[self.name].template.format(*self.args, axis=self.axis)
+        return (self.code or OPS[self.name].template).format(*self.args, axis=self.axis)
 
 
 @dataclasses.dataclass
@@ -326,6 +343,30 @@ def _array_source(a: np.ndarray) -> str:
     return f"np.array({a.tolist()!r}, dtype=np.{a.dtype.name}).reshape({a.shape!r})"
 
 
+# primitives of the native op table the generator does not draw, and why (tests/fuzz checks that
+# every other one is drawn by some op of OPS)
+NOT_DRAWN: dict[str, str] = {
+    "scan": "a transformation layer (_scan), not an op", "while": "a transformation layer (_while)",
+    "cond": "a transformation layer (_cond)", "checkpoint": "a transformation layer",
+    "custom_jvp_call": "reached through ember.nn functions with custom derivatives",
+    "custom_vjp_call": "reached through ember.nn functions with custom derivatives",
+    "copy": "removed by the passes before the schedule", "native_gemm": "made by the passes from dot_general",
+    "native_threefry_hi": "made by the passes from threefry2x32", "native_threefry_lo": "as native_threefry_hi",
+    "threefry2x32": "random bits: the same bits on every path by construction, tested in tests/library",
+    "dim_as_value": "only under dynamic axes in user code (dimension_as_value)",
+    "attention": "a fused call with its own tests (tests/nn); its operands need a 4-d layout",
+    "conv": "needs NCHW operands and kernels; tested against PyTorch in tests/nn",
+    "fft_conv": "made from long 1-d convolutions only", "polygamma": "order operand must be an integer array",
+    "eig": "eigenvector order and phase are not unique", "qr": "signs of the factors are not unique",
+    "svd": "signs of the singular vectors are not unique", "lu": "pivoting ties differ legitimately",
+    "triangular_solve": "reached through linalg.solve in tests/numpy",
+    "process_all_gather": "needs several processes (MPI)", "process_allreduce": "needs several processes (MPI)",
+    "process_permute": "needs several processes (MPI)", "process_reduce_scatter": "needs several processes (MPI)",
+    "ragged_binary": "ember.vsla has its own fuzz (tests/vsla)", "ragged_rowbroadcast": "as ragged_binary",
+    "ragged_rowsum": "as ragged_binary",
+}
+
+
 # -- values -------------------------------------------------------------------------------------
 
 def _edges(mode: str) -> list:
@@ -389,10 +430,11 @@ class Generator:
     def avals(self, case: Case, shapes: list[tuple]) -> Any:
         """Abstract outputs of the whole case (raises when it does not type-check)."""
         g = self._build(case)
-        dt = _DTYPE[case.mode]
+        # float64 cases are checked as float32: the shapes and dtype kinds are the same, and the
+        # process's 64-bit flag is not switched (each switch clears every cache)
+        dt = np.float32 if case.mode == "float64" else _DTYPE[case.mode]
         specs = [self.ember.ShapeDtypeStruct(s, dt) for s in shapes]
-        with _x64(case.x64):
-            return self.ember.eval_shape(g, *specs)
+        return self.ember.eval_shape(g, *specs)
 
     def _vars_avals(self, case: Case, shapes: list[tuple]) -> list:
         probe = dataclasses.replace(case, outs=[f"v{k}" for k in range(len(case.ops))] or ["x0"], layers=[])
@@ -550,7 +592,7 @@ def _budget(case: Case) -> float:
     differentiation layer and for float32 reassociation in fused kernels."""
     b = 2.0
     for op in case.ops:
-        spec = OPS[op.name]
+        spec = OPS.get(op.name, OpSpec(op.name, "", 1, "", 4.0))
         b += spec.ulps * (max(1, max(a.size for a in case.args)) if spec.per_element else 1)
     n_ad = sum(la.kind in AD_LAYERS for la in case.layers)
     return b * 4.0 ** n_ad
@@ -615,7 +657,7 @@ def _fd_check(case: Case, ns: dict) -> str | None:
         return None
     if any(la.kind not in ("jit", "checkpoint") for la in case.layers[1:]):
         return None
-    if not all(OPS[op.name].smooth for op in case.ops):
+    if not all(op.code is not None or OPS[op.name].smooth for op in case.ops):  # hand-written ops: smooth
         return None
     if any(not np.all(np.isfinite(a)) or np.any((a != 0) & (np.abs(a) < 1e-100)) or np.any(np.abs(a) > 1e3)
            for a in case.args):
@@ -652,8 +694,12 @@ def _fd_check(case: Case, ns: dict) -> str | None:
 def run_case(case: Case, stage: Callable[[str], None] = lambda s: None) -> tuple[str, str] | None:
     """Run a case on every path in this process; ``(kind, detail)`` of a finding, or None.
     ``("invalid", reason)`` when every path rejects the program the same way."""
+    with _x64(case.x64):
+        return _run_case(case, stage)
+
+
+def _run_case(case: Case, stage: Callable[[str], None]) -> tuple[str, str] | None:
     import ember
-    ember.config.update("jax_enable_x64", case.x64)
     ns: dict[str, Any] = {}
     exec(HEADER + PRELUDE + case.function_source(), ns)
     g = ns["g"]
@@ -733,7 +779,7 @@ def classify(f: Finding) -> Finding:
 # -- worker processes ---------------------------------------------------------------------------
 
 def _worker(conn: Any) -> None:
-    import ember  # noqa: F401
+    import ember
     while True:
         try:
             case = conn.recv()
@@ -742,6 +788,7 @@ def _worker(conn: Any) -> None:
         if case is None:
             return
         try:
+            ember.config.update("jax_enable_x64", case.x64)  # kept across cases: a switch clears the caches
             res = run_case(case, lambda s: conn.send(("stage", s)))
         except Exception:  # noqa: BLE001
             res = ("error", "harness: " + traceback.format_exc().splitlines()[-1])
