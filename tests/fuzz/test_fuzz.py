@@ -13,9 +13,7 @@ import io
 import numpy as np
 import pytest
 
-import ember
-from ember._src import core
-from ember._src import fuzz
+from ember._src import core, fuzz
 
 # seed 0, cases [start, start + SLICE): four parts so that pytest-xdist spreads them
 SLICE = 8
@@ -73,7 +71,8 @@ def test_compare_tolerances() -> None:
     assert "ulps" in fuzz.compare(one, np.array([1 + 8 * eps, np.nan, np.inf, 0.0], f32), "float32", 4)
     assert fuzz.compare(one, np.array([1.0, 0.0, np.inf, 0.0], f32), "float32", 4) is not None  # NaN lost
     assert fuzz.compare(one, np.array([1.0, np.nan, -np.inf, 0.0], f32), "float32", 4) is not None
-    assert fuzz.compare(np.array([np.inf], f32), np.array([3.4e38], f32), "float32", 4) is None  # overflow edge
+    # an infinity against a value at the overflow edge is rounding, not a disagreement
+    assert fuzz.compare(np.array([np.inf], f32), np.array([3.4e38], f32), "float32", 4) is None
     assert fuzz.compare(np.array([np.inf], f32), np.array([1.0], f32), "float32", 4) is not None
     assert fuzz.compare(np.array([2, 3], np.int32), np.array([2, 4], np.int32), "int32", 99) is not None
     assert fuzz.compare(np.zeros(2, f32), np.zeros(3, f32), "float32", 1).startswith("shape")
@@ -115,7 +114,8 @@ def test_mismatch_and_error_are_reported() -> None:
     # a Python branch on the concrete value: eager takes one side; jit cannot trace it
     kind, detail = fuzz.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
     assert kind == "error" and "eager ran" in detail
-    assert fuzz.run_case(_case("jnp.cos({0})", [np.zeros(3)], [fuzz.Layer("vmap", in_axes=(0,), size=3)])) is None
+    vm = [fuzz.Layer("vmap", in_axes=(0,), size=3)]
+    assert fuzz.run_case(_case("jnp.cos({0})", [np.zeros((3, 2))], vm)) is None
 
 
 def test_minimizer_shrinks_to_the_failing_op() -> None:
@@ -143,8 +143,10 @@ def test_repro_is_runnable_and_prints_every_path() -> None:
         exec(case.repro("title"), {})
     text = out.getvalue()
     assert "native" in text and "eager" in text and "exp" in text
-    np.testing.assert_allclose(np.asarray(ember.vmap(lambda a, b: ember.numpy.exp(a) + b, (0, None))(*case.args)),
-                               np.exp(case.args[0]) + 2.0)
+    want = np.exp(case.args[0]) + 2.0
+    ns: dict = {}
+    exec(case.repro().split("print(")[0], ns)
+    np.testing.assert_allclose(np.asarray(ns["g"](*ns["args"])), want)
 
 
 def test_known_defects_are_recognized() -> None:

@@ -21,8 +21,9 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import wait as _wait_conns
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -351,7 +352,8 @@ NOT_DRAWN: dict[str, str] = {
     "custom_jvp_call": "reached through ember.nn functions with custom derivatives",
     "custom_vjp_call": "reached through ember.nn functions with custom derivatives",
     "copy": "removed by the passes before the schedule", "native_gemm": "made by the passes from dot_general",
-    "native_threefry_hi": "made by the passes from threefry2x32", "native_threefry_lo": "as native_threefry_hi",
+    "native_threefry_hi": "made by the passes from threefry2x32",
+    "native_threefry_lo": "made by the passes from threefry2x32",
     "threefry2x32": "random bits: the same bits on every path by construction, tested in tests/library",
     "dim_as_value": "only under dynamic axes in user code (dimension_as_value)",
     "attention": "a fused call with its own tests (tests/nn); its operands need a 4-d layout",
@@ -360,8 +362,8 @@ NOT_DRAWN: dict[str, str] = {
     "eig": "eigenvector order and phase are not unique", "qr": "signs of the factors are not unique",
     "svd": "signs of the singular vectors are not unique", "lu": "pivoting ties differ legitimately",
     "triangular_solve": "reached through linalg.solve in tests/numpy",
-    "process_all_gather": "needs several processes (MPI)", "process_allreduce": "needs several processes (MPI)",
-    "process_permute": "needs several processes (MPI)", "process_reduce_scatter": "needs several processes (MPI)",
+    **{p: "needs several processes (MPI)" for p in ("process_all_gather", "process_allreduce",
+                                                     "process_permute", "process_reduce_scatter")},
     "ragged_binary": "ember.vsla has its own fuzz (tests/vsla)", "ragged_rowbroadcast": "as ragged_binary",
     "ragged_rowsum": "as ragged_binary",
 }
@@ -373,8 +375,10 @@ def _edges(mode: str) -> list:
     if mode in ("float32", "float64", "complex64"):
         ft = np.float64 if mode == "float64" else np.float32
         fi = np.finfo(ft)
-        return [np.nan, np.inf, -np.inf, -0.0, 0.0, float(fi.smallest_subnormal), -float(fi.smallest_subnormal),
-                float(fi.tiny), float(fi.max), -float(fi.max), 1e30 if ft is np.float32 else 1e300, 1.0, -1.0]
+        sub = float(fi.smallest_subnormal)
+        huge = 1e30 if ft is np.float32 else 1e300
+        return [np.nan, np.inf, -np.inf, -0.0, 0.0, sub, -sub, float(fi.tiny), float(fi.max), -float(fi.max),
+                huge, 1.0, -1.0]
     if mode == "int32":
         return [-2 ** 31, 2 ** 31 - 1, 0, -1, 1, 31, 32]
     return [True, False]
@@ -401,7 +405,8 @@ def _with_edges(rng: np.random.Generator, out: np.ndarray, mode: str) -> np.ndar
     with np.errstate(all="ignore"):
         ed = _edges(mode)
         mask = rng.random(shape) < 0.3
-        pick = np.array(ed, dtype=np.float64 if mode != "int32" else np.int64)[rng.integers(0, len(ed), shape)]
+        table = np.array(ed, dtype=np.float64 if mode != "int32" else np.int64)
+        pick = table[rng.integers(0, len(ed), shape)]
         if mode == "complex64":
             pick2 = np.array(ed)[rng.integers(0, len(ed), shape)]
             z = np.empty(shape, np.complex64)
@@ -447,7 +452,7 @@ class Generator:
         kind = _KIND[mode]
         nargs = int(rng.integers(1, 4))
         rank = int(rng.choice([0, 1, 1, 2, 2, 2, 3]))
-        full = tuple(int(rng.choice([0, 1, 2, 3, 3, 4, 5], p=[.04, .16, .2, .2, .1, .15, .15])) for _ in range(rank))
+        full = tuple(int(rng.choice([0, 1, 2, 3, 4, 5], p=[.04, .16, .2, .3, .15, .15])) for _ in range(rank))
         shapes = []
         for _ in range(nargs):
             s = tuple(1 if rng.random() < 0.2 else d for d in full)
@@ -512,7 +517,8 @@ class Generator:
             k = allowed[int(rng.integers(len(allowed)))]
             la = Layer(k, argnum=int(rng.integers(case.nargs)))
             if k == "vmap":
-                axes = [None if rng.random() < 0.3 else int(rng.choice([0, 1, -1])) for _ in range(case.nargs)]
+                axes: list = [None if rng.random() < 0.3 else int(rng.choice([0, 1, -1]))
+                              for _ in range(case.nargs)]
                 if all(a is None for a in axes):
                     axes[0] = 0
                 la.in_axes, la.size = tuple(axes), int(rng.choice([1, 2, 3]))
@@ -632,8 +638,8 @@ def compare(a: Any, b: Any, mode: str, budget: float) -> str | None:
         bad |= inf_mis | same_inf
     if bad.any():
         i = tuple(np.argwhere(bad)[0])
-        ulps = float(err[i] / (float(np.finfo(a.dtype).eps) * max(abs(float(a[i])), abs(float(b[i])), 1e-300))) \
-            if both[i] else float("inf")
+        scale = float(np.finfo(a.dtype).eps) * max(abs(float(a[i])), abs(float(b[i])), 1e-300)
+        ulps = float(err[i]) / scale if both[i] else float("inf")
         return f"value at {i}: {a[i]!r} vs {b[i]!r} ({ulps:.3g} ulps, budget {budget:.3g})"
     return None
 
@@ -916,7 +922,8 @@ def _drop_op(case: Case, k: int, repl: str) -> Case:
         m = re.fullmatch(r"v(\d+)", name)
         return f"v{int(m.group(1)) - 1}" if m and int(m.group(1)) > k else name
 
-    ops = [dataclasses.replace(op, args=tuple(sub(a) for a in op.args)) for j, op in enumerate(case.ops) if j != k]
+    ops = [dataclasses.replace(op, args=tuple(sub(a) for a in op.args))
+           for j, op in enumerate(case.ops) if j != k]
     outs = list(dict.fromkeys(sub(o) for o in case.outs))
     if not ops:
         ops, outs = [Op("neg", (outs[0],))], ["v0"]
@@ -1002,7 +1009,8 @@ def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, w
 
     def source() -> Iterator[Case]:
         i = start
-        while (cases is None or i < start + cases) and (minutes is None or time.monotonic() - t0 < minutes * 60):
+        while (cases is None or i < start + cases) and \
+                (minutes is None or time.monotonic() - t0 < minutes * 60):
             yield gen.case(seed, i)
             i += 1
 
@@ -1053,7 +1061,8 @@ def main(argv: list[str] | None = None) -> int:
         new = [f for f in st.findings if f.known is None]
         failed += len(new)
         print(f"seed {s}: {st.cases} cases ({st.invalid} rejected by every path) in {st.seconds:.0f} s, "
-              f"{len(st.findings)} findings ({len(new)} new, {len(st.findings) - len(new)} known)", flush=True)
+              f"{len(st.findings)} findings ({len(new)} new, {len(st.findings) - len(new)} known)",
+              flush=True)
     return 1 if failed else 0
 
 
