@@ -449,6 +449,11 @@ class Generator:
     def case(self, seed: int, index: int) -> Case:
         rng = np.random.default_rng([seed, index])
         mode = MODES[int(rng.integers(len(MODES)))]
+        # one case in eight is a gradient case: float64, smooth ops, no edge values, grad outermost
+        # but for jit/checkpoint, so that it is checked against finite differences
+        smooth = rng.random() < 0.125
+        if smooth:
+            mode = "float64"
         kind = _KIND[mode]
         nargs = int(rng.integers(1, 4))
         rank = int(rng.choice([0, 1, 1, 2, 2, 2, 3]))
@@ -468,6 +473,8 @@ class Generator:
             tries += 1
             name = list(OPS)[int(rng.integers(len(OPS)))]
             spec = OPS[name]
+            if smooth and not spec.smooth:
+                continue
             pool = [i for i, k in enumerate(kinds) if k in spec.kinds]
             if not pool:
                 continue
@@ -501,8 +508,8 @@ class Generator:
         case.outs = [f"v{len(case.ops) - 1}"]
         if len(case.ops) > 1 and rng.random() < 0.25:
             case.outs.append(f"v{int(rng.integers(len(case.ops) - 1))}")
-        case.layers = self._layers(rng, case, shapes)
-        case.args, shapes_final = self._args(rng, case, shapes)
+        case.layers = self._grad_layers(rng, case) if smooth else self._layers(rng, case, shapes)
+        case.args, shapes_final = self._args(rng, case, shapes, edge=not smooth and rng.random() < 0.5)
         case.dynamic = self._dynamic(rng, shapes_final)
         return case
 
@@ -534,9 +541,12 @@ class Generator:
                 layers.append(la)
         return layers
 
-    def _args(self, rng: np.random.Generator, case: Case, shapes: list) -> tuple[list, list]:
+    def _grad_layers(self, rng: np.random.Generator, case: Case) -> list[Layer]:
+        layers = [Layer("grad", argnum=int(rng.integers(case.nargs)))]
+        return layers + [Layer(str(rng.choice(["jit", "checkpoint"])))] * int(rng.integers(0, 2))
+
+    def _args(self, rng: np.random.Generator, case: Case, shapes: list, edge: bool) -> tuple[list, list]:
         final = _final_shapes(case, shapes)
-        edge = rng.random() < 0.5
         return [_values(rng, s, case.mode, edge) for s in final], final
 
     def _dynamic(self, rng: np.random.Generator, shapes: list) -> tuple | None:
@@ -659,11 +669,14 @@ def _tree_compare(x: Any, y: Any, mode: str, budget: float) -> str | None:
 
 
 def _fd_check(case: Case, ns: dict) -> str | None:
-    """float64, a smooth program, no edge values, the stack ``grad`` [+ jit/checkpoint]: the
-    gradient against central finite differences at up to four coordinates."""
-    if case.mode != "float64" or not case.layers or case.layers[0].kind != "grad":
+    """float64, a smooth program, no edge values, a stack of ``grad`` [+ jit/checkpoint] (or only
+    jit/checkpoint: then the native ``jit(grad)`` of the summed outputs with respect to the first
+    argument is checked): the gradient against central finite differences at up to four
+    coordinates."""
+    if case.mode != "float64":
         return None
-    if any(la.kind not in ("jit", "checkpoint") for la in case.layers[1:]):
+    has_grad = bool(case.layers) and case.layers[0].kind == "grad"
+    if any(la.kind not in ("jit", "checkpoint") for la in case.layers[int(has_grad):]):
         return None
     if not all(op.code is not None or OPS[op.name].smooth for op in case.ops):  # hand-written ops: smooth
         return None
@@ -671,8 +684,9 @@ def _fd_check(case: Case, ns: dict) -> str | None:
            for a in case.args):
         return None
     import ember
-    g, f = ns["g"], ns["f"]
-    k = case.layers[0].argnum
+    f = ns["f"]
+    k = case.layers[0].argnum if has_grad else 0
+    g = ns["g"] if has_grad else ember.jit(ember.grad(lambda *a: ns["_loss"](f(*a)), argnums=0))
     with np.errstate(all="ignore"):
         grad = np.asarray(g(*case.args))
         if grad.shape != case.args[k].shape or not np.all(np.isfinite(grad)):
