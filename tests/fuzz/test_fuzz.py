@@ -77,6 +77,13 @@ def test_compare_tolerances() -> None:
     assert fuzz.compare(np.array([2, 3], np.int32), np.array([2, 4], np.int32), "int32", 99) is not None
     assert fuzz.compare(np.zeros(2, f32), np.zeros(3, f32), "float32", 1).startswith("shape")
     assert fuzz.compare(np.zeros(2, f32), np.zeros(2, np.float64), "float32", 1).startswith("shape")
+    # with the float64 truth: as far from it as the reference is, the result agrees; much farther, not
+    t = np.array([1000.0])
+    ref, near, far = (np.array([1000.0 + d], f32) for d in (0.25, -0.25, 0.5))
+    assert fuzz.compare(near, ref, "float32", 1) is not None
+    assert fuzz.compare(near, ref, "float32", 1, truth=t) is None
+    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=t) is not None
+    assert fuzz.compare(far, ref, "float32", 1, truth=np.array([1000.0 + 0.25])) is not None
     z = np.array([1 + 1j], np.complex64)
     assert fuzz.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
 
