@@ -1065,6 +1065,7 @@ def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, w
     stats = Stats(seed)
     t0 = time.monotonic()
     pool = Pool(workers, timeout)
+    shrinker: list[Pool] = []  # a pool of its own: the main one's workers may be busy with later cases
 
     def source() -> Iterator[Case]:
         i = start
@@ -1083,7 +1084,9 @@ def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, w
                 continue
             f = classify(Finding(res[0], res[1], case))
             if shrink and f.known is None:
-                check = same_failure(pool, f)
+                if not shrinker:
+                    shrinker.append(Pool(1, timeout))
+                check = same_failure(shrinker[0], f)
                 small = minimize(case, check)
                 f = classify(Finding(f.kind, check.detail if small is not case else f.detail, small))
             stats.findings.append(f)
@@ -1091,7 +1094,8 @@ def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, w
                 log(("KNOWN " + f.known + ": " if f.known else "") + f.title() + "\n"
                     + ("" if f.known else f.case.repro(f.title())))
     finally:
-        pool.close()
+        for p in [pool] + shrinker:
+            p.close()
         stats.seconds = time.monotonic() - t0
     return stats
 
