@@ -575,17 +575,10 @@ def _final_shapes(case: Case, shapes: list) -> list[tuple]:
     return [tuple(s) for s in out]
 
 
-class _x64:
-    def __init__(self, on: bool) -> None:
-        self.on = on
-
-    def __enter__(self) -> None:
-        from ember._src import flags
-        self.cm = flags.override("jax_enable_x64", self.on)
-        self.cm.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cm.__exit__(*exc)
+def _x64(on: bool) -> Any:
+    """64-bit dtypes on or off inside a ``with`` block (nothing happens when already so)."""
+    from ember._src import flags
+    return flags.override("jax_enable_x64", on)
 
 
 # -- running and comparing one case -------------------------------------------------------------
@@ -614,10 +607,6 @@ def _budget(case: Case) -> float:
         b += spec.ulps * (max(1, max(a.size for a in case.args)) if spec.per_element else 1)
     n_ad = sum(la.kind in AD_LAYERS for la in case.layers)
     return b * 4.0 ** n_ad
-
-
-def _eps(mode: str) -> float:
-    return float(np.finfo(np.float64 if mode == "float64" else np.float32).eps)
 
 
 def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None) -> str | None:
@@ -826,6 +815,7 @@ KNOWN: list[tuple[str, str, Callable[[Finding], bool]]] = [
 
 
 def classify(f: Finding) -> Finding:
+    """Set ``f.known`` to the id of the first row of :data:`KNOWN` that matches it."""
     for key, _, pred in KNOWN:
         try:
             if pred(f):
@@ -1049,6 +1039,8 @@ def same_failure(pool: Pool, finding: Finding) -> Callable[[Case], bool]:
 
 @dataclasses.dataclass
 class Stats:
+    """What one seed's run did: cases run, cases every path rejected, seconds, findings."""
+
     seed: int
     cases: int = 0
     invalid: int = 0
@@ -1101,6 +1093,7 @@ def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, w
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when a seed had a finding that is not known."""
     parser = argparse.ArgumentParser(prog="python -m ember.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=1.0, help="wall-clock budget per seed")
     parser.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds")
