@@ -139,6 +139,7 @@ def test_minimizer_shrinks_to_the_failing_op() -> None:
     assert [op.name for op in small.ops] == [target]
     assert small.layers == [] and small.dynamic is None
     assert all(d <= 1 for a in small.args for d in a.shape)
+    assert small.nargs == len(small.args) == len(set(small.ops[0].args)), "unused arguments are dropped"
 
 
 def test_repro_is_runnable_and_prints_every_path() -> None:

@@ -938,6 +938,10 @@ def _shrinks(case: Case) -> Iterator[Case]:
         op = case.ops[k]
         for repl in dict.fromkeys(op.args):
             yield _drop_op(case, k, repl)
+    used = {a for op in case.ops for a in op.args} | set(case.outs)
+    for i in range(case.nargs - 1, -1, -1):
+        if f"x{i}" not in used and case.nargs > 1 and all(la.argnum != i for la in case.layers):
+            yield _drop_arg(case, i)
     for i, a in enumerate(case.args):
         for ax in range(a.ndim):
             if a.shape[ax] > 1:
@@ -951,6 +955,20 @@ def _shrinks(case: Case) -> Iterator[Case]:
                     b = flat.copy()
                     b[j] = simple
                     yield _replace_arg(case, i, b.reshape(a.shape))
+
+
+def _drop_arg(case: Case, i: int) -> Case:
+    def sub(name: str) -> str:
+        m = re.fullmatch(r"x(\d+)", name)
+        return f"x{int(m.group(1)) - 1}" if m and int(m.group(1)) > i else name
+
+    ops = [dataclasses.replace(op, args=tuple(sub(a) for a in op.args)) for op in case.ops]
+    layers = [dataclasses.replace(la, argnum=la.argnum - (la.argnum > i),
+                                  in_axes=None if la.in_axes is None else la.in_axes[:i] + la.in_axes[i + 1:])
+              for la in case.layers]
+    dyn = None if case.dynamic is None else case.dynamic[:i] + case.dynamic[i + 1:]
+    return dataclasses.replace(case, nargs=case.nargs - 1, ops=ops, outs=[sub(o) for o in case.outs],
+                               layers=layers, args=case.args[:i] + case.args[i + 1:], dynamic=dyn)
 
 
 def _replace_arg(case: Case, i: int, a: np.ndarray) -> Case:
