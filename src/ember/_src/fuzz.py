@@ -1015,16 +1015,19 @@ def _adds(la: Layer, i: int) -> bool:
     return la.kind == "scan" or (la.kind == "vmap" and la.in_axes[i] is not None)
 
 
-def minimize(case: Case, still_fails: Callable[[Case], bool], budget: int = 200) -> Case:
+def minimize(case: Case, still_fails: Callable[[Case], bool], budget: int = 200,
+             seconds: float = 300.0) -> Case:
     """Greedy shrinking: take the first candidate that still fails, repeat until none does (or
-    ``budget`` candidates have been tried)."""
+    ``budget`` candidates have been tried, or ``seconds`` have passed)."""
     tried = 0
     progress = True
+    end = time.monotonic() + seconds
     while progress and tried < budget:
         progress = False
         for cand in _shrinks(case):
             tried += 1
-            if tried > budget:
+            if tried > budget or time.monotonic() > end:
+                tried = budget
                 break
             try:
                 ok = still_fails(cand)
