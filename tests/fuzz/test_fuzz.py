@@ -110,6 +110,10 @@ def test_gradient_against_finite_differences() -> None:
     x = [np.array([0.3, -1.2, 2.0])]
     good = _case("jnp.sin({0}) * {0}", x, [fuzz.Layer("grad")])
     assert fuzz.run_case(good) is None
+    # the gradient with respect to one argument of a program that indexes another (.at needs an Array)
+    two = fuzz.Case("float64", 2, [fuzz.Op("at_set", ("x0",)), fuzz.Op("mul", ("v0", "x1"))], ["v1"],
+                    [fuzz.Layer("grad", argnum=1)], [np.array([0.5, 2.0]), np.array([1.5, -1.0])])
+    assert fuzz.run_case(two) is None
     # a custom derivative that is twice too large: every path agrees, finite differences do not
     wrong = ("(lambda h: (h.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * t[0] * jnp.cos(p[0]))), h)[1])"
              "(ember.custom_jvp(jnp.sin))({0})")

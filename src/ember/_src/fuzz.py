@@ -691,7 +691,7 @@ def _fd_check(case: Case, ns: dict) -> str | None:
     k = case.layers[0].argnum if has_grad else 0
     g = ns["g"] if has_grad else ember.jit(ember.grad(lambda *a: ns["_loss"](f(*a)), argnums=0))
     with np.errstate(all="ignore"):
-        grad = np.asarray(g(*case.args))
+        grad = np.asarray(g(*[ember.numpy.asarray(a) for a in case.args]))
         if grad.shape != case.args[k].shape or not np.all(np.isfinite(grad)):
             return None
         loss = ember.jit(lambda *a: ns["_loss"](f(*a)), backend="numpy")
