@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 
 from ember._src import core, fuzz
+from tests.native.conftest import requires_cc
 
 # seed 0, cases [start, start + SLICE): four parts so that pytest-xdist spreads them
 SLICE = 8
 
 
+@requires_cc
 @pytest.mark.parametrize("part", range(4))
 def test_seed0_slice(part: int) -> None:
     st = fuzz.fuzz(0, cases=SLICE, start=part * SLICE, workers=1, shrink=False, timeout=120)
@@ -93,6 +95,7 @@ def _case(code: str, args: list[np.ndarray], layers: list | None = None, mode: s
                      ["v0"], layers or [], args)
 
 
+@requires_cc
 def test_a_crash_is_one_finding_and_the_pool_goes_on() -> None:
     crash = _case("__import__('ctypes').string_at(0) and {0}", [np.ones(2)])
     fine = _case("jnp.sin({0})", [np.linspace(-1, 1, 5)])
@@ -106,6 +109,7 @@ def test_a_crash_is_one_finding_and_the_pool_goes_on() -> None:
     assert got[id(fine)] is None
 
 
+@requires_cc
 def test_gradient_against_finite_differences() -> None:
     x = [np.array([0.3, -1.2, 2.0])]
     good = _case("jnp.sin({0}) * {0}", x, [fuzz.Layer("grad")])
@@ -121,6 +125,7 @@ def test_gradient_against_finite_differences() -> None:
     assert kind == "gradient" and "finite differences" in detail
 
 
+@requires_cc
 def test_mismatch_and_error_are_reported() -> None:
     # a Python branch on the concrete value: eager takes one side; jit cannot trace it
     kind, detail = fuzz.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
@@ -146,6 +151,7 @@ def test_minimizer_shrinks_to_the_failing_op() -> None:
     assert small.nargs == len(small.args) == len(set(small.ops[0].args)), "unused arguments are dropped"
 
 
+@requires_cc
 def test_repro_is_runnable_and_prints_every_path() -> None:
     case = _case("jnp.exp({0}) + {1}", [np.array([0.0, 1.0]), np.array(2.0)],
                  [fuzz.Layer("vmap", in_axes=(0, None), size=2)])
