@@ -628,7 +628,7 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None) -> str 
     if a.dtype.kind != "f":
         bad = a != b
         if bad.any():
-            i = tuple(np.argwhere(bad)[0])
+            i = tuple(int(v) for v in np.argwhere(bad)[0])
             return f"value at {i}: {a[i]!r} vs {b[i]!r}"
         return None
     with np.errstate(all="ignore"):
@@ -650,7 +650,7 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None) -> str 
         same_inf = ~fa & ~fb & ~na & ~nb & (a != b)
         bad |= inf_mis | same_inf
     if bad.any():
-        i = tuple(np.argwhere(bad)[0])
+        i = tuple(int(v) for v in np.argwhere(bad)[0])
         scale = float(np.finfo(a.dtype).eps) * max(abs(float(a[i])), abs(float(b[i])), 1e-300)
         ulps = float(err[i]) / scale if both[i] else float("inf")
         return f"value at {i}: {a[i]!r} vs {b[i]!r} ({ulps:.3g} ulps, budget {budget:.3g})"
