@@ -86,6 +86,10 @@ def test_compare_tolerances() -> None:
     assert fuzz.compare(near, ref, "float32", 1, truth=t) is None
     assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=t) is not None
     assert fuzz.compare(far, ref, "float32", 1, truth=np.array([1000.0 + 0.25])) is not None
+    # a truth stacked with the truths at perturbed arguments: their spread widens the allowance
+    spread = np.array([[1000.0], [1000.5], [999.75]])
+    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=spread) is None
+    assert fuzz.compare(np.array([1000.0 + 8.0], f32), ref, "float32", 1, truth=spread) is not None
     z = np.array([1 + 1j], np.complex64)
     assert fuzz.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
 
