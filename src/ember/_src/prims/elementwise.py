@@ -172,7 +172,13 @@ imag_p = _declare("imag", np.imag, "complex", _real_out, linear=True)
 conj_p = _declare("conj", np.conj, "complex", linear=True)
 erf_p = _declare("erf", sps.erf, "float")
 erfc_p = _declare("erfc", sps.erfc, "float")
-erf_inv_p = _declare("erf_inv", sps.erfinv, "float")
+def _erf_inv(x: np.ndarray) -> np.ndarray:
+    """``erfinv`` keeping the sign of zero (SciPy's gives +0.0 for -0.0; erf_inv is odd, as the
+    native backend and JAX have it)."""
+    return np.where(x == 0, x, sps.erfinv(x))
+
+
+erf_inv_p = _declare("erf_inv", _erf_inv, "float")
 def _lgamma(x: np.ndarray) -> np.ndarray:
     """``gammaln``, except below the smallest normal number, where SciPy returns inf: there
     ``lgamma(x)`` is ``-log|x|`` to within rounding (as C's ``lgamma``, JAX and the native backend give)."""
