@@ -31,8 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lax", ("ember._src.lax",)),
     ("library", ("ember._src.nn", "ember._src.random", "ember._src.api_util")),
     ("public", ("ember", "ember._src")),
-    # programs over the public API: the demo (python -m ember) and the FEATURES.md generator
-    ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__")),
+    # programs over the public API: the demo (python -m ember), the FEATURES.md generator and the fuzzer
+    ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__", "ember._src.fuzz", "ember.fuzz")),
 ]
 
 # (importer, imported): upward imports that stay, and why

@@ -92,6 +92,29 @@ def test_special_values():
     _check(es.i1e(np.array([np.inf, -np.inf, 0.0])), ss.i1e([np.inf, -np.inf, 0.0]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gammaln_of_subnormals(dtype):
+    """Below the smallest normal number lgamma(x) is -log|x| (math.lgamma's values); SciPy's
+    gammaln, which the eager and NumPy paths used, gave inf for float64 subnormals."""
+    import math
+    sub = np.finfo(dtype).smallest_subnormal
+    x = np.array([sub, -sub, 1e3 * sub, np.finfo(dtype).tiny, 0.0, 0.5], dtype)
+    want = np.array([math.lgamma(float(v)) if v != 0 else np.inf for v in x], dtype)
+    for f in (es.gammaln, ember.jit(es.gammaln), ember.jit(es.gammaln, backend="numpy")):
+        _check(f(x), want, dtype, rtol=1e-6 if dtype == np.float32 else 1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_erfinv_keeps_the_sign_of_zero(dtype):
+    """erfinv is odd: erfinv(-0.0) is -0.0 on every path (SciPy gives +0.0), so the gradient of
+    sqrt(erfinv(x)) at -0.0 is -inf everywhere (it was +inf eagerly and on the NumPy backend)."""
+    x = np.array([-0.0, 0.0, 0.5], dtype)
+    dsqrt = ember.grad(lambda v: jnp.sqrt(es.erfinv(v)))
+    for wrap in (lambda h: h, ember.jit, lambda h: ember.jit(h, backend="numpy")):
+        np.testing.assert_array_equal(np.signbit(np.asarray(wrap(es.erfinv)(x))), [True, False, False])
+        assert float(wrap(dsqrt)(x[0])) == -np.inf
+
+
 @pytest.mark.parametrize("name", ["xlogy", "xlog1py", "betaln", "beta", "rel_entr"])
 def test_binary(name):
     f, g = getattr(es, name), getattr(ss, name)

@@ -116,6 +116,23 @@ def test_integer_pow(dtype, y):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("y", [2, 3])
+def test_integer_pow_of_infinite_parts_matches_numpy(dtype, y):
+    """x ** 2 and x ** 3 are x * x and x * (x * x), as NumPy's complex power: no product with
+    1 + 0i, whose 0 times an infinite part made NaN (square(inf - 0.96j) was inf + nan*j)."""
+    big = np.finfo(np.float32 if dtype == np.complex64 else np.float64).max
+    z = np.array([complex(np.inf, -0.96), complex(-big, -0.02), complex(0.5, np.inf), complex(-np.inf, 0),
+                  complex(2, -3)], dtype)
+    got, _ = native(lambda x: lax.integer_pow(x, y), z)
+    with np.errstate(all="ignore"):
+        want = z ** y
+    got = np.asarray(got)
+    np.testing.assert_array_equal(np.isnan(got.real), np.isnan(want.real))
+    np.testing.assert_array_equal(np.isnan(got.imag), np.isnan(want.imag))
+    close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
 def test_conversions_and_construction(dtype):
     z = data(dtype)
     rd = np.float32 if dtype == np.complex64 else np.float64

@@ -53,6 +53,22 @@ def test_simplify_identities():
     same_values(p, q, X)
 
 
+def test_simplify_keeps_complex_products_and_quotients_by_one():
+    """x * (1+0j) and x / (1+0j) spread a NaN part to both parts in NumPy (jnp.mean of one complex
+    value divides by 1); simplify keeps them, and the native result is NumPy's."""
+    z = np.array([complex(np.nan, -1.31), complex(np.inf, 2.0), complex(1.5, -0.5)], np.complex64)
+
+    def f(x):
+        return x / np.complex64(1), x * np.complex64(1), jnp.mean(x[:, None], axis=-1), x + 0
+
+    q = passes.simplify(prog(f, z))
+    assert prims(q).count("div") == 2 and prims(q).count("mul") == 1
+    with np.errstate(all="ignore"):
+        want = (z / np.complex64(1), z * np.complex64(1), z / np.complex64(1), z)
+    for got, w in zip(ember.jit(f)(z), want):
+        np.testing.assert_array_equal(np.asarray(got), w)
+
+
 def test_simplify_splats_and_movement():
     def f(x):
         two = lax.broadcast_in_dim(np.float32(2.0), (4, 8), ())

@@ -172,8 +172,22 @@ imag_p = _declare("imag", np.imag, "complex", _real_out, linear=True)
 conj_p = _declare("conj", np.conj, "complex", linear=True)
 erf_p = _declare("erf", sps.erf, "float")
 erfc_p = _declare("erfc", sps.erfc, "float")
-erf_inv_p = _declare("erf_inv", sps.erfinv, "float")
-lgamma_p = _declare("lgamma", sps.gammaln, "float")
+def _erf_inv(x: np.ndarray) -> np.ndarray:
+    """``erfinv`` keeping the sign of zero (SciPy's gives +0.0 for -0.0; erf_inv is odd, as the
+    native backend and JAX have it)."""
+    return np.where(x == 0, x, sps.erfinv(x))
+
+
+erf_inv_p = _declare("erf_inv", _erf_inv, "float")
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """``gammaln``, except below the smallest normal number, where SciPy returns inf: there
+    ``lgamma(x)`` is ``-log|x|`` to within rounding (as C's ``lgamma``, JAX and the native backend give)."""
+    y = sps.gammaln(x)
+    tiny = (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)
+    return np.where(tiny, -np.log(np.abs(np.where(tiny, x, 1))), y) if tiny.any() else y
+
+
+lgamma_p = _declare("lgamma", _lgamma, "float")
 digamma_p = _declare("digamma", sps.psi, "float")
 population_count_p = _declare("population_count",  # counts the bits of the two's-complement pattern
                               lambda x: np.bitwise_count(x.view(f"u{x.dtype.itemsize}")).astype(x.dtype),

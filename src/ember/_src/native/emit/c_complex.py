@@ -107,6 +107,11 @@ def _integer_pow(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: di
     one = c_ops.literal(1, out)
     if y == 0:
         return one
+    if 1 <= y <= 3:
+        # NumPy's complex power multiplies x by itself for y = 1, 2, 3 (no product with 1 + 0i, whose
+        # zero imaginary part times an infinite part gives NaN: square(inf - 1j) is inf - inf*j)
+        x = a[0]
+        return {1: x, 2: f"em_cmul{s}({x}, {x})", 3: f"em_cmul{s}({x}, em_cmul{s}({x}, {x}))"}[y]
     return c_ops.power_by_squaring(a[0], y, ctype(out), one, lambda u, v: f"em_cmul{s}({u}, {v})",
                                    lambda r: f"em_cdiv{s}({one}, {r})")
 

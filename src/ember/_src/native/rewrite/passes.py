@@ -277,7 +277,9 @@ def _simplify_eqn(b: Builder, e: Eqn, ins: list[Atom]) -> Atom | None:
         pe = prod.get(ins[0].id) if isinstance(ins[0], Var) else None
         if pe is not None and pe.prim is pr.NEG:
             return pe.inputs[0]
-    if name in ("mul", "add", "sub", "div"):
+    # complex x * 1 and x / 1 are not x: NumPy's complex product and quotient mix the parts, so a
+    # NaN or infinite part spreads (mean of [nan - 1.31j] is nan + nan j)
+    if name in ("mul", "add", "sub", "div") and not (name in ("mul", "div") and out.dtype.kind == "c"):
         x, y = ins
         sx, sy = splat_value(x, prod), splat_value(y, prod)
         unit = 1 if name in ("mul", "div") else 0

@@ -1,0 +1,1161 @@
+"""``python -m ember.fuzz``: the differential fuzzer.
+
+Random programs over ember's primitives (elementwise, reductions, movement, dot, indexing, scans
+and sorts), wrapped in random transformation stacks (``jit``, ``grad``, ``value_and_grad``,
+``vmap``, ``jvp``, ``jacfwd``, ``jacrev``, ``hessian``, ``checkpoint``, ``scan``/``while``/``cond``
+bodies, named dynamic axes), run on three paths -- eager, ``jit(backend="numpy")`` and the native
+``jit`` -- in one of five dtype modes, and compared at per-op ulp tolerances; float64 gradients are
+also compared with central finite differences. Each case runs in a worker process, so a crash is
+one finding; a failing case is shrunk to a small runnable repro. See ``docs/fuzzing.md``.
+
+A case is data (:class:`Case`): the program is Python source (one line per op), so what the worker
+executes is exactly what a repro prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import multiprocessing
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import wait as _wait_conns
+from typing import Any
+
+import numpy as np
+
+MODES = ("float32", "float64", "int32", "bool", "complex64")
+_DTYPE = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "bool": np.bool_,
+          "complex64": np.complex64}
+_KIND = {"float32": "f", "float64": "f", "int32": "i", "bool": "b", "complex64": "c"}
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """One op the generator draws: the primitive it exercises (a name of ``core.PRIMITIVES``), the
+    operand kinds it accepts (``f`` float, ``c`` complex, ``i`` int, ``b`` bool), its source
+    template (``{0}``, ``{1}`` the operands, ``{axis}`` a drawn axis), its error budget in ulps of
+    the mode's float type (``n``: times the operand's size, for sums) and whether it is smooth
+    (finite differences apply)."""
+
+    prim: str
+    kinds: str
+    arity: int
+    template: str
+    ulps: float = 1.0
+    per_element: bool = False
+    smooth: bool = True
+    axis: bool = False
+
+
+def _u(prim: str, kinds: str, template: str, ulps: float = 1.0, smooth: bool = True) -> OpSpec:
+    return OpSpec(prim, kinds, 1, template, ulps, smooth=smooth)
+
+
+def _b(prim: str, kinds: str, template: str, ulps: float = 1.0, smooth: bool = True) -> OpSpec:
+    return OpSpec(prim, kinds, 2, template, ulps, smooth=smooth)
+
+
+def _r(prim: str, kinds: str, template: str, ulps: float = 1.0, per_element: bool = True,
+       smooth: bool = True) -> OpSpec:
+    return OpSpec(prim, kinds, 1, template, ulps, per_element=per_element, smooth=smooth, axis=True)
+
+
+# name -> spec. The ulp budgets are the documented bounds of the native math functions with slack
+# (docs/fuzzing.md); an op whose result is exact on every path (movement, comparisons) costs 0.
+OPS: dict[str, OpSpec] = {
+    # elementwise, one operand
+    "neg": _u("neg", "fcib", "-{0}", 0),
+    "abs": _u("abs", "fci", "jnp.abs({0})", 1, smooth=False),
+    "sign": _u("sign", "fi", "jnp.sign({0})", 0, smooth=False),
+    "square": _u("integer_pow", "fci", "jnp.square({0})", 1),
+    "cube": _u("integer_pow", "fi", "lax.integer_pow({0}, 3)", 2),
+    "exp": _u("exp", "fc", "jnp.exp({0})", 4),
+    "exp2": _u("exp2", "f", "jnp.exp2({0})", 4),
+    "expm1": _u("expm1", "f", "jnp.expm1({0})", 4),
+    "log": _u("log", "fc", "jnp.log({0})", 4),
+    "log1p": _u("log1p", "f", "jnp.log1p({0})", 4),
+    "sqrt": _u("sqrt", "fc", "jnp.sqrt({0})", 2),
+    "rsqrt": _u("rsqrt", "f", "lax.rsqrt({0})", 4),
+    "cbrt": _u("cbrt", "f", "jnp.cbrt({0})", 4),
+    "sin": _u("sin", "fc", "jnp.sin({0})", 4),
+    "cos": _u("cos", "fc", "jnp.cos({0})", 4),
+    "tan": _u("tan", "f", "jnp.tan({0})", 8),
+    "tanh": _u("tanh", "fc", "jnp.tanh({0})", 4),
+    "sinh": _u("sinh", "f", "jnp.sinh({0})", 4),
+    "cosh": _u("cosh", "f", "jnp.cosh({0})", 4),
+    "arctan": _u("atan", "f", "jnp.arctan({0})", 4),
+    "arcsinh": _u("asinh", "f", "jnp.arcsinh({0})", 4),
+    "arcsin": _u("asin", "f", "jnp.arcsin({0})", 4),
+    "arctanh": _u("atanh", "f", "jnp.arctanh({0})", 4),
+    "arccos": _u("acos", "f", "jnp.arccos({0})", 4),
+    "arccosh": _u("acosh", "f", "jnp.arccosh({0})", 4),
+    "erfc": _u("erfc", "f", "lax.erfc({0})", 8),
+    "erf_inv": _u("erf_inv", "f", "lax.erf_inv({0})", 16),
+    "digamma": _u("digamma", "f", "lax.digamma({0})", 64),
+    "bitcast": _u("bitcast_convert_type", "i", "lax.bitcast_convert_type({0}, jnp.float32)", 0, smooth=False),
+    "complex": _b("complex", "f", "lax.complex({0}, {1})", 0),
+    "sigmoid": _u("logistic", "f", "ember.nn.sigmoid({0})", 4),
+    "erf": _u("erf", "f", "lax.erf({0})", 4),
+    "lgamma": _u("lgamma", "f", "lax.lgamma({0})", 64),
+    "floor": _u("floor", "f", "jnp.floor({0})", 0, smooth=False),
+    "ceil": _u("ceil", "f", "jnp.ceil({0})", 0, smooth=False),
+    "round": _u("round", "f", "jnp.round({0})", 0, smooth=False),
+    "isfinite": _u("is_finite", "f", "jnp.isfinite({0})", 0, smooth=False),
+    "conj": _u("conj", "c", "jnp.conj({0})", 0),
+    "real": _u("real", "c", "jnp.real({0})", 0),
+    "imag": _u("imag", "c", "jnp.imag({0})", 0),
+    "invert": _u("not", "ib", "~{0}", 0, smooth=False),
+    "popcount": _u("population_count", "i", "lax.population_count({0})", 0, smooth=False),
+    "to_f": _u("convert_element_type", "ibf", "{0}.astype(jnp.float32)", 1, smooth=False),
+    "to_i": _u("convert_element_type", "bi", "{0}.astype(jnp.int32)", 0, smooth=False),
+    "clip": _u("max", "fi", "jnp.clip({0}, -2, 2)", 0, smooth=False),
+    # elementwise, two operands (broadcasting)
+    "add": _b("add", "fci", "{0} + {1}", 1),
+    "sub": _b("sub", "fci", "{0} - {1}", 1),
+    "mul": _b("mul", "fcib", "{0} * {1}", 1),
+    "div": _b("div", "fc", "{0} / {1}", 2),
+    "max": _b("max", "fib", "jnp.maximum({0}, {1})", 0, smooth=False),
+    "min": _b("min", "fib", "jnp.minimum({0}, {1})", 0, smooth=False),
+    "pow": _b("pow", "f", "jnp.power({0}, {1})", 16),
+    "atan2": _b("atan2", "f", "jnp.arctan2({0}, {1})", 4),
+    "rem": _b("rem", "fi", "jnp.remainder({0}, {1})", 1, smooth=False),
+    "floordiv": _b("div", "fi", "jnp.floor_divide({0}, {1})", 1, smooth=False),
+    "nextafter": _b("nextafter", "f", "jnp.nextafter({0}, {1})", 0, smooth=False),
+    "lt": _b("lt", "fib", "{0} < {1}", 0, smooth=False),
+    "le": _b("le", "fi", "{0} <= {1}", 0, smooth=False),
+    "gt": _b("gt", "fi", "{0} > {1}", 0, smooth=False),
+    "ge": _b("ge", "fib", "{0} >= {1}", 0, smooth=False),
+    "eq": _b("eq", "fcib", "{0} == {1}", 0, smooth=False),
+    "ne": _b("ne", "fcib", "{0} != {1}", 0, smooth=False),
+    "and": _b("and", "ib", "{0} & {1}", 0, smooth=False),
+    "or": _b("or", "ib", "{0} | {1}", 0, smooth=False),
+    "xor": _b("xor", "ib", "{0} ^ {1}", 0, smooth=False),
+    "shl": _b("shift_left", "i", "jnp.left_shift({0}, {1})", 0, smooth=False),
+    "shr": _b("shift_right_arithmetic", "i", "jnp.right_shift({0}, {1})", 0, smooth=False),
+    "shrl": _b("shift_right_logical", "i", "lax.shift_right_logical({0}, {1})", 0, smooth=False),
+    "where": _b("select_n", "fi", "jnp.where({0} > {1}, {0}, {1})", 0, smooth=False),
+    "bwhere": _b("select_n", "b", "jnp.where({0}, {1}, ~{1})", 0, smooth=False),
+    # reductions and scans along a drawn axis
+    "sum": _r("reduce_sum", "fci", "jnp.sum({0}, axis={axis})", 1),
+    "sum_all": _r("reduce_sum", "fcib", "jnp.sum({0})", 1),
+    "prod": _r("reduce_prod", "fi", "jnp.prod({0}, axis={axis})", 1),
+    "mean": _r("reduce_sum", "fc", "jnp.mean({0}, axis={axis}, keepdims=True)", 1),
+    "rmax": _r("reduce_max", "fib", "jnp.max({0}, axis={axis}, initial=-7)", 0, False, smooth=False),
+    "rmin": _r("reduce_min", "fi", "jnp.min({0}, axis={axis}, initial=7)", 0, False, smooth=False),
+    "argmax": _r("argmax", "fi", "jnp.argmax({0}, axis={axis})", 0, False, smooth=False),
+    "argmin": _r("argmin", "fi", "jnp.argmin({0}, axis={axis})", 0, False, smooth=False),
+    "any": _r("reduce_or", "b", "jnp.any({0}, axis={axis})", 0, False, smooth=False),
+    "all": _r("reduce_and", "b", "jnp.all({0}, axis={axis})", 0, False, smooth=False),
+    "logsumexp": _r("reduce_max", "f", "ember.nn.logsumexp({0}, axis={axis})", 4),
+    "softmax": _r("exp", "f", "ember.nn.softmax({0}, axis={axis})", 8),
+    "cumsum": _r("cumsum", "fi", "jnp.cumsum({0}, axis={axis})", 1),
+    "cumprod": _r("cumprod", "fi", "jnp.cumprod({0}, axis={axis})", 1),
+    "cummin": _r("cummin", "fi", "lax.cummin({0}, axis={axis})", 0, False, smooth=False),
+    "cummax": _r("cummax", "fi", "lax.cummax({0}, axis={axis})", 0, False, smooth=False),
+    "sort": _r("sort", "fi", "jnp.sort({0}, axis={axis})", 0, False, smooth=False),
+    # movement
+    "transpose": _u("transpose", "fcib", "jnp.transpose({0})", 0),
+    "reshape": _u("reshape", "fcib", "jnp.reshape({0}, (-1,))", 0),
+    "flip": OpSpec("rev", "fcib", 1, "jnp.flip({0}, axis={axis})", 0, axis=True),
+    "slice": OpSpec("slice", "fcib", 1, "lax.slice_in_dim({0}, 1, None, 2, axis={axis})", 0, axis=True),
+    "pad": _u("pad", "fcib", "jnp.pad({0}, 1)", 0),
+    "concat": OpSpec("concatenate", "fcib", 1, "jnp.concatenate([{0}, jnp.flip({0})], axis={axis})", 0,
+                     axis=True),
+    "bcast": _u("broadcast_in_dim", "fcib", "jnp.broadcast_to({0}, (2,) + {0}.shape)", 0),
+    "expand": _u("broadcast_in_dim", "fcib", "{0}[None]", 0),
+    "squeeze": _u("squeeze", "fcib", "jnp.squeeze({0})", 0),
+    # contraction
+    "matmul": OpSpec("dot_general", "fci", 2, "jnp.matmul({0}, jnp.swapaxes({1}, -1, -2))", 1,
+                     per_element=True),
+    "gram": OpSpec("dot_general", "fci", 1, "{0} @ jnp.swapaxes({0}, -1, -2)", 1, per_element=True),
+    "vdot": OpSpec("dot_general", "fci", 1, "jnp.tensordot({0}, {0}, axes={0}.ndim)", 1, per_element=True),
+    "fft": OpSpec("fft", "c", 1, "jnp.fft.fft({0}, axis={axis})", 4, per_element=True, axis=True),
+    "cholesky": OpSpec("cholesky", "f", 1, "jnp.linalg.cholesky({0} @ jnp.swapaxes({0}, -1, -2) + "
+                       "9 * jnp.eye({0}.shape[-2], dtype={0}.dtype))", 8, per_element=True),
+    "eigvalsh": OpSpec("eigh", "f", 1, "jnp.linalg.eigvalsh({0} @ jnp.swapaxes({0}, -1, -2))", 8,
+                       per_element=True, smooth=False),
+    # indexing and others
+    "iota": _u("iota", "fi", "{0} + jnp.arange({0}.shape[-1], dtype={0}.dtype)", 1),
+    "stop_gradient": _u("stop_gradient", "fcib", "lax.stop_gradient({0})", 0, smooth=False),
+    "take": OpSpec("take", "fcib", 1, "jnp.take({0}, jnp.array([0, 2, -1, 0]), axis={axis})", 0, axis=True),
+    "index0": _u("slice", "fcib", "{0}[0]", 0),
+    "dslice": OpSpec("dynamic_slice", "fcib", 1, "lax.dynamic_slice_in_dim({0}, 1, 1, axis={axis})", 0,
+                     axis=True),
+    "at_add": _u("scatter", "fci", "{0}.at[jnp.array([0, 0, -1])].add(1)", 1),
+    "at_set": _u("dynamic_update_slice", "fcib", "{0}.at[-1].set({0}[0])", 0),
+}
+
+
+PRELUDE = '''\
+def _leaves(t):
+    return [x for x in ember.tree_util.tree_leaves(t)]
+
+
+def _loss(t):
+    """Sum of the floating leaves of t (the scalar that grad-like layers differentiate)."""
+    fl = [jnp.sum(x) for x in _leaves(t) if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return sum(fl[1:], fl[0]) if fl else jnp.zeros(())
+
+
+def _flat(t):
+    fl = [jnp.ravel(x) for x in _leaves(t) if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.concatenate(fl) if fl else jnp.zeros((1,))
+
+
+def _scan(g):
+    return lambda *a: lax.scan(lambda c, s: (c + 1, g(*s)), 0, a)[1]
+
+
+def _while(g):
+    return lambda *a: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, g(*a)), (0, g(*a)))[1]
+
+
+def _cond(g):
+    def h(*a):
+        pred = jnp.sum(jnp.isfinite(jnp.ravel(a[0]).astype(jnp.float32))) % 2 == 0
+        zeros = lambda *b: ember.tree_util.tree_map(jnp.zeros_like, g(*b))
+        return lax.cond(pred, g, zeros, *a)
+    return h
+
+
+def _jvp(g):
+    return lambda *a: ember.jvp(lambda *b: _flat(g(*b)), a, tuple(jnp.ones_like(x) for x in a))
+'''
+
+HEADER = '''\
+import numpy as np
+import ember
+import ember.numpy as jnp
+from ember import lax
+
+nan, inf = np.nan, np.inf
+
+
+def _c(re, im):
+    z = np.empty(np.shape(re), np.complex64)
+    z.real, z.imag = re, im
+    return z
+'''
+
+
+@dataclasses.dataclass
+class Op:
+    """``v<k> = template.format(*args, axis=axis)`` in the program's source."""
+
+    name: str
+    args: tuple[str, ...]
+    axis: int | None = None
+    code: str | None = None  # a hand-written template in place of the spec's (tests, replays)
+
+    def render(self) -> str:
+        return (self.code or OPS[self.name].template).format(*self.args, axis=self.axis)
+
+
+@dataclasses.dataclass
+class Layer:
+    """One transformation around the function (innermost first in :attr:`Case.layers`)."""
+
+    kind: str
+    argnum: int = 0
+    in_axes: tuple | None = None  # vmap: one entry per argument (None: not mapped)
+    size: int = 2  # vmap / scan: the mapped length
+
+    def render(self) -> str:
+        k = self.kind
+        if k == "jit":
+            return "g = ember.jit(g)"
+        if k == "checkpoint":
+            return "g = ember.checkpoint(g)"
+        if k == "vmap":
+            return f"g = ember.vmap(g, in_axes={tuple(self.in_axes)!r})"
+        if k in ("scan", "while", "cond", "jvp"):
+            return f"g = _{k}(g)"
+        if k == "grad":
+            return f"g = ember.grad(lambda *a, g=g: _loss(g(*a)), argnums={self.argnum})"
+        if k == "value_and_grad":
+            return f"g = ember.value_and_grad(lambda *a, g=g: _loss(g(*a)), argnums={self.argnum})"
+        if k in ("jacfwd", "jacrev"):
+            return f"g = ember.{k}(lambda *a, g=g: _flat(g(*a)), argnums={self.argnum})"
+        if k == "hessian":
+            return f"g = ember.hessian(lambda *a, g=g: _loss(g(*a)), argnums={self.argnum})"
+        raise ValueError(k)
+
+
+AD_LAYERS = ("grad", "value_and_grad", "jvp", "jacfwd", "jacrev", "hessian")
+LAYER_KINDS = ("jit", "checkpoint", "vmap", "scan", "while", "cond") + AD_LAYERS
+
+
+@dataclasses.dataclass
+class Case:
+    """A fuzz case: dtype mode, the program (ops over ``x0..``), its outputs, the transformation
+    stack, the concrete arguments (after vmap/scan axes) and the named dynamic axes of the jit."""
+
+    mode: str
+    nargs: int
+    ops: list[Op]
+    outs: list[str]
+    layers: list[Layer]
+    args: list[np.ndarray]
+    dynamic: tuple | None = None
+    seed: int = 0
+    index: int = 0
+
+    @property
+    def x64(self) -> bool:
+        return self.mode == "float64"
+
+    def function_source(self) -> str:
+        params = ", ".join(f"x{i}" for i in range(self.nargs))
+        lines = [f"def f({params}):"]
+        lines += [f"    v{k} = {op.render()}" for k, op in enumerate(self.ops)]
+        out = self.outs[0] if len(self.outs) == 1 else "(" + ", ".join(self.outs) + ")"
+        lines.append(f"    return {out}")
+        lines.append("")
+        lines.append("g = f")
+        lines += [la.render() for la in self.layers]
+        return "\n".join(lines) + "\n"
+
+    def jit_source(self, backend: str | None) -> str:
+        b = "" if backend is None else f", backend={backend!r}"
+        d = "" if self.dynamic is None else f", dynamic_axes={list(self.dynamic)!r}"
+        return f"ember.jit(g{b}{d})"
+
+    def args_source(self) -> str:
+        return "args = (" + "".join(_array_source(a) + ", " for a in self.args) + ")"
+
+    def repro(self, title: str = "") -> str:
+        """The case as a runnable Python script that prints each path's result."""
+        head = f"# {title}\n" if title else ""
+        return (head + HEADER + f'ember.config.update("jax_enable_x64", {self.x64})\n\n\n' + PRELUDE
+                + "\n\n" + self.function_source() + "\n" + self.args_source() + "\n"
+                + "print(ember.make_program(g)(*args))\n"
+                + f"print('numpy  ', {self.jit_source('numpy')}(*args))\n"
+                + "print('eager  ', g(*[jnp.asarray(a) for a in args]))\n"
+                + f"print('native ', {self.jit_source(None)}(*args))\n")
+
+
+def _array_source(a: np.ndarray) -> str:
+    if a.dtype.kind == "c":
+        return f"_c({_array_source(a.real.copy())}, {_array_source(a.imag.copy())})"
+    return f"np.array({a.tolist()!r}, dtype=np.{a.dtype.name}).reshape({a.shape!r})"
+
+
+# primitives of the native op table the generator does not draw, and why (tests/fuzz checks that
+# every other one is drawn by some op of OPS)
+NOT_DRAWN: dict[str, str] = {
+    "scan": "a transformation layer (_scan), not an op", "while": "a transformation layer (_while)",
+    "cond": "a transformation layer (_cond)", "checkpoint": "a transformation layer",
+    "custom_jvp_call": "reached through ember.nn functions with custom derivatives",
+    "custom_vjp_call": "reached through ember.nn functions with custom derivatives",
+    "copy": "removed by the passes before the schedule", "native_gemm": "made by the passes from dot_general",
+    "native_threefry_hi": "made by the passes from threefry2x32",
+    "native_threefry_lo": "made by the passes from threefry2x32",
+    "threefry2x32": "random bits: the same bits on every path by construction, tested in tests/library",
+    "dim_as_value": "only under dynamic axes in user code (dimension_as_value)",
+    "attention": "a fused call with its own tests (tests/nn); its operands need a 4-d layout",
+    "conv": "needs NCHW operands and kernels; tested against PyTorch in tests/nn",
+    "fft_conv": "made from long 1-d convolutions only", "polygamma": "order operand must be an integer array",
+    "eig": "eigenvector order and phase are not unique", "qr": "signs of the factors are not unique",
+    "svd": "signs of the singular vectors are not unique", "lu": "pivoting ties differ legitimately",
+    "triangular_solve": "reached through linalg.solve in tests/numpy",
+    **{p: "needs several processes (MPI)" for p in ("process_all_gather", "process_allreduce",
+                                                     "process_permute", "process_reduce_scatter")},
+    "ragged_binary": "ember.vsla has its own fuzz (tests/vsla)", "ragged_rowbroadcast": "as ragged_binary",
+    "ragged_rowsum": "as ragged_binary",
+}
+
+
+# -- values -------------------------------------------------------------------------------------
+
+def _edges(mode: str) -> list:
+    if mode in ("float32", "float64", "complex64"):
+        ft = np.float64 if mode == "float64" else np.float32
+        fi = np.finfo(ft)
+        sub = float(fi.smallest_subnormal)
+        huge = 1e30 if ft is np.float32 else 1e300
+        return [np.nan, np.inf, -np.inf, -0.0, 0.0, sub, -sub, float(fi.tiny), float(fi.max), -float(fi.max),
+                huge, 1.0, -1.0]
+    if mode == "int32":
+        return [-2 ** 31, 2 ** 31 - 1, 0, -1, 1, 31, 32]
+    return [True, False]
+
+
+def _values(rng: np.random.Generator, shape: tuple, mode: str, edge: bool) -> np.ndarray:
+    dt = _DTYPE[mode]
+    if mode == "bool":
+        return rng.random(shape) < 0.5
+    if mode == "int32":
+        out = rng.integers(-9, 10, shape).astype(dt)
+    else:
+        out = np.round(rng.uniform(-3, 3, shape), 2)
+        if mode == "complex64":
+            out = out + 1j * np.round(rng.uniform(-3, 3, shape), 2)
+        out = out.astype(dt)
+    if edge and out.size:
+        return _with_edges(rng, out, mode)
+    return np.asarray(out, dtype=dt)
+
+
+def _with_edges(rng: np.random.Generator, out: np.ndarray, mode: str) -> np.ndarray:
+    dt, shape = out.dtype, out.shape
+    with np.errstate(all="ignore"):
+        ed = _edges(mode)
+        mask = rng.random(shape) < 0.3
+        table = np.array(ed, dtype=np.float64 if mode != "int32" else np.int64)
+        pick = table[rng.integers(0, len(ed), shape)]
+        if mode == "complex64":
+            pick2 = np.array(ed)[rng.integers(0, len(ed), shape)]
+            z = np.empty(shape, np.complex64)
+            z.real, z.imag = pick, np.where(rng.random(shape) < 0.5, pick2, out.imag)
+            pick = z
+        out = np.where(mask, pick.astype(dt), out)
+    return np.asarray(out, dtype=dt)
+
+
+# -- generation ---------------------------------------------------------------------------------
+
+class Generator:
+    """Draws cases; shapes and dtypes are checked with ``ember.eval_shape`` as ops are added."""
+
+    def __init__(self) -> None:
+        import ember
+        self.ember = ember
+        self.ns: dict[str, Any] = {}
+        exec(HEADER + PRELUDE, self.ns)
+
+    def _build(self, case: Case) -> Callable:
+        ns = dict(self.ns)
+        exec(case.function_source(), ns)
+        return ns["g"]
+
+    def avals(self, case: Case, shapes: list[tuple]) -> Any:
+        """Abstract outputs of the whole case (raises when it does not type-check)."""
+        g = self._build(case)
+        # float64 cases are checked as float32: the shapes and dtype kinds are the same, and the
+        # process's 64-bit flag is not switched (each switch clears every cache)
+        dt = np.float32 if case.mode == "float64" else _DTYPE[case.mode]
+        specs = [self.ember.ShapeDtypeStruct(s, dt) for s in shapes]
+        return self.ember.eval_shape(g, *specs)
+
+    def _vars_avals(self, case: Case, shapes: list[tuple]) -> list:
+        probe = dataclasses.replace(case, outs=[f"v{k}" for k in range(len(case.ops))] or ["x0"], layers=[])
+        out = self.avals(probe, shapes)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def case(self, seed: int, index: int) -> Case:
+        rng = np.random.default_rng([seed, index])
+        mode = MODES[int(rng.integers(len(MODES)))]
+        # one case in eight is a gradient case: float64, smooth ops, no edge values, grad outermost
+        # but for jit/checkpoint, so that it is checked against finite differences
+        smooth = rng.random() < 0.125
+        if smooth:
+            mode = "float64"
+        kind = _KIND[mode]
+        nargs = int(rng.integers(1, 4))
+        rank = int(rng.choice([0, 1, 1, 2, 2, 2, 3]))
+        full = tuple(int(rng.choice([0, 1, 2, 3, 4, 5], p=[.04, .16, .2, .3, .15, .15])) for _ in range(rank))
+        shapes = []
+        for _ in range(nargs):
+            s = tuple(1 if rng.random() < 0.2 else d for d in full)
+            s = s[int(rng.integers(0, 2)) if s and rng.random() < 0.3 else 0:]
+            shapes.append(s)
+        case = Case(mode, nargs, [], ["x0"], [], [], seed=seed, index=index)
+        avs: list = []
+        names = [f"x{i}" for i in range(nargs)]
+        kinds = [kind] * nargs
+        nops = int(rng.integers(1, 7))
+        tries = 0
+        while len(case.ops) < nops and tries < 60:
+            tries += 1
+            name = list(OPS)[int(rng.integers(len(OPS)))]
+            spec = OPS[name]
+            if smooth and not spec.smooth:
+                continue
+            pool = [i for i, k in enumerate(kinds) if k in spec.kinds]
+            if not pool:
+                continue
+            recent = [i for i in pool if i >= len(kinds) - 3] or pool
+            args = []
+            for j in range(spec.arity):
+                src = recent if (j == 0 and rng.random() < 0.7) else pool
+                args.append(names[int(rng.choice(src))])
+            if spec.arity == 2 and kinds[names.index(args[0])] != kinds[names.index(args[1])]:
+                continue
+            axis = None
+            if spec.axis:
+                r = self._rank(names.index(args[0]), nargs, shapes, avs)
+                if r == 0:
+                    continue
+                axis = int(rng.integers(-r, r))
+            trial = dataclasses.replace(case, ops=case.ops + [Op(name, tuple(args), axis)])
+            try:
+                new = self._vars_avals(trial, shapes)
+            except Exception:
+                continue
+            av = new[-1]
+            if int(np.prod(av.shape)) > 400 or len(av.shape) > 5:
+                continue
+            case, avs = trial, new
+            names.append(f"v{len(case.ops) - 1}")
+            kinds.append(np.dtype(av.dtype).kind.replace("u", "i"))
+        if not case.ops:
+            case.ops = [Op("neg", ("x0",))]
+            avs = self._vars_avals(case, shapes)
+        case.outs = [f"v{len(case.ops) - 1}"]
+        if len(case.ops) > 1 and rng.random() < 0.25:
+            case.outs.append(f"v{int(rng.integers(len(case.ops) - 1))}")
+        case.layers = self._grad_layers(rng, case) if smooth else self._layers(rng, case, shapes)
+        case.args, shapes_final = self._args(rng, case, shapes, edge=not smooth and rng.random() < 0.5)
+        case.dynamic = self._dynamic(rng, shapes_final)
+        return case
+
+    def _rank(self, i: int, nargs: int, shapes: list, avs: list) -> int:
+        return len(shapes[i]) if i < nargs else len(avs[i - nargs].shape)
+
+    def _layers(self, rng: np.random.Generator, case: Case, shapes: list) -> list[Layer]:
+        depth = int(rng.choice([0, 1, 1, 2, 2, 3]))
+        allowed = [k for k in LAYER_KINDS if case.mode in ("float32", "float64") or k not in AD_LAYERS]
+        layers: list[Layer] = []
+        for _ in range(depth):
+            k = allowed[int(rng.integers(len(allowed)))]
+            la = Layer(k, argnum=int(rng.integers(case.nargs)))
+            if k == "vmap":
+                axes: list = [None if rng.random() < 0.3 else int(rng.choice([0, 1, -1]))
+                              for _ in range(case.nargs)]
+                if all(a is None for a in axes):
+                    axes[0] = 0
+                la.in_axes, la.size = tuple(axes), int(rng.choice([1, 2, 3]))
+            if k == "scan":
+                la.size = int(rng.choice([1, 2, 3]))
+            trial = dataclasses.replace(case, layers=layers + [la])
+            try:
+                out = self.avals(trial, _final_shapes(trial, shapes))
+                big = sum(int(np.prod(x.shape)) for x in self.ember.tree_util.tree_leaves(out))
+            except Exception:
+                continue
+            if big <= 2000:
+                layers.append(la)
+        return layers
+
+    def _grad_layers(self, rng: np.random.Generator, case: Case) -> list[Layer]:
+        layers = [Layer("grad", argnum=int(rng.integers(case.nargs)))]
+        return layers + [Layer(str(rng.choice(["jit", "checkpoint"])))] * int(rng.integers(0, 2))
+
+    def _args(self, rng: np.random.Generator, case: Case, shapes: list, edge: bool) -> tuple[list, list]:
+        final = _final_shapes(case, shapes)
+        return [_values(rng, s, case.mode, edge) for s in final], final
+
+    def _dynamic(self, rng: np.random.Generator, shapes: list) -> tuple | None:
+        if rng.random() > 0.2:
+            return None
+        # only dims of size >= 2 are named: a named axis bound to 1 neither broadcasts nor squeezes
+        # like a static 1 (as in JAX), so eager and jit legitimately differ there
+        lead = [s[0] for s in shapes if len(s) and s[0] >= 2]
+        if not lead:
+            return None
+        n = max(set(lead), key=lead.count)
+        return tuple("n, ..." if len(s) and s[0] == n else None for s in shapes)
+
+
+def _final_shapes(case: Case, shapes: list) -> list[tuple]:
+    """The argument shapes after the vmap and scan layers add their axes."""
+    out = [list(s) for s in shapes]
+    for la in case.layers:
+        if la.kind == "vmap":
+            for i, ax in enumerate(la.in_axes):
+                if ax is not None:
+                    out[i].insert(ax if ax >= 0 else len(out[i]) + 1 + ax, la.size)
+        elif la.kind == "scan":
+            for s in out:
+                s.insert(0, la.size)
+    return [tuple(s) for s in out]
+
+
+def _x64(on: bool) -> Any:
+    """64-bit dtypes on or off inside a ``with`` block (nothing happens when already so)."""
+    from ember._src import flags
+    return flags.override("jax_enable_x64", on)
+
+
+# -- running and comparing one case -------------------------------------------------------------
+
+@dataclasses.dataclass
+class Finding:
+    """A case that failed: ``kind`` is crash / timeout / error / mismatch / gradient; ``detail``
+    says which paths disagree and how."""
+
+    kind: str
+    detail: str
+    case: Case
+    known: str | None = None
+
+    def title(self) -> str:
+        return f"ember fuzz finding [{self.kind}] {self.detail.splitlines()[0]} (mode {self.case.mode}, " \
+               f"seed {self.case.seed}, case {self.case.index})"
+
+
+def _budget(case: Case) -> float:
+    """The case's error budget in ulps: the sum over its ops (sums count per element), doubled per
+    differentiation layer and for float32 reassociation in fused kernels."""
+    b = 2.0
+    for op in case.ops:
+        spec = OPS.get(op.name, OpSpec(op.name, "", 1, "", 4.0))
+        b += spec.ulps * (max(1, max(a.size for a in case.args)) if spec.per_element else 1)
+    n_ad = sum(la.kind in AD_LAYERS for la in case.layers)
+    return b * 4.0 ** n_ad
+
+
+def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps: float = 0.0) -> str | None:
+    """None when result ``a`` agrees with the reference ``b``: same shape and dtype, equal integers
+    and booleans, the same NaN and infinity positions, finite floats within ``budget`` ulps
+    (relative to each element, with the same budget as an absolute floor). With ``truth`` (the
+    reference program evaluated in float64), a finite element outside the budget still agrees when
+    ``a`` is at most four times as far from the truth as ``b`` is (an ill-conditioned program
+    amplifies the rounding of both paths alike)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"shape/dtype {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
+    t = None if truth is None else np.asarray(truth)
+    if t is not None and t.shape != a.shape and t.shape[1:] != a.shape:
+        t = None
+    if a.dtype.kind == "c":
+        tr, ti = (None, None) if t is None else (t.real, t.imag)
+        return compare(a.real, b.real, mode, budget, tr, min_eps) or compare(a.imag, b.imag, mode, budget, ti,
+                                                                             min_eps)
+    if a.dtype.kind != "f":
+        bad = a != b
+        if bad.any():
+            i = tuple(int(v) for v in np.argwhere(bad)[0])
+            return f"value at {i}: {a[i]!r} vs {b[i]!r}"
+        return None
+    with np.errstate(all="ignore"):
+        na, nb = np.isnan(a), np.isnan(b)
+        top = float(np.finfo(a.dtype).max) / 2
+        tol = budget * max(float(np.finfo(a.dtype).eps), min_eps)
+        fa, fb = np.isfinite(a), np.isfinite(b)
+        both = fa & fb
+        err = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        lim = tol * np.maximum(np.maximum(np.abs(a), np.abs(b)).astype(np.float64), 1.0)
+        fin_bad = both & (err > lim)
+        if t is not None:
+            t64 = t.astype(np.float64)
+            spread = 0.0
+            if t.shape != a.shape:  # the truth, then the truths at perturbed arguments
+                spread = np.max(np.abs(t64[1:] - t64[0]), axis=0)
+                t64 = t64[0]
+            ea, eb = np.abs(a - t64), np.abs(b - t64)
+            fin_bad &= ~(np.isfinite(t64) & (ea <= 4 * eb + 8 * spread + lim))
+        bad = (na != nb) | fin_bad
+        # an infinity against a finite value: a mismatch unless the finite one is at the overflow edge
+        inf_mis = (~na & ~nb & (fa != fb)) & ~(np.abs(np.where(fa, a, b)) > top)
+        same_inf = ~fa & ~fb & ~na & ~nb & (a != b)
+        bad |= inf_mis | same_inf
+    if bad.any():
+        i = tuple(int(v) for v in np.argwhere(bad)[0])
+        scale = float(np.finfo(a.dtype).eps) * max(abs(float(a[i])), abs(float(b[i])), 1e-300)
+        ulps = float(err[i]) / scale if both[i] else float("inf")
+        return f"value at {i}: {a[i]!r} vs {b[i]!r} ({ulps:.3g} ulps, budget {budget:.3g})"
+    return None
+
+
+def _tree_compare(x: Any, y: Any, mode: str, budget: float, truth: Any = None,
+                  min_eps: float = 0.0) -> str | None:
+    import ember
+    lx, ly = ember.tree_util.tree_leaves(x), ember.tree_util.tree_leaves(y)
+    if len(lx) != len(ly):
+        return f"{len(lx)} outputs vs {len(ly)}"
+    lt = truth if truth is not None and len(truth) == len(lx) else [None] * len(lx)
+    for k, (p, q, t) in enumerate(zip(lx, ly, lt)):
+        msg = compare(p, q, mode, budget, t, min_eps)
+        if msg:
+            return f"output {k}: {msg}"
+    return None
+
+
+def _fd_check(case: Case, ns: dict) -> str | None:
+    """float64, a smooth program, no edge values, a stack of ``grad`` [+ jit/checkpoint] (or only
+    jit/checkpoint: then the native ``jit(grad)`` of the summed outputs with respect to the first
+    argument is checked): the gradient against central finite differences at up to four
+    coordinates."""
+    if case.mode != "float64":
+        return None
+    has_grad = bool(case.layers) and case.layers[0].kind == "grad"
+    if any(la.kind not in ("jit", "checkpoint") for la in case.layers[int(has_grad):]):
+        return None
+    if not all(op.code is not None or OPS[op.name].smooth for op in case.ops):  # hand-written ops: smooth
+        return None
+    if any(not np.all(np.isfinite(a)) or np.any((a != 0) & (np.abs(a) < 1e-100)) or np.any(np.abs(a) > 1e3)
+           for a in case.args):
+        return None
+    import ember
+    f = ns["f"]
+    k = case.layers[0].argnum if has_grad else 0
+    g = ns["g"] if has_grad else ember.jit(ember.grad(lambda *a: ns["_loss"](f(*a)), argnums=0))
+    with np.errstate(all="ignore"):
+        grad = np.asarray(g(*[ember.numpy.asarray(a) for a in case.args]))
+        if grad.shape != case.args[k].shape or not np.all(np.isfinite(grad)):
+            return None
+        loss = ember.jit(lambda *a: ns["_loss"](f(*a)), backend="numpy")
+        rng = np.random.default_rng([case.seed, case.index, 7])
+        x = case.args[k]
+        for _ in range(min(4, x.size)):
+            i = tuple(int(rng.integers(d)) for d in x.shape)
+
+            def fd(h: float, i: tuple = i) -> float:
+                up, dn = list(case.args), list(case.args)
+                up[k] = x.copy()
+                dn[k] = x.copy()
+                up[k][i] += h
+                dn[k][i] -= h
+                return (float(loss(*up)) - float(loss(*dn))) / (2 * h)
+
+            d1, d2 = fd(1e-5), fd(1e-6)
+            if not (np.isfinite(d1) and abs(d1 - d2) <= 1e-4 * max(1.0, abs(d1))):
+                continue  # not smooth enough here to judge
+            if abs(grad[i] - d1) > 1e-5 * max(1.0, abs(d1)) + 1e-4 * abs(d1 - d2) * 0:
+                return f"grad at {i}: {grad[i]!r} vs finite differences {d1!r}"
+    return None
+
+
+def run_case(case: Case, stage: Callable[[str], None] = lambda s: None) -> tuple[str, str] | None:
+    """Run a case on every path in this process; ``(kind, detail)`` of a finding, or None.
+    ``("invalid", reason)`` when every path rejects the program the same way."""
+    with _x64(case.x64):
+        return _run_case(case, stage)
+
+
+def _run_case(case: Case, stage: Callable[[str], None]) -> tuple[str, str] | None:
+    import ember
+    ns: dict[str, Any] = {}
+    exec(HEADER + PRELUDE + case.function_source(), ns)
+    g = ns["g"]
+    paths: dict[str, Callable] = {
+        "numpy": eval(case.jit_source("numpy"), ns),
+        "eager": lambda *a: g(*[ember.numpy.asarray(x) for x in a]),
+        "native": eval(case.jit_source(None), ns),
+    }
+    results: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name, fn in paths.items():
+        stage(name)
+        try:
+            with np.errstate(all="ignore"):
+                results[name] = ember.tree_util.tree_map(np.asarray, fn(*case.args))
+        except Exception as e:  # noqa: BLE001 -- every failure is recorded and compared
+            errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+    if case.dynamic is not None and "eager" not in errors and errors.keys() == {"numpy", "native"} \
+            and errors["numpy"].split(":")[0] == errors["native"].split(":")[0]:
+        return "invalid", "dynamic axes: " + errors["native"]  # a program jit cannot trace symbolically
+    if len(errors) == len(paths):
+        kinds = {e.split(":")[0] for e in errors.values()}
+        return ("invalid", errors["eager"]) if len(kinds) == 1 else ("error", _fmt(errors))
+    if errors:
+        return "error", _fmt(errors)
+    budget = _budget(case)
+    truth: Any = None
+    # a float64 program that computes in float32 on the way (astype, bitcast) is judged in float32 ulps
+    narrow = any(op.name in ("to_f", "bitcast") for op in case.ops)
+    min_eps = float(np.finfo(np.float32).eps) if narrow else 0.0
+    for a, b in (("native", "numpy"), ("eager", "numpy")):
+        msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps)
+        if msg and truth is None and case.mode in ("float32", "complex64") and "ulps" in msg:
+            stage("truth")
+            truth = _truth(case, ns)
+            msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps)
+        if msg:
+            return "mismatch", f"{a} vs {b}: {msg}"
+    stage("fd")
+    msg = _fd_check(case, ns)
+    if msg:
+        return "gradient", msg
+    return None
+
+
+def _truth(case: Case, ns: dict) -> list | None:
+    """Per output leaf, the reference backend's result for the arguments in float64 / complex128,
+    stacked with its results for the arguments moved by up to two float32 ulps (the spread says how
+    much the program amplifies rounding); None when the program does not run or changes meaning."""
+    import ember
+    rng = np.random.default_rng([case.seed, case.index, 3])
+    eps = float(np.finfo(np.float32).eps)
+    wide = [a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) for a in case.args]
+    runs = [wide] + [[w * (1 + eps * rng.integers(-2, 3, w.shape)) for w in wide] for _ in range(2)]
+    try:
+        with _x64(True), np.errstate(all="ignore"):
+            jf = ember.jit(ns["g"], backend="numpy")
+            outs = [[np.asarray(x) for x in ember.tree_util.tree_leaves(jf(*args))] for args in runs]
+            return [np.stack(leaves) for leaves in zip(*outs)]
+    except Exception:  # noqa: BLE001 -- no truth to judge by; the plain comparison stands
+        return None
+
+
+def _fmt(errors: dict[str, str]) -> str:
+    return "; ".join(f"{k} raised {v}" for k, v in errors.items()) + \
+        "; " + ", ".join(k for k in ("numpy", "eager", "native") if k not in errors) + " ran"
+
+
+# -- known open defects -------------------------------------------------------------------------
+
+def _ops_of(case: Case) -> set[str]:
+    return {op.name for op in case.ops}
+
+
+# (id, what it is, predicate over a finding). A finding that matches is reported as known, not as a
+# failure, so the CI slice stays green while the defect is open; remove the row with the fix.
+KNOWN: list[tuple[str, str, Callable[[Finding], bool]]] = [
+    ("x64-vmap-grad-segv",
+     "SIGSEGV of jit(vmap(grad(f))) with x64 for f using where/max (being fixed)",
+     lambda f: f.kind == "crash" and f.case.x64 and bool(_ops_of(f.case) & {"where", "max", "min", "rmax",
+                                                                              "clip"})),
+    ("int-min-floordiv",
+     "int32 floor_divide/remainder with INT_MIN differ on eager/numpy (being fixed)",
+     lambda f: f.case.mode == "int32" and bool(_ops_of(f.case) & {"floordiv", "rem"})
+     and any(np.any(a == np.iinfo(np.int32).min) for a in f.case.args)),
+    ("complex-blas-nonfinite",
+     "complex products through BLAS ?gemm give NaN where NumPy's loop gives an infinity (the BLAS scales "
+     "by alpha = 1 + 0i, and 0 * inf is NaN); open",
+     lambda f: f.kind == "mismatch" and f.case.mode == "complex64" and "nan" in f.detail
+     and bool(_ops_of(f.case) & {"matmul", "gram", "vdot"})
+     and any(not np.all(np.isfinite(a)) or np.any(np.abs(a) > 1e18) for a in f.case.args)),
+    ("sigmoid-tail-f32",
+     "float32 sigmoid far tails (sigmoid(-100)) differ across backends (being fixed)",
+     lambda f: f.kind == "mismatch" and f.case.mode == "float32" and "sigmoid" in _ops_of(f.case)),
+]
+
+
+def classify(f: Finding) -> Finding:
+    """Set ``f.known`` to the id of the first row of :data:`KNOWN` that matches it."""
+    for key, _, pred in KNOWN:
+        try:
+            if pred(f):
+                f.known = key
+                return f
+        except Exception:  # noqa: BLE001
+            pass
+    return f
+
+
+# -- worker processes ---------------------------------------------------------------------------
+
+def _worker(conn: Any) -> None:
+    import ember
+    while True:
+        try:
+            case = conn.recv()
+        except EOFError:
+            return
+        if case is None:
+            return
+        try:
+            ember.config.update("jax_enable_x64", case.x64)  # kept across cases: a switch clears the caches
+            res = run_case(case, lambda s: conn.send(("stage", s)))
+        except Exception:  # noqa: BLE001
+            res = ("error", "harness: " + traceback.format_exc().splitlines()[-1])
+        conn.send(("done", res))
+
+
+class Pool:
+    """Worker processes that run cases; a worker that dies (a crash) or runs past ``timeout``
+    is replaced, and its case becomes a ``crash`` / ``timeout`` finding naming the last stage."""
+
+    def __init__(self, workers: int = 1, timeout: float = 120.0) -> None:
+        self.ctx = multiprocessing.get_context("spawn")
+        self.timeout = timeout
+        self.slots: list[Any] = [self._start() for _ in range(workers)]
+
+    def _start(self) -> list:
+        a, b = self.ctx.Pipe()
+        p = self.ctx.Process(target=_worker, args=(b,), daemon=True)
+        p.start()
+        b.close()
+        return [p, a, None, "", 0.0]  # process, conn, case, stage, started
+
+    def map(self, cases: Iterator[Case]) -> Iterator[tuple[Case, tuple[str, str] | None]]:
+        """Yield ``(case, result)`` as cases finish (not in order)."""
+        it = iter(cases)
+        pending = True
+        while True:
+            for s in self.slots:
+                if s[2] is None and pending:
+                    try:
+                        c = next(it)
+                    except StopIteration:
+                        pending = False
+                        break
+                    s[2], s[3], s[4] = c, "start", time.monotonic()
+                    s[1].send(c)
+            busy = [s for s in self.slots if s[2] is not None]
+            if not busy:
+                return
+            ready = _wait_conns([s[1] for s in busy], timeout=1.0)
+            for s in busy:
+                if s[1] in ready:
+                    try:
+                        msg, val = s[1].recv()
+                    except (EOFError, OSError):
+                        yield s[2], self._dead(s, "crash")
+                        continue
+                    if msg == "stage":
+                        s[3] = val
+                    else:
+                        c, s[2] = s[2], None
+                        yield c, val
+                elif time.monotonic() - s[4] > self.timeout:
+                    yield s[2], self._dead(s, "timeout")
+
+    def _dead(self, s: list, kind: str) -> tuple[str, str]:
+        p = s[0]
+        if kind == "timeout":
+            p.kill()
+        p.join(5)
+        code = p.exitcode
+        stage = s[3]
+        try:
+            s[1].close()
+        except OSError:
+            pass
+        s[:] = self._start()
+        if kind == "timeout":
+            return "timeout", f"{stage} ran past {self.timeout:.0f} s"
+        sig = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return "crash", f"{stage}: the worker died ({sig})"
+
+    def close(self) -> None:
+        for s in self.slots:
+            try:
+                s[1].send(None)
+            except OSError:
+                pass
+        for s in self.slots:
+            s[0].join(5)
+            if s[0].is_alive():
+                s[0].kill()
+
+
+# -- minimizer ----------------------------------------------------------------------------------
+
+def _shrinks(case: Case) -> Iterator[Case]:
+    """Candidate simpler cases: fewer layers, fewer outputs, fewer ops (a use of the dropped op
+    reads one of its operands instead), smaller arguments, no dynamic axes, no edge values."""
+    if case.dynamic is not None:
+        yield dataclasses.replace(case, dynamic=None)
+    for j in range(len(case.layers) - 1, -1, -1):
+        yield _drop_layer(case, j)
+    if len(case.outs) > 1:
+        yield dataclasses.replace(case, outs=case.outs[:1])
+    for k in range(len(case.ops)):
+        op = case.ops[k]
+        for repl in dict.fromkeys(op.args):
+            yield _drop_op(case, k, repl)
+    used = {a for op in case.ops for a in op.args} | set(case.outs)
+    for i in range(case.nargs - 1, -1, -1):
+        if f"x{i}" not in used and case.nargs > 1 and all(la.argnum != i for la in case.layers):
+            yield _drop_arg(case, i)
+    for i, a in enumerate(case.args):
+        for ax in range(a.ndim):
+            if a.shape[ax] > 1:
+                for sl in (slice(0, 1), slice(0, a.shape[ax] - 1), slice(1, None)):
+                    yield _replace_arg(case, i, np.take(a, np.arange(a.shape[ax])[sl], axis=ax))
+        if a.size > 1 and case.mode != "bool":
+            flat = a.ravel()
+            for j in range(flat.size):
+                simple = np.zeros((), a.dtype) + (1 if a.dtype.kind != "b" else True)
+                if flat[j] != simple:
+                    b = flat.copy()
+                    b[j] = simple
+                    yield _replace_arg(case, i, b.reshape(a.shape))
+
+
+def _drop_arg(case: Case, i: int) -> Case:
+    def sub(name: str) -> str:
+        m = re.fullmatch(r"x(\d+)", name)
+        return f"x{int(m.group(1)) - 1}" if m and int(m.group(1)) > i else name
+
+    ops = [dataclasses.replace(op, args=tuple(sub(a) for a in op.args)) for op in case.ops]
+    layers = [dataclasses.replace(la, argnum=la.argnum - (la.argnum > i),
+                                  in_axes=None if la.in_axes is None else la.in_axes[:i] + la.in_axes[i + 1:])
+              for la in case.layers]
+    dyn = None if case.dynamic is None else case.dynamic[:i] + case.dynamic[i + 1:]
+    return dataclasses.replace(case, nargs=case.nargs - 1, ops=ops, outs=[sub(o) for o in case.outs],
+                               layers=layers, args=case.args[:i] + case.args[i + 1:], dynamic=dyn)
+
+
+def _replace_arg(case: Case, i: int, a: np.ndarray) -> Case:
+    args = list(case.args)
+    args[i] = a
+    return dataclasses.replace(case, args=args)
+
+
+def _drop_op(case: Case, k: int, repl: str) -> Case:
+    def sub(name: str) -> str:
+        if name == f"v{k}":
+            return repl
+        m = re.fullmatch(r"v(\d+)", name)
+        return f"v{int(m.group(1)) - 1}" if m and int(m.group(1)) > k else name
+
+    ops = [dataclasses.replace(op, args=tuple(sub(a) for a in op.args))
+           for j, op in enumerate(case.ops) if j != k]
+    outs = list(dict.fromkeys(sub(o) for o in case.outs))
+    if not ops:
+        ops, outs = [Op("neg", (outs[0],))], ["v0"]
+    return dataclasses.replace(case, ops=ops, outs=outs)
+
+
+def _drop_layer(case: Case, j: int) -> Case:
+    la = case.layers[j]
+    args = list(case.args)
+    if la.kind in ("vmap", "scan"):
+        # the axis the layer added: follow each argument's dims through the stack
+        for i in range(case.nargs):
+            labels = ["base"] * (args[i].ndim - sum(_adds(x, i) for x in case.layers))
+            for jj, x in enumerate(case.layers):
+                if _adds(x, i):
+                    ax = 0 if x.kind == "scan" else x.in_axes[i]
+                    labels.insert(ax if ax >= 0 else len(labels) + 1 + ax, jj)
+            if j in labels:
+                args[i] = np.take(args[i], 0, axis=labels.index(j))
+    dyn = case.dynamic
+    if dyn is not None:
+        dyn = tuple(d if (a.ndim and d is not None) else None for d, a in zip(dyn, args))
+    return dataclasses.replace(case, layers=case.layers[:j] + case.layers[j + 1:], args=args, dynamic=dyn)
+
+
+def _adds(la: Layer, i: int) -> bool:
+    return la.kind == "scan" or (la.kind == "vmap" and la.in_axes[i] is not None)
+
+
+def minimize(case: Case, still_fails: Callable[[Case], bool], budget: int = 200,
+             seconds: float = 300.0) -> Case:
+    """Greedy shrinking: take the first candidate that still fails, repeat until none does (or
+    ``budget`` candidates have been tried, or ``seconds`` have passed)."""
+    tried = 0
+    progress = True
+    end = time.monotonic() + seconds
+    while progress and tried < budget:
+        progress = False
+        for cand in _shrinks(case):
+            tried += 1
+            if tried > budget or time.monotonic() > end:
+                tried = budget
+                break
+            try:
+                ok = still_fails(cand)
+            except Exception:  # noqa: BLE001 -- a candidate that does not build is no smaller repro
+                ok = False
+            if ok:
+                case, progress = cand, True
+                break
+    return case
+
+
+def same_failure(pool: Pool, finding: Finding) -> Callable[[Case], bool]:
+    """A predicate for :func:`minimize`: the candidate fails the same way (same kind; for a
+    mismatch the same pair of paths; for a crash the same stage)."""
+    head = finding.detail.split(":")[0]
+
+    def check(c: Case) -> bool:
+        (_, res), = list(pool.map([c]))
+        if res is not None and res[0] == finding.kind and res[1].split(":")[0] == head:
+            check.detail = res[1]  # type: ignore[attr-defined]
+            return True
+        return False
+
+    check.detail = finding.detail  # type: ignore[attr-defined]
+
+    return check
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Stats:
+    """What one seed's run did: cases run, cases every path rejected, seconds, findings."""
+
+    seed: int
+    cases: int = 0
+    invalid: int = 0
+    seconds: float = 0.0
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+
+
+def fuzz(seed: int, *, cases: int | None = None, minutes: float | None = None, workers: int = 1,
+         start: int = 0, shrink: bool = True, timeout: float = 120.0,
+         log: Callable[[str], None] | None = None) -> Stats:
+    """Run cases ``start, start+1, ...`` of ``seed`` until ``cases`` ran or ``minutes`` passed;
+    findings are classified against :data:`KNOWN` and (``shrink``) minimized."""
+    gen = Generator()
+    stats = Stats(seed)
+    t0 = time.monotonic()
+    pool = Pool(workers, timeout)
+    shrinker: list[Pool] = []  # a pool of its own: the main one's workers may be busy with later cases
+
+    def source() -> Iterator[Case]:
+        i = start
+        while (cases is None or i < start + cases) and \
+                (minutes is None or time.monotonic() - t0 < minutes * 60):
+            yield gen.case(seed, i)
+            i += 1
+
+    try:
+        for case, res in pool.map(source()):
+            stats.cases += 1
+            if res is None:
+                continue
+            if res[0] == "invalid":
+                stats.invalid += 1
+                continue
+            f = classify(Finding(res[0], res[1], case))
+            if shrink and f.known is None:
+                if not shrinker:
+                    shrinker.append(Pool(1, timeout))
+                check = same_failure(shrinker[0], f)
+                small = minimize(case, check)
+                f = classify(Finding(f.kind, check.detail if small is not case else f.detail, small))
+            stats.findings.append(f)
+            if log:
+                log(("KNOWN " + f.known + ": " if f.known else "") + f.title() + "\n"
+                    + ("" if f.known else f.case.repro(f.title())))
+    finally:
+        for p in [pool] + shrinker:
+            p.close()
+        stats.seconds = time.monotonic() - t0
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; exit status 1 when a seed had a finding that is not known."""
+    parser = argparse.ArgumentParser(prog="python -m ember.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=1.0, help="wall-clock budget per seed")
+    parser.add_argument("--seed", type=int, nargs="+", default=[0], help="one or more seeds")
+    parser.add_argument("--cases", type=int, default=None, help="stop after this many cases per seed")
+    parser.add_argument("--start", type=int, default=0, help="first case index (replay: --start I --cases 1)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one case may run")
+    parser.add_argument("--no-shrink", action="store_true", help="report findings without minimizing them")
+    parser.add_argument("--print", dest="show", action="store_true",
+                        help="print the cases' repro scripts instead of running them")
+    a = parser.parse_args(argv)
+    if a.show:
+        gen = Generator()
+        for s in a.seed:
+            for i in range(a.start, a.start + (a.cases or 1)):
+                print(gen.case(s, i).repro(f"seed {s} case {i}"))
+        return 0
+    failed = 0
+    for s in a.seed:
+        st = fuzz(s, cases=a.cases, minutes=None if a.cases else a.minutes, workers=a.workers, start=a.start,
+                  shrink=not a.no_shrink, timeout=a.timeout, log=lambda m: print(m, flush=True))
+        new = [f for f in st.findings if f.known is None]
+        failed += len(new)
+        print(f"seed {s}: {st.cases} cases ({st.invalid} rejected by every path) in {st.seconds:.0f} s, "
+              f"{len(st.findings)} findings ({len(new)} new, {len(st.findings) - len(new)} known)",
+              flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The differential fuzzer (``ember._src.fuzz``, ``python -m ember.fuzz``): a bounded slice of seed 0
+and the fuzzer's own parts (comparison, crash isolation, gradient check, minimizer, repro).
+
+The slice fails on any finding that is not in the fuzzer's table of known open defects
+(``fuzz.KNOWN``); long runs are ``python -m ember.fuzz --minutes N --seed S`` (docs/fuzzing.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from ember._src import core, fuzz
+from tests.native.conftest import requires_cc
+
+# seed 0, cases [start, start + SLICE): four parts so that pytest-xdist spreads them
+SLICE = 8
+
+
+@requires_cc
+@pytest.mark.parametrize("part", range(4))
+def test_seed0_slice(part: int) -> None:
+    st = fuzz.fuzz(0, cases=SLICE, start=part * SLICE, workers=1, shrink=False, timeout=120)
+    assert st.cases == SLICE
+    assert st.invalid <= SLICE // 2, "the generator should mostly draw programs every path accepts"
+    new = [f.title() + "\n" + f.case.repro() for f in st.findings if f.known is None]
+    assert not new, "\n\n".join(new)
+
+
+def test_ops_name_primitives_and_cover_the_native_op_table() -> None:
+    from ember._src.native import opinfo
+
+    opinfo.declare()
+    drawn = {s.prim for s in fuzz.OPS.values()}
+    assert drawn <= set(core.PRIMITIVES), drawn - set(core.PRIMITIVES)
+    lowered = {p.name for p in opinfo.REGISTRY}
+    assert lowered - drawn - set(fuzz.NOT_DRAWN) == set()
+    assert set(fuzz.NOT_DRAWN) <= lowered, "NOT_DRAWN names a primitive the native backend no longer has"
+    assert not drawn & set(fuzz.NOT_DRAWN)
+
+
+def test_generated_cases_cover_modes_layers_and_edges() -> None:
+    gen = fuzz.Generator()
+    cases = [gen.case(5, i) for i in range(60)]
+    assert {c.mode for c in cases} == set(fuzz.MODES)
+    layers = {la.kind for c in cases for la in c.layers}
+    assert {"vmap", "jit", "grad", "scan"} <= layers, layers
+    assert any(c.dynamic for c in cases)
+    assert any(0 in a.shape for c in cases for a in c.args)
+    assert any(a.ndim == 0 for c in cases for a in c.args)
+    assert any(np.isnan(a).any() for c in cases for a in c.args if a.dtype.kind == "f")
+    edges = fuzz._values(np.random.default_rng(0), (400,), "int32", True)
+    assert (edges == np.iinfo(np.int32).min).any() and (edges == np.iinfo(np.int32).max).any()
+    edges = fuzz._values(np.random.default_rng(0), (400,), "float32", True)
+    tiny = np.finfo(np.float32).smallest_subnormal
+    assert np.isnan(edges).any() and np.isneginf(edges).any() and (edges == tiny).any()
+    assert (np.signbit(edges) & (edges == 0)).any() and (edges == np.finfo(np.float32).max).any()
+    # the same seed and index draw the same case
+    again = gen.case(5, 7)
+    assert again.function_source() == cases[7].function_source()
+    assert all(np.array_equal(p, q, equal_nan=True) for p, q in zip(again.args, cases[7].args))
+
+
+def test_compare_tolerances() -> None:
+    f32 = np.float32
+    eps = float(np.finfo(f32).eps)
+    one = np.array([1.0, np.nan, np.inf, -0.0], f32)
+    assert fuzz.compare(one, one.copy(), "float32", 4) is None
+    assert fuzz.compare(one, np.array([1 + 3 * eps, np.nan, np.inf, 0.0], f32), "float32", 4) is None
+    assert "ulps" in fuzz.compare(one, np.array([1 + 8 * eps, np.nan, np.inf, 0.0], f32), "float32", 4)
+    assert fuzz.compare(one, np.array([1.0, 0.0, np.inf, 0.0], f32), "float32", 4) is not None  # NaN lost
+    assert fuzz.compare(one, np.array([1.0, np.nan, -np.inf, 0.0], f32), "float32", 4) is not None
+    # an infinity against a value at the overflow edge is rounding, not a disagreement
+    assert fuzz.compare(np.array([np.inf], f32), np.array([3.4e38], f32), "float32", 4) is None
+    assert fuzz.compare(np.array([np.inf], f32), np.array([1.0], f32), "float32", 4) is not None
+    assert fuzz.compare(np.array([2, 3], np.int32), np.array([2, 4], np.int32), "int32", 99) is not None
+    assert fuzz.compare(np.zeros(2, f32), np.zeros(3, f32), "float32", 1).startswith("shape")
+    assert fuzz.compare(np.zeros(2, f32), np.zeros(2, np.float64), "float32", 1).startswith("shape")
+    # with the float64 truth: as far from it as the reference is, the result agrees; much farther, not
+    t = np.array([1000.0])
+    ref, near, far = (np.array([1000.0 + d], f32) for d in (0.25, -0.25, 0.5))
+    assert fuzz.compare(near, ref, "float32", 1) is not None
+    assert fuzz.compare(near, ref, "float32", 1, truth=t) is None
+    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=t) is not None
+    assert fuzz.compare(far, ref, "float32", 1, truth=np.array([1000.0 + 0.25])) is not None
+    # a truth stacked with the truths at perturbed arguments: their spread widens the allowance
+    spread = np.array([[1000.0], [1000.5], [999.75]])
+    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=spread) is None
+    assert fuzz.compare(np.array([1000.0 + 8.0], f32), ref, "float32", 1, truth=spread) is not None
+    z = np.array([1 + 1j], np.complex64)
+    assert fuzz.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
+
+
+def _case(code: str, args: list[np.ndarray], layers: list | None = None, mode: str = "float64") -> fuzz.Case:
+    return fuzz.Case(mode, len(args), [fuzz.Op("raw", tuple(f"x{i}" for i in range(len(args))), code=code)],
+                     ["v0"], layers or [], args)
+
+
+@requires_cc
+def test_a_crash_is_one_finding_and_the_pool_goes_on() -> None:
+    crash = _case("__import__('ctypes').string_at(0) and {0}", [np.ones(2)])
+    fine = _case("jnp.sin({0})", [np.linspace(-1, 1, 5)])
+    pool = fuzz.Pool(1, timeout=60)
+    try:
+        got = dict((id(c), r) for c, r in pool.map(iter([crash, fine])))
+    finally:
+        pool.close()
+    kind, detail = got[id(crash)]
+    assert kind == "crash" and "signal 11" in detail and detail.startswith("numpy"), detail
+    assert got[id(fine)] is None
+
+
+@requires_cc
+def test_gradient_against_finite_differences() -> None:
+    x = [np.array([0.3, -1.2, 2.0])]
+    good = _case("jnp.sin({0}) * {0}", x, [fuzz.Layer("grad")])
+    assert fuzz.run_case(good) is None
+    # the gradient with respect to one argument of a program that indexes another (.at needs an Array)
+    two = fuzz.Case("float64", 2, [fuzz.Op("at_set", ("x0",)), fuzz.Op("mul", ("v0", "x1"))], ["v1"],
+                    [fuzz.Layer("grad", argnum=1)], [np.array([0.5, 2.0]), np.array([1.5, -1.0])])
+    assert fuzz.run_case(two) is None
+    # a custom derivative that is twice too large: every path agrees, finite differences do not
+    wrong = ("(lambda h: (h.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * t[0] * jnp.cos(p[0]))), h)[1])"
+             "(ember.custom_jvp(jnp.sin))({0})")
+    kind, detail = fuzz.run_case(_case(wrong, x, [fuzz.Layer("grad")]))
+    assert kind == "gradient" and "finite differences" in detail
+
+
+@requires_cc
+def test_mismatch_and_error_are_reported() -> None:
+    # a Python branch on the concrete value: eager takes one side; jit cannot trace it
+    kind, detail = fuzz.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
+    assert kind == "error" and "eager ran" in detail
+    vm = [fuzz.Layer("vmap", in_axes=(0,), size=3)]
+    assert fuzz.run_case(_case("jnp.cos({0})", [np.zeros((3, 2))], vm)) is None
+
+
+def test_minimizer_shrinks_to_the_failing_op() -> None:
+    gen = fuzz.Generator()
+    big = next(c for c in (gen.case(11, i) for i in range(200))
+               if c.mode == "float32" and len(c.ops) >= 3 and c.layers and max(a.size for a in c.args) > 2)
+    target = big.ops[1].name
+
+    def fails(c: fuzz.Case) -> bool:  # a planted failure: any case that still uses the target op
+        gen.avals(c, [a.shape for a in c.args]) if not c.layers else None
+        return any(op.name == target for op in c.ops)
+
+    small = fuzz.minimize(big, fails, budget=2000)
+    assert [op.name for op in small.ops] == [target]
+    assert small.layers == [] and small.dynamic is None
+    assert all(d <= 1 for a in small.args for d in a.shape)
+    assert small.nargs == len(small.args) == len(set(small.ops[0].args)), "unused arguments are dropped"
+
+
+@requires_cc
+def test_repro_is_runnable_and_prints_every_path() -> None:
+    case = _case("jnp.exp({0}) + {1}", [np.array([0.0, 1.0]), np.array(2.0)],
+                 [fuzz.Layer("vmap", in_axes=(0, None), size=2)])
+    case.args = [np.array([[0.0, 1.0], [-np.inf, np.nan]]), np.array(2.0)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(case.repro("title"), {})
+    text = out.getvalue()
+    assert "native" in text and "eager" in text and "exp" in text
+    want = np.exp(case.args[0]) + 2.0
+    ns: dict = {}
+    exec(case.repro().split("print(")[0], ns)
+    np.testing.assert_allclose(np.asarray(ns["g"](*ns["args"])), want)
+
+
+def test_known_defects_are_recognized() -> None:
+    c = _case("jnp.floor_divide({0}, {1})", [np.array([-2 ** 31], np.int32), np.array([-1], np.int32)],
+              mode="int32")
+    c.ops[0] = fuzz.Op("floordiv", ("x0", "x1"))
+    f = fuzz.classify(fuzz.Finding("mismatch", "eager vs numpy: ...", c))
+    assert f.known == "int-min-floordiv"
+    f = fuzz.classify(fuzz.Finding("mismatch", "native vs numpy: ...", _case("{0}", [np.ones(1)])))
+    assert f.known is None
+    assert len({k for k, _, _ in fuzz.KNOWN}) == len(fuzz.KNOWN)
