@@ -236,11 +236,17 @@ convert_element_type_p.batch = elementwise_batch(convert_element_type_p)
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C-style integer division (rounds toward zero); division by zero gives 0."""
+    """C-style integer division (rounds toward zero), as the native backend computes it: ``x / 0``
+    is 0 and ``MIN / -1`` wraps to MIN. Exact for every operand, INT_MIN included (no ``abs``,
+    which overflows at INT_MIN)."""
     with np.errstate(all="ignore"):
-        safe = np.where(b == 0, 1, b)
-        q = np.abs(a) // np.abs(safe)
-        q = np.where((a < 0) != (safe < 0), -q, q) if a.dtype.kind == "i" else q
+        if a.dtype.kind == "u":
+            return np.where(b == 0, 0, a // np.where(b == 0, 1, b)).astype(a.dtype)
+        safe = np.where((b == 0) | (b == -1), 1, b).astype(a.dtype)
+        q = np.floor_divide(a, safe)
+        # floor -> truncation: one up where the division is inexact and the signs differ
+        q = q + ((a - q * safe != 0) & ((a < 0) != (safe < 0))).astype(a.dtype)
+        q = np.where(b == -1, np.negative(a), q)
         return np.where(b == 0, 0, q).astype(a.dtype)
 
 
@@ -253,8 +259,7 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu":
         with np.errstate(all="ignore"):
-            safe = np.where(b == 0, 1, b)
-            return np.where(b == 0, 0, a - _int_div(a, safe) * safe).astype(a.dtype)
+            return np.where(b == 0, 0, a - _int_div(a, b) * b).astype(a.dtype)  # x % 0 == 0, as native
     return np.fmod(a, b)
 
 

