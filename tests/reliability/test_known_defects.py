@@ -6,12 +6,16 @@ hand-derived value); anything that could kill the process runs in a subprocess."
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import ember
 import ember.lax as lax
 import ember.numpy as jnp
+from tests.helpers import child_env
 
 INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 
@@ -78,3 +82,36 @@ def test_lax_div_rem_truncate_on_every_backend(dtype):
         np.testing.assert_array_equal(got, want_q, err_msg=f"div {where}")
     for where, got in _everywhere(lax.rem, x, y).items():
         np.testing.assert_array_equal(got, want_r, err_msg=f"rem {where}")
+
+
+BROKEN_CC_CHILD = """
+import warnings, numpy as np, ember, ember.numpy as jnp
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((2, 300, 300), dtype=np.float32)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    eager = np.asarray(jnp.asarray(a) @ jnp.asarray(b))
+    dot_t = np.asarray(jnp.dot(jnp.asarray(a), jnp.asarray(b).T))
+    jitted = np.asarray(ember.jit(lambda x, y: x @ y)(a, b))
+want = a.astype(np.float64) @ b.astype(np.float64)
+for got, ref in ((eager, want), (dot_t, a.astype(np.float64) @ b.T.astype(np.float64)), (jitted, want)):
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
+print("ok", sum("native backend is unavailable" in str(w.message) for w in caught))
+"""
+
+
+@pytest.mark.parametrize("compiler", ["missing", "failing"])
+def test_eager_matmul_needs_no_compiler(tmp_path, compiler):
+    # a 300 x 300 float32 product is large enough for the eager GEMM kernel path; with $EMBER_CC
+    # missing or failing, eager products run on NumPy and jit falls back (one warning)
+    cc = tmp_path / "cc"
+    if compiler == "failing":
+        cc.write_text("#!/bin/sh\nexit 1\n")
+        cc.chmod(0o755)
+    env = child_env(tmp_path / "cache")
+    env["EMBER_CC"] = str(cc)
+    env.pop("EMBER_BACKEND", None)
+    out = subprocess.run([sys.executable, "-c", BROKEN_CC_CHILD], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ok", "1"], out.stdout + out.stderr[-3000:]
