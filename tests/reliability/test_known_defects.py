@@ -14,6 +14,7 @@ import pytest
 
 import ember
 import ember.lax as lax
+import ember.nn as nn
 import ember.numpy as jnp
 from tests.helpers import child_env
 
@@ -115,3 +116,65 @@ def test_eager_matmul_needs_no_compiler(tmp_path, compiler):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok", "1"], out.stdout + out.stderr[-3000:]
+
+
+TAIL_X = np.concatenate([-np.logspace(-8, 3, 120), [0.0, -0.0], np.logspace(-8, 3, 120),
+                         [np.inf, -np.inf, np.nan, -88.7, -87.3, -100.0, -103.9, -104.1, 88.7, 89.0],
+                         [-745.2, 709.8]])
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """The floats of ``a`` as integers in their numeric order (neighbouring floats differ by 1)."""
+    it = np.int32 if a.dtype == np.float32 else np.int64
+    i = a.view(it).astype(np.int64)
+    return np.where(i < 0, np.iinfo(it).min - i, i)
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Units in the last place between ``a`` and ``b`` where both are finite, 0 elsewhere."""
+    both = np.isfinite(a) & np.isfinite(b)
+    return np.where(both, np.abs(_ordered(np.where(both, a, 0)) - _ordered(np.where(both, b, 0))), 0)
+
+
+def _same_class(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where ``a`` and ``b`` agree on NaN, infinity, zero and sign."""
+    return ((np.isnan(a) == np.isnan(b)) & (np.isinf(a) == np.isinf(b)) & ((a == 0) == (b == 0))
+            & (np.isnan(a) | (np.signbit(a) == np.signbit(b))))
+
+
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        return np.where(x < 0, e / (1 + e), 1 / (1 + e))
+
+
+# float64 formulas (NumPy's logaddexp for the log tails), rounded once to the tested dtype
+TAIL_FNS = {
+    "sigmoid": (nn.sigmoid, _sigmoid64, 4),
+    "log_sigmoid": (nn.log_sigmoid, lambda x: -np.logaddexp(0, -x), 4),
+    "softplus": (nn.softplus, lambda x: np.logaddexp(0, x), 4),
+    "tanh": (jnp.tanh, np.tanh, 8),
+    "exp": (jnp.exp, np.exp, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAIL_FNS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tails_agree_across_backends(name, dtype):
+    # every backend: the float64 formula's value within the native function's ulp bound, and the
+    # same NaN / infinity / zero / sign as the other backends (float32 sigmoid(-100) = 3.78e-44
+    # natively was 0 eagerly, where 1 / (1 + exp(100)) overflowed)
+    f, ref, bound = TAIL_FNS[name]
+    x = TAIL_X.astype(dtype)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float64)).astype(dtype)
+    got = _everywhere(f, x)
+    for where, y in got.items():
+        assert y.dtype == dtype, where
+        assert _same_class(y, got["native"]).all(), (where, x[~_same_class(y, got["native"])])
+        far = _ulps(y, want) > bound
+        assert not far.any(), (where, x[far], y[far], want[far])
+    if name == "sigmoid" and dtype == np.float32:
+        # the correctly rounded e^-100 / (1 + e^-100): 27 float32 subnormal steps of 2^-149
+        for where, y in got.items():
+            assert y[x == -100.0][0] == np.float32(27 * 2.0 ** -149), where

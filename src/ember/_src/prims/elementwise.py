@@ -127,9 +127,16 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
-    if np.iscomplexobj(x):  # scipy's expit has no complex loop
+    """The native backend's formula (``em_logisticf``/``em_logistic``): ``e = exp(-|x|)``, ``r = 1 / (1 +
+    e)``, ``e * r`` below zero and ``r`` above. ``1 / (1 + exp(-x))`` (SciPy's ``expit``) overflows
+    ``exp(-x)`` and gives 0 where the result is a tiny or subnormal number (float32 x < -88.7); this one
+    keeps it, so every backend has the same tail (``docs/reliability.md``)."""
+    if np.iscomplexobj(x):  # the stable split needs an order
         return 1 / (1 + np.exp(-x))
-    return sps.expit(x)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        r = 1 / (1 + e)
+        return np.where(x < 0, e * r, r).astype(x.dtype)
 
 
 def _real_out(d: np.dtype) -> np.dtype:
