@@ -178,3 +178,102 @@ def test_tails_agree_across_backends(name, dtype):
         # the correctly rounded e^-100 / (1 + e^-100): 27 float32 subnormal steps of 2^-149
         for where, y in got.items():
             assert y[x == -100.0][0] == np.float32(27 * 2.0 ** -149), where
+
+
+ONE_THREAD_CHILD = """
+import os, sys, time, threading
+if sys.argv[1] == "affinity":
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+import numpy as np, ember, ember.numpy as jnp
+from ember._src.native.runtime import threadpool
+threadpool.load(wait=True)  # its build runs in a thread of its own: done before anything is counted
+re, im = np.random.default_rng(0).standard_normal((2, 64, 1024))
+x = (re + 1j * im).astype(np.complex64)
+f = ember.jit(jnp.fft.fft, **({"num_threads": 1} if sys.argv[1] == "num_threads" else {}))
+np.testing.assert_allclose(np.asarray(f(x)), np.fft.fft(x), rtol=1e-4, atol=1e-3)
+
+
+def ticks():  # CPU time of each thread of the process (utime + stime, in clock ticks)
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{t}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        out[int(t)] = int(fields[11]) + int(fields[12])
+    return out
+
+
+t0, c0, w0 = ticks(), time.process_time(), time.perf_counter()
+for _ in range(200):
+    f(x)
+t1, c1, w1 = ticks(), time.process_time(), time.perf_counter()
+me = threading.get_native_id()
+others = sum(v - t0.get(t, 0) for t, v in t1.items() if t != me)
+print(threadpool.workers(), others, t1[me] - t0[me], c1 - c0, w1 - w0)
+"""
+
+
+def test_fft_runs_on_one_thread_when_told(tmp_path):
+    # OMP_NUM_THREADS=1, jit(num_threads=1) and an affinity mask of one CPU: the FFT's line groups
+    # run on the calling thread alone -- no pool worker starts, no other thread gets CPU time, and
+    # the process's CPU time stays within its wall time (load can only lower that ratio). The
+    # affinity child finds the program the others compiled in the cache (built for more threads).
+    env = child_env(tmp_path / "cache")
+    env.pop("OMP_NUM_THREADS", None)
+    for mode in ("omp", "num_threads", "affinity"):
+        menv = dict(env, OMP_NUM_THREADS="1") if mode == "omp" else env
+        out = subprocess.run([sys.executable, "-c", ONE_THREAD_CHILD, mode], capture_output=True, text=True,
+                             env=menv, timeout=300)
+        assert out.returncode == 0, (mode, out.stderr[-3000:])
+        workers, others, mine, cpu, wall = out.stdout.split()
+        assert int(workers) == 0, (mode, out.stdout)
+        assert int(others) <= 1, (mode, out.stdout)  # a tick of rounding at most
+        assert float(cpu) <= 1.2 * float(wall) + 0.05, (mode, out.stdout)
+
+
+VMAP_GRAD_CHILD = """
+import numpy as np, ember, ember.numpy as enp
+ember.config.update("jax_enable_x64", True)
+f = lambda x: enp.sum(enp.where(x > 0.1, enp.max(x, axis=0) * x, enp.sin(x)))
+xs = np.random.default_rng(0).standard_normal((3, 4, 5))
+
+
+def scanned(xs):
+    return ember.lax.scan(lambda c, x: (c, ember.grad(f)(x)), 0.0, xs)[1]
+
+
+xt = np.ascontiguousarray(xs.transpose(1, 0, 2))
+cases = {"vmap": (ember.vmap(ember.grad(f)), xs),
+         "vmap_in_axes_1": (ember.vmap(ember.grad(f), in_axes=1), xt), "scan": (scanned, xs)}
+for name, (g, arg) in cases.items():
+    got = np.asarray(ember.jit(g, backend="native")(arg))
+    np.testing.assert_allclose(got, np.asarray(ember.jit(g, backend="numpy")(arg)), rtol=1e-12, atol=1e-12)
+    print(name, got.dtype, got.shape)
+"""
+
+
+def _fd_grad(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar function ``f`` at ``x``."""
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+def test_jit_vmap_grad_of_max_float64_does_not_crash(tmp_path):
+    # the kernel reducing max (with its NaN flag) and sum over a 4-long axis in one `omp simd` loop:
+    # an int flag beside double accumulators was miscompiled (an aligned store 8 bytes off: SIGSEGV)
+    out = subprocess.run([sys.executable, "-c", VMAP_GRAD_CHILD], capture_output=True, text=True,
+                         env=child_env(tmp_path / "cache"), timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stderr[-3000:])
+    assert out.stdout.split() == ["vmap", "float64", "(3,", "4,", "5)", "vmap_in_axes_1", "float64", "(3,",
+                                  "4,", "5)", "scan", "float64", "(3,", "4,", "5)"], out.stdout
+    # the gradient itself, against central differences of the NumPy formula (away from the kinks)
+    ember.config.update("jax_enable_x64", True)
+    xs = np.random.default_rng(0).standard_normal((3, 4, 5))
+    g = np.asarray(ember.jit(ember.vmap(ember.grad(
+        lambda x: jnp.sum(jnp.where(x > 0.1, jnp.max(x, axis=0) * x, jnp.sin(x))))), backend="native")(xs))
+    f_np = lambda x: np.sum(np.where(x > 0.1, np.max(x, axis=0) * x, np.sin(x)))  # noqa: E731
+    for b in range(3):
+        np.testing.assert_allclose(g[b], _fd_grad(f_np, xs[b]), rtol=1e-6, atol=1e-6)
