@@ -189,8 +189,13 @@ from ember._src.native.runtime import threadpool
 threadpool.load(wait=True)  # its build runs in a thread of its own: done before anything is counted
 re, im = np.random.default_rng(0).standard_normal((2, 64, 1024))
 x = (re + 1j * im).astype(np.complex64)
-f = ember.jit(jnp.fft.fft, **({"num_threads": 1} if sys.argv[1] == "num_threads" else {}))
+kw = {"num_threads": 1} if sys.argv[1] == "num_threads" else {}
+f = ember.jit(jnp.fft.fft, **kw)
 np.testing.assert_allclose(np.asarray(f(x)), np.fft.fft(x), rtol=1e-4, atol=1e-3)
+a = np.random.default_rng(1).standard_normal((640, 640))
+a = a @ a.T + 640 * np.eye(640)
+chol = ember.jit(jnp.linalg.cholesky, **kw)  # LAPACK potrf: OpenBLAS's threads
+np.testing.assert_allclose(np.asarray(chol(a)), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
 
 
 def ticks():  # CPU time of each thread of the process (utime + stime, in clock ticks)
@@ -205,6 +210,8 @@ def ticks():  # CPU time of each thread of the process (utime + stime, in clock 
 t0, c0, w0 = ticks(), time.process_time(), time.perf_counter()
 for _ in range(200):
     f(x)
+for _ in range(10):
+    chol(a)
 t1, c1, w1 = ticks(), time.process_time(), time.perf_counter()
 me = threading.get_native_id()
 others = sum(v - t0.get(t, 0) for t, v in t1.items() if t != me)
@@ -212,9 +219,10 @@ print(threadpool.workers(), others, t1[me] - t0[me], c1 - c0, w1 - w0)
 """
 
 
-def test_fft_runs_on_one_thread_when_told(tmp_path):
-    # OMP_NUM_THREADS=1, jit(num_threads=1) and an affinity mask of one CPU: the FFT's line groups
-    # run on the calling thread alone -- no pool worker starts, no other thread gets CPU time, and
+def test_fft_and_lapack_run_on_one_thread_when_told(tmp_path):
+    # OMP_NUM_THREADS=1, jit(num_threads=1) and an affinity mask of one CPU: the FFT's line groups and
+    # a Cholesky factorization (LAPACK in OpenBLAS) run on the calling thread alone -- no pool worker
+    # starts, no other thread gets CPU time, and
     # the process's CPU time stays within its wall time (load can only lower that ratio). The
     # affinity child finds the program the others compiled in the cache (built for more threads).
     env = child_env(tmp_path / "cache")
