@@ -382,7 +382,8 @@ def test_line_groups_on_the_thread_pool(n, ft, runtime):
         if runtime:  # the symbolic library behind this function's specialization (its options)
             exe = exe.specialization(exe.env_from_shapes([x.shape])).run.sym
         run = exe.source.split("em_fft_run_f64(&j_")[1].splitlines()[0]
-        assert run.endswith(f", {threads or nfft.THREADS});"), run
+        # the count is decided per call: num_threads where given, else the OpenMP default, capped
+        assert run.endswith(f", em_threads({threads or 0}, {threads or nfft.THREADS}));"), run
         close(np.asarray(jf(x)), ref, np.float64)
 
 

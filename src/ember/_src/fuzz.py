@@ -358,6 +358,8 @@ NOT_DRAWN: dict[str, str] = {
     "dim_as_value": "only under dynamic axes in user code (dimension_as_value)",
     "attention": "a fused call with its own tests (tests/nn); its operands need a 4-d layout",
     "conv": "needs NCHW operands and kernels; tested against PyTorch in tests/nn",
+    "check_index": "the torch importer's bounds check: raises IndexError by design "
+                   "(tests/torch/test_gather_bounds.py)",
     "fft_conv": "made from long 1-d convolutions only", "polygamma": "order operand must be an integer array",
     "eig": "eigenvector order and phase are not unique", "qr": "signs of the factors are not unique",
     "svd": "signs of the singular vectors are not unique", "lu": "pivoting ties differ legitimately",

@@ -18,6 +18,8 @@ slot                  content
 :data:`SGEMV` (3)     ``sgemv``
 :data:`DGEMV` (4)     ``dgemv``
 5 ..                  :data:`LINALG_NAMES`: LAPACK routines and the complex BLAS products
+:data:`BLAS_THREADS`  ``openblas_set_num_threads_local`` of SciPy's OpenBLAS (null where it has
+                      none): a program jitted with ``num_threads`` sets its BLAS threads with it
 :data:`N_FIXED_FNS`   derived constants, in order: loop-body constants, prepacked weights,
 + k                   the cells of argument-packed products (``Generated.extra_consts``)
 ====================  =====================================================================
@@ -48,7 +50,8 @@ _LAPACK_ROUTINES = ("potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd", "gesdd"
 # ``native_gemm`` steps and complex ``geev``
 LINALG_NAMES = tuple(p + r for r in _LAPACK_ROUTINES for p in ("s", "d")) + (
     "cgemm", "zgemm", "cgemv", "zgemv", "zgeev")
-SLOT_NAMES = ("sgemm", "dgemm", "callback", "sgemv", "dgemv", *LINALG_NAMES)
+SLOT_NAMES = ("sgemm", "dgemm", "callback", "sgemv", "dgemv", *LINALG_NAMES, "blas_threads")
+BLAS_THREADS = len(SLOT_NAMES) - 1
 N_FIXED_FNS = len(SLOT_NAMES)  # the fixed slots; derived constants start here
 _SLOT = {name: i for i, name in enumerate(SLOT_NAMES)}
 
@@ -78,7 +81,8 @@ def const_ref(k: int) -> str:
 
 @functools.cache
 def _routine_pointers() -> tuple[int | None, ...]:
-    return tuple(None if name == "callback" else blas.blas_pointer(name) for name in SLOT_NAMES)
+    return tuple(None if name == "callback" else blas.threads_local_pointer() if name == "blas_threads"
+                 else blas.blas_pointer(name) for name in SLOT_NAMES)
 
 
 def fn_table(callback: Any = None, consts: Sequence[Any] = ()) -> ctypes.Array:

@@ -127,9 +127,16 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
-    if np.iscomplexobj(x):  # scipy's expit has no complex loop
+    """The native backend's formula (``em_logisticf``/``em_logistic``): ``e = exp(-|x|)``, ``r = 1 / (1 +
+    e)``, ``e * r`` below zero and ``r`` above. ``1 / (1 + exp(-x))`` (SciPy's ``expit``) overflows
+    ``exp(-x)`` and gives 0 where the result is a tiny or subnormal number (float32 x < -88.7); this one
+    keeps it, so every backend has the same tail (``docs/reliability.md``)."""
+    if np.iscomplexobj(x):  # the stable split needs an order
         return 1 / (1 + np.exp(-x))
-    return sps.expit(x)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        r = 1 / (1 + e)
+        return np.where(x < 0, e * r, r).astype(x.dtype)
 
 
 def _real_out(d: np.dtype) -> np.dtype:
@@ -250,11 +257,17 @@ convert_element_type_p.batch = elementwise_batch(convert_element_type_p)
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C-style integer division (rounds toward zero); division by zero gives 0."""
+    """C-style integer division (rounds toward zero), as the native backend computes it: ``x / 0``
+    is 0 and ``MIN / -1`` wraps to MIN. Exact for every operand, INT_MIN included (no ``abs``,
+    which overflows at INT_MIN)."""
     with np.errstate(all="ignore"):
-        safe = np.where(b == 0, 1, b)
-        q = np.abs(a) // np.abs(safe)
-        q = np.where((a < 0) != (safe < 0), -q, q) if a.dtype.kind == "i" else q
+        if a.dtype.kind == "u":
+            return np.where(b == 0, 0, a // np.where(b == 0, 1, b)).astype(a.dtype)
+        safe = np.where((b == 0) | (b == -1), 1, b).astype(a.dtype)
+        q = np.floor_divide(a, safe)
+        # floor -> truncation: one up where the division is inexact and the signs differ
+        q = q + ((a - q * safe != 0) & ((a < 0) != (safe < 0))).astype(a.dtype)
+        q = np.where(b == -1, np.negative(a), q)
         return np.where(b == 0, 0, q).astype(a.dtype)
 
 
@@ -267,8 +280,7 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _rem(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu":
         with np.errstate(all="ignore"):
-            safe = np.where(b == 0, 1, b)
-            return np.where(b == 0, 0, a - _int_div(a, safe) * safe).astype(a.dtype)
+            return np.where(b == 0, 0, a - _int_div(a, b) * b).astype(a.dtype)  # x % 0 == 0, as native
     return np.fmod(a, b)
 
 

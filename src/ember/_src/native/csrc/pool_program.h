@@ -12,6 +12,17 @@ static inline __attribute__((unused)) em_par_fn_t em_par_fn(void) {
     if (!fn) fn = (em_par_fn_t)EM_PAR_LOOKUP;
     return fn;
 }
+/* the threads a step runs on: nt (jit's num_threads) where given, else the process's default -- the
+   OpenMP one, which follows OMP_NUM_THREADS, omp_set_num_threads and the affinity mask (without
+   OpenMP: cap) -- at most cap (the per-thread scratch the step was planned for), at least 1 */
+static inline __attribute__((unused)) int64_t em_threads(int64_t nt, int64_t cap) {
+#ifdef _OPENMP
+    if (nt <= 0) nt = omp_get_max_threads();
+#else
+    if (nt <= 0) nt = cap;
+#endif
+    return nt > cap ? cap : nt < 1 ? 1 : nt;
+}
 /* fn over [0, n) on up to nt threads (0: the OpenMP default), at most cap (0: no cap) */
 static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, int64_t nt, int64_t cap,
                                            int64_t chunks) {

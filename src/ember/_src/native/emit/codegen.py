@@ -151,15 +151,23 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     intr = "em_intr_flag_" if polls else "0"  # the flag this call's chunks poll, on any thread
     pool = [f"    em_main_ctx em_mctx_ = {{bufs, arena, dims, fns, {intr}}};"] if "main_ctx" in needs else []
     params = "(void **bufs, char *arena, const int64_t *dims, void **fns)"
-    main = []
+    main, entry = [], "int ember_main"
+    if opts.num_threads and _calls_blas("\n".join(funcs + body), needs):
+        # BLAS/LAPACK calls on num_threads threads: OpenBLAS's thread-local count, set and restored
+        main = [f"static int em_main_nt{params};", f"int ember_main{params} {{",
+                "    int (*nt_)(int) = (int (*)(int))" + abi.fn_ref("blas_threads") + ";",
+                f"    const int prev_ = nt_ ? nt_({int(opts.num_threads)}) : 0;",
+                "    const int r_ = em_main_nt(bufs, arena, dims, fns);",
+                "    if (nt_) nt_(prev_);", "    return r_;", "}"]
+        entry = "static int em_main_nt"
     if polls:  # entered and left through the interrupt runtime (native/runtime/interrupt.py); the steps
         # follow the entry point, as in a program that does not poll
-        main = [f"static int em_main_body{params};", f"int ember_main{params} {{",
-                "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
+        main += [f"static int em_main_body{params};", f"{entry}{params} {{",
+                 "    return em_intr_call(em_main_body, bufs, arena, dims, fns);", "}"]
     hoisted: list[str] = []
     if opts.axes:  # each size expression named once, after the axis values (symdims.hoist_sizes)
         hoisted, body = sd.hoist_sizes(body)
-    main += [f"{'static int em_main_body' if polls else 'int ember_main'}{params} {{",
+    main += [f"{'static int em_main_body' if polls else entry}{params} {{",
              "    (void)bufs; (void)arena; (void)dims; (void)fns;", *axis_decls(opts), *hoisted, *pool, *body,
              "    return 0;", "}"]
     code = "".join(gen.helpers.values()) + "\n".join(funcs) + "\n" + "\n".join(main) + "\n"
@@ -172,6 +180,15 @@ def generate(sched: Schedule, plan: MemoryPlan, opts: CodegenOptions) -> Generat
     if check_emission:
         _check_recorded(gen.source, code, needs)
     return gen
+
+
+_ROUTINE_SLOTS = {abi.slot(n) for n in abi.SLOT_NAMES if n not in ("callback", "blas_threads")}
+
+
+def _calls_blas(code: str, needs: dict[str, None]) -> bool:
+    """Whether the emitted steps ``code`` call a BLAS or LAPACK routine of the ``fns`` table."""
+    return (any(n.startswith("em_gemm_") for n in needs)
+            or any(int(k) in _ROUTINE_SLOTS for k in re.findall(r"\bfns\[(\d+)\]", code)))
 
 
 def _check_recorded(source: str, code: str, needs: dict[str, None]) -> None:

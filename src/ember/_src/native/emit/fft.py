@@ -260,7 +260,14 @@ def _run(s: str, kind: int, src: str, dst: str, outer: sh.Dim, n: sh.Dim | str, 
     work = f"{lines} * {nc} * 8 >= {cc.parallel_threshold}" if cc.openmp else "0"
     return [f"em_fft_job_{s} j_ = {{{kind}, {half}, {src}, {dst}, {cdim(outer)}, {nc}, {cdim(inner)}, &pl_, "
             f"zv_, {stride}, {scale}, {wtab}}};",
-            f"em_fft_run_{s}(&j_, {lines}, {work}, {min(THREADS, cc.num_threads or THREADS)});"]
+            f"em_fft_run_{s}(&j_, {lines}, {work}, {_threads(cc)});"]
+
+
+def _threads(cc: CallCode) -> str:
+    """C expression: the threads a step's line groups run on, decided per call (``em_threads``): the
+    ``num_threads`` option where given, else the OpenMP default (``OMP_NUM_THREADS``, the affinity
+    mask), at most :data:`THREADS` (the per-thread scratch planned)."""
+    return f"em_threads({cc.num_threads or 0}, {min(THREADS, cc.num_threads or THREADS)})"
 
 
 def _real_t(e: Eqn) -> tuple[str, str]:
@@ -545,5 +552,5 @@ def _fft_conv(e: Eqn, cc: CallCode) -> list[str]:
             f"    em_fftc_job_{s} j_ = {{(const {real_t} *)({cc.ins[0]}), (const {real_t} *)({cc.ins[1]}), "
             f"({real_t} *)({cc.outs[0]}), {nb}, bo_, bx_, by_, {cdim(xs[-1])}, {cdim(ys[-1])}, {rows}, "
             f"(int64_t){cc.scalar(2)}, zs_, st_, (em_fftc_sz_{s} *)(zs_ + {nt} * st_)}};",
-            f"    if ({co} > 0) em_fftc_run_{s}(&j_, {work}, {nt});",
+            f"    if ({co} > 0) em_fftc_run_{s}(&j_, {work}, {_threads(cc)});",
             "}"]

@@ -395,7 +395,7 @@ class KernelEmitter(RowKernels):
                 continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
             if flt:
-                self.w(f"int n{r.rid} = 0;")
+                self.w(f"{c_ops.nan_flag_type(r.dtype)} n{r.rid} = 0;")
             self.w(f"for (int64_t b_ = 0; b_ < {nb}; ++b_) {{")
             self.w("    " + c_ops.reduce_update(r.kind, f"a{r.rid}", f"{part}[b_]", r.dtype,
                                                 f"n{r.rid}" if flt else None))
@@ -512,7 +512,7 @@ class KernelEmitter(RowKernels):
                 self.w(f"{ctype(r.dtype)} l{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
                 clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:l{r.rid})")
                 if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
-                    self.w(f"int n{r.rid} = 0;")
+                    self.w(f"{c_ops.nan_flag_type(r.dtype)} n{r.rid} = 0;")
                     clauses.append(f"reduction(|:n{r.rid})")
             lsimd = f"#pragma omp simd {' '.join(clauses)}" if self.opts.simd else None
             ldepth = self.open_loops(self.gnames[split:], sizes[split:], None, lsimd)
@@ -590,7 +590,7 @@ class KernelEmitter(RowKernels):
                 continue
             clauses.append(f"reduction({c_ops.OMP_REDUCTION[r.kind]}:a{r.rid})")
             if r.kind in ("max", "min") and c_ops.is_float(r.dtype):
-                self.w(f"int n{r.rid} = 0;")
+                self.w(f"{c_ops.nan_flag_type(r.dtype)} n{r.rid} = 0;")
                 clauses.append(f"reduction(|:n{r.rid})")
         red_clause = (" " + " ".join(clauses)) if clauses else ""
         simd = f"#pragma omp simd{red_clause}" if self.opts.simd and not arg else None

@@ -49,10 +49,13 @@ def _include(e: Eqn, cc: CallCode, kind: str, define: str) -> tuple[str, str, st
     return ctype(dt), ctype(it), s
 
 
-def _par(cc: CallCode) -> tuple[int, int]:
-    """(the elements from which the rows run on the pool, -1: never; the threads): the step
-    decides on the rows' actual size, summed from the lengths, not on the buffers' capacity."""
-    return (int(cc.parallel_threshold) if cc.openmp else -1), min(THREADS, cc.num_threads or THREADS)
+def _par(cc: CallCode) -> tuple[int, str]:
+    """(the elements from which the rows run on the pool, -1: never; the threads, a C expression
+    decided per call: ``num_threads`` where given, else the OpenMP default, which follows
+    ``OMP_NUM_THREADS`` and the affinity mask): the step decides on the rows' actual size, summed
+    from the lengths, not on the buffers' capacity."""
+    return ((int(cc.parallel_threshold) if cc.openmp else -1),
+            f"em_threads({cc.num_threads or 0}, {min(THREADS, cc.num_threads or THREADS)})")
 
 
 def _offsets_ws(e: Eqn) -> Any:

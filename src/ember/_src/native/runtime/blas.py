@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["BLAS_NAMES", "LAPACK_NAMES", "blas_pointer", "blas_signature", "gemm"]
+__all__ = ["BLAS_NAMES", "LAPACK_NAMES", "blas_pointer", "blas_signature", "gemm", "threads_local_pointer"]
 
 BLAS_NAMES = ("sgemm", "dgemm", "cgemm", "zgemm")
 LAPACK_NAMES = (
@@ -73,6 +73,31 @@ def blas_pointer(name: str) -> int:
     if not pointer:
         raise KeyError(f"capsule for {name!r} holds a null pointer")
     return int(pointer)
+
+
+@functools.cache
+def threads_local_pointer() -> int | None:
+    """The address of ``int openblas_set_num_threads_local(int)`` in the OpenBLAS that SciPy's BLAS
+    and LAPACK call (OpenBLAS 0.3.27 and later: the thread count of the calling thread's BLAS calls,
+    returning the previous one), or None where SciPy's BLAS is not a loaded OpenBLAS that has it.
+    Programs jitted with ``num_threads`` set it around their call (``emit/codegen.py``)."""
+    import os
+
+    import scipy
+
+    blas_pointer("dgemm")  # SciPy's BLAS loaded
+    root = os.path.dirname(os.path.dirname(os.path.abspath(scipy.__file__)))
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[-1].strip() for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(p for p in paths if p.startswith(os.path.join(root, "scipy"))):
+        try:
+            return int(ctypes.cast(ctypes.CDLL(path).openblas_set_num_threads_local, ctypes.c_void_p).value)
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 # 13 arguments: transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc -- all pointers.

@@ -61,6 +61,7 @@ from ember._src.native.runtime import pool
 from ember._src.native.runtime.background import BackgroundLibrary
 from ember._src.native.runtime.threadpool import DEFAULT_PARALLEL_THRESHOLD
 from ember._src.prims import dot as dot_prims
+from ember.errors import CompileError
 
 __all__ = ["AVX2", "AVX512", "BLAS_ONLY", "EAGER_MIN_MNK", "ISAS", "KC", "PREPACKED_MIN_ROWS", "Isa",
            "c_size_rule", "c_source", "eager_dot_general", "eager_sgemm", "isa", "kernel_rows",
@@ -546,13 +547,18 @@ ISA_REQUEST = os.environ.get("EMBER_GEMM_ISA", "").strip().lower()
 
 @functools.cache
 def isa() -> Isa | None:
-    """The :class:`Isa` the kernel library is built for on this machine (None: no kernel here).
-    Raises ValueError for an ``EMBER_GEMM_ISA`` that names no ISA."""
+    """The :class:`Isa` the kernel library is built for on this machine (None: no kernel here, also
+    where ``$EMBER_CC`` names a missing or broken compiler: eager products then run on NumPy, and
+    ``jit`` reports the compiler itself). Raises ValueError for an ``EMBER_GEMM_ISA`` that names no
+    ISA."""
     from ember._src.native.runtime import compiler
 
     if ISA_REQUEST and ISA_REQUEST not in ISAS:
         raise ValueError(f"EMBER_GEMM_ISA={ISA_REQUEST!r}: expected one of {sorted(ISAS)}")
-    info = compiler.find_compiler()
+    try:
+        info = compiler.find_compiler()
+    except CompileError:
+        return None
     if info is None or info.family != "gcc":
         return None
     flags = set(info.target.split())
