@@ -123,21 +123,49 @@ def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S, nice: int = 0) -> sub
     (a new session), and when this call ends early -- Ctrl-C (``KeyboardInterrupt``), the timeout,
     any other exception -- the whole group is killed and reaped: the driver and the passes it
     started (``cc1``, ``as``, ``ld``), so no compiler process outlives an interrupted build.
-    ``nice`` > 0 lowers the group's scheduling priority as soon as the driver runs (the passes it
-    starts inherit it): a library built in the background then yields the CPU to a program the
-    caller waits for (on one CPU, the GEMM kernel library's build took CPU time from the first
-    call's compile)."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+
+    ``nice`` > 0 runs the command at that scheduling niceness (the passes it starts inherit it): a
+    library built in the background then yields the CPU to a program the caller waits for (on one
+    CPU, the GEMM kernel library's build took CPU time from the first call's compile). The command
+    is started through ``nice -n <increment>`` (:func:`_nice_prefix`), which sets the priority and
+    then execs it, so the priority is in force before the command's first instruction. Without a
+    ``nice`` executable the group's priority is lowered right after the start instead (the driver
+    may then run its first steps at the caller's priority)."""
+    prefix = _nice_prefix(nice)
+    with subprocess.Popen([*prefix, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
-        if nice > 0:
+        if nice > 0 and not prefix and _nice_executable() is None:  # the late fallback
             with contextlib.suppress(OSError, AttributeError):  # no such process, or not POSIX
-                os.setpriority(os.PRIO_PGRP, proc.pid, nice)
+                if os.getpriority(os.PRIO_PROCESS, 0) < nice:
+                    os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException:
             _kill_group(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@functools.lru_cache(maxsize=1)
+def _nice_executable() -> str | None:
+    """The ``nice`` program (coreutils / busybox), or None."""
+    return shutil.which("nice")
+
+
+def _nice_prefix(nice: int) -> list[str]:
+    """The words that start a command at niceness ``nice``: ``[<nice>, "-n", <increment>]`` where the
+    increment raises this process's niceness to ``nice`` (``nice -n`` is relative); ``[]`` when
+    no change is asked for or needed (already at or above it), or when there is no ``nice``."""
+    if nice <= 0:
+        return []
+    try:
+        increment = nice - os.getpriority(os.PRIO_PROCESS, 0)
+    except (OSError, AttributeError):
+        return []
+    exe = _nice_executable()
+    if increment <= 0 or exe is None:
+        return []
+    return [exe, "-n", str(increment)]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
