@@ -45,6 +45,7 @@ def _call(lib: ctypes.CDLL, tag: str, x: int = 7) -> int:
 def cache(tmp_path, monkeypatch) -> Path:
     d = tmp_path / "cache"
     monkeypatch.setenv("EMBER_CACHE_DIR", str(d))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where a rejected cache is replaced
     monkeypatch.setattr(compiler, "_fallback_dirs", {})
     compiler.clear_memory_cache()
     yield d
@@ -172,6 +173,18 @@ def test_full_disk_falls_back_to_a_private_directory_with_one_warning(cache, mon
         assert _call(compiler.load_library(_source(tag + "2", 5)), tag + "2") == 7005
 
 
+def test_full_disk_everywhere_is_a_clear_error(cache, monkeypatch):
+    compiler._require_compiler()
+
+    def write(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(compiler, "_atomic_write_text", write)
+    with pytest.warns(RuntimeWarning, match="full filesystem"), \
+            pytest.raises(compiler.CompileError, match="no space left .* nor a private directory"):
+        compiler.load_library(_source("fullall", 16))
+
+
 # ----------------------------------------------------------------------------------------------
 # never written in place
 
@@ -253,7 +266,7 @@ def test_cache_dir_writable_by_others_is_replaced_by_a_private_one(cache, mode):
     assert str(cache) in str(caught[0].message) and Path(lib._name).parent != cache
     assert not list(cache.iterdir())  # nothing read from it, nothing written to it
     private = Path(lib._name).parent
-    assert compiler.distrust_reason(private) is None
+    assert private == cache.parent / "xdg" / "ember" and compiler.distrust_reason(private) is None
 
 
 def test_cache_dir_of_another_user_is_replaced(cache, monkeypatch):

@@ -16,8 +16,18 @@ native target) concurrently with the one trial build that normally settles the f
 The key hashes the source, the flags, the compiler identity and the CPU that ``-march=native``
 resolves to, so a cache directory shared between machines never hands out code for the wrong CPU.
 Writes are atomic (compile into a uniquely named temporary file in the cache directory, then
-``os.replace``) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes
-do not clash; temporary files a killed process left are removed by the next build of that key.
+``os.replace``; no cache file is ever changed in place, so a process that loaded a library keeps
+the pages it mapped) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent
+processes do not clash; temporary files a killed process left are removed by the next build of
+that key.
+
+Trust (docs/SECURITY.md): the cache directory is used only when it and the directories above it
+pass :func:`distrust_reason` (yours or root's, not writable by others; sticky parents such as
+``/tmp`` allowed), else a private one replaces it with one warning; a full filesystem does the same.
+Each entry is opened once without following links and checked on that descriptor (a regular file
+of yours or root's that no one else can write, whose digest -- SHA-256 over key and bytes, so an
+entry is valid only under its own key -- matches), and a library is loaded from that descriptor
+(:func:`opened_library`). A directory in place of any cache file is removed and the entry rebuilt.
 A build interrupted by Ctrl-C kills the compiler's whole process group (:func:`_run`) and removes
 what it wrote of the entry (the temporary library, a digest without its library, the saved source),
 so the next call builds it again from nothing.
@@ -318,7 +328,8 @@ def _probe_cache_file(path: str) -> Path | None:
 def _inspect_cached(path: str) -> CompilerInfo | None:
     """:func:`_inspect`, remembered on disk per compiler binary (path, size, mtime) and CPU in the
     user cache directory, so a new process -- also one with a new, empty ``$EMBER_CACHE_DIR`` --
-    starts without running the compiler."""
+    starts without running the compiler. The remembered facts name the executable to run: they are
+    read only from a directory that passes :func:`distrust_reason`, through :func:`_read_checked`."""
     f = _probe_cache_file(path)
     trusted = f is not None and f.parent.is_dir() and distrust_reason(f.parent) is None
     if f is not None and trusted:
@@ -461,7 +472,18 @@ def _warn(msg: str) -> None:
 def _fall_back(directory: Path, why: str, *, user_dir: bool = False) -> Path:
     """Replace ``directory`` for the rest of the process (one warning naming it and ``why``): by the
     user cache directory when ``user_dir`` and that one is a different, trusted directory, else by
-    a new private temporary directory (mode 0700)."""
+    a new private temporary directory (mode 0700). Threads that find the same directory unusable
+    at once share one replacement and one warning."""
+    with _fallback_lock:
+        if str(directory) in _fallback_dirs:
+            return _replacement(directory)
+        return _fall_back_locked(directory, why, user_dir)
+
+
+_fallback_lock = threading.Lock()
+
+
+def _fall_back_locked(directory: Path, why: str, user_dir: bool) -> Path:
     private: Path | None = None
     if user_dir:
         candidate = _replacement(user_cache_dir())
@@ -718,16 +740,16 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
     except OSError as e:
         if e.errno not in _FULL:
             raise
-        if _replacement(directory) == directory:  # not replaced meanwhile by another thread
-            _fall_back(directory, f"is on a full filesystem ({e.strerror or e})")
-    private = _usable_cache_dir()
+        full = e
     try:
+        _fall_back(directory, f"is on a full filesystem ({full.strerror or full})")
+        private = _usable_cache_dir()
         return _cached_build_in(private, info, source, key, name_hint, extra_flags, nice)
     except OSError as e:
         if e.errno not in _FULL:
             raise
         raise CompileError(f"no space left for compiling {name_hint!r}: neither the compile cache "
-                           f"{directory} nor the private directory {private} could be written "
+                           f"{directory} nor a private directory could be written "
                            f"({e.strerror or e})") from None
 
 
