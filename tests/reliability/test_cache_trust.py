@@ -373,3 +373,13 @@ def test_libraries_loaded_through_the_same_descriptor_number_stay_distinct(cache
     libs = [compiler.load_library(_source(f"fd{i}", 20 + i)) for i in range(4)]
     assert [_call(lib, f"fd{i}") for i, lib in enumerate(libs)] == [7020, 7021, 7022, 7023]
     assert all(Path(lib._name).parent == cache for lib in libs)
+
+
+def test_program_cache_is_not_read_from_a_cache_dir_open_to_others(cache):
+    key = "f" * 64
+    progcache.store(cache, key, {"source": "int f;"})
+    assert progcache.load(cache, key)["source"] == "int f;"
+    cache.chmod(0o777)  # anyone could have put this entry here
+    with pytest.warns(RuntimeWarning, match="world-writable"):
+        assert progcache.load(cache, key) is None
+    assert compiler.cache_dir() != cache

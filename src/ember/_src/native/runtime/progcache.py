@@ -160,16 +160,22 @@ def _digest(key: str, entry: dict) -> str:
     return hashlib.sha256(f"{FORMAT}\0{key}\0{json.dumps(entry, sort_keys=True)}".encode()).hexdigest()
 
 
-def _programs_dir(directory: Path) -> Path | None:
+def _programs_dir(directory: Path, writing: bool) -> Path | None:
     """``<cache dir>/programs`` for ``directory`` (or the private directory replacing it), or None when
-    that directory cannot be used (a file in its place that cannot be removed, another user's, or
-    writable by others)."""
+    that directory cannot be used (another user's, or writable by others). Reading from a cache
+    directory that exists and passes the trust checks skips the write probe of
+    :func:`.compiler._usable_cache_dir` (tens of microseconds on the first call of a program)."""
     from ember._src.native.runtime import compiler
 
+    cache = compiler._replacement(Path(directory))
+    if not writing and not cache.is_dir():
+        return None
     try:
-        d = compiler._usable_cache_dir(Path(directory)) / "programs"
+        if writing or compiler.distrust_reason(cache) is not None:
+            cache = compiler._usable_cache_dir(cache)  # replaced by a private directory: one warning
     except compiler.CompileError:  # the cache path is a file: the compile that follows says so
         return None
+    d = cache / "programs"
     if os.path.lexists(d) and not d.is_dir():
         compiler._remove(d)
     if not d.exists():
@@ -198,7 +204,7 @@ def load(directory: Path, key: str) -> dict | None:
     hand-edited or swapped entry is logged and removed, so the program is built again)."""
     from ember._src.native.runtime import compiler
 
-    programs = _programs_dir(directory)
+    programs = _programs_dir(directory, writing=False)
     if programs is None:
         return None
     f = programs / f"{key[:40]}.json"
@@ -225,7 +231,7 @@ def store(directory: Path, key: str, entry: dict) -> None:
     are ignored (a cache)."""
     from ember._src.native.runtime import compiler
 
-    programs = _programs_dir(directory)
+    programs = _programs_dir(directory, writing=True)
     if programs is None:
         return
     f = programs / f"{key[:40]}.json"
