@@ -343,7 +343,8 @@ def _inspect_cached(path: str) -> CompilerInfo | None:
     info = _inspect(path)
     if info is not None and f is not None:
         with contextlib.suppress(OSError):
-            f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            f.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user cache directory
+            f.parent.mkdir(mode=0o700, exist_ok=True)
             if trusted or distrust_reason(f.parent) is None:
                 _atomic_write_text(f, json.dumps(dataclasses.asdict(info)))
     return info

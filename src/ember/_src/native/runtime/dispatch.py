@@ -77,7 +77,7 @@ def build() -> ModuleType:
             raise ImportError(f"cannot load {path}")
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
-    mod.__file__ = path
+    mod.__file__ = mod.__spec__.origin = path  # the file's name, not the descriptor's
     array.install_native(mod.install_array)  # results built and freed in C from now on
     logger.debug("C call dispatcher loaded (%s)", mod.abi)
     return mod

@@ -173,8 +173,8 @@ def _programs_dir(directory: Path, writing: bool) -> Path | None:
     try:
         if writing or compiler.distrust_reason(cache) is not None:
             cache = compiler._usable_cache_dir(cache)  # replaced by a private directory: one warning
-    except compiler.CompileError:  # the cache path is a file: the compile that follows says so
-        return None
+    except (compiler.CompileError, OSError):  # the cache path is a file (the compile that follows
+        return None  # says so), or no private directory could be made
     d = cache / "programs"
     if os.path.lexists(d) and not d.is_dir():
         compiler._remove(d)
