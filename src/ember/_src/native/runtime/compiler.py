@@ -16,8 +16,18 @@ native target) concurrently with the one trial build that normally settles the f
 The key hashes the source, the flags, the compiler identity and the CPU that ``-march=native``
 resolves to, so a cache directory shared between machines never hands out code for the wrong CPU.
 Writes are atomic (compile into a uniquely named temporary file in the cache directory, then
-``os.replace``) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent processes
-do not clash; temporary files a killed process left are removed by the next build of that key.
+``os.replace``; no cache file is ever changed in place, so a process that loaded a library keeps
+the pages it mapped) and serialized per key with ``fcntl.flock`` on ``<key>.lock``, so concurrent
+processes do not clash; temporary files a killed process left are removed by the next build of
+that key.
+
+Trust (docs/SECURITY.md): the cache directory is used only when it and the directories above it
+pass :func:`distrust_reason` (yours or root's, not writable by others; sticky parents such as
+``/tmp`` allowed), else a private one replaces it with one warning; a full filesystem does the same.
+Each entry is opened once without following links and checked on that descriptor (a regular file
+of yours or root's that no one else can write, whose digest -- SHA-256 over key and bytes, so an
+entry is valid only under its own key -- matches), and a library is loaded from that descriptor
+(:func:`opened_library`). A directory in place of any cache file is removed and the entry rebuilt.
 A build interrupted by Ctrl-C kills the compiler's whole process group (:func:`_run`) and removes
 what it wrote of the entry (the temporary library, a digest without its library, the saved source),
 so the next call builds it again from nothing.
@@ -30,19 +40,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ember.errors import CompileError
@@ -123,21 +136,49 @@ def _run(cmd: list[str], timeout: float = PROBE_TIMEOUT_S, nice: int = 0) -> sub
     (a new session), and when this call ends early -- Ctrl-C (``KeyboardInterrupt``), the timeout,
     any other exception -- the whole group is killed and reaped: the driver and the passes it
     started (``cc1``, ``as``, ``ld``), so no compiler process outlives an interrupted build.
-    ``nice`` > 0 lowers the group's scheduling priority as soon as the driver runs (the passes it
-    starts inherit it): a library built in the background then yields the CPU to a program the
-    caller waits for (on one CPU, the GEMM kernel library's build took CPU time from the first
-    call's compile)."""
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+
+    ``nice`` > 0 runs the command at that scheduling niceness (the passes it starts inherit it): a
+    library built in the background then yields the CPU to a program the caller waits for (on one
+    CPU, the GEMM kernel library's build took CPU time from the first call's compile). The command
+    is started through ``nice -n <increment>`` (:func:`_nice_prefix`), which sets the priority and
+    then execs it, so the priority is in force before the command's first instruction. Without a
+    ``nice`` executable the group's priority is lowered right after the start instead (the driver
+    may then run its first steps at the caller's priority)."""
+    prefix = _nice_prefix(nice)
+    with subprocess.Popen([*prefix, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
-        if nice > 0:
+        if nice > 0 and not prefix and _nice_executable() is None:  # the late fallback
             with contextlib.suppress(OSError, AttributeError):  # no such process, or not POSIX
-                os.setpriority(os.PRIO_PGRP, proc.pid, nice)
+                if os.getpriority(os.PRIO_PROCESS, 0) < nice:
+                    os.setpriority(os.PRIO_PGRP, proc.pid, nice)
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException:
             _kill_group(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@functools.lru_cache(maxsize=1)
+def _nice_executable() -> str | None:
+    """The ``nice`` program (coreutils / busybox), or None."""
+    return shutil.which("nice")
+
+
+def _nice_prefix(nice: int) -> list[str]:
+    """The words that start a command at niceness ``nice``: ``[<nice>, "-n", <increment>]`` where the
+    increment raises this process's niceness to ``nice`` (``nice -n`` is relative); ``[]`` when
+    no change is asked for or needed (already at or above it), or when there is no ``nice``."""
+    if nice <= 0:
+        return []
+    try:
+        increment = nice - os.getpriority(os.PRIO_PROCESS, 0)
+    except (OSError, AttributeError):
+        return []
+    exe = _nice_executable()
+    if increment <= 0 or exe is None:
+        return []
+    return [exe, "-n", str(increment)]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -287,19 +328,25 @@ def _probe_cache_file(path: str) -> Path | None:
 def _inspect_cached(path: str) -> CompilerInfo | None:
     """:func:`_inspect`, remembered on disk per compiler binary (path, size, mtime) and CPU in the
     user cache directory, so a new process -- also one with a new, empty ``$EMBER_CACHE_DIR`` --
-    starts without running the compiler."""
+    starts without running the compiler. The remembered facts name the executable to run: they are
+    read only from a directory that passes :func:`distrust_reason`, through :func:`_read_checked`."""
     f = _probe_cache_file(path)
-    if f is not None:
+    trusted = f is not None and f.parent.is_dir() and distrust_reason(f.parent) is None
+    if f is not None and trusted:
         try:
-            fields = json.loads(f.read_text())
+            fields = json.loads(_read_checked(f))
             return CompilerInfo(**{k: tuple(v) if k == "flags" else v for k, v in fields.items()})
-        except (OSError, ValueError, TypeError):
+        except FileNotFoundError:
             pass
+        except (OSError, ValueError, TypeError):  # damaged, a directory, another user's: probe again
+            _remove(f)
     info = _inspect(path)
     if info is not None and f is not None:
         with contextlib.suppress(OSError):
-            f.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write_text(f, json.dumps(dataclasses.asdict(info)))
+            f.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user cache directory
+            f.parent.mkdir(mode=0o700, exist_ok=True)
+            if trusted or distrust_reason(f.parent) is None:
+                _atomic_write_text(f, json.dumps(dataclasses.asdict(info)))
     return info
 
 
@@ -356,45 +403,134 @@ _libraries: dict[tuple[str, str], ctypes.CDLL] = {}
 def cache_dir() -> Path:
     """``$EMBER_CACHE_DIR``, else ``$XDG_CACHE_HOME/ember``, else ``~/.cache/ember`` (read per call).
 
-    When that directory cannot be written (read-only, no permission), a private temporary
-    directory is used for the rest of the process instead, after one warning."""
+    When that directory cannot be used -- it cannot be written (read-only, no permission), it fails
+    the trust checks (:func:`distrust_reason`), or its filesystem is full -- a private directory is
+    used for the rest of the process instead, after one warning."""
     explicit = os.environ.get("EMBER_CACHE_DIR")
     configured = Path(explicit).expanduser() if explicit else user_cache_dir()
-    return _fallback_dirs.get(str(configured), configured)
+    return _replacement(configured)
 
 
-_fallback_dirs: dict[str, Path] = {}  # configured cache dir -> private temp dir (unwritable ones)
+_fallback_dirs: dict[str, Path] = {}  # cache dir -> the private directory used instead (see cache_dir)
 
 
-def _usable_cache_dir() -> Path:
-    """:func:`cache_dir`, created; an unwritable one is replaced (once, with a warning) by a private
-    temporary directory; a path that is a file raises naming ``EMBER_CACHE_DIR``."""
-    directory = cache_dir()
+def _replacement(directory: Path) -> Path:
+    """``directory``, or the private directory that replaces it in this process (followed through
+    replacements of replacements: a private directory whose filesystem filled up)."""
+    seen = 0
+    while str(directory) in _fallback_dirs and seen < 8:
+        directory, seen = _fallback_dirs[str(directory)], seen + 1
+    return directory
+
+
+class UntrustedEntry(OSError):
+    """A cache file that must not be used: not a regular file, or writable by another user, or
+    owned by one (see :func:`_open_checked`)."""
+
+
+def _owner_ok(st: os.stat_result) -> bool:
+    return st.st_uid in (os.getuid(), 0)
+
+
+def _mode_text(st: os.stat_result) -> str:
+    return oct(stat.S_IMODE(st.st_mode))
+
+
+def distrust_reason(directory: Path | str) -> str | None:
+    """Why the cache ``directory`` must not be trusted, or None when it passes the checks (the model
+    of OpenSSH's ``StrictModes``): the directory is owned by this user (or root) and no other user
+    can write it; every directory above it (of its real path) is owned by this user or root and is
+    not writable by others unless its sticky bit is set (``/tmp``: others cannot rename or remove
+    the entries they do not own there, so our cache directory in it cannot be swapped)."""
+    path = os.path.realpath(directory)
+    first = True
+    while True:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            return f"{path} cannot be examined ({e.strerror or e})"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{path} is not a directory"
+        if not _owner_ok(st):
+            return f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()}) or root"
+        if st.st_mode & 0o022 and (first or not st.st_mode & stat.S_ISVTX):
+            who = "group- and world" if st.st_mode & 0o022 == 0o022 else \
+                "world" if st.st_mode & 0o002 else "group"
+            return f"{path} is {who}-writable (mode {_mode_text(st)})"
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path, first = parent, False
+
+
+def _warn(msg: str) -> None:
+    import logging
+    import warnings
+    logging.getLogger("ember").warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
+def _fall_back(directory: Path, why: str, *, user_dir: bool = False) -> Path:
+    """Replace ``directory`` for the rest of the process (one warning naming it and ``why``): by the
+    user cache directory when ``user_dir`` and that one is a different, trusted directory, else by
+    a new private temporary directory (mode 0700). Threads that find the same directory unusable
+    at once share one replacement and one warning."""
+    with _fallback_lock:
+        if str(directory) in _fallback_dirs:
+            return _replacement(directory)
+        return _fall_back_locked(directory, why, user_dir)
+
+
+_fallback_lock = threading.Lock()
+
+
+def _fall_back_locked(directory: Path, why: str, user_dir: bool) -> Path:
+    private: Path | None = None
+    if user_dir:
+        candidate = _replacement(user_cache_dir())
+        if os.path.realpath(candidate) != os.path.realpath(directory):
+            with contextlib.suppress(OSError):
+                candidate.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if distrust_reason(candidate) is None:
+                    private = candidate
+    if private is None:
+        private = Path(tempfile.mkdtemp(prefix="ember-cache-"))
+    _fallback_dirs[str(directory)] = private
+    _warn(f"ember: the compile cache {directory} {why}; using the private directory {private} for this "
+          "process (set EMBER_CACHE_DIR to a directory of your own that only you can write)")
+    return private
+
+
+def _usable_cache_dir(directory: Path | None = None) -> Path:
+    """``directory`` (default :func:`cache_dir`), created (mode 0700) and checked; a directory
+    that cannot be written or fails :func:`distrust_reason` is replaced (once, with a warning) by a
+    private one; a path that is a file raises naming ``EMBER_CACHE_DIR``."""
+    directory = _replacement(directory) if directory is not None else cache_dir()
     if directory.exists() and not directory.is_dir():
         raise CompileError(f"the ember cache path {directory} is a file, not a directory: set "
                            "EMBER_CACHE_DIR to a directory (or remove the file)")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        reason = distrust_reason(directory)  # before anything is read or written there
+        if reason is not None:
+            return _fall_back(directory, f"is not safe to use: {reason}", user_dir=True)
         # a probe file of its own per call: threads of one process check at once (a background
         # library build beside a program's compile), and a shared name let one thread remove the
         # other's probe -- ENOENT read as "not writable"
         fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=directory)
         os.close(fd)
         os.unlink(probe)
-        return directory
     except NotADirectoryError:
         raise CompileError(f"the ember cache path {directory} is inside a file: set EMBER_CACHE_DIR to a "
                            "directory") from None
     except OSError as e:
-        private = Path(tempfile.mkdtemp(prefix="ember-cache-"))
-        _fallback_dirs[str(directory)] = private
-        import logging
-        import warnings
-        msg = (f"ember: the compile cache {directory} is not writable ({e.strerror or e}); using the "
-               f"private directory {private} for this process (set EMBER_CACHE_DIR to a writable directory)")
-        logging.getLogger("ember").warning(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
-        return private
+        if e.errno in _FULL:
+            return _fall_back(directory, f"is on a full filesystem ({e.strerror or e})")
+        return _fall_back(directory, f"is not writable ({e.strerror or e})")
+    return directory
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)  # "no space left", "disk quota exceeded"
 
 
 def user_cache_dir() -> Path:
@@ -463,25 +599,86 @@ def clear_memory_cache() -> None:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except IsADirectoryError:  # a directory in the lock's place: remove it, then lock
+        _remove(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as a new file (mode 0600): a uniquely named temporary file beside
+    it, renamed into place. A file never changes in place: a process that has it open or mapped
+    keeps the old contents. A directory in ``path``'s place is removed first."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)
+        if path.is_dir() and not path.is_symlink():
+            _remove(path)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _remove(path: Path | str) -> None:
+    """Remove a cache file, or a directory (tree) someone put in its place; errors are ignored."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _entry_reason(st: os.stat_result) -> str | None:
+    """Why an opened cache file must not be used (None when it may): not a regular file, owned by
+    another user (not root), or writable by the group or others."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if not _owner_ok(st):
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.getuid()}) or root"
+    if st.st_mode & 0o022:
+        return f"writable by other users (mode {_mode_text(st)})"
+    return None
+
+
+def _open_checked(path: Path | str) -> int:
+    """Open the cache file ``path`` read-only, without following a symbolic link and without
+    blocking on a FIFO, and check the file opened (``fstat``, :func:`_entry_reason`). Returns the
+    descriptor (the caller closes it); raises :class:`UntrustedEntry` (or the ``OSError`` of the
+    open) otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        reason = _entry_reason(os.fstat(fd))
+        if reason is not None:
+            raise UntrustedEntry(f"{path} is {reason}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_checked(path: Path | str) -> bytes:
+    """The bytes of the cache file ``path``, read through :func:`_open_checked`."""
+    fd = _open_checked(path)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _safe_hint(name_hint: str) -> str:
@@ -491,7 +688,9 @@ def _safe_hint(name_hint: str) -> str:
 def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple[str, ...],
            libs: tuple[str, ...] = LINK_LIBS, nice: int = 0) -> None:
     """Compile ``src`` into a uniquely named temporary file next to ``so`` (``.<so stem>-<hint>-*.so.tmp``)
-    and rename it into place; the temporary file is removed when the compile fails."""
+    and rename it into place (never written in place: a process that loaded the old library keeps
+    it mapped intact); the temporary file is removed when the compile fails. A compiler that fails
+    because the disk is full raises ``OSError(ENOSPC)`` (the caller moves to a private directory)."""
     fd, tmp = tempfile.mkstemp(dir=so.parent, prefix=f".{so.stem}-{_safe_hint(name_hint)}-", suffix=".so.tmp")
     os.close(fd)
     cmd = [info.path, *flags, "-o", tmp, str(src), *libs]
@@ -502,6 +701,8 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
             raise CompileError(f"compiling {name_hint!r} timed out after {exc.timeout}s; "
                                f"source: {src}") from None
         if proc.returncode != 0:
+            if os.strerror(errno.ENOSPC) in proc.stderr or os.strerror(errno.EDQUOT) in proc.stderr:
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (the compiler's output)")
             raise CompileError(
                 f"compiling {name_hint!r} failed (exit {proc.returncode})\n"
                 f"source: {src}\ncommand: {shlex.join(cmd)}\n{proc.stderr.strip()}"
@@ -509,13 +710,13 @@ def _build(info: CompilerInfo, src: Path, so: Path, name_hint: str, flags: tuple
         if not os.path.exists(tmp) or os.path.getsize(tmp) == 0:
             raise CompileError(f"compiling {name_hint!r}: the compiler exited 0 but wrote no output "
                                f"(nothing was cached)\nsource: {src}\ncommand: {shlex.join(cmd)}")
-        os.chmod(tmp, 0o755)
-        _atomic_write_text(_digest_path(so), _file_digest(tmp))  # before the library: never unverified
+        os.chmod(tmp, 0o700)
+        # the digest before the library: never an unverified library
+        _atomic_write_text(_digest_path(so), _file_digest(tmp, _entry_key(so)))
         os.replace(tmp, so)
     except BaseException:
         if not so.exists():  # interrupted between the two writes: no digest without its library
-            with contextlib.suppress(OSError):
-                _digest_path(so).unlink()
+            _remove(_digest_path(so))
         raise
     finally:
         with contextlib.suppress(OSError):
@@ -526,18 +727,40 @@ def _remove_stale_temporaries(directory: Path, key: str) -> None:
     """Delete the temporary files of ``key``'s source and library (``.<key>*.tmp``) that a process
     killed while building left behind. Called under the key's file lock: no live build owns them."""
     for stale in directory.glob(f".{key}*.tmp"):
-        with contextlib.suppress(OSError):
-            stale.unlink()
+        _remove(stale)
 
 
 def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
                   extra_flags: tuple[str, ...], nice: int = 0) -> tuple[str, bool]:
-    """The disk tier: ``(path of <cache dir>/<key>.so, whether it was compiled now)``. An existing
-    ``.so`` is reused without locking (it was put in place by an atomic rename, so present means
-    complete); otherwise it is built under the key's file lock unless another process did meanwhile."""
+    """The disk tier: ``(path of <cache dir>/<key>.so, whether it was compiled now)``. A full
+    filesystem (``ENOSPC``/``EDQUOT`` from any write, the compiler's included) moves the cache to a
+    private temporary directory for the rest of the process, with one warning, and builds there."""
     directory = _usable_cache_dir()
+    try:
+        return _cached_build_in(directory, info, source, key, name_hint, extra_flags, nice)
+    except OSError as e:
+        if e.errno not in _FULL:
+            raise
+        full = e
+    try:
+        _fall_back(directory, f"is on a full filesystem ({full.strerror or full})")
+        private = _usable_cache_dir()
+        return _cached_build_in(private, info, source, key, name_hint, extra_flags, nice)
+    except OSError as e:
+        if e.errno not in _FULL:
+            raise
+        raise CompileError(f"no space left for compiling {name_hint!r}: neither the compile cache "
+                           f"{directory} nor a private directory could be written "
+                           f"({e.strerror or e})") from None
+
+
+def _cached_build_in(directory: Path, info: CompilerInfo, source: str, key: str, name_hint: str,
+                     extra_flags: tuple[str, ...], nice: int = 0) -> tuple[str, bool]:
+    """:func:`_cached_build` in ``directory``. An existing ``.so`` that passes :func:`_verified` is
+    reused without locking (it was put in place by an atomic rename, so present means complete);
+    otherwise it is built under the key's file lock unless another process did meanwhile."""
     so = directory / f"{key}.so"
-    if _verified(so):
+    if _verified(so, report=False):  # a bad entry is reported once, under the lock
         return str(so), False
     with _file_lock(directory / f"{key}.lock"):
         if _verified(so):
@@ -545,7 +768,12 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
         _discard(so)
         _remove_stale_temporaries(directory, key)
         src = directory / f"{key}.c"
-        if not src.exists() or src.read_text() != source:
+        try:
+            same = _read_checked(src).decode() == source
+        except (OSError, ValueError):  # absent, a directory, another user's, not text
+            same = False
+        if not same:
+            _remove(src)
             _atomic_write_text(src, source)
         flags = source_flags(source, info) + tuple(extra_flags)
         try:
@@ -560,47 +788,150 @@ def _cached_build(info: CompilerInfo, source: str, key: str, name_hint: str,
     return str(so), True
 
 
+# the digest covers the key: a library and digest pair is valid only under the key it was built for
+_DIGEST_FORMAT = b"ember-library-v2\0"
+
+
+def _entry_key(so: Path | str) -> str:
+    """The cache key of the library ``<key>.so``."""
+    name = os.path.basename(so)
+    return name[:-3] if name.endswith(".so") else name
+
+
 def _digest_path(so: Path | str) -> Path:
     return Path(str(so) + ".sha256")
 
 
-def _file_digest(path: Path | str) -> str:
-    h = hashlib.sha256()
+def _digest_start(key: str) -> hashlib._Hash:
+    h = hashlib.sha256(_DIGEST_FORMAT)
+    h.update(key.encode())
+    h.update(b"\0")
+    return h
+
+
+def _file_digest(path: Path | str, key: str) -> str:
+    """SHA-256 over the library's key and its bytes (what ``<key>.so.sha256`` records)."""
+    h = _digest_start(key)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
-def _verified(so: Path) -> bool:
-    """Whether the cached library ``so`` is exactly what was built: a regular, non-empty file whose
-    SHA-256 matches the digest recorded when it was built. Nothing of it is loaded or run before
-    this check passes. A present but bad entry is logged (and later removed and rebuilt)."""
-    if not so.exists() and not so.is_symlink():
-        return False
+def _fd_digest(fd: int, key: str) -> str:
+    """:func:`_file_digest` of the open file ``fd`` (read from its start with ``pread``)."""
+    h = _digest_start(key)
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        h.update(chunk)
+        offset += len(chunk)
+    return h.hexdigest()
+
+
+def _open_verified(so: Path, report: bool = True) -> int | None:
+    """An open descriptor of the cached library ``so`` when it is exactly what was built for its key,
+    else None. Checked on the descriptor: a regular, non-empty file of this user (or root) that no
+    other user can write (:func:`_open_checked`), whose SHA-256 over key and bytes matches the
+    checked digest file. Nothing of it is loaded or run before this check passes. A present but
+    bad entry is logged and counted (:func:`rejected_entries`; not with ``report=False``), and later
+    removed and rebuilt."""
+    if not os.path.lexists(so):
+        return None
+    fd = None
+    why = "truncated, corrupted or replaced"
     try:
-        ok = so.is_file() and so.stat().st_size > 0 and \
-            _digest_path(so).read_text().strip() == _file_digest(so)
-    except (OSError, ValueError):  # unreadable, or a digest file that is not text
-        ok = False
-    if not ok:
-        import logging
-        logging.getLogger("ember").warning("ember: the cached library %s failed verification (truncated, "
-                                           "corrupted or replaced); rebuilding it", so)
-        with _lock:
-            _stats.rejected += 1
-    return ok
+        fd = _open_checked(so)
+        recorded = _read_checked(_digest_path(so)).decode("ascii").strip()
+        if os.fstat(fd).st_size > 0 and recorded == _fd_digest(fd, _entry_key(so)):
+            return fd
+    except UntrustedEntry as e:
+        why = str(e)
+    except (OSError, ValueError):  # unreadable, a directory, or a digest file that is not text
+        pass
+    if fd is not None:
+        os.close(fd)
+    if not report:
+        return None
+    import logging
+    logging.getLogger("ember").warning("ember: the cached library %s failed verification (%s); rebuilding it",
+                                       so, why)
+    with _lock:
+        _stats.rejected += 1
+    return None
+
+
+def _verified(so: Path, report: bool = True) -> bool:
+    """Whether the cached library ``so`` passes :func:`_open_verified`."""
+    fd = _open_verified(so, report)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
 
 
 def _discard(so: Path) -> None:
     """Remove a bad cache entry (a file, or a directory someone put in its place) and its digest."""
-    with contextlib.suppress(OSError):
-        if so.is_dir() and not so.is_symlink():
-            shutil.rmtree(so)
-        else:
-            so.unlink()
-    with contextlib.suppress(OSError):
-        _digest_path(so).unlink()
+    _remove(so)
+    _remove(_digest_path(so))
+
+
+_PROC_FD = os.path.isdir("/proc/self/fd")  # Linux: a descriptor can be opened again by name
+_loads = itertools.count(1)
+
+
+def _descriptor_name(fd: int) -> str:
+    """A name of the open file ``fd`` for ``dlopen``: ``/proc/self/fd/<fd>``, spelled differently
+    for every load of the process. glibc's ``dlopen`` returns an already loaded library whose name
+    is the same string without opening anything, and descriptor numbers are reused once closed: a
+    second library opened as ``/proc/self/fd/7`` would be handed the first. The spelling adds
+    empty (``//``) and current-directory (``/./``) steps in the pattern of the load's binary
+    number, which the kernel resolves to the same descriptor."""
+    steps = "".join("./" if bit == "1" else "/" for bit in bin(next(_loads))[2:])
+    return f"/proc/self/{steps}fd/{fd}"
+
+
+class RejectedLibrary(CompileError):
+    """The cached library failed its check when it was opened for loading."""
+
+
+@contextlib.contextmanager
+def opened_library(path: str) -> Iterator[str]:
+    """Open the cached library ``path`` once, check it on that descriptor (:func:`_open_verified`)
+    and yield the name to ``dlopen`` that refers to the same open file (:func:`_descriptor_name` on
+    Linux; ``path`` itself where there is no ``/proc``), so the check and the load see one file.
+    Raises :class:`RejectedLibrary` when the check fails."""
+    fd = _open_verified(Path(path))
+    if fd is None:
+        raise RejectedLibrary(f"the cached library {path} failed verification when opened for loading")
+    try:
+        yield _descriptor_name(fd) if _PROC_FD else path
+    finally:
+        os.close(fd)
+
+
+def _forget_path(path: str) -> None:
+    with _lock:
+        for memo in [m for m, p in _paths.items() if p == path]:
+            del _paths[memo]
+
+
+def load_verified(get_path: Callable[[], str], mode: int = ctypes.DEFAULT_MODE) -> ctypes.CDLL:
+    """``ctypes.CDLL`` of the library ``get_path()`` builds or finds, loaded through
+    :func:`opened_library`; when the file changed between the build and the load (it fails the
+    check), the path is asked for again once -- which rebuilds the entry."""
+    for attempt in (0, 1):
+        path = get_path()
+        try:
+            with opened_library(path) as name:
+                lib = ctypes.CDLL(name, mode=mode)
+        except RejectedLibrary:
+            _forget_path(path)
+            if attempt:
+                raise
+            continue
+        lib._name = path  # the file's name, not the descriptor's (which is closed now)
+        return lib
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple[str, ...] = ()) -> str:
@@ -611,7 +942,8 @@ def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple
     jitted function counts the compiles its own build causes by :func:`cache_stats` deltas, so a
     library landing in that window must not move the counters. Same key, file lock, atomic write
     and errors (:class:`CompileError`) as :func:`compile_shared`; the compiler runs at niceness
-    :data:`BACKGROUND_NICE`, so it does not slow the compiles a caller waits for.
+    :data:`BACKGROUND_NICE`, so it does not slow the compiles a caller waits for. Load the result
+    with :func:`opened_library` (or :func:`load_global`).
     """
     info = _require_compiler()
     return _cached_build(info, source, cache_key(source, info, extra_flags), name_hint, extra_flags,
@@ -621,7 +953,7 @@ def build_library(source: str, *, name_hint: str = "library", extra_flags: tuple
 def load_global(source: str, *, name_hint: str) -> ctypes.CDLL:
     """:func:`build_library` ``source`` and load it with its symbols global (``RTLD_GLOBAL``), so
     generated programs find them with ``dlsym``: the per-machine runtime libraries."""
-    return ctypes.CDLL(build_library(source, name_hint=name_hint), mode=ctypes.RTLD_GLOBAL)
+    return load_verified(lambda: build_library(source, name_hint=name_hint), ctypes.RTLD_GLOBAL)
 
 
 def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple[str, ...] = ()) -> str:
@@ -647,21 +979,22 @@ def compile_shared(source: str, *, name_hint: str = "kernel", extra_flags: tuple
             _stats.compiles += 1
         else:
             _stats.disk_hits += 1
-        _paths[memo] = path
+        _paths[(str(cache_dir()), key)] = path
     return path
 
 
 def load_library(source: str, *, name_hint: str = "kernel") -> ctypes.CDLL:
-    """Compile (or fetch from cache) ``source`` and return the loaded library."""
+    """Compile (or fetch from cache) ``source`` and return the loaded library (opened, checked
+    and loaded from one descriptor: :func:`load_verified`)."""
     memo = (str(cache_dir()), cache_key(source))
     with _lock:
         lib = _libraries.get(memo)
         if lib is not None:
             _stats.memory_hits += 1
             return lib
-    lib = ctypes.CDLL(compile_shared(source, name_hint=name_hint))
+    lib = load_verified(lambda: compile_shared(source, name_hint=name_hint))
     with _lock:
-        return _libraries.setdefault(memo, lib)
+        return _libraries.setdefault((str(cache_dir()), cache_key(source)), lib)
 
 
 def loaded_library_paths() -> list[str]:

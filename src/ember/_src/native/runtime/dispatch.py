@@ -70,12 +70,14 @@ def build() -> ModuleType:
     build runs in the background and must not count towards a jitted function's ``cache_info``."""
     flags = tuple(f"-I{d}" for d in include_dirs())
     path = compiler.build_library(source(), name_hint="dispatch", extra_flags=flags)
-    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, path)
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path, loader=loader)
-    if spec is None:  # pragma: no cover - only for a broken importlib
-        raise ImportError(f"cannot load {path}")
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    with compiler.opened_library(path) as name:  # checked and loaded from one open descriptor
+        loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, name)
+        spec = importlib.util.spec_from_file_location(MODULE_NAME, name, loader=loader)
+        if spec is None:  # pragma: no cover - only for a broken importlib
+            raise ImportError(f"cannot load {path}")
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+    mod.__file__ = mod.__spec__.origin = path  # the file's name, not the descriptor's
     array.install_native(mod.install_array)  # results built and freed in C from now on
     logger.debug("C call dispatcher loaded (%s)", mod.abi)
     return mod

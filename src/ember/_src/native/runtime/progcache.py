@@ -13,7 +13,12 @@ Only plain programs are cached: no captured constants (before or after the passe
 constants, no Python fallback steps, every output its own buffer, and parameters of known plain
 types (numbers, strings, dtypes, tuples, nested Programs). Anything else returns no key and
 takes the normal path. Entries are JSON (never pickle); a malformed or mismatching entry is
-ignored. Set ``$EMBER_PROGRAM_CACHE=0`` to disable.
+ignored. An entry holds C source that is compiled and run, so it is read under the compile cache's
+trust rules: the cache directory passes :func:`.compiler.distrust_reason` (else the private
+directory that replaces it is used), ``programs/`` is this user's (or root's) and writable by no
+one else, and the entry file is checked on its open descriptor (:func:`.compiler._read_checked`:
+a regular file of this user or root that no one else can write). Its digest covers the key, so
+another valid entry copied over it is rejected too. Set ``$EMBER_PROGRAM_CACHE=0`` to disable.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import numpy as np
 
 from ember._src.program import Literal, Program, Var
 
-FORMAT = "progcache-v1"
+FORMAT = "progcache-v2"  # v2: the digest covers the key
 ENV_VAR = "EMBER_PROGRAM_CACHE"
 
 
@@ -150,40 +155,87 @@ def _path(directory: Path, key: str) -> Path:
     return directory / "programs" / f"{key[:40]}.json"
 
 
-def _digest(entry: dict) -> str:
-    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+def _digest(key: str, entry: dict) -> str:
+    """SHA-256 over the key and the entry's canonical JSON: an entry verifies only under its key."""
+    return hashlib.sha256(f"{FORMAT}\0{key}\0{json.dumps(entry, sort_keys=True)}".encode()).hexdigest()
+
+
+def _programs_dir(directory: Path, writing: bool) -> Path | None:
+    """``<cache dir>/programs`` for ``directory`` (or the private directory replacing it), or None when
+    that directory cannot be used (another user's, or writable by others). Reading from a cache
+    directory that exists and passes the trust checks skips the write probe of
+    :func:`.compiler._usable_cache_dir` (tens of microseconds on the first call of a program)."""
+    from ember._src.native.runtime import compiler
+
+    cache = compiler._replacement(Path(directory))
+    if not writing and not cache.is_dir():
+        return None
+    try:
+        if writing or compiler.distrust_reason(cache) is not None:
+            cache = compiler._usable_cache_dir(cache)  # replaced by a private directory: one warning
+    except (compiler.CompileError, OSError):  # the cache path is a file (the compile that follows
+        return None  # says so), or no private directory could be made
+    d = cache / "programs"
+    if os.path.lexists(d) and not d.is_dir():
+        compiler._remove(d)
+    if not d.exists():
+        return d
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+        if str(d) not in _warned:
+            _warned.add(str(d))
+            import logging
+            logging.getLogger("ember").warning(
+                "ember: the program cache %s is another user's or writable by others (owner uid %d, "
+                "mode %s); it is not used", d, st.st_uid, oct(st.st_mode & 0o7777))
+        return None
+    return d
+
+
+_warned: set[str] = set()
 
 
 def load(directory: Path, key: str) -> dict | None:
-    """The entry stored under ``key`` (a dict from JSON), or None when absent, unreadable or
-    failing verification (its recorded digest does not match its content: a damaged or hand-edited
-    entry is logged and removed, so the program is built again)."""
-    f = _path(directory, key)
+    """The entry stored under ``key`` (a dict from JSON), or None when absent, unreadable, untrusted
+    or failing verification (its recorded digest does not match its content and key: a damaged,
+    hand-edited or swapped entry is logged and removed, so the program is built again)."""
+    from ember._src.native.runtime import compiler
+
+    programs = _programs_dir(directory, writing=False)
+    if programs is None:
+        return None
+    f = programs / f"{key[:40]}.json"
     try:
-        entry = json.loads(f.read_text())
+        entry = json.loads(compiler._read_checked(f))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # unreadable, a directory, another user's, not JSON
         entry = None
     ok = isinstance(entry, dict) and entry.get("format") == FORMAT and entry.get("key") == key
     if ok:
         digest = entry.pop("digest", None)
-        ok = digest == _digest(entry)
+        ok = digest == _digest(key, entry)
     if not ok:
         import logging
         logging.getLogger("ember").warning("ember: program cache entry %s failed verification; rebuilding", f)
-        with contextlib.suppress(OSError):
-            f.unlink()
+        compiler._remove(f)
         return None
     return entry
 
 
 def store(directory: Path, key: str, entry: dict) -> None:
-    """Write ``entry`` (JSON-able) under ``key`` atomically; errors are ignored (a cache)."""
-    from ember._src.native.runtime.compiler import _atomic_write_text
+    """Write ``entry`` (JSON-able) under ``key`` atomically (a new file renamed into place); errors
+    are ignored (a cache)."""
+    from ember._src.native.runtime import compiler
 
-    f = _path(directory, key)
+    programs = _programs_dir(directory, writing=True)
+    if programs is None:
+        return
+    f = programs / f"{key[:40]}.json"
     with contextlib.suppress(OSError, TypeError, ValueError):
-        f.parent.mkdir(parents=True, exist_ok=True)
+        programs.mkdir(mode=0o700, exist_ok=True)
         body = {"format": FORMAT, "key": key, **entry}
-        _atomic_write_text(f, json.dumps({**body, "digest": _digest(body)}))
+        compiler._atomic_write_text(f, json.dumps({**body, "digest": _digest(key, body)}))
