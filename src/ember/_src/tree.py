@@ -35,8 +35,11 @@ def _as_list(pair: tuple[Any, Hashable]) -> tuple[list, Hashable]:
 
 def register_dataclass(cls: type, data_fields: list[str] | None = None,
                        meta_fields: list[str] | None = None) -> type:
-    """Register a dataclass: ``data_fields`` are children (default: all), ``meta_fields`` static."""
+    """Register a dataclass: ``data_fields`` are children, ``meta_fields`` static; by default the
+    fields marked ``metadata={"static": True}`` (``ember.tree.static()``) are static, the others children."""
     names = [f.name for f in dataclasses.fields(cls)]
+    if data_fields is None and meta_fields is None:
+        meta_fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("static", False)]
     meta_set = set(meta_fields or ())
     data = list(data_fields) if data_fields is not None else [n for n in names if n not in meta_set]
     meta = list(meta_fields) if meta_fields is not None else [n for n in names if n not in data]
