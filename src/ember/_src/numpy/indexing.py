@@ -30,7 +30,7 @@ from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
-from ember.errors import DTypeError, ShapeError, TracerError
+from ember.errors import DTypeError, NonConcreteBooleanIndexError, ShapeError, TracerError
 
 _INVALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "
                   "or boolean arrays are valid indices")
@@ -105,7 +105,7 @@ def _entry(v: Any) -> tuple:
     if isinstance(v, core.Tracer):
         a = v.aval
         if a.dtype == dt.bool_:
-            raise TracerError(_MASK_TRACED)
+            raise NonConcreteBooleanIndexError(_MASK_TRACED)
         if not dt.is_integer(a.dtype):
             raise IndexError(f"{_INVALID_INDEX}; got a traced array of dtype {a.dtype}")
         return ("dyn", v) if a.ndim == 0 else ("adv", v)
