@@ -12,8 +12,11 @@ class EmberError(Exception):
     """Base class of all ember errors."""
 
 
-class ShapeError(EmberError, ValueError):
-    """Shapes do not agree: the message names the axes (or argument positions) and their sizes."""
+class ShapeError(EmberError, ValueError, TypeError):
+    """Shapes do not agree: the message names the axes (or argument positions) and their sizes.
+
+    Both a ``ValueError`` (NumPy's class for these) and a ``TypeError`` (JAX's, for the shape
+    errors of ``lax`` operations, ``dot``, ``reshape``, ...), so either ``except`` clause catches it."""
 
 
 class AxisError(ShapeError, IndexError):

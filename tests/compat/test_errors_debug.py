@@ -96,3 +96,29 @@ def test_breakpoint_prompt_sees_traced_values(monkeypatch, capsys):
     ember.vmap(_f)(np.array([0.0, 1.0], np.float32))  # one stop per element
     text = capsys.readouterr().out
     assert text.count("ember.debug.breakpoint at") == 2 and "0.0" in text
+
+
+SHAPE_CASES = [
+    lambda m: m.numpy.dot(np.ones((2, 3)), np.ones((4, 2))),
+    lambda m: m.numpy.reshape(np.ones(6), (4, 2)),
+    lambda m: m.lax.add(np.ones(3, np.float32), np.ones(4, np.float32)),
+    lambda m: m.numpy.concatenate([np.ones((2, 3)), np.ones((2, 4))]),
+    lambda m: m.numpy.matmul(np.ones((2, 3)), np.ones((4, 2))),
+    lambda m: m.lax.dot_general(np.ones((2, 3)), np.ones((4, 2)), (((1,), (0,)), ((), ()))),
+    lambda m: m.numpy.add(np.ones(3), np.ones(4)),
+    lambda m: m.lax.reshape(np.ones(6), (4, 2)),
+    lambda m: m.lax.concatenate([np.ones((2, 3)), np.ones((3, 3))], 1),
+    lambda m: m.lax.broadcast_in_dim(np.ones(3), (4,), (0,)),
+    lambda m: m.numpy.broadcast_to(np.ones(3), (4,)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SHAPE_CASES)))
+def test_shape_errors_catchable_as_jax_class(case):
+    with pytest.raises(Exception) as jinfo:
+        SHAPE_CASES[case](jax)
+    builtin = next(c for c in type(jinfo.value).__mro__ if c in (TypeError, ValueError, IndexError))
+    with pytest.raises(builtin) as info:
+        SHAPE_CASES[case](ember)
+    assert isinstance(info.value, errors.ShapeError)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
