@@ -100,3 +100,22 @@ def test_stats_module_import_form():
     x = np.linspace(-3, 3, 7)
     np.testing.assert_allclose(norm.logpdf(x, 0.5, 2.0), jnorm.logpdf(np.float32(x), 0.5, 2.0), rtol=1e-5)
     np.testing.assert_allclose(norm.cdf(x), jnorm.cdf(np.float32(x)), rtol=1e-5)
+
+
+def test_recorded_jax_names_and_gaps():
+    from ember._src.compat import jax_names
+    record = jax_names.load_record()
+    if record["jax_version"] == jax.__version__:  # the record is the installed JAX's
+        fresh = jax_names.walk_jax()
+        assert fresh["names"] == record["names"], "run python -m ember._src.compat.jax_names --update"
+    gaps = jax_names.missing(record)
+    for ns, names in record["names"].items():
+        try:
+            mod = importlib.import_module(jax_names.NAMESPACES[ns])
+        except ImportError:  # no such ember namespace: every name is missing
+            assert gaps[ns] == names
+            continue
+        assert [n for n in names if not hasattr(mod, n)] == gaps.get(ns, [])
+    assert "Precision" in record["names"]["jax.lax"] and "Precision" not in gaps.get("jax.lax", [])
+    assert not set(gaps.get("jax.tree", []))  # every jax.tree name
+    assert "norm" in record["names"]["jax.scipy.stats"] and "norm" not in gaps.get("jax.scipy.stats", [])
