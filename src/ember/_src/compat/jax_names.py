@@ -54,14 +54,16 @@ NAMESPACES: dict[str, str] = {
 
 # namespaces whose module holds its implementation: only these names are public
 PUBLIC_OVERRIDES: dict[str, list[str]] = {"jax.experimental.ode": ["odeint"]}
+# namespaces whose public names include submodules their package always imports (the distributions);
+# elsewhere submodules are left out: which of them are attributes depends on what was imported before
+MODULE_MEMBERS = ("jax.scipy.stats",)
 _HELPER_MODULES = ("typing", "collections", "collections.abc", "builtins", "functools", "__future__")
 
 
 def public_names(module: Any) -> list[str]:
     """The public names of ``module``: its ``__all__`` if it has one, else the names without a
     leading underscore, leaving out helpers imported from the standard library or JAX's utilities
-    and modules other than its own submodules (``jax.scipy.stats.norm``) not listed in
-    :data:`NAMESPACES` themselves."""
+    and modules (except the submodules of :data:`MODULE_MEMBERS`, ``jax.scipy.stats.norm``)."""
     if module.__name__ in PUBLIC_OVERRIDES:
         return list(PUBLIC_OVERRIDES[module.__name__])
     names = getattr(module, "__all__", None)
@@ -71,7 +73,7 @@ def public_names(module: Any) -> list[str]:
     for n in names:
         value = getattr(module, n, None)
         if inspect.ismodule(value):
-            if value.__name__ != f"{module.__name__}.{n}" or value.__name__ in NAMESPACES:
+            if module.__name__ not in MODULE_MEMBERS or value.__name__ != f"{module.__name__}.{n}":
                 continue
         else:
             owner = getattr(value, "__module__", None) or ""
