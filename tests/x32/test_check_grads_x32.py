@@ -29,7 +29,8 @@ def test_cookbook_check_grads_float32():
     b = np.float32(-0.4)
     assert ember.grad(_loss(jnp))(W, b).dtype == np.float32
     check_grads(_loss(jnp), (W, b), order=2)
-    jax_test_util.check_grads(_loss(jax.numpy), (W, b), order=2)  # the same call passes in JAX
+    jax_test_util.check_grads(_loss(jax.numpy), (W, b), order=1)  # the same call passes in JAX
+    # (order 2 passes in JAX too, but takes JAX ~20 s to compile; the tolerances are the same)
 
 
 def test_default_tolerances_match_jax():
