@@ -12,8 +12,11 @@ class EmberError(Exception):
     """Base class of all ember errors."""
 
 
-class ShapeError(EmberError, ValueError):
-    """Shapes do not agree: the message names the axes (or argument positions) and their sizes."""
+class ShapeError(EmberError, ValueError, TypeError):
+    """Shapes do not agree: the message names the axes (or argument positions) and their sizes.
+
+    Both a ``ValueError`` (NumPy's class for these) and a ``TypeError`` (JAX's, for the shape
+    errors of ``lax`` operations, ``dot``, ``reshape``, ...), so either ``except`` clause catches it."""
 
 
 class AxisError(ShapeError, IndexError):
@@ -27,6 +30,41 @@ class DTypeError(EmberError, TypeError):
 
 class TracerError(EmberError, TypeError):
     """A traced (abstract) value was used where a concrete Python value is needed."""
+
+
+class ConcretizationTypeError(TracerError):
+    """A traced value was used where a concrete one is needed (``float(x)``, a shape, a static
+    argument): JAX's ``ConcretizationTypeError``."""
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    """``bool()`` of a traced value (a Python ``if``/``while``/``and`` on it): use ``lax.cond``,
+    ``jnp.where`` or ``lax.while_loop``. JAX's ``TracerBoolConversionError``."""
+
+
+class TracerIntegerConversionError(TracerError):
+    """A traced value used as a Python integer index (``__index__``: ``some_list[x]``,
+    ``range(x)``): JAX's ``TracerIntegerConversionError``."""
+
+
+class TracerArrayConversionError(TracerError):
+    """A traced value converted to a NumPy array (``np.asarray(x)``): JAX's
+    ``TracerArrayConversionError``."""
+
+
+class UnexpectedTracerError(TracerError):
+    """A traced value outlived its transformation (saved in a global or a list from inside
+    ``jit``/``grad``/``vmap``) and was used afterwards: JAX's ``UnexpectedTracerError``."""
+
+
+class NonConcreteBooleanIndexError(TracerError, IndexError):
+    """Boolean-mask indexing with a traced mask (the result's size would depend on the values):
+    JAX's ``NonConcreteBooleanIndexError``."""
+
+
+class KeyReuseError(EmberError, TypeError):
+    """A random key was used twice where fresh keys are required: JAX's ``KeyReuseError``
+    (ember has no key-reuse checker; the class exists for ``except`` clauses)."""
 
 
 class CompileError(EmberError, RuntimeError):
@@ -47,6 +85,13 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "TracerError",
+    "ConcretizationTypeError",
+    "TracerBoolConversionError",
+    "TracerIntegerConversionError",
+    "TracerArrayConversionError",
+    "UnexpectedTracerError",
+    "NonConcreteBooleanIndexError",
+    "KeyReuseError",
     "CompileError",
     "ValidationError",
     "DeletedArrayError",

@@ -16,6 +16,28 @@ __all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp"]
 
 EPS = 1e-4
 _DEFAULT_TOL = 1e-5
+# JAX's default gradient tolerances by the dtype of the values compared (atol and rtol alike)
+DEFAULT_GRADIENT_TOLERANCE: dict[np.dtype, float] = {
+    np.dtype(np.float16): 1e-2, np.dtype(np.float32): 2e-3, np.dtype(np.float64): 1e-5,
+    np.dtype(np.complex64): 1e-3, np.dtype(np.complex128): 1e-5}
+try:
+    DEFAULT_GRADIENT_TOLERANCE[np.dtype(dt.bfloat16)] = 1e-1
+except TypeError:  # no bfloat16 type in this NumPy build
+    pass
+
+Tolerance = float | dict | None
+
+
+def _tolerance(tol: Tolerance, *arrays: Any) -> float:
+    """The tolerance for comparing ``arrays``: ``tol`` when it is a number, otherwise the largest
+    default (overridden per dtype by a ``tol`` dict) over their dtypes, as JAX's ``check_grads``."""
+    if tol is not None and not isinstance(tol, dict):
+        return float(tol)
+    table = dict(DEFAULT_GRADIENT_TOLERANCE)
+    if tol:
+        table.update({np.dtype(k): v for k, v in tol.items()})
+    dtypes = [np.asarray(a).dtype for a in arrays]
+    return max((table.get(d, _DEFAULT_TOL) for d in dtypes if d.kind in "fcV"), default=_DEFAULT_TOL)
 
 
 def _np(x: Any) -> np.ndarray:
@@ -84,7 +106,7 @@ def _inner(xs: Any, ys: Any) -> float:
     return total
 
 
-def _close(actual: Any, expected: Any, atol: float, rtol: float, msg: str) -> None:
+def _close(actual: Any, expected: Any, atol: Tolerance, rtol: Tolerance, msg: str) -> None:
     a_leaves, e_leaves = tu.leaves(actual), tu.leaves(expected)
     if len(a_leaves) != len(e_leaves):
         raise AssertionError(f"{msg}: {len(a_leaves)} leaves vs {len(e_leaves)} expected")
@@ -92,22 +114,24 @@ def _close(actual: Any, expected: Any, atol: float, rtol: float, msg: str) -> No
         aa, ea = _np(a), _np(e)
         if aa.dtype.kind not in "fcbiu" or ea.dtype.kind not in "fcbiu":
             continue  # float0
-        np.testing.assert_allclose(aa.astype(np.result_type(aa, np.float64)), ea, atol=atol, rtol=rtol,
+        np.testing.assert_allclose(aa.astype(np.result_type(aa, np.float64)), ea,
+                                   atol=_tolerance(atol, aa, ea), rtol=_tolerance(rtol, aa, ea),
                                    err_msg=f"{msg} (leaf {i})")
 
 
-def _check_defaults(atol: float | None, rtol: float | None, eps: float | None,
-                    rng: np.random.Generator | None, seed: int) -> tuple:
-    """The tolerances, finite-difference step and generator of a check (defaults where None)."""
-    return (_DEFAULT_TOL if atol is None else atol, _DEFAULT_TOL if rtol is None else rtol,
-            EPS if eps is None else eps, np.random.default_rng(seed) if rng is None else rng)
+def _check_defaults(eps: float | None, rng: np.random.Generator | None, seed: int) -> tuple:
+    """The finite-difference step and generator of a check (defaults where None)."""
+    return EPS if eps is None else eps, np.random.default_rng(seed) if rng is None else rng
 
 
-def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: float | None = None,
-              rtol: float | None = None, eps: float | None = None, err_msg: str = "",
+def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: Tolerance = None,
+              rtol: Tolerance = None, eps: float | None = None, err_msg: str = "",
               rng: np.random.Generator | None = None) -> None:
-    """Compare ``f_jvp(args, tangents)`` with a central finite difference along a random tangent."""
-    atol, rtol, eps, rng = _check_defaults(atol, rtol, eps, rng, 0)
+    """Compare ``f_jvp(args, tangents)`` with a central finite difference along a random tangent.
+
+    ``atol``/``rtol``: a number, or ``None`` for JAX's defaults by dtype (2e-3 for float32, 1e-5
+    for float64, ...: ``DEFAULT_GRADIENT_TOLERANCE``), or a dict overriding some dtypes."""
+    eps, rng = _check_defaults(eps, rng, 0)
     tangent = _rand_like(rng, args)
     v_out, t_out = f_jvp(tuple(args), tuple(tangent))
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'JVP'} primal output")
@@ -115,11 +139,12 @@ def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: float | N
     _close(t_out, t_num, atol, rtol, f"{err_msg or 'JVP'} tangent vs finite differences")
 
 
-def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: float | None = None,
-              rtol: float | None = None, eps: float | None = None, err_msg: str = "",
+def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: Tolerance = None,
+              rtol: Tolerance = None, eps: float | None = None, err_msg: str = "",
               rng: np.random.Generator | None = None) -> None:
-    """Check ``<vjp(ct), t> == <ct, J t>`` with ``J t`` from finite differences (random ``t``, ``ct``)."""
-    atol, rtol, eps, rng = _check_defaults(atol, rtol, eps, rng, 1)
+    """Check ``<vjp(ct), t> == <ct, J t>`` with ``J t`` from finite differences (random ``t``, ``ct``);
+    tolerances as :func:`check_jvp`."""
+    eps, rng = _check_defaults(eps, rng, 1)
     v_out, vjp_fun = f_vjp(*args)
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'VJP'} primal output")
     tangent = _rand_like(rng, args)
@@ -132,17 +157,22 @@ def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: float | N
     ip_expected = _inner(t_num, ct)
     if np.isnan(ip) and np.isnan(ip_expected):
         return
+    computed = [_np(x) for x in (*tu.leaves(v_out), *tu.leaves(ct_out))]
+    atol, rtol = _tolerance(atol, *computed), _tolerance(rtol, *computed)
     if not abs(ip - ip_expected) <= atol + rtol * abs(ip_expected):
         raise AssertionError(f"{err_msg or 'VJP'}: <vjp(ct), t> = {ip!r} but <ct, J t> = {ip_expected!r} "
                              f"(finite differences); difference {abs(ip - ip_expected):.3g}")
 
 
 def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequence[str] = ("fwd", "rev"),
-                atol: float | None = None, rtol: float | None = None, eps: float | None = None) -> None:
-    """Check derivatives of ``f`` up to ``order`` against central finite differences in float64.
+                atol: Tolerance = None, rtol: Tolerance = None, eps: float | None = None) -> None:
+    """Check derivatives of ``f`` up to ``order`` against central finite differences.
 
     ``args`` is a tuple of (pytrees of) arrays; floating leaves are converted to float64 and
-    complex ones to complex128. ``"fwd"`` checks ``jvp`` along random tangents; ``"rev"`` checks
+    complex ones to complex128 (which stay 32-bit while ``jax_enable_x64`` is off). The default
+    tolerances depend on the dtype of the values compared, as in JAX (float32 2e-3, float64 1e-5;
+    ``DEFAULT_GRADIENT_TOLERANCE``); a number applies to every dtype, a dict overrides some.
+    ``"fwd"`` checks ``jvp`` along random tangents; ``"rev"`` checks
     ``vjp`` through ``<vjp(ct), t> == <ct, jvp(t)>``. Higher orders repeat the checks on the JVP
     function (``(primals, tangents) -> jvp``) and on the VJP function (``x -> vjp(f, x)(f(x))``).
     Integer leaves are not perturbed.

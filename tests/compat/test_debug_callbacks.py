@@ -440,4 +440,4 @@ def test_set_debug_still_works():
     finally:
         ember.set_debug(0)
     assert logging.getLogger("ember").level == logging.WARNING
-    assert ember.debug.__all__ == ["callback", "print"]
+    assert ember.debug.__all__ == ["breakpoint", "callback", "print"]

@@ -411,18 +411,23 @@ def test_per_binding_arena_plan_invariants() -> None:
 
 
 def test_symbolic_builds_are_released_with_their_program() -> None:
-    """The level-1 cache is keyed weakly by the Program: dropping the jitted function releases the
-    compiled library handle and the arena."""
+    """The level-1 cache is keyed weakly by the Program: dropping the jitted function (and the
+    function it wraps, which holds the traces as in JAX) releases the compiled library handle and
+    the arena."""
     import gc
 
     rng = np.random.default_rng(13)
     params = mlp_params(rng, d_in=5, d_hidden=7, d_out=3)
-    f = ember.jit(mlp, dynamic_axes={"x": ("batch", None)}, backend="native")
+
+    def fn(params, x):
+        return mlp(params, x)
+
+    f = ember.jit(fn, dynamic_axes={"x": ("batch", None)}, backend="native")
     np.testing.assert_allclose(np.asarray(f(params, np.ones((3, 5), np.float32))),
                                mlp_ref(params, np.ones((3, 5), np.float32)), rtol=2e-5, atol=2e-5)
     gc.collect()
     n = len(specialize._LEVEL1)
-    del f
+    del f, fn
     gc.collect()
     assert len(specialize._LEVEL1) == n - 1
 

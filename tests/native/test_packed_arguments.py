@@ -42,7 +42,7 @@ def _data(rng, m=32, k=96, n=200):
 def test_same_array_is_packed_once_and_gives_the_same_values():
     rng = np.random.default_rng(0)
     x, w, b = (jnp.asarray(a) for a in _data(rng))
-    f = ember.jit(_layer, backend="native")
+    f = ember.jit(lambda *a: _layer(*a), backend="native")  # a fresh cache per test
     plain = ember.jit(_layer, backend="native", prepack=False)
     want = np.asarray(plain(x, w, b))
     np.testing.assert_allclose(want, _ref(x, w, b), rtol=1e-5, atol=1e-5)
@@ -60,7 +60,7 @@ def test_alternating_arrays_each_give_their_own_product():
     rng = np.random.default_rng(1)
     x, w1, b = (jnp.asarray(a) for a in _data(rng))
     w2 = jnp.asarray(_data(rng)[1])
-    f = ember.jit(_layer, backend="native")
+    f = ember.jit(lambda *a: _layer(*a), backend="native")  # a fresh cache per test
     for w in (w1, w1, w2, w2, w1, w2, w2, w1):
         np.testing.assert_allclose(np.asarray(f(x, w, b)), _ref(x, w, b), rtol=1e-5, atol=1e-5)
 
@@ -69,7 +69,7 @@ def test_alternating_arrays_each_give_their_own_product():
 def test_numpy_arguments_are_never_cached_and_changes_are_seen():
     rng = np.random.default_rng(2)
     x, w, b = _data(rng)
-    f = ember.jit(_layer, backend="native")
+    f = ember.jit(lambda *a: _layer(*a), backend="native")  # a fresh cache per test
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(f(x, w, b)), _ref(x, w, b), rtol=1e-5, atol=1e-5)
     w *= -1.5  # in place: same buffer, new values
@@ -83,7 +83,7 @@ def test_python_path_checks_the_packed_copy_against_its_argument():
     buffer computes with that buffer; with the cached Array's own buffer, the copy is right too."""
     rng = np.random.default_rng(3)
     x, w, b = (jnp.asarray(a) for a in _data(rng))
-    f = ember.jit(_layer, backend="native")
+    f = ember.jit(lambda *a: _layer(*a), backend="native")  # a fresh cache per test
     for _ in range(3):
         f(x, w, b)
     exe = f.lower(x, w, b).executable
@@ -103,7 +103,7 @@ def test_large_argument_product_takes_the_prepacked_entry():
     x, w, b = (jnp.asarray(a) for a in _data(rng, m=512, k=256, n=1000))
     wide = gemm_kernel.isa() is gemm_kernel.AVX512  # AVX-512: the packing entry takes it too
     assert gemm_kernel.use_small_sgemm(512, 1000, 256) == wide and gemm_kernel.use_prepacked(512, 1000, 256)
-    f = ember.jit(_layer, backend="native")
+    f = ember.jit(lambda *a: _layer(*a), backend="native")  # a fresh cache per test
     for _ in range(3):
         np.testing.assert_allclose(np.asarray(f(x, w, b)), _ref(x, w, b), rtol=1e-4, atol=1e-4)
     assert f.lower(x, w, b).executable._packed_cache[0] is not None

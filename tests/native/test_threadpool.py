@@ -212,7 +212,8 @@ def test_fallback_without_the_pool_gives_the_same_results(monkeypatch):
     f = ember.jit(_softmax, backend="native", num_threads=2, parallel_threshold=1000)
     y_pool = np.asarray(f(x))
     monkeypatch.setattr(threadpool, "POOL_OFF", True)
-    g = ember.jit(_softmax, backend="native", num_threads=2, parallel_threshold=1000)
+    # another function object: jit(_softmax) again would reuse the traces (and program) of f
+    g = ember.jit(lambda v: _softmax(v), backend="native", num_threads=2, parallel_threshold=1000)
     src = g.lower(x).executable.source
     assert "ember_par_for_" not in src  # this program never looks the pool up
     np.testing.assert_array_equal(np.asarray(g(x)), y_pool)

@@ -165,18 +165,41 @@ def test_traced_mask_raises_tracer_error():
         ember.jit(lambda a: a[a > 0])(x)
 
 
-def test_eager_out_of_bounds_raise_index_error():
-    x = jnp.asarray(make((3, 4)))
-    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
-        x[3]
-    with pytest.raises(IndexError, match="index -5 is out of bounds for axis 1 with size 4"):
-        x[:, -5]
-    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 1 with size 4"):
-        x[:, [0, 4]]
-    with pytest.raises(IndexError, match="index -4 is out of bounds for axis 0 with size 3"):
-        x[[-4, 1]]
-    with pytest.raises(IndexError, match="axis 1 with size 4"):
-        ember.jit(lambda a: a[:, [9]])(x)  # concrete index arrays raise under jit too
+def test_out_of_bounds_indices_clamp_as_jax():
+    v = make((3, 4))
+    x = jnp.asarray(v)
+    np.testing.assert_array_equal(x[3], v[2])
+    np.testing.assert_array_equal(x[:, -5], v[:, 0])  # -5 + 4 = -1, clamped to 0
+    np.testing.assert_array_equal(x[:, [0, 4]], v[:, [0, 3]])
+    np.testing.assert_array_equal(x[[-4, 1]], v[[0, 1]])
+    np.testing.assert_array_equal(x[-1, 40], v[-1, 3])
+    np.testing.assert_array_equal(ember.jit(lambda a: a[:, [9]])(x), v[:, [3]])
+    np.testing.assert_array_equal(ember.jit(lambda a: a[7])(x), v[2])
+    np.testing.assert_array_equal(ember.jit(lambda a, i: a[i])(x, 11), v[2])
+    assert int(jnp.arange(10)[11]) == 9 and int(jnp.arange(10)[-11]) == 0
+    with pytest.raises(IndexError, match="out of bounds for axis 0 with size 0"):
+        jnp.zeros(0)[0]
+
+
+@pytest.mark.parametrize("idx", [11, -11, -12, (np.array([0, 11, -12]),), (slice(2, 20),)])
+def test_out_of_bounds_against_jax(idx):
+    jax = pytest.importorskip("jax", reason="the reference is JAX")
+    want = jax.numpy.arange(10)[idx]
+    np.testing.assert_array_equal(jnp.arange(10)[idx], want)
+    np.testing.assert_array_equal(ember.jit(lambda a: a[idx])(jnp.arange(10)), want)
+
+
+@pytest.mark.parametrize("mode", [None, "clip", "fill", "promise_in_bounds", "drop"])
+def test_at_get_modes_against_jax(mode):
+    jax = pytest.importorskip("jax", reason="the reference is JAX")
+    idx = np.array([1, 11, -3, -11])
+    for dtype in (np.int32, np.float32):
+        v = np.arange(10, dtype=dtype)
+        want = jax.numpy.asarray(v).at[idx].get(mode=mode)
+        np.testing.assert_array_equal(jnp.asarray(v).at[idx].get(mode=mode), want)
+        np.testing.assert_array_equal(ember.jit(lambda a: a.at[idx].get(mode=mode))(v), want)
+    want = jax.numpy.arange(10.0).at[idx].get(mode="fill", fill_value=-1.0)
+    np.testing.assert_array_equal(jnp.arange(10.0).at[idx].get(mode="fill", fill_value=-1.0), want)
 
 
 def test_index_errors():
@@ -529,3 +552,17 @@ def test_vmap_through_indexing():
     want = np.array(x)
     want[np.arange(3), i] = -1
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "std", "var", "max", "min", "prod", "ptp"])
+def test_reductions_refuse_lists_as_jax(name):
+    jax = pytest.importorskip("jax", reason="the reference is JAX")
+    with pytest.raises(TypeError) as want:
+        getattr(jax.numpy, name)([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError) as got:
+        getattr(jnp, name)([1.0, 2.0, 3.0])
+    assert str(got.value) == str(want.value)
+    with pytest.raises(TypeError, match="requires ndarray or scalar arguments"):
+        getattr(jnp, name)((1.0, 2.0))
+    np.testing.assert_allclose(getattr(jnp, name)(jnp.asarray([1.0, 2.0, 3.0])),
+                               getattr(np, name)(np.array([1.0, 2.0, 3.0])))

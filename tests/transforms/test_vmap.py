@@ -382,7 +382,8 @@ def test_dot_general(name, axes):
 
 def test_dot_preferred_type_and_lax_dot():
     x, y = _i((3, 4)), _i((4,))
-    check_vmap(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())), np.float32), [x, y], (0, None))
+    dn = (((1,), (0,)), ((), ()))
+    check_vmap(lambda a, b: lax.dot_general(a, b, dn, preferred_element_type=np.float32), [x, y], (0, None))
     check_vmap(lax.dot, [_f((3, 4)), _f((4, 2))], (1, 0))
 
 

@@ -242,3 +242,13 @@ def test_prng_key_seed_beyond_int64_overflows_as_jax():
         jax.random.PRNGKey(2**63)
     with pytest.raises(OverflowError, match="int64"):
         ember.random.PRNGKey(2**63)
+
+
+def test_array_namespace_info_lists_what_the_mode_supports():
+    jax = pytest.importorskip("jax", reason="the reference is JAX")
+    info, jinfo = jnp.__array_namespace_info__(), jax.numpy.__array_namespace_info__()
+    assert set(info.dtypes()) == set(jinfo.dtypes())
+    for kind in ("integral", "real floating", "complex floating", "numeric", ("bool", "signed integer")):
+        assert set(info.dtypes(kind=kind)) == set(jinfo.dtypes(kind=kind)), kind
+    assert info.default_dtypes() == jinfo.default_dtypes()
+    assert "float64" not in info.dtypes() and "int64" not in info.dtypes(kind="integral")

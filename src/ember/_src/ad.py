@@ -781,12 +781,7 @@ def _check_input_dtypes(fun: Callable, nums: Sequence[int], dyn: Sequence[Any], 
                 if not dt.is_complex(a.dtype):
                     raise TypeError(f"{what} with holomorphic=True requires inputs with complex dtype, but "
                                     f"{_arg_name(fun, i)} has dtype {a.dtype}")
-            elif dt.is_complex(a.dtype):
-                raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype of "
-                                f"np.floating), but {_arg_name(fun, i)} has dtype {a.dtype}. For holomorphic "
-                                "differentiation, pass holomorphic=True. For differentiation of "
-                                "non-holomorphic functions involving complex inputs, use vjp directly.")
-            elif not dt.is_float(a.dtype) and not allow_int:
+            elif not dt.is_inexact(a.dtype) and not allow_int:
                 raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that is a "
                                 f"sub-dtype of np.inexact), but {_arg_name(fun, i)} has dtype {a.dtype}. "
                                 "If you want to use integer-valued inputs, use vjp or set allow_int=True.")
@@ -846,9 +841,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
          holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """The gradient of the scalar-valued ``fun`` with respect to the arguments in ``argnums``.
 
-    ``grad(f)(x)`` is ``vjp(f, x)[1](1.0)``. Non-scalar or non-float outputs, and integer or
-    complex inputs (unless ``holomorphic=True``; ``allow_int=True`` gives float0 zeros for
-    integers) raise ``TypeError``. With ``has_aux=True``, returns ``(grad, aux)``.
+    ``grad(f)(x)`` is ``vjp(f, x)[1](1.0)``. Non-scalar or non-float outputs (complex ones need
+    ``holomorphic=True``) and integer inputs (``allow_int=True`` gives float0 zeros for them) raise
+    ``TypeError``. A complex input of a real-valued ``f`` gets JAX's convention, the conjugate of
+    the steepest-ascent direction: ``df/dx - i df/dy`` for ``z = x + iy``. With ``has_aux=True``,
+    returns ``(grad, aux)``.
     """
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 

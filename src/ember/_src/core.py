@@ -19,7 +19,16 @@ import numpy as np
 from ember._src import dtypes as dt
 from ember._src import flags
 from ember._src import shapes as sh
-from ember.errors import DTypeError, ShapeError, TracerError
+from ember.errors import (
+    ConcretizationTypeError,
+    DTypeError,
+    ShapeError,
+    TracerArrayConversionError,
+    TracerBoolConversionError,
+    TracerError,
+    TracerIntegerConversionError,
+    UnexpectedTracerError,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Abstract values
@@ -170,6 +179,7 @@ class MainTrace:
         self.level = level
         self.trace_type = trace_type
         self.global_data = global_data
+        self.alive = True  # False once its transformation has returned (a tracer of it has leaked)
 
     def __repr__(self) -> str:
         return f"MainTrace({self.level}, {self.trace_type.__name__})"
@@ -198,8 +208,8 @@ class Trace:
         if val._trace.main.level < level:
             return self.lift(val)
         if val._trace.main.level > level:
-            raise TracerError(f"a value traced at level {val._trace.main.level} escaped into level "
-                              f"{level}: a traced value leaked out of its transformation")
+            raise UnexpectedTracerError(f"a value traced at level {val._trace.main.level} escaped into "
+                                        f"level {level}: a traced value leaked out of its transformation")
         raise TracerError("different traces at the same level")
 
 
@@ -221,6 +231,7 @@ def new_main(trace_type: type, global_data: Any = None) -> Iterator[MainTrace]:
         yield main
     finally:
         _state.stack.pop()
+        main.alive = False
 
 
 @contextlib.contextmanager
@@ -263,15 +274,24 @@ class Tracer:
         return self
 
     def to_concrete(self) -> np.ndarray:
-        """The concrete value behind this tracer, or a :class:`TracerError` if there is none."""
-        raise TracerError(
+        """The concrete value behind this tracer, or a :class:`ConcretizationTypeError` if there is none."""
+        raise ConcretizationTypeError(
             f"a traced array of shape {self.aval.str_short()} was used where a concrete value is "
             "needed (Python bool/int/float, `if`, indexing with it, or NumPy conversion). Inside "
             "`jit`, mark the argument static (static_argnums/static_argnames) or use lax.cond / "
             "jnp.where / lax.while_loop instead of Python control flow.")
 
+    def _concrete(self, error: type[TracerError]) -> np.ndarray:
+        """:meth:`to_concrete`, its failure raised as ``error`` (JAX's class for the conversion)."""
+        try:
+            return self.to_concrete()
+        except TracerError as e:
+            if isinstance(e, error):
+                raise
+            raise error(str(e)) from None
+
     def __bool__(self) -> bool:
-        return bool(self._concrete_scalar("bool"))
+        return bool(self._concrete_scalar("bool", TracerBoolConversionError))
 
     def __int__(self) -> int:
         return int(self._concrete_scalar("int"))
@@ -285,16 +305,20 @@ class Tracer:
     def __index__(self) -> int:
         if not dt.is_integer(self.aval.dtype) and self.aval.dtype != dt.bool_:
             raise TypeError(f"only integer arrays can be used as an index, got {self.aval.dtype}")
-        return int(self._concrete_scalar("index"))
+        return int(self._concrete_scalar("index", TracerIntegerConversionError))
 
-    def _concrete_scalar(self, what: str) -> Any:
-        val = self.to_concrete()
+    def _concrete_scalar(self, what: str, error: type[TracerError] = ConcretizationTypeError) -> Any:
+        val = self._concrete(error)
         if val.size != 1:
             raise TypeError(f"{what}() of an array with {val.size} elements is ambiguous")
         return val.reshape(()).item()
 
+    def item(self, *args: Any) -> Any:
+        """The element as a Python scalar (a :class:`ConcretizationTypeError` when traced)."""
+        return self._concrete(ConcretizationTypeError).item(*args)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        val = self.to_concrete()
+        val = self._concrete(TracerArrayConversionError)
         return val if dtype is None else val.astype(dtype)
 
     def __len__(self) -> int:
@@ -322,6 +346,11 @@ def find_top_trace(args: Sequence[Any]) -> Trace:
     for x in args:
         if isinstance(x, Tracer):
             m = x._trace.main
+            if not m.alive:
+                raise UnexpectedTracerError(
+                    f"a traced value ({x!r}) of a transformation that has already returned was used: it "
+                    "leaked out (saved in a global, a list or an object from inside jit/grad/vmap). Return "
+                    "it from the transformed function instead.")
             if top is None or m.level > top.level:
                 top = m
     dyn = _state.dynamic
@@ -549,7 +578,7 @@ def concrete_or_error(x: Any, what: str) -> np.ndarray:
         try:
             return x.to_concrete()
         except TracerError as e:
-            raise TracerError(f"{what} must be concrete. {e}") from None
+            raise ConcretizationTypeError(f"{what} must be concrete. {e}") from None
     value = getattr(x, "value", None)
     if isinstance(value, np.ndarray):
         return value

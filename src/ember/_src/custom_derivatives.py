@@ -270,6 +270,9 @@ custom_jvp_call_p.batch = _cjvp_batch
 custom_jvp_call_p.na("transpose", "custom_jvp_call is not linear; its JVP rule is transposed instead")
 
 
+_NOT_EAGER = object()
+
+
 class custom_jvp:  # noqa: N801 - JAX's name
     """A function with a user-defined forward-mode derivative (reverse mode transposes it).
 
@@ -323,7 +326,59 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
         self.defjvp(jvp)
 
+    def _eager_jvp(self, name: str, args: tuple) -> Any:
+        """The call under ``jvp``/``grad`` outside ``jit`` with concrete primals, as JAX runs it: the
+        rule gets the concrete primal values (Python ``if x > 0`` works) and the primal function
+        is not run. ``_NOT_EAGER`` when the call is not of that kind (the traced path handles it)."""
+        if core.dynamic_trace_active() or self.jvp is None:
+            return _NOT_EAGER
+        nd = self.nondiff_argnums
+        nondiff_vals = [args[i] for i in nd]
+        if any(isinstance(x, core.Tracer) for x in tu.leaves(nondiff_vals)):
+            return _NOT_EAGER
+        diff_args = tuple(a for i, a in enumerate(args) if i not in nd)
+        leaves, in_tree = tu.flatten(diff_args)
+        tracers = [x for x in leaves if isinstance(x, core.Tracer)]
+        if not tracers:
+            return _NOT_EAGER
+        trace = tracers[0]._trace
+        if not isinstance(trace, ad.JVPTrace) or trace.main.level != core.trace_depth() - 1:
+            return _NOT_EAGER
+        primals, tangents = [], []
+        for x in leaves:
+            if isinstance(x, core.Tracer):
+                if not isinstance(x, ad.JVPTracer) or x._trace.main is not trace.main:
+                    return _NOT_EAGER
+                p, t = x.primal, x.tangent
+            else:
+                p, t = x, Zero(tangent_aval(core.get_aval(x)))
+            if isinstance(p, ad.PartialEvalTracer) and p.pval.is_known:  # grad: a known primal
+                p = p.pval.const
+            if isinstance(p, core.Tracer):  # nested transformations: their derivatives are needed
+                return _NOT_EAGER
+            primals.append(p)
+            tangents.append(instantiate(t) if is_zero(t) else t)
+        rule = f"custom_jvp rule of {name}"
+        ps, ts = tu.unflatten(in_tree, primals), tu.unflatten(in_tree, tangents)
+        po, to = _rule_pair(self.jvp(*nondiff_vals, tuple(ps), tuple(ts)), rule, "primal_out, tangent_out")
+        po_leaves, out_tree = tu.flatten(po)
+        try:
+            to_leaves = tu.flatten_up_to(out_tree, to)[0]
+        except ValueError as e:
+            raise TypeError(f"{rule}: tangent output structure does not match the primal output: "
+                            f"{e}") from None
+        out_avals = [core.get_aval(p) for p in po_leaves]
+        to_leaves = _match_leaves(to_leaves, [tangent_aval(a) for a in out_avals], f"{rule} (tangent)")
+        outs = [ad.JVPTracer(trace, p, t if dt.is_inexact(a.dtype) else Zero(tangent_aval(a)))
+                for p, t, a in zip(po_leaves, to_leaves, out_avals)]
+        return tu.unflatten(out_tree, outs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.jvp is not None and kwargs == {} and core.trace_depth() > 0:
+            _check_nondiff(self.nondiff_argnums, len(args), "custom_jvp")
+            out = self._eager_jvp(getattr(self.fun, "__name__", "function"), args)
+            if out is not _NOT_EAGER:
+                return out
         name, args, sp = _split_call(self.fun, self.nondiff_argnums, args, kwargs, "custom_jvp",
                                      self.jvp is not None)
         if sp is None:

@@ -192,6 +192,26 @@ def _stats_section() -> list[str]:
     return lines + [""]
 
 
+def _jax_gaps_section() -> list[str]:
+    """JAX's public names (recorded by ``python -m ember._src.compat.jax_names --update``) that
+    ember's namespaces lack, checked against ember now."""
+    from ember._src.compat import jax_names
+
+    record = jax_names.load_record()
+    gaps = jax_names.missing(record)
+    total = sum(len(v) for v in gaps.values())
+    lines = ["## JAX public names ember lacks", "",
+             f"Every public name of JAX {record['jax_version']}'s namespaces (recorded in "
+             "`src/ember/_src/compat/jax_public_names.json` by `python -m ember._src.compat.jax_names "
+             f"--update`) that ember's counterpart does not have: {total} names. Sharding, "
+             "devices and XLA-specific names are among them; see [jax_compat.md](jax_compat.md) for "
+             "what ember provides and [jax_differences.md](jax_differences.md) for deliberate "
+             "differences.", "", "| JAX namespace | missing | names |", "|---|---|---|"]
+    for ns, names in gaps.items():
+        lines.append(f"| `{ns}` | {len(names)} | {', '.join(f'`{n}`' for n in names)} |")
+    return lines + [""]
+
+
 def render() -> str:
     import ember  # noqa: F401  (declares primitives)
     from ember._src.core import PRIMITIVES
@@ -214,6 +234,7 @@ def render() -> str:
     for module, (title, names) in COMPAT.items():
         lines += _section(title, module, names.split())
     lines += _stats_section()
+    lines += _jax_gaps_section()
     lines += ["## Primitives and their rules", ""]
     try:
         from ember._src.registry_report import rule_table

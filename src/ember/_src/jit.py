@@ -69,6 +69,24 @@ def _hashable_static(v: Any, name: str) -> Any:
 
 
 _LIVE_JITS: weakref.WeakSet = weakref.WeakSet()
+# function -> {jit arguments: (traced signatures, specialization cache)}; weak in the function, and the
+# caches do not refer to it, so they go when the function does
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shared_caches(fun: Callable, key: tuple, size: int) -> tuple[dict, Any]:
+    """The caches of ``jit(fun, ...)`` with these arguments: the ones an earlier ``jit`` of the same
+    function made, or new ones (not shared when ``fun`` cannot be weakly referenced)."""
+    try:
+        per_fun = _SHARED.get(fun)
+        if per_fun is None:
+            per_fun = _SHARED[fun] = {}
+    except TypeError:  # not weakly referenceable or not hashable
+        return {}, dyn.SpecializationCache(size)
+    caches = per_fun.get(key)
+    if caches is None:
+        caches = per_fun[key] = ({}, dyn.SpecializationCache(size))
+    return caches
 
 
 def clear_caches() -> None:
@@ -299,8 +317,11 @@ class JitFunction:
                 raise ValueError(f"{self._label}: {both} are static arguments and cannot have "
                                  "dynamic axes")
         self._names = dyn.DynamicAxes({}, self._sig, self._label)  # leaf names for messages
-        self._spec_cache = dyn.SpecializationCache(specialization_cache_size)
-        self._structs: dict[Any, _Struct] = {}
+        # traced signatures and specializations: shared by every jit of the same function with the
+        # same arguments (JAX caches on the function: jit(f)(x) twice traces once)
+        share_key = (self.static_argnums, self.static_argnames, backend, repr(dynamic_axes),
+                     specialization_cache_size, repr(sorted(options.items())))
+        self._structs, self._spec_cache = _shared_caches(fun, share_key, specialization_cache_size)
         # fast path: all-positional array calls of a function without static or dynamic arguments
         self._fast: dict[tuple, _FastEntry] | None = \
             {} if not (self.static_argnums or self.static_argnames) else None

@@ -11,6 +11,8 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 
 class _NodeType(NamedTuple):
     to_iterable: Callable[[Any], tuple[list, Hashable]]
@@ -35,8 +37,11 @@ def _as_list(pair: tuple[Any, Hashable]) -> tuple[list, Hashable]:
 
 def register_dataclass(cls: type, data_fields: list[str] | None = None,
                        meta_fields: list[str] | None = None) -> type:
-    """Register a dataclass: ``data_fields`` are children (default: all), ``meta_fields`` static."""
+    """Register a dataclass: ``data_fields`` are children, ``meta_fields`` static; by default the
+    fields marked ``metadata={"static": True}`` (``ember.tree.static()``) are static, the others children."""
     names = [f.name for f in dataclasses.fields(cls)]
+    if data_fields is None and meta_fields is None:
+        meta_fields = [f.name for f in dataclasses.fields(cls) if f.metadata.get("static", False)]
     meta_set = set(meta_fields or ())
     data = list(data_fields) if data_fields is not None else [n for n in names if n not in meta_set]
     meta = list(meta_fields) if meta_fields is not None else [n for n in names if n not in data]
@@ -87,6 +92,34 @@ def _key_order(k: Any) -> tuple[str, Any]:
     return (type(k).__name__, k)
 
 
+def _by_value(x: Any) -> Hashable:
+    """A hashable stand-in for auxiliary data that is not hashable itself (dicts, lists, sets,
+    NumPy arrays, nested); equal values give equal stand-ins."""
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        pass
+    if isinstance(x, dict):
+        return ("dict", frozenset((k, _by_value(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_by_value(v) for v in x))
+    if isinstance(x, (set, frozenset)):
+        return ("set", frozenset(_by_value(v) for v in x))
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.shape, x.dtype.str, x.tobytes())
+    return ("unhashable", type(x).__qualname__)  # equal hashes; equality decides
+
+
+def _aux_equal(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # e.g. NumPy arrays compare elementwise
+        return type(a) is type(b) and _by_value(a) == _by_value(b)
+
+
 class PyTreeDef:
     """The structure of a pytree (its leaves replaced by holes)."""
 
@@ -100,10 +133,13 @@ class PyTreeDef:
             self.num_leaves = 1
         else:
             self.num_leaves = sum(c.num_leaves for c in children)
-        self._hash = hash((node, aux, children))
+        try:
+            self._hash = hash((node, aux, children))
+        except TypeError:  # auxiliary data such as a dict or a list: hashed by value, as in JAX
+            self._hash = hash((node, _by_value(aux), children))
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, PyTreeDef) and self.node == other.node and self.aux == other.aux
+        return (isinstance(other, PyTreeDef) and self.node == other.node and _aux_equal(self.aux, other.aux)
                 and self.children == other.children)
 
     def __hash__(self) -> int:

@@ -55,7 +55,7 @@ from ember._src.lax.gather import (
 )
 from ember._src.lax.reduce import reduce, reduce_window
 from ember._src.lax.windows import padtype_to_pads
-from ember._src.prims.dot import dot, dot_general
+from ember._src.prims.dot import Precision, dot, dot_general
 from ember._src.prims.elementwise import (
     abs,
     acos,

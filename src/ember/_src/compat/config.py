@@ -78,6 +78,32 @@ class Config:
         self._setters[name] = setter
         self._values[name] = value
 
+    def read(self, name: str) -> Any:
+        """The current value of a setting (``config.read("jax_enable_x64")``), as JAX's ``read``."""
+        return getattr(self, name)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every setting's current value by name (a fresh dict; set values with :meth:`update`)."""
+        flags = _flag_registry()
+        out = dict(self._values)
+        if flags is not None:
+            out.update({name: flags.get(name) for name in flags.FLAGS})
+        return out
+
+    @property
+    def x64_enabled(self) -> bool:
+        """Whether 64-bit dtypes are enabled (the ``jax_enable_x64`` setting)."""
+        return bool(self.read("jax_enable_x64"))
+
+    def config_with_absl(self) -> None:
+        """Accepted as in JAX, where it declares the settings as absl flags; ember reads its settings
+        from :meth:`update` and the environment only, so there is nothing to declare."""
+
+    def parse_flags_with_absl(self) -> None:
+        """Accepted as in JAX (test programs call it first); ember has no absl flags to parse, and
+        its settings' environment variables are read when ember is imported."""
+
     def __getattr__(self, name: str) -> Any:
         flags = _flag_registry()
         if flags is not None and name in flags.FLAGS:

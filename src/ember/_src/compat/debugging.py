@@ -10,6 +10,8 @@ traced values handed over as eager ember Arrays (as JAX hands over ``jax.Array``
 
 from __future__ import annotations
 
+import inspect
+import pdb
 import string
 import sys
 from collections.abc import Callable
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.core import get_aval
+from ember._src.core import Tracer, get_aval
 from ember._src.prims.debug_callback import debug_callback_bind
 from ember._src.tree import flatten, unflatten
 
@@ -132,6 +134,59 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         _stage(_printer(f, placeholders, dict(np.get_printoptions())), a, kw, ordered, f"print {f!r}")
 
     return _now_or_later("debug.print", stage, fmt, args, kwargs)
+
+
+def _interactive() -> bool:
+    try:
+        return bool(sys.stdin is not None and sys.stdin.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _stop(where: str, env: dict[str, Any], frame_globals: dict[str, Any]) -> None:
+    """At run time: a ``pdb`` prompt over the caller's variables (traced ones with their values), or,
+    without a terminal on stdin, one line on stderr and on with the program."""
+    if not _interactive():
+        sys.stderr.write(f"ember.debug.breakpoint at {where}: stdin is not a terminal, not stopping\n")
+        return
+    sys.stdout.write(f"ember.debug.breakpoint at {where}; variables: {', '.join(sorted(env))}. "
+                     "'p name' prints one, 'c' continues.\n")
+    pdb.Pdb(stdin=sys.stdin, stdout=sys.stdout).run("pass", frame_globals, env)
+
+
+def debug_breakpoint(*, backend: str | None = None, filter_frames: bool = True, num_frames: int | None = None,
+                     ordered: bool = False, token: Any = None, **kwargs: Any) -> Any:
+    """Stop at this point when the program runs and inspect the caller's variables, as
+    ``jax.debug.breakpoint``.
+
+    Works eagerly and inside ``jit``, loops, ``cond`` and ``vmap`` (one stop per batch element): the
+    caller's traced local variables are passed to the host with their computed values and a
+    ``pdb`` prompt opens over all its locals (``p x``, then ``c`` to continue). When stdin is not a
+    terminal (a batch job, a test run), nothing waits for input: one line naming the location goes
+    to stderr and the program continues. ``backend``, ``filter_frames``, ``num_frames`` and
+    ``ordered`` are accepted for compatibility (calls always run in program order); ``token`` is
+    returned unchanged.
+    """
+    if backend not in (None, "cli"):
+        raise ValueError(f"debug.breakpoint: backend {backend!r} is not available (ember has 'cli')")
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    if caller is None:
+        names, traced, static, frame_globals, where = [], [], {}, {}, "<unknown>"
+    else:
+        local = dict(caller.f_locals)
+        names = [k for k, v in local.items() if isinstance(v, Tracer)]
+        traced = [local[k] for k in names]
+        static = {k: v for k, v in local.items() if k not in names}
+        frame_globals, where = caller.f_globals, f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    del frame, caller
+
+    def stop(*values: Any) -> None:
+        _stop(where, {**static, **dict(zip(names, values))}, frame_globals)
+
+    stop.__name__ = "breakpoint"
+    _stage(stop, tuple(traced), {}, ordered, "breakpoint")
+    return token
 
 
 def _now_or_later(what: str, stage: Callable[..., None], first: Any, args: tuple, kwargs: dict) -> Any:

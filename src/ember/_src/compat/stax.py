@@ -16,14 +16,35 @@ import ember.numpy as jnp
 from ember import lax, nn, random
 from ember._src.compat.initializers import glorot_normal, normal, ones, zeros
 from ember._src.eval_shape import ShapeDtypeStruct, eval_shape
+from ember.nn import (
+    elu,
+    gelu,
+    leaky_relu,
+    log_softmax,
+    relu,
+    selu,
+    sigmoid,
+    softmax,
+    softplus,
+    standardize,
+)
 
+glorot, randn, logsoftmax = glorot_normal, normal, log_softmax  # JAX's backward-compatible aliases
 Layer = tuple[Callable[..., Any], Callable[..., Any]]
 _GLOROT_NORMAL, _NORMAL, _NORMAL_1E6 = glorot_normal(), normal(), normal(1e-6)  # JAX's defaults
 
 
-def _shape_of(fn: Callable[..., Any], *shapes: Sequence[int]) -> tuple[int, ...]:
-    out = eval_shape(fn, *[ShapeDtypeStruct(tuple(s), np.float32) for s in shapes])
-    return tuple(out.shape)
+def _shape_of(fn: Callable[..., Any], shape: Sequence[int], *shapes: Sequence[int]) -> tuple[int, ...]:
+    """The output shape of ``fn`` on inputs of these shapes; a ``-1`` (an unknown batch size, as
+    ``init_fun(rng, (-1, 28, 28, 1))``) in the first shape stays ``-1`` in the dims it determines."""
+    def run(first: tuple[int, ...]) -> tuple[int, ...]:
+        out = eval_shape(fn, *[ShapeDtypeStruct(tuple(s), np.float32) for s in (first, *shapes)])
+        return tuple(out.shape)
+    if all(int(d) >= 0 for d in shape):
+        return run(tuple(shape))
+    one, two = (run(tuple(1 if int(d) < 0 else d for d in shape)),
+                run(tuple(2 if int(d) < 0 else d for d in shape)))
+    return tuple(a if a == b else -1 for a, b in zip(one, two))
 
 
 def Dense(out_dim: int, W_init: Callable = _GLOROT_NORMAL,  # noqa: N802, N803
@@ -241,5 +262,7 @@ __all__ = [
     "AvgPool", "BatchNorm", "Conv", "Dense", "Dropout", "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut",
     "Flatten", "Gelu", "GeneralConv", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu",
     "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh", "elementwise", "parallel", "serial",
-    "shape_dependent"
+    "shape_dependent",
+    "elu", "gelu", "glorot", "glorot_normal", "leaky_relu", "log_softmax", "logsoftmax", "normal", "ones",
+    "randn", "relu", "selu", "sigmoid", "softmax", "softplus", "standardize", "zeros",
 ]

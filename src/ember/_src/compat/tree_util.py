@@ -209,37 +209,94 @@ def _children_with_keys(x: Any, is_leaf: Callable[[Any], bool] | None) -> list[t
     return [(FlattenedIndexKey(i), c) for i, c in enumerate(children)]
 
 
-def _walk(x: Any, path: tuple, is_leaf: Callable[[Any], bool] | None, out: list) -> None:
-    kids = _children_with_keys(x, is_leaf)
+def _walk(x: Any, path: tuple, is_leaf: Callable[..., bool] | None, takes_path: bool, out: list) -> None:
+    if is_leaf is not None and (is_leaf(path, x) if takes_path else is_leaf(x)):
+        out.append((path, x))
+        return
+    kids = _children_with_keys(x, None)
     if kids is None:
         out.append((path, x))
         return
     for k, c in kids:
-        _walk(c, path + (k,), is_leaf, out)
+        _walk(c, path + (k,), is_leaf, takes_path, out)
 
 
-def tree_flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
-                           ) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
-    """``([(key_path, leaf), ...], treedef)``: each leaf with the keys that lead to it."""
+def _with_path(tree: Any, is_leaf: Callable[..., bool] | None,
+               is_leaf_takes_path: bool) -> tuple[list[tuple[KeyPath, Any]], Callable[[Any], bool] | None]:
+    """The ``(path, leaf)`` pairs and an ``is_leaf`` of one argument that stops at the same leaves."""
     out: list = []
-    _walk(tree, (), is_leaf, out)
-    return out, flatten(tree, is_leaf)[1]
+    _walk(tree, (), is_leaf, is_leaf_takes_path, out)
+    if is_leaf is None or not is_leaf_takes_path:
+        return out, is_leaf
+    ids = {id(x) for _, x in out}
+    return out, lambda y: id(y) in ids
 
 
-def tree_leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
-                          ) -> list[tuple[KeyPath, Any]]:
+def tree_flatten_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
+                           is_leaf_takes_path: bool = False) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+    """``([(key_path, leaf), ...], treedef)``: each leaf with the keys that lead to it.
+
+    With ``is_leaf_takes_path`` the predicate is called as ``is_leaf(key_path, node)``."""
+    out, plain = _with_path(tree, is_leaf, is_leaf_takes_path)
+    return out, flatten(tree, plain)[1]
+
+
+def tree_leaves_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
+                          is_leaf_takes_path: bool = False) -> list[tuple[KeyPath, Any]]:
     """``[(key_path, leaf), ...]`` in leaf order."""
-    out: list = []
-    _walk(tree, (), is_leaf, out)
-    return out
+    return _with_path(tree, is_leaf, is_leaf_takes_path)[0]
 
 
 def tree_map_with_path(f: Callable[..., Any], tree: Any, *rest: Any,
-                       is_leaf: Callable[[Any], bool] | None = None) -> Any:
+                       is_leaf: Callable[..., bool] | None = None, is_leaf_takes_path: bool = False) -> Any:
     """Like :func:`tree_map`, but ``f(key_path, leaf, *others)``."""
-    pairs, td = tree_flatten_with_path(tree, is_leaf)
+    pairs, td = tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)
     others = [flatten_up_to(td, r)[0] for r in rest]
     return unflatten(td, [f(p, x, *xs) for (p, x), *xs in zip(pairs, *others)])
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """``full_tree``'s structure with each leaf of ``prefix_tree`` repeated over the subtree of
+    ``full_tree`` it stands for: ``tree_broadcast((1, 2), (0, {"a": 0, "b": 0}))`` is
+    ``(1, {"a": 2, "b": 2})``."""
+    prefix_leaves, prefix_def = flatten(prefix_tree, is_leaf)
+    subtrees = flatten_up_to(prefix_def, full_tree)[0]
+    out = [leaf for leaf, sub in zip(prefix_leaves, subtrees) for _ in flatten(sub, is_leaf)[0]]
+    return unflatten(flatten(full_tree, is_leaf)[1], out)
+
+
+class _Unspecified:
+    def __repr__(self) -> str:
+        return "<unspecified>"
+
+
+_UNSPECIFIED = _Unspecified()
+
+
+def _halves(seq: list, operation: Callable[[Any, Any], Any]) -> Any:
+    if len(seq) == 1:
+        return seq[0]
+    mid = len(seq) // 2
+    return operation(_halves(seq[:mid], operation), _halves(seq[mid:], operation))
+
+
+def tree_reduce_associative(operation: Callable[[Any, Any], Any], tree: Any, *, identity: Any = _UNSPECIFIED,
+                            is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """Reduce the leaves with an associative ``operation`` as a balanced tree of calls (halves
+    first, JAX's grouping); ``identity`` is the result for a tree without leaves."""
+    lv = flatten(tree, is_leaf)[0]
+    if not lv:
+        if identity is _UNSPECIFIED:
+            raise TypeError("tree_reduce_associative: the tree has no leaves; give identity= for this case")
+        return identity
+    return _halves(lv, operation)
+
+
+def static(**kwargs: Any) -> Any:
+    """A ``dataclasses.field`` marked static (``metadata={"static": True}``): with
+    :func:`register_dataclass` it is part of the structure, not a leaf. As ``jax.tree.static``."""
+    metadata = {"static": True, **(kwargs.pop("metadata", None) or {})}
+    return dataclasses.field(metadata=metadata, **kwargs)
 
 
 def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
@@ -270,6 +327,7 @@ register_pytree_node(Partial, _partial_flatten, _partial_unflatten)
 __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial", "PyTreeDef",
            "SequenceKey", "all_leaves", "keystr", "register_dataclass", "register_pytree_node",
            "register_pytree_node_class", "register_pytree_with_keys", "register_pytree_with_keys_class",
-           "register_static", "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
-           "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce", "tree_structure",
+           "register_static", "static", "tree_all", "tree_broadcast", "tree_flatten",
+           "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path", "tree_map",
+           "tree_map_with_path", "tree_reduce", "tree_reduce_associative", "tree_structure",
            "tree_transpose", "tree_unflatten", "treedef_children", "treedef_is_leaf", "treedef_tuple"]

@@ -135,9 +135,9 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
     strings like ``("NHWC", "HWIO", "NHWC")``, or a :class:`ConvDimensionNumbers`.
     ``feature_group_count`` splits the input features into groups (depthwise for ``C`` groups);
     ``batch_group_count`` splits the batch into groups convolved with separate output features.
-    ``precision`` is accepted for compatibility and ignored.
+    ``precision`` is validated as JAX reads it (``lax.Precision``) and has no other effect.
     """
-    del precision
+    dotp.canonicalize_precision(precision)
     x0 = x = _as_operand(lhs)
     w0 = w = _as_operand(rhs)
     xa, wa = core.get_aval(x), core.get_aval(w)
@@ -192,19 +192,20 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
     k_rhs = tuple(range(d))
     pet = None if preferred_element_type is None else dt.canonicalize(preferred_element_type)
     if G == 1 and B == 1:  # (N, out..., O)
-        y = dotp.dot_general(taps, w, (((*k_lhs, 1 + 2 * d), (*k_rhs, d)), ((), ())), pet)
+        y = dotp.dot_general(taps, w, (((*k_lhs, 1 + 2 * d), (*k_rhs, d)), ((), ())),
+                             preferred_element_type=pet)
     elif G > 1:
         taps = mv.reshape(taps, (N, *out_sp, *K, G, cin))
         w = mv.reshape(w, (*K, cin, G, O // G))
         y = dotp.dot_general(taps, w, (((*k_lhs, 2 + 2 * d), (*k_rhs, d)), ((1 + 2 * d,), (d + 1,))),
-                             pet)  # (G, N, out..., O/G)
+                             preferred_element_type=pet)  # (G, N, out..., O/G)
         y = mv.transpose(y, (*range(1, 2 + d), 0, 2 + d))
         y = mv.reshape(y, (N, *out_sp, O))
     else:
         taps = mv.reshape(taps, (B, N // B, *core.get_aval(taps).shape[1:]))
         w = mv.reshape(w, (*K, cin, B, O // B))
         y = dotp.dot_general(taps, w, (((*(a + 1 for a in k_lhs), 2 + 2 * d), (*k_rhs, d)), ((0,), (d + 1,))),
-                             pet)  # (B, N/B, out..., O/B)
+                             preferred_element_type=pet)  # (B, N/B, out..., O/B)
         y = mv.transpose(y, (*range(1, 2 + d), 0, 2 + d))
         y = mv.reshape(y, (N // B, *out_sp, O))
     # y is (N', spatial..., O); lay it out as out_spec

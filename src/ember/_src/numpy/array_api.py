@@ -56,8 +56,9 @@ class ArrayNamespaceInfo:
                 "integral": dt.int32, "indexing": dt.int32}
 
     def dtypes(self, *, device: Any = None, kind: str | tuple | None = None) -> dict[str, np.dtype]:
-        """The Array API dtypes ember supports, optionally restricted to ``kind`` (a kind name, a
-        dtype, or a tuple of them)."""
+        """The Array API dtypes ember supports in the current mode, optionally restricted to
+        ``kind`` (a kind name, a dtype, or a tuple of them): with ``jax_enable_x64`` off (the
+        default) the 64-bit types are left out, as JAX does, since arrays cannot have them."""
         self._check_device(device)
         if kind is None:
             kind = "numeric"
@@ -70,7 +71,8 @@ class ArrayNamespaceInfo:
                 if k not in _KINDS:
                     raise ValueError(f"unknown dtype kind {k!r}; expected one of {sorted(_KINDS)}")
                 for d in _KINDS[k]:
-                    out[d.name] = d
+                    if not dt.narrows(d):
+                        out[d.name] = d
             else:
                 d = dt.canonicalize(k)
                 out[d.name] = d

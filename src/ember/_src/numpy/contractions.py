@@ -64,7 +64,7 @@ def _scalar_product(a: Any, b: Any, preferred_element_type: Any) -> Any:
 
 
 def _dot_general(x: Any, y: Any, contract: tuple, batch: tuple, pet: Any) -> Any:
-    return dotp.dot_general(x, y, (contract, batch), pet)
+    return dotp.dot_general(x, y, (contract, batch), preferred_element_type=pet)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,6 +75,7 @@ def _dot_general(x: Any, y: Any, contract: tuple, batch: tuple, pet: Any) -> Any
 def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Matrix product with NumPy semantics: batch dims broadcast, 1-D operands are promoted to
     matrices (a prepended / appended 1) and that dim is removed from the result."""
+    dotp.canonicalize_precision(precision)
     a, b = promote_dtypes("matmul", a, b)
     aa, ba = _aval(a), _aval(b)
     for i, (name, av) in enumerate((("a", aa), ("b", ba))):
@@ -148,6 +149,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_eleme
 def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Dot product as ``numpy.dot``: scalars multiply, 1-D is an inner product, otherwise the last
     axis of ``a`` is contracted with the second-to-last axis of ``b`` (its only axis if 1-D)."""
+    dotp.canonicalize_precision(precision)
     a, b = promote_dtypes("dot", a, b)
     aa, ba = _aval(a), _aval(b)
     if aa.ndim == 0 or ba.ndim == 0:
@@ -162,6 +164,7 @@ def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_
 
 def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Dot product of the flattened arrays, conjugating ``a`` if it is complex."""
+    dotp.canonicalize_precision(precision)
     a, b = promote_dtypes("vdot", a, b)
     aa, ba = _aval(a), _aval(b)
     na, nb = sh.size(aa.shape), sh.size(ba.shape)
@@ -176,6 +179,7 @@ def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element
 
 def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Inner product over the last axes of ``a`` and ``b`` (scalars multiply)."""
+    dotp.canonicalize_precision(precision)
     a, b = promote_dtypes("inner", a, b)
     aa, ba = _aval(a), _aval(b)
     if aa.ndim == 0 or ba.ndim == 0:
@@ -206,6 +210,7 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2, *, precision: Any = Non
               preferred_element_type: Any = None) -> Any:
     """Contract ``axes`` of ``a`` with ``axes`` of ``b``: an int ``n`` (last ``n`` of ``a`` with the
     first ``n`` of ``b``) or a pair of axis sequences. The result has ``a``'s free axes, then ``b``'s."""
+    dotp.canonicalize_precision(precision)
     a, b = promote_dtypes("tensordot", a, b)
     aa, ba = _aval(a), _aval(b)
     if isinstance(axes, (int, np.integer)):
@@ -321,6 +326,7 @@ def einsum(subscripts: Any, *operands: ArrayLike, out: Any = None, optimize: Any
            precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Einstein summation, as ``numpy.einsum`` (explicit ``->`` or implicit output, ``...``,
     repeated indices for diagonals and traces, and the interleaved sublist form)."""
+    dotp.canonicalize_precision(precision)
     if out is not None:
         raise NotImplementedError("einsum: the `out` argument is not supported")
     if not isinstance(subscripts, str):

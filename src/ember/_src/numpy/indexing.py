@@ -7,9 +7,11 @@ replace the indexed axes when those are adjacent in the index, else they move to
 lowers to one ``take``: the indexed axes are brought together and flattened into one axis, and the
 index arrays are combined into a flat index along it.
 
-Out-of-bounds indices: eager (concrete) index values raise :class:`IndexError` as in NumPy;
-traced ones are clamped, as in JAX. Boolean masks need concrete values (the result shape depends
-on them); under tracing they raise :class:`~ember.errors.TracerError`.
+Out-of-bounds indices in ``x[idx]`` are clamped, as in JAX (not NumPy): a negative index is
+wrapped once, then clamped into ``[0, n - 1]`` (``arange(10)[11]`` is 9, ``[-12]`` is 0), eager or
+traced. Only an index into an empty axis raises :class:`IndexError`. Boolean masks need concrete
+values (the result shape depends on them); under tracing they raise
+:class:`~ember.errors.NonConcreteBooleanIndexError`.
 
 ``x.at[idx]`` computes the flat positions ``x[idx]`` refers to (by indexing an iota) and scatters
 into the flattened array; out-of-bounds updates are dropped (or clamped with ``mode="clip"``).
@@ -30,7 +32,7 @@ from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
-from ember.errors import DTypeError, ShapeError, TracerError
+from ember.errors import DTypeError, NonConcreteBooleanIndexError, ShapeError, TracerError
 
 _INVALID_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer "
                   "or boolean arrays are valid indices")
@@ -105,7 +107,7 @@ def _entry(v: Any) -> tuple:
     if isinstance(v, core.Tracer):
         a = v.aval
         if a.dtype == dt.bool_:
-            raise TracerError(_MASK_TRACED)
+            raise NonConcreteBooleanIndexError(_MASK_TRACED)
         if not dt.is_integer(a.dtype):
             raise IndexError(f"{_INVALID_INDEX}; got a traced array of dtype {a.dtype}")
         return ("dyn", v) if a.ndim == 0 else ("adv", v)
@@ -197,9 +199,10 @@ def _wrap_scalar(t: Any, n: Any) -> Any:
     return ew.select(ew.lt(t, mv.full_like(t, 0)), ew.add(t, mv.full_like(t, n)), t)
 
 
-def _basic(x: Any, entries: list[tuple]) -> tuple[Any, list[tuple]]:
+def _basic(x: Any, entries: list[tuple], clamp: bool = False) -> tuple[Any, list[tuple]]:
     """Apply the basic part of ``entries``; return the result and the advanced indices on it as
-    ``(result_axis, index_array, x_axis, axis_size, entry_position)``."""
+    ``(result_axis, index_array, x_axis, axis_size, entry_position)``. An out-of-bounds integer
+    entry is clamped into the axis with ``clamp`` (JAX's ``x[i]``), else an :class:`IndexError`."""
     shape = core.get_aval(x).shape
     nd = len(shape)
     starts: list[Any] = [0] * nd
@@ -221,7 +224,9 @@ def _basic(x: Any, entries: list[tuple]) -> tuple[Any, list[tuple]]:
             n, i = shape[ax], e[1]
             if isinstance(n, int):
                 if not -n <= i < n:
-                    raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+                    if not clamp or n == 0:
+                        raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+                    i = min(max(i + n if i < 0 else i, 0), n - 1)
                 i = i % n
             elif i < 0:
                 i = n + i
@@ -382,11 +387,14 @@ def _gather(y: Any, adv: list[tuple], oob: str, wrap: bool) -> Any:
     return ix.take(y, flat, axis=0, mode=mode)
 
 
-def _index(x: Any, idx: Any, oob: str = "raise", wrap: bool = True) -> Any:
-    """``x[idx]``; ``oob`` is what concrete out-of-bounds indices do: raise, clip or fill."""
+def _index(x: Any, idx: Any, oob: str = "raise", wrap: bool = True,
+           ints_advanced: bool | None = None) -> Any:
+    """``x[idx]``; ``oob`` is what concrete out-of-bounds indices do: raise, clip or fill. Integer
+    entries are basic indices (a slice) unless ``ints_advanced`` (default: ``oob != "raise"``)."""
     x = _asarray(x)
-    entries = _parse(idx, core.get_aval(x).ndim, ints_advanced=oob != "raise")
-    y, adv = _basic(x, entries)
+    entries = _parse(idx, core.get_aval(x).ndim, ints_advanced=oob != "raise" if ints_advanced is None
+                     else ints_advanced)
+    y, adv = _basic(x, entries, clamp=oob == "clip")
     if not adv:
         return y
     return _gather(y, adv, oob, wrap)
@@ -432,10 +440,11 @@ def _eager_basic(x: Array, idx: Any) -> Any:
 
 
 def getitem(x: Any, idx: Any) -> Any:
-    """``x[idx]`` with NumPy semantics (see the module docstring for out-of-bounds behaviour)."""
+    """``x[idx]`` with NumPy semantics, out-of-bounds indices clamped as in JAX (see the module
+    docstring)."""
     if type(x) is Array and (r := _eager_basic(x, idx)) is not None:
         return r
-    return _index(x, idx, "raise")
+    return _index(x, idx, "clip", ints_advanced=False)
 
 
 # ---------------------------------------------------------------------------------------------

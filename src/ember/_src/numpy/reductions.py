@@ -148,9 +148,17 @@ def _extreme_identity(name: str, d: np.dtype) -> Any:
     raise DTypeError(f"{name} does not support {d}")
 
 
+def _check_arraylike(name: str, a: Any) -> None:
+    """JAX's refusal of a list or tuple where an array is expected (``jnp.sum([1, 2])`` is a
+    ``TypeError``: convert with ``jnp.asarray`` first, so the conversion is explicit)."""
+    if isinstance(a, (list, tuple)):
+        raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0.")
+
+
 def _reduction(name: str, a: ArrayLike, axis: Axis, dtype: Any, out: Any, keepdims: bool,
                initial: Any, where: Any) -> Any:
     _check_out(name, out)
+    _check_arraylike(name, a)
     x = ufuncs.asarray(a)
     aval = _aval(x)
     axes = _reduce_axes(name, aval.ndim, axis)
@@ -226,6 +234,7 @@ amax, amin = max, min
 def ptp(a: ArrayLike, axis: Axis = None, out: Any = None, keepdims: bool = False) -> Any:
     """Range (max - min) over ``axis``, as ``numpy.ptp``."""
     _check_out("ptp", out)
+    _check_arraylike("ptp", a)
     x = ufuncs.asarray(a)
     if _aval(x).dtype == dt.bool_:
         raise DTypeError("ptp does not support bool (the difference of booleans is undefined)")
@@ -245,6 +254,7 @@ def mean(a: ArrayLike, axis: Axis = None, dtype: Any = None, out: Any = None, ke
          *, where: Any = None) -> Any:
     """Arithmetic mean over ``axis``; integers and bools give floats, as ``numpy.mean``."""
     _check_out("mean", out)
+    _check_arraylike("mean", a)
     x = ufuncs.asarray(a)
     aval = _aval(x)
     axes = _reduce_axes("mean", aval.ndim, axis)
@@ -268,6 +278,7 @@ def _var(name: str, a: ArrayLike, axis: Axis, dtype: Any, out: Any, ddof: Any, k
         if ddof not in (0, None):
             raise ValueError(f"{name}: pass either ddof or correction, not both")
         ddof = correction
+    _check_arraylike(name, a)
     x = ufuncs.asarray(a)
     aval = _aval(x)
     axes = _reduce_axes(name, aval.ndim, axis)

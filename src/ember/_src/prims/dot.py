@@ -6,6 +6,7 @@ the batch dims, then the lhs free dims, then the rhs free dims (XLA's convention
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,47 @@ from ember._src.prims import movement as mv
 from ember.errors import ShapeError
 
 dot_general_p = Primitive("dot_general")
+
+
+class Precision(enum.Enum):
+    """JAX's ``lax.Precision``: the accuracy requested of a contraction on an accelerator.
+
+    ember computes on the host CPU in the operands' own type, so every level gives the same
+    result; the value is validated (an enum member, a name such as ``"highest"`` or
+    ``"bfloat16_3x"``, ``None``, or a pair of these) and otherwise ignored.
+    """
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: object) -> Precision | None:
+        return _PRECISION_NAMES.get(value.lower()) if isinstance(value, str) else None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_PRECISION_NAMES = {"default": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
+                    "fastest": Precision.DEFAULT, "high": Precision.HIGH, "bfloat16_3x": Precision.HIGH,
+                    "tensorfloat32": Precision.HIGH, "highest": Precision.HIGHEST,
+                    "float32": Precision.HIGHEST}
+
+
+def canonicalize_precision(precision: Any) -> Any:
+    """``precision=`` of a contraction as JAX reads it: ``None``, a :class:`Precision`, a name
+    (``"highest"``), or a pair of these (one per operand); anything else is a ``ValueError``."""
+    if precision is None:
+        return None
+    if isinstance(precision, (tuple, list)) and len(precision) == 2:
+        return tuple(canonicalize_precision(p) for p in precision)
+    try:
+        return Precision(precision)
+    except ValueError:
+        raise ValueError(f"precision argument must be None, a string in {sorted(_PRECISION_NAMES)}, "
+                         f"a lax.Precision value or a tuple of two lax.Precision values or strings; "
+                         f"got {precision!r}") from None
 
 
 def _free(nd: int, contract: Sequence[int], batch: Sequence[int]) -> list[int]:
@@ -147,8 +189,13 @@ dot_general_p.transpose = _dot_transpose
 dot_general_p.batch = _dot_batch
 
 
-def dot_general(x: Any, y: Any, dimension_numbers: Any, preferred_element_type: Any = None) -> Any:
-    """General tensor contraction (see module docstring for ``dimension_numbers``)."""
+def dot_general(x: Any, y: Any, dimension_numbers: Any, precision: Any = None,
+                preferred_element_type: Any = None) -> Any:
+    """General tensor contraction (see module docstring for ``dimension_numbers``).
+
+    ``precision`` is validated as JAX reads it (see :class:`Precision`) and has no other effect on
+    the CPU."""
+    canonicalize_precision(precision)
     (xc, yc), (xb, yb) = dimension_numbers
     dn = ((tuple(int(i) for i in xc), tuple(int(i) for i in yc)),
           (tuple(int(i) for i in xb), tuple(int(i) for i in yb)))
@@ -156,11 +203,13 @@ def dot_general(x: Any, y: Any, dimension_numbers: Any, preferred_element_type: 
     return dot_general_p.bind(x, y, dimension_numbers=dn, preferred_element_type=pet)
 
 
-def dot(x: Any, y: Any, preferred_element_type: Any = None) -> Any:
+def dot(x: Any, y: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Vector/matrix product of rank-1 or rank-2 operands (lax level)."""
+    canonicalize_precision(precision)
     nx, ny = core.get_aval(x).ndim, core.get_aval(y).ndim
     if not (1 <= nx <= 2 and 1 <= ny <= 2):
         raise ShapeError(f"lax.dot takes rank 1 or 2 operands, got ranks {nx} and {ny}")
-    return dot_general(x, y, (((nx - 1,), (0,)), ((), ())), preferred_element_type)
+    return dot_general(x, y, (((nx - 1,), (0,)), ((), ())), preferred_element_type=preferred_element_type)
+
 
 dot_general_p.cost_class = "contraction"  # 2 M N K flops (aot.estimate_cost)

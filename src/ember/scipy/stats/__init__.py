@@ -1,6 +1,9 @@
-"""``ember.scipy.stats``: probability distributions as ``jax.scipy.stats`` (``norm.logpdf``, ...)."""
+"""``ember.scipy.stats``: probability distributions as ``jax.scipy.stats`` (``norm.logpdf``, ...).
 
-from ember._src.compat.stats import (
+Each distribution is a module (``import ember.scipy.stats.norm as norm`` works, as in JAX).
+"""
+
+from ember.scipy.stats import (
     bernoulli,
     beta,
     binom,
