@@ -809,23 +809,12 @@ def _ops_of(case: Case) -> set[str]:
 # (id, what it is, predicate over a finding). A finding that matches is reported as known, not as a
 # failure, so the CI slice stays green while the defect is open; remove the row with the fix.
 KNOWN: list[tuple[str, str, Callable[[Finding], bool]]] = [
-    ("x64-vmap-grad-segv",
-     "SIGSEGV of jit(vmap(grad(f))) with x64 for f using where/max (being fixed)",
-     lambda f: f.kind == "crash" and f.case.x64 and bool(_ops_of(f.case) & {"where", "max", "min", "rmax",
-                                                                              "clip"})),
-    ("int-min-floordiv",
-     "int32 floor_divide/remainder with INT_MIN differ on eager/numpy (being fixed)",
-     lambda f: f.case.mode == "int32" and bool(_ops_of(f.case) & {"floordiv", "rem"})
-     and any(np.any(a == np.iinfo(np.int32).min) for a in f.case.args)),
     ("complex-blas-nonfinite",
      "complex products through BLAS ?gemm give NaN where NumPy's loop gives an infinity (the BLAS scales "
-     "by alpha = 1 + 0i, and 0 * inf is NaN); open",
+     "by alpha = 1 + 0i, and 0 * inf is NaN): a documented difference (docs/reliability.md)",
      lambda f: f.kind == "mismatch" and f.case.mode == "complex64" and "nan" in f.detail
      and bool(_ops_of(f.case) & {"matmul", "gram", "vdot"})
      and any(not np.all(np.isfinite(a)) or np.any(np.abs(a) > 1e18) for a in f.case.args)),
-    ("sigmoid-tail-f32",
-     "float32 sigmoid far tails (sigmoid(-100)) differ across backends (being fixed)",
-     lambda f: f.kind == "mismatch" and f.case.mode == "float32" and "sigmoid" in _ops_of(f.case)),
 ]
 
 
