@@ -95,10 +95,12 @@ def test_special_values():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gammaln_of_subnormals(dtype):
     """Below the smallest normal number lgamma(x) is -log|x| (math.lgamma's values); SciPy's
-    gammaln, which the eager and NumPy paths used, gave inf for float64 subnormals."""
+    gammaln, which the eager and NumPy paths used, gave inf for float64 subnormals (and -inf at
+    -inf, where C and JAX give +inf)."""
     import math
     sub = np.finfo(dtype).smallest_subnormal
-    x = np.array([sub, -sub, 1e3 * sub, np.finfo(dtype).tiny, 0.0, 0.5], dtype)
+    x = np.array([sub, -sub, 1e3 * sub, np.finfo(dtype).tiny, 0.0, 0.5, -np.inf, np.inf], dtype)
+    # math.lgamma (C's lgamma): +inf at both infinities (SciPy's gammaln gives -inf at -inf)
     want = np.array([math.lgamma(float(v)) if v != 0 else np.inf for v in x], dtype)
     for f in (es.gammaln, ember.jit(es.gammaln), ember.jit(es.gammaln, backend="numpy")):
         _check(f(x), want, dtype, rtol=1e-6 if dtype == np.float32 else 1e-13)

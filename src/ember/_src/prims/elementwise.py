@@ -188,8 +188,11 @@ def _erf_inv(x: np.ndarray) -> np.ndarray:
 erf_inv_p = _declare("erf_inv", _erf_inv, "float")
 def _lgamma(x: np.ndarray) -> np.ndarray:
     """``gammaln``, except below the smallest normal number, where SciPy returns inf: there
-    ``lgamma(x)`` is ``-log|x|`` to within rounding (as C's ``lgamma``, JAX and the native backend give)."""
+    ``lgamma(x)`` is ``-log|x|`` to within rounding (as C's ``lgamma``, JAX and the native backend give),
+    and at ``-inf``, where SciPy returns ``-inf`` and C, JAX and the native backend ``+inf``."""
     y = sps.gammaln(x)
+    if np.isneginf(x).any():
+        y = np.where(np.isneginf(x), np.inf, y)
     tiny = (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)
     return np.where(tiny, -np.log(np.abs(np.where(tiny, x, 1))), y) if tiny.any() else y
 
