@@ -205,8 +205,8 @@ def test_scratch_request_alignment_must_divide_the_arena_alignment():
 def test_abi_slots():
     assert abi.SLOT_NAMES[:5] == ("sgemm", "dgemm", "callback", "sgemv", "dgemv")
     assert abi.slot("callback") == abi.CALLBACK == 2 and abi.fn_ref("callback") == "fns[2]"
-    assert abi.N_FIXED_FNS == 5 + len(abi.LINALG_NAMES)
-    assert abi.slot("zgeev") == abi.N_FIXED_FNS - 1
+    assert abi.N_FIXED_FNS == 5 + len(abi.LINALG_NAMES) + 1  # ..., LAPACK, blas_threads
+    assert abi.slot("zgeev") == abi.N_FIXED_FNS - 2 and abi.slot("blas_threads") == abi.N_FIXED_FNS - 1
     assert abi.const_ref(3) == f"fns[{abi.N_FIXED_FNS + 3}]"
     with pytest.raises(ValueError, match="'nope'"):
         abi.slot("nope")

@@ -212,7 +212,8 @@ native.prepare()
 def counting(v, n):  # a counter and a vector: the counter tells whether every step ran
     return lax.fori_loop(0, n, lambda i, s: (s[0] + 1, s[1] * A + B), (np.int32(0), v))[0]
 
-f, g = ember.jit(counting), ember.jit(counting)  # two executables: their calls can overlap
+# two executables, so their calls can overlap (jit of one function object shares its executables)
+f, g = ember.jit(counting), ember.jit(lambda v, n: counting(v, n))
 v = np.linspace(-1, 1, 64).astype(np.float32)
 f(v, np.int32(10)), g(v, np.int32(10))
 n = 2**29  # about 1 s of CPU: it runs on long after the main thread's call is interrupted

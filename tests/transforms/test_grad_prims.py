@@ -202,6 +202,7 @@ NOT_CHECKED = {
     "custom_lin": "only appears inside linearized programs; covered by the custom_vjp tests",
     "dim_as_value": "no operands (a symbolic size as a value)",
     "threefry2x32": "integer hash: no differentiable inputs",
+    "check_index": "a bounds check of integer indices: no differentiable inputs",
     "bitcast_convert_type": "bit reinterpretation: not differentiable",
     "random_gamma": "random sampling: its derivative is tested with the random module",
     "random_gamma_grad": "random sampling: its derivative is tested with the random module",

@@ -311,6 +311,20 @@ def test_cumulative(name, reverse):
 # ---------------------------------------------------------------------------------------------
 
 
+def test_check_index():
+    """vmap of the importer's bounds check: indices pass through unchanged along the mapped axis, and
+    an out-of-range index in any batch element raises IndexError naming the index and the bound."""
+    from ember._src.prims.indexing import check_index
+
+    idx = np.array([[0, 3, 4], [1, 2, 0]], np.int32)
+    f = ember.vmap(lambda i: check_index(i, 5, "x"), in_axes=1)
+    np.testing.assert_array_equal(np.asarray(f(idx)), idx.T)
+    bad = idx.copy()
+    bad[1, 2] = 5
+    with pytest.raises(IndexError, match="5"):
+        np.asarray(ember.jit(f)(bad))
+
+
 @pytest.mark.parametrize("mode", ["clip", "fill"])
 @pytest.mark.parametrize("axis", [0, 1, 2])
 @pytest.mark.parametrize("axes", [(0, None), (None, 0), (0, 0), (2, 1), (1, 2), (3, 0)])
@@ -473,6 +487,7 @@ def test_every_core_primitive_is_covered():
         for name in ["cumsum", "cumprod", "cummax", "cummin"]:
             test_cumulative(name, False)
         test_take("clip", 0, (0, 0))
+        test_check_index()
         test_scatter("add", (0, 0, 0))
         test_dot_general("batched", (0, 0))
         test_sort(0)

@@ -98,6 +98,11 @@ def clear_caches() -> None:
 
     for f in list(_LIVE_JITS):
         f.clear_cache()
+    for per_fun in list(_SHARED.values()):  # traces shared by jit objects already gone, of live functions
+        for structs, specs in per_fun.values():
+            structs.clear()
+            specs.clear()
+    _SHARED.clear()
     for hook in CLEAR_HOOKS:
         hook()
     gc.collect()
