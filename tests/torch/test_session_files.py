@@ -13,6 +13,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -179,6 +180,38 @@ def test_damaged_directories(saved, tmp_path):
     _rehash(d)
     with pytest.raises(SessionError, match="header length 4611686018427387904 exceeds the file size"):
         load(d)
+
+
+@pytest.mark.parametrize("name", ["metadata.json", "program.json", "weights.safetensors"])
+def test_unreadable_file_is_a_session_error(saved, name):
+    """A session file the user may not read (mode 000) is a SessionError naming the file and the
+    reason. Root reads any file, so the load runs in a child that (as root) drops to an unprivileged
+    user after importing ember."""
+    d = tempfile.mkdtemp(prefix="ember-perm-")
+    try:
+        s = os.path.join(d, "s")
+        shutil.copytree(saved, s)
+        os.chmod(d, 0o755)
+        os.chmod(s, 0o755)
+        for f in os.listdir(s):
+            os.chmod(os.path.join(s, f), 0o644)
+        os.chmod(os.path.join(s, name), 0)
+        code = ("import os, ember, ember.torch\n"
+                "if os.geteuid() == 0:\n"
+                "    os.setgid(65534); os.setuid(65534)\n"
+                "try:\n"
+                f"    ember.InferenceSession.load({s!r})\n"
+                "except ember.torch.SessionError as e:\n"
+                "    print('SessionError:', e)\n")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]),
+                   EMBER_CACHE_DIR=os.path.join(d, "cache"))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           timeout=300, cwd=d)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "SessionError:" in r.stdout, r.stdout
+        assert f"{name} cannot be read (Permission denied)" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_weights_header_sizes_are_bounded_by_the_file(saved, tmp_path):
