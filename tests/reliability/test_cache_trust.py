@@ -87,6 +87,26 @@ def test_another_entrys_valid_pair_is_rejected_and_rebuilt(cache):
     assert compiler.rejected_entries() == before + 1 and compiler.cache_stats()["compiles"] == 1
 
 
+def test_entry_of_an_older_digest_format_is_rebuilt_quietly(cache, caplog):
+    """An intact entry whose digest file holds the older format (SHA-256 of the bytes alone) is
+    rebuilt without a warning and not counted as rejected; it is not loaded either, so another
+    library's bytes with their old-format digest still give this entry's own code."""
+    import hashlib
+    a, b = _source("old", 3), _source("oldb", 4)
+    compiler.load_library(a)
+    compiler.load_library(b)
+    so_a, so_b = _entry(cache, a), _entry(cache, b)
+    Path(f"{so_a}.sha256").write_text(hashlib.sha256(so_a.read_bytes()).hexdigest())
+    before = compiler.rejected_entries()
+    with caplog.at_level("WARNING", logger="ember"):
+        assert _call(_reload(a), "old") == 7003
+    assert compiler.rejected_entries() == before and compiler.cache_stats()["compiles"] == 1
+    assert not [r for r in caplog.records if "failed verification" in r.getMessage()]
+    shutil.copyfile(so_b, so_a)  # b's bytes with their old-format digest in a's place
+    Path(f"{so_a}.sha256").write_text(hashlib.sha256(so_b.read_bytes()).hexdigest())
+    assert _call(_reload(a), "old") == 7003 and compiler.cache_stats()["compiles"] == 1
+
+
 def test_program_cache_entry_of_another_key_is_rejected(cache):
     ka, kb = "a" * 64, "b" * 64
     progcache.store(cache, ka, {"source": "int a;"})

@@ -818,14 +818,25 @@ def _file_digest(path: Path | str, key: str) -> str:
     return h.hexdigest()
 
 
-def _fd_digest(fd: int, key: str) -> str:
-    """:func:`_file_digest` of the open file ``fd`` (read from its start with ``pread``)."""
-    h = _digest_start(key)
+def _fd_hash(h: hashlib._Hash, fd: int) -> str:
+    """``h`` updated with the bytes of the open file ``fd`` (read from its start with ``pread``)."""
     offset = 0
     while chunk := os.pread(fd, 1 << 20, offset):
         h.update(chunk)
         offset += len(chunk)
     return h.hexdigest()
+
+
+def _fd_digest(fd: int, key: str) -> str:
+    """:func:`_file_digest` of the open file ``fd``."""
+    return _fd_hash(_digest_start(key), fd)
+
+
+def _fd_digest_v1(fd: int) -> str:
+    """The digest older embers recorded: SHA-256 of the library's bytes alone. An entry that
+    matches it is intact but of the old format; it is rebuilt without a warning (nothing of it is
+    loaded)."""
+    return _fd_hash(hashlib.sha256(), fd)
 
 
 def _open_verified(so: Path, report: bool = True) -> int | None:
@@ -844,6 +855,8 @@ def _open_verified(so: Path, report: bool = True) -> int | None:
         recorded = _read_checked(_digest_path(so)).decode("ascii").strip()
         if os.fstat(fd).st_size > 0 and recorded == _fd_digest(fd, _entry_key(so)):
             return fd
+        if recorded == _fd_digest_v1(fd):  # an intact entry of an older ember: rebuilt quietly
+            report = False
     except UntrustedEntry as e:
         why = str(e)
     except (OSError, ValueError):  # unreadable, a directory, or a digest file that is not text
