@@ -28,6 +28,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
+from ember._src.dynamic import dimension_as_value
 from ember._src.numpy import ufuncs
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
@@ -305,16 +306,26 @@ def _concrete_component(arr: np.ndarray, n: int, x_axis: Any, oob: str, wrap: bo
     return a, valid
 
 
-def _traced_component(t: Any, n: int, idx_dtype: np.dtype, oob: str, wrap: bool) -> tuple[Any, Any]:
+def _full_size(like: Any, n: Any) -> Any:
+    """The size ``n`` (an int, or a symbolic size of a named axis) as an array of ``like``'s shape
+    and dtype."""
+    if not sh.is_symbolic(n):
+        return mv.full_like(like, n)
+    a = core.get_aval(like)
+    return mv.broadcast_to_rank_shape(dimension_as_value(n, a.dtype), a.shape)
+
+
+def _traced_component(t: Any, n: Any, idx_dtype: np.dtype, oob: str, wrap: bool) -> tuple[Any, Any]:
     a = core.get_aval(t)
     signed = a.dtype.kind == "i"
     t = ew.convert_element_type(t, idx_dtype)
     if wrap and signed:
-        t = ew.select(ew.lt(t, mv.full_like(t, 0)), ew.add(t, mv.full_like(t, n)), t)
+        t = ew.select(ew.lt(t, mv.full_like(t, 0)), ew.add(t, _full_size(t, n)), t)
     if oob == "fill":
-        ok = ew.bitwise_and(ew.ge(t, mv.full_like(t, 0)), ew.lt(t, mv.full_like(t, n)))
+        ok = ew.bitwise_and(ew.ge(t, mv.full_like(t, 0)), ew.lt(t, _full_size(t, n)))
         return t, ok
-    return ew.max(ew.min(t, mv.full_like(t, max(n - 1, 0))), mv.full_like(t, 0)), None
+    top = _full_size(t, n - 1) if sh.is_symbolic(n) else mv.full_like(t, max(n - 1, 0))
+    return ew.max(ew.min(t, top), mv.full_like(t, 0)), None
 
 
 def _same_shape(a: Any, b: Any, shape: tuple) -> tuple[Any, Any]:
@@ -330,17 +341,17 @@ def _gather(y: Any, adv: list[tuple], oob: str, wrap: bool) -> Any:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
                          + " ".join(sh.shape_str(s) for s in shapes)) from None
     sizes = [a[3] for a in adv]
-    for (_, _, xa, n, _) in adv:
-        if not isinstance(n, int):
-            raise ShapeError(f"advanced indexing along axis {xa} of symbolic size {n} is not supported")
+    symbolic = any(sh.is_symbolic(n) for n in sizes)
     total = sh.prod(sizes)
-    wide = total >= 2**31 - 1 or any(isinstance(a[1], core.Tracer) and core.get_aval(a[1]).dtype in
-                                      (dt.int64, dt.uint32, dt.uint64) for a in adv)
+    wide = (symbolic or total >= 2**31 - 1  # a symbolic total may pass 2**31 at run time
+            or any(isinstance(a[1], core.Tracer)
+                   and core.get_aval(a[1]).dtype in (dt.int64, dt.uint32, dt.uint64) for a in adv))
     idx_dtype = dt.int64 if wide else dt.int32
     strides = [sh.prod(sizes[i + 1:]) for i in range(len(sizes))]
     comps, valids = [], []
     for _, arr, xa, n, _ in adv:
-        if isinstance(arr, core.Tracer):
+        if isinstance(arr, core.Tracer) or symbolic:  # a symbolic size: bounds known only at run time,
+            arr = arr if isinstance(arr, core.Tracer) else asarray_eager(np.asarray(arr))  # so clamped
             comp, ok = _traced_component(arr, n, idx_dtype, oob, wrap)
         else:
             comp, ok = _concrete_component(np.asarray(arr), n, xa, oob, wrap)
@@ -359,7 +370,7 @@ def _gather(y: Any, adv: list[tuple], oob: str, wrap: bool) -> Any:
         flat = None
         for c, s in zip(comps, strides):
             if isinstance(c, core.Tracer):
-                c = c if s == 1 else ew.mul(c, mv.full_like(c, s))
+                c = c if (not sh.is_symbolic(s) and s == 1) else ew.mul(c, _full_size(c, s))
             else:
                 c = asarray_eager((c * s).astype(idx_dtype))
             c = mv.broadcast_to_rank_shape(c, bshape) if core.get_aval(c).shape != bshape else c
@@ -370,7 +381,7 @@ def _gather(y: Any, adv: list[tuple], oob: str, wrap: bool) -> Any:
                 if isinstance(v, core.Tracer):
                     ok = v if ok is None else ew.bitwise_and(*_same_shape(ok, v, bshape))
             ok = mv.broadcast_to_rank_shape(ok, bshape) if core.get_aval(ok).shape != bshape else ok
-            flat = ew.select(ok, flat, mv.full_like(flat, total))
+            flat = ew.select(ok, flat, _full_size(flat, total))
     mode = "fill" if oob == "fill" else "clip"
     axes = [a[0] for a in adv]
     ys = core.get_aval(y).shape
