@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.native import csrc, opinfo
+from ember._src.native import abi, csrc, opinfo
 from ember._src.native.base.symdims import cdim
 from ember._src.native.emit import c_ops, support
 from ember._src.native.emit.c_ops import ctype, literal
@@ -62,6 +62,11 @@ class CallCode:
     # the statement that runs the step's NumPy implementation through the Python callback and
     # leaves the program with its error (codegen's fallback call); for steps that detect a failure
     fail_call: Callable[[], str] | None = None
+    # per operand: its value when it is a constant of a top-level program, else None
+    const_ins: tuple[Any, ...] = ()
+    # ``keep(nbytes)``: the C pointer (``void *``) of a zeroed, writable buffer of ``nbytes`` that
+    # lives as long as the program (a derived constant); None where the step cannot have one
+    keep: Callable[[int], str] | None = None
 
     def fail(self) -> str:
         """C statement: run this step's primitive in Python (which raises the step's error, e.g.
@@ -116,9 +121,17 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str],
     outs = [ctx.ptr(v) for v in e.outvars]
     b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
+    gen = getattr(ctx, "gen", None)
+    top = gen is not None and not getattr(ctx, "in_body", False)
+    consts = getattr(ctx, "consts", {}) if top else {}
+    const_ins = tuple(None if isinstance(a, Literal) else consts.get(a.id) for a in e.inputs)
+
+    def keep(nbytes: int) -> str:
+        gen.extra_consts.append(np.zeros(nbytes, np.uint8))
+        return f"((void *){abi.const_ref(len(gen.extra_consts) - 1)})"
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
-                  getattr(opts, "num_threads", None), fail_call)
+                  getattr(opts, "num_threads", None), fail_call, const_ins, keep if top else None)
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)

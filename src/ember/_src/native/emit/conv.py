@@ -46,6 +46,7 @@ from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
 from ember._src.native.emit import conv_fft, conv_winograd
 from ember._src.native.emit.calls import CallCode, register, row_strides
+from ember._src.native.emit.prepack import prepacked
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
@@ -414,13 +415,13 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, {ws}, {tiles}, "
+        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, "
                 f"{yt if g.staged else y}, {y}}};")
 
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
     w_in = f"{cc.ins[1]} + {g.woff}" if g.woff else cc.ins[1]
-    lines = []
+    lines, kept = prepacked(cc, elt, ws, g.wp_elems * g.dtype.itemsize if isinstance(g.wp_elems, int) else 0)
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
     if g.copied:
@@ -440,6 +441,9 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
               f"nu_ = {nb} * {g.OH};")
 
     def calls(group: list) -> list[str]:
+        if group is pack_steps and kept:
+            packing = " ".join(calls(list(group)))
+            return [f"if (pcl_ != 1) {{ {packing} }} if (pcl_ == 0) em_prepack_done(pst_);"]
         if cc.openmp and cc.num_threads != 1:
             threads = cc.num_threads or 0
             return [f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {threads}, {THREADS}, {chunks}); "
@@ -451,7 +455,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
     lines.append(counts)
     if not g.per_image:
-        return lines + [ctx_decl()] + calls(pack_steps + steps)
+        return lines + [ctx_decl()] + calls(pack_steps) + calls(steps)
     if g.image_tasks and cc.openmp and cc.num_threads != 1 and (cc.num_threads or THREADS) > 1:
         return lines + _image_tasks(g, cc, key, sfx, ctx_decl(), calls(pack_steps), steps, counts)
     lines.append("{ const int64_t n_ = 0; " + ctx_decl() + " " + " ".join(calls(pack_steps)) + " }")

@@ -26,6 +26,7 @@ from typing import Any
 
 from ember._src.native.csrc import load
 from ember._src.native.emit.calls import CallCode
+from ember._src.native.emit.prepack import prepacked
 from ember._src.native.runtime.threadpool import usable_cpus
 
 ENABLED = True  # an internal switch for measurements (the program cache does not key on it)
@@ -124,7 +125,8 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
                                           f"({ctx})->tiles + tid * {ts} + {bad}); }}")
     run = cc.chunk(f"em_cw_run_{key}", f"{{ {gdecl}; {strides}; em_cw_run_{sfx}({ctx}, g_, t, tid, {nt}, "
                                        f"{ts}, {bad}, xs_, ys_); }}")
-    steps = [(pack, _n_pack(g, sfx), 1)]
+    pack_step = (pack, _n_pack(g, sfx), 1)
+    steps = [pack_step]
     if xt:
         copy = cc.chunk(f"em_cw_copy_{key}", f"{{ {gdecl}; em_cw_copy_{sfx}({ctx}, g_, t); }}")
         steps.append((copy, str(g.N * g.H), 4))
@@ -138,9 +140,10 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
     x, w, y = cc.ins[0], cc.ins[1], cc.outs[0]
     xc = f"{ws} + {wp}" if xt else x
     yc = f"{ws} + {wp + xt}" if yt else y
-    lines = ["{",
+    decl, kept = prepacked(cc, elt, ws, wp * g.itemsize)
+    lines = ["{", *("    " + ln for ln in decl),
              f"    {elt} *tl_ = {ws} + {wp + xt + yt}, bad_ = 0;",
-             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, {ws}, tl_, {yc}, {y}}};",
+             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, wp_, tl_, {yc}, {y}}};",
              f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) tl_[k_ * {ts} + {bad}] = 0;"]
     par = cc.openmp and cc.num_threads != 1
     if par:
@@ -148,10 +151,13 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
         lines.append(f"    const int par_ = {work}.0 >= {cc.parallel_threshold}.0;")
     for fn, n, chunks in steps:
         if par:
-            lines.append(f"    if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {cc.num_threads or 0}, "
-                         f"{THREADS}, {chunks}); else {fn}(&cv_, 0, {n}, 0);")
+            call = (f"if (par_ && {n} > 1) em_par({fn}, &cv_, {n}, {cc.num_threads or 0}, "
+                    f"{THREADS}, {chunks}); else {fn}(&cv_, 0, {n}, 0);")
         else:
-            lines.append(f"    {fn}(&cv_, 0, {n}, 0);")
+            call = f"{fn}(&cv_, 0, {n}, 0);"
+        if kept and (fn, n, chunks) == pack_step:  # packed once (a finite constant kernel)
+            call = f"if (pcl_ != 1) {{ {call} }} if (pcl_ == 0) em_prepack_done(pst_);"
+        lines.append("    " + call)
     lines.append(f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) bad_ += tl_[k_ * {ts} + {bad}];")
     lines.append("    if (bad_ != 0) {")
     lines += ["        " + ln for ln in direct]
