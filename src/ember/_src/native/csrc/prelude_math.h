@@ -122,6 +122,34 @@ static inline float em_erff(float x) {
     r = em_f32(em_u32(r) | (em_u32(x) & 0x80000000u));
     return ax < 1e-20f ? x * 1.12837916709551257f : r;
 }
+/*@ em_erfcf after em_expf em_erff */
+/* erfc for float32 without a libm call (so loops over it vectorize: GELU's erf form). For
+   x >= 0: erfc(x) = exp(-x^2) erfcx(x) with erfcx(x) = t g(t), t = 1 / (1 + x/2), g a degree-9
+   polynomial in t - 0.58264464 fitted (relative least squares) to erfcx(x) / t on [0, 10.1];
+   x^2 is split into its rounded value and the FMA residual, exp(-hi) (1 - lo) keeping the
+   relative accuracy to the underflow at 10.06 (0 beyond). erfc(-x) = 2 - erfc(x). Error <= 6 ulp
+   (5.4 measured on 1.1e7 points of [-12, 12] against SciPy in float64); NaN propagates. */
+static inline float em_erfcf(float x) {
+    float ax = fabsf(x);
+    float t = 1.0f / EM_FMA(0.5f, ax, 1.0f);
+    float s = t - 0.5826446413993835f;
+    float g = 0.013231217861175537f;
+    g = EM_FMA(g, s, -0.0586116649210453f);
+    g = EM_FMA(g, s, 0.004178508184850216f);
+    g = EM_FMA(g, s, 0.11180990934371948f);
+    g = EM_FMA(g, s, -0.050022926181554794f);
+    g = EM_FMA(g, s, -0.20388254523277283f);
+    g = EM_FMA(g, s, 0.08300235122442245f);
+    g = EM_FMA(g, s, 0.587518036365509f);
+    g = EM_FMA(g, s, 0.7821245193481445f);
+    g = EM_FMA(g, s, 0.5714730620384216f);
+    float q = t * g;
+    float hi = ax * ax, lo = __builtin_fmaf(ax, ax, -hi);  /* exact residual (fused even without EM_FMA) */
+    float r = em_expf(-hi) * EM_FMA(-q, lo, q);
+    r = ax > 10.06f ? 0.0f : r;
+    r = x < 0.0f ? 2.0f - r : r;
+    return x != x ? x : r;
+}
 /*@ em_digamma */
 static double em_digamma(double x) {
     if (x != x || x == -INFINITY) return (double)NAN;

@@ -243,7 +243,7 @@ for _name, _c in (("floor", "floor"), ("ceil", "ceil"), ("sqrt", "sqrt"), ("exp2
                   ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"), ("cos", "cos"), ("tan", "tan"),
                   ("asin", "asin"), ("acos", "acos"), ("atan", "atan"), ("sinh", "sinh"),
                   ("cosh", "cosh"), ("asinh", "asinh"), ("acosh", "acosh"), ("atanh", "atanh"),
-                  ("cbrt", "cbrt"), ("erfc", "erfc"), ("lgamma", "lgamma"), ("atan2", "atan2"),
+                  ("cbrt", "cbrt"), ("lgamma", "lgamma"), ("atan2", "atan2"),
                   ("nextafter", "nextafter"), ("pow", "pow")):
     OPS[_name] = _libm(_c)
 
@@ -257,6 +257,7 @@ OPS["log"] = _inline_or_libm("em_logf", "log")
 OPS["tanh"] = _inline_or_libm("em_tanhf", "tanh")
 OPS["logistic"] = _inline_or_libm("em_logisticf", "em_logistic")
 OPS["erf"] = _inline_or_libm("em_erff", "erf")
+OPS["erfc"] = _inline_or_libm("em_erfcf", "erfc")
 OPS["rsqrt"] = lambda a, ins, out, p: f"(1.0{_fsuffix(out)} / sqrt{_fsuffix(out)}({a[0]}))"
 OPS["is_finite"] = lambda a, ins, out, p: f"(fabs{_fsuffix(ins[0])}({a[0]}) <= " \
                                           f"{'FLT_MAX' if ins[0].itemsize == 4 else 'DBL_MAX'})"
