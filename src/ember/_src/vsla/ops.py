@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 import ember.numpy as enp
+from ember._src.vsla import accumulate as acc
 from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, any_symbolic, array, stack
 
@@ -56,7 +57,9 @@ def matmul(a: VArray, b: VArray) -> VArray:
     Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
     size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
     not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
-    missing matrix is a zero matrix)."""
+    missing matrix is a zero matrix). Under ``jax_enable_x64`` float16/bfloat16/float32 operands
+    are multiplied in float64 and the result rounded once (the specification's double
+    accumulation); without x64 the product is the native float32 GEMM."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
@@ -66,7 +69,7 @@ def matmul(a: VArray, b: VArray) -> VArray:
     batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
     xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
     xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
-    return _wrap(enp.matmul(xa, xb))
+    return _wrap(acc.narrow(enp.matmul(acc.widen(xa), acc.widen(xb)), enp.result_type(a.dtype, b.dtype)))
 
 
 def _batch_size(x: int, y: int) -> int:

@@ -21,6 +21,7 @@ from ember._src import shapes as sh
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.dynamic import dimension_as_value
 from ember._src.prims.fft import fft_conv as lax_fft_conv
+from ember._src.vsla import accumulate as acc
 
 Pair = tuple[Any, Any]
 
@@ -126,7 +127,7 @@ def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     # multiply-and-sum loop: 10x slower at 512 rows of capacity 32)
     toe = enp.where(band, enp.take(y, enp.where(valid, k, 0), axis=-1), zero(y.dtype))
     xb = enp.where(band, x[..., None, :], zero(x.dtype))
-    return enp.sum(xb * toe, axis=-1).astype(dtype)
+    return acc.dot_sum(xb, toe, -1).astype(dtype)  # wide accumulation (accumulate.py)
 
 
 @custom_jvp
@@ -210,16 +211,19 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     """Sum over ``axis`` with wide accumulation (the specification's precision policy: reductions
     accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
     accumulates in float64 (complex128) and is rounded once on the way out. Without x64 there is
-    no double type, and the sum is blocked instead: the whole blocks of ``_BLOCKS_OF`` entries
-    of the axis are summed each, then their sums, then the remainder is added, so no running sum
-    adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)`` terms (two slices and a reshape: no copy,
-    no padding). Integer and float64 sums are plain sums."""
+    no double type (float16/bfloat16 are summed in float32), and the sum is blocked instead: the
+    whole blocks of ``_BLOCKS_OF`` entries of the axis are summed each, then their sums, then the
+    remainder is added, so no running sum adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)``
+    terms (two slices and a reshape: no copy, no padding). Integer and float64 sums are plain
+    sums."""
     d = np.dtype(x.dtype)
     wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
     if wide is None:
         return enp.sum(x, axis=axis, keepdims=keepdims)
     if dt.x64_enabled():
         return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
+    if acc.is_half(d):  # float16/bfloat16 storage: blocked in float32, rounded once
+        return wide_sum(x.astype(np.float32), axis, keepdims).astype(d)
     ax = axis % x.ndim
     c = x.shape[ax]
     if isinstance(c, int) and c <= _BLOCKS_OF:
@@ -281,7 +285,7 @@ def matmul(a: Pair, b: Pair) -> Pair:
         p, q = lx[i], ly[i]
         lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
         x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
-    out = enp.matmul(x, y)
+    out = acc.narrow(enp.matmul(acc.widen(x), acc.widen(y)), enp.result_type(x.dtype, y.dtype))
     if nb:
         keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
                             axes=range(nb))

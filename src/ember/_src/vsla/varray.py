@@ -15,6 +15,7 @@ import numpy as np
 import ember.numpy as enp
 from ember._src import dtypes as dt
 from ember._src.array import Array, aligned_copy, aligned_empty
+from ember._src.vsla import accumulate as acc
 from ember._src.vsla import symbolic as sym
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -250,7 +251,7 @@ def _end(row: np.ndarray) -> int:
 
 def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
     d = np.dtype(x if isinstance(x, np.dtype) else x.dtype)
-    if not (np.issubdtype(d, np.number) or d == np.bool_):
+    if not (enp.issubdtype(d, np.number) or d == np.bool_):  # ml_dtypes' bfloat16 included
         raise TypeError(f"vsla: non-numeric dtype {d}")
 
 
@@ -316,15 +317,16 @@ FFT_THRESHOLD = 256
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
     """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept).
 
-    Exact for integers (wrapping as NumPy's integer arithmetic does). The products outside the
+    Exact for integers (wrapping as NumPy's integer arithmetic does); floating sums of products
+    accumulate wide (:func:`ember._src.vsla.accumulate.dot_sum`). The products outside the
     band are selected away rather than multiplied by zero, so a NaN or infinity reaches only the
     outputs it contributes to (as ``np.convolve``)."""
     m, n = xa.shape[-1], xb.shape[-1]
     k = np.arange(length)[:, None] - np.arange(m)[None, :]
     valid = enp.asarray((k >= 0) & (k < n))
     toe = enp.take(xb, enp.asarray(np.where((k >= 0) & (k < n), k, 0)), axis=-1)
-    prod = xa[..., None, :] * toe
-    return enp.sum(enp.where(valid, prod, sym.zero(prod.dtype)), axis=-1)
+    toe = enp.where(valid, toe, sym.zero(toe.dtype))
+    return acc.dot_sum(enp.where(valid, xa[..., None, :], sym.zero(xa.dtype)), toe, -1)
 
 
 def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
@@ -333,6 +335,8 @@ def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
     rounded to the nearest integer (exact while the transform's rounding stays below 1/2)."""
     size = next_pow2(length)
     dtype = enp.result_type(xa.dtype, xb.dtype)
+    if acc.is_half(dtype):  # float16/bfloat16 storage: transformed in float32, rounded once
+        return _conv_fft(xa.astype(np.float32), xb.astype(np.float32), length).astype(dtype)
     if enp.issubdtype(dtype, enp.complexfloating):
         out = enp.fft.ifft(enp.fft.fft(xa.astype(dtype), n=size) * enp.fft.fft(xb.astype(dtype), n=size))
         return out[..., :length]
