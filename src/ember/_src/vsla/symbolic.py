@@ -396,3 +396,38 @@ def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
         out = enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), tuple(shape))
     lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
     return out, lengths
+
+
+def affine(a: Pair, g: Pair | None, b: Pair | None) -> Pair:
+    """``a * g + b`` on the last axis with rank-1 ``g``/``b`` (either may be None), broadcast over
+    the leading axes: the last axis zero-extended to the joint capacity, its length the largest of
+    the three; a ``b`` is masked off the leading axes' slack (where ``a`` is zero, ``b`` is not)."""
+    x, lx = a
+    cap = x.shape[-1]
+    for p in (g, b):
+        if p is not None:
+            cap = sh.dmax(cap, p[0].shape[0])
+    out = extend(x, list(x.shape[:-1]) + [cap])
+    last = lx[-1]
+    for p, op in ((g, lambda u, w: u * w), (b, lambda u, w: u + w)):
+        if p is not None:
+            out = op(out, extend(p[0], [cap]).astype(out.dtype))
+            last = enp.maximum(last, p[1][0])
+    lengths = enp.concatenate([lx[:-1], last[None]]).astype(np.int32)
+    if b is not None and x.ndim > 1:
+        out = enp.where(logical_mask(out, lengths, axes=range(x.ndim - 1)), out, zero(out.dtype))
+    return out, lengths
+
+
+def scatter_static(a: Pair, idx: np.ndarray, size: int, ax: int) -> Pair:
+    """Scatter-add of the first ``len(idx)`` entries along ``ax`` into ``size`` positions: one
+    contraction with the static one-hot matrix of ``idx`` (symbolic capacities allowed; its
+    derivative is the gather)."""
+    x, lx = a
+    k = int(idx.size)
+    x = extend(x, [sh.dmax(c, k) if i == ax else c for i, c in enumerate(x.shape)])
+    x = x[(slice(None),) * ax + (slice(0, k),)]
+    onehot = np.asarray(idx[:, None] == np.arange(size)[None, :], dtype=np.dtype(x.dtype))
+    out = enp.moveaxis(enp.matmul(enp.moveaxis(x, ax, -1), enp.asarray(onehot)), -1, ax)
+    lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([size], np.int32)), lx[ax + 1:]])
+    return out, lengths.astype(np.int32)
