@@ -263,9 +263,9 @@ def scatter(updates: VArray, indices: Any, size: int | None = None, axis: int = 
     transpose of :func:`gather` (the specification's ``gX = scatter(g_out, indices)``): entries of
     ``updates`` past ``len(indices)`` on ``axis`` are not read.
 
-    ``indices`` are host integers (1-D), also under ``vsla.jit``: the scatter is one contraction
-    with their static one-hot matrix, so it runs at symbolic capacities and is differentiable
-    (its derivative is the gather)."""
+    ``indices`` are host integers (1-D), also under ``vsla.jit``: the scatter is one selection and
+    sum with their static one-hot matrix (``symbolic.select_sum``), so it runs at symbolic
+    capacities and is differentiable (its derivative is the gather)."""
     v = array(updates)
     ax = _axis(v, axis)
     idx = np.asarray(indices, dtype=np.int64)

@@ -362,11 +362,13 @@ def slice_static(a: Pair, start: Sequence[int], stop: Sequence[int]) -> Pair:
 
 
 def gather_static(a: Pair, idx: np.ndarray, ax: int) -> Pair:
-    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero)."""
+    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero), as
+    a :func:`select_sum` with the indices' one-hot matrix (differentiable at symbolic capacities)."""
     x, lx = a
     top = int(idx.max()) + 1 if idx.size else 0
     x = extend(x, [sh.dmax(c, top) if i == ax else c for i, c in enumerate(x.shape)])
-    out = enp.take(x, enp.asarray(idx.astype(np.int32)), axis=ax)
+    x = x[(slice(None),) * ax + (slice(0, top),)]
+    out = select_sum(x, ax, np.arange(top)[:, None] == idx[None, :])
     lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([idx.size], np.int32)), lx[ax + 1:]])
     return out, lengths
 
@@ -420,14 +422,25 @@ def affine(a: Pair, g: Pair | None, b: Pair | None) -> Pair:
 
 
 def scatter_static(a: Pair, idx: np.ndarray, size: int, ax: int) -> Pair:
-    """Scatter-add of the first ``len(idx)`` entries along ``ax`` into ``size`` positions: one
-    contraction with the static one-hot matrix of ``idx`` (symbolic capacities allowed; its
+    """Scatter-add of the first ``len(idx)`` entries along ``ax`` into ``size`` positions: a
+    :func:`select_sum` with the static one-hot matrix of ``idx`` (symbolic capacities allowed; its
     derivative is the gather)."""
     x, lx = a
     k = int(idx.size)
     x = extend(x, [sh.dmax(c, k) if i == ax else c for i, c in enumerate(x.shape)])
     x = x[(slice(None),) * ax + (slice(0, k),)]
-    onehot = np.asarray(idx[:, None] == np.arange(size)[None, :], dtype=np.dtype(x.dtype))
-    out = enp.moveaxis(enp.matmul(enp.moveaxis(x, ax, -1), enp.asarray(onehot)), -1, ax)
+    out = select_sum(x, ax, idx[:, None] == np.arange(size)[None, :])
     lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([size], np.int32)), lx[ax + 1:]])
     return out, lengths.astype(np.int32)
+
+
+def select_sum(x: Any, ax: int, sel: np.ndarray) -> Any:
+    """``out[..., o, ...] = sum_i x[..., i, ...]`` over the ``i`` with ``sel[i, o]`` (a static boolean
+    ``(x.shape[ax], n_out)`` matrix): gather and scatter-add with static indices. The entries are
+    selected before they are summed (a NaN reaches only the outputs it is selected for, which a
+    product with a one-hot matrix would not give), and the derivative is a broadcast and the same
+    selection, which runs at symbolic sizes (a scatter does not). Holds ``n_in x n_out`` entries per
+    row of the other axes."""
+    xm = enp.moveaxis(x, ax, -1)[..., :, None]
+    picked = enp.where(enp.asarray(sel), xm, zero(x.dtype))
+    return enp.moveaxis(enp.sum(picked, axis=-2), -1, ax)
