@@ -251,7 +251,7 @@ def _end(row: np.ndarray) -> int:
 
 def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
     d = np.dtype(x if isinstance(x, np.dtype) else x.dtype)
-    if not (enp.issubdtype(d, np.number) or d == np.bool_):  # ml_dtypes' bfloat16 included
+    if not (np.issubdtype(d, np.number) or d == np.bool_ or d.name == "bfloat16"):  # ml_dtypes' bfloat16
         raise TypeError(f"vsla: non-numeric dtype {d}")
 
 
