@@ -16,6 +16,7 @@ import ember.numpy as enp
 from ember._src import dtypes as dt
 from ember._src.array import Array, aligned_copy, aligned_empty
 from ember._src.vsla import accumulate as acc
+from ember._src.vsla import convnd
 from ember._src.vsla import symbolic as sym
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -274,8 +275,10 @@ def array(data: Any, dtype: Any = None) -> VArray:
     return VArray(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
 
 
-def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
-    """Model A product: convolution on the last axis (leading axes are batch, promoted).
+def conv(a: VArray, b: VArray, method: str = "auto", dims: int = 1) -> VArray:
+    """Model A product: convolution on the last axis (leading axes are batch, promoted); ``dims=2``
+    or ``3`` convolves the last 2 or 3 axes (Conv2D/Conv3D: sizes ``m_i + n_i - 1``, one 1-D conv of
+    the flattened operands, ``convnd.py``).
 
     ``method`` is ``"auto"`` (direct below ``FFT_THRESHOLD`` of ``m * n``, FFT above), ``"direct"``
     or ``"fft"``. Under ``vsla.jit`` the sizes are runtime values and ``"auto"`` decides on the
@@ -290,6 +293,10 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
         raise ValueError(f"vsla.conv: mixed ranks {a.ndim} and {b.ndim}")
     if a.ndim == 0:
         raise ValueError("vsla.conv: operands need at least one axis")
+    if not 1 <= int(dims) <= a.ndim:
+        raise ValueError(f"vsla.conv: dims must be between 1 and the rank {a.ndim}, got {dims}")
+    if dims > 1:
+        return _conv_nd(a, b, method, int(dims))
     if any_symbolic(a, b):
         return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), method, FFT_THRESHOLD)))
     m, n = a.shape[-1], b.shape[-1]
@@ -308,6 +315,37 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     out = _conv_fft(xa, xb, length) if use_fft else _conv_direct(xa, xb, length)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
     return VArray(enp.pad(out, pad), shape)
+
+
+def _conv_nd(a: VArray, b: VArray, method: str, k: int) -> VArray:
+    """``conv`` over the last ``k > 1`` axes (:mod:`.convnd`)."""
+    if any_symbolic(a, b):
+        return VArray(*_pair_args(convnd.conv_nd_pairs(a.pair(), b.pair(), k, method, FFT_THRESHOLD)))
+    nb = a.ndim - k
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:nb], b.shape[:nb]))
+    ms, ns = a.shape[nb:], b.shape[nb:]
+    empty = 0 in ms or 0 in ns or 0 in batch
+    shape = batch + tuple(0 if empty else m + n - 1 for m, n in zip(ms, ns))
+    dtype = enp.result_type(a.dtype, b.dtype)
+    if empty:
+        return VArray(enp.zeros(tuple(next_pow2(d) for d in shape), dtype=dtype), shape)
+    xa = _logical_to(a, batch + ms)
+    xb = _logical_to(b, batch + ns)
+
+    def conv1d(fa: Any, fb: Any) -> Any:
+        m, n = fa.shape[-1], fb.shape[-1]
+        exact = not enp.issubdtype(dtype, enp.inexact)
+        use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD and not exact)
+        return (_conv_fft if use_fft else _conv_direct)(fa, fb, m + n - 1)
+
+    out = convnd.conv_nd_static(xa, xb, k, conv1d)
+    return VArray(enp.pad(out, [(0, next_pow2(d) - d) for d in shape]), shape)
+
+
+def _logical_to(v: VArray, shape: tuple[int, ...]) -> Any:
+    """``v``'s logical extent zero-extended to ``shape`` (each entry >= the logical size)."""
+    x = v.logical()
+    return enp.pad(x, [(0, s - d) for s, d in zip(shape, v.shape)])
 
 
 FFT_THRESHOLD = 256
