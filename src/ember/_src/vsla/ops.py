@@ -213,8 +213,7 @@ def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
 
     ``shape`` is static (Python integers), also under ``vsla.jit``: there the logical sizes are
     runtime values, so the result is one gather, a size mismatch is reported when the jitted
-    function returns, and its gradient has no native lowering (the gather's transpose is a scatter
-    at symbolic sizes)."""
+    function returns, and its gradient is the inverse gather (``symbolic.reshape_static``)."""
     v = array(v)
     shape = tuple(int(d) for d in shape)
     if v.symbolic:

@@ -18,7 +18,7 @@ import ember.numpy as enp
 from ember import lax
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
-from ember._src.custom_derivatives import custom_jvp
+from ember._src.custom_derivatives import custom_jvp, custom_vjp
 from ember._src.dynamic import dimension_as_value
 from ember._src.prims.fft import fft_conv as lax_fft_conv
 from ember._src.vsla import accumulate as acc
@@ -378,9 +378,25 @@ def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
     (row-major) reads the source element whose logical multi-index is ``f`` unravelled over the
     runtime lengths, one gather from the flattened data. When the logical size differs from
     ``prod(shape)`` the data are zeros and every length is -1 (``vsla.jit`` reports it when the
-    result comes back)."""
+    result comes back). The derivative is the inverse gather (each stored entry reads the output
+    position its logical index ravels to), a ``custom_vjp``: the gather's own transpose would be a
+    scatter, which has no native lowering at symbolic sizes."""
     x, lx = a
+    shape = tuple(int(d) for d in shape)
+    gather = custom_vjp(lambda u, ln: _reshape_gather(u, ln, shape))
+    gather.defvjp(lambda u, ln: (_reshape_gather(u, ln, shape), (u, ln)),
+                  lambda res, g: (_reshape_scatter(res[0], res[1], g), None))
+    out = gather(x, lx)
+    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
+    ok = size == int(np.prod(shape, dtype=np.int64))
+    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
+    return out, lengths
+
+
+def _reshape_gather(x: Any, lx: Any, shape: tuple[int, ...]) -> Any:
     n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return enp.zeros(shape, x.dtype)
     rem = lax.iota(np.int32, n)
     src = enp.zeros((n,), np.int32)
     stride: Any = 1
@@ -389,15 +405,34 @@ def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
         src = src + (rem % ln) * stride
         rem = rem // ln
         stride = stride * dimension_as_value(x.shape[d], np.int32)
-    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
-    ok = size == n
+    ok = (enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))) == n
     flat = enp.reshape(x, (-1,))
-    if n == 0:
-        out = enp.zeros(tuple(shape), x.dtype)
-    else:
-        out = enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), tuple(shape))
-    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
-    return out, lengths
+    return enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), shape)
+
+
+def _reshape_scatter(x: Any, lx: Any, g: Any) -> Any:
+    """The transpose of :func:`_reshape_gather`: stored entry ``q`` of ``x`` (capacities) takes
+    ``g`` at the row-major position of its logical index when that index is inside the lengths."""
+    n = int(np.prod(g.shape, dtype=np.int64))
+    if n == 0 or x.ndim == 0:
+        return enp.zeros_like(x) if n == 0 else enp.reshape(g, x.shape).astype(x.dtype)
+    total: Any = 1
+    for c in x.shape:
+        total = total * c
+    rem = lax.iota(np.int32, total)
+    pos = enp.zeros_like(rem)
+    inside = enp.ones(rem.shape, bool)
+    mult: Any = enp.asarray(np.int32(1))
+    for d in reversed(range(x.ndim)):
+        i = rem % dimension_as_value(x.shape[d], np.int32)
+        rem = rem // dimension_as_value(x.shape[d], np.int32)
+        inside = inside & (i < lx[d])
+        pos = pos + i * mult
+        mult = mult * lx[d]
+    valid = inside & (mult == n)
+    flat = enp.reshape(g, (-1,))
+    out = enp.where(valid, enp.take(flat, enp.where(valid, pos, 0)), zero(g.dtype))
+    return enp.reshape(out, x.shape).astype(x.dtype)
 
 
 def affine(a: Pair, g: Pair | None, b: Pair | None) -> Pair:
