@@ -453,3 +453,9 @@ def test_rowwise_conv_and_kron_under_vsla_jit_one_compile(dtype=np.float32):
             ws = np.convolve(z, x) if z.size and x.size else np.zeros(0)
             np.testing.assert_allclose(np.asarray(s.row(i).logical()), ws, rtol=1e-5, atol=tol)
     assert f.cache_info()["compiles"] == 1
+    # ember.grad through the jitted program: d/da sum(conv(a_i, b_i)) = sum(b_i) on row i
+    a = vsla.ragged([[1.0, 2.0, 0.0], [3.0], []])
+    b = vsla.ragged([[1.0, -1.0], [2.0, 5.0, 0.5], [4.0]])
+    h = vsla.jit(lambda p, q: p.conv(q).sum())
+    g = ember.grad(lambda p: ember.numpy.sum(h(p, b)))(a)
+    np.testing.assert_allclose(np.asarray(g.values), [0.0, 0.0, 0.0, 7.5])
