@@ -70,3 +70,18 @@ def test_reshape_under_vsla_jit():
     np.testing.assert_array_equal(flat.to_numpy(), np.arange(1.0, 7.0))
     with pytest.raises(ValueError, match="differs from its operand's logical size"):
         f(vsla.array(np.ones((3, 3), np.float32)))
+
+
+def test_reshape_gradient_under_vsla_jit_one_compile():
+    """d/dx sum(reshape(x, (3, 4)) * w) = w reshaped to x's logical shape (the inverse gather), for
+    operands of different shapes and capacities in one compile; an eager reference too."""
+    w = np.arange(10.0, 22.0, dtype=np.float32).reshape(3, 4)
+    loss = lambda v: vsla.sum(vsla.sum(vsla.reshape(v, (3, 4)) * vsla.array(w)))  # noqa: E731
+    dl = vsla.jit(vsla.grad(loss))
+    for shape in [(2, 6), (4, 3), (12, 1), (1, 12), (3, 4)]:
+        x = np.arange(1.0, 13.0, dtype=np.float32).reshape(shape)
+        got = dl(vsla.array(x))
+        assert got.shape == shape
+        np.testing.assert_array_equal(np.asarray(got.logical()), w.reshape(shape))
+        np.testing.assert_array_equal(np.asarray(vsla.grad(loss)(vsla.array(x)).logical()), w.reshape(shape))
+    assert dl.cache_info()["compiles"] == 1

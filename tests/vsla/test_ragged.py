@@ -424,3 +424,38 @@ def test_rowwise_conv_and_kron_errors():
         a.kron(vsla.array([1.0]))
     with pytest.raises(ValueError, match="rank 1"):
         vsla.ragged([np.ones((2, 2))]).conv(vsla.ragged([np.ones((1, 1))]))
+
+
+def test_rowwise_conv_and_kron_under_vsla_jit_one_compile(dtype=np.float32):
+    """Ragged.conv / Ragged.kron inside vsla.jit: np.convolve / np.kron per row for every set of
+    lengths (empty, all-zero and trailing-zero rows, rows past the FFT threshold), one compile."""
+    rng = np.random.default_rng(43)
+    f = vsla.jit(lambda p, q: (p.conv(q), p.kron(q), p.conv(q, method="direct"), (p + q).conv(p)))
+    layouts = [([3, 1, 5], [2, 4, 1]), ([0, 2, 7, 40], [3, 0, 2, 30]), ([9], [9]), ([1, 1], [1, 2])]
+    for la, lb in layouts:
+        xs, ys = _random_rows(rng, la, dtype), _random_rows(rng, lb, dtype)
+        if xs[-1].size:
+            xs[-1][-1] = 0  # a trailing zero: kron uses the minimal representative
+        a, b = vsla.ragged(xs, dtype=dtype), vsla.ragged(ys, dtype=dtype)
+        c, k, d, s = f(a, b)
+        assert c.dtype == k.dtype == dtype
+        assert c.lengths.tolist() == [0 if m == 0 or n == 0 else m + n - 1 for m, n in zip(la, lb)]
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            want = np.convolve(x, y) if x.size and y.size else np.zeros(0)
+            tol = 1e-4 * max(1.0, float(np.abs(want).max(initial=0)))
+            np.testing.assert_allclose(np.asarray(c.row(i).logical()), want, rtol=1e-5, atol=tol)
+            exact = np.convolve(x.astype(np.float64), y.astype(np.float64)) if x.size and y.size else want
+            np.testing.assert_allclose(np.asarray(d.row(i).logical()), exact.astype(dtype), rtol=2.4e-7)
+            np.testing.assert_array_equal(np.asarray(k.row(i).logical()), np.kron(_trim(x), _trim(y)))
+            z = np.zeros(max(x.size, y.size), dtype)
+            z[: x.size] += x
+            z[: y.size] += y
+            ws = np.convolve(z, x) if z.size and x.size else np.zeros(0)
+            np.testing.assert_allclose(np.asarray(s.row(i).logical()), ws, rtol=1e-5, atol=tol)
+    assert f.cache_info()["compiles"] == 1
+    # ember.grad through the jitted program: d/da sum(conv(a_i, b_i)) = sum(b_i) on row i
+    a = vsla.ragged([[1.0, 2.0, 0.0], [3.0], []])
+    b = vsla.ragged([[1.0, -1.0], [2.0, 5.0, 0.5], [4.0]])
+    h = vsla.jit(lambda p, q: p.conv(q).sum())
+    g = ember.grad(lambda p: ember.numpy.sum(h(p, b)))(a)
+    np.testing.assert_allclose(np.asarray(g.values), [0.0, 0.0, 0.0, 7.5])

@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 import builtins
+import collections
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 import ember.numpy as enp
+from ember._src.vsla import accumulate as acc
 from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, any_symbolic, array, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
-           "reshape", "slice", "gather"]
+           "reshape", "slice", "gather", "scatter"]
 
 builtins_slice = builtins.slice
 
@@ -56,7 +58,9 @@ def matmul(a: VArray, b: VArray) -> VArray:
     Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
     size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
     not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
-    missing matrix is a zero matrix)."""
+    missing matrix is a zero matrix). Under ``jax_enable_x64`` float16/bfloat16/float32 operands
+    are multiplied in float64 and the result rounded once (the specification's double
+    accumulation); without x64 the product is the native float32 GEMM."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
@@ -66,7 +70,7 @@ def matmul(a: VArray, b: VArray) -> VArray:
     batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
     xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
     xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
-    return _wrap(enp.matmul(xa, xb))
+    return _wrap(acc.narrow(enp.matmul(acc.widen(xa), acc.widen(xb)), enp.result_type(a.dtype, b.dtype)))
 
 
 def _batch_size(x: int, y: int) -> int:
@@ -89,40 +93,82 @@ def _logical_as(v: VArray, shape: tuple[int, ...]) -> Any:
     return enp.pad(x, [(0, s - d) for s, d in zip(shape, v.shape)])
 
 
+def _in_float32(v: VArray) -> VArray:
+    """float16/bfloat16 data as float32 (they compute in float32, §15); other dtypes unchanged."""
+    return v._with_data(v.data.astype(np.float32)) if acc.is_half(v.dtype) else v
+
+
+def _stored(out: VArray, dtype: Any) -> VArray:
+    """``out`` rounded once to the storage ``dtype``."""
+    return out if np.dtype(out.dtype) == np.dtype(dtype) else out._with_data(out.data.astype(dtype))
+
+
 def softmax(v: VArray, axis: int = -1) -> VArray:
     """Softmax over the logical extent of ``axis`` (trailing slack excluded, not treated as zeros)."""
     v = array(v)
     ax = _axis(v, axis)
+    dtype, v = v.dtype, _in_float32(v)
     if v.symbolic:
-        return _pair(sym.softmax(v.pair(), ax))
+        return _stored(_pair(sym.softmax(v.pair(), ax)), dtype)
     if v.shape[ax] == 0:
-        return v
+        return _stored(v, dtype)
     x = v.logical()
     e = enp.exp(x - enp.max(x, axis=ax, keepdims=True))
-    return _wrap(e / sym.wide_sum(e, ax, keepdims=True))
+    return _stored(_wrap(e / sym.wide_sum(e, ax, keepdims=True)), dtype)
 
 
-def rms_norm(v: VArray, eps: float = 1e-6) -> VArray:
-    """RMS normalisation over the logical last axis."""
+def rms_norm(v: VArray, eps: float = 1e-6, gamma: Any = None) -> VArray:
+    """RMS normalisation over the logical last axis, times the gain ``gamma`` when given
+    (``Y = X / rms(X) * gamma``, §9.4; ``gamma`` a rank-1 VArray over the last axis, zero-extended
+    like any Hadamard factor, so entries past its length are zero)."""
     v = array(v)
-    if v.symbolic:
-        return _pair(sym.rms_norm(v.pair(), eps))
-    if v.shape[-1] == 0:
-        return v
-    x = v.logical()
-    return _wrap(x / enp.sqrt(sym.wide_mean(x * x, x.shape[-1]) + eps))
+    dtype, w = v.dtype, _in_float32(v)
+    if w.symbolic:
+        out = _pair(sym.rms_norm(w.pair(), eps))
+    elif w.shape[-1] == 0:
+        out = w
+    else:
+        x = w.logical()
+        out = _wrap(x / enp.sqrt(sym.wide_mean(x * x, x.shape[-1]) + eps))
+    return _stored(_affine(out, gamma, None), dtype)
 
 
-def layer_norm(v: VArray, eps: float = 1e-5) -> VArray:
-    """Layer normalisation (zero mean, unit variance) over the logical last axis."""
+def layer_norm(v: VArray, eps: float = 1e-5, gamma: Any = None, beta: Any = None) -> VArray:
+    """Layer normalisation (zero mean, unit variance) over the logical last axis, then
+    ``* gamma + beta`` when given (§9.4; rank-1 VArrays over the last axis, with the ambient
+    promotion of ``*`` and ``+``: the result's last length is the largest of the three, and a
+    ``beta`` longer than a row extends it). Leading axes broadcast ``gamma``/``beta``; their slack
+    stays zero."""
     v = array(v)
-    if v.symbolic:
-        return _pair(sym.layer_norm(v.pair(), eps))
-    if v.shape[-1] == 0:
+    dtype, w = v.dtype, _in_float32(v)
+    if w.symbolic:
+        out = _pair(sym.layer_norm(w.pair(), eps))
+    elif w.shape[-1] == 0:
+        out = w
+    else:
+        x = w.logical()
+        c = x - sym.wide_mean(x, x.shape[-1])
+        out = _wrap(c / enp.sqrt(sym.wide_mean(c * c, x.shape[-1]) + eps))
+    return _stored(_affine(out, gamma, beta), dtype)
+
+
+def _affine(v: VArray, gamma: Any, beta: Any) -> VArray:
+    """``v * gamma + beta`` on the last axis (either may be None)."""
+    if gamma is None and beta is None:
         return v
-    x = v.logical()
-    c = x - sym.wide_mean(x, x.shape[-1])
-    return _wrap(c / enp.sqrt(sym.wide_mean(c * c, x.shape[-1]) + eps))
+    params = [None if p is None else _in_float32(array(p)) for p in (gamma, beta)]
+    for p in params:
+        if p is not None and p.ndim != 1:
+            raise ValueError(f"vsla: gamma and beta must be rank-1 VArrays over the last axis, got rank "
+                             f"{p.ndim}")
+    if v.ndim == 0:
+        raise ValueError("vsla: gamma/beta need an operand with at least one axis")
+    g, b = params
+    if any_symbolic(v, *(p for p in params if p is not None)):
+        return _pair(sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair()))
+    data, _ = sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair())
+    last = max([v.shape[-1]] + [p.shape[0] for p in params if p is not None])
+    return VArray(data, v.shape[:-1] + (last,))
 
 
 def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
@@ -134,23 +180,29 @@ def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
     return VArray(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
 
 
-def window(stream: Iterable[Any], w: int) -> Iterator[VArray]:
-    """Over a stream of VArrays, emit the stack of the last ``w`` items on every ``w``-th push."""
+def window(stream: Iterable[Any], w: int, stride: int | None = None) -> Iterator[VArray]:
+    """Over a stream of VArrays, emit the stack of the last ``w`` items every ``stride`` pushes
+    (default ``stride = w``: disjoint windows): the windows start at items ``0, stride, 2 stride,
+    ...`` and each is emitted when its last item arrives (``stride < w`` overlaps them, ``stride >
+    w`` skips the items between)."""
     if w <= 0:
         raise ValueError(f"vsla.window: w must be positive, got {w}")
-    buf: list[Any] = []
-    for item in stream:
+    stride = w if stride is None else int(stride)
+    if stride <= 0:
+        raise ValueError(f"vsla.window: stride must be positive, got {stride}")
+    buf: collections.deque = collections.deque(maxlen=w)
+    for i, item in enumerate(stream):
         buf.append(item)
-        if len(buf) == w:
-            yield stack(buf)
-            buf = []
+        if i + 1 >= w and (i + 1 - w) % stride == 0:
+            yield stack(list(buf))
 
 
-def pyramid(stream: Iterable[Any], levels: int, w: int) -> Iterator[VArray]:
-    """Compose ``levels`` windows of width ``w``: each level stacks ``w`` outputs of the one below."""
+def pyramid(stream: Iterable[Any], levels: int, w: int, stride: int | None = None) -> Iterator[VArray]:
+    """Compose ``levels`` windows of width ``w`` (and ``stride``, default ``w``): each level stacks
+    ``w`` outputs of the one below."""
     out: Iterable[Any] = stream
     for _ in range(levels):
-        out = window(out, w)
+        out = window(out, w, stride)
     return iter(out)
 
 
@@ -161,8 +213,7 @@ def reshape(v: VArray, shape: tuple[int, ...]) -> VArray:
 
     ``shape`` is static (Python integers), also under ``vsla.jit``: there the logical sizes are
     runtime values, so the result is one gather, a size mismatch is reported when the jitted
-    function returns, and its gradient has no native lowering (the gather's transpose is a scatter
-    at symbolic sizes)."""
+    function returns, and its gradient is the inverse gather (``symbolic.reshape_static``)."""
     v = array(v)
     shape = tuple(int(d) for d in shape)
     if v.symbolic:
@@ -202,3 +253,30 @@ def gather(v: VArray, indices: Any, axis: int = 0) -> VArray:
     top = int(idx.max()) + 1 if idx.size else 0
     full = _logical_as(v, tuple(max(d, top) if i == ax else d for i, d in enumerate(v.shape)))
     return _wrap(enp.take(full, enp.asarray(idx), axis=ax))
+
+
+def scatter(updates: VArray, indices: Any, size: int | None = None, axis: int = 0) -> VArray:
+    """Scatter-add: a VArray whose entry ``k`` along ``axis`` is the sum of the rows ``j`` of
+    ``updates`` with ``indices[j] == k`` (zero where no index points), of length ``size`` on that
+    axis (default ``max(indices) + 1``; the other axes are those of ``updates``). It is the
+    transpose of :func:`gather` (the specification's ``gX = scatter(g_out, indices)``): entries of
+    ``updates`` past ``len(indices)`` on ``axis`` are not read.
+
+    ``indices`` are host integers (1-D), also under ``vsla.jit``: the scatter is one selection and
+    sum with their static one-hot matrix (``symbolic.select_sum``), so it runs at symbolic
+    capacities and is differentiable (its derivative is the gather)."""
+    v = array(updates)
+    ax = _axis(v, axis)
+    idx = np.asarray(indices, dtype=np.int64)
+    if idx.ndim != 1:
+        raise ValueError(f"vsla.scatter: indices must be 1-D, got shape {idx.shape}")
+    if idx.size and idx.min() < 0:
+        raise ValueError("vsla.scatter: negative indices are not defined on classes")
+    top = int(idx.max()) + 1 if idx.size else 0
+    size = top if size is None else int(size)
+    if size < top:
+        raise ValueError(f"vsla.scatter: size {size} is below max(indices) + 1 = {top}")
+    if v.symbolic:
+        return _pair(sym.scatter_static(v.pair(), idx, size, ax))
+    data, _ = sym.scatter_static(v.pair(), idx, size, ax)
+    return _wrap(data[tuple(builtins_slice(0, d) for d in v.shape[:ax] + (size,) + v.shape[ax + 1:])])

@@ -28,10 +28,12 @@ import numpy as np
 
 import ember.numpy as enp
 from ember._src import dtypes as dt
+from ember._src import shapes as sh
 from ember._src.core import Tracer
 from ember._src.jit import jit as ember_jit
 from ember._src.prims.ragged import MAX_RANK, ragged_binary, ragged_rowsum
-from ember._src.vsla.varray import VArray, array, conv, stack
+from ember._src.vsla import ragged_products as rp
+from ember._src.vsla.varray import FFT_THRESHOLD, VArray, array, conv, stack
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
 
@@ -94,16 +96,19 @@ class Ragged:
     then raise a ``TracerError``.
     """
 
-    __slots__ = ("values", "shapes", "offsets")
+    __slots__ = ("values", "shapes", "offsets", "row_cap")
 
-    def __init__(self, values: Any, shapes: Any, offsets: np.ndarray | None = None):
+    def __init__(self, values: Any, shapes: Any, offsets: np.ndarray | None = None, row_cap: Any = None):
         """``shapes``: host int64 ``(rows, rank)`` (1-D: the row lengths of 1-D rows) or, under
-        ``vsla.jit``, a runtime int32 matrix; ``offsets``: the host offsets, when known. Unchecked:
-        use :func:`ragged`, :meth:`from_lengths` or :meth:`from_shapes` to build from data."""
+        ``vsla.jit``, a runtime int32 matrix; ``offsets``: the host offsets, when known; ``row_cap``:
+        under ``vsla.jit``, a bound on the rows' sizes (a symbolic dim; None: the stored size).
+        Unchecked: use :func:`ragged`, :meth:`from_lengths` or :meth:`from_shapes` to build from
+        data."""
         if isinstance(shapes, np.ndarray) and shapes.ndim == 1:
             shapes = shapes.reshape(-1, 1)
         self.values = values
         self.shapes = shapes
+        self.row_cap = row_cap
         if isinstance(shapes, np.ndarray):
             self.offsets = _offsets(_sizes(shapes)) if offsets is None else offsets
         else:  # runtime shapes (under vsla.jit)
@@ -243,7 +248,7 @@ class Ragged:
         return self._with_values(-self.values)
 
     def _with_values(self, values: Any) -> Ragged:
-        return Ragged(values, self.shapes, self.offsets)
+        return Ragged(values, self.shapes, self.offsets, self.row_cap)
 
     def map(self, f: Any) -> Ragged:
         """A unary map with ``f(0) == 0`` (relu, tanh, sin, ...) applied to every stored element."""
@@ -260,11 +265,28 @@ class Ragged:
             raise ValueError(f"vsla.Ragged.{name}: defined for rows of rank 1, got ranks {self.rank} and "
                              f"{other.rank}")
 
+    def _runtime_check(self, other: Any, name: str) -> bool:
+        """Whether a row-wise product runs on runtime shapes (under ``vsla.jit``), checked."""
+        if not isinstance(other, Ragged):
+            raise TypeError(f"vsla.Ragged.{name}: other must be a Ragged, got {type(other).__name__}")
+        if not (self.symbolic or other.symbolic):
+            return False
+        if self.rank != 1 or other.rank != 1:
+            raise ValueError(f"vsla.Ragged.{name}: defined for rows of rank 1, got ranks {self.rank} and "
+                             f"{other.rank}")
+        return True
+
     def conv(self, other: Ragged, method: str = "auto") -> Ragged:
         """Row-wise Model A product: row ``i`` is ``vsla.conv`` of row ``i`` of each operand, of length
         ``la_i + lb_i - 1`` (0 when either row is empty). One batched ``vsla.conv`` of the rows
-        padded to the longest (``method`` as there), then one gather of the rows' results; eager
-        only (the row lengths are read on the host)."""
+        padded to the longest (``method`` as there), then one gather of the rows' results. Under
+        ``vsla.jit`` the same steps run on the runtime lengths (``ragged_products.py``): one compile
+        for every set of lengths."""
+        if method not in ("auto", "direct", "fft"):
+            raise ValueError(f"vsla.Ragged.conv: method must be 'auto', 'direct' or 'fft', got {method!r}")
+        if self._runtime_check(other, "conv"):
+            values, shapes, cap = rp.conv_runtime(self, other, method, FFT_THRESHOLD)
+            return Ragged(values, shapes, row_cap=cap)
         self._pair_check(other, "conv")
         la, lb = self.shapes[:, 0], other.shapes[:, 0]
         lo = np.where((la > 0) & (lb > 0), la + lb - 1, 0)
@@ -282,8 +304,12 @@ class Ragged:
     def kron(self, other: Ragged) -> Ragged:
         """Row-wise Model B product: row ``i`` is ``vsla.kron`` of row ``i`` of each operand (``np.kron``
         of the rows' minimal representatives, length ``ma_i * mb_i``). Two gathers and one
-        multiply over the flat values (gradients flow to both); eager only (the minimal lengths
-        are read from the values)."""
+        multiply over the flat values (gradients flow to both). Under ``vsla.jit`` the minimal
+        lengths are found at run time (``ragged_products.py``; the result is stored at capacity
+        ``len(self.values) * row_cap(other)``)."""
+        if self._runtime_check(other, "kron"):
+            values, shapes, cap = rp.kron_runtime(self, other)
+            return Ragged(values, shapes, row_cap=cap)
         self._pair_check(other, "kron")
         ma, mb = _minimal_lengths(self), _minimal_lengths(other)
         lo = ma * mb
@@ -418,7 +444,8 @@ def _rowwise_runtime(a: Ragged, b: Ragged, op: str) -> Ragged:
     so = enp.maximum(sa, sb)
     out = ragged_binary(a.values.astype(dt), b.values.astype(dt), enp.concatenate([sa, sb, so], axis=1),
                         op=op, roles=(0, 1, 2), total=a.values.shape[0] + b.values.shape[0])
-    return Ragged(out, so)
+    cap = None if a.row_cap is None or b.row_cap is None else sh.dmax(a.row_cap, b.row_cap)
+    return Ragged(out, so, row_cap=cap)
 
 
 def _rowsum(a: Ragged) -> Any:
@@ -465,14 +492,19 @@ def _unflatten(aux: Any, ch: Any) -> Ragged:
 register_pytree_node(Ragged, _flatten, _unflatten)
 
 
-def jit_leaves(r: Ragged, what: str) -> tuple[Any, Any]:
-    """The two leaves a Ragged argument of ``vsla.jit`` enters as: its values (at least one element:
-    a named axis binds sizes >= 1) and its shapes as int32 (a runtime value)."""
+def jit_leaves(r: Ragged, what: str) -> tuple[Any, Any, Any]:
+    """The three leaves a Ragged argument of ``vsla.jit`` enters as: its values (at least one
+    element: a named axis binds sizes >= 1), its shapes as int32 (a runtime value) and a zero-size
+    carrier of shape ``(row_cap, 0)``, ``row_cap = next_pow2`` of its largest row size (a named axis:
+    the bound :mod:`.ragged_products` pads the rows to)."""
     if r.symbolic:
-        return r.values, r.shapes
+        cap = r.row_cap if r.row_cap is not None else r.values.shape[0]
+        return r.values, r.shapes, enp.zeros((cap, 0), np.int8)
     if len(r) == 0:
         raise ValueError(f"{what}: a Ragged argument needs at least one row")
-    return _flat(r.values, r.values.shape[0]), r.shapes.astype(np.int32)
+    top = int(_sizes(r.shapes).max())
+    cap = 1 << max(top - 1, 0).bit_length()
+    return _flat(r.values, r.values.shape[0]), r.shapes.astype(np.int32), np.empty((cap, 0), np.int8)
 
 
 def from_runtime(r: Ragged) -> Ragged:

@@ -18,9 +18,10 @@ import ember.numpy as enp
 from ember import lax
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
-from ember._src.custom_derivatives import custom_jvp
+from ember._src.custom_derivatives import custom_jvp, custom_vjp
 from ember._src.dynamic import dimension_as_value
 from ember._src.prims.fft import fft_conv as lax_fft_conv
+from ember._src.vsla import accumulate as acc
 
 Pair = tuple[Any, Any]
 
@@ -126,7 +127,7 @@ def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     # multiply-and-sum loop: 10x slower at 512 rows of capacity 32)
     toe = enp.where(band, enp.take(y, enp.where(valid, k, 0), axis=-1), zero(y.dtype))
     xb = enp.where(band, x[..., None, :], zero(x.dtype))
-    return enp.sum(xb * toe, axis=-1).astype(dtype)
+    return acc.dot_sum(xb, toe, -1).astype(dtype)  # wide accumulation (accumulate.py)
 
 
 @custom_jvp
@@ -210,16 +211,19 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     """Sum over ``axis`` with wide accumulation (the specification's precision policy: reductions
     accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
     accumulates in float64 (complex128) and is rounded once on the way out. Without x64 there is
-    no double type, and the sum is blocked instead: the whole blocks of ``_BLOCKS_OF`` entries
-    of the axis are summed each, then their sums, then the remainder is added, so no running sum
-    adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)`` terms (two slices and a reshape: no copy,
-    no padding). Integer and float64 sums are plain sums."""
+    no double type (float16/bfloat16 are summed in float32), and the sum is blocked instead: the
+    whole blocks of ``_BLOCKS_OF`` entries of the axis are summed each, then their sums, then the
+    remainder is added, so no running sum adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)``
+    terms (two slices and a reshape: no copy, no padding). Integer and float64 sums are plain
+    sums."""
     d = np.dtype(x.dtype)
     wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
     if wide is None:
         return enp.sum(x, axis=axis, keepdims=keepdims)
     if dt.x64_enabled():
         return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
+    if acc.is_half(d):  # float16/bfloat16 storage: blocked in float32, rounded once
+        return wide_sum(x.astype(np.float32), axis, keepdims).astype(d)
     ax = axis % x.ndim
     c = x.shape[ax]
     if isinstance(c, int) and c <= _BLOCKS_OF:
@@ -281,7 +285,7 @@ def matmul(a: Pair, b: Pair) -> Pair:
         p, q = lx[i], ly[i]
         lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
         x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
-    out = enp.matmul(x, y)
+    out = acc.narrow(enp.matmul(acc.widen(x), acc.widen(y)), enp.result_type(x.dtype, y.dtype))
     if nb:
         keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
                             axes=range(nb))
@@ -358,11 +362,13 @@ def slice_static(a: Pair, start: Sequence[int], stop: Sequence[int]) -> Pair:
 
 
 def gather_static(a: Pair, idx: np.ndarray, ax: int) -> Pair:
-    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero)."""
+    """Entries at the static ``idx`` along ``ax`` (an index past the logical size reads zero), as
+    a :func:`select_sum` with the indices' one-hot matrix (differentiable at symbolic capacities)."""
     x, lx = a
     top = int(idx.max()) + 1 if idx.size else 0
     x = extend(x, [sh.dmax(c, top) if i == ax else c for i, c in enumerate(x.shape)])
-    out = enp.take(x, enp.asarray(idx.astype(np.int32)), axis=ax)
+    x = x[(slice(None),) * ax + (slice(0, top),)]
+    out = select_sum(x, ax, np.arange(top)[:, None] == idx[None, :])
     lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([idx.size], np.int32)), lx[ax + 1:]])
     return out, lengths
 
@@ -372,9 +378,25 @@ def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
     (row-major) reads the source element whose logical multi-index is ``f`` unravelled over the
     runtime lengths, one gather from the flattened data. When the logical size differs from
     ``prod(shape)`` the data are zeros and every length is -1 (``vsla.jit`` reports it when the
-    result comes back)."""
+    result comes back). The derivative is the inverse gather (each stored entry reads the output
+    position its logical index ravels to), a ``custom_vjp``: the gather's own transpose would be a
+    scatter, which has no native lowering at symbolic sizes."""
     x, lx = a
+    shape = tuple(int(d) for d in shape)
+    gather = custom_vjp(lambda u, ln: _reshape_gather(u, ln, shape))
+    gather.defvjp(lambda u, ln: (_reshape_gather(u, ln, shape), (u, ln)),
+                  lambda res, g: (_reshape_scatter(res[0], res[1], g), None))
+    out = gather(x, lx)
+    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
+    ok = size == int(np.prod(shape, dtype=np.int64))
+    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
+    return out, lengths
+
+
+def _reshape_gather(x: Any, lx: Any, shape: tuple[int, ...]) -> Any:
     n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return enp.zeros(shape, x.dtype)
     rem = lax.iota(np.int32, n)
     src = enp.zeros((n,), np.int32)
     stride: Any = 1
@@ -383,12 +405,77 @@ def reshape_static(a: Pair, shape: Sequence[int]) -> Pair:
         src = src + (rem % ln) * stride
         rem = rem // ln
         stride = stride * dimension_as_value(x.shape[d], np.int32)
-    size = enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))
-    ok = size == n
+    ok = (enp.prod(lx.astype(np.int32)) if x.ndim else enp.asarray(np.int32(1))) == n
     flat = enp.reshape(x, (-1,))
-    if n == 0:
-        out = enp.zeros(tuple(shape), x.dtype)
-    else:
-        out = enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), tuple(shape))
-    lengths = enp.where(ok, lengths_const(shape), -enp.ones((len(shape),), np.int32))
+    return enp.reshape(enp.where(ok, enp.take(flat, enp.where(ok, src, 0)), zero(x.dtype)), shape)
+
+
+def _reshape_scatter(x: Any, lx: Any, g: Any) -> Any:
+    """The transpose of :func:`_reshape_gather`: stored entry ``q`` of ``x`` (capacities) takes
+    ``g`` at the row-major position of its logical index when that index is inside the lengths."""
+    n = int(np.prod(g.shape, dtype=np.int64))
+    if n == 0 or x.ndim == 0:
+        return enp.zeros_like(x) if n == 0 else enp.reshape(g, x.shape).astype(x.dtype)
+    total: Any = 1
+    for c in x.shape:
+        total = total * c
+    rem = lax.iota(np.int32, total)
+    pos = enp.zeros_like(rem)
+    inside = enp.ones(rem.shape, bool)
+    mult: Any = enp.asarray(np.int32(1))
+    for d in reversed(range(x.ndim)):
+        i = rem % dimension_as_value(x.shape[d], np.int32)
+        rem = rem // dimension_as_value(x.shape[d], np.int32)
+        inside = inside & (i < lx[d])
+        pos = pos + i * mult
+        mult = mult * lx[d]
+    valid = inside & (mult == n)
+    flat = enp.reshape(g, (-1,))
+    out = enp.where(valid, enp.take(flat, enp.where(valid, pos, 0)), zero(g.dtype))
+    return enp.reshape(out, x.shape).astype(x.dtype)
+
+
+def affine(a: Pair, g: Pair | None, b: Pair | None) -> Pair:
+    """``a * g + b`` on the last axis with rank-1 ``g``/``b`` (either may be None), broadcast over
+    the leading axes: the last axis zero-extended to the joint capacity, its length the largest of
+    the three; a ``b`` is masked off the leading axes' slack (where ``a`` is zero, ``b`` is not)."""
+    x, lx = a
+    cap = x.shape[-1]
+    for p in (g, b):
+        if p is not None:
+            cap = sh.dmax(cap, p[0].shape[0])
+    out = extend(x, list(x.shape[:-1]) + [cap])
+    last = lx[-1]
+    for p, op in ((g, lambda u, w: u * w), (b, lambda u, w: u + w)):
+        if p is not None:
+            out = op(out, extend(p[0], [cap]).astype(out.dtype))
+            last = enp.maximum(last, p[1][0])
+    lengths = enp.concatenate([lx[:-1], last[None]]).astype(np.int32)
+    if b is not None and x.ndim > 1:
+        out = enp.where(logical_mask(out, lengths, axes=range(x.ndim - 1)), out, zero(out.dtype))
     return out, lengths
+
+
+def scatter_static(a: Pair, idx: np.ndarray, size: int, ax: int) -> Pair:
+    """Scatter-add of the first ``len(idx)`` entries along ``ax`` into ``size`` positions: a
+    :func:`select_sum` with the static one-hot matrix of ``idx`` (symbolic capacities allowed; its
+    derivative is the gather)."""
+    x, lx = a
+    k = int(idx.size)
+    x = extend(x, [sh.dmax(c, k) if i == ax else c for i, c in enumerate(x.shape)])
+    x = x[(slice(None),) * ax + (slice(0, k),)]
+    out = select_sum(x, ax, idx[:, None] == np.arange(size)[None, :])
+    lengths = enp.concatenate([lx[:ax], enp.asarray(np.array([size], np.int32)), lx[ax + 1:]])
+    return out, lengths.astype(np.int32)
+
+
+def select_sum(x: Any, ax: int, sel: np.ndarray) -> Any:
+    """``out[..., o, ...] = sum_i x[..., i, ...]`` over the ``i`` with ``sel[i, o]`` (a static boolean
+    ``(x.shape[ax], n_out)`` matrix): gather and scatter-add with static indices. The entries are
+    selected before they are summed (a NaN reaches only the outputs it is selected for, which a
+    product with a one-hot matrix would not give), and the derivative is a broadcast and the same
+    selection, which runs at symbolic sizes (a scatter does not). Holds ``n_in x n_out`` entries per
+    row of the other axes."""
+    xm = enp.moveaxis(x, ax, -1)[..., :, None]
+    picked = enp.where(enp.asarray(sel), xm, zero(x.dtype))
+    return enp.moveaxis(enp.sum(picked, axis=-2), -1, ax)

@@ -15,6 +15,8 @@ import numpy as np
 import ember.numpy as enp
 from ember._src import dtypes as dt
 from ember._src.array import Array, aligned_copy, aligned_empty
+from ember._src.vsla import accumulate as acc
+from ember._src.vsla import convnd
 from ember._src.vsla import symbolic as sym
 from ember.errors import TracerError
 from ember.tree import register_pytree_node
@@ -250,7 +252,7 @@ def _end(row: np.ndarray) -> int:
 
 def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
     d = np.dtype(x if isinstance(x, np.dtype) else x.dtype)
-    if not (np.issubdtype(d, np.number) or d == np.bool_):
+    if not (np.issubdtype(d, np.number) or d == np.bool_ or d.name == "bfloat16"):  # ml_dtypes' bfloat16
         raise TypeError(f"vsla: non-numeric dtype {d}")
 
 
@@ -273,8 +275,10 @@ def array(data: Any, dtype: Any = None) -> VArray:
     return VArray(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
 
 
-def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
-    """Model A product: convolution on the last axis (leading axes are batch, promoted).
+def conv(a: VArray, b: VArray, method: str = "auto", dims: int = 1) -> VArray:
+    """Model A product: convolution on the last axis (leading axes are batch, promoted); ``dims=2``
+    or ``3`` convolves the last 2 or 3 axes (Conv2D/Conv3D: sizes ``m_i + n_i - 1``, one 1-D conv of
+    the flattened operands, ``convnd.py``).
 
     ``method`` is ``"auto"`` (direct below ``FFT_THRESHOLD`` of ``m * n``, FFT above), ``"direct"``
     or ``"fft"``. Under ``vsla.jit`` the sizes are runtime values and ``"auto"`` decides on the
@@ -289,6 +293,10 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
         raise ValueError(f"vsla.conv: mixed ranks {a.ndim} and {b.ndim}")
     if a.ndim == 0:
         raise ValueError("vsla.conv: operands need at least one axis")
+    if not 1 <= int(dims) <= a.ndim:
+        raise ValueError(f"vsla.conv: dims must be between 1 and the rank {a.ndim}, got {dims}")
+    if dims > 1:
+        return _conv_nd(a, b, method, int(dims))
     if any_symbolic(a, b):
         return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), method, FFT_THRESHOLD)))
     m, n = a.shape[-1], b.shape[-1]
@@ -309,6 +317,37 @@ def conv(a: VArray, b: VArray, method: str = "auto") -> VArray:
     return VArray(enp.pad(out, pad), shape)
 
 
+def _conv_nd(a: VArray, b: VArray, method: str, k: int) -> VArray:
+    """``conv`` over the last ``k > 1`` axes (:mod:`.convnd`)."""
+    if any_symbolic(a, b):
+        return VArray(*_pair_args(convnd.conv_nd_pairs(a.pair(), b.pair(), k, method, FFT_THRESHOLD)))
+    nb = a.ndim - k
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:nb], b.shape[:nb]))
+    ms, ns = a.shape[nb:], b.shape[nb:]
+    empty = 0 in ms or 0 in ns or 0 in batch
+    shape = batch + tuple(0 if empty else m + n - 1 for m, n in zip(ms, ns))
+    dtype = enp.result_type(a.dtype, b.dtype)
+    if empty:
+        return VArray(enp.zeros(tuple(next_pow2(d) for d in shape), dtype=dtype), shape)
+    xa = _logical_to(a, batch + ms)
+    xb = _logical_to(b, batch + ns)
+
+    def conv1d(fa: Any, fb: Any) -> Any:
+        m, n = fa.shape[-1], fb.shape[-1]
+        exact = not enp.issubdtype(dtype, enp.inexact)
+        use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD and not exact)
+        return (_conv_fft if use_fft else _conv_direct)(fa, fb, m + n - 1)
+
+    out = convnd.conv_nd_static(xa, xb, k, conv1d)
+    return VArray(enp.pad(out, [(0, next_pow2(d) - d) for d in shape]), shape)
+
+
+def _logical_to(v: VArray, shape: tuple[int, ...]) -> Any:
+    """``v``'s logical extent zero-extended to ``shape`` (each entry >= the logical size)."""
+    x = v.logical()
+    return enp.pad(x, [(0, s - d) for s, d in zip(shape, v.shape)])
+
+
 FFT_THRESHOLD = 256
 """``m * n`` above which conv uses the FFT path (measured crossover under jit, see docs/vsla.md)."""
 
@@ -316,15 +355,16 @@ FFT_THRESHOLD = 256
 def _conv_direct(xa: Any, xb: Any, length: int) -> Any:
     """Direct convolution on the last axis via a Toeplitz gather of ``xb`` (batch axes kept).
 
-    Exact for integers (wrapping as NumPy's integer arithmetic does). The products outside the
+    Exact for integers (wrapping as NumPy's integer arithmetic does); floating sums of products
+    accumulate wide (:func:`ember._src.vsla.accumulate.dot_sum`). The products outside the
     band are selected away rather than multiplied by zero, so a NaN or infinity reaches only the
     outputs it contributes to (as ``np.convolve``)."""
     m, n = xa.shape[-1], xb.shape[-1]
     k = np.arange(length)[:, None] - np.arange(m)[None, :]
     valid = enp.asarray((k >= 0) & (k < n))
     toe = enp.take(xb, enp.asarray(np.where((k >= 0) & (k < n), k, 0)), axis=-1)
-    prod = xa[..., None, :] * toe
-    return enp.sum(enp.where(valid, prod, sym.zero(prod.dtype)), axis=-1)
+    toe = enp.where(valid, toe, sym.zero(toe.dtype))
+    return acc.dot_sum(enp.where(valid, xa[..., None, :], sym.zero(xa.dtype)), toe, -1)
 
 
 def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
@@ -333,6 +373,8 @@ def _conv_fft(xa: Any, xb: Any, length: int) -> Any:
     rounded to the nearest integer (exact while the transform's rounding stays below 1/2)."""
     size = next_pow2(length)
     dtype = enp.result_type(xa.dtype, xb.dtype)
+    if acc.is_half(dtype):  # float16/bfloat16 storage: transformed in float32, rounded once
+        return _conv_fft(xa.astype(np.float32), xb.astype(np.float32), length).astype(dtype)
     if enp.issubdtype(dtype, enp.complexfloating):
         out = enp.fft.ifft(enp.fft.fft(xa.astype(dtype), n=size) * enp.fft.fft(xb.astype(dtype), n=size))
         return out[..., :length]

@@ -81,6 +81,12 @@ def _result(x: Any) -> Any:
     return rg.from_runtime(x) if isinstance(x, rg.Ragged) else x
 
 
+def _ragged_leaf(it: Any) -> rg.Ragged:
+    """A Ragged argument inside the trace from its three leaves (``ragged.jit_leaves``)."""
+    values, shapes, carrier = next(it), next(it), next(it)
+    return rg.Ragged(values, shapes, row_cap=carrier.shape[0])
+
+
 class VJitFunction:
     """A function of VArrays compiled once per argument structure, ranks and dtypes.
 
@@ -136,14 +142,14 @@ class VJitFunction:
             if k is None:
                 specs.append(None)
             elif isinstance(k, tuple):  # a Ragged: its values and its row count are named axes
-                specs += [(f"ragged{i}",), (f"rows{k[1]}", None)]
+                specs += [(f"ragged{i}",), (f"rows{k[1]}", None), (f"rowcap{i}", None)]
             else:
                 axes = tuple(f"cap{i}_{d}" for d in range(k)) if self.capacity == "symbolic" and k else None
                 specs += [axes, None]
 
         def inner(*flat: Any) -> Any:
             it = iter(flat)
-            leaves = [next(it) if k is None else rg.Ragged(next(it), next(it)) if isinstance(k, tuple)
+            leaves = [next(it) if k is None else _ragged_leaf(it) if isinstance(k, tuple)
                       else VArray(next(it), None, next(it)) for k in kinds]
             args, kwargs = tu.unflatten(tree, leaves)
             return self.fun(*args, **kwargs)

@@ -87,15 +87,18 @@ def block_reduce_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptio
     part_fn, part_call = KernelEmitter(step, s, ctx, opts, block="part").emit()
     fin_fn, fin_call = KernelEmitter(step, s, ctx, opts, block="finish").emit()
     funcs += [part_fn, fin_fn]
-    end = f"(b_ * {g} + {g} < {n} ? b_ * {g} + {g} : {n})"
+    cn, cnb = sd.cdim(n), sd.cdim(nb)  # C text (size expressions under named dynamic axes)
+    end = f"(b_ * {g} + {g} < {cn} ? b_ * {g} + {g} : {cn})"
     one = part_call.replace("lo_, hi_, tid_)", f"b_ * {g}, {end}, tid_)")
     loop = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {one}"
-    if ctx.pooled and parallel_clause(opts, ir.flops(), nb)[0]:
+    par, par_if = parallel_clause(opts, ir.flops(), nb)
+    if ctx.pooled and par:
         task = f"{step.name}_task"
         polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({support.poll()}) break; {one} }}"
         funcs.append(pool_task(task, polled, opts))
-        return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS), fin_call]
-    serial = loop.replace("lo_", "0").replace("hi_", str(nb)).replace("tid_)", "0)")
+        cond = par_if[len(" if(parallel: "):-1] if par_if else ""  # symbolic sizes: decided at run time
+        return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS, cond), fin_call]
+    serial = loop.replace("lo_", "0").replace("hi_", cnb).replace("tid_)", "0)")
     return [serial, fin_call]
 
 
@@ -381,7 +384,7 @@ class KernelEmitter(RowKernels):
         """``finish`` mode: loop ``q``'s reductions from the partials of its blocks, in block order."""
         from ember._src.native.scheduling import blockreduce
 
-        nb = blockreduce.blocks(self.ir)[1]
+        nb = sd.cdim(blockreduce.blocks(self.ir)[1])
         for r in (r for r in self.ir.reduces if r.phase == q + 1):
             t, flt = ctype(r.dtype), r.kind in ("max", "min") and c_ops.is_float(r.dtype)
             part = self.scratch_param(blockreduce.partial_key(r.rid), r.dtype)
@@ -391,7 +394,9 @@ class KernelEmitter(RowKernels):
                 self.w(f"for (int64_t w_ = 1; w_ < {nb}; w_ *= 2)")
                 self.w(f"    for (int64_t b_ = 0; b_ + w_ < {nb}; b_ += 2 * w_) "
                        f"{part}[b_] += {part}[b_ + w_];")
-                self.w(f"const {ctype(r.out_dtype)} r{r.rid} = ({ctype(r.out_dtype)}){part}[0];")
+                # a symbolic block count may be 0 (an empty domain)
+                first = f"{part}[0]" if nb.isdigit() else f"({nb} > 0 ? {part}[0] : 0)"
+                self.w(f"const {ctype(r.out_dtype)} r{r.rid} = ({ctype(r.out_dtype)}){first};")
                 continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
             if flt:

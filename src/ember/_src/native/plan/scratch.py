@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.native.base.layout import ALIGN
 from ember._src.native.opinfo import workspace_bytes
 from ember._src.native.scheduling import blockreduce
@@ -73,7 +74,8 @@ def _kernel(step: Any, threads: int) -> list[ScratchRequest]:
         out += [ScratchRequest(accumulators(r.rid), ir.outer_size * np.dtype(r.dtype).itemsize)
                 for r in ir.reduces]
     if (nblk := blockreduce.blocks(ir)) is not None:  # whole-array reductions in blocks
-        out += [ScratchRequest(blockreduce.partial_key(r.rid), nblk[1] * np.dtype(r.dtype).itemsize)
+        nb = nblk[1] if not sh.is_symbolic(nblk[1]) else sh.dmax(nblk[1], 1)  # a symbolic count may be 0
+        out += [ScratchRequest(blockreduce.partial_key(r.rid), nb * np.dtype(r.dtype).itemsize)
                 for r in ir.reduces]
     mult = threads if ir.n_outer > 0 else 1
     out += [ScratchRequest(row_cache(nid), ir.inner_size * ir.nodes[nid].dtype.itemsize * mult)
