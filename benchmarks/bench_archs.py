@@ -1,0 +1,186 @@
+"""Imported architectures beyond GPT-2: ResNet-18/50 (written as plain torch modules, the
+torchvision layout: torchvision's wheel on the registry does not load against CPU torch), BERT-base
+(``transformers``, random weights, sequence 128) and an LSTM classifier; each imported with
+``ember.torch.import_module`` into an ``InferenceSession`` and timed against PyTorch eager
+(``inference_mode``) and ONNX Runtime (``torch.onnx.export``, all graph optimizations), checked
+against torch first. Calls interleave (``bench_models.interleaved``: one timed call of each runtime
+per round, each after a pause and an untimed call of its own); medians over the rounds.
+
+    python benchmarks/bench_archs.py [--models resnet18,resnet50,bert,lstm] [--batches 1,8]
+                                     [--rounds 7] [--threads N] [--clock wall|cpu]
+
+``--threads N`` limits every runtime to N threads and pins the process (``threads.limit_threads``);
+``--clock cpu`` times by process CPU time (one thread on a shared machine). Writes
+``benchmarks/results/archs[_threadsN][_cpu].{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import threads  # noqa: E402
+
+threads.quiet_openblas()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default="resnet18,resnet50,bert,lstm")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    p.add_argument("--settle", type=float, default=0.2)
+    return p.parse_args(argv)
+
+
+def models(torch):  # noqa: ANN001 - torch passed in (imported after the thread limits)
+    """name -> (module factory, example inputs for a batch)."""
+    nn = torch.nn
+
+    def conv_bn(cin: int, cout: int, k: int, s: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout))
+
+    class Basic(nn.Module):
+        grow = 1
+
+        def __init__(self, cin: int, width: int, s: int):
+            super().__init__()
+            self.a, self.b = conv_bn(cin, width, 3, s), conv_bn(width, width, 3, 1)
+            self.down = conv_bn(cin, width, 1, s) if s != 1 or cin != width else None
+
+        def forward(self, x):
+            y = self.b(torch.relu(self.a(x)))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    class Bottleneck(nn.Module):
+        grow = 4
+
+        def __init__(self, cin: int, width: int, s: int):
+            super().__init__()
+            self.a, self.b = conv_bn(cin, width, 1, 1), conv_bn(width, width, 3, s)
+            self.c = conv_bn(width, 4 * width, 1, 1)
+            self.down = conv_bn(cin, 4 * width, 1, s) if s != 1 or cin != 4 * width else None
+
+        def forward(self, x):
+            y = self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    class ResNet(nn.Module):
+        def __init__(self, block, counts):
+            super().__init__()
+            self.stem, self.pool = conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)
+            layers, cin = [], 64
+            for i, (width, n) in enumerate(zip((64, 128, 256, 512), counts)):
+                for j in range(n):
+                    layers.append(block(cin, width, 2 if i and not j else 1))
+                    cin = width * block.grow
+            self.layers, self.fc = nn.Sequential(*layers), nn.Linear(cin, 1000)
+
+        def forward(self, x):
+            return self.fc(self.layers(self.pool(torch.relu(self.stem(x)))).mean((2, 3)))
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            from transformers import BertConfig, BertModel
+            self.m = BertModel(BertConfig())
+
+        def forward(self, input_ids):
+            mask = torch.ones_like(input_ids)
+            return self.m(input_ids=input_ids, attention_mask=mask, use_cache=False).last_hidden_state
+
+    class LSTMClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.lstm = nn.Embedding(1000, 128), nn.LSTM(128, 256, batch_first=True)
+            self.fc = nn.Linear(256, 10)
+
+        def forward(self, ids):
+            return self.fc(self.lstm(self.emb(ids))[0][:, -1])
+
+    return {
+        "resnet18": (lambda: ResNet(Basic, (2, 2, 2, 2)), lambda b: {"x": torch.randn(b, 3, 224, 224)}),
+        "resnet50": (lambda: ResNet(Bottleneck, (3, 4, 6, 3)), lambda b: {"x": torch.randn(b, 3, 224, 224)}),
+        "bert": (Bert, lambda b: {"input_ids": torch.randint(0, 30000, (b, 128))}),
+        "lstm": (LSTMClassifier, lambda b: {"ids": torch.randint(0, 1000, (b, 64))}),
+    }
+
+
+def ort_session(model, inputs: dict, path: str, n_threads: int | None):  # noqa: ANN001
+    import onnxruntime as ort
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(copy.deepcopy(model), (), path, kwargs=inputs, input_names=list(inputs),
+                          dynamo=False)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if n_threads:
+        opts.intra_op_num_threads, opts.inter_op_num_threads = n_threads, 1
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.threads:
+        threads.limit_threads(args.threads)
+    import common
+    import numpy as np
+    import torch
+    from bench_models import interleaved
+
+    import ember
+    import ember.torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    table = models(torch)
+    rows = []
+    for name in args.models.split(","):
+        make, example = table[name]
+        torch.manual_seed(0)
+        model = make().eval()
+        for b in (int(v) for v in args.batches.split(",")):
+            inputs = example(b)
+            feeds = {k: v.numpy() for k, v in inputs.items()}
+            t0 = time.perf_counter()
+            sess = ember.InferenceSession(ember.torch.import_module(model, kwargs=inputs))
+            got = np.asarray(next(iter(sess.run(feeds).values())))
+            first = time.perf_counter() - t0
+            with torch.inference_mode():
+                want = model(**inputs).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+            impls = {"ember native": lambda s=sess, f=feeds: s.run(f)}
+
+            def eager(m=model, i=inputs):
+                with torch.inference_mode():
+                    return m(**i)
+            impls["torch eager"] = eager
+            if common.peer_available("onnxruntime"):
+                with tempfile.TemporaryDirectory() as d:
+                    o = ort_session(model, inputs, str(Path(d) / "m.onnx"), args.threads)
+                np.testing.assert_allclose(o.run(None, feeds)[0], want, rtol=1e-3, atol=1e-3)
+                impls["onnxruntime"] = lambda o=o, f=feeds: o.run(None, f)
+            times = interleaved(impls, args.rounds, clock=clock, settle=args.settle)
+            rows.append({"workload": f"{name} batch {b}", "times": times,
+                         "ember_import_and_first_call_s": round(first, 1)})
+            print(rows[-1], flush=True)
+    suffix = (f"_threads{args.threads}" if args.threads else "") + ("_cpu" if args.clock == "cpu" else "")
+    clock_text = "process CPU time" if args.clock == "cpu" else "wall time"
+    print(common.report(f"Imported architectures (float32; {clock_text} per call)", rows, "archs" + suffix,
+                        {"clock": args.clock, "rounds": args.rounds}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
