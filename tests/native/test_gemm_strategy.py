@@ -86,6 +86,26 @@ def test_a_constant_b_is_packed_once_an_argument_b_at_run_time():
         np.testing.assert_allclose(exe(args)[0], x @ w, rtol=1e-5, atol=1e-5)
 
 
+def test_a_constant_used_by_many_products_is_packed_once():
+    """One packed copy per weight: an unrolled recurrence reuses its matrix at every step (a NumPy
+    array captured per use is a separate constant of the same bytes); another weight is another copy."""
+    h = RNG.standard_normal((1, 64)).astype(np.float32)
+    w = (RNG.standard_normal((64, 64)) / 8).astype(np.float32)
+    v = (RNG.standard_normal((64, 64)) / 8).astype(np.float32)
+
+    def unrolled(h):
+        for _ in range(12):
+            h = jnp.tanh(h @ w)
+        return h @ v
+
+    exe = check(unrolled, h)
+    assert len(_gemms(exe)) == 13 and len(exe._body_consts) == 2  # w's copy and v's
+    want = h.astype(np.float64)
+    for _ in range(12):
+        want = np.tanh(want @ w)
+    np.testing.assert_allclose(exe([h])[0], want @ v, rtol=1e-5, atol=1e-6)
+
+
 @needs_kernel
 def test_symbolic_programs_never_pack_an_argument():
     w = RNG.standard_normal((16, 8)).astype(np.float32)

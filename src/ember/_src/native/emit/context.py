@@ -41,6 +41,9 @@ class Generated:
     # products whose B is an argument: (index in extra_consts of the 8-byte cell the runtime may
     # point at a packed copy of the argument, input index, k, n, rsb, csb); see _argument_packed_b
     packed_args: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    # prepacked constant B operands: (shape, dtype, digest of the bytes, k, n, rsb, csb) -> index in
+    # extra_consts
+    prepacked: dict[tuple, int] = field(default_factory=dict)
     emitted_bodies: set[str] = field(default_factory=set)  # loop-body functions already written
     helpers: dict[str, str] = field(default_factory=dict)  # static C helpers shared by call steps
     # what the emitted code uses besides its functions: headers, prelude functions, support blocks

@@ -5,6 +5,7 @@ loop bodies; which strategy a product takes is decided here.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -92,9 +93,15 @@ def _prepacked_b(step: Step, ctx: EmitContext) -> str | None:
     this unbatched product is a program constant: packed once here, kept as a derived constant."""
     b, k, n, rsb, csb = packable_b(step, ctx.consts)
     value = np.ascontiguousarray(getattr(ctx.consts[b.id], "value", ctx.consts[b.id]))
-    ref = abi.const_ref(len(ctx.gen.extra_consts))
-    ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
-    return f"((const float *){ref})"
+    # one packed copy per weight and layout: an unrolled recurrent layer's steps share one matrix
+    # (64 copies of a 1 MB matrix streamed from memory where one stays in L2), and a NumPy array a
+    # function uses several times becomes one constant per use
+    key = (value.shape, value.dtype.str, hashlib.blake2b(value.data, digest_size=16).digest(), k, n, rsb, csb)
+    slot = ctx.gen.prepacked.get(key)
+    if slot is None:
+        slot = ctx.gen.prepacked[key] = len(ctx.gen.extra_consts)
+        ctx.gen.extra_consts.append(gemm_kernel.prepack_b(gemm_kernel.op_b(value, k, n, rsb, csb)))
+    return f"((const float *){abi.const_ref(slot)})"
 
 
 
