@@ -456,7 +456,7 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
     if device is not None and not isinstance(device, (Device, SingleDeviceSharding, str)):
         return tu.tree_map(lambda a, s: device_put(a, s), x, device)  # a pytree of shardings
     from ember._src.api_util import device_put as plain
-    return plain(x, None if isinstance(device, (Device, SingleDeviceSharding)) else device)
+    return plain(x, None if isinstance(device, SingleDeviceSharding) else device)
 
 
 def reshard(x: Any, out_shardings: Any) -> Any:
