@@ -8,6 +8,7 @@ import numpy as np
 
 from ember._src import devices
 from ember._src import tree as tu
+from ember._src.array import Array
 from ember._src.numpy.ufuncs import asarray
 
 
@@ -34,7 +35,6 @@ def device_put(x: Any, device: Any = None) -> Any:
 
 def _host(a: Any) -> Any:
     if devices.on_device(a) is not None:
-        from ember._src.array import Array
         return Array(a.value, a.weak_type)
     return asarray(a)
 

@@ -739,19 +739,6 @@ def set_default_backend(name: str | None) -> None:
     _default_override = name
 
 
-def _park_dispatchers(active: bool) -> None:
-    """While a GPU default device is in effect, warm calls must not run on the CPU in the C
-    dispatcher: its ``CallSlot`` finds no dispatcher (parked here) until the last block ends."""
-    for f in list(_LIVE_JITS):
-        if active:
-            f._parked, f._dispatch = f._dispatch, None
-        elif f._dispatch is None:
-            f._dispatch = f.__dict__.pop("_parked", None)
-
-
-devices.GPU_DEFAULT_WATCHERS.append(_park_dispatchers)
-
-
 def _install_call_slot(mod: Any) -> None:
     """Make ``JitFunction.__call__`` the C dispatcher extension's ``CallSlot`` (once): it runs an
     instance's C dispatcher (``_dispatch``) and on a miss the Python ``__call__`` below, so a warm

@@ -23,3 +23,4 @@ if not core.device_eager_hook:
 if not jit.device_call_hook:
     jit.device_call_hook.append(residency.jit_call)
 jit.CLEAR_HOOKS.append(residency.clear)
+devices.GPU_DEFAULT_WATCHERS.append(residency.park_dispatchers)

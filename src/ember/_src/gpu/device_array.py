@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ember._src import devices
 from ember._src.array import Array, aligned_copy
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
@@ -91,8 +92,6 @@ class DeviceArray(Array):
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
         """This array on ``device`` (``"cpu"``: a host copy)."""
-        from ember._src import devices
-
         dev = devices.parse_device(device)
         if dev is None or dev == self.device:
             return self

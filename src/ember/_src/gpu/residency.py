@@ -21,8 +21,10 @@ import numpy as np
 
 from ember._src import core, devices
 from ember._src import tree as tu
+from ember._src.array import Array
 from ember._src.devices import Device
 from ember._src.gpu.device_array import DeviceArray
+from ember._src.jit import _LIVE_JITS, JitFunction
 
 GPU_BACKENDS = ("webgpu", "cuda")
 
@@ -45,7 +47,6 @@ def _leaf_device(leaves: list, label: str) -> Device | None:
 def _to_host(x: Any) -> Any:
     if devices.on_device(x) is None:
         return x
-    from ember._src.array import Array
     return Array(x.value, x.weak_type)
 
 
@@ -61,8 +62,6 @@ def _arg_for(x: Any, platform: str) -> Any:
 
 def jit_call(jf: Any, args: tuple, kwargs: dict, leaves: list) -> Any:
     """Run ``jit`` function ``jf`` on the device its inputs live on (or the default device)."""
-    from ember._src.jit import JitFunction
-
     dev = _leaf_device(leaves, jf._label) or devices.default_device_now()
     backend = jf.backend or (dev.platform if dev is not None else None)
     if backend not in GPU_BACKENDS:  # an explicit CPU backend: host copies in, host arrays out
@@ -97,8 +96,6 @@ _EAGER_MAX = 512
 def eager_apply(prim: core.Primitive, args: list, params: dict) -> list:
     """Apply ``prim`` to concrete arrays among which are device arrays, on their device: ``jit``
     of the one primitive, cached by primitive, parameters and operand types."""
-    from ember._src.jit import JitFunction
-
     dev = _leaf_device(args, prim.name)
     key = None
     if all(core._plain(v) for v in params.values()):
@@ -116,6 +113,17 @@ def eager_apply(prim: core.Primitive, args: list, params: dict) -> list:
             _EAGER[key] = jf
     out = jit_call(jf, tuple(args), {}, list(args))
     return list(out) if prim.multiple_results else [out]
+
+
+def park_dispatchers(active: bool) -> None:
+    """While a GPU default device is in effect, warm calls must not run on the CPU in the C
+    dispatcher: ``jit``'s ``CallSlot`` finds no dispatcher (parked here) until the last block ends
+    (a ``devices.GPU_DEFAULT_WATCHERS`` callback)."""
+    for f in list(_LIVE_JITS):
+        if active:
+            f._parked, f._dispatch = f._dispatch, None
+        elif f._dispatch is None:
+            f._dispatch = f.__dict__.pop("_parked", None)
 
 
 def clear() -> None:
