@@ -235,3 +235,14 @@ def test_unsupported_dtypes_and_devices_are_clear_errors() -> None:
         ember.device_put(np.ones(2, np.float32), "tpu:0")
     with pytest.raises(ValueError, match="zeros: unknown device"):
         jnp.zeros(2, device="metal")
+
+
+def test_host_fallback_programs_take_and_return_device_arrays() -> None:
+    """A host segment (sort) between device segments: device values cross to the host only there."""
+    def f(x):
+        return jnp.exp(jnp.sort(x * 2.0)) + 1.0
+    x = _rng_f32(9)
+    jf = ember.jit(f, backend="webgpu", host_fallback=True)
+    out = jf(ember.device_put(x, "webgpu:0"))
+    assert isinstance(out, DeviceArray)
+    np.testing.assert_allclose(np.asarray(out), np.exp(np.sort(x * 2)) + 1, rtol=1e-5)

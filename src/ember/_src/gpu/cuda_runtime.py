@@ -288,8 +288,18 @@ def cuda_backend(prog: Program, **options: Any) -> Any:
     and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). With
     ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
     if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
-        return segments.SegmentedExecutable(prog, CUDAExecutable)
+        return segments.SegmentedExecutable(prog, CUDAExecutable, to_host=_to_host, to_device=_to_device)
     return CUDAExecutable(prog)
+
+
+def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:
+    return handle.download(aval.shape, aval.dtype)
+
+
+def _to_device(value: np.ndarray, aval: Any) -> CUDABuffer:
+    with _LOCK:
+        _open()
+        return _upload(value, aval.dtype)
 
 
 cuda_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]

@@ -324,11 +324,30 @@ class WebGPUExecutable:
 
 
 def webgpu_backend(prog: Program, **options: Any) -> Any:
-    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``); with ``host_fallback=True``
-    the primitives without a device kernel run on the host (:mod:`.segments`)."""
-    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
-        return segments.SegmentedExecutable(prog, WebGPUExecutable)
-    return WebGPUExecutable(prog)
+    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``). A ``scan`` with a static
+    trip count and a device body runs as preencoded dispatches (:mod:`.webgpu_scan`); with
+    ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
+    from ember._src.gpu import webgpu_scan  # (it builds on this module)
+
+    def kind(e: Any) -> str:
+        if segments.device_computes(e):
+            return "device"
+        return "loop" if webgpu_scan.is_device_scan(e) else "host"
+
+    kinds = {kind(e) for e in prog.eqns}
+    if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
+        return WebGPUExecutable(prog)  # (a primitive without a kernel: the error naming it)
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_scan.WebGPUScan,
+                                        _to_host, _to_device)
+
+
+def _to_host(handle: WebGPUBuffer, aval: Any) -> np.ndarray:
+    return handle.download(aval.shape, aval.dtype)
+
+
+def _to_device(value: np.ndarray, aval: Any) -> WebGPUBuffer:
+    with _LOCK:
+        return WebGPUBuffer(_upload(value, aval.dtype, max(value.size, 1)), _STATE["pool"])
 
 
 webgpu_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
