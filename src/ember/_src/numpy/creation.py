@@ -45,10 +45,12 @@ _PLACING: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_placing",
 def _placed(fn: Any) -> Any:
     """``fn``'s concrete result put on its ``device=`` argument, else on the default device
     (``ember.default_device``); only the outermost constructor call places (one copy)."""
+    active = devices.GPU_DEFAULT_ACTIVE
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _PLACING.get():
-            return fn(*args, **kwargs)
+        if (not active[0] and kwargs.get("device") is None) or _PLACING.get():
+            return fn(*args, **kwargs)  # (the host, or inside an outer constructor)
         token = _PLACING.set(True)
         try:
             out = fn(*args, **kwargs)
