@@ -246,3 +246,16 @@ def test_host_fallback_programs_take_and_return_device_arrays() -> None:
     out = jf(ember.device_put(x, "webgpu:0"))
     assert isinstance(out, DeviceArray)
     np.testing.assert_allclose(np.asarray(out), np.exp(np.sort(x * 2)) + 1, rtol=1e-5)
+
+
+def test_asarray_of_a_device_array_stays_there_and_leaks_are_reported() -> None:
+    x = _rng_f32(4)
+    d = ember.device_put(x, "webgpu:0")
+    for got in (jnp.asarray(d, jnp.int32), jnp.array(d, dtype=jnp.int32), jnp.asarray(d)):
+        assert isinstance(got, DeviceArray) and got.device == WEBGPU
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(d, jnp.int32)), x.astype(np.int32))
+    assert type(jnp.asarray(d, device="cpu")) is ember.Array
+    with ember.check_leaks() as leaks:
+        kept = d * 2.0
+    assert [(shape, str(dtype)) for shape, dtype, _ in leaks] == [((4,), "float32")]
+    del kept

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ember._src import devices
+from ember._src import array, devices
 from ember._src.array import Array, aligned_copy
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
@@ -47,6 +47,8 @@ class DeviceArray(Array):
         self._aval = aval
         self._buf: BufferHandle | None = buf
         self._host: np.ndarray | None = None
+        if array._stats.trackers:  # a check_leaks block is open: it sees device arrays too
+            array._record_tracked(self, aval)
 
     def __del__(self) -> None:  # the handle's own finalizer returns the buffer
         pass

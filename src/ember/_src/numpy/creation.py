@@ -42,21 +42,24 @@ ShapeLike = Any
 _PLACING: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_placing", default=False)
 
 
-def _placed(fn: Any) -> Any:
-    """``fn``'s concrete result put on its ``device=`` argument, else on the default device
+def _placed(fn: Any, follow: bool = False) -> Any:
+    """``fn``'s concrete result put on its ``device=`` argument, else (with ``follow``) on the
+    device of a device array passed as the first argument, else on the default device
     (``ember.default_device``); only the outermost constructor call places (one copy)."""
     active = devices.GPU_DEFAULT_ACTIVE
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if (not active[0] and kwargs.get("device") is None) or _PLACING.get():
+        on_dev = follow and args and getattr(type(args[0]), "_device_resident", False)
+        if (not active[0] and not on_dev and kwargs.get("device") is None) or _PLACING.get():
             return fn(*args, **kwargs)  # (the host, or inside an outer constructor)
+        src = args[0].device if on_dev else None
         token = _PLACING.set(True)
         try:
             out = fn(*args, **kwargs)
         finally:
             _PLACING.reset(token)
-        dev = devices.parse_device(kwargs.get("device")) or devices.default_device_now()
+        dev = devices.parse_device(kwargs.get("device")) or src or devices.default_device_now()
         if dev is None or not isinstance(out, Array) or devices.on_device(out) == dev:
             return out
         if dev.platform == "cpu":
@@ -122,7 +125,7 @@ def _stack_nested(x: Any) -> Any:
     return mv.concatenate(expanded, 0) if len(expanded) > 1 else expanded[0]
 
 
-@_placed
+@functools.partial(_placed, follow=True)
 def array(object: ArrayLike, dtype: DTypeLike = None, copy: bool = True,  # noqa: A002
           order: str | None = None, ndmin: int = 0, *, device: Any = None) -> Any:
     """An array from ``object`` (array, scalar, nested sequence, possibly holding tracers).
@@ -533,7 +536,21 @@ def indices(dimensions: Sequence[Any], dtype: DTypeLike = None, sparse: bool = F
     return mv.concatenate(grids, 0)
 
 
-asarray = _placed(ufuncs.asarray)
+_placing_asarray = _placed(ufuncs.asarray, follow=True)
+_host_asarray = ufuncs.asarray
+_ACTIVE = devices.GPU_DEFAULT_ACTIVE
+
+
+def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
+    """An ember value for ``x``: tracers and Arrays pass through, everything else converts.
+
+    As ``ufuncs.asarray`` (``copy`` as in ``jax.numpy.asarray``), and the result is put on
+    ``device``, else on the device of a device array ``x``, else on the default device
+    (``ember.default_device``); the host when none is given."""
+    if device is None and not _ACTIVE[0] and not getattr(type(x), "_device_resident", False):
+        return _host_asarray(x, dtype, order, copy=copy) if copy else _host_asarray(x, dtype, order)
+    return _placing_asarray(x, dtype, order, copy=copy, device=device)
 
 __all__ = [
     "arange", "array", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "geomspace",
