@@ -325,19 +325,22 @@ class WebGPUExecutable:
 
 def webgpu_backend(prog: Program, **options: Any) -> Any:
     """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``). A ``scan`` with a static
-    trip count and a device body runs as preencoded dispatches (:mod:`.webgpu_scan`); with
-    ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
-    from ember._src.gpu import webgpu_scan  # (it builds on this module)
+    trip count and a device body runs as preencoded dispatches, a ``while`` with device ``cond`` and
+    ``body`` host-driven over device buffers (:mod:`.webgpu_loops`); with ``host_fallback=True`` the
+    primitives without a device kernel run on the host (:mod:`.segments`)."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
 
     def kind(e: Any) -> str:
         if segments.device_computes(e):
             return "device"
-        return "loop" if webgpu_scan.is_device_scan(e) else "host"
+        return "loop" if webgpu_loops.device_loop(e) else "host"
 
-    kinds = {kind(e) for e in prog.eqns}
-    if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
+    kinds = [kind(e) for e in prog.eqns]
+    if "host" in kinds and not options.get("host_fallback"):
+        webgpu_loops.check_loop_bodies(prog.eqns[kinds.index("host")])
+    if set(kinds) <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return WebGPUExecutable(prog)  # (a primitive without a kernel: the error naming it)
-    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_scan.WebGPUScan,
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_loops.make_loop,
                                         _to_host, _to_device)
 
 

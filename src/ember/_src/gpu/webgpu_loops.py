@@ -1,18 +1,21 @@
-"""``scan`` (and ``fori_loop``, a scan with a static trip count) on WebGPU: every iteration's
-dispatches preencoded into one command buffer, one ``queue.submit`` for the whole loop.
+"""Loops on WebGPU: ``scan`` (and ``fori_loop``, a scan with a static trip count) as preencoded
+dispatches, one ``queue.submit`` for the whole loop; ``while_loop`` host-driven over device buffers.
 
-The body is scheduled once into kernels (:func:`.kernels.schedule`); its bind groups are built
-once per call for the two parities of a **ping-pong** pair of carry buffers: on even steps the body
-reads carry set A and its kernels write the new carries straight into set B, on odd steps the
-reverse, so a carry is never copied. Per step the encoder records: copies of the ``x`` slices
+**scan.** The body is scheduled once into kernels (:func:`.kernels.schedule`); its bind groups are
+built once per call for the two parities of a **ping-pong** pair of carry buffers: on even steps
+the body reads carry set A and its kernels write the new carries straight into set B, on odd steps
+the reverse, so a carry is never copied. Per step the encoder records: copies of the ``x`` slices
 ``xs[i]`` into the body's input buffers (``copy_buffer_to_buffer`` at offset ``i * slice``), one
 compute pass of the body's dispatches, and copies of the ``y`` slices into the stacked outputs.
 A carry the body does not compute into its own buffer (a carry passed through, a constant, a
 literal, one value returned as two carries) is copied into the next parity's buffer instead.
 
-Only ``scan`` equations whose trip count is static and whose body the device kernels compute
-(:func:`is_device_scan`) run here; a ``while_loop`` stays a host primitive (an error naming it,
-or the host with ``host_fallback=True``).
+**while.** The trip count is data-dependent, so the host drives it: per step the ``cond`` program
+runs on the device and its one boolean is read back (4 bytes), then the ``body`` program runs on
+the device; the carries never leave it.
+
+A loop whose programs hold a primitive without a device kernel (a nested loop among them) is not
+a device loop (:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
 """
 
 from __future__ import annotations
@@ -22,16 +25,72 @@ from typing import Any
 import numpy as np
 
 from ember._src.gpu import kernels, segments, webgpu
-from ember._src.gpu.webgpu import WebGPUBuffer, _pipeline, _storage, _upload
+from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
 from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Eqn, Literal, Program
 
 
-def is_device_scan(e: Eqn) -> bool:
-    """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute."""
-    if e.prim.name != "scan" or not isinstance(e.params["length"], int):
+def device_loop(e: Eqn) -> bool:
+    """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, or a
+    ``while`` whose ``cond`` and ``body`` they compute."""
+    if e.prim.name == "scan" and isinstance(e.params["length"], int):
+        progs = [e.params["body"]]
+    elif e.prim.name == "while":
+        progs = [e.params["cond"], e.params["body"]]
+    else:
         return False
-    return all(segments.device_computes(x) for x in e.params["body"].eqns)
+    return all(segments.device_computes(x) for p in progs for x in p.eqns)
+
+
+def check_loop_bodies(e: Eqn) -> None:
+    """For a ``scan``/``while`` that is not a device loop: NotImplementedError naming the primitive
+    of its programs that has no device kernel (or the dynamic trip count)."""
+    if e.prim.name == "scan" and not isinstance(e.params["length"], int):
+        raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
+    names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
+    for name in names:
+        for x in e.params[name].eqns:
+            if not segments.device_computes(x):
+                raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
+
+
+def make_loop(prog: Program) -> Any:
+    """The executable of a program of one device loop equation."""
+    return WebGPUScan(prog) if prog.eqns[0].prim.name == "scan" else WebGPUWhile(prog)
+
+
+class WebGPUWhile:
+    """A program of one device ``while`` equation: host-driven, the carries on the device."""
+
+    def __init__(self, prog: Program):
+        (e,) = prog.eqns
+        self.prog, self.eqn = prog, e
+        self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
+        self.cond = WebGPUExecutable(e.params["cond"])
+        self.body = WebGPUExecutable(e.params["body"])
+        self.out_avals = prog.out_avals
+        self.source = ("// while: host-driven, cond and body on the device, one 4-byte read per step\n"
+                       f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
+
+    def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """:class:`.webgpu.WebGPUBuffer` arguments are read in place; the outputs stay on the device."""
+        pos = {v: i for i, v in enumerate(self.prog.invars)}
+        ins = []
+        for x in self.eqn.inputs:  # every value on the device once, before the first step
+            a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+            ins.append(a if isinstance(a, WebGPUBuffer) else _to_device(np.asarray(a, x.aval.dtype), x.aval))
+        cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
+        while True:
+            (p,) = self.cond.run_device(cconsts + carry)
+            if not p.download((), np.dtype(np.bool_)):
+                break
+            carry = self.body.run_device(bconsts + carry)
+        out = dict(zip(self.eqn.outvars, carry))
+        return [out[v] for v in self.prog.outvars]
 
 
 class WebGPUScan:

@@ -1,5 +1,5 @@
 """``scan`` / ``fori_loop`` with a static trip count on WebGPU (preencoded dispatches over ping-pong
-carry buffers, one submission), compared with the CPU backend; ``while_loop`` is a clear error."""
+carry buffers, one submission) and host-driven ``while_loop``, compared with the CPU backend."""
 
 from __future__ import annotations
 
@@ -82,11 +82,33 @@ def test_grad_through_a_scan() -> None:
     _both(ember.grad(loss), _f32(3), _f32(6, 3, seed=4))
 
 
-def test_while_loop_is_a_clear_error_and_runs_with_host_fallback() -> None:
+def test_while_loop_is_host_driven_with_the_carries_on_the_device() -> None:
     def f(x):
-        return lax.while_loop(lambda c: jnp.sum(c) < 100.0, lambda c: c * 2.0 + 1.0, x)
+        def body(c):
+            return c[0] + 1, c[1] * 2.0 + 1.0
+        return lax.while_loop(lambda c: jnp.sum(c[1]) < 100.0, body, (0, x))
     x = np.ones(3, np.float32)
-    with pytest.raises(NotImplementedError, match="webgpu backend has no kernel for primitive 'while'"):
+    _both(f, x)
+    dx = ember.device_put(x, "webgpu:0")
+    g = ember.jit(f)
+    g(dx)
+    before = dict(webgpu.TRANSFERS)
+    n, c = g(dx)
+    after = dict(webgpu.TRANSFERS)
+    # sums 3, 9, 21, 45, 93, 189: five steps, six one-boolean reads; the literal 0 carry goes up once
+    assert after["device_to_host"] - before["device_to_host"] == 6
+    assert after["device_to_host_bytes"] - before["device_to_host_bytes"] == 24
+    assert after["host_to_device"] - before["host_to_device"] == 1
+    assert isinstance(c, DeviceArray) and int(n) == 5
+    np.testing.assert_array_equal(np.asarray(c), np.full(3, 63.0))
+    assert "// while: host-driven" in ember.jit(f, backend="webgpu").lower(x).compile().as_text()
+
+
+def test_a_loop_with_a_primitive_without_a_kernel_is_a_clear_error() -> None:
+    def f(x):
+        return lax.fori_loop(0, 3, lambda i, c: jnp.sort(c) * 0.5, x)
+    x = np.array([3.0, 1.0, 2.0], np.float32)
+    with pytest.raises(NotImplementedError, match="no kernel for primitive 'sort': in the body of a 'scan'"):
         ember.jit(f, backend="webgpu")(x)
     got = ember.jit(f, backend="webgpu", host_fallback=True)(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ember.jit(f, backend="native")(x)))
