@@ -9,8 +9,8 @@ process's CPU time per run (on lavapipe the device is the CPU, so both count):
   call copies its input to the device and its output back) and with device arrays (no copies);
 - ``fori_loop`` of ``steps`` steps on ``m`` float32 values: the scan preencoded in one submission;
   the same steps driven from Python, one jitted call (one submission) per step on device arrays;
-  and, for reference, the loop on the host (``host_fallback=True`` on a ``while_loop``: the body
-  in the reference interpreter, NumPy).
+  and the same loop as a ``while_loop`` (host-driven on the device: per step the condition is
+  computed and its boolean read back, then the body runs).
 """
 
 from __future__ import annotations
@@ -79,20 +79,20 @@ def main() -> None:
             v = one(v)
         np.asarray(v)
 
-    # the host-driven form of the same loop: a while_loop the device does not take
+    # the host-driven form of the same loop
     def host_loop(c: object) -> object:
         def body(s: tuple) -> tuple:
             return s[0] + 1, step(s[1])
         return lax.while_loop(lambda s: s[0] < a.steps, body, (0, c))[1]
 
     pre = ember.jit(loop, backend="webgpu")
-    hostd = ember.jit(host_loop, backend="webgpu", host_fallback=True)
+    hostd = ember.jit(host_loop, backend="webgpu")
     np.testing.assert_allclose(np.asarray(pre(small)), np.asarray(hostd(small)), rtol=1e-5, atol=1e-6)
     pairs = {f"chain of {a.calls} calls, host arrays": host_chain,
              f"chain of {a.calls} calls, device arrays": device_chain,
              f"fori_loop {a.steps} steps, preencoded": lambda: np.asarray(pre(dsmall)),
              f"{a.steps} jit calls, one per step": per_step,
-             f"while_loop {a.steps} steps on the host": lambda: np.asarray(hostd(small))}
+             f"while_loop {a.steps} steps, host-driven": lambda: np.asarray(hostd(dsmall))}
     for fn in pairs.values():
         fn()  # compile
     res: dict[str, tuple[list, list]] = {k: ([], []) for k in pairs}
