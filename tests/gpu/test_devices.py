@@ -41,3 +41,17 @@ def test_device_put_onto_an_unavailable_gpu_says_what_to_install(monkeypatch: py
             pass
     np.testing.assert_array_equal(np.asarray(ember.device_put(np.ones(2), ember.devices()[0])), [1.0, 1.0])
     assert type(ember.device_put(np.ones(2), "cpu")) is ember.Array
+
+
+def test_a_default_device_variable_naming_no_device_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember._src import devices
+
+    monkeypatch.setenv("EMBER_DEFAULT_DEVICE", "tpu:3")
+    with pytest.warns(RuntimeWarning, match=r"EMBER_DEFAULT_DEVICE: unknown device 'tpu:3'.*using the host"):
+        assert devices.env_names_gpu() is False
+    monkeypatch.setenv("EMBER_DEFAULT_DEVICE", "cpu")
+    assert devices.env_names_gpu() is False and devices.default_device_now() is None
+    monkeypatch.delenv("EMBER_DEFAULT_DEVICE")
+    assert devices.default_device_now() is None
+    assert devices.parse_device("webgpu") == devices.Device(0, "webgpu", "webgpu")
+    assert str(devices.parse_device(ember.devices()[0])) == "cpu"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple, Protocol
 
@@ -156,10 +157,11 @@ def default_device(device: Any) -> Iterator[Device | None]:
 
 
 def env_names_gpu() -> bool:
-    """Whether ``$EMBER_DEFAULT_DEVICE`` names a GPU."""
+    """Whether ``$EMBER_DEFAULT_DEVICE`` names a GPU (a value naming no device: a warning, and no)."""
     try:
         d = _env_default()
-    except ValueError:
+    except ValueError as e:
+        warnings.warn(f"{e}; using the host", RuntimeWarning, stacklevel=2)
         return False
     return d is not None and d.platform != "cpu"
 
