@@ -115,3 +115,20 @@ def test_cuda_executables_run_with_device_buffers() -> None:
     if _NO_DEVICE is not None:
         with pytest.raises(RuntimeError, match="cuda:0 is unavailable"):
             ember.device_put(np.ones(3, np.float32), "cuda:0")
+
+
+@needs_nvrtc
+def test_a_while_loop_is_host_driven_and_its_programs_compile() -> None:
+    """Compile-checked without a device: cond and body are CUDA programs of their own (PTX for
+    sm_80 and sm_90); with a device, the loop runs with the carries on it."""
+    def f(x):
+        return ember.lax.while_loop(lambda c: jnp.sum(c) < 100.0, lambda c: c * 2.0 + 1.0, x)
+    x = np.ones(3, np.float32)
+    exe = ember.jit(f, backend="cuda").lower(x).executable
+    text = ember.jit(f, backend="cuda").lower(x).compile().as_text()
+    assert "// while: host-driven" in text and text.count("__global__") >= 3
+    (loop,) = [e for k, _, e in exe.segments if k == "loop"]
+    for arch in ("compute_80", "compute_90"):
+        assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)
+    if _NO_DEVICE is None:
+        np.testing.assert_allclose(np.asarray(ember.jit(f, backend="cuda")(x)), np.full(3, 63.0))

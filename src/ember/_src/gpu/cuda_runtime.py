@@ -285,11 +285,22 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
 
 def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
-    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). With
-    ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
-    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
-        return segments.SegmentedExecutable(prog, CUDAExecutable, to_host=_to_host, to_device=_to_device)
-    return CUDAExecutable(prog)
+    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). A
+    ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
+    with ``host_fallback=True`` the primitives without a device kernel run on the host."""
+    def kind(e: Any) -> str:
+        if segments.device_computes(e):
+            return "device"
+        return "loop" if segments.device_while(e) else "host"
+
+    kinds = {kind(e) for e in prog.eqns}
+    if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
+        return CUDAExecutable(prog)  # (a primitive without a kernel: the error naming it)
+    return segments.SegmentedExecutable(prog, CUDAExecutable, kind, _while, _to_host, _to_device)
+
+
+def _while(prog: Program) -> segments.HostDrivenWhile:
+    return segments.HostDrivenWhile(prog, CUDAExecutable, CUDABuffer, _to_device)
 
 
 def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:

@@ -114,3 +114,48 @@ def _is_handle(x: Any) -> bool:
 
 def _host_text(p: Program) -> str:
     return "// host segment: " + ", ".join(e.prim.name for e in p.eqns) + "\n"
+
+
+def device_while(e: Eqn) -> bool:
+    """Whether ``e`` is a ``while`` whose ``cond`` and ``body`` the device kernels compute."""
+    return e.prim.name == "while" and all(device_computes(x) for p in (e.params["cond"], e.params["body"])
+                                          for x in p.eqns)
+
+
+class HostDrivenWhile:
+    """A program of one device ``while`` equation, driven from the host: per step the ``cond``
+    program runs on the device and its one boolean is read back, then the ``body`` program runs on
+    the device; the carries never leave it. ``make(program)`` builds a device executable (with
+    ``run_device``), ``handle_type`` is the runtime's buffer handle, ``to_device(ndarray, aval)``
+    makes one."""
+
+    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
+                 to_device: Callable):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
+        self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
+        self.cond, self.body = make(e.params["cond"]), make(e.params["body"])
+        self.out_avals = prog.out_avals
+        self.source = ("// while: host-driven, cond and body on the device, one boolean read per step\n"
+                       f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
+
+    def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """Handles are read in place (host values go to the device once); the outputs stay there."""
+        pos = {v: i for i, v in enumerate(self.prog.invars)}
+        ins = []
+        for x in self.eqn.inputs:
+            a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+            ins.append(a if isinstance(a, self.handle_type) else self.to_device(np.asarray(a, x.aval.dtype),
+                                                                                 x.aval))
+        cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
+        while True:
+            (p,) = self.cond.run_device(cconsts + carry)
+            if not p.download((), np.dtype(np.bool_)):
+                break
+            carry = self.body.run_device(bconsts + carry)
+        out = dict(zip(self.eqn.outvars, carry))
+        return [out[v] for v in self.prog.outvars]

@@ -35,11 +35,8 @@ def device_loop(e: Eqn) -> bool:
     ``while`` whose ``cond`` and ``body`` they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
         progs = [e.params["body"]]
-    elif e.prim.name == "while":
-        progs = [e.params["cond"], e.params["body"]]
-    else:
-        return False
-    return all(segments.device_computes(x) for p in progs for x in p.eqns)
+        return all(segments.device_computes(x) for p in progs for x in p.eqns)
+    return segments.device_while(e)
 
 
 def check_loop_bodies(e: Eqn) -> None:
@@ -56,41 +53,9 @@ def check_loop_bodies(e: Eqn) -> None:
 
 def make_loop(prog: Program) -> Any:
     """The executable of a program of one device loop equation."""
-    return WebGPUScan(prog) if prog.eqns[0].prim.name == "scan" else WebGPUWhile(prog)
-
-
-class WebGPUWhile:
-    """A program of one device ``while`` equation: host-driven, the carries on the device."""
-
-    def __init__(self, prog: Program):
-        (e,) = prog.eqns
-        self.prog, self.eqn = prog, e
-        self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
-        self.cond = WebGPUExecutable(e.params["cond"])
-        self.body = WebGPUExecutable(e.params["body"])
-        self.out_avals = prog.out_avals
-        self.source = ("// while: host-driven, cond and body on the device, one 4-byte read per step\n"
-                       f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
-
-    def __call__(self, args: list) -> list:
-        """Host arrays in, host arrays out."""
-        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
-
-    def run_device(self, args: list) -> list:
-        """:class:`.webgpu.WebGPUBuffer` arguments are read in place; the outputs stay on the device."""
-        pos = {v: i for i, v in enumerate(self.prog.invars)}
-        ins = []
-        for x in self.eqn.inputs:  # every value on the device once, before the first step
-            a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
-            ins.append(a if isinstance(a, WebGPUBuffer) else _to_device(np.asarray(a, x.aval.dtype), x.aval))
-        cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
-        while True:
-            (p,) = self.cond.run_device(cconsts + carry)
-            if not p.download((), np.dtype(np.bool_)):
-                break
-            carry = self.body.run_device(bconsts + carry)
-        out = dict(zip(self.eqn.outvars, carry))
-        return [out[v] for v in self.prog.outvars]
+    if prog.eqns[0].prim.name == "scan":
+        return WebGPUScan(prog)
+    return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
 
 
 class WebGPUScan:
