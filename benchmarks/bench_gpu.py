@@ -3,10 +3,10 @@ matmul 4096^3 (float32).
 
     python benchmarks/bench_gpu.py [--backends cuda,webgpu] [--out DIR] [--quick]
 
-Writes ``gpu.{json,md}`` to ``DIR`` (default ``benchmarks/results``). Every ember call copies its
-inputs to the device and its outputs back (arrays are not device-resident yet), so ember's times
-include those transfers; the peers' inputs live on the GPU and their times exclude them. Peers
-absent from the machine are left out. Written without a GPU at hand: not yet run on one.
+Writes ``gpu.{json,md}`` to ``DIR`` (default ``benchmarks/results``). ember's inputs are device
+arrays (``ember.device_put``) and each timed call waits for its result (``block_until_ready``), as
+the peers' inputs live on the GPU and their calls are synchronized. Peers absent from the machine
+are left out. Written without a GPU at hand: not yet run on one.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def main() -> None:
         for b in a.backends.split(","):
             try:
                 f = ember.jit(EMBER[key], backend=b)
-                times[f"ember {b}"] = _time(lambda f=f, args=args: f(*args), lambda: None, a.reps)
+                on_dev = ember.device_put(args, f"{b}:0")
+                times[f"ember {b}"] = _time(lambda f=f, d=on_dev: f(*d).block_until_ready(), lambda: None,
+                                            a.reps)
             except Exception as e:
                 print(f"ember {b} / {title}: {type(e).__name__}: {e}", file=sys.stderr)
                 times[f"ember {b}"] = None

@@ -27,9 +27,10 @@ __version__ = "0.1.0"
 __all__ = ["Array", "Program", "ShapeDtypeStruct", "ShapedArray", "check_leaks", "errors", "eval_shape",
            "jit", "lax", "make_program", "memory_stats", "nn", "numpy", "tree", "vmap"]
 
-from ember._src.api_util import block_until_ready, device_put  # noqa: E402
+from ember._src.api_util import block_until_ready, device_get, device_put  # noqa: E402
+from ember._src.devices import default_device  # noqa: E402
 
-__all__ += ["block_until_ready", "device_put", "pmap"]
+__all__ += ["block_until_ready", "default_device", "device_get", "device_put", "pmap"]
 __all__ += ["clear_caches", "default_backend", "dimension_as_value", "set_debug", "set_default_backend",
             "set_validation"]
 

@@ -83,3 +83,52 @@ def test_without_a_device_a_call_says_what_is_missing() -> None:
         pytest.skip("a CUDA device is present")
     with pytest.raises(cuda_runtime.DeviceUnavailable, match="cuda"):
         ember.jit(lambda x: x + 1, backend="cuda")(np.ones(3, np.float32))
+
+
+@pytest.mark.skipif(_NO_DEVICE is not None, reason=f"no CUDA device: {_NO_DEVICE}")
+def test_device_arrays_stay_on_the_cuda_device() -> None:
+    """The WebGPU residency rules on CUDA: chained jit calls on device arrays copy nothing."""
+    from ember._src.gpu.device_array import DeviceArray
+
+    x = np.random.default_rng(0).uniform(-2, 2, (64, 32)).astype(np.float32)
+    w = np.random.default_rng(1).uniform(-1, 1, (32, 8)).astype(np.float32)
+    dx, dw = ember.device_put((x, w), "cuda:0")
+    assert isinstance(dx, DeviceArray) and str(dx.device) == "cuda:0"
+    f = ember.jit(lambda x, w: jnp.tanh(x @ w))
+    g = ember.jit(lambda y: jnp.sum(y * y, axis=0))
+    g(f(dx, dw))
+    before = dict(cuda_runtime.TRANSFERS)
+    z = g(f(dx, dw))
+    assert cuda_runtime.TRANSFERS == before and isinstance(z, DeviceArray)
+    want = (np.tanh(x.astype(np.float64) @ w) ** 2).sum(0)
+    np.testing.assert_allclose(np.asarray(z), want, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(dx + 1.0), x + 1, rtol=1e-6)
+    stats = ember.memory_stats("cuda:0")
+    assert stats["bytes_in_use"] > 0 and stats["peak_bytes_in_use"] >= stats["bytes_in_use"]
+
+
+def test_cuda_executables_run_with_device_buffers() -> None:
+    """Compile-checked structure without a device: the CUDA executable has the residency entry
+    point, and device_put onto an absent device says what is missing."""
+    exe = ember.jit(lambda x: x * 2, backend="cuda").lower(np.ones(3, np.float32)).executable
+    assert callable(exe.run_device)
+    if _NO_DEVICE is not None:
+        with pytest.raises(RuntimeError, match="cuda:0 is unavailable"):
+            ember.device_put(np.ones(3, np.float32), "cuda:0")
+
+
+@needs_nvrtc
+def test_a_while_loop_is_host_driven_and_its_programs_compile() -> None:
+    """Compile-checked without a device: cond and body are CUDA programs of their own (PTX for
+    sm_80 and sm_90); with a device, the loop runs with the carries on it."""
+    def f(x):
+        return ember.lax.while_loop(lambda c: jnp.sum(c) < 100.0, lambda c: c * 2.0 + 1.0, x)
+    x = np.ones(3, np.float32)
+    exe = ember.jit(f, backend="cuda").lower(x).executable
+    text = ember.jit(f, backend="cuda").lower(x).compile().as_text()
+    assert "// while: host-driven" in text and text.count("__global__") >= 3
+    (loop,) = [e for k, _, e in exe.segments if k == "loop"]
+    for arch in ("compute_80", "compute_90"):
+        assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)
+    if _NO_DEVICE is None:
+        np.testing.assert_allclose(np.asarray(ember.jit(f, backend="cuda")(x)), np.full(3, 63.0))

@@ -29,7 +29,29 @@ def test_an_unavailable_backend_says_what_to_install(monkeypatch: pytest.MonkeyP
     np.testing.assert_array_equal(np.asarray(ember.jit(lambda x: x * 2)(np.arange(3.0))), [0.0, 2.0, 4.0])
 
 
-def test_device_put_onto_a_gpu_is_a_clear_error() -> None:
-    with pytest.raises(NotImplementedError, match="backend='webgpu'"):
-        ember.device_put(np.ones(2), "webgpu:0")
+def test_device_put_onto_an_unavailable_gpu_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    why = "cuda: no CUDA device found (no CUDA device); running CUDA kernels needs an NVIDIA GPU"
+    monkeypatch.setattr(BACKENDS["cuda"], "unavailable_reason", lambda: why)
+    from ember._src.gpu import cuda_runtime
+    monkeypatch.setattr(cuda_runtime, "unavailable_reason", lambda: why)
+    with pytest.raises(RuntimeError, match="cuda:0 is unavailable: cuda: no CUDA device found"):
+        ember.device_put(np.ones(2, np.float32), "cuda:0")
+    with pytest.raises(RuntimeError, match="no CUDA device found"):
+        with ember.default_device("cuda:0"):
+            pass
     np.testing.assert_array_equal(np.asarray(ember.device_put(np.ones(2), ember.devices()[0])), [1.0, 1.0])
+    assert type(ember.device_put(np.ones(2), "cpu")) is ember.Array
+
+
+def test_a_default_device_variable_naming_no_device_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember._src import devices
+
+    monkeypatch.setenv("EMBER_DEFAULT_DEVICE", "tpu:3")
+    with pytest.warns(RuntimeWarning, match=r"EMBER_DEFAULT_DEVICE: unknown device 'tpu:3'.*using the host"):
+        assert devices.env_names_gpu() is False
+    monkeypatch.setenv("EMBER_DEFAULT_DEVICE", "cpu")
+    assert devices.env_names_gpu() is False and devices.default_device_now() is None
+    monkeypatch.delenv("EMBER_DEFAULT_DEVICE")
+    assert devices.default_device_now() is None
+    assert devices.parse_device("webgpu") == devices.Device(0, "webgpu", "webgpu")
+    assert str(devices.parse_device(ember.devices()[0])) == "cpu"

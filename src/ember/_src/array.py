@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import devices
 from ember._src import dtypes as dt
 from ember._src.core import ShapedArray, Tracer, install_eager_array
 from ember.errors import DeletedArrayError
@@ -419,13 +420,16 @@ def register_memory_reporter(name: str, report: Callable[[], dict[str, int]]) ->
     _REPORTERS[name] = report
 
 
-def memory_stats() -> dict[str, int]:
+def memory_stats(device: Any = None) -> dict[str, int]:
     """Live eager arrays and bytes, their peak and total, and what the backends' caches hold.
 
     Backend figures: ``arena_bytes`` (planned arenas of cached executables), ``output_slot_bytes`` and
     ``output_pool_bytes`` (recycled output buffers), ``loaded_libraries`` /
     ``loaded_library_bytes`` (compiled code in the process). ``ember.clear_caches()`` releases what
-    the caches hold."""
+    the caches hold. With a GPU ``device`` (``"webgpu:0"``, ...): that device's buffer pool
+    (``bytes_in_use``, ``peak_bytes_in_use``, ``pool_bytes``, ... as JAX's ``Device.memory_stats()``)."""
+    if device is not None and str(device) != "cpu":
+        return devices.memory_stats(device)
     s = _stats
     out = {"live_arrays": s.live_arrays, "live_bytes": s.live_bytes, "peak_bytes": s.peak_bytes,
            "total_allocated_bytes": s.total_allocated}

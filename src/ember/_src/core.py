@@ -475,6 +475,9 @@ def eager_bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
 # Set by ember._src.sharding (a higher layer): ``hook(prim, args, params)`` applies ``prim`` to
 # arguments among which are sharded arrays (their class has ``_sharded = True``), per process.
 sharded_eager_hook: list[Callable] = []
+# Set by the GPU backends (a higher layer): ``hook(prim, args, params)`` applies ``prim`` to
+# arguments among which are device arrays (their class has ``_device_resident = True``) on their device.
+device_eager_hook: list[Callable] = []
 
 
 class EvalTrace(Trace):
@@ -488,10 +491,13 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
         from ember._src.array import wrap_result
-        if sharded_eager_hook:
+        if sharded_eager_hook or device_eager_hook:
             for t in tracers:
-                if getattr(type(t), "_sharded", False):
+                cls = type(t)
+                if getattr(cls, "_sharded", False):
                     return sharded_eager_hook[0](prim, tracers, params)
+                if getattr(cls, "_device_resident", False):
+                    return device_eager_hook[0](prim, tracers, params)
         avals_out = eager_out_avals(prim, [t.aval for t in tracers], params,
                                     _eager_key(prim, tracers, params) if EAGER_FAST_PATH.value else None)
         outs = (prim.eager_impl or prim.impl)(*(t.value for t in tracers), **params)

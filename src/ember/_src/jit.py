@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import aot, arg_checks, core, flags
+from ember._src import aot, arg_checks, core, devices, flags
 from ember._src import debug as dbg
 from ember._src import dtypes as dt
 from ember._src import dynamic as dyn
@@ -281,6 +281,9 @@ def _compiler_stats() -> tuple[int, int]:
 # Set by ember._src.sharding (a higher layer): ``hook(jit_function, args, kwargs)`` runs a call
 # whose arguments include sharded arrays as the per-process program their shardings imply.
 sharded_call_hook: list[Callable] = []
+# Set by the GPU backends: ``hook(jit_function, args, kwargs, leaves)`` runs a call on the device its
+# inputs live on (device arrays have ``_device_resident = True``) or on the default device.
+device_call_hook: list[Callable] = []
 
 
 class JitFunction:
@@ -461,6 +464,8 @@ class JitFunction:
         return self._compile(st, avals, static_pos, static_kw)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if devices.GPU_DEFAULT_ACTIVE[0]:  # a GPU default device: the general path routes the call
+            return self._call(args, kwargs)
         d = self._dispatch
         if d is not None and not kwargs:
             r = d(args)  # the C dispatcher: warm static signatures, no Python in between
@@ -538,8 +543,9 @@ class JitFunction:
         if e is not None:
             target.add(e)
 
-    def _call(self, args: tuple, kwargs: dict) -> Any:
-        """The general path: flatten, find or trace the signature, run, wrap."""
+    def _call(self, args: tuple, kwargs: dict, route: bool = True) -> Any:
+        """The general path: flatten, find or trace the signature, run, wrap (``route``: calls with
+        device arrays, or under a GPU default device, go to ``device_call_hook``)."""
         self._slow_calls += 1
         if core.dynamic_trace_active():
             return self.fun(*args, **kwargs)  # inline into the enclosing trace
@@ -551,6 +557,9 @@ class JitFunction:
             for x in leaves:
                 if getattr(type(x), "_sharded", False):  # a sharded array: the per-process program
                     return sharded_call_hook[0](self, args, kwargs)
+        if route and device_call_hook and (devices.GPU_DEFAULT_ACTIVE[0] or any(
+                getattr(type(x), "_device_resident", False) for x in leaves)):
+            return device_call_hook[0](self, args, kwargs, leaves)
         st = self._struct(in_tree, dyn_args, dyn_kw, static_pos, static_kw)
         avals, env = self._avals(st, leaves)
         c = st.entries.get(avals)

@@ -449,14 +449,14 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
     """Every leaf of ``x`` as an ember array, placed by a sharding or on this process's host.
 
     With a :class:`NamedSharding` (or a pytree of them): this process's shard (``x`` holds the
-    whole array on every process, as a NumPy array or a replicated array); with a device or None:
-    on this process's host."""
+    whole array on every process, as a NumPy array or a replicated array); with None or the CPU:
+    on this process's host; with a GPU device (``"webgpu:0"``, ``"cuda:0"``): a device array."""
     if isinstance(device, NamedSharding):
         return tu.tree_map(lambda a: _place(a, device), x)
     if device is not None and not isinstance(device, (Device, SingleDeviceSharding, str)):
         return tu.tree_map(lambda a, s: device_put(a, s), x, device)  # a pytree of shardings
     from ember._src.api_util import device_put as plain
-    return plain(x, None if isinstance(device, (Device, SingleDeviceSharding)) else device)
+    return plain(x, None if isinstance(device, SingleDeviceSharding) else device)
 
 
 def reshard(x: Any, out_shardings: Any) -> Any:

@@ -8,6 +8,7 @@ from ember._src.numpy.array_api import __array_api_version__, __array_namespace_
 from ember._src.numpy.bit_packing import *
 from ember._src.numpy.contractions import *
 from ember._src.numpy.creation import *
+from ember._src.numpy.creation import asarray as _placing_asarray
 from ember._src.numpy.dtype_functions import *
 from ember._src.numpy.einsum_path import *
 from ember._src.numpy.extras import *
@@ -47,9 +48,9 @@ from ember._src.numpy.scalar_types import (
 from ember._src.numpy.searching import *
 from ember._src.numpy.statistics import *
 from ember._src.numpy.ufuncs import *
-from ember._src.numpy.ufuncs import asarray
 
 bool = bool_  # noqa: A001
+asarray = _placing_asarray  # ufuncs.asarray that also places (device=, ember.default_device)
 pi, e, inf, nan, newaxis = 3.141592653589793, 2.718281828459045, float("inf"), float("nan"), None
 euler_gamma = 0.5772156649015329
 from ember._src.compat.vectorize import vectorize  # noqa: E402, F401

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ember._src import core
 from ember._src.ad import jacrev
 from ember._src.batching import BatchTrace, BatchTracer, moveaxis
+from ember._src.devices import Device
 from ember._src.jit import make_program
 from ember._src.program import Program
 from ember._src.tree import flatten, unflatten
@@ -39,22 +40,6 @@ def jacobian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux:
              holomorphic: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """``jax.jacobian``: the Jacobian by reverse mode (same as :func:`ember.jacrev`)."""
     return jacrev(fun, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic, allow_int=allow_int)
-
-
-class Device(NamedTuple):
-    """A device ember runs on: the host CPU, or the WebGPU / CUDA device of a GPU backend."""
-
-    id: int = 0
-    platform: str = "cpu"
-    device_kind: str = "cpu"
-    process_index: int = 0
-
-    def __repr__(self) -> str:
-        kind = {"cpu": "Cpu", "webgpu": "WebGPU", "cuda": "Cuda"}.get(self.platform, self.platform)
-        return f"{kind}Device(id={self.id})"
-
-    def __str__(self) -> str:
-        return self.platform if self.platform == "cpu" else f"{self.platform}:{self.id}"
 
 
 _CPU = Device()

@@ -18,8 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.core import ShapedArray
+from ember._src.devices import Device
 from ember._src.gpu import kernels, segments
 from ember._src.gpu.cuda import CUDARenderer
+from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.render import compile_error
 from ember._src.program import Program
 
@@ -28,6 +31,10 @@ INSTALL = "install NVRTC and its bindings: pip install 'ember[gpu]' (cuda-bindin
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 _PTX: dict[tuple[str, str], bytes] = {}
+DEVICE = Device(0, "cuda", "cuda")
+TRANSFERS = {"host_to_device": 0, "device_to_host": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
+_MEM = {"bytes_in_use": 0, "peak_bytes_in_use": 0, "num_allocs": 0, "largest_alloc_size": 0}
+_FREED: list = []  # device pointers whose arrays died: freed at the next call (the lock held)
 
 
 class DeviceUnavailable(RuntimeError):
@@ -136,6 +143,81 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def _alloc(nbytes: int) -> Any:
+    """Device memory (the caller holds the lock and a current context); freed pointers first."""
+    drv = _STATE["driver"]
+    while _FREED:
+        ptr, size = _FREED.pop()
+        drv.cuMemFree(ptr)
+        _MEM["bytes_in_use"] -= size
+    size = max(nbytes, 1)
+    err, ptr = drv.cuMemAlloc(size)
+    if int(err) != 0:
+        raise MemoryError(f"cuda:0: out of memory allocating {size} bytes ({_MEM['bytes_in_use']} bytes in "
+                          f"use by live arrays) ({err}); free device arrays or move them to the host")
+    _MEM["bytes_in_use"] += size
+    _MEM["peak_bytes_in_use"] = max(_MEM["peak_bytes_in_use"], _MEM["bytes_in_use"])
+    _MEM["num_allocs"] += 1
+    _MEM["largest_alloc_size"] = max(_MEM["largest_alloc_size"], size)
+    return ptr
+
+
+class CUDABuffer:
+    """Device memory a device array holds; freed (at the next call) when the last holder dies."""
+
+    __slots__ = ("ptr", "size", "__weakref__")
+    device = DEVICE
+
+    def __init__(self, ptr: Any, size: int):
+        self.ptr, self.size = ptr, size
+
+    def __del__(self) -> None:
+        _FREED.append((self.ptr, self.size))  # list.append is atomic: no lock in a finalizer
+
+    def download(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """The buffer's values on the host (one transfer)."""
+        host = np.empty(shape, _storage_dtype(dtype))
+        if host.nbytes:
+            with _LOCK:
+                drv = _open()
+                _check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, host.nbytes), "cuMemcpyDtoH")
+                TRANSFERS["device_to_host"] += 1
+                TRANSFERS["device_to_host_bytes"] += host.nbytes
+        return host.view(dtype)
+
+    def sync(self) -> None:
+        """Wait for the device (the driver API calls here are synchronous)."""
+        with _LOCK:
+            _check(_open().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def _upload(a: Any, dtype: np.dtype) -> CUDABuffer:
+    host = np.ascontiguousarray(np.asarray(a, dtype=dtype)).view(_storage_dtype(dtype))
+    buf = CUDABuffer(_alloc(host.nbytes), max(host.nbytes, 1))
+    if host.nbytes:
+        _check(_STATE["driver"].cuMemcpyHtoD(buf.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+        TRANSFERS["host_to_device"] += 1
+        TRANSFERS["host_to_device_bytes"] += host.nbytes
+    return buf
+
+
+def put(value: np.ndarray, weak_type: bool = False) -> DeviceArray:
+    """``value`` copied to CUDA device 0, as a :class:`DeviceArray`."""
+    value = np.asarray(value)
+    CUDARenderer().check_dtype(value.dtype, "an array put on cuda:0")
+    with _LOCK:
+        _open()
+        buf = _upload(value, value.dtype)
+    return DeviceArray(buf, ShapedArray(value.shape, value.dtype, weak_type))
+
+
+def memory_stats() -> dict[str, int]:
+    """Bytes in use by device arrays and calls, their peak, allocations made (no pool yet)."""
+    with _LOCK:
+        _open()
+        return dict(_MEM)
+
+
 class CUDAExecutable:
     """A program's kernels as CUDA C (:attr:`source`); calling it runs them on CUDA device 0."""
 
@@ -152,6 +234,13 @@ class CUDAExecutable:
         return compile_ptx(self.source, arch)
 
     def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        outs = self.run_device(args)
+        return [o.download(a.shape, a.dtype) for o, a in zip(outs, self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """:class:`CUDABuffer` arguments are read in place (others copied to the device); the
+        outputs are new buffers left on the device."""
         with _LOCK:
             drv = _open()
             return self._run(drv, args)
@@ -162,37 +251,31 @@ class CUDAExecutable:
             mod = _check(drv.cuModuleLoadData(self.ptx(_STATE["arch"])), "cuModuleLoadData")
             self._functions = [_check(drv.cuModuleGetFunction(mod, k.name.encode()), "cuModuleGetFunction")
                                for k in sch.kernels]
-        ptrs: dict[int, Any] = {}
-        itemsize = {b.index: _storage_dtype(b.dtype).itemsize for b in sch.buffers}
-        try:
-            for b in sch.buffers:
-                ptrs[b.index] = _check(drv.cuMemAlloc(max(b.size, 1) * itemsize[b.index]), "cuMemAlloc")
-            uploads = [(i, a) for i, a in zip(sch.inputs, args)] + list(sch.consts)
-            for i, a in uploads:
-                host = np.ascontiguousarray(np.asarray(a, dtype=sch.buffers[i].dtype)).view(
-                    _storage_dtype(sch.buffers[i].dtype))
-                if host.nbytes:
-                    _check(drv.cuMemcpyHtoD(ptrs[i], host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
-            for k, fn in zip(sch.kernels, self._functions):
-                vals = [np.array([int(ptrs[b.index])], dtype=np.uint64) for b in k.buffers()]
-                params = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
-                block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
-                _check(drv.cuLaunchKernel(fn, *k.grid, *block, 0, 0, params.ctypes.data, 0), "cuLaunchKernel")
-            outs = []
-            for (kind, v), aval in zip(sch.outputs, self.out_avals):
-                if kind == "input":
-                    outs.append(np.array(args[v], dtype=aval.dtype))
-                elif kind == "literal":
-                    outs.append(np.full(aval.shape, v, dtype=aval.dtype))
-                else:
-                    host = np.empty(aval.shape, _storage_dtype(aval.dtype))
-                    if host.nbytes:
-                        _check(drv.cuMemcpyDtoH(host.ctypes.data, ptrs[v], host.nbytes), "cuMemcpyDtoH")
-                    outs.append(host.view(aval.dtype))
-            return outs
-        finally:
-            for p in ptrs.values():
-                drv.cuMemFree(p)
+        held: dict[int, CUDABuffer] = {}  # buffers of this call (inputs, constants, intermediates)
+        for i, a in zip(sch.inputs, args):
+            if i is not None:
+                held[i] = a if isinstance(a, CUDABuffer) else _upload(a, sch.buffers[i].dtype)
+        for i, val in sch.consts:
+            held[i] = _upload(val, sch.buffers[i].dtype)
+        for b in sch.buffers:
+            if b.index not in held:
+                held[b.index] = CUDABuffer(_alloc(b.size * _storage_dtype(b.dtype).itemsize),
+                                           max(b.size * _storage_dtype(b.dtype).itemsize, 1))
+        for k, fn in zip(sch.kernels, self._functions):
+            vals = [np.array([int(held[b.index].ptr)], dtype=np.uint64) for b in k.buffers()]
+            params = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
+            block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
+            _check(drv.cuLaunchKernel(fn, *k.grid, *block, 0, 0, params.ctypes.data, 0), "cuLaunchKernel")
+        outs = []
+        for (kind, v), aval in zip(sch.outputs, self.out_avals):
+            if kind == "input":
+                a = args[v]
+                outs.append(a if isinstance(a, CUDABuffer) else _upload(a, aval.dtype))
+            elif kind == "literal":
+                outs.append(_upload(np.full(aval.shape, v, aval.dtype), aval.dtype))
+            else:
+                outs.append(held[v])  # the rest die with `held`: their finalizers free them
+        return outs
 
 
 def _storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -202,11 +285,32 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
 
 def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
-    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). With
-    ``host_fallback=True`` the primitives without a device kernel run on the host (:mod:`.segments`)."""
-    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
-        return segments.SegmentedExecutable(prog, CUDAExecutable)
-    return CUDAExecutable(prog)
+    and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). A
+    ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
+    with ``host_fallback=True`` the primitives without a device kernel run on the host."""
+    def kind(e: Any) -> str:
+        if segments.device_computes(e):
+            return "device"
+        return "loop" if segments.device_while(e) else "host"
+
+    kinds = {kind(e) for e in prog.eqns}
+    if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
+        return CUDAExecutable(prog)  # (a primitive without a kernel: the error naming it)
+    return segments.SegmentedExecutable(prog, CUDAExecutable, kind, _while, _to_host, _to_device)
+
+
+def _while(prog: Program) -> segments.HostDrivenWhile:
+    return segments.HostDrivenWhile(prog, CUDAExecutable, CUDABuffer, _to_device)
+
+
+def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:
+    return handle.download(aval.shape, aval.dtype)
+
+
+def _to_device(value: np.ndarray, aval: Any) -> CUDABuffer:
+    with _LOCK:
+        _open()
+        return _upload(value, aval.dtype)
 
 
 cuda_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]

@@ -28,16 +28,18 @@ def device_computes(e: Eqn) -> bool:
     return ops.supported(e.prim.name)
 
 
-def split(prog: Program) -> list[tuple[bool, Program]]:
-    """``prog`` as (on_device, program) segments in order: each reads the values of earlier ones
-    (or the inputs and constants) and returns those used later."""
-    runs: list[tuple[bool, list[Eqn]]] = []
+def split(prog: Program, kind: Callable[[Eqn], str] | None = None) -> list[tuple[str, Program]]:
+    """``prog`` as (kind, program) segments in order: each reads the values of earlier ones (or
+    the inputs and constants) and returns those used later. ``kind(e)`` is ``"device"``, ``"host"``
+    or ``"loop"`` (a device loop: a segment of its own); by default device or host."""
+    kind = kind or (lambda e: "device" if device_computes(e) else "host")
+    runs: list[tuple[str, list[Eqn]]] = []
     for e in prog.eqns:
-        dev = device_computes(e)
-        if runs and runs[-1][0] == dev:
+        k = kind(e)
+        if runs and runs[-1][0] == k and k != "loop":
             runs[-1][1].append(e)
         else:
-            runs.append((dev, [e]))
+            runs.append((k, [e]))
     needed_after: list[set] = []
     later = {a for a in prog.outvars if isinstance(a, Var)}
     for _, eqns in reversed(runs):
@@ -59,20 +61,101 @@ def split(prog: Program) -> list[tuple[bool, Program]]:
 
 
 class SegmentedExecutable:
-    """Device and host segments run in order; ``make_device(program)`` builds a device segment."""
+    """Device, loop and host segments run in order: ``make_device(program)`` builds a device
+    segment, ``make_loop(program)`` a device loop (default: the host runs loops).
 
-    def __init__(self, prog: Program, make_device: Callable[[Program], Any]):
+    :meth:`run_device` keeps device values on the device between device segments; a runtime
+    passes ``to_host(handle, aval) -> ndarray`` and ``to_device(ndarray, aval) -> handle`` for the
+    values that cross to and from host segments."""
+
+    def __init__(self, prog: Program, make_device: Callable[[Program], Any],
+                 kind: Callable[[Eqn], str] | None = None, make_loop: Callable[[Program], Any] | None = None,
+                 to_host: Callable | None = None, to_device: Callable | None = None):
         self.prog = prog
-        self.segments = [(p, make_device(p) if dev else numpy_backend(p)) for dev, p in split(prog)]
-        self.source = "\n".join(getattr(exe, "source", None) or _host_text(p) for p, exe in self.segments)
+        make = {"device": make_device, "loop": make_loop or numpy_backend, "host": numpy_backend}
+        self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
+        self.source = "\n".join(getattr(exe, "source", None) or _host_text(p) for _, p, exe in self.segments)
+        self.to_host, self.to_device = to_host, to_device
 
     def __call__(self, args: list) -> list:
         env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
         env.update(zip(self.prog.invars, args))
-        for p, exe in self.segments:
+        for _, p, exe in self.segments:
             env.update(zip(p.outvars, exe([env[v] for v in p.invars])))
         return [np.asarray(a.val if isinstance(a, Literal) else env[a]) for a in self.prog.outvars]
+
+    def run_device(self, args: list) -> list:
+        """Device handles (or host arrays) in, device handles out; values cross to the host only
+        for host segments."""
+        if self.to_host is None or self.to_device is None:
+            raise NotImplementedError("this segmented program cannot keep values on the device")
+        env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
+        env.update(zip(self.prog.invars, args))
+        for _, p, exe in self.segments:
+            run = getattr(exe, "run_device", None)
+            if run is not None:
+                env.update(zip(p.outvars, run([env[v] for v in p.invars])))
+            else:
+                vals = [self._host(env[v], v.aval) for v in p.invars]
+                env.update(zip(p.outvars, exe(vals)))
+        outs = []
+        for a in self.prog.outvars:
+            val = np.full(a.aval.shape, a.val, a.aval.dtype) if isinstance(a, Literal) else env[a]
+            outs.append(val if _is_handle(val) else self.to_device(np.asarray(val, a.aval.dtype), a.aval))
+        return outs
+
+    def _host(self, x: Any, aval: Any) -> Any:
+        return self.to_host(x, aval) if _is_handle(x) else x
+
+
+def _is_handle(x: Any) -> bool:
+    return hasattr(x, "download")
 
 
 def _host_text(p: Program) -> str:
     return "// host segment: " + ", ".join(e.prim.name for e in p.eqns) + "\n"
+
+
+def device_while(e: Eqn) -> bool:
+    """Whether ``e`` is a ``while`` whose ``cond`` and ``body`` the device kernels compute."""
+    return e.prim.name == "while" and all(device_computes(x) for p in (e.params["cond"], e.params["body"])
+                                          for x in p.eqns)
+
+
+class HostDrivenWhile:
+    """A program of one device ``while`` equation, driven from the host: per step the ``cond``
+    program runs on the device and its one boolean is read back, then the ``body`` program runs on
+    the device; the carries never leave it. ``make(program)`` builds a device executable (with
+    ``run_device``), ``handle_type`` is the runtime's buffer handle, ``to_device(ndarray, aval)``
+    makes one."""
+
+    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
+                 to_device: Callable):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
+        self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
+        self.cond, self.body = make(e.params["cond"]), make(e.params["body"])
+        self.out_avals = prog.out_avals
+        self.source = ("// while: host-driven, cond and body on the device, one boolean read per step\n"
+                       f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
+
+    def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """Handles are read in place (host values go to the device once); the outputs stay there."""
+        pos = {v: i for i, v in enumerate(self.prog.invars)}
+        ins = []
+        for x in self.eqn.inputs:
+            a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+            ins.append(a if isinstance(a, self.handle_type) else self.to_device(np.asarray(a, x.aval.dtype),
+                                                                                 x.aval))
+        cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
+        while True:
+            (p,) = self.cond.run_device(cconsts + carry)
+            if not p.download((), np.dtype(np.bool_)):
+                break
+            carry = self.body.run_device(bconsts + carry)
+        out = dict(zip(self.eqn.outvars, carry))
+        return [out[v] for v in self.prog.outvars]

@@ -13,12 +13,15 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
+from ember._src.core import ShapedArray
+from ember._src.devices import Device
 from ember._src.gpu import kernels, segments
+from ember._src.gpu.device_array import DeviceArray
+from ember._src.gpu.pool import Pool
 from ember._src.gpu.render import compile_error
 from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Program
@@ -28,6 +31,9 @@ INSTALL = ("install the 'wgpu' Python package (pip install 'ember[gpu]') and a V
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
+DEVICE = Device(0, "webgpu", "webgpu")
+TRANSFERS = {"host_to_device": 0, "device_to_host": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
+"""Copies between the host and the device since the process started (what residency saves)."""
 
 
 class DeviceUnavailable(RuntimeError):
@@ -56,7 +62,7 @@ def _open() -> Any:
         raise DeviceUnavailable(_STATE["error"])
     names = ("max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size")
     dev = adapter.request_device_sync(required_limits={n: adapter.limits[n] for n in names})
-    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=Pool(dev, wgpu), pipelines={})
+    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=Pool(dev, wgpu, str(DEVICE)), pipelines={})
     return dev
 
 
@@ -75,42 +81,6 @@ def adapter_info() -> dict:
     with _LOCK:
         _open()
         return dict(_STATE["adapter"].info)
-
-
-class Pool:
-    """Storage buffers by power-of-two size class (at least 256 bytes), reused across calls."""
-
-    def __init__(self, device: Any, wgpu: Any):
-        self.device, self.wgpu = device, wgpu
-        self.free: dict[tuple[int, int], list] = defaultdict(list)
-        self.stats = {"allocated_bytes": 0, "buffers": 0, "reused": 0}
-
-    def acquire(self, nbytes: int, staging: bool = False) -> Any:
-        size = max(256, 1 << (max(nbytes, 4) - 1).bit_length())
-        bu = self.wgpu.BufferUsage
-        usage = (bu.MAP_READ | bu.COPY_DST) if staging else (bu.STORAGE | bu.COPY_SRC | bu.COPY_DST)
-        lst = self.free[(size, int(usage))]
-        if lst:
-            self.stats["reused"] += 1
-            return lst.pop()
-        self.stats["allocated_bytes"] += size
-        self.stats["buffers"] += 1
-        return self.device.create_buffer(size=size, usage=usage)
-
-    def release(self, buf: Any) -> None:
-        self.free[(buf.size, int(buf.usage))].append(buf)
-
-    def clear(self) -> None:
-        for lst in self.free.values():
-            for b in lst:
-                b.destroy()
-        self.free.clear()
-
-
-def memory_stats() -> dict:
-    """The buffer pool's counters (bytes allocated, buffers, reuses)."""
-    pool = _STATE.get("pool")
-    return dict(pool.stats) if pool is not None else {"allocated_bytes": 0, "buffers": 0, "reused": 0}
 
 
 def _pipeline(source: str) -> Any:
@@ -136,8 +106,100 @@ def _storage(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(a.astype(np.uint32) if dtype == np.bool_ else a)
 
 
+def _raw_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.uint32) if np.dtype(dtype) == np.bool_ else np.dtype(dtype)
+
+
+class WebGPUBuffer:
+    """A pooled storage buffer a device array holds; back to the pool when the last holder dies."""
+
+    __slots__ = ("buffer", "pool", "__weakref__")
+    device = DEVICE
+
+    def __init__(self, buffer: Any, pool: Pool):
+        self.buffer, self.pool = buffer, pool
+
+    def __del__(self) -> None:
+        self.pool.give_back(self.buffer)  # no lock: the pool drains the queue at its next use
+
+    def download(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        """The buffer's first ``prod(shape)`` elements on the host (one transfer)."""
+        with _LOCK:
+            n = int(np.prod(shape, dtype=np.int64))
+            if n == 0:
+                return np.zeros(shape, dtype)
+            raw = _read_back(self.buffer, n, dtype)
+        return (raw != 0).reshape(shape) if np.dtype(dtype) == np.bool_ else raw.reshape(shape)
+
+    def sync(self) -> None:
+        """Wait until the device work queued so far is done (a 4-byte read that is not counted)."""
+        with _LOCK:
+            _read_back(self.buffer, 1, np.dtype(np.uint32), count=False)
+
+
+def _read_back(buf: Any, n: int, dtype: np.dtype, count: bool = True) -> np.ndarray:
+    """``n`` elements of ``buf`` through a staging buffer (the caller holds the lock)."""
+    dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
+    nbytes = n * 4
+    st = pool.acquire(nbytes, staging=True)
+    enc = dev.create_command_encoder()
+    enc.copy_buffer_to_buffer(buf, 0, st, 0, nbytes)
+    dev.queue.submit([enc.finish()])
+    raw = _map_read(st, n, dtype, wgpu)
+    pool.release(st)
+    if count:
+        TRANSFERS["device_to_host"] += 1
+        TRANSFERS["device_to_host_bytes"] += nbytes
+    return raw
+
+
+def _map_read(st: Any, n: int, dtype: np.dtype, wgpu: Any) -> np.ndarray:
+    st.map_sync(wgpu.MapMode.READ)
+    data = st.read_mapped(0, n * 4, copy=True)
+    st.unmap()
+    return np.frombuffer(data, dtype=_raw_dtype(dtype), count=n).copy()
+
+
+def _upload(a: Any, dtype: np.dtype, nelem: int) -> Any:
+    """A pool buffer holding ``a`` (the caller holds the lock; counted as a transfer)."""
+    dev, pool = _STATE["device"], _STATE["pool"]
+    buf = pool.acquire(nelem * 4)
+    data = _storage(a, dtype)
+    if data.nbytes:
+        dev.queue.write_buffer(buf, 0, data)
+        TRANSFERS["host_to_device"] += 1
+        TRANSFERS["host_to_device_bytes"] += data.nbytes
+    return buf
+
+
+def put(value: np.ndarray, weak_type: bool = False) -> DeviceArray:
+    """``value`` copied into a device buffer, as a :class:`DeviceArray` on ``webgpu:0``."""
+    value = np.asarray(value)
+    WGSLRenderer().check_dtype(value.dtype, "an array put on webgpu:0")
+    with _LOCK:
+        _open()
+        buf = _upload(value, value.dtype, value.size)
+        handle = WebGPUBuffer(buf, _STATE["pool"])
+    return DeviceArray(handle, ShapedArray(value.shape, value.dtype, weak_type))
+
+
+def memory_stats() -> dict[str, int]:
+    """The buffer pool's figures (:meth:`.pool.Pool.stats`)."""
+    with _LOCK:
+        _open()
+        return _STATE["pool"].stats()
+
+
+def pool() -> Pool:
+    """The device's buffer pool (opens the device)."""
+    with _LOCK:
+        _open()
+        return _STATE["pool"]
+
+
 class WebGPUExecutable:
-    """A program's kernels on the WebGPU device: ``run(list of arrays) -> list of arrays``."""
+    """A program's kernels on the WebGPU device: ``run(list of arrays) -> list of arrays``;
+    :meth:`run_device` takes and returns device buffers."""
 
     def __init__(self, prog: Program):
         self.schedule = kernels.schedule(prog, WGSLRenderer())
@@ -151,23 +213,32 @@ class WebGPUExecutable:
         self._consts: dict[int, Any] = {}
 
     def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out (the inputs copied to the device, the outputs back)."""
         with _LOCK:
-            return self._run(args)
+            return self._run(args, resident=False)
 
-    def _run(self, args: list) -> list:
+    def run_device(self, args: list) -> list:
+        """Arguments that are :class:`WebGPUBuffer` handles are read in place (others are copied
+        to the device); the outputs are new handles, left on the device."""
+        with _LOCK:
+            return self._run(args, resident=True)
+
+    def _run(self, args: list, resident: bool) -> list:
         dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
         sch = self.schedule
         bufs: dict[int, Any] = {}
-        taken = []
+        taken = []  # pool buffers this call acquired
         for i, a in zip(sch.inputs, args):
-            buf = bufs[i] = pool.acquire(sch.buffers[i].size * 4)
-            taken.append(buf)
-            data = _storage(a, sch.buffers[i].dtype)
-            if data.nbytes:
-                dev.queue.write_buffer(buf, 0, data)
+            if i is None:
+                continue
+            if isinstance(a, WebGPUBuffer):
+                bufs[i] = a.buffer
+            else:
+                bufs[i] = _upload(a, sch.buffers[i].dtype, sch.buffers[i].size)
+                taken.append(bufs[i])
         for i, val in sch.consts:
             if i not in self._consts:
-                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+                usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
                 buf = self._consts[i] = dev.create_buffer(size=max(256, val.size * 4), usage=usage)
                 dev.queue.write_buffer(buf, 0, _storage(val, sch.buffers[i].dtype))
             bufs[i] = self._consts[i]
@@ -185,6 +256,42 @@ class WebGPUExecutable:
             cp.set_bind_group(0, dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries))
             cp.dispatch_workgroups(*k.grid)
         cp.end()
+        if resident:
+            outs = self._device_outputs(args, bufs, taken, enc)
+            dev.queue.submit([enc.finish()])
+        else:
+            outs = self._host_outputs(args, bufs, enc)
+        for b in taken:
+            pool.release(b)
+        return outs
+
+    def _device_outputs(self, args: list, bufs: dict, taken: list, enc: Any) -> list:
+        """The outputs as handles: a buffer this call made is handed over; an input, a constant
+        or a literal output gets its own buffer (a copy), so every handle owns a pool buffer."""
+        sch, pool = self.schedule, _STATE["pool"]
+        outs: list = []
+        given: dict[int, WebGPUBuffer] = {}
+        for (kind, v), aval in zip(sch.outputs, self.out_avals):
+            n = max(int(np.prod(aval.shape, dtype=np.int64)), 1)
+            if kind == "input" and isinstance(args[v], WebGPUBuffer):
+                outs.append(args[v])  # immutable: the same buffer serves both arrays
+            elif kind in ("input", "literal"):
+                val = args[v] if kind == "input" else np.full(aval.shape, v, aval.dtype)
+                outs.append(WebGPUBuffer(_upload(val, aval.dtype, n), pool))
+            elif v in given:
+                outs.append(given[v])
+            elif any(b is bufs[v] for b in taken):
+                taken[:] = [b for b in taken if b is not bufs[v]]
+                outs.append(given.setdefault(v, WebGPUBuffer(bufs[v], pool)))
+            else:  # a constant's buffer, owned by the executable
+                buf = pool.acquire(n * 4)
+                enc.copy_buffer_to_buffer(bufs[v], 0, buf, 0, n * 4)
+                outs.append(given.setdefault(v, WebGPUBuffer(buf, pool)))
+        return outs
+
+    def _host_outputs(self, args: list, bufs: dict, enc: Any) -> list:
+        """Copy the outputs into staging buffers, submit, and read them back."""
+        sch, pool, wgpu, dev = self.schedule, _STATE["pool"], _STATE["wgpu"], _STATE["device"]
         staged = []
         for kind, v in sch.outputs:
             if kind == "buf" and sch.buffers[v].size:
@@ -195,36 +302,55 @@ class WebGPUExecutable:
         outs, it = [], iter(staged)
         for (kind, v), aval in zip(sch.outputs, self.out_avals):
             if kind == "input":
-                outs.append(np.array(args[v], dtype=aval.dtype))
+                a = args[v]
+                if isinstance(a, WebGPUBuffer):  # (the lock is held: read it here, not by download)
+                    n = int(np.prod(aval.shape, dtype=np.int64))
+                    a = _read_back(a.buffer, n, aval.dtype) if n else np.zeros(aval.shape, aval.dtype)
+                    a = (a != 0) if aval.dtype == np.bool_ else a
+                outs.append(np.array(a, dtype=aval.dtype).reshape(aval.shape))
             elif kind == "literal":
                 outs.append(np.full(aval.shape, v, dtype=aval.dtype))
             elif sch.buffers[v].size == 0:
                 outs.append(np.zeros(aval.shape, aval.dtype))
             else:
                 st = next(it)
-                st.map_sync(wgpu.MapMode.READ)
                 n = sch.buffers[v].size
-                data = st.read_mapped(0, n * 4, copy=True)
-                raw = np.frombuffer(data, dtype=_raw_dtype(aval.dtype), count=n)
-                st.unmap()
+                raw = _map_read(st, n, aval.dtype, wgpu)
                 pool.release(st)
-                outs.append((raw != 0) if aval.dtype == np.bool_ else raw.reshape(aval.shape).copy())
-                outs[-1] = outs[-1].reshape(aval.shape)
-        for b in taken:
-            pool.release(b)
+                TRANSFERS["device_to_host"] += 1
+                TRANSFERS["device_to_host_bytes"] += n * 4
+                outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(aval.shape))
         return outs
 
 
-def _raw_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.uint32) if np.dtype(dtype) == np.bool_ else np.dtype(dtype)
-
-
 def webgpu_backend(prog: Program, **options: Any) -> Any:
-    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``); with ``host_fallback=True``
-    the primitives without a device kernel run on the host (:mod:`.segments`)."""
-    if options.get("host_fallback") and not all(segments.device_computes(e) for e in prog.eqns):
-        return segments.SegmentedExecutable(prog, WebGPUExecutable)
-    return WebGPUExecutable(prog)
+    """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``). A ``scan`` with a static
+    trip count and a device body runs as preencoded dispatches, a ``while`` with device ``cond`` and
+    ``body`` host-driven over device buffers (:mod:`.webgpu_loops`); with ``host_fallback=True`` the
+    primitives without a device kernel run on the host (:mod:`.segments`)."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
+
+    def kind(e: Any) -> str:
+        if segments.device_computes(e):
+            return "device"
+        return "loop" if webgpu_loops.device_loop(e) else "host"
+
+    kinds = [kind(e) for e in prog.eqns]
+    if "host" in kinds and not options.get("host_fallback"):
+        webgpu_loops.check_loop_bodies(prog.eqns[kinds.index("host")])
+    if set(kinds) <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
+        return WebGPUExecutable(prog)  # (a primitive without a kernel: the error naming it)
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_loops.make_loop,
+                                        _to_host, _to_device)
+
+
+def _to_host(handle: WebGPUBuffer, aval: Any) -> np.ndarray:
+    return handle.download(aval.shape, aval.dtype)
+
+
+def _to_device(value: np.ndarray, aval: Any) -> WebGPUBuffer:
+    with _LOCK:
+        return WebGPUBuffer(_upload(value, aval.dtype, max(value.size, 1)), _STATE["pool"])
 
 
 webgpu_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]

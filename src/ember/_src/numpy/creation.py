@@ -11,13 +11,15 @@ capturing a large constant.
 from __future__ import annotations
 
 import builtins
+import contextvars
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ember._src import core
+from ember._src import core, devices
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
@@ -36,6 +38,34 @@ ShapeLike = Any
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
+
+_PLACING: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_placing", default=False)
+
+
+def _placed(fn: Any, follow: bool = False) -> Any:
+    """``fn``'s concrete result put on its ``device=`` argument, else (with ``follow``) on the
+    device of a device array passed as the first argument, else on the default device
+    (``ember.default_device``); only the outermost constructor call places (one copy)."""
+    active = devices.GPU_DEFAULT_ACTIVE
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        on_dev = follow and args and getattr(type(args[0]), "_device_resident", False)
+        if (not active[0] and not on_dev and kwargs.get("device") is None) or _PLACING.get():
+            return fn(*args, **kwargs)  # (the host, or inside an outer constructor)
+        src = args[0].device if on_dev else None
+        token = _PLACING.set(True)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _PLACING.reset(token)
+        dev = devices.parse_device(kwargs.get("device")) or src or devices.default_device_now()
+        if dev is None or not isinstance(out, Array) or devices.on_device(out) == dev:
+            return out
+        if dev.platform == "cpu":
+            return Array(out.value, out.weak_type) if devices.on_device(out) is not None else out
+        return devices.platform(dev).put(out.value, out.weak_type)
+    return wrapper
 
 
 def _shape(shape: ShapeLike, what: str = "shape") -> tuple:
@@ -95,13 +125,16 @@ def _stack_nested(x: Any) -> Any:
     return mv.concatenate(expanded, 0) if len(expanded) > 1 else expanded[0]
 
 
+@functools.partial(_placed, follow=True)
 def array(object: ArrayLike, dtype: DTypeLike = None, copy: bool = True,  # noqa: A002
-          order: str | None = None, ndmin: int = 0) -> Any:
+          order: str | None = None, ndmin: int = 0, *, device: Any = None) -> Any:
     """An array from ``object`` (array, scalar, nested sequence, possibly holding tracers).
 
     ``copy=True`` gives a new array object even for an ember ``Array`` input (ember arrays are
     immutable, so ``copy=False`` may return the input itself). ``ndmin`` prepends size-1 dims.
+    ``device``: put the result there (default: the default device, ``ember.default_device``).
     """
+    ufuncs.check_device("array", device)
     if order not in (None, "K", "A", "C"):
         raise NotImplementedError(f"array: order={order!r} is not supported (ember arrays are C-order)")
     want = None if dtype is None else dt.user_dtype(dtype, "array")
@@ -156,6 +189,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
 # ---------------------------------------------------------------------------------------------
 
 
+@_placed
 def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (a scalar or an array broadcast to ``shape``).
 
@@ -172,18 +206,21 @@ def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike = None, *, de
     return mv.broadcast_to_rank_shape(fill, shp) if fa.shape != shp or fa.ndim == 0 else fill
 
 
+@_placed
 def zeros(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of zeros (float32 by default); ``shape`` entries may be symbolic dims."""
     ufuncs.check_device("zeros", device)
     return mv.full(_shape(shape), 0, dt.float32 if dtype is None else dt.user_dtype(dtype, "zeros"))
 
 
+@_placed
 def ones(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """An array of ones (float32 by default); ``shape`` entries may be symbolic dims."""
     ufuncs.check_device("ones", device)
     return mv.full(_shape(shape), 1, dt.float32 if dtype is None else dt.user_dtype(dtype, "ones"))
 
 
+@_placed
 def empty(shape: ShapeLike, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """Like :func:`zeros` (ember arrays are immutable, so uninitialized memory is never exposed)."""
     return zeros(shape, dtype, device=device)
@@ -199,24 +236,28 @@ def _like(name: str, a: ArrayLike, fill_value: Any, dtype: DTypeLike, shape: Sha
     return mv.broadcast_to_rank_shape(fill, shp)
 
 
+@_placed
 def zeros_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Zeros with the shape and dtype of ``a`` (works on traced values)."""
     ufuncs.check_device("zeros_like", device)
     return _like("zeros_like", a, 0, dtype, shape)
 
 
+@_placed
 def ones_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Ones with the shape and dtype of ``a`` (works on traced values)."""
     ufuncs.check_device("ones_like", device)
     return _like("ones_like", a, 1, dtype, shape)
 
 
+@_placed
 def empty_like(a: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *, device: Any = None) -> Any:
     """Like :func:`zeros_like`."""
     ufuncs.check_device("empty_like", device)
     return _like("empty_like", a, 0, dtype, shape)
 
 
+@_placed
 def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike = None, shape: ShapeLike = None, *,
               device: Any = None) -> Any:
     """``fill_value`` broadcast to the shape of ``a`` with the dtype of ``a`` unless ``dtype`` is given."""
@@ -259,6 +300,7 @@ def _arange_dtype(args: Sequence[Any]) -> np.dtype:
     return d
 
 
+@_placed
 def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dtype: DTypeLike = None, *,
            device: Any = None) -> Any:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``.
@@ -324,6 +366,7 @@ def _as_bound(x: ArrayLike, dtype: DTypeLike = None) -> Any:
     return ufuncs.asarray(x)
 
 
+@_placed
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
              retstep: bool = False, dtype: DTypeLike = None, axis: int = 0, *, device: Any = None) -> Any:
     """``num`` evenly spaced samples over ``[start, stop]`` (or ``[start, stop)``).
@@ -424,6 +467,7 @@ def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool =
 # ---------------------------------------------------------------------------------------------
 
 
+@_placed
 def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None, *, device: Any = None) -> Any:
     """A 2-D array with ones on the ``k``-th diagonal (``k`` may be traced) and zeros elsewhere."""
     ufuncs.check_device("eye", device)
@@ -445,6 +489,7 @@ def eye(N: Any, M: Any = None, k: Any = 0, dtype: DTypeLike = None, *, device: A
     return _convert(on, out_dtype)
 
 
+@_placed
 def identity(n: Any, dtype: DTypeLike = None) -> Any:
     """The ``n x n`` identity matrix."""
     return eye(n, dtype=dtype)
@@ -490,6 +535,22 @@ def indices(dimensions: Sequence[Any], dtype: DTypeLike = None, sparse: bool = F
     grids = [mv.reshape(mv.broadcasted_iota(out_dtype, dims, i), (1, *dims)) for i in range(n)]
     return mv.concatenate(grids, 0)
 
+
+_placing_asarray = _placed(ufuncs.asarray, follow=True)
+_host_asarray = ufuncs.asarray
+_ACTIVE = devices.GPU_DEFAULT_ACTIVE
+
+
+def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
+    """An ember value for ``x``: tracers and Arrays pass through, everything else converts.
+
+    As ``ufuncs.asarray`` (``copy`` as in ``jax.numpy.asarray``), and the result is put on
+    ``device``, else on the device of a device array ``x``, else on the default device
+    (``ember.default_device``); the host when none is given."""
+    if device is None and not _ACTIVE[0] and not getattr(type(x), "_device_resident", False):
+        return _host_asarray(x, dtype, order, copy=copy) if copy else _host_asarray(x, dtype, order)
+    return _placing_asarray(x, dtype, order, copy=copy, device=device)
 
 __all__ = [
     "arange", "array", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like", "geomspace",

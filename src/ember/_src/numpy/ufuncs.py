@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import core
+from ember._src import core, devices
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
@@ -27,7 +27,8 @@ def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: 
 
     As ``jax.numpy.asarray``: ``copy=True`` returns a new Array even for an Array input;
     ``copy=None``/``False`` reuse an Array input when no conversion is needed (host data is always
-    copied into an immutable buffer, as JAX does). ``device`` must be the host (``"cpu"``).
+    copied into an immutable buffer, as JAX does). ``ember.numpy.asarray`` (:mod:`.creation`) also
+    puts the result on ``device`` or the default device; this one, used inside ember, does not.
     """
     check_device("asarray", device)
     if order not in (None, "K", "A", "C"):
@@ -41,11 +42,15 @@ def asarray(x: ArrayLike, dtype: Any = None, order: str | None = None, *, copy: 
 
 
 def check_device(name: str, device: Any) -> None:
-    """Accept ``device`` when it names the host (None, ``"cpu"``, or a device object whose
-    ``platform`` is ``"cpu"``); anything else raises ``ValueError`` naming the function."""
+    """Accept ``device`` when it names a device ember knows (None, ``"cpu"``, ``"webgpu:0"``,
+    ``"cuda:0"`` or a device object); anything else raises ``ValueError`` naming the function.
+    (The constructors of :mod:`.creation` put their result on a GPU device.)"""
     if device is None or device == "cpu" or getattr(device, "platform", None) == "cpu":
         return
-    raise ValueError(f"{name}: unknown device {device!r}; ember arrays live on the host ('cpu')")
+    try:
+        devices.parse_device(device)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def _operand(x: ArrayLike) -> Any:

@@ -1,0 +1,218 @@
+"""Loops on WebGPU: ``scan`` (and ``fori_loop``, a scan with a static trip count) as preencoded
+dispatches, one ``queue.submit`` for the whole loop; ``while_loop`` host-driven over device buffers.
+
+**scan.** The body is scheduled once into kernels (:func:`.kernels.schedule`); its bind groups are
+built once per call for the two parities of a **ping-pong** pair of carry buffers: on even steps
+the body reads carry set A and its kernels write the new carries straight into set B, on odd steps
+the reverse, so a carry is never copied. Per step the encoder records: copies of the ``x`` slices
+``xs[i]`` into the body's input buffers (``copy_buffer_to_buffer`` at offset ``i * slice``), one
+compute pass of the body's dispatches, and copies of the ``y`` slices into the stacked outputs.
+A carry the body does not compute into its own buffer (a carry passed through, a constant, a
+literal, one value returned as two carries) is copied into the next parity's buffer instead.
+
+**while.** The trip count is data-dependent, so the host drives it: per step the ``cond`` program
+runs on the device and its one boolean is read back (4 bytes), then the ``body`` program runs on
+the device; the carries never leave it.
+
+A loop whose programs hold a primitive without a device kernel (a nested loop among them) is not
+a device loop (:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember._src.gpu import kernels, segments, webgpu
+from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
+from ember._src.gpu.wgsl import WGSLRenderer
+from ember._src.program import Eqn, Literal, Program
+
+
+def device_loop(e: Eqn) -> bool:
+    """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, or a
+    ``while`` whose ``cond`` and ``body`` they compute."""
+    if e.prim.name == "scan" and isinstance(e.params["length"], int):
+        progs = [e.params["body"]]
+        return all(segments.device_computes(x) for p in progs for x in p.eqns)
+    return segments.device_while(e)
+
+
+def check_loop_bodies(e: Eqn) -> None:
+    """For a ``scan``/``while`` that is not a device loop: NotImplementedError naming the primitive
+    of its programs that has no device kernel (or the dynamic trip count)."""
+    if e.prim.name == "scan" and not isinstance(e.params["length"], int):
+        raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
+    names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
+    for name in names:
+        for x in e.params[name].eqns:
+            if not segments.device_computes(x):
+                raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
+
+
+def make_loop(prog: Program) -> Any:
+    """The executable of a program of one device loop equation."""
+    if prog.eqns[0].prim.name == "scan":
+        return WebGPUScan(prog)
+    return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
+
+
+class WebGPUScan:
+    """A program of one device ``scan`` equation (a segment of :class:`.segments.SegmentedExecutable`)."""
+
+    def __init__(self, prog: Program):
+        (e,) = prog.eqns
+        self.prog, self.eqn = prog, e
+        p = e.params
+        self.length, self.reverse = p["length"], p["reverse"]
+        self.nc, self.nk = p["num_consts"], p["num_carry"]
+        self.body = kernels.schedule(p["body"], WGSLRenderer())
+        self.out_avals = prog.out_avals
+        self.source = (f"// scan: {self.length} steps preencoded in one submission "
+                       f"({len(self.body.kernels)} body kernels per step)\n" +
+                       "\n".join(f"// body kernel {k.name}: grid {k.grid}\n{k.source}"
+                                 for k in self.body.kernels))
+        with webgpu._LOCK:
+            webgpu._open()
+            self.pipelines = [_pipeline(k.source) for k in self.body.kernels]
+        self._consts: dict[int, Any] = {}  # the body's captured constants
+        self._consts_in: dict[int, Any] = {}  # literal operands of the scan equation
+        # carries the body writes into a buffer of its own (a kernel output, not shared): ping-pong
+        made = {k.out.index for k in self.body.kernels}
+        outs = self.body.outputs[:self.nk]
+        self.pingpong = [kind == "buf" and v in made and outs.count((kind, v)) == 1
+                         for kind, v in outs]
+
+    def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        handles = self.run_device(args)
+        return [h.download(a.shape, a.dtype) for h, a in zip(handles, self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """:class:`.webgpu.WebGPUBuffer` arguments are read in place; the outputs stay on the device."""
+        with webgpu._LOCK:
+            return self._run(args)
+
+    def _run(self, args: list) -> list:
+        st = webgpu._STATE
+        dev, pool = st["device"], st["pool"]
+        body, n, nc, nk = self.body, self.length, self.nc, self.nk
+        taken: list = []
+
+        def acquire(nbytes: int) -> Any:
+            taken.append(pool.acquire(nbytes))
+            return taken[-1]
+
+        pos = {v: i for i, v in enumerate(self.prog.invars)}
+        ins = []
+        for j, x in enumerate(self.eqn.inputs):  # (a literal operand is not a segment input)
+            if isinstance(x, Literal):  # uploaded once, kept by the executable (like constants)
+                if j not in self._consts_in:
+                    self._consts_in[j] = self._const_buffer(np.full(x.aval.shape, x.val, x.aval.dtype))
+                ins.append(self._consts_in[j])
+                continue
+            a = args[pos[x]]
+            if isinstance(a, WebGPUBuffer):
+                ins.append(a.buffer)
+            else:
+                ins.append(_upload(a, x.aval.dtype, max(int(np.prod(x.aval.shape, dtype=np.int64)), 1)))
+                taken.append(ins[-1])
+        consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+        nbytes = [max(b.size, 1) * 4 for b in body.buffers]
+        in_bytes = [nbytes[i] for i in body.inputs]
+        carry_bytes = in_bytes[nc:nc + nk]
+        x_bytes = [b.size * 4 for b in (body.buffers[i] for i in body.inputs[nc + nk:])]
+        sets = [[acquire(s) for s in carry_bytes] for _ in range(2)]  # the ping-pong pair
+        enc = dev.create_command_encoder()
+        carry_used = [body.buffers[i].size * 4 for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
+        for j, used in enumerate(carry_used):
+            if used:
+                enc.copy_buffer_to_buffer(init[j], 0, sets[0][j], 0, used)
+        xbufs = [acquire(s) for s in x_bytes]
+        y_outs = body.outputs[nk:]
+        y_avals = [v.aval for v in self.eqn.outvars[nk:]]
+        ys = [acquire(max(int(np.prod(a.shape, dtype=np.int64)), 1) * 4) for a in y_avals]
+        body_avals = self.eqn.params["body"].out_avals
+        literals = {i: self._literal(v, body_avals[i], acquire) for i, (kind, v) in enumerate(body.outputs)
+                    if kind == "literal"}
+        for i, val in body.consts:
+            if i not in self._consts:
+                self._consts[i] = self._const_buffer(np.asarray(val, body.buffers[i].dtype))
+        # the body's buffers for each parity: inputs bound to that parity's carries, ping-pong
+        # carry outputs written into the other parity's set, intermediates shared
+        common: dict[int, Any] = dict(self._consts)
+        for i, b in zip(body.inputs[:nc], consts):
+            common[i] = b
+        for i, b in zip(body.inputs[nc + nk:], xbufs):
+            common[i] = b
+        for b in body.buffers:
+            if b.index not in common and b.index not in body.inputs:
+                common[b.index] = None
+        bufs = []
+        for par in (0, 1):
+            m = dict(common)
+            for j, i in enumerate(body.inputs[nc:nc + nk]):
+                m[i] = sets[par][j]
+            for j, (_, v) in enumerate(body.outputs[:nk]):
+                if self.pingpong[j]:
+                    m[v] = sets[1 - par][j]
+            for i, b in m.items():
+                if b is None:
+                    m[i] = common[i] = acquire(nbytes[i])
+            bufs.append(m)
+        groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            {"binding": s, "resource": {"buffer": m[b.index], "offset": 0, "size": max(b.size, 1) * 4}}
+            for s, b in enumerate(k.buffers())]) for k, pipe in zip(body.kernels, self.pipelines)]
+            for m in bufs]
+        for step in range(n):
+            i = n - 1 - step if self.reverse else step
+            par, m = step % 2, bufs[step % 2]
+            for xb, xs_buf, s in zip(xbufs, xs, x_bytes):
+                if s:
+                    enc.copy_buffer_to_buffer(xs_buf, i * s, xb, 0, s)
+            cp = enc.begin_compute_pass()
+            for k, pipe, g in zip(body.kernels, self.pipelines, groups[par]):
+                cp.set_pipeline(pipe)
+                cp.set_bind_group(0, g)
+                cp.dispatch_workgroups(*k.grid)
+            cp.end()
+            for j, (kind, v) in enumerate(body.outputs[:nk]):
+                if not self.pingpong[j] and carry_used[j]:
+                    src = self._source(kind, v, j, m, literals)
+                    enc.copy_buffer_to_buffer(src, 0, sets[1 - par][j], 0, carry_used[j])
+            for j, ((kind, v), aval) in enumerate(zip(y_outs, y_avals)):
+                s = int(np.prod(aval.shape[1:], dtype=np.int64)) * 4
+                if s:
+                    enc.copy_buffer_to_buffer(self._source(kind, v, nk + j, m, literals), 0, ys[j], i * s, s)
+        dev.queue.submit([enc.finish()])
+        final = sets[n % 2]
+        for b in taken:
+            if not any(b is f for f in [*final, *ys]):
+                pool.release(b)
+        handles = dict(zip(self.eqn.outvars, [WebGPUBuffer(b, pool) for b in [*final, *ys]]))
+        return [handles[v] for v in self.prog.outvars]  # (the others go back to the pool as they die)
+
+    def _const_buffer(self, val: np.ndarray) -> Any:
+        """A buffer the executable owns (outside the pool), holding ``val``."""
+        dev, wgpu = webgpu._STATE["device"], webgpu._STATE["wgpu"]
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+        buf = dev.create_buffer(size=max(256, val.size * 4), usage=usage)
+        if val.size:
+            dev.queue.write_buffer(buf, 0, _storage(val, val.dtype))
+        return buf
+
+    def _source(self, kind: str, v: Any, j: int, m: dict, literals: dict) -> Any:
+        """The buffer holding body output ``j`` after a step with buffers ``m``."""
+        if kind == "buf":
+            return m[v]
+        if kind == "input":
+            return m[self.body.inputs[v]]
+        return literals[j]
+
+    def _literal(self, value: Any, aval: Any, acquire: Any) -> Any:
+        """A buffer holding a body output that is a literal (copied wherever it is needed)."""
+        arr = np.full(max(int(np.prod(aval.shape, dtype=np.int64)), 1), value, aval.dtype)
+        buf = acquire(arr.size * 4)
+        webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, aval.dtype))
+        return buf
