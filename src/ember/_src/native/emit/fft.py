@@ -96,14 +96,14 @@ from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 
-BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
+BLUESTEIN_PRIME = 5  # a prime factor above this switches the length to Bluestein's algorithm
 THREADS = max(1, min(usable_cpus(), 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
-_CORE = load("fft_core.h")
+_CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL) first
 _CONV = load("fft_conv.h")
-_LANES = load("dft_small.h") + load("fft_lanes.h")  # em_fftl_rp's small DFTs (EM_DFT_SMALL) first
+_LANES = load("fft_lanes.h")
 _RUNTIME = load("fft_runtime.h")
 
 def _factors(n: int) -> list[int]:
@@ -151,8 +151,8 @@ def _smooth(n: int) -> int:
 
 def _half(ft: str, n: int) -> bool:
     """Whether a real transform (``RFFT``/``IRFFT``) of last-axis length ``n`` runs as a half-length
-    complex FFT plus the split step (even ``n``)."""
-    return ft in ("RFFT", "IRFFT") and n % 2 == 0
+    complex FFT plus the split step (even ``n`` from 4 on; else the full complex line)."""
+    return ft in ("RFFT", "IRFFT") and n % 2 == 0 and n >= 4
 
 
 def _table_elems(n: int, half: bool) -> int:
@@ -225,7 +225,8 @@ def _workspace(e: Eqn) -> sh.Dim:
     if _symbolic(e):  # bounds over every runtime length (Bluestein's m2 < 4n; _fft_runtime)
         ns = _axes(e)[3]
         per_thread = sum(10 * n for n in ns) * _VZ
-        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(10 * n + 1 for n in ns) * _Z
+        # tables: a plan's private ones (< 10n + 1 em_z), then the lanes' (< 10n + 2, _lane_tables)
+        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(20 * n + 4 for n in ns) * _Z
     if _empty(e):
         return 0
     nv, nt = _sizes(e)
@@ -277,9 +278,9 @@ def _real_t(e: Eqn) -> tuple[str, str]:
 
 
 # The EM_FFTG bits of fft_typed.h: the job kinds and the paths a program's fft steps can reach.
-(G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_DOUBLE, G_RL8, G_RL4, G_RSG,
+(G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_FULL, G_RL8, G_RL4, G_RSG,
  G_P2R) = (1 << i for i in range(12))
-G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_DOUBLE | G_RL8 | G_RL4 | G_RSG | G_P2R
+G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_FULL | G_RL8 | G_RL4 | G_RSG | G_P2R
 _KIND_BIT = (G_AXIS, G_RFFT, G_IRFFT)
 _GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 
@@ -287,35 +288,33 @@ _GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, par: bool, nt: int) -> int:
     """The EM_FFTG bits one static job can reach: job ``kind`` (0 an axis of length ``n`` with
     ``inner`` elements between a line's entries, 1 the RFFT last axis, 2 the IRFFT one; ``half``:
-    through the half-length transform) over ``lines`` lines, ``par``: on the pool on ``nt``
-    threads. Mirrors ``em_fftl_run`` (fft_lanes.h) and ``em_fft_run`` (fft_typed.h): a lanes path
-    that can decline a job (the four-step when a table is not cached) keeps its fallback; the
-    static steps give the lanes their own table space (:func:`_sizes`), so 2-3-5 and Bluestein
-    lanes never decline one."""
+    through the half-length transform, else the full complex line) over ``lines`` lines,
+    ``par``: on the pool on ``nt`` threads. Mirrors ``em_fftl_run`` (fft_lanes.h): the four-step
+    can decline a job (a table not cached), so the lanes path stays reachable beside it."""
     bits = _KIND_BIT[kind]
     m = n // 2 if half else n
-    if (kind != 0 and not half) or m < 2:
-        return bits | G_DOUBLE
+    if kind != 0 and not half:
+        bits |= G_FULL
     pow2 = m & (m - 1) == 0
     # em_cw: lanes of a 32- or 64-byte vector (the target decides; both are allowed for)
     cws = (8, 16) if real_t == "float" else (4, 8)
     few = any(2 * lines <= cw or (m >= 4096 and (lines < cw or (par and nt > 1 and -(-lines // cw) < nt)))
               for cw in cws)
-    if pow2 and m >= 256 and (kind != 0 or inner == 1) and few:
+    if pow2 and m >= 256 and (half or (kind == 0 and inner == 1)) and few:
         bits |= G_LONG
-    if real_t == "double":
-        return bits | G_DOUBLE
     fac, m2, _ = plan_of(m)
     if m2:
         bits |= G_BLUE
     elif pow2:
         bits |= G_P2
-        if (kind == 1 or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
+        if ((kind == 1 and half) or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
             bits |= G_P2R
     else:
-        bits |= G_MIXED if max(fac) <= 5 else G_DOUBLE
-    if kind == 1 and bits & (G_P2 | G_MIXED | G_BLUE):  # em_fftl_rfft's store (one per lane count)
-        bits |= functools.reduce(operator.or_, (_RL_BIT[_fused_radix(m if pow2 else 0, cw)] for cw in cws))
+        bits |= G_MIXED
+    if kind == 1 and half:  # em_fftl_rfft's store (one per lane count)
+        item = 4 if real_t == "float" else 8
+        bits |= functools.reduce(operator.or_,
+                                 (_RL_BIT[_fused_radix(m if pow2 else 0, cw, item)] for cw in cws))
     return bits
 
 
@@ -327,10 +326,11 @@ def _radix(n: int) -> int:
     return 8 if n % 8 == 0 and n != 16 else 4 if n % 4 == 0 else 2
 
 
-def _fused_radix(m: int, cw: int) -> int:
+def _fused_radix(m: int, cw: int, item: int = 4) -> int:
     """The radix of the last stage em_fftl_rfft fuses into its store for a power-of-two half length
-    ``m`` (0: not a power of two) in float lanes of ``cw``, or 1 (none: the plain split store)."""
-    if not m or m < 4 * cw or 2 * m * 4 > 4096:  # EM_FFTL_WAY bytes of a row's spectrum
+    ``m`` (0: not a power of two) in lanes of ``cw`` elements of ``item`` bytes, or 1 (none: the plain
+    split store)."""
+    if not m or m < 4 * cw or 2 * m * item > 4096:  # EM_FFTL_WAY bytes of a row's spectrum
         return 1
     q = m // 8
     while _radix(q) != q:
@@ -346,8 +346,7 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
     real_t, s = _real_t(e)
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
-    # float: 2-3-5 lengths in float lanes (fft_lanes.h, on fft_conv.h's transform); double: only its
-    # four-step path for few long power-of-two lines (EM_FFTL_LONG_ONLY), the rest as fft_typed.h
+    # every job in lanes of the operand's precision (fft_lanes.h, on fft_conv.h's transform)
     _conv_helper(cc, real_t, s)
     name = f"em_fft_{s}"
     prev = cc.helpers.get(name)
@@ -357,12 +356,11 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
             return real_t, s
         if gates is not None:
             gates |= int(m.group(1))
-    only = "" if real_t == "float" else "#define EM_FFTL_LONG_ONLY 1\n"
     gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
-    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
-                        + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-                        + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_FFTG_ON\n"
-                        "#undef EM_FFTG_MISSED\n#undef EM_FFTG\n#undef EM_T\n#undef ELT\n")
+    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
+                        + load("fft_typed.h") + _LANES
+                        + "#undef EM_FFTG_ON\n#undef EM_FFTG_MISSED\n#undef EM_FFTG\n"
+                        "#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
@@ -485,16 +483,18 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
         n = cdim(shp[axis])
         shp_outer, shp_inner = sh.size(shp[:axis]), sh.size(shp[axis + 1:])
         scale = f"1.0 / (double){n}" if inv else "1.0"
-        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc)
+        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc,
+                                        f"zt_ + 10 * ({n}) + 2")
         return ["{", *("    " + b for b in body), "}"]
 
     n_last = cdim(lengths[-1])
-    head = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
+    head = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1) && n_ >= 4;",
             *plan("half_ ? n_ / 2 : n_", int(ft == "IRFFT"), "half_")]
 
     def last_axis(mode: int, src: str, dst: str) -> list[str]:
         scale = "1.0 / (double)n_" if mode == 2 else "1.0"
-        body = head + _run(s, mode, src, dst, sh.size(shape[:-1]), "n_", 1, "half_", scale, nv, cc)
+        body = head + _run(s, mode, src, dst, sh.size(shape[:-1]), "n_", 1, "half_", scale, nv, cc,
+                           "zt_ + 10 * n_ + 2")
         return ["{", *("    " + b for b in body), "}"]
 
     def copy() -> tuple[str, list[str]]:
