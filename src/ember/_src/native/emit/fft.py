@@ -4,44 +4,38 @@ ember carries its own FFT rather than calling a library: every length works, not
 at run time, and no library has to be found at build time (line buffers come from the step's arena
 workspace; twiddle tables from static storage, see below).
 
-* **Single precision** (complex64/float32 operands; ``fft_lanes.h``): lines are transformed 16 at
-  a time (8 without AVX-512), one per lane of a float vector, by Stockham passes (radix 8 and 4
-  from ``fft_conv.h``, 2, 3 and 5 written out) whenever the transform length (a complex axis, or
-  half an even real last axis) has no prime factor above 5, and by Bluestein over such passes
-  otherwise (its convolution length always qualifies); odd real lengths, and lengths with a
-  prime factor 7..64, keep the double path below. Twiddles, chirps and filters are computed in
-  double and rounded once to float: measured error against NumPy's float64 transform at most
-  about 2.7e-7 of the largest output magnitude (lengths 2..8191; the double path: about 5e-8).
+* **One kernel** (``fft_lanes.h``, on the Stockham transform of ``fft_conv.h``, which the
+  ``fft_conv`` step below shares) runs every job of both precisions: lines are transformed
+  ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
+  with AVX-512, else 8 or 4; the compiler's target decides, ``-march=native``, and the program
+  cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3
+  and 5 over the plan's factors (other 2-3-5-smooth lengths), so every butterfly is SIMD across
+  lines with broadcast twiddles. Rows are moved in and out by register transposes of
+  ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
+  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (5) uses Bluestein's chirp-z
+  algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
+  the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
+  would be near ``4n``). Twiddles, chirps and the chirp filter's transform are computed in double
+  (libm ``cos``/``sin``; the chirp's phase reduces ``k**2`` modulo ``2n`` first; the filter's
+  transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
+  precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
+  output magnitude for float32 (lengths 2..8191).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
-  lines, and real transforms through their half-length line; float and double): the four-step FFT
-  of ``fft_lanes.h``, whose lanes hold CW adjacent columns of one line viewed as an ``N1 x N2``
+  lines, and real transforms through their half-length line): the four-step FFT of
+  ``fft_lanes.h``, whose lanes hold CW adjacent columns of one line viewed as an ``N1 x N2``
   matrix (column transforms, twiddles, row transforms through register transposes), so one line
   fills the vectors and its buffers stay ``N2`` vectors long.
-* **Algorithm.** Otherwise lines are transformed ``EM_FW`` at a time in double precision (8 with
-  AVX-512, else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
-  per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
-  in and out in 8-element tiles transposed in registers. The transform is a recursive
-  mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n`` (radix-4 and
-  radix-2 butterflies written out, unit twiddles skipped; an odd prime ``p`` by a direct ``p``-point
-  DFT per butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of
-  inputs: ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses
-  Bluestein's chirp-z algorithm instead: the transform becomes a cyclic convolution of length
-  ``m2``, the least 2-3-5-smooth length at least ``2n - 1`` (half the power of two's work when that
-  would be near ``4n``), done with two mixed-radix FFTs. Twiddles ``exp(-2 pi i j / n)`` are
-  computed with libm ``cos``/``sin`` in double, and the chirp's phase reduces ``k**2`` modulo
-  ``2n`` first, so float32 results carry float32 rounding only once, when stored (error well below
-  NumPy's own float32 pocketfft's).
 * **Plans.** Each step's tables (twiddles; Bluestein's chirp, convolution twiddles and the chirp
   filter's transform; the real-FFT split twiddles) live in block-scope static arrays filled by the
   first call and reused by every later one. A state word (empty / being filled / ready, atomic
   compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
   builds its own copy in the workspace.
-* **Threads.** A step's lines go through in groups of ``EM_FW``; when the work (``lines * n * 8``)
+* **Threads.** A step's lines go through in groups of ``CW``; when the work (``lines * n * 8``)
   reaches the parallel threshold (OpenMP on), the groups run on ember's thread pool
   (``em_par``: chunks claimed by compare-and-swap, the caller working too) on up to
-  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times)
-  and a copy of the plan pointing there; the tables are shared. Every line is transformed alone,
+  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times);
+  the tables are shared. Every line is transformed alone,
   so results do not depend on the thread count.
 * **Runtime lengths.** When a size is symbolic (named dynamic axes: one compile for every
   length), lengths and line counts are C expressions over the axis values; the C code factors the
@@ -50,10 +44,10 @@ workspace; twiddle tables from static storage, see below).
   once; slots are claimed by compare-and-swap, and a call that finds no free slot builds its
   tables in its workspace, which is sized for the worst case of any length (Bluestein, ``m2 <
   4n``). The real split (even length) is chosen at run time.
-* **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
+* **Real transforms** of even length ``n >= 4`` run as one complex FFT of length ``n/2`` over
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
-  step, then the half-length inverse); odd ``n`` transforms the full complex line. In float lanes
-  the split is computed as the spectrum is stored, and a power-of-two line is read from its rows
+  step, then the half-length inverse); odd ``n`` (and 2) transforms the full complex line. The
+  split is computed as the spectrum is stored, and a power-of-two line is read from its rows
   straight into the first radix-8 stage (no loaded copy of the line); up to ``n = 1024`` the
   half-length transform's last stage is fused into the split and the store too (columns ``q``
   and ``s - q`` of that stage hold the mirrored bins ``k`` and ``n/2 - k``), so no half spectrum
@@ -68,14 +62,14 @@ workspace; twiddle tables from static storage, see below).
 * **Compile time: only reachable paths.** The headers are one block per precision, but a static
   program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
   the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
-  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, the double path) its fft steps of that
+  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, odd real lines) its fft steps of that
   precision can take, joined over the steps (the block's text is rewritten as each step is
   emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
   a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
   whole machinery). A branch the mask left out traps instead of computing (a disagreement is a
   bug). Runtime lengths keep every path (their job kinds only are known). Plan set-up is inlined,
-  so a direct plan carries no Bluestein table code, and the float lanes build their tables in
-  their own workspace room, so they never fall back to the double path for want of it.
+  so a direct plan carries no Bluestein table code, and the lanes build their tables in workspace
+  room of their own, apart from a plan's private tables.
 """
 
 from __future__ import annotations

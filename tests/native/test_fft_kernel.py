@@ -1,0 +1,145 @@
+"""The one FFT kernel of the native ``fft`` step (fft_lanes.h) on every path it took over from the
+removed double-precision per-line transform: lengths with a prime factor 7..64 (now Bluestein),
+complex128 / float64 lines in double lanes (2-3-5 and Bluestein), real transforms of odd length
+(and 1, 2) as full complex lines, a length-1 axis, an empty batch, an axis that is not the last,
+the ``ortho`` / ``forward`` norms, NaN and Inf rows, ``jit``, ``grad`` and ``vmap`` -- each against
+NumPy's float64 transform (or a hand-derived value), at tolerances that grow with log2(n) * eps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember._src.prims.fft import fft as lax_fft
+from tests.native.conftest import requires_cc
+from tests.native.util import run_with_call_step
+
+pytestmark = requires_cc
+RNG = np.random.default_rng(33)
+ROWS = 19  # full lane groups (16 floats / 8 doubles with AVX-512, else 8 / 4) and a partial one
+
+
+def cdata(shape, dtype):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(dtype)
+
+
+def close(got, want, n, dtype):
+    """|got - want| <= 8 log2(n) eps max|want|: the growth of a radix-2..5 FFT's rounding, doubled for
+    Bluestein's two transforms (eps of the operand's precision)."""
+    eps = np.finfo(np.float32 if np.dtype(dtype) in (np.float32, np.complex64) else np.float64).eps
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got.astype(np.complex128), want, rtol=0,
+                               atol=8 * max(1.0, math.log2(max(n, 2))) * eps * scale)
+
+
+def nat(f):
+    return ember.jit(f, backend="native")
+
+
+def wide(x):
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+# factors 7..64 (formerly direct odd radices), primes, 2-3-5 lengths, and the trivial ones
+LENGTHS = [1, 2, 3, 7, 11, 14, 49, 61, 77, 120, 1001, 1031]
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_fft_and_ifft_every_length_class(n, dtype):
+    x = cdata((ROWS, n), dtype)
+    for ft, ref in (("FFT", np.fft.fft), ("IFFT", np.fft.ifft)):
+        got, _ = run_with_call_step(lambda a, ft=ft: lax_fft(a, ft, (n,)), "fft", x)
+        assert got.dtype == dtype
+        close(got, ref(wide(x), axis=-1), n, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 9, 15, 49, 99, 1031])
+def test_real_transforms_of_odd_and_tiny_lengths(n, dtype):
+    """Odd lengths (and 1, 2) take the full complex line: the RFFT's first n // 2 + 1 bins, the
+    IRFFT's Hermitian extension (imaginary parts of bin 0 and, n even, bin n / 2 ignored)."""
+    x = RNG.standard_normal((ROWS, n)).astype(dtype)
+    got, _ = run_with_call_step(lambda a: lax_fft(a, "RFFT", (n,)), "fft", x)
+    close(got, np.fft.rfft(wide(x), axis=-1), n, dtype)
+    cdt = np.complex64 if dtype == np.float32 else np.complex128
+    h = cdata((ROWS, n // 2 + 1), cdt)
+    got, _ = run_with_call_step(lambda a: lax_fft(a, "IRFFT", (n,)), "fft", h)
+    assert got.dtype == dtype
+    close(got, np.fft.irfft(wide(h), n, axis=-1), n, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_axis_not_last_and_norms(dtype):
+    """A prime axis in the middle (lines with a stride), a 2-3-5 axis first, and rfftn over an odd
+    last axis, with each norm."""
+    x = cdata((6, 13, 5), dtype)
+    r = RNG.standard_normal((4, 6, 9)).astype(np.float32 if dtype == np.complex64 else np.float64)
+    for norm in ("backward", "ortho", "forward"):
+        got = np.asarray(nat(lambda a, norm=norm: jnp.fft.fft(a, axis=1, norm=norm))(x))
+        close(got, np.fft.fft(wide(x), axis=1, norm=norm), 13, dtype)
+        got = np.asarray(nat(lambda a, norm=norm: jnp.fft.ifft(a, axis=0, norm=norm))(x))
+        close(got, np.fft.ifft(wide(x), axis=0, norm=norm), 6, dtype)
+        got = np.asarray(nat(lambda a, norm=norm: jnp.fft.rfftn(a, norm=norm))(r))
+        close(got, np.fft.rfftn(wide(r), norm=norm), r.size, r.dtype)
+        h = np.fft.rfftn(wide(r)).astype(dtype)
+        got = np.asarray(nat(lambda a, norm=norm: jnp.fft.irfftn(a, r.shape, norm=norm))(h))
+        close(got, np.fft.irfftn(h, r.shape, norm=norm), r.size, r.dtype)
+
+
+@pytest.mark.parametrize("ft, shape, out_shape", [("FFT", (0, 7), (0, 7)), ("RFFT", (0, 9), (0, 5)),
+                                                  ("IRFFT", (0, 5), (0, 9)), ("FFT", (3, 1), (3, 1))])
+def test_empty_batch_and_length_one(ft, shape, out_shape):
+    x = cdata(shape, np.complex128) if ft != "RFFT" else RNG.standard_normal(shape)
+    n = out_shape[-1] if ft == "IRFFT" else shape[-1]
+    got = np.asarray(nat(lambda a: lax_fft(a, ft, (n,)))(x))
+    ref = {"FFT": np.fft.fft, "RFFT": np.fft.rfft}.get(ft, lambda a, axis: np.fft.irfft(a, n, axis=axis))
+    assert got.shape == out_shape
+    close(got, ref(x, axis=-1), max(n, 1), np.float64)
+
+
+@pytest.mark.parametrize("case", ["c128 prime", "c64 factor 7", "odd rfft", "odd irfft"])
+def test_nonfinite_rows_stay_in_their_row(case):
+    """As NumPy (pocketfft): a line holding NaN or Inf transforms to a line with non-finite entries;
+    lines are transformed in vector lanes side by side, and no other line is touched."""
+    dtype, n, ft = {"c128 prime": (np.complex128, 61, "FFT"), "c64 factor 7": (np.complex64, 98, "FFT"),
+                    "odd rfft": (np.float64, 99, "RFFT"), "odd irfft": (np.complex64, 99, "IRFFT")}[case]
+    if ft == "RFFT":
+        x = RNG.standard_normal((ROWS, n))
+        ref = lambda a: np.fft.rfft(a, axis=-1)  # noqa: E731
+    elif ft == "IRFFT":
+        x = cdata((ROWS, n // 2 + 1), dtype)
+        ref = lambda a: np.fft.irfft(a, n, axis=-1)  # noqa: E731
+    else:
+        x = cdata((ROWS, n), dtype)
+        ref = lambda a: np.fft.fft(a, axis=-1)  # noqa: E731
+    bad = [1, 8, 18]
+    x[1, 3] = np.nan
+    x[8, 0] = np.inf
+    x[18, -1] = -np.inf
+    got, _ = run_with_call_step(lambda a: lax_fft(a, ft, (n,)), "fft", x)
+    good = [r for r in range(ROWS) if r not in bad]
+    close(got[good], ref(wide(x[good])), n, x.dtype)
+    want_bad = ref(wide(x[bad]))
+    for i, r in enumerate(bad):
+        assert not np.isfinite(got[r]).all() and not np.isfinite(want_bad[i]).all()
+
+
+def test_jit_grad_and_vmap_on_bluestein_and_odd_real_lengths():
+    """grad of sum |fft(x)|^2 is 2 n x for real x (Parseval; the FFT's transpose rule gives it);
+    vmap of an odd-length rfft over a middle axis; an ifft(fft(x)) round trip under jit."""
+    n = 61
+    x = RNG.standard_normal((3, n))
+    g = nat(ember.grad(lambda a: jnp.sum(jnp.abs(jnp.fft.fft(a)) ** 2)))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 * n * x, rtol=1e-10, atol=1e-10)
+    y = RNG.standard_normal((4, 5, 99)).astype(np.float32)
+    got = np.asarray(nat(ember.vmap(jnp.fft.rfft, in_axes=1))(y))
+    close(got, np.fft.rfft(np.moveaxis(y, 1, 0).astype(np.float64)), 99, np.float32)
+    z = cdata((5, 1001), np.complex128)
+    got = np.asarray(nat(lambda a: jnp.fft.ifft(jnp.fft.fft(a)))(z))
+    close(got, z, 1001, np.complex128)
