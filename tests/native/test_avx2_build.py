@@ -3,7 +3,7 @@ AVX2-only machine builds them. A child process compiles with ``EMBER_CC`` set to
 adds ``-mno-avx512f`` (a no-op where the host has no AVX-512) and its own program cache, and runs
 the convolution paths whose task counts and layouts depend on the vector width (FFT convolution,
 Winograd on stride phases and stride 1, flat blocks, image tasks, a strided input gradient) and
-the FFT lanes (float and double, a 2-3-5 length, an odd real length through Bluestein), and the
+the FFT lanes (float and double, a 2-3-5 length, an odd real length through a radix-11 stage), and the
 attention kernel (its register tiles follow the vector width); each
 result is compared here with a float64 NumPy reference. (An emitter that
 counted tasks by the widest vector left half of the FFT convolution's channels unwritten there.)"""
@@ -139,7 +139,7 @@ def test_float_fft_lanes_without_avx512(avx2_results):
 
 def test_double_and_odd_fft_lanes_without_avx512(avx2_results):
     """complex128 lines in 4 double lanes (length 1000: radix 8, 5 passes) and an odd-length irfft
-    (99 = 9 * 11: the full Hermitian line through Bluestein) in 8 float lanes."""
+    (99 = 9 * 11: the full Hermitian line through radix-3 and radix-11 stages) in 8 float lanes."""
     zr, zf, hr, hf = avx2_results["fft_more"]
     z = np.asarray(zr, np.float64).view(np.complex128)
     got = np.asarray(zf, np.float64).view(np.complex128)

@@ -1,9 +1,10 @@
 """The one FFT kernel of the native ``fft`` step (fft_lanes.h) on every path it took over from the
-removed double-precision per-line transform: lengths with a prime factor 7..64 (now Bluestein),
-complex128 / float64 lines in double lanes (2-3-5 and Bluestein), real transforms of odd length
-(and 1, 2) as full complex lines, a length-1 axis, an empty batch, an axis that is not the last,
-the ``ortho`` / ``forward`` norms, NaN and Inf rows, ``jit``, ``grad`` and ``vmap`` -- each against
-NumPy's float64 transform (or a hand-derived value), at tolerances that grow with log2(n) * eps."""
+removed double-precision per-line transform: lengths with a prime factor 7..61 (Stockham stages of
+odd prime radix), primes above 64 (Bluestein), complex128 / float64 lines in double lanes, real
+transforms of odd length (and 1, 2) as full complex lines, a length-1 axis, an empty batch, an axis
+that is not the last, the ``ortho`` / ``forward`` norms, NaN and Inf rows, ``jit``, ``grad`` and
+``vmap`` -- each against NumPy's float64 transform (or a hand-derived value), at tolerances that
+grow with log2(n) * eps."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def wide(x):
     return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
 
 
-# factors 7..64 (formerly direct odd radices), primes, 2-3-5 lengths, and the trivial ones
-LENGTHS = [1, 2, 3, 7, 11, 14, 49, 61, 77, 120, 1001, 1031]
+# odd prime radices 7..61, primes above 64 (Bluestein, also 2 * 67), 2-3-5 lengths, the trivial ones
+LENGTHS = [1, 2, 3, 7, 11, 14, 49, 61, 67, 77, 120, 134, 1001, 1031]
 
 
 def fft_steps(f, *xs):
@@ -118,14 +119,15 @@ def test_empty_batch_and_length_one(ft, shape, out_shape):
     close(got, ref(x, axis=-1), max(n, 1), np.float64)
 
 
-@pytest.mark.parametrize("case", ["c128 prime", "c64 factor 7", "odd rfft", "odd irfft"])
+@pytest.mark.parametrize("case", ["c128 prime", "c64 factor 7", "odd rfft", "odd irfft", "f32 prime rfft"])
 def test_nonfinite_rows_stay_in_their_row(case):
     """As NumPy (pocketfft): a line holding NaN or Inf transforms to a line with non-finite entries;
     lines are transformed in vector lanes side by side, and no other line is touched."""
-    dtype, n, ft = {"c128 prime": (np.complex128, 61, "FFT"), "c64 factor 7": (np.complex64, 98, "FFT"),
-                    "odd rfft": (np.float64, 99, "RFFT"), "odd irfft": (np.complex64, 99, "IRFFT")}[case]
+    dtype, n, ft = {"c128 prime": (np.complex128, 67, "FFT"), "c64 factor 7": (np.complex64, 98, "FFT"),
+                    "odd rfft": (np.float64, 99, "RFFT"), "odd irfft": (np.complex64, 99, "IRFFT"),
+                    "f32 prime rfft": (np.float32, 1031, "RFFT")}[case]
     if ft == "RFFT":
-        x = RNG.standard_normal((ROWS, n))
+        x = RNG.standard_normal((ROWS, n)).astype(dtype)
         ref = lambda a: np.fft.rfft(a, axis=-1)  # noqa: E731
     elif ft == "IRFFT":
         x = cdata((ROWS, n // 2 + 1), dtype)
@@ -159,3 +161,20 @@ def test_jit_grad_and_vmap_on_bluestein_and_odd_real_lengths():
     z = cdata((5, 1001), np.complex128)
     got = np.asarray(nat(lambda a: jnp.fft.ifft(jnp.fft.fft(a)))(z))
     close(got, z, 1001, np.complex128)
+
+
+def test_odd_real_lines_stay_in_their_scratch(monkeypatch):
+    """Regression: the full-line path (odd real lengths) took line buffers of n + 1 entries, two of
+    which overran the 2n planned per thread; with one thread planned (as on a one-CPU affinity mask)
+    the second buffer's last entry landed on the twiddle table the next line group read, and the
+    rfft of 17 rows of length 7 came out wrong in the second group's bin 1."""
+    from ember._src.native.emit import fft as nfft
+
+    monkeypatch.setattr(nfft, "THREADS", 1)
+    for n in (3, 5, 7):
+        x = RNG.standard_normal((17, n)).astype(np.float32)
+        got = np.asarray(nat(lambda a, n=n: lax_fft(a, "RFFT", (n,)))(x))
+        close(got, np.fft.rfft(x.astype(np.float64), axis=-1), n, np.float32)
+        h = cdata((17, n // 2 + 1), np.complex64)
+        got = np.asarray(nat(lambda a, n=n: lax_fft(a, "IRFFT", (n,)))(h))
+        close(got, np.fft.irfft(h.astype(np.complex128), n, axis=-1), n, np.float32)

@@ -3,9 +3,10 @@
    fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
    em_fftc_store, real split and merge, and its twiddle cache by log2 length), dft_small.h and
    fft_typed.h (the job). CW lines per vector (16 floats or 8 doubles with AVX-512, else 8 or 4):
-   a power of two by fft_conv's radix-8/4 transform, other 2-3-5-smooth lengths by Stockham stages
-   of radix 8, 4, 2, 3 and 5 over the plan's factors, any length with a prime factor above 5 by
-   Bluestein over two of those (its convolution length is 2-3-5-smooth); few long power-of-two
+   a power of two by fft_conv's radix-8/4 transform, other lengths whose prime factors are at most
+   EM_FFT_PMAX (64) by Stockham stages of radix 8, 4, 2, 3, 5 and odd primes over the plan's
+   factors, any other length by Bluestein over those (its convolution length is 2-3-5-smooth);
+   few long power-of-two
    lines by the four-step path below. Twiddles are computed in double and rounded once. */
 #define CW EM_T(em_cw)
 #define CV EM_T(em_cv)
@@ -41,7 +42,46 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, 
         }
     }
 }
-/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5; a 4 then a 2 as one radix-8
+/* one Stockham stage of an odd prime radix r from 7 to EM_FFT_PMAX (as em_fftl_rp): outputs u and
+   r - u share the sums over the input pairs (q, r - q), since W^(qu) t_q + W^(-qu) t_(r-q) =
+   c (t_q + t_(r-q)) + i s (t_q - t_(r-q)) with W^(qu) = c + i s (O(r^2 / 2) per butterfly) */
+static void EM_T(em_fftl_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg,
+                               const int r) {
+    const int64_t n1 = n / r, ts = m / n;
+    const int h = (r - 1) / 2;
+    ELT cs[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2], sn[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2];
+    for (int u = 1; u <= h; ++u)
+        for (int q = 1; q <= h; ++q) {
+            const SZ w = tw[(int64_t)((u * q) % r) * (m / r)];
+            cs[u - 1][q - 1] = w.re; sn[u - 1][q - 1] = w.im * sg;
+        }
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[EM_FFT_PMAX];
+        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * r * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ v[EM_FFT_PMAX];
+            for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
+            CZ s0 = v[0];
+            for (int k = 1; k < r; ++k) { s0.re += v[k].re; s0.im += v[k].im; }
+            yo[q] = s0;
+            for (int u = 1; u <= h; ++u) {
+                const CV zero = {0};
+                CV ar = zero, ai = zero, br = zero, bi = zero;
+                for (int k = 1; k <= h; ++k) {
+                    const ELT c = cs[u - 1][k - 1], sv = sn[u - 1][k - 1];
+                    ar += (v[k].re + v[r - k].re) * c; ai += (v[k].im + v[r - k].im) * c;
+                    br += (v[k].re - v[r - k].re) * sv; bi += (v[k].im - v[r - k].im) * sv;
+                }
+                CZ a = {v[0].re + ar - bi, v[0].im + ai + br}, b = {v[0].re + ar + bi, v[0].im + ai - br};
+                yo[q + u * s] = p ? EM_T(em_czmul)(a, w[u]) : a;
+                yo[q + (r - u) * s] = p ? EM_T(em_czmul)(b, w[r - u]) : b;
+            }
+        }
+    }
+}
+/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5, odd primes to 64; a 4 then a 2 as one radix-8
    stage) of m: as em_fftc_fft, returns the buffer holding the result (x or y) */
 static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
     int64_t s = 1;
@@ -51,7 +91,8 @@ static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const 
         else if (r == 4) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
         else if (r == 2) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 2);
         else if (r == 3) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 3);
-        else EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
+        else if (r == 5) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
+        else EM_T(em_fftl_rodd)(x, y, n, s, m, tw, sg, (int)r);
         n /= r; s *= r;
         CZ *t = x; x = y; y = t;
     }
@@ -505,9 +546,10 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     const em_fft_plan *p = j->p;
     const int64_t m = j->kind == 0 ? j->n : p->n;
     const int split = j->kind != 0 && j->half;  /* the real split's table rt */
-    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2):
-       two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
+    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2
+       through the half-length line): two fit the step's per-thread scratch (2 m2 + 2n em_vz for an
+       axis of length n; n = 2m with the split, n = m without it -- one more there overran it) */
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
         if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;

@@ -10,8 +10,8 @@ enum {
     EM_FFTG_AXIS = 1, EM_FFTG_RFFT = 2, EM_FFTG_IRFFT = 4,  /* job kinds 0, 1, 2 */
     EM_FFTG_P2 = 8,        /* power-of-two lines in lanes */
     EM_FFTG_LONG = 16,     /* the four-step path for few long lines */
-    EM_FFTG_MIXED = 32,    /* 2-3-5 lengths in lanes */
-    EM_FFTG_BLUE = 64,     /* Bluestein in lanes (a prime factor above 5) */
+    EM_FFTG_MIXED = 32,    /* other lengths with prime factors up to EM_FFT_PMAX in lanes */
+    EM_FFTG_BLUE = 64,     /* Bluestein in lanes (a prime factor above EM_FFT_PMAX) */
     EM_FFTG_FULL = 128,    /* a real transform of odd length (or 2) as the full complex line */
     EM_FFTG_RL8 = 256, EM_FFTG_RL4 = 512,  /* the RFFT: its last stage of radix 8 / 4 fused */
     EM_FFTG_RSG = 1024,    /* the RFFT: the split as the spectrum is stored (no fused stage) */

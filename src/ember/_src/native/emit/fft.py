@@ -8,11 +8,13 @@ workspace; twiddle tables from static storage, see below).
   ``fft_conv`` step below shares) runs every job of both precisions: lines are transformed
   ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
   with AVX-512, else 8 or 4; the compiler's target decides, ``-march=native``, and the program
-  cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3
-  and 5 over the plan's factors (other 2-3-5-smooth lengths), so every butterfly is SIMD across
+  cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3,
+  5 and odd primes up to :data:`BLUESTEIN_PRIME` over the plan's factors (other lengths; an odd
+  prime ``p`` by a ``p``-point DFT that computes outputs ``u`` and ``p - u`` together from the
+  symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
   lines with broadcast twiddles. Rows are moved in and out by register transposes of
   ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
-  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (5) uses Bluestein's chirp-z
+  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
   algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
   the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
   would be near ``4n``). Twiddles, chirps and the chirp filter's transform are computed in double
@@ -62,7 +64,7 @@ workspace; twiddle tables from static storage, see below).
 * **Compile time: only reachable paths.** The headers are one block per precision, but a static
   program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
   the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
-  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, odd real lines) its fft steps of that
+  RFFT stores, the four-step, mixed-radix lanes, Bluestein lanes, odd real lines) its fft steps of that
   precision can take, joined over the steps (the block's text is rewritten as each step is
   emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
   a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
@@ -90,7 +92,7 @@ from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 
-BLUESTEIN_PRIME = 5  # a prime factor above this switches the length to Bluestein's algorithm
+BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's (EM_FFT_PMAX)
 THREADS = max(1, min(usable_cpus(), 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
