@@ -3,7 +3,8 @@ AVX2-only machine builds them. A child process compiles with ``EMBER_CC`` set to
 adds ``-mno-avx512f`` (a no-op where the host has no AVX-512) and its own program cache, and runs
 the convolution paths whose task counts and layouts depend on the vector width (FFT convolution,
 Winograd on stride phases and stride 1, flat blocks, image tasks, a strided input gradient) and
-the float FFT lanes, and the attention kernel (its register tiles follow the vector width); each
+the FFT lanes (float and double, a 2-3-5 length, an odd real length through a radix-11 stage), and the
+attention kernel (its register tiles follow the vector width); each
 result is compared here with a float64 NumPy reference. (An emitter that
 counted tasks by the widest vector left half of the FFT convolution's channels unwritten there.)"""
 
@@ -74,6 +75,12 @@ CHILD = textwrap.dedent("""
         v = rng.standard_normal((2, 2, S, Dv)).astype(np.float32)
         o = ember.jit(lambda q, k, v: attention(q, k, v, causal=causal), backend="native")(q, k, v)
         out["attention"].append([q.tolist(), k.tolist(), v.tolist(), np.asarray(o).tolist()])
+    ember.config.update("jax_enable_x64", True)
+    z = (rng.standard_normal((11, 1000)) + 1j * rng.standard_normal((11, 1000))).astype(np.complex128)
+    h = (rng.standard_normal((7, 50)) + 1j * rng.standard_normal((7, 50))).astype(np.complex64)
+    zf = np.asarray(ember.jit(jnp.fft.fft)(z)).view(np.float64)
+    hf = np.asarray(ember.jit(lambda a: jnp.fft.irfft(a, 99))(h))
+    out["fft_more"] = [z.view(np.float64).tolist(), zf.tolist(), h.view(np.float32).tolist(), hf.tolist()]
     print(json.dumps(out))
 """)
 
@@ -128,6 +135,19 @@ def test_float_fft_lanes_without_avx512(avx2_results):
     for got, want in ((rf.view(np.complex64), want_r), (cf.view(np.complex64), want_c)):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 8e-6 * np.abs(want).max()
+
+
+def test_double_and_odd_fft_lanes_without_avx512(avx2_results):
+    """complex128 lines in 4 double lanes (length 1000: radix 8, 5 passes) and an odd-length irfft
+    (99 = 9 * 11: the full Hermitian line through radix-3 and radix-11 stages) in 8 float lanes."""
+    zr, zf, hr, hf = avx2_results["fft_more"]
+    z = np.asarray(zr, np.float64).view(np.complex128)
+    got = np.asarray(zf, np.float64).view(np.complex128)
+    want = np.fft.fft(z)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-13 * np.abs(want).max()
+    h = np.asarray(hr, np.float32).view(np.complex64)
+    got, want = np.asarray(hf, np.float64), np.fft.irfft(h.astype(np.complex128), 99)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 8e-6 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("i", range(len(ATTENTION)), ids=[f"attention{i}" for i in range(len(ATTENTION))])

@@ -46,6 +46,7 @@ def test_plans_cover_both_algorithms():
     fac, m2, fac2 = nfft.plan_of(67)
     assert fac == [] and m2 == 135 and fac2 == [3, 3, 3, 5]  # 2 * 67 - 1 = 133 -> 135 = 3^3 * 5
     assert nfft.plan_of(134)[1] == 270 and nfft.plan_of(61)[1] == 0
+    assert nfft.plan_of(49) == ([7, 7], 0, []) and nfft.plan_of(30)[1] == 0
     assert nfft.plan_of(1031)[1] == 2160  # 2061 -> 2^4 * 3^3 * 5
 
 
@@ -547,7 +548,7 @@ def test_runtime_tables_are_freed_with_their_executables():
                          ids=["avx512", "avx2", "scalar"])
 def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     """The fft step's helpers as the lowering registers them for complex64 (float lanes on
-    fft_conv.h's transform) and complex128 (its four-step path on the double fft_conv.h) in one
+    fft_conv.h's transform) and complex128 (the same lanes on the double fft_conv.h) in one
     unit, after the thread pool's helpers, on each
     instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
     import shutil
@@ -615,12 +616,13 @@ G = nfft
 
 def test_simple_fft_compiles_only_its_lane_path():
     """A complex64 fft of length 8 over 6 lines: power-of-two lanes only, no four-step (long-line)
-    path, no double path, no real transforms, and fft_conv.h's convolution driver is not compiled."""
+    path, no Bluestein tables, no real transforms, and fft_conv.h's convolution driver is not
+    compiled."""
     x = cdata((6, 8), np.complex64)
     mask, syms, got = _compiled(lambda a: jnp.fft.fft(a, 8, 0, None), x)
     close(np.asarray(got), np.fft.fft(x.astype(np.complex128), 8, axis=0), np.complex64)
     assert mask == G.G_AXIS | G.G_P2
-    for name in ("em_fftl_long_task_f32", "em_fft_task_f32", "em_fftc_task_f32", "em_fftl_rfft_f32",
+    for name in ("em_fftl_long_task_f32", "em_fftc_task_f32", "em_fftl_rfft_f32", "em_fftl_full_f32",
                  "em_fft_work", "em_fft_blue_tables"):
         _has(syms, name, False)
     _has(syms, "em_fftl_task_f32", True)  # (the axis kind itself may be inlined into it)
@@ -629,29 +631,30 @@ def test_simple_fft_compiles_only_its_lane_path():
 @pytest.mark.parametrize("case", ["long", "prime", "radix7", "rfft", "irfft_odd", "double"])
 def test_gates_keep_the_paths_a_program_reaches(case):
     """Long lines keep the four-step path, a prime length Bluestein's lanes (and the double FFT that
-    builds its filter), a factor 7 the double path, an RFFT its fused last stage, an odd IRFFT the
-    double path; complex128 the double path (and the four-step for a long line): each against NumPy."""
+    builds its filter), a factor 7 the odd-radix lanes, an RFFT its fused last stage, an odd IRFFT
+    the full-line path; complex128 the same lanes in double (and the four-step for a long line):
+    each against NumPy."""
     f = lambda a: jnp.fft.fft(a)  # noqa: E731
     if case == "long":
         x, want_bits, present, absent = cdata((1, 16384), np.complex64), G.G_LONG | G.G_P2, \
-            ["em_fftl_long_task_f32"], ["em_fft_task_f32"]
+            ["em_fftl_long_task_f32"], ["em_fft_work"]
     elif case == "prime":
         x, want_bits, present, absent = cdata((5, 1031), np.complex64), G.G_BLUE, \
-            ["em_fft_work", "em_fftl_fft_f32"], ["em_fft_task_f32", "em_fftl_long_task_f32"]
+            ["em_fft_work", "em_fftl_fft_f32"], ["em_fftl_long_task_f32"]
     elif case == "radix7":
-        x, want_bits, present, absent = cdata((5, 49), np.complex64), G.G_DOUBLE, ["em_fft_task_f32"], \
-            ["em_fftl_task_f32"]
+        x, want_bits, present, absent = cdata((5, 49), np.complex64), G.G_MIXED, \
+            ["em_fftl_task_f32"], ["em_fft_work", "em_fftl_long_task_f32"]
     elif case == "rfft":
         f = lambda a: jnp.fft.rfft(a)  # noqa: E731
         x, want_bits, present, absent = RNG.standard_normal((20, 1024)).astype(np.float32), \
-            G.G_RFFT | G.G_RL8 | G.G_P2R, ["em_fftl_rfft_f32"], ["em_fftl_axis_f32", "em_fft_task_f32"]
+            G.G_RFFT | G.G_RL8 | G.G_P2R, ["em_fftl_rfft_f32"], ["em_fftl_axis_f32", "em_fftl_full_f32"]
     elif case == "irfft_odd":
         f = lambda a: jnp.fft.irfft(a, 99)  # noqa: E731
-        x, want_bits, present, absent = cdata((3, 50), np.complex64), G.G_IRFFT | G.G_DOUBLE, \
-            ["em_fft_task_f32"], ["em_fftl_task_f32"]
+        x, want_bits, present, absent = cdata((3, 50), np.complex64), G.G_IRFFT | G.G_FULL | G.G_MIXED, \
+            ["em_fftl_task_f32"], ["em_fftl_rfft_f32", "em_fftl_long_task_f32", "em_fft_work"]
     else:
-        x, want_bits, present, absent = cdata((1, 16384), np.complex128), G.G_LONG | G.G_DOUBLE, \
-            ["em_fftl_long_task_f64", "em_fft_task_f64"], ["em_fftl_rfft_f64"]
+        x, want_bits, present, absent = cdata((1, 16384), np.complex128), G.G_LONG | G.G_P2, \
+            ["em_fftl_long_task_f64", "em_fftl_task_f64"], ["em_fftl_rfft_f64", "em_fft_work"]
     mask, syms, got = _compiled(f, x)
     ref = {"rfft": lambda: np.fft.rfft(x.astype(np.float64), axis=-1),
            "irfft_odd": lambda: np.fft.irfft(x.astype(np.complex128), 99, axis=-1)}.get(
@@ -678,5 +681,5 @@ def test_gates_join_over_a_programs_fft_steps():
     mask, syms, got = _compiled(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), y, dynamic_axes=[("b", "n")])
     close(np.asarray(got), np.fft.fft(y.astype(np.complex128), axis=-1), np.complex64)
     assert mask == G.G_AXIS | G.G_PATHS
-    for name in ("em_fftl_long_task_f32", "em_fft_task_f32", "em_fftl_fft_f32"):
+    for name in ("em_fftl_long_task_f32", "em_fftl_task_f32", "em_fftl_fft_f32"):
         _has(syms, name, True)

@@ -1,8 +1,9 @@
-/* The 2-, 3- and 5-point DFTs of a mixed-radix Stockham stage, in place on R complex vectors:
+/* The 2-, 3-, 4- and 5-point DFTs of a mixed-radix stage, in place on R complex vectors:
    V[k] (k < R) has vector members .re and .im of type CV (scalars ELT); afterwards V[j] =
    sum_k V[k] omega^(j k), omega = exp(-SG 2 pi i / R) (SG = 1 forward, -1 inverse). The radix-3
    form is X_1,2 = v0 - (v1 + v2) / 2 -+ SG i sin(2 pi / 3) (v1 - v2); radix 5 pairs (1, 4) and
-   (2, 3). Used by fft_lanes.h (em_fftl_rp) and conv_fft.h (em_cf_stage); pasted as text in front
+   (2, 3); radix 4 X_1,3 = (v0 - v2) -+ SG i (v1 - v3). Used by fft_lanes.h (em_fftl_rp),
+   fft_core.h (the plan's table transform) and conv_fft.h (em_cf_stage); pasted as text in front
    of each, so the guard keeps one definition per translation unit. */
 #ifndef EM_DFT_SMALL_H
 #define EM_DFT_SMALL_H
@@ -16,6 +17,14 @@
         if ((R) == 2) {                                                                               \
             const CV ar_ = (V)[0].re, ai_ = (V)[0].im, br_ = (V)[1].re, bi_ = (V)[1].im;              \
             (V)[0].re = ar_ + br_; (V)[0].im = ai_ + bi_; (V)[1].re = ar_ - br_; (V)[1].im = ai_ - bi_; \
+        } else if ((R) == 4) {                                                                        \
+            const CV ar_ = (V)[0].re + (V)[2].re, ai_ = (V)[0].im + (V)[2].im;                        \
+            const CV br_ = (V)[0].re - (V)[2].re, bi_ = (V)[0].im - (V)[2].im;                        \
+            const CV cr_ = (V)[1].re + (V)[3].re, ci_ = (V)[1].im + (V)[3].im;                        \
+            const CV dr_ = (V)[1].re - (V)[3].re, di_ = (V)[1].im - (V)[3].im;                        \
+            (V)[0].re = ar_ + cr_; (V)[0].im = ai_ + ci_; (V)[2].re = ar_ - cr_; (V)[2].im = ai_ - ci_; \
+            (V)[1].re = br_ + (SG) * di_; (V)[1].im = bi_ - (SG) * dr_;                               \
+            (V)[3].re = br_ - (SG) * di_; (V)[3].im = bi_ + (SG) * dr_;                               \
         } else if ((R) == 3) {                                                                        \
             const CV ar_ = (V)[1].re + (V)[2].re, ai_ = (V)[1].im + (V)[2].im;                        \
             const CV tr_ = (V)[0].re - (ELT)0.5 * ar_, ti_ = (V)[0].im - (ELT)0.5 * ai_;              \

@@ -28,6 +28,9 @@ static inline int em_fftc_radix(int64_t n) { return n % 8 == 0 && n != 16 ? 8 : 
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
 typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
+/* the same vector at any element-aligned address: loads and stores of whole vectors (memcpy of one
+   was split into two 32-byte moves, and the vector read back from the stack stalled on them) */
+typedef ELT EM_T(em_cvu) __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));
 typedef ELTI EM_T(em_ci) __attribute__((vector_size(EM_CV_BYTES)));
 typedef struct { EM_T(em_cv) re, im; } EM_T(em_cz);
 typedef struct { ELT re, im; } EM_T(em_fftc_sz);
@@ -226,7 +229,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_tile_in)(const EL
     const CV zero = {0};
     CV v[CW];
     for (int r = 0; r < CW; ++r) {
-        if (nn || rows[r]) memcpy(&v[r], rows[r] + 2 * j0, sizeof(CV));
+        if (nn || rows[r]) v[r] = *(const EM_T(em_cvu) *)(rows[r] + 2 * j0);
         else v[r] = zero;
     }
     EM_T(em_fftc_transpose)(v);

@@ -1,15 +1,13 @@
-/* The fft step's lines in the operand's own precision, CW at a time (native/emit/fft.py): included
-   per precision with EM_FFT_LANES, ELT, ELTI and EM_T(name) defined (for double also
-   EM_FFTL_LONG_ONLY: only the four-step path for few long lines below runs here), after
+/* The fft step's lines in the operand's own precision, CW at a time (native/emit/fft.py): the one
+   FFT kernel of every fft step. Included per precision with ELT, ELTI and EM_T(name) defined, after
    fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
-   em_fftc_store, real split and merge, and its twiddle cache by log2 length) and fft_typed.h (the
-   job). A step whose transform length m >= 2 (a complex axis of length m, or a real last axis of
-   length 2m through its half-length transform) has no prime factor above 5, or whose Bluestein
-   convolution length has none (always: it is 2-3-5-smooth), goes through here instead of
-   em_fft_line (a power of two by fft_conv's radix-8/4 transform, other lengths by Stockham stages
-   of radix 8, 4, 2, 3 and 5 over the plan's factors, Bluestein by two of those): CW lines per vector (16 floats with AVX-512, else 8; twice the double
-   path's EM_FW), float twiddles computed in double and rounded once. Every other length keeps the
-   double-precision mixed-radix / Bluestein path. */
+   em_fftc_store, real split and merge, and its twiddle cache by log2 length), dft_small.h and
+   fft_typed.h (the job). CW lines per vector (16 floats or 8 doubles with AVX-512, else 8 or 4):
+   a power of two by fft_conv's radix-8/4 transform, other lengths whose prime factors are at most
+   EM_FFT_PMAX (64) by Stockham stages of radix 8, 4, 2, 3, 5 and odd primes over the plan's
+   factors, any other length by Bluestein over those (its convolution length is 2-3-5-smooth);
+   few long power-of-two
+   lines by the four-step path below. Twiddles are computed in double and rounded once. */
 #define CW EM_T(em_cw)
 #define CV EM_T(em_cv)
 #define CI EM_T(em_ci)
@@ -44,7 +42,46 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, 
         }
     }
 }
-/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5; a 4 then a 2 as one radix-8
+/* one Stockham stage of an odd prime radix r from 7 to EM_FFT_PMAX (as em_fftl_rp): outputs u and
+   r - u share the sums over the input pairs (q, r - q), since W^(qu) t_q + W^(-qu) t_(r-q) =
+   c (t_q + t_(r-q)) + i s (t_q - t_(r-q)) with W^(qu) = c + i s (O(r^2 / 2) per butterfly) */
+static void EM_T(em_fftl_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg,
+                               const int r) {
+    const int64_t n1 = n / r, ts = m / n;
+    const int h = (r - 1) / 2;
+    ELT cs[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2], sn[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2];
+    for (int u = 1; u <= h; ++u)
+        for (int q = 1; q <= h; ++q) {
+            const SZ w = tw[(int64_t)((u * q) % r) * (m / r)];
+            cs[u - 1][q - 1] = w.re; sn[u - 1][q - 1] = w.im * sg;
+        }
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[EM_FFT_PMAX];
+        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * r * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ v[EM_FFT_PMAX];
+            for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
+            CZ s0 = v[0];
+            for (int k = 1; k < r; ++k) { s0.re += v[k].re; s0.im += v[k].im; }
+            yo[q] = s0;
+            for (int u = 1; u <= h; ++u) {
+                const CV zero = {0};
+                CV ar = zero, ai = zero, br = zero, bi = zero;
+                for (int k = 1; k <= h; ++k) {
+                    const ELT c = cs[u - 1][k - 1], sv = sn[u - 1][k - 1];
+                    ar += (v[k].re + v[r - k].re) * c; ai += (v[k].im + v[r - k].im) * c;
+                    br += (v[k].re - v[r - k].re) * sv; bi += (v[k].im - v[r - k].im) * sv;
+                }
+                CZ a = {v[0].re + ar - bi, v[0].im + ai + br}, b = {v[0].re + ar + bi, v[0].im + ai - br};
+                yo[q + u * s] = p ? EM_T(em_czmul)(a, w[u]) : a;
+                yo[q + (r - u) * s] = p ? EM_T(em_czmul)(b, w[r - u]) : b;
+            }
+        }
+    }
+}
+/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5, odd primes to 64; a 4 then a 2 as one radix-8
    stage) of m: as em_fftc_fft, returns the buffer holding the result (x or y) */
 static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
     int64_t s = 1;
@@ -54,7 +91,8 @@ static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const 
         else if (r == 4) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
         else if (r == 2) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 2);
         else if (r == 3) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 3);
-        else EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
+        else if (r == 5) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
+        else EM_T(em_fftl_rodd)(x, y, n, s, m, tw, sg, (int)r);
         n /= r; s *= r;
         CZ *t = x; x = y; y = t;
     }
@@ -113,7 +151,7 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
     CV a, b;
-    memcpy(&a, p, sizeof a); memcpy(&b, p + CW, sizeof b);
+    a = *(const EM_T(em_cvu) *)p; b = *(const EM_T(em_cvu) *)(p + CW);
     CZ z;
 #if defined(__GNUC__) && !defined(__clang__)
     CI ev, od;
@@ -137,7 +175,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_undeal)(ELT *p, C
         a[2 * i] = re[i]; a[2 * i + 1] = im[i]; b[2 * i] = re[i + CW / 2]; b[2 * i + 1] = im[i + CW / 2];
     }
 #endif
-    memcpy(p, &a, sizeof a); memcpy(p + CW, &b, sizeof b);
+    *(EM_T(em_cvu) *)p = a; *(EM_T(em_cvu) *)(p + CW) = b;
 }
 /* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
 static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
@@ -200,7 +238,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const C
     CV v[CW];
     for (int i = 0; i < CW / 2; ++i) { v[2 * i] = t[i].re; v[2 * i + 1] = t[i].im; }
     EM_T(em_fftc_transpose)(v);
-    for (int i = 0; i < w; ++i) memcpy(out + i * co, &v[i], sizeof(CV));
+    for (int i = 0; i < w; ++i) *(EM_T(em_cvu) *)(out + i * co) = v[i];
 }
 /* staging rows for the fused stage's tiles: rows of co ELT spaced rs = co rounded up past a whole
    vector (whole cache lines, so rows a power of two long end a line apart and a block's tiles spread
@@ -349,11 +387,52 @@ static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int
         EM_T(em_fftc_store)(res, j->dst + r0 * n, w, n, (ELT)j->scale);
     }
 }
+/* kinds 1 and 2 without the half-length split (an odd length m, or 2): the full complex transform
+   of each real line (imaginary parts zero), its first m / 2 + 1 bins stored; the inverse extends
+   each half-spectrum to its Hermitian line (the imaginary parts of bin 0 and, m even, bin m / 2
+   ignored, as NumPy's irfft), transforms it and stores the real parts times scale. Rows past w
+   repeat row r0 (as em_fftl_rfft), never stored. */
+static void EM_T(em_fftl_full)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
+    const EM_T(em_fft_job) *j = lj->j;
+    const int64_t m = lj->m, nh = m / 2 + 1;
+    const CV zero = {0};
+    for (int64_t g = g0; g < g1; ++g) {
+        const int64_t r0 = g * CW;
+        const int w = j->outer - r0 < CW ? (int)(j->outer - r0) : CW;
+        if (j->kind == 1) {
+            for (int64_t k = 0; k < m; ++k) b0[k].im = zero;
+            for (int r = 0; r < CW; ++r) {
+                const ELT *x = j->src + (r0 + (r < w ? r : 0)) * m;
+                for (int64_t k = 0; k < m; ++k) b0[k].re[r] = x[k];
+            }
+            const CZ *z = m > 1 ? EM_T(em_fftl_line)(lj, b0, b1, 1) : b0;
+            for (int r = 0; r < w; ++r) {
+                ELT *o = j->dst + (r0 + r) * 2 * nh;
+                for (int64_t k = 0; k < nh; ++k) { o[2 * k] = z[k].re[r]; o[2 * k + 1] = z[k].im[r]; }
+            }
+        } else {
+            for (int r = 0; r < CW; ++r) {
+                const ELT *h = j->src + (r0 + (r < w ? r : 0)) * 2 * nh;
+                for (int64_t k = 0; k < nh; ++k) { b0[k].re[r] = h[2 * k]; b0[k].im[r] = h[2 * k + 1]; }
+            }
+            b0[0].im = zero;
+            if (!(m & 1)) b0[nh - 1].im = zero;
+            for (int64_t k = nh; k < m; ++k) { b0[k].re = b0[m - k].re; b0[k].im = -b0[m - k].im; }
+            const CZ *z = m > 1 ? EM_T(em_fftl_line)(lj, b0, b1, -1) : b0;
+            const ELT scale = (ELT)j->scale;
+            for (int r = 0; r < w; ++r) {
+                ELT *o = j->dst + (r0 + r) * m;
+                for (int64_t k = 0; k < m; ++k) o[k] = z[k].re[r] * scale;
+            }
+        }
+    }
+}
 static EM_TASK_ATTR void EM_T(em_fftl_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftl_job) *lj = (const EM_T(em_fftl_job) *)c;
     const EM_T(em_fft_job) *j = lj->j;
     CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + lj->buf;
     if (EM_FFTG_ON(EM_FFTG_AXIS) && j->kind == 0) EM_T(em_fftl_axis)(lj, b0, b1, lo, hi);
+    else if (EM_FFTG_ON(EM_FFTG_FULL) && j->kind != 0 && !j->half) EM_T(em_fftl_full)(lj, b0, b1, lo, hi);
     else if (EM_FFTG_ON(EM_FFTG_RFFT) && j->kind == 1) EM_T(em_fftl_rfft)(lj, b0, b1, lo, hi);
     else if (EM_FFTG_ON(EM_FFTG_IRFFT) && j->kind == 2) EM_T(em_fftl_irfft)(lj, b0, b1, lo, hi);
     else EM_FFTG_MISSED();
@@ -457,37 +536,30 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
     return 1;
 }
-/* run job j here when its transform (length m >= 2, or Bluestein's convolution length m2) has the
-   factors 2, 3 and 5 only (returns 1), else return 0 (the double path runs it). A power of two
-   takes fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round
-   the plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
-   conversions: small beside the lines' work), unless the plan's own tables live there (another
-   thread was filling the cache: the double path runs; only with runtime lengths, fft.py's static
-   steps give these tables their own room). Both before the threads start; thread t's
-   two line buffers (lj.buf CZ each) are its em_vz scratch. */
+/* run job j (returns 1; 0 only where fft.py's reach left the path out). A power of two takes
+   fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round the
+   plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
+   conversions: small beside the lines' work; fft.py gives wtab room of its own, apart from the
+   plan's tables). Both before the threads start; thread t's two line buffers (lj.buf CZ each) are
+   its em_vz scratch. */
 static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
     const em_fft_plan *p = j->p;
     const int64_t m = j->kind == 0 ? j->n : p->n;
-    if ((j->kind != 0 && !j->half) || m < 2) return 0;
-#ifdef EM_FFTL_LONG_ONLY
-    if (p->m2 || (m & (m - 1))) return 0;
-#endif
-    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2):
-       two fit the step's per-thread scratch (2 m2 + 2n em_vz for an axis of length n) */
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + (j->kind != 0)};
+    const int split = j->kind != 0 && j->half;  /* the real split's table rt */
+    /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2
+       through the half-length line): two fit the step's per-thread scratch (2 m2 + 2n em_vz for an
+       axis of length n; n = 2m with the split, n = m without it -- one more there overran it) */
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
         if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;
-        for (int64_t q = m2, i = 0; q > 1; q /= p->fac2[i++])
-            if (p->fac2[i] > 5) return 0;
-        if (EM_FFTG_ON(EM_FFTG_DOUBLE) && (const void *)p->chirp == j->wtab) return 0;
         SZ *t = (SZ *)j->wtab, *bf = t + m2, *ch = bf + m2, *rt = ch + m;
         for (int64_t k = 0; k < m2; ++k) {
             t[k].re = (ELT)p->tw2[k].re; t[k].im = (ELT)p->tw2[k].im;
             bf[k].re = (ELT)p->bf[k].re; bf[k].im = (ELT)p->bf[k].im;
         }
         for (int64_t k = 0; k < m; ++k) { ch[k].re = (ELT)p->chirp[k].re; ch[k].im = (ELT)p->chirp[k].im; }
-        if (j->kind != 0)
+        if (split)
             for (int64_t k = 0; k <= m; ++k) { rt[k].re = (ELT)p->rt[k].re; rt[k].im = (ELT)p->rt[k].im; }
         lj.tw = t; lj.bf = bf; lj.chirp = ch; lj.rt = rt; lj.fac = p->fac2;
     } else if (!(m & (m - 1))) {
@@ -498,23 +570,17 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
            than threads: the four-step splits the lines between them) */
         const int64_t groups = (lines + CW - 1) / CW;
         const int few = 2 * lines <= CW || (m >= 4096 && (lines < CW || (par && nt > 1 && groups < nt)));
-        if (EM_FFTG_ON(EM_FFTG_LONG) && (j->kind != 0 || j->inner == 1) && m >= EM_FFTL_LONG && few
+        if (EM_FFTG_ON(EM_FFTG_LONG) && (split || (j->kind == 0 && j->inner == 1)) && m >= EM_FFTL_LONG && few
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
-#ifdef EM_FFTL_LONG_ONLY
-        return 0;  /* double precision: only the four-step runs here, the rest keeps fft_typed.h's path */
-#endif
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
     } else {
         if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's reach) */
-        for (int64_t q = m, i = 0; q > 1; q /= p->fac[i++])
-            if (p->fac[i] > 5) return 0;
-        if (EM_FFTG_ON(EM_FFTG_DOUBLE) && (const void *)p->tw == j->wtab) return 0;
         SZ *t = (SZ *)j->wtab;
         for (int64_t k = 0; k < m; ++k) { t[k].re = (ELT)p->tw[k].re; t[k].im = (ELT)p->tw[k].im; }
-        if (j->kind != 0)
+        if (split)
             for (int64_t k = 0; k <= m; ++k) { t[m + k].re = (ELT)p->rt[k].re; t[m + k].im = (ELT)p->rt[k].im; }
         lj.tw = t; lj.rt = t + m; lj.fac = p->fac;
     }

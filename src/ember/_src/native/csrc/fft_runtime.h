@@ -2,7 +2,7 @@
 
    The static path of fft.py factors each length in Python and keeps its tables in block-scope
    static storage of the call site. A runtime length is factored here instead (the same rules:
-   radix 4 while four divides it, then primes ascending; a prime factor above EM_FFT_TMP switches to
+   radix 4 while four divides it, then primes ascending; a prime factor above EM_FFT_PMAX switches to
    Bluestein with the least 2-3-5-smooth convolution length >= 2n - 1), and its tables live in a
    per-program cache of EM_FFT_SLOTS entries keyed by (length, direction, real split), each table
    allocated once with malloc when its length is first seen. Lookups and fills are lock-free: a
@@ -53,13 +53,13 @@ static int64_t em_fft_smooth(int64_t n) {
         }
     return best;
 }
-/* factors of n (direct) or, when a prime factor exceeds EM_FFT_TMP, Bluestein's length m2 and its
+/* factors of n (direct) or, when a prime factor exceeds EM_FFT_PMAX, Bluestein's length m2 and its
    factors; returns m2 (0: direct) */
 static int64_t em_fft_plan_factors(int64_t n, int32_t *fac, int32_t *fac2) {
     em_fft_factor(n, fac);
     int32_t big = 0;
     for (int k = 0; k < EM_FFT_MAXFAC && fac[k]; ++k) if (fac[k] > big) big = fac[k];
-    if (big <= EM_FFT_TMP) return 0;
+    if (big <= EM_FFT_PMAX) return 0;
     const int64_t m2 = em_fft_smooth(2 * n - 1);
     em_fft_factor(m2, fac2);
     return m2;

@@ -4,44 +4,40 @@ ember carries its own FFT rather than calling a library: every length works, not
 at run time, and no library has to be found at build time (line buffers come from the step's arena
 workspace; twiddle tables from static storage, see below).
 
-* **Single precision** (complex64/float32 operands; ``fft_lanes.h``): lines are transformed 16 at
-  a time (8 without AVX-512), one per lane of a float vector, by Stockham passes (radix 8 and 4
-  from ``fft_conv.h``, 2, 3 and 5 written out) whenever the transform length (a complex axis, or
-  half an even real last axis) has no prime factor above 5, and by Bluestein over such passes
-  otherwise (its convolution length always qualifies); odd real lengths, and lengths with a
-  prime factor 7..64, keep the double path below. Twiddles, chirps and filters are computed in
-  double and rounded once to float: measured error against NumPy's float64 transform at most
-  about 2.7e-7 of the largest output magnitude (lengths 2..8191; the double path: about 5e-8).
+* **One kernel** (``fft_lanes.h``, on the Stockham transform of ``fft_conv.h``, which the
+  ``fft_conv`` step below shares) runs every job of both precisions: lines are transformed
+  ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
+  with AVX-512, else 8 or 4; the compiler's target decides, ``-march=native``, and the program
+  cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3,
+  5 and odd primes up to :data:`BLUESTEIN_PRIME` over the plan's factors (other lengths; an odd
+  prime ``p`` by a ``p``-point DFT that computes outputs ``u`` and ``p - u`` together from the
+  symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
+  lines with broadcast twiddles. Rows are moved in and out by register transposes of
+  ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
+  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
+  algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
+  the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
+  would be near ``4n``). Twiddles, chirps and the chirp filter's transform are computed in double
+  (libm ``cos``/``sin``; the chirp's phase reduces ``k**2`` modulo ``2n`` first; the filter's
+  transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
+  precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
+  output magnitude for float32 (lengths 2..8191).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
-  lines, and real transforms through their half-length line; float and double): the four-step FFT
-  of ``fft_lanes.h``, whose lanes hold CW adjacent columns of one line viewed as an ``N1 x N2``
+  lines, and real transforms through their half-length line): the four-step FFT of
+  ``fft_lanes.h``, whose lanes hold CW adjacent columns of one line viewed as an ``N1 x N2``
   matrix (column transforms, twiddles, row transforms through register transposes), so one line
   fills the vectors and its buffers stay ``N2`` vectors long.
-* **Algorithm.** Otherwise lines are transformed ``EM_FW`` at a time in double precision (8 with
-  AVX-512, else 4): element ``j`` of the group is one GCC/clang vector per real and imaginary part, one line
-  per lane, so every butterfly is SIMD across lines with scalar (broadcast) twiddles. Rows are moved
-  in and out in 8-element tiles transposed in registers. The transform is a recursive
-  mixed-radix decimation-in-time Cooley-Tukey FFT over the prime factors of ``n`` (radix-4 and
-  radix-2 butterflies written out, unit twiddles skipped; an odd prime ``p`` by a direct ``p``-point
-  DFT per butterfly that computes outputs ``u`` and ``p - u`` together from the symmetric pairs of
-  inputs: ``O(n * sum(p))``). A length with a prime factor above :data:`BLUESTEIN_PRIME` uses
-  Bluestein's chirp-z algorithm instead: the transform becomes a cyclic convolution of length
-  ``m2``, the least 2-3-5-smooth length at least ``2n - 1`` (half the power of two's work when that
-  would be near ``4n``), done with two mixed-radix FFTs. Twiddles ``exp(-2 pi i j / n)`` are
-  computed with libm ``cos``/``sin`` in double, and the chirp's phase reduces ``k**2`` modulo
-  ``2n`` first, so float32 results carry float32 rounding only once, when stored (error well below
-  NumPy's own float32 pocketfft's).
 * **Plans.** Each step's tables (twiddles; Bluestein's chirp, convolution twiddles and the chirp
   filter's transform; the real-FFT split twiddles) live in block-scope static arrays filled by the
   first call and reused by every later one. A state word (empty / being filled / ready, atomic
   compare-and-swap) keeps it thread safe: a call that finds another thread filling the tables
   builds its own copy in the workspace.
-* **Threads.** A step's lines go through in groups of ``EM_FW``; when the work (``lines * n * 8``)
+* **Threads.** A step's lines go through in groups of ``CW``; when the work (``lines * n * 8``)
   reaches the parallel threshold (OpenMP on), the groups run on ember's thread pool
   (``em_par``: chunks claimed by compare-and-swap, the caller working too) on up to
-  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times)
-  and a copy of the plan pointing there; the tables are shared. Every line is transformed alone,
+  :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times);
+  the tables are shared. Every line is transformed alone,
   so results do not depend on the thread count.
 * **Runtime lengths.** When a size is symbolic (named dynamic axes: one compile for every
   length), lengths and line counts are C expressions over the axis values; the C code factors the
@@ -50,10 +46,10 @@ workspace; twiddle tables from static storage, see below).
   once; slots are claimed by compare-and-swap, and a call that finds no free slot builds its
   tables in its workspace, which is sized for the worst case of any length (Bluestein, ``m2 <
   4n``). The real split (even length) is chosen at run time.
-* **Real transforms** of even length ``n`` run as one complex FFT of length ``n/2`` over
+* **Real transforms** of even length ``n >= 4`` run as one complex FFT of length ``n/2`` over
   ``z_j = x_2j + i x_2j+1`` plus the split step ``X_k = E_k + W^k O_k`` (``IRFFT``: the merge
-  step, then the half-length inverse); odd ``n`` transforms the full complex line. In float lanes
-  the split is computed as the spectrum is stored, and a power-of-two line is read from its rows
+  step, then the half-length inverse); odd ``n`` (and 2) transforms the full complex line. The
+  split is computed as the spectrum is stored, and a power-of-two line is read from its rows
   straight into the first radix-8 stage (no loaded copy of the line); up to ``n = 1024`` the
   half-length transform's last stage is fused into the split and the store too (columns ``q``
   and ``s - q`` of that stage hold the mirrored bins ``k`` and ``n/2 - k``), so no half spectrum
@@ -68,14 +64,14 @@ workspace; twiddle tables from static storage, see below).
 * **Compile time: only reachable paths.** The headers are one block per precision, but a static
   program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
   the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
-  RFFT stores, the four-step, 2-3-5 lanes, Bluestein lanes, the double path) its fft steps of that
+  RFFT stores, the four-step, mixed-radix lanes, Bluestein lanes, odd real lines) its fft steps of that
   precision can take, joined over the steps (the block's text is rewritten as each step is
   emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
   a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
   whole machinery). A branch the mask left out traps instead of computing (a disagreement is a
   bug). Runtime lengths keep every path (their job kinds only are known). Plan set-up is inlined,
-  so a direct plan carries no Bluestein table code, and the float lanes build their tables in
-  their own workspace room, so they never fall back to the double path for want of it.
+  so a direct plan carries no Bluestein table code, and the lanes build their tables in workspace
+  room of their own, apart from a plan's private tables.
 """
 
 from __future__ import annotations
@@ -96,14 +92,14 @@ from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
 
-BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's algorithm
+BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's (EM_FFT_PMAX)
 THREADS = max(1, min(usable_cpus(), 8))  # line groups run on up to this many pool threads
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
-_CORE = load("fft_core.h")
+_CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL) first
 _CONV = load("fft_conv.h")
-_LANES = load("dft_small.h") + load("fft_lanes.h")  # em_fftl_rp's small DFTs (EM_DFT_SMALL) first
+_LANES = load("fft_lanes.h")
 _RUNTIME = load("fft_runtime.h")
 
 def _factors(n: int) -> list[int]:
@@ -151,8 +147,8 @@ def _smooth(n: int) -> int:
 
 def _half(ft: str, n: int) -> bool:
     """Whether a real transform (``RFFT``/``IRFFT``) of last-axis length ``n`` runs as a half-length
-    complex FFT plus the split step (even ``n``)."""
-    return ft in ("RFFT", "IRFFT") and n % 2 == 0
+    complex FFT plus the split step (even ``n`` from 4 on; else the full complex line)."""
+    return ft in ("RFFT", "IRFFT") and n % 2 == 0 and n >= 4
 
 
 def _table_elems(n: int, half: bool) -> int:
@@ -225,7 +221,8 @@ def _workspace(e: Eqn) -> sh.Dim:
     if _symbolic(e):  # bounds over every runtime length (Bluestein's m2 < 4n; _fft_runtime)
         ns = _axes(e)[3]
         per_thread = sum(10 * n for n in ns) * _VZ
-        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(10 * n + 1 for n in ns) * _Z
+        # tables: a plan's private ones (< 10n + 1 em_z), then the lanes' (< 10n + 2, _lane_tables)
+        return _copy_bytes(e) + 64 + per_thread * THREADS + sum(20 * n + 4 for n in ns) * _Z
     if _empty(e):
         return 0
     nv, nt = _sizes(e)
@@ -277,9 +274,9 @@ def _real_t(e: Eqn) -> tuple[str, str]:
 
 
 # The EM_FFTG bits of fft_typed.h: the job kinds and the paths a program's fft steps can reach.
-(G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_DOUBLE, G_RL8, G_RL4, G_RSG,
+(G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_FULL, G_RL8, G_RL4, G_RSG,
  G_P2R) = (1 << i for i in range(12))
-G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_DOUBLE | G_RL8 | G_RL4 | G_RSG | G_P2R
+G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_FULL | G_RL8 | G_RL4 | G_RSG | G_P2R
 _KIND_BIT = (G_AXIS, G_RFFT, G_IRFFT)
 _GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 
@@ -287,35 +284,33 @@ _GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, par: bool, nt: int) -> int:
     """The EM_FFTG bits one static job can reach: job ``kind`` (0 an axis of length ``n`` with
     ``inner`` elements between a line's entries, 1 the RFFT last axis, 2 the IRFFT one; ``half``:
-    through the half-length transform) over ``lines`` lines, ``par``: on the pool on ``nt``
-    threads. Mirrors ``em_fftl_run`` (fft_lanes.h) and ``em_fft_run`` (fft_typed.h): a lanes path
-    that can decline a job (the four-step when a table is not cached) keeps its fallback; the
-    static steps give the lanes their own table space (:func:`_sizes`), so 2-3-5 and Bluestein
-    lanes never decline one."""
+    through the half-length transform, else the full complex line) over ``lines`` lines,
+    ``par``: on the pool on ``nt`` threads. Mirrors ``em_fftl_run`` (fft_lanes.h): the four-step
+    can decline a job (a table not cached), so the lanes path stays reachable beside it."""
     bits = _KIND_BIT[kind]
     m = n // 2 if half else n
-    if (kind != 0 and not half) or m < 2:
-        return bits | G_DOUBLE
+    if kind != 0 and not half:
+        bits |= G_FULL
     pow2 = m & (m - 1) == 0
     # em_cw: lanes of a 32- or 64-byte vector (the target decides; both are allowed for)
     cws = (8, 16) if real_t == "float" else (4, 8)
     few = any(2 * lines <= cw or (m >= 4096 and (lines < cw or (par and nt > 1 and -(-lines // cw) < nt)))
               for cw in cws)
-    if pow2 and m >= 256 and (kind != 0 or inner == 1) and few:
+    if pow2 and m >= 256 and (half or (kind == 0 and inner == 1)) and few:
         bits |= G_LONG
-    if real_t == "double":
-        return bits | G_DOUBLE
     fac, m2, _ = plan_of(m)
     if m2:
         bits |= G_BLUE
     elif pow2:
         bits |= G_P2
-        if (kind == 1 or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
+        if ((kind == 1 and half) or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
             bits |= G_P2R
     else:
-        bits |= G_MIXED if max(fac) <= 5 else G_DOUBLE
-    if kind == 1 and bits & (G_P2 | G_MIXED | G_BLUE):  # em_fftl_rfft's store (one per lane count)
-        bits |= functools.reduce(operator.or_, (_RL_BIT[_fused_radix(m if pow2 else 0, cw)] for cw in cws))
+        bits |= G_MIXED
+    if kind == 1 and half:  # em_fftl_rfft's store (one per lane count)
+        item = 4 if real_t == "float" else 8
+        bits |= functools.reduce(operator.or_,
+                                 (_RL_BIT[_fused_radix(m if pow2 else 0, cw, item)] for cw in cws))
     return bits
 
 
@@ -327,10 +322,11 @@ def _radix(n: int) -> int:
     return 8 if n % 8 == 0 and n != 16 else 4 if n % 4 == 0 else 2
 
 
-def _fused_radix(m: int, cw: int) -> int:
+def _fused_radix(m: int, cw: int, item: int = 4) -> int:
     """The radix of the last stage em_fftl_rfft fuses into its store for a power-of-two half length
-    ``m`` (0: not a power of two) in float lanes of ``cw``, or 1 (none: the plain split store)."""
-    if not m or m < 4 * cw or 2 * m * 4 > 4096:  # EM_FFTL_WAY bytes of a row's spectrum
+    ``m`` (0: not a power of two) in lanes of ``cw`` elements of ``item`` bytes, or 1 (none: the plain
+    split store)."""
+    if not m or m < 4 * cw or 2 * m * item > 4096:  # EM_FFTL_WAY bytes of a row's spectrum
         return 1
     q = m // 8
     while _radix(q) != q:
@@ -346,8 +342,7 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
     real_t, s = _real_t(e)
     cc.helper("em_fft_core", _CORE)
     support.need("threadpool")  # large transforms split their line groups over the pool
-    # float: 2-3-5 lengths in float lanes (fft_lanes.h, on fft_conv.h's transform); double: only its
-    # four-step path for few long power-of-two lines (EM_FFTL_LONG_ONLY), the rest as fft_typed.h
+    # every job in lanes of the operand's precision (fft_lanes.h, on fft_conv.h's transform)
     _conv_helper(cc, real_t, s)
     name = f"em_fft_{s}"
     prev = cc.helpers.get(name)
@@ -357,12 +352,11 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
             return real_t, s
         if gates is not None:
             gates |= int(m.group(1))
-    only = "" if real_t == "float" else "#define EM_FFTL_LONG_ONLY 1\n"
     gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
-    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n" + only
-                        + "#define EM_FFT_LANES 1\n" + load("fft_typed.h") + _LANES
-                        + "#undef EM_FFT_LANES\n#undef EM_FFTL_LONG_ONLY\n#undef EM_FFTG_ON\n"
-                        "#undef EM_FFTG_MISSED\n#undef EM_FFTG\n#undef EM_T\n#undef ELT\n")
+    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
+                        + load("fft_typed.h") + _LANES
+                        + "#undef EM_FFTG_ON\n#undef EM_FFTG_MISSED\n#undef EM_FFTG\n"
+                        "#undef EM_T\n#undef ELT\n")
     return real_t, s
 
 
@@ -485,16 +479,18 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
         n = cdim(shp[axis])
         shp_outer, shp_inner = sh.size(shp[:axis]), sh.size(shp[axis + 1:])
         scale = f"1.0 / (double){n}" if inv else "1.0"
-        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc)
+        body = plan(n, inv, "0") + _run(s, 0, src, dst, shp_outer, shp[axis], shp_inner, "0", scale, nv, cc,
+                                        f"zt_ + 10 * ({n}) + 2")
         return ["{", *("    " + b for b in body), "}"]
 
     n_last = cdim(lengths[-1])
-    head = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1);",
+    head = ["const int64_t n_ = " + n_last + ";", "const int half_ = !(n_ & 1) && n_ >= 4;",
             *plan("half_ ? n_ / 2 : n_", int(ft == "IRFFT"), "half_")]
 
     def last_axis(mode: int, src: str, dst: str) -> list[str]:
         scale = "1.0 / (double)n_" if mode == 2 else "1.0"
-        body = head + _run(s, mode, src, dst, sh.size(shape[:-1]), "n_", 1, "half_", scale, nv, cc)
+        body = head + _run(s, mode, src, dst, sh.size(shape[:-1]), "n_", 1, "half_", scale, nv, cc,
+                           "zt_ + 10 * n_ + 2")
         return ["{", *("    " + b for b in body), "}"]
 
     def copy() -> tuple[str, list[str]]:
