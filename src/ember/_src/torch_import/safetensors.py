@@ -76,7 +76,8 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     for name, view in views:
         dtype = _DTYPES.get(view["dtype"])
         if dtype is None:
-            raise SafetensorsError(f"{path}: {name!r} has the dtype {view['dtype']}, which ember does not read")
+            raise SafetensorsError(f"{path}: {name!r} has the dtype {view['dtype']}, which ember does "
+                                   f"not read")
         out[name] = np.frombuffer(view["data"], dtype=np.dtype(dtype).newbyteorder("<")).reshape(
             view["shape"]).astype(dtype)
     return out, dict(meta)
