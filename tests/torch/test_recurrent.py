@@ -10,68 +10,75 @@ import ember.torch as et  # noqa: E402
 LENGTHS = (3, 8)  # two sequence lengths (and two batch sizes), one compile
 
 
-class Wrap(torch.nn.Module):
-    """A recurrent layer with its initial states as inputs (``with_state``) or zeros, returning the
-    output and every final state."""
-
-    def __init__(self, rnn, with_state):
-        super().__init__()
-        self.rnn, self.with_state = rnn, with_state
-
-    def forward(self, x, h0=None, c0=None):
-        if not self.with_state:
-            out, st = self.rnn(x)
-        elif c0 is not None:
-            out, st = self.rnn(x, (h0, c0))
-        else:
-            out, st = self.rnn(x, h0)
-        return (out, *st) if isinstance(st, tuple) else (out, st)
-
-
+# name: (layer, its kwargs, whether the initial states are inputs)
 VARIANTS = {
     "lstm_batch_first": (torch.nn.LSTM, dict(batch_first=True), False),
     "lstm_2layers_bidir_state": (torch.nn.LSTM, dict(num_layers=2, bidirectional=True), True),
     "lstm_seq_first_no_bias": (torch.nn.LSTM, dict(bias=False), False),
     "gru_batch_first_2layers_state": (torch.nn.GRU, dict(batch_first=True, num_layers=2), True),
     "gru_bidir": (torch.nn.GRU, dict(bidirectional=True), False),
-    "rnn_tanh_bidir_batch_first": (torch.nn.RNN, dict(bidirectional=True, batch_first=True), True),
+    "rnn_tanh_bidir_batch_first_state": (torch.nn.RNN, dict(bidirectional=True, batch_first=True), True),
     "rnn_relu_2layers": (torch.nn.RNN, dict(nonlinearity="relu", num_layers=2), False),
 }
+NAMES = sorted(VARIANTS)
 
 
-def _inputs(rnn, b, t, g):
-    x = torch.randn(*((b, t) if rnn.batch_first else (t, b)), 3, generator=g)
-    n = rnn.num_layers * (2 if rnn.bidirectional else 1)
-    h0 = torch.randn(n, b, rnn.hidden_size, generator=g)
-    c0 = torch.randn(n, b, rnn.hidden_size, generator=g)
-    return x, h0, c0
+class Zoo(torch.nn.Module):
+    """Every variant applied to one batch-first input ``x`` (transposed for the sequence-first
+    layers); ``s0..s3`` are the initial states of the variants that take them, in ``NAMES`` order.
+    Returns each variant's output and final states, flat, in ``NAMES`` order (one import, one
+    compile)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleDict({n: VARIANTS[n][0](3, 4, **VARIANTS[n][1]) for n in NAMES})
+
+    def forward(self, x, s0, s1, s2, s3):
+        given, outs = iter((s0, s1, s2, s3)), []
+        for n in NAMES:
+            rnn, with_state = self.layers[n], VARIANTS[n][2]
+            xin = x if rnn.batch_first else x.transpose(0, 1)
+            if not with_state:
+                out, st = rnn(xin)
+            elif isinstance(rnn, torch.nn.LSTM):
+                out, st = rnn(xin, (next(given), next(given)))
+            else:
+                out, st = rnn(xin, next(given))
+            outs += [out, *st] if isinstance(st, tuple) else [out, st]
+        return tuple(outs)
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_recurrent_layer_dynamic_sequence(name):
-    cls, kw, with_state = VARIANTS[name]
-    torch.manual_seed(0)
-    rnn = cls(3, 4, **kw).eval()
-    model = Wrap(rnn, with_state).eval()
+def _states(zoo, b, g):
+    """The initial states ``s0..s3`` for batch ``b``."""
+    out = []
+    for n in NAMES:
+        rnn = zoo.layers[n]
+        if VARIANTS[n][2]:
+            k = rnn.num_layers * (2 if rnn.bidirectional else 1)
+            count = 2 if isinstance(rnn, torch.nn.LSTM) else 1
+            out += [torch.randn(k, b, 4, generator=g) for _ in range(count)]
+    return out
+
+
+def test_recurrent_layers_dynamic_sequence():
+    """Each variant (LSTM, GRU, RNN tanh/relu; batch_first both ways, 2 layers, bidirectional, no
+    bias, initial states or zeros) against PyTorch at two sequence lengths and batch sizes, one
+    compile."""
+    zoo = Zoo().eval()
     g = torch.Generator().manual_seed(1)
-    x, h0, c0 = _inputs(rnn, 2, 5, g)
-    xs = ("b", "t", None) if rnn.batch_first else ("t", "b", None)
-    args, axes = (x,), {"x": xs}
-    if with_state:
-        args, axes = (x, h0), {"x": xs, "h0": (None, "b", None)}
-        if cls is torch.nn.LSTM:
-            args, axes = (x, h0, c0), {**axes, "c0": (None, "b", None)}
-    m = et.import_module(model, args, dynamic_axes=axes)
-    assert [n.op for n in m.graph.nodes].count("ember.rnn.default") == 1
+    x, states = torch.randn(2, 5, 3, generator=g), _states(zoo, 2, g)
+    axes = {"x": ("b", "t", None), **{f"s{i}": (None, "b", None) for i in range(4)}}
+    m = et.import_module(zoo, (x, *states), dynamic_axes=axes)
+    assert [n.op for n in m.graph.nodes].count("ember.rnn.default") == len(NAMES)
     for b, t in zip((1, 3), LENGTHS):
-        x, h0, c0 = _inputs(rnn, b, t, g)
-        call = (x, h0, c0)[:len(args)]
+        x, states = torch.randn(b, t, 3, generator=g), _states(zoo, b, g)
         with torch.no_grad():
-            ref = model(*call)
-        out = m(*(a.numpy() for a in call))
+            ref = zoo(x, *states)
+        out = m(x.numpy(), *(s.numpy() for s in states))
         assert len(out) == len(ref)
-        for o, r in zip(out, ref):
-            np.testing.assert_allclose(np.asarray(o), r.numpy(), atol=1e-5, rtol=0)
+        for i, (o, r) in enumerate(zip(out, ref)):
+            np.testing.assert_allclose(np.asarray(o), r.numpy(), atol=1e-5, rtol=0, err_msg=f"output {i}")
     assert m._jitted.cache_info()["compiles"] == 1
 
 

@@ -21,11 +21,7 @@ from tests.torch import models  # noqa: E402
 
 @pytest.fixture(scope="module")
 def gpt2_session():
-    model = models.gpt2()
-    ids = torch.randint(0, 100, (2, 7))
-    m = et.import_module(model, (), {"input_ids": ids, "use_cache": False},
-                         dynamic_axes={"input_ids": ("batch", "seq")})
-    return model, ember.InferenceSession(m)
+    return models.gpt2(), ember.InferenceSession(models.imported_gpt2())
 
 
 def _ref(model, ids):
