@@ -88,10 +88,14 @@ def whole_recurrent_layers(model: torch.nn.Module) -> Iterator[int]:
     """Within the block, every supported recurrent submodule of ``model`` (not an LSTM with
     ``proj_size``) runs as one ``ember::rnn`` op; yields how many were replaced."""
     patched = [m for m in model.modules() if isinstance(m, torch.nn.RNNBase) and _supported(m)]
+    own = {id(m): vars(m)["forward"] for m in patched if "forward" in vars(m)}  # set on the instance
     for m in patched:
         m.forward = _forward(m)
     try:
         yield len(patched)
     finally:
         for m in patched:
-            del m.forward
+            if id(m) in own:
+                m.forward = own[id(m)]
+            else:
+                del m.forward
