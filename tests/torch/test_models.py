@@ -154,6 +154,25 @@ def test_data_dependent_control_flow_has_a_hint():
         et.import_module(M(), (torch.randn(3),))
 
 
+def test_export_hints_match_the_cause():
+    """A shape read from values gets the data-dependent hint; an error of the model's own code (a
+    missing attribute) gets none (it used to get the data-dependent one)."""
+    class Slice(torch.nn.Module):
+        def forward(self, x):
+            return x[: int(x.sum().item())]
+
+    with pytest.raises(et.ExportError, match="torch.where / torch.cond"):
+        et.import_module(Slice(), (torch.ones(3),))
+
+    class Typo(torch.nn.Module):
+        def forward(self, x):
+            return x + self.bais
+
+    with pytest.raises(et.ExportError, match="AttributeError: .*bais") as e:
+        et.import_module(Typo(), (torch.ones(3),))
+    assert "torch.cond" not in str(e.value) and "dynamic_axes" not in str(e.value)
+
+
 def test_exported_program_accepted_and_int64_ids():
     class M(torch.nn.Module):
         def __init__(self):

@@ -148,8 +148,10 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
             ep = torch.export.export(model, tuple(widened.args), widened.kwargs,
                                      dynamic_shapes=ds or None, strict=False)
     except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
-        hint = _HINT
-        if "0/1 specialized" in str(e):
+        hint = ""  # an error of the model's own code (a wrong argument, ...) needs no hint
+        if "data-dependent" in str(e) or "DataDependent" in type(e).__name__:
+            hint = _HINT
+        elif "0/1 specialized" in str(e):
             hint = ("\ntorch.export treats sizes 0 and 1 as special: give example inputs whose size "
                     "along each named dynamic axis is at least 2 (ember still runs size 1).")
         elif "specialized it to be a constant" in str(e) or "Constraints violated" in str(e):
