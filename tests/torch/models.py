@@ -17,6 +17,16 @@ def gpt2():
 
 
 @functools.cache
+def imported_gpt2():
+    """:func:`gpt2` imported once per process with dynamic batch and sequence, from a batch-1 example
+    (widened for the export); tests that share it compare counters as differences."""
+    import ember.torch as et
+    ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(6))
+    return et.import_module(gpt2(), kwargs={"input_ids": ids, "use_cache": False},
+                            dynamic_axes={"input_ids": ("batch", "seq")})
+
+
+@functools.cache
 def llama():
     torch.manual_seed(1)
     cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,

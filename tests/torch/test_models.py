@@ -1,6 +1,5 @@
 """Imported GPT-2 / Llama / BERT / CNN models against PyTorch eager."""
 
-import functools
 
 import numpy as np
 import pytest
@@ -19,20 +18,27 @@ def _logits(model, **kw):
         return model(**kw, use_cache=False).logits.numpy()
 
 
+def _imported_llama_seq():
+    ids = torch.randint(0, 100, (1, 7))
+    return et.import_module(models.llama(), (), {"input_ids": ids, "use_cache": False},
+                            dynamic_axes={"input_ids": (None, "seq")})
+
+
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
 def test_causal_lm_logits_one_compile(name):
+    """GPT-2 through the shared import (dynamic batch and sequence), Llama with a dynamic sequence."""
     model = getattr(models, name)()
-    ids = torch.randint(0, 100, (1, 7))
-    m = et.import_module(model, (), {"input_ids": ids, "use_cache": False},
-                         dynamic_axes={"input_ids": (None, "seq")})
+    m = models.imported_gpt2() if name == "gpt2" else _imported_llama_seq()
     assert m.input_names == ["input_ids"] and m.output_names == ["logits"]
+    before = m._jitted.cache_info() if m._jitted is not None else {"specializations": 0}
     g = torch.Generator().manual_seed(3)
     for n in LENGTHS:
         x = torch.randint(0, 100, (1, n), generator=g)
         out = np.asarray(m(x.numpy()))
         np.testing.assert_allclose(out, _logits(model, input_ids=x), atol=1e-4, rtol=0)
     info = m._jitted.cache_info()
-    assert info["compiles"] == 1 and info["compiler_runs"] <= 1 and info["specializations"] == len(LENGTHS)
+    assert info["compiles"] == 1 and info["compiler_runs"] <= 1
+    assert info["specializations"] - before["specializations"] <= len(LENGTHS)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
@@ -148,6 +154,25 @@ def test_data_dependent_control_flow_has_a_hint():
         et.import_module(M(), (torch.randn(3),))
 
 
+def test_export_hints_match_the_cause():
+    """A shape read from values gets the data-dependent hint; an error of the model's own code (a
+    missing attribute) gets none (it used to get the data-dependent one)."""
+    class Slice(torch.nn.Module):
+        def forward(self, x):
+            return x[: int(x.sum().item())]
+
+    with pytest.raises(et.ExportError, match="torch.where / torch.cond"):
+        et.import_module(Slice(), (torch.ones(3),))
+
+    class Typo(torch.nn.Module):
+        def forward(self, x):
+            return x + self.bais
+
+    with pytest.raises(et.ExportError, match="AttributeError: .*bais") as e:
+        et.import_module(Typo(), (torch.ones(3),))
+    assert "torch.cond" not in str(e.value) and "dynamic_axes" not in str(e.value)
+
+
 def test_exported_program_accepted_and_int64_ids():
     class M(torch.nn.Module):
         def __init__(self):
@@ -205,17 +230,10 @@ def test_imported_function_under_vmap_and_jit():
     np.testing.assert_allclose(np.asarray(out), ref, atol=1e-5)
 
 
-@functools.cache
-def _gpt2_from_batch_one():
-    ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(6))
-    return et.import_module(models.gpt2(), kwargs={"input_ids": ids, "use_cache": False},
-                            dynamic_axes={"input_ids": ("batch", "seq")})
-
-
 def test_batch_one_example_with_dynamic_axes():
     """torch.export specializes an example size of 1; the importer widens a size-1 named axis to 2
     for the export, so a batch-1 example gives a graph that runs every batch size (1 included)."""
-    model, m = models.gpt2(), _gpt2_from_batch_one()
+    model, m = models.gpt2(), models.imported_gpt2()
     assert m.dynamic_axes == {"input_ids": ("batch", "seq")}
     g = torch.Generator().manual_seed(7)
     for shape in ((1, 8), (1, 1), (3, 5)):
@@ -231,7 +249,7 @@ def test_gpt2_token_and_position_out_of_range():
     import ember
 
     model = models.gpt2()  # vocabulary 100, 256 positions
-    session = ember.InferenceSession(_gpt2_from_batch_one())
+    session = ember.InferenceSession(models.imported_gpt2())
     bad = ((np.array([[1, 2, 100]]), "index 100 (at [0, 2] of the index) is out of range for size 100"),
            (np.array([[1, -1, 3]]), "index -1 (at [0, 1] of the index) is out of range for size 100"),
            (np.zeros((1, 257), np.int64), "index 256 (at [0, 256] of the index) is out of range for "

@@ -173,12 +173,12 @@ def test_damaged_directories(saved, tmp_path):
     with open(w, "wb") as f:
         f.write(raw[:-6])
     _rehash(d)
-    with pytest.raises(SessionError, match=r"weights.safetensors is damaged: .*do not fit its shape"):
+    with pytest.raises(SessionError, match=r"weights.safetensors is damaged: .*not fully covered"):
         load(d)
     with open(w, "wb") as f:  # a header length of 2**62: refused before reading that much
         f.write((2 ** 62).to_bytes(8, "little") + raw[8:])
     _rehash(d)
-    with pytest.raises(SessionError, match="header length 4611686018427387904 exceeds the file size"):
+    with pytest.raises(SessionError, match="weights.safetensors is damaged: .*header too large"):
         load(d)
 
 
@@ -215,18 +215,21 @@ def test_unreadable_file_is_a_session_error(saved, name):
 
 
 def test_weights_header_sizes_are_bounded_by_the_file(saved, tmp_path):
+    """The safetensors package refuses each bad header entry before allocating from it; an unknown
+    field of an entry is ignored (the format allows it; the weights are still checked against the
+    program)."""
     d = _copy(saved, tmp_path)
     w = os.path.join(d, "weights.safetensors")
     raw = open(w, "rb").read()
     n = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8:8 + n])
-    cases = [({"shape": [2 ** 62, 4]}, r"header\[\"b\"\]: the bytes of 'b' \(\d+\.\.\d+\) do not fit"),
-             ({"shape": [0, 2 ** 62]}, r"header\[\"b\"\]"),
-             ({"shape": [-3]}, r"header\[\"b\"\].shape: must be a list of non-negative integers"),
-             ({"data_offsets": [0, 2 ** 62]}, r"do not fit its shape"),
-             ({"data_offsets": [-12, 0]}, r"data_offsets: must be \[begin, end\]"),
-             ({"dtype": "F128"}, r"dtype: unknown dtype code"),
-             ({"extra": 1}, r"must have exactly the fields")]
+    cases = [({"shape": [2 ** 62, 4]}, r"overflow computing buffer size"),
+             ({"shape": [0, 2 ** 62]}, r"invalid shape, data type, or offset"),
+             ({"shape": [-3]}, r"invalid value: integer `-3`"),
+             ({"data_offsets": [0, 2 ** 62]}, r"invalid (shape, data type, or )?offset"),
+             ({"data_offsets": [-12, 0]}, r"invalid value: integer `-12`"),
+             ({"dtype": "F128"}, r"unknown variant `F128`"),
+             ({"extra": 1}, None)]
     for change, match in cases:
         h = copy.deepcopy(header)
         h["b"].update(change)
@@ -234,7 +237,11 @@ def test_weights_header_sizes_are_bounded_by_the_file(saved, tmp_path):
         with open(w, "wb") as f:
             f.write(len(text).to_bytes(8, "little") + text + raw[8 + n:])
         _rehash(d)
-        with pytest.raises(SessionError, match=match):
+        if match is None:
+            np.testing.assert_allclose(ember.InferenceSession.load(d).run({"x": X})["probs"], reference(X),
+                                       rtol=1e-5, atol=1e-6)
+            continue
+        with pytest.raises(SessionError, match="weights.safetensors is damaged: .*" + match):
             ember.InferenceSession.load(d)
 
 

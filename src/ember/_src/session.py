@@ -7,7 +7,8 @@ A saved session is one directory (format ``ember.session``, see docs/torch.md):
 * ``metadata.json``: format and version, ember version, input names, dtypes and dynamic axes,
   output names, state names, and the SHA-256 of the two other files.
 
-Loading needs neither torch nor the safetensors package.
+Loading needs no torch; the weights are read and written with the ``safetensors`` package (a
+dependency of ember).
 """
 
 from __future__ import annotations

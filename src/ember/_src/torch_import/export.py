@@ -1,4 +1,5 @@
-"""``torch.export`` -> :class:`~ember._src.torch_import.graph.Graph` (the only module that imports torch)."""
+"""``torch.export`` -> :class:`~ember._src.torch_import.graph.Graph` (with ``recurrent.py``, the only
+modules that import torch)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from ember._src.torch_import.graph import Graph, Input, Node
+from ember._src.torch_import.recurrent import whole_recurrent_layers
 from ember.errors import EmberError
 
 
@@ -21,10 +23,16 @@ class ExportError(EmberError, RuntimeError):
     """``torch.export`` could not capture the model; the message is torch's, plus a hint."""
 
 
-_HINT = ("\nember imports a model through torch.export: Python control flow that depends on tensor "
-         "values (`if x.sum() > 0`, `.item()`, data-dependent shapes) cannot be captured. Rewrite it "
-         "with torch.where / torch.cond, make the value a constant argument, or leave the axis static "
-         "(drop it from dynamic_axes).")
+_HINT = ("\nember imports a model through torch.export, which cannot capture Python control flow that "
+         "depends on tensor values (`if x.sum() > 0`, `.item()`, a shape computed from values). Rewrite "
+         "it with torch.where / torch.cond, or make the value a constant argument of the model.")
+
+_SPECIALIZED_HINT = (
+    "\nThe model's code fixes the size of a named dynamic axis to the example's: a Python loop over "
+    "that axis (`for t in range(x.shape[1])`, which unrolls), a reshape or view to a constant size, or "
+    "a Python branch on the size. nn.LSTM, nn.GRU and nn.RNN are lowered whole (a scan over the "
+    "sequence), but a hand-written loop over time is not: express it with a recurrent module, "
+    "compute sizes with -1 / x.shape, or leave the axis static (drop it from dynamic_axes).")
 
 _SYM_OPS = {operator.mul: "sym.mul", operator.add: "sym.add", operator.sub: "sym.sub",
             operator.floordiv: "sym.floordiv", operator.getitem: "getitem"}
@@ -136,13 +144,18 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
         ds[name] = {i: torch.export.Dim.DYNAMIC for i, s in enumerate(spec) if s is not None}
     widened = widen_examples(bound, dynamic_axes)
     try:
-        ep = torch.export.export(model, tuple(widened.args), widened.kwargs, dynamic_shapes=ds or None,
-                                 strict=False)
+        with whole_recurrent_layers(model):
+            ep = torch.export.export(model, tuple(widened.args), widened.kwargs,
+                                     dynamic_shapes=ds or None, strict=False)
     except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
-        hint = _HINT
-        if "0/1 specialized" in str(e):
+        hint = ""  # an error of the model's own code (a wrong argument, ...) needs no hint
+        if "data-dependent" in str(e) or "DataDependent" in type(e).__name__:
+            hint = _HINT
+        elif "0/1 specialized" in str(e):
             hint = ("\ntorch.export treats sizes 0 and 1 as special: give example inputs whose size "
                     "along each named dynamic axis is at least 2 (ember still runs size 1).")
+        elif "specialized it to be a constant" in str(e) or "Constraints violated" in str(e):
+            hint = _SPECIALIZED_HINT
         raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{hint}") from e
     check_dynamic(ep, widened.arguments, dynamic_axes)
     return ep

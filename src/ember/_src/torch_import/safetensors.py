@@ -1,101 +1,83 @@
-"""Read and write the safetensors format with NumPy only (no torch, no safetensors package).
+"""Read and write the safetensors format through the ``safetensors`` package (its framework-free
+API: no torch), with NumPy arrays made here so that every dtype real checkpoints use is read:
+F64/F32/F16, BF16 and the float8 kinds (through ``ml_dtypes``), the signed and unsigned integers
+and BOOL.
 
-Layout: an 8-byte little-endian header length ``n``, ``n`` bytes of JSON (``{name: {"dtype": "F32",
-"shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}}``, offsets relative to the end
-of the header), then the raw little-endian tensor bytes.
+The package parses and validates the header (an 8-byte little-endian length, a JSON header with
+``dtype``, ``shape`` and ``data_offsets`` per tensor, bounded in size; every tensor's bytes inside
+the file, as long as its shape and dtype say, the tensors covering the data without gaps or
+overlaps) before anything is allocated from it. Unknown fields of a header entry are ignored, as
+the format allows.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import struct
+from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64", "int32": "I32",
-          "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
-_DTYPES = {v: k for k, v in _CODES.items()}
+# the file's dtype code -> the NumPy dtype (the writer passes the dtype's name, which the package
+# maps back to the same code)
+_DTYPES: dict[str, Any] = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+    "U64": np.uint64, "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_,
+}
+_NAMES = {np.dtype(v).name for v in _DTYPES.values()}
 
 
 class SafetensorsError(ValueError):
     """A safetensors file that cannot be read (truncated, bad header, unknown dtype)."""
 
 
+def _package() -> Any:
+    try:
+        import safetensors
+    except ImportError:
+        raise ImportError("reading and writing weights.safetensors needs the safetensors package "
+                          "(a dependency of ember): pip install safetensors") from None
+    return safetensors
+
+
 def save(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
-    header: dict = {}
-    blobs, offset = [], 0
+    """Write ``tensors`` (NumPy arrays of the dtypes above) and the string ``metadata`` to ``path``."""
+    st = _package()
+    specs, alive = {}, []
     for name in sorted(tensors):
         a = np.asarray(tensors[name])
-        a = np.ascontiguousarray(a).reshape(a.shape)  # ascontiguousarray alone makes a 0-d array 1-d
-        code = _CODES.get(a.dtype.name)
-        if code is None:
+        if a.dtype.name not in _NAMES:
             raise TypeError(f"safetensors: dtype {a.dtype} of {name!r} is not supported")
-        data = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for b in blobs:
-            f.write(b)
+        a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False)).reshape(a.shape)
+        alive.append(a)  # the spec holds a raw pointer: the array must outlive serialize_file
+        specs[name] = st.TensorSpec(dtype=a.dtype.name, shape=list(a.shape), data_ptr=a.ctypes.data,
+                                    data_len=a.nbytes)
+    meta = {str(k): str(v) for k, v in metadata.items()} if metadata else None
+    st.serialize_file(specs, path, metadata=meta)
 
 
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """``(tensors, metadata)`` from a safetensors file.
+    """``(tensors, metadata)`` from a safetensors file (arrays in native byte order, writable).
 
-    The header is checked before anything is allocated by it: every entry must have exactly the
-    fields ``dtype`` (a known code), ``shape`` (non-negative integers) and ``data_offsets`` (inside
-    the file, as long as the shape and dtype say). Raises :class:`SafetensorsError`; ``OSError``
-    when the file cannot be read.
+    Raises :class:`SafetensorsError` for a damaged file or a dtype ember does not read (the
+    package's message), ``OSError`` when the file cannot be read.
     """
+    st = _package()
     with open(path, "rb") as f:
         data = f.read()
-    if len(data) < 8:
-        raise SafetensorsError(f"{path}: truncated (no header length)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise SafetensorsError(f"{path}: header length {n} exceeds the file size {len(data)}")
     try:
-        header = json.loads(data[8:8 + n])
-    except (ValueError, RecursionError) as e:
-        raise SafetensorsError(f"{path}: the header is not valid JSON ({str(e)[:200]})") from None
-    if not isinstance(header, dict):
-        raise SafetensorsError(f"{path}: the header is not a JSON object")
-    body = memoryview(data)[8 + n:]
-    meta = header.pop("__metadata__", {}) or {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise SafetensorsError(f"{path}: __metadata__ must map names to strings")
+        views = st.deserialize(data)
+        with st.safe_open(path, framework="numpy") as f:
+            meta = f.metadata() or {}
+    except st.SafetensorError as e:
+        raise SafetensorsError(f"{path}: {e}") from None
     out = {}
-    for name, info in header.items():
-        where = f"{path}: header[{json.dumps(name)[:80]}]"
-        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-            raise SafetensorsError(f"{where}: must have exactly the fields dtype, shape, data_offsets")
-        if not isinstance(info["dtype"], str) or info["dtype"] not in _DTYPES:
-            raise SafetensorsError(f"{where}.dtype: unknown dtype code {str(info['dtype'])[:40]!r}")
-        dtype = np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<")
-        shape, offsets = info["shape"], info["data_offsets"]
-        if not isinstance(shape, list) or not all(_is_size(d) for d in shape):
-            raise SafetensorsError(f"{where}.shape: must be a list of non-negative integers")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_size(d) for d in offsets):
-            raise SafetensorsError(f"{where}.data_offsets: must be [begin, end], non-negative integers")
-        b, e = offsets
-        nbytes = math.prod(shape) * dtype.itemsize  # Python integers: no overflow
-        if not b <= e <= len(body) or e - b != nbytes:
-            raise SafetensorsError(f"{where}: the bytes of {name!r} ({b}..{e}) do not fit its shape "
-                                   f"{tuple(shape)} or the file ({len(body)} data bytes)")
-        try:
-            a = np.frombuffer(body[b:e], dtype=dtype).reshape(shape)
-        except ValueError as err:  # e.g. a zero-size shape with a dimension too large for NumPy
-            raise SafetensorsError(f"{where}.shape: {err}") from None
-        out[name] = a.astype(dtype.newbyteorder("="))
-    return out, meta
-
-
-def _is_size(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    for name, view in views:
+        dtype = _DTYPES.get(view["dtype"])
+        if dtype is None:
+            raise SafetensorsError(f"{path}: {name!r} has the dtype {view['dtype']}, which ember does "
+                                   f"not read")
+        out[name] = np.frombuffer(view["data"], dtype=np.dtype(dtype).newbyteorder("<")).reshape(
+            view["shape"]).astype(dtype)
+    return out, dict(meta)
