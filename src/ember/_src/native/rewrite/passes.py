@@ -25,6 +25,9 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   outputs and a ``cond``'s unused outputs, with the body computations feeding only them.
 The passes on matrix products (:mod:`.gemm_passes`):
 
+* ``unbatch_broadcast_dot``: a batched ``dot_general`` of an operand broadcast along exactly the
+  batch axes (a weight shared by every batch, as ``torch.bmm`` of an expanded weight) becomes one
+  product with the batch axes as free rows (one large GEMM, the weight read once).
 * ``absorb_transposes``: ``dot_general(transpose(x), y)`` reads ``x`` directly (the permutation
   moves into the dimension numbers) when the free dims keep their order.
 * ``lower_matmul``: ``dot_general`` -> ``native_gemm`` over ``[B,] M, K`` views of the operands
@@ -69,9 +72,9 @@ from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "fuse_attention", "absorb_causal_mask",
-                  "hoist_loop_transposes", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
-                  "absorb_scale", "absorb_output_transpose", "fold_constants", "gemm_views", "simplify",
-                  "cse", "dce_loop_outputs", "dce")
+                  "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
+                  "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
+                  "gemm_views", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
