@@ -14,7 +14,8 @@ all graph optimizations), interleaved rounds, each call timed by wall clock and 
                                         [--threads N] [--no-ort]
 
 ``--threads N`` limits every runtime to N threads (as ``bench_models.py``). The same runner is
-called by ``bench_models.py --encoders``. Writes ``benchmarks/results/encoders.{json,md}``.
+called by ``bench_models.py --encoders``. Writes ``benchmarks/results/encoders.{json,md}``
+(``encoders_threads<N>.{json,md}`` with ``--threads N``).
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads.bench_threads())
     prepare()
     rows = run(a.rows.split(","), [int(b) for b in a.batches.split(",")], a.rounds, a.settle, not a.no_ort)
-    text = report("Encoders with nn.MultiheadAttention (random weights)", rows, "encoders",
+    name = f"encoders_threads{threads.bench_threads()}" if threads.bench_threads() else "encoders"
+    text = report("Encoders with nn.MultiheadAttention (random weights)", rows, name,
                   {"rounds": a.rounds, "threads": threads.bench_threads(),
                    "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(), "settle_s": a.settle})
     text += "\n" + table(rows)

@@ -93,3 +93,47 @@ def test_native_values(case):
     assert all(len(e.inputs[0].aval.shape) == 2 for e in exe.optimized.eqns if e.prim.name == "native_gemm")
     want = np.einsum(spec, *((x.astype(np.float64), w) if side == 1 else (w.astype(np.float64), x)))
     np.testing.assert_allclose(np.asarray(fn(x, w)), want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# refine_transposes: the head layout of nn.MultiheadAttention's export
+# ---------------------------------------------------------------------------------------------
+
+
+def test_refinement_of_shapes():
+    from ember._src import shapes as sh
+    from ember._src.native.rewrite.movement_passes import refinement
+
+    assert refinement((10, 2, 64), (10, 8, 16)) == ([10, 2, 4, 16], [[0], [1], [2, 3]], [[0], [1, 2], [3]])
+    assert refinement((1, 6), (2, 1, 3)) == ([2, 3], [[], [0, 1]], [[0], [], [1]])
+    assert refinement((6, 4), (4, 6)) is None  # 4 neither divides nor is a multiple of 6
+    b = sh.axis("batch")
+    atoms, _, groups = refinement((7, b, 256), (7, 8 * b, 32))
+    assert atoms == [7, b, 8, 32] and groups == [[0], [1, 2], [3]]
+
+
+L_, B_, H_, D_ = 5, 3, 4, 8
+
+
+def _head_split(x):
+    """As ``nn.MultiheadAttention``'s export: the keys' part of a fused ``[L, B, 3*H*D]`` projection,
+    ``[L, B, H*D] -> [L, B*H, D] -> [B*H, L, D]``, then ``[B, H, L, D]``."""
+    L, B = x.shape[0], x.shape[1]
+    k = lax.slice_in_dim(x, H_ * D_, 2 * H_ * D_, axis=2)
+    y = lax.transpose(lax.reshape(k, (L, B * H_, D_)), (1, 0, 2))
+    return lax.reshape(y, (B, H_, L, D_))
+
+
+def _head_split_numpy(x):
+    L, B = x.shape[0], x.shape[1]
+    k = x[:, :, H_ * D_:2 * H_ * D_]
+    return k.reshape(L, B * H_, D_).transpose(1, 0, 2).reshape(B, H_, L, D_)
+
+
+def test_head_split_transpose_runs_over_the_refinement():
+    """The transpose of ``[L, B*H, D]`` becomes one of ``[L, B, H, D]``."""
+    x = RNG.standard_normal((L_, B_, 3 * H_ * D_)).astype(np.float32)
+    q = passes.run_passes(ember.make_program(_head_split)(x))
+    moves = [e for e in q.eqns if e.prim.name == "transpose"]
+    assert len(moves) == 1 and moves[0].inputs[0].aval.shape == (L_, B_, H_, D_)
+    np.testing.assert_array_equal(run_numpy(q, _consts(q), [x])[0], _head_split_numpy(x))
