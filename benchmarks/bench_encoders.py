@@ -37,7 +37,7 @@ if "--threads" in sys.argv and __name__ == "__main__":  # before NumPy and torch
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import have, report  # noqa: E402
+from common import have, ort_cpu_session, report  # noqa: E402
 
 import ember  # noqa: E402
 
@@ -98,7 +98,6 @@ def workloads(rows: list[str], batches: list[int]) -> list[tuple[str, object, ob
 
 def ort_session(model, x, name: str, axes: dict):
     """ONNX Runtime session of a TorchScript ``torch.onnx`` export with the same dynamic axes."""
-    import onnxruntime as ort
     import torch
     path = os.path.join(tempfile.mkdtemp(), "model.onnx")
     dyn = {name: {i: a for i, a in enumerate(axes[name]) if a is not None}}
@@ -106,12 +105,7 @@ def ort_session(model, x, name: str, axes: dict):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), path, input_names=[name], output_names=["out"], dynamic_axes=dyn,
                           dynamo=False)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads.bench_threads():
-        opts.intra_op_num_threads = threads.bench_threads()
-        opts.inter_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return ort_cpu_session(path)
 
 
 def interleaved(impls: dict, rounds: int, settle: float) -> dict:

@@ -65,7 +65,7 @@ if "--threads" in sys.argv:  # before NumPy and torch load
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import have, report  # noqa: E402
+from common import have, ort_cpu_session, report  # noqa: E402
 
 import ember  # noqa: E402
 from ember._src.native import prepare  # noqa: E402
@@ -90,7 +90,6 @@ def ember_session(model):
 
 
 def ort_session(model, path: str):
-    import onnxruntime as ort
     import torch
 
     class Logits(torch.nn.Module):
@@ -110,12 +109,7 @@ def ort_session(model, path: str):
         # export a copy: the TorchScript exporter leaves the module it traced in a changed state
         torch.onnx.export(Logits(copy.deepcopy(model)), (ids,), path, input_names=["input_ids"],
                           output_names=["logits"], dynamic_axes={"input_ids": {1: "seq"}}, dynamo=False)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads.bench_threads():
-        opts.intra_op_num_threads = threads.bench_threads()
-        opts.inter_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return ort_cpu_session(path)
 
 
 def torch_activation_bytes(model, ids: np.ndarray) -> int:

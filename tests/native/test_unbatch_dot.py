@@ -40,8 +40,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_shared_operand_becomes_one_product(case):
+def _case(case: str) -> tuple:
+    """``(f, x, w, want)`` of a case of :data:`CASES`."""
     xs, ws, bshape, bdims, side, dn, spec = CASES[case]
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
@@ -51,6 +51,12 @@ def test_shared_operand_becomes_one_product(case):
         return lax.dot_general(x, wb, dn) if side == 1 else lax.dot_general(wb, x, dn)
 
     want = np.einsum(spec, *((x.astype(np.float64), w) if side == 1 else (w.astype(np.float64), x)))
+    return f, x, w, want
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shared_operand_becomes_one_product(case):
+    f, x, w, want = _case(case)
     p = ember.make_program(f)(x, w)
     assert len(_batched_dots(p)) == 1
     q = passes.run_passes(p, ["unbatch_broadcast_dot"])
@@ -79,19 +85,11 @@ def test_broadcast_of_a_non_batch_axis_is_left_batched():
 @requires_cc
 @pytest.mark.parametrize("case", ["weight right", "weight left", "batch in the middle"])
 def test_native_values(case):
-    xs, ws, bshape, bdims, side, dn, spec = CASES[case]
-    x = RNG.standard_normal(xs).astype(np.float32)
-    w = RNG.standard_normal(ws).astype(np.float32)
-
-    def f(x, w):
-        wb = lax.broadcast_in_dim(w, bshape, bdims)
-        return lax.dot_general(x, wb, dn) if side == 1 else lax.dot_general(wb, x, dn)
-
+    f, x, w, want = _case(case)
     fn = ember.jit(f, backend="native")
     exe = fn.lower(x, w).executable
     assert [st.kind for st in exe.schedule.steps].count("gemm") == 1
     assert all(len(e.inputs[0].aval.shape) == 2 for e in exe.optimized.eqns if e.prim.name == "native_gemm")
-    want = np.einsum(spec, *((x.astype(np.float64), w) if side == 1 else (w.astype(np.float64), x)))
     np.testing.assert_allclose(np.asarray(fn(x, w)), want, rtol=1e-5, atol=1e-5)
 
 

@@ -58,29 +58,21 @@ def test_encoder_stack_dynamic_batch_and_sequence(norm_first, activation):
     assert m._jitted.cache_info()["compiles"] == 1
 
 
-def _vit(image=32, patch=8, d=32, layers=1, heads=4, classes=5):
-    from torch import nn
+def _vit():
+    """A small ViT from the benchmark's builder (``benchmarks/bench_encoders.py``)."""
+    import importlib.util
+    import pathlib
+    import sys
 
-    class ViT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv_proj = nn.Conv2d(3, d, kernel_size=patch, stride=patch)
-            self.class_token = nn.Parameter(torch.randn(1, 1, d))
-            self.pos_embedding = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, d))
-            layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0,
-                                               activation="gelu", batch_first=True, norm_first=True,
-                                               layer_norm_eps=1e-6)
-            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-            self.ln = nn.LayerNorm(d, eps=1e-6)
-            self.head = nn.Linear(d, classes)
-
-        def forward(self, x):
-            x = self.conv_proj(x).flatten(2).transpose(1, 2)
-            x = torch.cat([self.class_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embedding
-            return self.head(self.ln(self.encoder(x))[:, 0])
-
-    torch.manual_seed(2)
-    return ViT().eval()
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_encoders.py"
+    spec = importlib.util.spec_from_file_location("bench_encoders_for_test", path)
+    be = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(be)
+    finally:
+        sys.path.remove(str(path.parent))
+    return be.vit(image=32, patch=8, d=32, layers=1, heads=4, mlp=64, classes=5, seed=2)
 
 
 def test_vit_dynamic_batch():
