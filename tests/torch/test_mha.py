@@ -1,5 +1,5 @@
-"""Models built on ``nn.MultiheadAttention`` imported with ember.torch, against torch: encoder
-stacks (post-norm ReLU, pre-norm GELU), a small ViT, ``nn.MultiheadAttention`` itself, with dynamic
+"""Models built on ``nn.MultiheadAttention`` imported with ember.torch, against torch: an encoder
+stack (post-norm ReLU), a small ViT (pre-norm GELU), ``nn.MultiheadAttention`` itself, with dynamic
 batch and sequence axes and one compile; and what the native passes make of the export (the
 attention one ``attention`` step, the fused in-projection one unbatched GEMM)."""
 
@@ -39,11 +39,10 @@ def _torch(model, x: np.ndarray) -> np.ndarray:
         return model(torch.from_numpy(x)).numpy()
 
 
-@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")])
-def test_encoder_stack_dynamic_batch_and_sequence(norm_first, activation):
+def test_encoder_stack_dynamic_batch_and_sequence():
+    """Post-norm ReLU layers (the ViT test below has pre-norm GELU ones)."""
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True,
-                                             norm_first=norm_first, activation=activation)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
     model = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
     rng = np.random.default_rng(1)
     example = rng.standard_normal((2, 10, 32)).astype(np.float32)
