@@ -16,7 +16,7 @@ and activation memory, measured per runtime as well as each allows:
 
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
                                       [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
-                                      [--threads N] [--clock wall|cpu] [--settle S]
+                                      [--threads N] [--clock wall|cpu] [--settle S] [--encoders]
 
 ``--threads N`` limits every runtime to N threads (ember's pool and OpenMP, torch, ONNX Runtime's
 intra-op pool). ``--clock cpu`` times each call by the process CPU time (``time.process_time``)
@@ -36,6 +36,9 @@ either, as before.
 
 ``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
 the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
+
+``--encoders`` runs the ``nn.MultiheadAttention`` models of ``bench_encoders.py`` instead (encoder
+stacks, ViT-B/16; wall and CPU time per call).
 
 Writes ``benchmarks/results/models.{json,md}``. On a loaded machine run a subset
 (``--layers 2 --seqs 16,128``) and read the numbers as noisy.
@@ -62,7 +65,7 @@ if "--threads" in sys.argv:  # before NumPy and torch load
     threads.limit_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
 
 import numpy as np  # noqa: E402
-from common import have, report  # noqa: E402
+from common import have, ort_cpu_session, report  # noqa: E402
 
 import ember  # noqa: E402
 from ember._src.native import prepare  # noqa: E402
@@ -87,7 +90,6 @@ def ember_session(model):
 
 
 def ort_session(model, path: str):
-    import onnxruntime as ort
     import torch
 
     class Logits(torch.nn.Module):
@@ -107,12 +109,7 @@ def ort_session(model, path: str):
         # export a copy: the TorchScript exporter leaves the module it traced in a changed state
         torch.onnx.export(Logits(copy.deepcopy(model)), (ids,), path, input_names=["input_ids"],
                           output_names=["logits"], dynamic_axes={"input_ids": {1: "seq"}}, dynamo=False)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads.bench_threads():
-        opts.intra_op_num_threads = threads.bench_threads()
-        opts.inter_op_num_threads = 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return ort_cpu_session(path)
 
 
 def torch_activation_bytes(model, ids: np.ndarray) -> int:
@@ -257,7 +254,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="wall: elapsed time; cpu: process CPU time per call (see above)")
     p.add_argument("--settle", type=float, default=0.2,
                    help="seconds of pause, then an untimed call, before each timed call (0: back to back)")
+    p.add_argument("--encoders", action="store_true",
+                   help="run bench_encoders.py's rows (encoder stacks, ViT-B/16) instead of GPT-2")
     a = p.parse_args(argv)
+    if a.encoders:
+        import bench_encoders
+        return bench_encoders.main(["--rounds", str(a.rounds), "--settle", str(a.settle)]
+                                   + (["--no-ort"] if a.no_ort else []))
     import torch
     if threads.bench_threads():
         torch.set_num_threads(threads.bench_threads())

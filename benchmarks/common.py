@@ -281,13 +281,28 @@ ONNX_EXPORTER = ("torch.onnx.export(dynamo=False): the TorchScript-based exporte
                  "(the default dynamo exporter needs onnxscript)")
 
 
+def ort_cpu_session(path: str, spinning: bool = True) -> Any:
+    """An ONNX Runtime CPU session of the model at ``path`` with every graph optimization, its
+    intra-op pool limited to :func:`bench_threads` (one inter-op thread) when that is set;
+    ``spinning=False`` keeps its pool threads from busy-waiting between runs."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if not spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if bench_threads():
+        opts.intra_op_num_threads = bench_threads()
+        opts.inter_op_num_threads = 1
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
 def _onnx_runner(w: Workload) -> Callable[[], Any] | None:
     if w.torch is None or not w.onnx:
         return None
     import tempfile
     import warnings
 
-    import onnxruntime as ort
     import torch
 
     f = w.torch
@@ -303,14 +318,9 @@ def _onnx_runner(w: Workload) -> Callable[[], Any] | None:
         warnings.simplefilter("ignore")
         torch.onnx.export(Module(), tuple(torch.from_numpy(d) for d in w.data), path, input_names=names,
                           output_names=["y"], dynamo=False)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # no busy-waiting pool threads between runs (like OMP_WAIT_POLICY=PASSIVE above): on 2 shared
     # cores they would steal time from whichever implementation is timed next
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if bench_threads():
-        opts.intra_op_num_threads = bench_threads()
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    sess = ort_cpu_session(path, spinning=False)
     feeds = dict(zip(names, w.data))
     return lambda: sess.run(None, feeds)[0]
 

@@ -14,7 +14,7 @@ import pytest
 
 from ember._src.native import csrc
 from ember._src.native.csrc import load
-from ember._src.native.emit import fft, group_kernel
+from ember._src.native.emit import fft
 from ember._src.native.runtime import dispatch, threadpool
 
 CC = shutil.which("gcc") or shutil.which("cc")
@@ -22,7 +22,7 @@ CC = shutil.which("gcc") or shutil.which("cc")
 
 def test_loader_finds_every_resource():
     names = csrc.names()
-    want = {"dispatch.c", "threadpool.c", "fft_core.h", "fft_typed.h", "fft_runtime.h", "group_rows.h"}
+    want = {"dispatch.c", "threadpool.c", "fft_core.h", "fft_typed.h", "fft_runtime.h"}
     assert want <= set(names)
     for n in names:
         assert load(n).strip()
@@ -54,13 +54,6 @@ def test_fft_headers_compile_for_each_precision(tmp_path, real_t, suffix):
             + threadpool.c_helpers() + fft._CORE + fft._RUNTIME
             + f"#define ELT {real_t}\n#define EM_T(name) name##_{suffix}\n" + load("fft_typed.h"))
     out = _syntax(tmp_path, unit)
-    assert out.returncode == 0, out.stderr
-
-
-@pytest.mark.skipif(CC is None or not group_kernel.available(), reason="needs GCC with AVX2/FMA")
-def test_group_rows_compile(tmp_path):
-    unit = "#include <stdint.h>\n#include <string.h>\n#include <immintrin.h>\n" + group_kernel.c_source()
-    out = _syntax(tmp_path, unit, "-mavx2", "-mfma")
     assert out.returncode == 0, out.stderr
 
 

@@ -636,8 +636,8 @@ def test_jit_dynamic_attention_products_use_kernel(kernel_loaded):
         p = np.exp(s - s.max(-1, keepdims=True))
         want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), v)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seq {n}")
-        # up to 512 rows the static program runs the per-head products as the dynamic one does (its
-        # batch groups sum in contraction order, as the kernel's tiles do; not its narrow products,
+        # up to 512 rows the static program runs the per-head products as the dynamic one does (the
+        # kernel's tiles sum in contraction order; not its narrow products,
         # n <= NARROW_COLUMNS, which sum lane-wise partial sums: the same values up to rounding)
         if 512 >= n > gemm_kernel.narrow_columns() and gemm_kernel.use_small_sgemm(n, n, d) \
                 and gemm_kernel.use_small_sgemm(n, d, n) \

@@ -1,8 +1,8 @@
 """Matrix products that read or write transposed values in place (the ``gemm_views`` pass and the
-strided ``native_gemm``) and batch-interleaved ``gemm -> row kernel -> gemm`` groups
-(:mod:`ember._src.native.scheduling.batch_groups`), against NumPy: the rewritten programs on the reference
-executor, and the native code on the small-GEMM kernel, on BLAS (float32 with the kernel's size
-rule off, float64) and with the group off."""
+strided ``native_gemm``), among them written-out attention left unfused (``gemm -> row kernel ->
+gemm`` as plain steps), against NumPy: the rewritten programs on the reference executor, and the
+native code on the small-GEMM kernel and on BLAS (float32 with the kernel's size rule off,
+float64)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(11)
 
-# written-out attention reaches the gemm -> row kernel -> gemm batch groups tested here only
-# without the fuse_attention pass (which makes it one attention step: tests/native/test_attention*)
-GROUPS = {"passes": tuple(n for n in passes.DEFAULT_PASSES if n != "fuse_attention")}
+# written-out attention keeps its products (the strided views tested here) only without the
+# fuse_attention pass (which makes it one attention step: tests/native/test_attention*)
+UNFUSED = {"passes": tuple(n for n in passes.DEFAULT_PASSES if n != "fuse_attention")}
 
 
 def prims(p) -> list[str]:
@@ -146,7 +146,7 @@ def _tol(dtype):
 def test_native_attention(product, softmax, shape):
     b, t, s, hd, h = shape
     args = qkv(b, t, s, hd, product)
-    fn = ember.jit(lambda q, k, v: attention(q, k, v, h=h, softmax=softmax), backend="native", **GROUPS)
+    fn = ember.jit(lambda q, k, v: attention(q, k, v, h=h, softmax=softmax), backend="native", **UNFUSED)
     rtol, atol = _tol(product)
     np.testing.assert_allclose(np.asarray(fn(*args)), attention_numpy(*args, h=h, softmax=softmax),
                                rtol=rtol, atol=atol)
@@ -172,43 +172,25 @@ def test_native_result_written_permuted(product, perm):
 
 
 # ---------------------------------------------------------------------------------------------
-# batch-interleaved groups
+# written-out attention, unfused
 # ---------------------------------------------------------------------------------------------
 
 
-def _groups(exe) -> list[list[str]]:
-    seen, out = set(), []
-    for st in exe.schedule.steps:
-        if st.group is not None and id(st.group) not in seen:
-            seen.add(id(st.group))
-            out.append([m.name for m in st.group])
-    return out
-
-
 @requires_cc
-def test_attention_runs_one_head_at_a_time(product):
+def test_unfused_attention_matches_numpy(product):
     args = qkv(2, 24, 20, 32, product)
-    f = lambda q, k, v: attention(q, k, v)  # noqa: E731
-    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
+    fn = ember.jit(lambda q, k, v: attention(q, k, v), backend="native", **UNFUSED, num_threads=1)
     exe = fn.lower(*args).executable
-    assert len(_groups(exe)) == 1 and len(_groups(exe)[0]) == 3
-    assert "one batch at a time" in exe.source
+    assert not any(e.prim.name == "attention" for e in exe.optimized.eqns)
     exe.plan.check()
-    want = attention_numpy(*args)
     rtol, atol = _tol(product)
-    np.testing.assert_allclose(np.asarray(fn(*args)), want, rtol=rtol, atol=atol)
-    off = ember.jit(f, backend="native", **GROUPS, num_threads=1, batch_groups=False)
-    assert not _groups(off.lower(*args).executable)
-    if product == np.float64:  # BLAS per batch, the same row kernel: the step-by-step values exactly
-        np.testing.assert_array_equal(np.asarray(fn(*args)), np.asarray(off(*args)))
-    else:  # float32 row blocks (group_kernel) sum in their own order
-        np.testing.assert_allclose(np.asarray(fn(*args)), np.asarray(off(*args)), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(np.asarray(fn(*args)), attention_numpy(*args), rtol=rtol, atol=atol)
 
 
 @requires_cc
-def test_group_with_projections_in_between_and_nan_rows():
-    """The V projection is scheduled between the two products (it moves before the group); a NaN
-    in a score row gives a NaN row, as step by step."""
+def test_unfused_attention_with_projections_and_nan_rows():
+    """Projections around the two products; a NaN in a score row gives a NaN row, as step by
+    step."""
     b, t, hd, h = 2, 16, 24, 3
     x = RNG.standard_normal((b, t, hd)).astype(np.float32)
     ws = [RNG.standard_normal((hd, hd)).astype(np.float32) / 5 for _ in range(3)]
@@ -220,10 +202,8 @@ def test_group_with_projections_in_between_and_nan_rows():
         p = e / jnp.sum(e, axis=-1, keepdims=True)
         return p @ heads(jnp.tanh(x @ wv), b, t, h, 8)
 
-    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
-    exe = fn.lower(x, *ws).executable
-    assert len(_groups(exe)) == 1
-    exe.plan.check()
+    fn = ember.jit(f, backend="native", **UNFUSED, num_threads=1)
+    fn.lower(x, *ws).executable.plan.check()
     ref = ember.jit(f, backend="numpy")
     np.testing.assert_allclose(np.asarray(fn(x, *ws)), np.asarray(ref(x, *ws)), rtol=2e-5, atol=2e-5)
     xn = x.copy()
@@ -234,7 +214,7 @@ def test_group_with_projections_in_between_and_nan_rows():
 
 
 @requires_cc
-def test_no_group_when_scores_are_used_elsewhere_or_threads():
+def test_unfused_attention_with_scores_used_elsewhere_and_threads():
     args = qkv(2, 12, 12, 16)
 
     def f(q, k, v):
@@ -243,46 +223,17 @@ def test_no_group_when_scores_are_used_elsewhere_or_threads():
         p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
         return p @ heads(v, b, t, 2, 8), jnp.sum(s)
 
-    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
-    assert not _groups(fn.lower(*args).executable)
+    fn = ember.jit(f, backend="native", **UNFUSED, num_threads=1)
     got = fn(*args)
     want = ember.jit(f, backend="numpy")(*args)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=2e-4)
-    # on two threads a float32 group forms only where the tiled group kernel runs (its batches
-    # then go to the thread pool, test_group_on_threads_equals_one_thread)
-    from ember._src.native.emit import group_kernel
-
-    two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", **GROUPS, num_threads=2)
-    assert bool(_groups(two.lower(*args).executable)) == group_kernel.available()
+    two = ember.jit(lambda q, k, v: attention(q, k, v, h=2), backend="native", **UNFUSED, num_threads=2)
     np.testing.assert_allclose(np.asarray(two(*args)), attention_numpy(*args, h=2), rtol=2e-5, atol=2e-5)
 
 
-@requires_cc
-@pytest.mark.parametrize("threads", [2, 3])
-def test_group_on_threads_equals_one_thread(threads):
-    """A tiled group on several threads: per-thread copies of S, P and the packed panels (the plan
-    checks no two live buffers overlap), batches shared out on the thread pool; every batch is
-    computed as on one thread, so the result is bitwise the one-thread group's."""
-    from ember._src.native.emit import group_kernel
-    from ember._src.native.runtime import threadpool
-
-    if not group_kernel.available():
-        pytest.skip("the tiled group kernel needs GCC with AVX2/FMA")
-    threadpool.load(wait=True)
-    args = qkv(3, 40, 40, 32)
-    f = lambda q, k, v: attention(q, k, v, h=4)  # noqa: E731
-    one = ember.jit(f, backend="native", **GROUPS, num_threads=1)
-    many = ember.jit(f, backend="native", **GROUPS, num_threads=threads, parallel_threshold=1000)
-    exe = many.lower(*args).executable
-    assert len(_groups(exe)) == 1 and "em_par(em_task" in exe.source
-    exe.plan.check()
-    np.testing.assert_array_equal(np.asarray(many(*args)), np.asarray(one(*args)))
-    np.testing.assert_allclose(np.asarray(many(*args)), attention_numpy(*args, h=4), rtol=2e-5, atol=2e-5)
-
-
 def test_transformer_block_schedule_has_no_copies():
-    """The benchmark's block: the head transposes are strides, attention is one group."""
+    """The benchmark's block with attention unfused: the head transposes are strides."""
     import importlib.util
     import pathlib
 
@@ -299,21 +250,20 @@ def test_transformer_block_schedule_has_no_copies():
     b, t, d = 2, 32, 64
     x = RNG.standard_normal((b, t, d)).astype(np.float32)
     args = [x, *bt.params(d)]
-    fn = ember.jit(bt.block, backend="native", **GROUPS, num_threads=1)
+    fn = ember.jit(bt.block, backend="native", **UNFUSED, num_threads=1)
     exe = fn.lower(*args).executable
     if exe.fallback_reason is not None:
         pytest.skip(exe.fallback_reason)
     assert not any(s.kind == "kernel" and s.ir.describe() in ("reshape,transpose", "transpose,reshape")
                    for s in exe.schedule.steps)
-    assert len(_groups(exe)) == 1
     np.testing.assert_allclose(np.asarray(fn(*args)), bt.block_numpy(*args), rtol=1e-4, atol=1e-4)
     assert math.isfinite(float(np.asarray(fn(*args)).sum()))
 
 
 @requires_cc
-def test_group_row_kernel_with_broadcast_mask():
-    """A row kernel that also reads an additive mask broadcast over heads (its outer loops do not
-    merge into one): rows are still taken per batch and row block."""
+def test_unfused_attention_with_broadcast_mask():
+    """The row kernel also reads an additive mask broadcast over heads (its outer loops do not
+    merge into one)."""
     b, t, hd, h = 2, 13, 24, 3
     q, k, v = qkv(b, t, t, hd)
     mask = np.where(RNG.random((b, t, t)) < 0.3, -1e9, 0.0).astype(np.float32)
@@ -324,10 +274,8 @@ def test_group_row_kernel_with_broadcast_mask():
         e = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
         return (e / jnp.sum(e, axis=-1, keepdims=True)) @ heads(v, b, t, h, 8)
 
-    fn = ember.jit(f, backend="native", **GROUPS, num_threads=1)
-    exe = fn.lower(q, k, v, mask).executable
-    assert len(_groups(exe)) == 1
-    exe.plan.check()
+    fn = ember.jit(f, backend="native", **UNFUSED, num_threads=1)
+    fn.lower(q, k, v, mask).executable.plan.check()
     want = ember.jit(f, backend="numpy")(q, k, v, mask)
     np.testing.assert_allclose(np.asarray(fn(q, k, v, mask)), np.asarray(want), rtol=2e-5, atol=2e-5)
 

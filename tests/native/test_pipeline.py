@@ -60,7 +60,7 @@ def test_parse_defaults_and_normalization():
     assert NativeOptions(num_threads=3).threads(openmp=True) == 3
     assert NativeOptions(num_threads=3).threads(openmp=False) == 1
     names = [k for k, _ in NativeOptions().items()]
-    assert names == sorted(names) and "prepack" in names and len(names) == 11
+    assert names == sorted(names) and "prepack" in names and len(names) == 10
 
 
 def test_parse_is_memoized_by_value_and_type():
@@ -76,7 +76,7 @@ def test_parse_is_memoized_by_value_and_type():
 
 
 @pytest.mark.parametrize("options, error, match", [
-    ({"fusee": True}, TypeError, "unknown option 'fusee'.*known options: batch_groups"),
+    ({"fusee": True}, TypeError, "unknown option 'fusee'.*known options: fuse"),
     ({"fuse": 1}, TypeError, "fuse= must be a bool"),
     ({"inplace": "yes"}, TypeError, "inplace= must be a bool"),
     ({"parallel_threshold": 1.5}, TypeError, "parallel_threshold= must be an int"),

@@ -7,7 +7,7 @@ One subpackage per stage, run in order by :func:`.pipeline.lower` with the optio
 - :mod:`.rewrite` -- Program -> Program passes (:mod:`.rewrite.passes`), the analyses they share,
   the backend-internal primitives they rewrite into;
 - :mod:`.scheduling` -- steps: fused kernels (:mod:`.scheduling.kernel`, index expressions),
-  calls, native loop bodies (:mod:`.scheduling.loops`), GEMM epilogues, batch groups;
+  calls, native loop bodies (:mod:`.scheduling.loops`), GEMM epilogues;
 - :mod:`.plan` -- the arena plan (:mod:`.plan.planner`), named per-step scratch, symbolic sizes and
   per-binding layouts;
 - :mod:`.emit` -- one C translation unit (:mod:`.emit.codegen`, the op table :mod:`.emit.c_ops`)

@@ -6,7 +6,7 @@
 ``f.lower(x).executable.source`` shows the generated C.
 
 Options: the fields of :class:`.options.NativeOptions` (``passes``, ``fuse``, ``gemm_epilogue``,
-``batch_groups``, ``max_kernel_inputs``, ``num_threads``, ``parallel_threshold``, ``inplace``,
+``max_kernel_inputs``, ``num_threads``, ``parallel_threshold``, ``inplace``,
 ``simd``, ``validate``, ``prepack``), parsed once when the executable is built: an unknown name or
 a wrong type raises. The stages run by :func:`.pipeline.lower`; this module compiles, loads and
 calls the result (and keeps the program cache, :mod:`.progcache`).

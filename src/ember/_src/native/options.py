@@ -37,10 +37,6 @@ class NativeOptions:
     """A bias add / ReLU after a float32 product goes into the GEMM kernel's store
     (:mod:`.gemm_epilogue`; static shapes)."""
 
-    batch_groups: bool = True
-    """Run ``gemm -> row kernel -> gemm`` chains (attention) one batch at a time
-    (:mod:`.batch_groups`; static shapes)."""
-
     max_kernel_inputs: int = 16
     """Most distinct input buffers one fused kernel may read (at least 1)."""
 
@@ -155,7 +151,6 @@ _PARSERS = {
     "passes": _passes,
     "fuse": _flag,
     "gemm_epilogue": _flag,
-    "batch_groups": _flag,
     "max_kernel_inputs": lambda n, v: _integer(n, v, 1),
     "num_threads": _threads,
     "parallel_threshold": lambda n, v: _integer(n, v, 0),

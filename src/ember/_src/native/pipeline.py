@@ -14,13 +14,12 @@ per-binding ``dims`` for the symbolic one). The stages, in order:
 5. **native loops** (:func:`.loops.lower_loops`): ``scan``/``while``/``cond`` bodies compiled by
    the same stages (:func:`compile_body`); the bodies' programs are checked
    (``program.validate``) unless validation is ``"off"``, on both paths;
-6. static only: **batch groups** (``batch_groups``, :mod:`.batch_groups`);
-7. **memory plan** (:func:`.planner.plan_memory`), then the ``planned`` validators (static only);
+6. **memory plan** (:func:`.planner.plan_memory`), then the ``planned`` validators (static only);
    symbolic: the arena offsets become ``dims`` entries placed per binding
    (:class:`.symlayout.ArenaLayout`);
-8. **C** (:func:`.codegen.generate`).
+7. **C** (:func:`.codegen.generate`).
 
-Stages 4 and 6 need static sizes; the symbolic path has always skipped them.
+Stage 4 needs static sizes; the symbolic path skips it.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from ember._src.native.options import NativeOptions
 from ember._src.native.plan.planner import MemoryPlan, plan_memory
 from ember._src.native.plan.symlayout import ArenaLayout
 from ember._src.native.rewrite import passes as passes_mod
-from ember._src.native.scheduling import batch_groups, gemm_strategy, loops
+from ember._src.native.scheduling import gemm_strategy, loops
 from ember._src.native.scheduling.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.scheduling.schedule import Schedule, build_schedule
 from ember._src.program import Program, validate
@@ -86,8 +85,6 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
     loops.lower_loops(sched, loops.BodyOptions(
         passes=options.passes, max_inputs=options.max_kernel_inputs, fuse=options.fuse, threads=threads,
         inplace=options.inplace, validate=mode != "off", symbolic=symbolic, compile=compile_body))
-    if options.batch_groups and not symbolic:
-        batch_groups.group_batched(sched, threads)
     cg = CodegenOptions(openmp=openmp, num_threads=options.num_threads, workspace_threads=threads,
                         parallel_threshold=options.parallel_threshold, simd=options.simd, axes=axes,
                         prepack=options.prepack)

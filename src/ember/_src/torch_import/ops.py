@@ -214,7 +214,11 @@ for _name, _fn in [("neg", jnp.negative), ("abs", jnp.abs), ("exp", jnp.exp), ("
 
 @handler("aten.gelu.default", doc="GELU (erf or tanh form)")
 def _gelu(ctx, x, approximate="none"):
-    return enn.gelu(x, approximate=(approximate == "tanh"))
+    if approximate == "tanh":
+        return enn.gelu(x, approximate=True)
+    # torch's own formula, x * 0.5 * (1 + erf(x / sqrt(2))): erf has a vectorized float32 kernel on
+    # the native backend (erfc, which ember.nn.gelu uses for its accuracy in the far tail, is libm's)
+    return jnp.multiply(jnp.multiply(x, 0.5), jnp.add(1.0, lax.erf(jnp.multiply(x, 1.0 / math.sqrt(2.0)))))
 
 
 @handler("aten.clamp.default", "aten.clamp.Tensor", "aten.hardtanh.default", doc="clamp to [min, max]")

@@ -39,7 +39,6 @@ from ember._src.native.emit import c_headers, c_ops, gemm_kernel, support
 from ember._src.native.emit import calls as calls_mod
 from ember._src.native.emit.context import BODY_CALLBACK_BASE, CodegenOptions, EmitContext, Generated
 from ember._src.native.emit.gemm import blas_helpers, emit_gemm
-from ember._src.native.emit.groups import emit_group
 from ember._src.native.emit.kernels import KernelEmitter, block_reduce_kernel, pooled_kernel
 from ember._src.native.emit.pooled import axis_decls
 from ember._src.native.plan.planner import MemoryPlan
@@ -53,14 +52,8 @@ def emit_steps(sched: Schedule, plan: MemoryPlan, ctx: EmitContext, opts: Codege
     """The statements running ``sched``'s steps in order (indented for a function body); static
     helper functions (kernels, loop bodies) are appended to ``funcs``."""
     body: list[str] = []
-    index = {id(st): s for s, st in enumerate(sched.steps)}
     for s, step in enumerate(sched.steps):
         body.append(f"    /* {step} */")
-        if step.group is not None:
-            if step is step.group[0]:
-                lines = emit_group(step.group, index, ctx, opts, funcs, gen.helpers)
-                body.extend("    " + ln for ln in lines)
-            continue
         if step.kind == "kernel":
             blocked = block_reduce_kernel(step, s, ctx, opts, funcs)
             if blocked is not None:

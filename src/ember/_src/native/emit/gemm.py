@@ -137,7 +137,7 @@ def _rows_guard(step: Step, prepacked: bool) -> str:
 
 
 def _small_sgemm_call(step: Step, ctx: EmitContext, opts: CodegenOptions | None, alpha: float,
-                      beta: float, local: Any = frozenset(), packed: str | None = None) -> str | None:
+                      beta: float, packed: str | None = None) -> str | None:
     """The arguments of :mod:`.gemm_kernel`'s kernel for a float32 product its size rule takes
     (None otherwise, or where this machine cannot run it): A and B as (row, column) strides, so
     transposes are free; batch ``bb_`` of a batched product; a dynamic ``m`` as its C expression
@@ -162,7 +162,7 @@ def _small_sgemm_call(step: Step, ctx: EmitContext, opts: CodegenOptions | None,
     epi = step.epilogue
     bias = ctx.ptr(epi.bias) if epi is not None and epi.bias is not None else "0"
     relu = int(epi is not None and epi.relu)
-    oa, ob, oo = ("0" if v.id in local else batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
+    oa, ob, oo = (batch_offset(bt) for bt in (ba, bb, bo))
     bargs = packed if packed is not None else f"{ctx.ptr(b)} + {ob}, {sd.cdim(rsb)}, {sd.cdim(csb)}"
     m, n, k, rsa, csa, ldc = (sd.cdim(x) for x in (m, n, k, rsa, csa, ldc))
     return (f"{m}, {n}, {k}, {literal(alpha, np.float32)}, {ctx.ptr(a)} + {oa}, {rsa}, {csa}, "
@@ -311,25 +311,6 @@ def _epilogue_loop(step: Step, ctx: EmitContext) -> str:
     return (f" {{ float *o_ = {ctx.ptr(step.outputs[0])};{bias} for (int64_t i_ = 0; i_ < {m}; ++i_)"
             f" _Pragma(\"omp simd\") for (int64_t j_ = 0; j_ < {n}; ++j_)"
             f" {{ const float v_ = {v}; {put} }} }}")
-
-
-
-def gemm_batch(step: Step, ctx: EmitContext, opts: CodegenOptions, local: Any) -> str:
-    """C statement computing batch ``bb_`` of a ``gemm`` step (no ``c``; see .batch_groups); the
-    values in ``local`` hold that batch only (offset 0)."""
-    e = step.eqns[0]
-    out = step.outputs[0]
-    dt = np.dtype(out.aval.dtype)
-    _, m, n, k = gemm_dims(step)
-    alpha = e.params["alpha"]
-    (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = step_layouts(step)
-    a, b = e.inputs[0], e.inputs[1]
-    oa, ob, oo = ("0" if v.id in local else batch_offset(bt) for v, bt in ((a, ba), (b, bb), (out, bo)))
-    fn = gemm_fn(dt, strided=True)
-    blas = (f"{fn}(fns, {m}, {n}, {k}, {literal(alpha, dt)}, {literal(0.0, dt)}, {ctx.ptr(a)} + {oa}, {rsa}, "
-            f"{csa}, {ctx.ptr(b)} + {ob}, {rsb}, {csb}, {ctx.ptr(out)} + {oo}, {ldc});")
-    small = _small_sgemm_call(step, ctx, opts, alpha, 0.0, local)
-    return blas if small is None else gemm_kernel.c_call(small, blas, guard=_rows_guard(step, False))
 
 
 

@@ -120,8 +120,7 @@ class KernelEmitter(RowKernels):
 
     def __init__(self, step: Step, index: int, ctx: EmitContext, opts: CodegenOptions,
                  ir: KernelIR | None = None, outer_exprs: list[ixm.Ix] | None = None,
-                 row_range: tuple[str, str] | None = None, local_rows: dict[int, int] | None = None,
-                 pool: bool = False, block: str | None = None):
+                 row_range: tuple[str, str] | None = None, pool: bool = False, block: str | None = None):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
         # a whole-array reduction in blocks (.blockreduce): "part" reduces elements [lo_, hi_) of
         # one block into its partials, "finish" combines the partials and computes the rest
@@ -131,10 +130,8 @@ class KernelEmitter(RowKernels):
         # a chunk of a pooled loop: rows [lo_, hi_) as thread tid_ (the function takes tid_ too)
         self.pool = pool
         # rows [lo_, hi_) of the flattened outer loops only (the function takes lo_, hi_; the
-        # call passes these two C expressions): a batch-interleaved row kernel (.batch_groups);
-        # buffers in local_rows (id -> row length) hold rows lo_.. only (indices shift by lo_ rows)
+        # call passes these two C expressions): a chunk of a pooled row kernel
         self.row_range = row_range
-        self.local_rows = local_rows or {}
         self.ir: KernelIR = ir or step.ir  # type: ignore[assignment]
         ir = self.ir
         self.nodes = ir.nodes
@@ -186,9 +183,8 @@ class KernelEmitter(RowKernels):
         return ixm.render(m, self.names, _ExprNames(self))
 
     def index(self, v: Var, e: ixm.Ix) -> str:
-        """C index of ``e`` into value ``v``'s buffer (shifted for a buffer holding rows lo_..)."""
-        shift = self.local_rows.get(self.ctx.plan.value_buffer[v.id].id)
-        return self.ix(e) if shift is None else f"{self.ix(e)} - lo_ * {shift}"
+        """C index of ``e`` into value ``v``'s buffer."""
+        return self.ix(e)
 
     def param(self, v: Var, written: bool = False) -> str:
         b = self.ctx.plan.value_buffer[v.id]

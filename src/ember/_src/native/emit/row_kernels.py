@@ -28,7 +28,7 @@ class RowKernels:
         a kernel is one call of ``em_softmax_rows_f32`` / ``em_log_softmax_rows_f32``
         (``csrc/vexp.h``), which overlap the three passes of neighbouring rows."""
         ir, nodes = self.ir, self.nodes
-        if (ir.natural is not None or self.block or self.local_rows or not ir.n_outer
+        if (ir.natural is not None or self.block or not ir.n_outer
                 or self.parallel_outer or len(ir.reduces) != 2 or len(ir.roots) != 1
                 or not all(isinstance(d, int) for d in ir.domain)):
             return None

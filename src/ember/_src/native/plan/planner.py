@@ -139,10 +139,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 b.values.append(v.id)
             continue
         for v in step.outputs:
-            n = nbytes_of(v)
-            if step.group is not None and v.id in step.group.local:  # one batch / row block, reused
-                n = step.group.local_nbytes(v)
-            b = vb[v.id] = new(ACTIVATION, n, s, s, note=f"{step.name} -> v{v.id}")
+            b = vb[v.id] = new(ACTIVATION, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
         for req in scratch_mod.requests(step, threads):  # named per-step scratch (scratch.py)
             scratch[(s, req.name)] = new(WORKSPACE, req.nbytes, s, s, note=f"{step.name} {req.name}")
@@ -167,8 +164,6 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     done_inplace: list[tuple[int, int, int]] = []
     if inplace:
         for s, step in enumerate(sched.steps):
-            if step.group is not None:  # members run interleaved: no buffer dies inside the group
-                continue
             if step.kind == "gemm":
                 _gemm_in_place(s, step, vb, buffers, done_inplace)
             if step.kind == "call" and (k := inplace_operand(step.eqns[0])) is not None:
@@ -196,7 +191,6 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
             b = vb.get(v.id)
             if b is not None and b.in_arena:
                 b.end = max(b.end, s)
-    _group_lifetimes(sched, vb, scratch)
     if any(isinstance(b.nbytes, sh.DimExpr) for b in buffers):  # offsets are placed per binding
         arena, inter = 0, sum(b.nbytes for b in buffers if b.in_arena)
     else:
@@ -205,29 +199,6 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
     for i, b in enumerate(buffers):
         b.id = i
     return MemoryPlan(buffers, vb, scratch, outputs, done_inplace, arena, inter, n_out)
-
-
-def _group_lifetimes(sched: Schedule, vb: dict[int, Buffer], scratch: dict[tuple[int, str], Buffer]) -> None:
-    """Batch-interleaved members (:mod:`.batch_groups`) run together: every buffer one of them
-    reads or writes (scratch included) is live from the first member to the last."""
-    index = {id(st): s for s, st in enumerate(sched.steps)}
-    done: set[int] = set()
-    for st in sched.steps:
-        if st.group is None or id(st.group) in done:
-            continue
-        done.add(id(st.group))
-        pos = [index[id(m)] for m in st.group]
-        first, last = min(pos), max(pos)
-        touched: list[Buffer] = []
-        for m, s in zip(st.group, pos):
-            reads = m.ir.inputs if m.ir is not None else m.inputs
-            for a in [*reads, *m.inputs, *m.outputs]:
-                if isinstance(a, Var) and a.id in vb:
-                    touched.append(vb[a.id])
-            touched += [b for (k, _), b in scratch.items() if k == s]
-        for b in touched:
-            if b.in_arena:
-                b.start, b.end = min(b.start, first), max(b.end, last)
 
 
 def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],

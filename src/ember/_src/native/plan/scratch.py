@@ -14,9 +14,7 @@ The names, by who asks:
   ones, one per thread when the rows run in parallel);
 * a ``call`` step: :data:`CALL_WORKSPACE` (``workspace(eqn)`` of its lowering, :mod:`.calls`);
 * a ``loop`` / ``cond`` step: :data:`LOOP_WORKSPACE` (its carry slots and its bodies' arena,
-  :mod:`.loops`);
-* the first member of a tiled batch group (:mod:`.batch_groups`, any step kind):
-  :data:`GROUP_PANELS` (the packed ``op(B1)`` and ``op(B2)`` panels, one copy per thread).
+  :mod:`.loops`).
 """
 
 from __future__ import annotations
@@ -33,11 +31,10 @@ from ember._src.native.opinfo import workspace_bytes
 from ember._src.native.scheduling import blockreduce
 
 LOOP_WORKSPACE = "loop workspace"
-GROUP_PANELS = ("group panel B1", "group panel B2")
 
 CALL_WORKSPACE = "call workspace"  # the name of a call step's scratch request
 
-__all__ = ["ALIGN", "CALL_WORKSPACE", "GROUP_PANELS", "LOOP_WORKSPACE", "ScratchRequest", "accumulators",
+__all__ = ["ALIGN", "CALL_WORKSPACE", "LOOP_WORKSPACE", "ScratchRequest", "accumulators",
            "buffer", "requests", "row_cache"]
 
 
@@ -99,14 +96,8 @@ _BY_KIND: dict[str, Callable[[Any, int], list[ScratchRequest]]] = {
 
 def requests(step: Any, threads: int) -> list[ScratchRequest]:
     """The scratch ``step`` needs while it runs; ``threads`` sizes per-thread copies."""
-    out = []
-    group = step.group
-    if group is not None and step is group[0] and group.tiled:
-        out += [ScratchRequest(name, n) for name, n in zip(GROUP_PANELS, group.panel_nbytes())]
     kind = _BY_KIND.get(step.kind)
-    if kind is not None:
-        out += kind(step, threads)
-    return out
+    return kind(step, threads) if kind is not None else []
 
 
 def buffer(plan: Any, step: int, name: str) -> Any:

@@ -25,6 +25,73 @@ from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
 
 
+def _unbatched(e: Eqn, ins: list[Atom], prod: dict[int, Eqn]) -> tuple | None:
+    """``(x, y, dimension_numbers, perm)`` of the product without batch dims that ``e`` equals when
+    one operand is a ``broadcast_in_dim`` adding exactly the batch axes (perm: the transpose of the
+    new product's result that gives ``e``'s, None when it is the identity); else None."""
+    (xc, yc), (xb, yb) = e.params["dimension_numbers"]
+    if not xb:
+        return None
+    for side in (1, 0):
+        a = ins[side]
+        pe = prod.get(a.id) if isinstance(a, Var) else None
+        if pe is None or pe.prim is not pr.BROADCAST_IN_DIM or isinstance(pe.inputs[0], Literal):
+            continue
+        bt, ct = (yb, yc) if side == 1 else (xb, xc)
+        dims = tuple(pe.params["broadcast_dimensions"])
+        rank = len(a.aval.shape)
+        src = pe.inputs[0]
+        if set(range(rank)) - set(dims) != set(bt) or list(dims) != sorted(dims) \
+                or any(src.aval.shape[k] != a.aval.shape[d] for k, d in enumerate(dims)):
+            continue
+        pos = {d: k for k, d in enumerate(dims)}  # the operand's axis -> the source's
+        sc = tuple(pos[d] for d in ct)
+        oc, ob = (xc, xb) if side == 1 else (yc, yb)
+        other = ins[1 - side]
+        ofree = [i for i in range(len(other.aval.shape)) if i not in oc]  # batch axes now free
+        sfree = [i for i in range(len(src.aval.shape)) if i not in sc]
+        # axis labels: ("b", k) the k-th batch axis, ("o", i) / ("s", i) the free axes
+        olab = [("b", list(ob).index(i)) if i in ob else ("o", i) for i in ofree]
+        slab = [("s", i) for i in sfree]
+        new_lab = olab + slab if side == 1 else slab + olab
+        old_lab = [("b", k) for k in range(len(ob))] + [t for t in olab if t[0] == "o"]
+        old_lab = old_lab + slab if side == 1 else [("b", k) for k in range(len(ob))] + slab + \
+            [t for t in olab if t[0] == "o"]
+        perm = tuple(new_lab.index(t) for t in old_lab)
+        perm_or_none = None if perm == tuple(range(len(perm))) else perm
+        if side == 1:
+            return other, src, ((tuple(oc), sc), ((), ())), perm_or_none
+        return src, other, ((sc, tuple(oc)), ((), ())), perm_or_none
+    return None
+
+
+@register
+def unbatch_broadcast_dot(p: Program) -> Program:
+    """A batched ``dot_general`` whose operand is a ``broadcast_in_dim`` adding exactly the batch
+    axes (one matrix shared by every batch: a weight, as ``torch.bmm`` of an expanded weight in
+    ``nn.MultiheadAttention``'s exported in-projection) becomes one product of the broadcast's
+    source with the batch axes as free rows, then a transpose when the axis order differs: one large
+    GEMM instead of a batch of small ones, and the weight is read as is (prepacked when constant)."""
+    if not any(e.prim is pr.DOT_GENERAL and e.params["dimension_numbers"][1][0] for e in p.eqns):
+        return p
+    b = Builder(p)
+    changed = False
+    for e in p.eqns:
+        ins = [b.read(a) for a in e.inputs]
+        r = _unbatched(e, ins, b.prod) if e.prim is pr.DOT_GENERAL else None
+        if r is None:
+            b.emit(e.prim, ins, e.params, e.outvars)
+            continue
+        x, y, dn, perm = r
+        changed = True
+        if perm is None:
+            b.emit(e.prim, [x, y], dict(e.params, dimension_numbers=dn), e.outvars)
+            continue
+        out = b.emit1(e.prim, [x, y], dict(e.params, dimension_numbers=dn))
+        b.emit(mv.transpose_p, [out], {"permutation": perm}, e.outvars)
+    return dce(b.finish()) if changed else p
+
+
 @register
 def absorb_transposes(p: Program) -> Program:
     b = Builder(p)

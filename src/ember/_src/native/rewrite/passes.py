@@ -25,6 +25,9 @@ testable and switchable (``run_passes(program, names)``; the backend's ``passes=
   outputs and a ``cond``'s unused outputs, with the body computations feeding only them.
 The passes on matrix products (:mod:`.gemm_passes`):
 
+* ``unbatch_broadcast_dot``: a batched ``dot_general`` of an operand broadcast along exactly the
+  batch axes (a weight shared by every batch, as ``torch.bmm`` of an expanded weight) becomes one
+  product with the batch axes as free rows (one large GEMM, the weight read once).
 * ``absorb_transposes``: ``dot_general(transpose(x), y)`` reads ``x`` directly (the permutation
   moves into the dimension numbers) when the free dims keep their order.
 * ``lower_matmul``: ``dot_general`` -> ``native_gemm`` over ``[B,] M, K`` views of the operands
@@ -40,6 +43,8 @@ The passes on matrix products (:mod:`.gemm_passes`):
 * ``gemm_views``: a float ``native_gemm`` operand that is a transpose (through reshapes) of another
   value, or a result that is only transposed (through reshapes), is read / written in place through
   strides (the gemm's ``views``): attention's head splits and merges cost no copy kernels.
+* ``refine_transposes`` (:mod:`.movement_passes`): a transpose of a reshape that merges and splits
+  axes runs over the shapes' common refinement (linear indexing in its copy kernel).
 * ``fold_constants``: equations whose inputs are all captured constants, literals or splats are
   evaluated with the reference implementations; the results become constants (never larger than
   their inputs: broadcasts and iotas are not materialized).
@@ -69,9 +74,9 @@ from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "fuse_attention", "absorb_causal_mask",
-                  "hoist_loop_transposes", "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias",
-                  "absorb_scale", "absorb_output_transpose", "fold_constants", "gemm_views", "simplify",
-                  "cse", "dce_loop_outputs", "dce")
+                  "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
+                  "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
+                  "gemm_views", "refine_transposes", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -472,7 +477,12 @@ def fold_constants(p: Program) -> Program:
 
 # The passes of other modules, registered by importing them here (one explicit list; they import
 # ``register`` from this module, so the list comes after it).
-from ember._src.native.rewrite import attention_passes, gemm_passes, loop_passes  # noqa: E402,F401
+from ember._src.native.rewrite import (  # noqa: E402,F401
+    attention_passes,
+    gemm_passes,
+    loop_passes,
+    movement_passes,
+)
 from ember._src.native.rewrite.gemm_passes import (  # noqa: E402,F401  (read as passes.<name>)
     absorb_bias,
     absorb_output_transpose,

@@ -64,7 +64,6 @@ class Step:
     ir: KernelIR | None = None
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
     epilogue: Any = None  # gemm steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
-    group: list | None = None  # batch-interleaved members (:mod:`.batch_groups`), shared by all of them
     strategy: Any = None  # gemm steps: how the product runs (a gemm_strategy.GemmStrategy)
 
     def __str__(self) -> str:
@@ -94,9 +93,6 @@ class Step:
             what = self.sub.describe()
         else:
             what = ",".join(e.prim.name for e in self.eqns)
-        if self.group is not None:
-            what += " [batch-interleaved with " + \
-                ", ".join(m.name for m in self.group if m is not self) + "]"
         return f"{self.name}: {self.kind} {what}  ({ins}) -> ({outs})"
 
 
