@@ -114,19 +114,17 @@ def models(torch):  # noqa: ANN001 - torch passed in (imported after the thread 
     }
 
 
-def ort_session(model, inputs: dict, path: str, n_threads: int | None):  # noqa: ANN001
-    import onnxruntime as ort
+def ort_session(model, inputs: dict, path: str):  # noqa: ANN001
+    """ONNX Runtime's session of ``model`` exported with the example ``inputs`` (TorchScript
+    exporter) to ``path``; :func:`common.ort_cpu_session` sets its options."""
+    import common
     import torch
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(copy.deepcopy(model), (), path, kwargs=inputs, input_names=list(inputs),
                           dynamo=False)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if n_threads:
-        opts.intra_op_num_threads, opts.inter_op_num_threads = n_threads, 1
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return common.ort_cpu_session(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             impls["torch eager"] = eager
             if common.peer_available("onnxruntime"):
                 with tempfile.TemporaryDirectory() as d:
-                    o = ort_session(model, inputs, str(Path(d) / "m.onnx"), args.threads)
+                    o = ort_session(model, inputs, str(Path(d) / "m.onnx"))
                 np.testing.assert_allclose(o.run(None, feeds)[0], want, rtol=1e-3, atol=1e-3)
                 impls["onnxruntime"] = lambda o=o, f=feeds: o.run(None, f)
             times = interleaved(impls, args.rounds, clock=clock, settle=args.settle)
