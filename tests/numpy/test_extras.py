@@ -226,9 +226,9 @@ def test_choose(mode):
 
 def test_choose_raise():
     choices = [np.arange(3), np.arange(3) * 10]
-    same(jnp.choose([1, 0, 1], choices), np.choose([1, 0, 1], choices))
+    same(jnp.choose(jnp.asarray([1, 0, 1]), choices), np.choose([1, 0, 1], choices))
     with pytest.raises(ValueError):
-        jnp.choose([2, 0, 1], choices)
+        jnp.choose(jnp.asarray([2, 0, 1]), choices)
     with pytest.raises(TracerError):
         ember.jit(lambda i: jnp.choose(i, choices))(jnp.asarray([0, 1, 1]))
 

@@ -189,15 +189,16 @@ def test_extract_compress():
     x = np.arange(12).reshape(3, 4)
     c = np.array([True, False, True])
     _eq(jnp.compress(c, x, axis=0), np.compress(c, x, axis=0))
-    _eq(jnp.compress([0, 1, 1, 0], x, axis=-1), np.compress([0, 1, 1, 0], x, axis=-1))
-    _eq(jnp.compress([True, False], x), np.compress([True, False], x))
-    _eq(jnp.compress([False, True, False, False], x, axis=0), np.compress([False, True], x, axis=0))
+    _eq(jnp.compress(jnp.asarray([0, 1, 1, 0]), x, axis=-1), np.compress([0, 1, 1, 0], x, axis=-1))
+    _eq(jnp.compress(jnp.asarray([True, False]), x), np.compress([True, False], x))
+    _eq(jnp.compress(jnp.asarray([False, True, False, False]), x, axis=0),
+        np.compress([False, True], x, axis=0))
     _eq(jnp.extract(x % 3 == 0, x), np.extract(x % 3 == 0, x))
     _eq(ember.jit(lambda v: jnp.extract(v % 5 == 0, v, size=4, fill_value=-1))(x), [0, 5, 10, -1])
     _eq(ember.jit(lambda v, cc: jnp.compress(cc, v, axis=0, size=3))(x, c),
         np.concatenate([np.compress(c, x, axis=0), np.zeros((1, 4), int)]))
     with pytest.raises(IndexError):
-        jnp.compress([False, False, False, True], x, axis=0)
+        jnp.compress(jnp.asarray([False, False, False, True]), x, axis=0)
     with pytest.raises(TracerError, match="size="):
         ember.jit(lambda v: jnp.extract(v > 3, v))(x)
 

@@ -318,16 +318,18 @@ def test_interp(dtype):
 
 def test_interp_special():
     # repeated xp: the value right of the step; one sample point; period; complex fp
-    _close(jnp.interp([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]),
+    _close(jnp.interp(*map(jnp.asarray, ([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]))),
            np.interp([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]), np.float32)
-    _close(jnp.interp([-1.0, 0, 1], [0.5], [3.0]), np.interp([-1.0, 0, 1], [0.5], [3.0]), np.float32)
+    _close(jnp.interp(*map(jnp.asarray, ([-1.0, 0, 1], [0.5], [3.0]))), np.interp([-1.0, 0, 1], [0.5], [3.0]),
+           np.float32)
     x = np.array([-180.0, -170, -185, 185, -10, -5, 0, 365])
     xp, fp = np.array([190.0, -190, 350, -350]), np.array([5.0, 10, 3, 4])
     _close(jnp.interp(x, xp, fp, period=360), np.interp(x, xp, fp, period=360))
     fpc = np.array([1.0 + 2j, 3 - 1j, 0 + 0j])
-    _close(jnp.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.float32)
+    _close(jnp.interp(jnp.asarray([0.5, 1.5]), jnp.asarray([0.0, 1, 2]), fpc),
+           np.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.float32)
     with pytest.raises(ShapeError):
-        jnp.interp(1.0, [0.0, 1], [1.0])
+        jnp.interp(1.0, jnp.asarray([0.0, 1]), jnp.asarray([1.0]))
     with pytest.raises(ValueError):
         jnp.interp(1.0, [0.0, 1], [1.0, 2], period=0)
 
