@@ -126,3 +126,21 @@ def test_dynamic_rows_and_gradient():
     g = ember.jit(ember.grad(lambda a: jnp.sum(jnp.sum(a, axis=0) ** 2)))(x)
     np.testing.assert_allclose(np.asarray(g), np.broadcast_to(2 * x.astype(np.float64).sum(0), x.shape),
                                rtol=1e-5)
+
+
+def test_column_sum_inside_a_compiled_scan_body():
+    from ember import lax
+
+    xs = _data((3, 1000, 4))
+
+    def f(v):
+        def body(c, x):
+            return c + jnp.sum(x, axis=0), jnp.sum(x, axis=0)
+
+        return lax.scan(body, jnp.zeros(4, jnp.float32), v)
+
+    jf = ember.jit(f, backend="native")
+    assert f"b_ * {blockreduce.COLUMN_BLOCK}" in jf.lower(xs).executable.source
+    total, sums = jf(xs)
+    want = xs.astype(np.float64).sum(1)
+    assert _rel(sums, want) < 1e-6 and _rel(total, want.sum(0)) < 1e-6
