@@ -62,7 +62,7 @@ def test_polymul_trim_and_polydiv():
            np.polymul([1, 2], [3]), np.float64)
     for u, v in (([1.0, 2, 3, 4], [2.0, 1]), ([1.0, -3, 0, 2, 5], [1.0, 1, 1]), ([2.0, 1], [1.0, 2, 3]),
                  ([4.0, 2], [2.0])):
-        q, r = jnp.polydiv(u, v)
+        q, r = jnp.polydiv(jnp.asarray(u), jnp.asarray(v))
         qn, rn = np.polydiv(u, v)
         _close(q, qn, np.float32)
         _close(np.asarray(r)[-len(rn):], rn, np.float32)
@@ -156,5 +156,5 @@ def test_poly_and_roots():
     np.testing.assert_allclose(jnp.poly(np.array([0.5])), np.poly([0.5]))
     np.testing.assert_allclose(ember.jit(jnp.poly)(np.array([1.0, -1.0])), np.poly([1.0, -1.0]))
     for p in ([1.0, -3.0, 2.0], [0.0, 1.0, -6.0, 11.0, -6.0], [1.0, 0.0, 0.0], [2.0, 0.0, 1.0]):
-        np.testing.assert_allclose(np.sort_complex(np.asarray(jnp.roots(p))), np.sort_complex(np.roots(p)),
-                                   atol=1e-6)
+        got = np.asarray(jnp.roots(jnp.asarray(p)))
+        np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(np.roots(p)), atol=1e-6)

@@ -295,7 +295,7 @@ def test_isin(method):
     big = rng.integers(0, 200, 100)
     _eq(jnp.isin(e * 20, big, method=method), np.isin(e * 20, big))
     f = np.array([1.0, np.nan, 2.5])
-    _eq(jnp.isin(f, [np.nan, 2.5], method=method), np.isin(f, [np.nan, 2.5]))
+    _eq(jnp.isin(f, jnp.asarray([np.nan, 2.5]), method=method), np.isin(f, [np.nan, 2.5]))
     _eq(jnp.isin(f, np.zeros(0)), np.isin(f, np.zeros(0)))
     _eq(jnp.in1d(e, t), np.isin(e.ravel(), t))
 
@@ -312,8 +312,8 @@ def test_set_functions():
         np.setdiff1d(np.array([4, 2, 9]), b, assume_unique=True))
     _eq(jnp.setxor1d(a, b), np.setxor1d(a, b))
     f = np.array([1.5, np.nan, 2.0])
-    _eq(jnp.union1d(f, [2.0, np.nan]), np.union1d(f, [2.0, np.nan]))
-    _eq(jnp.intersect1d(f, [np.nan, 1.5]), np.intersect1d(f, [np.nan, 1.5]))
+    _eq(jnp.union1d(f, jnp.asarray([2.0, np.nan])), np.union1d(f, [2.0, np.nan]))
+    _eq(jnp.intersect1d(f, jnp.asarray([np.nan, 1.5])), np.intersect1d(f, [np.nan, 1.5]))
     _eq(jnp.union1d(np.zeros(0), np.zeros(0)), np.union1d(np.zeros(0), np.zeros(0)))
 
 

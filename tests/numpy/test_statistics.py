@@ -75,7 +75,7 @@ def test_quantile_nans_and_empty():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for m in ("linear", "lower", "nearest", "midpoint", "hazen"):
-            _close(jnp.nanquantile(x, [0.2, 0.8], axis=1, method=m),
+            _close(jnp.nanquantile(x, np.array([0.2, 0.8]), axis=1, method=m),
                    np.nanquantile(x, [0.2, 0.8], axis=1, method=m))
         _close(jnp.nanmedian(x, axis=-1, keepdims=True), np.nanmedian(x, axis=-1, keepdims=True))
         _close(jnp.nanpercentile(x, 30, axis=0), np.nanpercentile(x, 30, axis=0))
@@ -169,11 +169,12 @@ def test_bincount():
 def test_digitize(right):
     x = np.array([-1.0, 0.0, 0.5, 1.0, 2.5, 3.0, 4.0, np.nan])
     for bins in ([0.0, 1.0, 2.5, 3.0], [3.0, 2.5, 1.0, 0.0], [1.0], [1.0, 1.0, 2.0]):
-        np.testing.assert_array_equal(jnp.digitize(x, bins, right=right), np.digitize(x, bins, right=right))
+        np.testing.assert_array_equal(jnp.digitize(x, jnp.asarray(bins), right=right),
+                                      np.digitize(x, bins, right=right))
         f = ember.jit(lambda v, b: jnp.digitize(v, b, right=right))
         np.testing.assert_array_equal(f(x, np.array(bins)), np.digitize(x, bins, right=right))
     with pytest.raises(ValueError):
-        jnp.digitize(x, [0.0, 2.0, 1.0])
+        jnp.digitize(x, jnp.asarray([0.0, 2.0, 1.0]))
 
 
 # -- covariance ----------------------------------------------------------------------------------------
@@ -331,7 +332,7 @@ def test_interp_special():
     with pytest.raises(ShapeError):
         jnp.interp(1.0, jnp.asarray([0.0, 1]), jnp.asarray([1.0]))
     with pytest.raises(ValueError):
-        jnp.interp(1.0, [0.0, 1], [1.0, 2], period=0)
+        jnp.interp(1.0, jnp.asarray([0.0, 1]), jnp.asarray([1.0, 2]), period=0)
 
 
 # -- properties ----------------------------------------------------------------------------------------
