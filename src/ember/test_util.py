@@ -58,13 +58,17 @@ def _to64(x: Any) -> Any:
     return x
 
 
-def _rand_like(rng: np.random.Generator, tree: Any) -> Any:
+def _rand_like(rng: Any, tree: Any) -> Any:
+    """Standard normal values shaped and typed like each leaf, drawn leaf by leaf in tree order as
+    JAX's ``rand_like`` draws them (so a ``np.random.RandomState(0)`` gives JAX's directions);
+    float0 zeros for integer leaves, which are not perturbed."""
     def one(x: Any) -> Any:
         a = np.asarray(x)
         if a.dtype.kind == "f":
-            return rng.standard_normal(a.shape).astype(a.dtype)
+            return np.asarray(rng.standard_normal(a.shape), dtype=a.dtype)
         if a.dtype.kind == "c":
-            return (rng.standard_normal(a.shape) + 1j * rng.standard_normal(a.shape)).astype(a.dtype)
+            re = np.asarray(rng.standard_normal(a.shape), dtype=a.dtype)
+            return re + a.dtype.type(1j) * np.asarray(rng.standard_normal(a.shape), dtype=a.dtype)
         return np.zeros(a.shape, dtype=float0)
 
     return tu.tree_map(one, tree)
@@ -114,24 +118,27 @@ def _close(actual: Any, expected: Any, atol: Tolerance, rtol: Tolerance, msg: st
         aa, ea = _np(a), _np(e)
         if aa.dtype.kind not in "fcbiu" or ea.dtype.kind not in "fcbiu":
             continue  # float0
+        # as JAX's check_close: the tolerances grow with the number of elements compared
         np.testing.assert_allclose(aa.astype(np.result_type(aa, np.float64)), ea,
-                                   atol=_tolerance(atol, aa, ea), rtol=_tolerance(rtol, aa, ea),
-                                   err_msg=f"{msg} (leaf {i})")
+                                   atol=_tolerance(atol, aa, ea) * aa.size,
+                                   rtol=_tolerance(rtol, aa, ea) * ea.size, err_msg=f"{msg} (leaf {i})")
 
 
-def _check_defaults(eps: float | None, rng: np.random.Generator | None, seed: int) -> tuple:
-    """The finite-difference step and generator of a check (defaults where None)."""
-    return EPS if eps is None else eps, np.random.default_rng(seed) if rng is None else rng
+def _check_defaults(eps: float | None, rng: Any) -> tuple:
+    """The finite-difference step and random generator of a check: by default a fresh
+    ``np.random.RandomState(0)`` per check, as JAX's ``check_jvp``/``check_vjp`` use, so both draw
+    the same directions."""
+    return EPS if eps is None else eps, np.random.RandomState(0) if rng is None else rng
 
 
 def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: Tolerance = None,
               rtol: Tolerance = None, eps: float | None = None, err_msg: str = "",
-              rng: np.random.Generator | None = None) -> None:
+              rng: Any = None) -> None:
     """Compare ``f_jvp(args, tangents)`` with a central finite difference along a random tangent.
 
     ``atol``/``rtol``: a number, or ``None`` for JAX's defaults by dtype (2e-3 for float32, 1e-5
     for float64, ...: ``DEFAULT_GRADIENT_TOLERANCE``), or a dict overriding some dtypes."""
-    eps, rng = _check_defaults(eps, rng, 0)
+    eps, rng = _check_defaults(eps, rng)
     tangent = _rand_like(rng, args)
     v_out, t_out = f_jvp(tuple(args), tuple(tangent))
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'JVP'} primal output")
@@ -141,10 +148,10 @@ def check_jvp(f: Callable, f_jvp: Callable, args: Sequence[Any], atol: Tolerance
 
 def check_vjp(f: Callable, f_vjp: Callable, args: Sequence[Any], atol: Tolerance = None,
               rtol: Tolerance = None, eps: float | None = None, err_msg: str = "",
-              rng: np.random.Generator | None = None) -> None:
+              rng: Any = None) -> None:
     """Check ``<vjp(ct), t> == <ct, J t>`` with ``J t`` from finite differences (random ``t``, ``ct``);
     tolerances as :func:`check_jvp`."""
-    eps, rng = _check_defaults(eps, rng, 1)
+    eps, rng = _check_defaults(eps, rng)
     v_out, vjp_fun = f_vjp(*args)
     _close(v_out, f(*args), atol, rtol, f"{err_msg or 'VJP'} primal output")
     tangent = _rand_like(rng, args)
@@ -171,7 +178,9 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
     ``args`` is a tuple of (pytrees of) arrays; floating leaves are converted to float64 and
     complex ones to complex128 (which stay 32-bit while ``jax_enable_x64`` is off). The default
     tolerances depend on the dtype of the values compared, as in JAX (float32 2e-3, float64 1e-5;
-    ``DEFAULT_GRADIENT_TOLERANCE``); a number applies to every dtype, a dict overrides some.
+    ``DEFAULT_GRADIENT_TOLERANCE``); a number applies to every dtype, a dict overrides some; as
+    in JAX, an array comparison's tolerances are multiplied by its element count, and each check
+    draws its random directions from a fresh ``np.random.RandomState(0)``.
     ``"fwd"`` checks ``jvp`` along random tangents; ``"rev"`` checks
     ``vjp`` through ``<vjp(ct), t> == <ct, jvp(t)>``. Higher orders repeat the checks on the JVP
     function (``(primals, tangents) -> jvp``) and on the VJP function (``x -> vjp(f, x)(f(x))``).
@@ -182,7 +191,7 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
     for m in modes:
         if m not in ("fwd", "rev"):
             raise ValueError(f"check_grads: unknown mode {m!r} (use 'fwd' and/or 'rev')")
-    rng = np.random.default_rng(0)
+    rng = None  # each check draws from its own RandomState(0), as in JAX
 
     def _check(fun: Callable, fargs: tuple, k: int, msg: str) -> None:
         if "fwd" in modes:

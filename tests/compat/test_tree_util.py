@@ -123,3 +123,15 @@ def test_ravel_pytree_roundtrip_dtypes_and_grad():
     assert e.shape == (0,) and e.dtype == np.float32 and un(e) == {}
     with pytest.raises(ValueError, match="shape"):
         unravel(jnp.zeros(3))
+
+
+def test_dict_keys_sorted_as_jax_and_incomparable_keys_refused():
+    jax = pytest.importorskip("jax", reason="JAX is the reference")
+    d = {2: 30.0, 1.5: 20.0, 1: 10.0, -0.5: 0.0}
+    assert ember.tree_util.tree_leaves(d) == jax.tree_util.tree_leaves(d) == [0.0, 10.0, 20.0, 30.0]
+    f = ember.jit(lambda t: t[1.5] * 2 + t[1])
+    for _ in range(3):  # the first call and the warm (fast-path) calls read the same leaves
+        np.testing.assert_allclose(np.asarray(f({k: np.float32(v) for k, v in d.items()})), 50.0)
+    for lib in (jax.tree_util, ember.tree_util):
+        with pytest.raises(ValueError, match="sorting pytree dictionary keys"):
+            lib.tree_leaves({1: 7, "y": 42})

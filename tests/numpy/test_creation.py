@@ -101,7 +101,7 @@ def test_like_functions():
     _same(jnp.full_like(x, 2.5, dtype=np.int32), np.full_like(x, 2.5, dtype=np.int32))
     _same(jnp.full_like(x, np.array([1.0, 2.0, 3.0])), np.full_like(x, np.array([1.0, 2.0, 3.0])))
     _same(jnp.ones_like(np.int8(3)), np.ones_like(np.int8(3)))
-    _same(jnp.zeros_like([1, 2]), np.zeros(2, np.int32))
+    _same(jnp.zeros_like(jnp.asarray([1, 2])), np.zeros(2, np.int32))
     assert jnp.zeros_like(2.0).weak_type
 
 

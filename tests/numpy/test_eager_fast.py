@@ -99,8 +99,10 @@ def test_lists_overflow_and_plans():
     x = jnp.asarray(np.arange(4, dtype=np.uint8))
     with pytest.raises(OverflowError, match="out of bounds for uint8"):
         x + 300
-    # a list operand takes the general path
-    np.testing.assert_array_equal(x + [1, 2, 3, 4], np.arange(4) + np.array([1, 2, 3, 4]))
+    # a NumPy operand takes the general path; a list is refused, as in JAX
+    np.testing.assert_array_equal(x + np.array([1, 2, 3, 4], np.uint8), np.arange(4) + np.array([1, 2, 3, 4]))
+    with pytest.raises(TypeError, match="requires ndarray"):
+        x + [1, 2, 3, 4]
     eager.clear_plans()
     y = x + 1
     assert len(eager._PLANS) == 1 and y.dtype == np.uint8

@@ -107,9 +107,9 @@ def test_vecdot_matvec_vecmat():
 
 
 def test_ix():
-    got = jnp.ix_([0, 2], np.array([True, False, True, True]), np.arange(3))
+    got = jnp.ix_(jnp.asarray([0, 2]), np.array([True, False, True, True]), np.arange(3))
     same(got, np.ix_([0, 2], np.array([True, False, True, True]), np.arange(3)), dtype=False)
-    same(jnp.ix_([0, 1], []), np.ix_([0, 1], []), dtype=False)
+    same(jnp.ix_(jnp.asarray([0, 1]), jnp.asarray([])), np.ix_([0, 1], []), dtype=False)
     with pytest.raises(ValueError):
         jnp.ix_(np.ones((2, 2), int))
 
@@ -158,6 +158,7 @@ def test_insert(obj, axis):
     n = x.size if axis is None else x.shape[axis]
     if isinstance(obj, int) and not -n <= obj <= n:
         return
+    obj = np.asarray(obj, np.int64) if isinstance(obj, list) else obj  # lists are not arrays to JAX
     check(lambda m, a: m.insert(a, obj, 9.5, axis=axis), x, jit=True)
     vals = np.array([7.0, 8.0], np.float32)
     try:
@@ -169,8 +170,9 @@ def test_insert(obj, axis):
 
 def test_insert_values_shapes_and_dtype():
     x = np.arange(6, dtype=np.int32).reshape(2, 3)
-    same(jnp.insert(x, 1, [7, 8], axis=1), np.insert(x, 1, [7, 8], axis=1))
-    same(jnp.insert(x, [1], [[7], [8]], axis=1), np.insert(x, [1], [[7], [8]], axis=1))
+    same(jnp.insert(x, 1, jnp.asarray([7, 8]), axis=1), np.insert(x, 1, [7, 8], axis=1))
+    same(jnp.insert(x, jnp.asarray([1]), jnp.asarray([[7], [8]]), axis=1),
+         np.insert(x, [1], [[7], [8]], axis=1))
     same(jnp.insert(x, 1, 2.7, axis=0), np.insert(x, 1, 2.7, axis=0))
     with pytest.raises(IndexError):
         jnp.insert(x, 5, 0, axis=1)
@@ -182,6 +184,7 @@ def test_insert_values_shapes_and_dtype():
                                  np.array([True, False, True, False])])
 def test_delete(obj):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    obj = np.asarray(obj, np.int64) if isinstance(obj, list) else obj  # lists are not arrays to JAX
     check(lambda m, a: m.delete(a, obj, axis=1), x)
     if not isinstance(obj, np.ndarray):
         check(lambda m, a: m.delete(a, obj), x)
@@ -226,9 +229,9 @@ def test_choose(mode):
 
 def test_choose_raise():
     choices = [np.arange(3), np.arange(3) * 10]
-    same(jnp.choose([1, 0, 1], choices), np.choose([1, 0, 1], choices))
+    same(jnp.choose(jnp.asarray([1, 0, 1]), choices), np.choose([1, 0, 1], choices))
     with pytest.raises(ValueError):
-        jnp.choose([2, 0, 1], choices)
+        jnp.choose(jnp.asarray([2, 0, 1]), choices)
     with pytest.raises(TracerError):
         ember.jit(lambda i: jnp.choose(i, choices))(jnp.asarray([0, 1, 1]))
 
@@ -353,7 +356,7 @@ def test_grads_of_extras():
     check_grads(lambda x, y: jnp.kron(x, y), (a, b), order=1)
     check_grads(lambda x, y: jnp.cross(x, y), (make((4, 3), np.float64), make((4, 3), np.float64, seed=2)),
                 order=1)
-    check_grads(lambda x: jnp.insert(x, [1, 1], 0.5, axis=1), (a,), order=1)
+    check_grads(lambda x: jnp.insert(x, jnp.asarray([1, 1]), 0.5, axis=1), (a,), order=1)
     check_grads(lambda x: jnp.delete(x, 1, axis=0), (a,), order=1)
     check_grads(lambda x: jnp.block([[x, x], [x, x]]), (a,), order=1)
     check_grads(lambda x: jnp.unwrap(x * 4.0), (make((10,), np.float64),), order=1)

@@ -460,7 +460,7 @@ def test_take_matches_numpy(dtype, axis):
     for mode in ["clip", "wrap"]:
         want = np.take(x, bad, axis=axis, mode=mode)
         assert_same(jnp.take(jnp.asarray(x), bad, axis=axis, mode=mode), want)
-    assert_same(jnp.asarray(x).take([1, 0], axis), np.take(x, [1, 0], axis))
+    assert_same(jnp.asarray(x).take(jnp.asarray([1, 0]), axis), np.take(x, [1, 0], axis))
 
 
 def test_take_out_of_bounds_fill_and_raise():

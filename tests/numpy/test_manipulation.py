@@ -185,7 +185,7 @@ def test_concatenate_promotion_and_errors():
     assert got.dtype == np.float64
     got = jnp.stack([jnp.asarray(np.float16(1)), jnp.asarray(np.float32(2))])
     assert got.dtype == np.float32
-    assert_same(jnp.concatenate([[1, 2], [3]]), np.array([1, 2, 3], np.int32))
+    assert_same(jnp.concatenate([jnp.asarray([1, 2]), jnp.asarray([3])]), np.array([1, 2, 3], np.int32))
     with pytest.raises(ShapeError, match="zero-dimensional"):
         jnp.concatenate([jnp.asarray(1.0), jnp.asarray(2.0)])
     with pytest.raises(ShapeError, match="array at index 1 has 1"):

@@ -39,7 +39,8 @@ def test_polyval(dtype, xshape):
     _close(ember.jit(jnp.polyval)(p, x), ref, dtype)
     assert jnp.polyval(p, x).dtype == dtype
     _close(jnp.polyval(p, 2.0), np.polyval(p, 2.0), np.float32)
-    _close(jnp.polyval([3.0], x), np.polyval([3.0], x).astype(np.float64) * np.ones(xshape), np.float32)
+    _close(jnp.polyval(jnp.asarray([3.0]), x), np.polyval([3.0], x).astype(np.float64) * np.ones(xshape),
+           np.float32)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -57,10 +58,11 @@ def test_poly_arithmetic(dtype, n1, n2):
 
 
 def test_polymul_trim_and_polydiv():
-    _close(jnp.polymul([0, 0, 1, 2], [0, 3], trim_leading_zeros=True), np.polymul([1, 2], [3]), np.float64)
+    _close(jnp.polymul(jnp.asarray([0, 0, 1, 2]), jnp.asarray([0, 3]), trim_leading_zeros=True),
+           np.polymul([1, 2], [3]), np.float64)
     for u, v in (([1.0, 2, 3, 4], [2.0, 1]), ([1.0, -3, 0, 2, 5], [1.0, 1, 1]), ([2.0, 1], [1.0, 2, 3]),
                  ([4.0, 2], [2.0])):
-        q, r = jnp.polydiv(u, v)
+        q, r = jnp.polydiv(jnp.asarray(u), jnp.asarray(v))
         qn, rn = np.polydiv(u, v)
         _close(q, qn, np.float32)
         _close(np.asarray(r)[-len(rn):], rn, np.float32)
@@ -150,9 +152,9 @@ def test_polyfit_full():
 
 
 def test_poly_and_roots():
-    np.testing.assert_allclose(jnp.poly([1.0, 2.0, 3.0]), np.poly([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(jnp.poly(jnp.asarray([1.0, 2.0, 3.0])), np.poly([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(jnp.poly(np.array([0.5])), np.poly([0.5]))
     np.testing.assert_allclose(ember.jit(jnp.poly)(np.array([1.0, -1.0])), np.poly([1.0, -1.0]))
     for p in ([1.0, -3.0, 2.0], [0.0, 1.0, -6.0, 11.0, -6.0], [1.0, 0.0, 0.0], [2.0, 0.0, 1.0]):
-        np.testing.assert_allclose(np.sort_complex(np.asarray(jnp.roots(p))), np.sort_complex(np.roots(p)),
-                                   atol=1e-6)
+        got = np.asarray(jnp.roots(jnp.asarray(p)))
+        np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(np.roots(p)), atol=1e-6)

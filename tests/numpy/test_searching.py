@@ -189,15 +189,16 @@ def test_extract_compress():
     x = np.arange(12).reshape(3, 4)
     c = np.array([True, False, True])
     _eq(jnp.compress(c, x, axis=0), np.compress(c, x, axis=0))
-    _eq(jnp.compress([0, 1, 1, 0], x, axis=-1), np.compress([0, 1, 1, 0], x, axis=-1))
-    _eq(jnp.compress([True, False], x), np.compress([True, False], x))
-    _eq(jnp.compress([False, True, False, False], x, axis=0), np.compress([False, True], x, axis=0))
+    _eq(jnp.compress(jnp.asarray([0, 1, 1, 0]), x, axis=-1), np.compress([0, 1, 1, 0], x, axis=-1))
+    _eq(jnp.compress(jnp.asarray([True, False]), x), np.compress([True, False], x))
+    _eq(jnp.compress(jnp.asarray([False, True, False, False]), x, axis=0),
+        np.compress([False, True], x, axis=0))
     _eq(jnp.extract(x % 3 == 0, x), np.extract(x % 3 == 0, x))
     _eq(ember.jit(lambda v: jnp.extract(v % 5 == 0, v, size=4, fill_value=-1))(x), [0, 5, 10, -1])
     _eq(ember.jit(lambda v, cc: jnp.compress(cc, v, axis=0, size=3))(x, c),
         np.concatenate([np.compress(c, x, axis=0), np.zeros((1, 4), int)]))
     with pytest.raises(IndexError):
-        jnp.compress([False, False, False, True], x, axis=0)
+        jnp.compress(jnp.asarray([False, False, False, True]), x, axis=0)
     with pytest.raises(TracerError, match="size="):
         ember.jit(lambda v: jnp.extract(v > 3, v))(x)
 
@@ -294,7 +295,7 @@ def test_isin(method):
     big = rng.integers(0, 200, 100)
     _eq(jnp.isin(e * 20, big, method=method), np.isin(e * 20, big))
     f = np.array([1.0, np.nan, 2.5])
-    _eq(jnp.isin(f, [np.nan, 2.5], method=method), np.isin(f, [np.nan, 2.5]))
+    _eq(jnp.isin(f, jnp.asarray([np.nan, 2.5]), method=method), np.isin(f, [np.nan, 2.5]))
     _eq(jnp.isin(f, np.zeros(0)), np.isin(f, np.zeros(0)))
     _eq(jnp.in1d(e, t), np.isin(e.ravel(), t))
 
@@ -311,8 +312,8 @@ def test_set_functions():
         np.setdiff1d(np.array([4, 2, 9]), b, assume_unique=True))
     _eq(jnp.setxor1d(a, b), np.setxor1d(a, b))
     f = np.array([1.5, np.nan, 2.0])
-    _eq(jnp.union1d(f, [2.0, np.nan]), np.union1d(f, [2.0, np.nan]))
-    _eq(jnp.intersect1d(f, [np.nan, 1.5]), np.intersect1d(f, [np.nan, 1.5]))
+    _eq(jnp.union1d(f, jnp.asarray([2.0, np.nan])), np.union1d(f, [2.0, np.nan]))
+    _eq(jnp.intersect1d(f, jnp.asarray([np.nan, 1.5])), np.intersect1d(f, [np.nan, 1.5]))
     _eq(jnp.union1d(np.zeros(0), np.zeros(0)), np.union1d(np.zeros(0), np.zeros(0)))
 
 

@@ -75,7 +75,7 @@ def test_quantile_nans_and_empty():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for m in ("linear", "lower", "nearest", "midpoint", "hazen"):
-            _close(jnp.nanquantile(x, [0.2, 0.8], axis=1, method=m),
+            _close(jnp.nanquantile(x, np.array([0.2, 0.8]), axis=1, method=m),
                    np.nanquantile(x, [0.2, 0.8], axis=1, method=m))
         _close(jnp.nanmedian(x, axis=-1, keepdims=True), np.nanmedian(x, axis=-1, keepdims=True))
         _close(jnp.nanpercentile(x, 30, axis=0), np.nanpercentile(x, 30, axis=0))
@@ -169,11 +169,12 @@ def test_bincount():
 def test_digitize(right):
     x = np.array([-1.0, 0.0, 0.5, 1.0, 2.5, 3.0, 4.0, np.nan])
     for bins in ([0.0, 1.0, 2.5, 3.0], [3.0, 2.5, 1.0, 0.0], [1.0], [1.0, 1.0, 2.0]):
-        np.testing.assert_array_equal(jnp.digitize(x, bins, right=right), np.digitize(x, bins, right=right))
+        np.testing.assert_array_equal(jnp.digitize(x, jnp.asarray(bins), right=right),
+                                      np.digitize(x, bins, right=right))
         f = ember.jit(lambda v, b: jnp.digitize(v, b, right=right))
         np.testing.assert_array_equal(f(x, np.array(bins)), np.digitize(x, bins, right=right))
     with pytest.raises(ValueError):
-        jnp.digitize(x, [0.0, 2.0, 1.0])
+        jnp.digitize(x, jnp.asarray([0.0, 2.0, 1.0]))
 
 
 # -- covariance ----------------------------------------------------------------------------------------
@@ -318,18 +319,20 @@ def test_interp(dtype):
 
 def test_interp_special():
     # repeated xp: the value right of the step; one sample point; period; complex fp
-    _close(jnp.interp([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]),
+    _close(jnp.interp(*map(jnp.asarray, ([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]))),
            np.interp([0.5, 1, 1.5], [0.0, 1, 1, 2], [0.0, 1, 5, 2]), np.float32)
-    _close(jnp.interp([-1.0, 0, 1], [0.5], [3.0]), np.interp([-1.0, 0, 1], [0.5], [3.0]), np.float32)
+    _close(jnp.interp(*map(jnp.asarray, ([-1.0, 0, 1], [0.5], [3.0]))), np.interp([-1.0, 0, 1], [0.5], [3.0]),
+           np.float32)
     x = np.array([-180.0, -170, -185, 185, -10, -5, 0, 365])
     xp, fp = np.array([190.0, -190, 350, -350]), np.array([5.0, 10, 3, 4])
     _close(jnp.interp(x, xp, fp, period=360), np.interp(x, xp, fp, period=360))
     fpc = np.array([1.0 + 2j, 3 - 1j, 0 + 0j])
-    _close(jnp.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.float32)
+    _close(jnp.interp(jnp.asarray([0.5, 1.5]), jnp.asarray([0.0, 1, 2]), fpc),
+           np.interp([0.5, 1.5], [0.0, 1, 2], fpc), np.float32)
     with pytest.raises(ShapeError):
-        jnp.interp(1.0, [0.0, 1], [1.0])
+        jnp.interp(1.0, jnp.asarray([0.0, 1]), jnp.asarray([1.0]))
     with pytest.raises(ValueError):
-        jnp.interp(1.0, [0.0, 1], [1.0, 2], period=0)
+        jnp.interp(1.0, jnp.asarray([0.0, 1]), jnp.asarray([1.0, 2]), period=0)
 
 
 # -- properties ----------------------------------------------------------------------------------------

@@ -46,3 +46,28 @@ def test_tolerance_still_catches_wrong_derivatives():
         check_grads(wrong, (np.float32(0.7),), order=1, modes=("fwd",))
     with pytest.raises(AssertionError):
         check_grads(lambda x: jnp.sin(x) * x, (np.float32(0.7),), order=1, atol=1e-9, rtol=1e-9)
+
+
+def test_random_directions_are_jaxs():
+    # a fresh RandomState(0) per check, drawn leaf by leaf as JAX's rand_like: the same tangents
+    from jax._src.public_test_util import rand_like
+
+    from ember.test_util import _rand_like
+
+    args = (np.ones((2, 3), np.float32), np.float32(1.0), np.ones(2, np.complex64))
+    ours = _rand_like(np.random.RandomState(0), args)
+    rs = np.random.RandomState(0)
+    theirs = [rand_like(rs, a) for a in args]
+    for o, t in zip(ours, theirs):
+        np.testing.assert_array_equal(np.asarray(o), np.asarray(t))
+
+
+def test_cookbook_second_order_call_passes_at_float32():
+    # the tutorial's check_grads(loss, (W, b), order=2) on its random data (failed before ember
+    # drew JAX's directions and scaled tolerances by size as JAX's check_close)
+    key = jax.random.PRNGKey(0)
+    key, w_key, b_key = jax.random.split(key, 3)
+    W = np.asarray(jax.random.normal(w_key, (3,)))  # noqa: N806
+    b = np.asarray(jax.random.normal(b_key, ()))
+    jax_test_util.check_grads(_loss(jax.numpy), (W, b), order=2)
+    check_grads(_loss(jnp), (W, b), order=2)

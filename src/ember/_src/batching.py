@@ -331,7 +331,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | No
         axes = _broadcast_prefix(in_axes, args, "in_axes") + [0] * len(tu.leaves(kwargs))
         names = _arg_names(fun, len(args))
         paths = [p for i, a in enumerate(args) for p in _leaf_paths(a, names[i])] + \
-            [p for k in sorted(kwargs, key=tu._key_order) for p in _leaf_paths(kwargs[k], k)]
+            [p for k in sorted(kwargs) for p in _leaf_paths(kwargs[k], k)]
         dims: list[int | None] = []
         sizes: list[tuple[sh.Dim, str]] = []
         for x, ax, path in zip(leaves, axes, paths):

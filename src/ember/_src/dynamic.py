@@ -233,7 +233,7 @@ class DynamicAxes:
         for i, a in zip(positions, args):
             name = self.positional[i] if i < len(self.positional) else f"args[{i}]"
             _match(self._for_position(i), a, name, specs, names)
-        for k in sorted(kwargs, key=tu._key_order):
+        for k in sorted(kwargs):
             _match(self._for_keyword(k), kwargs[k], k, specs, names)
         self._cache[key] = (specs, names)
         return specs, names

@@ -244,7 +244,7 @@ def _tree_walk(x: Any, leaves: list, struct: list, leaf_key: list) -> bool:
         return all(_tree_walk(c, leaves, struct, leaf_key) for c in x)
     if t is dict:
         try:
-            keys = tuple(sorted(x, key=tu._key_order))
+            keys = tuple(sorted(x))
         except TypeError:
             return False
         struct.append((dict, keys))

@@ -76,7 +76,7 @@ def _node_of(x: Any) -> tuple[Any, list, Hashable] | None:
     if t is tuple or t is list:
         return t, list(x), None
     if t is dict:
-        keys = sorted(x, key=_key_order)
+        keys = _sorted_keys(x)
         return t, [x[k] for k in keys], tuple(keys)
     if x is None:
         return None, [], None
@@ -88,8 +88,14 @@ def _node_of(x: Any) -> tuple[Any, list, Hashable] | None:
     return None
 
 
-def _key_order(k: Any) -> tuple[str, Any]:
-    return (type(k).__name__, k)
+def _sorted_keys(d: dict) -> list:
+    """The keys of ``d`` in sorted order, as JAX orders a dict's children (``{1.5: a, 1: b}`` is
+    ``[b, a]``); keys that do not compare with each other (``{1: a, "y": b}``) are JAX's
+    ``ValueError``."""
+    try:
+        return sorted(d)
+    except TypeError as e:
+        raise ValueError("Comparator raised exception while sorting pytree dictionary keys.") from e
 
 
 def _by_value(x: Any) -> Hashable:

@@ -54,3 +54,6 @@ asarray = _placing_asarray  # ufuncs.asarray that also places (device=, ember.de
 pi, e, inf, nan, newaxis = 3.141592653589793, 2.718281828459045, float("inf"), float("nan"), None
 euler_gamma = 0.5772156649015329
 from ember._src.compat.vectorize import vectorize  # noqa: E402, F401
+
+# last: the functions that refuse lists as JAX's do, in place of the unchecked ones imported above
+from ember._src.numpy.arraylike import *  # noqa: E402, F403

@@ -25,6 +25,7 @@ from ember._src.native.emit.pooled import (
 )
 from ember._src.native.emit.row_kernels import RowKernels
 from ember._src.native.plan import scratch as scratch_mod
+from ember._src.native.scheduling import blockreduce
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps, reachable
 from ember._src.native.scheduling.schedule import Step
@@ -73,8 +74,6 @@ def block_reduce_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptio
     block (on the thread pool at the top level when the work is large enough, else in order), then
     the kernel combining the partials. None where the planner gave the kernel no partials or its
     loop is not one merged loop."""
-    from ember._src.native.scheduling import blockreduce
-
     ir = step.ir
     nblk = blockreduce.blocks(ir)
     if nblk is None or any(scratch_mod.buffer(ctx.plan, s, blockreduce.partial_key(r.rid)) is None
@@ -378,8 +377,6 @@ class KernelEmitter(RowKernels):
 
     def emit_combine(self, q: int) -> None:
         """``finish`` mode: loop ``q``'s reductions from the partials of its blocks, in block order."""
-        from ember._src.native.scheduling import blockreduce
-
         nb = sd.cdim(blockreduce.blocks(self.ir)[1])
         for r in (r for r in self.ir.reduces if r.phase == q + 1):
             t, flt = ctype(r.dtype), r.kind in ("max", "min") and c_ops.is_float(r.dtype)
@@ -503,8 +500,15 @@ class KernelEmitter(RowKernels):
         while split > 0 and not set(self.groups[split - 1]) & outer:
             split -= 1
         simd = "#pragma omp simd" if self.opts.simd else None
-        depth = self.open_loops(self.gnames[:split], sizes[:split], par,
-                                simd if split == len(sizes) else None)
+        j, col = self._column_sums(sizes, split, outer)
+        if col:  # the first reduced loop runs in row blocks, their sums combined pairwise
+            pre = self.open_loops(self.gnames[:j], sizes[:j], par, None)
+            self._open_row_blocks(col, j, sizes, outer, kidx)
+            depth = 1 + self.open_loops(self.gnames[j + 1:split], sizes[j + 1:split], None,
+                                        simd if split == len(sizes) else None)
+        else:
+            depth = self.open_loops(self.gnames[:split], sizes[:split], par,
+                                    simd if split == len(sizes) else None)
         k = self.ix(kidx)
         local = split < len(sizes)
         if local:
@@ -535,6 +539,10 @@ class KernelEmitter(RowKernels):
                     self.w(f"if (n{r.rid}) l{r.rid} = ({ctype(r.dtype)})NAN;")
                 self._acc_update(r, f"{accs[r.rid]}[{k}]", x)
         self.close(depth)
+        if col:
+            stacks = self._close_row_blocks(col, j, sizes, outer, kidx, ksize)
+            self.close(pre)
+            self._combine_levels(stacks, -(-sizes[j] // blockreduce.COLUMN_BLOCK), ksize)
         # 3. epilogue per row
         self.groups, self.gnames, self.names = std
         depth = self.open_loops(self.outer_names, self.outer_sizes, None, None)
@@ -548,6 +556,74 @@ class KernelEmitter(RowKernels):
         for r in row_roots:
             self.w(f"{self.param(r.var, True)}[{self.index(r.var, r.offset)}] = {self.expr(r.node)};")
         self.close(depth)
+
+    def _column_sums(self, sizes: list, split: int, outer: set) -> tuple[int, list]:
+        """``(j, sums)``: loop ``q<j>``, the first over reduced dims, after kept loops only and
+        before the local ones, runs in row blocks for the ``sums`` of
+        :func:`.blockreduce.column_sums`; no sums where there is no such loop or it is short."""
+        j = 0
+        while j < split and set(self.groups[j]) <= outer:
+            j += 1
+        col = blockreduce.column_sums(self.ir)  # none where a size is symbolic
+        if not col or j >= split - 1 or set(self.groups[j]) & outer:
+            return j, []
+        if sizes[j] < 2 * blockreduce.COLUMN_BLOCK:
+            return j, []
+        return j, col
+
+    def _kept_after(self, j: int, sizes: list, outer: set) -> int:
+        """Open loops over the kept groups after group ``j`` (the accumulators one block of it
+        updates, for the loops before it fixed); returns their number."""
+        after = [i for i in range(j + 1, len(self.groups)) if set(self.groups[i]) <= outer]
+        return self.open_loops([self.gnames[i] for i in after], [sizes[i] for i in after], None, None)
+
+    def _open_row_blocks(self, col: list, j: int, sizes: list, outer: set, kidx: Any) -> None:
+        """Open the block loop and, inside it, loop ``q<j>`` over the block's rows, after setting
+        the accumulators of the sums in ``col`` that the block updates to zero."""
+        b, rows, q = blockreduce.COLUMN_BLOCK, sizes[j], self.gnames[j]
+        self.w(f"for (int64_t b_ = 0; b_ < {-(-rows // b)}; ++b_) {{")
+        self.ind += 1
+        self.w(f"const int64_t e_ = b_ * {b} + {b} < {rows} ? b_ * {b} + {b} : {rows};")
+        depth = self._kept_after(j, sizes, outer)
+        k = self.ix(kidx)
+        for r in col:
+            acc = self.scratch_param(scratch_mod.accumulators(r.rid), r.dtype)
+            self.w(f"{acc}[{k}] = {c_ops.reduce_init(r.kind, r.dtype)};")
+        self.close(depth)
+        self.w(f"for (int64_t {q} = b_ * {b}; {q} < e_; ++{q}) {{")
+        self.ind += 1
+
+    def _close_row_blocks(self, col: list, j: int, sizes: list, outer: set, kidx: Any,
+                          ksize: Any) -> list[tuple[str, str]]:
+        """Push this block's sums on the pairwise stack (merging the levels a binary counter
+        carries into) and close the block loop; after the loops before it, the caller's, close,
+        :meth:`_combine_levels` adds the stack's levels up. Returns the (accumulators, stack)
+        parameters of the sums."""
+        pairs = [(self.scratch_param(scratch_mod.accumulators(r.rid), r.dtype),
+                  self.scratch_param(blockreduce.levels_key(r.rid), r.dtype)) for r in col]
+        self.w("int64_t l_ = 0;")
+        self.w("for (int64_t c_ = b_ + 1; (c_ & 1) == 0; c_ >>= 1, ++l_) {")
+        self.ind += 1
+        depth = self._kept_after(j, sizes, outer)
+        k = self.ix(kidx)
+        for acc, stk in pairs:
+            self.w(f"{acc}[{k}] += {stk}[l_ * {ksize} + {k}];")
+        self.close(depth + 1)
+        depth = self._kept_after(j, sizes, outer)
+        k = self.ix(kidx)
+        for acc, stk in pairs:
+            self.w(f"{stk}[l_ * {ksize} + {k}] = {acc}[{k}];")
+        self.close(depth + 1)
+        return pairs
+
+    def _combine_levels(self, pairs: list[tuple[str, str]], nb: int, ksize: Any) -> None:
+        """After the whole nest: each accumulator is the sum of the stack levels ``nb`` blocks
+        occupy."""
+        levels = [lv for lv in range(nb.bit_length()) if nb >> lv & 1]  # the occupied ones
+        self.w(f"for (int64_t k_ = 0; k_ < {ksize}; ++k_) {{")
+        for acc, stk in pairs:
+            self.w(f"    {acc}[k_] = {' + '.join(f'{stk}[{lv * ksize} + k_]' for lv in levels)};")
+        self.w("}")
 
     def _acc_update(self, r: Any, a: str, x: str) -> None:
         if r.kind in ("max", "min"):
@@ -649,8 +725,6 @@ class KernelEmitter(RowKernels):
         self.close(depth)
         reds = [r for r in ir.reduces if r.phase == q + 1]
         if self.block == "part":  # this block's partials, in the accumulator type
-            from ember._src.native.scheduling import blockreduce
-
             for r in reds:
                 flt = r.kind in ("max", "min") and c_ops.is_float(r.dtype)
                 if flt:

@@ -9,7 +9,8 @@ size (an ``int``, or a ``DimExpr`` under named dynamic axes) and an alignment. T
 The names, by who asks:
 
 * a ``kernel``: :func:`accumulators` (per-row accumulators of reduction ``rid``, a kernel with a
-  natural row layout), :func:`.blockreduce.partial_key` (one partial per block of a whole-array
+  natural row layout), :func:`.blockreduce.levels_key` (the pairwise stack of a column sum that
+  runs in row blocks), :func:`.blockreduce.partial_key` (one partial per block of a whole-array
   reduction), :func:`row_cache` (a row of node ``nid`` computed by one loop and read by later
   ones, one per thread when the rows run in parallel);
 * a ``call`` step: :data:`CALL_WORKSPACE` (``workspace(eqn)`` of its lowering, :mod:`.calls`);
@@ -70,6 +71,10 @@ def _kernel(step: Any, threads: int) -> list[ScratchRequest]:
     if ir.natural is not None:
         out += [ScratchRequest(accumulators(r.rid), ir.outer_size * np.dtype(r.dtype).itemsize)
                 for r in ir.reduces]
+        levels = blockreduce.column_levels(ir)  # column sums in row blocks: the pairwise stack
+        out += [ScratchRequest(blockreduce.levels_key(r.rid),
+                               levels * ir.outer_size * np.dtype(r.dtype).itemsize)
+                for r in blockreduce.column_sums(ir)]
     if (nblk := blockreduce.blocks(ir)) is not None:  # whole-array reductions in blocks
         nb = nblk[1] if not sh.is_symbolic(nblk[1]) else sh.dmax(nblk[1], 1)  # a symbolic count may be 0
         out += [ScratchRequest(blockreduce.partial_key(r.rid), nb * np.dtype(r.dtype).itemsize)

@@ -1,0 +1,40 @@
+"""The code cells of JAX's tutorial ``docs/pytrees.md`` (jax-ml/jax at cec06d116c05,
+Apache License 2.0), unchanged and in order; ``(code, raises)``, where ``raises`` marks a cell
+the tutorial shows raising an exception."""
+
+# ruff: noqa: E501
+
+CELLS = [
+    ('# This ensures that code cell tracebacks appearing below will be concise.\n%xmode minimal',
+     False),
+    ('import jax\nimport jax.numpy as jnp\n\nexample_trees = [\n    [1, \'a\', object()],\n    (1, (2, 3), ()),\n    [1, {\'k1\': 2, \'k2\': (3, 4)}, 5],\n    {\'a\': 2, \'b\': (2, 3)},\n    jnp.array([1, 2, 3]),\n]\n\n# Print how many leaves the pytrees have.\nfor pytree in example_trees:\n  # This `jax.tree.leaves()` method extracts the flattened leaves from the pytrees.\n  leaves = jax.tree.leaves(pytree)\n  print(f"{repr(pytree):<45} has {len(leaves)} leaves: {leaves}")',
+     False),
+    ('list_of_lists = [\n    [1, 2, 3],\n    [1, 2],\n    [1, 2, 3, 4]\n]\n\njax.tree.map(lambda x: x*2, list_of_lists)',
+     False),
+    ('another_list_of_lists = list_of_lists\njax.tree.map(lambda x, y: x+y, list_of_lists, another_list_of_lists)',
+     False),
+    ('import numpy as np\n\ndef init_mlp_params(layer_widths):\n  params = []\n  for n_in, n_out in zip(layer_widths[:-1], layer_widths[1:]):\n    params.append(\n        dict(weights=np.random.normal(size=(n_in, n_out)) * np.sqrt(2/n_in),\n             biases=np.ones(shape=(n_out,))\n            )\n    )\n  return params\n\nparams = init_mlp_params([1, 128, 128, 1])',
+     False),
+    ('jax.tree.map(lambda x: x.shape, params)',
+     False),
+    ("# Define the forward pass.\ndef forward(params, x):\n  *hidden, last = params\n  for layer in hidden:\n    x = jax.nn.relu(x @ layer['weights'] + layer['biases'])\n  return x @ last['weights'] + last['biases']\n\n# Define the loss function.\ndef loss_fn(params, x, y):\n  return jnp.mean((forward(params, x) - y) ** 2)\n\n# Set the learning rate.\nLEARNING_RATE = 0.0001\n\n# Using the stochastic gradient descent, define the parameter update function.\n# Apply `@jax.jit` for JIT compilation (speed).\n@jax.jit\ndef update(params, x, y):\n  # Calculate the gradients with `jax.grad`.\n  grads = jax.grad(loss_fn)(params, x, y)\n  # Note that `grads` is a pytree with the same structure as `params`.\n  # `jax.grad` is one of many JAX functions that has\n  # built-in support for pytrees.\n  # This is useful - you can apply the SGD update using JAX pytree utilities.\n  return jax.tree.map(\n      lambda p, g: p - LEARNING_RATE * g, params, grads\n  )",
+     False),
+    ('from jax.tree_util import tree_structure\nprint(tree_structure(object))',
+     False),
+    ('import collections\n\nATuple = collections.namedtuple("ATuple", (\'name\'))\n\ntree = [1, {\'k1\': 2, \'k2\': (3, 4)}, ATuple(\'foo\')]\nflattened, _ = jax.tree_util.tree_flatten_with_path(tree)\n\nfor key_path, value in flattened:\n  print(f\'Value of tree{jax.tree_util.keystr(key_path)}: {value}\')',
+     False),
+    ("for key_path, _ in flattened:\n  print(f'Key path of tree{jax.tree_util.keystr(key_path)}: {repr(key_path)}')",
+     False),
+    ('a_tree = [jnp.zeros((2, 3)), jnp.zeros((3, 4))]\n\n# Try to make another pytree with ones instead of zeros.\nshapes = jax.tree.map(lambda x: x.shape, a_tree)\njax.tree.map(jnp.ones, shapes)',
+     False),
+    ('jax.tree.leaves([None, None, None])',
+     False),
+    ('jax.tree.leaves([None, None, None], is_leaf=lambda x: x is None)',
+     False),
+    ('jax.tree.map(lambda x: x + 1, {1: 7, "y": 42})',
+     True),
+    ('def tree_transpose(list_of_trees):\n  """\n  Converts a list of trees of identical structure into a single tree of lists.\n  """\n  return jax.tree.map(lambda *xs: list(xs), *list_of_trees)\n\n# Convert a dataset from row-major to column-major.\nepisode_steps = [dict(t=1, obs=3), dict(t=2, obs=4)]\ntree_transpose(episode_steps)',
+     False),
+    ('jax.tree.transpose(\n  outer_treedef = jax.tree.structure([0 for e in episode_steps]),\n  inner_treedef = jax.tree.structure(episode_steps[0]),\n  pytree_to_transpose = episode_steps\n)',
+     False),
+]
