@@ -86,7 +86,7 @@ def test_jit_native_matches_numpy_and_exposes_stages():
 def test_one_native_call_per_program(which, monkeypatch):
     f, args = (mlp, mlp_args()) if which == "mlp" else (transformer_block, block_args())
     # with the C dispatcher each warm call is exactly one call of the entry point by construction
-    # (tests/native/test_dispatch.py); here the Python path's ctypes call is counted
+    # (tests/native/runtime/test_dispatch.py); here the Python path's ctypes call is counted
     monkeypatch.setenv("EMBER_DISPATCH", "0")
     jf = ember.jit(f, backend="native")
     want = ember.jit(f)(*args)

@@ -306,7 +306,7 @@ def test_bindings_share_one_arena_safely_across_threads() -> None:
 
 def test_scan_over_a_named_axis_runs_in_the_symbolic_library() -> None:
     """A scan whose length and carry shapes are symbolic runs as a native loop of the one compiled
-    library (tests/native/test_symbolic_loops.py covers the rest)."""
+    library (tests/native/scheduling/test_symbolic_loops.py covers the rest)."""
     from ember import lax
 
     def f(x: object) -> object:

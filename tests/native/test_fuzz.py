@@ -11,7 +11,7 @@ import pytest
 
 from tests.native import randprog
 from tests.native.conftest import requires_cc
-from tests.native.test_planner import independent_overlap_check
+from tests.native.plan.test_planner import independent_overlap_check
 from tests.native.util import check
 
 N_CASES = 1 if "EMBER_FUZZ_SEED" in os.environ else int(os.environ.get("EMBER_FUZZ_CASES", "10"))

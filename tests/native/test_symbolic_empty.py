@@ -15,7 +15,7 @@ from ember._src.native import specialize
 from ember._src.native.runtime import compiler
 from ember._src.prims.indexing import take_p
 from tests.native.conftest import requires_cc
-from tests.native.test_symbolic_loops import _all_fallbacks, _ck_loss, _ck_loss_np, _loop_steps
+from tests.native.scheduling.test_symbolic_loops import _all_fallbacks, _ck_loss, _ck_loss_np, _loop_steps
 
 pytestmark = requires_cc
 

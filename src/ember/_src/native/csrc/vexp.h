@@ -9,7 +9,7 @@
    minimax fit of the relative error on [-ln2/2, ln2/2], rounded to float32), then p 2^k rounded
    once (so subnormal results round once). Error <= 2 ulp against float64 exp over the whole
    float32 range (measured 1.06 ulp over all 2^32 inputs on the AVX-512 variant;
-   tests/native/test_row_kernels.py checks every 509th bit pattern, -inf, +inf, NaN, subnormal
+   tests/native/emit/test_row_kernels.py checks every 509th bit pattern, -inf, +inf, NaN, subnormal
    results and the overflow/underflow thresholds). With c = 0 it is exp(src[j]) (x - 0 is x).
 
    Variants, chosen by the CPU the program is compiled for (the compile cache's key records it):
@@ -152,7 +152,7 @@ static float em_exp_row_f32(float *dst, const float *src, float c, int64_t n) {
      em_softmax_rows_f32:     dst_j = e_j * (1 / s)          (dst may be src)
      em_log_softmax_rows_f32: dst_j = (x_j - c) - off(s)      (dst must not overlap src)
    The results equal those of a row kernel computing the same formula through em_exp_row_f32
-   (with a product by the reciprocal for the softmax), bit for bit (tests/native/test_row_kernels.py),
+   (with a product by the reciprocal for the softmax), bit for bit (tests/native/emit/test_row_kernels.py),
    and do not depend on how the rows are split among calls.
 
    The AVX-512F variant runs the three passes of neighbouring rows in one loop: while it

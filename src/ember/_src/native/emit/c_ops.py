@@ -6,7 +6,7 @@ includes only those a program uses (see :func:`prelude_for`).
 
 Math accuracy (float32, measured against float64 NumPy over 2**19 random and special values and
 a sweep of every 509th float32 bit pattern plus dense runs at each threshold, in
-``tests/native/test_c_math.py``; measured maxima in brackets): ``em_expf`` <= 2 ulp [0.98],
+``tests/native/emit/test_c_math.py``; measured maxima in brackets): ``em_expf`` <= 2 ulp [0.98],
 ``em_logf`` <= 2 ulp [0.82], ``em_tanhf`` <= 7 ulp and 4e-7 absolute [4.6, 2.7e-7],
 ``em_logisticf`` <= 4 ulp [2.5], ``em_erff`` <= 8 ulp and <= 5e-7 absolute [5.5 ulp near
 |x| = 3.9 where erf is ~1, 3.3e-7]. Results below 1e-37 (near or in the subnormal range) are within
@@ -17,7 +17,7 @@ own contraction) so loops that use them vectorize; NaN, +-inf and signed zeros f
 finite-math assumptions). float64 math calls libm (correctly rounded to <= 1 ulp, not vectorized).
 Row kernels evaluate float32 ``exp`` a row at a time with ``em_exp_row_f32`` (``csrc/vexp.h``:
 AVX-512F or AVX2+FMA intrinsics, a shorter polynomial than ``em_expf``, also <= 2 ulp [1.06]; the
-two differ by at most 1 ulp, ``tests/native/test_row_kernels.py``).
+two differ by at most 1 ulp, ``tests/native/emit/test_row_kernels.py``).
 """
 
 from __future__ import annotations

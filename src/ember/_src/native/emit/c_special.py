@@ -7,7 +7,7 @@ matching SciPy's ``psi``, ``erfinv`` and ``polygamma`` including their special v
 * ``digamma``: recurrence up to ``x >= 10``, then the asymptotic series (terms to ``x**-14``);
   reflection ``psi(1 - x) - pi / tan(pi x)`` for ``x < 0`` with ``x`` reduced to the nearest
   integer first. Poles: ``psi(+-0) = -+inf``, NaN at negative integers and ``-inf``. Error
-  (float64, tested against SciPy in ``tests/native/test_c_special.py``): for ``x > 0`` <= 1e-13
+  (float64, tested against SciPy in ``tests/native/emit/test_c_special.py``): for ``x > 0`` <= 1e-13
   relative away from the root ``x0 = 1.4616...``, <= 2e-15 absolute near it; for ``x < 0`` (where
   the reflection cancels near the roots between the poles) <= 1e-12 * max(1, |psi(x)|).
 * ``erf_inv``: ``ndtri((1 + x) / 2) / sqrt(2)`` with Wichura's AS241 normal-quantile rational

@@ -17,7 +17,7 @@ from ember._src.native.csrc import load
 from ember._src.native.emit import c_ops
 from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
-from tests.native.test_c_math import _max_error, _sweep
+from tests.native.emit.test_c_math import _max_error, _sweep
 
 LENGTHS = [1, 2, 15, 16, 17, 1000, 1024, 4097]
 # the variants of vexp.h: as compiled for this CPU, then with the wider instruction sets hidden

@@ -16,7 +16,7 @@ from ember import lax
 from ember._src.native.emit import conv_winograd
 from ember.test_util import check_grads
 from tests.native.conftest import requires_cc
-from tests.native.test_conv_native import NCHW, NHWC, operands, ref, tol
+from tests.native.emit.test_conv_native import NCHW, NHWC, operands, ref, tol
 from tests.native.util import run_with_call_step
 
 pytestmark = requires_cc

@@ -11,7 +11,7 @@ import ember
 from ember._src.native.emit import conv_fft
 from ember.test_util import check_grads
 from tests.native.conftest import requires_cc
-from tests.native.test_conv_native import NCHW, NHWC, conv_fn, operands, ref, run_native, tol
+from tests.native.emit.test_conv_native import NCHW, NHWC, conv_fn, operands, ref, run_native, tol
 
 pytestmark = requires_cc
 FFT_CALL = "em_cf_bin_f"  # the frequency-domain product's task

@@ -485,7 +485,7 @@ def test_jit_constant_weights_are_prepacked(kernel_loaded, trans_b):
     if exe.fallback_reason is None and gemm_kernel.kernel_symbol() is not None and not gemm_kernel.BLAS_ONLY:
         assert exe.source.count("em_skp_fn()") == 2
         # with the weights as arguments the program reads a packed copy the runtime may keep for
-        # them (tests/native/test_packed_arguments.py); with constants it needs none
+        # them (tests/native/runtime/test_packed_arguments.py); with constants it needs none
         cell = "const float *pk_ = (*(const float *const *)fns["
         assert as_args.lower(x, w1, b1, w2).executable.source.count(cell) == 2 and cell not in exe.source
 

@@ -23,7 +23,7 @@ from tests.native.conftest import requires_cc
 RNG = np.random.default_rng(11)
 
 # written-out attention keeps its products (the strided views tested here) only without the
-# fuse_attention pass (which makes it one attention step: tests/native/test_attention*)
+# fuse_attention pass (which makes it one attention step: tests/native/emit/test_attention*)
 UNFUSED = {"passes": tuple(n for n in passes.DEFAULT_PASSES if n != "fuse_attention")}
 
 
@@ -237,7 +237,7 @@ def test_transformer_block_schedule_has_no_copies():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_transformer.py"
+    path = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "bench_transformer.py"
     spec = importlib.util.spec_from_file_location("bench_transformer_for_test", path)
     bt = importlib.util.module_from_spec(spec)
     import sys

@@ -327,7 +327,7 @@ def test_one_compile_across_batch_sizes(layouts, C, O):
 
 
 def test_workspace_is_bounded_by_tiles_not_im2col(monkeypatch):
-    # the direct kernel's tiles (the FFT path, off here, holds spectra: tests/native/test_conv_fft.py)
+    # the direct kernel's tiles (the FFT path, off here, holds spectra: tests/native/emit/test_conv_fft.py)
     monkeypatch.setattr(conv_fft, "ENABLED", False)
     monkeypatch.setenv("EMBER_PROGRAM_CACHE", "0")
     x, w = operands(8, 16, 32, 32, 32, 7, 7, 1, NHWC, np.float32)

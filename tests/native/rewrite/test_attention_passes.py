@@ -17,7 +17,7 @@ from ember._src.native.rewrite.passes import run_passes
 from ember._src.prims.attention import attention
 from ember._src.program import trace_to_program
 from tests.native.conftest import requires_cc
-from tests.native.test_attention import data, ref
+from tests.native.emit.test_attention import data, ref
 
 pytestmark = requires_cc
 RNG = np.random.default_rng(19)

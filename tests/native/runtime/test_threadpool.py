@@ -252,7 +252,7 @@ def test_symbolic_rows_decide_at_run_time(rows):
 
 def test_transformer_block_two_threads_equals_one_thread():
     threadpool.load(wait=True)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     try:
         import bench_transformer as bt
     finally:

@@ -18,7 +18,7 @@ from ember._src.native.runtime.background import BackgroundLibrary
 from ember.errors import CompileError
 
 requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
-SRC_DIR = Path(__file__).resolve().parents[2] / "src"
+SRC_DIR = Path(__file__).resolve().parents[3] / "src"
 SOURCE = "int ember_bg_triple(int x) { return 3 * x; }\n"
 
 

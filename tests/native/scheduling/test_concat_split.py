@@ -12,8 +12,7 @@ from ember import lax
 from ember._src.lax import conv as lax_conv
 from ember._src.native.backend import NativeExecutable
 from ember._src.native.scheduling import concat_split
-
-from .util import check
+from tests.native.util import check
 
 
 def _kernel_parts(exe: NativeExecutable) -> list[int]:

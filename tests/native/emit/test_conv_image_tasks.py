@@ -14,7 +14,7 @@ import pytest
 import ember
 from ember._src.native.emit import conv as conv_emit
 from tests.native.conftest import requires_cc
-from tests.native.test_conv_native import NCHW, NHWC, conv_fn, input_vjp, operands, ref, tol
+from tests.native.emit.test_conv_native import NCHW, NHWC, conv_fn, input_vjp, operands, ref, tol
 
 pytestmark = requires_cc
 TASK = "em_cv_image_"

@@ -22,7 +22,7 @@ import pytest
 
 from ember._src.native.runtime import compiler
 from tests.native.conftest import requires_cc
-from tests.native.test_conv_native import NCHW, NHWC, ref
+from tests.native.emit.test_conv_native import NCHW, NHWC, ref
 
 pytestmark = requires_cc
 
@@ -152,7 +152,7 @@ def test_double_and_odd_fft_lanes_without_avx512(avx2_results):
 
 @pytest.mark.parametrize("i", range(len(ATTENTION)), ids=[f"attention{i}" for i in range(len(ATTENTION))])
 def test_attention_without_avx512(avx2_results, i):
-    from tests.native.test_attention import ref as attention_ref
+    from tests.native.emit.test_attention import ref as attention_ref
 
     q, k, v, o = (np.asarray(t, np.float32) for t in avx2_results["attention"][i])
     want = attention_ref(q, k, v, scale=1 / np.sqrt(q.shape[-1]), causal=ATTENTION[i][4])

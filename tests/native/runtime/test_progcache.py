@@ -24,7 +24,7 @@ from ember._src.native.runtime import compiler, gemm_library, progcache
 from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(7)
-SRC_DIR = Path(__file__).resolve().parents[2] / "src"
+SRC_DIR = Path(__file__).resolve().parents[3] / "src"
 
 
 def mlp(x, w1, b1, w2, b2):

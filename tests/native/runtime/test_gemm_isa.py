@@ -18,7 +18,7 @@ import pytest
 
 from ember._src.native.emit import gemm_kernel
 from tests.native.conftest import requires_cc
-from tests.native.test_gemm_kernel import build_kernel
+from tests.native.runtime.test_gemm_kernel import build_kernel
 
 SIZES = [1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 255, 257, 512, 1000]
 EPS = float(np.finfo(np.float32).eps)

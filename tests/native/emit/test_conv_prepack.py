@@ -17,7 +17,7 @@ import ember
 from ember import lax
 from ember._src.native.emit import conv_winograd
 from tests.native.conftest import requires_cc
-from tests.native.test_conv_native import CASES, NCHW, NHWC, conv_fn, operands, ref, tol
+from tests.native.emit.test_conv_native import CASES, NCHW, NHWC, conv_fn, operands, ref, tol
 
 pytestmark = requires_cc
 
