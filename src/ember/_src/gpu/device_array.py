@@ -114,15 +114,6 @@ class DeviceArray(Array):
         self._buf = None
         self._host = None
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        v = self.value
-        if dtype is not None and np.dtype(dtype) != v.dtype:
-            return v.astype(dtype)
-        return v.copy() if copy else v
-
-    def to_concrete(self) -> np.ndarray:
-        return self.value
-
     def __repr__(self) -> str:
         if self._buf is None:
             return "Array(<deleted>)"
