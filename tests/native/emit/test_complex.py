@@ -133,6 +133,23 @@ def test_integer_pow_of_infinite_parts_matches_numpy(dtype, y):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
+def test_products_that_overflow_round_as_fused_multiply_adds(dtype):
+    """Each part of a complex product is one fused multiply-add (real ``fma(ar, br, -(ai bi))``,
+    imag ``fma(ar, bi, ai br)``, the order of NumPy's SIMD complex loops): where one product
+    overflows the other's exact value decides, instead of inf - inf. Hand-derived: (M + inf i)^2 =
+    -inf + inf i, (M + M i)(M - M i) = inf + inf i (M the largest finite value); both were NaN in
+    one part natively while eager (NumPy) gave these."""
+    m = np.finfo(np.float32 if dtype == np.complex64 else np.float64).max
+    a = np.array([complex(m, np.inf), complex(m, m), complex(2, 3)], dtype)
+    b = np.array([complex(m, np.inf), complex(m, -m), complex(2, 3)], dtype)
+    want = np.array([complex(-np.inf, np.inf), complex(np.inf, np.inf), complex(-5, 12)], dtype)
+    for f, args, loop in ((lambda x, y: x * y, (a, b), False), (lambda x: jnp.square(x), (a[:1],), False),
+                          (lambda x: lax.scan(lambda c, s: (c, s * s), 0, x)[1], (a[:1],), True)):
+        got, _ = native(f, *args, kernels=not loop)  # the scan's body is a loop step's function
+        np.testing.assert_array_equal(np.asarray(got), want[:len(args[0])])
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
 def test_conversions_and_construction(dtype):
     z = data(dtype)
     rd = np.float32 if dtype == np.complex64 else np.float64
