@@ -84,7 +84,8 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
     threads = options.threads(openmp)
     loops.lower_loops(sched, loops.BodyOptions(
         passes=options.passes, max_inputs=options.max_kernel_inputs, fuse=options.fuse, threads=threads,
-        inplace=options.inplace, validate=mode != "off", symbolic=symbolic, compile=compile_body))
+        inplace=options.inplace, validate=mode != "off", symbolic=symbolic, prepack=options.prepack,
+        compile=compile_body))
     cg = CodegenOptions(openmp=openmp, num_threads=options.num_threads, workspace_threads=threads,
                         parallel_threshold=options.parallel_threshold, simd=options.simd, axes=axes,
                         prepack=options.prepack)
@@ -132,8 +133,9 @@ def compile_body(prog: Program, opts: loops.BodyOptions, name: str) -> loops.Bod
     for st in sched.steps:
         if st.kind not in ("loop", "cond"):
             st.name = f"{name}_{st.name}"
-    gemm_strategy.assign(sched, gemm_strategy.GemmContext(consts={}, inputs=(), prepack=False, pooled=False,
-                                                          parallel=lambda work, extent: False, in_body=True))
+    gemm_strategy.assign(sched, gemm_strategy.GemmContext(
+        consts={v.id: c for v, c in zip(p.constvars, p.consts)}, inputs=(), prepack=opts.prepack,
+        pooled=False, parallel=lambda work, extent: False, in_body=True))
     plan = plan_memory(sched, threads=opts.threads, inplace=opts.inplace)
     if opts.validate and not opts.symbolic:  # symbolic plans are placed (and checked) per binding
         plan.check()

@@ -161,6 +161,8 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
         body.const_slots.append(abi.const_slot(len(gen.extra_consts)))
         gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
     ctx = _BodyCtx(body)
+    # the body's constants, so a product with a constant B reads it prepacked (one copy per program)
+    ctx.consts, ctx.gen = {v.id: c for v, c in zip(body.program.constvars, body.program.consts)}, gen
     from ember._src.native.emit.codegen import emit_steps  # codegen emits loop steps through this module
     lines = emit_steps(body.schedule, body.plan, ctx, opts, gen, funcs)
     params = ["char *arena", "void **fns", "const int64_t *dims"]

@@ -2,7 +2,9 @@
 :func:`hoist_loop_transposes` turns ``W @ h`` with a loop-invariant ``W`` into ``h @ W.T`` (``W.T``
 computed once; the row form vectorizes into register accumulators), :func:`dce_loop_outputs` drops
 stacked outputs of a ``scan`` and outputs of a ``cond`` that nothing reads, and the equations
-computing them, and the consts and xs a scan's body does not read."""
+computing them, and the consts and xs a scan's body does not read; :func:`constant_loop_operands`
+makes a loop-invariant operand that is a constant of the program a constant of the body (so the
+body's products may read it prepacked)."""
 
 from __future__ import annotations
 
@@ -184,6 +186,56 @@ def hoist_loop_transposes(p: Program) -> Program:
         ins = list(e.inputs)
         ins[first + nc:first + nc] = wts
         eqns.append(Eqn(e.prim, ins, dict(e.params, body=new_body, **{key: nc + len(wts)}), e.outvars))
+        changed = True
+    if not changed:
+        return p
+    return Program(p.constvars, p.invars, eqns, p.outvars, p.consts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Constant loop operands
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_constant_inputs(body: Program, idx: list[int], values: list) -> Program:
+    """``body`` with its inputs ``idx`` turned into constants holding ``values``."""
+    drop = set(idx)
+    return Program((*body.constvars, *(body.invars[i] for i in idx)),
+                   [v for i, v in enumerate(body.invars) if i not in drop], body.eqns, body.outvars,
+                   (*body.consts, *values))
+
+
+@passes_mod.register
+def constant_loop_operands(p: Program) -> Program:
+    """A loop-invariant operand of a ``scan`` (its consts) or of a ``while``'s body that is a
+    constant of ``p`` becomes a constant of the body: the body's products then see a constant
+    ``B`` and may read it packed once for the whole program (an LSTM's recurrent matrix, streamed
+    in place and re-packed on every step otherwise). Bodies whose constants are not known (constvars
+    without values) are left alone; nested loops are handled when the body is compiled."""
+    cval = {v.id: c for v, c in zip(p.constvars, p.consts)}
+    if not cval:
+        return p
+    eqns: list[Eqn] = []
+    changed = False
+    for e in p.eqns:
+        if e.prim is pr.SCAN:
+            nc, first, key = e.params["num_consts"], 0, "num_consts"
+        elif e.prim is pr.WHILE:
+            nc, first, key = e.params["body_nconsts"], e.params["cond_nconsts"], "body_nconsts"
+        else:
+            eqns.append(e)
+            continue
+        body = e.params["body"]
+        ops = e.inputs[first:first + nc]
+        idx = [i for i, a in enumerate(ops) if isinstance(a, Var) and a.id in cval]
+        if not idx or (body.constvars and not body.consts):
+            eqns.append(e)
+            continue
+        values = [cval[e.inputs[first + i].id] for i in idx]
+        new_body = _with_constant_inputs(body, idx, values)
+        drop = {first + i for i in idx}
+        ins = [a for j, a in enumerate(e.inputs) if j not in drop]
+        eqns.append(Eqn(e.prim, ins, dict(e.params, body=new_body, **{key: nc - len(idx)}), e.outvars))
         changed = True
     if not changed:
         return p

@@ -76,7 +76,8 @@ PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "fuse_attention", "absorb_causal_mask",
                   "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
                   "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
-                  "gemm_views", "refine_transposes", "simplify", "cse", "dce_loop_outputs", "dce")
+                  "constant_loop_operands", "gemm_views", "refine_transposes", "simplify", "cse",
+                  "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:

@@ -204,10 +204,10 @@ def choose(step: Step, ctx: GemmContext) -> GemmStrategy:
     route = GemmRoute.BLAS_VIEWS if views else GemmRoute.BLAS
     kernel = kernel_takes(step, False)
     b = BSource.NONE
-    if ctx.prepack and np.dtype(step.outputs[0].aval.dtype) == np.float32 and not ctx.in_body:
-        if _constant_packable(step, ctx.consts):
+    if ctx.prepack and np.dtype(step.outputs[0].aval.dtype) == np.float32:
+        if _constant_packable(step, ctx.consts):  # a loop body's too: packed once, not per step
             b = BSource.CONSTANT
-        elif not views and packable_b(step, ctx.inputs) is not None:
+        elif not views and not ctx.in_body and packable_b(step, ctx.inputs) is not None:
             b = BSource.ARGUMENT
     pooled = False
     if kernel and ctx.pooled and not ctx.in_body:

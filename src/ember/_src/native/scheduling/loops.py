@@ -114,6 +114,7 @@ class BodyOptions:
     inplace: bool = True
     validate: bool = True
     symbolic: bool = False  # named dynamic axes: sizes may be DimExprs, arena offsets per binding
+    prepack: bool = True  # products with a constant B read it packed once (the backend option)
     # compiles one body Program into a Body (passes, schedule, nested loops, plan): the pipeline's
     # ``compile_body``, handed down so this stage never imports the later ones
     compile: Callable[[Program, BodyOptions, str], Body] | None = None
