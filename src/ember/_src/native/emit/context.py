@@ -29,6 +29,9 @@ class CodegenOptions:
     simd: bool = True
     axes: tuple[str, ...] = ()  # symbolic schedule: the axes read from dims[0..len(axes))
     prepack: bool = True  # a constant B, or a repeated Array argument B, packed once for the GEMM kernel
+    # products above this cost share their panels out on ember's pool (None: parallel_threshold);
+    # loop bodies raise parallel_threshold (their OpenMP regions) but not this (loop_bodies.emit_body)
+    pool_threshold: int | None = None
 
 
 

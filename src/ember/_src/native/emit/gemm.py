@@ -5,6 +5,7 @@ loop bodies; which strategy a product takes is decided here.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,7 @@ from ember._src.native.emit import c_ops, gemm_kernel, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import parallel_clause, pool_call, pool_task, pool_threads
+from ember._src.native.runtime import threadpool
 from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.gemm_strategy import (
     BLAS_DTYPES,
@@ -155,8 +157,13 @@ def _small_sgemm_call(step: Step, ctx: EmitContext, opts: CodegenOptions | None,
     e = step.eqns[0]
     nthreads = 1
     panels = (n + 23) // 24 if sd.is_sym(n) else gemm_kernel.panel_count(n)  # the units its threads share
-    if opts is not None and parallel_clause(opts, m * n * k, panels)[0]:
+    pool_opts = opts if opts is None or opts.pool_threshold is None else \
+        dataclasses.replace(opts, parallel_threshold=opts.pool_threshold)
+    if pool_opts is not None and parallel_clause(pool_opts, m * n * k, panels)[0]:
         nthreads = opts.num_threads or 0
+        # the kernel shares its panels out on ember's pool once that library is loaded (else an
+        # OpenMP region per call, whose sleeping threads took ~50 us to wake for each step of a loop)
+        threadpool.load()
     (ba, (_, rsa), (_, csa)), (bb, (_, rsb), (_, csb)), (bo, (_, ldc), _) = step_layouts(step)
     a, b, out = e.inputs[0], e.inputs[1], step.outputs[0]
     epi = step.epilogue

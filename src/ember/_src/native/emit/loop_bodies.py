@@ -7,6 +7,7 @@ bodies with at most :data:`.gemm_strategy.SMALL_GEMM_FLOPS` multiply-adds are in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -160,6 +161,13 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     for c in body.program.consts:
         body.const_slots.append(abi.const_slot(len(gen.extra_consts)))
         gen.extra_consts.append(np.ascontiguousarray(getattr(c, "value", c)))
+    # a body's loops run once per step: an OpenMP region there wakes its sleeping threads each step
+    # (~50 us apiece on a 2-vCPU VM with the PASSIVE wait policy the compiler module sets), and
+    # contends with the pool's spinning workers, so only loops of BODY_REGION_FACTOR times the
+    # threshold's work go parallel; products keep the threshold, on the pool (an LSTM step's gate
+    # map of 8 x 256 sigmoids/tanhs went parallel: batch 8 took 4.0 ms at two threads, 2.9 at one)
+    base = opts.parallel_threshold if opts.pool_threshold is None else opts.pool_threshold  # nested: once
+    opts = dataclasses.replace(opts, parallel_threshold=base * BODY_REGION_FACTOR, pool_threshold=base)
     ctx = _BodyCtx(body)
     # the body's constants, so a product with a constant B reads it prepacked (one copy per program)
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(body.program.constvars, body.program.consts)}, gen
@@ -178,6 +186,8 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
 
 # multiply-adds of inlined products: one fused instruction where the target has FMA (the C11
 # mode the backend compiles in does not contract a * b + c on its own)
+BODY_REGION_FACTOR = 32  # a loop body's OpenMP loops need this times the parallel threshold's work
+
 _FMA_MACROS = """#ifdef __FMA__
 #define EM_FMAF(a, b, c) fmaf(a, b, c)
 #define EM_FMA(a, b, c) fma(a, b, c)
