@@ -455,3 +455,34 @@ if __name__ == "__main__":  # the fuzzing child: saved-session directory, work d
     resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
     for rec in fuzz(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])):
         print(json.dumps(rec), flush=True)
+
+
+@pytest.mark.parametrize("save_x64,load_x64", [(False, True), (True, False)])
+def test_int64_buffer_loads_under_either_x64_mode(tmp_path, save_x64, load_x64):
+    """An int64 buffer (position ids) saved while jax_enable_x64 was off is int32 in the weights
+    file; a session loaded with it on widens it (it was refused: "holds 'pos' as int32"), and a
+    session saved with it on loads with it off; outputs equal torch's."""
+    torch = pytest.importorskip("torch")
+    import ember.torch  # noqa: F401
+    from ember._src import flags
+
+    class Positions(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos", torch.arange(8, dtype=torch.int64) * 3 % 8)
+            self.emb = torch.nn.Embedding(8, 4)
+
+        def forward(self, x):
+            return self.emb(self.pos[: x.shape[0]]) + x
+
+    torch.manual_seed(0)
+    m = Positions().eval()
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        want = m(x).numpy()
+    with flags.override("jax_enable_x64", save_x64):
+        ember.InferenceSession(ember.torch.import_module(m, args=(x,))).save(str(tmp_path / "s"))
+    with flags.override("jax_enable_x64", load_x64):
+        s = ember.InferenceSession.load(str(tmp_path / "s"))
+        got = np.asarray(next(iter(s.run({"x": x.numpy()}).values())))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -56,6 +56,12 @@ def narrows(dtype: np.dtype) -> bool:
     return not X64.value and dtype in _NARROW
 
 
+def narrow(dtype: np.dtype) -> np.dtype:
+    """The 32-bit dtype that ``dtype`` becomes while ``jax_enable_x64`` is off (itself if it is not
+    a 64-bit dtype), whatever the flag says now."""
+    return _NARROW.get(dtype, dtype)
+
+
 def check_user_dtype(dtype: Any, where: str) -> None:
     """Warn (as JAX does) when a function is explicitly asked for a 64-bit ``dtype`` that is
     truncated to 32 bits because ``jax_enable_x64`` is off."""

@@ -295,6 +295,7 @@ class InferenceSession:
             _check_consistent(meta, graph, tensors)
         except SchemaError as e:
             raise fail(str(e)) from None
+        tensors = _widened(graph, tensors)
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
         session = cls(ImportedModule(graph, params, consts))
@@ -378,12 +379,29 @@ def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) 
         if list(t.shape) != inp.shape:
             raise SchemaError(f"program.json: inputs[{i}].shape", f"is {inp.shape}, but weights.safetensors "
                                                                   f"holds {key!r} with shape {list(t.shape)}")
-        if t.dtype.name not in (inp.dtype, str(dtypes.canonicalize(inp.dtype))):  # int64 saved as int32
+        # a 64-bit tensor saved while jax_enable_x64 was off is stored 32-bit (loaded widened)
+        declared = dtypes.lookup(inp.dtype)
+        if t.dtype.name not in (inp.dtype, str(dtypes.narrow(declared))):
             raise SchemaError(f"program.json: inputs[{i}].dtype", f"is {inp.dtype}, but weights.safetensors "
                                                                   f"holds {key!r} as {t.dtype.name}")
     extra = sorted(set(tensors) - used)
     if extra:
         raise SchemaError("weights.safetensors", f"holds tensors the program does not use: {extra[:5]}")
+
+
+def _widened(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``tensors`` with each one stored narrower than its declared dtype (an int64 buffer saved
+    while ``jax_enable_x64`` was off is int32 in the file) widened to the dtype ember uses for the
+    declared one now (exact: a widening cast)."""
+    out = dict(tensors)
+    for inp in graph.inputs:
+        if inp.kind not in ("param", "state", "constant"):
+            continue
+        key = f"constant/{inp.target}" if inp.kind == "constant" else inp.target
+        want = dtypes.canonicalize(inp.dtype)
+        if key in out and out[key].dtype != want and np.can_cast(out[key].dtype, want, "safe"):
+            out[key] = out[key].astype(want)
+    return out
 
 
 def portable_source(source: str) -> str:
