@@ -68,3 +68,16 @@ def test_symbolic_sum_of_empty_and_nan():
     for r, c in [(3, 5000), (1000, 7), (0, 3)]:
         y = RNG.random((r, c), dtype=np.float32)
         np.testing.assert_allclose(np.asarray(two(y)), (y.astype(np.float64) ** 2).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_sum_over_a_static_zero_axis_is_zero(dtype):
+    """A symbolic size times a static 0 is a block count of the constant 0: no partial is written,
+    so the sum is 0, not the partial a reduction before it left in the same arena bytes (found by
+    the fuzzer, seed 21 case 556: 7.5e28 instead of 0)."""
+    g = ember.jit(lambda y, x: (jnp.sum(y), jnp.sum(x)), dynamic_axes=["n, ...", "n, ..."])
+    for n in (3, 5):
+        y = np.full((n, 5000), 1, dtype)
+        x = np.ones((n, 0), dtype)
+        full, empty = g(y, x)
+        assert complex(full) == 5000 * n and complex(empty) == 0

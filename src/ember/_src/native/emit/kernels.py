@@ -387,8 +387,9 @@ class KernelEmitter(RowKernels):
                 self.w(f"for (int64_t w_ = 1; w_ < {nb}; w_ *= 2)")
                 self.w(f"    for (int64_t b_ = 0; b_ + w_ < {nb}; b_ += 2 * w_) "
                        f"{part}[b_] += {part}[b_ + w_];")
-                # a symbolic block count may be 0 (an empty domain)
-                first = f"{part}[0]" if nb.isdigit() else f"({nb} > 0 ? {part}[0] : 0)"
+                # the block count may be 0 (an empty domain: a symbolic one, or a symbolic size
+                # times a static 0, which simplifies to the constant 0)
+                first = f"{part}[0]" if nb.isdigit() and int(nb) > 0 else f"({nb} > 0 ? {part}[0] : 0)"
                 self.w(f"const {ctype(r.out_dtype)} r{r.rid} = ({ctype(r.out_dtype)}){first};")
                 continue
             self.w(f"{t} a{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
