@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 import ember
-from ember._src import dtypes
+from ember._src import devices, dtypes
+from ember._src.devices import Device
 from ember._src.shapes import evaluate
 from ember._src.torch_import import safetensors, schema
 from ember._src.torch_import.graph import Graph
@@ -58,13 +59,17 @@ class InferenceSession:
     keeps the new values (``state``, ``reset_state()``). ``state_inputs={"past": "present"}`` makes
     an input session state too (a key/value cache): ``run`` feeds it the value kept from the
     previous call's output ``present`` (start it with ``set_state("past", value)``) unless the
-    caller passes it.
+    caller passes it. ``device`` (``"webgpu"``, ``"cuda"``, a device of ``ember.devices()``; default
+    the CPU) runs the model's programs there: the weights are uploaded once per compiled program
+    and stay on the device, feeds and results are NumPy arrays as on the CPU.
     """
 
-    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None):
+    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None,
+                 device: Any = None):
         if not isinstance(imported, ImportedModule):
             raise TypeError("InferenceSession takes an ember.torch.ImportedModule, "
                             f"got {type(imported).__name__}")
+        self._device, backend = _session_device(device)
         self._m = imported
         g = imported.graph
         self._users = g.user_inputs()
@@ -79,7 +84,10 @@ class InferenceSession:
         def step(state: dict, *inputs: Any) -> tuple:
             return fn({**const, **state}, *inputs)
         self._step = step
-        self._jit = ember.jit(step, dynamic_axes=[None, *specs])
+        # on a GPU, what its kernels do not compute (the importer's index checks, sort, ...) runs on
+        # the host, its values copied between segments
+        gpu_opts = {"host_fallback": True} if backend is not None else {}
+        self._jit = ember.jit(step, dynamic_axes=[None, *specs], backend=backend, **gpu_opts)
         self._lock = threading.RLock()
         self._fed = dict(state_inputs or {})
         for i, o in self._fed.items():
@@ -97,6 +105,11 @@ class InferenceSession:
             self._fed_state[name] = np.asarray(value)
 
     # ---- introspection --------------------------------------------------------------------------
+    @property
+    def device(self) -> Device:
+        """The device the session's programs run on (``cpu``, ``webgpu:0`` or ``cuda:0``)."""
+        return self._device
+
     @property
     def input_names(self) -> list[str]:
         return [i.name for i in self._users]
@@ -255,8 +268,9 @@ class InferenceSession:
             json.dump(meta, f, indent=1)
 
     @classmethod
-    def load(cls, path: str) -> InferenceSession:
-        """Load a session saved with :meth:`save` (torch is not needed).
+    def load(cls, path: str, device: Any = None) -> InferenceSession:
+        """Load a session saved with :meth:`save` (torch is not needed), to run on ``device`` (as
+        the constructor's).
 
         The files are untrusted input: ``metadata.json`` and ``program.json`` are checked against
         their versioned schemas, the weights' sizes against the weights file and the program's
@@ -298,7 +312,7 @@ class InferenceSession:
         tensors = _widened(graph, tensors)
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
-        session = cls(ImportedModule(graph, params, consts))
+        session = cls(ImportedModule(graph, params, consts), device=device)
         session._origin = path
         return session
 
@@ -387,6 +401,19 @@ def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) 
     extra = sorted(set(tensors) - used)
     if extra:
         raise SchemaError("weights.safetensors", f"holds tensors the program does not use: {extra[:5]}")
+
+
+def _session_device(device: Any) -> tuple[Device, str | None]:
+    """The :class:`Device` a session runs on and the ``jit`` backend for it (None: the default, the
+    CPU's); a GPU device that cannot run here raises RuntimeError saying why."""
+    try:
+        dev = devices.parse_device(device)
+    except ValueError as e:
+        raise ValueError(f"InferenceSession: device: {e}") from None
+    if dev is None or dev.platform == "cpu":
+        return Device(), None
+    devices.platform(dev)  # the GPU backends registered themselves when ember was imported
+    return dev, dev.platform
 
 
 def _widened(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
