@@ -58,9 +58,9 @@ def matmul(a: VArray, b: VArray) -> VArray:
     Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
     size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
     not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
-    missing matrix is a zero matrix). Under ``jax_enable_x64`` float16/bfloat16/float32 operands
-    are multiplied in float64 and the result rounded once (the specification's double
-    accumulation); without x64 the product is the native float32 GEMM."""
+    missing matrix is a zero matrix). float16/bfloat16/float32 products accumulate in double and
+    are rounded once (the specification's double accumulation, §15): widened under
+    ``jax_enable_x64``, the ``wide_matmul`` primitive (double inside its native step) without it."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
@@ -70,7 +70,7 @@ def matmul(a: VArray, b: VArray) -> VArray:
     batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
     xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
     xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
-    return _wrap(acc.narrow(enp.matmul(acc.widen(xa), acc.widen(xb)), enp.result_type(a.dtype, b.dtype)))
+    return _wrap(acc.matmul(xa, xb))
 
 
 def _batch_size(x: int, y: int) -> int:

@@ -285,7 +285,7 @@ def matmul(a: Pair, b: Pair) -> Pair:
         p, q = lx[i], ly[i]
         lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
         x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
-    out = acc.narrow(enp.matmul(acc.widen(x), acc.widen(y)), enp.result_type(x.dtype, y.dtype))
+    out = acc.matmul(x, y)
     if nb:
         keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
                             axes=range(nb))
