@@ -175,3 +175,25 @@ def test_wide_matmul_primitive_vmap_and_float64():
     np.testing.assert_array_equal(np.asarray(got), want)
     x64, y64 = x.astype(np.float64), np.broadcast_to(y.astype(np.float64), (4, 5, 2))
     np.testing.assert_allclose(np.asarray(ember.jit(wide_matmul)(x64, y64)), x64 @ y64, rtol=1e-14)
+
+
+@requires_cc
+def test_direct_conv_gradient_without_x64_under_vsla_jit():
+    """Regression: without x64 the direct conv's compensated sum tests its products (``where`` on
+    ``isfinite``), so a tangent computed with it was not linear and ``vsla.jit(vsla.grad(...))``
+    of a conv raised ``select_n is not linear in its predicate``; the tangent is now a plain
+    (linear) sum. Gradient of ``sum(conv(a, b) * a)`` against the hand-derived float64
+    ``conv(a, b)_i + sum_j a_(i+j) b_j``, eagerly and in one compile."""
+    loss = lambda a, b: vsla.sum(vsla.conv(a, b, method="direct") * a)  # noqa: E731
+    rng = np.random.default_rng(23)
+    with flags.override("jax_enable_x64", False):
+        f = vsla.jit(vsla.grad(loss), backend="native")
+        for m, n in [(3, 2), (9, 4), (12, 12)]:
+            a, b = rng.standard_normal(m).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            want = np.convolve(a64, b64)[:m] + [sum(a64[i + j] * b64[j] for j in range(n) if i + j < m)
+                                                for i in range(m)]
+            for g in (f(vsla.array(a), vsla.array(b)), vsla.grad(loss)(vsla.array(a), vsla.array(b))):
+                assert g.dtype == np.float32
+                np.testing.assert_allclose(np.asarray(g.logical()), want, rtol=1e-5, atol=1e-5)
+        assert f.cache_info()["compiles"] == 1
