@@ -13,7 +13,7 @@ def test_gradient_of_the_scalar_in_scalar_times_x():
     w = np.array([0.5, 1.0, -1.0], np.float32)  # shorter: zero-extended in the Hadamard product
 
     def loss(s, v):
-        return vsla.sum(vsla.array(w) * (s * v)).data
+        return vsla.sum(vsla.array(w) * (s * v)).data[0]  # the one entry of the rank-1 [s]
 
     want = float((np.pad(w, (0, 1)) * x).sum())
     gs = ember.grad(loss)(np.float32(2.0), vsla.array(x))
@@ -58,3 +58,23 @@ def test_repeated_runs_are_bit_identical():
         for _ in range(3):
             for o, ref in zip(fn(x, y, m), first):
                 np.testing.assert_array_equal(np.asarray(o.data), ref)
+
+
+def test_no_rank0_varray_at_the_api_boundary():
+    """§3.2: no rank-0 tensor is visible at the API boundary; §4.3: a reduction drops one axis. A
+    full sum or mean of a vector is the rank-1 ``[s]`` (eagerly and under ``vsla.jit``), a sum
+    over one axis of a matrix stays rank 1, and a scalar given to ``vsla.array`` is ``[s]``;
+    values against NumPy, and ``vsla.grad`` takes the one-entry result as its loss."""
+    x = np.array([1.5, -2.0, 4.0], np.float32)
+    m = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    for f, want in ((vsla.sum, [x.sum()]), (vsla.mean, [x.mean()])):
+        for out in (f(vsla.array(x)), vsla.jit(f)(vsla.array(x))):
+            assert out.ndim == 1 and out.shape == (1,)
+            np.testing.assert_allclose(np.asarray(out.logical()), want, rtol=1e-6)
+    rows = vsla.sum(vsla.array(m), axis=0)
+    assert rows.shape == (2,)
+    np.testing.assert_allclose(np.asarray(rows.logical()), m.sum(0))
+    s = vsla.array(np.float32(2.5))
+    assert s.shape == (1,) and s == vsla.array([2.5])
+    g = vsla.grad(lambda v: vsla.sum(v * v))(vsla.array(x))
+    np.testing.assert_allclose(np.asarray(g.logical()), 2 * x)

@@ -33,23 +33,36 @@ def _pair(p: tuple[Any, Any]) -> VArray:
     return VArray(p[0], None, p[1])
 
 
+def _at_least_rank1(p: tuple[Any, Any]) -> VArray:
+    """A reduction's result ``(data, lengths)`` as a VArray; a rank-0 result (the sum of a rank-1
+    VArray) becomes the rank-1 ``[s]``: the specification reduces rank by one (§4.3) but shows no
+    rank-0 tensor at the API boundary (§3.2), and ``[s]`` is the class of the scalar."""
+    x, lengths = p
+    if x.ndim == 0:
+        return VArray(enp.reshape(x, (1,)), None, enp.ones((1,), np.int32)) if lengths is not None \
+            else array(x)
+    return _pair(p) if lengths is not None else _wrap(x)
+
+
 def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
     """Sum over ``axis`` of the logical extent, accumulated wide (float64 under ``jax_enable_x64``,
-    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`)."""
+    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`). The rank drops by one, to no
+    less than 1: the sum of a rank-1 VArray is the rank-1 ``[s]`` (§3.2)."""
     v = array(v)
     if v.symbolic:
-        return _pair(sym.reduce_sum(v.pair(), _axis(v, axis)))
-    return _wrap(sym.wide_sum(v.logical(), _axis(v, axis)))
+        return _at_least_rank1(sym.reduce_sum(v.pair(), _axis(v, axis)))
+    return _at_least_rank1((sym.wide_sum(v.logical(), _axis(v, axis)), None))
 
 
 def mean(v: VArray, axis: int = -1) -> VArray:
-    """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros)."""
+    """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros); rank as
+    :func:`sum`."""
     v = array(v)
     ax = _axis(v, axis)
     if v.symbolic:
-        return _pair(sym.mean(v.pair(), ax))
+        return _at_least_rank1(sym.mean(v.pair(), ax))
     n = v.shape[ax]
-    return _wrap(sym.wide_sum(v.logical(), ax) / max(n, 1))
+    return _at_least_rank1((sym.wide_sum(v.logical(), ax) / max(n, 1), None))
 
 
 def matmul(a: VArray, b: VArray) -> VArray:

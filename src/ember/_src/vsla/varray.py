@@ -257,7 +257,8 @@ def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
 
 
 def array(data: Any, dtype: Any = None) -> VArray:
-    """Build a VArray from array-like data; its logical shape is the data's shape.
+    """Build a VArray from array-like data; its logical shape is the data's shape, except that a
+    scalar becomes the rank-1 VArray ``[s]`` (no rank-0 VArray at the API boundary, §3.2).
 
     Conversion follows ``ember.numpy.asarray``: 64-bit host data stays 64-bit under
     ``jax_enable_x64`` and becomes 32-bit otherwise; an explicit 64-bit ``dtype`` then warns."""
@@ -269,6 +270,8 @@ def array(data: Any, dtype: Any = None) -> VArray:
     # otherwise, and an explicit 64-bit dtype warns when it is truncated (as JAX does)
     x = enp.asarray(data, dtype=dt.user_dtype(dtype, "vsla.array"))
     _check_dtype(x)
+    if x.ndim == 0:
+        x = enp.reshape(x, (1,))
     shape = _check_shape(x.shape)
     cap = tuple(next_pow2(d) for d in shape)
     pad = [(0, c - s) for c, s in zip(cap, shape)]

@@ -253,7 +253,7 @@ def grad(fun: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
     Each gradient is a VArray with its argument's logical sizes (static or runtime), its slack held
     at zero; the logical sizes themselves are not differentiated. Works eagerly and inside
     ``vsla.jit`` (``vsla.jit(vsla.grad(loss))`` is one compile for every shape). ``fun`` returns a
-    rank-0 VArray or a scalar array.
+    VArray of one entry (``vsla.sum`` of a vector: rank 1, length 1) or a scalar array.
     """
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
@@ -268,7 +268,9 @@ def grad(fun: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
             for i, v, d in zip(nums, primal, datas):
                 new[i] = v._with_data(d)
             out = fun(*new, **kwargs)
-            return out.data if isinstance(out, VArray) else out
+            if isinstance(out, VArray):  # a rank-0 result is the rank-1 [s] (vsla.sum of a vector)
+                return enp.reshape(out.data, ()) if out.ndim == 1 and out.data.shape[0] == 1 else out.data
+            return out
 
         seed, _SEED_BOX[0] = _SEED_BOX[0], None  # only the outermost grad under vsla.jit takes it
         if seed is not None:  # the loss times the program input ``seed`` (1.0): every cotangent
