@@ -11,7 +11,7 @@ import numpy as np
 import ember.numpy as enp
 from ember._src.vsla import accumulate as acc
 from ember._src.vsla import symbolic as sym
-from ember._src.vsla.varray import VArray, any_symbolic, array, stack
+from ember._src.vsla.varray import VArray, _make, any_symbolic, array, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
            "reshape", "slice", "gather", "scatter"]
@@ -30,7 +30,7 @@ def _wrap(x: Any) -> VArray:
 
 
 def _pair(p: tuple[Any, Any]) -> VArray:
-    return VArray(p[0], None, p[1])
+    return _make(p[0], None, p[1])
 
 
 def _at_least_rank1(p: tuple[Any, Any]) -> VArray:
@@ -39,7 +39,7 @@ def _at_least_rank1(p: tuple[Any, Any]) -> VArray:
     rank-0 tensor at the API boundary (§3.2), and ``[s]`` is the class of the scalar."""
     x, lengths = p
     if x.ndim == 0:
-        return VArray(enp.reshape(x, (1,)), None, enp.ones((1,), np.int32)) if lengths is not None \
+        return _make(enp.reshape(x, (1,)), None, enp.ones((1,), np.int32)) if lengths is not None \
             else array(x)
     return _pair(p) if lengths is not None else _wrap(x)
 
@@ -181,7 +181,7 @@ def _affine(v: VArray, gamma: Any, beta: Any) -> VArray:
         return _pair(sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair()))
     data, _ = sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair())
     last = max([v.shape[-1]] + [p.shape[0] for p in params if p is not None])
-    return VArray(data, v.shape[:-1] + (last,))
+    return _make(data, v.shape[:-1] + (last,))
 
 
 def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
@@ -190,7 +190,7 @@ def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
     axes = tuple(reversed(range(v.ndim))) if axes is None else tuple(_axis(v, a) for a in axes)
     if v.symbolic:
         return _pair(sym.transpose(v.pair(), axes))
-    return VArray(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
+    return _make(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
 
 
 def window(stream: Iterable[Any], w: int, stride: int | None = None) -> Iterator[VArray]:

@@ -28,6 +28,7 @@ from ember._src.jit import jit as ember_jit
 from ember._src.vsla import ragged as rg
 from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, next_pow2
+from ember._src.vsla.varray import _make as _varray
 
 __all__ = ["jit", "grad", "VJitFunction"]
 
@@ -60,7 +61,7 @@ def _lengths(v: VArray) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _positional_tree(kinds: tuple) -> Any:
     """The argument structure of a call with only positional VArrays of these ranks."""
-    return tu.flatten((tuple(VArray(np.zeros(()), None, 0) for _ in kinds), {}), is_leaf=_is_varray)[1]
+    return tu.flatten((tuple(_varray(np.zeros(()), None, 0) for _ in kinds), {}), is_leaf=_is_varray)[1]
 
 
 def _to_static(v: VArray) -> VArray:
@@ -72,7 +73,7 @@ def _to_static(v: VArray) -> VArray:
     if any(d < 0 for d in shape):
         raise ValueError("vsla.jit: a result has invalid logical sizes (-1): a vsla.reshape inside the "
                          "function was given a shape whose size differs from its operand's logical size")
-    return VArray(v.data, shape)
+    return _varray(v.data, shape)
 
 
 def _result(x: Any) -> Any:
@@ -154,7 +155,7 @@ class VJitFunction:
             it = iter(flat)
             seed = next(it) if self._seeded else None
             leaves = [next(it) if k is None else _ragged_leaf(it) if isinstance(k, tuple)
-                      else VArray(next(it), None, next(it)) for k in kinds]
+                      else _varray(next(it), None, next(it)) for k in kinds]
             args, kwargs = tu.unflatten(tree, leaves)
             _SEED_BOX[0] = seed  # the cotangent seed the grad function takes (grad)
             try:
