@@ -60,7 +60,7 @@ def test_parse_defaults_and_normalization():
     assert NativeOptions(num_threads=3).threads(openmp=True) == 3
     assert NativeOptions(num_threads=3).threads(openmp=False) == 1
     names = [k for k, _ in NativeOptions().items()]
-    assert names == sorted(names) and "prepack" in names and len(names) == 10
+    assert names == sorted(names) and "prepack" in names and "grads_from" in names and len(names) == 11
 
 
 def test_parse_is_memoized_by_value_and_type():

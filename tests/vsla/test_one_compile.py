@@ -57,7 +57,7 @@ def _reference(a, b, c):
     k = np.kron(_minimal(a), _minimal(b))
     mean = h.sum() / max(lh, 1)
     return [(s, (ls,)), (h, (lh,)), (d, (ld,)), (cv, cv.shape), (k, k.shape),
-            (np.asarray(cv.sum()), ()), (np.asarray(mean), ())]
+            (np.asarray([cv.sum()]), (1,)), (np.asarray([mean]), (1,))]  # full sums: rank 1, [s]
 
 
 def _cap(n: int) -> int:
@@ -143,10 +143,11 @@ def test_memory_plan_and_no_allocation_in_a_warm_call():
     a, b = vsla.array(_sample(rng, (30,))), vsla.array(_sample(rng, (20,)))
     plan = f.memory_plan(a, b)
     # capacities 32 and 32: inputs are two float32[32] and two int32[1]; outputs float32[94]
-    # (capacity (32 + 32 - 1) + 32 - 1), int32[1] (its lengths) and float32[] with an empty int32[0]
-    # (the sum); the inner conv is an intermediate (the outer one gathers from it)
+    # (capacity (32 + 32 - 1) + 32 - 1), int32[1] (its lengths) and float32[1] (the sum, rank 1: no
+    # rank-0 VArray at the API boundary) with its lengths int32[1]; the inner conv is an
+    # intermediate (the outer one gathers from it)
     assert plan["EXTERNAL_IN"] == 2 * (32 * 4 + 4)
-    assert plan["EXTERNAL_OUT"] == 94 * 4 + 4 + 4
+    assert plan["EXTERNAL_OUT"] == 94 * 4 + 4 + 4 + 4
     assert plan["PARAMS"] >= 0 and plan["WORKSPACE"] >= 0
     assert plan["ACTIVATION"] > 0 and plan["arena_bytes"] > 0
     gc.collect()
@@ -157,12 +158,12 @@ def test_memory_plan_and_no_allocation_in_a_warm_call():
     before = ember.memory_stats()
     outs = f(a, b)
     after = ember.memory_stats()
-    out_bytes = sum(o.data.nbytes for o in outs) + 4  # + the conv result's lengths vector
+    out_bytes = sum(o.data.nbytes for o in outs) + 4 + 4  # + the lengths of the conv result and of [s]
     assert after["total_allocated_bytes"] - before["total_allocated_bytes"] == out_bytes
     for key in ("arena_bytes", "native_executables", "loaded_libraries"):
         assert after[key] == before[key], key
     xa, xb = np.asarray(a.logical()), np.asarray(b.logical())
-    _check(outs[1], (), np.asarray((xa * _pad(xb, (30,))).sum()))
+    _check(outs[1], (1,), np.asarray([(xa * _pad(xb, (30,))).sum()]))
     _check(outs[0], (78,), np.convolve(np.convolve(xa, xb), xa) + _pad(xa, (78,)))
 
 
@@ -182,7 +183,7 @@ def test_grad_through_jitted_varray_function():
     f = vsla.jit(lambda a, b: vsla.sum(vsla.conv(a, b) * a + vsla.softmax(a * b)))
 
     def g(xa, xb):
-        return f(vsla.VArray(xa, (3,)), vsla.VArray(xb, (5,))).data
+        return f(vsla.VArray(xa, (3,)), vsla.VArray(xb, (5,))).data[0]  # the one entry of [s]
 
     rng = np.random.default_rng(0)
     xa, xb = _pad(rng.standard_normal(3), (4,)), _pad(rng.standard_normal(5), (8,))
@@ -265,7 +266,8 @@ def test_vsla_grad_inside_one_compile():
     if ember.default_backend() == "native":  # the native memory plan
         plan = g.memory_plan(vsla.array(a.astype(np.float32)), vsla.array(b.astype(np.float32)))
         # the last call's capacities (1, 4): float32[1] and float32[4] (their lengths are the inputs')
-        assert plan["GRADS"] == plan["EXTERNAL_OUT"] == (1 + 4) * 4
+        assert plan["GRAD_OUTPUTS"] == plan["EXTERNAL_OUT"] == (1 + 4) * 4
+        assert plan["GRADS"] > 0  # the backward pass's cotangents (test_grads_arena.py)
 
 
 @pytest.mark.parametrize("seed", range(4))

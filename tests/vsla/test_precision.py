@@ -15,7 +15,8 @@ def test_sum_of_ten_million_float32(x64, rtol):
         v = vsla.array(x)
         got = [vsla.jit(vsla.sum)(v), vsla.sum(v), vsla.jit(vsla.mean)(v)]
         assert all(g.dtype == np.float32 for g in got)
-        vals = [float(np.asarray(g.logical())) for g in got]
+        assert all(g.shape == (1,) for g in got)  # a full sum is the rank-1 [s] (no rank 0, §3.2)
+        vals = [np.asarray(g.logical()).item() for g in got]
     np.testing.assert_allclose(vals[:2], [exact, exact], rtol=rtol)
     np.testing.assert_allclose(vals[2], exact / 1e7, rtol=rtol)
 

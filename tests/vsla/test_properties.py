@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ember import vsla
+from ember._src import flags
 
 hyp = pytest.importorskip("hypothesis", reason="property tests need hypothesis")
 st = hyp.strategies
@@ -55,27 +56,56 @@ def _np_binary(op, x, y):
     return {"+": px + py, "-": px - py, "*": px * py}[op]
 
 
+# the dtypes the fuzz draws, each with its relative tolerance against the float64/complex128
+# reference (int32: exact); float64 runs under jax_enable_x64 (on in this suite; set explicitly)
+FUZZ_DTYPES = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12, np.dtype(np.int32): 0.0,
+               np.dtype(np.complex64): 2e-5}
+
+
+def _fuzz_values(rng, dtype, n):
+    if dtype.kind == "i":
+        return rng.integers(-3, 4, n).astype(np.float64)
+    v = rng.standard_normal(n)
+    if dtype.kind == "c":
+        v = v + 1j * rng.standard_normal(n)
+    v[rng.random(n) < 0.2] = 0.0  # exact zeros, trailing ones included
+    return v
+
+
 def test_fuzz_random_programs_against_padded_numpy():
-    """Random programs of + - * conv and scalar multiply; count via VSLA_FUZZ_N, seed via VSLA_FUZZ_SEED."""
+    """Random programs (DAGs: each step reads any earlier value) of + - * conv and scalar multiply on
+    random shapes and a random dtype (float32, float64 under x64, int32, complex64) against a
+    float64/complex128 NumPy reference that pads explicitly: every step's shape, the result's dtype,
+    its logical values within the dtype's tolerance (int32 exactly) and, for int32, the minimal
+    representative. Count via VSLA_FUZZ_N, seed via VSLA_FUZZ_SEED."""
     count = int(os.environ.get("VSLA_FUZZ_N", "300"))
     rng = np.random.default_rng(int(os.environ.get("VSLA_FUZZ_SEED", "0")))
-    for _ in range(count):
-        vals = [rng.integers(-3, 4, int(rng.integers(0, 7))).astype(np.float64) for _ in range(3)]
-        ref = [v.copy() for v in vals]
-        got = [vsla.array(v.astype(np.float32)) for v in vals]
-        for _ in range(int(rng.integers(1, 5))):
-            i, j = (int(k) for k in rng.integers(0, len(ref), 2))
-            op = ["+", "-", "*", "conv", "scale"][int(rng.integers(0, 5))]
-            if op == "conv":
-                r = np.convolve(ref[i], ref[j]) if ref[i].size and ref[j].size else np.zeros(0)
-                g = vsla.conv(got[i], got[j])
-            elif op == "scale":
-                s = float(rng.integers(-2, 3))
-                r, g = s * ref[i], s * got[i]
-            else:
-                r = _np_binary(op, ref[i], ref[j])
-                g = {"+": got[i] + got[j], "-": got[i] - got[j], "*": got[i] * got[j]}[op]
-            assert g.shape == r.shape
-            ref.append(r)
-            got.append(g)
-        np.testing.assert_allclose(got[-1].to_numpy(), _np_strip(ref[-1]), rtol=1e-4, atol=1e-3)
+    dtypes = list(FUZZ_DTYPES)
+    with flags.override("jax_enable_x64", True):
+        for _ in range(count):
+            dtype = dtypes[int(rng.integers(0, len(dtypes)))]
+            vals = [_fuzz_values(rng, dtype, int(rng.integers(0, 7))) for _ in range(3)]
+            ref = [v.copy() for v in vals]
+            got = [vsla.array(v.astype(dtype)) for v in vals]
+            for _ in range(int(rng.integers(1, 5))):
+                i, j = (int(k) for k in rng.integers(0, len(ref), 2))
+                op = ["+", "-", "*", "conv", "scale"][int(rng.integers(0, 5))]
+                if op == "conv":
+                    r = np.convolve(ref[i], ref[j]) if ref[i].size and ref[j].size else np.zeros(0)
+                    g = vsla.conv(got[i], got[j])
+                elif op == "scale":
+                    s = int(rng.integers(-2, 3))
+                    r, g = s * ref[i], s * got[i]
+                else:
+                    r = _np_binary(op, ref[i], ref[j])
+                    g = {"+": got[i] + got[j], "-": got[i] - got[j], "*": got[i] * got[j]}[op]
+                assert g.shape == r.shape
+                ref.append(r)
+                got.append(g)
+            out, want = got[-1], ref[-1]
+            assert out.dtype == dtype, (out.dtype, dtype)
+            tol = FUZZ_DTYPES[dtype]
+            scale = 1.0 + max((float(np.abs(r).max()) for r in ref if r.size), default=0.0)
+            np.testing.assert_allclose(np.asarray(out.logical()), want, rtol=tol, atol=tol * scale ** 2)
+            if dtype.kind == "i":
+                np.testing.assert_array_equal(out.to_numpy(), _np_strip(want))

@@ -27,8 +27,8 @@ def test_exp_then_promotion_reads_zeros_past_the_logical_shape():
 def test_map_sum_eager_and_jit_agree():
     x = vsla.array([1.0, 2.0, 3.0])
     want = np.exp([1.0, 2.0, 3.0]).sum()  # 30.19: the slack index 3 is not exp(0) = 1
-    eager = float(vsla.sum(x.map(enp.exp)).to_numpy())
-    jitted = float(vsla.jit(lambda v: vsla.sum(v.map(enp.exp)))(x).to_numpy())
+    eager = vsla.sum(x.map(enp.exp)).to_numpy().item()
+    jitted = vsla.jit(lambda v: vsla.sum(v.map(enp.exp)))(x).to_numpy().item()
     np.testing.assert_allclose([eager, jitted], [want, want], rtol=1e-6)
 
 
@@ -73,7 +73,8 @@ def _ref_1d(name, x, y):
         "add": px + py, "sub": px - py, "mul": px * py, "scale_neg": -2.0 * px + py,
         "exp_add": ex + py, "cos_mul": _pad(np.cos(x), (n,)) * _pad(np.cos(y), (n,)),
         "conv": conv, "conv_exp": np.exp(conv) + _pad(x, conv.shape),
-        "kron": np.kron(x, y), "sum_exp": (ex + py).sum(), "mean_exp": np.exp(conv).mean(),
+        "kron": np.kron(x, y), "sum_exp": np.asarray([(ex + py).sum()]),
+        "mean_exp": np.asarray([np.exp(conv).mean()]),
         "softmax": np.exp(ex + py) / np.exp(ex + py).sum(),
         "norms": _pad(ln(np.exp(x)), (n,)) + _pad(rms(np.cos(y)), (n,)),
     }[name]
@@ -118,3 +119,33 @@ def test_rank2_maps_and_matmul_independent_of_capacity():
     for got in outs:
         assert got.shape == (3, 5)
         np.testing.assert_allclose(np.asarray(got.logical()), want, rtol=1e-5, atol=1e-5)
+
+
+def test_slack_given_by_the_caller_is_never_read():
+    """§4.1: the slack may hold anything and must not be read. A VArray built from data whose slack
+    holds garbage (NaN, infinities, large values) gives the results of the same values stored with
+    a zero slack, eagerly and under vsla.jit, for +, *, conv (both paths), kron, sum, matmul and
+    softmax (NumPy references on the logical values)."""
+    rng = np.random.default_rng(31)
+    x, y = rng.standard_normal(5).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    junk = np.array([np.nan, np.inf, -3e38], np.float32)
+    gx = vsla.VArray(np.concatenate([x, junk]), (5,))
+    gy = vsla.VArray(np.concatenate([y, junk[:1]]), (3,))
+    assert not np.asarray(gx.data)[5:].any() and not np.asarray(gy.data)[3:].any()
+    ops = {
+        "add": (lambda a, b: a + b, _pad(x, (5,)) + _pad(y, (5,))),
+        "mul": (lambda a, b: a * b, _pad(x, (5,)) * _pad(y, (5,))),
+        "conv_direct": (lambda a, b: vsla.conv(a, b, method="direct"), np.convolve(x, y)),
+        "conv_fft": (lambda a, b: vsla.conv(a, b, method="fft"), np.convolve(x, y)),
+        "kron": (vsla.kron, np.kron(x, y)),
+        "sum": (lambda a, b: vsla.sum(a), np.asarray([x.sum()])),
+        "softmax": (lambda a, b: vsla.softmax(a), np.exp(x) / np.exp(x).sum()),
+    }
+    for name, (f, want) in ops.items():
+        for got in (f(gx, gy), vsla.jit(f)(gx, gy)):
+            np.testing.assert_allclose(np.asarray(got.logical()), want, rtol=2e-5, atol=2e-5, err_msg=name)
+    m = rng.standard_normal((2, 3)).astype(np.float32)
+    gm = vsla.VArray(np.pad(m, ((0, 2), (0, 1)), constant_values=np.nan), (2, 3))
+    mt = vsla.VArray(np.pad(m.T, ((0, 1), (0, 2)), constant_values=np.inf), (3, 2))
+    for got in (vsla.matmul(gm, mt), vsla.jit(vsla.matmul)(gm, mt)):
+        np.testing.assert_allclose(np.asarray(got.logical()), m @ m.T, rtol=1e-5, atol=1e-5)

@@ -60,6 +60,12 @@ class NativeOptions:
     prepack: bool = True
     """Pack a constant ``B`` (weights), or an argument ``B`` passed again, once for the GEMM kernel."""
 
+    grads_from: int | None = None
+    """Index of the program input that holds the cotangent seed of a gradient program (``vsla.jit``
+    of a ``vsla.grad`` function): every arena intermediate computed from it (the backward pass's
+    cotangents and their accumulators) is planned in the ``GRADS`` class, a region of the arena of
+    its own (:mod:`.plan.planner`). None: no GRADS class."""
+
     @classmethod
     def parse(cls, options: Mapping[str, Any] | NativeOptions | None = None) -> NativeOptions:
         """The options of a ``jit(..., **options)`` / ``native_backend(program, **options)`` call,
@@ -158,4 +164,5 @@ _PARSERS = {
     "simd": _flag,
     "validate": _validate,
     "prepack": _flag,
+    "grads_from": lambda n, v: None if v is None else _integer(n, v, 0),
 }

@@ -94,7 +94,7 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
         inputs=() if symbolic else {v.id for v in prog.invars}, prepack=options.prepack,
         pooled=openmp and options.num_threads != 1,
         parallel=lambda work, extent: parallel_clause(cg, work, extent)[0]))
-    plan = plan_memory(sched, threads=threads, inplace=options.inplace)
+    plan = plan_memory(sched, threads=threads, inplace=options.inplace, grads_from=options.grads_from)
     lowered = Lowered(prog, sched, plan, Generated(""), cg, threads, mode)
     if symbolic:  # every arena offset (the parent's, the loop bodies', carry slots) is placed per binding
         lowered.layout = ArenaLayout(sched, plan, len(axes))

@@ -16,4 +16,5 @@ from ember._src.prims import (  # noqa: F401
     ragged,
     random_bits,
     reductions,
+    wide_dot,
 )

@@ -1,6 +1,11 @@
 """Wide accumulation of products (the specification's precision policy, §15: reductions accumulate in
 double) for the direct convolution and matmul.
 
+Matmul accumulates in double with or without x64: under x64 its operands are widened as below;
+without it the product is the ``wide_matmul`` primitive, whose native step converts the float32
+operands to double inside the program (the C code has a double type even when the program has
+none), calls ``dgemm`` and rounds once (eagerly: NumPy in float64, cast once).
+
 Under ``jax_enable_x64`` float16/bfloat16/float32 (complex64) operands are widened to float64
 (complex128), multiplied and summed there, and the result is rounded once. Without x64 ember has no
 double type, and the direct convolution's sum of products is *compensated* instead, in float32
@@ -29,8 +34,9 @@ import numpy as np
 import ember.numpy as enp
 from ember._src import dtypes as dt
 from ember._src.dynamic import dimension_as_value
+from ember._src.prims.wide_dot import wide_matmul
 
-__all__ = ["wide_dtype", "is_half", "compensated_sum", "dot_sum", "widen", "narrow"]
+__all__ = ["wide_dtype", "is_half", "compensated_sum", "dot_sum", "matmul", "widen", "narrow"]
 
 _WIDE = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.float32): np.dtype(np.float64),
          np.dtype(np.complex64): np.dtype(np.complex128)}
@@ -116,3 +122,17 @@ def dot_sum(x: Any, y: Any, axis: int = -1) -> Any:
             return compensated_sum(p, axis, e)
         return narrow(compensated_sum(xf * yf, axis), dtype)
     return enp.sum(x * y, axis=axis)
+
+
+def matmul(x: Any, y: Any) -> Any:
+    """``x @ y`` (last two axes, equal batch axes) accumulated in double and rounded once to the
+    operands' result type: widened to float64 under x64, the ``wide_matmul`` primitive without it
+    (float16/bfloat16 multiplied as float32, whose products and double sums are exact enough);
+    float64, integer and complex operands multiply as they are."""
+    dtype = np.dtype(enp.result_type(x.dtype, y.dtype))
+    w = wide_dtype(dtype)
+    if w is not None:
+        return narrow(enp.matmul(x.astype(w), y.astype(w)), dtype)
+    if dtype == np.float32 or is_half(dtype):
+        return narrow(wide_matmul(x.astype(np.float32), y.astype(np.float32)), dtype)
+    return enp.matmul(x, y)

@@ -11,7 +11,7 @@ import numpy as np
 import ember.numpy as enp
 from ember._src.vsla import accumulate as acc
 from ember._src.vsla import symbolic as sym
-from ember._src.vsla.varray import VArray, any_symbolic, array, stack
+from ember._src.vsla.varray import VArray, _make, any_symbolic, array, stack
 
 __all__ = ["sum", "mean", "matmul", "softmax", "rms_norm", "layer_norm", "transpose", "window", "pyramid",
            "reshape", "slice", "gather", "scatter"]
@@ -30,26 +30,39 @@ def _wrap(x: Any) -> VArray:
 
 
 def _pair(p: tuple[Any, Any]) -> VArray:
-    return VArray(p[0], None, p[1])
+    return _make(p[0], None, p[1])
+
+
+def _at_least_rank1(p: tuple[Any, Any]) -> VArray:
+    """A reduction's result ``(data, lengths)`` as a VArray; a rank-0 result (the sum of a rank-1
+    VArray) becomes the rank-1 ``[s]``: the specification reduces rank by one (§4.3) but shows no
+    rank-0 tensor at the API boundary (§3.2), and ``[s]`` is the class of the scalar."""
+    x, lengths = p
+    if x.ndim == 0:
+        return _make(enp.reshape(x, (1,)), None, enp.ones((1,), np.int32)) if lengths is not None \
+            else array(x)
+    return _pair(p) if lengths is not None else _wrap(x)
 
 
 def sum(v: VArray, axis: int = -1) -> VArray:  # noqa: A001
     """Sum over ``axis`` of the logical extent, accumulated wide (float64 under ``jax_enable_x64``,
-    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`)."""
+    blocked otherwise: :func:`ember._src.vsla.symbolic.wide_sum`). The rank drops by one, to no
+    less than 1: the sum of a rank-1 VArray is the rank-1 ``[s]`` (§3.2)."""
     v = array(v)
     if v.symbolic:
-        return _pair(sym.reduce_sum(v.pair(), _axis(v, axis)))
-    return _wrap(sym.wide_sum(v.logical(), _axis(v, axis)))
+        return _at_least_rank1(sym.reduce_sum(v.pair(), _axis(v, axis)))
+    return _at_least_rank1((sym.wide_sum(v.logical(), _axis(v, axis)), None))
 
 
 def mean(v: VArray, axis: int = -1) -> VArray:
-    """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros)."""
+    """Mean over the logical extent of ``axis`` (NaN-free: an empty axis gives zeros); rank as
+    :func:`sum`."""
     v = array(v)
     ax = _axis(v, axis)
     if v.symbolic:
-        return _pair(sym.mean(v.pair(), ax))
+        return _at_least_rank1(sym.mean(v.pair(), ax))
     n = v.shape[ax]
-    return _wrap(sym.wide_sum(v.logical(), ax) / max(n, 1))
+    return _at_least_rank1((sym.wide_sum(v.logical(), ax) / max(n, 1), None))
 
 
 def matmul(a: VArray, b: VArray) -> VArray:
@@ -58,9 +71,9 @@ def matmul(a: VArray, b: VArray) -> VArray:
     Batch (leading) axes follow the specification's rule that they broadcast: a batch axis of
     size 1 is repeated against the other operand's size (as NumPy's ``matmul``); sizes that do
     not broadcast (neither is 1) are zero-extended, the ambient promotion of element-wise ops (a
-    missing matrix is a zero matrix). Under ``jax_enable_x64`` float16/bfloat16/float32 operands
-    are multiplied in float64 and the result rounded once (the specification's double
-    accumulation); without x64 the product is the native float32 GEMM."""
+    missing matrix is a zero matrix). float16/bfloat16/float32 products accumulate in double and
+    are rounded once (the specification's double accumulation, §15): widened under
+    ``jax_enable_x64``, the ``wide_matmul`` primitive (double inside its native step) without it."""
     a, b = array(a), array(b)
     if a.ndim != b.ndim or a.ndim < 2:
         raise ValueError(f"vsla.matmul: need equal ranks >= 2, got {a.ndim} and {b.ndim}")
@@ -70,7 +83,7 @@ def matmul(a: VArray, b: VArray) -> VArray:
     batch = tuple(_batch_size(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
     xa = _broadcast_batch(_logical_as(a, _own_batch(a, batch) + (a.shape[-2], k)), batch)
     xb = _broadcast_batch(_logical_as(b, _own_batch(b, batch) + (k, b.shape[-1])), batch)
-    return _wrap(acc.narrow(enp.matmul(acc.widen(xa), acc.widen(xb)), enp.result_type(a.dtype, b.dtype)))
+    return _wrap(acc.matmul(xa, xb))
 
 
 def _batch_size(x: int, y: int) -> int:
@@ -168,7 +181,7 @@ def _affine(v: VArray, gamma: Any, beta: Any) -> VArray:
         return _pair(sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair()))
     data, _ = sym.affine(v.pair(), None if g is None else g.pair(), None if b is None else b.pair())
     last = max([v.shape[-1]] + [p.shape[0] for p in params if p is not None])
-    return VArray(data, v.shape[:-1] + (last,))
+    return _make(data, v.shape[:-1] + (last,))
 
 
 def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
@@ -177,7 +190,7 @@ def transpose(v: VArray, axes: tuple[int, ...] | None = None) -> VArray:
     axes = tuple(reversed(range(v.ndim))) if axes is None else tuple(_axis(v, a) for a in axes)
     if v.symbolic:
         return _pair(sym.transpose(v.pair(), axes))
-    return VArray(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
+    return _make(enp.transpose(v.data, axes), tuple(v.shape[a] for a in axes))
 
 
 def window(stream: Iterable[Any], w: int, stride: int | None = None) -> Iterator[VArray]:

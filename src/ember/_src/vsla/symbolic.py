@@ -111,11 +111,13 @@ def _conv_direct(x: Any, y: Any, m: Any, n: Any, dtype: np.dtype) -> Any:
     return _direct(x, y, m, n).astype(dtype)
 
 
-def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
+def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any, compensated: bool = True) -> Any:
     """One fused multiply-and-sum over a Toeplitz gather of ``y`` (the ``co x ca`` matrix is never
     stored). Only the products of logical entries (``i < m``, ``0 <= k - i < n``) are summed, the
     others selected away rather than multiplied by zero, so a NaN or infinity reaches only the
-    outputs it contributes to (as ``np.convolve``)."""
+    outputs it contributes to (as ``np.convolve``). ``compensated=False`` (a tangent, which must be
+    linear in ``x`` for its transpose: the compensated sum's tests on the products are not) sums
+    in the widened type (double under x64) without compensation."""
     dtype = enp.result_type(x.dtype, y.dtype)
     ca, cb = x.shape[-1], y.shape[-1]
     co = ca + cb - 1
@@ -127,6 +129,8 @@ def _toeplitz_conv(x: Any, y: Any, m: Any, n: Any) -> Any:
     # multiply-and-sum loop: 10x slower at 512 rows of capacity 32)
     toe = enp.where(band, enp.take(y, enp.where(valid, k, 0), axis=-1), zero(y.dtype))
     xb = enp.where(band, x[..., None, :], zero(x.dtype))
+    if not compensated:
+        return enp.sum(acc.widen(xb) * acc.widen(toe), axis=-1).astype(dtype)
     return acc.dot_sum(xb, toe, -1).astype(dtype)  # wide accumulation (accumulate.py)
 
 
@@ -143,7 +147,7 @@ def _direct(x: Any, y: Any, m: Any, n: Any) -> Any:
 @_direct.defjvp
 def _direct_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
     (x, y, m, n), (tx, ty, _, _) = primals, tangents
-    return _direct(x, y, m, n), _toeplitz_conv(tx, y, m, n) + _toeplitz_conv(ty, x, n, m)
+    return _direct(x, y, m, n), _toeplitz_conv(tx, y, m, n, False) + _toeplitz_conv(ty, x, n, m, False)
 
 
 def fft_length(ca: sh.Dim, cb: sh.Dim) -> sh.Dim:
@@ -285,7 +289,7 @@ def matmul(a: Pair, b: Pair) -> Pair:
         p, q = lx[i], ly[i]
         lb.append(enp.where(p == 1, q, enp.where(q == 1, p, enp.maximum(p, q))))
         x, y = _broadcast_axis(x, i, cap[i], p), _broadcast_axis(y, i, cap[i], q)
-    out = acc.narrow(enp.matmul(acc.widen(x), acc.widen(y)), enp.result_type(x.dtype, y.dtype))
+    out = acc.matmul(x, y)
     if nb:
         keep = logical_mask(out, enp.concatenate([enp.stack(lb), enp.asarray(np.zeros(2, np.int32))]),
                             axes=range(nb))

@@ -47,11 +47,38 @@ def _check_shape(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _zero_slack(data: Any, shape: tuple[int, ...]) -> Any:
+    """``data`` with every entry past ``shape`` set to zero (one masked pass where it has slack)."""
+    dshape = tuple(data.shape) if hasattr(data, "shape") else np.shape(data)
+    if len(dshape) != len(shape) or not all(isinstance(c, (int, np.integer)) for c in dshape) or all(
+            c <= d for c, d in zip(dshape, shape)):
+        return data
+    keep = np.ones((), bool)
+    for ax, (c, d) in enumerate(zip(dshape, shape)):
+        idx = (np.arange(c) < d).reshape((-1,) + (1,) * (len(dshape) - ax - 1))
+        keep = keep & idx
+    dtype = data.dtype if hasattr(data, "dtype") else np.asarray(data).dtype
+    return enp.where(keep, data, np.zeros((), dtype))
+
+
+def _make(data: Any, shape: Sequence[int] | None, lengths: Any = None) -> VArray:
+    """A VArray of op results whose slack is zero already (no masking pass; internal)."""
+    v = VArray.__new__(VArray)
+    v.data = data
+    v._shape = None if lengths is not None else _check_shape(shape if shape is not None else ())
+    v.lengths = lengths
+    return v
+
+
 class VArray:
     """A variable-shape array: an equivalence class of tensors under trailing-zero padding.
 
     ``VArray(data, shape)`` holds a static logical shape; ``VArray(data, None, lengths)`` holds the
     logical sizes as an int32 vector ``lengths`` (a runtime value: the form ``vsla.jit`` traces).
+    The stored entries past the logical shape (the slack) are never data: built with a static
+    shape, a VArray holds zeros there whatever ``data`` held (§4.1: the slack may be uninitialised
+    and must not be read; ember's kernels rely on a zero slack), so no result, and no derivative,
+    depends on it.
     """
 
     __slots__ = ("data", "_shape", "lengths")
@@ -60,6 +87,8 @@ class VArray:
         self.data = data
         self._shape = None if lengths is not None else _check_shape(shape if shape is not None else ())
         self.lengths = lengths
+        if self._shape is not None:  # traced data too: a derivative never sees the slack either
+            self.data = _zero_slack(data, self._shape)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -107,7 +136,7 @@ class VArray:
         Eagerly the result slices this array's data, so gradients flow through it; under
         ``vsla.jit`` the data is kept and the runtime lengths are cut."""
         if self.symbolic:
-            return VArray(*_pair_args(sym.shrink(self.pair())))
+            return _make(*_pair_args(sym.shrink(self.pair())))
         shape = minimal_shape(np.asarray(self.logical()))
         return array(self.data[tuple(slice(0, d) for d in shape)])
 
@@ -134,9 +163,9 @@ class VArray:
         if other.ndim != self.ndim:
             raise ValueError(f"vsla: mixed ranks {self.ndim} and {other.ndim}")
         if self.symbolic or other.symbolic:
-            return VArray(*_pair_args(sym.binary(self.pair(), other.pair(), op)))
+            return _make(*_pair_args(sym.binary(self.pair(), other.pair(), op)))
         shape = tuple(max(a, b) for a, b in zip(self.shape, other.shape))
-        return VArray(op(_to_capacity(self, shape), _to_capacity(other, shape)), shape)
+        return _make(op(_to_capacity(self, shape), _to_capacity(other, shape)), shape)
 
     def __add__(self, other: Any) -> VArray:
         return self._binary(other, _add)
@@ -179,7 +208,7 @@ class VArray:
         return enp.where(enp.asarray(mask), out, sym.zero(out.dtype))
 
     def _with_data(self, data: Any) -> VArray:
-        return VArray(data, self._shape, self.lengths)
+        return _make(data, self._shape, self.lengths)
 
 
 def _pair_args(p: tuple[Any, Any]) -> tuple[Any, None, Any]:
@@ -257,7 +286,8 @@ def _check_dtype(x: np.ndarray | np.dtype | Any) -> None:
 
 
 def array(data: Any, dtype: Any = None) -> VArray:
-    """Build a VArray from array-like data; its logical shape is the data's shape.
+    """Build a VArray from array-like data; its logical shape is the data's shape, except that a
+    scalar becomes the rank-1 VArray ``[s]`` (no rank-0 VArray at the API boundary, §3.2).
 
     Conversion follows ``ember.numpy.asarray``: 64-bit host data stays 64-bit under
     ``jax_enable_x64`` and becomes 32-bit otherwise; an explicit 64-bit ``dtype`` then warns."""
@@ -269,10 +299,12 @@ def array(data: Any, dtype: Any = None) -> VArray:
     # otherwise, and an explicit 64-bit dtype warns when it is truncated (as JAX does)
     x = enp.asarray(data, dtype=dt.user_dtype(dtype, "vsla.array"))
     _check_dtype(x)
+    if x.ndim == 0:
+        x = enp.reshape(x, (1,))
     shape = _check_shape(x.shape)
     cap = tuple(next_pow2(d) for d in shape)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
-    return VArray(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
+    return _make(enp.pad(x, pad) if any(p for _, p in pad) else x, shape)
 
 
 def conv(a: VArray, b: VArray, method: str = "auto", dims: int = 1) -> VArray:
@@ -298,29 +330,29 @@ def conv(a: VArray, b: VArray, method: str = "auto", dims: int = 1) -> VArray:
     if dims > 1:
         return _conv_nd(a, b, method, int(dims))
     if any_symbolic(a, b):
-        return VArray(*_pair_args(sym.conv(a.pair(), b.pair(), method, FFT_THRESHOLD)))
+        return _make(*_pair_args(sym.conv(a.pair(), b.pair(), method, FFT_THRESHOLD)))
     m, n = a.shape[-1], b.shape[-1]
     batch = tuple(max(x, y) for x, y in zip(a.shape[:-1], b.shape[:-1]))
     length = 0 if m == 0 or n == 0 else m + n - 1
     shape = batch + (length,)
     cap = tuple(next_pow2(d) for d in shape)
     if length == 0 or 0 in batch:
-        return VArray(enp.zeros(cap, dtype=enp.result_type(a.dtype, b.dtype)), shape)
-    xa = _to_capacity(VArray(a.data, batch + (a.shape[-1],)), batch + (a.shape[-1],))
-    xb = _to_capacity(VArray(b.data, batch + (b.shape[-1],)), batch + (b.shape[-1],))
+        return _make(enp.zeros(cap, dtype=enp.result_type(a.dtype, b.dtype)), shape)
+    xa = _to_capacity(_make(a.data, batch + (a.shape[-1],)), batch + (a.shape[-1],))
+    xb = _to_capacity(_make(b.data, batch + (b.shape[-1],)), batch + (b.shape[-1],))
     lead = tuple(slice(0, d) for d in batch)
     xa, xb = xa[lead + (slice(0, m),)], xb[lead + (slice(0, n),)]
     exact = not enp.issubdtype(enp.result_type(a.dtype, b.dtype), enp.inexact)
     use_fft = method == "fft" or (method == "auto" and m * n > FFT_THRESHOLD and not exact)
     out = _conv_fft(xa, xb, length) if use_fft else _conv_direct(xa, xb, length)
     pad = [(0, c - s) for c, s in zip(cap, shape)]
-    return VArray(enp.pad(out, pad), shape)
+    return _make(enp.pad(out, pad), shape)
 
 
 def _conv_nd(a: VArray, b: VArray, method: str, k: int) -> VArray:
     """``conv`` over the last ``k > 1`` axes (:mod:`.convnd`)."""
     if any_symbolic(a, b):
-        return VArray(*_pair_args(convnd.conv_nd_pairs(a.pair(), b.pair(), k, method, FFT_THRESHOLD)))
+        return _make(*_pair_args(convnd.conv_nd_pairs(a.pair(), b.pair(), k, method, FFT_THRESHOLD)))
     nb = a.ndim - k
     batch = tuple(max(x, y) for x, y in zip(a.shape[:nb], b.shape[:nb]))
     ms, ns = a.shape[nb:], b.shape[nb:]
@@ -328,7 +360,7 @@ def _conv_nd(a: VArray, b: VArray, method: str, k: int) -> VArray:
     shape = batch + tuple(0 if empty else m + n - 1 for m, n in zip(ms, ns))
     dtype = enp.result_type(a.dtype, b.dtype)
     if empty:
-        return VArray(enp.zeros(tuple(next_pow2(d) for d in shape), dtype=dtype), shape)
+        return _make(enp.zeros(tuple(next_pow2(d) for d in shape), dtype=dtype), shape)
     xa = _logical_to(a, batch + ms)
     xb = _logical_to(b, batch + ns)
 
@@ -339,7 +371,7 @@ def _conv_nd(a: VArray, b: VArray, method: str, k: int) -> VArray:
         return (_conv_fft if use_fft else _conv_direct)(fa, fb, m + n - 1)
 
     out = convnd.conv_nd_static(xa, xb, k, conv1d)
-    return VArray(enp.pad(out, [(0, next_pow2(d) - d) for d in shape]), shape)
+    return _make(enp.pad(out, [(0, next_pow2(d) - d) for d in shape]), shape)
 
 
 def _logical_to(v: VArray, shape: tuple[int, ...]) -> Any:
@@ -393,7 +425,7 @@ def kron(a: VArray, b: VArray) -> VArray:
     if a.ndim != b.ndim:
         raise ValueError(f"vsla.kron: mixed ranks {a.ndim} and {b.ndim}")
     if any_symbolic(a, b):
-        return VArray(*_pair_args(sym.kron(a.pair(), b.pair())))
+        return _make(*_pair_args(sym.kron(a.pair(), b.pair())))
     if type(a.data) is Array and type(b.data) is Array:  # concrete operands: one host pass
         return _kron_host(_strip(np.asarray(a.logical())), _strip(np.asarray(b.logical())),
                           np.dtype(enp.result_type(a.dtype, b.dtype)))
@@ -412,7 +444,7 @@ def _kron_host(x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> VArray:
     out = aligned_empty(tuple(next_pow2(d) for d in shape), dtype)
     out.fill(0)
     out[tuple(slice(0, d) for d in shape)] = np.multiply(xr, yr, dtype=dtype).reshape(shape)
-    return VArray(Array(aligned_copy(out, owned=True), False), shape)
+    return _make(Array(aligned_copy(out, owned=True), False), shape)
 
 
 def stack(items: Sequence[Any]) -> VArray:
@@ -426,12 +458,12 @@ def stack(items: Sequence[Any]) -> VArray:
     if len(ranks) != 1:
         raise ValueError(f"vsla.stack: mixed ranks {sorted(ranks)}")
     if any_symbolic(*vs):  # under vsla.jit: leading axis of capacity k, the rest the joint capacity
-        return VArray(*_pair_args(sym.stack([v.pair() for v in vs])))
+        return _make(*_pair_args(sym.stack([v.pair() for v in vs])))
     shape = tuple(max(s) for s in zip(*(v.shape for v in vs))) if vs[0].ndim else ()
     rows = enp.stack([_to_capacity(v, shape) for v in vs])
     full = (len(vs),) + shape
     pad = [(0, next_pow2(len(vs)) - len(vs))] + [(0, 0)] * len(shape)
-    return VArray(enp.pad(rows, pad), full)
+    return _make(enp.pad(rows, pad), full)
 
 
 def unstack(v: VArray) -> list[VArray]:
@@ -467,7 +499,7 @@ def _flatten(v: VArray) -> tuple[tuple, Any]:
 
 def _unflatten(aux: Any, children: Sequence[Any]) -> VArray:
     if isinstance(aux, _RuntimeLengths):
-        return VArray(children[0], None, children[1])
+        return _make(children[0], None, children[1])
     ndim = getattr(children[0], "ndim", None)
     if isinstance(ndim, int) and ndim < len(aux):
         raise ValueError(
@@ -476,7 +508,7 @@ def _unflatten(aux: Any, children: Sequence[Any]) -> VArray:
             "metadata, cannot follow it. To vmap over a batch of VArrays, give the batch its own "
             "leading data axis: VArray(stacked_data, per_example_shape) with stacked_data of shape "
             "(batch,) + capacity (each example's slack zero); or use vsla.stack / vsla.Ragged")
-    return VArray(children[0], aux)
+    return _make(children[0], aux)
 
 
 register_pytree_node(VArray, _flatten, _unflatten)

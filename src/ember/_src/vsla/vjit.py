@@ -28,6 +28,7 @@ from ember._src.jit import jit as ember_jit
 from ember._src.vsla import ragged as rg
 from ember._src.vsla import symbolic as sym
 from ember._src.vsla.varray import VArray, next_pow2
+from ember._src.vsla.varray import _make as _varray
 
 __all__ = ["jit", "grad", "VJitFunction"]
 
@@ -60,7 +61,7 @@ def _lengths(v: VArray) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _positional_tree(kinds: tuple) -> Any:
     """The argument structure of a call with only positional VArrays of these ranks."""
-    return tu.flatten((tuple(VArray(np.zeros(()), None, 0) for _ in kinds), {}), is_leaf=_is_varray)[1]
+    return tu.flatten((tuple(_varray(np.zeros(()), None, 0) for _ in kinds), {}), is_leaf=_is_varray)[1]
 
 
 def _to_static(v: VArray) -> VArray:
@@ -72,7 +73,7 @@ def _to_static(v: VArray) -> VArray:
     if any(d < 0 for d in shape):
         raise ValueError("vsla.jit: a result has invalid logical sizes (-1): a vsla.reshape inside the "
                          "function was given a shape whose size differs from its operand's logical size")
-    return VArray(v.data, shape)
+    return _varray(v.data, shape)
 
 
 def _result(x: Any) -> Any:
@@ -104,6 +105,9 @@ class VJitFunction:
         self.capacity = capacity
         self.backend = backend
         self.options = options
+        # a vsla.grad function takes its cotangent seed as the program's first input, so the
+        # native planner finds the backward pass (its descendants) and plans it as GRADS
+        self._seeded = bool(getattr(fun, "_vsla_grad", False))
         self._jits: dict[Any, Any] = {}
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list]:
@@ -112,12 +116,12 @@ class VJitFunction:
             key = tuple(x.ndim for x in args)
             jf = self._jits.get(key)
             if jf is not None:
-                flat: list = []
+                flat: list = [_SEED] if self._seeded else []
                 for x in args:
                     flat += [x.data, x.lengths] if x.symbolic else [_bucket(x), _lengths(x)]
                 return jf, flat
         leaves, tree = tu.flatten((args, kwargs), is_leaf=_is_leaf)
-        flat = []
+        flat = [_SEED] if self._seeded else []
         kinds: list = []
         row_groups: dict[Any, int] = {}  # Ragged arguments with one row count share its axis
         for x in leaves:
@@ -137,7 +141,7 @@ class VJitFunction:
         return jf, flat
 
     def _make(self, tree: Any, kinds: list) -> Any:
-        specs: list = []
+        specs: list = [None] if self._seeded else []
         for i, k in enumerate(kinds):
             if k is None:
                 specs.append(None)
@@ -149,14 +153,22 @@ class VJitFunction:
 
         def inner(*flat: Any) -> Any:
             it = iter(flat)
+            seed = next(it) if self._seeded else None
             leaves = [next(it) if k is None else _ragged_leaf(it) if isinstance(k, tuple)
-                      else VArray(next(it), None, next(it)) for k in kinds]
+                      else _varray(next(it), None, next(it)) for k in kinds]
             args, kwargs = tu.unflatten(tree, leaves)
-            return self.fun(*args, **kwargs)
+            _SEED_BOX[0] = seed  # the cotangent seed the grad function takes (grad)
+            try:
+                return self.fun(*args, **kwargs)
+            finally:
+                _SEED_BOX[0] = None
 
         inner.__name__ = f"vsla_{getattr(self.fun, '__name__', 'fun')}"
         dyn = specs if any(s is not None for s in specs) else None
-        return ember_jit(inner, backend=self.backend, dynamic_axes=dyn, **self.options)
+        options = dict(self.options)
+        if self._seeded and self.backend in (None, "native"):  # its descendants: the GRADS class
+            options.setdefault("grads_from", 0)
+        return ember_jit(inner, backend=self.backend, dynamic_axes=dyn, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jf, flat = self._prepare(args, kwargs)
@@ -193,9 +205,10 @@ class VJitFunction:
         """Bytes of the memory plan for these arguments, by buffer class: ``PARAMS`` (captured
         constants), ``ACTIVATION`` (intermediates), ``WORKSPACE`` (per-step scratch: FFT buffers,
         cached rows), ``EXTERNAL_IN`` / ``EXTERNAL_OUT``, and ``arena_bytes`` (the planned arena's
-        peak for this binding), and for a :func:`grad` function ``GRADS`` (the gradients, which are its
-        outputs: the planner has no separate gradient arena). Native backend only (the reference
-        backend plans no memory)."""
+        peak for this binding), and for a :func:`grad` function ``GRADS`` (the arena's GRADS region:
+        the backward pass's cotangents and partial gradients, every intermediate computed from the
+        cotangent seed) and ``GRAD_OUTPUTS`` (the gradients it returns, its ``EXTERNAL_OUT``).
+        Native backend only (the reference backend plans no memory)."""
         jf, flat = self._prepare(args, kwargs)
         exe = jf.lower(*flat).executable
         env: dict[str, int] = {}
@@ -209,12 +222,18 @@ class VJitFunction:
             raise ValueError("vsla.jit.memory_plan: the backend of this function has no memory plan "
                              "(use backend='native')")
         out = {c: 0 for c in ("PARAMS", "ACTIVATION", "WORKSPACE", "EXTERNAL_IN", "EXTERNAL_OUT")}
+        if self._seeded:
+            out["GRADS"] = 0
         for b in plan.buffers:
             out[b.cls] = out.get(b.cls, 0) + int(sh.evaluate(b.nbytes, env))
         out["arena_bytes"] = int(arena if arena is not None else sh.evaluate(plan.arena_bytes, env))
-        if getattr(self.fun, "_vsla_grad", False):
-            out["GRADS"] = out["EXTERNAL_OUT"]
+        if self._seeded:
+            out["GRAD_OUTPUTS"] = out["EXTERNAL_OUT"]
         return out
+
+
+_SEED = np.ones((), np.float32)  # the cotangent seed a vsla.grad function is called with
+_SEED_BOX: list = [None]  # the seed while a seeded function is traced
 
 
 def jit(fun: Callable | None = None, *, capacity: str = "symbolic", backend: str | None = None,
@@ -235,7 +254,7 @@ def grad(fun: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
     Each gradient is a VArray with its argument's logical sizes (static or runtime), its slack held
     at zero; the logical sizes themselves are not differentiated. Works eagerly and inside
     ``vsla.jit`` (``vsla.jit(vsla.grad(loss))`` is one compile for every shape). ``fun`` returns a
-    rank-0 VArray or a scalar array.
+    VArray of one entry (``vsla.sum`` of a vector: rank 1, length 1) or a scalar array.
     """
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
@@ -250,7 +269,17 @@ def grad(fun: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
             for i, v, d in zip(nums, primal, datas):
                 new[i] = v._with_data(d)
             out = fun(*new, **kwargs)
-            return out.data if isinstance(out, VArray) else out
+            if isinstance(out, VArray):  # a rank-0 result is the rank-1 [s] (vsla.sum of a vector)
+                return enp.reshape(out.data, ()) if out.ndim == 1 and out.data.shape[0] == 1 else out.data
+            return out
+
+        seed, _SEED_BOX[0] = _SEED_BOX[0], None  # only the outermost grad under vsla.jit takes it
+        if seed is not None:  # the loss times the program input ``seed`` (1.0): every cotangent
+            inner = on_data   # of the backward pass is computed from it
+
+            def on_data(*datas: Any) -> Any:
+                out = inner(*datas)
+                return out * seed.astype(out.dtype)
 
         gs = ember_grad(on_data, argnums=tuple(range(len(nums))))(*[v.data for v in primal])
         outs = []

@@ -7,7 +7,13 @@ Buffer classes:
 * ``EXTERNAL_OUT``: program outputs (fresh per call, from the output pool);
 * ``ACTIVATION``: intermediates, placed in the arena;
 * ``WORKSPACE``: per-step scratch (the named requests of :mod:`.scratch`: cached rows, accumulators,
-  call and loop workspace, ...), live for one step.
+  call and loop workspace, ...), live for one step;
+* ``GRADS``: in a gradient program (``grads_from``: the input holding the cotangent seed, as
+  ``vsla.jit`` of a ``vsla.grad`` function passes it), the intermediates computed from the seed --
+  the backward pass's cotangents and the partial gradients summed into them -- placed in a region
+  of the arena of their own, after the ``ACTIVATION``/``WORKSPACE`` region (the specification's
+  GRADS arena; gradients that are program outputs stay ``EXTERNAL_OUT``: they are handed to the
+  caller).
 
 A reshape (``alias`` step) shares its source's buffer. An elementwise kernel may write an output
 into a same-size input buffer that dies at that step when it reads that input only at the element
@@ -36,8 +42,9 @@ from ember._src.native.scheduling.schedule import Schedule
 from ember._src.program import Literal, Var
 from ember.errors import ValidationError
 
-EXTERNAL_IN, PARAMS, EXTERNAL_OUT, ACTIVATION, WORKSPACE = (
-    "EXTERNAL_IN", "PARAMS", "EXTERNAL_OUT", "ACTIVATION", "WORKSPACE")
+EXTERNAL_IN, PARAMS, EXTERNAL_OUT, ACTIVATION, WORKSPACE, GRADS = (
+    "EXTERNAL_IN", "PARAMS", "EXTERNAL_OUT", "ACTIVATION", "WORKSPACE", "GRADS")
+_INTERMEDIATE = (ACTIVATION, GRADS)  # step results in the arena (in-place reuse within one class)
 
 
 def _align(n: int) -> int:
@@ -58,7 +65,7 @@ class Buffer:
 
     @property
     def in_arena(self) -> bool:
-        return self.cls in (ACTIVATION, WORKSPACE)
+        return self.cls in (ACTIVATION, WORKSPACE, GRADS)
 
     def __str__(self) -> str:
         where = f"@{self.offset}" if self.in_arena else f"#{self.index}"
@@ -108,9 +115,25 @@ def nbytes_of(v: Var) -> Any:
     return n if isinstance(n, sh.DimExpr) else int(n)
 
 
-def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> MemoryPlan:
-    """Plan buffers for ``sched``. ``threads`` sizes per-thread workspace of parallel kernels."""
+def seed_descendants(program: Any, index: int | None) -> set[int]:
+    """Ids of the values of ``program`` computed (directly or not) from input ``index`` (empty when
+    None or out of range)."""
+    if index is None or not 0 <= index < len(program.invars):
+        return set()
+    found = {program.invars[index].id}
+    for e in program.eqns:
+        if any(isinstance(a, Var) and a.id in found for a in e.inputs):
+            found.update(o.id for o in e.outvars)
+    return found
+
+
+def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True,
+                grads_from: int | None = None) -> MemoryPlan:
+    """Plan buffers for ``sched``. ``threads`` sizes per-thread workspace of parallel kernels;
+    ``grads_from``: the input holding a gradient program's cotangent seed (its descendants are
+    ``GRADS``)."""
     p = sched.program
+    grads = seed_descendants(p, grads_from)
     buffers: list[Buffer] = []
     vb: dict[int, Buffer] = {}
     n_steps = len(sched.steps)
@@ -139,7 +162,8 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 b.values.append(v.id)
             continue
         for v in step.outputs:
-            b = vb[v.id] = new(ACTIVATION, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
+            cls = GRADS if v.id in grads else ACTIVATION
+            b = vb[v.id] = new(cls, nbytes_of(v), s, s, note=f"{step.name} -> v{v.id}")
             b.values.append(v.id)
         for req in scratch_mod.requests(step, threads):  # named per-step scratch (scratch.py)
             scratch[(s, req.name)] = new(WORKSPACE, req.nbytes, s, s, note=f"{step.name} {req.name}")
@@ -156,7 +180,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
         elif b.cls == PARAMS:
             outputs.append(("param", b.index, a))
         else:
-            if b.cls == ACTIVATION:
+            if b.cls in _INTERMEDIATE:
                 b.cls, b.index, b.end = EXTERNAL_OUT, n_out, n_steps
                 n_out += 1
             outputs.append(("output", b.index, a))
@@ -173,7 +197,7 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
             taken: set[int] = set()
             for root, in_vid in step.ir.inplace_candidates():
                 bo, bi = vb[root.id], vb.get(in_vid)
-                if bi is None or bo is bi or bi.id in taken or bo.cls != ACTIVATION or bi.cls != ACTIVATION:
+                if bi is None or bo is bi or bi.id in taken or not _same_intermediate(bo, bi):
                     continue
                 if bi.end != s or bo.nbytes != bi.nbytes or bo.start != s:
                     continue
@@ -193,8 +217,13 @@ def plan_memory(sched: Schedule, *, threads: int = 1, inplace: bool = True) -> M
                 b.end = max(b.end, s)
     if any(isinstance(b.nbytes, sh.DimExpr) for b in buffers):  # offsets are placed per binding
         arena, inter = 0, sum(b.nbytes for b in buffers if b.in_arena)
-    else:
-        arena = _first_fit([b for b in buffers if b.in_arena])
+    else:  # the GRADS region after the others
+        arena = _first_fit([b for b in buffers if b.in_arena and b.cls != GRADS])
+        grad_bufs = [b for b in buffers if b.cls == GRADS]
+        region = _first_fit(grad_bufs)
+        for b in grad_bufs:
+            b.offset += arena
+        arena += region
         inter = sum(_align(b.nbytes) for b in buffers if b.in_arena)
     for i, b in enumerate(buffers):
         b.id = i
@@ -211,7 +240,7 @@ def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],
     if tuple(c.aval.shape) != tuple(out.aval.shape) or e.params["c_dims"] != tuple(range(len(c.aval.shape))):
         return
     bo, bi = vb[out.id], vb[c.id]
-    if bo.cls != ACTIVATION or bi.cls != ACTIVATION or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
+    if not _same_intermediate(bo, bi) or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
         return
     if any(isinstance(a, Var) and vb.get(a.id) is bi for a in e.inputs[:2]):
         return  # c's buffer is also a matrix operand
@@ -228,12 +257,17 @@ def _call_in_place(s: int, step, k: int, vb: dict[int, Buffer], buffers: list[Bu
     if not isinstance(x, Var):
         return
     bo, bi = vb[out.id], vb[x.id]
-    if bo.cls != ACTIVATION or bi.cls != ACTIVATION or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
+    if not _same_intermediate(bo, bi) or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:
         return
     if any(isinstance(a, Var) and vb.get(a.id) is bi for j, a in enumerate(e.inputs) if j != k):
         return
     _merge_into(bi, bo, vb, buffers, f"{step.name} updates in place")
     done.append((s, out.id, x.id))
+
+
+def _same_intermediate(bo: Buffer, bi: Buffer) -> bool:
+    """Both step results in the arena, of one class (a GRADS buffer reuses only a GRADS one)."""
+    return bo.cls == bi.cls and bo.cls in _INTERMEDIATE
 
 
 def _merge_into(bi: Buffer, bo: Buffer, vb: dict[int, Buffer], buffers: list[Buffer], note: str) -> None:

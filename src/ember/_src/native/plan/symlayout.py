@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember._src.native.plan.planner import ALIGN, MemoryPlan, first_fit
+from ember._src.native.plan.planner import ALIGN, GRADS, MemoryPlan, first_fit
 from ember._src.native.plan.scratch import LOOP_WORKSPACE
 from ember._src.native.scheduling.schedule import Schedule
 
@@ -50,6 +50,7 @@ class _PlanLayout:
         arena = [b for b in plan.buffers if b.in_arena]
         self.starts = [b.start for b in arena]
         self.ends = [b.end for b in arena]
+        self.grads = [b.cls == GRADS for b in arena]  # placed in a region after the others
         self.slots: list[int] = []
         self.items: list[Any] = []  # index into exprs, or a _LoopLayout
         for b in arena:
@@ -65,9 +66,14 @@ class _PlanLayout:
 
     def place(self, vals: tuple, dims: list[int]) -> int:
         sizes = [it.place(vals, dims) if isinstance(it, _LoopLayout) else vals[it] for it in self.items]
-        offsets, peak = first_fit(sizes, self.starts, self.ends)
-        for k, off in zip(self.slots, offsets):
-            dims[k] = off
+        peak = 0
+        for region in (False, True):  # the GRADS region after the others (as the static planner)
+            idx = [i for i, g in enumerate(self.grads) if g == region]
+            offsets, top = first_fit([sizes[i] for i in idx], [self.starts[i] for i in idx],
+                                     [self.ends[i] for i in idx])
+            for i, off in zip(idx, offsets):
+                dims[self.slots[i]] = peak + off
+            peak += top
         return peak
 
 
