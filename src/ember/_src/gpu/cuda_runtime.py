@@ -291,7 +291,7 @@ def cuda_backend(prog: Program, **options: Any) -> Any:
     def kind(e: Any) -> str:
         if segments.device_computes(e):
             return "device"
-        return "loop" if segments.device_while(e) else "host"
+        return "loop" if segments.device_control(e) else "host"
 
     kinds = {kind(e) for e in prog.eqns}
     if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
@@ -299,8 +299,9 @@ def cuda_backend(prog: Program, **options: Any) -> Any:
     return segments.SegmentedExecutable(prog, CUDAExecutable, kind, _while, _to_host, _to_device)
 
 
-def _while(prog: Program) -> segments.HostDrivenWhile:
-    return segments.HostDrivenWhile(prog, CUDAExecutable, CUDABuffer, _to_device)
+def _while(prog: Program) -> segments.HostDrivenWhile | segments.HostDrivenCond:
+    driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
+    return driven(prog, CUDAExecutable, CUDABuffer, _to_device)
 
 
 def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:

@@ -122,6 +122,61 @@ def device_while(e: Eqn) -> bool:
                                           for x in p.eqns)
 
 
+def device_cond(e: Eqn) -> bool:
+    """Whether ``e`` is a ``cond`` whose branches the device kernels compute."""
+    return e.prim.name == "cond" and all(device_computes(x) for b in e.params["branches"] for x in b.eqns)
+
+
+def device_control(e: Eqn) -> bool:
+    """Whether ``e`` is a ``while`` or ``cond`` the host drives over device buffers."""
+    return device_while(e) or device_cond(e)
+
+
+def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_device: Callable) -> list:
+    """``e``'s operands as device handles: handles in place, host values (and literals) copied."""
+    pos = {v: i for i, v in enumerate(prog.invars)}
+    ins = []
+    for x in e.inputs:
+        a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+        ins.append(a if isinstance(a, handle_type) else to_device(np.asarray(a, x.aval.dtype), x.aval))
+    return ins
+
+
+class HostDrivenCond:
+    """A program of one device ``cond`` equation: its index is read back from the device (4 bytes;
+    a host value is used as it is), clamped into range, and that branch's program runs on the
+    device over the operands' buffers. ``make``, ``handle_type`` and ``to_device`` as for
+    :class:`HostDrivenWhile`."""
+
+    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
+                 to_device: Callable):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
+        self.branches = [make(b) for b in e.params["branches"]]
+        self.out_avals = prog.out_avals
+        self.source = "// cond: host-driven, the index read back, the branch on the device\n" + "\n".join(
+            f"// branch {i}\n{b.source}" for i, b in enumerate(self.branches))
+
+    def __call__(self, args: list) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+
+    def run_device(self, args: list) -> list:
+        """Handles are read in place (host values go to the device once); the outputs stay there."""
+        e = self.eqn
+        index, operands = e.inputs[0], e.inputs[1:]
+        if isinstance(index, Literal):
+            i = int(index.val)
+        else:
+            a = args[self.prog.invars.index(index)]
+            i = int(a.download((), index.aval.dtype) if isinstance(a, self.handle_type) else np.asarray(a))
+        i = min(max(i, 0), len(self.branches) - 1)
+        sub = Eqn(e.prim, operands, e.params, e.outvars)
+        ins = _device_operands(sub, self.prog, args, self.handle_type, self.to_device)
+        out = dict(zip(e.outvars, self.branches[i].run_device(ins)))
+        return [out[v] for v in self.prog.outvars]
+
+
 class HostDrivenWhile:
     """A program of one device ``while`` equation, driven from the host: per step the ``cond``
     program runs on the device and its one boolean is read back, then the ``body`` program runs on
@@ -145,12 +200,7 @@ class HostDrivenWhile:
 
     def run_device(self, args: list) -> list:
         """Handles are read in place (host values go to the device once); the outputs stay there."""
-        pos = {v: i for i, v in enumerate(self.prog.invars)}
-        ins = []
-        for x in self.eqn.inputs:
-            a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
-            ins.append(a if isinstance(a, self.handle_type) else self.to_device(np.asarray(a, x.aval.dtype),
-                                                                                 x.aval))
+        ins = _device_operands(self.eqn, self.prog, args, self.handle_type, self.to_device)
         cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
         while True:
             (p,) = self.cond.run_device(cconsts + carry)

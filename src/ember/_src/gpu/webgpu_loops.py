@@ -12,7 +12,8 @@ literal, one value returned as two carries) is copied into the next parity's buf
 
 **while.** The trip count is data-dependent, so the host drives it: per step the ``cond`` program
 runs on the device and its one boolean is read back (4 bytes), then the ``body`` program runs on
-the device; the carries never leave it.
+the device; the carries never leave it. **cond** likewise: its index is read back (4 bytes) and the
+chosen branch runs on the device over the operands' buffers.
 
 A loop whose programs hold a primitive without a device kernel (a nested loop among them) is not
 a device loop (:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
@@ -31,12 +32,12 @@ from ember._src.program import Eqn, Literal, Program
 
 
 def device_loop(e: Eqn) -> bool:
-    """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, or a
-    ``while`` whose ``cond`` and ``body`` they compute."""
+    """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
+    ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
         progs = [e.params["body"]]
         return all(segments.device_computes(x) for p in progs for x in p.eqns)
-    return segments.device_while(e)
+    return segments.device_control(e)
 
 
 def check_loop_bodies(e: Eqn) -> None:
@@ -45,8 +46,11 @@ def check_loop_bodies(e: Eqn) -> None:
     if e.prim.name == "scan" and not isinstance(e.params["length"], int):
         raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
     names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
-    for name in names:
-        for x in e.params[name].eqns:
+    progs = [(name, e.params[name]) for name in names]
+    if e.prim.name == "cond":
+        progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
+    for name, prog in progs:
+        for x in prog.eqns:
             if not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
 
@@ -55,6 +59,8 @@ def make_loop(prog: Program) -> Any:
     """The executable of a program of one device loop equation."""
     if prog.eqns[0].prim.name == "scan":
         return WebGPUScan(prog)
+    if prog.eqns[0].prim.name == "cond":
+        return segments.HostDrivenCond(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
     return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
 
 
