@@ -132,3 +132,21 @@ def test_a_while_loop_is_host_driven_and_its_programs_compile() -> None:
         assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)
     if _NO_DEVICE is None:
         np.testing.assert_allclose(np.asarray(ember.jit(f, backend="cuda")(x)), np.full(3, 63.0))
+
+
+@needs_nvrtc
+def test_a_cond_is_host_driven_and_its_branches_compile() -> None:
+    """Compile-checked without a device: each branch of a cond is a CUDA program of its own (PTX
+    for sm_80 and sm_90); with a device, the branch chosen by the index runs on it."""
+    def f(x):
+        return ember.lax.cond(jnp.sum(x) > 0, lambda a: a * 2.0 + 1.0, lambda a: jnp.exp(a), x)
+    x = np.ones(3, np.float32)
+    text = ember.jit(f, backend="cuda").lower(x).compile().as_text()
+    assert "// cond: host-driven" in text
+    exe = ember.jit(f, backend="cuda").lower(x).executable
+    (cond,) = [e for k, _, e in exe.segments if k == "loop"]
+    for arch in ("compute_80", "compute_90"):
+        assert all(b".entry" in b.ptx(arch) for b in cond.branches)
+    if _NO_DEVICE is None:
+        np.testing.assert_allclose(np.asarray(ember.jit(f, backend="cuda")(x)), np.full(3, 3.0))
+        np.testing.assert_allclose(np.asarray(ember.jit(f, backend="cuda")(-x)), np.exp(-x), rtol=1e-6)
