@@ -21,6 +21,7 @@ from ember._src.array import Array, asarray_eager
 from ember._src.numpy import ufuncs
 from ember._src.numpy.indexing import _index
 from ember._src.numpy.operands import _concrete_int
+from ember._src.prims import dynamic_slicing as dsl
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
@@ -547,7 +548,7 @@ def _roll_traced(x: Any, s: Any, axis: int) -> Any:
     shape = list(_shape(x))
     starts: list[Any] = [0] * len(shape)
     starts[axis] = start
-    return mv.dynamic_slice(mv.concatenate([x, x], axis), starts, shape)
+    return dsl.dynamic_slice(mv.concatenate([x, x], axis), starts, shape)
 
 
 def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
