@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("ember.errors", "ember._src.dtypes", "ember._src.shapes", "ember._src.tree",
               "ember._src.debug", "ember._src.flags")),
     ("core", ("ember._src.core", "ember._src.array", "ember._src.program", "ember._src.registry_report",
-              "ember._src.arg_checks", "ember._src.devices")),
+              "ember._src.arg_checks", "ember._src.devices", "ember._src.call_keys")),
     ("prims", ("ember._src.prims", "ember._src.ad_util", "ember._src.dynamic")),
     ("transforms", ("ember._src.ad", "ember._src.batching", "ember._src.custom_derivatives",
                     "ember._src.control_flow", "ember._src.eval_shape", "ember._src.validation",
