@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("ember._src.native", "ember._src.gpu")),
     ("numpy", ("ember._src.numpy",)),
     ("lax", ("ember._src.lax",)),
-    ("library", ("ember._src.nn", "ember._src.random", "ember._src.api_util")),
+    ("library", ("ember._src.nn", "ember._src.random", "ember._src.xla_math", "ember._src.api_util")),
     ("public", ("ember", "ember._src")),
     # programs over the public API: the demo (python -m ember), the FEATURES.md generator and the fuzzer
     ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__", "ember._src.fuzz", "ember.fuzz")),
