@@ -33,7 +33,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("library", ("ember._src.nn", "ember._src.random", "ember._src.xla_math", "ember._src.api_util")),
     ("public", ("ember", "ember._src")),
     # programs over the public API: the demo (python -m ember), the FEATURES.md generator and the fuzzer
-    ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__", "ember._src.fuzz", "ember.fuzz")),
+    ("tools", ("ember._src.features", "ember._src.demo", "ember.__main__", "ember._src.fuzz",
+               "ember._src.fuzz_cases", "ember._src.fuzz_check", "ember._src.fuzz_workers",
+               "ember._src.fuzz_shrink", "ember.fuzz")),
 ]
 
 # (importer, imported): upward imports that stay, and why
