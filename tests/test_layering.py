@@ -111,6 +111,33 @@ def test_every_module_has_a_layer() -> None:
         _layer(m)
 
 
+MAX_MODULE_LINES = 800  # issue 33: a longer module is split by job into modules named after what they hold
+
+
+def _long_modules(root: pathlib.Path, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """``path: lines`` of every ``.py`` file under ``root`` with more than ``limit`` lines."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        n = len(p.read_text().splitlines())
+        if n > limit:
+            out.append(f"{p.relative_to(root)}: {n} lines")
+    return out
+
+
+def test_no_module_over_800_lines() -> None:
+    """No module under ``src/`` is longer than 800 lines (no exceptions)."""
+    long = _long_modules(SRC)
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job):\n" + "\n".join(long)
+
+
+def test_the_length_check_sees_a_long_module(tmp_path: pathlib.Path) -> None:
+    """An 801-line module anywhere below the root is reported; an 800-line one is not."""
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "ok.py").write_text("x = 1\n" * 800)
+    (tmp_path / "pkg" / "sub" / "long.py").write_text("x = 1\n" * 801)
+    assert _long_modules(tmp_path) == [str(pathlib.Path("pkg/sub/long.py")) + ": 801 lines"]
+
+
 def test_imports_point_down() -> None:
     bad = []
     for m, t, line in _all_imports():
