@@ -80,7 +80,7 @@ def ember_backends(no_native: bool) -> list[str]:
     try:
         import ember._src.native  # noqa: F401  (registers the backend)
         from ember._src.jit import BACKENDS
-        from ember._src.native.runtime.compiler import find_compiler
+        from ember._src.native.runtime.toolchain import find_compiler
         if "native" in BACKENDS and find_compiler() is not None:
             names.append("native")
     except Exception as e:  # noqa: BLE001 - the native backend is optional here

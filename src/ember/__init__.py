@@ -35,17 +35,15 @@ __all__ += ["clear_caches", "default_backend", "dimension_as_value", "set_debug"
             "set_validation"]
 
 from ember._src.ad import (  # noqa: E402
-    grad,
-    hessian,
-    jacfwd,
-    jacrev,
-    jvp,
-    linear_transpose,
-    linearize,
-    value_and_grad,
-    vjp,
+           grad,
+           jvp,
+           linear_transpose,
+           linearize,
+           value_and_grad,
+           vjp,
 )
 from ember._src.custom_derivatives import checkpoint, custom_jvp, custom_vjp, remat  # noqa: E402
+from ember._src.jacobians import hessian, jacfwd, jacrev  # noqa: E402
 from ember._src.prims.misc import stop_gradient  # noqa: E402
 
 __all__ += ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev", "jvp",

@@ -67,7 +67,7 @@ def test_programs_with_loops_run_on_the_native_backend():
     if "native" not in BACKENDS:
         pytest.skip("native backend not registered")
     del native
-    from ember._src.native.runtime.compiler import find_compiler
+    from ember._src.native.runtime.toolchain import find_compiler
     if find_compiler() is None:
         pytest.skip("no C compiler")
     W = (np.random.default_rng(0).standard_normal((4, 4)) * 0.3).astype(np.float32)

@@ -12,7 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember._src import jit as jit_mod
 from ember._src.native.backend import NativeExecutable
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def _runs_on(f, x) -> str:
 
 
 def test_native_is_the_default_when_a_compiler_works(fresh_choice):
-    if compiler.find_compiler() is None:
+    if toolchain.find_compiler() is None:
         pytest.skip("no C compiler available")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -45,7 +45,7 @@ def test_native_is_the_default_when_a_compiler_works(fresh_choice):
 
 
 def test_no_compiler_falls_back_with_one_warning(fresh_choice, monkeypatch):
-    monkeypatch.setattr(compiler, "find_compiler", lambda: None)
+    monkeypatch.setattr(toolchain, "find_compiler", lambda: None)
     with pytest.warns(RuntimeWarning, match="no working C compiler"):
         assert ember.default_backend() == "numpy"
     with warnings.catch_warnings():
@@ -61,7 +61,7 @@ def test_broken_explicit_compiler_falls_back_with_its_reason(fresh_choice, monke
     def broken():
         raise ember.errors.CompileError("EMBER_CC='nope' is not an executable on PATH")
 
-    monkeypatch.setattr(compiler, "find_compiler", broken)
+    monkeypatch.setattr(toolchain, "find_compiler", broken)
     with pytest.warns(RuntimeWarning, match="EMBER_CC='nope'"):
         assert ember.default_backend() == "numpy"
 
@@ -90,7 +90,7 @@ def test_explicit_backend_argument_wins(fresh_choice):
     x = np.arange(3, dtype=np.float32)
     f = ember.jit(lambda v: v + 2, backend="native")
     np.testing.assert_array_equal(f(x), x + 2)
-    if compiler.find_compiler() is not None:
+    if toolchain.find_compiler() is not None:
         assert _runs_on(f, x) == "native"
     g = ember.jit(lambda v: v + 2)
     np.testing.assert_array_equal(g(x), x + 2)
@@ -98,7 +98,7 @@ def test_explicit_backend_argument_wins(fresh_choice):
 
 
 def test_unsupported_program_falls_back_per_program_with_reason(fresh_choice):
-    if compiler.find_compiler() is None:
+    if toolchain.find_compiler() is None:
         pytest.skip("no C compiler available")
     f = ember.jit(lambda v: v * 2)
     x = np.ones(3, np.float16)

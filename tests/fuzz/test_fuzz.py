@@ -2,7 +2,7 @@
 and the fuzzer's own parts (comparison, crash isolation, gradient check, minimizer, repro).
 
 The slice fails on any finding that is not in the fuzzer's table of known open defects
-(``fuzz.KNOWN``); long runs are ``python -m ember.fuzz --minutes N --seed S`` (docs/fuzzing.md).
+(``fuzz_check.KNOWN``); long runs are ``python -m ember.fuzz --minutes N --seed S`` (docs/fuzzing.md).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import io
 import numpy as np
 import pytest
 
-from ember._src import core, fuzz
+from ember._src import core, fuzz, fuzz_cases, fuzz_check, fuzz_shrink, fuzz_workers
 from tests.native.conftest import requires_cc
 
 # seed 0, cases [start, start + SLICE): four parts so that pytest-xdist spreads them
@@ -34,27 +34,28 @@ def test_ops_name_primitives_and_cover_the_native_op_table() -> None:
     from ember._src.native import opinfo
 
     opinfo.declare()
-    drawn = {s.prim for s in fuzz.OPS.values()}
+    drawn = {s.prim for s in fuzz_cases.OPS.values()}
     assert drawn <= set(core.PRIMITIVES), drawn - set(core.PRIMITIVES)
     lowered = {p.name for p in opinfo.REGISTRY}
-    assert lowered - drawn - set(fuzz.NOT_DRAWN) == set()
-    assert set(fuzz.NOT_DRAWN) <= lowered, "NOT_DRAWN names a primitive the native backend no longer has"
-    assert not drawn & set(fuzz.NOT_DRAWN)
+    assert lowered - drawn - set(fuzz_cases.NOT_DRAWN) == set()
+    assert set(fuzz_cases.NOT_DRAWN) <= lowered, \
+        "NOT_DRAWN names a primitive the native backend no longer has"
+    assert not drawn & set(fuzz_cases.NOT_DRAWN)
 
 
 def test_generated_cases_cover_modes_layers_and_edges() -> None:
-    gen = fuzz.Generator()
+    gen = fuzz_cases.Generator()
     cases = [gen.case(5, i) for i in range(60)]
-    assert {c.mode for c in cases} == set(fuzz.MODES)
+    assert {c.mode for c in cases} == set(fuzz_cases.MODES)
     layers = {la.kind for c in cases for la in c.layers}
     assert {"vmap", "jit", "grad", "scan"} <= layers, layers
     assert any(c.dynamic for c in cases)
     assert any(0 in a.shape for c in cases for a in c.args)
     assert any(a.ndim == 0 for c in cases for a in c.args)
     assert any(np.isnan(a).any() for c in cases for a in c.args if a.dtype.kind == "f")
-    edges = fuzz._values(np.random.default_rng(0), (400,), "int32", True)
+    edges = fuzz_cases._values(np.random.default_rng(0), (400,), "int32", True)
     assert (edges == np.iinfo(np.int32).min).any() and (edges == np.iinfo(np.int32).max).any()
-    edges = fuzz._values(np.random.default_rng(0), (400,), "float32", True)
+    edges = fuzz_cases._values(np.random.default_rng(0), (400,), "float32", True)
     tiny = np.finfo(np.float32).smallest_subnormal
     assert np.isnan(edges).any() and np.isneginf(edges).any() and (edges == tiny).any()
     assert (np.signbit(edges) & (edges == 0)).any() and (edges == np.finfo(np.float32).max).any()
@@ -68,42 +69,44 @@ def test_compare_tolerances() -> None:
     f32 = np.float32
     eps = float(np.finfo(f32).eps)
     one = np.array([1.0, np.nan, np.inf, -0.0], f32)
-    assert fuzz.compare(one, one.copy(), "float32", 4) is None
-    assert fuzz.compare(one, np.array([1 + 3 * eps, np.nan, np.inf, 0.0], f32), "float32", 4) is None
-    assert "ulps" in fuzz.compare(one, np.array([1 + 8 * eps, np.nan, np.inf, 0.0], f32), "float32", 4)
-    assert fuzz.compare(one, np.array([1.0, 0.0, np.inf, 0.0], f32), "float32", 4) is not None  # NaN lost
-    assert fuzz.compare(one, np.array([1.0, np.nan, -np.inf, 0.0], f32), "float32", 4) is not None
+    assert fuzz_check.compare(one, one.copy(), "float32", 4) is None
+    assert fuzz_check.compare(one, np.array([1 + 3 * eps, np.nan, np.inf, 0.0], f32), "float32", 4) is None
+    assert "ulps" in fuzz_check.compare(one, np.array([1 + 8 * eps, np.nan, np.inf, 0.0], f32), "float32", 4)
+    lost = np.array([1.0, 0.0, np.inf, 0.0], f32)
+    assert fuzz_check.compare(one, lost, "float32", 4) is not None  # NaN lost
+    assert fuzz_check.compare(one, np.array([1.0, np.nan, -np.inf, 0.0], f32), "float32", 4) is not None
     # an infinity against a value at the overflow edge is rounding, not a disagreement
-    assert fuzz.compare(np.array([np.inf], f32), np.array([3.4e38], f32), "float32", 4) is None
-    assert fuzz.compare(np.array([np.inf], f32), np.array([1.0], f32), "float32", 4) is not None
-    assert fuzz.compare(np.array([2, 3], np.int32), np.array([2, 4], np.int32), "int32", 99) is not None
-    assert fuzz.compare(np.zeros(2, f32), np.zeros(3, f32), "float32", 1).startswith("shape")
-    assert fuzz.compare(np.zeros(2, f32), np.zeros(2, np.float64), "float32", 1).startswith("shape")
+    assert fuzz_check.compare(np.array([np.inf], f32), np.array([3.4e38], f32), "float32", 4) is None
+    assert fuzz_check.compare(np.array([np.inf], f32), np.array([1.0], f32), "float32", 4) is not None
+    assert fuzz_check.compare(np.array([2, 3], np.int32), np.array([2, 4], np.int32), "int32", 99) is not None
+    assert fuzz_check.compare(np.zeros(2, f32), np.zeros(3, f32), "float32", 1).startswith("shape")
+    assert fuzz_check.compare(np.zeros(2, f32), np.zeros(2, np.float64), "float32", 1).startswith("shape")
     # with the float64 truth: as far from it as the reference is, the result agrees; much farther, not
     t = np.array([1000.0])
     ref, near, far = (np.array([1000.0 + d], f32) for d in (0.25, -0.25, 0.5))
-    assert fuzz.compare(near, ref, "float32", 1) is not None
-    assert fuzz.compare(near, ref, "float32", 1, truth=t) is None
-    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=t) is not None
-    assert fuzz.compare(far, ref, "float32", 1, truth=np.array([1000.0 + 0.25])) is not None
+    assert fuzz_check.compare(near, ref, "float32", 1) is not None
+    assert fuzz_check.compare(near, ref, "float32", 1, truth=t) is None
+    assert fuzz_check.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=t) is not None
+    assert fuzz_check.compare(far, ref, "float32", 1, truth=np.array([1000.0 + 0.25])) is not None
     # a truth stacked with the truths at perturbed arguments: their spread widens the allowance
     spread = np.array([[1000.0], [1000.5], [999.75]])
-    assert fuzz.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=spread) is None
-    assert fuzz.compare(np.array([1000.0 + 8.0], f32), ref, "float32", 1, truth=spread) is not None
+    assert fuzz_check.compare(np.array([1000.0 + 2.0], f32), ref, "float32", 1, truth=spread) is None
+    assert fuzz_check.compare(np.array([1000.0 + 8.0], f32), ref, "float32", 1, truth=spread) is not None
     z = np.array([1 + 1j], np.complex64)
-    assert fuzz.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
+    assert fuzz_check.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
 
 
-def _case(code: str, args: list[np.ndarray], layers: list | None = None, mode: str = "float64") -> fuzz.Case:
-    return fuzz.Case(mode, len(args), [fuzz.Op("raw", tuple(f"x{i}" for i in range(len(args))), code=code)],
-                     ["v0"], layers or [], args)
+def _case(code: str, args: list[np.ndarray], layers: list | None = None,
+          mode: str = "float64") -> fuzz_cases.Case:
+    op = fuzz_cases.Op("raw", tuple(f"x{i}" for i in range(len(args))), code=code)
+    return fuzz_cases.Case(mode, len(args), [op], ["v0"], layers or [], args)
 
 
 @requires_cc
 def test_a_crash_is_one_finding_and_the_pool_goes_on() -> None:
     crash = _case("__import__('ctypes').string_at(0) and {0}", [np.ones(2)])
     fine = _case("jnp.sin({0})", [np.linspace(-1, 1, 5)])
-    pool = fuzz.Pool(1, timeout=60)
+    pool = fuzz_workers.Pool(1, timeout=60)
     try:
         got = dict((id(c), r) for c, r in pool.map(iter([crash, fine])))
     finally:
@@ -116,39 +119,40 @@ def test_a_crash_is_one_finding_and_the_pool_goes_on() -> None:
 @requires_cc
 def test_gradient_against_finite_differences() -> None:
     x = [np.array([0.3, -1.2, 2.0])]
-    good = _case("jnp.sin({0}) * {0}", x, [fuzz.Layer("grad")])
-    assert fuzz.run_case(good) is None
+    good = _case("jnp.sin({0}) * {0}", x, [fuzz_cases.Layer("grad")])
+    assert fuzz_check.run_case(good) is None
     # the gradient with respect to one argument of a program that indexes another (.at needs an Array)
-    two = fuzz.Case("float64", 2, [fuzz.Op("at_set", ("x0",)), fuzz.Op("mul", ("v0", "x1"))], ["v1"],
-                    [fuzz.Layer("grad", argnum=1)], [np.array([0.5, 2.0]), np.array([1.5, -1.0])])
-    assert fuzz.run_case(two) is None
+    ops = [fuzz_cases.Op("at_set", ("x0",)), fuzz_cases.Op("mul", ("v0", "x1"))]
+    two = fuzz_cases.Case("float64", 2, ops, ["v1"], [fuzz_cases.Layer("grad", argnum=1)],
+                          [np.array([0.5, 2.0]), np.array([1.5, -1.0])])
+    assert fuzz_check.run_case(two) is None
     # a custom derivative that is twice too large: every path agrees, finite differences do not
     wrong = ("(lambda h: (h.defjvp(lambda p, t: (jnp.sin(p[0]), 2 * t[0] * jnp.cos(p[0]))), h)[1])"
              "(ember.custom_jvp(jnp.sin))({0})")
-    kind, detail = fuzz.run_case(_case(wrong, x, [fuzz.Layer("grad")]))
+    kind, detail = fuzz_check.run_case(_case(wrong, x, [fuzz_cases.Layer("grad")]))
     assert kind == "gradient" and "finite differences" in detail
 
 
 @requires_cc
 def test_mismatch_and_error_are_reported() -> None:
     # a Python branch on the concrete value: eager takes one side; jit cannot trace it
-    kind, detail = fuzz.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
+    kind, detail = fuzz_check.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
     assert kind == "error" and "eager ran" in detail
-    vm = [fuzz.Layer("vmap", in_axes=(0,), size=3)]
-    assert fuzz.run_case(_case("jnp.cos({0})", [np.zeros((3, 2))], vm)) is None
+    vm = [fuzz_cases.Layer("vmap", in_axes=(0,), size=3)]
+    assert fuzz_check.run_case(_case("jnp.cos({0})", [np.zeros((3, 2))], vm)) is None
 
 
 def test_minimizer_shrinks_to_the_failing_op() -> None:
-    gen = fuzz.Generator()
+    gen = fuzz_cases.Generator()
     big = next(c for c in (gen.case(11, i) for i in range(200))
                if c.mode == "float32" and len(c.ops) >= 3 and c.layers and max(a.size for a in c.args) > 2)
     target = big.ops[1].name
 
-    def fails(c: fuzz.Case) -> bool:  # a planted failure: any case that still uses the target op
+    def fails(c: fuzz_cases.Case) -> bool:  # a planted failure: any case that still uses the target op
         gen.avals(c, [a.shape for a in c.args]) if not c.layers else None
         return any(op.name == target for op in c.ops)
 
-    small = fuzz.minimize(big, fails, budget=2000)
+    small = fuzz_shrink.minimize(big, fails, budget=2000)
     assert [op.name for op in small.ops] == [target]
     assert small.layers == [] and small.dynamic is None
     assert all(d <= 1 for a in small.args for d in a.shape)
@@ -158,7 +162,7 @@ def test_minimizer_shrinks_to_the_failing_op() -> None:
 @requires_cc
 def test_repro_is_runnable_and_prints_every_path() -> None:
     case = _case("jnp.exp({0}) + {1}", [np.array([0.0, 1.0]), np.array(2.0)],
-                 [fuzz.Layer("vmap", in_axes=(0, None), size=2)])
+                 [fuzz_cases.Layer("vmap", in_axes=(0, None), size=2)])
     case.args = [np.array([[0.0, 1.0], [-np.inf, np.nan]]), np.array(2.0)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -176,13 +180,14 @@ def test_known_defects_are_recognized() -> None:
     division, fixed in the reference implementation) is no longer excused."""
     big = np.array([[-3.4e38 + 1.6j]], np.complex64)
     c = _case("{0} @ {0}.T", [big], mode="complex64")
-    c.ops[0] = fuzz.Op("matmul", ("x0", "x0"))
-    f = fuzz.classify(fuzz.Finding("mismatch", "native vs numpy: nan vs inf", c))
+    c.ops[0] = fuzz_cases.Op("matmul", ("x0", "x0"))
+    f = fuzz_check.classify(fuzz_check.Finding("mismatch", "native vs numpy: nan vs inf", c))
     assert f.known == "complex-blas-nonfinite"
     c = _case("jnp.floor_divide({0}, {1})", [np.array([-2 ** 31], np.int32), np.array([-1], np.int32)],
               mode="int32")
-    c.ops[0] = fuzz.Op("floordiv", ("x0", "x1"))
-    assert fuzz.classify(fuzz.Finding("mismatch", "eager vs numpy: ...", c)).known is None
-    f = fuzz.classify(fuzz.Finding("mismatch", "native vs numpy: ...", _case("{0}", [np.ones(1)])))
+    c.ops[0] = fuzz_cases.Op("floordiv", ("x0", "x1"))
+    assert fuzz_check.classify(fuzz_check.Finding("mismatch", "eager vs numpy: ...", c)).known is None
+    f = fuzz_check.classify(fuzz_check.Finding("mismatch", "native vs numpy: ...",
+                                               _case("{0}", [np.ones(1)])))
     assert f.known is None
-    assert len({k for k, _, _ in fuzz.KNOWN}) == len(fuzz.KNOWN)
+    assert len({k for k, _, _ in fuzz_check.KNOWN}) == len(fuzz_check.KNOWN)

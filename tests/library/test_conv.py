@@ -11,7 +11,7 @@ import scipy.signal
 
 import ember
 from ember import lax
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember.errors import DTypeError, ShapeError
 from ember.test_util import check_grads
 
@@ -262,7 +262,7 @@ def test_conv_jit_and_vmap():
     np.testing.assert_allclose(np.asarray(g)[0], np.asarray(g0), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+@pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 def test_conv_native_backend():
     x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
     w = rng.standard_normal((3, 3, 1, 6)).astype(np.float32)

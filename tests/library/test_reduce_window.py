@@ -10,7 +10,7 @@ import pytest
 
 import ember
 from ember import lax
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember.errors import DTypeError, ShapeError
 from ember.test_util import check_grads
 
@@ -166,7 +166,7 @@ def test_reduce_window_jit_vmap():
                                                         for i in range(3)]), rtol=1e-5)
 
 
-@pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+@pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 def test_reduce_window_native_backend():
     x = rng.standard_normal((2, 9, 8)).astype(np.float32)
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -22,4 +22,4 @@ def _session_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ["EMBER_CACHE_DIR"] = old
 
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")

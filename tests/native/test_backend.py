@@ -19,7 +19,7 @@ from ember import lax
 from ember._src.native import backend as nb
 from ember._src.native import pipeline as pl
 from ember._src.native.emit import codegen
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember.errors import CompileError, DTypeError, ShapeError
 from tests.helpers import child_env
 from tests.native.conftest import requires_cc
@@ -154,7 +154,7 @@ def test_unsupported_dtype_falls_back_with_logged_reason(caplog):
 
 
 def test_no_compiler_falls_back_with_warning(monkeypatch):
-    monkeypatch.setattr(compiler, "find_compiler", lambda: None)
+    monkeypatch.setattr(toolchain, "find_compiler", lambda: None)
     nb._warned.clear()
     with pytest.warns(RuntimeWarning, match="no working C compiler"):
         f = ember.jit(lambda x: x + 1.0, backend="native")
@@ -199,7 +199,7 @@ def test_options_threads_passes_and_ablation():
     exe = ember.jit(mlp, backend="native", num_threads=1, parallel_threshold=1).lower(*args).executable
     assert "omp parallel" not in exe.source  # one thread: no OpenMP region, whatever the work
     two = ember.jit(mlp, backend="native", num_threads=2, parallel_threshold=1).lower(*args).executable
-    if compiler.find_compiler().has_openmp:
+    if toolchain.find_compiler().has_openmp:
         assert "em_par(" in two.source or "num_threads(2)" in two.source
 
 

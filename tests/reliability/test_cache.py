@@ -19,13 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = """
 import json, numpy as np, ember, ember.numpy as jnp
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import compiler, library_check
 f = ember.jit(lambda x: jnp.tanh(x) * 3.0 + x.sum(), backend="native")
 x = np.linspace(-1, 1, 37).astype(np.float32)
 out = np.asarray(f(x))
 want = np.tanh(x) * 3.0 + x.sum()
 ok = bool(np.allclose(out, want, rtol=1e-5, atol=1e-5))
-print(json.dumps({"ok": ok, "rejected": compiler.rejected_entries(), **compiler.cache_stats()}))
+print(json.dumps({"ok": ok, "rejected": library_check.rejected_entries(), **compiler.cache_stats()}))
 """
 
 
@@ -75,17 +75,17 @@ def test_damaged_library_is_rebuilt(tmp_path, damage):
 def test_compiler_that_writes_nothing_is_an_error_and_caches_nothing(tmp_path):
     code = """
 import subprocess, numpy as np, ember, ember.numpy as jnp
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember.errors import CompileError
-compiler._require_compiler()  # the real compiler answers the probes
-real = compiler._run
-compiler._run = lambda cmd, timeout=None, nice=0: subprocess.CompletedProcess(cmd, 0, "", "")  # no output
+toolchain._require_compiler()  # the real compiler answers the probes
+real = toolchain._run
+toolchain._run = lambda cmd, timeout=None, nice=0: subprocess.CompletedProcess(cmd, 0, "", "")  # no output
 try:
     ember.jit(lambda x: x * 2.0 + 1.0, backend="native")(np.ones(5, np.float32))
     print("NO ERROR")
 except CompileError as e:
     print("ERROR", "wrote no output" in str(e))
-compiler._run = real
+toolchain._run = real
 print("AFTER", float(ember.jit(lambda x: x * 2.0 + 1.0, backend="native")(np.ones(5, np.float32)).sum()))
 """
     out = _run(tmp_path, code)
@@ -140,15 +140,15 @@ def test_threads_checking_a_writable_cache_dir_at_once_never_fall_back(tmp_path,
     import threading
     import warnings
 
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import cache_files
 
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(compiler, "_fallback_dirs", {})
+    monkeypatch.setattr(cache_files, "_fallback_dirs", {})
     got, start = [], threading.Barrier(8)
 
     def worker():
         start.wait()
-        got.extend(compiler._usable_cache_dir() for _ in range(300))
+        got.extend(cache_files._usable_cache_dir() for _ in range(300))
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a fallback warns: fail instead
@@ -157,5 +157,5 @@ def test_threads_checking_a_writable_cache_dir_at_once_never_fall_back(tmp_path,
             t.start()
         for t in threads:
             t.join()
-    assert len(got) == 8 * 300 and set(got) == {tmp_path / "cache"} and compiler._fallback_dirs == {}
+    assert len(got) == 8 * 300 and set(got) == {tmp_path / "cache"} and cache_files._fallback_dirs == {}
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith(".write-probe-")]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native.runtime import compiler, progcache
+from ember._src.native.runtime import cache_files, compiler, library_check, progcache, toolchain
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 pytestmark = requires_cc
 
 FOREIGN_UID = 54321  # no user of this machine: "another user"
@@ -46,7 +46,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     d = tmp_path / "cache"
     monkeypatch.setenv("EMBER_CACHE_DIR", str(d))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where a rejected cache is replaced
-    monkeypatch.setattr(compiler, "_fallback_dirs", {})
+    monkeypatch.setattr(cache_files, "_fallback_dirs", {})
     compiler.clear_memory_cache()
     yield d
     compiler.clear_memory_cache()
@@ -81,10 +81,10 @@ def test_another_entrys_valid_pair_is_rejected_and_rebuilt(cache):
     for suffix in ("", ".sha256"):  # b's library and digest, copied over a's (new files)
         shutil.copyfile(f"{so_b}{suffix}", f"{so_a}{suffix}.new")
         os.replace(f"{so_a}{suffix}.new", f"{so_a}{suffix}")
-    before = compiler.rejected_entries()
+    before = library_check.rejected_entries()
     lib = _reload(a)
     assert _call(lib, "pa") == 7001  # a's own code, rebuilt
-    assert compiler.rejected_entries() == before + 1 and compiler.cache_stats()["compiles"] == 1
+    assert library_check.rejected_entries() == before + 1 and compiler.cache_stats()["compiles"] == 1
 
 
 def test_entry_of_an_older_digest_format_is_rebuilt_quietly(cache, caplog):
@@ -97,10 +97,10 @@ def test_entry_of_an_older_digest_format_is_rebuilt_quietly(cache, caplog):
     compiler.load_library(b)
     so_a, so_b = _entry(cache, a), _entry(cache, b)
     Path(f"{so_a}.sha256").write_text(hashlib.sha256(so_a.read_bytes()).hexdigest())
-    before = compiler.rejected_entries()
+    before = library_check.rejected_entries()
     with caplog.at_level("WARNING", logger="ember"):
         assert _call(_reload(a), "old") == 7003
-    assert compiler.rejected_entries() == before and compiler.cache_stats()["compiles"] == 1
+    assert library_check.rejected_entries() == before and compiler.cache_stats()["compiles"] == 1
     assert not [r for r in caplog.records if "failed verification" in r.getMessage()]
     shutil.copyfile(so_b, so_a)  # b's bytes with their old-format digest in a's place
     Path(f"{so_a}.sha256").write_text(hashlib.sha256(so_b.read_bytes()).hexdigest())
@@ -159,47 +159,47 @@ def test_directory_in_place_of_a_program_cache_entry(cache):
 
 def _full_disk_in(directory: Path, monkeypatch) -> None:
     """Every cache write in ``directory`` fails with ENOSPC, as do compiler outputs there."""
-    real_write, real_run = compiler._atomic_write_text, compiler._run
+    real_write, real_run = cache_files._atomic_write_text, toolchain._run
 
     def write(path, text):
         if Path(path).parent == directory:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_write(path, text)
 
-    def run(cmd, timeout=compiler.PROBE_TIMEOUT_S, nice=0):
+    def run(cmd, timeout=toolchain.PROBE_TIMEOUT_S, nice=0):
         if "-o" in cmd and Path(cmd[cmd.index("-o") + 1]).parent == directory:
             return subprocess.CompletedProcess(cmd, 1, "", f"/usr/bin/ld: final link failed: "
                                                f"{os.strerror(errno.ENOSPC)}\n")
         return real_run(cmd, timeout, nice)
 
-    monkeypatch.setattr(compiler, "_atomic_write_text", write)
-    monkeypatch.setattr(compiler, "_run", run)
+    monkeypatch.setattr(cache_files, "_atomic_write_text", write)
+    monkeypatch.setattr(toolchain, "_run", run)
 
 
 @pytest.mark.parametrize("where", ["source write", "compiler output"])
 def test_full_disk_falls_back_to_a_private_directory_with_one_warning(cache, monkeypatch, where):
-    compiler._require_compiler()  # the probe is not the subject
+    toolchain._require_compiler()  # the probe is not the subject
     cache.mkdir(mode=0o700)
     tag = "full" + where.split()[0]
     if where == "compiler output":  # the source is already there: only the library does not fit
-        compiler._atomic_write_text(cache / f"{compiler.cache_key(_source(tag, 4))}.c", _source(tag, 4))
+        cache_files._atomic_write_text(cache / f"{compiler.cache_key(_source(tag, 4))}.c", _source(tag, 4))
     _full_disk_in(cache, monkeypatch)
     with pytest.warns(RuntimeWarning, match="full filesystem") as caught:
         lib = compiler.load_library(_source(tag, 4))
     assert _call(lib, tag) == 7004 and len(caught) == 1
-    assert Path(lib._name).parent != cache and compiler.cache_dir() != cache
+    assert Path(lib._name).parent != cache and cache_files.cache_dir() != cache
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # one warning per process, not one per compile
         assert _call(compiler.load_library(_source(tag + "2", 5)), tag + "2") == 7005
 
 
 def test_full_disk_everywhere_is_a_clear_error(cache, monkeypatch):
-    compiler._require_compiler()
+    toolchain._require_compiler()
 
     def write(path, text):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(compiler, "_atomic_write_text", write)
+    monkeypatch.setattr(cache_files, "_atomic_write_text", write)
     with pytest.warns(RuntimeWarning, match="full filesystem"), \
             pytest.raises(compiler.CompileError, match="no space left .* nor a private directory"):
         compiler.load_library(_source("fullall", 16))
@@ -223,20 +223,20 @@ def test_cache_files_are_never_written_in_place(cache):
     os.replace(f"{so}.sha256.new", f"{so}.sha256")
     opened: list[tuple[str, object, int]] = []
     outputs: list[str] = []
-    real_run = compiler._run
+    real_run = toolchain._run
 
-    def run(cmd, timeout=compiler.PROBE_TIMEOUT_S, nice=0):
+    def run(cmd, timeout=toolchain.PROBE_TIMEOUT_S, nice=0):
         if "-o" in cmd:
             outputs.append(cmd[cmd.index("-o") + 1])
         return real_run(cmd, timeout, nice)
 
     _AUDIT["on"] = opened
     try:
-        compiler._run, saved = run, compiler._run
+        toolchain._run, saved = run, toolchain._run
         try:
             assert _call(_reload(src), "inplace") == 7006
         finally:
-            compiler._run = saved
+            toolchain._run = saved
     finally:
         _AUDIT["on"] = None
     assert _call(lib, "inplace") == 7006  # the first load still runs
@@ -286,25 +286,25 @@ def test_cache_dir_writable_by_others_is_replaced_by_a_private_one(cache, mode):
     assert str(cache) in str(caught[0].message) and Path(lib._name).parent != cache
     assert not list(cache.iterdir())  # nothing read from it, nothing written to it
     private = Path(lib._name).parent
-    assert private == cache.parent / "xdg" / "ember" and compiler.distrust_reason(private) is None
+    assert private == cache.parent / "xdg" / "ember" and cache_files.distrust_reason(private) is None
 
 
 def test_cache_dir_of_another_user_is_replaced(cache, monkeypatch):
     cache.mkdir(mode=0o700)
     _give_away(cache, monkeypatch)
     with pytest.warns(RuntimeWarning, match="is owned by uid"):
-        reason = compiler.distrust_reason(cache)
+        reason = cache_files.distrust_reason(cache)
         assert reason is not None and "owned by uid" in reason
-        compiler._usable_cache_dir()
+        cache_files._usable_cache_dir()
 
 
 def test_parent_writable_by_others_needs_the_sticky_bit(tmp_path, monkeypatch):
     parent = tmp_path / "shared"
     (parent / "cache").mkdir(parents=True, mode=0o700)
     parent.chmod(0o777)  # anyone may rename our cache directory away and put theirs in its place
-    assert "world-writable" in compiler.distrust_reason(parent / "cache")
+    assert "world-writable" in cache_files.distrust_reason(parent / "cache")
     parent.chmod(0o1777)  # like /tmp: others cannot rename or remove what they do not own
-    assert compiler.distrust_reason(parent / "cache") is None
+    assert cache_files.distrust_reason(parent / "cache") is None
 
 
 def test_new_cache_files_are_private(cache):
@@ -326,9 +326,9 @@ def test_entry_writable_by_others_is_rejected_and_rebuilt(cache):
     compiler.load_library(src)
     so = _entry(cache, src)
     so.chmod(0o666)
-    before = compiler.rejected_entries()
+    before = library_check.rejected_entries()
     assert _call(_reload(src), "mode666") == 7010
-    assert compiler.rejected_entries() == before + 1 and compiler.cache_stats()["compiles"] == 1
+    assert library_check.rejected_entries() == before + 1 and compiler.cache_stats()["compiles"] == 1
     assert so.stat().st_mode & 0o777 == 0o700
 
 
@@ -380,7 +380,7 @@ def test_the_load_uses_the_file_that_was_checked(cache):
     so_a = compiler.compile_shared(a)
     so_b = compiler.compile_shared(b)
     shutil.copyfile(so_b, f"{so_a}.evil")
-    with compiler.opened_library(so_a) as name:
+    with library_check.opened_library(so_a) as name:
         os.replace(f"{so_a}.evil", so_a)  # b's code under a's name, after the check
         lib = ctypes.CDLL(name)
     assert _call(lib, "swapa") == 7014
@@ -402,4 +402,4 @@ def test_program_cache_is_not_read_from_a_cache_dir_open_to_others(cache):
     cache.chmod(0o777)  # anyone could have put this entry here
     with pytest.warns(RuntimeWarning, match="world-writable"):
         assert progcache.load(cache, key) is None
-    assert compiler.cache_dir() != cache
+    assert cache_files.cache_dir() != cache

@@ -10,13 +10,13 @@ import pytest
 import ember
 from ember import vsla
 from ember._src.native import specialize as native_specialize
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember.errors import TracerError
 from ember.test_util import check_grads
 from tests.vsla.test_properties import _np_binary, _np_strip
 from tests.vsla.test_varray import _minimal, _pad
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 
 
 

@@ -6,9 +6,10 @@ Follows JAX's autodidax design:
   and its tangent; every primitive's ``jvp`` rule maps both. Tangents known to be zero are the
   symbolic :class:`~ember._src.ad_util.Zero`; tangents of integer and boolean values are always
   ``Zero``.
-* **Partial evaluation** (:func:`partial_eval_flat`) runs a function on partly known inputs:
-  operations on known values run at once (on the enclosing level: eagerly, or recorded by an
-  enclosing ``jit``); operations touching unknown values are staged into a :class:`Program`.
+* **Partial evaluation** (:func:`~ember._src.partial_eval.partial_eval_flat`, its own module) runs
+  a function on partly known inputs: operations on known values run at once (on the enclosing
+  level: eagerly, or recorded by an enclosing ``jit``); operations touching unknown values are
+  staged into a :class:`Program`.
 * **linearize** = JVP + partial evaluation with the primals known and the tangents unknown: the
   primal outputs are computed, and the tangent computation becomes a *linear* Program whose
   constants are the residuals.
@@ -18,7 +19,8 @@ Follows JAX's autodidax design:
 
 Every transformation here composes with ``jit`` (which records whatever is bound on its level)
 and with ``vmap``; under ``jit`` the backward pass is itself recorded, so
-``make_program(grad(f))(x)`` is the whole forward-and-backward Program.
+``make_program(grad(f))(x)`` is the whole forward-and-backward Program. ``jacfwd``, ``jacrev`` and
+``hessian`` are built on these in :mod:`ember._src.jacobians`.
 """
 
 from __future__ import annotations
@@ -34,25 +36,19 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, add_tangents, float0, instantiate, is_zero, tangent_aval
-from ember._src.array import asarray_eager
-from ember._src.batching import vmap as _v
 from ember._src.core import Primitive, ShapedArray
-from ember._src.prims import movement as mv
+from ember._src.partial_eval import PartialVal, _concrete, partial_eval_flat
 from ember._src.prims.elementwise import convert_element_type
 from ember._src.prims.movement import full
 from ember._src.program import (
-    Eqn,
     Literal,
     Program,
     Var,
     eval_program,
-    inline_literals,
     trace_to_program,
 )
-from ember.errors import TracerError
 
-__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linear_transpose", "linearize", "value_and_grad",
-           "vjp"]
+__all__ = ["grad", "jvp", "linear_transpose", "linearize", "value_and_grad", "vjp"]
 
 
 def _is_diff_dtype(dtype: np.dtype) -> bool:
@@ -107,12 +103,6 @@ class JVPTracer(core.Tracer):
 
     def to_concrete(self) -> np.ndarray:
         return _concrete(self.primal)
-
-
-def _concrete(x: Any) -> np.ndarray:
-    if isinstance(x, core.Tracer):
-        return x.to_concrete()
-    return np.asarray(getattr(x, "value", x))
 
 
 class JVPTrace(core.Trace):
@@ -251,222 +241,6 @@ def _from_float0(x: Any) -> Any:
     if isinstance(x, np.ndarray) and x.dtype == float0:
         return np.zeros(x.shape, dtype=bool)
     return x
-
-
-# =============================================================================================
-# Partial evaluation
-# =============================================================================================
-
-
-class PartialVal:
-    """A value that is either known (``const``) or unknown (only its ``aval``)."""
-
-    __slots__ = ("aval", "const", "is_known")
-
-    def __init__(self, aval: ShapedArray, const: Any, is_known: bool):
-        self.aval = aval
-        self.const = const
-        self.is_known = is_known
-
-    @classmethod
-    def known(cls, val: Any) -> PartialVal:
-        return cls(core.get_aval(val), val, True)
-
-    @classmethod
-    def unknown(cls, aval: ShapedArray) -> PartialVal:
-        return cls(aval, None, False)
-
-    def __repr__(self) -> str:
-        return f"PartialVal({'known' if self.is_known else 'unknown'} {self.aval.str_short()})"
-
-
-class _LambdaBinding:
-    """Recipe of an unknown input of the staged program."""
-
-
-class _ConstRecipe:
-    """Recipe of a known value used by a staged equation: a constant of the staged program."""
-
-    __slots__ = ("val",)
-
-    def __init__(self, val: Any):
-        self.val = val
-
-
-class _EqnRecipe:
-    """Recipe of the outputs of a staged equation."""
-
-    __slots__ = ("prim", "tracers_in", "params", "tracers_out")
-
-    def __init__(self, prim: Primitive, tracers_in: list, params: dict):
-        self.prim = prim
-        self.tracers_in = tracers_in
-        self.params = params
-        self.tracers_out: list = []
-
-
-class PartialEvalTracer(core.Tracer):
-    """A partially known value; unknown ones remember how they are computed (their recipe)."""
-
-    __slots__ = ("_trace", "pval", "recipe")
-
-    def __init__(self, trace: PartialEvalTrace, pval: PartialVal, recipe: Any):
-        self._trace = trace
-        self.pval = pval
-        self.recipe = recipe
-
-    @property
-    def aval(self) -> ShapedArray:
-        return self.pval.aval
-
-    def full_lower(self) -> Any:
-        if self.pval.is_known:
-            return core.full_lower(self.pval.const)
-        return self
-
-    def to_concrete(self) -> np.ndarray:
-        if self.pval.is_known:
-            return _concrete(self.pval.const)
-        return super().to_concrete()
-
-
-class PartialEvalTrace(core.Trace):
-    """Computes what is known and stages what is not into equations (for :func:`tracers_to_program`)."""
-
-    def new_arg(self, pval: PartialVal) -> PartialEvalTracer:
-        return PartialEvalTracer(self, pval, None if pval.is_known else _LambdaBinding())
-
-    def pure(self, val: Any) -> PartialEvalTracer:
-        return PartialEvalTracer(self, PartialVal.known(val), None)
-
-    lift = pure
-
-    def instantiate_const(self, tracer: PartialEvalTracer) -> PartialEvalTracer:
-        """The unknown version of ``tracer``: known values become constants of the staged program."""
-        if not tracer.pval.is_known:
-            return tracer
-        cache = self.main.global_data
-        hit = cache.get(id(tracer))
-        if hit is not None:
-            return hit[1]
-        t = PartialEvalTracer(self, PartialVal.unknown(tracer.aval), _ConstRecipe(tracer.pval.const))
-        cache[id(tracer)] = (tracer, t)  # keeps `tracer` alive so its id stays unique
-        return t
-
-    def new_staged(self, prim: Primitive, tracers_in: list, params: dict,
-                   avals_out: Sequence[ShapedArray]) -> list[PartialEvalTracer]:
-        """Stage ``prim`` on (already instantiated) unknown tracers; returns its output tracers."""
-        recipe = _EqnRecipe(prim, tracers_in, params)
-        outs = [PartialEvalTracer(self, PartialVal.unknown(a), recipe) for a in avals_out]
-        recipe.tracers_out = outs
-        return outs
-
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> list:
-        if all(t.pval.is_known for t in tracers):
-            out = prim.bind(*(t.pval.const for t in tracers), **params)
-            return list(out) if prim.multiple_results else [out]
-        rule = partial_eval_rules.get(prim)
-        if rule is not None:
-            return rule(self, tracers, **params)
-        tracers_in = [self.instantiate_const(t) for t in tracers]
-        avals_out = prim.abstract([t.aval for t in tracers_in], params)
-        return self.new_staged(prim, tracers_in, params, avals_out)
-
-
-#: Custom partial-evaluation rules ``rule(trace, tracers, **params) -> list of tracers/values``,
-#: for primitives that must see their known/unknown split whole (``checkpoint``).
-partial_eval_rules: dict[Primitive, Callable] = {}
-
-
-def _toposort(out_tracers: Sequence[PartialEvalTracer]) -> list[PartialEvalTracer]:
-    order: list = []
-    visited: set[int] = set()
-    stack: list = [(t, False) for t in reversed(out_tracers)]
-    while stack:
-        t, done = stack.pop()
-        if done:
-            order.append(t)
-            continue
-        if id(t) in visited:
-            continue
-        visited.add(id(t))
-        stack.append((t, True))
-        if isinstance(t.recipe, _EqnRecipe):
-            for p in reversed(t.recipe.tracers_in):
-                if id(p) not in visited:
-                    stack.append((p, False))
-    return order
-
-
-def tracers_to_program(in_tracers: Sequence[PartialEvalTracer],
-                       out_tracers: Sequence[PartialEvalTracer]) -> Program:
-    """Build the Program computing the unknown ``out_tracers`` from the unknown ``in_tracers``."""
-    var_of: dict[int, Var] = {}
-    invars = []
-    for t in in_tracers:
-        v = var_of[id(t)] = Var(t.aval)
-        invars.append(v)
-    constvars, consts, eqns = [], [], []
-    done_eqns: set[int] = set()
-    for t in _toposort(out_tracers):
-        r = t.recipe
-        if isinstance(r, _LambdaBinding):
-            if id(t) not in var_of:
-                raise TracerError("partial evaluation: an unknown input that is not an input of the "
-                                  "staged program was used (a leaked tracer?)")
-        elif isinstance(r, _ConstRecipe):
-            if id(t) not in var_of:
-                val = r.val
-                if not isinstance(val, core.Tracer) and not hasattr(val, "value"):
-                    val = asarray_eager(val)
-                v = var_of[id(t)] = Var(core.get_aval(val))
-                constvars.append(v)
-                consts.append(val)
-        elif isinstance(r, _EqnRecipe):
-            if id(r) in done_eqns:
-                continue
-            done_eqns.add(id(r))
-            ins = [var_of[id(x)] for x in r.tracers_in]
-            outs = []
-            for o in r.tracers_out:
-                v = var_of.get(id(o))
-                if v is None:
-                    v = var_of[id(o)] = Var(o.aval)
-                outs.append(v)
-            eqns.append(Eqn(r.prim, ins, r.params, outs))
-        else:  # pragma: no cover - known tracers are instantiated before staging
-            raise AssertionError("known tracer reached the staged program")
-    outvars = [var_of[id(t)] for t in out_tracers]
-    return inline_literals(Program(constvars, invars, eqns, outvars, consts))
-
-
-def partial_eval_flat(fun: Callable, pvals_in: Sequence[PartialVal],
-                      instantiate: bool | Sequence[bool] | Callable[[int], Sequence[bool]] = False,
-                      ) -> tuple[Program, list[PartialVal]]:
-    """Run the flat ``fun(*xs) -> list`` on partially known inputs.
-
-    Returns ``(program, pvals_out)``: known outputs are in ``pvals_out`` (their ``const``); the
-    Program takes the unknown inputs (in order) and returns the unknown outputs (in order); its
-    constants are the known values it needs (the residuals). ``instantiate`` (a bool, one per
-    output, or a function of the number of outputs) forces outputs to be unknown.
-    """
-    with core.new_main(PartialEvalTrace, {}) as main:
-        trace = PartialEvalTrace(main)
-        tracers_in = [trace.new_arg(pv) for pv in pvals_in]
-        outs = fun(*tracers_in)
-        tracers_out = [trace.full_raise(o) for o in outs]
-        if callable(instantiate):
-            inst = list(instantiate(len(tracers_out)))
-        elif isinstance(instantiate, bool):
-            inst = [instantiate] * len(tracers_out)
-        else:
-            inst = list(instantiate)
-        tracers_out = [trace.instantiate_const(t) if f else t for t, f in zip(tracers_out, inst)]
-        pvals_out = [t.pval for t in tracers_out]
-        unk_in = [t for t in tracers_in if not t.pval.is_known]
-        unk_out = [t for t in tracers_out if not t.pval.is_known]
-        prog = tracers_to_program(unk_in, unk_out)
-    return prog, pvals_out
 
 
 # =============================================================================================
@@ -855,176 +629,6 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
         return (g, value[1]) if has_aux else g
 
     return grad_f
-
-
-# -- Jacobians ----------------------------------------------------------------------------------
-
-
-def _size(aval: ShapedArray) -> int:
-    n = 1
-    for d in aval.shape:
-        if not isinstance(d, (int, np.integer)):
-            raise TypeError(f"Jacobians need static shapes, got {aval.str_short()}")
-        n *= int(d)
-    return n
-
-
-def _basis(avals: Sequence[ShapedArray], dtype_of: Callable[[ShapedArray], Any]) -> list[np.ndarray]:
-    """Split rows of an identity matrix into one ``(N, *shape)`` block per leaf (N: total size)."""
-    sizes = [_size(a) for a in avals]
-    total = sum(sizes)
-    out, off = [], 0
-    for a, n in zip(avals, sizes):
-        block = np.zeros((total, n), dtype=dtype_of(a))
-        block[off:off + n] = np.eye(n, dtype=block.dtype)
-        out.append(block.reshape((total, *(int(d) for d in a.shape))))
-        off += n
-    return out
-
-
-def _unstack_jac(batched: Any, blocks: Sequence[ShapedArray], lead: ShapedArray, lead_first: bool) -> list:
-    """Split a ``(N, *lead.shape)`` batched value into one Jacobian block per basis leaf.
-
-    ``lead_first``: the result is ``lead.shape + block.shape`` (jacfwd when ``lead`` is the
-    output); otherwise ``block.shape + lead.shape`` (jacrev, where ``lead`` is the input).
-    """
-    res, off = [], 0
-    nl = len(lead.shape)
-    for b in blocks:
-        n = _size(b)
-        piece = mv.slice_in_dim(batched, off, off + n, 1, 0)
-        piece = mv.reshape(piece, (*b.shape, *lead.shape))
-        if lead_first:
-            nb = len(b.shape)
-            piece = mv.transpose(piece, (*range(nb, nb + nl), *range(nb)))
-        res.append(piece)
-        off += n
-    return res
-
-
-def _vmap(f: Callable) -> Callable:
-    return _v(f)
-
-
-def _check_jac_inputs(fun: Callable, nums: Sequence[int], dyn: Sequence[Any], what: str,
-                      holomorphic: bool) -> None:
-    for i, x in zip(nums, dyn):
-        for leaf in tu.leaves(x):
-            a = core.get_aval(leaf)
-            if holomorphic and not dt.is_complex(a.dtype):
-                raise TypeError(f"{what} with holomorphic=True requires complex inputs, but "
-                                f"{_arg_name(fun, i)} has dtype {a.dtype}")
-            if not holomorphic and not dt.is_float(a.dtype):
-                raise TypeError(f"{what} requires real-valued inputs (input dtype that is a sub-dtype of "
-                                f"np.floating), but {_arg_name(fun, i)} has dtype {a.dtype}"
-                                + (". For holomorphic differentiation, pass holomorphic=True."
-                                   if dt.is_complex(a.dtype) else ""))
-
-
-def _jac_tree(out_tree: tu.PyTreeDef, in_tree: tu.PyTreeDef, blocks: list[list], single: bool) -> Any:
-    """Nest Jacobian blocks ``blocks[out_leaf][in_leaf]``: output structure outside, input inside."""
-    inner = [tu.unflatten(in_tree, row) for row in blocks]
-    if single:
-        inner = [x[0] for x in inner]
-    return tu.unflatten(out_tree, inner)
-
-
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False) -> Callable:
-    """The Jacobian of ``fun`` by forward mode: linearize once, push the standard basis through.
-
-    The result has the output structure outside and the ``argnums`` structure inside; each block
-    has shape ``out.shape + in.shape``.
-    """
-
-    @functools.wraps(fun)
-    def jac_f(*args: Any, **kwargs: Any) -> Any:
-        nums, rebuild = _split_argnums(fun, argnums, args, "jacfwd")
-        dyn = tuple(args[i] for i in nums)
-        _check_jac_inputs(fun, nums, dyn, "jacfwd", holomorphic)
-        leaves, in_tree = tu.flatten(dyn)
-        flat, store = _flatten_fun(lambda *d: fun(*rebuild(d), **kwargs), in_tree, has_aux)
-        lin = linearize_flat(flat, leaves, n_aux=lambda: store[0][2])
-        out_tree, aux_tree, n_aux = store[0]
-        n_main = len(lin.primals_out) - n_aux
-        if not holomorphic:
-            for a in lin.out_avals:
-                if dt.is_complex(a.dtype):
-                    raise TypeError("jacfwd: the function has complex outputs; pass holomorphic=True")
-        in_avals = lin.in_avals
-        basis = _basis(in_avals, lambda a: a.dtype)
-
-        def push(*ts: Any) -> list:
-            return [instantiate(t) for t in lin.jvp(list(ts))]
-
-        batched = _vmap(push)(*basis) if basis and _size_total(in_avals) else \
-            [np.zeros((0, *a.shape), a.dtype) for a in lin.out_avals]
-        blocks = [_unstack_jac(b, in_avals, a, True) for b, a in zip(batched, lin.out_avals)]
-        in_struct = tu.structure(dyn[0]) if isinstance(argnums, int) else tu.structure(dyn)
-        jac = _jac_tree(out_tree, in_struct, blocks, False)
-        if has_aux:
-            return jac, tu.unflatten(aux_tree, lin.primals_out[n_main:])
-        return jac
-
-    return jac_f
-
-
-def _size_total(avals: Sequence[ShapedArray]) -> int:
-    return sum(_size(a) for a in avals)
-
-
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-           holomorphic: bool = False, allow_int: bool = False) -> Callable:
-    """The Jacobian of ``fun`` by reverse mode: one VJP, pulling back the output standard basis."""
-
-    @functools.wraps(fun)
-    def jac_f(*args: Any, **kwargs: Any) -> Any:
-        nums, rebuild = _split_argnums(fun, argnums, args, "jacrev")
-        dyn = tuple(args[i] for i in nums)
-        _check_input_dtypes(fun, nums, dyn, "jacrev", holomorphic, allow_int)
-        leaves, in_tree = tu.flatten(dyn)
-        flat, store = _flatten_fun(lambda *d: fun(*rebuild(d), **kwargs), in_tree, has_aux)
-        lin = linearize_flat(flat, leaves, n_aux=lambda: store[0][2])
-        out_tree, aux_tree, n_aux = store[0]
-        n_main = len(lin.primals_out) - n_aux
-        for a in lin.out_avals:
-            if holomorphic and not dt.is_complex(a.dtype):
-                raise TypeError(f"jacrev with holomorphic=True requires complex outputs, got {a.dtype}")
-            if not holomorphic and not dt.is_float(a.dtype):
-                raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
-                                f"np.floating), but got {a.dtype}"
-                                + (". For holomorphic differentiation, pass holomorphic=True."
-                                   if dt.is_complex(a.dtype) else ""))
-        in_avals = lin.in_avals
-        basis = _basis(lin.out_avals, lambda a: a.dtype)
-
-        def pull(*cts: Any) -> list:
-            return [_instantiate_out(c, a) for c, a in zip(lin.transpose(list(cts)), in_avals)]
-
-        if basis and _size_total(lin.out_avals):
-            batched = _vmap(pull)(*basis)
-        else:
-            batched = [np.zeros((0, *a.shape), a.dtype if _is_diff_dtype(a.dtype) else float0)
-                       for a in in_avals]
-        # batched[i]: (M, *in_i.shape); split rows by output leaf
-        per_in = [_unstack_jac(b, lin.out_avals, a, False) if _is_diff_dtype(a.dtype) else
-                  [_float0_zeros(ShapedArray((*o.shape, *a.shape), a.dtype)) for o in lin.out_avals]
-                  for b, a in zip(batched, in_avals)]
-        blocks = [[per_in[i][j] for i in range(len(in_avals))] for j in range(len(lin.out_avals))]
-        in_struct = tu.structure(dyn[0]) if isinstance(argnums, int) else tu.structure(dyn)
-        jac = _jac_tree(out_tree, in_struct, blocks, False)
-        if has_aux:
-            return jac, tu.unflatten(aux_tree, lin.primals_out[n_main:])
-        return jac
-
-    return jac_f
-
-
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-            holomorphic: bool = False) -> Callable:
-    """The Hessian of the scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse)."""
-    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
-                  has_aux=has_aux, holomorphic=holomorphic)
 
 
 # =============================================================================================

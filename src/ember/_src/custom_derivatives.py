@@ -27,6 +27,7 @@ import numpy as np
 
 from ember._src import ad, batching, core
 from ember._src import dtypes as dt
+from ember._src import partial_eval as peval
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, instantiate, is_zero, tangent_aval
 from ember._src.batching import batch_program
@@ -352,7 +353,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
                 p, t = x.primal, x.tangent
             else:
                 p, t = x, Zero(tangent_aval(core.get_aval(x)))
-            if isinstance(p, ad.PartialEvalTracer) and p.pval.is_known:  # grad: a known primal
+            if isinstance(p, peval.PartialEvalTracer) and p.pval.is_known:  # grad: a known primal
                 p = p.pval.const
             if isinstance(p, core.Tracer):  # nested transformations: their derivatives are needed
                 return _NOT_EAGER
@@ -638,11 +639,11 @@ def _ckpt_fun(program: Program) -> Callable:
     return lambda *xs: eval_program(program, program.consts, xs)
 
 
-def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Program,
+def _ckpt_partial_eval(trace: peval.PartialEvalTrace, tracers: list, *, program: Program,
                        prevent_cse: bool) -> list:
     # Which outputs are known is decided by partial evaluation of the body itself, so equations
     # with their own partial-evaluation rules (scan, cond, ...) split primal from tangent work.
-    _, pvals_out = ad.partial_eval_flat(_ckpt_fun(program), [t.pval for t in tracers])
+    _, pvals_out = peval.partial_eval_flat(_ckpt_fun(program), [t.pval for t in tracers])
     unknown = [not pv.is_known for pv in pvals_out]
     known_vals = [pv.const for pv in pvals_out if pv.is_known]  # computed now; nothing else kept ...
     if not any(unknown):
@@ -658,8 +659,9 @@ def _ckpt_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, program: Pr
 
 def _ckpt_transpose(cts: list, *args: Any, program: Program, prevent_cse: bool) -> list:
     undef = [isinstance(a, UndefPrimal) for a in args]
-    pvals = [ad.PartialVal.unknown(a.aval) if u else ad.PartialVal.known(a) for a, u in zip(args, undef)]
-    lin, pvals_out = ad.partial_eval_flat(_ckpt_fun(program), pvals)  # re-runs the forward here
+    pvals = [peval.PartialVal.unknown(a.aval) if u else peval.PartialVal.known(a)
+             for a, u in zip(args, undef)]
+    lin, pvals_out = peval.partial_eval_flat(_ckpt_fun(program), pvals)  # re-runs the forward here
     cts_unknown = [ct for ct, pv in zip(cts, pvals_out) if not pv.is_known]
     res = iter(ad.backward_pass(lin, lin.consts, [UndefPrimal(v.aval) for v in lin.invars], cts_unknown))
     return [next(res) if u else None for u in undef]
@@ -677,7 +679,7 @@ checkpoint_p.abstract_eval = _ckpt_abstract
 checkpoint_p.jvp = _ckpt_jvp
 checkpoint_p.transpose = _ckpt_transpose
 checkpoint_p.batch = _ckpt_batch
-ad.partial_eval_rules[checkpoint_p] = _ckpt_partial_eval
+peval.partial_eval_rules[checkpoint_p] = _ckpt_partial_eval
 
 
 def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,

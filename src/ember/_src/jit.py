@@ -28,6 +28,7 @@ from ember._src import dynamic as dyn
 from ember._src import tree as tu
 from ember._src.array import Array, asarray_eager, wrap_result
 from ember._src.batching import vmap
+from ember._src.call_keys import fast_key, fast_tree_key
 from ember._src.core import ShapedArray
 from ember._src.interpreter import NumpyPlan as _NumpyPlan  # noqa: F401  (control_flow, tests)
 from ember._src.interpreter import numpy_backend as _numpy_backend
@@ -174,7 +175,7 @@ class _FastEntry:
                  spec_key: Any = None, struct: tuple | None = None):
         self.compiled = c
         self.key = key
-        self.struct = struct  # the argument pytree structure (_fast_tree_key), None: flat arrays
+        self.struct = struct  # the argument pytree structure (call_keys.fast_tree_key), None: flat arrays
         self.spec_key = spec_key  # the specialization's LRU key: the entry lives only while it is cached
         # with named dynamic axes: the specialization of these exact input shapes (their binding
         # was checked when it was first used; the key below is the exact shapes)
@@ -200,69 +201,6 @@ class _FastEntry:
         if self.single:
             return arrays[0]
         return tu.unflatten(self.out_tree, arrays)
-
-
-def _fast_key(args: tuple) -> tuple | None:
-    """The fast-path cache key of positional arguments that are all live ember Arrays or NumPy
-    arrays (shape, dtype, weak type per argument), or None."""
-    key = []
-    for a in args:
-        t = type(a)
-        if t is Array:
-            v = a._value
-            if v is None:
-                return None
-            key.append((v.shape, v.dtype, a._weak))
-        elif t is np.ndarray:
-            key.append((a.shape, a.dtype))
-        else:
-            return None
-    return tuple(key)
-
-
-def _tree_walk(x: Any, leaves: list, struct: list, leaf_key: list) -> bool:
-    """Append ``x``'s leaves (pytree flatten order), structure markers and leaf keys; False for
-    anything but (nested) plain lists, tuples and dicts of live ember Arrays / NumPy arrays."""
-    t = type(x)
-    if t is Array:
-        v = x._value
-        if v is None:
-            return False
-        leaves.append(x)
-        leaf_key.append((v.shape, v.dtype, x._weak))
-        struct.append(None)
-        return True
-    if t is np.ndarray:
-        leaves.append(x)
-        leaf_key.append((x.shape, x.dtype))
-        struct.append(None)
-        return True
-    if t in tu._registry:
-        return False
-    if t is list or t is tuple:
-        struct.append((t, len(x)))
-        return all(_tree_walk(c, leaves, struct, leaf_key) for c in x)
-    if t is dict:
-        try:
-            keys = tuple(sorted(x))
-        except TypeError:
-            return False
-        struct.append((dict, keys))
-        return all(_tree_walk(x[k], leaves, struct, leaf_key) for k in keys)
-    return False
-
-
-def _fast_tree_key(args: tuple) -> tuple[tuple, tuple, list] | None:
-    """For positional arguments that are (nested) lists, tuples and dicts of arrays: (the
-    structure, the leaves' fast-path key, the leaves in the order the traced Program takes them),
-    or None."""
-    leaves: list = []
-    struct: list = []
-    leaf_key: list = []
-    for a in args:
-        if not _tree_walk(a, leaves, struct, leaf_key):
-            return None
-    return tuple(struct), tuple(leaf_key), leaves
 
 
 def _compiler_stats() -> tuple[int, int]:
@@ -473,7 +411,7 @@ class JitFunction:
                 return r
         fast = self._fast
         if fast is not None and not kwargs and not core.dynamic_trace_active():
-            key = _fast_key(args)
+            key = fast_key(args)
             if key is not None:
                 ent = fast.get(key)
                 if ent is not None:
@@ -492,7 +430,7 @@ class JitFunction:
     def _call_tree(self, args: tuple) -> Any:
         """The fast path for arguments that are lists/tuples/dicts of arrays (a parameter list):
         flatten them without the pytree registry, then the C dispatcher or the cached entry."""
-        tk = _fast_tree_key(args)
+        tk = fast_tree_key(args)
         if tk is None:
             return _MISS
         struct, leaf_key, leaves = tk
@@ -599,13 +537,13 @@ class JitFunction:
                        spec: dyn.Specialization | None = None, spec_key: Any = None) -> None:
         """Let later calls with exactly these argument shapes take the fast path."""
         if self._fast is not None and not kwargs:
-            key = _fast_key(args)
+            key = fast_key(args)
             if key is not None and len(self._fast) < 256:
                 # the C dispatcher takes it over from its first fast-path call (starting the
                 # dispatcher's background build there keeps thread start-up off this first call)
                 self._fast[key] = _FastEntry(c, key, spec, spec_key)
             elif key is None and self._fast_tree is not None and len(self._fast_tree) < 256:
-                tk = _fast_tree_key(args)
+                tk = fast_tree_key(args)
                 if tk is not None and len(tk[2]) == len(c.program.invars):
                     struct, leaf_key, _ = tk
                     self._fast_tree[(struct, leaf_key)] = _FastEntry(c, leaf_key, spec, spec_key, struct)

@@ -56,6 +56,7 @@ from ember._src.lax.gather import (
 from ember._src.lax.reduce import reduce, reduce_window
 from ember._src.lax.windows import padtype_to_pads
 from ember._src.prims.dot import Precision, dot, dot_general
+from ember._src.prims.dynamic_slicing import dynamic_slice, dynamic_update_slice
 from ember._src.prims.elementwise import (
     abs,
     acos,
@@ -130,8 +131,6 @@ from ember._src.prims.movement import (
     broadcast_in_dim,
     broadcasted_iota,
     concatenate,
-    dynamic_slice,
-    dynamic_update_slice,
     expand_dims,
     full,
     full_like,

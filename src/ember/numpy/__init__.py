@@ -9,6 +9,7 @@ from ember._src.numpy.bit_packing import *
 from ember._src.numpy.contractions import *
 from ember._src.numpy.creation import *
 from ember._src.numpy.creation import asarray as _placing_asarray
+from ember._src.numpy.diagonals import *
 from ember._src.numpy.dtype_functions import *
 from ember._src.numpy.einsum_path import *
 from ember._src.numpy.extras import *
@@ -16,6 +17,7 @@ from ember._src.numpy.histograms import *
 from ember._src.numpy.indexing import *
 from ember._src.numpy.manipulation import *
 from ember._src.numpy.more_ufuncs import *
+from ember._src.numpy.padding import *
 from ember._src.numpy.polynomial import *
 from ember._src.numpy.reductions import *
 from ember._src.numpy.scalar_types import (

@@ -67,7 +67,7 @@ def test_row_exp_compiles_for_each_target(tmp_path, target):
 
     use = "float use(float *d, const float *s, int64_t n) { return em_exp_row_f32(d, s, 0.5f, n); }\n"
     body = load("vexp.h") + use
-    # -fopenmp-simd as the backend compiles (compiler.BASE_FLAGS): vexp.h has `omp simd` loops
+    # -fopenmp-simd as the backend compiles (toolchain.BASE_FLAGS): vexp.h has `omp simd` loops
     out = _syntax(tmp_path, c_ops.prelude_for(body) + body, "-std=c11", "-fopenmp-simd", "-Werror", *target)
     assert out.returncode == 0, out.stderr
 

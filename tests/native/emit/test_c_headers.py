@@ -12,16 +12,16 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.native.emit import c_headers
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 
 
 def _declared_names(header: str) -> set[str]:
     """Public names (no leading underscore) that ``header`` declares under ``-std=c11``, read from
     the compiler itself: its macros (``-dM``) beyond the predefined ones, and the functions and
     typedefs in its preprocessed text."""
-    cc = compiler.find_compiler().path
+    cc = toolchain.find_compiler().path
 
     def macros(src: str) -> set[str]:
         out = subprocess.run([cc, "-std=c11", "-dM", "-E", "-x", "c", "-"], input=src, capture_output=True,
@@ -82,7 +82,7 @@ def test_relu_mlp_compiles_without_math_h_and_is_correct():
 
     src = _source(mlp, x, w1, b1, w2)
     assert "<math.h>" not in src and "<string.h>" not in src
-    assert compiler.source_libs(src) == ()
+    assert toolchain.source_libs(src) == ()
     want = np.maximum(x @ w1 + b1, 0.0) @ w2
     np.testing.assert_allclose(np.asarray(ember.jit(mlp, backend="native")(x, w1, b1, w2)), want, rtol=1e-5,
                                atol=1e-5)
@@ -96,6 +96,6 @@ def test_math_program_includes_math_h_and_is_correct():
         return jnp.exp(x) * jnp.tanh(x) + jnp.floor(x * 1.5)
 
     src = _source(f, x)
-    assert "#include <math.h>" in src and compiler.source_libs(src) == ("-lm",)
+    assert "#include <math.h>" in src and toolchain.source_libs(src) == ("-lm",)
     want = np.exp(x.astype(np.float64)) * np.tanh(x.astype(np.float64)) + np.floor(x.astype(np.float64) * 1.5)
     np.testing.assert_allclose(np.asarray(ember.jit(f, backend="native")(x)), want, rtol=2e-6, atol=2e-6)

@@ -10,7 +10,7 @@ import pytest
 import scipy.special as sps
 
 from ember._src.native.emit import c_ops
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import compiler, toolchain
 from tests.native.conftest import requires_cc
 from tests.native.util import row_softmax
 
@@ -134,7 +134,7 @@ def test_fused_math_kernel_inner_loop_vectorizes():
     from ember import nn
     from ember.scipy import special
 
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     if info.family != "gcc":
         pytest.skip(f"the vectorization report is parsed for gcc only (compiler: {info.identity})")
 
@@ -168,7 +168,7 @@ def test_softmax_kernel_loops_vectorize():
     matches NumPy; the plain row softmax becomes one call of ``em_softmax_rows_f32``."""
     import ember
 
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     if info.family != "gcc":
         pytest.skip(f"the vectorization report is parsed for gcc only (compiler: {info.identity})")
 

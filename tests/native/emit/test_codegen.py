@@ -260,8 +260,8 @@ def test_parallel_rows_with_row_cache_cap_their_team():
     x = RNG.standard_normal((64, 48)).astype(np.float32)
 
     exe = check(row_softmax, x, parallel_threshold=1)
-    from ember._src.native.runtime import compiler
-    if compiler.find_compiler().has_openmp:
+    from ember._src.native.runtime import toolchain
+    if toolchain.find_compiler().has_openmp:
         assert "omp_get_thread_num" in exe.source and "num_threads(" in exe.source
 
 
@@ -269,9 +269,9 @@ def test_scratch_kernel_team_follows_omp_max_threads():
     """A parallel kernel with per-thread row caches (softmax) caps its team at the planned
     workspace count *and* at omp_get_max_threads() (OMP_NUM_THREADS), and stays exact."""
     import ember
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import toolchain
 
-    if not compiler.find_compiler().has_openmp:
+    if not toolchain.find_compiler().has_openmp:
         pytest.skip("no OpenMP: kernels are sequential")
     x = RNG.standard_normal((512, 300)).astype(np.float32)
     f = ember.jit(lambda a: ember.nn.softmax(a, axis=-1), backend="native", parallel_threshold=1000)

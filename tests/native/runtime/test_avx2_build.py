@@ -20,7 +20,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from tests.native.conftest import requires_cc
 from tests.native.emit.test_conv_native import NCHW, NHWC, ref
 
@@ -88,7 +88,7 @@ CHILD = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def avx2_results(tmp_path_factory):
     d = tmp_path_factory.mktemp("avx2")
-    real = compiler.find_compiler()
+    real = toolchain.find_compiler()
     if real is None or real.family not in ("gcc", "clang"):
         pytest.skip("needs gcc or clang (for -mno-avx512f)")
     cc = d / "cc-avx2"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native.runtime import compiler, dispatch, gemm_library
+from ember._src.native.runtime import compiler, dispatch, gemm_library, toolchain
 from ember._src.native.runtime.background import BackgroundLibrary
 from ember.errors import CompileError
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 SRC_DIR = Path(__file__).resolve().parents[3] / "src"
 SOURCE = "int ember_bg_triple(int x) { return 3 * x; }\n"
 
@@ -223,13 +223,13 @@ def test_failed_build_library_leaves_no_temporary_files(cache):
 _KILLED_CHILD = """
 import os, signal
 from pathlib import Path
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import compiler, toolchain
 
 def killed_mid_compile(cmd, timeout=None, nice=0):  # a partial output, then the process dies
     Path(cmd[cmd.index("-o") + 1]).write_bytes(b"half an ELF")
     os.kill(os.getpid(), signal.SIGKILL)
 
-compiler._run = killed_mid_compile
+toolchain._run = killed_mid_compile
 compiler.build_library({source!r}, name_hint="triple")
 """
 

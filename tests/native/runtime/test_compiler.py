@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import cache_files, compiler, toolchain
 from ember.errors import CompileError
 from tests.helpers import child_env
 
@@ -21,7 +21,7 @@ ADD_SOURCE = """\
 int64_t add(int64_t a, int64_t b) { return a + b; }
 """
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def _load_add(lib: ctypes.CDLL):
 
 @requires_cc
 def test_compiler_info_flags():
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     assert info is not None and info.identity
     for flag in ("-O3", "-fPIC", "-shared", "-std=c11", "-fno-math-errno"):
         assert flag in info.flags
@@ -124,22 +124,22 @@ def test_syntax_error_raises_compile_error(tmp_path):
 
 def test_bad_ember_cc_is_reported(monkeypatch):
     monkeypatch.setenv("EMBER_CC", "definitely-not-a-compiler-xyz")
-    compiler.find_compiler.cache_clear()
+    toolchain.find_compiler.cache_clear()
     try:
         with pytest.raises(CompileError, match="EMBER_CC"):
-            compiler.find_compiler()
+            toolchain.find_compiler()
     finally:
         monkeypatch.delenv("EMBER_CC")
-        compiler.find_compiler.cache_clear()
+        toolchain.find_compiler.cache_clear()
 
 
 def test_cache_dir_resolution(monkeypatch, tmp_path):
     monkeypatch.delenv("EMBER_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert compiler.cache_dir() == tmp_path / "xdg" / "ember"
+    assert cache_files.cache_dir() == tmp_path / "xdg" / "ember"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert compiler.cache_dir() == tmp_path / "home" / ".cache" / "ember"
+    assert cache_files.cache_dir() == tmp_path / "home" / ".cache" / "ember"
 
 
 @requires_cc
@@ -163,7 +163,7 @@ def test_concurrent_processes_compile_once(tmp_path):
 
 @requires_cc
 def test_vectorization_report_mentions_vectorized():
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     if info.family != "gcc":
         pytest.skip(f"vectorization report format checked for gcc only (compiler: {info.identity})")
     source = """\
@@ -178,34 +178,34 @@ void scale_add(float *restrict out, const float *restrict x, const float *restri
 
 @requires_cc
 def test_compiler_probe_is_remembered_on_disk(monkeypatch):
-    compiler.find_compiler.cache_clear()
-    first = compiler.find_compiler()  # probes and records the result in the cache directory
-    compiler.find_compiler.cache_clear()
+    toolchain.find_compiler.cache_clear()
+    first = toolchain.find_compiler()  # probes and records the result in the cache directory
+    toolchain.find_compiler.cache_clear()
 
     def no_subprocess(*a, **k):
         raise AssertionError("the compiler was run although its probe is cached")
 
-    monkeypatch.setattr(compiler, "_run", no_subprocess)
+    monkeypatch.setattr(toolchain, "_run", no_subprocess)
     try:
-        assert compiler.find_compiler() == first
+        assert toolchain.find_compiler() == first
     finally:
-        compiler.find_compiler.cache_clear()
+        toolchain.find_compiler.cache_clear()
 
 
 @requires_cc
 def test_openmp_runtime_linked_only_for_threaded_sources():
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     threaded = "#include <omp.h>\nint nt(void) { int n = 0;\n#pragma omp parallel\n{\n#pragma omp atomic\n" \
                "n += 1; }\nreturn n; }\n"
     plain = "int sq(int x) { int s = 0;\n#pragma omp simd reduction(+:s)\n" \
             "for (int i = 0; i < x; ++i) s += x;\nreturn s; }\n"
-    assert compiler.OPENMP_FLAG not in compiler.source_flags(plain, info)
-    assert "-fopenmp-simd" in compiler.source_flags(plain, info)
+    assert toolchain.OPENMP_FLAG not in toolchain.source_flags(plain, info)
+    assert "-fopenmp-simd" in toolchain.source_flags(plain, info)
     assert compiler.cache_key(plain, info) != compiler.cache_key(threaded, info)
     sq = compiler.load_library(plain, name_hint="sq").sq
     assert sq(7) == 49
-    if compiler.OPENMP_FLAG in info.flags:
-        assert compiler.OPENMP_FLAG in compiler.source_flags(threaded, info)
+    if toolchain.OPENMP_FLAG in info.flags:
+        assert toolchain.OPENMP_FLAG in toolchain.source_flags(threaded, info)
         assert compiler.load_library(threaded, name_hint="nt").nt() >= 1
 
 
@@ -227,7 +227,7 @@ def test_same_program_after_other_work_reuses_the_compiled_code(monkeypatch):
     import ember
     import ember.numpy as jnp
 
-    if compiler.find_compiler() is None:
+    if toolchain.find_compiler() is None:
         pytest.skip("no C compiler available")
     monkeypatch.setenv("EMBER_PROGRAM_CACHE", "0")  # the C source is generated again, not reused
 
@@ -251,16 +251,16 @@ def test_same_program_after_other_work_reuses_the_compiled_code(monkeypatch):
 # The compiler probe: per machine (user cache dir), optimistic, with fallbacks
 
 
-def _probe_fresh(monkeypatch, tmp_path, cc: str | None = None) -> compiler.CompilerInfo | None:
+def _probe_fresh(monkeypatch, tmp_path, cc: str | None = None) -> toolchain.CompilerInfo | None:
     """find_compiler() with an empty user cache (so it really probes) and ``$EMBER_CC=cc``."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     if cc is not None:
         monkeypatch.setenv("EMBER_CC", cc)
-    compiler.find_compiler.cache_clear()
+    toolchain.find_compiler.cache_clear()
     try:
-        return compiler.find_compiler()
+        return toolchain.find_compiler()
     finally:
-        compiler.find_compiler.cache_clear()
+        toolchain.find_compiler.cache_clear()
 
 
 @requires_cc
@@ -278,19 +278,19 @@ def test_probe_is_kept_in_the_user_cache_not_the_compile_cache(monkeypatch, tmp_
     def no_subprocess(*a, **k):
         raise AssertionError("the compiler was run although its probe is cached")
 
-    monkeypatch.setattr(compiler, "_run", no_subprocess)
-    compiler.find_compiler.cache_clear()
+    monkeypatch.setattr(toolchain, "_run", no_subprocess)
+    toolchain.find_compiler.cache_clear()
     try:
-        assert compiler.find_compiler() == info
+        assert toolchain.find_compiler() == info
     finally:
-        compiler.find_compiler.cache_clear()
+        toolchain.find_compiler.cache_clear()
 
 
 def _reference_flags(cc: str, tmp_path: Path) -> list[str] | None:
     """The probe's contract, checked step by step: every base flag if a shared object builds with
     them (else without -march=native), plus -fopenmp if an OpenMP program builds and loads."""
     src = tmp_path / "ref.c"
-    src.write_text(compiler._OPENMP_PROBE_SOURCE)
+    src.write_text(toolchain._OPENMP_PROBE_SOURCE)
 
     def builds(flags: list[str], openmp: bool) -> bool:
         out = tmp_path / "ref.so"
@@ -304,19 +304,19 @@ def _reference_flags(cc: str, tmp_path: Path) -> list[str] | None:
             ctypes.CDLL(str(out))
         return ok
 
-    flags = list(compiler.BASE_FLAGS)
+    flags = list(toolchain.BASE_FLAGS)
     if not builds(flags, False):
         flags.remove("-march=native")
         if not builds(flags, False):
             return None
-    if builds([*flags, compiler.OPENMP_FLAG], True):
-        flags.append(compiler.OPENMP_FLAG)
+    if builds([*flags, toolchain.OPENMP_FLAG], True):
+        flags.append(toolchain.OPENMP_FLAG)
     return flags
 
 
 def _wrapper(tmp_path: Path, rejected: str) -> str:
     """A compiler that fails whenever it is given ``rejected`` and is the system cc otherwise."""
-    real = compiler.find_compiler().path
+    real = toolchain.find_compiler().path
     script = tmp_path / f"cc-without{rejected}"
     script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = "{rejected}" ] && exit 1; done\n'
                       f'exec {real} "$@"\n')
@@ -327,7 +327,7 @@ def _wrapper(tmp_path: Path, rejected: str) -> str:
 @requires_cc
 @pytest.mark.parametrize("rejected", [None, "-fopenmp", "-march=native"])
 def test_probe_finds_the_flags_the_compiler_accepts(monkeypatch, tmp_path, rejected):
-    cc = compiler.find_compiler().path if rejected is None else _wrapper(tmp_path, rejected)
+    cc = toolchain.find_compiler().path if rejected is None else _wrapper(tmp_path, rejected)
     info = _probe_fresh(monkeypatch, tmp_path, cc)
     assert info is not None and info.path == cc
     assert list(info.flags) == _reference_flags(cc, tmp_path)
@@ -338,16 +338,16 @@ def test_probe_finds_the_flags_the_compiler_accepts(monkeypatch, tmp_path, rejec
     else:
         assert "-march=native" in info.flags and info.target
     # the probed flags build working code
-    monkeypatch.setattr(compiler, "find_compiler", lambda: info)
+    monkeypatch.setattr(toolchain, "find_compiler", lambda: info)
     compiler.clear_memory_cache()
     assert _load_add(compiler.load_library(ADD_SOURCE, name_hint="wrapped"))(20, 22) == 42
 
 
 def test_libm_is_linked_only_for_sources_that_include_math():
-    assert compiler.source_libs("#include <math.h>\ndouble f(double x) { return exp(x); }\n") == ("-lm",)
-    assert compiler.source_libs("#include <stdint.h>\n  #  include <complex.h>\n") == ("-lm",)
-    assert compiler.source_libs(ADD_SOURCE) == ()
-    assert compiler.source_libs("/* #include <math.h> in a comment */ int x;\n") == ()
+    assert toolchain.source_libs("#include <math.h>\ndouble f(double x) { return exp(x); }\n") == ("-lm",)
+    assert toolchain.source_libs("#include <stdint.h>\n  #  include <complex.h>\n") == ("-lm",)
+    assert toolchain.source_libs(ADD_SOURCE) == ()
+    assert toolchain.source_libs("/* #include <math.h> in a comment */ int x;\n") == ()
 
 
 @requires_cc
@@ -365,9 +365,9 @@ def test_background_builds_run_niced(monkeypatch):
     the command starts (``nice -n``, which execs it), never after ``Popen`` returns: with the late
     ``setpriority`` made impossible here, the command and a process it starts still report the
     background niceness (issue 38: a busy machine once let the driver print 0 before the change)."""
-    if compiler._nice_executable() is None:
+    if toolchain._nice_executable() is None:
         pytest.skip("no nice executable on PATH (the late setpriority fallback is tested separately)")
-    if os.getpriority(os.PRIO_PROCESS, 0) >= compiler.BACKGROUND_NICE:
+    if os.getpriority(os.PRIO_PROCESS, 0) >= toolchain.BACKGROUND_NICE:
         pytest.skip("this process already runs at or above the background niceness")
 
     def no_late_change(*args):
@@ -376,32 +376,32 @@ def test_background_builds_run_niced(monkeypatch):
     monkeypatch.setattr(os, "setpriority", no_late_change)
     code = "import os, subprocess, sys; print(os.getpriority(os.PRIO_PROCESS, 0)); sys.stdout.flush(); " \
            "subprocess.run([sys.executable, '-c', 'import os; print(os.getpriority(os.PRIO_PROCESS, 0))'])"
-    proc = compiler._run([sys.executable, "-c", code], nice=compiler.BACKGROUND_NICE)
-    assert proc.stdout.split() == [str(compiler.BACKGROUND_NICE)] * 2  # the driver and a pass it starts
+    proc = toolchain._run([sys.executable, "-c", code], nice=toolchain.BACKGROUND_NICE)
+    assert proc.stdout.split() == [str(toolchain.BACKGROUND_NICE)] * 2  # the driver and a pass it starts
     assert proc.args == [sys.executable, "-c", code]  # the result names the command, not the wrapper
     mine = str(os.getpriority(os.PRIO_PROCESS, 0))
-    assert compiler._run([sys.executable, "-c", code]).stdout.split() == [mine] * 2  # nice=0: as we are
+    assert toolchain._run([sys.executable, "-c", code]).stdout.split() == [mine] * 2  # nice=0: as we are
 
 
 def test_nice_increment_is_relative_to_our_own_niceness(monkeypatch):
     """``nice -n`` adds to the caller's niceness: the increment brings it to BACKGROUND_NICE, and a
     process already at or above it starts its compiles unchanged."""
-    monkeypatch.setattr(compiler, "_nice_executable", lambda: "/usr/bin/nice")
+    monkeypatch.setattr(toolchain, "_nice_executable", lambda: "/usr/bin/nice")
     monkeypatch.setattr(os, "getpriority", lambda which, who: 3)
-    assert compiler._nice_prefix(10) == ["/usr/bin/nice", "-n", "7"]
-    assert compiler._nice_prefix(0) == []
+    assert toolchain._nice_prefix(10) == ["/usr/bin/nice", "-n", "7"]
+    assert toolchain._nice_prefix(0) == []
     monkeypatch.setattr(os, "getpriority", lambda which, who: 12)
-    assert compiler._nice_prefix(10) == []
+    assert toolchain._nice_prefix(10) == []
 
 
 def test_without_nice_the_group_priority_is_lowered_after_the_start(monkeypatch):
     """The fallback where no ``nice`` executable exists: the new process group's priority is set
     right after the start (the command runs at the caller's priority until then)."""
-    if os.getpriority(os.PRIO_PROCESS, 0) >= compiler.BACKGROUND_NICE:
+    if os.getpriority(os.PRIO_PROCESS, 0) >= toolchain.BACKGROUND_NICE:
         pytest.skip("this process already runs at or above the background niceness")
     calls = []
-    monkeypatch.setattr(compiler, "_nice_executable", lambda: None)
+    monkeypatch.setattr(toolchain, "_nice_executable", lambda: None)
     monkeypatch.setattr(os, "setpriority", lambda which, who, prio: calls.append((which, who, prio)))
-    proc = compiler._run([sys.executable, "-c", "pass"], nice=compiler.BACKGROUND_NICE)
+    proc = toolchain._run([sys.executable, "-c", "pass"], nice=toolchain.BACKGROUND_NICE)
     assert proc.returncode == 0
-    assert len(calls) == 1 and calls[0][0] == os.PRIO_PGRP and calls[0][2] == compiler.BACKGROUND_NICE
+    assert len(calls) == 1 and calls[0][0] == os.PRIO_PGRP and calls[0][2] == toolchain.BACKGROUND_NICE

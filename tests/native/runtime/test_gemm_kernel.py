@@ -22,7 +22,7 @@ from ember import lax
 from ember._src.native.base import symdims as sd
 from ember._src.native.emit import gemm_kernel
 from ember._src.native.rewrite import passes
-from ember._src.native.runtime import compiler, gemm_library
+from ember._src.native.runtime import compiler, gemm_library, toolchain
 from tests.native.conftest import requires_cc
 
 _WRAPPER = """
@@ -70,7 +70,7 @@ def build_kernel(isa_name: str, prefix: str = ""):
     ``fn`` packs B per call; ``fn.packed`` takes a prepacked B; ``fn.big`` is the blocked path
     (``em_sgemm_big``, A packed) whatever the size; ``fn.isa`` the :class:`gemm_kernel.Isa`.
     ``prefix``: C put before the kernel's source (test settings of its macros)."""
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     if info is None:
         pytest.skip("no C compiler available")
     isa = gemm_kernel.ISAS[isa_name]
@@ -369,7 +369,7 @@ def test_library_source_compiles_without_its_isa(tmp_path, isa_name):
     x86-64 baseline (no AVX2, no AVX-512), where it compiles to the stub entries and reports none."""
     import platform
 
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     if info is None or info.family != "gcc" or platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("needs GCC on x86-64")
     source, symbol = gemm_library._library_source(isa_name)

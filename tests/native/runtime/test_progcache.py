@@ -20,7 +20,7 @@ from ember._src.native import backend as nb
 from ember._src.native import pipeline as pl
 from ember._src.native.emit import gemm_kernel
 from ember._src.native.options import NativeOptions
-from ember._src.native.runtime import compiler, gemm_library, progcache
+from ember._src.native.runtime import gemm_library, progcache, toolchain
 from tests.native.conftest import requires_cc
 
 RNG = np.random.default_rng(7)
@@ -125,7 +125,7 @@ print(json.dumps({"counts": counts, "err": float(np.abs(r - np.maximum(x @ w + b
 
 
 def _key(f, *args, options: dict | None = None) -> str | None:
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     return progcache.program_key(ember.make_program(f)(*args), NativeOptions.parse(options), info, "normal")
 
 
@@ -152,7 +152,7 @@ def test_key_depends_on_what_changes_the_code(monkeypatch):
 def test_programs_with_constants_have_no_key():
     c = np.arange(6, dtype=np.float32).reshape(2, 3)
     x = np.ones((2, 3), np.float32)
-    assert _key(lambda a: a + c, x) is None or compiler.find_compiler() is None
+    assert _key(lambda a: a + c, x) is None or toolchain.find_compiler() is None
 
 
 def test_source_fingerprint_follows_file_stats(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.native.runtime import compiler, threadpool
+from ember._src.native.runtime import compiler, threadpool, toolchain
 from tests.helpers import run_in_threads
 from tests.native.conftest import requires_cc
 
@@ -186,7 +186,7 @@ def test_pooled_row_kernel_matches_one_thread_bitwise(threads):
     one = ember.jit(_softmax, backend="native", num_threads=1, parallel_threshold=1000)
     many = ember.jit(_softmax, backend="native", num_threads=threads, parallel_threshold=1000)
     src = many.lower(x).executable.source
-    if not compiler.find_compiler().has_openmp:
+    if not toolchain.find_compiler().has_openmp:
         pytest.skip("no OpenMP: no parallel loops are generated")
     assert "em_par(" in src and "em_par(" not in one.lower(x).executable.source
     y1, yn = np.asarray(one(x)), np.asarray(many(x))

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ember._src import core
-from ember._src.ad import jacrev
 from ember._src.batching import BatchTrace, BatchTracer, moveaxis
 from ember._src.devices import Device
+from ember._src.jacobians import jacrev
 from ember._src.jit import make_program
 from ember._src.program import Program
 from ember._src.tree import flatten, unflatten

@@ -26,6 +26,7 @@ import numpy as np
 
 from ember._src import ad, core
 from ember._src import debug as dbg
+from ember._src import partial_eval as peval
 from ember._src.ad_util import Zero, instantiate, is_zero, tangent_aval
 from ember._src.batching import _leaf_paths
 from ember._src.core import ShapedArray
@@ -242,9 +243,9 @@ def _partial_eval_body(prog: Program, unknowns: list[bool], inst: list[bool]) ->
 
     def known_fun(*kvals: Any) -> list:
         it = iter(kvals)
-        pvals = [ad.PartialVal.unknown(a) if u else ad.PartialVal.known(next(it))
+        pvals = [peval.PartialVal.unknown(a) if u else peval.PartialVal.known(next(it))
                  for a, u in zip(in_avals, unknowns)]
-        uprog, pvals_out = ad.partial_eval_flat(lambda *xs: run_program(prog, xs), pvals, inst)
+        uprog, pvals_out = peval.partial_eval_flat(lambda *xs: run_program(prog, xs), pvals, inst)
         box["uprog"] = uprog
         box["out_unknown"] = [not pv.is_known for pv in pvals_out]
         return [pv.const for pv in pvals_out if pv.is_known] + list(uprog.consts)

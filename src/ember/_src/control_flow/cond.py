@@ -22,6 +22,7 @@ import numpy as np
 
 from ember._src import ad, core
 from ember._src import dtypes as dt
+from ember._src import partial_eval as peval
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, is_zero, tangent_aval
 from ember._src.batching import batch_program, moveaxis
@@ -77,7 +78,7 @@ def _cond_jvp(primals: list, tangents: list, *, branches: tuple) -> tuple[list, 
     return list(outs[:n_out]), touts
 
 
-def _cond_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, branches: tuple) -> list:
+def _cond_partial_eval(trace: peval.PartialEvalTrace, tracers: list, *, branches: tuple) -> list:
     index, ops = tracers[0], tracers[1:]
     if not index.pval.is_known:
         ins = [trace.instantiate_const(t) for t in tracers]
@@ -199,7 +200,7 @@ cond_p.abstract_eval = _cond_abstract
 cond_p.jvp = _cond_jvp
 cond_p.transpose = _cond_transpose
 cond_p.batch = _cond_batch
-ad.partial_eval_rules[cond_p] = _cond_partial_eval
+peval.partial_eval_rules[cond_p] = _cond_partial_eval
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ember._src import ad, core
+from ember._src import core
 from ember._src import dtypes as dt
+from ember._src import partial_eval as peval
 from ember._src import tree as tu
 from ember._src.ad_util import Zero, is_zero, tangent_aval
 from ember._src.batching import batch_program, matchaxis, moveaxis
@@ -115,7 +116,7 @@ def _while_jvp(primals: list, tangents: list, *, cond: Program, body: Program, c
     return list(outs[:nk]), touts
 
 
-def _while_partial_eval(trace: ad.PartialEvalTrace, tracers: list, *, cond: Program, body: Program,
+def _while_partial_eval(trace: peval.PartialEvalTrace, tracers: list, *, cond: Program, body: Program,
                         cond_nconsts: int, body_nconsts: int, **params: Any) -> list:
     ncc, nbc = cond_nconsts, body_nconsts
     p = dict(params, cond=cond, body=body, cond_nconsts=ncc, body_nconsts=nbc)
@@ -216,7 +217,7 @@ while_p.batch = _while_batch
 while_p.na("transpose", "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop "
            "with dynamic start/stop values (the trip count is not known when tracing, so no residuals "
            "can be stored). Try using lax.scan, or lax.fori_loop with static (Python int) bounds")
-ad.partial_eval_rules[while_p] = _while_partial_eval
+peval.partial_eval_rules[while_p] = _while_partial_eval
 
 
 # ---------------------------------------------------------------------------------------------

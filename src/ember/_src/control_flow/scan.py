@@ -42,6 +42,7 @@ import numpy as np
 
 from ember._src import ad, core
 from ember._src import dtypes as dt
+from ember._src import partial_eval as peval
 from ember._src import shapes as sh
 from ember._src import tree as tu
 from ember._src.ad_util import UndefPrimal, Zero, is_zero, tangent_aval
@@ -203,7 +204,7 @@ def _is_zero_dim(d: Any) -> bool:
     return isinstance(d, (int, np.integer)) and int(d) == 0
 
 
-def _inst(trace: ad.PartialEvalTrace, v: Any) -> Any:
+def _inst(trace: peval.PartialEvalTrace, v: Any) -> Any:
     return trace.instantiate_const(trace.full_raise(v))
 
 
@@ -267,7 +268,7 @@ class _Split:
                                                               [False] * self.n_ky + self.step))
 
 
-def _scan_partial_eval(trace: ad.PartialEvalTrace, tracers: list, **params: Any) -> list:
+def _scan_partial_eval(trace: peval.PartialEvalTrace, tracers: list, **params: Any) -> list:
     body, nc, nk = params["body"], params["num_consts"], params["num_carry"]
     length, reverse = params["length"], params["reverse"]
     ny = len(body.outvars) - nk
@@ -506,7 +507,7 @@ scan_p.abstract_eval = _scan_abstract
 scan_p.jvp = _scan_jvp
 scan_p.transpose = _scan_transpose
 scan_p.batch = _scan_batch
-ad.partial_eval_rules[scan_p] = _scan_partial_eval
+peval.partial_eval_rules[scan_p] = _scan_partial_eval
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ember._src.array import Array, asarray_eager
 from ember._src.core import get_aval as _aval
 from ember._src.custom_derivatives import custom_jvp
 from ember._src.numpy.more_ufuncs import logaddexp
+from ember._src.prims import dynamic_slicing as dsl
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import misc
@@ -81,7 +82,7 @@ def dynamic_slice_in_dim(operand: ArrayLike, start_index: ArrayLike, slice_size:
     axis = sh.normalize_axis(axis, nd, "dynamic_slice_in_dim axis")
     sizes = list(_aval(x).shape)
     sizes[axis] = int(slice_size)
-    return mv.dynamic_slice(x, _starts(x, start_index, axis), sizes)
+    return dsl.dynamic_slice(x, _starts(x, start_index, axis), sizes)
 
 
 def dynamic_index_in_dim(operand: ArrayLike, index: ArrayLike, axis: int = 0, keepdims: bool = True) -> Any:
@@ -97,7 +98,7 @@ def dynamic_update_slice_in_dim(operand: ArrayLike, update: ArrayLike, start_ind
     """``dynamic_update_slice`` at ``start_index`` along ``axis`` (0 on the others)."""
     x = _as_operand(operand)
     axis = sh.normalize_axis(axis, _aval(x).ndim, "dynamic_update_slice_in_dim axis")
-    return mv.dynamic_update_slice(x, _as_operand(update), _starts(x, start_index, axis))
+    return dsl.dynamic_update_slice(x, _as_operand(update), _starts(x, start_index, axis))
 
 
 def top_k(operand: ArrayLike, k: int) -> tuple[Any, Any]:

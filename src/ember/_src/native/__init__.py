@@ -28,7 +28,15 @@ from ember._src.native import opinfo, validators  # noqa: F401
 from ember._src.native.backend import NativeExecutable, native_backend
 from ember._src.native.emit import gemm_kernel  # noqa: F401
 from ember._src.native.emit import mpi_calls as _mpi_calls  # noqa: F401
-from ember._src.native.runtime import compiler, dispatch, gemm_library, interrupt, pool, threadpool  # noqa: F401
+from ember._src.native.runtime import (  # noqa: F401
+    compiler,
+    dispatch,
+    gemm_library,
+    interrupt,
+    pool,
+    threadpool,
+    toolchain,
+)
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.specialize import native_specialize
 
@@ -54,7 +62,7 @@ def build_stats() -> tuple[int, int]:
 def unavailable_reason() -> str | None:
     """Why this backend cannot run here (no working C compiler), or None (backend protocol).
     Raises CompileError when ``$EMBER_CC`` names a missing or broken compiler."""
-    if compiler.find_compiler() is None:
+    if toolchain.find_compiler() is None:
         return "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
     return None
 

@@ -39,7 +39,7 @@ from ember._src.native.emit import c_ops, gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import Lowered, lower
 from ember._src.native.plan.planner import MemoryPlan
-from ember._src.native.runtime import compiler, fft_tables, progcache, threadpool
+from ember._src.native.runtime import cache_files, compiler, fft_tables, progcache, threadpool, toolchain
 from ember._src.native.runtime import interrupt as native_interrupt
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import OutputSlots, data_address
@@ -152,7 +152,7 @@ class NativeExecutable:
         self._optimized: Program | None = None
         self._schedule: Schedule | None = None
         self._plan: MemoryPlan | None = None
-        self._info: compiler.CompilerInfo | None = None
+        self._info: toolchain.CompilerInfo | None = None
         self.program_cache_hit = False  # whether the program cache served this executable
         self._gil_release: bool | None = None  # _releases_gil from a program-cache entry
         self.source: str | None = None
@@ -171,7 +171,7 @@ class NativeExecutable:
         reason = unsupported_reason(program)
         info = None
         if reason is None:
-            info = compiler.find_compiler()
+            info = toolchain.find_compiler()
             if info is None:
                 reason = "no working C compiler found (set $EMBER_CC or install cc/gcc/clang)"
                 if reason not in _warned:
@@ -208,20 +208,20 @@ class NativeExecutable:
         if self._optimized is None and self.program_cache_hit and self._info is not None:
             self._keep_stages(self._lower(self._info, "off"))
 
-    def _lower(self, info: compiler.CompilerInfo, mode: str) -> Lowered:
+    def _lower(self, info: toolchain.CompilerInfo, mode: str) -> Lowered:
         """The pipeline (:func:`.pipeline.lower`) on this executable's program, validated under ``mode``."""
         return lower(self.original, self.options, openmp=info.has_openmp, mode=mode)
 
     def _keep_stages(self, low: Lowered) -> None:
         self._optimized, self._schedule, self._plan = low.program, low.schedule, low.plan
 
-    def _build(self, info: compiler.CompilerInfo) -> None:
+    def _build(self, info: toolchain.CompilerInfo) -> None:
         t0 = time.perf_counter()
         self._info = info
         mode = self.options.validation_mode()
         key = progcache.program_key(self.original, self.options, info, mode) \
             if mode != "strict" and progcache.enabled() else None
-        directory = compiler.cache_dir()
+        directory = cache_files.cache_dir()
         if key is not None and self._from_cache(progcache.load(directory, key)):
             self.compile_seconds = time.perf_counter() - t0
             logger.debug("native backend: program cache hit %s (no passes, schedule or codegen) in %.3f s",

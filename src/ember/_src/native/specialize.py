@@ -48,7 +48,7 @@ from ember._src.native.backend import (
 from ember._src.native.emit import c_ops
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import lower
-from ember._src.native.runtime import compiler, interrupt
+from ember._src.native.runtime import interrupt, toolchain
 from ember._src.native.runtime import memory as native_memory
 from ember._src.native.runtime.pool import POOL, data_address
 from ember._src.native.scheduling.gemm_strategy import INT_MAX, gemm_dims
@@ -132,7 +132,7 @@ class SymbolicNative:
         reason = self._unsupported()
         info = None
         if reason is None:
-            info = compiler.find_compiler()
+            info = toolchain.find_compiler()
             if info is None:
                 reason = "no working C compiler found"
         if reason is None:
@@ -160,7 +160,7 @@ class SymbolicNative:
         return None
 
     # -- level 1 ------------------------------------------------------------------------------
-    def _build(self, info: compiler.CompilerInfo) -> None:
+    def _build(self, info: toolchain.CompilerInfo) -> None:
         t0 = time.perf_counter()
         from ember._src.dynamic import program_axes
 

@@ -19,11 +19,13 @@ from ember._src.numpy import (
     bit_packing,
     contractions,
     creation,
+    diagonals,
     extras,
     histograms,
     indexing,
     manipulation,
     more_ufuncs,
+    padding,
     polynomial,
     reductions,
     searching,
@@ -31,8 +33,8 @@ from ember._src.numpy import (
     ufuncs,
 )
 
-_MODULES = (bit_packing, contractions, creation, extras, histograms, indexing, manipulation,
-            more_ufuncs, polynomial, reductions, searching, statistics, ufuncs)
+_MODULES = (bit_packing, contractions, creation, diagonals, extras, histograms, indexing, manipulation,
+            more_ufuncs, padding, polynomial, reductions, searching, statistics, ufuncs)
 
 # the first positional parameter
 _FIRST = """

@@ -23,6 +23,7 @@ from ember._src import shapes as sh
 from ember._src.array import Array, asarray_eager
 from ember._src.core import get_aval as _aval
 from ember._src.numpy import contractions as cn
+from ember._src.numpy import diagonals as dg
 from ember._src.numpy import linalg_functions as la
 from ember._src.numpy import manipulation as mn
 from ember._src.numpy import more_ufuncs as mu
@@ -282,7 +283,7 @@ def mask_indices(n: int, mask_func: Callable, k: int = 0) -> tuple:
 
 def diagflat(v: ArrayLike, k: int = 0) -> Any:
     """A 2-d array with the flattened ``v`` on diagonal ``k``."""
-    return mn.diag(mn.ravel(_arr(v)), k)
+    return dg.diag(mn.ravel(_arr(v)), k)
 
 
 # ---------------------------------------------------------------------------------------------

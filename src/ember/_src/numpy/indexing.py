@@ -30,6 +30,7 @@ from ember._src import shapes as sh
 from ember._src.array import Array, aligned_copy, asarray_eager
 from ember._src.dynamic import dimension_as_value
 from ember._src.numpy import ufuncs
+from ember._src.prims import dynamic_slicing as dsl
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
@@ -271,7 +272,7 @@ def _basic(x: Any, entries: list[tuple], clamp: bool = False) -> tuple[Any, list
         for axis, t in dyn:
             dstarts[axis] = _wrap_scalar(t, ys[axis])
             sizes[axis] = 1
-        y = mv.dynamic_slice(y, dstarts, sizes)
+        y = dsl.dynamic_slice(y, dstarts, sizes)
     ys = core.get_aval(y).shape
     out_shape = tuple(1 if a is None else ys[a] for a in layout)
     if out_shape != ys:

@@ -1,5 +1,5 @@
-"""NumPy array manipulation: reshaping, transposing, joining, splitting, tiling, flipping, rolling,
-padding, triangles and diagonals.
+"""NumPy array manipulation: reshaping, transposing, joining, splitting, tiling, flipping and rolling
+(padding is in :mod:`.padding`, triangles and diagonals in :mod:`.diagonals`).
 
 Everything is written over the movement primitives (``reshape``, ``transpose``, ``slice``, ``rev``,
 ``concatenate``, ``pad``, ``broadcast_in_dim``, ...) so it works eagerly, under ``jit`` and under
@@ -21,6 +21,7 @@ from ember._src.array import Array, asarray_eager
 from ember._src.numpy import ufuncs
 from ember._src.numpy.indexing import _index
 from ember._src.numpy.operands import _concrete_int
+from ember._src.prims import dynamic_slicing as dsl
 from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
@@ -547,7 +548,7 @@ def _roll_traced(x: Any, s: Any, axis: int) -> Any:
     shape = list(_shape(x))
     starts: list[Any] = [0] * len(shape)
     starts[axis] = start
-    return mv.dynamic_slice(mv.concatenate([x, x], axis), starts, shape)
+    return dsl.dynamic_slice(mv.concatenate([x, x], axis), starts, shape)
 
 
 def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
@@ -608,237 +609,6 @@ def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     if k == 1:
         return mv.transpose(mv.rev(x, (a1,)), perm)
     return mv.rev(mv.transpose(x, perm), (a1,))
-
-
-# ---------------------------------------------------------------------------------------------
-# padding
-# ---------------------------------------------------------------------------------------------
-
-
-def _gather_runs(x: Any, axis: int, idx: np.ndarray) -> Any:
-    """``take(x, idx, axis)`` for a static ``idx``, as slices, reversals, broadcasts and one concat."""
-    pieces = []
-    i, m = 0, len(idx)
-    while i < m:
-        j = i + 1
-        step = int(idx[j] - idx[i]) if j < m else 1
-        if step not in (-1, 0, 1):
-            step = 1
-        else:
-            while j < m and idx[j] - idx[j - 1] == step:
-                j += 1
-        if step == 1 or j == i + 1:
-            j = max(j, i + 1)
-            pieces.append(mv.slice_in_dim(x, int(idx[i]), int(idx[j - 1]) + 1, 1, axis))
-        elif step == -1:
-            pieces.append(mv.rev(mv.slice_in_dim(x, int(idx[j - 1]), int(idx[i]) + 1, 1, axis), (axis,)))
-        else:
-            one = mv.slice_in_dim(x, int(idx[i]), int(idx[i]) + 1, 1, axis)
-            shape = list(_shape(one))
-            shape[axis] = j - i
-            pieces.append(mv.broadcast_in_dim(one, shape, tuple(range(len(shape)))))
-        i = j
-    return mv.concatenate(pieces, axis) if len(pieces) > 1 else pieces[0]
-
-
-def _pad_index(mode: str, n: int, lo: int, hi: int) -> np.ndarray:
-    p = np.arange(-lo, n + hi)
-    if mode == "edge":
-        return np.clip(p, 0, n - 1)
-    if mode == "wrap":
-        return p % n
-    if mode == "symmetric":
-        m = p % (2 * n)
-        return np.where(m < n, m, 2 * n - 1 - m)
-    if n == 1:  # reflect
-        return np.zeros_like(p)
-    period = 2 * (n - 1)
-    m = p % period
-    return np.where(m < n, m, period - m)
-
-
-_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
-
-
-def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
-    """Pad an array, as ``numpy.pad``: ``pad_width`` is an int, ``(before, after)`` or one pair per
-    axis; modes ``constant`` (``constant_values``: a scalar, possibly traced, or per-axis pairs),
-    ``edge``, ``reflect``, ``symmetric``, ``wrap`` (and ``empty``, which pads with zeros)."""
-    x = _arr(array)
-    shape = _shape(x)
-    nd = len(shape)
-    aval = core.get_aval(x)
-    if isinstance(pad_width, core.Tracer):
-        pad_width = core.concrete_or_error(pad_width, "pad: pad_width")
-    pw = np.asarray(pad_width.value if isinstance(pad_width, Array) else pad_width)
-    if pw.dtype.kind not in "iu":
-        raise TypeError(f"pad: pad_width must be of integral type, got {pw.dtype}")
-    try:
-        pw = np.broadcast_to(pw, (nd, 2))
-    except ValueError:
-        raise ShapeError(f"pad: pad_width of shape {pw.shape} cannot be broadcast to ({nd}, 2) for an "
-                         f"array of dimension {nd}") from None
-    if (pw < 0).any():
-        raise ShapeError(f"pad: pad_width must be non-negative, got {pw.tolist()}")
-    if callable(mode) or mode not in _PAD_MODES:
-        if mode in ("maximum", "minimum", "mean", "median", "linear_ramp") or callable(mode):
-            raise NotImplementedError(f"pad: mode {mode!r} is not implemented")
-        raise ValueError(f"pad: unknown mode {mode!r}; supported: {_PAD_MODES}")
-    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
-               "symmetric": {"reflect_type"}}.get(mode, set())
-    extra = set(kwargs) - allowed
-    if extra:
-        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(extra)}")
-    if mode in ("constant", "empty"):
-        cv = kwargs.get("constant_values", 0)
-        if isinstance(cv, core.Tracer):
-            if _ndim(cv) != 0:
-                raise ShapeError("pad: a traced constant_values must be a scalar")
-            v = ew.convert_element_type(cv, aval.dtype, weak_type=aval.weak_type)
-            return mv.pad(x, v, [(int(lo), int(hi), 0) for lo, hi in pw])
-        cvn = np.asarray(cv.value if isinstance(cv, Array) else cv)
-        if cvn.ndim == 0:
-            v = mv.full((), cvn, aval.dtype)
-            if aval.weak_type:
-                v = ew.convert_element_type(v, aval.dtype, weak_type=True)
-            if not pw.any():
-                return x
-            return mv.pad(x, v, [(int(lo), int(hi), 0) for lo, hi in pw])
-        try:
-            cvn = np.broadcast_to(cvn, (nd, 2))
-        except ValueError:
-            raise ShapeError(f"pad: constant_values of shape {cvn.shape} cannot be broadcast to "
-                             f"({nd}, 2)") from None
-        for ax in range(nd):
-            for side, width in enumerate(pw[ax]):
-                if width:
-                    cfg = [(0, 0, 0)] * nd
-                    cfg[ax] = (int(width), 0, 0) if side == 0 else (0, int(width), 0)
-                    v = ew.convert_element_type(mv.full((), cvn[ax, side], aval.dtype), aval.dtype,
-                                                weak_type=aval.weak_type)
-                    x = mv.pad(x, v, cfg)
-        return x
-    if kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError("pad: reflect_type='odd' is not implemented")
-    for ax in range(nd):
-        lo, hi = int(pw[ax, 0]), int(pw[ax, 1])
-        if not (lo or hi):
-            continue
-        n = shape[ax]
-        if not isinstance(n, int):
-            raise ShapeError(f"pad: mode {mode!r} on the symbolic axis {ax} is not supported")
-        if n == 0:
-            raise ShapeError(f"pad: can't extend the empty axis {ax} using modes other than 'constant' or "
-                             "'empty'")
-        x = _gather_runs(x, ax, _pad_index(mode, n, lo, hi))
-    return x
-
-
-# ---------------------------------------------------------------------------------------------
-# triangles and diagonals
-# ---------------------------------------------------------------------------------------------
-
-
-def _tri_mask(n: Any, m: Any, k: int, lower: bool) -> Any:
-    rows = mv.broadcasted_iota(dt.int32, (n, m), 0)
-    cols = mv.broadcasted_iota(dt.int32, (n, m), 1)
-    shifted = ew.add(rows, mv.full_like(rows, k))
-    return ew.le(cols, shifted) if lower else ew.ge(cols, shifted)
-
-
-def _triangle(name: str, m: ArrayLike, k: int, lower: bool) -> Any:
-    x = _arr(m)
-    shape = _shape(x)
-    if len(shape) < 2:
-        raise ShapeError(f"{name}: input must be at least 2-d, got shape {sh.shape_str(shape)}")
-    k = _concrete_int(k, f"{name}: k")
-    mask = _tri_mask(shape[-2], shape[-1], k, lower)
-    nd = len(shape)
-    mask = mv.broadcast_in_dim(mask, shape, (nd - 2, nd - 1))
-    return ew.select(mask, x, mv.full_like(x, 0))
-
-
-def tril(m: ArrayLike, k: int = 0) -> Any:
-    """The lower triangle of the last two axes (elements above the ``k``-th diagonal zeroed)."""
-    return _triangle("tril", m, k, lower=True)
-
-
-def triu(m: ArrayLike, k: int = 0) -> Any:
-    """The upper triangle of the last two axes (elements below the ``k``-th diagonal zeroed)."""
-    return _triangle("triu", m, k, lower=False)
-
-
-def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
-    """An ``N x M`` array with ones at and below the ``k``-th diagonal (float32 by default)."""
-    n = _concrete_int(N, "tri: N")
-    m = n if M is None else _concrete_int(M, "tri: M")
-    if n < 0 or m < 0:
-        raise ShapeError(f"tri: negative dimensions are not allowed, got N={n}, M={m}")
-    mask = _tri_mask(n, m, _concrete_int(k, "tri: k"), lower=True)
-    return ew.convert_element_type(mask, dt.float32 if dtype is None else dt.user_dtype(dtype, "tri"))
-
-
-def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """The ``offset`` diagonal of the ``(axis1, axis2)`` planes, appended as the last axis."""
-    x = _arr(a)
-    shape = _shape(x)
-    nd = len(shape)
-    if nd < 2:
-        raise ShapeError(f"diagonal: input must be at least 2-d, got shape {sh.shape_str(shape)}")
-    a1 = sh.normalize_axis(axis1, nd, "diagonal axis1")
-    a2 = sh.normalize_axis(axis2, nd, "diagonal axis2")
-    if a1 == a2:
-        raise ShapeError(f"diagonal: axis1 and axis2 cannot be the same (both are axis {a1})")
-    offset = _concrete_int(offset, "diagonal: offset")
-    rest = [i for i in range(nd) if i not in (a1, a2)]
-    x = mv.transpose(x, (*rest, a1, a2))
-    n1, n2 = _concrete_int(shape[a1], "diagonal: axis size"), _concrete_int(shape[a2], "diagonal: axis size")
-    length = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
-    flat = mv.reshape(x, (*(shape[i] for i in rest), n1 * n2))
-    if length == 0:
-        return mv.slice_in_dim(flat, 0, 0, 1, -1)
-    start = offset if offset >= 0 else -offset * n2
-    stride = n2 + 1
-    return mv.slice_in_dim(flat, start, start + (length - 1) * stride + 1, stride, -1)
-
-
-def diag(v: ArrayLike, k: int = 0) -> Any:
-    """The ``k``-th diagonal of a 2-d array, or a 2-d array with a 1-d ``v`` on its ``k``-th diagonal."""
-    x = _arr(v)
-    nd = _ndim(x)
-    k = _concrete_int(k, "diag: k")
-    if nd == 2:
-        return diagonal(x, k)
-    if nd != 1:
-        raise ShapeError(f"diag: input must be 1-d or 2-d, got shape {sh.shape_str(_shape(x))}")
-    n = _concrete_int(_shape(x)[0], "diag: size")
-    size = n + abs(k)
-    w = mv.pad(x, mv.full((), 0, core.get_aval(x).dtype), [(0, abs(k), 0)])
-    w = mv.broadcast_in_dim(w, (size, size), (0,) if k >= 0 else (1,))
-    rows = mv.broadcasted_iota(dt.int32, (size, size), 0)
-    cols = mv.broadcasted_iota(dt.int32, (size, size), 1)
-    on = ew.eq(ew.sub(cols, rows), mv.full_like(rows, k))
-    return ew.select(on, w, mv.full_like(w, 0))
-
-
-def _sum_dtype(d: np.dtype) -> np.dtype:
-    if d == dt.bool_ or (d.kind == "i" and d.itemsize < 4):
-        return dt.int32
-    if d.kind == "u" and d.itemsize < 4:
-        return dt.uint32
-    return d
-
-
-def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
-          out: None = None) -> Any:
-    """Sum of the ``offset`` diagonal (booleans and small integers accumulate in 32 bits)."""
-    if out is not None:
-        raise NotImplementedError("trace: the 'out' argument is not supported")
-    d = diagonal(a, offset, axis1, axis2)
-    aval = core.get_aval(d)
-    target = _sum_dtype(aval.dtype) if dtype is None else dt.user_dtype(dtype, "trace")
-    d = ew.convert_element_type(d, target, weak_type=aval.weak_type and dtype is None)
-    return red.reduce_sum(d, (aval.ndim - 1,))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -908,9 +678,9 @@ def size(a: ArrayLike, axis: int | None = None) -> Any:
 
 __all__ = [
     "array_split", "astype", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_arrays",
-    "broadcast_shapes", "broadcast_to", "column_stack", "concat", "concatenate", "copy", "diag",
-    "diagonal", "dsplit", "dstack", "expand_dims", "flatten", "flip", "fliplr", "flipud", "hsplit",
-    "hstack", "matrix_transpose", "moveaxis", "ndim", "pad", "permute_dims", "ravel", "repeat",
-    "reshape", "roll", "rot90", "shape", "size", "split", "squeeze", "stack", "swapaxes", "tile",
-    "trace", "transpose", "tri", "tril", "triu", "unstack", "vsplit", "vstack",
+    "broadcast_shapes", "broadcast_to", "column_stack", "concat", "concatenate", "copy", "dsplit",
+    "dstack", "expand_dims", "flatten", "flip", "fliplr", "flipud", "hsplit", "hstack",
+    "matrix_transpose", "moveaxis", "ndim", "permute_dims", "ravel", "repeat", "reshape", "roll",
+    "rot90", "shape", "size", "split", "squeeze", "stack", "swapaxes", "tile", "transpose", "unstack",
+    "vsplit", "vstack",
 ]

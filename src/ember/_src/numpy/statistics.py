@@ -1,4 +1,4 @@
-"""NumPy-level order statistics, histograms, covariance, differences, convolution and interpolation.
+"""NumPy-level order statistics, covariance, differences, convolution and interpolation.
 
 Written over lax-level primitives (sort, take, scatter, reductions, dot_general), so everything
 traces under ``jit`` and differentiates where that makes sense. Dtype rules follow JAX: integer
@@ -7,9 +7,8 @@ and bool inputs of floating results promote to the default float (float64 for 64
 * ``quantile``/``percentile``/``median`` (and the ``nan*`` versions) sort along the reduced axes and
   gather; every NumPy ``method`` is supported. A NaN in a slice gives NaN (``nan*`` skip NaNs; an
   all-NaN or empty slice gives NaN).
-* ``histogram`` with an integer ``bins`` works under ``jit`` (the edges come from the data's
-  min/max, or ``range``); string ``bins`` ("auto", ...) need concrete data.
-* ``bincount`` needs ``length=`` under ``jit``; out-of-range values are dropped there.
+
+The histograms and counting (``histogram``, ``bincount``, ``digitize``) are in :mod:`.histograms`.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from ember._src.numpy.operands import (
     _bcast,
     _convert,
     _count,
-    _data_dependent,
     _full,
     _inexact,
     _iota,
@@ -40,7 +38,6 @@ from ember._src.numpy.operands import (
     _promote,
     _ravel,
     _scalar,
-    _select,
     _slice1,
     _static_int,
 )
@@ -51,7 +48,7 @@ from ember._src.prims import elementwise as ew
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
-from ember.errors import DTypeError, ShapeError, TracerError
+from ember.errors import DTypeError, ShapeError
 
 ArrayLike = Any
 
@@ -258,163 +255,6 @@ def nanmedian(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: 
               keepdims: bool = False) -> Any:
     """The median ignoring NaNs, as ``numpy.nanmedian``."""
     return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Histograms and counting
-# ---------------------------------------------------------------------------------------------
-
-
-def _bin_edges(name: str, x: Any, bins: Any, range: Any, weights: Any) -> Any:  # noqa: A002
-    d = _aval(x).dtype
-    if isinstance(bins, str):
-        xv = _data_dependent(f"{name} with bins={bins!r}", x)
-        wv = None if weights is None else core.concrete_or_error(weights, f"{name} weights")
-        rv = None if range is None else tuple(float(core.concrete_or_error(r, "range")) for r in range)
-        edges = np.histogram_bin_edges(xv, bins, rv, wv)  # only the number of bins is data-dependent
-        return _convert(_arr(edges), d)
-    if _ndim(bins) != 0:
-        edges = _convert(_arr(bins), d)
-        if _aval(edges).ndim != 1:
-            raise ShapeError(f"{name}: bins must be an int, a string or a 1-D array of edges")
-        if not isinstance(edges, core.Tracer):
-            ev = core.concrete_or_error(edges, "bins")
-            if np.any(ev[1:] < ev[:-1]):
-                raise ValueError(f"{name}: bins must increase monotonically")
-        return edges
-    nb = _static_int(bins, f"{name}: bins")
-    if nb < 1:
-        raise ValueError(f"{name}: bins must be a positive integer, got {nb}")
-    wide = dt.float64 if d != dt.float64 else d
-    if range is not None:
-        lo, hi = range
-        if not isinstance(lo, core.Tracer) and not isinstance(hi, core.Tracer):
-            lv, hv = float(np.asarray(lo)), float(np.asarray(hi))
-            if lv > hv:
-                raise ValueError(f"{name}: max must be larger than min in range parameter")
-            if not (np.isfinite(lv) and np.isfinite(hv)):
-                raise ValueError(f"{name}: supplied range of [{lv}, {hv}] is not finite")
-        first, last = _scalar(lo, wide), _scalar(hi, wide)
-    elif _aval(x).shape[0] == 0:
-        first, last = _full((), 0.0, wide), _full((), 1.0, wide)
-    else:
-        first, last = _convert(red.reduce_min(x), wide), _convert(red.reduce_max(x), wide)
-    same = ew.eq(first, last)
-    first = ew.select(same, ew.sub(first, _c(first, 0.5)), first)
-    last = ew.select(same, ew.add(last, _c(last, 0.5)), last)
-    step = ew.div(ew.sub(last, first), _c(last, nb))
-    it = _convert(_iota(nb + 1), wide)
-    edges = ew.add(ew.mul(it, mv.broadcast_in_dim(step, (nb + 1,), ())),
-                   mv.broadcast_in_dim(first, (nb + 1,), ()))
-    edges = mv.concatenate([_slice1(edges, 0, nb), mv.reshape(last, (1,))], 0)
-    return _convert(edges, d)
-
-
-def histogram_bin_edges(a: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
-                        weights: ArrayLike = None) -> Any:
-    """The bin edges ``histogram`` would use, as ``numpy.histogram_bin_edges``."""
-    x = _ravel(_real_inexact("histogram_bin_edges", a))
-    return _bin_edges("histogram_bin_edges", x, bins, range, weights)
-
-
-def histogram(a: ArrayLike, bins: Any = 10, range: Any = None, density: bool | None = None,  # noqa: A002
-              weights: ArrayLike = None) -> tuple[Any, Any]:
-    """``(counts, bin_edges)`` of ``a`` (flattened), as ``numpy.histogram``.
-
-    Bins are half-open ``[e_i, e_i+1)`` except the last, which includes its right edge; values
-    outside the range are ignored. Counts are int32, or the weights' dtype with ``weights``, or
-    float with ``density=True``.
-    """
-    x = _ravel(_real_inexact("histogram", a))
-    edges = _bin_edges("histogram", x, bins, range, weights)
-    nb = _aval(edges).shape[0] - 1
-    n = _aval(x).shape[0]
-    first = mv.broadcast_in_dim(mv.reshape(_slice1(edges, 0, 1), ()), (n,), ())
-    last = mv.broadcast_in_dim(mv.reshape(_slice1(edges, nb, nb + 1), ()), (n,), ())
-    keep = ew.bitwise_and(ew.ge(x, first), ew.le(x, last))
-    idx = ew.sub(searchsorted(edges, x, "right"), _full((n,), 1, INDEX_DTYPE))
-    idx = ew.select(ew.eq(x, last), _full((n,), nb - 1, INDEX_DTYPE), idx)
-    idx = ew.select(keep, idx, _full((n,), nb, INDEX_DTYPE))  # out of range: dropped by scatter
-    if weights is None:
-        upd = _full((n,), 1, INDEX_DTYPE)
-    else:
-        w = _arr(weights)
-        if _aval(w).shape != _aval(_arr(a)).shape:
-            raise ShapeError(f"histogram: weights have shape {sh.shape_str(_aval(w).shape)}, "
-                             f"a has {sh.shape_str(_aval(_arr(a)).shape)}")
-        upd = _ravel(w)
-    counts = ix.scatter(_full((nb,), 0, _aval(upd).dtype), idx, upd, 0, "add")
-    if density:
-        (cf,) = _promote("histogram", counts, to="inexact")
-        widths = _convert(ew.sub(_slice1(edges, 1, nb + 1), _slice1(edges, 0, nb)), _aval(cf).dtype)
-        total = mv.broadcast_in_dim(red.reduce_sum(cf), (nb,), ())
-        counts = ew.div(ew.div(cf, widths), total)
-    return counts, edges
-
-
-def bincount(x: ArrayLike, weights: ArrayLike = None, minlength: int = 0, *,
-             length: int | None = None) -> Any:
-    """Number of occurrences of each value in the non-negative int array ``x``, as ``numpy.bincount``.
-
-    ``length`` fixes the output size (required under ``jit``); values ``>= length`` are dropped.
-    """
-    xa = _arr(x)
-    d = _aval(xa).dtype
-    if not (dt.is_integer(d) or d == dt.bool_):
-        raise DTypeError(f"bincount: x must be an integer array, got {d}")
-    if _aval(xa).ndim != 1:
-        raise ShapeError(f"bincount: x must be 1-D, got shape {sh.shape_str(_aval(xa).shape)}")
-    minlength = _static_int(minlength, "bincount: minlength")
-    if minlength < 0:
-        raise ValueError("bincount: minlength must be non-negative")
-    if not isinstance(xa, core.Tracer):
-        xv = core.concrete_or_error(xa, "x")
-        if xv.size and xv.min() < 0:
-            raise ValueError("bincount: x must be non-negative")
-    if length is None:
-        try:
-            xv = core.concrete_or_error(xa, "x")
-        except TracerError:
-            raise TracerError("bincount: the output length depends on max(x), which is not known under "
-                              "jit/tracing; pass a static `length=`") from None
-        length = builtins.max(minlength, int(xv.max()) + 1 if xv.size else 0)
-    length = _static_int(length, "bincount: length")
-    n = _aval(xa).shape[0]
-    idx = _convert(xa, INDEX_DTYPE)
-    if weights is None:
-        upd = _full((n,), 1, INDEX_DTYPE)
-    else:
-        (upd,) = _promote("bincount", weights)
-        if _aval(upd).shape != (n,):
-            raise ShapeError(f"bincount: weights have shape {sh.shape_str(_aval(upd).shape)}, x has ({n},)")
-        if _aval(upd).dtype == dt.bool_:
-            upd = _convert(upd, INDEX_DTYPE)
-    return ix.scatter(_full((length,), 0, _aval(upd).dtype), idx, upd, 0, "add")
-
-
-def digitize(x: ArrayLike, bins: ArrayLike, right: bool = False, *, method: str = "scan") -> Any:
-    """Indices of the bins to which each value belongs (int32), as ``numpy.digitize``.
-
-    ``bins`` is monotonically increasing or decreasing.
-    """
-    xa, b = _promote("digitize", x, bins)
-    if _aval(b).ndim != 1:
-        raise ShapeError(f"digitize: bins must be 1-D, got shape {sh.shape_str(_aval(b).shape)}")
-    if dt.is_complex(_aval(b).dtype):
-        raise DTypeError("digitize does not support complex input")
-    m = _aval(b).shape[0]
-    side = "left" if right else "right"
-    inc = searchsorted(b, xa, side, method=method)
-    if m < 2:
-        return inc
-    if not isinstance(b, core.Tracer):
-        bv = core.concrete_or_error(b, "bins")
-        df = np.diff(bv)
-        if not (np.all(df >= 0) or np.all(df <= 0)):
-            raise ValueError("digitize: bins must be monotonically increasing or decreasing")
-    dec = ew.sub(_c(inc, m), searchsorted(mv.rev(b, (0,)), xa, side, method=method))
-    is_dec = ew.lt(mv.reshape(_slice1(b, m - 1, m), ()), mv.reshape(_slice1(b, 0, 1), ()))
-    return _select(is_dec, dec, inc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -806,8 +646,7 @@ def _mod(x: Any, p: Any) -> Any:
 
 
 __all__ = [
-    "bincount", "convolve", "corrcoef", "correlate", "cov", "diff", "digitize", "ediff1d", "gradient",
-    "histogram", "histogram_bin_edges", "interp", "median", "nanmedian", "nanpercentile", "nanquantile",
-    "percentile", "quantile", "trapezoid",
+    "convolve", "corrcoef", "correlate", "cov", "diff", "ediff1d", "gradient", "interp", "median",
+    "nanmedian", "nanpercentile", "nanquantile", "percentile", "quantile", "trapezoid",
 ]
 

@@ -6,6 +6,7 @@ from ember._src.prims import (  # noqa: F401
     conv,
     debug_callback,
     dot,
+    dynamic_slicing,
     elementwise,
     fft,
     indexing,

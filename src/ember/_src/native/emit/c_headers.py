@@ -4,7 +4,7 @@ Parsing headers is a visible part of compiling a small program: with ember's fla
 about 11 ms of CPU on ``<math.h>`` (glibc's macro-generated declarations for every floating type)
 and about 2 ms on ``<string.h>``, against roughly 60 ms for a whole 3-layer MLP. A program that
 calls no math function (a matmul + bias + ReLU net, an indexing program) skips ``<math.h>``, and
-then also links without libm (:func:`.compiler.source_libs`).
+then also links without libm (:func:`.toolchain.source_libs`).
 
 Which identifiers need which header is decided from the names each header declares in C11
 (``-std=c11``, the mode ember compiles in: glibc then declares no extensions such as ``M_PI``, so

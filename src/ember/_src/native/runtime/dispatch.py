@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import array, jit
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import compiler, library_check
 from ember._src.native.runtime.background import BackgroundLibrary
 from ember._src.native.runtime.dispatch_src import SOURCE
 
@@ -70,7 +70,7 @@ def build() -> ModuleType:
     build runs in the background and must not count towards a jitted function's ``cache_info``."""
     flags = tuple(f"-I{d}" for d in include_dirs())
     path = compiler.build_library(source(), name_hint="dispatch", extra_flags=flags)
-    with compiler.opened_library(path) as name:  # checked and loaded from one open descriptor
+    with library_check.opened_library(path) as name:  # checked and loaded from one open descriptor
         loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, name)
         spec = importlib.util.spec_from_file_location(MODULE_NAME, name, loader=loader)
         if spec is None:  # pragma: no cover - only for a broken importlib

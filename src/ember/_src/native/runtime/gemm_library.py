@@ -551,12 +551,12 @@ def isa() -> Isa | None:
     where ``$EMBER_CC`` names a missing or broken compiler: eager products then run on NumPy, and
     ``jit`` reports the compiler itself). Raises ValueError for an ``EMBER_GEMM_ISA`` that names no
     ISA."""
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import toolchain
 
     if ISA_REQUEST and ISA_REQUEST not in ISAS:
         raise ValueError(f"EMBER_GEMM_ISA={ISA_REQUEST!r}: expected one of {sorted(ISAS)}")
     try:
-        info = compiler.find_compiler()
+        info = toolchain.find_compiler()
     except CompileError:
         return None
     if info is None or info.family != "gcc":

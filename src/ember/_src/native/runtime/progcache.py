@@ -14,9 +14,9 @@ constants, no Python fallback steps, every output its own buffer, and parameters
 types (numbers, strings, dtypes, tuples, nested Programs). Anything else returns no key and
 takes the normal path. Entries are JSON (never pickle); a malformed or mismatching entry is
 ignored. An entry holds C source that is compiled and run, so it is read under the compile cache's
-trust rules: the cache directory passes :func:`.compiler.distrust_reason` (else the private
+trust rules: the cache directory passes :func:`.cache_files.distrust_reason` (else the private
 directory that replaces it is used), ``programs/`` is this user's (or root's) and writable by no
-one else, and the entry file is checked on its open descriptor (:func:`.compiler._read_checked`:
+one else, and the entry file is checked on its open descriptor (:func:`.cache_files._read_checked`:
 a regular file of this user or root that no one else can write). Its digest covers the key, so
 another valid entry copied over it is rejected too. Set ``$EMBER_PROGRAM_CACHE=0`` to disable.
 """
@@ -164,20 +164,20 @@ def _programs_dir(directory: Path, writing: bool) -> Path | None:
     """``<cache dir>/programs`` for ``directory`` (or the private directory replacing it), or None when
     that directory cannot be used (another user's, or writable by others). Reading from a cache
     directory that exists and passes the trust checks skips the write probe of
-    :func:`.compiler._usable_cache_dir` (tens of microseconds on the first call of a program)."""
-    from ember._src.native.runtime import compiler
+    :func:`.cache_files._usable_cache_dir` (tens of microseconds on the first call of a program)."""
+    from ember._src.native.runtime import cache_files, compiler
 
-    cache = compiler._replacement(Path(directory))
+    cache = cache_files._replacement(Path(directory))
     if not writing and not cache.is_dir():
         return None
     try:
-        if writing or compiler.distrust_reason(cache) is not None:
-            cache = compiler._usable_cache_dir(cache)  # replaced by a private directory: one warning
+        if writing or cache_files.distrust_reason(cache) is not None:
+            cache = cache_files._usable_cache_dir(cache)  # replaced by a private directory: one warning
     except (compiler.CompileError, OSError):  # the cache path is a file (the compile that follows
         return None  # says so), or no private directory could be made
     d = cache / "programs"
     if os.path.lexists(d) and not d.is_dir():
-        compiler._remove(d)
+        cache_files._remove(d)
     if not d.exists():
         return d
     try:
@@ -202,14 +202,14 @@ def load(directory: Path, key: str) -> dict | None:
     """The entry stored under ``key`` (a dict from JSON), or None when absent, unreadable, untrusted
     or failing verification (its recorded digest does not match its content and key: a damaged,
     hand-edited or swapped entry is logged and removed, so the program is built again)."""
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import cache_files
 
     programs = _programs_dir(directory, writing=False)
     if programs is None:
         return None
     f = programs / f"{key[:40]}.json"
     try:
-        entry = json.loads(compiler._read_checked(f))
+        entry = json.loads(cache_files._read_checked(f))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):  # unreadable, a directory, another user's, not JSON
@@ -221,7 +221,7 @@ def load(directory: Path, key: str) -> dict | None:
     if not ok:
         import logging
         logging.getLogger("ember").warning("ember: program cache entry %s failed verification; rebuilding", f)
-        compiler._remove(f)
+        cache_files._remove(f)
         return None
     return entry
 
@@ -229,7 +229,7 @@ def load(directory: Path, key: str) -> dict | None:
 def store(directory: Path, key: str, entry: dict) -> None:
     """Write ``entry`` (JSON-able) under ``key`` atomically (a new file renamed into place); errors
     are ignored (a cache)."""
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import cache_files
 
     programs = _programs_dir(directory, writing=True)
     if programs is None:
@@ -238,4 +238,4 @@ def store(directory: Path, key: str, entry: dict) -> None:
     with contextlib.suppress(OSError, TypeError, ValueError):
         programs.mkdir(mode=0o700, exist_ok=True)
         body = {"format": FORMAT, "key": key, **entry}
-        compiler._atomic_write_text(f, json.dumps({**body, "digest": _digest(key, body)}))
+        cache_files._atomic_write_text(f, json.dumps({**body, "digest": _digest(key, body)}))
