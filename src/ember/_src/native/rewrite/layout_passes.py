@@ -52,15 +52,17 @@ class _Chains:
         self.b = b
         self.lazy: dict[int, Atom] = {}
         self.moved: dict[int, Var] = {}  # id of an NCHW value -> its transpose (inputs of chains)
+        self.shown: set[int] = set()  # lazy values already transposed back (into their own var)
 
     def is_lazy(self, a: Atom) -> bool:
         return isinstance(a, Var) and a.id in self.lazy
 
     def nchw(self, a: Atom) -> Atom:
-        """``a`` as the program had it: a lazy value is transposed back (once, into its own var)."""
-        if isinstance(a, Var) and a.id in self.lazy:
-            src = self.lazy.pop(a.id)
-            self.b.emit(mv.transpose_p, [src], {"permutation": TO_NCHW}, [a])
+        """``a`` as the program had it: a lazy value is transposed back (once, into its own var; later
+        chain consumers still read the NHWC value)."""
+        if isinstance(a, Var) and a.id in self.lazy and a.id not in self.shown:
+            self.shown.add(a.id)
+            self.b.emit(mv.transpose_p, [self.lazy[a.id]], {"permutation": TO_NCHW}, [a])
         return a
 
     def to_nhwc(self, a: Atom) -> Atom:
@@ -98,6 +100,13 @@ class _Chains:
             lhs, rhs, _ = e.params["dimension_numbers"]
             params = {**e.params, "dimension_numbers": (NHWC, tuple(rhs), NHWC)}
             self.lazy[out.id] = b.emit1(conv_p, [self.to_nhwc(ins[0]), *ins[1:]], params)
+            return
+        if e.prim is pr.TRANSPOSE and self.is_lazy(ins[0]):  # transpose(transpose(src)): one
+            perm = tuple(TO_NCHW[a] for a in e.params["permutation"])
+            if perm == tuple(range(len(perm))):
+                b.sub[out.id] = self.lazy[ins[0].id]
+            else:
+                b.emit(e.prim, [self.lazy[ins[0].id]], {"permutation": perm}, e.outvars)
             return
         if four and any(self.is_lazy(a) for a in ins):
             shape = tuple(out.aval.shape)

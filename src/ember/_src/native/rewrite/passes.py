@@ -77,7 +77,8 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "channels_last", "fuse_attention", "absorb_causal_mask",
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "channels_last", "fuse_attention",
+                  "absorb_causal_mask",
                   "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
                   "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
                   "gemm_views", "refine_transposes", "simplify", "cse", "dce_loop_outputs", "dce")
