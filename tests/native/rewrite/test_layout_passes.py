@@ -73,7 +73,8 @@ def test_other_consumers_read_nchw():
     x, w1, _, _, _ = operands()
 
     def f(x, w):
-        y = lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=NCHW_DN)
+        y = jnp.tanh(lax.conv_general_dilated(x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=NCHW_DN))
+        y = lax.conv_general_dilated(y, w, (1, 1), ((1, 1), (1, 1)), dimension_numbers=NCHW_DN)
         return jnp.reshape(jnp.tanh(y), (y.shape[0], -1)), jnp.sum(y, axis=(1, 3))
 
     p = ember.make_program(f)(x, w1)
@@ -81,6 +82,15 @@ def test_other_consumers_read_nchw():
     assert [e.params["permutation"] for e in moved_values(q)] == [(0, 2, 3, 1), (0, 3, 1, 2)]
     for got, want in zip(run_numpy(q, consts(q), [x, w1]), run_numpy(p, consts(p), [x, w1])):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_lone_convolution_untouched():
+    """A convolution no chain leads from to another keeps NCHW (its kernel's own paths)."""
+    x, w1, _, _, _ = operands()
+    p = ember.make_program(lambda x, w: jnp.tanh(lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=NCHW_DN)))(x, w1)
+    q = run_passes(p, ["channels_last"])
+    assert not [e for e in q.eqns if e.prim.name == "transpose"]
 
 
 def test_untouched_without_nchw_convolutions():

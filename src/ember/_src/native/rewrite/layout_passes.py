@@ -9,7 +9,9 @@
   their order (a global average pool). A value is transposed back to NCHW only where a consumer
   outside these needs it (or it is a program output), so a ResNet runs NHWC from the first
   convolution to the classifier: the pool's taps and the adds read contiguous channels, and no
-  convolution stages copies. A convolution whose input is not already NHWC gets one transpose.
+  convolution stages copies. A convolution whose input is not already NHWC gets one transpose, and
+  is rewritten only when such a chain leads from it to another convolution (a lone convolution
+  keeps its kernel's own NCHW paths: a depthwise one runs on channel planes without copies).
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ class _Chains:
     """The rewrite state: ``lazy`` maps an NCHW variable's id to the NHWC value it was replaced by
     (the NCHW variable itself is produced only if a consumer needs it)."""
 
-    def __init__(self, b: Builder):
+    def __init__(self, b: Builder, onward: set[int]):
         self.b = b
+        self.onward = onward
         self.lazy: dict[int, Atom] = {}
         self.moved: dict[int, Var] = {}  # id of an NCHW value -> its transpose (inputs of chains)
         self.shown: set[int] = set()  # lazy values already transposed back (into their own var)
@@ -96,7 +99,7 @@ class _Chains:
         b, ins = self.b, e.inputs
         out = e.outvars[0] if len(e.outvars) == 1 else None
         four = out is not None and len(out.aval.shape) == 4
-        if _nchw_conv(e):
+        if _nchw_conv(e) and (self.is_lazy(ins[0]) or out.id in self.onward):
             lhs, rhs, _ = e.params["dimension_numbers"]
             params = {**e.params, "dimension_numbers": (NHWC, tuple(rhs), NHWC)}
             self.lazy[out.id] = b.emit1(conv_p, [self.to_nhwc(ins[0]), *ins[1:]], params)
@@ -134,13 +137,26 @@ class _Chains:
         b.emit(e.prim, [self.nchw(a) for a in ins], e.params, e.outvars)
 
 
+def _onward(p: Program) -> set[int]:
+    """Ids of the values from which elementwise ops, pads and slices lead to an NCHW convolution
+    (a chain started there saves that convolution's staging)."""
+    found: set[int] = set()
+    for e in reversed(p.eqns):
+        if _nchw_conv(e):
+            found.update(a.id for a in e.inputs[:1] if isinstance(a, Var))
+        elif (opinfo.is_elementwise(e.prim) or e.prim in (_PAD, _SLICE)) and \
+                any(v.id in found for v in e.outvars):
+            found.update(a.id for a in e.inputs if isinstance(a, Var))
+    return found
+
+
 @register
 def channels_last(p: Program) -> Program:
     """NCHW convolutions and the chains after them run channels-last (module docstring)."""
     if not any(_nchw_conv(e) for e in p.eqns):
         return p
     b = Builder(p)
-    chains = _Chains(b)
+    chains = _Chains(b, _onward(p))
     for e in p.eqns:
         chains.step(Eqn(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars))
     for a in p.outvars:
