@@ -92,7 +92,21 @@ class _Chains:
     def operand(self, a: Atom) -> Atom:
         if isinstance(a, Literal) and a.aval.shape == ():
             return a
+        e = self.b.prod.get(a.id) if isinstance(a, Var) and not self.is_lazy(a) else None
+        if e is not None and e.prim is pr.BROADCAST_IN_DIM:
+            return self.rebroadcast(e)
         return self.to_nhwc(a)
+
+    def rebroadcast(self, e: Eqn) -> Var:
+        """A broadcast to an NCHW shape, made to the NHWC shape instead: the kernels index its
+        operand directly (a transpose of the broadcast would index through the NCHW coordinates)."""
+        op = e.inputs[0]
+        dims = [TO_NCHW[d] for d in e.params["broadcast_dimensions"]]  # NHWC axis of each operand axis
+        order = sorted(range(len(dims)), key=dims.__getitem__)
+        if order != list(range(len(dims))):
+            op = self.b.emit1(mv.transpose_p, [op], {"permutation": tuple(order)})
+        return self.b.emit1(pr.BROADCAST_IN_DIM, [op], {"shape": _nhwc(tuple(e.params["shape"])),
+                                                        "broadcast_dimensions": tuple(sorted(dims))})
 
     def step(self, e: Eqn) -> None:
         """Emit ``e`` (inputs already read), in NHWC where it continues a chain."""
