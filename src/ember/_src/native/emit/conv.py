@@ -47,7 +47,6 @@ from ember._src.native.csrc import load
 from ember._src.native.emit import conv_fft, conv_winograd
 from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.emit.prepack import prepacked
-from ember._src.native.runtime import cpu_caches
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
@@ -74,19 +73,11 @@ IMAGE_TASK_MAX_MACS = 1 << 24  # ... when an image takes at most this many multi
 # trips per pass matter there: 3x3 8x32x32x16->32 NCHW on two threads 368 -> 298 us; 28x28x128->128 NCHW,
 # 115 M per image, measured level or slower with image tasks, 4.9-5.1 vs 5.0-6.5 ms)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
-WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) is at most this or
-# twice the L2 (winograd_kernel_limit). Measured on the Xeon of docs/performance.md (2 MiB L2; one
-# thread, CPU time, batch 1, NHWC, against ONNX Runtime's 1.41 and 1.82 ms): 14x14x256->256 (4 MiB
-# transformed) 0.99 ms by Winograd against 1.59 direct; 7x7x512->512 (16 MiB) 2.72 against 2.50
+WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
 _ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
-
-
-def winograd_kernel_limit() -> int:
-    """Bytes of transformed kernel up to which a 3x3 stride-1 convolution runs Winograd."""
-    return max(WINOGRAD_MAX_KERNEL_BYTES, 2 * cpu_caches.l2_bytes())
 
 
 def _up(n: Any) -> Any:
@@ -139,7 +130,7 @@ class _Geo:
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
                          and self.O >= WINOGRAD_MIN_FEATURES
-                         and 16 * self.C * self.O * self.itemsize <= winograd_kernel_limit())
+                         and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
         # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
         # the workspace and moved last
