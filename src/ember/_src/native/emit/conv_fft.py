@@ -29,6 +29,7 @@ within ``MAX_KERNEL_SPECTRUM`` bytes, a workspace within ``MAX_WORKSPACE``, and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 
@@ -37,13 +38,21 @@ import numpy as np
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, row_strides
+from ember._src.native.runtime import compiler
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
 ENABLED = True  # an internal switch for measurements (the program cache does not key on it)
 MIN_TAPS = 16  # kernels of fewer taps (3x3) stay with the direct kernel / Winograd
 RATIO = 0.85  # taken when the estimated FFT cost is below this fraction of the direct kernel's
-EFFICIENCY = 1.8  # the direct kernel's multiply-adds per cycle over the FFT passes' (measured, Zen 4)
+# The direct kernel's multiply-adds per cycle over the FFT passes', by the vector width the C is
+# compiled for (efficiency()). 512-bit: fitted on the Xeon of docs/performance.md (one thread, CPU
+# time, prepacked kernels; FFT / direct time: 7x7/2 stem 1x224x224x3->64 2.24 / 1.67 ms, 7x7
+# 8x32x32x16->32 1.15 / 2.89, 7x7 4x64x64x32->32 4.09 / 10.17, 5x5 1x32x32x16->32 0.166 / 0.189,
+# 4x4 1x56x56x64->64 2.79 / 2.62): the model's ratios were 1.45-1.9x too low at 1.8, so the stem ran
+# by FFT 1.34x slower than direct. 256-bit (AVX2): 1.8, fitted on a Zen 4 (which runs 512-bit FMAs as
+# two 256-bit halves, so both paths ran at AVX2's width) before the kernels were prepacked.
+EFFICIENCY = {"512": 3.1, "256": 1.8}
 MAX_KERNEL_SPECTRUM = 4 << 20  # bytes: a larger kernel spectrum is re-read from memory every block
 MAX_WORKSPACE = 64 << 20  # bytes of spectra and scratch at most
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread scratch is planned for this many pool threads
@@ -189,7 +198,7 @@ class Plan:
         gemm = self.bins * self.C * self.Op / vl * (4 * self.NT + 2 * groups)
         wf = self.bins * self.C * 2 * self.Op * self.dtype.itemsize
         mem = wf / 64 * (1 + -(-self.NT // self.NB)) * (0.5 if wf > L2_BYTES else 0.1)
-        return EFFICIENCY * (kernel + inp + out + gemm) + mem, direct
+        return efficiency() * (kernel + inp + out + gemm) + mem, direct
 
     def kernel_spectrum_bytes(self) -> int:
         return self.bins * self.C * 2 * self.Op * self.dtype.itemsize
@@ -201,6 +210,18 @@ class Plan:
                 self.scr, self.TH, self.TW, self.NTY, self.NTX, self.NB]
         fac = ["{" + ", ".join(map(str, radices(n) + [0])) + "}" for n in (self.P, self.Q)]
         return "{" + ", ".join(str(v) for v in vals) + ", " + ", ".join(fac) + "}"
+
+
+@functools.cache
+def efficiency() -> float:
+    """:data:`EFFICIENCY` for the vector width the generated C is compiled for on this machine
+    (512-bit where the compiler's target has AVX-512F, else 256-bit)."""
+    try:
+        info = compiler.find_compiler()
+    except Exception:  # noqa: BLE001 - no compiler: nothing is compiled, any value serves
+        info = None
+    wide = info is not None and "-mavx512f" in set(info.target.split())
+    return EFFICIENCY["512" if wide else "256"]
 
 
 def _fft_ops(n: int) -> float:

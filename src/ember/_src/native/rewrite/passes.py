@@ -45,6 +45,10 @@ The passes on matrix products (:mod:`.gemm_passes`):
   strides (the gemm's ``views``): attention's head splits and merges cost no copy kernels.
 * ``refine_transposes`` (:mod:`.movement_passes`): a transpose of a reshape that merges and splits
   axes runs over the shapes' common refinement (linear indexing in its copy kernel).
+* ``channels_last`` (:mod:`.layout_passes`): NCHW convolutions take and give NHWC values, and
+  the elementwise ops, pads, slices and reductions after them carry NHWC on; values go back to
+  NCHW only where another consumer needs them (the max pool and residual adds of a ResNet run
+  channels-last, the convolutions stage no copies).
 * ``fold_constants``: equations whose inputs are all captured constants, literals or splats are
   evaluated with the reference implementations; the results become constants (never larger than
   their inputs: broadcasts and iotas are not materialized).
@@ -73,7 +77,8 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "fuse_attention", "absorb_causal_mask",
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "channels_last", "fuse_attention",
+                  "absorb_causal_mask",
                   "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
                   "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
                   "constant_loop_operands", "gemm_views", "refine_transposes", "simplify", "cse",
@@ -481,6 +486,7 @@ def fold_constants(p: Program) -> Program:
 from ember._src.native.rewrite import (  # noqa: E402,F401
     attention_passes,
     gemm_passes,
+    layout_passes,
     loop_passes,
     movement_passes,
 )
