@@ -1,0 +1,206 @@
+/* Products with bfloat16 weights: C[m x n] = A[m x k] (float32) @ B[k x n] (bfloat16), float32 sums.
+
+   B is stored as bfloat16 bits (uint16_t, [k, n] or, with trans, [n, k]) and packed once into column
+   panels of EM_BF16_NR (32) columns: panel j holds kp = ceil(k / 2) rows of 32 32-bit words, word
+   (p, c) = B[2p][c] in its low half and B[2p + 1][c] in its high half (zero past k and past n). That
+   is the operand layout of AVX512-BF16's vdpbf16ps (pairs of k interleaved), and a word shifted left
+   by 16 (low) or masked to its high half is the float32 of either element, so one layout serves
+   every path.
+
+   EM_BF16_PATH (defined by the emitter, from the CPU the program is compiled for):
+     3  AVX512-BF16: A rounded to bfloat16 (to nearest even) into pairs once per call, then per
+        pair one vdpbf16ps per accumulator (two products summed in float32);
+     2  AVX-512F, 1  AVX2: the words converted to float32 on the fly, float32 FMAs of A as it is;
+     0  plain C (any target).
+   Work is split into tasks of (a block of EM_BF16_MC rows, one panel), rows-major, so the tasks a
+   thread claims in a row share that block of A in cache. */
+
+#ifndef EM_GEMM_BF16_H
+#define EM_GEMM_BF16_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EM_BF16_NR 32
+#define EM_BF16_MC 192
+
+typedef struct {
+    int64_t m, n, k, kp, npan, nrb;
+    const float *a; int64_t lda;      /* A: rows of lda floats */
+    const uint32_t *ab;               /* path 3: A as bfloat16 pairs, rows of kp words */
+    const uint32_t *bp;               /* packed B: npan panels of kp * 32 words */
+    float *c; int64_t ldc;
+    const float *bias;                /* n floats or null */
+} em_bf16_ctx;
+
+/* a packed B for one call (where no buffer lives as long as the program), and its release */
+static inline uint32_t *em_bf16_alloc(int64_t words) { return (uint32_t *)malloc((size_t)(words > 0 ? words : 1) * 4); }
+static inline void em_bf16_free(uint32_t *p) { free(p); }
+
+/* the packed panels' size in 32-bit words */
+static inline int64_t em_bf16_packed_words(int64_t k, int64_t n) {
+    return ((n + EM_BF16_NR - 1) / EM_BF16_NR) * ((k + 1) / 2) * EM_BF16_NR;
+}
+
+/* B (bfloat16 bits; [k, n] row-major, or [n, k] when trans) into the panel layout above */
+static void em_bf16_pack(const uint16_t *src, int trans, int64_t k, int64_t n, uint32_t *dst) {
+    const int64_t kp = (k + 1) / 2, npan = (n + EM_BF16_NR - 1) / EM_BF16_NR;
+    for (int64_t j = 0; j < npan; ++j) {
+        uint32_t *pan = dst + j * kp * EM_BF16_NR;
+        for (int64_t p = 0; p < kp; ++p) {
+            for (int64_t c = 0; c < EM_BF16_NR; ++c) {
+                const int64_t col = j * EM_BF16_NR + c, k0 = 2 * p, k1 = 2 * p + 1;
+                uint32_t lo = 0, hi = 0;
+                if (col < n) {
+                    lo = trans ? src[col * k + k0] : src[k0 * n + col];
+                    if (k1 < k) hi = trans ? src[col * k + k1] : src[k1 * n + col];
+                }
+                pan[p * EM_BF16_NR + c] = lo | (hi << 16);
+            }
+        }
+    }
+}
+
+/* float32 -> bfloat16 bits, rounded to nearest even (a NaN stays a quiet NaN) */
+static inline uint32_t em_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* rows [r0, r1) of A as bfloat16 pairs (rows of kp words; an odd k's last pair has a zero high half) */
+static void em_bf16_round_a(const em_bf16_ctx *x, int64_t r0, int64_t r1, uint32_t *ab) {
+    const int64_t k = x->k, kp = x->kp;
+    for (int64_t r = r0; r < r1; ++r) {
+        const float *ar = x->a + r * x->lda;
+        uint32_t *o = ab + r * kp;
+        for (int64_t p = 0; p < k / 2; ++p)
+            o[p] = em_bf16_round(ar[2 * p]) | (em_bf16_round(ar[2 * p + 1]) << 16);
+        if (k & 1) o[kp - 1] = em_bf16_round(ar[k - 1]);
+    }
+}
+
+/* the tile's results (rows [0, rows), columns [0, cols)) from t (rows of 32) into C, plus bias */
+static inline void em_bf16_store(const float *t, int64_t rows, int64_t cols, float *c, int64_t ldc,
+                                 const float *bias) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t q = 0; q < cols; ++q)
+            c[r * ldc + q] = t[r * EM_BF16_NR + q] + (bias ? bias[q] : 0.0f);
+}
+
+#if EM_BF16_PATH == 3
+/* ---- AVX512-BF16: 12 x 32 tiles, 24 zmm accumulators, one vdpbf16ps per pair of k ---- */
+#include <immintrin.h>
+#define EM_BF16_MR 12
+static __attribute__((noinline)) void em_bf16_tile(const em_bf16_ctx *x, int64_t r0, int64_t rows,
+                                                   const uint32_t *bp, float *t) {
+    const int64_t kp = x->kp;
+    const uint32_t *ar[EM_BF16_MR];
+    for (int r = 0; r < EM_BF16_MR; ++r) ar[r] = x->ab + (r0 + (r < rows ? r : 0)) * kp;
+    __m512 acc[EM_BF16_MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < EM_BF16_MR; ++r) { acc[r][0] = _mm512_setzero_ps(); acc[r][1] = _mm512_setzero_ps(); }
+    for (int64_t p = 0; p < kp; ++p) {
+        const __m512i b0 = _mm512_loadu_si512((const void *)(bp + p * EM_BF16_NR));
+        const __m512i b1 = _mm512_loadu_si512((const void *)(bp + p * EM_BF16_NR + 16));
+#pragma GCC unroll 12
+        for (int r = 0; r < EM_BF16_MR; ++r) {
+            const __m512i a = _mm512_set1_epi32((int)ar[r][p]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)a, (__m512bh)b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)a, (__m512bh)b1);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < EM_BF16_MR; ++r) {
+        _mm512_storeu_ps(t + r * EM_BF16_NR, acc[r][0]);
+        _mm512_storeu_ps(t + r * EM_BF16_NR + 16, acc[r][1]);
+    }
+}
+#elif EM_BF16_PATH == 2 || EM_BF16_PATH == 1
+/* ---- AVX-512F / AVX2: the packed words widened to float32 on the fly, float32 FMAs ---- */
+#if EM_BF16_PATH == 2
+#define EM_BF16_VW 16
+#define EM_BF16_MR 8
+#else
+#define EM_BF16_VW 8
+#define EM_BF16_MR 3
+#endif
+#define EM_BF16_NV (EM_BF16_NR / EM_BF16_VW)
+typedef float em_bf16_vf __attribute__((vector_size(4 * EM_BF16_VW)));
+typedef uint32_t em_bf16_vu __attribute__((vector_size(4 * EM_BF16_VW)));
+typedef uint32_t em_bf16_vuu __attribute__((vector_size(4 * EM_BF16_VW), aligned(4)));
+static __attribute__((noinline)) void em_bf16_tile(const em_bf16_ctx *x, int64_t r0, int64_t rows,
+                                                   const uint32_t *bp, float *t) {
+    const int64_t k = x->k, kp = x->kp, full = k / 2;
+    const float *ar[EM_BF16_MR];
+    for (int r = 0; r < EM_BF16_MR; ++r) ar[r] = x->a + (r0 + (r < rows ? r : 0)) * x->lda;
+    em_bf16_vf acc[EM_BF16_MR][EM_BF16_NV];
+    memset(acc, 0, sizeof acc);
+    const em_bf16_vu himask = (em_bf16_vu){0} + 0xffff0000u;
+    for (int64_t p = 0; p < kp; ++p) {
+        em_bf16_vf lo[EM_BF16_NV], hi[EM_BF16_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < EM_BF16_NV; ++v) {
+            const em_bf16_vu w = *(const em_bf16_vuu *)(bp + p * EM_BF16_NR + v * EM_BF16_VW);
+            lo[v] = (em_bf16_vf)(w << 16);
+            hi[v] = (em_bf16_vf)(w & himask);
+        }
+        const int two = p < full;
+#pragma GCC unroll 8
+        for (int r = 0; r < EM_BF16_MR; ++r) {
+            const float x0 = ar[r][2 * p], x1 = two ? ar[r][2 * p + 1] : 0.0f;
+            const em_bf16_vf a0 = (em_bf16_vf){0} + x0, a1 = (em_bf16_vf){0} + x1;
+#pragma GCC unroll 4
+            for (int v = 0; v < EM_BF16_NV; ++v) acc[r][v] = acc[r][v] + a0 * lo[v] + a1 * hi[v];
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < EM_BF16_MR; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < EM_BF16_NV; ++v) memcpy(t + r * EM_BF16_NR + v * EM_BF16_VW, &acc[r][v], 4 * EM_BF16_VW);
+}
+#else
+/* ---- plain C ---- */
+#define EM_BF16_MR 4
+static void em_bf16_tile(const em_bf16_ctx *x, int64_t r0, int64_t rows, const uint32_t *bp, float *t) {
+    const int64_t k = x->k, kp = x->kp;
+    memset(t, 0, sizeof(float) * EM_BF16_MR * EM_BF16_NR);
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *ar = x->a + (r0 + r) * x->lda;
+        for (int64_t p = 0; p < kp; ++p) {
+            const float x0 = ar[2 * p], x1 = 2 * p + 1 < k ? ar[2 * p + 1] : 0.0f;
+            for (int64_t c = 0; c < EM_BF16_NR; ++c) {
+                const uint32_t w = bp[p * EM_BF16_NR + c], l = w << 16, h = w & 0xffff0000u;
+                float fl, fh;
+                memcpy(&fl, &l, 4);
+                memcpy(&fh, &h, 4);
+                t[r * EM_BF16_NR + c] += x0 * fl + x1 * fh;
+            }
+        }
+    }
+}
+#endif
+
+/* task t: the rows of block t / npan against panel t % npan */
+static void em_bf16_task(const em_bf16_ctx *x, int64_t t) {
+    const int64_t rb = t / x->npan, j = t % x->npan;
+    const int64_t r1 = rb * EM_BF16_MC + EM_BF16_MC < x->m ? rb * EM_BF16_MC + EM_BF16_MC : x->m;
+    const int64_t c0 = j * EM_BF16_NR, cols = x->n - c0 < EM_BF16_NR ? x->n - c0 : EM_BF16_NR;
+    const uint32_t *bp = x->bp + j * x->kp * EM_BF16_NR;
+    float tile[EM_BF16_MR * EM_BF16_NR] __attribute__((aligned(64)));
+    for (int64_t r = rb * EM_BF16_MC; r < r1; r += EM_BF16_MR) {
+        const int64_t rows = r1 - r < EM_BF16_MR ? r1 - r : EM_BF16_MR;
+        em_bf16_tile(x, r, rows, bp, tile);
+        em_bf16_store(tile, rows, cols, x->c + r * x->ldc + c0, x->ldc, x->bias ? x->bias + c0 : 0);
+    }
+}
+
+/* task t of the rounding pass (path 3): rows of block t */
+static void em_bf16_round_task(const em_bf16_ctx *x, int64_t t) {
+    const int64_t r0 = t * EM_BF16_MC, r1 = r0 + EM_BF16_MC < x->m ? r0 + EM_BF16_MC : x->m;
+    em_bf16_round_a(x, r0, r1, (uint32_t *)x->ab);
+}
+
+#endif
