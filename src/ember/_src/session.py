@@ -26,7 +26,7 @@ import numpy as np
 import ember
 from ember._src import dtypes
 from ember._src.shapes import evaluate
-from ember._src.torch_import import safetensors, schema
+from ember._src.torch_import import bf16, safetensors, schema
 from ember._src.torch_import.graph import Graph
 from ember._src.torch_import.module import ImportedModule
 from ember._src.torch_import.schema import SchemaError
@@ -34,6 +34,7 @@ from ember.errors import DTypeError, EmberError, ShapeError
 
 FORMAT = "ember.session"
 FORMAT_VERSION = 1
+WEIGHTS = ("float32", "bfloat16")  # InferenceSession(weights=...)
 
 
 class SessionError(EmberError, ValueError):
@@ -61,23 +62,38 @@ class InferenceSession:
     caller passes it.
     """
 
-    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None):
+    def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None,
+                 weights: str = "float32"):
         if not isinstance(imported, ImportedModule):
             raise TypeError("InferenceSession takes an ember.torch.ImportedModule, "
                             f"got {type(imported).__name__}")
+        if weights not in WEIGHTS:
+            raise ValueError(f"InferenceSession: weights must be one of {list(WEIGHTS)}, got {weights!r}")
         self._m = imported
+        self._weights = weights
         g = imported.graph
         self._users = g.user_inputs()
         self._state_names = list(g.mutations)
         self._initial_state = {k: np.asarray(imported.params[k]) for k in self._state_names}
         self._state = dict(self._initial_state)
         const = {k: v for k, v in imported.params.items() if k not in g.mutations}
-        self._const_params = const
+        chosen = bf16.product_weights(g) if weights == "bfloat16" else set()
+        for k, v in const.items():  # bfloat16 tensors of a loaded session: kept as they are or widened
+            if k in chosen:
+                const[k] = np.asarray(v).astype(dtypes.bfloat16)
+            elif np.asarray(v).dtype == dtypes.bfloat16:
+                const[k] = np.asarray(v).astype(np.float32)
+        self._const_params = const  # what the session holds (PARAMS) and saves
+        bits = {k: const[k].view(np.uint16) for k in chosen}  # the bfloat16 weights' bits, shared
+        plain = {k: v for k, v in const.items() if k not in chosen}
         specs = imported._axes_specs()
         fn = imported._raw
 
         def step(state: dict, *inputs: Any) -> tuple:
-            return fn({**const, **state}, *inputs)
+            # a bfloat16 weight enters the program as its uint16 bits, widened where it is read; the
+            # native backend's bf16_weights pass runs its products on the bits (docs/torch.md)
+            wide = {k: bf16.decode(v) for k, v in bits.items()}
+            return fn({**plain, **wide, **state}, *inputs)
         self._step = step
         self._jit = ember.jit(step, dynamic_axes=[None, *specs])
         self._lock = threading.RLock()
@@ -97,6 +113,11 @@ class InferenceSession:
             self._fed_state[name] = np.asarray(value)
 
     # ---- introspection --------------------------------------------------------------------------
+    @property
+    def weights(self) -> str:
+        """How the session keeps the weights of its products: ``"float32"`` or ``"bfloat16"``."""
+        return self._weights
+
     @property
     def input_names(self) -> list[str]:
         return [i.name for i in self._users]
@@ -243,6 +264,7 @@ class InferenceSession:
         with open(os.path.join(path, "program.json"), "w") as f:
             json.dump(program, f)
         tensors = {k: np.asarray(v) for k, v in self._m.params.items()}
+        tensors.update({k: np.asarray(v) for k, v in self._const_params.items()})  # bfloat16 kept as such
         tensors.update({f"constant/{k}": np.asarray(v) for k, v in self._m.constants.items()})
         safetensors.save(os.path.join(path, "weights.safetensors"), tensors, {"format": FORMAT})
         meta = {"format": FORMAT, "version": FORMAT_VERSION, "ember_version": ember.__version__,
@@ -297,7 +319,8 @@ class InferenceSession:
             raise fail(str(e)) from None
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
-        session = cls(ImportedModule(graph, params, consts))
+        weights = "bfloat16" if any(v.dtype == dtypes.bfloat16 for v in params.values()) else "float32"
+        session = cls(ImportedModule(graph, params, consts), weights=weights)
         session._origin = path
         return session
 
@@ -378,7 +401,9 @@ def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) 
         if list(t.shape) != inp.shape:
             raise SchemaError(f"program.json: inputs[{i}].shape", f"is {inp.shape}, but weights.safetensors "
                                                                   f"holds {key!r} with shape {list(t.shape)}")
-        if t.dtype.name not in (inp.dtype, str(dtypes.canonicalize(inp.dtype))):  # int64 saved as int32
+        bf16_weight = inp.kind == "param" and inp.dtype == "float32" and t.dtype == dtypes.bfloat16
+        if t.dtype.name not in (inp.dtype, str(dtypes.canonicalize(inp.dtype))) and not bf16_weight:
+            # int64 saved as int32; a float32 weight of a bfloat16 session saved as bfloat16
             raise SchemaError(f"program.json: inputs[{i}].dtype", f"is {inp.dtype}, but weights.safetensors "
                                                                   f"holds {key!r} as {t.dtype.name}")
     extra = sorted(set(tensors) - used)

@@ -2,7 +2,7 @@
 it rewrites into.
 
 A weight kept in bfloat16 is a ``uint16`` program constant holding the bits (half a float32's
-bytes), widened where it is read by the chain :func:`decode` writes::
+bytes), widened where it is read by this chain (``ember._src.torch_import.bf16.decode`` writes it)::
 
     bitcast_convert_type[float32](shift_left(convert_element_type[uint32](w), 16))
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Any
 
 import numpy as np
 
@@ -40,18 +39,8 @@ _U16 = np.dtype(np.uint16)
 _U32 = np.dtype(np.uint32)
 
 
-def decode(bits: Any) -> Any:
-    """float32 values of bfloat16 ``bits`` (a ``uint16`` array or tracer): the chain the pass
-    recognizes (exact: the bits become the top half of each float32)."""
-    from ember import lax
-    from ember import numpy as jnp
-
-    wide = jnp.left_shift(jnp.asarray(bits).astype(jnp.uint32), np.uint32(16))
-    return lax.bitcast_convert_type(wide, jnp.float32)
-
-
 def decode_numpy(bits: np.ndarray) -> np.ndarray:
-    """:func:`decode` in NumPy."""
+    """float32 values of bfloat16 ``bits`` (``uint16``): what the chain above computes."""
     return (np.asarray(bits, _U16).astype(_U32) << 16).view(_F32)
 
 
@@ -83,7 +72,7 @@ for _kind in ("jvp", "transpose", "batch"):
 
 
 def _decoded(a: Atom, prod: dict[int, Eqn], consts: set[int]) -> tuple[Var, int] | None:
-    """(the ``uint16`` 2-D constant whose :func:`decode` ``a`` is, the number of 2-D transposes
+    """(the ``uint16`` 2-D constant whose decoded value ``a`` is, the number of 2-D transposes
     between them mod 2), or None."""
     parity = 0
     e = prod.get(a.id) if isinstance(a, Var) else None
@@ -105,7 +94,7 @@ def _decoded(a: Atom, prod: dict[int, Eqn], consts: set[int]) -> tuple[Var, int]
 
 
 def _product(e: Eqn, prod: dict[int, Eqn], consts: set[int]) -> tuple[Var, bool] | None:
-    """(the constant, ``trans_b``) when ``e`` is a float32 product ``x @ decode(w)`` contracting
+    """(the constant, ``trans_b``) when ``e`` is a float32 product of ``x`` and decoded ``w`` contracting
     ``x``'s last axis with no batch axes, else None."""
     if e.prim is not pr.DOT_GENERAL:
         return None
@@ -123,7 +112,7 @@ def _product(e: Eqn, prod: dict[int, Eqn], consts: set[int]) -> tuple[Var, bool]
 
 
 def _decode_rows(b: Builder, rows: Var, outvars: list[Var]) -> None:
-    """Emit :func:`decode`'s chain on ``rows`` (``uint16``) into ``outvars``."""
+    """Emit the decoding chain on ``rows`` (``uint16``) into ``outvars``."""
     wide = b.emit1(pr.CONVERT_ELEMENT_TYPE, [rows], {"new_dtype": _U32, "weak_type": False})
     sixteen = b.splat(16, wide.aval)
     shifted = b.emit1(pr.SHIFT_LEFT, [wide, sixteen], {})
