@@ -83,6 +83,12 @@ class InferenceSession:
                 const[k] = np.asarray(v).astype(dtypes.bfloat16)
             elif np.asarray(v).dtype == dtypes.bfloat16:
                 const[k] = np.asarray(v).astype(np.float32)
+        for k in (bf16.table_weights(g) if chosen else ()):  # an embedding tied to a product weight
+            twin = next((c for c in sorted(chosen) if const[c].shape == np.shape(const[k])
+                         and np.array_equal(const[c], np.asarray(const[k], dtypes.bfloat16))), None)
+            if twin is not None:
+                const[k] = const[twin]  # one array: its bits are held once
+                chosen.add(k)
         self._const_params = const  # what the session holds (PARAMS) and saves
         bits = {k: const[k].view(np.uint16) for k in chosen}  # the bfloat16 weights' bits, shared
         plain = {k: v for k, v in const.items() if k not in chosen}
@@ -230,7 +236,8 @@ class InferenceSession:
         from ember._src.torch_import.graph import eval_dim
         examples = [ember.ShapeDtypeStruct(tuple(eval_dim(d, sizes) for d in i.shape), i.dtype)
                     for i in self._users]
-        params = sum(np.asarray(v).nbytes for v in self._const_params.values())
+        held = {id(v): v for v in self._const_params.values()}  # tied weights sharing one array
+        params = sum(np.asarray(v).nbytes for v in held.values())
         params += sum(np.asarray(v).nbytes for v in self._m.constants.values())
         state_ex = {k: ember.ShapeDtypeStruct(v.shape, v.dtype) for k, v in self._initial_state.items()}
         compiled = self._jit.lower(state_ex, *examples)

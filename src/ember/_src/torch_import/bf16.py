@@ -35,11 +35,12 @@ def _is_2d_transpose(graph_node: object) -> bool:
     return op in _TRANSPOSES
 
 
-def product_weights(graph: Graph) -> set[str]:
-    """The state-dict names (``Input.target``) of the parameters kept in bfloat16 (see above)."""
+def _classify(graph: Graph) -> dict[str, tuple[int, bool]]:
+    """Parameter target -> (how many product ``B`` operands it is, whether every other use is an
+    embedding table), for the 2-D float32 parameters the graph does not mutate."""
     uses = _uses(graph)
     nodes = {n.name: n for n in graph.nodes}
-    chosen = set()
+    out = {}
     for inp in graph.inputs:
         if inp.kind != "param" or inp.dtype != "float32" or len(inp.shape) != 2 \
                 or inp.target in graph.mutations:
@@ -58,9 +59,20 @@ def product_weights(graph: Graph) -> set[str]:
                     ok = False
             else:
                 ok = False
-        if ok and products:
-            chosen.add(inp.target)
-    return chosen
+        out[inp.target] = (products, ok)
+    return out
+
+
+def product_weights(graph: Graph) -> set[str]:
+    """The state-dict names (``Input.target``) of the parameters kept in bfloat16 (see above)."""
+    return {t for t, (products, ok) in _classify(graph).items() if ok and products}
+
+
+def table_weights(graph: Graph) -> set[str]:
+    """The 2-D float32 parameters used only as embedding tables: kept in bfloat16 too when they hold
+    the same values as a product weight (an input embedding tied to the output layer, which the
+    export lists as two parameters), sharing its bits."""
+    return {t for t, (products, ok) in _classify(graph).items() if ok and not products}
 
 
 def decode(bits: Any) -> Any:
