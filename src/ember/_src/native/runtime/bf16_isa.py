@@ -1,7 +1,8 @@
 """Which code path the products with bfloat16 weights (``csrc/gemm_bf16.h``) take on this machine.
 
 The path is the best one the compiler's target (``-march=native``, so the CPU the program is
-compiled on) has: ``avx512bf16`` (``vdpbf16ps``: activations rounded to bfloat16, float32 sums),
+compiled on) has: ``amx`` (AMX-BF16 tiles, ``tdpbf16ps``; ``avx512bf16`` where the process may not
+use the tile state), ``avx512bf16`` (``vdpbf16ps``: activations rounded to bfloat16, float32 sums),
 ``avx512`` or ``avx2`` (the weights widened to float32 on the fly, float32 FMAs), else ``c`` (plain
 C). ``EMBER_BF16_ISA`` names one (tests run every path on one machine); a named path the target
 lacks is an error. The path is written into the program's C as ``EM_BF16_PATH``, so the compile
@@ -16,6 +17,7 @@ from ember.errors import CompileError
 
 # name -> (EM_BF16_PATH, the -m flags the compiler target must have)
 PATHS: dict[str, tuple[int, frozenset[str]]] = {
+    "amx": (4, frozenset({"-mamx-tile", "-mamx-bf16", "-mavx512bf16", "-mavx512f"})),
     "avx512bf16": (3, frozenset({"-mavx512bf16", "-mavx512f"})),
     "avx512": (2, frozenset({"-mavx512f"})),
     "avx2": (1, frozenset({"-mavx2"})),
