@@ -24,6 +24,7 @@ def _available(path: str) -> bool:
     return bf16_isa.PATHS[path][1] <= flags
 
 
+ROUNDING = ("amx", "avx512bf16")  # the paths that multiply bfloat16-rounded activations
 PATHS = [pytest.param(p, marks=pytest.mark.skipif(not _available(p), reason=f"the target lacks {p}"))
          for p in bf16_isa.PATHS]
 
@@ -59,30 +60,32 @@ def test_paths_match_numpy(path, monkeypatch):
     for rows in (1, 13, 200):  # one symbolic compile, three row counts (200: two row blocks)
         x = rng.standard_normal((rows, 37)).astype(np.float32)
         y, t = (np.asarray(o) for o in f(x, ids))
-        xs = _round_bf16(x) if path == "avx512bf16" else x.astype(np.float64)
+        rounds = path in ROUNDING
+        xs = _round_bf16(x) if rounds else x.astype(np.float64)
         h = xs @ w1.astype(np.float64) + b1
         h = np.maximum(h, 0.0)
-        hs = _round_bf16(h.astype(np.float32)) if path == "avx512bf16" else h
+        hs = _round_bf16(h.astype(np.float32)) if rounds else h
         want = hs @ w2t.astype(np.float64).T
-        np.testing.assert_allclose(y, want, rtol=2e-3 if path == "avx512bf16" else 1e-5, atol=2e-3)
+        np.testing.assert_allclose(y, want, rtol=2e-3 if rounds else 1e-5, atol=2e-3)
         np.testing.assert_array_equal(t, table.astype(np.float32)[ids])
     assert f.cache_info()["compiles"] == 1
 
 
 @pytest.mark.skipif(not _available("avx512bf16"), reason="the compiler's target lacks AVX512-BF16")
 def test_vdpbf16ps_rounds_the_activations(monkeypatch):
-    """The vdpbf16ps path multiplies bfloat16-rounded activations (float32 sums): closer to that
-    reference than to the product of the float32 activations; the widening paths are the reverse."""
+    """The vdpbf16ps and AMX paths multiply bfloat16-rounded activations (float32 sums): closer to
+    that reference than to the product of the float32 activations; the widening paths are the
+    reverse."""
     rng = np.random.default_rng(2)
     w = _bf16(rng, (256, 64))
     x = rng.standard_normal((24, 256)).astype(np.float32)
     bits = w.view(np.uint16)
     exact = x.astype(np.float64) @ w.astype(np.float64)
     rounded = _round_bf16(x) @ w.astype(np.float64)
-    for path in ("avx512bf16", "avx512"):
+    for path in [p for p in (*ROUNDING, "avx512") if _available(p)]:
         monkeypatch.setenv(bf16_isa.ENV, path)
         y = np.asarray(ember.jit(lambda x: x @ decode(bits))(x))
-        near, far = (rounded, exact) if path == "avx512bf16" else (exact, rounded)
+        near, far = (rounded, exact) if path in ROUNDING else (exact, rounded)
         assert np.abs(y - near).max() < 1e-3 < np.abs(y - far).max()
 
 
