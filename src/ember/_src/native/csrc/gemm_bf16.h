@@ -15,8 +15,10 @@
         pair one vdpbf16ps per accumulator (two products summed in float32);
      2  AVX-512F, 1  AVX2: the words converted to float32 on the fly, float32 FMAs of A as it is;
      0  plain C (any target).
-   Work is split into tasks of (a block of EM_BF16_MC rows, one panel), rows-major, so the tasks a
-   thread claims in a row share that block of A in cache. */
+   Work is split into tasks of (a block of EM_BF16_MC rows, a group of EM_BF16_G panels), rows-major,
+   so the tasks a thread claims in a row share that block of A in cache; on the AMX path a task runs
+   32 rows against each panel of its group in turn (those rows of A stay in L1, the group's panels
+   in L2). */
 
 #ifndef EM_GEMM_BF16_H
 #define EM_GEMM_BF16_H
@@ -27,6 +29,7 @@
 
 #define EM_BF16_NR 32
 #define EM_BF16_MC 192
+#define EM_BF16_G 8  /* panels per task */
 
 typedef struct {
     int64_t m, n, k, kp, kps, npan, nrb;  /* kp pairs of k, kps of them rounded up to 16 */
@@ -143,10 +146,10 @@ static int em_bf16_amx_ok(void) {
     }
     return s > 0;
 }
-/* rows [r0, r1) against one panel (bp), into C's columns [c0, c0 + cols); A's pairs (x->ab) cover
-   the rows up to r1 rounded up to 32 (rows past m: results discarded) */
+/* rows [r0, r1) against panels [j0, j1); A's pairs (x->ab) cover the rows up to r1 rounded up to 32
+   (rows past m: results discarded) */
 static __attribute__((noinline)) void em_bf16_amx_block(const em_bf16_ctx *x, int64_t r0, int64_t r1,
-                                                        const uint32_t *bp, int64_t c0, int64_t cols) {
+                                                        int64_t j0, int64_t j1) {
     em_bf16_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -154,7 +157,9 @@ static __attribute__((noinline)) void em_bf16_amx_block(const em_bf16_ctx *x, in
     _tile_loadconfig(&cfg);
     const int64_t kps = x->kps, lda = 4 * kps;
     float t[32 * EM_BF16_NR] __attribute__((aligned(64)));
-    for (int64_t r = r0; r < r1; r += 32) {
+    for (int64_t r = r0; r < r1; r += 32) for (int64_t j = j0; j < j1; ++j) {
+        const int64_t c0 = j * EM_BF16_NR, cols = x->n - c0 < EM_BF16_NR ? x->n - c0 : EM_BF16_NR;
+        const uint32_t *bp = x->bp + j * kps * EM_BF16_NR;
         const uint32_t *a0 = x->ab + r * kps, *a1 = a0 + 16 * kps;
         _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
         for (int64_t p = 0; p < kps; p += 16) {
@@ -242,23 +247,29 @@ static void em_bf16_tile(const em_bf16_ctx *x, int64_t r0, int64_t rows, const u
 }
 #endif
 
-/* task t: the rows of block t / npan against panel t % npan */
+/* the tasks of a product: row blocks x groups of panels */
+static inline int64_t em_bf16_tasks(const em_bf16_ctx *x) { return x->nrb * ((x->npan + EM_BF16_G - 1) / EM_BF16_G); }
+
+/* task t: the rows of block t / groups against the panels of group t % groups */
 static void em_bf16_task(const em_bf16_ctx *x, int64_t t) {
-    const int64_t rb = t / x->npan, j = t % x->npan;
+    const int64_t groups = (x->npan + EM_BF16_G - 1) / EM_BF16_G, rb = t / groups, g = t % groups;
     const int64_t r1 = rb * EM_BF16_MC + EM_BF16_MC < x->m ? rb * EM_BF16_MC + EM_BF16_MC : x->m;
-    const int64_t c0 = j * EM_BF16_NR, cols = x->n - c0 < EM_BF16_NR ? x->n - c0 : EM_BF16_NR;
-    const uint32_t *bp = x->bp + j * x->kps * EM_BF16_NR;
+    const int64_t j0 = g * EM_BF16_G, j1 = j0 + EM_BF16_G < x->npan ? j0 + EM_BF16_G : x->npan;
 #if EM_BF16_PATH == 4
     if (em_bf16_amx_ok()) {
-        em_bf16_amx_block(x, rb * EM_BF16_MC, r1, bp, c0, cols);
+        em_bf16_amx_block(x, rb * EM_BF16_MC, r1, j0, j1);
         return;
     }
 #endif
     float tile[EM_BF16_MR * EM_BF16_NR] __attribute__((aligned(64)));
-    for (int64_t r = rb * EM_BF16_MC; r < r1; r += EM_BF16_MR) {
-        const int64_t rows = r1 - r < EM_BF16_MR ? r1 - r : EM_BF16_MR;
-        em_bf16_tile(x, r, rows, bp, tile);
-        em_bf16_store(tile, rows, cols, x->c + r * x->ldc + c0, x->ldc, x->bias ? x->bias + c0 : 0);
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t c0 = j * EM_BF16_NR, cols = x->n - c0 < EM_BF16_NR ? x->n - c0 : EM_BF16_NR;
+        const uint32_t *bp = x->bp + j * x->kps * EM_BF16_NR;
+        for (int64_t r = rb * EM_BF16_MC; r < r1; r += EM_BF16_MR) {
+            const int64_t rows = r1 - r < EM_BF16_MR ? r1 - r : EM_BF16_MR;
+            em_bf16_tile(x, r, rows, bp, tile);
+            em_bf16_store(tile, rows, cols, x->c + r * x->ldc + c0, x->ldc, x->bias ? x->bias + c0 : 0);
+        }
     }
 }
 

@@ -8,7 +8,7 @@ elsewhere (a loop body) into a buffer allocated per call. The code path is the o
 picks for the CPU the program is compiled on, written into the C as ``EM_BF16_PATH``. On the
 ``vdpbf16ps`` and AMX paths the activations are first rounded to bfloat16 pairs in the step's
 workspace.
-Tasks of (192 rows, 32 columns) run on ember's thread pool above the parallel threshold; ``M`` may
+Tasks of (192 rows, 8 panels of 32 columns) run on ember's thread pool above the parallel threshold; ``M`` may
 be a named dynamic axis.
 """
 
@@ -82,7 +82,7 @@ def _gemm_bf16(e: Eqn, cc: CallCode) -> list[str]:
     nrb = f"(({c(m)} + {_MC - 1}) / {_MC})"
     lines += [f"em_bf16_ctx bc_ = {{{c(m)}, {n}, {k}, {kp}, {kps}, {npan}, {nrb}, {cc.ins[0]}, {k}, {ab}, "
               f"bp_, {cc.outs[0]}, {n}, 0}};",
-              f"const int64_t nt_ = {nrb} * {npan};"]
+              "const int64_t nt_ = em_bf16_tasks(&bc_);"]
     if cc.openmp and cc.num_threads != 1:
         threads = cc.num_threads or 0
         lines.append(f"const int par_ = (double){c(m)} * {n} * {k} >= {cc.parallel_threshold}.0;")
