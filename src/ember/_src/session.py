@@ -78,10 +78,11 @@ class InferenceSession:
         self._state = dict(self._initial_state)
         const = {k: v for k, v in imported.params.items() if k not in g.mutations}
         chosen = bf16.product_weights(g) if weights == "bfloat16" else set()
-        for k, v in const.items():  # bfloat16 tensors of a loaded session: kept as they are or widened
+        declared = {i.target: i.dtype for i in g.inputs if i.kind == "param"}
+        for k, v in const.items():  # bfloat16 weights of a loaded session: kept as they are or widened
             if k in chosen:
                 const[k] = np.asarray(v).astype(dtypes.bfloat16)
-            elif np.asarray(v).dtype == dtypes.bfloat16:
+            elif np.asarray(v).dtype == dtypes.bfloat16 and declared.get(k) == "float32":
                 const[k] = np.asarray(v).astype(np.float32)
         for k in (bf16.table_weights(g) if chosen else ()):  # an embedding tied to a product weight
             twin = next((c for c in sorted(chosen) if const[c].shape == np.shape(const[k])
@@ -326,7 +327,10 @@ class InferenceSession:
             raise fail(str(e)) from None
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
-        weights = "bfloat16" if any(v.dtype == dtypes.bfloat16 for v in params.values()) else "float32"
+        declared = {i.target: i.dtype for i in graph.inputs if i.kind == "param"}
+        narrowed = [k for k, v in params.items()
+                    if v.dtype == dtypes.bfloat16 and declared.get(k) == "float32"]
+        weights = "bfloat16" if narrowed else "float32"  # float32 weights saved as bfloat16
         session = cls(ImportedModule(graph, params, consts), weights=weights)
         session._origin = path
         return session
