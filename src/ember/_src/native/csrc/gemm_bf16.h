@@ -184,12 +184,15 @@ static __attribute__((noinline)) void em_bf16_amx_block(const em_bf16_ctx *x, in
 #endif
 #elif EM_BF16_PATH == 2 || EM_BF16_PATH == 1
 /* ---- AVX-512F / AVX2: the packed words widened to float32 on the fly, float32 FMAs ---- */
+/* explicit FMAs: strict C11 (-std=c11) does not contract a * b + c */
 #if EM_BF16_PATH == 2
 #define EM_BF16_VW 16
 #define EM_BF16_MR 8
+#define EM_BF16_FMA(a, b, c) __builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)
 #else
 #define EM_BF16_VW 8
 #define EM_BF16_MR 3
+#define EM_BF16_FMA(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
 #endif
 #define EM_BF16_NV (EM_BF16_NR / EM_BF16_VW)
 typedef float em_bf16_vf __attribute__((vector_size(4 * EM_BF16_VW)));
@@ -217,7 +220,7 @@ static __attribute__((noinline)) void em_bf16_tile(const em_bf16_ctx *x, int64_t
             const float x0 = ar[r][2 * p], x1 = two ? ar[r][2 * p + 1] : 0.0f;
             const em_bf16_vf a0 = (em_bf16_vf){0} + x0, a1 = (em_bf16_vf){0} + x1;
 #pragma GCC unroll 4
-            for (int v = 0; v < EM_BF16_NV; ++v) acc[r][v] = acc[r][v] + a0 * lo[v] + a1 * hi[v];
+            for (int v = 0; v < EM_BF16_NV; ++v) acc[r][v] = EM_BF16_FMA(a1, hi[v], EM_BF16_FMA(a0, lo[v], acc[r][v]));
         }
     }
 #pragma GCC unroll 8
