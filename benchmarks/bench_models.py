@@ -17,6 +17,7 @@ and activation memory, measured per runtime as well as each allows:
     python benchmarks/bench_models.py [--layers 2,12] [--seqs 16,128,512,1024] [--rounds 7]
                                       [--no-compile] [--no-ort] [--vocab 50257] [--generate 128]
                                       [--threads N] [--clock wall|cpu] [--settle S] [--encoders]
+                                      [--bf16]
 
 ``--threads N`` limits every runtime to N threads (ember's pool and OpenMP, torch, ONNX Runtime's
 intra-op pool). ``--clock cpu`` times each call by the process CPU time (``time.process_time``)
@@ -36,6 +37,10 @@ either, as before.
 
 ``--generate N`` adds a row per model: greedy generation of N tokens after a 32-token prompt with
 the key/value cache kept as session state, against ``transformers`` generate (tokens/s).
+
+``--bf16`` adds ``ember bf16``: the same session with ``weights="bfloat16"`` (the products' weights
+in bfloat16, docs/torch.md); its row's error column stays the float32 session's (the bfloat16
+logits' largest difference from the float32 ones is printed per length).
 
 ``--encoders`` runs the ``nn.MultiheadAttention`` models of ``bench_encoders.py`` instead (encoder
 stacks, ViT-B/16; wall and CPU time per call).
@@ -170,7 +175,7 @@ def ort_activation_bytes(path: str, n: int) -> int | None:
         return None
 
 
-def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray) -> dict:
+def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray, sess16=None) -> dict:
     import torch
     tids = torch.from_numpy(ids)
 
@@ -178,6 +183,8 @@ def implementations(sess, model, peers: dict, ort_s, ids: np.ndarray) -> dict:
         with torch.inference_mode():
             return m(input_ids=tids, use_cache=False).logits
     impls = {"ember native": lambda: sess.run({"input_ids": ids}), "torch eager": eager}
+    if sess16 is not None:
+        impls["ember bf16"] = lambda: sess16.run({"input_ids": ids})
     if "torch.compile" in peers:
         impls["torch.compile"] = lambda: eager(peers["torch.compile"])
     if ort_s is not None:
@@ -254,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="wall: elapsed time; cpu: process CPU time per call (see above)")
     p.add_argument("--settle", type=float, default=0.2,
                    help="seconds of pause, then an untimed call, before each timed call (0: back to back)")
+    p.add_argument("--bf16", action="store_true",
+                   help="also time the session with weights='bfloat16' (ember bf16)")
     p.add_argument("--encoders", action="store_true",
                    help="run bench_encoders.py's rows (encoder stacks, ViT-B/16) instead of GPT-2")
     a = p.parse_args(argv)
@@ -272,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         sess = ember_session(model)
         import_s = time.perf_counter() - t0
+        sess16 = ember.InferenceSession(sess._m, weights="bfloat16") if a.bf16 else None
         peers: dict = {}
         if not a.no_compile:
             peers["torch.compile"] = torch.compile(model)
@@ -285,7 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         for n in [int(x) for x in a.seqs.split(",")]:
             ids = np.random.default_rng(n).integers(0, a.vocab, (1, n))
             load = os.getloadavg()[0]
-            times = interleaved(implementations(sess, model, peers, ort_s, ids), a.rounds, clock, a.settle)
+            times = interleaved(implementations(sess, model, peers, ort_s, ids, sess16), a.rounds, clock,
+                                a.settle)
+            if sess16 is not None:
+                feeds = {"input_ids": ids}
+                d16 = np.abs(sess16.run(feeds)["logits"] - sess.run(feeds)["logits"])
+                print(f"ember bf16 logits vs float32 session, seq {n}: max abs difference {d16.max():.2e}")
             mem = sess.memory(seq=n)
             act = {"ember native": mem["ACTIVATIONS"], "torch eager": torch_activation_bytes(model, ids)}
             if ort_s is not None:

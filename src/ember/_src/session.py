@@ -27,7 +27,7 @@ import ember
 from ember._src import devices, dtypes
 from ember._src.devices import Device
 from ember._src.shapes import evaluate
-from ember._src.torch_import import safetensors, schema
+from ember._src.torch_import import bf16, safetensors, schema
 from ember._src.torch_import.graph import Graph
 from ember._src.torch_import.module import ImportedModule
 from ember._src.torch_import.schema import SchemaError
@@ -35,6 +35,7 @@ from ember.errors import DTypeError, EmberError, ShapeError
 
 FORMAT = "ember.session"
 FORMAT_VERSION = 1
+WEIGHTS = ("float32", "bfloat16")  # InferenceSession(weights=...)
 
 
 class SessionError(EmberError, ValueError):
@@ -65,24 +66,45 @@ class InferenceSession:
     """
 
     def __init__(self, imported: ImportedModule, state_inputs: dict[str, str] | None = None,
-                 device: Any = None):
+                 weights: str = "float32", device: Any = None):
         if not isinstance(imported, ImportedModule):
             raise TypeError("InferenceSession takes an ember.torch.ImportedModule, "
                             f"got {type(imported).__name__}")
+        if weights not in WEIGHTS:
+            raise ValueError(f"InferenceSession: weights must be one of {list(WEIGHTS)}, got {weights!r}")
         self._device, backend = _session_device(device)
         self._m = imported
+        self._weights = weights
         g = imported.graph
         self._users = g.user_inputs()
         self._state_names = list(g.mutations)
         self._initial_state = {k: np.asarray(imported.params[k]) for k in self._state_names}
         self._state = dict(self._initial_state)
         const = {k: v for k, v in imported.params.items() if k not in g.mutations}
-        self._const_params = const
+        chosen = bf16.product_weights(g) if weights == "bfloat16" else set()
+        declared = {i.target: i.dtype for i in g.inputs if i.kind == "param"}
+        for k, v in const.items():  # bfloat16 weights of a loaded session: kept as they are or widened
+            if k in chosen:
+                const[k] = np.asarray(v).astype(dtypes.bfloat16)
+            elif np.asarray(v).dtype == dtypes.bfloat16 and declared.get(k) == "float32":
+                const[k] = np.asarray(v).astype(np.float32)
+        for k in (bf16.table_weights(g) if chosen else ()):  # an embedding tied to a product weight
+            twin = next((c for c in sorted(chosen) if const[c].shape == np.shape(const[k])
+                         and np.array_equal(const[c], np.asarray(const[k], dtypes.bfloat16))), None)
+            if twin is not None:
+                const[k] = const[twin]  # one array: its bits are held once
+                chosen.add(k)
+        self._const_params = const  # what the session holds (PARAMS) and saves
+        bits = {k: const[k].view(np.uint16) for k in chosen}  # the bfloat16 weights' bits, shared
+        plain = {k: v for k, v in const.items() if k not in chosen}
         specs = imported._axes_specs()
         fn = imported._raw
 
         def step(state: dict, *inputs: Any) -> tuple:
-            return fn({**const, **state}, *inputs)
+            # a bfloat16 weight enters the program as its uint16 bits, widened where it is read; the
+            # native backend's bf16_weights pass runs its products on the bits (docs/torch.md)
+            wide = {k: bf16.decode(v) for k, v in bits.items()}
+            return fn({**plain, **wide, **state}, *inputs)
         self._step = step
         # on a GPU, what its kernels do not compute (the importer's index checks, sort, ...) runs on
         # the host, its values copied between segments
@@ -109,6 +131,11 @@ class InferenceSession:
     def device(self) -> Device:
         """The device the session's programs run on (``cpu``, ``webgpu:0`` or ``cuda:0``)."""
         return self._device
+
+    @property
+    def weights(self) -> str:
+        """How the session keeps the weights of its products: ``"float32"`` or ``"bfloat16"``."""
+        return self._weights
 
     @property
     def input_names(self) -> list[str]:
@@ -222,7 +249,8 @@ class InferenceSession:
         from ember._src.torch_import.graph import eval_dim
         examples = [ember.ShapeDtypeStruct(tuple(eval_dim(d, sizes) for d in i.shape), i.dtype)
                     for i in self._users]
-        params = sum(np.asarray(v).nbytes for v in self._const_params.values())
+        held = {id(v): v for v in self._const_params.values()}  # tied weights sharing one array
+        params = sum(np.asarray(v).nbytes for v in held.values())
         params += sum(np.asarray(v).nbytes for v in self._m.constants.values())
         state_ex = {k: ember.ShapeDtypeStruct(v.shape, v.dtype) for k, v in self._initial_state.items()}
         compiled = self._jit.lower(state_ex, *examples)
@@ -256,6 +284,7 @@ class InferenceSession:
         with open(os.path.join(path, "program.json"), "w") as f:
             json.dump(program, f)
         tensors = {k: np.asarray(v) for k, v in self._m.params.items()}
+        tensors.update({k: np.asarray(v) for k, v in self._const_params.items()})  # bfloat16 kept as such
         tensors.update({f"constant/{k}": np.asarray(v) for k, v in self._m.constants.items()})
         safetensors.save(os.path.join(path, "weights.safetensors"), tensors, {"format": FORMAT})
         meta = {"format": FORMAT, "version": FORMAT_VERSION, "ember_version": ember.__version__,
@@ -312,7 +341,11 @@ class InferenceSession:
         tensors = _widened(graph, tensors)
         consts = {k[len("constant/"):]: v for k, v in tensors.items() if k.startswith("constant/")}
         params = {k: v for k, v in tensors.items() if not k.startswith("constant/")}
-        session = cls(ImportedModule(graph, params, consts), device=device)
+        declared = {i.target: i.dtype for i in graph.inputs if i.kind == "param"}
+        narrowed = [k for k, v in params.items()
+                    if v.dtype == dtypes.bfloat16 and declared.get(k) == "float32"]
+        weights = "bfloat16" if narrowed else "float32"  # float32 weights saved as bfloat16
+        session = cls(ImportedModule(graph, params, consts), weights=weights, device=device)
         session._origin = path
         return session
 
@@ -393,9 +426,11 @@ def _check_consistent(meta: dict, graph: Graph, tensors: dict[str, np.ndarray]) 
         if list(t.shape) != inp.shape:
             raise SchemaError(f"program.json: inputs[{i}].shape", f"is {inp.shape}, but weights.safetensors "
                                                                   f"holds {key!r} with shape {list(t.shape)}")
-        # a 64-bit tensor saved while jax_enable_x64 was off is stored 32-bit (loaded widened)
+        # a 64-bit tensor saved while jax_enable_x64 was off is stored 32-bit (loaded widened); a
+        # float32 weight of a bfloat16 session is saved as bfloat16
         declared = dtypes.lookup(inp.dtype)
-        if t.dtype.name not in (inp.dtype, str(dtypes.narrow(declared))):
+        bf16_weight = inp.kind == "param" and inp.dtype == "float32" and t.dtype == dtypes.bfloat16
+        if t.dtype.name not in (inp.dtype, str(dtypes.narrow(declared))) and not bf16_weight:
             raise SchemaError(f"program.json: inputs[{i}].dtype", f"is {inp.dtype}, but weights.safetensors "
                                                                   f"holds {key!r} as {t.dtype.name}")
     extra = sorted(set(tensors) - used)
@@ -426,7 +461,7 @@ def _widened(graph: Graph, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarr
             continue
         key = f"constant/{inp.target}" if inp.kind == "constant" else inp.target
         want = dtypes.canonicalize(inp.dtype)
-        if key in out and out[key].dtype != want and np.can_cast(out[key].dtype, want, "safe"):
+        if key in out and out[key].dtype != want and out[key].dtype == dtypes.narrow(want):
             out[key] = out[key].astype(want)
     return out
 

@@ -533,4 +533,4 @@ def _radix_sort(e: Eqn, cc: CallCode, outer: int, n: int, inner: int, dts: list[
 
 
 # register the fft (fft.py) and LAPACK-backed (lapack.py) lowerings
-from ember._src.native.emit import attention, conv, fft, lapack, ragged, wide_dot  # noqa: E402, F401
+from ember._src.native.emit import attention, conv, fft, gemm_bf16, lapack, ragged, wide_dot  # noqa: E402, F401

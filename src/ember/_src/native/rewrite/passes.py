@@ -77,12 +77,11 @@ from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "channels_last", "fuse_attention",
-                  "absorb_causal_mask",
-                  "hoist_loop_transposes", "unbatch_broadcast_dot", "absorb_transposes", "lower_matmul",
-                  "absorb_scale", "absorb_bias", "absorb_scale", "absorb_output_transpose", "fold_constants",
-                  "constant_loop_operands", "gemm_views", "refine_transposes", "simplify", "cse",
-                  "dce_loop_outputs", "dce")
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "bf16_weights", "channels_last",
+                  "fuse_attention", "absorb_causal_mask", "hoist_loop_transposes", "unbatch_broadcast_dot",
+                  "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
+                  "absorb_output_transpose", "fold_constants", "constant_loop_operands", "gemm_views",
+                  "refine_transposes", "simplify", "cse", "dce_loop_outputs", "dce")
 
 
 def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
@@ -485,6 +484,7 @@ def fold_constants(p: Program) -> Program:
 # ``register`` from this module, so the list comes after it).
 from ember._src.native.rewrite import (  # noqa: E402,F401
     attention_passes,
+    bf16_weights,
     gemm_passes,
     layout_passes,
     loop_passes,

@@ -134,13 +134,14 @@ def program_key(program: Program, options: Any, compiler_info: Any, mode: str) -
     """The cache key of ``program`` compiled with backend ``options`` (a :class:`.options.NativeOptions`:
     every option, defaults included) by ``compiler_info`` under validation ``mode``, or None when the
     program has no safe canonical text."""
+    from ember._src.native.runtime import bf16_isa, threadpool
     from ember._src.native.runtime import gemm_library as gemm_kernel
-    from ember._src.native.runtime import threadpool
 
-    # process state that changes the generated C: the GEMM kernel's symbol and its off switch
+    # process state that changes the generated C: the GEMM kernel's symbol and its off switch, the
+    # path of products with bfloat16 weights
     out = [FORMAT, source_fingerprint(), repr(compiler_info), f"mode={mode}",
            f"cpus={os.cpu_count()}", f"sgemm={gemm_kernel.kernel_symbol()}:{gemm_kernel.BLAS_ONLY}",
-           f"pool={threadpool.symbol()}:{threadpool.POOL_OFF}"]
+           f"pool={threadpool.symbol()}:{threadpool.POOL_OFF}", f"bf16={bf16_isa.bf16_path()}"]
     try:
         for k, v in options.items():
             out.append(f"opt {k}=")
