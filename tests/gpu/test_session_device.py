@@ -94,6 +94,9 @@ def test_bad_device_is_a_clear_error():
     imported = ember.torch.import_module(m, args=(torch.randn(2, 16),))
     with pytest.raises(ValueError, match="InferenceSession: device: unknown device 'tpu:0'"):
         ember.InferenceSession(imported, device="tpu:0")
+    if _WHY is None:
+        with pytest.raises(ValueError, match="weights='bfloat16' runs on the CPU only"):
+            ember.InferenceSession(imported, weights="bfloat16", device="webgpu")
     assert ember.InferenceSession(imported, device="cpu").device == Device()
     assert ember.InferenceSession(imported).device == Device()
     if cuda_runtime.unavailable_reason() is not None:  # no CUDA device here: say why, at once

@@ -73,6 +73,10 @@ class InferenceSession:
         if weights not in WEIGHTS:
             raise ValueError(f"InferenceSession: weights must be one of {list(WEIGHTS)}, got {weights!r}")
         self._device, backend = _session_device(device)
+        if weights != "float32" and backend is not None:
+            raise ValueError(f"InferenceSession: weights={weights!r} runs on the CPU only (the GPU "
+                             "backends have no bfloat16-weight products yet); use weights='float32' on "
+                             f"{self._device}")
         self._m = imported
         self._weights = weights
         g = imported.graph
