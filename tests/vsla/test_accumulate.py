@@ -8,9 +8,9 @@ import pytest
 from ember import vsla
 from ember._src import flags
 from ember._src.native import specialize as native_specialize
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 
-requires_cc = pytest.mark.skipif(compiler.find_compiler() is None, reason="no C compiler available")
+requires_cc = pytest.mark.skipif(toolchain.find_compiler() is None, reason="no C compiler available")
 
 EPS32 = float(np.finfo(np.float32).eps)
 

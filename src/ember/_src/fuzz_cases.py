@@ -156,6 +156,10 @@ OPS: dict[str, OpSpec] = {
     "matmul": OpSpec("dot_general", "fci", 2, "jnp.matmul({0}, jnp.swapaxes({1}, -1, -2))", 1,
                      per_element=True),
     "gram": OpSpec("dot_general", "fci", 1, "{0} @ jnp.swapaxes({0}, -1, -2)", 1, per_element=True),
+    # VSLA's product accumulating in double (rounded once: within half an ulp of the exact sum)
+    "wide_matmul": OpSpec("wide_matmul", "f", 2,
+                          "ember._src.prims.wide_dot.wide_matmul({0}, jnp.swapaxes({1}, -1, -2))", 1,
+                          per_element=True),
     "vdot": OpSpec("dot_general", "fci", 1, "jnp.tensordot({0}, {0}, axes={0}.ndim)", 1, per_element=True),
     "fft": OpSpec("fft", "c", 1, "jnp.fft.fft({0}, axis={axis})", 4, per_element=True, axis=True),
     "cholesky": OpSpec("cholesky", "f", 1, "jnp.linalg.cholesky({0} @ jnp.swapaxes({0}, -1, -2) + "
@@ -336,6 +340,8 @@ NOT_DRAWN: dict[str, str] = {
     "custom_jvp_call": "reached through ember.nn functions with custom derivatives",
     "custom_vjp_call": "reached through ember.nn functions with custom derivatives",
     "copy": "removed by the passes before the schedule", "native_gemm": "made by the passes from dot_general",
+    "native_gemm_bf16": "made by the bf16_weights pass from a product with bfloat16 weight bits "
+                        "(tests/native/emit/test_gemm_bf16.py)",
     "native_threefry_hi": "made by the passes from threefry2x32",
     "native_threefry_lo": "made by the passes from threefry2x32",
     "threefry2x32": "random bits: the same bits on every path by construction, tested in tests/library",

@@ -142,8 +142,8 @@ def test_which_convolutions_take_it(case, want, width, monkeypatch):
 
 
 def test_efficiency_follows_the_compiled_vector_width():
-    from ember._src.native.runtime import compiler
-    info = compiler.find_compiler()
+    from ember._src.native.runtime import toolchain
+    info = toolchain.find_compiler()
     wide = "-mavx512f" in info.target.split()
     assert conv_fft.efficiency() == conv_fft.EFFICIENCY["512" if wide else "256"]
 

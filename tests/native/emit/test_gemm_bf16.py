@@ -11,7 +11,7 @@ import ember
 import ember.numpy as jnp
 from ember._src.native.rewrite import passes
 from ember._src.native.rewrite.bf16_weights import decode_numpy, gemm_bf16_p
-from ember._src.native.runtime import bf16_isa, compiler
+from ember._src.native.runtime import bf16_isa, toolchain
 from ember._src.torch_import.bf16 import decode
 from tests.native.conftest import requires_cc
 
@@ -19,7 +19,7 @@ pytestmark = requires_cc
 
 
 def _available(path: str) -> bool:
-    info = compiler.find_compiler()
+    info = toolchain.find_compiler()
     flags = set(info.target.split()) if info is not None and info.family == "gcc" else set()
     return bf16_isa.PATHS[path][1] <= flags
 

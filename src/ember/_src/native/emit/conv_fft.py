@@ -38,7 +38,7 @@ import numpy as np
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, row_strides
-from ember._src.native.runtime import compiler
+from ember._src.native.runtime import toolchain
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
@@ -217,7 +217,7 @@ def efficiency() -> float:
     """:data:`EFFICIENCY` for the vector width the generated C is compiled for on this machine
     (512-bit where the compiler's target has AVX-512F, else 256-bit)."""
     try:
-        info = compiler.find_compiler()
+        info = toolchain.find_compiler()
     except Exception:  # noqa: BLE001 - no compiler: nothing is compiled, any value serves
         info = None
     wide = info is not None and "-mavx512f" in set(info.target.split())

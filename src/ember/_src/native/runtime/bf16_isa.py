@@ -30,13 +30,13 @@ def bf16_path() -> str:
     """The path's name for programs compiled now: ``$EMBER_BF16_ISA`` when set (read on each call),
     else the best of :data:`PATHS` the compiler's target has. Raises ValueError for a name that is
     not a path or a path the target cannot run."""
-    from ember._src.native.runtime import compiler
+    from ember._src.native.runtime import toolchain
 
     want = os.environ.get(ENV, "").strip().lower()
     if want and want not in PATHS:
         raise ValueError(f"{ENV}={want!r}: expected one of {sorted(PATHS)}")
     try:
-        info = compiler.find_compiler()
+        info = toolchain.find_compiler()
     except CompileError:
         info = None
     flags = set(info.target.split()) if info is not None and info.family == "gcc" else set()
