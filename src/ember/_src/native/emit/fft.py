@@ -101,6 +101,16 @@ _CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL
 _CONV = load("fft_conv.h")
 _LANES = load("fft_lanes.h")
 _RUNTIME = load("fft_runtime.h")
+_PASSES = load("fft_passes.h")
+
+
+def passes_helper(cc: CallCode, real_t: str, s: str) -> None:
+    """Register fft_passes.h (the Stockham passes of every FFT: the fft and fft_conv steps' and the
+    2-D convolution by FFT's) for one precision (``real_t`` float or double, name suffix ``s``),
+    after dft_small.h's DFTs; once per program and precision, whichever step asks first."""
+    elti = "int32_t" if real_t == "float" else "int64_t"
+    cc.helper(f"em_fftp_{s}", load("dft_small.h") + f"#define ELT {real_t}\n#define ELTI {elti}\n"
+              f"#define EM_T(name) name##_{s}\n" + _PASSES + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
 
 def _factors(n: int) -> list[int]:
     """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
@@ -318,7 +328,7 @@ _RL_BIT = {8: G_RL8, 4: G_RL4, 1: G_RSG}
 
 
 def _radix(n: int) -> int:
-    """fft_conv.h's em_fftc_radix: the radix of its transform's stage at length ``n``."""
+    """fft_conv.h's em_fftp_radix: the radix of its transform's stage at length ``n``."""
     return 8 if n % 8 == 0 and n != 16 else 4 if n % 4 == 0 else 2
 
 
@@ -506,7 +516,8 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
 
 def _conv_helper(cc: CallCode, real_t: str, s: str) -> None:
     """Register fft_conv.h for one precision (the fft_conv step's kernel; the fft step's power-of-two
-    lanes build on its transform), after ``em_fft_core``."""
+    lanes build on its tables and transposes), after ``em_fft_core`` and fft_passes.h."""
+    passes_helper(cc, real_t, s)
     elti = "int32_t" if real_t == "float" else "int64_t"
     cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
               + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
