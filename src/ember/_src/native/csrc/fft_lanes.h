@@ -22,6 +22,8 @@ typedef struct {
     int64_t m2;          /* Bluestein: the convolution length (factors fac), else 0 */
     const SZ *chirp, *bf;  /* Bluestein: the chirp (m entries) and the filter's transform (m2) */
     int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
+    int64_t rl;          /* complex rows (kind 0, inner 1) of a power of two: the radix of the last
+                            stage em_fftl_clast fuses into the store, or 1 */
 } EM_T(em_fftl_job);
 /* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by em_fftp_fft,
    else mixed radix, else Bluestein (the chirp carries the direction: sg unused) as the cyclic
@@ -102,6 +104,8 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_undeal)(ELT *p, C
 #endif
     *(EM_T(em_cvu) *)p = a; *(EM_T(em_cvu) *)(p + CW) = b;
 }
+static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
+                                ELT sg);
 /* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
 static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
@@ -114,8 +118,11 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = j->src + 2 * (l0 + (r < w ? r : 0)) * m;  /* (em_fftc_tile_in) */
-            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, 1);
-            EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
+            const int64_t rl = EM_FFTG_ON(EM_FFTG_P2R) ? lj->rl : 1;
+            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, rl);
+            if (rl == 8) EM_T(em_fftl_clast)(res, m, 8, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
+            else if (rl == 4) EM_T(em_fftl_clast)(res, m, 4, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
+            else EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
         /* columns: line l0 + r starts at complex (l / inner) * m * inner + l % inner, stride inner */
@@ -164,6 +171,24 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const C
     for (int i = 0; i < CW / 2; ++i) { v[2 * i] = t[i].re; v[2 * i + 1] = t[i].im; }
     EM_T(em_fftc_transpose)(v);
     for (int i = 0; i < w; ++i) *(EM_T(em_cvu) *)(out + i * co) = v[i];
+}
+/* The complex rows' last Stockham stage fused into their store (as em_fftl_rlast without the real
+   split): x holds the lines before that stage (radix r = 8 or 4, stride s = m / r >= CW / 2); blocks
+   of hb = CW / 2 columns q0 .. q0 + hb - 1 go through it into r hb vectors (L1) and out as r tiles of
+   hb bins q0 + s j (register transposes) to rows i < w of out (stride co = 2m) times scale: no pass
+   over the transformed lines in memory. */
+static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
+                                ELT sg) {
+    enum { hb = CW / 2 };
+    const int64_t s = m / r;
+    CZ lc[8][hb];
+    for (int64_t q0 = 0; q0 < s; q0 += hb) {
+        for (int i = 0; i < hb; ++i) EM_T(em_fftl_last_col)(x, q0 + i, s, r, &lc[0][i], hb, sg);
+        for (int j = 0; j < r; ++j) {
+            for (int i = 0; i < hb; ++i) { lc[j][i].re *= scale; lc[j][i].im *= scale; }
+            EM_T(em_fftl_tile_out)(lc[j], out + 2 * (q0 + s * j), w, co);
+        }
+    }
 }
 /* staging rows for the fused stage's tiles: rows of co ELT spaced rs = co rounded up past a whole
    vector (whole cache lines, so rows a power of two long end a line apart and a block's tiles spread
@@ -227,6 +252,9 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rlast)(const CZ *
    in each row, fall into the same few L1 sets (rows a power of two apart too), and their partly
    written lines are evicted before the next block completes them: measured 12-14% slower than the
    staged store at n = 2048..16384, 5-7% faster at n = 512..1024. */
+#ifndef EM_FFTL_CWAY
+#define EM_FFTL_CWAY 8192  /* em_fftl_clast: complex rows up to this many bytes */
+#endif
 #ifndef EM_FFTL_WAY
 #define EM_FFTL_WAY 4096  /* one L1 way: tiles less than this apart map to different sets */
 #endif
@@ -474,7 +502,7 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2
        through the half-length line): two fit the step's per-thread scratch (2 m2 + 2n em_vz for an
        axis of length n; n = 2m with the split, n = m without it -- one more there overran it) */
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split};
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split, 1};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
         if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;
@@ -501,6 +529,12 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
+        lj.rl = 1;
+        if (j->kind == 0 && j->inner == 1 && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_CWAY) {
+            int64_t q = m / 8;
+            while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
+            if (m / q >= CW && q > 2) lj.rl = q;
+        }
     } else {
         if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's reach) */
         SZ *t = (SZ *)j->wtab;
