@@ -4,8 +4,9 @@
 step runs ``csrc/conv_fft.h`` (the algorithm is described there): each image (or tile of it),
 input channel and output feature is a circular correlation of zero-padded P x Q planes (P, Q:
 2-3-5-smooth), so the step transforms the kernel planes and the input planes (2-D real FFTs, one
-plane per vector lane), multiplies them per frequency bin (a small complex GEMM over the input
-channels) and transforms the products back. A 7x7 kernel on 32 x 32 images takes about a fifth of
+plane per vector lane, on the FFT steps' own Stockham passes, ``csrc/fft_passes.h``), multiplies
+them per frequency bin (a small complex GEMM over the input channels) and transforms the products
+back. A 7x7 kernel on 32 x 32 images takes about a fifth of
 the direct kernel's multiply-adds.
 
 * **Tiles** (overlap-save): a large image is cut into tiles of ``P - KH + 1`` output rows (and

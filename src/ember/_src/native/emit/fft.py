@@ -4,9 +4,10 @@ ember carries its own FFT rather than calling a library: every length works, not
 at run time, and no library has to be found at build time (line buffers come from the step's arena
 workspace; twiddle tables from static storage, see below).
 
-* **One kernel** (``fft_lanes.h``, on the Stockham transform of ``fft_conv.h``, which the
-  ``fft_conv`` step below shares) runs every job of both precisions: lines are transformed
-  ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
+* **One kernel** (``fft_lanes.h``, on the Stockham passes of ``fft_passes.h``, which the
+  ``fft_conv`` step below and the 2-D convolution by FFT, ``conv_fft.py``, share: one copy per
+  program and precision, :func:`passes_helper`) runs every job of both precisions: lines are
+  transformed ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
   with AVX-512, else 8 or 4; the compiler's target decides, ``-march=native``, and the program
   cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3,
   5 and odd primes up to :data:`BLUESTEIN_PRIME` over the plan's factors (other lengths; an odd
@@ -14,7 +15,8 @@ workspace; twiddle tables from static storage, see below).
   symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
   lines with broadcast twiddles. Rows are moved in and out by register transposes of
   ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
-  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
+  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store. A length
+  with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
   algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
   the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
   would be near ``4n``). Twiddles, chirps and the chirp filter's transform are computed in double
