@@ -548,7 +548,7 @@ def test_runtime_tables_are_freed_with_their_executables():
                          ids=["avx512", "avx2", "scalar"])
 def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     """The fft step's helpers as the lowering registers them for complex64 (float lanes on
-    fft_conv.h's transform) and complex128 (the same lanes on the double fft_conv.h) in one
+    fft_passes.h's passes and fft_conv.h's transposes) and complex128 (the same in double) in one
     unit, after the thread pool's helpers, on each
     instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
     import shutil
@@ -568,7 +568,8 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     for dt in (np.complex64, np.complex128):
         aval = types.SimpleNamespace(dtype=dt)
         nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
-    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fftc_f64", "em_fft_f64"]
+    assert list(cc.helpers) == ["em_fft_core", "em_fftp_f32", "em_fftc_f32", "em_fft_f32",
+                                "em_fftp_f64", "em_fftc_f64", "em_fft_f64"]
     unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
     f = tmp_path / "unit.c"
     f.write_text(unit + "".join(cc.helpers.values()))
