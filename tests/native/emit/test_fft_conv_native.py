@@ -149,7 +149,7 @@ def test_vmap_with_batched_and_unbatched_valid():
                          ids=["avx512", "avx2", "scalar"])
 def test_header_compiles_for_each_target_and_precision(tmp_path, target):
     """fft_conv.h for both precisions in one unit (as a program using both includes it), after
-    fft_core.h and the thread pool's helpers, on each instruction set (vector widths 64 and 32
+    fft_core.h, fft_passes.h and the thread pool's helpers, on each instruction set (vector widths 64 and 32
     bytes); no warnings under -Wall."""
     import shutil
     import subprocess
@@ -163,7 +163,7 @@ def test_header_compiles_for_each_target_and_precision(tmp_path, target):
     unit += nfft._CORE
     for real_t, elti, suffix in (("float", "int32_t", "f32"), ("double", "int64_t", "f64")):
         unit += (f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{suffix}\n"
-                 + load("fft_conv.h") + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+                 + load("fft_passes.h") + load("fft_conv.h") + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
     f = tmp_path / "unit.c"
     f.write_text(unit)
     out = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],

@@ -548,7 +548,7 @@ def test_runtime_tables_are_freed_with_their_executables():
                          ids=["avx512", "avx2", "scalar"])
 def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     """The fft step's helpers as the lowering registers them for complex64 (float lanes on
-    fft_conv.h's transform) and complex128 (the same lanes on the double fft_conv.h) in one
+    fft_passes.h's passes and fft_conv.h's transposes) and complex128 (the same in double) in one
     unit, after the thread pool's helpers, on each
     instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
     import shutil
@@ -568,7 +568,8 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     for dt in (np.complex64, np.complex128):
         aval = types.SimpleNamespace(dtype=dt)
         nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
-    assert list(cc.helpers) == ["em_fft_core", "em_fftc_f32", "em_fft_f32", "em_fftc_f64", "em_fft_f64"]
+    assert list(cc.helpers) == ["em_fft_core", "em_fftp_f32", "em_fftc_f32", "em_fft_f32",
+                                "em_fftp_f64", "em_fftc_f64", "em_fft_f64"]
     unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
     f = tmp_path / "unit.c"
     f.write_text(unit + "".join(cc.helpers.values()))
@@ -640,7 +641,7 @@ def test_gates_keep_the_paths_a_program_reaches(case):
             ["em_fftl_long_task_f32"], ["em_fft_work"]
     elif case == "prime":
         x, want_bits, present, absent = cdata((5, 1031), np.complex64), G.G_BLUE, \
-            ["em_fft_work", "em_fftl_fft_f32"], ["em_fftl_long_task_f32"]
+            ["em_fft_work", "em_fftp_mixed_f32"], ["em_fftl_long_task_f32"]
     elif case == "radix7":
         x, want_bits, present, absent = cdata((5, 49), np.complex64), G.G_MIXED, \
             ["em_fftl_task_f32"], ["em_fft_work", "em_fftl_long_task_f32"]
@@ -675,11 +676,11 @@ def test_gates_join_over_a_programs_fft_steps():
     close(np.asarray(got[0]), np.fft.ifft(x.astype(np.complex128), axis=-1), np.complex64)
     close(np.asarray(got[1]), np.fft.fft(z.astype(np.complex128), axis=-1), np.complex64)
     assert mask == G.G_AXIS | G.G_P2 | G.G_P2R | G.G_BLUE
-    _has(syms, "em_fftl_fft_f32", True)
-    _has(syms, "em_fftc_fft_to_f32", True)
+    _has(syms, "em_fftp_mixed_f32", True)
+    _has(syms, "em_fftp_fft_to_f32", True)
     y = cdata((3, 100), np.complex64)
     mask, syms, got = _compiled(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), y, dynamic_axes=[("b", "n")])
     close(np.asarray(got), np.fft.fft(y.astype(np.complex128), axis=-1), np.complex64)
     assert mask == G.G_AXIS | G.G_PATHS
-    for name in ("em_fftl_long_task_f32", "em_fftl_task_f32", "em_fftl_fft_f32"):
+    for name in ("em_fftl_long_task_f32", "em_fftl_task_f32", "em_fftp_mixed_f32"):
         _has(syms, name, True)

@@ -81,6 +81,11 @@ CHILD = textwrap.dedent("""
     zf = np.asarray(ember.jit(jnp.fft.fft)(z)).view(np.float64)
     hf = np.asarray(ember.jit(lambda a: jnp.fft.irfft(a, 99))(h))
     out["fft_more"] = [z.view(np.float64).tolist(), zf.tolist(), h.view(np.float32).tolist(), hf.tolist()]
+    p = (rng.standard_normal((13, 512)) + 1j * rng.standard_normal((13, 512))).astype(np.complex64)
+    q = (rng.standard_normal((6, 256)) + 1j * rng.standard_normal((6, 256))).astype(np.complex128)
+    pf = np.asarray(ember.jit(jnp.fft.fft)(p)).view(np.float32)
+    qf = np.asarray(ember.jit(lambda a: jnp.fft.ifft(a, norm="ortho"))(q)).view(np.float64)
+    out["fft_p2"] = [p.view(np.float32).tolist(), pf.tolist(), q.view(np.float64).tolist(), qf.tolist()]
     print(json.dumps(out))
 """)
 
@@ -135,6 +140,18 @@ def test_float_fft_lanes_without_avx512(avx2_results):
     for got, want in ((rf.view(np.complex64), want_r), (cf.view(np.complex64), want_c)):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 8e-6 * np.abs(want).max()
+
+
+def test_power_of_two_complex_rows_without_avx512(avx2_results):
+    """complex rows of a power of two in 8 float / 4 double lanes: the first stage read from the rows,
+    the last one fused into the store (em_fftl_clast, 4 bins a tile), a partial last group."""
+    pr, pf, qr, qf = avx2_results["fft_p2"]
+    p = np.asarray(pr, np.float32).view(np.complex64)
+    got, want = np.asarray(pf, np.float32).view(np.complex64), np.fft.fft(p.astype(np.complex128))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 9 * 2e-7 * np.abs(want).max()
+    q = np.asarray(qr, np.float64).view(np.complex128)
+    got, want = np.asarray(qf, np.float64).view(np.complex128), np.fft.ifft(q, norm="ortho")
+    assert got.shape == want.shape and np.abs(got - want).max() <= 8 * 4e-16 * np.abs(want).max()
 
 
 def test_double_and_odd_fft_lanes_without_avx512(avx2_results):

@@ -22,9 +22,10 @@
    A 2-D real transform runs VL planes at once, one plane per vector lane (a "complex vector" is
    two vectors: VL real and VL imaginary parts): rows two at a time as the real and imaginary part
    of one complex transform of length Q (split into the two rows' Q / 2 + 1 bins), then the
-   Q / 2 + 1 columns by complex transforms of length P. The 1-D transform is a Stockham
-   decimation-in-frequency FFT of radices 4, 2, 3 and 5 (P and Q are 2-3-5-smooth), so no lane
-   ever moves: the butterflies are vector adds with broadcast twiddles. */
+   Q / 2 + 1 columns by complex transforms of length P. The 1-D transform is the FFT steps' own:
+   fft_passes.h's Stockham passes (em_fftp_mixed over the radices 4, 2, 3 and 5 of P and Q, which
+   are 2-3-5-smooth; a 4 then a 2 as one radix-8 pass), included before this file for the same
+   precision, so no lane ever moves: the butterflies are vector adds with broadcast twiddles. */
 
 #ifndef EM_CF_COMMON
 #define EM_CF_COMMON
@@ -61,10 +62,11 @@ typedef struct {
 } em_cf_geo;
 #endif
 
-typedef ELT EM_T(em_cf_v) __attribute__((vector_size(EM_CF_BYTES)));
-typedef ELT EM_T(em_cf_u) __attribute__((vector_size(EM_CF_BYTES), aligned(sizeof(ELT))));
-typedef struct { EM_T(em_cf_v) re, im; } EM_T(em_cf_z);  /* VL complex values, one per lane */
-typedef struct { ELT re, im; } EM_T(em_cf_s);            /* one complex value (twiddles) */
+_Static_assert(EM_CF_BYTES == EM_CV_BYTES, "conv_fft.h's vectors are fft_passes.h's");
+/* the vector types of fft_passes.h: em_cv (VL values, one per lane), em_cz (VL complex values: a
+   vector of real and one of imaginary parts), em_fftc_sz (one complex value: the twiddles) */
+typedef EM_T(em_cvu) EM_T(em_cf_u);  /* a vector at any element-aligned address */
+typedef EM_T(em_fftc_sz) EM_T(em_cf_s);
 
 typedef struct {
     const ELT *x, *w;      /* the operands */
@@ -77,8 +79,8 @@ typedef struct {
     int64_t blk, nb;       /* passes B to D: the block's first tile and its tiles */
 } EM_T(em_cf_ctx);
 
-#define CFV EM_T(em_cf_v)
-#define CFZ EM_T(em_cf_z)
+#define CFV EM_T(em_cv)
+#define CFZ EM_T(em_cz)
 #define CFS EM_T(em_cf_s)
 
 /* VL values at p, lane stride st, the first cl of them (the rest zero); and back. */
@@ -97,14 +99,6 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_st)(ELT *p, int64_t
     for (int64_t l = 0; l < cl; ++l) p[l * st] = v[l];
 }
 
-static inline __attribute__((always_inline)) CFZ EM_T(em_cf_tw)(CFZ a, CFS w) {
-    const CFV wr = (CFV){0} + w.re, wi = (CFV){0} + w.im;
-    CFZ r;
-    r.re = EM_T(EM_CF_FMA)(a.re, wr, -(a.im * wi));
-    r.im = EM_T(EM_CF_FMA)(a.re, wi, a.im * wr);
-    return r;
-}
-
 /* The twiddle tables: tw[j] = exp(-2 pi i j / n), j < n (computed in double, rounded once). */
 static void EM_T(em_cf_twiddles)(CFS *tw, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
@@ -112,60 +106,6 @@ static void EM_T(em_cf_twiddles)(CFS *tw, int64_t n) {
         tw[j].re = (ELT)cos(a);
         tw[j].im = (ELT)sin(a);
     }
-}
-
-/* One Stockham stage of radix r over VL lanes: length len (of n), stride s; from x to y: for p <
-   len / r and q < s, the r-point DFT of x[q + s (p + k m)] (k < r, m = len / r) times the twiddles
-   w^(p j) goes to y[q + s (r p + j)]. sg = 1: forward (exp(-i ...)), -1: inverse. */
-static inline __attribute__((always_inline)) void EM_T(em_cf_stage)(const CFZ *x, CFZ *y, int64_t n, int64_t len,
-                                                                   int64_t s, const int r, const CFS *tw,
-                                                                   const ELT sg) {
-    const int64_t m = len / r, ts = n / len;
-    for (int64_t p = 0; p < m; ++p) {
-        CFS w[5];
-        for (int j = 1; j < r; ++j) {
-            w[j] = tw[p * j * ts];
-            w[j].im *= sg;
-        }
-        const CFZ *xa = x + s * p;
-        CFZ *yo = y + s * r * p;
-        for (int64_t q = 0; q < s; ++q) {
-            CFZ a[5];
-            for (int k = 0; k < r; ++k) a[k] = xa[q + k * s * m];
-            if (r == 4) {  /* omega = -sg i */
-                const CFV t0r = a[0].re + a[2].re, t0i = a[0].im + a[2].im;
-                const CFV t1r = a[0].re - a[2].re, t1i = a[0].im - a[2].im;
-                const CFV t2r = a[1].re + a[3].re, t2i = a[1].im + a[3].im;
-                const CFV t3r = a[1].re - a[3].re, t3i = a[1].im - a[3].im;
-                a[0].re = t0r + t2r; a[0].im = t0i + t2i;
-                a[2].re = t0r - t2r; a[2].im = t0i - t2i;
-                a[1].re = t1r + sg * t3i; a[1].im = t1i - sg * t3r;
-                a[3].re = t1r - sg * t3i; a[3].im = t1i + sg * t3r;
-            } else {
-                EM_DFT_SMALL(a, r, sg, CFV, ELT);
-            }
-            yo[q] = a[0];
-            for (int j = 1; j < r; ++j) yo[q + s * j] = p ? EM_T(em_cf_tw)(a[j], w[j]) : a[j];
-        }
-    }
-}
-
-/* The length-n transform of the VL lines x[0..n) (y: scratch of n); returns where the result is. */
-static CFZ *EM_T(em_cf_fft)(CFZ *x, CFZ *y, int64_t n, const int32_t *fac, const CFS *tw, ELT sg) {
-    int64_t len = n, s = 1;
-    for (int i = 0; fac[i]; ++i) {
-        const int r = fac[i];
-        if (r == 4) EM_T(em_cf_stage)(x, y, n, len, s, 4, tw, sg);
-        else if (r == 2) EM_T(em_cf_stage)(x, y, n, len, s, 2, tw, sg);
-        else if (r == 3) EM_T(em_cf_stage)(x, y, n, len, s, 3, tw, sg);
-        else EM_T(em_cf_stage)(x, y, n, len, s, 5, tw, sg);
-        len /= r;
-        s *= r;
-        CFZ *t = x;
-        x = y;
-        y = t;
-    }
-    return x;
 }
 
 /* Split Z = FFT(r1 + i r2) (length Q) into the bins k <= Q / 2 of r1 (t1) and r2 (t2; null: r2 = 0,
@@ -198,14 +138,14 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_kernel)(const EM_T(
             l0[b].re = sc * EM_T(em_cf_ld)(wc + a * g.wsh + b * g.wsw, g.wso, ol);
             if (a + 1 < g.KH) l0[b].im = sc * EM_T(em_cf_ld)(wc + (a + 1) * g.wsh + b * g.wsw, g.wso, ol);
         }
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.Q, g.facq, c->twq, 1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.Q, g.facq, c->twq, 1);
         EM_T(em_cf_split)(z, g.Q, g.Qh, tb + a * g.Qh, a + 1 < g.KH ? tb + (a + 1) * g.Qh : 0);
     }
     ELT *wf = c->wf + ci * 2 * g.Op + o0;
     const int64_t bs = g.C * 2 * g.Op;
     for (int64_t k = 0; k < g.Qh; ++k) {
         for (int64_t p = 0; p < g.P; ++p) l0[p] = tb[p * g.Qh + k];
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, 1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.P, g.facp, c->twp, 1);
         for (int64_t p = 0; p < g.P; ++p) {
             ELT *d = wf + (p * g.Qh + k) * bs;
             *(EM_T(em_cf_u) *)d = z[p].re;
@@ -238,7 +178,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_input)(const EM_T(e
             l0[q].re = EM_T(em_cf_ld)(x0 + q * g.xsw, g.xsc, cl);
             if (r + 1 < r1) l0[q].im = EM_T(em_cf_ld)(x1 + q * g.xsw, g.xsc, cl);
         }
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.Q, g.facq, c->twq, 1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.Q, g.facq, c->twq, 1);
         CFZ *t1 = tb + r * g.Qh;
         EM_T(em_cf_split)(z, g.Q, g.Qh, t1, r + 1 < r1 ? t1 + g.Qh : 0);
     }
@@ -246,7 +186,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_input)(const EM_T(e
     const int64_t bs = g.NB * 2 * g.Cp;
     for (int64_t k = 0; k < g.Qh; ++k) {
         for (int64_t p = 0; p < g.P; ++p) l0[p] = tb[p * g.Qh + k];
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, 1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.P, g.facp, c->twp, 1);
         for (int64_t p = 0; p < g.P; ++p) {
             ELT *d = xf + (p * g.Qh + k) * bs;
             *(EM_T(em_cf_u) *)d = z[p].re;
@@ -338,7 +278,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
             l0[p].re = *(const EM_T(em_cf_u) *)s;
             l0[p].im = *(const EM_T(em_cf_u) *)(s + g.Op);
         }
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.P, g.facp, c->twp, -1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.P, g.facp, c->twp, -1);
         for (int64_t j = 0; j < jn; ++j) tb[j * g.Qh + k] = z[j];
     }
     for (int64_t j = 0; j < jn; j += 2) {  /* output rows j, j + 1: the inverse of Y1 + i Y2 */
@@ -354,7 +294,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_output)(const EM_T(
                 l0[k].im = two ? y2[m].re - y1[m].im : -y1[m].im;
             }
         }
-        const CFZ *z = EM_T(em_cf_fft)(l0, l1, g.Q, g.facq, c->twq, -1);
+        const CFZ *z = EM_T(em_fftp_mixed)(l0, l1, g.Q, g.facq, c->twq, -1);
         for (int64_t q = 0; q < wn; ++q) {
             EM_T(em_cf_st)(yn + j * g.ysh + q * g.ysw, g.yso, ol, z[q].re);
             if (two) EM_T(em_cf_st)(yn + (j + 1) * g.ysh + q * g.ysw, g.yso, ol, z[q].im);

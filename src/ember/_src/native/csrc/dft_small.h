@@ -2,8 +2,8 @@
    V[k] (k < R) has vector members .re and .im of type CV (scalars ELT); afterwards V[j] =
    sum_k V[k] omega^(j k), omega = exp(-SG 2 pi i / R) (SG = 1 forward, -1 inverse). The radix-3
    form is X_1,2 = v0 - (v1 + v2) / 2 -+ SG i sin(2 pi / 3) (v1 - v2); radix 5 pairs (1, 4) and
-   (2, 3); radix 4 X_1,3 = (v0 - v2) -+ SG i (v1 - v3). Used by fft_lanes.h (em_fftl_rp),
-   fft_core.h (the plan's table transform) and conv_fft.h (em_cf_stage); pasted as text in front
+   (2, 3); radix 4 X_1,3 = (v0 - v2) -+ SG i (v1 - v3). Used by fft_passes.h (em_fftp_rp, the passes of every FFT)
+   and fft_core.h (the plan's table transform); pasted as text in front
    of each, so the guard keeps one definition per translation unit. */
 #ifndef EM_DFT_SMALL_H
 #define EM_DFT_SMALL_H

@@ -1,7 +1,10 @@
 /* Linear convolution of real rows by FFT, in one pass (the fft_conv call step, native/emit/fft.py).
    Included once per precision with ELT (float or double), ELTI (int32_t or int64_t: an integer
-   of its size) and EM_T(name) defined, after
-   fft_core.h (em_fft_twiddles) and the thread-pool helpers (em_par).
+   of its size) and EM_T(name) defined, after fft_core.h (the table release), fft_passes.h (the
+   vector types and the transform) and the thread-pool helpers (em_par). Also holds what the fft
+   step's lanes (fft_lanes.h) share with it: the twiddle cache by log2 length (em_fftc_tables), the
+   register transposes between rows and lanes (em_fftc_load, em_fftc_store) and the real split and
+   merge.
 
    out[r, k] = sum_j x[r, j] y[r, k - j] for k < valid, 0 for valid <= k < ca + cb - 1, over the rows r of the output's leading
    shape; a row past an operand's leading shape (per axis) reads as zeros (zero extension). A group
@@ -9,44 +12,20 @@
    straight from the operands, transformed, multiplied and transformed back, and only the
    ca + cb - 1 results are written: no padded copies, no spectra in memory. The transform length is
    L = next_pow2(ca + cb - 1) (any L >= the result's length gives the linear convolution); each real
-   line of length L is a complex line of length m = L / 2 (z_j = x_2j + i x_2j+1), transformed by a
-   Stockham radix-4 (one radix-2 stage when log2 m is odd) FFT in the operands' precision, then
-   split into the real spectrum, multiplied, merged and inverse transformed. Twiddles are computed
+   line of length L is a complex line of length m = L / 2 (z_j = x_2j + i x_2j+1), transformed by
+   fft_passes.h's power-of-two Stockham transform (em_fftp_fft, the fft step's own) in the operands'
+   precision, then split into the real spectrum, multiplied, merged and inverse transformed. Twiddles are computed
    in double and rounded once to ELT. Short results (L < 16) are summed directly. */
 #ifndef EM_FFTC_ONCE
 #define EM_FFTC_ONCE
 #include <stdlib.h>
-#if defined(__AVX512F__)
-#define EM_CV_BYTES 64
-#else
-#define EM_CV_BYTES 32
-#endif
 #define EM_FFTC_ST 8  /* tiles per row piece of em_fftc_store_gen */
 #define EM_FFTC_SLOTS 40 /* tables per precision, by log2 m (counted in fft_core.h's em_fft_live) */
-/* the radix of em_fftc_fft_to's stage at length n: 8, 4 for the last 16 or 4, 2 for a last 2 */
-static inline int em_fftc_radix(int64_t n) { return n % 8 == 0 && n != 16 ? 8 : n % 4 == 0 ? 4 : 2; }
 #endif
-enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
-typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
-/* the same vector at any element-aligned address: loads and stores of whole vectors (memcpy of one
-   was split into two 32-byte moves, and the vector read back from the stack stalled on them) */
-typedef ELT EM_T(em_cvu) __attribute__((vector_size(EM_CV_BYTES), aligned(sizeof(ELT))));
-typedef ELTI EM_T(em_ci) __attribute__((vector_size(EM_CV_BYTES)));
-typedef struct { EM_T(em_cv) re, im; } EM_T(em_cz);
-typedef struct { ELT re, im; } EM_T(em_fftc_sz);
 #define CW EM_T(em_cw)
 #define CV EM_T(em_cv)
 #define CZ EM_T(em_cz)
 #define SZ EM_T(em_fftc_sz)
-
-static inline CZ EM_T(em_czmul)(CZ a, SZ w) {
-    CZ r = {a.re * w.re - a.im * w.im, a.re * w.im + a.im * w.re};
-    return r;
-}
-static inline CZ EM_T(em_czmulv)(CZ a, CZ b) {
-    CZ r = {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
-    return r;
-}
 /* tables of length m (a power of two): tw[j] = exp(-2 pi i j / m), j < m, then
    rt[k] = exp(-i pi k / m), k <= m (the real split) */
 static void EM_T(em_fftc_fill)(SZ *t, int64_t m) {
@@ -93,111 +72,6 @@ static void EM_T(em_fftc_free)(void) {  /* ember_fft_release: no transform is ru
     }
 }
 __attribute__((constructor)) static void EM_T(em_fftc_init)(void) { em_fft_on_release(EM_T(em_fftc_free)); }
-/* the 4-point DFT of (a, b, c, d) in place (sg = 1 forward, -1 inverse: W_4 = -sg i) */
-static inline __attribute__((always_inline)) void EM_T(em_fftc_dft4)(CZ *a, CZ *b, CZ *c, CZ *d, ELT sg) {
-    const CV apr = a->re + c->re, api = a->im + c->im, amr = a->re - c->re, ami = a->im - c->im;
-    const CV bpr = b->re + d->re, bpi = b->im + d->im, bmr = b->re - d->re, bmi = b->im - d->im;
-    const CV jr = -sg * bmi, ji = sg * bmr;  /* sg i (b - d) */
-    a->re = apr + bpr; a->im = api + bpi;
-    b->re = amr - jr; b->im = ami - ji;
-    c->re = apr - bpr; c->im = api - bpi;
-    d->re = amr + jr; d->im = ami + ji;
-}
-/* one radix-4 Stockham stage (length n, stride s) from x to y; half: x's entries from n/2 on are
-   zero (the first stage of a zero-extended line), so c = d = 0 and they are not read */
-static inline __attribute__((always_inline)) void EM_T(em_fftc_r4)(const CZ *x, CZ *y, int64_t n, int64_t s,
-                                                                    int64_t m, const SZ *tw, ELT sg, int half) {
-    const int64_t n1 = n / 4, ts = m / n;
-    const CZ zero = {{0}, {0}};
-    for (int64_t p = 0; p < n1; ++p) {
-        SZ w[4];
-        for (int k = 1; k < 4; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
-        const CZ *xa = x + s * p;
-        CZ *yo = y + s * 4 * p;
-        for (int64_t q = 0; q < s; ++q) {
-            CZ v[4] = {xa[q], xa[q + s * n1], zero, zero};
-            if (!half) { v[2] = xa[q + 2 * s * n1]; v[3] = xa[q + 3 * s * n1]; }
-            EM_T(em_fftc_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
-            yo[q] = v[0];
-            for (int k = 1; k < 4; ++k) yo[q + k * s] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
-        }
-    }
-}
-/* one radix-8 butterfly: X_2r = DFT_4(x_k + x_k+4), X_2r+1 = DFT_4((x_k - x_k+4) W_8^k) of the inputs
-   xa[k is], k < 8 (half: x_k+4 = 0, not read), output j times w[j] (tw_on; w[0] unused) to yo[j os] */
-static inline __attribute__((always_inline)) void EM_T(em_fftc_bf8)(const CZ *xa, int64_t is, CZ *yo, int64_t os,
-                                                                     const SZ *w, int tw_on, ELT sg, int half) {
-    const ELT h = (ELT)0.70710678118654752440084436210484904;
-    CZ e[4], o[4];
-    for (int k = 0; k < 4; ++k) {
-        const CZ u = xa[k * is];
-        if (half) { e[k] = u; o[k] = u; }
-        else {
-            const CZ v = xa[(k + 4) * is];
-            e[k].re = u.re + v.re; e[k].im = u.im + v.im;
-            o[k].re = u.re - v.re; o[k].im = u.im - v.im;
-        }
-    }
-    /* o_k times W_8^k: W_8 = (1 - sg i) / sqrt 2, W_8^2 = -sg i, W_8^3 = (-1 - sg i) / sqrt 2 */
-    const CV r1 = h * (o[1].re + sg * o[1].im), i1 = h * (o[1].im - sg * o[1].re);
-    o[1].re = r1; o[1].im = i1;
-    const CV r2 = sg * o[2].im, i2 = -sg * o[2].re;
-    o[2].re = r2; o[2].im = i2;
-    const CV r3 = h * (sg * o[3].im - o[3].re), i3 = -h * (o[3].im + sg * o[3].re);
-    o[3].re = r3; o[3].im = i3;
-    EM_T(em_fftc_dft4)(&e[0], &e[1], &e[2], &e[3], sg);
-    EM_T(em_fftc_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
-    yo[0] = e[0];
-    yo[os] = tw_on ? EM_T(em_czmul)(o[0], w[1]) : o[0];
-    for (int r = 1; r < 4; ++r) {
-        yo[2 * r * os] = tw_on ? EM_T(em_czmul)(e[r], w[2 * r]) : e[r];
-        yo[(2 * r + 1) * os] = tw_on ? EM_T(em_czmul)(o[r], w[2 * r + 1]) : o[r];
-    }
-}
-/* one radix-8 Stockham stage (as em_fftc_r4) */
-static inline __attribute__((always_inline)) void EM_T(em_fftc_r8)(const CZ *x, CZ *y, int64_t n, int64_t s,
-                                                                    int64_t m, const SZ *tw, ELT sg, int half) {
-    const int64_t n1 = n / 8, ts = m / n;
-    for (int64_t p = 0; p < n1; ++p) {
-        SZ w[8];
-        for (int k = 1; k < 8; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
-        const CZ *xa = x + s * p;
-        CZ *yo = y + s * 8 * p;
-        for (int64_t q = 0; q < s; ++q) EM_T(em_fftc_bf8)(xa + q, s * n1, yo + q, s, w, p != 0, sg, half);
-    }
-}
-/* unnormalized DFT of the lines x[0..m) (m a power of two, at least 2), sg = 1 forward, -1
-   inverse; y is scratch of m entries; half: x's entries from m/2 on are zero and not read (m >= 8).
-   Stockham stages of radix 8 (radix 4 for the last 16 or 4, radix 2 for a last 2). Returns the
-   buffer holding the result (x or y). em_fftc_fft_to: the stages from length n, stride s on (the
-   earlier ones done) down to length nend (1: all of them; else the last stage's radix, left to the
-   caller). */
-static CZ *EM_T(em_fftc_fft_to)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const SZ *tw, ELT sg, int half,
-                                int64_t nend) {
-    for (; n > nend;) {
-        const int64_t r = em_fftc_radix(n);
-        const int first = half && n == m;
-        if (r == 8) {
-            if (first) EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 1);
-            else EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 0);
-        } else if (r == 4) {
-            if (first) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 1);
-            else EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
-        } else {
-            for (int64_t q = 0; q < s; ++q) {
-                const CZ a = x[q], b = x[q + s];
-                y[q].re = a.re + b.re; y[q].im = a.im + b.im;
-                y[q + s].re = a.re - b.re; y[q + s].im = a.im - b.im;
-            }
-        }
-        n /= r; s *= r;
-        CZ *t = x; x = y; y = t;
-    }
-    return x;
-}
-static CZ *EM_T(em_fftc_fft)(CZ *x, CZ *y, int64_t m, const SZ *tw, ELT sg, int half) {
-    return EM_T(em_fftc_fft_to)(x, y, m, m, 1, tw, sg, half, 1);
-}
 /* the CW x CW transpose of v in place (v[r][k] -> v[k][r]): swaps of the off-diagonal b x b
    blocks for b = CW/2 .. 1, two-operand shuffles (GCC; scalar otherwise) */
 static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v) {
@@ -364,9 +238,9 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
         CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + m + 1, *b2 = b1 + m + 1, *b3 = b2 + m + 1;
         const int hx = (ca + 1) / 2 <= m / 2, hy = (cb + 1) / 2 <= m / 2;  /* upper halves zero */
         EM_T(em_fftc_load)(px, ca, hx ? m / 2 : m, b0, 0);
-        CZ *fx = EM_T(em_fftc_fft)(b0, b1, m, tw, 1, hx);
+        CZ *fx = EM_T(em_fftp_fft)(b0, b1, m, tw, 1, hx);
         EM_T(em_fftc_load)(py, cb, hy ? m / 2 : m, b2, 0);
-        CZ *fy = EM_T(em_fftc_fft)(b2, b3, m, tw, 1, hy);
+        CZ *fy = EM_T(em_fftp_fft)(b2, b3, m, tw, 1, hy);
         /* product and merge for the pairs (k, m - k) at once, in place in fx: 4 P_k = (2 X_k)(2 Y_k),
            Z_k = E_k + i O_k with E = P_k + conj P_(m-k), O = (P_k - conj P_(m-k)) conj(W^k) */
         CZ *zz = fx, *tmp = fx == b0 ? b1 : b0;
@@ -378,7 +252,7 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
             zz[k] = EM_T(em_fftc_merge)(pk, pm, rt[k]);
             if (k2 < m && k2 != k) zz[k2] = EM_T(em_fftc_merge)(pm, pk, rt[k2]);
         }
-        const CZ *res = EM_T(em_fftc_fft)(zz, tmp, m, tw, -1, 0);
+        const CZ *res = EM_T(em_fftp_fft)(zz, tmp, m, tw, -1, 0);
         EM_T(em_fftc_store)(res, j->out + r0 * co, w, co, (ELT)(1.0 / (8.0 * (double)m)));
         if (j->valid < co) {
             const int64_t v = j->valid < 0 ? 0 : j->valid;

@@ -28,7 +28,7 @@ __attribute__((visibility("default"))) void ember_fft_release(void) {
     for (int i = 0; i < em_fft_nfrees; ++i) em_fft_frees[i]();
 }
 __attribute__((destructor)) static void em_fft_unload(void) { ember_fft_release(); }
-/* the largest prime factor a length's direct plan takes (fft_lanes.h's em_fftl_rodd; fft.py's
+/* the largest prime factor a length's direct plan takes (fft_passes.h's em_fftp_rodd; fft.py's
    BLUESTEIN_PRIME): a larger one switches the length to Bluestein */
 #define EM_FFT_PMAX 64
 typedef double em_v __attribute__((vector_size(EM_FW * sizeof(double))));

@@ -1,13 +1,13 @@
 /* The fft step's lines in the operand's own precision, CW at a time (native/emit/fft.py): the one
    FFT kernel of every fft step. Included per precision with ELT, ELTI and EM_T(name) defined, after
-   fft_conv.h (its Stockham radix-8/4 transform em_fftc_fft, register transposes em_fftc_load /
-   em_fftc_store, real split and merge, and its twiddle cache by log2 length), dft_small.h and
-   fft_typed.h (the job). CW lines per vector (16 floats or 8 doubles with AVX-512, else 8 or 4):
-   a power of two by fft_conv's radix-8/4 transform, other lengths whose prime factors are at most
-   EM_FFT_PMAX (64) by Stockham stages of radix 8, 4, 2, 3, 5 and odd primes over the plan's
-   factors, any other length by Bluestein over those (its convolution length is 2-3-5-smooth);
-   few long power-of-two
-   lines by the four-step path below. Twiddles are computed in double and rounded once. */
+   fft_passes.h (the Stockham passes: em_fftp_fft for powers of two, em_fftp_mixed over a plan's
+   factors), fft_conv.h (register transposes em_fftc_load / em_fftc_store, real split and merge,
+   and the twiddle cache by log2 length) and fft_typed.h (the job). CW lines per vector (16 floats
+   or 8 doubles with AVX-512, else 8 or 4): a power of two by em_fftp_fft, other lengths whose prime
+   factors are at most EM_FFT_PMAX (64) by em_fftp_mixed (radix 8, 4, 2, 3, 5 and odd primes), any
+   other length by Bluestein over those (its convolution length is 2-3-5-smooth); few long
+   power-of-two lines by the four-step path below. Twiddles are computed in double and rounded
+   once. */
 #define CW EM_T(em_cw)
 #define CV EM_T(em_cv)
 #define CI EM_T(em_ci)
@@ -22,97 +22,24 @@ typedef struct {
     int64_t m2;          /* Bluestein: the convolution length (factors fac), else 0 */
     const SZ *chirp, *bf;  /* Bluestein: the chirp (m entries) and the filter's transform (m2) */
     int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
+    int64_t rl;          /* complex rows (kind 0, inner 1) of a power of two: the radix of the last
+                            stage em_fftl_clast fuses into the store, or 1 */
 } EM_T(em_fftl_job);
-/* one Stockham stage of radix 2, 3 or 5 (as fft_conv.h's em_fftc_r4: length n, stride s, from x to
-   y; outputs twiddled after the butterfly), the small DFTs from dft_small.h */
-static inline __attribute__((always_inline)) void EM_T(em_fftl_rp)(const CZ *x, CZ *y, int64_t n, int64_t s,
-                                                                    int64_t m, const SZ *tw, ELT sg, const int r) {
-    const int64_t n1 = n / r, ts = m / n;
-    for (int64_t p = 0; p < n1; ++p) {
-        SZ w[5];
-        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
-        const CZ *xa = x + s * p;
-        CZ *yo = y + s * r * p;
-        for (int64_t q = 0; q < s; ++q) {
-            CZ v[5];
-            for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
-            EM_DFT_SMALL(v, r, sg, CV, ELT);
-            yo[q] = v[0];
-            for (int k = 1; k < r; ++k) yo[q + k * s] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
-        }
-    }
-}
-/* one Stockham stage of an odd prime radix r from 7 to EM_FFT_PMAX (as em_fftl_rp): outputs u and
-   r - u share the sums over the input pairs (q, r - q), since W^(qu) t_q + W^(-qu) t_(r-q) =
-   c (t_q + t_(r-q)) + i s (t_q - t_(r-q)) with W^(qu) = c + i s (O(r^2 / 2) per butterfly) */
-static void EM_T(em_fftl_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg,
-                               const int r) {
-    const int64_t n1 = n / r, ts = m / n;
-    const int h = (r - 1) / 2;
-    ELT cs[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2], sn[EM_FFT_PMAX / 2][EM_FFT_PMAX / 2];
-    for (int u = 1; u <= h; ++u)
-        for (int q = 1; q <= h; ++q) {
-            const SZ w = tw[(int64_t)((u * q) % r) * (m / r)];
-            cs[u - 1][q - 1] = w.re; sn[u - 1][q - 1] = w.im * sg;
-        }
-    for (int64_t p = 0; p < n1; ++p) {
-        SZ w[EM_FFT_PMAX];
-        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
-        const CZ *xa = x + s * p;
-        CZ *yo = y + s * r * p;
-        for (int64_t q = 0; q < s; ++q) {
-            CZ v[EM_FFT_PMAX];
-            for (int k = 0; k < r; ++k) v[k] = xa[q + k * s * n1];
-            CZ s0 = v[0];
-            for (int k = 1; k < r; ++k) { s0.re += v[k].re; s0.im += v[k].im; }
-            yo[q] = s0;
-            for (int u = 1; u <= h; ++u) {
-                const CV zero = {0};
-                CV ar = zero, ai = zero, br = zero, bi = zero;
-                for (int k = 1; k <= h; ++k) {
-                    const ELT c = cs[u - 1][k - 1], sv = sn[u - 1][k - 1];
-                    ar += (v[k].re + v[r - k].re) * c; ai += (v[k].im + v[r - k].im) * c;
-                    br += (v[k].re - v[r - k].re) * sv; bi += (v[k].im - v[r - k].im) * sv;
-                }
-                CZ a = {v[0].re + ar - bi, v[0].im + ai + br}, b = {v[0].re + ar + bi, v[0].im + ai - br};
-                yo[q + u * s] = p ? EM_T(em_czmul)(a, w[u]) : a;
-                yo[q + (r - u) * s] = p ? EM_T(em_czmul)(b, w[r - u]) : b;
-            }
-        }
-    }
-}
-/* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5, odd primes to 64; a 4 then a 2 as one radix-8
-   stage) of m: as em_fftc_fft, returns the buffer holding the result (x or y) */
-static CZ *EM_T(em_fftl_fft)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
-    int64_t s = 1;
-    for (int64_t n = m, i = 0; n > 1; ++i) {
-        int64_t r = fac[i];
-        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; EM_T(em_fftc_r8)(x, y, n, s, m, tw, sg, 0); }
-        else if (r == 4) EM_T(em_fftc_r4)(x, y, n, s, m, tw, sg, 0);
-        else if (r == 2) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 2);
-        else if (r == 3) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 3);
-        else if (r == 5) EM_T(em_fftl_rp)(x, y, n, s, m, tw, sg, 5);
-        else EM_T(em_fftl_rodd)(x, y, n, s, m, tw, sg, (int)r);
-        n /= r; s *= r;
-        CZ *t = x; x = y; y = t;
-    }
-    return x;
-}
-/* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by fft_conv's,
+/* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by em_fftp_fft,
    else mixed radix, else Bluestein (the chirp carries the direction: sg unused) as the cyclic
    convolution of length m2 of x times the chirp with the chirp filter, by two mixed-radix
    transforms */
 static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
     if (!EM_FFTG_ON(EM_FFTG_MIXED | EM_FFTG_BLUE) || (EM_FFTG_ON(EM_FFTG_P2) && !lj->fac))
-        return EM_T(em_fftc_fft)(x, y, lj->m, lj->tw, sg, 0);
-    if (!EM_FFTG_ON(EM_FFTG_BLUE) || !lj->m2) return EM_T(em_fftl_fft)(x, y, lj->m, lj->fac, lj->tw, sg);
+        return EM_T(em_fftp_fft)(x, y, lj->m, lj->tw, sg, 0);
+    if (!EM_FFTG_ON(EM_FFTG_BLUE) || !lj->m2) return EM_T(em_fftp_mixed)(x, y, lj->m, lj->fac, lj->tw, sg);
     const int64_t m = lj->m, m2 = lj->m2;
     const CV zero = {0};
     for (int64_t k = 0; k < m; ++k) x[k] = EM_T(em_czmul)(x[k], lj->chirp[k]);
     for (int64_t k = m; k < m2; ++k) { x[k].re = zero; x[k].im = zero; }
-    CZ *z = EM_T(em_fftl_fft)(x, y, m2, lj->fac, lj->tw, 1);
+    CZ *z = EM_T(em_fftp_mixed)(x, y, m2, lj->fac, lj->tw, 1);
     for (int64_t k = 0; k < m2; ++k) z[k] = EM_T(em_czmul)(z[k], lj->bf[k]);
-    CZ *r = EM_T(em_fftl_fft)(z, z == x ? y : x, m2, lj->fac, lj->tw, -1);
+    CZ *r = EM_T(em_fftp_mixed)(z, z == x ? y : x, m2, lj->fac, lj->tw, -1);
     const ELT s = (ELT)(1.0 / (double)m2);
     for (int64_t k = 0; k < m; ++k) {
         SZ c = lj->chirp[k];
@@ -143,10 +70,10 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
             const int64_t p = p0 + jj;
             SZ w[8];
             for (int k = 1; k < 8; ++k) { w[k] = tw[k * p]; w[k].im *= sg; }
-            EM_T(em_fftc_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
+            EM_T(em_fftp_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
         }
     }
-    return EM_T(em_fftc_fft_to)(b1, b0, m, n1, 8, tw, sg, 0, nend);
+    return EM_T(em_fftp_fft_to)(b1, b0, m, n1, 8, tw, sg, 0, nend);
 }
 /* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
 static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
@@ -177,6 +104,8 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_undeal)(ELT *p, C
 #endif
     *(EM_T(em_cvu) *)p = a; *(EM_T(em_cvu) *)(p + CW) = b;
 }
+static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
+                                ELT sg);
 /* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
 static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
@@ -189,8 +118,11 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = j->src + 2 * (l0 + (r < w ? r : 0)) * m;  /* (em_fftc_tile_in) */
-            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, 1);
-            EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
+            const int64_t rl = EM_FFTG_ON(EM_FFTG_P2R) ? lj->rl : 1;
+            const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, rl);
+            if (rl == 8) EM_T(em_fftl_clast)(res, m, 8, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
+            else if (rl == 4) EM_T(em_fftl_clast)(res, m, 4, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
+            else EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
         /* columns: line l0 + r starts at complex (l / inner) * m * inner + l % inner, stride inner */
@@ -226,10 +158,10 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_last_col)(const C
                                                                           CZ *y, int64_t os, ELT sg) {
     if (r == 8) {
         const SZ w[8] = {{0, 0}};
-        EM_T(em_fftc_bf8)(x + q, s, y, os, w, 0, sg, 0);
+        EM_T(em_fftp_bf8)(x + q, s, y, os, w, 0, sg, 0);
     } else {
         CZ v[4] = {x[q], x[q + s], x[q + 2 * s], x[q + 3 * s]};
-        EM_T(em_fftc_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
+        EM_T(em_fftp_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
         for (int k = 0; k < 4; ++k) y[k * os] = v[k];
     }
 }
@@ -239,6 +171,24 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const C
     for (int i = 0; i < CW / 2; ++i) { v[2 * i] = t[i].re; v[2 * i + 1] = t[i].im; }
     EM_T(em_fftc_transpose)(v);
     for (int i = 0; i < w; ++i) *(EM_T(em_cvu) *)(out + i * co) = v[i];
+}
+/* The complex rows' last Stockham stage fused into their store (as em_fftl_rlast without the real
+   split): x holds the lines before that stage (radix r = 8 or 4, stride s = m / r >= CW / 2); blocks
+   of hb = CW / 2 columns q0 .. q0 + hb - 1 go through it into r hb vectors (L1) and out as r tiles of
+   hb bins q0 + s j (register transposes) to rows i < w of out (stride co = 2m) times scale: no pass
+   over the transformed lines in memory. */
+static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
+                                ELT sg) {
+    enum { hb = CW / 2 };
+    const int64_t s = m / r;
+    CZ lc[8][hb];
+    for (int64_t q0 = 0; q0 < s; q0 += hb) {
+        for (int i = 0; i < hb; ++i) EM_T(em_fftl_last_col)(x, q0 + i, s, r, &lc[0][i], hb, sg);
+        for (int j = 0; j < r; ++j) {
+            for (int i = 0; i < hb; ++i) { lc[j][i].re *= scale; lc[j][i].im *= scale; }
+            EM_T(em_fftl_tile_out)(lc[j], out + 2 * (q0 + s * j), w, co);
+        }
+    }
 }
 /* staging rows for the fused stage's tiles: rows of co ELT spaced rs = co rounded up past a whole
    vector (whole cache lines, so rows a power of two long end a line apart and a block's tiles spread
@@ -302,6 +252,9 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rlast)(const CZ *
    in each row, fall into the same few L1 sets (rows a power of two apart too), and their partly
    written lines are evicted before the next block completes them: measured 12-14% slower than the
    staged store at n = 2048..16384, 5-7% faster at n = 512..1024. */
+#ifndef EM_FFTL_CWAY
+#define EM_FFTL_CWAY 8192  /* em_fftl_clast: complex rows up to this many bytes */
+#endif
 #ifndef EM_FFTL_WAY
 #define EM_FFTL_WAY 4096  /* one L1 way: tiles less than this apart map to different sets */
 #endif
@@ -312,7 +265,7 @@ static void EM_T(em_fftl_rfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
     int64_t rl = 1;  /* the fused last stage's radix, or 1 */
     if (EM_FFTG_ON(EM_FFTG_P2R) && !lj->fac && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_WAY) {
         int64_t q = m / 8;
-        while (em_fftc_radix(q) != q) q /= em_fftc_radix(q);
+        while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
         if (m / q >= CW && q > 2) rl = q;
     }
     int64_t rs;  /* (the staged store: the partly written lines of a block's tiles in misaligned rows
@@ -467,7 +420,7 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
         }
     for (int64_t c0 = 0; c0 < n2; c0 += CW) {
         for (int64_t k = 0; k < n1; ++k) b0[k] = EM_T(em_fftl_deal)(src + 2 * (n2 * k + c0));
-        const CZ *r = EM_T(em_fftc_fft)(b0, b1, n1, lj->t1, sg, 0);
+        const CZ *r = EM_T(em_fftp_fft)(b0, b1, n1, lj->t1, sg, 0);
         for (int64_t k = 0; k < n1; ++k) {  /* times W^((c0 + l) k1) = W^(c0 k1) W^(l k1) */
             SZ w = tw[(c0 * k) & mask];
             w.im *= sg;
@@ -479,7 +432,7 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
         const ELT *rows[CW];
         for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
         EM_T(em_fftc_load)(rows, 2 * n2, n2, b0, 1);
-        const CZ *r = EM_T(em_fftc_fft)(b0, b1, n2, lj->t2, sg, 0);
+        const CZ *r = EM_T(em_fftp_fft)(b0, b1, n2, lj->t2, sg, 0);
         for (int64_t k = 0; k < n2; ++k) EM_T(em_fftl_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
     }
 }
@@ -549,7 +502,7 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
     /* line buffers: Bluestein's m2, else m, and one more for the real split's m + 1 (kinds 1 and 2
        through the half-length line): two fit the step's per-thread scratch (2 m2 + 2n em_vz for an
        axis of length n; n = 2m with the split, n = m without it -- one more there overran it) */
-    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split};
+    EM_T(em_fftl_job) lj = {j, 0, 0, m, 0, p->m2, 0, 0, (p->m2 > m ? p->m2 : m) + split, 1};
     if (p->m2) {  /* Bluestein: tw2, bf, chirp (and rt) rounded from the plan's into wtab */
         if (!EM_FFTG_ON(EM_FFTG_BLUE)) return 0;  /* not reached (fft.py's reach) */
         const int64_t m2 = p->m2;
@@ -576,6 +529,12 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         lj.rt = lj.tw + m;
+        lj.rl = 1;
+        if (j->kind == 0 && j->inner == 1 && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_CWAY) {
+            int64_t q = m / 8;
+            while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
+            if (m / q >= CW && q > 2) lj.rl = q;
+        }
     } else {
         if (!EM_FFTG_ON(EM_FFTG_MIXED)) return 0;  /* not reached (fft.py's reach) */
         SZ *t = (SZ *)j->wtab;

@@ -4,8 +4,9 @@
 step runs ``csrc/conv_fft.h`` (the algorithm is described there): each image (or tile of it),
 input channel and output feature is a circular correlation of zero-padded P x Q planes (P, Q:
 2-3-5-smooth), so the step transforms the kernel planes and the input planes (2-D real FFTs, one
-plane per vector lane), multiplies them per frequency bin (a small complex GEMM over the input
-channels) and transforms the products back. A 7x7 kernel on 32 x 32 images takes about a fifth of
+plane per vector lane, on the FFT steps' own Stockham passes, ``csrc/fft_passes.h``), multiplies
+them per frequency bin (a small complex GEMM over the input channels) and transforms the products
+back. A 7x7 kernel on 32 x 32 images takes about a fifth of
 the direct kernel's multiply-adds.
 
 * **Tiles** (overlap-save): a large image is cut into tiles of ``P - KH + 1`` output rows (and
@@ -38,6 +39,7 @@ import numpy as np
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, row_strides
+from ember._src.native.emit.fft import passes_helper
 from ember._src.native.runtime import toolchain
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
@@ -62,7 +64,7 @@ L2_BYTES = 1 << 20  # a kernel spectrum beyond this is streamed from memory (the
 VEC_BYTES_MAX = 64  # one vector at the widest (AVX-512; EM_CF_BYTES)
 NFAC = 24  # radices per transform length at most (EM_CF_NFAC)
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
-_SRC = load("dft_small.h") + load("conv_fft.h")  # em_cf_stage's small DFTs (EM_DFT_SMALL) first
+_SRC = load("conv_fft.h")  # after fft_passes.h (fft.passes_helper): its transform and vector types
 
 
 def smooth(n: int) -> int:
@@ -273,6 +275,7 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
     assert pl is not None
     elt, sfx = _TYPES[pl.dtype]
     support.need("math.h")
+    passes_helper(cc, elt, sfx)
     cc.helper(f"em_conv_fft_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     geo = pl.fields()

@@ -4,9 +4,10 @@ ember carries its own FFT rather than calling a library: every length works, not
 at run time, and no library has to be found at build time (line buffers come from the step's arena
 workspace; twiddle tables from static storage, see below).
 
-* **One kernel** (``fft_lanes.h``, on the Stockham transform of ``fft_conv.h``, which the
-  ``fft_conv`` step below shares) runs every job of both precisions: lines are transformed
-  ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
+* **One kernel** (``fft_lanes.h``, on the Stockham passes of ``fft_passes.h``, which the
+  ``fft_conv`` step below and the 2-D convolution by FFT, ``conv_fft.py``, share: one copy per
+  program and precision, :func:`passes_helper`) runs every job of both precisions: lines are
+  transformed ``CW`` at a time, one per lane of a vector of the operand's precision (16 floats or 8 doubles
   with AVX-512, else 8 or 4; the compiler's target decides, ``-march=native``, and the program
   cache key records the CPU), by Stockham passes of radix 8 and 4 (a power of two) or 8, 4, 2, 3,
   5 and odd primes up to :data:`BLUESTEIN_PRIME` over the plan's factors (other lengths; an odd
@@ -14,7 +15,8 @@ workspace; twiddle tables from static storage, see below).
   symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
   lines with broadcast twiddles. Rows are moved in and out by register transposes of
   ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
-  stage. A length with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
+  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store. A length
+  with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
   algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
   the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
   would be near ``4n``). Twiddles, chirps and the chirp filter's transform are computed in double
@@ -101,6 +103,16 @@ _CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL
 _CONV = load("fft_conv.h")
 _LANES = load("fft_lanes.h")
 _RUNTIME = load("fft_runtime.h")
+_PASSES = load("fft_passes.h")
+
+
+def passes_helper(cc: CallCode, real_t: str, s: str) -> None:
+    """Register fft_passes.h (the Stockham passes of every FFT: the fft and fft_conv steps' and the
+    2-D convolution by FFT's) for one precision (``real_t`` float or double, name suffix ``s``),
+    after dft_small.h's DFTs; once per program and precision, whichever step asks first."""
+    elti = "int32_t" if real_t == "float" else "int64_t"
+    cc.helper(f"em_fftp_{s}", load("dft_small.h") + f"#define ELT {real_t}\n#define ELTI {elti}\n"
+              f"#define EM_T(name) name##_{s}\n" + _PASSES + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
 
 def _factors(n: int) -> list[int]:
     """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
@@ -318,7 +330,7 @@ _RL_BIT = {8: G_RL8, 4: G_RL4, 1: G_RSG}
 
 
 def _radix(n: int) -> int:
-    """fft_conv.h's em_fftc_radix: the radix of its transform's stage at length ``n``."""
+    """fft_conv.h's em_fftp_radix: the radix of its transform's stage at length ``n``."""
     return 8 if n % 8 == 0 and n != 16 else 4 if n % 4 == 0 else 2
 
 
@@ -506,7 +518,8 @@ def _fft_runtime(e: Eqn, cc: CallCode) -> list[str]:
 
 def _conv_helper(cc: CallCode, real_t: str, s: str) -> None:
     """Register fft_conv.h for one precision (the fft_conv step's kernel; the fft step's power-of-two
-    lanes build on its transform), after ``em_fft_core``."""
+    lanes build on its tables and transposes), after ``em_fft_core`` and fft_passes.h."""
+    passes_helper(cc, real_t, s)
     elti = "int32_t" if real_t == "float" else "int64_t"
     cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
               + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
