@@ -235,3 +235,28 @@ def test_native_stage_exceptions_are_still_needed() -> None:
 def test_every_native_module_has_a_stage() -> None:
     missing = [m for m in MODULES if m.startswith("ember._src.native") and _stage(m) < 0]
     assert not missing, missing
+
+
+def _private_native_imports(root: pathlib.Path) -> list[str]:
+    """``from ember._src.native.X import _name`` statements in the native backend under ``root``."""
+    bad = []
+    for p in sorted((root / "ember" / "_src" / "native").rglob("*.py")):
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ember._src.native"):
+                bad += [f"{p.relative_to(root)}:{n.lineno}: {a.name} from {n.module}" for a in n.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_native_modules_share_no_private_names() -> None:
+    """A helper one stage module takes from another is part of that module's interface: public name."""
+    bad = _private_native_imports(SRC)
+    assert not bad, "private names imported across native modules:\n" + "\n".join(bad)
+
+
+def test_the_private_import_check_sees_one(tmp_path: pathlib.Path) -> None:
+    mod = tmp_path / "ember" / "_src" / "native" / "emit"
+    mod.mkdir(parents=True)
+    (mod / "x.py").write_text("from ember._src.native.backend import _hidden\n")
+    want = "ember/_src/native/emit/x.py:1: _hidden from ember._src.native.backend"
+    assert _private_native_imports(tmp_path) == [want]

@@ -60,7 +60,8 @@ GIL_HOLD_MADDS = 64 ** 3  # multiply-adds of the program's matrix products
 _warned: set[str] = set()
 
 
-def _debug_level() -> int:
+def debug_level_now() -> int:
+    """ember's debug level (:func:`ember.set_debug`), read at call time."""
     try:
         from ember._src.debug import debug_level
     except ImportError:  # pragma: no cover - older trees
@@ -131,7 +132,8 @@ def run_fallback_step(e: Any, params: dict, inputs: Sequence[Any], in_avals: lis
         k += 1
 
 
-def _view(ptr: int, aval: Any) -> np.ndarray:
+def host_view(ptr: int, aval: Any) -> np.ndarray:
+    """A NumPy array over the native buffer at ``ptr`` with ``aval``'s shape and dtype (no copy)."""
     shape = tuple(aval.shape)
     dtype = np.dtype(aval.dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -255,7 +257,7 @@ class NativeExecutable:
                 if st.kind == "fallback":
                     logger.debug("native backend: %s runs %s through the Python fallback (no kernel "
                                  "lowering)", st.name, st.eqns[0].prim.name)
-            if _debug_level() >= 2:
+            if debug_level_now() >= 2:
                 logger.debug("native backend: generated source:\n%s", gen.source)
 
     def _setup_call(self) -> None:
@@ -379,7 +381,7 @@ class NativeExecutable:
         if v is None:
             if len(self._views) > 256:
                 self._views.clear()
-            v = self._views[key] = _view(ptr, aval)
+            v = self._views[key] = host_view(ptr, aval)
         return v
 
     def _run_fallback(self, step_id: int, ptrs: Any) -> int:

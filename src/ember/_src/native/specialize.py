@@ -39,9 +39,9 @@ from ember._src.array import aligned_copy
 from ember._src.native import abi
 from ember._src.native.backend import (
     NativeExecutable,
-    _debug_level,
-    _view,
     check_inputs,
+    debug_level_now,
+    host_view,
     load_entry,
     run_fallback_step,
 )
@@ -207,7 +207,7 @@ class SymbolicNative:
             logger.debug("native backend: symbolic program over axes %s: %d steps, %s in %.3f s (one "
                          "library for every binding)", ", ".join(axes), len(sched.steps),
                          "compiled" if self.compiled_now else "cache hit", self.compile_seconds)
-            if _debug_level() >= 2:
+            if debug_level_now() >= 2:
                 logger.debug("native backend: generated source (symbolic):\n%s", gen.source)
 
     # -- level 2 ------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class NativeRun:
                     [None if isinstance(a, Literal) else aval(a) for a in step.inputs],
                     [aval(v) for v in step.outputs], [aval(v) for v in e.outvars])
             params, in_avals, out_avals, eqn_avals = resolved
-            run_fallback_step(e, params, step.inputs, in_avals, out_avals, eqn_avals, ptrs, _view)
+            run_fallback_step(e, params, step.inputs, in_avals, out_avals, eqn_avals, ptrs, host_view)
             return 0
         except BaseException as exc:  # noqa: BLE001 - re-raised after the native call returns
             self._error = exc

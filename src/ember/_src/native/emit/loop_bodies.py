@@ -25,7 +25,7 @@ from ember._src.native.emit.pooled import axis_decls
 from ember._src.native.plan import scratch
 from ember._src.native.plan.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer
 from ember._src.native.scheduling.gemm_strategy import gemm_dims
-from ember._src.native.scheduling.loops import Body, LoopLowering, _nbytes, _nonzero, unroll_factor
+from ember._src.native.scheduling.loops import Body, LoopLowering, aval_nbytes, maybe_nonzero, unroll_factor
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Atom, Eqn, Literal
 
@@ -214,8 +214,8 @@ def _call(body: Body, ws: str, ins: list[str], dests: list[str]) -> list[str]:
     lines = [f"{body.name}({', '.join([ws, 'fns', 'dims', *ins, *outs])});"]
     for p, (kind, idx, a) in enumerate(plan.outputs):
         aval = body.program.outvars[p].aval
-        n = _nbytes(aval)
-        if not _nonzero(n):
+        n = aval_nbytes(aval)
+        if not maybe_nonzero(n):
             continue
         if kind == "output":
             if first[idx] != p:
@@ -275,7 +275,7 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
     cptr = [atom(a) for a in consts]
     # carry slots
     ka, kb = [f"kA{j}_" for j in range(nk)], [f"kB{j}_" for j in range(nk)]
-    sizes = [_nbytes(a.aval) for a in init]
+    sizes = [aval_nbytes(a.aval) for a in init]
     for j, a in enumerate(init):
         src = atom(a)
         if low.small_carries:
@@ -286,13 +286,13 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
         else:
             oa, ob = low.slot_offsets[j]
             lines.append(f"    char *{ka[j]} = ws_ + {oa}, *{kb[j]} = ws_ + {ob};")
-        if _nonzero(sizes[j]):
+        if maybe_nonzero(sizes[j]):
             lines.append("    " + _copy(ka[j], src, sizes[j]))
     for j in low.inplace:
         kb[j] = ka[j]
     rotate = []
     for j in range(nk):
-        if not _nonzero(sizes[j]) or j in low.inplace:
+        if not maybe_nonzero(sizes[j]) or j in low.inplace:
             continue
         if low.small_carries:
             rotate.append(_copy(ka[j], kb[j], sizes[j]))
@@ -303,8 +303,8 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
         length, reverse = e.params["length"], bool(e.params["reverse"])
         length = length if sd.is_sym(length) else int(length)
         xs = [atom(a) for a in rest]
-        x_step = [_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
-        y_step = [_nbytes(v.aval) for v in body.program.outvars[nk:]]
+        x_step = [aval_nbytes(v.aval) for v in body.program.invars[nc + nk:]]
+        y_step = [aval_nbytes(v.aval) for v in body.program.outvars[nk:]]
 
         def step_call(src: list[str], dst: list[str], it: str) -> list[str]:
             i = f"({sd.cdim(length - 1)} - ({it}))" if reverse else f"({it})"
@@ -354,7 +354,7 @@ def emit_step(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, gen: G
             lines.extend("        " + ln for ln in rotate)
             lines.append("    }")
     for j in range(nk):
-        if _nonzero(sizes[j]):
+        if maybe_nonzero(sizes[j]):
             lines.append("    " + _copy(outs[j], ka[j], sizes[j]))
     lines.append("}")
     return lines

@@ -87,13 +87,13 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _nbytes(aval: Any) -> Any:
+def aval_nbytes(aval: Any) -> Any:
     """Byte size of a value: an ``int``, or a ``DimExpr`` under named dynamic axes."""
     n = math.prod(aval.shape) * np.dtype(aval.dtype).itemsize
     return n if sd.is_sym(n) else int(n)
 
 
-def _nonzero(n: Any) -> bool:
+def maybe_nonzero(n: Any) -> bool:
     """Whether a byte count may be non-zero (a symbolic one may: it is copied, 0 bytes or not)."""
     return sd.is_sym(n) or n != 0
 
@@ -195,7 +195,7 @@ def _lower(e: Eqn, opts: BodyOptions, name: str) -> LoopLowering:
     bodies = [opts.compile(p, opts, f"{name}b{j}") for j, p in enumerate(progs)]
     low = LoopLowering("scan" if kind == "scan" else kind, bodies)
     carries = _carry_avals(e)
-    low.carry_bytes = [_nbytes(a) for a in carries]
+    low.carry_bytes = [aval_nbytes(a) for a in carries]
     total = sum(low.carry_bytes)
     low.small_carries = not sd.is_sym(total) and total <= SMALL_CARRY_BYTES
     if opts.symbolic:  # slot offsets, the bodies' arena offset and size: symlayout, per binding
