@@ -94,6 +94,12 @@ def test_compare_tolerances() -> None:
     assert fuzz_check.compare(np.array([1000.0 + 8.0], f32), ref, "float32", 1, truth=spread) is not None
     z = np.array([1 + 1j], np.complex64)
     assert fuzz_check.compare(z, np.array([1 + 1.5j], np.complex64), "complex64", 4) is not None
+    # eigenvalues are accurate relative to the largest one: the zero eigenvalues of x x^T, x = [-6, 1, 1]
+    # (38 is the other), computed in float32, are off by ~4e-6 = 0.9 ulp of 38
+    got, ref = np.array([4.06e-6, -1.2e-6, 38.0], f32), np.array([4.6e-17, 0.0, 38.0], f32)
+    assert fuzz_check.compare(got, ref, "float32", 26) is not None
+    assert fuzz_check.compare(got, ref, "float32", 26, normwise=True) is None
+    assert fuzz_check.compare(np.array([1e-3, 0.0, 38.0], f32), ref, "float32", 26, normwise=True) is not None
 
 
 def _case(code: str, args: list[np.ndarray], layers: list | None = None,

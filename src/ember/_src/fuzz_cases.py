@@ -33,6 +33,7 @@ class OpSpec:
     per_element: bool = False
     smooth: bool = True
     axis: bool = False
+    normwise: bool = False  # its error is bounded relative to the largest output (eigenvalues), not each
 
 
 def _u(prim: str, kinds: str, template: str, ulps: float = 1.0, smooth: bool = True) -> OpSpec:
@@ -165,7 +166,7 @@ OPS: dict[str, OpSpec] = {
     "cholesky": OpSpec("cholesky", "f", 1, "jnp.linalg.cholesky({0} @ jnp.swapaxes({0}, -1, -2) + "
                        "9 * jnp.eye({0}.shape[-2], dtype={0}.dtype))", 8, per_element=True),
     "eigvalsh": OpSpec("eigh", "f", 1, "jnp.linalg.eigvalsh({0} @ jnp.swapaxes({0}, -1, -2))", 8,
-                       per_element=True, smooth=False),
+                       per_element=True, smooth=False, normwise=True),
     # indexing and others
     "iota": _u("iota", "fi", "{0} + jnp.arange({0}.shape[-1], dtype={0}.dtype)", 1),
     "stop_gradient": _u("stop_gradient", "fcib", "lax.stop_gradient({0})", 0, smooth=False),

@@ -48,10 +48,12 @@ def _budget(case: Case) -> float:
     return b * 4.0 ** n_ad
 
 
-def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps: float = 0.0) -> str | None:
+def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps: float = 0.0,
+            normwise: bool = False) -> str | None:
     """None when result ``a`` agrees with the reference ``b``: same shape and dtype, equal integers
     and booleans, the same NaN and infinity positions, finite floats within ``budget`` ulps
-    (relative to each element, with the same budget as an absolute floor). With ``truth`` (the
+    (relative to each element, with the same budget as an absolute floor; ``normwise``: relative
+    to the largest finite magnitude of ``b``, as eigenvalue errors are bounded). With ``truth`` (the
     reference program evaluated in float64), a finite element outside the budget still agrees when
     ``a`` is at most four times as far from the truth as ``b`` is (an ill-conditioned program
     amplifies the rounding of both paths alike)."""
@@ -63,8 +65,8 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps
         t = None
     if a.dtype.kind == "c":
         tr, ti = (None, None) if t is None else (t.real, t.imag)
-        return compare(a.real, b.real, mode, budget, tr, min_eps) or compare(a.imag, b.imag, mode, budget, ti,
-                                                                             min_eps)
+        return (compare(a.real, b.real, mode, budget, tr, min_eps, normwise)
+                or compare(a.imag, b.imag, mode, budget, ti, min_eps, normwise))
     if a.dtype.kind != "f":
         bad = a != b
         if bad.any():
@@ -78,7 +80,10 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps
         fa, fb = np.isfinite(a), np.isfinite(b)
         both = fa & fb
         err = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        lim = tol * np.maximum(np.maximum(np.abs(a), np.abs(b)).astype(np.float64), 1.0)
+        floor = 1.0
+        if normwise and both.any():
+            floor = max(floor, float(np.max(np.abs(b[both]))))
+        lim = tol * np.maximum(np.maximum(np.abs(a), np.abs(b)).astype(np.float64), floor)
         fin_bad = both & (err > lim)
         if t is not None:
             t64 = t.astype(np.float64)
@@ -102,14 +107,14 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps
 
 
 def _tree_compare(x: Any, y: Any, mode: str, budget: float, truth: Any = None,
-                  min_eps: float = 0.0) -> str | None:
+                  min_eps: float = 0.0, normwise: bool = False) -> str | None:
     import ember
     lx, ly = ember.tree_util.tree_leaves(x), ember.tree_util.tree_leaves(y)
     if len(lx) != len(ly):
         return f"{len(lx)} outputs vs {len(ly)}"
     lt = truth if truth is not None and len(truth) == len(lx) else [None] * len(lx)
     for k, (p, q, t) in enumerate(zip(lx, ly, lt)):
-        msg = compare(p, q, mode, budget, t, min_eps)
+        msg = compare(p, q, mode, budget, t, min_eps, normwise)
         if msg:
             return f"output {k}: {msg}"
     return None
@@ -199,12 +204,13 @@ def _run_case(case: Case, stage: Callable[[str], None]) -> tuple[str, str] | Non
     # a float64 program that computes in float32 on the way (astype, bitcast) is judged in float32 ulps
     narrow = any(op.name in ("to_f", "bitcast") for op in case.ops)
     min_eps = float(np.finfo(np.float32).eps) if narrow else 0.0
+    normwise = any(OPS[op.name].normwise for op in case.ops if op.name in OPS)
     for a, b in (("native", "numpy"), ("eager", "numpy")):
-        msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps)
+        msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps, normwise)
         if msg and truth is None and case.mode in ("float32", "complex64") and "ulps" in msg:
             stage("truth")
             truth = _truth(case, ns)
-            msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps)
+            msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps, normwise)
         if msg:
             return "mismatch", f"{a} vs {b}: {msg}"
     stage("fd")

@@ -209,10 +209,25 @@ copy_p = _declare("copy", np.array, "any", linear=True, lowp=False)
 integer_pow_p = Primitive("integer_pow")
 
 
+def _complex_power(x: np.ndarray, n: int) -> np.ndarray:
+    """``x ** n`` for complex ``x`` and ``n >= 0`` by repeated squaring, as the compiled kernels and
+    XLA compute it (NumPy's complex ``power`` takes another route: ``(3.4e38+1e30j) ** 2`` is NaN
+    there and ``-inf+infj`` as ``x * x``)."""
+    out, base = None, x  # no leading 1 * ...: (1 + 0j) * inf is NaN in complex arithmetic
+    while n:
+        if n & 1:
+            out = base if out is None else out * base
+        n >>= 1
+        if n:
+            base = base * base
+    return np.ones_like(x) if out is None else out
+
+
 def _integer_pow_impl(x: np.ndarray, *, y: int) -> np.ndarray:
     if y < 0 and not dt.is_inexact(x.dtype):
         raise DTypeError("integer_pow with a negative exponent requires a floating dtype")
-    return np.power(x, y) if y >= 0 else 1 / np.power(x, -y)
+    power = _complex_power if np.iscomplexobj(x) else np.power
+    return power(x, y) if y >= 0 else 1 / power(x, -y)
 
 
 def _integer_pow_abstract(x: ShapedArray, *, y: int) -> ShapedArray:
