@@ -19,7 +19,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import kernels, segments
+from ember._src.gpu import kernels, segments, symbolic
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.pool import Pool
 from ember._src.gpu.render import compile_error
@@ -199,10 +199,14 @@ def pool() -> Pool:
 
 class WebGPUExecutable:
     """A program's kernels on the WebGPU device: ``run(list of arrays) -> list of arrays``;
-    :meth:`run_device` takes and returns device buffers."""
+    :meth:`run_device` takes and returns device buffers.
 
-    def __init__(self, prog: Program):
-        self.schedule = kernels.schedule(prog, WGSLRenderer())
+    With ``axes`` (a symbolic program's named dynamic axes) the kernels are compiled once for every
+    binding: a call takes the binding ``env``, its buffer sizes and launch grids are evaluated from
+    it, and the axis values reach the kernels in a small uniform buffer."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        self.schedule = kernels.schedule(prog, WGSLRenderer(), axes)
         self.source = "\n".join(f"// kernel {k.name}: grid {k.grid}\n{k.source}"
                                 for k in self.schedule.kernels)
         self.out_avals = prog.out_avals
@@ -211,21 +215,38 @@ class WebGPUExecutable:
             _open()
             self.pipelines = [_pipeline(k.source) for k in self.schedule.kernels]
         self._consts: dict[int, Any] = {}
+        self._size_bufs: dict[tuple, Any] = {}  # axis values -> their uniform buffer
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, env: dict | None = None) -> list:
         """Host arrays in, host arrays out (the inputs copied to the device, the outputs back)."""
         with _LOCK:
-            return self._run(args, resident=False)
+            return self._run(args, resident=False, env=env or {})
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, env: dict | None = None) -> list:
         """Arguments that are :class:`WebGPUBuffer` handles are read in place (others are copied
         to the device); the outputs are new handles, left on the device."""
         with _LOCK:
-            return self._run(args, resident=True)
+            return self._run(args, resident=True, env=env or {})
 
-    def _run(self, args: list, resident: bool) -> list:
+    def _sizes_buffer(self, env: dict) -> Any:
+        """The uniform buffer of the axis values of ``env`` (kept per binding, at most 64)."""
+        key = tuple(int(env[a]) for a in self.schedule.axes)
+        buf = self._size_bufs.get(key)
+        if buf is None:
+            dev, wgpu = _STATE["device"], _STATE["wgpu"]
+            if len(self._size_bufs) >= 64:
+                self._size_bufs.clear()
+            data = np.zeros(max(4, -(-len(key) // 4) * 4), np.int32)
+            data[:len(key)] = key
+            buf = self._size_bufs[key] = dev.create_buffer(
+                size=data.nbytes, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+            dev.queue.write_buffer(buf, 0, data)
+        return buf
+
+    def _run(self, args: list, resident: bool, env: dict) -> list:
         dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
         sch = self.schedule
+        sizes = sch.sizes(env)
         bufs: dict[int, Any] = {}
         taken = []  # pool buffers this call acquired
         for i, a in zip(sch.inputs, args):
@@ -234,7 +255,7 @@ class WebGPUExecutable:
             if isinstance(a, WebGPUBuffer):
                 bufs[i] = a.buffer
             else:
-                bufs[i] = _upload(a, sch.buffers[i].dtype, sch.buffers[i].size)
+                bufs[i] = _upload(a, sch.buffers[i].dtype, sizes[i])
                 taken.append(bufs[i])
         for i, val in sch.consts:
             if i not in self._consts:
@@ -248,35 +269,40 @@ class WebGPUExecutable:
             entries = []
             for slot, b in enumerate(k.buffers()):
                 if b.index not in bufs:
-                    bufs[b.index] = pool.acquire(b.size * 4)
+                    bufs[b.index] = pool.acquire(sizes[b.index] * 4)
                     taken.append(bufs[b.index])
                 entries.append({"binding": slot, "resource": {"buffer": bufs[b.index], "offset": 0,
-                                                             "size": max(b.size, 1) * 4}})
+                                                             "size": max(sizes[b.index], 1) * 4}})
+            if k.uses_sizes:
+                sz = self._sizes_buffer(env)
+                entries.append({"binding": len(entries),
+                                "resource": {"buffer": sz, "offset": 0, "size": sz.size}})
             cp.set_pipeline(pipe)
             cp.set_bind_group(0, dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries))
-            cp.dispatch_workgroups(*k.grid)
+            cp.dispatch_workgroups(*k.launch(env))
         cp.end()
+        out_shapes = [tuple(kernels.evaluate(d, env) for d in a.shape) for a in self.out_avals]
         if resident:
-            outs = self._device_outputs(args, bufs, taken, enc)
+            outs = self._device_outputs(args, bufs, taken, enc, out_shapes)
             dev.queue.submit([enc.finish()])
         else:
-            outs = self._host_outputs(args, bufs, enc)
+            outs = self._host_outputs(args, bufs, enc, sizes, out_shapes)
         for b in taken:
             pool.release(b)
         return outs
 
-    def _device_outputs(self, args: list, bufs: dict, taken: list, enc: Any) -> list:
+    def _device_outputs(self, args: list, bufs: dict, taken: list, enc: Any, out_shapes: list) -> list:
         """The outputs as handles: a buffer this call made is handed over; an input, a constant
         or a literal output gets its own buffer (a copy), so every handle owns a pool buffer."""
         sch, pool = self.schedule, _STATE["pool"]
         outs: list = []
         given: dict[int, WebGPUBuffer] = {}
-        for (kind, v), aval in zip(sch.outputs, self.out_avals):
-            n = max(int(np.prod(aval.shape, dtype=np.int64)), 1)
+        for (kind, v), aval, shape in zip(sch.outputs, self.out_avals, out_shapes):
+            n = max(int(np.prod(shape, dtype=np.int64)), 1)
             if kind == "input" and isinstance(args[v], WebGPUBuffer):
                 outs.append(args[v])  # immutable: the same buffer serves both arrays
             elif kind in ("input", "literal"):
-                val = args[v] if kind == "input" else np.full(aval.shape, v, aval.dtype)
+                val = args[v] if kind == "input" else np.full(shape, v, aval.dtype)
                 outs.append(WebGPUBuffer(_upload(val, aval.dtype, n), pool))
             elif v in given:
                 outs.append(given[v])
@@ -289,37 +315,37 @@ class WebGPUExecutable:
                 outs.append(given.setdefault(v, WebGPUBuffer(buf, pool)))
         return outs
 
-    def _host_outputs(self, args: list, bufs: dict, enc: Any) -> list:
+    def _host_outputs(self, args: list, bufs: dict, enc: Any, sizes: list, out_shapes: list) -> list:
         """Copy the outputs into staging buffers, submit, and read them back."""
         sch, pool, wgpu, dev = self.schedule, _STATE["pool"], _STATE["wgpu"], _STATE["device"]
         staged = []
         for kind, v in sch.outputs:
-            if kind == "buf" and sch.buffers[v].size:
-                st = pool.acquire(sch.buffers[v].size * 4, staging=True)
-                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, sch.buffers[v].size * 4)
+            if kind == "buf" and sizes[v]:
+                st = pool.acquire(sizes[v] * 4, staging=True)
+                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, sizes[v] * 4)
                 staged.append(st)
         dev.queue.submit([enc.finish()])
         outs, it = [], iter(staged)
-        for (kind, v), aval in zip(sch.outputs, self.out_avals):
+        for (kind, v), aval, shape in zip(sch.outputs, self.out_avals, out_shapes):
             if kind == "input":
                 a = args[v]
                 if isinstance(a, WebGPUBuffer):  # (the lock is held: read it here, not by download)
-                    n = int(np.prod(aval.shape, dtype=np.int64))
-                    a = _read_back(a.buffer, n, aval.dtype) if n else np.zeros(aval.shape, aval.dtype)
+                    n = int(np.prod(shape, dtype=np.int64))
+                    a = _read_back(a.buffer, n, aval.dtype) if n else np.zeros(shape, aval.dtype)
                     a = (a != 0) if aval.dtype == np.bool_ else a
-                outs.append(np.array(a, dtype=aval.dtype).reshape(aval.shape))
+                outs.append(np.array(a, dtype=aval.dtype).reshape(shape))
             elif kind == "literal":
-                outs.append(np.full(aval.shape, v, dtype=aval.dtype))
-            elif sch.buffers[v].size == 0:
-                outs.append(np.zeros(aval.shape, aval.dtype))
+                outs.append(np.full(shape, v, dtype=aval.dtype))
+            elif sizes[v] == 0:
+                outs.append(np.zeros(shape, aval.dtype))
             else:
                 st = next(it)
-                n = sch.buffers[v].size
+                n = sizes[v]
                 raw = _map_read(st, n, aval.dtype, wgpu)
                 pool.release(st)
                 TRANSFERS["device_to_host"] += 1
                 TRANSFERS["device_to_host_bytes"] += n * 4
-                outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(aval.shape))
+                outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(shape))
         return outs
 
 
@@ -353,4 +379,11 @@ def _to_device(value: np.ndarray, aval: Any) -> WebGPUBuffer:
         return WebGPUBuffer(_upload(value, aval.dtype, max(value.size, 1)), _STATE["pool"])
 
 
+def _plain(prog: Program, options: dict) -> bool:
+    """Whether the kernels compute every equation (no loop, no host segment)."""
+    return all(segments.device_computes(e) for e in prog.eqns)
+
+
 webgpu_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
+webgpu_backend.specialize = symbolic.make_specialize(  # type: ignore[attr-defined]
+    webgpu_backend, WebGPUExecutable, _plain)
