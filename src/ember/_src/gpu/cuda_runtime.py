@@ -295,20 +295,32 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.uint16) if d.itemsize == 2 else d
 
 
+def _kind(e: Any) -> str:
+    """``device`` (the kernels compute it), ``loop`` (a host-driven while/cond) or ``host``."""
+    if segments.device_computes(e):
+        return "device"
+    return "loop" if segments.device_control(e) else "host"
+
+
 def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
     and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). A
     ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
     with ``host_fallback=True`` the primitives without a device kernel run on the host."""
-    def kind(e: Any) -> str:
-        if segments.device_computes(e):
-            return "device"
-        return "loop" if segments.device_control(e) else "host"
-
-    kinds = {kind(e) for e in prog.eqns}
+    kinds = {_kind(e) for e in prog.eqns}
     if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return CUDAExecutable(prog)  # (a primitive without a kernel: the error naming it)
-    return segments.SegmentedExecutable(prog, CUDAExecutable, kind, _while, _to_host, _to_device)
+    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device)
+
+
+def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
+    """The one executable of a symbolic program (:mod:`.symbolic`), as WebGPU's."""
+    kinds = {_kind(e) for e in prog.eqns}
+    if kinds <= {"device"}:
+        return CUDAExecutable(prog, axes)
+    if "loop" in kinds or not options.get("host_fallback"):
+        return None
+    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, None, _to_host, _to_device, axes=axes)
 
 
 def _while(prog: Program) -> segments.HostDrivenWhile | segments.HostDrivenCond:
@@ -326,11 +338,5 @@ def _to_device(value: np.ndarray, aval: Any) -> CUDABuffer:
         return _upload(value, aval.dtype)
 
 
-def _plain(prog: Program, options: dict) -> bool:
-    """Whether the kernels compute every equation (no loop, no host segment)."""
-    return all(segments.device_computes(e) for e in prog.eqns)
-
-
 cuda_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
-cuda_backend.specialize = symbolic.make_specialize(  # type: ignore[attr-defined]
-    cuda_backend, CUDAExecutable, _plain)
+cuda_backend.specialize = symbolic.make_specialize(cuda_backend, _symbolic)  # type: ignore[attr-defined]

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.gpu import ops
 from ember._src.interpreter import numpy_backend
-from ember._src.program import Eqn, Literal, Program, Var
+from ember._src.program import Eqn, Literal, Program, Var, resolve_program
 
 
 def device_computes(e: Eqn) -> bool:
@@ -66,41 +67,78 @@ class SegmentedExecutable:
 
     :meth:`run_device` keeps device values on the device between device segments; a runtime
     passes ``to_host(handle, aval) -> ndarray`` and ``to_device(ndarray, aval) -> handle`` for the
-    values that cross to and from host segments."""
+    values that cross to and from host segments.
 
-    def __init__(self, prog: Program, make_device: Callable[[Program], Any],
+    With ``axes`` (a symbolic program's named dynamic axes) the device segments are built once,
+    ``make_device(program, axes)``, and every call passes the binding ``sizes``; host segments
+    (the interpreter: nothing to compile) are resolved to static programs per binding."""
+
+    def __init__(self, prog: Program, make_device: Callable[..., Any],
                  kind: Callable[[Eqn], str] | None = None, make_loop: Callable[[Program], Any] | None = None,
-                 to_host: Callable | None = None, to_device: Callable | None = None):
-        self.prog = prog
+                 to_host: Callable | None = None, to_device: Callable | None = None,
+                 axes: tuple[str, ...] = ()):
+        self.prog, self.axes = prog, tuple(axes)
         make = {"device": make_device, "loop": make_loop or numpy_backend, "host": numpy_backend}
-        self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
+        if self.axes:
+            if any(k == "loop" for k, _ in split(prog, kind)):
+                raise NotImplementedError("a device loop in a symbolic segmented program")
+            self.segments = [(k, p, make_device(p, self.axes) if k == "device" else None)
+                             for k, p in split(prog, kind)]
+        else:
+            self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
         self.source = "\n".join(getattr(exe, "source", None) or _host_text(p) for _, p, exe in self.segments)
         self.to_host, self.to_device = to_host, to_device
+        self._host_segments: dict[tuple, list] = {}  # binding -> its resolved host segments
 
-    def __call__(self, args: list) -> list:
+    def _bound(self, sizes: dict | None) -> list[tuple[Program, Any, bool]]:
+        """Each segment's (program, executable, takes the binding) under the binding ``sizes``."""
+        if not self.axes:
+            return [(p, exe, False) for _, p, exe in self.segments]
+        key = tuple(int(sizes[a]) for a in self.axes)  # type: ignore[index]
+        out = self._host_segments.get(key)
+        if out is None:
+            if len(self._host_segments) >= 64:
+                self._host_segments.clear()
+            out = []
+            for _, p, exe in self.segments:
+                if exe is None:
+                    rp = resolve_program(p, sizes)
+                    out.append((rp, numpy_backend(rp), False))
+                else:
+                    out.append((p, exe, True))
+            self._host_segments[key] = out
+        return out
+
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
         env.update(zip(self.prog.invars, args))
-        for _, p, exe in self.segments:
-            env.update(zip(p.outvars, exe([env[v] for v in p.invars])))
+        for (_, p, _), (_, exe, bound) in zip(self.segments, self._bound(sizes)):
+            vals = [env[v] for v in p.invars]
+            env.update(zip(p.outvars, exe(vals, sizes) if bound else exe(vals)))
         return [np.asarray(a.val if isinstance(a, Literal) else env[a]) for a in self.prog.outvars]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Device handles (or host arrays) in, device handles out; values cross to the host only
         for host segments."""
         if self.to_host is None or self.to_device is None:
             raise NotImplementedError("this segmented program cannot keep values on the device")
         env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
         env.update(zip(self.prog.invars, args))
-        for _, p, exe in self.segments:
+        for (_, p, _), (rp, exe, bound) in zip(self.segments, self._bound(sizes)):
             run = getattr(exe, "run_device", None)
             if run is not None:
-                env.update(zip(p.outvars, run([env[v] for v in p.invars])))
-            else:
-                vals = [self._host(env[v], v.aval) for v in p.invars]
+                ins = [env[v] for v in p.invars]
+                env.update(zip(p.outvars, run(ins, sizes) if bound else run(ins)))
+            else:  # (a resolved host segment's avals have the bound sizes)
+                vals = [self._host(env[v], rv.aval) for v, rv in zip(p.invars, rp.invars)]
                 env.update(zip(p.outvars, exe(vals)))
         outs = []
         for a in self.prog.outvars:
-            val = np.full(a.aval.shape, a.val, a.aval.dtype) if isinstance(a, Literal) else env[a]
+            if isinstance(a, Literal):
+                shape = tuple(d if isinstance(d, int) else sh.evaluate(d, sizes or {}) for d in a.aval.shape)
+                val: Any = np.full(shape, a.val, a.aval.dtype)
+            else:
+                val = env[a]
             outs.append(val if _is_handle(val) else self.to_device(np.asarray(val, a.aval.dtype), a.aval))
         return outs
 

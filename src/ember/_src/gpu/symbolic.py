@@ -46,23 +46,23 @@ class BoundRun:
         return self.exe.run_device(args, self.env)
 
 
-def make_specialize(factory: Callable[..., Any], executable: Callable[[Program, tuple], Any],
-                    plain: Callable[[Program, dict], bool]) -> Callable[..., Any]:
-    """A backend factory's ``specialize`` hook. ``executable(program, axes)`` builds the one
-    executable of a symbolic ``program`` whose equations ``plain(program, options)`` accepts;
-    other programs go to ``factory`` once per binding."""
+def make_specialize(factory: Callable[..., Any],
+                    symbolic_executable: Callable[[Program, tuple, dict], Any]) -> Callable[..., Any]:
+    """A backend factory's ``specialize`` hook. ``symbolic_executable(program, axes, options)``
+    builds the one executable of a symbolic ``program`` (called with ``(args, env)``), or returns
+    None (or raises NotImplementedError) for a program it does not take: that one goes to
+    ``factory`` once per binding."""
     built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Program -> executable | None
 
     def specialize(program: Program, env: dict[str, int], **options: Any) -> Any:
         exe = built.get(program, False)
         if exe is False:
-            exe = None
-            if plain(program, options):
-                try:
-                    exe = executable(program, program_axes(program))
-                    STATS["symbolic"] += 1
-                except NotImplementedError:
-                    exe = None  # (a primitive without a kernel raises again below, naming itself)
+            try:
+                exe = symbolic_executable(program, program_axes(program), options)
+            except NotImplementedError:
+                exe = None  # (a primitive without a kernel raises again below, naming itself)
+            if exe is not None:
+                STATS["symbolic"] += 1
             built[program] = exe
         if exe is None:
             STATS["per_binding"] += 1

@@ -349,6 +349,15 @@ class WebGPUExecutable:
         return outs
 
 
+def _kind(e: Any) -> str:
+    """``device`` (the kernels compute it), ``loop`` (a device loop) or ``host``."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
+
+    if segments.device_computes(e):
+        return "device"
+    return "loop" if webgpu_loops.device_loop(e) else "host"
+
+
 def webgpu_backend(prog: Program, **options: Any) -> Any:
     """The ``"webgpu"`` backend factory (``jit(f, backend="webgpu")``). A ``scan`` with a static
     trip count and a device body runs as preencoded dispatches, a ``while`` with device ``cond`` and
@@ -356,18 +365,24 @@ def webgpu_backend(prog: Program, **options: Any) -> Any:
     primitives without a device kernel run on the host (:mod:`.segments`)."""
     from ember._src.gpu import webgpu_loops  # (it builds on this module)
 
-    def kind(e: Any) -> str:
-        if segments.device_computes(e):
-            return "device"
-        return "loop" if webgpu_loops.device_loop(e) else "host"
-
-    kinds = [kind(e) for e in prog.eqns]
+    kinds = [_kind(e) for e in prog.eqns]
     if "host" in kinds and not options.get("host_fallback"):
         webgpu_loops.check_loop_bodies(prog.eqns[kinds.index("host")])
     if set(kinds) <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return WebGPUExecutable(prog)  # (a primitive without a kernel: the error naming it)
-    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_loops.make_loop,
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, webgpu_loops.make_loop,
                                         _to_host, _to_device)
+
+
+def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
+    """The one executable of a symbolic program (:mod:`.symbolic`): its kernels, or its device
+    and host segments with ``host_fallback=True``; None (compiled per binding) with a device loop."""
+    kinds = {_kind(e) for e in prog.eqns}
+    if kinds <= {"device"}:
+        return WebGPUExecutable(prog, axes)
+    if "loop" in kinds or not options.get("host_fallback"):
+        return None
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, None, _to_host, _to_device, axes=axes)
 
 
 def _to_host(handle: WebGPUBuffer, aval: Any) -> np.ndarray:
@@ -379,11 +394,5 @@ def _to_device(value: np.ndarray, aval: Any) -> WebGPUBuffer:
         return WebGPUBuffer(_upload(value, aval.dtype, max(value.size, 1)), _STATE["pool"])
 
 
-def _plain(prog: Program, options: dict) -> bool:
-    """Whether the kernels compute every equation (no loop, no host segment)."""
-    return all(segments.device_computes(e) for e in prog.eqns)
-
-
 webgpu_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
-webgpu_backend.specialize = symbolic.make_specialize(  # type: ignore[attr-defined]
-    webgpu_backend, WebGPUExecutable, _plain)
+webgpu_backend.specialize = symbolic.make_specialize(webgpu_backend, _symbolic)  # type: ignore[attr-defined]
