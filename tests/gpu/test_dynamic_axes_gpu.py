@@ -1,0 +1,146 @@
+"""Named dynamic axes on the GPU backends: a symbolic program is compiled once (its sizes are
+kernel arguments, its grids and buffers sized per call) and runs at every binding on WebGPU
+(executed on lavapipe where there is no GPU); the CUDA source of the same programs is compiled
+through NVRTC to PTX."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember._src import shapes as sh
+from ember._src.gpu import cuda_runtime, symbolic, webgpu
+from ember._src.gpu.device_array import DeviceArray
+from ember._src.gpu.render import dim_text
+from tests.gpu.dyn_cases import DYN_CASES
+
+_WHY = webgpu.unavailable_reason()
+needs_webgpu = pytest.mark.skipif(_WHY is not None, reason=f"no WebGPU adapter: {_WHY}")
+_NO_NVRTC = cuda_runtime.nvrtc_unavailable_reason()
+needs_nvrtc = pytest.mark.skipif(_NO_NVRTC is not None, reason=f"NVRTC unavailable: {_NO_NVRTC}")
+_IDS = [c[0] for c in DYN_CASES]
+
+
+def _pipelines() -> int:
+    return len(webgpu._STATE["pipelines"])
+
+
+def test_size_expressions_render_as_integer_arithmetic() -> None:
+    """The kernel text of a size evaluates (as Python, axes bound) to the size's value."""
+    b, s = sh.axis("b"), sh.axis("s")
+    exprs = [b, b * s, 3 * b - 2, b * s * 5 + s - 1, sh.floordiv(b + 7, 4), sh.mod(b * s + 3, 5),
+             sh.dmax(b, s), (b + 15) // 16]
+    for e in exprs:
+        text = dim_text(e, lambda name: f"env['{name}']").replace("/", "//")
+        for env in ({"b": 1, "s": 1}, {"b": 7, "s": 3}, {"b": 300, "s": 37}):
+            assert eval(text, {"env": env}) == sh.evaluate(e, env), (str(e), text, env)  # noqa: S307
+    assert dim_text(12, str) == "12"
+
+
+@needs_webgpu
+@pytest.mark.parametrize("name,f,dyn,sizes,make", DYN_CASES, ids=_IDS)
+def test_webgpu_compiles_once_for_every_binding(name, f, dyn, sizes, make) -> None:
+    g = ember.jit(f, backend="webgpu", dynamic_axes=dyn)
+    cpu = ember.jit(f)
+    before = dict(symbolic.STATS)
+    after_first = None
+    for n in sizes:
+        args = make(n)
+        got = g(*args)
+        want = np.asarray(cpu(*args))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
+        if after_first is None:
+            after_first = _pipelines()
+    assert _pipelines() == after_first  # the later bindings compiled no pipeline
+    assert symbolic.STATS["symbolic"] == before["symbolic"] + 1
+    assert symbolic.STATS["per_binding"] == before["per_binding"]
+    assert g.traces == 1
+
+
+@needs_webgpu
+def test_sizes_reach_the_kernels_through_a_uniform() -> None:
+    g = ember.jit(lambda x: jnp.sum(x, axis=0) * 2.0, backend="webgpu", dynamic_axes=(("n", None),))
+    c = g.lower(np.zeros((3, 4), np.float32))
+    src3, src9 = c.compile(n=3).as_text(), c.compile(n=9).as_text()
+    assert src3 == src9  # one source for every binding
+    assert "var<uniform> sz: Sizes" in src3 and "sz.d0" in src3
+
+
+@needs_webgpu
+def test_grad_of_a_dynamic_program_compiles_once() -> None:
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w) ** 2) / x.shape[0]
+
+    dg = ember.jit(ember.grad(loss), backend="webgpu", dynamic_axes=(None, ("n", None)))
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    before = dict(symbolic.STATS)
+    for n in (1, 6, 33):
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+        eps, fd = 1e-3, np.zeros_like(w, dtype=np.float64)  # central differences in float64
+        for i in np.ndindex(w.shape):
+            d = np.zeros_like(w, dtype=np.float64)
+            d[i] = eps
+            lo = np.sum(np.tanh(x @ (w - d)) ** 2) / n
+            hi = np.sum(np.tanh(x @ (w + d)) ** 2) / n
+            fd[i] = (hi - lo) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(dg(w, x)), fd, rtol=1e-3, atol=1e-4)
+    assert symbolic.STATS["symbolic"] == before["symbolic"] + 1 and dg.traces == 1
+
+
+@needs_webgpu
+def test_device_arrays_under_dynamic_axes_stay_on_the_device() -> None:
+    """Device inputs of different sizes run on the device with one compile; results stay there."""
+    f = ember.jit(lambda x, w: jnp.tanh(x @ w) + jnp.sum(x, axis=0)[:3], dynamic_axes=(("n", None), None))
+    wh = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    w = ember.device_put(wh, "webgpu:0")
+    before = dict(symbolic.STATS)
+    for n in (2, 7, 1):
+        xh = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+        x = ember.device_put(xh, "webgpu:0")
+        moved = dict(webgpu.TRANSFERS)
+        y = f(x, w)
+        z = f(y @ np.ones((3, 4), np.float32), w)  # chained: no host copy in between
+        assert isinstance(y, DeviceArray) and isinstance(z, DeviceArray)
+        assert y.shape == (n, 3) and z.device == y.device == ember.devices("webgpu")[0]
+        assert webgpu.TRANSFERS["device_to_host"] == moved["device_to_host"]
+        want_y = np.tanh(xh @ wh) + xh.sum(0)[:3]
+        y4 = want_y @ np.ones((3, 4), np.float32)
+        np.testing.assert_allclose(np.asarray(y), want_y, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(z), np.tanh(y4 @ wh) + y4.sum(0)[:3], rtol=1e-4, atol=1e-4)
+    assert f._device_jits["webgpu"].traces == 1  # one symbolic signature (not one per shape)
+    assert symbolic.STATS["symbolic"] == before["symbolic"] + 1
+
+
+@needs_webgpu
+def test_a_loop_with_symbolic_sizes_compiles_per_binding() -> None:
+    """Device loops are not symbolic yet: such a program is compiled once per binding (documented)."""
+    def f(x):
+        return ember.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c) + 1.0, x)
+
+    g = ember.jit(f, backend="webgpu", dynamic_axes=(("n",),))
+    before = dict(symbolic.STATS)
+    for n in (1, 4, 4):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-6)
+    assert symbolic.STATS["per_binding"] == before["per_binding"] + 2  # sizes 1 and 4
+    assert symbolic.STATS["symbolic"] == before["symbolic"]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name,f,dyn,sizes,make", DYN_CASES, ids=_IDS)
+def test_cuda_source_is_one_for_every_binding_and_compiles(name, f, dyn, sizes, make) -> None:
+    c = ember.jit(f, backend="cuda", dynamic_axes=dyn).lower(*make(sizes[1]))
+    axes = c.executable.axes
+    srcs = {c.compile(**{a: n + i for i, a in enumerate(axes)}).as_text() for n in sizes}
+    assert len(srcs) == 1  # sizes are kernel parameters, not literals
+    (src,) = srcs
+    assert "const int sz0" in src
+    for arch in ("compute_80", "compute_90"):
+        text = cuda_runtime.compile_ptx(src, arch).decode()
+        names = re.findall(r"__launch_bounds__\(\d+\) (\w+)\(", src)
+        assert names and all(f".entry {k}(" in text for k in names)
