@@ -116,17 +116,45 @@ def test_device_arrays_under_dynamic_axes_stay_on_the_device() -> None:
     assert symbolic.STATS["symbolic"] == before["symbolic"] + 1
 
 
-@needs_webgpu
-def test_a_loop_with_symbolic_sizes_compiles_per_binding() -> None:
-    """Device loops are not symbolic yet: such a program is compiled once per binding (documented)."""
-    def f(x):
-        return ember.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c) + 1.0, x)
+_LOOPS = [
+    ("fori_preencoded", lambda x: ember.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c) + jnp.sum(c) * 0.1, x),
+     "// scan: 3 steps preencoded"),
+    ("while_host_driven",
+     lambda x: ember.lax.while_loop(lambda c: jnp.sum(c) < 100.0, lambda c: c * 2.0 + 1.0, x),
+     "// while: host-driven"),
+    ("cond_host_driven", lambda x: ember.lax.cond(jnp.sum(x) > 0, lambda v: v * 2.0, lambda v: jnp.exp(v), x),
+     "// cond: host-driven"),
+]
 
+
+@needs_webgpu
+@pytest.mark.parametrize("name,f,marker", _LOOPS, ids=[c[0] for c in _LOOPS])
+def test_device_loops_with_symbolic_sizes_compile_once(name, f, marker) -> None:
     g = ember.jit(f, backend="webgpu", dynamic_axes=(("n",),))
     before = dict(symbolic.STATS)
+    after_first = None
+    for n, sign in ((1, 1.0), (4, -1.0), (300, 1.0)):
+        x = sign * np.abs(np.random.default_rng(n).standard_normal(n).astype(np.float32))
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-5)
+        after_first = after_first or _pipelines()
+    assert _pipelines() == after_first
+    assert symbolic.STATS["symbolic"] == before["symbolic"] + 1
+    assert symbolic.STATS["per_binding"] == before["per_binding"]
+    assert marker in g.lower(x).compile(n=2).as_text()
+
+
+@needs_webgpu
+def test_a_scan_over_a_named_axis_compiles_per_binding() -> None:
+    """The trip count of a scan over a named axis is only known per call: such a program is
+    compiled once per binding (documented), and runs correctly."""
+    def f(x):
+        return ember.lax.scan(lambda c, r: (c * 0.5 + r, jnp.sum(c) + r), jnp.zeros(x.shape[1]), x)[1]
+
+    g = ember.jit(f, backend="webgpu", dynamic_axes=(("n", None),))
+    before = dict(symbolic.STATS)
     for n in (1, 4, 4):
-        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
-        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-6)
+        x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-5)
     assert symbolic.STATS["per_binding"] == before["per_binding"] + 2  # sizes 1 and 4
     assert symbolic.STATS["symbolic"] == before["symbolic"]
 
@@ -144,3 +172,17 @@ def test_cuda_source_is_one_for_every_binding_and_compiles(name, f, dyn, sizes, 
         text = cuda_runtime.compile_ptx(src, arch).decode()
         names = re.findall(r"__launch_bounds__\(\d+\) (\w+)\(", src)
         assert names and all(f".entry {k}(" in text for k in names)
+
+
+@needs_nvrtc
+def test_cuda_symbolic_while_programs_compile() -> None:
+    """A host-driven while under a named axis: its cond and body are built once, the axis a kernel
+    parameter, and compile to PTX."""
+    f = _LOOPS[1][1]
+    c = ember.jit(f, backend="cuda", dynamic_axes=(("n",),)).lower(np.ones(3, np.float32))
+    run = c.specialize(n=3).run
+    assert c.specialize(n=7).run.exe is run.exe  # one executable for every binding
+    (loop,) = [e for k, _, e in run.exe.segments if k == "loop"]
+    assert "const int sz0" in loop.cond.source
+    for arch in ("compute_80", "compute_90"):
+        assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)

@@ -318,14 +318,14 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
     kinds = {_kind(e) for e in prog.eqns}
     if kinds <= {"device"}:
         return CUDAExecutable(prog, axes)
-    if "loop" in kinds or not options.get("host_fallback"):
+    if "host" in kinds and not options.get("host_fallback"):
         return None
-    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, None, _to_host, _to_device, axes=axes)
+    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device, axes=axes)
 
 
-def _while(prog: Program) -> segments.HostDrivenWhile | segments.HostDrivenCond:
+def _while(prog: Program, axes: tuple[str, ...] = ()) -> segments.HostDrivenWhile | segments.HostDrivenCond:
     driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
-    return driven(prog, CUDAExecutable, CUDABuffer, _to_device)
+    return driven(prog, CUDAExecutable, CUDABuffer, _to_device, axes)
 
 
 def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:

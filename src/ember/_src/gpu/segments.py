@@ -80,9 +80,10 @@ class SegmentedExecutable:
         self.prog, self.axes = prog, tuple(axes)
         make = {"device": make_device, "loop": make_loop or numpy_backend, "host": numpy_backend}
         if self.axes:
-            if any(k == "loop" for k, _ in split(prog, kind)):
-                raise NotImplementedError("a device loop in a symbolic segmented program")
-            self.segments = [(k, p, make_device(p, self.axes) if k == "device" else None)
+            if make_loop is None and any(k == "loop" for k, _ in split(prog, kind)):
+                raise NotImplementedError("a loop without a device executable in a symbolic program")
+            make_sym = {"device": make_device, "loop": make_loop}
+            self.segments = [(k, p, make_sym[k](p, self.axes) if k in make_sym else None)
                              for k, p in split(prog, kind)]
         else:
             self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
@@ -135,8 +136,7 @@ class SegmentedExecutable:
         outs = []
         for a in self.prog.outvars:
             if isinstance(a, Literal):
-                shape = tuple(d if isinstance(d, int) else sh.evaluate(d, sizes or {}) for d in a.aval.shape)
-                val: Any = np.full(shape, a.val, a.aval.dtype)
+                val: Any = np.full(bound_shape(a.aval.shape, sizes), a.val, a.aval.dtype)
             else:
                 val = env[a]
             outs.append(val if _is_handle(val) else self.to_device(np.asarray(val, a.aval.dtype), a.aval))
@@ -170,12 +170,19 @@ def device_control(e: Eqn) -> bool:
     return device_while(e) or device_cond(e)
 
 
-def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_device: Callable) -> list:
+def bound_shape(shape: Any, sizes: dict | None) -> tuple:
+    """``shape`` with its symbolic dims evaluated under the binding ``sizes``."""
+    return tuple(d if isinstance(d, int) else sh.evaluate(d, sizes or {}) for d in shape)
+
+
+def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_device: Callable,
+                     sizes: dict | None = None) -> list:
     """``e``'s operands as device handles: handles in place, host values (and literals) copied."""
     pos = {v: i for i, v in enumerate(prog.invars)}
     ins = []
     for x in e.inputs:
-        a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+        a = np.full(bound_shape(x.aval.shape, sizes), x.val, x.aval.dtype) if isinstance(x, Literal) \
+            else args[pos[x]]
         ins.append(a if isinstance(a, handle_type) else to_device(np.asarray(a, x.aval.dtype), x.aval))
     return ins
 
@@ -183,23 +190,25 @@ def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_de
 class HostDrivenCond:
     """A program of one device ``cond`` equation: its index is read back from the device (4 bytes;
     a host value is used as it is), clamped into range, and that branch's program runs on the
-    device over the operands' buffers. ``make``, ``handle_type`` and ``to_device`` as for
+    device over the operands' buffers. ``make``, ``handle_type``, ``to_device`` and ``axes`` as for
     :class:`HostDrivenWhile`."""
 
-    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
-                 to_device: Callable):
+    def __init__(self, prog: Program, make: Callable[..., Any], handle_type: type,
+                 to_device: Callable, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
         self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
-        self.branches = [make(b) for b in e.params["branches"]]
+        self.axes = tuple(axes)
+        self.branches = [make(b, self.axes) if self.axes else make(b) for b in e.params["branches"]]
         self.out_avals = prog.out_avals
         self.source = "// cond: host-driven, the index read back, the branch on the device\n" + "\n".join(
             f"// branch {i}\n{b.source}" for i, b in enumerate(self.branches))
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+        return [h.download(bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Handles are read in place (host values go to the device once); the outputs stay there."""
         e = self.eqn
         index, operands = e.inputs[0], e.inputs[1:]
@@ -210,8 +219,9 @@ class HostDrivenCond:
             i = int(a.download((), index.aval.dtype) if isinstance(a, self.handle_type) else np.asarray(a))
         i = min(max(i, 0), len(self.branches) - 1)
         sub = Eqn(e.prim, operands, e.params, e.outvars)
-        ins = _device_operands(sub, self.prog, args, self.handle_type, self.to_device)
-        out = dict(zip(e.outvars, self.branches[i].run_device(ins)))
+        ins = _device_operands(sub, self.prog, args, self.handle_type, self.to_device, sizes)
+        branch = self.branches[i]
+        out = dict(zip(e.outvars, branch.run_device(ins, sizes) if self.axes else branch.run_device(ins)))
         return [out[v] for v in self.prog.outvars]
 
 
@@ -220,30 +230,35 @@ class HostDrivenWhile:
     program runs on the device and its one boolean is read back, then the ``body`` program runs on
     the device; the carries never leave it. ``make(program)`` builds a device executable (with
     ``run_device``), ``handle_type`` is the runtime's buffer handle, ``to_device(ndarray, aval)``
-    makes one."""
+    makes one. With ``axes`` (named dynamic axes) the programs are built once,
+    ``make(program, axes)``, and each call passes the binding ``sizes`` on to them."""
 
-    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
-                 to_device: Callable):
+    def __init__(self, prog: Program, make: Callable[..., Any], handle_type: type,
+                 to_device: Callable, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
         self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
+        self.axes = tuple(axes)
         self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
-        self.cond, self.body = make(e.params["cond"]), make(e.params["body"])
+        build = (lambda p: make(p, self.axes)) if self.axes else make
+        self.cond, self.body = build(e.params["cond"]), build(e.params["body"])
         self.out_avals = prog.out_avals
         self.source = ("// while: host-driven, cond and body on the device, one boolean read per step\n"
                        f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+        return [h.download(bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Handles are read in place (host values go to the device once); the outputs stay there."""
-        ins = _device_operands(self.eqn, self.prog, args, self.handle_type, self.to_device)
+        ins = _device_operands(self.eqn, self.prog, args, self.handle_type, self.to_device, sizes)
         cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
+        extra = (sizes,) if self.axes else ()
         while True:
-            (p,) = self.cond.run_device(cconsts + carry)
+            (p,) = self.cond.run_device(cconsts + carry, *extra)
             if not p.download((), np.dtype(np.bool_)):
                 break
-            carry = self.body.run_device(bconsts + carry)
+            carry = self.body.run_device(bconsts + carry, *extra)
         out = dict(zip(self.eqn.outvars, carry))
         return [out[v] for v in self.prog.outvars]

@@ -197,6 +197,23 @@ def pool() -> Pool:
         return _STATE["pool"]
 
 
+def sizes_uniform(cache: dict, axes: tuple[str, ...], env: dict) -> Any:
+    """The uniform buffer of the axis values of ``env`` (kept in ``cache`` per binding, at most
+    64; the caller holds the lock). A kernel that reads a size binds it after its storage buffers."""
+    key = tuple(int(env[a]) for a in axes)
+    buf = cache.get(key)
+    if buf is None:
+        dev, wgpu = _STATE["device"], _STATE["wgpu"]
+        if len(cache) >= 64:
+            cache.clear()
+        data = np.zeros(max(4, -(-len(key) // 4) * 4), np.int32)
+        data[:len(key)] = key
+        buf = cache[key] = dev.create_buffer(size=data.nbytes,
+                                             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        dev.queue.write_buffer(buf, 0, data)
+    return buf
+
+
 class WebGPUExecutable:
     """A program's kernels on the WebGPU device: ``run(list of arrays) -> list of arrays``;
     :meth:`run_device` takes and returns device buffers.
@@ -229,19 +246,7 @@ class WebGPUExecutable:
             return self._run(args, resident=True, env=env or {})
 
     def _sizes_buffer(self, env: dict) -> Any:
-        """The uniform buffer of the axis values of ``env`` (kept per binding, at most 64)."""
-        key = tuple(int(env[a]) for a in self.schedule.axes)
-        buf = self._size_bufs.get(key)
-        if buf is None:
-            dev, wgpu = _STATE["device"], _STATE["wgpu"]
-            if len(self._size_bufs) >= 64:
-                self._size_bufs.clear()
-            data = np.zeros(max(4, -(-len(key) // 4) * 4), np.int32)
-            data[:len(key)] = key
-            buf = self._size_bufs[key] = dev.create_buffer(
-                size=data.nbytes, usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-            dev.queue.write_buffer(buf, 0, data)
-        return buf
+        return sizes_uniform(self._size_bufs, self.schedule.axes, env)
 
     def _run(self, args: list, resident: bool, env: dict) -> list:
         dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
@@ -376,13 +381,16 @@ def webgpu_backend(prog: Program, **options: Any) -> Any:
 
 def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
     """The one executable of a symbolic program (:mod:`.symbolic`): its kernels, or its device
-    and host segments with ``host_fallback=True``; None (compiled per binding) with a device loop."""
+    segments and loops (host segments with ``host_fallback=True``); None: compiled per binding."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
+
     kinds = {_kind(e) for e in prog.eqns}
     if kinds <= {"device"}:
         return WebGPUExecutable(prog, axes)
-    if "loop" in kinds or not options.get("host_fallback"):
-        return None
-    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, None, _to_host, _to_device, axes=axes)
+    if "host" in kinds and not options.get("host_fallback"):
+        return None  # (compiled per binding: a scan over a named axis, or the error naming a primitive)
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, webgpu_loops.make_loop, _to_host,
+                                        _to_device, axes=axes)
 
 
 def _to_host(handle: WebGPUBuffer, aval: Any) -> np.ndarray:
