@@ -15,7 +15,6 @@ compile for each new size).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -52,10 +51,11 @@ def make_specialize(factory: Callable[..., Any],
     builds the one executable of a symbolic ``program`` (called with ``(args, env)``), or returns
     None (or raises NotImplementedError) for a program it does not take: that one goes to
     ``factory`` once per binding."""
-    built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Program -> executable | None
-
     def specialize(program: Program, env: dict[str, int], **options: Any) -> Any:
-        exe = built.get(program, False)
+        # kept on the Program (an executable may hold its program: a cycle the collector frees)
+        built = program.__dict__.setdefault("_gpu_symbolic", {})
+        key = (factory, repr(sorted(options.items())))
+        exe = built.get(key, False)
         if exe is False:
             try:
                 exe = symbolic_executable(program, program_axes(program), options)
@@ -63,7 +63,7 @@ def make_specialize(factory: Callable[..., Any],
                 exe = None  # (a primitive without a kernel raises again below, naming itself)
             if exe is not None:
                 STATS["symbolic"] += 1
-            built[program] = exe
+            built[key] = exe
         if exe is None:
             STATS["per_binding"] += 1
             return factory(resolve_program(program, env), **options)
