@@ -186,3 +186,45 @@ def test_cuda_symbolic_while_programs_compile() -> None:
     assert "const int sz0" in loop.cond.source
     for arch in ("compute_80", "compute_90"):
         assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)
+
+
+# a reduction of few rows over a symbolic length is split in a fixed 64 parts (a static program
+# picks its parts from the sizes): those programs are checked by the next test instead
+_SPLIT = {"sum_dynamic_axis", "whole_sum_parts", "mean_dim_as_value", "transpose", "softmax_dynamic_axis",
+          "softmax_static_rows"}
+_SAME = [c for c in DYN_CASES if c[0] not in _SPLIT]
+
+
+@pytest.mark.parametrize("name,f,dyn,sizes,make", _SAME, ids=[c[0] for c in _SAME])
+def test_grids_and_buffer_sizes_match_the_static_schedule(name, f, dyn, sizes, make) -> None:
+    """Per binding, the symbolic schedule's launch grids and buffer sizes are those of the static
+    program resolved to that binding (the CUDA renderer: no device needed)."""
+    from ember._src.gpu import kernels
+    from ember._src.gpu.cuda import CUDARenderer
+    from ember._src.program import resolve_program
+
+    c = ember.jit(f, dynamic_axes=dyn).lower(*make(sizes[1]))
+    prog, axes = c.program, c.executable.axes
+    sym = kernels.schedule(prog, CUDARenderer(), axes)
+    for n in sizes:
+        env = {a: n + i for i, a in enumerate(axes)}
+        static = kernels.schedule(resolve_program(prog, env), CUDARenderer())
+        assert [k.name for k in sym.kernels] == [k.name for k in static.kernels]
+        assert [k.launch(env) for k in sym.kernels] == [k.launch({}) for k in static.kernels]
+        assert sym.sizes(env) == static.sizes({})
+
+
+def test_a_symbolic_length_reduction_is_split_in_parts() -> None:
+    """Few rows, a symbolic reduced length: 64 parts of ceil(n / 64) elements, then a second pass."""
+    from ember._src.gpu import kernels
+    from ember._src.gpu.cuda import CUDARenderer
+
+    c = ember.jit(lambda x: jnp.sum(x), dynamic_axes=(("n",),)).lower(np.ones(10, np.float32))
+    sch = kernels.schedule(c.program, CUDARenderer(), ("n",))
+    first, second = sch.kernels
+    for n in (1, 100, 70000):
+        env = {"n": n}
+        assert first.launch(env) == (64, 1, 1) and second.launch(env) == (1, 1, 1)
+        assert sch.sizes(env)[first.out.index] == 64 and sch.sizes(env)[second.out.index] == 1
+        assert sch.sizes(env)[sch.inputs[0]] == n
+    assert "((63 + sz0) / 64)" in first.source  # the chunk, an expression of the axis
