@@ -188,8 +188,8 @@ def test_cuda_symbolic_while_programs_compile() -> None:
         assert b".entry" in loop.cond.ptx(arch) and b".entry" in loop.body.ptx(arch)
 
 
-# a reduction of few rows over a symbolic length is split in a fixed 64 parts (a static program
-# picks its parts from the sizes): those programs are checked by the next test instead
+# a reduction of few rows over a symbolic length always has a second pass over its parts (a
+# static program has one only where it splits): those programs are checked by the next test instead
 _SPLIT = {"sum_dynamic_axis", "whole_sum_parts", "mean_dim_as_value", "transpose", "softmax_dynamic_axis",
           "softmax_static_rows"}
 _SAME = [c for c in DYN_CASES if c[0] not in _SPLIT]
@@ -215,16 +215,25 @@ def test_grids_and_buffer_sizes_match_the_static_schedule(name, f, dyn, sizes, m
 
 
 def test_a_symbolic_length_reduction_is_split_in_parts() -> None:
-    """Few rows, a symbolic reduced length: 64 parts of ceil(n / 64) elements, then a second pass."""
+    """Few rows, a symbolic reduced length: ceil(n / PART) parts of PART elements, then a second
+    pass over the parts (both counted per call)."""
     from ember._src.gpu import kernels
     from ember._src.gpu.cuda import CUDARenderer
 
     c = ember.jit(lambda x: jnp.sum(x), dynamic_axes=(("n",),)).lower(np.ones(10, np.float32))
     sch = kernels.schedule(c.program, CUDARenderer(), ("n",))
     first, second = sch.kernels
-    for n in (1, 100, 70000):
+    for n, parts in ((1, 1), (4096, 1), (4097, 2), (70000, 18)):
         env = {"n": n}
-        assert first.launch(env) == (64, 1, 1) and second.launch(env) == (1, 1, 1)
-        assert sch.sizes(env)[first.out.index] == 64 and sch.sizes(env)[second.out.index] == 1
+        assert first.launch(env) == (parts, 1, 1) and second.launch(env) == (1, 1, 1)
+        assert sch.sizes(env)[first.out.index] == parts and sch.sizes(env)[second.out.index] == 1
         assert sch.sizes(env)[sch.inputs[0]] == n
-    assert "((63 + sz0) / 64)" in first.source  # the chunk, an expression of the axis
+    assert "((4095 + sz0) / 4096)" in first.source  # the part count, an expression of the axis
+
+
+@needs_webgpu
+def test_a_long_symbolic_reduction_in_parts_runs() -> None:
+    g = ember.jit(lambda x: jnp.sum(x, axis=1), backend="webgpu", dynamic_axes=((None, "n"),))
+    for n in (1, 5000, 9000):
+        x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(g(x)), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)

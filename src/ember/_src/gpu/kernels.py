@@ -486,14 +486,14 @@ class _Scheduler:
         dt = x.aval.dtype if arg else v.aval.dtype
         if isinstance(rows, sh.DimExpr) or arg:
             parts = 1
-        elif isinstance(count, sh.DimExpr):  # few rows, a reduced length known per call: fixed parts
-            parts = 1 if rows >= 64 else 64
+        elif isinstance(count, sh.DimExpr):  # few rows, a length known per call: parts of PART elements
+            parts = 1 if rows >= 64 else (count + PART - 1) // PART
         else:
             parts = 1 if rows >= 64 or count <= PART else min(-(-count // PART), 1024)
-        chunk = (count + parts - 1) // parts
+        chunk = PART if isinstance(parts, sh.DimExpr) else (count + parts - 1) // parts
         out = self.new_buffer(v.aval.dtype, rows * parts)
         k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts), groups=rows * parts,
-                   info={"rows": self.dim(rows), "count": self.dim(count), "parts": parts,
+                   info={"rows": self.dim(rows), "count": self.dim(count), "parts": self.dim(parts),
                          "chunk": self.dim(chunk), "groups": self.dim(rows * parts), "combine": combine,
                          "dtype": dt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
@@ -510,14 +510,14 @@ class _Scheduler:
         val = em.value(x, full)
         k.info["head"] = head
         self._finish(k, reads, lambda: self.lang.reduce_kernel(k, em.lines, val))
-        if parts > 1:  # second pass over the partial results
+        if isinstance(parts, sh.DimExpr) or parts > 1:  # second pass over the partial results
             part_out = out
             out = self.new_buffer(dt, rows)
             k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows), groups=rows,
-                        info={"rows": self.dim(rows), "count": str(parts), "parts": 1, "chunk": str(parts),
-                              "groups": self.dim(rows), "combine": combine, "dtype": dt, "out_dtype": dt,
-                              "head": []})
-            load = self.lang.load("in0", "row * " + str(parts) + " + j", dt)
+                        info={"rows": self.dim(rows), "count": self.dim(parts), "parts": 1,
+                              "chunk": self.dim(parts), "groups": self.dim(rows), "combine": combine,
+                              "dtype": dt, "out_dtype": dt, "head": []})
+            load = self.lang.load("in0", f"row * {self.dim(parts)} + j", dt)
             self._finish(k2, {part_out.index: "in0"}, lambda: self.lang.reduce_kernel(k2, [], load))
         self.bufs[v] = out
 
