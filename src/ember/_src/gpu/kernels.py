@@ -391,6 +391,10 @@ class _Scheduler:
         self.uses_sizes = True
         return dim_text(d, lambda name: self.lang.axis(self.axes.index(name)))
 
+    def _int_or_text(self, d: Any) -> Any:
+        """A static size as an int (as the static schedule reports it), a symbolic one as text."""
+        return self.dim(d) if isinstance(d, sh.DimExpr) else int(d)
+
     def resolve(self, a: Any) -> Any:
         while isinstance(a, Var) and a in self.alias:
             a = self.alias[a]
@@ -493,7 +497,7 @@ class _Scheduler:
         chunk = PART if isinstance(parts, sh.DimExpr) else (count + parts - 1) // parts
         out = self.new_buffer(v.aval.dtype, rows * parts)
         k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts), groups=rows * parts,
-                   info={"rows": self.dim(rows), "count": self.dim(count), "parts": self.dim(parts),
+                   info={"rows": self.dim(rows), "count": self.dim(count), "parts": self._int_or_text(parts),
                          "chunk": self.dim(chunk), "groups": self.dim(rows * parts), "combine": combine,
                          "dtype": dt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
