@@ -150,13 +150,16 @@ def test_a_scan_over_a_named_axis_compiles_per_binding() -> None:
     def f(x):
         return ember.lax.scan(lambda c, r: (c * 0.5 + r, jnp.sum(c) + r), jnp.zeros(x.shape[1]), x)[1]
 
-    g = ember.jit(f, backend="webgpu", dynamic_axes=(("n", None),))
-    before = dict(symbolic.STATS)
-    for n in (1, 4, 4):
-        x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
-        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-5)
-    assert symbolic.STATS["per_binding"] == before["per_binding"] + 2  # sizes 1 and 4
-    assert symbolic.STATS["symbolic"] == before["symbolic"]
+    for options in ({}, {"host_fallback": True}):
+        g = ember.jit(f, backend="webgpu", dynamic_axes=(("n", None),), **options)
+        before = dict(symbolic.STATS)
+        for n in (1, 4, 4):
+            x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+            np.testing.assert_allclose(np.asarray(g(x)), np.asarray(ember.jit(f)(x)), rtol=1e-5, atol=1e-5)
+        assert symbolic.STATS["per_binding"] == before["per_binding"] + 2  # sizes 1 and 4
+        assert symbolic.STATS["symbolic"] == before["symbolic"]
+        # the binding's program runs the scan on the device (preencoded), not on the host
+        assert "// scan: 4 steps preencoded" in g.lower(x).compile(n=4).as_text()
 
 
 @needs_nvrtc

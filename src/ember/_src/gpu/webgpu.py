@@ -389,6 +389,8 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
         return WebGPUExecutable(prog, axes)
     if "host" in kinds and not options.get("host_fallback"):
         return None  # (compiled per binding: a scan over a named axis, or the error naming a primitive)
+    if any(e.prim.name == "scan" and not isinstance(e.params["length"], int) for e in prog.eqns):
+        return None  # a scan over a named axis: per binding, its trip count static, on the device
     return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, webgpu_loops.make_loop, _to_host,
                                         _to_device, axes=axes)
 
