@@ -9,7 +9,7 @@ import pytest
 import ember
 from ember._src import flags
 from ember._src.devices import Device
-from ember._src.gpu import cuda_runtime, webgpu
+from ember._src.gpu import cuda_runtime, symbolic, webgpu
 
 torch = pytest.importorskip("torch")
 import ember.torch  # noqa: E402
@@ -59,7 +59,7 @@ def test_mlp_session_on_webgpu_matches_torch(tmp_path):
 @needs_webgpu
 def test_gpt2_session_on_webgpu_two_lengths_one_trace():
     """A small GPT-2 with a dynamic sequence: the importer's index checks run on the host, the rest
-    on the device; logits within float32 of torch's at two lengths."""
+    on the device; logits within float32 of torch's at three lengths, compiled once."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=50, n_positions=32)
@@ -78,12 +78,19 @@ def test_gpt2_session_on_webgpu_two_lengths_one_trace():
     imported = ember.torch.import_module(w, kwargs={"input_ids": ids},
                                          dynamic_axes={"input_ids": (None, "seq")})
     s = ember.InferenceSession(imported, device="webgpu")
-    for n in (6, 11):
+    before = dict(symbolic.STATS)
+    for n in (6, 11, 1):
         ids = torch.randint(0, 50, (1, n))
         got = next(iter(s.run({"input_ids": ids.numpy()}).values()))
         with torch.no_grad():
             np.testing.assert_allclose(got, w(ids).numpy(), rtol=1e-4, atol=1e-5)
+        if n == 6:
+            compiled = len(webgpu._STATE["pipelines"])
     assert s.cache_info()["traces"] == 1
+    # one compile for every length: the device segments' kernels take the length at run time
+    assert symbolic.STATS["symbolic"] == before["symbolic"] + 1
+    assert symbolic.STATS["per_binding"] == before["per_binding"]
+    assert len(webgpu._STATE["pipelines"]) == compiled
     # a bad index still raises (on the host), naming the input's position
     with pytest.raises(IndexError, match="out of range"):
         s.run({"input_ids": np.array([[1, 2, 99]], np.int32)})

@@ -169,13 +169,17 @@ def test_missing_wgpu_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
         webgpu._STATE.update(saved)
 
 
-def test_named_dynamic_axes_compile_per_binding() -> None:
-    """A symbolic program runs on the device: jit binds the axis and lowers one static program per size."""
+def test_named_dynamic_axes_compile_once() -> None:
+    """A symbolic program runs on the device, its kernels compiled once for every size of the axis
+    (more in test_dynamic_axes_gpu.py)."""
     g = ember.jit(lambda x: jnp.sum(jnp.tanh(x), axis=0), backend="webgpu", dynamic_axes=(("b", None),))
     for n in (3, 5):
         x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
         want = np.tanh(x.astype(np.float64)).sum(0)
         np.testing.assert_allclose(np.asarray(g(x)), want, rtol=1e-5, atol=1e-6)
+        if n == 3:
+            compiled = len(webgpu._STATE["pipelines"])
+    assert len(webgpu._STATE["pipelines"]) == compiled
 
 
 def _with_host_parts(x, w):  # noqa: ANN001, ANN202

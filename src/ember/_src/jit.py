@@ -254,6 +254,7 @@ class JitFunction:
         self.static_argnums = tuple(sorted(set(nums)))
         self.static_argnames = tuple(names)
         self._label = f"jit({getattr(fun, '__name__', type(fun).__name__)})"
+        self.dynamic_axes = dynamic_axes  # as given (a device call's inner jit takes it too)
         self._dynamic = None if dynamic_axes is None else \
             dyn.DynamicAxes(dynamic_axes, self._sig, self._label)
         if isinstance(dynamic_axes, dict):

@@ -134,7 +134,12 @@ class CUDARenderer(BaseRenderer):
     def _params(self, k: Kernel) -> str:
         ps = [f"const {self._storage(b.dtype)}* __restrict__ in{i}" for i, b in enumerate(k.inputs)]
         ps.append(f"{self._storage(k.out.dtype)}* __restrict__ out")
+        if k.uses_sizes:  # the named axes' values of this call, after the buffers
+            ps += [f"const int sz{a}" for a in range(k.info["naxes"])]
         return ", ".join(ps)
+
+    def axis(self, i: int) -> str:
+        return f"sz{i}"
 
     def _head(self, k: Kernel, threads: int) -> str:
         return f'extern "C" __global__ void __launch_bounds__({threads}) {k.name}({self._params(k)}) {{'
@@ -156,7 +161,7 @@ class CUDARenderer(BaseRenderer):
         return (f"{self._head(k, WG)}\n"
                 f"  __shared__ {t} sh[{WG}];\n"
                 "  const int g = (int)(blockIdx.x + blockIdx.y * gridDim.x);\n"
-                f"  if (g >= {i['rows'] * i['parts']}) return;\n"
+                f"  if (g >= {i['groups']}) return;\n"
                 "  const int lid = (int)threadIdx.x;\n"
                 f"  const int row = g / {i['parts']};\n  const int part = g % {i['parts']};\n  {head}\n"
                 f"  {t} acc = {self.identity(i['combine'], i['dtype'])};\n"

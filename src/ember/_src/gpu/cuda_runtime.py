@@ -20,7 +20,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import kernels, segments
+from ember._src.gpu import kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.render import compile_error
@@ -219,10 +219,14 @@ def memory_stats() -> dict[str, int]:
 
 
 class CUDAExecutable:
-    """A program's kernels as CUDA C (:attr:`source`); calling it runs them on CUDA device 0."""
+    """A program's kernels as CUDA C (:attr:`source`); calling it runs them on CUDA device 0.
 
-    def __init__(self, prog: Program):
-        self.schedule = kernels.schedule(prog, CUDARenderer())
+    With ``axes`` (a symbolic program's named dynamic axes) the module is compiled once for every
+    binding: a call takes the binding ``env``, allocates its buffers and computes its grids from it,
+    and passes the axis values to the kernels as ``int`` parameters after the buffers."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        self.schedule = kernels.schedule(prog, CUDARenderer(), axes)
         from ember._src.gpu.cuda import PRELUDE
 
         self.source = PRELUDE + "\n".join(k.source for k in self.schedule.kernels)
@@ -233,20 +237,24 @@ class CUDAExecutable:
         """The program's PTX for ``arch`` (NVRTC; no device needed)."""
         return compile_ptx(self.source, arch)
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, env: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        outs = self.run_device(args)
-        return [o.download(a.shape, a.dtype) for o, a in zip(outs, self.out_avals)]
+        env = env or {}
+        outs = self.run_device(args, env)
+        return [o.download(tuple(kernels.evaluate(d, env) for d in a.shape), a.dtype)
+                for o, a in zip(outs, self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, env: dict | None = None) -> list:
         """:class:`CUDABuffer` arguments are read in place (others copied to the device); the
         outputs are new buffers left on the device."""
         with _LOCK:
             drv = _open()
-            return self._run(drv, args)
+            return self._run(drv, args, env or {})
 
-    def _run(self, drv: Any, args: list) -> list:  # runs only where a CUDA device exists
+    def _run(self, drv: Any, args: list, env: dict) -> list:  # runs only where a CUDA device exists
         sch = self.schedule
+        sizes = sch.sizes(env)
+        axis_values = [np.array([int(env[a])], dtype=np.int32) for a in sch.axes]
         if self._functions is None:
             mod = _check(drv.cuModuleLoadData(self.ptx(_STATE["arch"])), "cuModuleLoadData")
             self._functions = [_check(drv.cuModuleGetFunction(mod, k.name.encode()), "cuModuleGetFunction")
@@ -259,20 +267,24 @@ class CUDAExecutable:
             held[i] = _upload(val, sch.buffers[i].dtype)
         for b in sch.buffers:
             if b.index not in held:
-                held[b.index] = CUDABuffer(_alloc(b.size * _storage_dtype(b.dtype).itemsize),
-                                           max(b.size * _storage_dtype(b.dtype).itemsize, 1))
+                nbytes = sizes[b.index] * _storage_dtype(b.dtype).itemsize
+                held[b.index] = CUDABuffer(_alloc(nbytes), max(nbytes, 1))
         for k, fn in zip(sch.kernels, self._functions):
             vals = [np.array([int(held[b.index].ptr)], dtype=np.uint64) for b in k.buffers()]
+            if k.uses_sizes:
+                vals += axis_values
             params = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
             block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
-            _check(drv.cuLaunchKernel(fn, *k.grid, *block, 0, 0, params.ctypes.data, 0), "cuLaunchKernel")
+            _check(drv.cuLaunchKernel(fn, *k.launch(env), *block, 0, 0, params.ctypes.data, 0),
+                   "cuLaunchKernel")
         outs = []
         for (kind, v), aval in zip(sch.outputs, self.out_avals):
             if kind == "input":
                 a = args[v]
                 outs.append(a if isinstance(a, CUDABuffer) else _upload(a, aval.dtype))
             elif kind == "literal":
-                outs.append(_upload(np.full(aval.shape, v, aval.dtype), aval.dtype))
+                shape = tuple(kernels.evaluate(d, env) for d in aval.shape)
+                outs.append(_upload(np.full(shape, v, aval.dtype), aval.dtype))
             else:
                 outs.append(held[v])  # the rest die with `held`: their finalizers free them
         return outs
@@ -283,25 +295,37 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.uint16) if d.itemsize == 2 else d
 
 
+def _kind(e: Any) -> str:
+    """``device`` (the kernels compute it), ``loop`` (a host-driven while/cond) or ``host``."""
+    if segments.device_computes(e):
+        return "device"
+    return "loop" if segments.device_control(e) else "host"
+
+
 def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
     and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). A
     ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
     with ``host_fallback=True`` the primitives without a device kernel run on the host."""
-    def kind(e: Any) -> str:
-        if segments.device_computes(e):
-            return "device"
-        return "loop" if segments.device_control(e) else "host"
-
-    kinds = {kind(e) for e in prog.eqns}
+    kinds = {_kind(e) for e in prog.eqns}
     if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return CUDAExecutable(prog)  # (a primitive without a kernel: the error naming it)
-    return segments.SegmentedExecutable(prog, CUDAExecutable, kind, _while, _to_host, _to_device)
+    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device)
 
 
-def _while(prog: Program) -> segments.HostDrivenWhile | segments.HostDrivenCond:
+def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
+    """The one executable of a symbolic program (:mod:`.symbolic`), as WebGPU's."""
+    kinds = {_kind(e) for e in prog.eqns}
+    if kinds <= {"device"}:
+        return CUDAExecutable(prog, axes)
+    if "host" in kinds and not options.get("host_fallback"):
+        return None
+    return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device, axes=axes)
+
+
+def _while(prog: Program, axes: tuple[str, ...] = ()) -> segments.HostDrivenWhile | segments.HostDrivenCond:
     driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
-    return driven(prog, CUDAExecutable, CUDABuffer, _to_device)
+    return driven(prog, CUDAExecutable, CUDABuffer, _to_device, axes)
 
 
 def _to_host(handle: CUDABuffer, aval: Any) -> np.ndarray:
@@ -315,3 +339,4 @@ def _to_device(value: np.ndarray, aval: Any) -> CUDABuffer:
 
 
 cuda_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
+cuda_backend.specialize = symbolic.make_specialize(cuda_backend, _symbolic)  # type: ignore[attr-defined]

@@ -18,18 +18,25 @@
   grid's third axis.
 
 Anything else raises :class:`NotImplementedError` naming the primitive and the device.
+
+**Symbolic sizes.** A program with named dynamic axes is scheduled once: every size that is a
+:class:`~ember._src.shapes.DimExpr` is rendered as an expression over the axis values, which a
+kernel reads at run time (:meth:`Renderer.axis`: a uniform in WGSL, kernel parameters in CUDA).
+Buffer sizes (:attr:`Buffer.size`) and launch grids (:meth:`Kernel.launch`) stay size expressions
+that the runtime evaluates per call from the bound axes (:func:`evaluate`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.gpu import ops
+from ember._src.gpu.render import dim_text
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
 
@@ -55,6 +62,7 @@ class Renderer(Protocol):
     def map_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
     def reduce_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
     def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str: ...
+    def axis(self, i: int) -> str: ...
 
 
 @dataclass
@@ -63,7 +71,7 @@ class Buffer:
 
     index: int
     dtype: np.dtype
-    size: int  # elements
+    size: Any  # elements: an int, or a size expression of the program's axes
 
 
 @dataclass
@@ -74,12 +82,25 @@ class Kernel:
     kind: str  # map | reduce | matmul
     out: Buffer
     inputs: list[Buffer] = field(default_factory=list)
-    grid: tuple[int, int, int] = (1, 1, 1)
+    grid: tuple = (1, 1, 1)  # workgroups per axis (size expressions under dynamic axes)
     info: dict = field(default_factory=dict)  # sizes the renderer's skeleton needs
     source: str = ""
+    groups: Any = None  # map/reduce: the workgroup count, folded into ``grid`` (x at most 65535)
 
     def buffers(self) -> list[Buffer]:
         return [*self.inputs, self.out]
+
+    @property
+    def uses_sizes(self) -> bool:
+        """Whether the kernel reads the axis values (a symbolic size in its source)."""
+        return bool(self.info.get("uses_sizes"))
+
+    def launch(self, env: dict[str, int]) -> tuple[int, int, int]:
+        """The launch grid under the axis binding ``env``."""
+        if self.groups is not None:
+            return _grid(evaluate(self.groups, env))
+        gx, gy, gz = (max(evaluate(g, env), 1) for g in self.grid)
+        return gx, gy, gz
 
 
 @dataclass
@@ -91,6 +112,16 @@ class Schedule:
     inputs: list[int | None]  # buffer of each program input (None: unused)
     consts: list[tuple[int, np.ndarray]]  # constant buffers and their values
     outputs: list[tuple[str, Any]]  # ("buf", index) | ("input", position) | ("literal", value)
+    axes: tuple[str, ...] = ()  # the named axes the kernels read, in the order of their values
+
+    def sizes(self, env: dict[str, int]) -> list[int]:
+        """Every buffer's element count under the axis binding ``env``."""
+        return [evaluate(b.size, env) for b in self.buffers]
+
+
+def evaluate(d: Any, env: dict[str, int]) -> int:
+    """A size (an int or a size expression) under the axis binding ``env``."""
+    return int(d) if not isinstance(d, sh.DimExpr) else sh.evaluate(d, env)
 
 
 def _unsupported(name: str, device: str, why: str = "") -> NotImplementedError:
@@ -100,14 +131,17 @@ def _unsupported(name: str, device: str, why: str = "") -> NotImplementedError:
                                "host_fallback=True to jit to run such primitives on the host")
 
 
-def _grid(groups: int) -> tuple[int, int, int]:
-    """A launch grid of ``groups`` workgroups (at most 65535 along x)."""
+def _grid(groups: Any) -> tuple:
+    """A launch grid of ``groups`` workgroups (at most 65535 along x); a size expression as is."""
+    if isinstance(groups, sh.DimExpr):
+        return (groups, 1, 1)
     gx = min(max(groups, 1), 65535)
     return gx, -(-max(groups, 1) // gx), 1
 
 
-def strides(shape: Sequence[int]) -> list[int]:
-    out, s = [], 1
+def strides(shape: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    s: Any = 1
     for d in reversed(shape):
         out.append(s)
         s *= d
@@ -139,20 +173,25 @@ class Emitter:
             self.cache[key] = t
         return self.cache[key]
 
-    def ravel(self, idx: Sequence[str], shape: Sequence[int]) -> str:
-        terms = [i if st == 1 else f"{i} * {st}" for i, st, d in zip(idx, strides(shape), shape)
+    def dim(self, d: Any) -> str:
+        """A size as kernel text (an expression over the axis values when symbolic)."""
+        return self.s.dim(d)
+
+    def ravel(self, idx: Sequence[str], shape: Sequence[Any]) -> str:
+        terms = [i if st == 1 else f"{i} * {self.dim(st)}" for i, st, d in zip(idx, strides(shape), shape)
                  if d != 1 and i != "0"]
         return self.index(" + ".join(terms) if terms else "0")
 
-    def unravel(self, flat: str, shape: Sequence[int]) -> list[str]:
+    def unravel(self, flat: str, shape: Sequence[Any]) -> list[str]:
         out = []
+        total = sh.size(shape)
         for st, d in zip(strides(shape), shape):
             if d == 1:
                 out.append("0")
                 continue
-            e = flat if st == 1 else f"({flat} / {st})"
-            if st * d < math.prod(shape):
-                e = f"({e} % {d})"
+            e = flat if st == 1 else f"({flat} / {self.dim(st)})"
+            if st * d != total:  # (not the outermost dim: st * d < total)
+                e = f"({e} % {self.dim(d)})"
             out.append(self.index(e))
         return out
 
@@ -197,11 +236,11 @@ class Emitter:
             return self.value(x, src)
         if name == "slice":
             st = p.get("strides") or (1,) * len(idx)
-            return self.value(x, [self.index(f"{s0} + {i} * {k}") if (s0 or k != 1) else i
+            return self.value(x, [self.index(f"{self.dim(s0)} + {i} * {k}") if (s0 != 0 or k != 1) else i
                                   for i, s0, k in zip(idx, p["start_indices"], st)])
         if name == "rev":
             dims = set(p["dimensions"])
-            return self.value(x, [self.index(f"{d - 1} - {i}") if j in dims else i
+            return self.value(x, [self.index(f"{self.dim(d - 1)} - {i}") if j in dims else i
                                   for j, (i, d) in enumerate(zip(idx, out.shape))])
         if name == "iota":
             return self.lang.convert(idx[p["dimension"]], np.dtype(np.int32), out.dtype)
@@ -211,6 +250,8 @@ class Emitter:
             return self._concatenate(e.inputs, p["dimension"], idx)
         if name == "take":
             return self._take(x, e.inputs[1], p["axis"], p["mode"], idx)
+        if name == "dim_as_value":
+            return self.lang.convert(self.dim(p["dim"]), np.dtype(np.int32), out.dtype)
         args = [self.value(a, idx) for a in e.inputs]
         dts = [a.aval.dtype for a in e.inputs]
         if name == "select_n":
@@ -225,21 +266,23 @@ class Emitter:
             return self._ipow(args[0], int(p["y"]), out.dtype)
         return self.lang.op(name, args, dts, out.dtype, p)
 
-    def _clamp(self, i: str, n: int) -> str:
-        return self.index(f"max(0, min({i}, {n - 1}))")
+    def _clamp(self, i: str, n: Any) -> str:
+        return self.index(f"max(0, min({i}, {self.dim(n - 1)}))")
 
     def _pad(self, x: Any, pad_value: Any, config: Sequence, idx: Sequence[str]) -> str:
         """``pad``: the operand where the output index maps onto one of its elements (edges may be
         negative, interior padding strides), else the padding value."""
         conds, src = [], []
         for i, (lo, hi, interior), n in zip(idx, config, x.aval.shape):
+            if isinstance(lo, sh.DimExpr) or isinstance(hi, sh.DimExpr) or isinstance(interior, sh.DimExpr):
+                raise NotImplementedError("pad with symbolic padding")
             s = i if lo == 0 else self.index(f"{i} - {lo}" if lo > 0 else f"{i} + {-lo}")
             if interior:
                 q = self.index(f"{s} / {interior + 1}")
-                conds += [f"{s} >= 0", f"({s} % {interior + 1}) == 0", f"{q} < {n}"]
+                conds += [f"{s} >= 0", f"({s} % {interior + 1}) == 0", f"{q} < {self.dim(n)}"]
                 src.append(self._clamp(q, n))
             elif lo > 0 or hi > 0:
-                conds += [f"{s} >= 0", f"{s} < {n}"]
+                conds += [f"{s} >= 0", f"{s} < {self.dim(n)}"]
                 src.append(self._clamp(s, n))
             else:
                 src.append(s)
@@ -251,7 +294,8 @@ class Emitter:
     def _concatenate(self, operands: Sequence[Any], dim: int, idx: Sequence[str]) -> str:
         """``concatenate``: the operand whose range along ``dim`` holds the index (each read at a
         clamped index, then selected)."""
-        offs, off = [], 0
+        offs: list[Any] = []
+        off: Any = 0
         for a in operands:
             offs.append(off)
             off += a.aval.shape[dim]
@@ -259,9 +303,9 @@ class Emitter:
         for a, o in reversed(list(zip(operands, offs))):
             n = a.aval.shape[dim]
             src = list(idx)
-            src[dim] = self._clamp(self.index(f"{idx[dim]} - {o}") if o else idx[dim], n)
+            src[dim] = self._clamp(self.index(f"{idx[dim]} - {self.dim(o)}") if o != 0 else idx[dim], n)
             v = self.value(a, src)
-            r = v if r is None else self.lang.select(f"({idx[dim]} < {o + n})", r, v)
+            r = v if r is None else self.lang.select(f"({idx[dim]} < {self.dim(o + n)})", r, v)
         return r
 
     def _take(self, x: Any, ind: Any, axis: int, mode: str, idx: Sequence[str]) -> str:
@@ -276,7 +320,7 @@ class Emitter:
         v = self.value(x, [*idx[:axis], self._clamp(i, n), *idx[axis + nd:]])
         if mode == "clip":
             return v
-        return self.lang.select(f"({i} >= 0 && {i} < {n})", fill, v)
+        return self.lang.select(f"({i} >= 0 && {i} < {self.dim(n)})", fill, v)
 
     def _ipow(self, x: str, y: int, dtype: np.dtype) -> str:
         one = self.lang.literal(1, dtype)
@@ -327,14 +371,29 @@ def _flatten(prog: Program) -> tuple[list[Eqn], dict, list[tuple[Var, Any]]]:
 
 
 class _Scheduler:
-    def __init__(self, prog: Program, lang: Renderer):
-        self.prog, self.lang = prog, lang
+    def __init__(self, prog: Program, lang: Renderer, axes: Sequence[str] = ()):
+        self.prog, self.lang, self.axes = prog, lang, tuple(axes)
+        self.uses_sizes = False  # the kernel being scheduled reads an axis value
         self.eqns, self.alias, consts = _flatten(prog)
         self.producer = {v: e for e in self.eqns for v in e.outvars}
         self.bufs: dict[Var, Buffer] = {}
         self.buffers: list[Buffer] = []
         self.kernels: list[Kernel] = []
         self.consts = [(self._buf(v).index, np.asarray(c)) for v, c in consts]
+
+    def dim(self, d: Any) -> str:
+        """A size as kernel text: a literal, or an expression over the axis values."""
+        if not isinstance(d, sh.DimExpr):
+            return str(int(d))
+        missing = d.axes() - set(self.axes)
+        if missing:
+            raise NotImplementedError(f"size {d} names axes {sorted(missing)} the schedule was not given")
+        self.uses_sizes = True
+        return dim_text(d, lambda name: self.lang.axis(self.axes.index(name)))
+
+    def _int_or_text(self, d: Any) -> Any:
+        """A static size as an int (as the static schedule reports it), a symbolic one as text."""
+        return self.dim(d) if isinstance(d, sh.DimExpr) else int(d)
 
     def resolve(self, a: Any) -> Any:
         while isinstance(a, Var) and a in self.alias:
@@ -345,10 +404,10 @@ class _Scheduler:
         b = self.bufs.get(v)
         if b is None:
             self.lang.check_dtype(v.aval.dtype, "a value")
-            b = self.bufs[v] = self.new_buffer(v.aval.dtype, math.prod(v.aval.shape))
+            b = self.bufs[v] = self.new_buffer(v.aval.dtype, sh.size(v.aval.shape))
         return b
 
-    def new_buffer(self, dtype: np.dtype, size: int) -> Buffer:
+    def new_buffer(self, dtype: np.dtype, size: Any) -> Buffer:
         b = Buffer(len(self.buffers), np.dtype(dtype), size)
         self.buffers.append(b)
         return b
@@ -385,7 +444,7 @@ class _Scheduler:
             if v in want and v not in self.bufs:
                 self._kernel(e, v)
         outs = [("buf", self.bufs[o].index) if k == "var" else (k, o) for k, o in outputs]
-        return Schedule(self.kernels, self.buffers, [b.index for b in inputs], self.consts, outs)
+        return Schedule(self.kernels, self.buffers, [b.index for b in inputs], self.consts, outs, self.axes)
 
     def _kernel(self, e: Eqn, v: Var) -> None:
         name = e.prim.name
@@ -398,13 +457,18 @@ class _Scheduler:
 
     def _finish(self, k: Kernel, reads: dict[int, str], render: Callable[[], str]) -> None:
         k.inputs = [self.buffers[i] for i in reads]
+        k.info["uses_sizes"], k.info["naxes"] = self.uses_sizes, len(self.axes)
         k.source = render()
         self.kernels.append(k)
+        self.uses_sizes = False
 
     def _map(self, v: Var) -> None:
-        n = math.prod(v.aval.shape)
+        self.uses_sizes = False
+        n = sh.size(v.aval.shape)
         out = self.new_buffer(v.aval.dtype, n)
-        k = Kernel(f"map{len(self.kernels)}", "map", out, grid=_grid(-(-n // WG)), info={"n": n})
+        groups = (n + WG - 1) // WG
+        k = Kernel(f"map{len(self.kernels)}", "map", out, grid=_grid(groups), info={"n": self.dim(n)},
+                   groups=groups)
         reads: dict[int, str] = {}
         em = Emitter(self, self.lang, "t", reads)
         idx = em.unravel("gi", v.aval.shape)
@@ -413,6 +477,7 @@ class _Scheduler:
         self._finish(k, reads, lambda: self.lang.map_kernel(k, em.lines, val))
 
     def _reduce(self, e: Eqn, v: Var) -> None:
+        self.uses_sizes = False
         x = e.inputs[0]
         combine = ops.REDUCTIONS[e.prim.name]
         arg = combine in ("argmax", "argmin")  # carries (value, index); one pass
@@ -420,14 +485,20 @@ class _Scheduler:
         axes = tuple(sorted(a % max(len(x.aval.shape), 1) for a in raw_axes))
         shape = x.aval.shape
         kept = [d for d in range(len(shape)) if d not in axes]
-        rows = math.prod(shape[d] for d in kept)
-        count = math.prod(shape[d] for d in axes)
+        rows = sh.size([shape[d] for d in kept])
+        count = sh.size([shape[d] for d in axes])
         dt = x.aval.dtype if arg else v.aval.dtype
-        parts = 1 if rows >= 64 or count <= PART or arg else min(-(-count // PART), 1024)
-        chunk = -(-count // parts)
+        if isinstance(rows, sh.DimExpr) or arg:
+            parts = 1
+        elif isinstance(count, sh.DimExpr):  # few rows, a length known per call: parts of PART elements
+            parts = 1 if rows >= 64 else (count + PART - 1) // PART
+        else:
+            parts = 1 if rows >= 64 or count <= PART else min(-(-count // PART), 1024)
+        chunk = PART if isinstance(parts, sh.DimExpr) else (count + parts - 1) // parts
         out = self.new_buffer(v.aval.dtype, rows * parts)
-        k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts),
-                   info={"rows": rows, "count": count, "parts": parts, "chunk": chunk, "combine": combine,
+        k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts), groups=rows * parts,
+                   info={"rows": self.dim(rows), "count": self.dim(count), "parts": self._int_or_text(parts),
+                         "chunk": self.dim(chunk), "groups": self.dim(rows * parts), "combine": combine,
                          "dtype": dt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
         em = Emitter(self, self.lang, "t", reads)
@@ -443,30 +514,33 @@ class _Scheduler:
         val = em.value(x, full)
         k.info["head"] = head
         self._finish(k, reads, lambda: self.lang.reduce_kernel(k, em.lines, val))
-        if parts > 1:  # second pass over the partial results
+        if isinstance(parts, sh.DimExpr) or parts > 1:  # second pass over the partial results
             part_out = out
             out = self.new_buffer(dt, rows)
-            k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows),
-                        info={"rows": rows, "count": parts, "parts": 1, "chunk": parts, "combine": combine,
+            k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows), groups=rows,
+                        info={"rows": self.dim(rows), "count": self.dim(parts), "parts": 1,
+                              "chunk": self.dim(parts), "groups": self.dim(rows), "combine": combine,
                               "dtype": dt, "out_dtype": dt, "head": []})
-            load = self.lang.load("in0", "row * " + str(parts) + " + j", dt)
+            load = self.lang.load("in0", f"row * {self.dim(parts)} + j", dt)
             self._finish(k2, {part_out.index: "in0"}, lambda: self.lang.reduce_kernel(k2, [], load))
         self.bufs[v] = out
 
     def _matmul(self, e: Eqn, v: Var) -> None:
+        self.uses_sizes = False
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
         a, b = e.inputs
         ash, bsh = a.aval.shape, b.aval.shape
         lf = [d for d in range(len(ash)) if d not in lc and d not in lb]
         rf = [d for d in range(len(bsh)) if d not in rc and d not in rb]
-        B = math.prod(ash[d] for d in lb)
-        M = math.prod(ash[d] for d in lf)
-        N = math.prod(bsh[d] for d in rf)
-        K = math.prod(ash[d] for d in lc)
+        B = sh.size([ash[d] for d in lb])
+        M = sh.size([ash[d] for d in lf])
+        N = sh.size([bsh[d] for d in rf])
+        K = sh.size([ash[d] for d in lc])
         dt = v.aval.dtype
         out = self.new_buffer(dt, B * M * N)
-        k = Kernel(f"matmul{len(self.kernels)}", "matmul", out, grid=(-(-N // TILE), -(-M // TILE), B),
-                   info={"B": B, "M": M, "N": N, "K": K, "dtype": dt})
+        grid = ((N + TILE - 1) // TILE, (M + TILE - 1) // TILE, B)
+        k = Kernel(f"matmul{len(self.kernels)}", "matmul", out, grid=grid,
+                   info={"B": self.dim(B), "M": self.dim(M), "N": self.dim(N), "K": self.dim(K), "dtype": dt})
         reads: dict[int, str] = {}
 
         def operand(x: Any, batch: Sequence[int], free: Sequence[int], contract: Sequence[int],
@@ -490,7 +564,8 @@ def p_sharded(e: Eqn) -> bool:
     return e.params.get("sharding") is not None
 
 
-def schedule(prog: Program, lang: Renderer) -> Schedule:
+def schedule(prog: Program, lang: Renderer, axes: Sequence[str] = ()) -> Schedule:
     """The device kernels of ``prog`` rendered by ``lang`` (raises NotImplementedError for a
-    primitive or dtype the device does not compute)."""
-    return _Scheduler(prog, lang).run()
+    primitive or dtype the device does not compute). ``axes`` names the dynamic axes of a symbolic
+    program: its sizes become expressions over their values, read by the kernels at run time."""
+    return _Scheduler(prog, lang, axes).run()

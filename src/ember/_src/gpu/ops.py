@@ -55,6 +55,8 @@ REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "re
               "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
 #: calls whose sub-program is spliced into the caller -> the parameter holding it
 INLINED = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
+#: a named axis's size as a value (read from the kernel's size arguments)
+SIZES = frozenset({"dim_as_value"})
 #: matrix products (a tiled kernel with workgroup memory)
 CONTRACTIONS = frozenset({"dot_general"})
 
@@ -62,4 +64,4 @@ CONTRACTIONS = frozenset({"dot_general"})
 def supported(name: str) -> bool:
     """Whether the GPU kernels compute primitive ``name``."""
     return (name in OPS or name in MOVEMENT or name in IDENTITY or name in REDUCTIONS or name in INLINED
-            or name in CONTRACTIONS)
+            or name in CONTRACTIONS or name in SIZES)

@@ -8,7 +8,7 @@ new elementwise primitive needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,35 @@ class BaseRenderer:
 
     def literal(self, value: Any, dtype: np.dtype) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def dim_text(d: Any, axis: Callable[[str], str]) -> str:
+    """A size expression (:class:`~ember._src.shapes.DimExpr`) as 32-bit integer kernel text, the
+    value of each named axis given by ``axis(name)``. Sizes are never negative, so ``floordiv`` and
+    ``mod`` are the language's ``/`` and ``%``."""
+    def atom(a: Any) -> str:
+        if a.kind == "var":
+            return axis(a.args[0])
+        if a.kind == "ceil_sqrt":
+            raise NotImplementedError("the size ceil_sqrt(...) has no kernel form")
+        x, y = (dim_text(v, axis) for v in a.args)
+        if a.kind == "floordiv":
+            return f"({x} / {y})"
+        if a.kind == "mod":
+            return f"({x} % {y})"
+        return f"max({x}, {y})"
+
+    if not hasattr(d, "terms"):
+        return str(int(d))
+    parts = []
+    for mono, c in d.terms:
+        factors = [atom(a) for a, p in mono for _ in range(p)]
+        if not factors:
+            parts.append(str(c))
+            continue
+        body = " * ".join(factors)
+        parts.append(body if c == 1 else f"-{body}" if c == -1 else f"{c} * {body}")
+    return "(" + " + ".join(parts).replace("+ -", "- ") + ")"
 
 
 def is_float(d: np.dtype) -> bool:

@@ -70,22 +70,23 @@ def jit_call(jf: Any, args: tuple, kwargs: dict, leaves: list) -> Any:
     inner = jf.__dict__.setdefault("_device_jits", {}).get(backend)
     if inner is None:
         inner = jf._device_jits[backend] = JitFunction(
-            jf.fun, jf.static_argnums, jf.static_argnames, backend, **jf.options)
+            jf.fun, jf.static_argnums, jf.static_argnames, backend,
+            dynamic_axes=getattr(jf, "dynamic_axes", None), **jf.options)
     c = inner.lower(*args, **kwargs)
     exe = c.executable
-    if c.symbolic:
-        raise NotImplementedError(f"{jf._label}: named dynamic axes with device arrays are not supported "
-                                  "yet; call it with host arrays (it then runs with host copies) or without "
-                                  "dynamic_axes")
     flat = inner._flatten(args, kwargs)[0]
+    out_avals = c.out_avals
+    if c.symbolic:  # named dynamic axes: bind them from the leaves' shapes (no copy of a device array)
+        spec = exe.specialization(exe.env_from_shapes([np.shape(x) for x in flat]))
+        exe, out_avals = spec.run, spec.out_avals
     run = getattr(exe, "run_device", None)
     if run is None:  # a host-fallback program: its segments copy between host and device anyway
         outs = exe([np.asarray(x) for x in flat])
         put = RUNTIMES[backend][0]
-        arrays = [put(np.asarray(o, a.dtype), a.weak_type) for o, a in zip(outs, c.out_avals)]
+        arrays = [put(np.asarray(o, a.dtype), a.weak_type) for o, a in zip(outs, out_avals)]
     else:
         handles = run([_arg_for(x, backend) for x in flat])
-        arrays = [DeviceArray(h, a) for h, a in zip(handles, c.out_avals)]
+        arrays = [DeviceArray(h, a) for h, a in zip(handles, out_avals)]
     return tu.unflatten(c.out_tree, arrays)
 
 

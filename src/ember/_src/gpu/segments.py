@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from ember._src import shapes as sh
 from ember._src.gpu import ops
 from ember._src.interpreter import numpy_backend
-from ember._src.program import Eqn, Literal, Program, Var
+from ember._src.program import Eqn, Literal, Program, Var, resolve_program
 
 
 def device_computes(e: Eqn) -> bool:
@@ -66,41 +67,78 @@ class SegmentedExecutable:
 
     :meth:`run_device` keeps device values on the device between device segments; a runtime
     passes ``to_host(handle, aval) -> ndarray`` and ``to_device(ndarray, aval) -> handle`` for the
-    values that cross to and from host segments."""
+    values that cross to and from host segments.
 
-    def __init__(self, prog: Program, make_device: Callable[[Program], Any],
+    With ``axes`` (a symbolic program's named dynamic axes) the device segments are built once,
+    ``make_device(program, axes)``, and every call passes the binding ``sizes``; host segments
+    (the interpreter: nothing to compile) are resolved to static programs per binding."""
+
+    def __init__(self, prog: Program, make_device: Callable[..., Any],
                  kind: Callable[[Eqn], str] | None = None, make_loop: Callable[[Program], Any] | None = None,
-                 to_host: Callable | None = None, to_device: Callable | None = None):
-        self.prog = prog
+                 to_host: Callable | None = None, to_device: Callable | None = None,
+                 axes: tuple[str, ...] = ()):
+        self.prog, self.axes = prog, tuple(axes)
         make = {"device": make_device, "loop": make_loop or numpy_backend, "host": numpy_backend}
-        self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
+        if self.axes:
+            if make_loop is None and any(k == "loop" for k, _ in split(prog, kind)):
+                raise NotImplementedError("a loop without a device executable in a symbolic program")
+            make_sym = {"device": make_device, "loop": make_loop}
+            self.segments = [(k, p, make_sym[k](p, self.axes) if k in make_sym else None)
+                             for k, p in split(prog, kind)]
+        else:
+            self.segments = [(k, p, make[k](p)) for k, p in split(prog, kind)]
         self.source = "\n".join(getattr(exe, "source", None) or _host_text(p) for _, p, exe in self.segments)
         self.to_host, self.to_device = to_host, to_device
+        self._host_segments: dict[tuple, list] = {}  # binding -> its resolved host segments
 
-    def __call__(self, args: list) -> list:
+    def _bound(self, sizes: dict | None) -> list[tuple[Program, Any, bool]]:
+        """Each segment's (program, executable, takes the binding) under the binding ``sizes``."""
+        if not self.axes:
+            return [(p, exe, False) for _, p, exe in self.segments]
+        key = tuple(int(sizes[a]) for a in self.axes)  # type: ignore[index]
+        out = self._host_segments.get(key)
+        if out is None:
+            if len(self._host_segments) >= 64:
+                self._host_segments.clear()
+            out = []
+            for _, p, exe in self.segments:
+                if exe is None:
+                    rp = resolve_program(p, sizes)
+                    out.append((rp, numpy_backend(rp), False))
+                else:
+                    out.append((p, exe, True))
+            self._host_segments[key] = out
+        return out
+
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
         env.update(zip(self.prog.invars, args))
-        for _, p, exe in self.segments:
-            env.update(zip(p.outvars, exe([env[v] for v in p.invars])))
+        for (_, p, _), (_, exe, bound) in zip(self.segments, self._bound(sizes)):
+            vals = [env[v] for v in p.invars]
+            env.update(zip(p.outvars, exe(vals, sizes) if bound else exe(vals)))
         return [np.asarray(a.val if isinstance(a, Literal) else env[a]) for a in self.prog.outvars]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Device handles (or host arrays) in, device handles out; values cross to the host only
         for host segments."""
         if self.to_host is None or self.to_device is None:
             raise NotImplementedError("this segmented program cannot keep values on the device")
         env: dict[Var, Any] = dict(zip(self.prog.constvars, self.prog.consts))
         env.update(zip(self.prog.invars, args))
-        for _, p, exe in self.segments:
+        for (_, p, _), (rp, exe, bound) in zip(self.segments, self._bound(sizes)):
             run = getattr(exe, "run_device", None)
             if run is not None:
-                env.update(zip(p.outvars, run([env[v] for v in p.invars])))
-            else:
-                vals = [self._host(env[v], v.aval) for v in p.invars]
+                ins = [env[v] for v in p.invars]
+                env.update(zip(p.outvars, run(ins, sizes) if bound else run(ins)))
+            else:  # (a resolved host segment's avals have the bound sizes)
+                vals = [self._host(env[v], rv.aval) for v, rv in zip(p.invars, rp.invars)]
                 env.update(zip(p.outvars, exe(vals)))
         outs = []
         for a in self.prog.outvars:
-            val = np.full(a.aval.shape, a.val, a.aval.dtype) if isinstance(a, Literal) else env[a]
+            if isinstance(a, Literal):
+                val: Any = np.full(bound_shape(a.aval.shape, sizes), a.val, a.aval.dtype)
+            else:
+                val = env[a]
             outs.append(val if _is_handle(val) else self.to_device(np.asarray(val, a.aval.dtype), a.aval))
         return outs
 
@@ -132,12 +170,19 @@ def device_control(e: Eqn) -> bool:
     return device_while(e) or device_cond(e)
 
 
-def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_device: Callable) -> list:
+def bound_shape(shape: Any, sizes: dict | None) -> tuple:
+    """``shape`` with its symbolic dims evaluated under the binding ``sizes``."""
+    return tuple(d if isinstance(d, int) else sh.evaluate(d, sizes or {}) for d in shape)
+
+
+def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_device: Callable,
+                     sizes: dict | None = None) -> list:
     """``e``'s operands as device handles: handles in place, host values (and literals) copied."""
     pos = {v: i for i, v in enumerate(prog.invars)}
     ins = []
     for x in e.inputs:
-        a = np.full(x.aval.shape, x.val, x.aval.dtype) if isinstance(x, Literal) else args[pos[x]]
+        a = np.full(bound_shape(x.aval.shape, sizes), x.val, x.aval.dtype) if isinstance(x, Literal) \
+            else args[pos[x]]
         ins.append(a if isinstance(a, handle_type) else to_device(np.asarray(a, x.aval.dtype), x.aval))
     return ins
 
@@ -145,23 +190,25 @@ def _device_operands(e: Eqn, prog: Program, args: list, handle_type: type, to_de
 class HostDrivenCond:
     """A program of one device ``cond`` equation: its index is read back from the device (4 bytes;
     a host value is used as it is), clamped into range, and that branch's program runs on the
-    device over the operands' buffers. ``make``, ``handle_type`` and ``to_device`` as for
+    device over the operands' buffers. ``make``, ``handle_type``, ``to_device`` and ``axes`` as for
     :class:`HostDrivenWhile`."""
 
-    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
-                 to_device: Callable):
+    def __init__(self, prog: Program, make: Callable[..., Any], handle_type: type,
+                 to_device: Callable, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
         self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
-        self.branches = [make(b) for b in e.params["branches"]]
+        self.axes = tuple(axes)
+        self.branches = [make(b, self.axes) if self.axes else make(b) for b in e.params["branches"]]
         self.out_avals = prog.out_avals
         self.source = "// cond: host-driven, the index read back, the branch on the device\n" + "\n".join(
             f"// branch {i}\n{b.source}" for i, b in enumerate(self.branches))
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+        return [h.download(bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Handles are read in place (host values go to the device once); the outputs stay there."""
         e = self.eqn
         index, operands = e.inputs[0], e.inputs[1:]
@@ -172,8 +219,9 @@ class HostDrivenCond:
             i = int(a.download((), index.aval.dtype) if isinstance(a, self.handle_type) else np.asarray(a))
         i = min(max(i, 0), len(self.branches) - 1)
         sub = Eqn(e.prim, operands, e.params, e.outvars)
-        ins = _device_operands(sub, self.prog, args, self.handle_type, self.to_device)
-        out = dict(zip(e.outvars, self.branches[i].run_device(ins)))
+        ins = _device_operands(sub, self.prog, args, self.handle_type, self.to_device, sizes)
+        branch = self.branches[i]
+        out = dict(zip(e.outvars, branch.run_device(ins, sizes) if self.axes else branch.run_device(ins)))
         return [out[v] for v in self.prog.outvars]
 
 
@@ -182,30 +230,35 @@ class HostDrivenWhile:
     program runs on the device and its one boolean is read back, then the ``body`` program runs on
     the device; the carries never leave it. ``make(program)`` builds a device executable (with
     ``run_device``), ``handle_type`` is the runtime's buffer handle, ``to_device(ndarray, aval)``
-    makes one."""
+    makes one. With ``axes`` (named dynamic axes) the programs are built once,
+    ``make(program, axes)``, and each call passes the binding ``sizes`` on to them."""
 
-    def __init__(self, prog: Program, make: Callable[[Program], Any], handle_type: type,
-                 to_device: Callable):
+    def __init__(self, prog: Program, make: Callable[..., Any], handle_type: type,
+                 to_device: Callable, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
         self.prog, self.eqn, self.handle_type, self.to_device = prog, e, handle_type, to_device
+        self.axes = tuple(axes)
         self.nc, self.nb = e.params["cond_nconsts"], e.params["body_nconsts"]
-        self.cond, self.body = make(e.params["cond"]), make(e.params["body"])
+        build = (lambda p: make(p, self.axes)) if self.axes else make
+        self.cond, self.body = build(e.params["cond"]), build(e.params["body"])
         self.out_avals = prog.out_avals
         self.source = ("// while: host-driven, cond and body on the device, one boolean read per step\n"
                        f"// cond\n{self.cond.source}\n// body\n{self.body.source}")
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        return [h.download(a.shape, a.dtype) for h, a in zip(self.run_device(args), self.out_avals)]
+        return [h.download(bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """Handles are read in place (host values go to the device once); the outputs stay there."""
-        ins = _device_operands(self.eqn, self.prog, args, self.handle_type, self.to_device)
+        ins = _device_operands(self.eqn, self.prog, args, self.handle_type, self.to_device, sizes)
         cconsts, bconsts, carry = ins[:self.nc], ins[self.nc:self.nc + self.nb], ins[self.nc + self.nb:]
+        extra = (sizes,) if self.axes else ()
         while True:
-            (p,) = self.cond.run_device(cconsts + carry)
+            (p,) = self.cond.run_device(cconsts + carry, *extra)
             if not p.download((), np.dtype(np.bool_)):
                 break
-            carry = self.body.run_device(bconsts + carry)
+            carry = self.body.run_device(bconsts + carry, *extra)
         out = dict(zip(self.eqn.outvars, carry))
         return [out[v] for v in self.prog.outvars]

@@ -19,7 +19,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import kernels, segments
+from ember._src.gpu import kernels, segments, symbolic
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.pool import Pool
 from ember._src.gpu.render import compile_error
@@ -197,12 +197,33 @@ def pool() -> Pool:
         return _STATE["pool"]
 
 
+def sizes_uniform(cache: dict, axes: tuple[str, ...], env: dict) -> Any:
+    """The uniform buffer of the axis values of ``env`` (kept in ``cache`` per binding, at most
+    64; the caller holds the lock). A kernel that reads a size binds it after its storage buffers."""
+    key = tuple(int(env[a]) for a in axes)
+    buf = cache.get(key)
+    if buf is None:
+        dev, wgpu = _STATE["device"], _STATE["wgpu"]
+        if len(cache) >= 64:
+            cache.clear()
+        data = np.zeros(max(4, -(-len(key) // 4) * 4), np.int32)
+        data[:len(key)] = key
+        buf = cache[key] = dev.create_buffer(size=data.nbytes,
+                                             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        dev.queue.write_buffer(buf, 0, data)
+    return buf
+
+
 class WebGPUExecutable:
     """A program's kernels on the WebGPU device: ``run(list of arrays) -> list of arrays``;
-    :meth:`run_device` takes and returns device buffers."""
+    :meth:`run_device` takes and returns device buffers.
 
-    def __init__(self, prog: Program):
-        self.schedule = kernels.schedule(prog, WGSLRenderer())
+    With ``axes`` (a symbolic program's named dynamic axes) the kernels are compiled once for every
+    binding: a call takes the binding ``env``, its buffer sizes and launch grids are evaluated from
+    it, and the axis values reach the kernels in a small uniform buffer."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        self.schedule = kernels.schedule(prog, WGSLRenderer(), axes)
         self.source = "\n".join(f"// kernel {k.name}: grid {k.grid}\n{k.source}"
                                 for k in self.schedule.kernels)
         self.out_avals = prog.out_avals
@@ -211,21 +232,26 @@ class WebGPUExecutable:
             _open()
             self.pipelines = [_pipeline(k.source) for k in self.schedule.kernels]
         self._consts: dict[int, Any] = {}
+        self._size_bufs: dict[tuple, Any] = {}  # axis values -> their uniform buffer
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, env: dict | None = None) -> list:
         """Host arrays in, host arrays out (the inputs copied to the device, the outputs back)."""
         with _LOCK:
-            return self._run(args, resident=False)
+            return self._run(args, resident=False, env=env or {})
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, env: dict | None = None) -> list:
         """Arguments that are :class:`WebGPUBuffer` handles are read in place (others are copied
         to the device); the outputs are new handles, left on the device."""
         with _LOCK:
-            return self._run(args, resident=True)
+            return self._run(args, resident=True, env=env or {})
 
-    def _run(self, args: list, resident: bool) -> list:
+    def _sizes_buffer(self, env: dict) -> Any:
+        return sizes_uniform(self._size_bufs, self.schedule.axes, env)
+
+    def _run(self, args: list, resident: bool, env: dict) -> list:
         dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
         sch = self.schedule
+        sizes = sch.sizes(env)
         bufs: dict[int, Any] = {}
         taken = []  # pool buffers this call acquired
         for i, a in zip(sch.inputs, args):
@@ -234,7 +260,7 @@ class WebGPUExecutable:
             if isinstance(a, WebGPUBuffer):
                 bufs[i] = a.buffer
             else:
-                bufs[i] = _upload(a, sch.buffers[i].dtype, sch.buffers[i].size)
+                bufs[i] = _upload(a, sch.buffers[i].dtype, sizes[i])
                 taken.append(bufs[i])
         for i, val in sch.consts:
             if i not in self._consts:
@@ -248,35 +274,40 @@ class WebGPUExecutable:
             entries = []
             for slot, b in enumerate(k.buffers()):
                 if b.index not in bufs:
-                    bufs[b.index] = pool.acquire(b.size * 4)
+                    bufs[b.index] = pool.acquire(sizes[b.index] * 4)
                     taken.append(bufs[b.index])
                 entries.append({"binding": slot, "resource": {"buffer": bufs[b.index], "offset": 0,
-                                                             "size": max(b.size, 1) * 4}})
+                                                             "size": max(sizes[b.index], 1) * 4}})
+            if k.uses_sizes:
+                sz = self._sizes_buffer(env)
+                entries.append({"binding": len(entries),
+                                "resource": {"buffer": sz, "offset": 0, "size": sz.size}})
             cp.set_pipeline(pipe)
             cp.set_bind_group(0, dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries))
-            cp.dispatch_workgroups(*k.grid)
+            cp.dispatch_workgroups(*k.launch(env))
         cp.end()
+        out_shapes = [tuple(kernels.evaluate(d, env) for d in a.shape) for a in self.out_avals]
         if resident:
-            outs = self._device_outputs(args, bufs, taken, enc)
+            outs = self._device_outputs(args, bufs, taken, enc, out_shapes)
             dev.queue.submit([enc.finish()])
         else:
-            outs = self._host_outputs(args, bufs, enc)
+            outs = self._host_outputs(args, bufs, enc, sizes, out_shapes)
         for b in taken:
             pool.release(b)
         return outs
 
-    def _device_outputs(self, args: list, bufs: dict, taken: list, enc: Any) -> list:
+    def _device_outputs(self, args: list, bufs: dict, taken: list, enc: Any, out_shapes: list) -> list:
         """The outputs as handles: a buffer this call made is handed over; an input, a constant
         or a literal output gets its own buffer (a copy), so every handle owns a pool buffer."""
         sch, pool = self.schedule, _STATE["pool"]
         outs: list = []
         given: dict[int, WebGPUBuffer] = {}
-        for (kind, v), aval in zip(sch.outputs, self.out_avals):
-            n = max(int(np.prod(aval.shape, dtype=np.int64)), 1)
+        for (kind, v), aval, shape in zip(sch.outputs, self.out_avals, out_shapes):
+            n = max(int(np.prod(shape, dtype=np.int64)), 1)
             if kind == "input" and isinstance(args[v], WebGPUBuffer):
                 outs.append(args[v])  # immutable: the same buffer serves both arrays
             elif kind in ("input", "literal"):
-                val = args[v] if kind == "input" else np.full(aval.shape, v, aval.dtype)
+                val = args[v] if kind == "input" else np.full(shape, v, aval.dtype)
                 outs.append(WebGPUBuffer(_upload(val, aval.dtype, n), pool))
             elif v in given:
                 outs.append(given[v])
@@ -289,38 +320,47 @@ class WebGPUExecutable:
                 outs.append(given.setdefault(v, WebGPUBuffer(buf, pool)))
         return outs
 
-    def _host_outputs(self, args: list, bufs: dict, enc: Any) -> list:
+    def _host_outputs(self, args: list, bufs: dict, enc: Any, sizes: list, out_shapes: list) -> list:
         """Copy the outputs into staging buffers, submit, and read them back."""
         sch, pool, wgpu, dev = self.schedule, _STATE["pool"], _STATE["wgpu"], _STATE["device"]
         staged = []
         for kind, v in sch.outputs:
-            if kind == "buf" and sch.buffers[v].size:
-                st = pool.acquire(sch.buffers[v].size * 4, staging=True)
-                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, sch.buffers[v].size * 4)
+            if kind == "buf" and sizes[v]:
+                st = pool.acquire(sizes[v] * 4, staging=True)
+                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, sizes[v] * 4)
                 staged.append(st)
         dev.queue.submit([enc.finish()])
         outs, it = [], iter(staged)
-        for (kind, v), aval in zip(sch.outputs, self.out_avals):
+        for (kind, v), aval, shape in zip(sch.outputs, self.out_avals, out_shapes):
             if kind == "input":
                 a = args[v]
                 if isinstance(a, WebGPUBuffer):  # (the lock is held: read it here, not by download)
-                    n = int(np.prod(aval.shape, dtype=np.int64))
-                    a = _read_back(a.buffer, n, aval.dtype) if n else np.zeros(aval.shape, aval.dtype)
+                    n = int(np.prod(shape, dtype=np.int64))
+                    a = _read_back(a.buffer, n, aval.dtype) if n else np.zeros(shape, aval.dtype)
                     a = (a != 0) if aval.dtype == np.bool_ else a
-                outs.append(np.array(a, dtype=aval.dtype).reshape(aval.shape))
+                outs.append(np.array(a, dtype=aval.dtype).reshape(shape))
             elif kind == "literal":
-                outs.append(np.full(aval.shape, v, dtype=aval.dtype))
-            elif sch.buffers[v].size == 0:
-                outs.append(np.zeros(aval.shape, aval.dtype))
+                outs.append(np.full(shape, v, dtype=aval.dtype))
+            elif sizes[v] == 0:
+                outs.append(np.zeros(shape, aval.dtype))
             else:
                 st = next(it)
-                n = sch.buffers[v].size
+                n = sizes[v]
                 raw = _map_read(st, n, aval.dtype, wgpu)
                 pool.release(st)
                 TRANSFERS["device_to_host"] += 1
                 TRANSFERS["device_to_host_bytes"] += n * 4
-                outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(aval.shape))
+                outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(shape))
         return outs
+
+
+def _kind(e: Any) -> str:
+    """``device`` (the kernels compute it), ``loop`` (a device loop) or ``host``."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
+
+    if segments.device_computes(e):
+        return "device"
+    return "loop" if webgpu_loops.device_loop(e) else "host"
 
 
 def webgpu_backend(prog: Program, **options: Any) -> Any:
@@ -330,18 +370,29 @@ def webgpu_backend(prog: Program, **options: Any) -> Any:
     primitives without a device kernel run on the host (:mod:`.segments`)."""
     from ember._src.gpu import webgpu_loops  # (it builds on this module)
 
-    def kind(e: Any) -> str:
-        if segments.device_computes(e):
-            return "device"
-        return "loop" if webgpu_loops.device_loop(e) else "host"
-
-    kinds = [kind(e) for e in prog.eqns]
+    kinds = [_kind(e) for e in prog.eqns]
     if "host" in kinds and not options.get("host_fallback"):
         webgpu_loops.check_loop_bodies(prog.eqns[kinds.index("host")])
     if set(kinds) <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return WebGPUExecutable(prog)  # (a primitive without a kernel: the error naming it)
-    return segments.SegmentedExecutable(prog, WebGPUExecutable, kind, webgpu_loops.make_loop,
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, webgpu_loops.make_loop,
                                         _to_host, _to_device)
+
+
+def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
+    """The one executable of a symbolic program (:mod:`.symbolic`): its kernels, or its device
+    segments and loops (host segments with ``host_fallback=True``); None: compiled per binding."""
+    from ember._src.gpu import webgpu_loops  # (it builds on this module)
+
+    kinds = {_kind(e) for e in prog.eqns}
+    if kinds <= {"device"}:
+        return WebGPUExecutable(prog, axes)
+    if "host" in kinds and not options.get("host_fallback"):
+        return None  # (compiled per binding: a scan over a named axis, or the error naming a primitive)
+    if any(e.prim.name == "scan" and not isinstance(e.params["length"], int) for e in prog.eqns):
+        return None  # a scan over a named axis: per binding, its trip count static, on the device
+    return segments.SegmentedExecutable(prog, WebGPUExecutable, _kind, webgpu_loops.make_loop, _to_host,
+                                        _to_device, axes=axes)
 
 
 def _to_host(handle: WebGPUBuffer, aval: Any) -> np.ndarray:
@@ -354,3 +405,4 @@ def _to_device(value: np.ndarray, aval: Any) -> WebGPUBuffer:
 
 
 webgpu_backend.unavailable_reason = unavailable_reason  # type: ignore[attr-defined]
+webgpu_backend.specialize = symbolic.make_specialize(webgpu_backend, _symbolic)  # type: ignore[attr-defined]

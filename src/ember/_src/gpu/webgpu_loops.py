@@ -55,25 +55,27 @@ def check_loop_bodies(e: Eqn) -> None:
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
 
 
-def make_loop(prog: Program) -> Any:
-    """The executable of a program of one device loop equation."""
+def make_loop(prog: Program, axes: tuple[str, ...] = ()) -> Any:
+    """The executable of a program of one device loop equation (with ``axes``, a symbolic one:
+    built once, each call given the binding)."""
     if prog.eqns[0].prim.name == "scan":
-        return WebGPUScan(prog)
+        return WebGPUScan(prog, axes)
     if prog.eqns[0].prim.name == "cond":
-        return segments.HostDrivenCond(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
-    return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device)
+        return segments.HostDrivenCond(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
+    return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
 
 
 class WebGPUScan:
     """A program of one device ``scan`` equation (a segment of :class:`.segments.SegmentedExecutable`)."""
 
-    def __init__(self, prog: Program):
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
         self.prog, self.eqn = prog, e
         p = e.params
         self.length, self.reverse = p["length"], p["reverse"]
         self.nc, self.nk = p["num_consts"], p["num_carry"]
-        self.body = kernels.schedule(p["body"], WGSLRenderer())
+        self.body = kernels.schedule(p["body"], WGSLRenderer(), axes)
+        self._size_bufs: dict[tuple, Any] = {}
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
                        f"({len(self.body.kernels)} body kernels per step)\n" +
@@ -90,21 +92,26 @@ class WebGPUScan:
         self.pingpong = [kind == "buf" and v in made and outs.count((kind, v)) == 1
                          for kind, v in outs]
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
-        handles = self.run_device(args)
-        return [h.download(a.shape, a.dtype) for h, a in zip(handles, self.out_avals)]
+        handles = self.run_device(args, sizes)
+        return [h.download(segments.bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(handles, self.out_avals)]
 
-    def run_device(self, args: list) -> list:
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
         """:class:`.webgpu.WebGPUBuffer` arguments are read in place; the outputs stay on the device."""
         with webgpu._LOCK:
-            return self._run(args)
+            return self._run(args, sizes or {})
 
-    def _run(self, args: list) -> list:
+    def _run(self, args: list, env: dict) -> list:
         st = webgpu._STATE
         dev, pool = st["device"], st["pool"]
         body, n, nc, nk = self.body, self.length, self.nc, self.nk
         taken: list = []
+        bsz = body.sizes(env)  # the body's buffer sizes under this binding
+
+        def count(shape: Any) -> int:
+            return int(np.prod(segments.bound_shape(shape, env), dtype=np.int64))
 
         def acquire(nbytes: int) -> Any:
             taken.append(pool.acquire(nbytes))
@@ -114,34 +121,35 @@ class WebGPUScan:
         ins = []
         for j, x in enumerate(self.eqn.inputs):  # (a literal operand is not a segment input)
             if isinstance(x, Literal):  # uploaded once, kept by the executable (like constants)
-                if j not in self._consts_in:
-                    self._consts_in[j] = self._const_buffer(np.full(x.aval.shape, x.val, x.aval.dtype))
-                ins.append(self._consts_in[j])
+                shape = segments.bound_shape(x.aval.shape, env)
+                if (j, shape) not in self._consts_in:
+                    self._consts_in[j, shape] = self._const_buffer(np.full(shape, x.val, x.aval.dtype))
+                ins.append(self._consts_in[j, shape])
                 continue
             a = args[pos[x]]
             if isinstance(a, WebGPUBuffer):
                 ins.append(a.buffer)
             else:
-                ins.append(_upload(a, x.aval.dtype, max(int(np.prod(x.aval.shape, dtype=np.int64)), 1)))
+                ins.append(_upload(a, x.aval.dtype, max(count(x.aval.shape), 1)))
                 taken.append(ins[-1])
         consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        nbytes = [max(b.size, 1) * 4 for b in body.buffers]
+        nbytes = [max(s, 1) * 4 for s in bsz]
         in_bytes = [nbytes[i] for i in body.inputs]
         carry_bytes = in_bytes[nc:nc + nk]
-        x_bytes = [b.size * 4 for b in (body.buffers[i] for i in body.inputs[nc + nk:])]
+        x_bytes = [bsz[i] * 4 for i in body.inputs[nc + nk:]]
         sets = [[acquire(s) for s in carry_bytes] for _ in range(2)]  # the ping-pong pair
         enc = dev.create_command_encoder()
-        carry_used = [body.buffers[i].size * 4 for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
+        carry_used = [bsz[i] * 4 for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
         for j, used in enumerate(carry_used):
             if used:
                 enc.copy_buffer_to_buffer(init[j], 0, sets[0][j], 0, used)
         xbufs = [acquire(s) for s in x_bytes]
         y_outs = body.outputs[nk:]
         y_avals = [v.aval for v in self.eqn.outvars[nk:]]
-        ys = [acquire(max(int(np.prod(a.shape, dtype=np.int64)), 1) * 4) for a in y_avals]
+        ys = [acquire(max(count(a.shape), 1) * 4) for a in y_avals]
         body_avals = self.eqn.params["body"].out_avals
-        literals = {i: self._literal(v, body_avals[i], acquire) for i, (kind, v) in enumerate(body.outputs)
-                    if kind == "literal"}
+        literals = {i: self._literal(v, count(body_avals[i].shape), body_avals[i].dtype, acquire)
+                    for i, (kind, v) in enumerate(body.outputs) if kind == "literal"}
         for i, val in body.consts:
             if i not in self._consts:
                 self._consts[i] = self._const_buffer(np.asarray(val, body.buffers[i].dtype))
@@ -167,10 +175,17 @@ class WebGPUScan:
                 if b is None:
                     m[i] = common[i] = acquire(nbytes[i])
             bufs.append(m)
-        groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": s, "resource": {"buffer": m[b.index], "offset": 0, "size": max(b.size, 1) * 4}}
-            for s, b in enumerate(k.buffers())]) for k, pipe in zip(body.kernels, self.pipelines)]
-            for m in bufs]
+        def entries(k: Any, m: dict) -> list:
+            out = [{"binding": s, "resource": {"buffer": m[b.index], "offset": 0, "size": nbytes[b.index]}}
+                   for s, b in enumerate(k.buffers())]
+            if k.uses_sizes:  # the axis values, after the storage buffers
+                sz = webgpu.sizes_uniform(self._size_bufs, body.axes, env)
+                out.append({"binding": len(out), "resource": {"buffer": sz, "offset": 0, "size": sz.size}})
+            return out
+
+        groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries(k, m))
+                   for k, pipe in zip(body.kernels, self.pipelines)] for m in bufs]
+        grids = [k.launch(env) for k in body.kernels]
         for step in range(n):
             i = n - 1 - step if self.reverse else step
             par, m = step % 2, bufs[step % 2]
@@ -178,17 +193,17 @@ class WebGPUScan:
                 if s:
                     enc.copy_buffer_to_buffer(xs_buf, i * s, xb, 0, s)
             cp = enc.begin_compute_pass()
-            for k, pipe, g in zip(body.kernels, self.pipelines, groups[par]):
+            for grid, pipe, g in zip(grids, self.pipelines, groups[par]):
                 cp.set_pipeline(pipe)
                 cp.set_bind_group(0, g)
-                cp.dispatch_workgroups(*k.grid)
+                cp.dispatch_workgroups(*grid)
             cp.end()
             for j, (kind, v) in enumerate(body.outputs[:nk]):
                 if not self.pingpong[j] and carry_used[j]:
                     src = self._source(kind, v, j, m, literals)
                     enc.copy_buffer_to_buffer(src, 0, sets[1 - par][j], 0, carry_used[j])
             for j, ((kind, v), aval) in enumerate(zip(y_outs, y_avals)):
-                s = int(np.prod(aval.shape[1:], dtype=np.int64)) * 4
+                s = count(aval.shape[1:]) * 4
                 if s:
                     enc.copy_buffer_to_buffer(self._source(kind, v, nk + j, m, literals), 0, ys[j], i * s, s)
         dev.queue.submit([enc.finish()])
@@ -216,9 +231,10 @@ class WebGPUScan:
             return m[self.body.inputs[v]]
         return literals[j]
 
-    def _literal(self, value: Any, aval: Any, acquire: Any) -> Any:
-        """A buffer holding a body output that is a literal (copied wherever it is needed)."""
-        arr = np.full(max(int(np.prod(aval.shape, dtype=np.int64)), 1), value, aval.dtype)
+    def _literal(self, value: Any, n: int, dtype: np.dtype, acquire: Any) -> Any:
+        """A buffer holding a body output that is a literal, ``n`` elements (copied wherever it is
+        needed)."""
+        arr = np.full(max(n, 1), value, dtype)
         buf = acquire(arr.size * 4)
-        webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, aval.dtype))
+        webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, dtype))
         return buf

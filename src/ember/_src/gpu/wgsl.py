@@ -136,7 +136,14 @@ class WGSLRenderer(BaseRenderer):
                  for i, b in enumerate(k.inputs)]
         lines.append(f"@group(0) @binding({len(k.inputs)}) var<storage, read_write> out: "
                      f"array<{self._storage(k.out.dtype)}>;")
+        if k.uses_sizes:  # the named axes' values of this call, one i32 each
+            fields = ", ".join(f"d{a}: i32" for a in range(k.info["naxes"]))
+            lines.append(f"struct Sizes {{ {fields} }}\n"
+                         f"@group(0) @binding({len(k.inputs) + 1}) var<uniform> sz: Sizes;")
         return PRELUDE + "\n".join(lines) + "\n"
+
+    def axis(self, i: int) -> str:
+        return f"sz.d{i}"
 
     def map_kernel(self, k: Kernel, body: list[str], value: str) -> str:
         lines = "\n  ".join(body)
@@ -161,7 +168,7 @@ class WGSLRenderer(BaseRenderer):
                 "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "
                 "@builtin(local_invocation_id) lid3: vec3<u32>) {\n"
                 "  let g: i32 = i32(wid.x + wid.y * nwg.x);\n"
-                f"  if (g >= {i['rows'] * i['parts']}) {{ return; }}\n"
+                f"  if (g >= {i['groups']}) {{ return; }}\n"
                 "  let lid: i32 = i32(lid3.x);\n"
                 f"  let row: i32 = g / {i['parts']};\n  let part: i32 = g % {i['parts']};\n  {head}\n"
                 f"  var acc: {t} = {self.identity(i['combine'], i['dtype'])};\n"
