@@ -54,6 +54,7 @@ THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for thi
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
 DWP = 64  # pixels per register chunk of the depthwise kernel on channel planes (EM_CV_DWP)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
+SYM_CB = 2  # blocks per task when the output width is symbolic
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
 # an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
@@ -80,13 +81,20 @@ _SRC = load("conv.h")
 _ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
 
 
+def _ceil(n: Any, k: int) -> Any:
+    """``ceil(n / k)`` of a static or symbolic size."""
+    return -(-n // k) if isinstance(n, int) else sh.floordiv(n + (k - 1), k)
+
+
 def _up(n: Any) -> Any:
     return n + (-n) % _ALIGN if isinstance(n, int) else sh.floordiv(n + (_ALIGN - 1), _ALIGN) * _ALIGN
 
 
 class _Geo:
-    """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
-    the batch may be symbolic)."""
+    """The step's sizes, read from the equation (feature and kernel sizes are static; the batch,
+    height and width may be symbolic: C expressions of the program's size symbols then, and the
+    choices that need sizes (flat blocks, em_cv_wg, image tasks, blocks per task) fixed to a
+    route valid for every size)."""
 
     def __init__(self, e: Eqn, phase: tuple | None = None):
         """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
@@ -121,11 +129,13 @@ class _Geo:
             self.K = self.KH * self.KW * self.Cg
         self.ybase = self.wsbase = ""  # C pointers overriding the output and the workspace (phases)
         self.depthwise = self.Cg == 1 and self.Og == 1
+        self.static_hw = all(isinstance(v, int) for v in (self.H, self.W, self.OH, self.OW))
         # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
         # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
         vl_max = VEC_BYTES_MAX // self.itemsize
         self.bv = -(-self.N // vl_max) * vl_max if isinstance(self.N, int) else 0
         self.wgrad = (WGRAD and self.G == 1 and not self.depthwise and isinstance(self.N, int) and self.N > 0
+                      and self.static_hw
                       and self.KH * self.KW > self.OH * self.OW > 0 and 4 * self.N >= 3 * self.bv)
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
@@ -169,15 +179,17 @@ class _Geo:
         # one thread, into that thread's own copies) instead of each pass split across the threads with
         # a pool round trip per pass and image; when the images split evenly or are many
         self.image_tasks = (IMAGE_TASKS and self.per_image and THREADS > 1 and isinstance(self.N, int)
+                            and self.static_hw
                             and self.N >= 2 and (self.N % THREADS == 0 or self.N >= 4 * THREADS)
                             and self.OH * self.OW * self.O * self.K <= IMAGE_TASK_MAX_MACS)
         self.xt1, self.yt1 = self.xt_elems, self.yt_elems  # one thread's
         if self.image_tasks:
             self.xt_elems, self.yt_elems = THREADS * self.xt1, THREADS * self.yt1
-        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        # blocks per task: about one output row (symbolic widths: SYM_CB)
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX))) if self.static_hw else SYM_CB
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
-        span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
-        rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
+        span = sh.dmax(0, (self.KW - 1) * self.dw + (_ceil(self.OW, DWP) * DWP - 1) * self.sw + 1)
+        rows = sh.dmax(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
         if self.depthwise:
             self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
         elif self.flat:  # no packed patches; em_cv_flatcopy's transposed row of a layout not channels-last
@@ -185,14 +197,14 @@ class _Geo:
         else:
             self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
             if self.sub:  # em_cv_nhwc_sub's gathered row
-                self.tile = max(self.tile, _up(self.C * self.OW))
+                self.tile = sh.dmax(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
-            self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
+            self.nch = f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR - 1) / EM_CV_MR)"
         else:  # blocks of MR (virtual, when flat) pixels
             q = (self.OH - 1) * self.Wz + self.OW if self.flat else self.OH * self.OW
-            self.nch = f"(({q} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
+            self.nch = f"(({cdim(q)} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
         if self.wgrad:  # em_cv_wg: one padded image (rows x columns x bv) and the accumulator slots
             rows = (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1
@@ -208,7 +220,8 @@ class _Geo:
         pixels: the latter pack every block that touches the padding or spans two output rows
         (MR x K values, about FLAT_PACK_COST of a vector FMA each), the former copy the input once
         per image and compute ceil(KW / sw) - 1 dropped columns per output row."""
-        if not (FLAT and self.G == 1 and self.dh == self.dw == 1 and self.KH * self.KW > 1  # (1x1: a patch
+        if not (FLAT and self.static_hw and self.G == 1 and self.dh == self.dw == 1
+                and self.KH * self.KW > 1  # (1x1: a patch
                 # is C contiguous values, its packing a copy like the flat one)
                 and not self.depthwise and not self.winograd and not self.wgrad and self.sh * self.sw <= 16
                 and 0 < self.OW <= FLAT_MAX_WIDTH and self.OH > 0):
@@ -283,7 +296,9 @@ def _accepts(e: Eqn) -> bool:
     if _dilated(e) and (tuple(e.params["window_strides"]) != (1, 1) or max(e.params["lhs_dilation"]) > 64):
         return False  # em_cv_dil_out: at most 64 residues a row
     ls = e.params["dimension_numbers"][0]
-    return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
+    if not all(isinstance(x.shape[a], int) for a in ls[2:]) and _dilated(e):
+        return False  # the phases of an input-dilated convolution need static sizes
+    return isinstance(x.shape[ls[1]], int) and all(isinstance(d, int) for d in w.shape)
 
 
 def _staged_phases(e: Eqn) -> tuple[list, Any]:
@@ -389,7 +404,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         kernel = "dwplane" if g.dwplane else "dwrow"
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
-        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
+        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else cdim(g.OH)}"
     elif g.wgrad:
         pack = run = ""
     elif g.winograd:
@@ -425,7 +440,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
     if g.copied:
-        allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
+        allcols = int(g.static_hw and all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
         body = (f"em_cv_flatcopy_{sfx}({ctx}, g_, t, tid)" if g.flat
                 else f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
                 else f"em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t)")
@@ -437,8 +452,8 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
                             f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
         steps.append((unstage, "nu_", 4))
     copy_rows = g.sh * g.Hz if g.flat else g.OH if g.sub else g.H
-    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {copy_rows}, "
-              f"nu_ = {nb} * {g.OH};")
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {cdim(copy_rows)}, "
+              f"nu_ = {nb} * {cdim(g.OH)};")
 
     def calls(group: list) -> list[str]:
         if group is pack_steps and kept:
@@ -451,7 +466,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         return [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in group]
 
     if cc.openmp and cc.num_threads != 1:
-        work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
+        work = f"(double){cdim(g.N)} * {cdim(g.OH * g.OW * g.O * g.K)}"
         lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
     lines.append(counts)
     if not g.per_image:
