@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base import symdims
 from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
 from ember._src.native.emit import conv_fft, conv_winograd
@@ -240,9 +241,10 @@ class _Geo:
         flat = mr * self.K * vblocks * nvec + FLAT_COPY_COST * self.sh * self.sw * self.Hz * self.Wz * self.C
         return flat < direct
 
-    def fields(self, sfx: str, run: bool = False) -> str:
+    def fields(self, sfx: str, run: bool = False, dyn: _Dyn | None = None) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
-        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1)."""
+        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1);
+        ``dyn``: where the chunk functions read the fields that depend on size symbols."""
         nr = f"(2 * EM_CV_VL_{sfx})"
         H, W, sh, sw, hlo, wlo = ((self.OH, self.OW, 1, 1, 0, 0) if run and self.sub
                                   else (self.H, self.W, self.sh, self.sw, self.hlo, self.wlo))
@@ -250,7 +252,46 @@ class _Geo:
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
                 hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
                 self.CB, self.nch, self.Hz, self.Wz]
-        return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
+        text = [cdim(v) if not isinstance(v, str) else v for v in vals]
+        return "{" + ", ".join(dyn.ref(t) if dyn is not None else t for t in text) + "}"
+
+
+class _Dyn:
+    """The values of a convolution step that depend on the program's size symbols. Those symbols
+    are locals of ``ember_main``, not visible in the thread-pool chunk functions: ``ember_main``
+    computes each value once per call into the step's context (``em_cv_dctx``: the kernel's
+    context, then the values), and the chunks read them from there. The chunks' text then names
+    slots, not expressions: identical layers share their chunk functions."""
+
+    def __init__(self, sfx: str):
+        self.sfx = sfx
+        self.vals: list[str] = []
+
+    def ref(self, text: str) -> str:
+        """``text`` as a chunk reads it: itself when static, else its slot of the context."""
+        if symdims.PREFIX not in text:
+            return text
+        if text not in self.vals:
+            self.vals.append(text)
+        return f"d_->s[{self.vals.index(text)}]"
+
+    def decl(self, text: str, cc: CallCode) -> str:
+        """The statement ``text`` of a chunk, after its pointer to the context's values if it reads
+        them."""
+        if "d_->s[" not in text:
+            return text
+        cc.helper(f"em_cv_dctx_{self.sfx}",
+                  f"typedef struct {{ em_cv_ctx_{self.sfx} c; int64_t s[]; }} em_cv_dctx_{self.sfx};\n")
+        return f"const em_cv_dctx_{self.sfx} *d_ = (const em_cv_dctx_{self.sfx} *)c_; {text}"
+
+    def ctx(self, inner: str, cc: CallCode) -> str:
+        """The context declaration around the kernel's context initializer ``inner``."""
+        if not self.vals:
+            return f"em_cv_ctx_{self.sfx} cv_ = {inner};"
+        n = len(self.vals)  # the chunks read the values through the unsized em_cv_dctx (same layout)
+        name = f"em_cv_dctx_{self.sfx}_{n}"
+        cc.helper(name, f"typedef struct {{ em_cv_ctx_{self.sfx} c; int64_t s[{n}]; }} {name};\n")
+        return f"{name} cv_ = {{{inner}, {{{', '.join(self.vals)}}}}};"
 
 
 def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
@@ -393,13 +434,16 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
-    geo = g.fields(sfx)
+    dyn = _Dyn(sfx)
+    geo = g.fields(sfx, dyn=dyn)
+    rgeo = g.fields(sfx, run=True, dyn=dyn)  # the multiply's
+    ystr = ", ".join(dyn.ref(cdim(v)) for v in g.yst)  # the unstaging pass's output strides
     kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub} {g.flat}"
-    key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {rgeo} {ystr} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
-    gdecl = f"const em_cv_geo g_ = {geo}"
-    rdecl = f"const em_cv_geo g_ = {g.fields(sfx, run=True)}"  # the multiply's
+    gdecl = dyn.decl(f"const em_cv_geo g_ = {geo}", cc)
+    rdecl = dyn.decl(f"const em_cv_geo g_ = {rgeo}", cc)
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         kernel = "dwplane" if g.dwplane else "dwrow"
@@ -430,8 +474,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, "
-                f"{yt if g.staged else y}, {y}}};")
+        return dyn.ctx(f"{{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, {yt if g.staged else y}, {y}}}", cc)
 
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
@@ -447,9 +490,8 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         copy = cc.chunk(f"em_cv_copy_{key}", f"{{ {gdecl}; {body}; }}")
         steps.insert(0, (copy, "nc_", 4))
     if g.staged:
-        strides = ", ".join(cdim(v) for v in g.yst)
         unstage = cc.chunk(f"em_cv_unstage_{key}",
-                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
+                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {ystr}); }}")
         steps.append((unstage, "nu_", 4))
     copy_rows = g.sh * g.Hz if g.flat else g.OH if g.sub else g.H
     counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {cdim(copy_rows)}, "
