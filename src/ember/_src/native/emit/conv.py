@@ -2,7 +2,10 @@
 
 The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``csrc/conv.h``,
 instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
-constant the inlined task functions fold. What happens (details in the header's comment):
+constant the inlined task functions fold. With symbolic batch, height or width (named dynamic axes)
+the fields that depend on them are computed once per call in ``ember_main`` into the step's context
+(``_Dyn``: the chunks read them there) and the size-dependent choices below take a route valid for
+every size. What happens (details in the header's comment):
 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
