@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch", reason="the torch importer tests need torch
 pytest.importorskip("transformers", reason="the model tests need transformers")
 
 import ember.torch as et  # noqa: E402
+from ember._src.native import specialize  # noqa: E402
 from tests.torch import models  # noqa: E402
 
 LENGTHS = (1, 7, 64, 130)
@@ -358,5 +359,11 @@ def test_resnet18_shape_dynamic_batch_and_image_size():
             ref = model(x).numpy()
         np.testing.assert_allclose(np.asarray(m(x.numpy())), ref, atol=1e-4)
     assert m._jitted.cache_info()["compiles"] == 1
-    source = m._jitted.lower(x.numpy()).compile(batch=b, h=h, w=w).as_text()  # the symbolic C
-    assert source is not None and len(source) < 1 << 20
+    low = m._jitted.lower(x.numpy())
+    # the convolutions run the native conv step (no im2col: no tap stacks, no products of patches;
+    # the one product is the classifier), from one symbolic program
+    prims = [e.prim.name for e in low.program.eqns]
+    assert prims.count("conv") == 20 and "concatenate" not in prims and prims.count("dot_general") == 1, prims
+    assert specialize.symbolic_executable(low.program).fallback_reason is None
+    source = low.compile(batch=b, h=h, w=w).as_text()  # the symbolic C
+    assert source is not None and len(source) < 1 << 20 and "em_cv_run_" in source

@@ -112,12 +112,13 @@ def conv_dimension_numbers(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
 def _use_primitive(xa: core.ShapedArray, wa: core.ShapedArray, dn: ConvDimensionNumbers, ldil: Sequence[int],
                    B: int, preferred_element_type: Any) -> bool:
     """Whether the ``conv`` primitive covers this convolution (2-D, no input dilation, no batch
-    groups, float32/float64, static features and spatial sizes); the im2col composite runs otherwise."""
+    groups, float32/float64, static features and kernel; batch, height and width may be symbolic); the
+    im2col composite runs otherwise."""
     if xa.ndim != 4 or any(v != 1 for v in ldil) or B != 1 or xa.dtype not in (dt.float32, dt.float64):
         return False
     if preferred_element_type is not None and dt.canonicalize(preferred_element_type) != xa.dtype:
         return False
-    return all(isinstance(v, int) for v in (*(xa.shape[a] for a in dn.lhs_spec[1:]), *wa.shape))
+    return isinstance(xa.shape[dn.lhs_spec[1]], int) and all(isinstance(v, int) for v in wa.shape)
 
 
 def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int], padding: Any,
@@ -182,7 +183,8 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         pads = padtype_to_pads(xs[1:1 + d], [dilate_dim(k, r) for k, r in zip(K, rdil)], strides, padding)
     else:
         pads = normalize_pads(padding, d, name)
-    if _use_primitive(xa, wa, dn, ldil, B, preferred_element_type):
+    if _use_primitive(xa, wa, dn, ldil, B, preferred_element_type) and all(
+            isinstance(v, int) for lo_hi in pads for v in lo_hi):
         return convp.conv(x0, w0, strides, pads, rdil, dn, G)
     spatial = tuple(range(1, 1 + d))
     x = dilate_and_pad(x, mv.full((), 0, xa.dtype), spatial, pads, ldil)

@@ -40,6 +40,7 @@ from ember._src import core
 from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.core import Primitive, ShapedArray
+from ember._src.prims import conv_taps
 from ember._src.prims import movement as mv
 from ember.errors import DTypeError, ShapeError
 
@@ -61,15 +62,26 @@ def _place(dims: Sequence[Any], spec: tuple) -> tuple:
     return tuple(out)
 
 
-def out_size(n: int, k: int, stride: int, dil: int, lo: int, hi: int) -> int:
-    """Output length of one spatial axis (0 when the dilated kernel does not fit)."""
+def out_size(n: Any, k: int, stride: int, dil: int, lo: int, hi: int) -> Any:
+    """Output length of one spatial axis (0 when the dilated kernel does not fit). A symbolic ``n``
+    gives ``(n + lo + hi - span) // stride + 1``: the call checks that the kernel fits at run time
+    (a size where it does not is an error there, see :func:`fits`)."""
     span = n + lo + hi - ((k - 1) * dil + 1)
+    if not isinstance(span, int):
+        return sh.floordiv(span, stride) + 1 if stride != 1 else span + 1
     return span // stride + 1 if span >= 0 else 0
 
 
-def dilated(n: int, a: int) -> int:
+def dilated(n: Any, a: int) -> Any:
     """Length of an axis of ``n`` values with ``a - 1`` zeros between neighbours."""
+    if a == 1:
+        return n
     return (n - 1) * a + 1 if n > 0 else 0
+
+
+def symbolic_spatial(shape: tuple, spec: tuple) -> bool:
+    """Whether a spatial size of ``shape`` (laid out as ``spec``) is symbolic."""
+    return any(not isinstance(shape[a], int) for a in spec[2:])
 
 
 def _conv_abstract(x: ShapedArray, w: ShapedArray, *, window_strides: tuple, padding: tuple,
@@ -86,9 +98,11 @@ def _conv_abstract(x: ShapedArray, w: ShapedArray, *, window_strides: tuple, pad
     N, C, H, W = _dims(x.shape, ls)
     O, I, KH, KW = _dims(w.shape, rs)
     G = feature_group_count
-    for name, v in (("H", H), ("W", W), ("C", C), ("O", O), ("I", I), ("KH", KH), ("KW", KW)):
+    for name, v in (("C", C), ("O", O), ("I", I), ("KH", KH), ("KW", KW)):
         if not isinstance(v, int):
             raise ShapeError(f"conv: {name} must be static, got {v}")
+    if not (isinstance(H, int) and isinstance(W, int)) and tuple(lhs_dilation) != (1, 1):
+        raise ShapeError(f"conv: input dilation needs static spatial sizes, got {H}x{W}")
     if KH < 1 or KW < 1:
         raise ShapeError(f"conv: kernel spatial sizes must be positive, got {KH}x{KW}")
     if C != I * G:
@@ -221,12 +235,17 @@ def _rhs_cotangent(ct: Any, x: Any, w_aval: ShapedArray, *, window_strides: tupl
 def _conv_transpose(ct: Any, x: Any, w: Any, **params: Any) -> list:
     if isinstance(x, ad.UndefPrimal) and isinstance(w, ad.UndefPrimal):
         raise TypeError("conv is not linear in both operands at once")
+    ls = params["dimension_numbers"][0]
     if isinstance(x, ad.UndefPrimal):
         if ad.is_zero(ct):
             return [ad.Zero(x.aval), None]
+        if symbolic_spatial(x.aval.shape, ls) and tuple(params["window_strides"]) != (1, 1):
+            return [conv_taps.lhs_cotangent(ct, x.aval, w, params), None]  # padding depends on sizes
         return [_lhs_cotangent(ct, x.aval, w, **params), None]
     if ad.is_zero(ct):
         return [None, ad.Zero(w.aval)]
+    if symbolic_spatial(core.get_aval(x).shape, ls):  # the cotangent as a kernel: symbolic taps
+        return [None, conv_taps.rhs_cotangent(ct, x, w.aval, params)]
     return [None, _rhs_cotangent(ct, x, w.aval, **params)]
 
 

@@ -2,7 +2,10 @@
 
 The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``csrc/conv.h``,
 instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
-constant the inlined task functions fold. What happens (details in the header's comment):
+constant the inlined task functions fold. With symbolic batch, height or width (named dynamic axes)
+the fields that depend on them are computed once per call in ``ember_main`` into the step's context
+(``_Dyn``: the chunks read them there) and the size-dependent choices below take a route valid for
+every size. What happens (details in the header's comment):
 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
@@ -42,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from ember._src import shapes as sh
+from ember._src.native.base import symdims
 from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
 from ember._src.native.emit import conv_fft, conv_winograd
@@ -54,6 +58,7 @@ THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for thi
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
 DWP = 64  # pixels per register chunk of the depthwise kernel on channel planes (EM_CV_DWP)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
+SYM_CB = 2  # blocks per task when the output width is symbolic
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
 # an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
@@ -80,13 +85,20 @@ _SRC = load("conv.h")
 _ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
 
 
+def _ceil(n: Any, k: int) -> Any:
+    """``ceil(n / k)`` of a static or symbolic size."""
+    return -(-n // k) if isinstance(n, int) else sh.floordiv(n + (k - 1), k)
+
+
 def _up(n: Any) -> Any:
     return n + (-n) % _ALIGN if isinstance(n, int) else sh.floordiv(n + (_ALIGN - 1), _ALIGN) * _ALIGN
 
 
 class _Geo:
-    """The step's sizes, read from the equation (spatial, feature and kernel sizes are static;
-    the batch may be symbolic)."""
+    """The step's sizes, read from the equation (feature and kernel sizes are static; the batch,
+    height and width may be symbolic: C expressions of the program's size symbols then, and the
+    choices that need sizes (flat blocks, em_cv_wg, image tasks, blocks per task) fixed to a
+    route valid for every size)."""
 
     def __init__(self, e: Eqn, phase: tuple | None = None):
         """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
@@ -121,11 +133,13 @@ class _Geo:
             self.K = self.KH * self.KW * self.Cg
         self.ybase = self.wsbase = ""  # C pointers overriding the output and the workspace (phases)
         self.depthwise = self.Cg == 1 and self.Og == 1
+        self.static_hw = all(isinstance(v, int) for v in (self.H, self.W, self.OH, self.OW))
         # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
         # vectors along the batch (em_cv_wg), when it fills the vectors at least three quarters
         vl_max = VEC_BYTES_MAX // self.itemsize
         self.bv = -(-self.N // vl_max) * vl_max if isinstance(self.N, int) else 0
         self.wgrad = (WGRAD and self.G == 1 and not self.depthwise and isinstance(self.N, int) and self.N > 0
+                      and self.static_hw
                       and self.KH * self.KW > self.OH * self.OW > 0 and 4 * self.N >= 3 * self.bv)
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
         self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
@@ -169,15 +183,17 @@ class _Geo:
         # one thread, into that thread's own copies) instead of each pass split across the threads with
         # a pool round trip per pass and image; when the images split evenly or are many
         self.image_tasks = (IMAGE_TASKS and self.per_image and THREADS > 1 and isinstance(self.N, int)
+                            and self.static_hw
                             and self.N >= 2 and (self.N % THREADS == 0 or self.N >= 4 * THREADS)
                             and self.OH * self.OW * self.O * self.K <= IMAGE_TASK_MAX_MACS)
         self.xt1, self.yt1 = self.xt_elems, self.yt_elems  # one thread's
         if self.image_tasks:
             self.xt_elems, self.yt_elems = THREADS * self.xt1, THREADS * self.yt1
-        self.CB = max(1, min(8, -(-self.OW // MR_MAX)))  # blocks per task: about one output row
+        # blocks per task: about one output row (symbolic widths: SYM_CB)
+        self.CB = max(1, min(8, -(-self.OW // MR_MAX))) if self.static_hw else SYM_CB
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
-        span = max(0, (self.KW - 1) * self.dw + (-(-self.OW // DWP) * DWP - 1) * self.sw + 1)
-        rows = max(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
+        span = sh.dmax(0, (self.KW - 1) * self.dw + (_ceil(self.OW, DWP) * DWP - 1) * self.sw + 1)
+        rows = sh.dmax(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
         if self.depthwise:
             self.tile = _up(rows * _up(span) if self.dwplane else self.OW * min(self.C, DW_CHUNK))
         elif self.flat:  # no packed patches; em_cv_flatcopy's transposed row of a layout not channels-last
@@ -185,14 +201,14 @@ class _Geo:
         else:
             self.tile = _up(MR_MAX * (16 * self.C if self.winograd else self.K))
             if self.sub:  # em_cv_nhwc_sub's gathered row
-                self.tile = max(self.tile, _up(self.C * self.OW))
+                self.tile = sh.dmax(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
-            self.nch = f"(({-(-self.OH // 2) * -(-self.OW // 2)} + EM_CV_MR - 1) / EM_CV_MR)"
+            self.nch = f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR - 1) / EM_CV_MR)"
         else:  # blocks of MR (virtual, when flat) pixels
             q = (self.OH - 1) * self.Wz + self.OW if self.flat else self.OH * self.OW
-            self.nch = f"(({q} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
+            self.nch = f"(({cdim(q)} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
         self.tiles_elems = THREADS * self.tile
         if self.wgrad:  # em_cv_wg: one padded image (rows x columns x bv) and the accumulator slots
             rows = (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1
@@ -208,7 +224,8 @@ class _Geo:
         pixels: the latter pack every block that touches the padding or spans two output rows
         (MR x K values, about FLAT_PACK_COST of a vector FMA each), the former copy the input once
         per image and compute ceil(KW / sw) - 1 dropped columns per output row."""
-        if not (FLAT and self.G == 1 and self.dh == self.dw == 1 and self.KH * self.KW > 1  # (1x1: a patch
+        if not (FLAT and self.static_hw and self.G == 1 and self.dh == self.dw == 1
+                and self.KH * self.KW > 1  # (1x1: a patch
                 # is C contiguous values, its packing a copy like the flat one)
                 and not self.depthwise and not self.winograd and not self.wgrad and self.sh * self.sw <= 16
                 and 0 < self.OW <= FLAT_MAX_WIDTH and self.OH > 0):
@@ -227,9 +244,10 @@ class _Geo:
         flat = mr * self.K * vblocks * nvec + FLAT_COPY_COST * self.sh * self.sw * self.Hz * self.Wz * self.C
         return flat < direct
 
-    def fields(self, sfx: str, run: bool = False) -> str:
+    def fields(self, sfx: str, run: bool = False, dyn: _Dyn | None = None) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
-        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1)."""
+        ``run``: as the multiply sees it (a subsampled copy is an OH x OW image at stride 1);
+        ``dyn``: where the chunk functions read the fields that depend on size symbols."""
         nr = f"(2 * EM_CV_VL_{sfx})"
         H, W, sh, sw, hlo, wlo = ((self.OH, self.OW, 1, 1, 0, 0) if run and self.sub
                                   else (self.H, self.W, self.sh, self.sw, self.hlo, self.wlo))
@@ -237,7 +255,46 @@ class _Geo:
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
                 hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
                 self.CB, self.nch, self.Hz, self.Wz]
-        return "{" + ", ".join(cdim(v) if not isinstance(v, str) else v for v in vals) + "}"
+        text = [cdim(v) if not isinstance(v, str) else v for v in vals]
+        return "{" + ", ".join(dyn.ref(t) if dyn is not None else t for t in text) + "}"
+
+
+class _Dyn:
+    """The values of a convolution step that depend on the program's size symbols. Those symbols
+    are locals of ``ember_main``, not visible in the thread-pool chunk functions: ``ember_main``
+    computes each value once per call into the step's context (``em_cv_dctx``: the kernel's
+    context, then the values), and the chunks read them from there. The chunks' text then names
+    slots, not expressions: identical layers share their chunk functions."""
+
+    def __init__(self, sfx: str):
+        self.sfx = sfx
+        self.vals: list[str] = []
+
+    def ref(self, text: str) -> str:
+        """``text`` as a chunk reads it: itself when static, else its slot of the context."""
+        if symdims.PREFIX not in text:
+            return text
+        if text not in self.vals:
+            self.vals.append(text)
+        return f"d_->s[{self.vals.index(text)}]"
+
+    def decl(self, text: str, cc: CallCode) -> str:
+        """The statement ``text`` of a chunk, after its pointer to the context's values if it reads
+        them."""
+        if "d_->s[" not in text:
+            return text
+        cc.helper(f"em_cv_dctx_{self.sfx}",
+                  f"typedef struct {{ em_cv_ctx_{self.sfx} c; int64_t s[]; }} em_cv_dctx_{self.sfx};\n")
+        return f"const em_cv_dctx_{self.sfx} *d_ = (const em_cv_dctx_{self.sfx} *)c_; {text}"
+
+    def ctx(self, inner: str, cc: CallCode) -> str:
+        """The context declaration around the kernel's context initializer ``inner``."""
+        if not self.vals:
+            return f"em_cv_ctx_{self.sfx} cv_ = {inner};"
+        n = len(self.vals)  # the chunks read the values through the unsized em_cv_dctx (same layout)
+        name = f"em_cv_dctx_{self.sfx}_{n}"
+        cc.helper(name, f"typedef struct {{ em_cv_ctx_{self.sfx} c; int64_t s[{n}]; }} {name};\n")
+        return f"{name} cv_ = {{{inner}, {{{', '.join(self.vals)}}}}};"
 
 
 def _reads(i: int, lo: int, k: int, d: int, s: int, o: int) -> bool:
@@ -283,7 +340,9 @@ def _accepts(e: Eqn) -> bool:
     if _dilated(e) and (tuple(e.params["window_strides"]) != (1, 1) or max(e.params["lhs_dilation"]) > 64):
         return False  # em_cv_dil_out: at most 64 residues a row
     ls = e.params["dimension_numbers"][0]
-    return all(isinstance(x.shape[a], int) for a in ls[1:]) and all(isinstance(d, int) for d in w.shape)
+    if not all(isinstance(x.shape[a], int) for a in ls[2:]) and _dilated(e):
+        return False  # the phases of an input-dilated convolution need static sizes
+    return isinstance(x.shape[ls[1]], int) and all(isinstance(d, int) for d in w.shape)
 
 
 def _staged_phases(e: Eqn) -> tuple[list, Any]:
@@ -378,18 +437,21 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
-    geo = g.fields(sfx)
+    dyn = _Dyn(sfx)
+    geo = g.fields(sfx, dyn=dyn)
+    rgeo = g.fields(sfx, run=True, dyn=dyn)  # the multiply's
+    ystr = ", ".join(dyn.ref(cdim(v)) for v in g.yst)  # the unstaging pass's output strides
     kinds = f"{g.depthwise} {g.dwplane} {g.rowmode} {g.winograd} {g.sub} {g.flat}"
-    key = f"{sfx}_{hashlib.sha1(f'{geo} {kinds}'.encode()).hexdigest()[:12]}"
+    key = f"{sfx}_{hashlib.sha1(f'{geo} {rgeo} {ystr} {kinds}'.encode()).hexdigest()[:12]}"
     ctx = f"(const em_cv_ctx_{sfx} *)c_"
     nb = "(int64_t)1" if g.per_image else f"(int64_t){cdim(g.N)}"  # images per pass
-    gdecl = f"const em_cv_geo g_ = {geo}"
-    rdecl = f"const em_cv_geo g_ = {g.fields(sfx, run=True)}"  # the multiply's
+    gdecl = dyn.decl(f"const em_cv_geo g_ = {geo}", cc)
+    rdecl = dyn.decl(f"const em_cv_geo g_ = {rgeo}", cc)
     if g.depthwise:
         pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_packdw_{sfx}({ctx}, g_); }}")
         kernel = "dwplane" if g.dwplane else "dwrow"
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_{kernel}_{sfx}({ctx}, g_, t, tid); }}")
-        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else g.OH}"
+        n_pack, n_run = "1", f"{nb} * {g.C if g.dwplane else cdim(g.OH)}"
     elif g.wgrad:
         pack = run = ""
     elif g.winograd:
@@ -415,8 +477,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return (f"em_cv_ctx_{sfx} cv_ = {{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, "
-                f"{yt if g.staged else y}, {y}}};")
+        return dyn.ctx(f"{{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, {yt if g.staged else y}, {y}}}", cc)
 
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
@@ -425,20 +486,19 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
     if g.copied:
-        allcols = int(all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
+        allcols = int(g.static_hw and all(_reads(i, g.wlo, g.KW, g.dw, g.sw, g.OW) for i in range(g.W)))
         body = (f"em_cv_flatcopy_{sfx}({ctx}, g_, t, tid)" if g.flat
                 else f"em_cv_nhwc_sub_{sfx}({ctx}, g_, t, tid)" if g.sub
                 else f"em_cv_nhwc_{sfx}({ctx}, g_, {allcols}, t)")
         copy = cc.chunk(f"em_cv_copy_{key}", f"{{ {gdecl}; {body}; }}")
         steps.insert(0, (copy, "nc_", 4))
     if g.staged:
-        strides = ", ".join(cdim(v) for v in g.yst)
         unstage = cc.chunk(f"em_cv_unstage_{key}",
-                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {strides}); }}")
+                            f"{{ {gdecl}; em_cv_unstage_{sfx}({ctx}, g_, t, {ystr}); }}")
         steps.append((unstage, "nu_", 4))
     copy_rows = g.sh * g.Hz if g.flat else g.OH if g.sub else g.H
-    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {copy_rows}, "
-              f"nu_ = {nb} * {g.OH};")
+    counts = (f"const int64_t np_ = {n_pack}, nr_ = {n_run}, nc_ = {nb} * {cdim(copy_rows)}, "
+              f"nu_ = {nb} * {cdim(g.OH)};")
 
     def calls(group: list) -> list[str]:
         if group is pack_steps and kept:
@@ -451,7 +511,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
         return [f"{fn}(&cv_, 0, {n}, 0);" for fn, n, _ in group]
 
     if cc.openmp and cc.num_threads != 1:
-        work = f"(double){cdim(g.N)} * {g.OH * g.OW * g.O * g.K}"
+        work = f"(double){cdim(g.N)} * {cdim(g.OH * g.OW * g.O * g.K)}"
         lines.append(f"const int par_ = {work} >= {cc.parallel_threshold}.0;")
     lines.append(counts)
     if not g.per_image:

@@ -15,7 +15,7 @@ direct kernel's register tiles (``em_cv_tile``), its kernel transformed by a pas
   kernel when a sum is not zero: results as without this path.
 
 Taken when (:func:`chosen`): float32/float64, one group, a 3x3 kernel at stride 2, no dilation,
-a static batch, a transformed kernel within ``MAX_KERNEL_BYTES``, and an estimated cost
+static batch and image sizes, a transformed kernel within ``MAX_KERNEL_BYTES``, and an estimated cost
 (:func:`_costs`) below ``RATIO`` of the direct kernel's.
 """
 
@@ -49,7 +49,8 @@ def _up(n: int, m: int = 16) -> int:
 def _eligible(g: Any) -> bool:
     return (ENABLED and g.G == 1 and not g.depthwise and not g.wgrad and g.woff == 0 and not g.ybase
             and (g.KH, g.KW, g.sh, g.sw, g.dh, g.dw) == (3, 3, 2, 2, 1, 1)
-            and isinstance(g.N, int) and g.N > 0 and g.OH > 0 and g.OW > 0 and g.C > 0 and g.O > 0
+            and isinstance(g.N, int) and g.static_hw
+            and g.N > 0 and g.OH > 0 and g.OW > 0 and g.C > 0 and g.O > 0
             and PAIRS * g.C * g.O * g.itemsize <= MAX_KERNEL_BYTES)
 
 

@@ -1,0 +1,142 @@
+"""Convolutions with symbolic batch, height and width (named dynamic axes): ``lax.conv_general_dilated``
+binds the ``conv`` primitive and the native backend runs its call step (csrc/conv.h, geometry from the
+size symbols at run time), one compile serving several image sizes; against the float64 NumPy
+reference of test_conv_native.py and PyTorch; gradients (the tap-by-tap cotangents of
+prims/conv_taps.py) against PyTorch and finite differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember import lax
+from ember._src.native import specialize
+from tests.native.conftest import requires_cc
+from tests.native.emit.test_conv_native import NCHW, NHWC, conv_fn, operands, ref, tol
+
+pytestmark = requires_cc
+AXES = {"NHWC": ("b", "h", "w", None), "NCHW": ("b", None, "h", "w")}
+
+CASES = [
+    # C, O, KH, KW, strides, padding, dilation, groups, layouts
+    (4, 8, 3, 3, (1, 1), "SAME", (1, 1), 1, NCHW),
+    (16, 16, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, NHWC),  # Winograd F(2x2, 3x3)
+    (3, 10, 7, 7, (2, 2), ((3, 3), (3, 3)), (1, 1), 1, NCHW),  # stem-like
+    (6, 9, 3, 3, (2, 2), "VALID", (1, 1), 1, NHWC),
+    (8, 12, 1, 1, (2, 2), ((0, 0), (0, 0)), (1, 1), 1, NCHW),  # strided 1x1 downsample
+    (6, 8, 3, 3, (1, 2), ((2, 2), (1, 3)), (2, 3), 1, NHWC),  # dilation
+    (8, 12, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 2, NCHW),  # two groups
+    (16, 16, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 16, NHWC),  # depthwise, channel rows
+    (5, 5, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 5, NCHW),  # depthwise on planes
+    (6, 8, 3, 3, (1, 1), ((-1, 2), (2, -1)), (1, 1), 1, NHWC),  # cropping pads
+]
+SIZES = [(2, 9, 11), (1, 16, 13), (3, 5, 6)]
+
+
+def _dynamic(f, layouts):
+    return ember.jit(f, dynamic_axes={"x": AXES[layouts[0]]}, backend="native")
+
+
+def _assert_native_conv(jf, x, w, sizes):
+    low = jf.lower(x, w)
+    prims = {e.prim.name for e in low.program.eqns}
+    assert "conv" in prims and not {"concatenate", "dot_general"} & prims, prims
+    # one symbolic program (not a static build per size), running the conv kernels
+    assert specialize.symbolic_executable(low.program).fallback_reason is None
+    source = low.compile(**sizes).as_text()
+    assert "em_cv_" in source
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_one_compile_matches_reference(case):
+    C, O, KH, KW, strides, padding, dilation, groups, layouts = case
+    f = conv_fn(strides, padding, dilation, layouts, groups)
+    jf = _dynamic(f, layouts)
+    w = operands(1, C, KH, KW, O, KH, KW, groups, layouts, np.float32)[1]
+    for n, h, wd in SIZES:
+        x = operands(n, C, h, wd, O, KH, KW, groups, layouts, np.float32)[0]
+        pads = padding
+        if isinstance(padding, str):  # the pads XLA's rule gives (static here: a reference only)
+            pads = lax.padtype_to_pads((h, wd), ((KH - 1) * dilation[0] + 1, (KW - 1) * dilation[1] + 1),
+                                       strides, padding)
+        want = ref(x, w, strides, pads, dilation, layouts, groups)
+        np.testing.assert_allclose(np.asarray(jf(x, w)), want, **tol(np.float32, KH * KW * C // groups))
+    assert jf.cache_info()["compiles"] == 1
+    _assert_native_conv(jf, x, w, {"b": n, "h": h, "w": wd})
+
+
+def test_matches_torch_float64_and_output_1x1():
+    torch = pytest.importorskip("torch")
+    f = conv_fn((2, 2), ((1, 1), (1, 1)), (1, 1), NCHW, 1)
+    jf = _dynamic(f, NCHW)
+    w = np.random.default_rng(3).standard_normal((7, 4, 3, 3))
+    for n, h, wd in ((2, 1, 1), (1, 2, 2), (2, 17, 6)):  # 1x1 outputs first
+        x = np.random.default_rng(n * h).standard_normal((n, 4, h, wd))
+        want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1).numpy()
+        got = np.asarray(jf(x, w))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert jf.cache_info()["compiles"] == 1
+
+
+def test_image_smaller_than_kernel_raises():
+    """A size where the kernel does not fit the (padded) image gives a negative output size: the
+    call refuses the binding (the static path's output would be empty)."""
+    f = conv_fn((1, 1), "VALID", (1, 1), NHWC, 1)
+    jf = _dynamic(f, NHWC)
+    x, w = operands(1, 3, 6, 6, 4, 5, 5, 1, NHWC, np.float32)
+    np.testing.assert_allclose(np.asarray(jf(x, w)), ref(x, w, (1, 1), ((0, 0), (0, 0)), (1, 1), NHWC, 1),
+                               **tol(np.float32, 75))
+    with pytest.raises(Exception, match="violates a shape constraint"):
+        jf(x[:, :3, :3], w)
+
+
+@pytest.mark.parametrize("case", [
+    (4, 6, 3, 3, (2, 2), ((1, 1), (1, 1)), (1, 1), 1, "NCHW"),
+    (4, 6, 3, 3, (1, 1), ((1, 1), (1, 1)), (1, 1), 2, "NHWC"),
+    (6, 6, 3, 3, (2, 1), ((1, 0), (0, 1)), (1, 2), 6, "NCHW"),  # depthwise, dilation, uneven pads
+], ids=["strided", "groups", "depthwise"])
+def test_grad_against_torch(case):
+    torch = pytest.importorskip("torch")
+    C, O, KH, KW, strides, padding, dilation, groups, layout = case
+    layouts = NCHW if layout == "NCHW" else NHWC
+    f = conv_fn(strides, padding, dilation, layouts, groups)
+    loss = lambda x, w: (f(x, w) ** 2).sum()  # noqa: E731
+    jg = ember.jit(ember.grad(loss, argnums=(0, 1)), dynamic_axes={"x": AXES[layout]}, backend="native")
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((O, C // groups, KH, KW))
+    for n, h, wd in ((2, 9, 11), (1, 6, 8), (3, 7, 5)):
+        x = rng.standard_normal((n, C, h, wd))
+        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+        (hl, hh), (wl, wh) = padding
+        y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (wl, wh, hl, hh)), wt, stride=strides,
+                                       dilation=dilation, groups=groups)
+        (y ** 2).sum().backward()
+        xa = x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
+        wa = w if layout == "NCHW" else w.transpose(2, 3, 1, 0)
+        gx, gw = (np.asarray(g) for g in jg(xa, wa))
+        if layout == "NHWC":
+            gx, gw = gx.transpose(0, 3, 1, 2), gw.transpose(3, 2, 0, 1)
+        np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+    assert jg.cache_info()["compiles"] == 1
+
+
+def test_grad_against_finite_differences():
+    f = conv_fn((2, 2), ((1, 2), (0, 1)), (1, 1), NHWC, 1)
+    jf = _dynamic(f, NHWC)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((1, 7, 6, 3)), rng.standard_normal((3, 3, 3, 4))
+    jg = ember.jit(ember.grad(lambda x, w: (f(x, w) ** 3).sum(), argnums=(0, 1)),
+                   dynamic_axes={"x": AXES["NHWC"]}, backend="native")
+    gx, gw = (np.asarray(g) for g in jg(x, w))
+    eps = 1e-6
+    for arr, g, which in ((x, gx, 0), (w, gw, 1)):
+        for idx in [tuple(rng.integers(0, s) for s in arr.shape) for _ in range(6)]:
+            d = np.zeros_like(arr)
+            d[idx] = eps
+            args_p = (x + d, w) if which == 0 else (x, w + d)
+            args_m = (x - d, w) if which == 0 else (x, w - d)
+            fd = ((np.asarray(jf(*args_p)) ** 3).sum() - (np.asarray(jf(*args_m)) ** 3).sum()) / (2 * eps)
+            np.testing.assert_allclose(g[idx], fd, rtol=1e-6, atol=1e-8)
