@@ -425,10 +425,11 @@ class _Scheduler:
         dt = x.aval.dtype if arg else v.aval.dtype
         parts = 1 if rows >= 64 or count <= PART or arg else min(-(-count // PART), 1024)
         chunk = -(-count // parts)
-        out = self.new_buffer(v.aval.dtype, rows * parts)
+        pdt = np.dtype(np.float32) if parts > 1 and dt.itemsize == 2 else dt  # 16-bit partials: float32
+        out = self.new_buffer(pdt if parts > 1 else v.aval.dtype, rows * parts)
         k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts),
                    info={"rows": rows, "count": count, "parts": parts, "chunk": chunk, "combine": combine,
-                         "dtype": dt, "out_dtype": v.aval.dtype})
+                         "dtype": pdt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
         em = Emitter(self, self.lang, "t", reads)
         ridx = em.unravel("row", [shape[d] for d in kept])
@@ -449,7 +450,7 @@ class _Scheduler:
             k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows),
                         info={"rows": rows, "count": parts, "parts": 1, "chunk": parts, "combine": combine,
                               "dtype": dt, "out_dtype": dt, "head": []})
-            load = self.lang.load("in0", "row * " + str(parts) + " + j", dt)
+            load = self.lang.load("in0", "row * " + str(parts) + " + j", pdt)
             self._finish(k2, {part_out.index: "in0"}, lambda: self.lang.reduce_kernel(k2, [], load))
         self.bufs[v] = out
 

@@ -21,13 +21,13 @@ a device loop (:func:`device_loop`): an error naming it, or the host with ``host
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ember._src.gpu import kernels, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
-from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Eqn, Literal, Program
 
 
@@ -35,9 +35,20 @@ def device_loop(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
     ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
+        if _odd_f16_steps(e):
+            return False
         progs = [e.params["body"]]
         return all(segments.device_computes(x) for p in progs for x in p.eqns)
     return segments.device_control(e)
+
+
+def _odd_f16_steps(e: Eqn) -> bool:
+    """Whether a ``scan``'s ``xs`` or ``ys`` has float16 steps of an odd element count: a step
+    would start in the middle of a 4-byte word, where WebGPU cannot copy from or to."""
+    ps = e.params
+    avals = [x.aval for x in e.inputs[ps["num_consts"] + ps["num_carry"]:]]
+    avals += [v.aval for v in e.outvars[ps["num_carry"]:]]
+    return any(a.dtype == np.float16 and math.prod(a.shape[1:]) % 2 for a in avals)
 
 
 def check_loop_bodies(e: Eqn) -> None:
@@ -45,6 +56,9 @@ def check_loop_bodies(e: Eqn) -> None:
     of its programs that has no device kernel (or the dynamic trip count)."""
     if e.prim.name == "scan" and not isinstance(e.params["length"], int):
         raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
+    if e.prim.name == "scan" and _odd_f16_steps(e):
+        raise kernels._unsupported("scan", "webgpu", "a scan over float16 steps of an odd element count "
+                                   "(pad them to an even size, or host_fallback=True)")
     names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
     progs = [(name, e.params[name]) for name in names]
     if e.prim.name == "cond":
@@ -73,7 +87,10 @@ class WebGPUScan:
         p = e.params
         self.length, self.reverse = p["length"], p["reverse"]
         self.nc, self.nk = p["num_consts"], p["num_carry"]
-        self.body = kernels.schedule(p["body"], WGSLRenderer())
+        with webgpu._LOCK:
+            webgpu._open()
+            lang = webgpu.renderer()
+        self.body = kernels.schedule(p["body"], lang)
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
                        f"({len(self.body.kernels)} body kernels per step)\n" +
@@ -125,20 +142,21 @@ class WebGPUScan:
                 ins.append(_upload(a, x.aval.dtype, max(int(np.prod(x.aval.shape, dtype=np.int64)), 1)))
                 taken.append(ins[-1])
         consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        nbytes = [max(b.size, 1) * 4 for b in body.buffers]
+        nbytes = [webgpu.nbytes(max(b.size, 1), b.dtype) for b in body.buffers]
         in_bytes = [nbytes[i] for i in body.inputs]
         carry_bytes = in_bytes[nc:nc + nk]
-        x_bytes = [b.size * 4 for b in (body.buffers[i] for i in body.inputs[nc + nk:])]
+        x_bytes = [webgpu.nbytes(b.size, b.dtype) for b in (body.buffers[i] for i in body.inputs[nc + nk:])]
         sets = [[acquire(s) for s in carry_bytes] for _ in range(2)]  # the ping-pong pair
         enc = dev.create_command_encoder()
-        carry_used = [body.buffers[i].size * 4 for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
+        carry_used = [webgpu.nbytes(body.buffers[i].size, body.buffers[i].dtype)  # 0: an empty carry
+                      for i in body.inputs[nc:nc + nk]]
         for j, used in enumerate(carry_used):
             if used:
                 enc.copy_buffer_to_buffer(init[j], 0, sets[0][j], 0, used)
         xbufs = [acquire(s) for s in x_bytes]
         y_outs = body.outputs[nk:]
         y_avals = [v.aval for v in self.eqn.outvars[nk:]]
-        ys = [acquire(max(int(np.prod(a.shape, dtype=np.int64)), 1) * 4) for a in y_avals]
+        ys = [acquire(webgpu.nbytes(max(int(np.prod(a.shape, dtype=np.int64)), 1), a.dtype)) for a in y_avals]
         body_avals = self.eqn.params["body"].out_avals
         literals = {i: self._literal(v, body_avals[i], acquire) for i, (kind, v) in enumerate(body.outputs)
                     if kind == "literal"}
@@ -168,7 +186,8 @@ class WebGPUScan:
                     m[i] = common[i] = acquire(nbytes[i])
             bufs.append(m)
         groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": s, "resource": {"buffer": m[b.index], "offset": 0, "size": max(b.size, 1) * 4}}
+            {"binding": s, "resource": {"buffer": m[b.index], "offset": 0,
+                                        "size": webgpu.nbytes(max(b.size, 1), b.dtype)}}
             for s, b in enumerate(k.buffers())]) for k, pipe in zip(body.kernels, self.pipelines)]
             for m in bufs]
         for step in range(n):
@@ -188,7 +207,7 @@ class WebGPUScan:
                     src = self._source(kind, v, j, m, literals)
                     enc.copy_buffer_to_buffer(src, 0, sets[1 - par][j], 0, carry_used[j])
             for j, ((kind, v), aval) in enumerate(zip(y_outs, y_avals)):
-                s = int(np.prod(aval.shape[1:], dtype=np.int64)) * 4
+                s = webgpu.nbytes(int(np.prod(aval.shape[1:], dtype=np.int64)), aval.dtype)
                 if s:
                     enc.copy_buffer_to_buffer(self._source(kind, v, nk + j, m, literals), 0, ys[j], i * s, s)
         dev.queue.submit([enc.finish()])
@@ -203,7 +222,7 @@ class WebGPUScan:
         """A buffer the executable owns (outside the pool), holding ``val``."""
         dev, wgpu = webgpu._STATE["device"], webgpu._STATE["wgpu"]
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-        buf = dev.create_buffer(size=max(256, val.size * 4), usage=usage)
+        buf = dev.create_buffer(size=max(256, webgpu.nbytes(val.size, val.dtype)), usage=usage)
         if val.size:
             dev.queue.write_buffer(buf, 0, _storage(val, val.dtype))
         return buf
@@ -219,6 +238,6 @@ class WebGPUScan:
     def _literal(self, value: Any, aval: Any, acquire: Any) -> Any:
         """A buffer holding a body output that is a literal (copied wherever it is needed)."""
         arr = np.full(max(int(np.prod(aval.shape, dtype=np.int64)), 1), value, aval.dtype)
-        buf = acquire(arr.size * 4)
+        buf = acquire(webgpu.nbytes(arr.size, aval.dtype))
         webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, aval.dtype))
         return buf
