@@ -15,8 +15,10 @@ runs on the device and its one boolean is read back (4 bytes), then the ``body``
 the device; the carries never leave it. **cond** likewise: its index is read back (4 bytes) and the
 chosen branch runs on the device over the operands' buffers.
 
-A loop whose programs hold a primitive without a device kernel (a nested loop among them) is not
-a device loop (:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
+A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body
+(:mod:`.nested`), so the whole nest is preencoded. A loop whose programs hold a primitive without
+a device kernel (a ``while`` or ``cond`` in a scan body among them) is not a device loop
+(:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._src.gpu import kernels, segments, webgpu
+from ember._src.gpu import kernels, nested, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
 from ember._src.program import Eqn, Literal, Program
 
@@ -35,10 +37,7 @@ def device_loop(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
     ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
-        if _odd_f16_steps(e):
-            return False
-        progs = [e.params["body"]]
-        return all(segments.device_computes(x) for p in progs for x in p.eqns)
+        return not _odd_f16_steps(e) and nested._size(e.params["body"]) is not None
     return segments.device_control(e)
 
 
@@ -65,8 +64,13 @@ def check_loop_bodies(e: Eqn) -> None:
         progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
     for name, prog in progs:
         for x in prog.eqns:
-            if not segments.device_computes(x):
+            if e.prim.name == "scan" and nested.static_scan(x):
+                check_loop_bodies(x)  # a nested loop: what it holds
+            elif not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
+    if e.prim.name == "scan" and nested._size(e.params["body"]) is None:
+        raise kernels._unsupported("scan", "webgpu", "nested loops that unroll to more than "
+                                   f"{nested.MAX_EQNS} equations in a scan body")
 
 
 def make_loop(prog: Program) -> Any:
@@ -90,7 +94,7 @@ class WebGPUScan:
         with webgpu._LOCK:
             webgpu._open()
             lang = webgpu.renderer()
-        self.body = kernels.schedule(p["body"], lang)
+        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang)  # inner scans unrolled
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
                        f"({len(self.body.kernels)} body kernels per step)\n" +
