@@ -18,7 +18,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 # lowest first; a module may import its own layer and the ones before it
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("ember.errors", "ember._src.dtypes", "ember._src.shapes", "ember._src.tree",
-              "ember._src.debug", "ember._src.flags")),
+              "ember._src.debug", "ember._src.flags", "ember._src.cache_files")),
     ("core", ("ember._src.core", "ember._src.array", "ember._src.program", "ember._src.registry_report",
               "ember._src.arg_checks", "ember._src.devices", "ember._src.call_keys")),
     ("prims", ("ember._src.prims", "ember._src.ad_util", "ember._src.dynamic")),

@@ -20,7 +20,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import kernels, segments, symbolic
+from ember._src.gpu import kernel_cache, kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.render import compile_error
@@ -31,6 +31,8 @@ INSTALL = "install NVRTC and its bindings: pip install 'ember[gpu]' (cuda-bindin
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
 _PTX: dict[tuple[str, str], bytes] = {}
+COMPILES = {"nvrtc": 0}
+"""NVRTC compiles since the process started (those the memory and disk caches did not save)."""
 DEVICE = Device(0, "cuda", "cuda")
 TRANSFERS = {"host_to_device": 0, "device_to_host": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
 _MEM = {"bytes_in_use": 0, "peak_bytes_in_use": 0, "num_allocs": 0, "largest_alloc_size": 0}
@@ -64,12 +66,20 @@ def nvrtc_unavailable_reason() -> str | None:
 
 def compile_ptx(source: str, arch: str = "compute_90") -> bytes:
     """PTX of ``source`` for the virtual architecture ``arch`` (``compute_80``, ``compute_90``, ...);
-    a failure raises CompileError with the saved source's path and NVRTC's log."""
+    a failure raises CompileError with the saved source's path and NVRTC's log. Cached in memory,
+    and on disk (:mod:`.kernel_cache`) by the source's hash, ``arch`` and NVRTC's version."""
     key = (hashlib.sha256(source.encode()).hexdigest(), arch)
     hit = _PTX.get(key)
     if hit is not None:
         return hit
     nvrtc = _nvrtc()
+    _, major, minor = nvrtc.nvrtcVersion()
+    disk_key = kernel_cache.key_of(key[0], arch, f"nvrtc {major}.{minor}")
+    text = kernel_cache.load("ptx", disk_key)
+    if text is not None:
+        _PTX[key] = text.encode("latin-1")
+        return _PTX[key]
+    COMPILES["nvrtc"] += 1
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"ember.cu", 0, [], [])
     try:
         opts = [f"--gpu-architecture={arch}".encode(), b"-default-device"]
@@ -88,6 +98,7 @@ def compile_ptx(source: str, arch: str = "compute_90") -> bytes:
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     _PTX[key] = ptx
+    kernel_cache.store("ptx", disk_key, ptx.decode("latin-1"))
     return ptx
 
 

@@ -494,12 +494,14 @@ class _Scheduler:
             parts = 1 if rows >= 64 else (count + PART - 1) // PART
         else:
             parts = 1 if rows >= 64 or count <= PART else min(-(-count // PART), 1024)
+        multi = isinstance(parts, sh.DimExpr) or parts > 1
         chunk = PART if isinstance(parts, sh.DimExpr) else (count + parts - 1) // parts
-        out = self.new_buffer(v.aval.dtype, rows * parts)
+        pdt = np.dtype(np.float32) if multi and dt.itemsize == 2 else dt  # 16-bit partials: float32
+        out = self.new_buffer(pdt if multi else v.aval.dtype, rows * parts)
         k = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows * parts), groups=rows * parts,
                    info={"rows": self.dim(rows), "count": self.dim(count), "parts": self._int_or_text(parts),
                          "chunk": self.dim(chunk), "groups": self.dim(rows * parts), "combine": combine,
-                         "dtype": dt, "out_dtype": v.aval.dtype})
+                         "dtype": pdt, "out_dtype": v.aval.dtype})
         reads: dict[int, str] = {}
         em = Emitter(self, self.lang, "t", reads)
         ridx = em.unravel("row", [shape[d] for d in kept])
@@ -514,14 +516,14 @@ class _Scheduler:
         val = em.value(x, full)
         k.info["head"] = head
         self._finish(k, reads, lambda: self.lang.reduce_kernel(k, em.lines, val))
-        if isinstance(parts, sh.DimExpr) or parts > 1:  # second pass over the partial results
+        if multi:  # second pass over the partial results
             part_out = out
             out = self.new_buffer(dt, rows)
             k2 = Kernel(f"reduce{len(self.kernels)}", "reduce", out, grid=_grid(rows), groups=rows,
                         info={"rows": self.dim(rows), "count": self.dim(parts), "parts": 1,
                               "chunk": self.dim(parts), "groups": self.dim(rows), "combine": combine,
                               "dtype": dt, "out_dtype": dt, "head": []})
-            load = self.lang.load("in0", f"row * {self.dim(parts)} + j", dt)
+            load = self.lang.load("in0", f"row * {self.dim(parts)} + j", pdt)
             self._finish(k2, {part_out.index: "in0"}, lambda: self.lang.reduce_kernel(k2, [], load))
         self.bufs[v] = out
 

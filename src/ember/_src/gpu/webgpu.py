@@ -61,8 +61,11 @@ def _open() -> Any:
         _STATE["error"] = f"webgpu: no WebGPU adapter found ({why}); {INSTALL}"
         raise DeviceUnavailable(_STATE["error"])
     names = ("max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size")
-    dev = adapter.request_device_sync(required_limits={n: adapter.limits[n] for n in names})
-    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=Pool(dev, wgpu, str(DEVICE)), pipelines={})
+    features = ["shader-f16"] if "shader-f16" in adapter.features else []  # float16 storage and math
+    dev = adapter.request_device_sync(required_features=features,
+                                      required_limits={n: adapter.limits[n] for n in names})
+    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=Pool(dev, wgpu, str(DEVICE)), pipelines={},
+                  f16=bool(features))
     return dev
 
 
@@ -81,6 +84,20 @@ def adapter_info() -> dict:
     with _LOCK:
         _open()
         return dict(_STATE["adapter"].info)
+
+
+def renderer() -> WGSLRenderer:
+    """The WGSL renderer for this device (float16 where the adapter has ``shader-f16``); the caller
+    holds the lock and has opened the device."""
+    info = _STATE["adapter"].info
+    return WGSLRenderer(f16=_STATE["f16"], adapter=f"the adapter '{info.get('device', '?')}'")
+
+
+def nbytes(n: int, dtype: np.dtype) -> int:
+    """The bytes ``n`` elements of ``dtype`` take in a storage buffer: 4 an element (bool as u32),
+    2 for float16, rounded up to a multiple of 4 (WebGPU's copies and bindings need it)."""
+    size = 2 if np.dtype(dtype) == np.float16 else 4
+    return -(-n * size // 4) * 4
 
 
 def _pipeline(source: str) -> Any:
@@ -103,6 +120,8 @@ def _pipeline(source: str) -> Any:
 
 def _storage(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
     a = np.asarray(a, dtype=dtype)
+    if np.dtype(dtype) == np.float16 and a.size % 2:  # a whole number of 4-byte words
+        a = np.concatenate([a.ravel(), np.zeros(1, np.float16)])
     return np.ascontiguousarray(a.astype(np.uint32) if dtype == np.bool_ else a)
 
 
@@ -140,22 +159,22 @@ class WebGPUBuffer:
 def _read_back(buf: Any, n: int, dtype: np.dtype, count: bool = True) -> np.ndarray:
     """``n`` elements of ``buf`` through a staging buffer (the caller holds the lock)."""
     dev, pool, wgpu = _STATE["device"], _STATE["pool"], _STATE["wgpu"]
-    nbytes = n * 4
-    st = pool.acquire(nbytes, staging=True)
+    size = nbytes(n, dtype)
+    st = pool.acquire(size, staging=True)
     enc = dev.create_command_encoder()
-    enc.copy_buffer_to_buffer(buf, 0, st, 0, nbytes)
+    enc.copy_buffer_to_buffer(buf, 0, st, 0, size)
     dev.queue.submit([enc.finish()])
     raw = _map_read(st, n, dtype, wgpu)
     pool.release(st)
     if count:
         TRANSFERS["device_to_host"] += 1
-        TRANSFERS["device_to_host_bytes"] += nbytes
+        TRANSFERS["device_to_host_bytes"] += size
     return raw
 
 
 def _map_read(st: Any, n: int, dtype: np.dtype, wgpu: Any) -> np.ndarray:
     st.map_sync(wgpu.MapMode.READ)
-    data = st.read_mapped(0, n * 4, copy=True)
+    data = st.read_mapped(0, nbytes(n, dtype), copy=True)
     st.unmap()
     return np.frombuffer(data, dtype=_raw_dtype(dtype), count=n).copy()
 
@@ -163,7 +182,7 @@ def _map_read(st: Any, n: int, dtype: np.dtype, wgpu: Any) -> np.ndarray:
 def _upload(a: Any, dtype: np.dtype, nelem: int) -> Any:
     """A pool buffer holding ``a`` (the caller holds the lock; counted as a transfer)."""
     dev, pool = _STATE["device"], _STATE["pool"]
-    buf = pool.acquire(nelem * 4)
+    buf = pool.acquire(nbytes(nelem, dtype))
     data = _storage(a, dtype)
     if data.nbytes:
         dev.queue.write_buffer(buf, 0, data)
@@ -175,9 +194,9 @@ def _upload(a: Any, dtype: np.dtype, nelem: int) -> Any:
 def put(value: np.ndarray, weak_type: bool = False) -> DeviceArray:
     """``value`` copied into a device buffer, as a :class:`DeviceArray` on ``webgpu:0``."""
     value = np.asarray(value)
-    WGSLRenderer().check_dtype(value.dtype, "an array put on webgpu:0")
     with _LOCK:
         _open()
+        renderer().check_dtype(value.dtype, "an array put on webgpu:0")
         buf = _upload(value, value.dtype, value.size)
         handle = WebGPUBuffer(buf, _STATE["pool"])
     return DeviceArray(handle, ShapedArray(value.shape, value.dtype, weak_type))
@@ -223,7 +242,10 @@ class WebGPUExecutable:
     it, and the axis values reach the kernels in a small uniform buffer."""
 
     def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
-        self.schedule = kernels.schedule(prog, WGSLRenderer(), axes)
+        with _LOCK:
+            _open()
+            lang = renderer()
+        self.schedule = kernels.schedule(prog, lang, axes)
         self.source = "\n".join(f"// kernel {k.name}: grid {k.grid}\n{k.source}"
                                 for k in self.schedule.kernels)
         self.out_avals = prog.out_avals
@@ -265,7 +287,8 @@ class WebGPUExecutable:
         for i, val in sch.consts:
             if i not in self._consts:
                 usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-                buf = self._consts[i] = dev.create_buffer(size=max(256, val.size * 4), usage=usage)
+                size = max(256, nbytes(val.size, sch.buffers[i].dtype))
+                buf = self._consts[i] = dev.create_buffer(size=size, usage=usage)
                 dev.queue.write_buffer(buf, 0, _storage(val, sch.buffers[i].dtype))
             bufs[i] = self._consts[i]
         enc = dev.create_command_encoder()
@@ -274,10 +297,11 @@ class WebGPUExecutable:
             entries = []
             for slot, b in enumerate(k.buffers()):
                 if b.index not in bufs:
-                    bufs[b.index] = pool.acquire(sizes[b.index] * 4)
+                    bufs[b.index] = pool.acquire(nbytes(sizes[b.index], b.dtype))
                     taken.append(bufs[b.index])
-                entries.append({"binding": slot, "resource": {"buffer": bufs[b.index], "offset": 0,
-                                                             "size": max(sizes[b.index], 1) * 4}})
+                size = nbytes(max(sizes[b.index], 1), b.dtype)
+                entries.append({"binding": slot,
+                                "resource": {"buffer": bufs[b.index], "offset": 0, "size": size}})
             if k.uses_sizes:
                 sz = self._sizes_buffer(env)
                 entries.append({"binding": len(entries),
@@ -315,8 +339,8 @@ class WebGPUExecutable:
                 taken[:] = [b for b in taken if b is not bufs[v]]
                 outs.append(given.setdefault(v, WebGPUBuffer(bufs[v], pool)))
             else:  # a constant's buffer, owned by the executable
-                buf = pool.acquire(n * 4)
-                enc.copy_buffer_to_buffer(bufs[v], 0, buf, 0, n * 4)
+                buf = pool.acquire(nbytes(n, aval.dtype))
+                enc.copy_buffer_to_buffer(bufs[v], 0, buf, 0, nbytes(n, aval.dtype))
                 outs.append(given.setdefault(v, WebGPUBuffer(buf, pool)))
         return outs
 
@@ -326,8 +350,9 @@ class WebGPUExecutable:
         staged = []
         for kind, v in sch.outputs:
             if kind == "buf" and sizes[v]:
-                st = pool.acquire(sizes[v] * 4, staging=True)
-                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, sizes[v] * 4)
+                size = nbytes(sizes[v], sch.buffers[v].dtype)
+                st = pool.acquire(size, staging=True)
+                enc.copy_buffer_to_buffer(bufs[v], 0, st, 0, size)
                 staged.append(st)
         dev.queue.submit([enc.finish()])
         outs, it = [], iter(staged)
@@ -349,7 +374,7 @@ class WebGPUExecutable:
                 raw = _map_read(st, n, aval.dtype, wgpu)
                 pool.release(st)
                 TRANSFERS["device_to_host"] += 1
-                TRANSFERS["device_to_host_bytes"] += n * 4
+                TRANSFERS["device_to_host_bytes"] += nbytes(n, aval.dtype)
                 outs.append(((raw != 0) if aval.dtype == np.bool_ else raw).reshape(shape))
         return outs
 

@@ -15,19 +15,21 @@ runs on the device and its one boolean is read back (4 bytes), then the ``body``
 the device; the carries never leave it. **cond** likewise: its index is read back (4 bytes) and the
 chosen branch runs on the device over the operands' buffers.
 
-A loop whose programs hold a primitive without a device kernel (a nested loop among them) is not
-a device loop (:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
+A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body
+(:mod:`.nested`), so the whole nest is preencoded. A loop whose programs hold a primitive without
+a device kernel (a ``while`` or ``cond`` in a scan body among them) is not a device loop
+(:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from ember._src.gpu import kernels, segments, webgpu
+from ember._src.gpu import kernels, nested, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
-from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Eqn, Literal, Program
 
 
@@ -35,9 +37,17 @@ def device_loop(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
     ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
-        progs = [e.params["body"]]
-        return all(segments.device_computes(x) for p in progs for x in p.eqns)
+        return not _odd_f16_steps(e) and nested._size(e.params["body"]) is not None
     return segments.device_control(e)
+
+
+def _odd_f16_steps(e: Eqn) -> bool:
+    """Whether a ``scan``'s ``xs`` or ``ys`` has float16 steps of an odd element count: a step
+    would start in the middle of a 4-byte word, where WebGPU cannot copy from or to."""
+    ps = e.params
+    avals = [x.aval for x in e.inputs[ps["num_consts"] + ps["num_carry"]:]]
+    avals += [v.aval for v in e.outvars[ps["num_carry"]:]]
+    return any(a.dtype == np.float16 and math.prod(a.shape[1:]) % 2 for a in avals)
 
 
 def check_loop_bodies(e: Eqn) -> None:
@@ -45,14 +55,22 @@ def check_loop_bodies(e: Eqn) -> None:
     of its programs that has no device kernel (or the dynamic trip count)."""
     if e.prim.name == "scan" and not isinstance(e.params["length"], int):
         raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
+    if e.prim.name == "scan" and _odd_f16_steps(e):
+        raise kernels._unsupported("scan", "webgpu", "a scan over float16 steps of an odd element count "
+                                   "(pad them to an even size, or host_fallback=True)")
     names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
     progs = [(name, e.params[name]) for name in names]
     if e.prim.name == "cond":
         progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
     for name, prog in progs:
         for x in prog.eqns:
-            if not segments.device_computes(x):
+            if e.prim.name == "scan" and nested.static_scan(x):
+                check_loop_bodies(x)  # a nested loop: what it holds
+            elif not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
+    if e.prim.name == "scan" and nested._size(e.params["body"]) is None:
+        raise kernels._unsupported("scan", "webgpu", "nested loops that unroll to more than "
+                                   f"{nested.MAX_EQNS} equations in a scan body")
 
 
 def make_loop(prog: Program, axes: tuple[str, ...] = ()) -> Any:
@@ -74,7 +92,10 @@ class WebGPUScan:
         p = e.params
         self.length, self.reverse = p["length"], p["reverse"]
         self.nc, self.nk = p["num_consts"], p["num_carry"]
-        self.body = kernels.schedule(p["body"], WGSLRenderer(), axes)
+        with webgpu._LOCK:
+            webgpu._open()
+            lang = webgpu.renderer()
+        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)  # inner scans unrolled
         self._size_bufs: dict[tuple, Any] = {}
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
@@ -133,20 +154,21 @@ class WebGPUScan:
                 ins.append(_upload(a, x.aval.dtype, max(count(x.aval.shape), 1)))
                 taken.append(ins[-1])
         consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        nbytes = [max(s, 1) * 4 for s in bsz]
+        dts = [b.dtype for b in body.buffers]
+        nbytes = [webgpu.nbytes(max(s, 1), dts[i]) for i, s in enumerate(bsz)]
         in_bytes = [nbytes[i] for i in body.inputs]
         carry_bytes = in_bytes[nc:nc + nk]
-        x_bytes = [bsz[i] * 4 for i in body.inputs[nc + nk:]]
+        x_bytes = [webgpu.nbytes(bsz[i], dts[i]) for i in body.inputs[nc + nk:]]
         sets = [[acquire(s) for s in carry_bytes] for _ in range(2)]  # the ping-pong pair
         enc = dev.create_command_encoder()
-        carry_used = [bsz[i] * 4 for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
+        carry_used = [webgpu.nbytes(bsz[i], dts[i]) for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
         for j, used in enumerate(carry_used):
             if used:
                 enc.copy_buffer_to_buffer(init[j], 0, sets[0][j], 0, used)
         xbufs = [acquire(s) for s in x_bytes]
         y_outs = body.outputs[nk:]
         y_avals = [v.aval for v in self.eqn.outvars[nk:]]
-        ys = [acquire(max(count(a.shape), 1) * 4) for a in y_avals]
+        ys = [acquire(webgpu.nbytes(max(count(a.shape), 1), a.dtype)) for a in y_avals]
         body_avals = self.eqn.params["body"].out_avals
         literals = {i: self._literal(v, count(body_avals[i].shape), body_avals[i].dtype, acquire)
                     for i, (kind, v) in enumerate(body.outputs) if kind == "literal"}
@@ -203,7 +225,7 @@ class WebGPUScan:
                     src = self._source(kind, v, j, m, literals)
                     enc.copy_buffer_to_buffer(src, 0, sets[1 - par][j], 0, carry_used[j])
             for j, ((kind, v), aval) in enumerate(zip(y_outs, y_avals)):
-                s = count(aval.shape[1:]) * 4
+                s = webgpu.nbytes(count(aval.shape[1:]), aval.dtype)
                 if s:
                     enc.copy_buffer_to_buffer(self._source(kind, v, nk + j, m, literals), 0, ys[j], i * s, s)
         dev.queue.submit([enc.finish()])
@@ -218,7 +240,7 @@ class WebGPUScan:
         """A buffer the executable owns (outside the pool), holding ``val``."""
         dev, wgpu = webgpu._STATE["device"], webgpu._STATE["wgpu"]
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-        buf = dev.create_buffer(size=max(256, val.size * 4), usage=usage)
+        buf = dev.create_buffer(size=max(256, webgpu.nbytes(val.size, val.dtype)), usage=usage)
         if val.size:
             dev.queue.write_buffer(buf, 0, _storage(val, val.dtype))
         return buf
@@ -235,6 +257,6 @@ class WebGPUScan:
         """A buffer holding a body output that is a literal, ``n`` elements (copied wherever it is
         needed)."""
         arr = np.full(max(n, 1), value, dtype)
-        buf = acquire(arr.size * 4)
+        buf = acquire(webgpu.nbytes(arr.size, dtype))
         webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, dtype))
         return buf

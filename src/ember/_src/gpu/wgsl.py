@@ -3,6 +3,12 @@
 Types: float32 (``f32``), int32 (``i32``), uint32 (``u32``) and bool (``bool`` in registers, a
 ``u32`` 0/1 in storage buffers, which cannot hold bool). 64-bit types do not exist in WGSL:
 float64/int64 values raise a TypeError that names the dtype and ember's default x32 mode.
+
+float16 (where the adapter offers ``shader-f16``): stored as ``f16`` (2 bytes an element; a
+module that names ``f16`` starts with ``enable f16;``), computed in ``f32``. Every float16 value
+a kernel binds is rounded to float16 (:data:`F16_PRELUDE`'s ``e_f16``: round to nearest even,
+overflow to infinity, NaN kept), so an elementwise chain rounds after each operation as NumPy
+does; reduction and matmul accumulators stay ``f32`` and are rounded once, when stored.
 """
 
 from __future__ import annotations
@@ -48,13 +54,25 @@ fn e_erfc(x: f32) -> f32 {
 }
 """
 
+# the head of a module that uses f16 (``enable`` must come before every declaration)
+F16_PRELUDE = """\
+enable f16;
+fn e_f16(x: f32) -> f16 {
+  if (abs(x) >= 65520.0 && !e_isnan(x)) {  // past the largest float16 (65504): infinity
+    return f16(sign(x) * 65504.0) * 2.0h;  // (WGSL leaves f16(x) of such x undefined)
+  }
+  return f16(x);
+}
+"""
+_F16 = np.dtype(np.float16)
+
 
 class WGSLRenderer(BaseRenderer):
     """Renders kernels as WGSL compute shaders (one module per kernel, entry point ``main``)."""
 
     device = "webgpu"
     TYPES = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint32): "u32",
-             np.dtype(np.bool_): "bool"}
+             np.dtype(np.bool_): "bool", _F16: "f32"}
     FNS = {"exp": "exp({0})", "exp2": "exp2({0})", "log": "log({0})", "log1p": "e_log1p({0})",
            "expm1": "e_expm1({0})", "tanh": "e_tanh({0})", "sin": "sin({0})", "cos": "cos({0})",
            "tan": "tan({0})", "asin": "asin({0})", "acos": "acos({0})", "atan": "atan({0})",
@@ -67,12 +85,22 @@ class WGSLRenderer(BaseRenderer):
     INT_FNS = {"max": "max({0}, {1})", "min": "min({0}, {1})", "abs": "abs({0})", "sign": "sign({0})",
                "rem": "({0} % {1})"}
 
+    def __init__(self, f16: bool = True, adapter: str = "this adapter"):
+        self.f16, self.adapter = f16, adapter  # whether the device has 'shader-f16'
+
+    def check_dtype(self, dtype: np.dtype, what: str) -> None:
+        if np.dtype(dtype) == _F16 and not self.f16:
+            raise TypeError(f"the webgpu backend cannot run float16 ({what}) on {self.adapter}: the adapter "
+                            "does not offer the WebGPU feature 'shader-f16' (use float32, or the cuda or "
+                            "native backend)")
+        super().check_dtype(dtype, what)
+
     def dtype_message(self, dtype: np.dtype, what: str) -> str:
         if dtype.itemsize == 8:
             return (f"the webgpu backend does not support dtype {dtype} ({what}): WGSL has no 64-bit types; "
                     "use float32/int32 (ember's default x32 mode, jax_enable_x64 off)")
         return f"the webgpu backend does not support dtype {dtype} ({what}); it computes float32, int32, " \
-               "uint32 and bool"
+               "uint32, bool and (with the adapter feature 'shader-f16') float16"
 
     def op(self, name: str, args: Any, in_dtypes: Any, out_dtype: np.dtype, params: dict) -> str:
         if name == "round":
@@ -105,6 +133,8 @@ class WGSLRenderer(BaseRenderer):
         return f"{float_text(v)}f"
 
     def let(self, name: str, dtype: np.dtype, expr: str) -> str:
+        if np.dtype(dtype) == _F16 and not expr.startswith("f32(e_f16("):
+            expr = f"f32(e_f16({expr}))"  # each float16 value rounded, as NumPy rounds each op
         return f"let {name}: {self.vtype(dtype)} = {expr};"
 
     def ilet(self, name: str, expr: str) -> str:
@@ -113,22 +143,30 @@ class WGSLRenderer(BaseRenderer):
     def load(self, buf: str, index: str, dtype: np.dtype) -> str:
         if np.dtype(dtype) == np.bool_:
             return f"({buf}[{index}] != 0u)"
+        if np.dtype(dtype) == _F16:
+            return f"f32(e_f16(f32({buf}[{index}])))"  # (the let of a load rounds nothing more)
         return f"{buf}[{index}]"
 
     def store(self, buf: str, index: str, value: str, dtype: np.dtype) -> str:
         if np.dtype(dtype) == np.bool_:
             value = f"select(0u, 1u, {value})"
+        elif np.dtype(dtype) == _F16:
+            value = f"e_f16({value})"
         return f"{buf}[{index}] = {value};"
 
     def convert(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
         if np.dtype(src) == np.dtype(dst):
             return expr
+        if np.dtype(dst) == _F16:
+            return f"f32(e_f16(f32({expr})))"
         return f"{self.vtype(dst)}({expr})"
 
     def select(self, pred: str, if_false: str, if_true: str) -> str:
         return f"select({if_false}, {if_true}, {pred})"
 
     def _storage(self, dtype: np.dtype) -> str:
+        if np.dtype(dtype) == _F16:
+            return "f16"
         return "u32" if np.dtype(dtype) == np.bool_ else self.vtype(dtype)
 
     def _bindings(self, k: Kernel) -> str:
@@ -147,12 +185,16 @@ class WGSLRenderer(BaseRenderer):
 
     def map_kernel(self, k: Kernel, body: list[str], value: str) -> str:
         lines = "\n  ".join(body)
-        return (f"{self._bindings(k)}\n@compute @workgroup_size({WG})\n"
+        return self._module(f"{self._bindings(k)}\n@compute @workgroup_size({WG})\n"
                 "fn main(@builtin(global_invocation_id) gid: vec3<u32>, "
                 "@builtin(num_workgroups) nwg: vec3<u32>) {\n"
                 f"  let gi: i32 = i32(gid.x + gid.y * nwg.x * {WG}u);\n"
                 f"  if (gi >= {k.info['n']}) {{ return; }}\n  {lines}\n"
                 f"  {self.store('out', 'gi', value, k.out.dtype)}\n}}\n")
+
+    def _module(self, text: str) -> str:
+        """``text`` with the float16 head where it names ``f16`` (the WGSL of one kernel)."""
+        return F16_PRELUDE + text if ("f16>" in text or "e_f16(" in text) else text
 
     def reduce_kernel(self, k: Kernel, body: list[str], value: str) -> str:
         i = k.info
@@ -160,10 +202,10 @@ class WGSLRenderer(BaseRenderer):
         head = "\n  ".join(i["head"])
         loop = "\n    ".join(body)
         if i["combine"] in ("argmax", "argmin"):
-            return self._arg_reduce(k, body, value)
+            return self._module(self._arg_reduce(k, body, value))
         comb = self.combine(i["combine"], "acc", value)
         tree = self.combine(i["combine"], "sh[lid]", "sh[lid + s]")
-        return (f"{self._bindings(k)}var<workgroup> sh: array<{t}, {WG}>;\n\n"
+        return self._module(f"{self._bindings(k)}var<workgroup> sh: array<{t}, {WG}>;\n\n"
                 f"@compute @workgroup_size({WG})\n"
                 "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "
                 "@builtin(local_invocation_id) lid3: vec3<u32>) {\n"
@@ -212,7 +254,7 @@ class WGSLRenderer(BaseRenderer):
         M, N, K = i["M"], i["N"], i["K"]
         ab, bb = "\n      ".join(a_body), "\n      ".join(b_body)
         out_index = f"(bz * {M} + row) * {N} + col"
-        return (f"{self._bindings(k)}var<workgroup> ta: array<array<{t}, {TILE}>, {TILE}>;\n"
+        return self._module(f"{self._bindings(k)}var<workgroup> ta: array<array<{t}, {TILE}>, {TILE}>;\n"
                 f"var<workgroup> tb: array<array<{t}, {TILE}>, {TILE}>;\n\n"
                 f"@compute @workgroup_size({TILE}, {TILE})\n"
                 "fn main(@builtin(workgroup_id) wid: vec3<u32>,\n"
