@@ -159,3 +159,21 @@ def test_bfloat16_is_a_clear_error() -> None:
     from ember._src.dtypes import bfloat16
     with pytest.raises(TypeError, match="bfloat16"):
         _f(lambda a: a * 2)(np.ones(3, bfloat16))
+
+
+def test_float16_under_named_dynamic_axes_compiles_once() -> None:
+    """float16 buffers sized per call (2-byte elements, odd lengths) in a program compiled once for
+    every binding of its axis: a row sum (float32 partials) and an elementwise map."""
+    from ember._src.gpu import symbolic
+    g = _f(lambda x, w: (jnp.sum(x * w, axis=1), x - w), dynamic_axes=(("n", None), (None,)))
+    r = np.random.default_rng(7)
+    w = r.standard_normal(5).astype(F16)
+    before = dict(symbolic.STATS)
+    for n in (3, 1, 1024):
+        x = r.standard_normal((n, 5)).astype(F16)
+        s, d = g(x, w)
+        np.testing.assert_array_equal(np.asarray(d), x - w)
+        want = (x * w).astype(np.float32).sum(axis=1).astype(F16)
+        _ulps(s, want, 1.0, floor=4 * float(np.finfo(F16).eps))
+    assert symbolic.STATS["symbolic"] - before["symbolic"] == 1
+    assert symbolic.STATS["per_binding"] == before["per_binding"]
