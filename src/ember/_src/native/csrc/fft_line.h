@@ -145,12 +145,46 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT 
         for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
     }
 }
-/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0): returns
-   the buffer of blocks holding it */
+/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0) down to the
+   stage at length nend (1: all of them; else that last stage's radix, left to em_fftk_last):
+   returns the buffer of blocks holding it */
 static CZ *EM_T(em_fftk_line)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1, int64_t m, const SZ *tw,
-                              const CZ *tv, ELT sg) {
+                              const CZ *tv, ELT sg, int64_t nend) {
     EM_T(em_fftk_first)(src, xb, b1, m, tv, sg);
-    return EM_T(em_fftp_fft_to)(b1, b0, m, m / CW, 1, tw, sg, 0, 1);
+    return EM_T(em_fftp_fft_to)(b1, b0, m, m / CW, 1, tw, sg, 0, nend);
+}
+/* the radix of the last Stockham stage over nb blocks (em_fftp_fft_to's sequence: 8 or 4) */
+static inline int64_t EM_T(em_fftk_lastr)(int64_t nb) {
+    int64_t q = nb;
+    while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
+    return q;
+}
+/* the last stage (radix r = 8 or 4, stride s = nb / r blocks, no twiddles) of the line x fused into
+   its store: blocks q + s j of the result, times scale, interleaved to d (no pass over the
+   transformed line) */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x, int64_t nb, const int r, ELT *d,
+                                                                     ELT scale, ELT sg) {
+    const int64_t s = nb / r;
+    for (int64_t q = 0; q < s; ++q) {
+        CZ o[8];
+        if (r == 8) {
+            const SZ w[8] = {{0, 0}};
+            EM_T(em_fftp_bf8)(x + q, s, o, 1, w, 0, sg, 0);
+        } else {
+            o[0] = x[q]; o[1] = x[q + s]; o[2] = x[q + 2 * s]; o[3] = x[q + 3 * s];
+            EM_T(em_fftp_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
+        }
+        for (int k = 0; k < r; ++k) EM_T(em_fftk_undeal)(d + 2 * CW * (q + s * k), o[k].re * scale, o[k].im * scale);
+    }
+}
+/* one line from src or xb through the last stage into d (interleaved) times scale */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_line_out)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1,
+                                                                         int64_t m, const SZ *tw, const CZ *tv, ELT sg,
+                                                                         ELT *d, ELT scale) {
+    const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb);
+    const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r);
+    if (r == 8) EM_T(em_fftk_last)(x, nb, 8, d, scale, sg);
+    else EM_T(em_fftk_last)(x, nb, 4, d, scale, sg);
 }
 /* the line kernel's job: the job j of a power-of-two length m with its table tw (tw[j] =
    exp(-2 pi i j / m), j < m, then the real split's rt[k] = exp(-i pi k / m), k <= m) */
@@ -179,11 +213,9 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
     for (int64_t l = lo; l < hi; ++l) {
         if (j->kind == 0) {
             const ELT scale = (ELT)j->scale;
-            const CZ *r = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg);
-            ELT *d = j->dst + 2 * l * m;
-            for (int64_t b = 0; b < nb; ++b) EM_T(em_fftk_undeal)(d + 2 * CW * b, r[b].re * scale, r[b].im * scale);
+            EM_T(em_fftk_line_out)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
         } else if (j->kind == 1) {  /* bins k0 + l of 2 X = E + W^k O (em_fftc_split), halved */
-            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg);
+            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, 1);
             ELT *d = j->dst + 2 * l * (m + 1);
             const ELT h = (ELT)0.5;
             for (int64_t b = 0; b < nb; ++b) {
@@ -207,9 +239,7 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
                 const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
                 xb[b].re = er - oi; xb[b].im = ei + orr;
             }
-            const CZ *r = EM_T(em_fftk_line)(0, xb, b0, b1, m, kj->tw, tv, sg);
-            ELT *d = j->dst + 2 * l * m;
-            for (int64_t b = 0; b < nb; ++b) EM_T(em_fftk_undeal)(d + 2 * CW * b, r[b].re * scale, r[b].im * scale);
+            EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
         }
     }
 }
