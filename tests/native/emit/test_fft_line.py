@@ -48,7 +48,8 @@ def test_complex_rows(dtype):
     xs = [cdata((b, n), dtype) for b, n, _, _ in ROWS]
 
     def f(*a):
-        return tuple((jnp.fft.ifft if inv else jnp.fft.fft)(x, norm=norm) for x, (_, _, norm, inv) in zip(a, ROWS))
+        return tuple((jnp.fft.ifft if inv else jnp.fft.fft)(x, norm=norm)
+                     for x, (_, _, norm, inv) in zip(a, ROWS))
 
     got = ember.jit(f, backend="native")(*xs)
     for g, x, (_, n, norm, inv) in zip(got, xs, ROWS):
@@ -85,7 +86,8 @@ def test_real_rows_and_their_inverse(dtype):
 def test_rows_beside_columns_and_fft2():
     """fft2 of 256 x 256 (columns in lanes, rows in lines), a transform along axis 0 (the lane
     kernel's columns) and one along the last axis of a 3-d array (rows of every leading index)."""
-    x, y, z = cdata((256, 256), np.complex64), cdata((1024, 6), np.complex64), cdata((3, 5, 512), np.complex64)
+    x, y = cdata((256, 256), np.complex64), cdata((1024, 6), np.complex64)
+    z = cdata((3, 5, 512), np.complex64)
     f = lambda a, b, c: (jnp.fft.fft2(a), jnp.fft.fft(b, axis=0), jnp.fft.ifft(c))  # noqa: E731
     got = ember.jit(f, backend="native")(x, y, z)
     close(np.asarray(got[0]), np.fft.fft2(x.astype(np.complex128)), np.complex64, 256 * 256)
