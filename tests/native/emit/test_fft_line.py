@@ -84,15 +84,25 @@ def test_real_rows_and_their_inverse(dtype):
 
 
 def test_rows_beside_columns_and_fft2():
-    """fft2 of 256 x 256 (columns in lanes, rows in lines), a transform along axis 0 (the lane
-    kernel's columns) and one along the last axis of a 3-d array (rows of every leading index)."""
+    """fft2 of 256 x 256 (columns in lanes, their first and last stages fused into the column loads
+    and stores; rows in lines), transforms along axis 0 (fewer columns than lanes; 40 columns: two
+    whole lane groups and a partial one; 32 columns of 32 points: a single stage after the first),
+    one along the last axis of a 3-d array (rows of every leading index), and the column paths in
+    double."""
     x, y = cdata((256, 256), np.complex64), cdata((1024, 6), np.complex64)
-    z = cdata((3, 5, 512), np.complex64)
-    f = lambda a, b, c: (jnp.fft.fft2(a), jnp.fft.fft(b, axis=0), jnp.fft.ifft(c))  # noqa: E731
-    got = ember.jit(f, backend="native")(x, y, z)
+    z, u = cdata((3, 5, 512), np.complex64), cdata((512, 40), np.complex64)
+    v = cdata((2, 32, 32), np.complex64)
+    f = lambda a, b, c, d, e: (jnp.fft.fft2(a), jnp.fft.fft(b, axis=0), jnp.fft.ifft(c),  # noqa: E731
+                               jnp.fft.fft(d, axis=0, norm="ortho"), jnp.fft.ifft(e, axis=1))
+    got = ember.jit(f, backend="native")(x, y, z, u, v)
     close(np.asarray(got[0]), np.fft.fft2(x.astype(np.complex128)), np.complex64, 256 * 256)
     close(np.asarray(got[1]), np.fft.fft(y.astype(np.complex128), axis=0), np.complex64, 1024)
     close(np.asarray(got[2]), np.fft.ifft(z.astype(np.complex128)), np.complex64, 512)
+    close(np.asarray(got[3]), np.fft.fft(u.astype(np.complex128), axis=0, norm="ortho"), np.complex64, 512)
+    close(np.asarray(got[4]), np.fft.ifft(v.astype(np.complex128), axis=1), np.complex64, 32)
+    w = cdata((128, 24), np.complex128)
+    got = ember.jit(lambda a: jnp.fft.fft2(a), backend="native")(w)
+    close(np.asarray(got), np.fft.fft2(w), np.complex128, 128 * 24)
 
 
 def test_grad_and_vmap_through_the_line_kernel():

@@ -100,6 +100,23 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int64_t o = l0 / inner, i0 = l0 % inner, st = 2 * inner;
         const int adj = w == CW && i0 + CW <= inner;  /* CW adjacent columns of one block */
         const ELT *s0 = j->src + 2 * (o * m * inner + i0);
+        if (adj && EM_FFTG_ON(EM_FFTG_P2) && !lj->fac && !lj->m2 && m >= 32) {
+            /* CW adjacent power-of-two columns: the first radix-8 stage reads them, the last stage
+               (em_fftk_last) writes them: no pass over a loaded or a transformed line */
+            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1);
+            for (int64_t p = 0; p < n1; ++p) {
+                CZ lb[8];
+                SZ w[8];
+                for (int k = 0; k < 8; ++k) lb[k] = EM_T(em_fftk_deal)(s0 + (p + k * n1) * st);
+                for (int k = 1; k < 8; ++k) { w[k] = lj->tw[k * p]; w[k].im *= sg; }
+                EM_T(em_fftp_bf8)(lb, 1, b1 + 8 * p, 1, w, p != 0, sg, 0);
+            }
+            const CZ *x = EM_T(em_fftp_fft_to)(b1, b0, m, n1, 8, lj->tw, sg, 0, rl);
+            ELT *d0 = j->dst + 2 * (o * m * inner + i0);
+            if (rl == 8) EM_T(em_fftk_last)(x, m, 8, d0, st, scale, sg);
+            else EM_T(em_fftk_last)(x, m, 4, d0, st, scale, sg);
+            continue;
+        }
         if (adj) {
             for (int64_t k = 0; k < m; ++k) b0[k] = EM_T(em_fftk_deal)(s0 + k * st);
         } else {

@@ -160,10 +160,11 @@ static inline int64_t EM_T(em_fftk_lastr)(int64_t nb) {
     return q;
 }
 /* the last stage (radix r = 8 or 4, stride s = nb / r blocks, no twiddles) of the line x fused into
-   its store: blocks q + s j of the result, times scale, interleaved to d (no pass over the
-   transformed line) */
+   its store: blocks q + s j of the result, times scale, interleaved to d + os (q + s j) (no pass
+   over the transformed line; os 2 CW: a line's blocks; the lanes' adjacent columns: their row
+   stride) */
 static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x, int64_t nb, const int r, ELT *d,
-                                                                     ELT scale, ELT sg) {
+                                                                     int64_t os, ELT scale, ELT sg) {
     const int64_t s = nb / r;
     for (int64_t q = 0; q < s; ++q) {
         CZ o[8];
@@ -174,7 +175,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x
             o[0] = x[q]; o[1] = x[q + s]; o[2] = x[q + 2 * s]; o[3] = x[q + 3 * s];
             EM_T(em_fftp_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
         }
-        for (int k = 0; k < r; ++k) EM_T(em_fftk_undeal)(d + 2 * CW * (q + s * k), o[k].re * scale, o[k].im * scale);
+        for (int k = 0; k < r; ++k) EM_T(em_fftk_undeal)(d + os * (q + s * k), o[k].re * scale, o[k].im * scale);
     }
 }
 /* one line from src or xb through the last stage into d (interleaved) times scale */
@@ -183,8 +184,8 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_line_out)(const E
                                                                          ELT *d, ELT scale) {
     const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb);
     const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r);
-    if (r == 8) EM_T(em_fftk_last)(x, nb, 8, d, scale, sg);
-    else EM_T(em_fftk_last)(x, nb, 4, d, scale, sg);
+    if (r == 8) EM_T(em_fftk_last)(x, nb, 8, d, 2 * CW, scale, sg);
+    else EM_T(em_fftk_last)(x, nb, 4, d, 2 * CW, scale, sg);
 }
 /* the line kernel's job: the job j of a power-of-two length m with its table tw (tw[j] =
    exp(-2 pi i j / m), j < m, then the real split's rt[k] = exp(-i pi k / m), k <= m) */

@@ -24,6 +24,14 @@ workspace; twiddle tables from static storage, see below).
   transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
   precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
   output magnitude for float32 (lengths 2..8191).
+* **Batched power-of-two rows** (``fft_line.h``; complex rows of a contiguous last axis and real
+  rows through their half-length line, ``CW**2`` to :data:`LINE_MAX` points, unless the four-step
+  below takes them): one line at a time, SIMD across the butterflies of a pass instead of across
+  lines. The line is held in blocks of ``CW`` points; its first stage has radix ``CW`` (contiguous
+  loads from the row, per-lane twiddles, one register transpose of its outputs), after which every
+  stage's stride is a whole block and ``fft_passes.h``'s stages run on the blocks unchanged; the
+  last one is fused into the interleaved store, the real split / merge pair a block with its
+  lane-reversed mirror. This drops the lanes' transposes of the batch (about half of their time).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
   lines, and real transforms through their half-length line): the four-step FFT of
