@@ -21,6 +21,13 @@
 #ifndef EM_FFTK_MAX
 #define EM_FFTK_MAX 4096  /* the longest line (complex points) of this kernel: two buffers in L2 */
 #endif
+#if defined(__GNUC__) && !defined(__clang__)  /* (loops over a block's vectors unrolled: registers, not stack) */
+#define EM_FFTK_UNROLL16 _Pragma("GCC unroll 16")
+#define EM_FFTK_UNROLL4 _Pragma("GCC unroll 4")
+#else
+#define EM_FFTK_UNROLL16
+#define EM_FFTK_UNROLL4
+#endif
 #endif
 #define CW EM_T(em_cw)
 #define CV EM_T(em_cv)
@@ -83,17 +90,17 @@ static inline __attribute__((always_inline)) CV EM_T(em_fftk_mirror)(CV a, CV b)
     return c;
 #endif
 }
-/* the CW-point DFT of v[0..CW) in place, natural order (sg = 1 forward, -1 inverse): 4 points;
-   8 (em_fftp_bf8); 16 as 4 x 4 (four 4-point DFTs of the inputs k2, 4 + k2, .., twiddles
-   W_16^(j1 k2), four 4-point DFTs over k2: X[j1 + 4 j2] comes out at 4 j1 + j2) */
-static inline __attribute__((always_inline)) void EM_T(em_fftk_dftw)(CZ *v, ELT sg) {
+/* o = the CW-point DFT of v (v overwritten; sg = 1 forward, -1 inverse): 4 points; 8
+   (em_fftp_bf8); 16 as 4 x 4 (four 4-point DFTs of the inputs k2, 4 + k2, .., twiddles
+   W_16^(j1 k2), four 4-point DFTs over k2 give X[j1 + 4 j2]); unrolled, so v and o stay in
+   registers (a loop kept them on the stack) */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_dftw)(CZ *v, CZ *o, ELT sg) {
     if (CW == 4) {
         EM_T(em_fftp_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
+        for (int k = 0; k < 4; ++k) o[k] = v[k];
     } else if (CW == 8) {
         const SZ w[8] = {{0, 0}};
-        CZ o[8];
         EM_T(em_fftp_bf8)(v, 1, o, 1, w, 0, sg, 0);
-        for (int k = 0; k < 8; ++k) v[k] = o[k];
     } else {
         static const double c16[10] = {1.0, 0.92387953251128675613, 0.70710678118654752440, 0.38268343236508977173,
                                        0.0, -0.38268343236508977173, -0.70710678118654752440, -0.92387953251128675613,
@@ -101,17 +108,19 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_dftw)(CZ *v, ELT 
         static const double s16[10] = {0.0, 0.38268343236508977173, 0.70710678118654752440, 0.92387953251128675613,
                                        1.0, 0.92387953251128675613, 0.70710678118654752440, 0.38268343236508977173,
                                        0.0, -0.38268343236508977173};
-        for (int k2 = 0; k2 < 4; ++k2) EM_T(em_fftp_dft4)(&v[k2], &v[4 + k2], &v[8 + k2], &v[12 + k2], sg);
-        for (int j1 = 1; j1 < 4; ++j1)
-            for (int k2 = 1; k2 < 4; ++k2) {  /* W_16^e = cos(2 pi e / 16) - sg i sin(2 pi e / 16) */
+        EM_FFTK_UNROLL4 for (int k2 = 0; k2 < 4; ++k2)
+            EM_T(em_fftp_dft4)(&v[k2], &v[4 + k2], &v[8 + k2], &v[12 + k2], sg);
+        EM_FFTK_UNROLL4 for (int j1 = 1; j1 < 4; ++j1)
+            EM_FFTK_UNROLL4 for (int k2 = 1; k2 < 4; ++k2) {  /* W_16^e = cos(2 pi e / 16) - sg i sin(..) */
                 const int e = j1 * k2;
                 const SZ w = {(ELT)c16[e], (ELT)(-sg * s16[e])};
                 v[4 * j1 + k2] = EM_T(em_czmul)(v[4 * j1 + k2], w);
             }
-        for (int j1 = 0; j1 < 4; ++j1) EM_T(em_fftp_dft4)(&v[4 * j1], &v[4 * j1 + 1], &v[4 * j1 + 2], &v[4 * j1 + 3], sg);
-        CZ o[16];
-        for (int j = 0; j < 16; ++j) o[j] = v[4 * (j % 4) + j / 4];
-        for (int j = 0; j < 16; ++j) v[j] = o[j];
+        EM_FFTK_UNROLL4 for (int j1 = 0; j1 < 4; ++j1) {
+            CZ a = v[4 * j1], b = v[4 * j1 + 1], c = v[4 * j1 + 2], d = v[4 * j1 + 3];
+            EM_T(em_fftp_dft4)(&a, &b, &c, &d, sg);
+            o[j1] = a; o[j1 + 4] = b; o[j1 + 8] = c; o[j1 + 12] = d;
+        }
     }
 }
 /* the first stage's twiddles: tv[(p0 / CW) CW + j] lane l = W_m^(j (p0 + l)) (direction sg), for
@@ -131,18 +140,19 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT 
                                                                       const CZ *tv, ELT sg) {
     const int64_t n1 = m / CW;
     for (int64_t p0 = 0; p0 < n1; p0 += CW) {
-        CZ v[CW];
-        for (int k = 0; k < CW; ++k) v[k] = src ? EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1)) : xb[(p0 + k * n1) / CW];
-        EM_T(em_fftk_dftw)(v, sg);
+        CZ v[CW], o[CW];
+        EM_FFTK_UNROLL16 for (int k = 0; k < CW; ++k)
+            v[k] = src ? EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1)) : xb[(p0 + k * n1) / CW];
+        EM_T(em_fftk_dftw)(v, o, sg);
         CV re[CW], im[CW];
-        re[0] = v[0].re; im[0] = v[0].im;
-        for (int j = 1; j < CW; ++j) {
-            const CZ t = EM_T(em_czmulv)(v[j], tv[p0 + j]);
+        re[0] = o[0].re; im[0] = o[0].im;
+        EM_FFTK_UNROLL16 for (int j = 1; j < CW; ++j) {
+            const CZ t = EM_T(em_czmulv)(o[j], tv[p0 + j]);
             re[j] = t.re; im[j] = t.im;
         }
         EM_T(em_fftc_transpose)(re);
         EM_T(em_fftc_transpose)(im);
-        for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
+        EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
     }
 }
 /* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0) down to the
