@@ -63,31 +63,29 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_undeal)(ELT *p, C
 #endif
     *(EM_T(em_cvu) *)p = a; *(EM_T(em_cvu) *)(p + CW) = b;
 }
-/* lanes in reverse order (lane l <- lane CW - 1 - l) */
-static inline __attribute__((always_inline)) CV EM_T(em_fftk_rev)(CV a) {
+/* *a's lanes in reverse order (lane l <- lane CW - 1 - l; vectors through pointers: a vector
+   returned by value changes the ABI on a target without AVX) */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_rev)(CV *a) {
 #if defined(__GNUC__) && !defined(__clang__)
     CI r;
     for (int i = 0; i < CW; ++i) r[i] = CW - 1 - i;
-    return __builtin_shuffle(a, r);
+    *a = __builtin_shuffle(*a, r);
 #else
-    CV b;
-    for (int i = 0; i < CW; ++i) b[i] = a[CW - 1 - i];
-    return b;
+    const CV b = *a;
+    for (int i = 0; i < CW; ++i) (*a)[i] = b[CW - 1 - i];
 #endif
 }
-/* lane 0 of a, then lanes CW - 1 .. 1 of b (the mirror of bins k0 .. k0 + CW - 1 of a line of
-   blocks: a the block of bin m - k0, b the one before it) */
-static inline __attribute__((always_inline)) CV EM_T(em_fftk_mirror)(CV a, CV b) {
+/* *c = lane 0 of *a, then lanes CW - 1 .. 1 of *b (the mirror of bins k0 .. k0 + CW - 1 of a line
+   of blocks: a the block of bin m - k0, b the one before it) */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_mirror)(const CV *a, const CV *b, CV *c) {
 #if defined(__GNUC__) && !defined(__clang__)
     CI r;
     r[0] = 0;
     for (int i = 1; i < CW; ++i) r[i] = 2 * CW - i;
-    return __builtin_shuffle(a, b, r);
+    *c = __builtin_shuffle(*a, *b, r);
 #else
-    CV c;
-    c[0] = a[0];
-    for (int i = 1; i < CW; ++i) c[i] = b[CW - i];
-    return c;
+    (*c)[0] = (*a)[0];
+    for (int i = 1; i < CW; ++i) (*c)[i] = (*b)[CW - i];
 #endif
 }
 /* o = the CW-point DFT of v (v overwritten; sg = 1 forward, -1 inverse): 4 points; 8
@@ -231,7 +229,9 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
             const ELT h = (ELT)0.5;
             for (int64_t b = 0; b < nb; ++b) {
                 const CZ a = z[b], na = z[b ? nb - b : 0], nbm = z[nb - b - 1];
-                const CV br = EM_T(em_fftk_mirror)(na.re, nbm.re), bi = EM_T(em_fftk_mirror)(na.im, nbm.im);
+                CV br, bi;
+                EM_T(em_fftk_mirror)(&na.re, &nbm.re, &br);
+                EM_T(em_fftk_mirror)(&na.im, &nbm.im, &bi);
                 const CZ t = EM_T(em_fftk_deal)((const ELT *)(rt + b * CW));
                 const CV er = a.re + br, ei = a.im - bi, orr = a.im + bi, oi = br - a.re;
                 EM_T(em_fftk_undeal)(d + 2 * CW * b, h * (er + orr * t.re - oi * t.im), h * (ei + orr * t.im + oi * t.re));
@@ -243,7 +243,8 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
             const ELT scale = (ELT)j->scale;
             for (int64_t b = 0; b < nb; ++b) {
                 CZ a = EM_T(em_fftk_deal)(s + 2 * CW * b), q = EM_T(em_fftk_deal)(s + 2 * (m - CW * b - CW + 1));
-                q.re = EM_T(em_fftk_rev)(q.re); q.im = EM_T(em_fftk_rev)(q.im);
+                EM_T(em_fftk_rev)(&q.re);
+                EM_T(em_fftk_rev)(&q.im);
                 if (b == 0) { a.im[0] = 0; q.im[0] = 0; }
                 const CZ t = EM_T(em_fftk_deal)((const ELT *)(rt + b * CW));
                 const CV er = a.re + q.re, ei = a.im - q.im, dr = a.re - q.re, di = a.im + q.im;
