@@ -93,8 +93,10 @@ CHILD = textwrap.dedent("""
     ef = np.asarray(ember.jit(lambda a: jnp.fft.irfft(a, 1024))(e))
     df = np.asarray(ember.jit(jnp.fft.rfft)(d)).view(np.float64)
     sf = np.asarray(ember.jit(jnp.fft.fft)(s)).view(np.float32)
+    u = (rng.standard_normal((64, 20)) + 1j * rng.standard_normal((64, 20))).astype(np.complex64)
+    uf = np.asarray(ember.jit(lambda a: jnp.fft.fft(a, axis=0))(u)).view(np.float32)
     out["fft_line"] = [e.view(np.float32).tolist(), ef.tolist(), d.tolist(), df.tolist(),
-                       s.view(np.float32).tolist(), sf.tolist()]
+                       s.view(np.float32).tolist(), sf.tolist(), u.view(np.float32).tolist(), uf.tolist()]
     print(json.dumps(out))
 """)
 
@@ -167,8 +169,9 @@ def test_fft_line_kernel_without_avx512(avx2_results):
     """fft_line.h with 8 float / 4 double lanes: an irfft of n 1024 (the merged half line of 512, a
     radix-8 first stage), an rfft in double (half line 128, radix-4 first stage) and complex64 rows
     of 64 = 8^2 points (the shortest line of 8 lanes: the first stage is the whole line but its
-    last radix-8 stage)."""
-    er, ef, dr, df, sr, sf = avx2_results["fft_line"]
+    last radix-8 stage); and 20 columns of 64 points in the lanes (first and last stages fused into
+    the column loads and stores)."""
+    er, ef, dr, df, sr, sf, ur, uf = avx2_results["fft_line"]
     e = np.asarray(er, np.float32).view(np.complex64)
     got, want = np.asarray(ef, np.float32), np.fft.irfft(e.astype(np.complex128), 1024)
     assert got.shape == want.shape and np.abs(got - want).max() <= 10 * 4 * 1.2e-7 * np.abs(want).max()
@@ -177,6 +180,9 @@ def test_fft_line_kernel_without_avx512(avx2_results):
     assert got.shape == want.shape and np.abs(got - want).max() <= 8 * 4 * 2.2e-16 * np.abs(want).max()
     s = np.asarray(sr, np.float32).view(np.complex64)
     got, want = np.asarray(sf, np.float32).view(np.complex64), np.fft.fft(s.astype(np.complex128))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 6 * 4 * 1.2e-7 * np.abs(want).max()
+    u = np.asarray(ur, np.float32).view(np.complex64)  # columns: two groups of 8 lanes and a partial one
+    got, want = np.asarray(uf, np.float32).view(np.complex64), np.fft.fft(u.astype(np.complex128), axis=0)
     assert got.shape == want.shape and np.abs(got - want).max() <= 6 * 4 * 1.2e-7 * np.abs(want).max()
 
 
