@@ -675,7 +675,7 @@ def test_gates_join_over_a_programs_fft_steps():
     mask, syms, got = _compiled(lambda a, b: (jnp.fft.ifft(a), jnp.fft.fft(b)), x, z)
     close(np.asarray(got[0]), np.fft.ifft(x.astype(np.complex128), axis=-1), np.complex64)
     close(np.asarray(got[1]), np.fft.fft(z.astype(np.complex128), axis=-1), np.complex64)
-    assert mask == G.G_AXIS | G.G_P2 | G.G_P2R | G.G_BLUE
+    assert mask == G.G_AXIS | G.G_P2 | G.G_P2R | G.G_LINE | G.G_BLUE  # (64 = CW^2 of 8 float lanes)
     _has(syms, "em_fftp_mixed_f32", True)
     _has(syms, "em_fftp_fft_to_f32", True)
     y = cdata((3, 100), np.complex64)

@@ -3,7 +3,8 @@ AVX2-only machine builds them. A child process compiles with ``EMBER_CC`` set to
 adds ``-mno-avx512f`` (a no-op where the host has no AVX-512) and its own program cache, and runs
 the convolution paths whose task counts and layouts depend on the vector width (FFT convolution,
 Winograd on stride phases and stride 1, flat blocks, image tasks, a strided input gradient) and
-the FFT lanes (float and double, a 2-3-5 length, an odd real length through a radix-11 stage), and the
+the FFT lanes (float and double, a 2-3-5 length, an odd real length through a radix-11 stage) and
+line kernel (complex, real and inverse real rows of 8 float / 4 double lanes), and the
 attention kernel (its register tiles follow the vector width); each
 result is compared here with a float64 NumPy reference. (An emitter that
 counted tasks by the widest vector left half of the FFT convolution's channels unwritten there.)"""
@@ -86,6 +87,16 @@ CHILD = textwrap.dedent("""
     pf = np.asarray(ember.jit(jnp.fft.fft)(p)).view(np.float32)
     qf = np.asarray(ember.jit(lambda a: jnp.fft.ifft(a, norm="ortho"))(q)).view(np.float64)
     out["fft_p2"] = [p.view(np.float32).tolist(), pf.tolist(), q.view(np.float64).tolist(), qf.tolist()]
+    e = (rng.standard_normal((5, 513)) + 1j * rng.standard_normal((5, 513))).astype(np.complex64)
+    d = rng.standard_normal((3, 256))
+    s = (rng.standard_normal((3, 64)) + 1j * rng.standard_normal((3, 64))).astype(np.complex64)
+    ef = np.asarray(ember.jit(lambda a: jnp.fft.irfft(a, 1024))(e))
+    df = np.asarray(ember.jit(jnp.fft.rfft)(d)).view(np.float64)
+    sf = np.asarray(ember.jit(jnp.fft.fft)(s)).view(np.float32)
+    u = (rng.standard_normal((64, 20)) + 1j * rng.standard_normal((64, 20))).astype(np.complex64)
+    uf = np.asarray(ember.jit(lambda a: jnp.fft.fft(a, axis=0))(u)).view(np.float32)
+    out["fft_line"] = [e.view(np.float32).tolist(), ef.tolist(), d.tolist(), df.tolist(),
+                       s.view(np.float32).tolist(), sf.tolist(), u.view(np.float32).tolist(), uf.tolist()]
     print(json.dumps(out))
 """)
 
@@ -152,6 +163,27 @@ def test_power_of_two_complex_rows_without_avx512(avx2_results):
     q = np.asarray(qr, np.float64).view(np.complex128)
     got, want = np.asarray(qf, np.float64).view(np.complex128), np.fft.ifft(q, norm="ortho")
     assert got.shape == want.shape and np.abs(got - want).max() <= 8 * 4e-16 * np.abs(want).max()
+
+
+def test_fft_line_kernel_without_avx512(avx2_results):
+    """fft_line.h with 8 float / 4 double lanes: an irfft of n 1024 (the merged half line of 512, a
+    radix-8 first stage), an rfft in double (half line 128, radix-4 first stage) and complex64 rows
+    of 64 = 8^2 points (the shortest line of 8 lanes: the first stage is the whole line but its
+    last radix-8 stage); and 20 columns of 64 points in the lanes (first and last stages fused into
+    the column loads and stores)."""
+    er, ef, dr, df, sr, sf, ur, uf = avx2_results["fft_line"]
+    e = np.asarray(er, np.float32).view(np.complex64)
+    got, want = np.asarray(ef, np.float32), np.fft.irfft(e.astype(np.complex128), 1024)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 10 * 4 * 1.2e-7 * np.abs(want).max()
+    d = np.asarray(dr, np.float64)
+    got, want = np.asarray(df, np.float64).view(np.complex128), np.fft.rfft(d)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 8 * 4 * 2.2e-16 * np.abs(want).max()
+    s = np.asarray(sr, np.float32).view(np.complex64)
+    got, want = np.asarray(sf, np.float32).view(np.complex64), np.fft.fft(s.astype(np.complex128))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 6 * 4 * 1.2e-7 * np.abs(want).max()
+    u = np.asarray(ur, np.float32).view(np.complex64)  # columns: two groups of 8 lanes and a partial one
+    got, want = np.asarray(uf, np.float32).view(np.complex64), np.fft.fft(u.astype(np.complex128), axis=0)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 6 * 4 * 1.2e-7 * np.abs(want).max()
 
 
 def test_double_and_odd_fft_lanes_without_avx512(avx2_results):

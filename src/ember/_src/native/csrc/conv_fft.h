@@ -99,15 +99,6 @@ static inline __attribute__((always_inline)) void EM_T(em_cf_st)(ELT *p, int64_t
     for (int64_t l = 0; l < cl; ++l) p[l * st] = v[l];
 }
 
-/* The twiddle tables: tw[j] = exp(-2 pi i j / n), j < n (computed in double, rounded once). */
-static void EM_T(em_cf_twiddles)(CFS *tw, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) {
-        const double a = -6.283185307179586476925286766559 * (double)j / (double)n;
-        tw[j].re = (ELT)cos(a);
-        tw[j].im = (ELT)sin(a);
-    }
-}
-
 /* Split Z = FFT(r1 + i r2) (length Q) into the bins k <= Q / 2 of r1 (t1) and r2 (t2; null: r2 = 0,
    not stored). */
 static inline __attribute__((always_inline)) void EM_T(em_cf_split)(const CFZ *z, int64_t Q, int64_t Qh, CFZ *t1,

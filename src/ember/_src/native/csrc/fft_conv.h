@@ -29,10 +29,7 @@
 /* tables of length m (a power of two): tw[j] = exp(-2 pi i j / m), j < m, then
    rt[k] = exp(-i pi k / m), k <= m (the real split) */
 static void EM_T(em_fftc_fill)(SZ *t, int64_t m) {
-    for (int64_t j = 0; j < m; ++j) {
-        double a = -6.283185307179586476925286766559 * (double)j / (double)m;
-        t[j].re = (ELT)cos(a); t[j].im = (ELT)sin(a);
-    }
+    EM_T(em_fftp_twiddles)(t, m);
     for (int64_t k = 0; k <= m; ++k) {
         double a = -3.14159265358979323846264338327950288 * (double)k / (double)m;
         t[m + k].re = (ELT)cos(a); t[m + k].im = (ELT)sin(a);

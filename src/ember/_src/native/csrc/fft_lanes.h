@@ -75,35 +75,6 @@ static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const
     }
     return EM_T(em_fftp_fft_to)(b1, b0, m, n1, 8, tw, sg, 0, nend);
 }
-/* element jj of CW adjacent complex columns at p (2 CW ELT) -> lanes (re, im), and back */
-static inline __attribute__((always_inline)) CZ EM_T(em_fftl_deal)(const ELT *p) {
-    CV a, b;
-    a = *(const EM_T(em_cvu) *)p; b = *(const EM_T(em_cvu) *)(p + CW);
-    CZ z;
-#if defined(__GNUC__) && !defined(__clang__)
-    CI ev, od;
-    for (int i = 0; i < CW; ++i) { ev[i] = 2 * i; od[i] = 2 * i + 1; }
-    z.re = __builtin_shuffle(a, b, ev); z.im = __builtin_shuffle(a, b, od);
-#else
-    for (int i = 0; i < CW / 2; ++i) {
-        z.re[i] = a[2 * i]; z.im[i] = a[2 * i + 1]; z.re[i + CW / 2] = b[2 * i]; z.im[i + CW / 2] = b[2 * i + 1];
-    }
-#endif
-    return z;
-}
-static inline __attribute__((always_inline)) void EM_T(em_fftl_undeal)(ELT *p, CV re, CV im) {
-    CV a, b;
-#if defined(__GNUC__) && !defined(__clang__)
-    CI lo, hi;
-    for (int i = 0; i < CW / 2; ++i) { lo[2 * i] = i; lo[2 * i + 1] = i + CW; hi[2 * i] = i + CW / 2; hi[2 * i + 1] = i + CW + CW / 2; }
-    a = __builtin_shuffle(re, im, lo); b = __builtin_shuffle(re, im, hi);
-#else
-    for (int i = 0; i < CW / 2; ++i) {
-        a[2 * i] = re[i]; a[2 * i + 1] = im[i]; b[2 * i] = re[i + CW / 2]; b[2 * i + 1] = im[i + CW / 2];
-    }
-#endif
-    *(EM_T(em_cvu) *)p = a; *(EM_T(em_cvu) *)(p + CW) = b;
-}
 static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
                                 ELT sg);
 /* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
@@ -129,8 +100,25 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const int64_t o = l0 / inner, i0 = l0 % inner, st = 2 * inner;
         const int adj = w == CW && i0 + CW <= inner;  /* CW adjacent columns of one block */
         const ELT *s0 = j->src + 2 * (o * m * inner + i0);
+        if (adj && EM_FFTG_ON(EM_FFTG_P2) && !lj->fac && !lj->m2 && m >= 32) {
+            /* CW adjacent power-of-two columns: the first radix-8 stage reads them, the last stage
+               (em_fftk_last) writes them: no pass over a loaded or a transformed line */
+            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1);
+            for (int64_t p = 0; p < n1; ++p) {
+                CZ lb[8];
+                SZ w[8];
+                for (int k = 0; k < 8; ++k) lb[k] = EM_T(em_fftk_deal)(s0 + (p + k * n1) * st);
+                for (int k = 1; k < 8; ++k) { w[k] = lj->tw[k * p]; w[k].im *= sg; }
+                EM_T(em_fftp_bf8)(lb, 1, b1 + 8 * p, 1, w, p != 0, sg, 0);
+            }
+            const CZ *x = EM_T(em_fftp_fft_to)(b1, b0, m, n1, 8, lj->tw, sg, 0, rl);
+            ELT *d0 = j->dst + 2 * (o * m * inner + i0);
+            if (rl == 8) EM_T(em_fftk_last)(x, m, 8, d0, st, scale, sg);
+            else EM_T(em_fftk_last)(x, m, 4, d0, st, scale, sg);
+            continue;
+        }
         if (adj) {
-            for (int64_t k = 0; k < m; ++k) b0[k] = EM_T(em_fftl_deal)(s0 + k * st);
+            for (int64_t k = 0; k < m; ++k) b0[k] = EM_T(em_fftk_deal)(s0 + k * st);
         } else {
             for (int64_t k = 0; k < m; ++k) { b0[k].re = zero; b0[k].im = zero; }
             for (int r = 0; r < w; ++r) {
@@ -142,7 +130,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         const CZ *res = EM_T(em_fftl_line)(lj, b0, b1, sg);
         if (adj) {
             ELT *d0 = j->dst + 2 * (o * m * inner + i0);
-            for (int64_t k = 0; k < m; ++k) EM_T(em_fftl_undeal)(d0 + k * st, res[k].re * scale, res[k].im * scale);
+            for (int64_t k = 0; k < m; ++k) EM_T(em_fftk_undeal)(d0 + k * st, res[k].re * scale, res[k].im * scale);
         } else {
             for (int r = 0; r < w; ++r) {
                 const int64_t l = l0 + r;
@@ -419,13 +407,13 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
             lw[k].re[l] = w.re; lw[k].im[l] = sg * w.im;
         }
     for (int64_t c0 = 0; c0 < n2; c0 += CW) {
-        for (int64_t k = 0; k < n1; ++k) b0[k] = EM_T(em_fftl_deal)(src + 2 * (n2 * k + c0));
+        for (int64_t k = 0; k < n1; ++k) b0[k] = EM_T(em_fftk_deal)(src + 2 * (n2 * k + c0));
         const CZ *r = EM_T(em_fftp_fft)(b0, b1, n1, lj->t1, sg, 0);
         for (int64_t k = 0; k < n1; ++k) {  /* times W^((c0 + l) k1) = W^(c0 k1) W^(l k1) */
             SZ w = tw[(c0 * k) & mask];
             w.im *= sg;
             const CZ v = EM_T(em_czmulv)(r[k], EM_T(em_czmul)(lw[k], w));
-            EM_T(em_fftl_undeal)(t + 2 * (k * n2 + c0), v.re, v.im);
+            EM_T(em_fftk_undeal)(t + 2 * (k * n2 + c0), v.re, v.im);
         }
     }
     for (int64_t k0 = 0; k0 < n1; k0 += CW) {
@@ -433,7 +421,7 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
         for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
         EM_T(em_fftc_load)(rows, 2 * n2, n2, b0, 1);
         const CZ *r = EM_T(em_fftp_fft)(b0, b1, n2, lj->t2, sg, 0);
-        for (int64_t k = 0; k < n2; ++k) EM_T(em_fftl_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
+        for (int64_t k = 0; k < n2; ++k) EM_T(em_fftk_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
     }
 }
 /* lines [lo, hi) of the job, four-step; thread tid's scratch: two line buffers of N2 vectors, N1
@@ -526,8 +514,12 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (EM_FFTG_ON(EM_FFTG_LONG) && (split || (j->kind == 0 && j->inner == 1)) && m >= EM_FFTL_LONG && few
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
-        if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
+        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m)) {  /* many rows: one line at a time */
+            EM_T(em_fftk_run)(j, m, lj.tw, lines, par, nt);
+            return 1;
+        }
+        if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
         lj.rt = lj.tw + m;
         lj.rl = 1;
         if (j->kind == 0 && j->inner == 1 && m >= 4 * CW && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_CWAY) {

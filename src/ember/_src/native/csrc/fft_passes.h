@@ -40,6 +40,14 @@ typedef struct { EM_T(em_cv) re, im; } EM_T(em_cz);
 #define SZ EM_T(em_fftc_sz)
 typedef struct { ELT re, im; } EM_T(em_fftc_sz);
 
+/* the twiddle table tw[j] = exp(-2 pi i j / n), j < n (computed in double, rounded once to ELT): the
+   passes' table (fft_conv.h's cache by log2 length, conv_fft.h's tables of any length) */
+static __attribute__((unused)) void EM_T(em_fftp_twiddles)(SZ *tw, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+        const double a = -6.283185307179586476925286766559 * (double)j / (double)n;
+        tw[j].re = (ELT)cos(a); tw[j].im = (ELT)sin(a);
+    }
+}
 static inline CZ EM_T(em_czmul)(CZ a, SZ w) {
     CZ r = {a.re * w.re - a.im * w.im, a.re * w.im + a.im * w.re};
     return r;

@@ -16,6 +16,7 @@ enum {
     EM_FFTG_RL8 = 256, EM_FFTG_RL4 = 512,  /* the RFFT: its last stage of radix 8 / 4 fused */
     EM_FFTG_RSG = 1024,    /* the RFFT: the split as the spectrum is stored (no fused stage) */
     EM_FFTG_P2R = 2048,    /* power-of-two rows read straight into the first stage */
+    EM_FFTG_LINE = 4096,   /* power-of-two rows one line at a time (fft_line.h) */
 };
 #endif
 #ifdef EM_FFTG

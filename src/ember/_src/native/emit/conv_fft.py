@@ -309,8 +309,8 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
     once.append((chunk("kernel", "t, tid"), f"{pl.C} * ({pl.Op} / {vl})", 1))
     tw = f"em_cf_s_{sfx}"
     lines = [f"if (em_cf_finite_{sfx}({cc.ins[0]}, {pl.nx}, {cc.ins[1]}, {pl.nw})) {{",
-             f"    em_cf_twiddles_{sfx}(({tw} *)({ws} + {pl.twp}), {pl.P});",
-             f"    em_cf_twiddles_{sfx}(({tw} *)({ws} + {pl.twq}), {pl.Q});",
+             f"    em_fftp_twiddles_{sfx}(({tw} *)({ws} + {pl.twp}), {pl.P});",
+             f"    em_fftp_twiddles_{sfx}(({tw} *)({ws} + {pl.twq}), {pl.Q});",
              f"    em_cf_ctx_{sfx} cv_ = {{{x}, {w}, {cc.outs[0]}, {ws} + {pl.xf}, {ws} + {pl.wf}, "
              f"{ws} + {pl.yf}, {ws} + {pl.sc}, (const {tw} *)({ws} + {pl.twp}), "
              f"(const {tw} *)({ws} + {pl.twq}), {cc.ins[0]}, {cc.ins[1]}, {ws} + {pl.xs2d}, "

@@ -24,6 +24,14 @@ workspace; twiddle tables from static storage, see below).
   transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
   precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
   output magnitude for float32 (lengths 2..8191).
+* **Batched power-of-two rows** (``fft_line.h``; complex rows of a contiguous last axis and real
+  rows through their half-length line, ``CW**2`` to :data:`LINE_MAX` points, unless the four-step
+  below takes them): one line at a time, SIMD across the butterflies of a pass instead of across
+  lines. The line is held in blocks of ``CW`` points; its first stage has radix ``CW`` (contiguous
+  loads from the row, per-lane twiddles, one register transpose of its outputs), after which every
+  stage's stride is a whole block and ``fft_passes.h``'s stages run on the blocks unchanged; the
+  last one is fused into the interleaved store, the real split / merge pair a block with its
+  lane-reversed mirror. This drops the lanes' transposes of the batch (about half of their time).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
   lines, and real transforms through their half-length line): the four-step FFT of
@@ -96,12 +104,13 @@ from ember._src.program import Eqn, Literal
 
 BLUESTEIN_PRIME = 64  # a prime factor above this switches the length to Bluestein's (EM_FFT_PMAX)
 THREADS = max(1, min(usable_cpus(), 8))  # line groups run on up to this many pool threads
+LINE_MAX = 4096  # the longest line (complex points) of the line kernel (fft_line.h's EM_FFTK_MAX)
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
 _CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL) first
 _CONV = load("fft_conv.h")
-_LANES = load("fft_lanes.h")
+_LANES = load("fft_line.h") + load("fft_lanes.h")  # the line kernel first: em_fftl_run picks it
 _RUNTIME = load("fft_runtime.h")
 _PASSES = load("fft_passes.h")
 
@@ -287,8 +296,8 @@ def _real_t(e: Eqn) -> tuple[str, str]:
 
 # The EM_FFTG bits of fft_typed.h: the job kinds and the paths a program's fft steps can reach.
 (G_AXIS, G_RFFT, G_IRFFT, G_P2, G_LONG, G_MIXED, G_BLUE, G_FULL, G_RL8, G_RL4, G_RSG,
- G_P2R) = (1 << i for i in range(12))
-G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_FULL | G_RL8 | G_RL4 | G_RSG | G_P2R
+ G_P2R, G_LINE) = (1 << i for i in range(13))
+G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_FULL | G_RL8 | G_RL4 | G_RSG | G_P2R | G_LINE
 _KIND_BIT = (G_AXIS, G_RFFT, G_IRFFT)
 _GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 
@@ -315,6 +324,8 @@ def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, pa
         bits |= G_BLUE
     elif pow2:
         bits |= G_P2
+        if (half or (kind == 0 and inner == 1)) and any(cw * cw <= m <= LINE_MAX for cw in cws):
+            bits |= G_LINE  # fft_line.h's em_fftk_fits
         if ((kind == 1 and half) or (kind == 0 and inner == 1)) and m >= 4 * min(cws):  # em_fftl_load_line
             bits |= G_P2R
     else:
