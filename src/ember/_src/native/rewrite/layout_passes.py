@@ -12,15 +12,16 @@
   convolution stages copies. A convolution whose input is not already NHWC gets one transpose, and
   is rewritten only when such a chain leads from it to another convolution (a lone convolution
   keeps its kernel's own NCHW paths: a depthwise one runs on channel planes without copies).
-* ``conv_gemm``: an NHWC -> NHWC convolution (one group, no input dilation) that is 1x1 without
-  padding, or has output images of at most ``SMALL_IMAGE_PIXELS`` pixels, becomes a ``dot_general``
-  of its patches by the kernel as a (taps x channels, features) matrix: the patches of a 1x1 are the
-  pixels it reads (a strided ``slice`` when strided), those of a larger kernel the concatenation of
-  one strided slice of the padded input per tap (im2col; 49 x 4608 values for ResNet's 7x7x512 3x3).
-  ``lower_matmul`` runs it on ember's GEMM kernel, with the constant kernel prepacked once and its
-  cache blocking. The direct convolution kernel runs blocks of 14 consecutive pixels against one
-  panel of 32 features at a time: on ResNet's 7x7 stage (49 pixels, 512-2048 channels) every block
-  spans two rows or touches the padding and is packed again for each panel. One thread, CPU time:
+* ``conv_gemm``: an NHWC -> NHWC convolution with a constant kernel (a model's weights; one group,
+  no input dilation) that is 1x1 without padding, or has output images of at most
+  ``SMALL_IMAGE_PIXELS`` pixels, becomes a ``dot_general`` of its patches by the kernel as a
+  (taps x channels, features) matrix: the patches of a 1x1 are the pixels it reads (a strided
+  ``slice`` when strided), those of a larger kernel the concatenation of one strided slice of the
+  padded input per tap (im2col; 49 x 4608 values for ResNet's 7x7x512 3x3). ``lower_matmul`` runs
+  it on ember's GEMM kernel, with the constant kernel prepacked once and its cache blocking. The
+  direct convolution kernel runs blocks of 14 consecutive pixels against one panel of 32 features
+  at a time: on ResNet's 7x7 stage (49 pixels, 512-2048 channels) every block spans two rows or
+  touches the padding and is packed again for each panel. One thread, CPU time:
   1x1 7x7x512->2048 0.83-0.86 -> 0.60-0.62 ms, 3x3 7x7x512->512 2.40 -> 1.87 ms, stride 2
   14x14x512->512 2.24 -> 2.00 ms; the 1x1s at 14x14-56x56 level or faster.
 """
@@ -35,7 +36,7 @@ from ember._src.native.rewrite.passes import Builder, dce, lit, register
 from ember._src.prims import dot
 from ember._src.prims import movement as mv
 from ember._src.prims.conv import conv_p
-from ember._src.program import Atom, Eqn, Literal, Program, Var
+from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 
 NCHW = (0, 1, 2, 3)  # the lhs / out spec of an NCHW convolution (batch, feature, spatial...)
 NHWC = (0, 3, 1, 2)  # ... of an NHWC one
@@ -197,9 +198,9 @@ SMALL_IMAGE_PIXELS = 64  # conv_gemm: a larger kernel runs as one GEMM when its 
 
 
 def _gemm_conv(e: Eqn) -> bool:
-    """Whether ``e`` is an NHWC -> NHWC convolution that ``conv_gemm`` rewrites: one group, no input
-    dilation, no negative padding, static sizes, float32/64; 1x1 without padding, or a larger kernel
-    with small output images."""
+    """Whether ``e`` is an NHWC -> NHWC convolution that ``conv_gemm`` rewrites (given a constant
+    kernel): one group, no input dilation, no negative padding, static sizes, float32/64; 1x1
+    without padding, or a larger kernel with small output images."""
     if e.prim is not conv_p:
         return False
     p = e.params
@@ -229,15 +230,29 @@ def _patches(b: Builder, x: Atom, e: Eqn, kh: int, kw: int) -> Atom:
     return b.emit1(_SLICE, [x], {"start_indices": start, "limit_indices": limit, "strides": (1, sh_, sw_, 1)})
 
 
+def _constant_ids(p: Program) -> set[int]:
+    """Ids of the values computed from captured constants and literals alone (a model's kernels, also
+    after batch-norm folding: ``fold_constants`` evaluates them once)."""
+    out = {v.id for v in p.constvars}
+    for e in p.eqns:
+        if not eqn_effectful(e) and all(isinstance(a, Literal) or a.id in out for a in e.inputs):
+            out.update(v.id for v in e.outvars)
+    return out
+
+
 @register
 def conv_gemm(p: Program) -> Program:
-    """NHWC convolutions as matrix products over (taps, channels) (module docstring)."""
+    """NHWC convolutions with a constant kernel as matrix products over (taps, channels) (module
+    docstring). A kernel passed in stays on the convolution kernel, which packs it in one pass per
+    call (the GEMM would first need its transposed copy)."""
     if not any(_gemm_conv(e) for e in p.eqns):
         return p
     b = Builder(p)
+    consts = _constant_ids(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
-        if not _gemm_conv(Eqn(e.prim, ins, e.params, e.outvars)):
+        if not (_gemm_conv(Eqn(e.prim, ins, e.params, e.outvars)) and isinstance(ins[1], Var)
+                and ins[1].id in consts):
             b.emit(e.prim, ins, e.params, e.outvars)
             continue
         x, w = ins
