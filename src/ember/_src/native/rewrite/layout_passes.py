@@ -225,7 +225,7 @@ def _patches(b: Builder, x: Atom, e: Eqn, kh: int, kw: int) -> Atom:
     (sh_, sw_), (dh, dw) = e.params["window_strides"], e.params["rhs_dilation"]
     start = (0, kh * dh, kw * dw, 0)
     limit = (n, kh * dh + (oh - 1) * sh_ + 1, kw * dw + (ow - 1) * sw_ + 1, c)
-    if start == (0, 0, 0, 0) and limit == tuple(x.aval.shape):
+    if start == (0, 0, 0, 0) and limit == tuple(x.aval.shape) and (sh_, sw_) == (1, 1):
         return x
     return b.emit1(_SLICE, [x], {"start_indices": start, "limit_indices": limit, "strides": (1, sh_, sw_, 1)})
 
