@@ -3,11 +3,13 @@ register tiles, depthwise direct loop) against JAX jit, PyTorch (``torch.nn.func
 ``inference_mode``) and ONNX Runtime (a one-``Conv`` ONNX model built with ``onnx.helper``, all
 graph optimizations), float32.
 
-    python benchmarks/bench_conv.py [--quick] [--threads N] [--clock wall|cpu] [--rows resnet,small]
+    python benchmarks/bench_conv.py [--quick] [--threads N] [--clock wall|cpu] [--rows resnet,deep,small]
         [--match NAME]
 
 Workloads: the ResNet-18 layer shapes at batch 1 and 8 (56x56x64->64 3x3, 28x28x128->128 3x3, the
-strided 1x1 downsample 56x56x64->128, the 7x7 stride-2 stem 224x224x3->64), and the earlier small
+strided 1x1 downsample 56x56x64->128, the 7x7 stride-2 stem 224x224x3->64), with ``--rows deep`` the
+other ResNet-18 and ResNet-50 layer shapes at batch 1 (the deeper 3x3s, stride-2 3x3s and 1x1
+downsamples, ResNet-50's 1x1 reduce/expand at each width), and the earlier small
 rows (8x32x32x16->32: 3x3, 7x7, 3x3 stride 2, depthwise 3x3, the kernel gradient of a 3x3 conv, the
 input gradient of the 3x3 stride 2, a 3x3 stride-2 max pool), and the input gradient of the strided
 1x1 downsample at batch 1 and 8. ember and JAX run NHWC/HWIO; PyTorch and ONNX Runtime their native NCHW/OIHW
@@ -60,6 +62,19 @@ def workloads(rows: list[str], quick: bool) -> list[tuple[str, dict]]:
                     (f"resnet 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2)),
                     (f"resnet stem 7x7/2 {n}x224x224x3->64", conv_cfg(n, 224, 3, 64, 7, 2)),
                     (f"input grad 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2, grad="input"))]
+    if "deep" in rows:  # the rest of ResNet-18's and ResNet-50's layer shapes (batch 1)
+        out += [(f"resnet 3x3 1x{hw}x{hw}x{c}->{c}", conv_cfg(1, hw, c, c, 3, 1)) for hw, c in ((14, 256), (7, 512))]
+        out += [(f"resnet 3x3/2 1x{hw}x{hw}x{c}->{2 * c}", conv_cfg(1, hw, c, 2 * c, 3, 2))
+                for hw, c in ((56, 64), (28, 128), (14, 256))]
+        out += [(f"resnet 1x1/2 1x{hw}x{hw}x{c}->{2 * c}", conv_cfg(1, hw, c, 2 * c, 1, 2))
+                for hw, c in ((28, 128), (14, 256))]
+        for hw, w in ((56, 64), (28, 128), (14, 256), (7, 512)):  # ResNet-50's bottleneck 1x1s
+            out += [(f"resnet50 1x1 1x{hw}x{hw}x{4 * w}->{w}", conv_cfg(1, hw, 4 * w, w, 1, 1)),
+                    (f"resnet50 1x1 1x{hw}x{hw}x{w}->{4 * w}", conv_cfg(1, hw, w, 4 * w, 1, 1))]
+        out += [(f"resnet50 3x3/2 1x{hw}x{hw}x{c}->{c}", conv_cfg(1, hw, c, c, 3, 2))
+                for hw, c in ((56, 128), (28, 256), (14, 512))]
+        out += [(f"resnet50 1x1/2 1x{hw}x{hw}x{c}->{2 * c}", conv_cfg(1, hw, c, 2 * c, 1, 2))
+                for hw, c in ((56, 256), (28, 512), (14, 1024))]
     if "small" in rows:
         n, hw, c, o = (2, 16, 8, 16) if quick else (8, 32, 16, 32)
         out += [(f"conv 3x3 {n}x{hw}x{hw}x{c}->{o}", conv_cfg(n, hw, c, o, 3, 1)),
@@ -201,8 +216,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="limit every library to N threads")
-    ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, small")
+    ap.add_argument("--rows", default="resnet,small", help="comma-separated: resnet, deep, small")
     ap.add_argument("--match", default="", help="only the workloads whose name contains this")
+    ap.add_argument("--impls", default="", help="comma-separated: only these implementations (e.g. "
+                    "'ember native,onnxruntime')")
     ap.add_argument("--max-seconds", type=float, default=8.0, help="timing budget per workload")
     ap.add_argument("--lead-in", type=float, default=0.005,
                     help="seconds of untimed calls before each wall-clock sample (other libraries' idle "
@@ -226,6 +243,8 @@ def main() -> None:
         xs = inputs(cfg)
         want = np.asarray(ember.jit(lax_fn(lax, ember.grad, cfg), backend="numpy")(*xs))
         impls, nchw = runners(cfg, xs, jax, opts)
+        if args.impls:
+            impls = {k: v for k, v in impls.items() if k in args.impls.split(",")}
         for k, run in impls.items():
             check(f"{name}: {k}", run(), want, nchw.get(k, False), cfg.get("grad", ""))
         stats = (cpu_interleaved(impls, rounds=9, sample_time=0.02) if args.clock == "cpu"

@@ -16,6 +16,7 @@ import pytest
 import ember
 from ember import lax
 from ember._src.native.emit import conv_winograd
+from ember._src.native.rewrite import layout_passes
 from tests.native.conftest import requires_cc
 from tests.native.emit.test_conv_native import CASES, NCHW, NHWC, conv_fn, operands, ref, tol
 
@@ -59,6 +60,7 @@ def test_float64_and_per_image_threads():
 
 def test_strided_winograd_and_transposed_conv(monkeypatch):
     monkeypatch.setattr(conv_winograd, "RATIO", 1e9)  # every eligible geometry takes the path
+    monkeypatch.setattr(layout_passes, "SMALL_IMAGE_PIXELS", 0)  # (8x7 outputs: else one GEMM)
     x, w = operands(2, 16, 15, 13, 24, 3, 3, 1, NHWC, np.float32)
     conv = conv_fn((2, 2), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
     f = ember.jit(lambda x: conv(x, w))

@@ -49,6 +49,9 @@ The passes on matrix products (:mod:`.gemm_passes`):
   the elementwise ops, pads, slices and reductions after them carry NHWC on; values go back to
   NCHW only where another consumer needs them (the max pool and residual adds of a ResNet run
   channels-last, the convolutions stage no copies).
+* ``conv_gemm`` (:mod:`.layout_passes`): a 1x1 NHWC convolution, or one with small output images
+  (ResNet's 7x7 stage), becomes a ``dot_general`` of its patches (im2col by strided slices) by the
+  kernel as a matrix, on ember's GEMM kernel.
 * ``fold_constants``: equations whose inputs are all captured constants, literals or splats are
   evaluated with the reference implementations; the results become constants (never larger than
   their inputs: broadcasts and iotas are not materialized).
@@ -78,6 +81,7 @@ from ember._src.program import dce as program_dce
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
 DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "bf16_weights", "channels_last",
+                  "conv_gemm",
                   "fuse_attention", "absorb_causal_mask", "hoist_loop_transposes", "unbatch_broadcast_dot",
                   "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
                   "absorb_output_transpose", "fold_constants", "constant_loop_operands", "gemm_views",
