@@ -19,7 +19,8 @@ implementations in rounds (``common.interleaved``: medians, quartiles in the JSO
 ``--threads N`` limits every library to N threads (else each library's default); ``--clock cpu``
 reports process CPU time per call instead of wall time (for ``--threads 1`` on a loaded, shared
 machine). Writes ``benchmarks/results/conv.{json,md}`` (``conv_threadsN`` with ``--threads N``,
-``_cpu`` appended with ``--clock cpu``).
+``_cpu`` appended with ``--clock cpu``; a selection by ``--rows``, ``--match`` or ``--impls`` appends
+its names, so it never overwrites the full table).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def workloads(rows: list[str], quick: bool) -> list[tuple[str, dict]]:
                     (f"resnet stem 7x7/2 {n}x224x224x3->64", conv_cfg(n, 224, 3, 64, 7, 2)),
                     (f"input grad 1x1/2 {n}x56x56x64->128", conv_cfg(n, 56, 64, 128, 1, 2, grad="input"))]
     if "deep" in rows:  # the rest of ResNet-18's and ResNet-50's layer shapes (batch 1)
-        out += [(f"resnet 3x3 1x{hw}x{hw}x{c}->{c}", conv_cfg(1, hw, c, c, 3, 1)) for hw, c in ((14, 256), (7, 512))]
+        out += [(f"resnet 3x3 1x{hw}x{hw}x{c}->{c}", conv_cfg(1, hw, c, c, 3, 1))
+                for hw, c in ((14, 256), (7, 512))]
         out += [(f"resnet 3x3/2 1x{hw}x{hw}x{c}->{2 * c}", conv_cfg(1, hw, c, 2 * c, 3, 2))
                 for hw, c in ((56, 64), (28, 128), (14, 256))]
         out += [(f"resnet 1x1/2 1x{hw}x{hw}x{c}->{2 * c}", conv_cfg(1, hw, c, 2 * c, 1, 2))
@@ -255,6 +257,9 @@ def main() -> None:
     clock = "process CPU time per call" if args.clock == "cpu" else "wall time per call"
     name = f"conv_threads{args.threads}" if args.threads else "conv"
     name += "_cpu" if args.clock == "cpu" else ""
+    if args.rows != "resnet,small" or args.match or args.impls:  # a selection: not the full table's file
+        name += "_" + "_".join(filter(None, [args.rows.replace(",", "-"), args.match, args.impls]))
+        name = "".join(c if c.isalnum() or c in "_-" else "-" for c in name)
     print(report(f"Convolutions and pooling (float32; {threads}; {clock})", rows, name))
 
 
