@@ -125,3 +125,23 @@ def test_input_gradient_through_the_path():
     conv = with_constant_kernel(w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC_HWIO)
     assert "native_gemm" in prims(ember.grad(lambda x: (conv(x) ** 2).sum()), x)
     check_grads(ember.jit(lambda x: (conv(x) ** 2).sum(), backend="native"), (x,), order=1, modes=("rev",))
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[5]], ids=["strided1x1", "3x3small", "strided3x3"])
+def test_dynamic_batch_runs_one_gemm_program(case):
+    """A named dynamic batch axis (the import of a model with a dynamic batch) keeps the pass: the
+    product's rows are the symbolic batch times the static pixels; one compile for three batches."""
+    from ember._src.native import specialize
+    N, C, H, W, O, KH, KW, strides, padding, dilation, layouts = case
+    x0, w = operands(1, C, H, W, O, KH, KW, 1, layouts, np.float32)
+    f = with_constant_kernel(w, strides, padding, dilation, layouts)
+    jf = ember.jit(f, dynamic_axes={"x": ("b", None, None, None)}, backend="native")
+    for n in (3, 1, 2):
+        x = operands(n, C, H, W, O, KH, KW, 1, layouts, np.float32)[0]
+        want = ref(x, w, strides, padding, dilation, layouts, 1)
+        np.testing.assert_allclose(np.asarray(jf(x)), want, **tol(np.float32, KH * KW * C))
+    assert jf.cache_info()["compiles"] == 1
+    exe = specialize.symbolic_executable(jf.lower(x).program)
+    assert exe.fallback_reason is None
+    got = {e.prim.name for e in exe.optimized.eqns}
+    assert "conv" not in got and "native_gemm" in got, got

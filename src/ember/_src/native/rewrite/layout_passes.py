@@ -199,8 +199,9 @@ SMALL_IMAGE_PIXELS = 64  # conv_gemm: a larger kernel runs as one GEMM when its 
 
 def _gemm_conv(e: Eqn) -> bool:
     """Whether ``e`` is an NHWC -> NHWC convolution that ``conv_gemm`` rewrites (given a constant
-    kernel): one group, no input dilation, no negative padding, static sizes, float32/64; 1x1
-    without padding, or a larger kernel with small output images."""
+    kernel): one group, no input dilation, no negative padding, static sizes but the batch (a
+    named dynamic axis: the product's rows), float32/64; 1x1 without padding, or a larger kernel
+    with small output images."""
     if e.prim is not conv_p:
         return False
     p = e.params
@@ -208,7 +209,7 @@ def _gemm_conv(e: Eqn) -> bool:
     x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
     if not (tuple(lhs) == NHWC and tuple(out) == NHWC and p["feature_group_count"] == 1
             and tuple(p.get("lhs_dilation", (1, 1))) == (1, 1) and len(w.shape) == 4
-            and all(isinstance(d, int) for d in (*x.shape, *w.shape, *y.shape))
+            and all(isinstance(d, int) for d in (*x.shape[1:], *w.shape, *y.shape[1:]))  # batch: any
             and np.dtype(x.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
             and np.dtype(w.dtype) == np.dtype(x.dtype)
             and all(lo >= 0 and hi >= 0 for lo, hi in p["padding"])):
