@@ -197,3 +197,21 @@ def test_known_defects_are_recognized() -> None:
                                                _case("{0}", [np.ones(1)])))
     assert f.known is None
     assert len({k for k, _, _ in fuzz_check.KNOWN}) == len(fuzz_check.KNOWN)
+
+
+def test_float64_conditioning_is_measured_at_float64_ulps() -> None:
+    """A float64 case's allowance comes from the reference at arguments moved by float64 ulps: for
+    sinh(x ** 3) at 2.59 (condition number ~3 x^3 = 52) the spread is a few hundred float64 ulps of the
+    result, not the ~1e-5 relative a float32-ulp move would give."""
+    case = _case("jnp.sinh(x0 ** 3)", [np.array([2.59])], mode="float64")
+    ns: dict = {}
+    exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
+    t = fuzz_check._truth(case, ns)[0]
+    assert t.shape == (3, 1)
+    rel = float(np.max(np.abs(t[1:] - t[0]))) / abs(float(t[0, 0]))
+    assert 0 < rel < 1e-12
+    # a float64 native result 16 ulps off (the 2026-12-06 finding of seed 25) is inside that allowance
+    b = t[0].copy()
+    a = b * (1 + 16 * np.finfo(np.float64).eps)
+    assert fuzz_check.compare(a, b, "float64", 8) is not None
+    assert fuzz_check.compare(a, b, "float64", 8, truth=t) is None

@@ -207,7 +207,7 @@ def _run_case(case: Case, stage: Callable[[str], None]) -> tuple[str, str] | Non
     normwise = any(OPS[op.name].normwise for op in case.ops if op.name in OPS)
     for a, b in (("native", "numpy"), ("eager", "numpy")):
         msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps, normwise)
-        if msg and truth is None and case.mode in ("float32", "complex64") and "ulps" in msg:
+        if msg and truth is None and case.mode in ("float32", "complex64", "float64") and "ulps" in msg:
             stage("truth")
             truth = _truth(case, ns)
             msg = _tree_compare(results[a], results[b], case.mode, budget, truth, min_eps, normwise)
@@ -222,11 +222,13 @@ def _run_case(case: Case, stage: Callable[[str], None]) -> tuple[str, str] | Non
 
 def _truth(case: Case, ns: dict) -> list | None:
     """Per output leaf, the reference backend's result for the arguments in float64 / complex128,
-    stacked with its results for the arguments moved by up to two float32 ulps (the spread says how
-    much the program amplifies rounding); None when the program does not run or changes meaning."""
+    stacked with its results for the arguments moved by up to two ulps of the case's float type (the
+    spread says how much the program amplifies rounding; a float64 case has no wider type, so its
+    "truth" is the reference itself and only the spread widens the allowance); None when the program
+    does not run or changes meaning."""
     import ember
     rng = np.random.default_rng([case.seed, case.index, 3])
-    eps = float(np.finfo(np.float32).eps)
+    eps = float(np.finfo(np.float64 if case.mode == "float64" else np.float32).eps)
     wide = [a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) for a in case.args]
     runs = [wide] + [[w * (1 + eps * rng.integers(-2, 3, w.shape)) for w in wide] for _ in range(2)]
     try:
