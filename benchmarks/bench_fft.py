@@ -56,6 +56,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="threads of every implementation")
     ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time per call")
+    ap.add_argument("--impls", default="", help="comma-separated: only these implementations (e.g. "
+                    "'ember native,torch eager': another library's idle pool threads take cores from the "
+                    "threaded runs); the results file then carries their names")
     args = ap.parse_args()
     jax = torch = None
     ember.config.update("jax_enable_x64", True)  # the complex128 row stays complex128
@@ -82,6 +85,8 @@ def main() -> None:
             tf = getattr(torch.fft, fn)
             tx = torch.from_numpy(x)
             runners["torch eager"] = lambda tf=tf, tx=tx: tf(tx)
+        if args.impls:
+            runners = {k: v for k, v in runners.items() if k in args.impls.split(",")}
         stats = cpu_interleaved(runners) if args.cpu_time else \
             interleaved(runners, max_seconds=4.0 if args.quick else 10.0)
         times = medians(stats)
@@ -92,7 +97,16 @@ def main() -> None:
                  "the butterflies; other jobs Stockham radix 8/4/2/3/5/odd primes with one line per vector "
                  "lane in the operand's precision, Bluestein for prime factors above 64, four-step for few "
                  "long lines, cached plans, half-length rfft)",
-                 rows, "fft" if bench_threads() else "fft_default_threads"))
+                 rows, results_name(args.impls)))
+
+
+def results_name(impls: str) -> str:
+    """The results file's name: ``fft`` (limited threads) or ``fft_default_threads``, with the
+    selected implementations appended so a selection never overwrites the full table."""
+    name = "fft" if bench_threads() else "fft_default_threads"
+    if impls:
+        name += "_" + "".join(c if c.isalnum() else "-" for c in impls)
+    return name
 
 
 if __name__ == "__main__":
