@@ -135,3 +135,19 @@ def test_head_split_transpose_runs_over_the_refinement():
     moves = [e for e in q.eqns if e.prim.name == "transpose"]
     assert len(moves) == 1 and moves[0].inputs[0].aval.shape == (L_, B_, H_, D_)
     np.testing.assert_array_equal(run_numpy(q, _consts(q), [x])[0], _head_split_numpy(x))
+
+
+@requires_cc
+@pytest.mark.parametrize("shape", [(1, 2, 0), (1, 0, 3), (0, 2, 3)])
+def test_empty_operands_compile_and_match_numpy(shape):
+    """A product with a 0-size dim (found by the fuzzer: a zero contraction raised ZeroDivisionError
+    in the view reshape of the pass chain) runs and gives NumPy's result (zeros or an empty array)."""
+    jnp = ember.numpy
+
+    def f(x):
+        return jnp.matmul(x, jnp.swapaxes(jnp.broadcast_to(x, (2,) + x.shape), -1, -2))
+    x = np.ones(shape, np.float32)
+    want = np.matmul(x, np.swapaxes(np.broadcast_to(x, (2,) + shape), -1, -2))
+    got = np.asarray(ember.jit(f)(x))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

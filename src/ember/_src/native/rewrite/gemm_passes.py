@@ -450,8 +450,11 @@ def _view_transpose(view: _View, perm: Sequence[int]) -> _View:
 
 def _view_reshape(view: _View, shape: Sequence[int]) -> _View | None:
     """The view after a reshape to ``shape``, or None when a new dim would straddle sub-dims in a
-    way no stride describes (a size that does not divide the digit it cuts)."""
+    way no stride describes (a size that does not divide the digit it cuts); None for an empty
+    array (a 0 digit divides nothing)."""
     subs = [sd for dim in view for sd in dim]
+    if 0 in shape or any(z == 0 for z, _ in subs):
+        return None
     out: _View = []
     for size in shape:
         dim, need = [], size
