@@ -15,10 +15,14 @@ runs on the device and its one boolean is read back (4 bytes), then the ``body``
 the device; the carries never leave it. **cond** likewise: its index is read back (4 bytes) and the
 chosen branch runs on the device over the operands' buffers.
 
-A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body
-(:mod:`.nested`), so the whole nest is preencoded. A loop whose programs hold a primitive without
-a device kernel (a ``while`` or ``cond`` in a scan body among them) is not a device loop
-(:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
+A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body and a
+``cond`` in it becomes a select of its branches (:mod:`.nested`), so the whole nest is
+preencoded. A ``scan`` whose body holds a ``while`` (its trip count known only on the device) is
+**stepped from the host** (:class:`SteppedScan`): per step the ``xs`` slices are copied out on the
+device, the body runs as device segments and host-driven loops over device buffers, and the ``ys``
+are copied into the stacked outputs; the carries never leave the device. A loop whose programs
+hold a primitive without a device kernel is not a device loop (:func:`device_loop`): an error
+naming it, or the host with ``host_fallback=True``.
 """
 
 from __future__ import annotations
@@ -37,8 +41,19 @@ def device_loop(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
     ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
-        return not _odd_f16_steps(e) and nested._size(e.params["body"]) is not None
+        return not _odd_f16_steps(e) and (nested._size(e.params["body"]) is not None or stepped_scan(e))
     return segments.device_control(e)
+
+
+def stepped_scan(e: Eqn) -> bool:
+    """Whether ``e`` is a static ``scan`` that cannot be preencoded because its body holds a
+    ``while``, and whose body's equations the device computes or are device loops: it runs
+    stepped from the host (:class:`SteppedScan`)."""
+    if e.prim.name != "scan" or not isinstance(e.params["length"], int) or _odd_f16_steps(e):
+        return False
+    body = e.params["body"]
+    return any(x.prim.name == "while" for x in body.eqns) and \
+        all(segments.device_computes(x) or device_loop(x) for x in body.eqns)
 
 
 def _odd_f16_steps(e: Eqn) -> bool:
@@ -50,9 +65,10 @@ def _odd_f16_steps(e: Eqn) -> bool:
     return any(a.dtype == np.float16 and math.prod(a.shape[1:]) % 2 for a in avals)
 
 
-def check_loop_bodies(e: Eqn) -> None:
-    """For a ``scan``/``while`` that is not a device loop: NotImplementedError naming the primitive
-    of its programs that has no device kernel (or the dynamic trip count)."""
+def check_loop_bodies(e: Eqn, in_scan: bool = False) -> None:
+    """For a ``scan``/``while``/``cond`` that is not a device loop: NotImplementedError naming the
+    primitive of its programs that has no device kernel (or the dynamic trip count). ``in_scan``:
+    ``e`` is a ``cond`` in a scan body (where loops and conds nest)."""
     if e.prim.name == "scan" and not isinstance(e.params["length"], int):
         raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
     if e.prim.name == "scan" and _odd_f16_steps(e):
@@ -62,13 +78,14 @@ def check_loop_bodies(e: Eqn) -> None:
     progs = [(name, e.params[name]) for name in names]
     if e.prim.name == "cond":
         progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
+    in_scan = e.prim.name == "scan" or (in_scan and e.prim.name == "cond")
     for name, prog in progs:
         for x in prog.eqns:
-            if e.prim.name == "scan" and nested.static_scan(x):
-                check_loop_bodies(x)  # a nested loop: what it holds
+            if in_scan and (nested.static_scan(x) or x.prim.name in ("cond", "while")):
+                check_loop_bodies(x, in_scan=x.prim.name != "while")  # nested: what it holds
             elif not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
-    if e.prim.name == "scan" and nested._size(e.params["body"]) is None:
+    if e.prim.name == "scan" and nested._size(e.params["body"]) is None and not stepped_scan(e):
         raise kernels._unsupported("scan", "webgpu", "nested loops that unroll to more than "
                                    f"{nested.MAX_EQNS} equations in a scan body")
 
@@ -77,7 +94,8 @@ def make_loop(prog: Program, axes: tuple[str, ...] = ()) -> Any:
     """The executable of a program of one device loop equation (with ``axes``, a symbolic one:
     built once, each call given the binding)."""
     if prog.eqns[0].prim.name == "scan":
-        return WebGPUScan(prog, axes)
+        return WebGPUScan(prog, axes) if nested._size(prog.eqns[0].params["body"]) is not None \
+            else SteppedScan(prog, axes)
     if prog.eqns[0].prim.name == "cond":
         return segments.HostDrivenCond(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
     return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
@@ -95,7 +113,8 @@ class WebGPUScan:
         with webgpu._LOCK:
             webgpu._open()
             lang = webgpu.renderer()
-        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)  # inner scans unrolled
+        # inner scans unrolled, conds selects
+        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)
         self._size_bufs: dict[tuple, Any] = {}
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
@@ -260,3 +279,66 @@ class WebGPUScan:
         buf = acquire(webgpu.nbytes(arr.size, dtype))
         webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, dtype))
         return buf
+
+
+class SteppedScan:
+    """A program of one ``scan`` equation whose body holds a ``while``, stepped from the host: the
+    body is a :class:`.segments.SegmentedExecutable` of device segments and device loops (the
+    ``while`` host-driven), run once per step over device buffers. Per step the ``xs`` slices are
+    copied out of the stacked inputs on the device and the ``ys`` into the stacked outputs (one
+    submission each); the carries stay on the device."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.axes = prog, e, tuple(axes)
+        p = e.params
+        self.length, self.reverse = p["length"], p["reverse"]
+        self.nc, self.nk = p["num_consts"], p["num_carry"]
+        self.body = segments.SegmentedExecutable(p["body"], WebGPUExecutable, webgpu._kind, make_loop,
+                                                 webgpu._to_host, _to_device, axes=self.axes)
+        self.out_avals = prog.out_avals
+        self.source = (f"// scan: {self.length} steps stepped from the host (its body holds a while)\n"
+                       + self.body.source)
+
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(segments.bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
+
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
+        """Handles are read in place (host values go to the device once); the outputs stay there."""
+        e, n, nc, nk, env = self.eqn, self.length, self.nc, self.nk, sizes or {}
+        ins = segments._device_operands(e, self.prog, args, WebGPUBuffer, _to_device, sizes)
+        consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+        x_avals = [x.aval for x in e.inputs[nc + nk:]]
+        y_avals = [v.aval for v in e.outvars[nk:]]
+
+        def step_bytes(a: Any) -> int:
+            shape = segments.bound_shape(a.shape[1:], env)
+            return webgpu.nbytes(int(np.prod(shape, dtype=np.int64)), a.dtype)
+
+        x_bytes, y_bytes = [step_bytes(a) for a in x_avals], [step_bytes(a) for a in y_avals]
+        with webgpu._LOCK:
+            pool = webgpu._STATE["pool"]
+            ys = [WebGPUBuffer(pool.acquire(max(n * s, 4)), pool) for s in y_bytes]
+        extra = (sizes,) if self.axes else ()
+        for step in range(n):
+            i = n - 1 - step if self.reverse else step
+            with webgpu._LOCK:
+                dev = webgpu._STATE["device"]
+                x_i = [WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in x_bytes]
+                enc = dev.create_command_encoder()
+                for src, dst, s in zip(xs, x_i, x_bytes):
+                    if s:
+                        enc.copy_buffer_to_buffer(src.buffer, i * s, dst.buffer, 0, s)
+                dev.queue.submit([enc.finish()])
+            outs = self.body.run_device([*consts, *carry, *x_i], *extra)
+            carry = outs[:nk]
+            with webgpu._LOCK:
+                enc = dev.create_command_encoder()
+                for src, dst, s in zip(outs[nk:], ys, y_bytes):
+                    if s:
+                        enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, i * s, s)
+                dev.queue.submit([enc.finish()])
+        out = dict(zip(e.outvars, [*carry, *ys]))
+        return [out[v] for v in self.prog.outvars]
