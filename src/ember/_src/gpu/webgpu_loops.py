@@ -23,6 +23,12 @@ device, the body runs as device segments and host-driven loops over device buffe
 are copied into the stacked outputs; the carries never leave the device. A loop whose programs
 hold a primitive without a device kernel is not a device loop (:func:`device_loop`): an error
 naming it, or the host with ``host_fallback=True``.
+
+**float16 steps of an odd element count.** WebGPU copies whole 4-byte words, so such a step of
+``xs`` or ``ys`` cannot be copied at its offset. :func:`even_f16_steps` rewrites the scan before
+it is scheduled: each such ``xs`` is flattened per step and padded by one element (a map kernel
+before the loop), the body reads the step's first elements back in its own shape, and each such
+``y`` is written padded and sliced back after the loop; the steps are then whole words.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.core import ShapedArray
 from ember._src.gpu import kernels, nested, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
-from ember._src.program import Eqn, Literal, Program
+from ember._src.prims.movement import pad_p, reshape_p, slice_p
+from ember._src.program import Eqn, Literal, Program, trace_to_program
 
 
 def device_loop(e: Eqn) -> bool:
@@ -62,7 +70,76 @@ def _odd_f16_steps(e: Eqn) -> bool:
     ps = e.params
     avals = [x.aval for x in e.inputs[ps["num_consts"] + ps["num_carry"]:]]
     avals += [v.aval for v in e.outvars[ps["num_carry"]:]]
-    return any(a.dtype == np.float16 and math.prod(a.shape[1:]) % 2 for a in avals)
+    return any(_odd_f16(a) for a in avals)
+
+
+def _odd_f16(a: Any) -> bool:
+    """Whether ``a`` (a stacked aval) is float16 with steps of an odd, static element count."""
+    rest = a.shape[1:]
+    return a.dtype == np.float16 and all(isinstance(d, int) for d in rest) and math.prod(rest) % 2 == 1
+
+
+def even_f16_steps(prog: Program) -> Program:
+    """``prog`` with each of its static scans over float16 steps of an odd element count rewritten
+    to steps padded by one element (module docstring); ``prog`` itself when it has none."""
+    if not any(e.prim.name == "scan" and _odd_f16_steps(e) for e in prog.eqns):
+        return prog
+    out, _ = trace_to_program(lambda *args: _eval_even(prog, prog.consts, args), prog.in_avals)
+    return out
+
+
+def _pad1(x: Any, dtype: np.dtype) -> Any:
+    """``x`` (rank 1 or 2) with one zero appended along its last axis."""
+    cfg = ((0, 0, 0),) * (len(x.aval.shape) - 1) + ((0, 1, 0),)
+    return pad_p.bind(x, np.zeros((), dtype), padding_config=cfg)
+
+
+def _eval_even(p: Program, consts: Any, args: Any) -> list:
+    env: dict[Any, Any] = dict(zip(p.constvars, consts))
+    env.update(zip(p.invars, args))
+
+    def read(a: Any) -> Any:
+        return a.val if isinstance(a, Literal) else env[a]
+
+    for e in p.eqns:
+        ins = [read(a) for a in e.inputs]
+        if e.prim.name == "scan" and _odd_f16_steps(e):
+            outs = _even_scan(e, ins)
+        else:
+            outs = e.prim.bind(*ins, **e.params)
+            outs = outs if e.prim.multiple_results else [outs]
+        env.update(zip(e.outvars, outs))
+    return [read(a) for a in p.outvars]
+
+
+def _even_scan(e: Eqn, ins: list) -> list:
+    """The scan ``e`` over padded steps (:func:`even_f16_steps`), its outputs in the original form."""
+    ps = e.params
+    body, n, nc, nk = ps["body"], ps["length"], ps["num_consts"], ps["num_carry"]
+    x_avals = [v.aval for v in e.inputs[nc + nk:]]
+    y_avals = [v.aval for v in e.outvars[nk:]]
+    odd_x, odd_y = [_odd_f16(a) for a in x_avals], [_odd_f16(a) for a in y_avals]
+    xs = [_pad1(reshape_p.bind(x, new_sizes=(n, math.prod(a.shape[1:]))), a.dtype) if odd else x
+          for x, a, odd in zip(ins[nc + nk:], x_avals, odd_x)]
+
+    def step(*vals: Any) -> list:
+        xi = [reshape_p.bind(slice_p.bind(x, start_indices=(0,), limit_indices=(math.prod(a.shape[1:]),),
+                                          strides=None), new_sizes=tuple(a.shape[1:])) if odd else x
+              for x, a, odd in zip(vals[nc + nk:], x_avals, odd_x)]
+        outs = nested._eval(body, body.consts, [*vals[:nc + nk], *xi])
+        ys = [_pad1(reshape_p.bind(y, new_sizes=(math.prod(a.shape[1:]),)), a.dtype) if odd else y
+              for y, a, odd in zip(outs[nk:], y_avals, odd_y)]
+        return [*outs[:nk], *ys]
+
+    step_avals = [*body.in_avals[:nc + nk]] + [
+        ShapedArray((math.prod(a.shape[1:]) + 1,), a.dtype) if odd else b
+        for a, b, odd in zip(x_avals, body.in_avals[nc + nk:], odd_x)]
+    new_body, _ = trace_to_program(step, step_avals)
+    outs = e.prim.bind(*ins[:nc + nk], *xs, **dict(ps, body=new_body))
+    ys = [reshape_p.bind(slice_p.bind(y, start_indices=(0, 0), limit_indices=(n, math.prod(a.shape[1:])),
+                                      strides=None), new_sizes=tuple(a.shape)) if odd else y
+          for y, a, odd in zip(outs[nk:], y_avals, odd_y)]
+    return [*outs[:nk], *ys]
 
 
 def check_loop_bodies(e: Eqn, in_scan: bool = False) -> None:
