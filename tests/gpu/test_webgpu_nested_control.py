@@ -142,6 +142,18 @@ def test_an_effectful_cond_in_a_scan_body_is_not_selected() -> None:
     assert not nested.selectable_cond(body.eqns[-1])
 
 
+@needs_webgpu
+def test_a_while_in_a_cond_branch_in_a_scan_body_is_a_clear_error() -> None:
+    def f(x):  # noqa: ANN001, ANN202
+        def branch(a):  # noqa: ANN001, ANN202
+            return lax.while_loop(lambda d: jnp.sum(d) < 10.0, lambda d: d * 2.0 + 1.0, a)
+        return lax.fori_loop(0, 2, lambda i, c: lax.cond(c[0] > 0, branch, lambda a: a - 1.0, c), x)
+    x = np.ones(3, np.float32)
+    with pytest.raises(NotImplementedError, match="'while'.*in the branch 1 of a 'cond' in a scan body"):
+        ember.jit(f, backend="webgpu")(x)
+    _both(f, x, host_fallback=True)
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_the_select_form_of_a_scan_body_compiles_for_cuda(arch: str) -> None:

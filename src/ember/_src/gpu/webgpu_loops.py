@@ -158,6 +158,9 @@ def check_loop_bodies(e: Eqn, in_scan: bool = False) -> None:
     in_scan = e.prim.name == "scan" or (in_scan and e.prim.name == "cond")
     for name, prog in progs:
         for x in prog.eqns:
+            if in_scan and x.prim.name == "while" and e.prim.name == "cond":
+                raise kernels._unsupported("while", "webgpu", f"in the {name} of a 'cond' in a scan body "
+                                           "(a select computes every branch)")
             if in_scan and (nested.static_scan(x) or x.prim.name in ("cond", "while")):
                 check_loop_bodies(x, in_scan=x.prim.name != "while")  # nested: what it holds
             elif not segments.device_computes(x):

@@ -1,5 +1,7 @@
 """Program -> Program rewrites run before scheduling. Each pass is a named function, independently
 testable and switchable (``run_passes(program, names)``; the backend's ``passes=`` option).
+The target-independent ones (``inline_calls``, ``simplify``, ``cse``, ``dce``, ``fold_constants``)
+live in :mod:`ember._src.rewrites`, shared with the GPU backends, and are registered here.
 
 * ``inline_calls``: ``checkpoint``, ``custom_jvp_call`` and ``custom_vjp_call`` are plain calls of a
   sub-program in forward evaluation; their equations (and captured constants) are spliced into the
