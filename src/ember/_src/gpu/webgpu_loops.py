@@ -364,9 +364,9 @@ class WebGPUScan:
 class SteppedScan:
     """A program of one ``scan`` equation whose body holds a ``while``, stepped from the host: the
     body is a :class:`.segments.SegmentedExecutable` of device segments and device loops (the
-    ``while`` host-driven), run once per step over device buffers. Per step the ``xs`` slices are
-    copied out of the stacked inputs on the device and the ``ys`` into the stacked outputs (one
-    submission each); the carries stay on the device."""
+    ``while`` host-driven), run once per step over device buffers. The ``xs`` slices of every step
+    are copied out of the stacked inputs on the device before the steps, and every step's ``ys``
+    into the stacked outputs after them (one submission each); the carries stay on the device."""
 
     def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
@@ -402,23 +402,27 @@ class SteppedScan:
             pool = webgpu._STATE["pool"]
             ys = [WebGPUBuffer(pool.acquire(max(n * s, 4)), pool) for s in y_bytes]
         extra = (sizes,) if self.axes else ()
-        for step in range(n):
-            i = n - 1 - step if self.reverse else step
-            with webgpu._LOCK:
-                dev = webgpu._STATE["device"]
-                x_i = [WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in x_bytes]
-                enc = dev.create_command_encoder()
-                for src, dst, s in zip(xs, x_i, x_bytes):
+        order = [n - 1 - step if self.reverse else step for step in range(n)]
+        with webgpu._LOCK:  # every step's xs slices, copied out in one submission
+            dev = webgpu._STATE["device"]
+            x_steps = [[WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in x_bytes] for _ in range(n)]
+            enc = dev.create_command_encoder()
+            for i in range(n):
+                for src, dst, s in zip(xs, x_steps[i], x_bytes):
                     if s:
                         enc.copy_buffer_to_buffer(src.buffer, i * s, dst.buffer, 0, s)
-                dev.queue.submit([enc.finish()])
-            outs = self.body.run_device([*consts, *carry, *x_i], *extra)
-            carry = outs[:nk]
-            with webgpu._LOCK:
-                enc = dev.create_command_encoder()
-                for src, dst, s in zip(outs[nk:], ys, y_bytes):
+            dev.queue.submit([enc.finish()])
+        y_steps: list = [None] * n
+        for i in order:
+            outs = self.body.run_device([*consts, *carry, *x_steps[i]], *extra)
+            x_steps[i] = []  # (back to the pool)
+            carry, y_steps[i] = outs[:nk], outs[nk:]
+        with webgpu._LOCK:  # every step's ys, copied into the stacked outputs in one submission
+            enc = dev.create_command_encoder()
+            for i in range(n):
+                for src, dst, s in zip(y_steps[i], ys, y_bytes):
                     if s:
                         enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, i * s, s)
-                dev.queue.submit([enc.finish()])
+            dev.queue.submit([enc.finish()])
         out = dict(zip(e.outvars, [*carry, *ys]))
         return [out[v] for v in self.prog.outvars]
