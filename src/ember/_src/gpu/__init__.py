@@ -1,8 +1,10 @@
 """The GPU backends: one device-kernel pipeline (:mod:`.kernels`) rendered to WGSL (:mod:`.wgsl`, run
 through WebGPU by :mod:`.webgpu`) and to CUDA C (:mod:`.cuda`, compiled with NVRTC by
 :mod:`.cuda_runtime`, its PTX cached on disk by :mod:`.kernel_cache`), over one op table
-(:mod:`.ops`); loops nested in a WebGPU scan are unrolled by :mod:`.nested`. Importing this package registers
-``BACKENDS["webgpu"]`` and ``BACKENDS["cuda"]``, their device platforms (``devices.PLATFORMS``:
+(:mod:`.ops`), after the target-independent rewrites both backends share (:mod:`ember._src.rewrites`);
+loops nested in a WebGPU scan are unrolled, and conds in it made selects, by :mod:`.nested`.
+Importing this package registers ``BACKENDS["webgpu"]`` and ``BACKENDS["cuda"]``, their device
+platforms (``devices.PLATFORMS``:
 ``device_put``, ``memory_stats``) and the hooks that run eager ops and ``jit`` calls on device arrays
 where they live (:mod:`.residency`); the device libraries (``wgpu``, NVRTC) load on first use, so
 importing ember never needs them.

@@ -34,11 +34,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ember._src import rewrites
 from ember._src import shapes as sh
 from ember._src.gpu import ops
 from ember._src.gpu.render import dim_text
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
+
+SHARED_REWRITES = True
+"""Run :data:`ember._src.rewrites.SHARED_PASSES` before scheduling (off only to measure them)."""
 
 WG = 256  # threads per workgroup of map and reduce kernels
 TILE = 16  # matmul tile edge
@@ -569,5 +573,12 @@ def p_sharded(e: Eqn) -> bool:
 def schedule(prog: Program, lang: Renderer, axes: Sequence[str] = ()) -> Schedule:
     """The device kernels of ``prog`` rendered by ``lang`` (raises NotImplementedError for a
     primitive or dtype the device does not compute). ``axes`` names the dynamic axes of a symbolic
-    program: its sizes become expressions over their values, read by the kernels at run time."""
+    program: its sizes become expressions over their values, read by the kernels at run time.
+
+    The program first goes through the target-independent rewrites the native backend runs too
+    (:data:`ember._src.rewrites.SHARED_PASSES`: calls inlined, algebraic and movement identities,
+    common subexpressions once, constants folded, dead code dropped); the inputs and outputs
+    keep their positions."""
+    if SHARED_REWRITES:
+        prog = rewrites.run_shared(prog, ops.KINDS)
     return _Scheduler(prog, lang, axes).run()

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember._src.core import Primitive
+from ember._src.rewrites.inline import INLINED  # calls spliced into the caller -> their sub-program's param
+
 
 @dataclass(frozen=True)
 class Op:
@@ -53,8 +56,6 @@ IDENTITY = frozenset({"copy", "copy_p", "stop_gradient", "optimization_barrier"}
 #: reductions -> the combining op (``sum``, ``max``, ``min``, ``prod``, ``and``, ``or``)
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
               "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
-#: calls whose sub-program is spliced into the caller -> the parameter holding it
-INLINED = {"checkpoint": "program", "custom_jvp_call": "call", "custom_vjp_call": "call"}
 #: a named axis's size as a value (read from the kernel's size arguments)
 SIZES = frozenset({"dim_as_value"})
 #: matrix products (a tiled kernel with workgroup memory)
@@ -65,3 +66,21 @@ def supported(name: str) -> bool:
     """Whether the GPU kernels compute primitive ``name``."""
     return (name in OPS or name in MOVEMENT or name in IDENTITY or name in REDUCTIONS or name in INLINED
             or name in CONTRACTIONS or name in SIZES)
+
+
+class _Kinds:
+    """The op kinds the shared ``simplify`` asks of the GPU backends (:mod:`ember._src.rewrites`):
+    the elementwise ops of :data:`OPS`, and the movement that reads one operand through an index
+    map (``iota`` and ``take`` compute or gather, as in the native backend)."""
+
+    _MOVES = MOVEMENT - {"iota", "take"}
+
+    def is_elementwise(self, p: Primitive) -> bool:
+        return p.name in OPS
+
+    def is_movement(self, p: Primitive) -> bool:
+        return p.name in self._MOVES
+
+
+KINDS = _Kinds()
+"""The GPU backends' :class:`ember._src.rewrites.identities.OpKinds`."""

@@ -395,6 +395,7 @@ def webgpu_backend(prog: Program, **options: Any) -> Any:
     primitives without a device kernel run on the host (:mod:`.segments`)."""
     from ember._src.gpu import webgpu_loops  # (it builds on this module)
 
+    prog = webgpu_loops.even_f16_steps(prog)  # (scans over odd float16 steps: padded to whole words)
     kinds = [_kind(e) for e in prog.eqns]
     if "host" in kinds and not options.get("host_fallback"):
         webgpu_loops.check_loop_bodies(prog.eqns[kinds.index("host")])
@@ -409,6 +410,7 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
     segments and loops (host segments with ``host_fallback=True``); None: compiled per binding."""
     from ember._src.gpu import webgpu_loops  # (it builds on this module)
 
+    prog = webgpu_loops.even_f16_steps(prog)
     kinds = {_kind(e) for e in prog.eqns}
     if kinds <= {"device"}:
         return WebGPUExecutable(prog, axes)

@@ -15,10 +15,20 @@ runs on the device and its one boolean is read back (4 bytes), then the ``body``
 the device; the carries never leave it. **cond** likewise: its index is read back (4 bytes) and the
 chosen branch runs on the device over the operands' buffers.
 
-A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body
-(:mod:`.nested`), so the whole nest is preencoded. A loop whose programs hold a primitive without
-a device kernel (a ``while`` or ``cond`` in a scan body among them) is not a device loop
-(:func:`device_loop`): an error naming it, or the host with ``host_fallback=True``.
+A ``scan`` nested in a ``scan`` body, with a static trip count, is unrolled into the body and a
+``cond`` in it becomes a select of its branches (:mod:`.nested`), so the whole nest is
+preencoded. A ``scan`` whose body holds a ``while`` (its trip count known only on the device) is
+**stepped from the host** (:class:`SteppedScan`): per step the ``xs`` slices are copied out on the
+device, the body runs as device segments and host-driven loops over device buffers, and the ``ys``
+are copied into the stacked outputs; the carries never leave the device. A loop whose programs
+hold a primitive without a device kernel is not a device loop (:func:`device_loop`): an error
+naming it, or the host with ``host_fallback=True``.
+
+**float16 steps of an odd element count.** WebGPU copies whole 4-byte words, so such a step of
+``xs`` or ``ys`` cannot be copied at its offset. :func:`even_f16_steps` rewrites the scan before
+it is scheduled: each such ``xs`` is flattened per step and padded by one element (a map kernel
+before the loop), the body reads the step's first elements back in its own shape, and each such
+``y`` is written padded and sliced back after the loop; the steps are then whole words.
 """
 
 from __future__ import annotations
@@ -28,17 +38,30 @@ from typing import Any
 
 import numpy as np
 
+from ember._src.core import ShapedArray
 from ember._src.gpu import kernels, nested, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
-from ember._src.program import Eqn, Literal, Program
+from ember._src.prims.movement import pad_p, reshape_p, slice_p
+from ember._src.program import Eqn, Literal, Program, trace_to_program
 
 
 def device_loop(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body the device kernels compute, a
     ``while`` whose ``cond`` and ``body`` they compute, or a ``cond`` whose branches they compute."""
     if e.prim.name == "scan" and isinstance(e.params["length"], int):
-        return not _odd_f16_steps(e) and nested._size(e.params["body"]) is not None
+        return not _odd_f16_steps(e) and (nested._size(e.params["body"]) is not None or stepped_scan(e))
     return segments.device_control(e)
+
+
+def stepped_scan(e: Eqn) -> bool:
+    """Whether ``e`` is a static ``scan`` that cannot be preencoded because its body holds a
+    ``while``, and whose body's equations the device computes or are device loops: it runs
+    stepped from the host (:class:`SteppedScan`)."""
+    if e.prim.name != "scan" or not isinstance(e.params["length"], int) or _odd_f16_steps(e):
+        return False
+    body = e.params["body"]
+    return any(x.prim.name == "while" for x in body.eqns) and \
+        all(segments.device_computes(x) or device_loop(x) for x in body.eqns)
 
 
 def _odd_f16_steps(e: Eqn) -> bool:
@@ -47,12 +70,82 @@ def _odd_f16_steps(e: Eqn) -> bool:
     ps = e.params
     avals = [x.aval for x in e.inputs[ps["num_consts"] + ps["num_carry"]:]]
     avals += [v.aval for v in e.outvars[ps["num_carry"]:]]
-    return any(a.dtype == np.float16 and math.prod(a.shape[1:]) % 2 for a in avals)
+    return any(_odd_f16(a) for a in avals)
 
 
-def check_loop_bodies(e: Eqn) -> None:
-    """For a ``scan``/``while`` that is not a device loop: NotImplementedError naming the primitive
-    of its programs that has no device kernel (or the dynamic trip count)."""
+def _odd_f16(a: Any) -> bool:
+    """Whether ``a`` (a stacked aval) is float16 with steps of an odd, static element count."""
+    rest = a.shape[1:]
+    return a.dtype == np.float16 and all(isinstance(d, int) for d in rest) and math.prod(rest) % 2 == 1
+
+
+def even_f16_steps(prog: Program) -> Program:
+    """``prog`` with each of its static scans over float16 steps of an odd element count rewritten
+    to steps padded by one element (module docstring); ``prog`` itself when it has none."""
+    if not any(e.prim.name == "scan" and _odd_f16_steps(e) for e in prog.eqns):
+        return prog
+    out, _ = trace_to_program(lambda *args: _eval_even(prog, prog.consts, args), prog.in_avals)
+    return out
+
+
+def _pad1(x: Any, dtype: np.dtype) -> Any:
+    """``x`` (rank 1 or 2) with one zero appended along its last axis."""
+    cfg = ((0, 0, 0),) * (len(x.aval.shape) - 1) + ((0, 1, 0),)
+    return pad_p.bind(x, np.zeros((), dtype), padding_config=cfg)
+
+
+def _eval_even(p: Program, consts: Any, args: Any) -> list:
+    env: dict[Any, Any] = dict(zip(p.constvars, consts))
+    env.update(zip(p.invars, args))
+
+    def read(a: Any) -> Any:
+        return a.val if isinstance(a, Literal) else env[a]
+
+    for e in p.eqns:
+        ins = [read(a) for a in e.inputs]
+        if e.prim.name == "scan" and _odd_f16_steps(e):
+            outs = _even_scan(e, ins)
+        else:
+            outs = e.prim.bind(*ins, **e.params)
+            outs = outs if e.prim.multiple_results else [outs]
+        env.update(zip(e.outvars, outs))
+    return [read(a) for a in p.outvars]
+
+
+def _even_scan(e: Eqn, ins: list) -> list:
+    """The scan ``e`` over padded steps (:func:`even_f16_steps`), its outputs in the original form."""
+    ps = e.params
+    body, n, nc, nk = ps["body"], ps["length"], ps["num_consts"], ps["num_carry"]
+    x_avals = [v.aval for v in e.inputs[nc + nk:]]
+    y_avals = [v.aval for v in e.outvars[nk:]]
+    odd_x, odd_y = [_odd_f16(a) for a in x_avals], [_odd_f16(a) for a in y_avals]
+    xs = [_pad1(reshape_p.bind(x, new_sizes=(n, math.prod(a.shape[1:]))), a.dtype) if odd else x
+          for x, a, odd in zip(ins[nc + nk:], x_avals, odd_x)]
+
+    def step(*vals: Any) -> list:
+        xi = [reshape_p.bind(slice_p.bind(x, start_indices=(0,), limit_indices=(math.prod(a.shape[1:]),),
+                                          strides=None), new_sizes=tuple(a.shape[1:])) if odd else x
+              for x, a, odd in zip(vals[nc + nk:], x_avals, odd_x)]
+        outs = nested._eval(body, body.consts, [*vals[:nc + nk], *xi])
+        ys = [_pad1(reshape_p.bind(y, new_sizes=(math.prod(a.shape[1:]),)), a.dtype) if odd else y
+              for y, a, odd in zip(outs[nk:], y_avals, odd_y)]
+        return [*outs[:nk], *ys]
+
+    step_avals = [*body.in_avals[:nc + nk]] + [
+        ShapedArray((math.prod(a.shape[1:]) + 1,), a.dtype) if odd else b
+        for a, b, odd in zip(x_avals, body.in_avals[nc + nk:], odd_x)]
+    new_body, _ = trace_to_program(step, step_avals)
+    outs = e.prim.bind(*ins[:nc + nk], *xs, **dict(ps, body=new_body))
+    ys = [reshape_p.bind(slice_p.bind(y, start_indices=(0, 0), limit_indices=(n, math.prod(a.shape[1:])),
+                                      strides=None), new_sizes=tuple(a.shape)) if odd else y
+          for y, a, odd in zip(outs[nk:], y_avals, odd_y)]
+    return [*outs[:nk], *ys]
+
+
+def check_loop_bodies(e: Eqn, in_scan: bool = False) -> None:
+    """For a ``scan``/``while``/``cond`` that is not a device loop: NotImplementedError naming the
+    primitive of its programs that has no device kernel (or the dynamic trip count). ``in_scan``:
+    ``e`` is a ``cond`` in a scan body (where loops and conds nest)."""
     if e.prim.name == "scan" and not isinstance(e.params["length"], int):
         raise kernels._unsupported("scan", "webgpu", "a scan over a named dynamic axis")
     if e.prim.name == "scan" and _odd_f16_steps(e):
@@ -62,13 +155,17 @@ def check_loop_bodies(e: Eqn) -> None:
     progs = [(name, e.params[name]) for name in names]
     if e.prim.name == "cond":
         progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
+    in_scan = e.prim.name == "scan" or (in_scan and e.prim.name == "cond")
     for name, prog in progs:
         for x in prog.eqns:
-            if e.prim.name == "scan" and nested.static_scan(x):
-                check_loop_bodies(x)  # a nested loop: what it holds
+            if in_scan and x.prim.name == "while" and e.prim.name == "cond":
+                raise kernels._unsupported("while", "webgpu", f"in the {name} of a 'cond' in a scan body "
+                                           "(a select computes every branch)")
+            if in_scan and (nested.static_scan(x) or x.prim.name in ("cond", "while")):
+                check_loop_bodies(x, in_scan=x.prim.name != "while")  # nested: what it holds
             elif not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "webgpu", f"in the {name} of a '{e.prim.name}'")
-    if e.prim.name == "scan" and nested._size(e.params["body"]) is None:
+    if e.prim.name == "scan" and nested._size(e.params["body"]) is None and not stepped_scan(e):
         raise kernels._unsupported("scan", "webgpu", "nested loops that unroll to more than "
                                    f"{nested.MAX_EQNS} equations in a scan body")
 
@@ -77,7 +174,8 @@ def make_loop(prog: Program, axes: tuple[str, ...] = ()) -> Any:
     """The executable of a program of one device loop equation (with ``axes``, a symbolic one:
     built once, each call given the binding)."""
     if prog.eqns[0].prim.name == "scan":
-        return WebGPUScan(prog, axes)
+        return WebGPUScan(prog, axes) if nested._size(prog.eqns[0].params["body"]) is not None \
+            else SteppedScan(prog, axes)
     if prog.eqns[0].prim.name == "cond":
         return segments.HostDrivenCond(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
     return segments.HostDrivenWhile(prog, WebGPUExecutable, WebGPUBuffer, _to_device, axes)
@@ -95,7 +193,8 @@ class WebGPUScan:
         with webgpu._LOCK:
             webgpu._open()
             lang = webgpu.renderer()
-        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)  # inner scans unrolled
+        # inner scans unrolled, conds selects
+        self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)
         self._size_bufs: dict[tuple, Any] = {}
         self.out_avals = prog.out_avals
         self.source = (f"// scan: {self.length} steps preencoded in one submission "
@@ -260,3 +359,70 @@ class WebGPUScan:
         buf = acquire(webgpu.nbytes(arr.size, dtype))
         webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, dtype))
         return buf
+
+
+class SteppedScan:
+    """A program of one ``scan`` equation whose body holds a ``while``, stepped from the host: the
+    body is a :class:`.segments.SegmentedExecutable` of device segments and device loops (the
+    ``while`` host-driven), run once per step over device buffers. The ``xs`` slices of every step
+    are copied out of the stacked inputs on the device before the steps, and every step's ``ys``
+    into the stacked outputs after them (one submission each); the carries stay on the device."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.axes = prog, e, tuple(axes)
+        p = e.params
+        self.length, self.reverse = p["length"], p["reverse"]
+        self.nc, self.nk = p["num_consts"], p["num_carry"]
+        self.body = segments.SegmentedExecutable(p["body"], WebGPUExecutable, webgpu._kind, make_loop,
+                                                 webgpu._to_host, _to_device, axes=self.axes)
+        self.out_avals = prog.out_avals
+        self.source = (f"// scan: {self.length} steps stepped from the host (its body holds a while)\n"
+                       + self.body.source)
+
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(segments.bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
+
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
+        """Handles are read in place (host values go to the device once); the outputs stay there."""
+        e, n, nc, nk, env = self.eqn, self.length, self.nc, self.nk, sizes or {}
+        ins = segments._device_operands(e, self.prog, args, WebGPUBuffer, _to_device, sizes)
+        consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+        x_avals = [x.aval for x in e.inputs[nc + nk:]]
+        y_avals = [v.aval for v in e.outvars[nk:]]
+
+        def step_bytes(a: Any) -> int:
+            shape = segments.bound_shape(a.shape[1:], env)
+            return webgpu.nbytes(int(np.prod(shape, dtype=np.int64)), a.dtype)
+
+        x_bytes, y_bytes = [step_bytes(a) for a in x_avals], [step_bytes(a) for a in y_avals]
+        with webgpu._LOCK:
+            pool = webgpu._STATE["pool"]
+            ys = [WebGPUBuffer(pool.acquire(max(n * s, 4)), pool) for s in y_bytes]
+        extra = (sizes,) if self.axes else ()
+        order = [n - 1 - step if self.reverse else step for step in range(n)]
+        with webgpu._LOCK:  # every step's xs slices, copied out in one submission
+            dev = webgpu._STATE["device"]
+            x_steps = [[WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in x_bytes] for _ in range(n)]
+            enc = dev.create_command_encoder()
+            for i in range(n):
+                for src, dst, s in zip(xs, x_steps[i], x_bytes):
+                    if s:
+                        enc.copy_buffer_to_buffer(src.buffer, i * s, dst.buffer, 0, s)
+            dev.queue.submit([enc.finish()])
+        y_steps: list = [None] * n
+        for i in order:
+            outs = self.body.run_device([*consts, *carry, *x_steps[i]], *extra)
+            x_steps[i] = []  # (back to the pool)
+            carry, y_steps[i] = outs[:nk], outs[nk:]
+        with webgpu._LOCK:  # every step's ys, copied into the stacked outputs in one submission
+            enc = dev.create_command_encoder()
+            for i in range(n):
+                for src, dst, s in zip(y_steps[i], ys, y_bytes):
+                    if s:
+                        enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, i * s, s)
+            dev.queue.submit([enc.finish()])
+        out = dict(zip(e.outvars, [*carry, *ys]))
+        return [out[v] for v in self.prog.outvars]
