@@ -2,7 +2,8 @@
 dispatches, one ``queue.submit`` for the whole loop; ``while_loop`` host-driven over device buffers.
 
 **scan.** The body is scheduled once into kernels (:func:`.kernels.schedule`); its bind groups are
-built once per call for the two parities of a **ping-pong** pair of carry buffers: on even steps
+built once per call for the two parities of a **ping-pong** pair of carry buffers (the loop
+schedule, shared with CUDA, is :class:`.loop_schedule.ScanSchedule`): on even steps
 the body reads carry set A and its kernels write the new carries straight into set B, on odd steps
 the reverse, so a carry is never copied. Per step the encoder records: copies of the ``x`` slices
 ``xs[i]`` into the body's input buffers (``copy_buffer_to_buffer`` at offset ``i * slice``), one
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.core import ShapedArray
-from ember._src.gpu import kernels, nested, segments, webgpu
+from ember._src.gpu import kernels, loop_schedule, nested, segments, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
 from ember._src.prims.movement import pad_p, reshape_p, slice_p
 from ember._src.program import Eqn, Literal, Program, trace_to_program
@@ -182,7 +183,8 @@ def make_loop(prog: Program, axes: tuple[str, ...] = ()) -> Any:
 
 
 class WebGPUScan:
-    """A program of one device ``scan`` equation (a segment of :class:`.segments.SegmentedExecutable`)."""
+    """A program of one device ``scan`` equation (a segment of :class:`.segments.SegmentedExecutable`):
+    the loop schedule of :mod:`.loop_schedule` recorded into one command buffer."""
 
     def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
         (e,) = prog.eqns
@@ -195,10 +197,10 @@ class WebGPUScan:
             lang = webgpu.renderer()
         # inner scans unrolled, conds selects
         self.body = kernels.schedule(nested.unrolled_body(p["body"]), lang, axes)
+        self.schedule = loop_schedule.ScanSchedule(e, self.body)
         self._size_bufs: dict[tuple, Any] = {}
         self.out_avals = prog.out_avals
-        self.source = (f"// scan: {self.length} steps preencoded in one submission "
-                       f"({len(self.body.kernels)} body kernels per step)\n" +
+        self.source = (loop_schedule.describe(self.schedule, "preencoded in one submission") +
                        "\n".join(f"// body kernel {k.name}: grid {k.grid}\n{k.source}"
                                  for k in self.body.kernels))
         with webgpu._LOCK:
@@ -206,11 +208,6 @@ class WebGPUScan:
             self.pipelines = [_pipeline(k.source) for k in self.body.kernels]
         self._consts: dict[int, Any] = {}  # the body's captured constants
         self._consts_in: dict[int, Any] = {}  # literal operands of the scan equation
-        # carries the body writes into a buffer of its own (a kernel output, not shared): ping-pong
-        made = {k.out.index for k in self.body.kernels}
-        outs = self.body.outputs[:self.nk]
-        self.pingpong = [kind == "buf" and v in made and outs.count((kind, v)) == 1
-                         for kind, v in outs]
 
     def __call__(self, args: list, sizes: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
@@ -226,17 +223,9 @@ class WebGPUScan:
     def _run(self, args: list, env: dict) -> list:
         st = webgpu._STATE
         dev, pool = st["device"], st["pool"]
-        body, n, nc, nk = self.body, self.length, self.nc, self.nk
+        body, nc, nk = self.body, self.nc, self.nk
+        plan = self.schedule.plan(env, webgpu.nbytes)
         taken: list = []
-        bsz = body.sizes(env)  # the body's buffer sizes under this binding
-
-        def count(shape: Any) -> int:
-            return int(np.prod(segments.bound_shape(shape, env), dtype=np.int64))
-
-        def acquire(nbytes: int) -> Any:
-            taken.append(pool.acquire(nbytes))
-            return taken[-1]
-
         pos = {v: i for i, v in enumerate(self.prog.invars)}
         ins = []
         for j, x in enumerate(self.eqn.inputs):  # (a literal operand is not a segment input)
@@ -250,89 +239,54 @@ class WebGPUScan:
             if isinstance(a, WebGPUBuffer):
                 ins.append(a.buffer)
             else:
-                ins.append(_upload(a, x.aval.dtype, max(count(x.aval.shape), 1)))
+                n = int(np.prod(segments.bound_shape(x.aval.shape, env), dtype=np.int64))
+                ins.append(_upload(a, x.aval.dtype, max(n, 1)))
                 taken.append(ins[-1])
-        consts, init, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        dts = [b.dtype for b in body.buffers]
-        nbytes = [webgpu.nbytes(max(s, 1), dts[i]) for i, s in enumerate(bsz)]
-        in_bytes = [nbytes[i] for i in body.inputs]
-        carry_bytes = in_bytes[nc:nc + nk]
-        x_bytes = [webgpu.nbytes(bsz[i], dts[i]) for i in body.inputs[nc + nk:]]
-        sets = [[acquire(s) for s in carry_bytes] for _ in range(2)]  # the ping-pong pair
-        enc = dev.create_command_encoder()
-        carry_used = [webgpu.nbytes(bsz[i], dts[i]) for i in body.inputs[nc:nc + nk]]  # 0: an empty carry
-        for j, used in enumerate(carry_used):
-            if used:
-                enc.copy_buffer_to_buffer(init[j], 0, sets[0][j], 0, used)
-        xbufs = [acquire(s) for s in x_bytes]
-        y_outs = body.outputs[nk:]
-        y_avals = [v.aval for v in self.eqn.outvars[nk:]]
-        ys = [acquire(webgpu.nbytes(max(count(a.shape), 1), a.dtype)) for a in y_avals]
-        body_avals = self.eqn.params["body"].out_avals
-        literals = {i: self._literal(v, count(body_avals[i].shape), body_avals[i].dtype, acquire)
-                    for i, (kind, v) in enumerate(body.outputs) if kind == "literal"}
-        for i, val in body.consts:
+        for i, val in plan.body_consts.items():
             if i not in self._consts:
-                self._consts[i] = self._const_buffer(np.asarray(val, body.buffers[i].dtype))
-        # the body's buffers for each parity: inputs bound to that parity's carries, ping-pong
-        # carry outputs written into the other parity's set, intermediates shared
-        common: dict[int, Any] = dict(self._consts)
-        for i, b in zip(body.inputs[:nc], consts):
-            common[i] = b
-        for i, b in zip(body.inputs[nc + nk:], xbufs):
-            common[i] = b
-        for b in body.buffers:
-            if b.index not in common and b.index not in body.inputs:
-                common[b.index] = None
-        bufs = []
-        for par in (0, 1):
-            m = dict(common)
-            for j, i in enumerate(body.inputs[nc:nc + nk]):
-                m[i] = sets[par][j]
-            for j, (_, v) in enumerate(body.outputs[:nk]):
-                if self.pingpong[j]:
-                    m[v] = sets[1 - par][j]
-            for i, b in m.items():
-                if b is None:
-                    m[i] = common[i] = acquire(nbytes[i])
-            bufs.append(m)
+                self._consts[i] = self._const_buffer(val)
+        slots: dict[Any, Any] = {("body_const", i): b for i, b in self._consts.items()}
+        for kind, start, stop in (("const", 0, nc), ("init", nc, nc + nk), ("xs", nc + nk, len(ins))):
+            slots.update({(kind, j): b for j, b in enumerate(ins[start:stop])})
+        for slot, size in plan.buffers.items():
+            taken.append(pool.acquire(size))
+            slots[slot] = taken[-1]
+        for j, (value, n, dtype) in plan.literals.items():
+            arr = np.full(max(n, 1), value, dtype)
+            dev.queue.write_buffer(slots["literal", j], 0, _storage(arr, dtype))
+        sizes = body.sizes(env)
+        nbytes = [webgpu.nbytes(max(s, 1), b.dtype) for s, b in zip(sizes, body.buffers)]
+
         def entries(k: Any, m: dict) -> list:
-            out = [{"binding": s, "resource": {"buffer": m[b.index], "offset": 0, "size": nbytes[b.index]}}
+            out = [{"binding": s, "resource": {"buffer": slots[m[b.index]], "offset": 0,
+                                               "size": nbytes[b.index]}}
                    for s, b in enumerate(k.buffers())]
             if k.uses_sizes:  # the axis values, after the storage buffers
                 sz = webgpu.sizes_uniform(self._size_bufs, body.axes, env)
                 out.append({"binding": len(out), "resource": {"buffer": sz, "offset": 0, "size": sz.size}})
             return out
 
-        groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries(k, m))
-                   for k, pipe in zip(body.kernels, self.pipelines)] for m in bufs]
+        groups = [[dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
+                                         entries=entries(k, plan.binding(par)))
+                   for k, pipe in zip(body.kernels, self.pipelines)] for par in (0, 1)]
         grids = [k.launch(env) for k in body.kernels]
-        for step in range(n):
-            i = n - 1 - step if self.reverse else step
-            par, m = step % 2, bufs[step % 2]
-            for xb, xs_buf, s in zip(xbufs, xs, x_bytes):
-                if s:
-                    enc.copy_buffer_to_buffer(xs_buf, i * s, xb, 0, s)
+        enc = dev.create_command_encoder()
+
+        def run_body(par: int) -> None:
             cp = enc.begin_compute_pass()
             for grid, pipe, g in zip(grids, self.pipelines, groups[par]):
                 cp.set_pipeline(pipe)
                 cp.set_bind_group(0, g)
                 cp.dispatch_workgroups(*grid)
             cp.end()
-            for j, (kind, v) in enumerate(body.outputs[:nk]):
-                if not self.pingpong[j] and carry_used[j]:
-                    src = self._source(kind, v, j, m, literals)
-                    enc.copy_buffer_to_buffer(src, 0, sets[1 - par][j], 0, carry_used[j])
-            for j, ((kind, v), aval) in enumerate(zip(y_outs, y_avals)):
-                s = webgpu.nbytes(count(aval.shape[1:]), aval.dtype)
-                if s:
-                    enc.copy_buffer_to_buffer(self._source(kind, v, nk + j, m, literals), 0, ys[j], i * s, s)
+
+        loop_schedule.replay(plan, slots.__getitem__, enc.copy_buffer_to_buffer, run_body)
         dev.queue.submit([enc.finish()])
-        final = sets[n % 2]
+        final = [slots[s] for s in plan.outputs]
         for b in taken:
-            if not any(b is f for f in [*final, *ys]):
+            if not any(b is f for f in final):
                 pool.release(b)
-        handles = dict(zip(self.eqn.outvars, [WebGPUBuffer(b, pool) for b in [*final, *ys]]))
+        handles = dict(zip(self.eqn.outvars, [WebGPUBuffer(b, pool) for b in final]))
         return [handles[v] for v in self.prog.outvars]  # (the others go back to the pool as they die)
 
     def _const_buffer(self, val: np.ndarray) -> Any:
@@ -342,22 +296,6 @@ class WebGPUScan:
         buf = dev.create_buffer(size=max(256, webgpu.nbytes(val.size, val.dtype)), usage=usage)
         if val.size:
             dev.queue.write_buffer(buf, 0, _storage(val, val.dtype))
-        return buf
-
-    def _source(self, kind: str, v: Any, j: int, m: dict, literals: dict) -> Any:
-        """The buffer holding body output ``j`` after a step with buffers ``m``."""
-        if kind == "buf":
-            return m[v]
-        if kind == "input":
-            return m[self.body.inputs[v]]
-        return literals[j]
-
-    def _literal(self, value: Any, n: int, dtype: np.dtype, acquire: Any) -> Any:
-        """A buffer holding a body output that is a literal, ``n`` elements (copied wherever it is
-        needed)."""
-        arr = np.full(max(n, 1), value, dtype)
-        buf = acquire(webgpu.nbytes(arr.size, dtype))
-        webgpu._STATE["device"].queue.write_buffer(buf, 0, _storage(arr, dtype))
         return buf
 
 
