@@ -248,6 +248,15 @@ class CUDAExecutable:
         """The program's PTX for ``arch`` (NVRTC; no device needed)."""
         return compile_ptx(self.source, arch)
 
+    def functions(self, drv: Any) -> list:
+        """The kernels' function handles, in the order of :attr:`schedule` (the module loaded once;
+        the lock held and a context current)."""
+        if self._functions is None:
+            mod = _check(drv.cuModuleLoadData(self.ptx(_STATE["arch"])), "cuModuleLoadData")
+            self._functions = [_check(drv.cuModuleGetFunction(mod, k.name.encode()), "cuModuleGetFunction")
+                               for k in self.schedule.kernels]
+        return self._functions
+
     def __call__(self, args: list, env: dict | None = None) -> list:
         """Host arrays in, host arrays out."""
         env = env or {}
@@ -266,10 +275,7 @@ class CUDAExecutable:
         sch = self.schedule
         sizes = sch.sizes(env)
         axis_values = [np.array([int(env[a])], dtype=np.int32) for a in sch.axes]
-        if self._functions is None:
-            mod = _check(drv.cuModuleLoadData(self.ptx(_STATE["arch"])), "cuModuleLoadData")
-            self._functions = [_check(drv.cuModuleGetFunction(mod, k.name.encode()), "cuModuleGetFunction")
-                               for k in sch.kernels]
+        functions = self.functions(drv)
         held: dict[int, CUDABuffer] = {}  # buffers of this call (inputs, constants, intermediates)
         for i, a in zip(sch.inputs, args):
             if i is not None:
@@ -280,14 +286,9 @@ class CUDAExecutable:
             if b.index not in held:
                 nbytes = sizes[b.index] * _storage_dtype(b.dtype).itemsize
                 held[b.index] = CUDABuffer(_alloc(nbytes), max(nbytes, 1))
-        for k, fn in zip(sch.kernels, self._functions):
-            vals = [np.array([int(held[b.index].ptr)], dtype=np.uint64) for b in k.buffers()]
-            if k.uses_sizes:
-                vals += axis_values
-            params = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
-            block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
-            _check(drv.cuLaunchKernel(fn, *k.launch(env), *block, 0, 0, params.ctypes.data, 0),
-                   "cuLaunchKernel")
+        for k, fn in zip(sch.kernels, functions):
+            launch(drv, k, fn, kernel_params(k, [int(held[b.index].ptr) for b in k.buffers()], axis_values),
+                   env, 0)
         outs = []
         for (kind, v), aval in zip(sch.outputs, self.out_avals):
             if kind == "input":
@@ -301,16 +302,41 @@ class CUDAExecutable:
         return outs
 
 
+def kernel_params(k: kernels.Kernel, ptrs: list[int], axis_values: list[np.ndarray]) -> tuple:
+    """The ``kernelParams`` of a launch of ``k`` over the device pointers ``ptrs`` (its buffers, in
+    order) and the axis values: the address array, and the value arrays it points into (both must
+    live until the launch, or as long as launches reuse them)."""
+    vals = [np.array([p], dtype=np.uint64) for p in ptrs]
+    if k.uses_sizes:
+        vals += axis_values
+    return np.array([v.ctypes.data for v in vals], dtype=np.uint64), vals
+
+
+def launch(drv: Any, k: kernels.Kernel, fn: Any, params: tuple, env: dict, stream: Any) -> None:
+    """Launches ``k`` (its function ``fn``) with ``params`` (:func:`kernel_params`) on ``stream``."""
+    block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
+    _check(drv.cuLaunchKernel(fn, *k.launch(env), *block, 0, stream, params[0].ctypes.data, 0),
+           "cuLaunchKernel")
+
+
+def nbytes(n: int, dtype: np.dtype) -> int:
+    """The bytes ``n`` elements of ``dtype`` take in device memory."""
+    return n * _storage_dtype(dtype).itemsize
+
+
 def _storage_dtype(dtype: np.dtype) -> np.dtype:
     d = np.dtype(dtype)
     return np.dtype(np.uint16) if d.itemsize == 2 else d
 
 
 def _kind(e: Any) -> str:
-    """``device`` (the kernels compute it), ``loop`` (a host-driven while/cond) or ``host``."""
+    """``device`` (the kernels compute it), ``loop`` (a device scan, a host-driven while/cond) or
+    ``host``."""
+    from ember._src.gpu import cuda_loops  # (it builds on this module)
+
     if segments.device_computes(e):
         return "device"
-    return "loop" if segments.device_control(e) else "host"
+    return "loop" if segments.device_control(e) or cuda_loops.device_scan(e) else "host"
 
 
 def cuda_backend(prog: Program, **options: Any) -> Any:
@@ -334,7 +360,13 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
     return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device, axes=axes)
 
 
-def _while(prog: Program, axes: tuple[str, ...] = ()) -> segments.HostDrivenWhile | segments.HostDrivenCond:
+def _while(prog: Program, axes: tuple[str, ...] = ()) -> Any:
+    """The executable of a program of one loop equation: a device scan (:mod:`.cuda_loops`), or a
+    host-driven ``while``/``cond``."""
+    if prog.eqns[0].prim.name == "scan":
+        from ember._src.gpu import cuda_loops  # (it builds on this module)
+
+        return cuda_loops.CUDAScan(prog, axes)
     driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
     return driven(prog, CUDAExecutable, CUDABuffer, _to_device, axes)
 

@@ -1,0 +1,191 @@
+"""Loops on CUDA: a ``scan`` (and ``fori_loop``) with a static trip count runs on the device.
+
+The loop schedule is WebGPU's (:class:`.loop_schedule.ScanSchedule`: ping-pong carry sets, the
+``xs``/``ys`` steps copied at their offsets, the carries the body does not write into the other set
+copied there); this module is only the launch layer. The body's kernels are one CUDA module
+(compiled once), and the executable owns a buffer for every slot of the schedule, per axis binding,
+so every launch's arguments are fixed: each call copies the scan's operands into the executable's
+operand buffers, runs the steps' launches and copies on one stream with no host synchronization
+between them, and copies the final carries and the stacked ``ys`` into new buffers (the outputs).
+The steps' work is captured once into a **CUDA graph** (``cuStreamBeginCapture`` ...
+``cuGraphInstantiate``) and each call is one ``cuGraphLaunch``; where capture fails, or with
+``EMBER_CUDA_GRAPHS=0``, the launches are issued on the stream directly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ember._src.gpu import cuda_runtime as rt
+from ember._src.gpu import loop_schedule, nested, segments
+from ember._src.program import Eqn, Literal, Program
+
+
+def device_scan(e: Eqn) -> bool:
+    """Whether ``e`` is a ``scan`` with a static length whose body (nested static loops unrolled,
+    conds as selects) the device kernels compute."""
+    return nested.static_scan(e) and nested._size(e.params["body"]) is not None
+
+
+def graphs_enabled() -> bool:
+    """Whether scans capture their launches into a CUDA graph (``EMBER_CUDA_GRAPHS``, default on)."""
+    return os.environ.get("EMBER_CUDA_GRAPHS", "1") != "0"
+
+
+class _Bound:
+    """A scan's device state under one binding: a buffer per slot, the launch parameters of
+    either parity, the stream and the graph (None: not captured yet; False: launches direct)."""
+
+    def __init__(self) -> None:
+        self.slots: dict[Any, rt.CUDABuffer] = {}
+        self.params: list[list[tuple]] = []
+        self.stream: Any = None
+        self.graph: Any = None
+
+
+class CUDAScan:
+    """A program of one device ``scan`` equation (a loop segment of
+    :class:`.segments.SegmentedExecutable`) run on CUDA device 0 (module docstring)."""
+
+    def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        (e,) = prog.eqns
+        self.prog, self.eqn, self.axes = prog, e, tuple(axes)
+        self.nc, self.nk = e.params["num_consts"], e.params["num_carry"]
+        self.body_exe = rt.CUDAExecutable(nested.unrolled_body(e.params["body"]), self.axes)
+        self.body = self.body_exe.schedule
+        self.schedule = loop_schedule.ScanSchedule(e, self.body)
+        self.out_avals = prog.out_avals
+        how = "on the device, launched back to back on one stream and captured into one CUDA graph"
+        self.source = loop_schedule.describe(self.schedule, how) + self.body_exe.source
+        self._bound: dict[tuple, _Bound] = {}
+
+    def ptx(self, arch: str = "compute_90") -> bytes:
+        """The body's PTX for ``arch`` (NVRTC; no device needed)."""
+        return self.body_exe.ptx(arch)
+
+    def __call__(self, args: list, sizes: dict | None = None) -> list:
+        """Host arrays in, host arrays out."""
+        return [h.download(segments.bound_shape(a.shape, sizes), a.dtype)
+                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
+
+    def run_device(self, args: list, sizes: dict | None = None) -> list:
+        """:class:`.cuda_runtime.CUDABuffer` arguments are read in place (host values copied); the
+        outputs are new buffers left on the device."""
+        with rt._LOCK:
+            drv = rt._open()
+            return self._run(drv, args, sizes or {})
+
+    def _run(self, drv: Any, args: list, env: dict) -> list:  # runs only where a CUDA device exists
+        plan = self.schedule.plan(env, rt.nbytes)
+        st = self._state(drv, plan, env)
+        pos = {v: i for i, v in enumerate(self.prog.invars)}
+        for x, slot in zip(self.eqn.inputs, self._operand_slots()):
+            n = rt.nbytes(int(np.prod(segments.bound_shape(x.aval.shape, env), dtype=np.int64)), x.aval.dtype)
+            if not n:
+                continue
+            a = np.full(segments.bound_shape(x.aval.shape, env), x.val, x.aval.dtype) \
+                if isinstance(x, Literal) else args[pos[x]]
+            dst = st.slots[slot].ptr
+            if isinstance(a, rt.CUDABuffer):
+                rt._check(drv.cuMemcpyDtoDAsync(dst, a.ptr, n, st.stream), "cuMemcpyDtoDAsync")
+            else:  # (synchronous, on the legacy stream, which the blocking stream waits for)
+                host = np.ascontiguousarray(np.asarray(a, x.aval.dtype)).view(rt._storage_dtype(x.aval.dtype))
+                rt._check(drv.cuMemcpyHtoD(dst, host.ctypes.data, n), "cuMemcpyHtoD")
+                rt.TRANSFERS["host_to_device"] += 1
+                rt.TRANSFERS["host_to_device_bytes"] += n
+        if plan.actions:
+            if st.graph is None:
+                st.graph = self._capture(drv, st, plan, env) if graphs_enabled() else False
+            if st.graph is False:
+                self._record(drv, st, plan, env)
+            else:
+                rt._check(drv.cuGraphLaunch(st.graph, st.stream), "cuGraphLaunch")
+        outs = []
+        for slot in plan.outputs:
+            size = plan.buffers[slot]
+            buf = rt.CUDABuffer(rt._alloc(size), max(size, 1))
+            rt._check(drv.cuMemcpyDtoDAsync(buf.ptr, st.slots[slot].ptr, size, st.stream),
+                      "cuMemcpyDtoDAsync")
+            outs.append(buf)
+        handles = dict(zip(self.eqn.outvars, outs))
+        return [handles[v] for v in self.prog.outvars]
+
+    def _operand_slots(self) -> list[tuple]:
+        nc, nk, n = self.nc, self.nk, len(self.eqn.inputs)
+        return [("const", j) for j in range(nc)] + [("init", j) for j in range(nk)] + \
+            [("xs", j) for j in range(n - nc - nk)]
+
+    def _state(self, drv: Any, plan: loop_schedule.ScanPlan, env: dict) -> _Bound:
+        """The buffers, launch parameters and stream of the binding ``env`` (made at its first call)."""
+        key = tuple(int(env[a]) for a in self.axes)
+        st = self._bound.get(key)
+        if st is not None:
+            return st
+        st = _Bound()
+        sizes = dict(plan.buffers)
+        for x, slot in zip(self.eqn.inputs, self._operand_slots()):
+            count = int(np.prod(segments.bound_shape(x.aval.shape, env), dtype=np.int64))
+            sizes[slot] = rt.nbytes(max(count, 1), x.aval.dtype)
+        for slot, size in sizes.items():
+            st.slots[slot] = rt.CUDABuffer(rt._alloc(size), max(size, 1))
+        for i, val in plan.body_consts.items():
+            st.slots["body_const", i] = rt._upload(val, val.dtype)
+        for j, (value, n, dtype) in plan.literals.items():
+            host = np.full(max(n, 1), value, dtype).view(rt._storage_dtype(dtype))
+            rt._check(drv.cuMemcpyHtoD(st.slots["literal", j].ptr, host.ctypes.data, host.nbytes),
+                      "cuMemcpyHtoD")
+        axis_values = [np.array([int(env[a])], dtype=np.int32) for a in self.body.axes]
+        for par in (0, 1):
+            m = plan.binding(par)
+            st.params.append([rt.kernel_params(k, [int(st.slots[m[b.index]].ptr) for b in k.buffers()],
+                                               axis_values) for k in self.body.kernels])
+        st.stream = rt._check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_DEFAULT), "cuStreamCreate")
+        self._bound[key] = st
+        return st
+
+    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict) -> None:
+        """Issues the steps' copies and launches on the binding's stream."""
+        functions = self.body_exe.functions(drv)
+        ks = self.body.kernels
+
+        def copy(src: int, so: int, dst: int, do: int, n: int) -> None:
+            rt._check(drv.cuMemcpyDtoDAsync(dst + do, src + so, n, st.stream), "cuMemcpyDtoDAsync")
+
+        def body(par: int) -> None:
+            for k, fn, params in zip(ks, functions, st.params[par]):
+                rt.launch(drv, k, fn, params, env, st.stream)
+
+        loop_schedule.replay(plan, lambda s: int(st.slots[s].ptr), copy, body)
+
+    def _capture(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict) -> Any:
+        """The steps' work captured into an instantiated CUDA graph, or False where capture fails."""
+        self.body_exe.functions(drv)  # (the module is loaded outside the capture)
+        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        try:
+            rt._check(drv.cuStreamBeginCapture(st.stream, mode), "cuStreamBeginCapture")
+        except RuntimeError:
+            return False
+        try:
+            self._record(drv, st, plan, env)
+        except RuntimeError:
+            drv.cuStreamEndCapture(st.stream)
+            return False
+        try:
+            graph = rt._check(drv.cuStreamEndCapture(st.stream), "cuStreamEndCapture")
+            exe = rt._check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        except RuntimeError:
+            return False
+        drv.cuGraphDestroy(graph)
+        return exe
+
+
+def launches_per_call(scan: CUDAScan, env: dict | None = None) -> dict[str, int]:
+    """What one call of ``scan`` issues on its stream under the binding ``env`` (counted from the
+    shared schedule; no device needed): kernel launches and device-to-device copies of the loop."""
+    plan = scan.schedule.plan(env or {}, rt.nbytes)
+    steps = sum(1 for a in plan.actions if a[0] == "body")
+    return {"kernel_launches": steps * len(scan.body.kernels),
+            "copies": sum(1 for a in plan.actions if a[0] == "copy")}
