@@ -2,7 +2,9 @@
 through WebGPU by :mod:`.webgpu`) and to CUDA C (:mod:`.cuda`, compiled with NVRTC by
 :mod:`.cuda_runtime`, its PTX cached on disk by :mod:`.kernel_cache`), over one op table
 (:mod:`.ops`), after the target-independent rewrites both backends share (:mod:`ember._src.rewrites`);
-loops nested in a WebGPU scan are unrolled, and conds in it made selects, by :mod:`.nested`.
+loops nested in a scan body are unrolled, and conds in it made selects, by :mod:`.nested`; a static
+``scan`` runs on either device from one loop schedule (:mod:`.loop_schedule`, run by
+:mod:`.webgpu_loops` and :mod:`.cuda_loops`).
 Importing this package registers ``BACKENDS["webgpu"]`` and ``BACKENDS["cuda"]``, their device
 platforms (``devices.PLATFORMS``:
 ``device_put``, ``memory_stats``) and the hooks that run eager ops and ``jit`` calls on device arrays

@@ -342,6 +342,7 @@ def _kind(e: Any) -> str:
 def cuda_backend(prog: Program, **options: Any) -> Any:
     """The ``"cuda"`` backend factory (``jit(f, backend="cuda")``): renders at lowering, compiles
     and runs at the first call (needs a device; ``lower(...).compile().as_text()`` does not). A
+    static ``scan`` with a device body runs on the device (:class:`.cuda_loops.CUDAScan`); a
     ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
     with ``host_fallback=True`` the primitives without a device kernel run on the host."""
     kinds = {_kind(e) for e in prog.eqns}
