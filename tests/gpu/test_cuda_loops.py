@@ -200,6 +200,8 @@ class _RecordingDriver:
         self.captured: list[tuple] = []
         self.capturing = False
         self.next_ptr = 1 << 20
+        self.allocs: list[int] = []
+        self.frees: list[int] = []
 
     def _log(self, *entry) -> tuple:
         (self.captured if self.capturing else self.calls).append(entry)
@@ -210,9 +212,11 @@ class _RecordingDriver:
 
     def cuMemAlloc(self, n):
         self.next_ptr += -(-n // 256) * 256 + 256
+        self.allocs.append(n)
         return (0, self.next_ptr)
 
     def cuMemFree(self, ptr):
+        self.frees.append(int(ptr))
         return (0,)
 
     def cuMemcpyHtoD(self, dst, src, n):
@@ -252,6 +256,14 @@ class _RecordingDriver:
         return self._log("graph_launch")
 
 
+def _fake_driver(drv: _RecordingDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA runtime's state with ``drv`` as its driver and a pool of its own (the test drops
+    every buffer of it before the state is restored)."""
+    state = {"driver": drv, "ctx": None, "arch": "compute_80", "pool": cuda_runtime.CUDAPool(drv)}
+    monkeypatch.setattr(cuda_runtime, "_STATE", state)
+    monkeypatch.setattr(cuda_runtime, "TRANSFERS", dict.fromkeys(cuda_runtime.TRANSFERS, 0))
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("graphs", ["1", "0"])
 def test_the_launch_layer_issues_the_schedule(graphs: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,10 +273,7 @@ def test_the_launch_layer_issues_the_schedule(graphs: str, monkeypatch: pytest.M
     import gc
 
     drv = _RecordingDriver()
-    monkeypatch.setattr(cuda_runtime, "_STATE", {"driver": drv, "ctx": None, "arch": "compute_80"})
-    monkeypatch.setattr(cuda_runtime, "_FREED", [])
-    monkeypatch.setattr(cuda_runtime, "_MEM", dict.fromkeys(cuda_runtime._MEM, 0))
-    monkeypatch.setattr(cuda_runtime, "TRANSFERS", dict.fromkeys(cuda_runtime.TRANSFERS, 0))
+    _fake_driver(drv, monkeypatch)
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", graphs)
     (lowered,) = _scans(_reverse_scan, (_f32(2, 3), _f32(5, 2, 3)))
     scan = cuda_loops.CUDAScan(lowered.prog)  # (its own: its buffers are the fake driver's)
@@ -294,3 +303,38 @@ def test_the_launch_layer_issues_the_schedule(graphs: str, monkeypatch: pytest.M
                                                     scan.schedule.plan({}, cuda_runtime.nbytes).outputs}
     del scan, outs, slots
     gc.collect()  # (the fake buffers die while the fake driver is in place)
+
+
+def test_the_cuda_pool_reuses_freed_buffers_by_size_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a recording driver: the pool WebGPU uses (``gpu/pool.py``) over ``cuMemAlloc``. A
+    buffer whose array died serves the next request of its power-of-two class (no allocation);
+    ``memory_stats`` reports it; out of memory, the pooled buffers are freed and the request retried
+    before the error."""
+    import gc
+
+    drv = _RecordingDriver()
+    _fake_driver(drv, monkeypatch)
+    a = cuda_runtime._alloc(1000)  # class 1024
+    assert drv.allocs == [1024] and a.size == 1024
+    ptr = int(a.ptr)
+    del a
+    b = cuda_runtime._alloc(700)  # the same class: the freed buffer again
+    c = cuda_runtime._alloc(100)  # class 256: a new buffer
+    assert int(b.ptr) == ptr and drv.allocs == [1024, 256]
+    stats = cuda_runtime._STATE["pool"].stats()
+    assert stats["bytes_in_use"] == 1024 + 256 and stats["reused"] == 1 and stats["num_allocs"] == 2
+    c_ptr = int(c.ptr)
+    del c  # pooled
+    refuse = [True]
+
+    def cuMemAlloc(n):  # the device refuses once: the pool empties itself and retries
+        if refuse:
+            refuse.pop()
+            return (2, None)
+        return _RecordingDriver.cuMemAlloc(drv, n)
+    monkeypatch.setattr(drv, "cuMemAlloc", cuMemAlloc)
+    d = cuda_runtime._alloc(5000)
+    assert drv.frees == [c_ptr] and d.size == 8192
+    assert cuda_runtime._STATE["pool"].stats()["pool_bytes"] == 0
+    del b, d
+    gc.collect()

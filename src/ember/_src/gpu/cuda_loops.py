@@ -106,7 +106,7 @@ class CUDAScan:
         outs = []
         for slot in plan.outputs:
             size = plan.buffers[slot]
-            buf = rt.CUDABuffer(rt._alloc(size), max(size, 1))
+            buf = rt._alloc(size)
             rt._check(drv.cuMemcpyDtoDAsync(buf.ptr, st.slots[slot].ptr, size, st.stream),
                       "cuMemcpyDtoDAsync")
             outs.append(buf)
@@ -130,7 +130,7 @@ class CUDAScan:
             count = int(np.prod(segments.bound_shape(x.aval.shape, env), dtype=np.int64))
             sizes[slot] = rt.nbytes(max(count, 1), x.aval.dtype)
         for slot, size in sizes.items():
-            st.slots[slot] = rt.CUDABuffer(rt._alloc(size), max(size, 1))
+            st.slots[slot] = rt._alloc(size)
         for i, val in plan.body_consts.items():
             st.slots["body_const", i] = rt._upload(val, val.dtype)
         for j, (value, n, dtype) in plan.literals.items():

@@ -23,6 +23,7 @@ from ember._src.devices import Device
 from ember._src.gpu import kernel_cache, kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
+from ember._src.gpu.pool import Pool
 from ember._src.gpu.render import compile_error
 from ember._src.program import Program
 
@@ -35,8 +36,6 @@ COMPILES = {"nvrtc": 0}
 """NVRTC compiles since the process started (those the memory and disk caches did not save)."""
 DEVICE = Device(0, "cuda", "cuda")
 TRANSFERS = {"host_to_device": 0, "device_to_host": 0, "host_to_device_bytes": 0, "device_to_host_bytes": 0}
-_MEM = {"bytes_in_use": 0, "peak_bytes_in_use": 0, "num_allocs": 0, "largest_alloc_size": 0}
-_FREED: list = []  # device pointers whose arrays died: freed at the next call (the lock held)
 
 
 class DeviceUnavailable(RuntimeError):
@@ -137,7 +136,7 @@ def _open() -> Any:
         drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
     ctx = _check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
     _check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    _STATE.update(driver=drv, ctx=ctx, arch=f"compute_{min(major * 10 + minor, 90)}")
+    _STATE.update(driver=drv, ctx=ctx, arch=f"compute_{min(major * 10 + minor, 90)}", pool=CUDAPool(drv))
     return drv
 
 
@@ -154,36 +153,47 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _alloc(nbytes: int) -> Any:
-    """Device memory (the caller holds the lock and a current context); freed pointers first."""
-    drv = _STATE["driver"]
-    while _FREED:
-        ptr, size = _FREED.pop()
-        drv.cuMemFree(ptr)
-        _MEM["bytes_in_use"] -= size
-    size = max(nbytes, 1)
-    err, ptr = drv.cuMemAlloc(size)
-    if int(err) != 0:
-        raise MemoryError(f"cuda:0: out of memory allocating {size} bytes ({_MEM['bytes_in_use']} bytes in "
-                          f"use by live arrays) ({err}); free device arrays or move them to the host")
-    _MEM["bytes_in_use"] += size
-    _MEM["peak_bytes_in_use"] = max(_MEM["peak_bytes_in_use"], _MEM["bytes_in_use"])
-    _MEM["num_allocs"] += 1
-    _MEM["largest_alloc_size"] = max(_MEM["largest_alloc_size"], size)
-    return ptr
+class CUDAPool(Pool):
+    """Device memory of CUDA device 0 in the shared pool's size classes (:mod:`.pool`): a buffer
+    freed by its arrays is reused by a later allocation of its class. Reuse is stream-ordered
+    because all of ember's CUDA work is ordered: kernels run on the legacy default stream and a
+    scan's on a blocking stream, which the legacy stream waits for and which waits for it."""
+
+    def __init__(self, drv: Any):
+        super().__init__(str(DEVICE))
+        self.drv = drv
+
+    def _new(self, size: int, kind: int) -> tuple[Any, int]:
+        err, ptr = self.drv.cuMemAlloc(size)
+        if int(err) != 0:
+            raise RuntimeError(f"cuMemAlloc: {err}")
+        return ptr, size
+
+    def _destroy(self, buf: tuple[Any, int]) -> None:
+        self.drv.cuMemFree(buf[0])
+
+    def _key(self, buf: tuple[Any, int]) -> tuple[int, int]:
+        return buf[1], 0
+
+
+def _alloc(nbytes: int) -> CUDABuffer:
+    """A buffer of at least ``nbytes`` from the pool (the caller holds the lock and a current
+    context); out of memory, after the pool is emptied, is :class:`.pool.DeviceOutOfMemory`."""
+    pool = _STATE["pool"]
+    return CUDABuffer(pool.take(max(nbytes, 1)), pool)
 
 
 class CUDABuffer:
-    """Device memory a device array holds; freed (at the next call) when the last holder dies."""
+    """Device memory a device array holds; back to the pool when the last holder dies."""
 
-    __slots__ = ("ptr", "size", "__weakref__")
+    __slots__ = ("ptr", "size", "pool", "__weakref__")
     device = DEVICE
 
-    def __init__(self, ptr: Any, size: int):
-        self.ptr, self.size = ptr, size
+    def __init__(self, block: tuple[Any, int], pool: Pool):
+        (self.ptr, self.size), self.pool = block, pool
 
     def __del__(self) -> None:
-        _FREED.append((self.ptr, self.size))  # list.append is atomic: no lock in a finalizer
+        self.pool.give_back((self.ptr, self.size))  # deque.append: no lock in a finalizer
 
     def download(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """The buffer's values on the host (one transfer)."""
@@ -204,7 +214,7 @@ class CUDABuffer:
 
 def _upload(a: Any, dtype: np.dtype) -> CUDABuffer:
     host = np.ascontiguousarray(np.asarray(a, dtype=dtype)).view(_storage_dtype(dtype))
-    buf = CUDABuffer(_alloc(host.nbytes), max(host.nbytes, 1))
+    buf = _alloc(host.nbytes)
     if host.nbytes:
         _check(_STATE["driver"].cuMemcpyHtoD(buf.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
         TRANSFERS["host_to_device"] += 1
@@ -223,10 +233,10 @@ def put(value: np.ndarray, weak_type: bool = False) -> DeviceArray:
 
 
 def memory_stats() -> dict[str, int]:
-    """Bytes in use by device arrays and calls, their peak, allocations made (no pool yet)."""
+    """The device's buffer pool (:meth:`.pool.Pool.stats`)."""
     with _LOCK:
         _open()
-        return dict(_MEM)
+        return _STATE["pool"].stats()
 
 
 class CUDAExecutable:
@@ -284,8 +294,7 @@ class CUDAExecutable:
             held[i] = _upload(val, sch.buffers[i].dtype)
         for b in sch.buffers:
             if b.index not in held:
-                nbytes = sizes[b.index] * _storage_dtype(b.dtype).itemsize
-                held[b.index] = CUDABuffer(_alloc(nbytes), max(nbytes, 1))
+                held[b.index] = _alloc(sizes[b.index] * _storage_dtype(b.dtype).itemsize)
         for k, fn in zip(sch.kernels, functions):
             launch(drv, k, fn, kernel_params(k, [int(held[b.index].ptr) for b in k.buffers()], axis_values),
                    env, 0)

@@ -1,4 +1,6 @@
-"""The WebGPU buffer pool: storage buffers in power-of-two size classes, reused across calls.
+"""The device buffer pool: buffers in power-of-two size classes, reused across calls; one logic for
+both GPU runtimes (:class:`WebGPUPool` here, ``CUDAPool`` in :mod:`.cuda_runtime`), which only say
+how a buffer is created, destroyed and keyed.
 
 A buffer a call no longer needs goes back to its class's free list; a buffer a device array holds
 comes back when the array dies (its :class:`~.webgpu.WebGPUBuffer` handle's finalizer queues it,
@@ -32,10 +34,12 @@ def size_class(nbytes: int) -> int:
 
 
 class Pool:
-    """Buffers of one WebGPU device by (size class, usage); ``device`` names it in messages."""
+    """Buffers of one device by (size class, kind); ``name`` names the device in messages. A
+    runtime's subclass creates (:meth:`_new`), destroys (:meth:`_destroy`) and keys (:meth:`_key`)
+    its buffers; the size classes, reuse, limit and out-of-memory handling are here."""
 
-    def __init__(self, device: Any, wgpu: Any, name: str = "webgpu:0"):
-        self.device, self.wgpu, self.name = device, wgpu, name
+    def __init__(self, name: str):
+        self.name = name
         self.free: dict[tuple[int, int], list] = collections.defaultdict(list)
         self.pending: collections.deque = collections.deque()  # buffers finalizers gave back
         raw = os.environ.get(LIMIT_ENV)
@@ -47,12 +51,24 @@ class Pool:
         """Cap the bytes the pool holds (in use plus pooled); None: no cap but the device's."""
         self.limit = nbytes
 
-    def acquire(self, nbytes: int, staging: bool = False) -> Any:
-        """A buffer of at least ``nbytes`` (a storage buffer, or a mappable staging buffer)."""
+    def _new(self, size: int, kind: int) -> Any:
+        """A new device buffer of ``size`` bytes; raises where the device refuses."""
+        raise NotImplementedError
+
+    def _destroy(self, buf: Any) -> None:
+        """Free a buffer's device memory."""
+        raise NotImplementedError
+
+    def _key(self, buf: Any) -> tuple[int, int]:
+        """A buffer's (size class, kind)."""
+        raise NotImplementedError
+
+    def take(self, nbytes: int, kind: int = 0) -> Any:
+        """A buffer of at least ``nbytes`` and of ``kind`` (a runtime's buffer usage), from the
+        pool where one of its size class is free."""
         self.drain()
         size = size_class(nbytes)
-        bu = self.wgpu.BufferUsage
-        usage = int((bu.MAP_READ | bu.COPY_DST) if staging else (bu.STORAGE | bu.COPY_SRC | bu.COPY_DST))
+        usage = kind
         lst = self.free[(size, usage)]
         if lst:
             buf = lst.pop()
@@ -72,11 +88,11 @@ class Pool:
             if self.in_use + size > self.limit:
                 raise self._oom(size, f"the limit is {self.limit} bytes (${LIMIT_ENV})")
         try:
-            return self.device.create_buffer(size=size, usage=usage)
-        except Exception as first:  # wgpu raises its GPUError subclasses synchronously
+            return self._new(size, usage)
+        except Exception as first:  # (wgpu raises its GPUError subclasses synchronously)
             self.clear()
             try:
-                return self.device.create_buffer(size=size, usage=usage)
+                return self._new(size, usage)
             except Exception:
                 raise self._oom(size, f"the device refused: {str(first).strip().splitlines()[-1]}") from None
 
@@ -89,9 +105,10 @@ class Pool:
 
     def release(self, buf: Any) -> None:
         """Return a buffer to its free list (the caller holds the runtime's lock)."""
-        self.free[(buf.size, int(buf.usage))].append(buf)
-        self.in_use -= buf.size
-        self.pooled += buf.size
+        key = self._key(buf)
+        self.free[key].append(buf)
+        self.in_use -= key[0]
+        self.pooled += key[0]
 
     def give_back(self, buf: Any) -> None:
         """Queue a buffer for :meth:`release` (a finalizer, any thread, no lock needed)."""
@@ -111,7 +128,7 @@ class Pool:
         self.drain()
         for lst in self.free.values():
             for b in lst:
-                b.destroy()
+                self._destroy(b)
         self.free.clear()
         self.pooled = 0
 
@@ -126,3 +143,26 @@ class Pool:
         if self.limit is not None:
             out["bytes_limit"] = self.limit
         return out
+
+
+class WebGPUPool(Pool):
+    """Storage and staging buffers of one WebGPU device (keyed by size and usage)."""
+
+    def __init__(self, device: Any, wgpu: Any, name: str = "webgpu:0"):
+        super().__init__(name)
+        self.device, self.wgpu = device, wgpu
+
+    def acquire(self, nbytes: int, staging: bool = False) -> Any:
+        """A buffer of at least ``nbytes`` (a storage buffer, or a mappable staging buffer)."""
+        bu = self.wgpu.BufferUsage
+        usage = int((bu.MAP_READ | bu.COPY_DST) if staging else (bu.STORAGE | bu.COPY_SRC | bu.COPY_DST))
+        return self.take(nbytes, usage)
+
+    def _new(self, size: int, kind: int) -> Any:
+        return self.device.create_buffer(size=size, usage=kind)
+
+    def _destroy(self, buf: Any) -> None:
+        buf.destroy()
+
+    def _key(self, buf: Any) -> tuple[int, int]:
+        return buf.size, int(buf.usage)

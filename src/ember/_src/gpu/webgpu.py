@@ -1,7 +1,7 @@
 """The WebGPU runtime (through the ``wgpu`` package, wgpu-native inside its wheel).
 
 One device per process (the first adapter, high-performance preferred; on a machine without a GPU,
-Mesa's software Vulkan driver ``llvmpipe``/lavapipe). A :class:`Pool` of storage buffers in
+Mesa's software Vulkan driver ``llvmpipe``/lavapipe). A :class:`.pool.WebGPUPool` of storage buffers in
 power-of-two size classes is reused across calls; compute pipelines are cached by the SHA-256 of
 their WGSL source; every dispatch of one call and the copies of its outputs are encoded into one
 command buffer and submitted with one ``queue.submit``.
@@ -21,7 +21,7 @@ from ember._src.core import ShapedArray
 from ember._src.devices import Device
 from ember._src.gpu import kernels, segments, symbolic
 from ember._src.gpu.device_array import DeviceArray
-from ember._src.gpu.pool import Pool
+from ember._src.gpu.pool import WebGPUPool
 from ember._src.gpu.render import compile_error
 from ember._src.gpu.wgsl import WGSLRenderer
 from ember._src.program import Program
@@ -64,8 +64,8 @@ def _open() -> Any:
     features = ["shader-f16"] if "shader-f16" in adapter.features else []  # float16 storage and math
     dev = adapter.request_device_sync(required_features=features,
                                       required_limits={n: adapter.limits[n] for n in names})
-    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=Pool(dev, wgpu, str(DEVICE)), pipelines={},
-                  f16=bool(features))
+    _STATE.update(device=dev, adapter=adapter, wgpu=wgpu, pool=WebGPUPool(dev, wgpu, str(DEVICE)),
+                  pipelines={}, f16=bool(features))
     return dev
 
 
@@ -135,7 +135,7 @@ class WebGPUBuffer:
     __slots__ = ("buffer", "pool", "__weakref__")
     device = DEVICE
 
-    def __init__(self, buffer: Any, pool: Pool):
+    def __init__(self, buffer: Any, pool: WebGPUPool):
         self.buffer, self.pool = buffer, pool
 
     def __del__(self) -> None:
@@ -209,7 +209,7 @@ def memory_stats() -> dict[str, int]:
         return _STATE["pool"].stats()
 
 
-def pool() -> Pool:
+def pool() -> WebGPUPool:
     """The device's buffer pool (opens the device)."""
     with _LOCK:
         _open()
