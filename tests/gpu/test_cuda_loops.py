@@ -190,7 +190,7 @@ class _RecordingDriver:
     memory, no kernels): the calls made while a stream captures go to :attr:`captured`."""
 
     class CUstream_flags:  # noqa: N801 (the driver's spelling)
-        CU_STREAM_DEFAULT = 0
+        CU_STREAM_DEFAULT, CU_STREAM_NON_BLOCKING = 0, 1
 
     class CUstreamCaptureMode:
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
@@ -222,7 +222,12 @@ class _RecordingDriver:
     def cuMemcpyHtoD(self, dst, src, n):
         return self._log("htod", int(dst), n)
 
+    def _on(self, stream) -> None:
+        """Work goes to the capture stream while capturing, else to the blocking stream."""
+        assert stream[1] == ("non-blocking" if self.capturing else "blocking")
+
     def cuMemcpyDtoDAsync(self, dst, src, n, stream):
+        self._on(stream)
         return self._log("dtod", int(dst), int(src), n)
 
     def cuModuleLoadData(self, ptx):
@@ -233,12 +238,17 @@ class _RecordingDriver:
         return (0, name.decode())
 
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        self._on(stream)
         return self._log("launch", fn)
 
     def cuStreamCreate(self, flags):
-        return (0, "stream")
+        return (0, ("stream", "non-blocking" if flags else "blocking"))
+
+    def cuStreamDestroy(self, stream):
+        return (0,)
 
     def cuStreamBeginCapture(self, stream, mode):
+        assert stream[1] == "non-blocking" and not self.capturing
         self.capturing = True
         return (0,)
 
@@ -253,6 +263,7 @@ class _RecordingDriver:
         return (0,)
 
     def cuGraphLaunch(self, exe, stream):
+        assert stream[1] == "blocking"  # ordered with the legacy stream's kernels and copies
         return self._log("graph_launch")
 
 

@@ -100,7 +100,7 @@ class CUDAScan:
             if st.graph is None:
                 st.graph = self._capture(drv, st, plan, env) if graphs_enabled() else False
             if st.graph is False:
-                self._record(drv, st, plan, env)
+                self._record(drv, st, plan, env, st.stream)
             else:
                 rt._check(drv.cuGraphLaunch(st.graph, st.stream), "cuGraphLaunch")
         outs = []
@@ -146,39 +146,43 @@ class CUDAScan:
         self._bound[key] = st
         return st
 
-    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict) -> None:
-        """Issues the steps' copies and launches on the binding's stream."""
+    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict, stream: Any) -> None:
+        """Issues the steps' copies and launches on ``stream``."""
         functions = self.body_exe.functions(drv)
         ks = self.body.kernels
 
         def copy(src: int, so: int, dst: int, do: int, n: int) -> None:
-            rt._check(drv.cuMemcpyDtoDAsync(dst + do, src + so, n, st.stream), "cuMemcpyDtoDAsync")
+            rt._check(drv.cuMemcpyDtoDAsync(dst + do, src + so, n, stream), "cuMemcpyDtoDAsync")
 
         def body(par: int) -> None:
             for k, fn, params in zip(ks, functions, st.params[par]):
-                rt.launch(drv, k, fn, params, env, st.stream)
+                rt.launch(drv, k, fn, params, env, stream)
 
         loop_schedule.replay(plan, lambda s: int(st.slots[s].ptr), copy, body)
 
     def _capture(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict) -> Any:
-        """The steps' work captured into an instantiated CUDA graph, or False where capture fails."""
+        """The steps' work captured into an instantiated CUDA graph, or False where capture fails.
+        Captured on a non-blocking stream of its own (capture runs nothing, and a stream that
+        synchronizes with the legacy stream is not one to capture on); launched on the binding's."""
         self.body_exe.functions(drv)  # (the module is loaded outside the capture)
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         try:
-            rt._check(drv.cuStreamBeginCapture(st.stream, mode), "cuStreamBeginCapture")
+            cap = rt._check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            rt._check(drv.cuStreamBeginCapture(cap, mode), "cuStreamBeginCapture")
         except RuntimeError:
             return False
         try:
-            self._record(drv, st, plan, env)
+            self._record(drv, st, plan, env, cap)
         except RuntimeError:
-            drv.cuStreamEndCapture(st.stream)
+            drv.cuStreamEndCapture(cap)
             return False
         try:
-            graph = rt._check(drv.cuStreamEndCapture(st.stream), "cuStreamEndCapture")
+            graph = rt._check(drv.cuStreamEndCapture(cap), "cuStreamEndCapture")
             exe = rt._check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         except RuntimeError:
             return False
         drv.cuGraphDestroy(graph)
+        drv.cuStreamDestroy(cap)
         return exe
 
 
