@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.gpu import cuda_runtime as rt
-from ember._src.gpu import loop_schedule, nested, segments
+from ember._src.gpu import kernels, loop_schedule, nested, segments
 from ember._src.program import Eqn, Literal, Program
 
 
@@ -28,6 +28,23 @@ def device_scan(e: Eqn) -> bool:
     """Whether ``e`` is a ``scan`` with a static length whose body (nested static loops unrolled,
     conds as selects) the device kernels compute."""
     return nested.static_scan(e) and nested._size(e.params["body"]) is not None
+
+
+def check_loop(e: Eqn) -> None:
+    """For a ``scan``/``while``/``cond`` that is not a device loop on CUDA: NotImplementedError
+    naming the primitive of its programs without a device kernel (a ``while`` in a scan body is
+    one: CUDA does not step a scan from the host). Returns where it finds none."""
+    if e.prim.name == "cond":
+        progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
+    else:
+        names = {"scan": ("body",), "while": ("cond", "body")}.get(e.prim.name, ())
+        progs = [(n, e.params[n]) for n in names]
+    for name, prog in progs:
+        for x in prog.eqns:
+            if e.prim.name in ("scan", "cond") and (nested.static_scan(x) or x.prim.name == "cond"):
+                check_loop(x)  # (unrolled, or a select, in a scan body: what it holds counts)
+            elif not segments.device_computes(x):
+                raise kernels._unsupported(x.prim.name, "cuda", f"in the {name} of a '{e.prim.name}'")
 
 
 def graphs_enabled() -> bool:

@@ -355,6 +355,12 @@ def cuda_backend(prog: Program, **options: Any) -> Any:
     ``while`` with device ``cond`` and ``body`` is host-driven (:class:`.segments.HostDrivenWhile`);
     with ``host_fallback=True`` the primitives without a device kernel run on the host."""
     kinds = {_kind(e) for e in prog.eqns}
+    if "host" in kinds and not options.get("host_fallback"):
+        from ember._src.gpu import cuda_loops  # (it builds on this module)
+
+        for e in prog.eqns:  # a loop: the error names the primitive inside it
+            if _kind(e) == "host":
+                cuda_loops.check_loop(e)
     if kinds <= {"device"} or ("host" in kinds and not options.get("host_fallback")):
         return CUDAExecutable(prog)  # (a primitive without a kernel: the error naming it)
     return segments.SegmentedExecutable(prog, CUDAExecutable, _kind, _while, _to_host, _to_device)
