@@ -140,3 +140,82 @@ def test_grad_against_finite_differences():
             args_m = (x - d, w) if which == 0 else (x, w - d)
             fd = ((np.asarray(jf(*args_p)) ** 3).sum() - (np.asarray(jf(*args_m)) ** 3).sum()) / (2 * eps)
             np.testing.assert_allclose(g[idx], fd, rtol=1e-6, atol=1e-8)
+
+
+def _same_pads(n, k, s, d, lower=False):
+    """The ``"SAME"`` pair of one axis, by the rule: total ``max((ceil(n/s) - 1) s + (k - 1) d + 1 - n, 0)``,
+    the low pad half of it (rounded down; ``"SAME_LOWER"``: up)."""
+    total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+    return (total - total // 2, total // 2) if lower else (total // 2, total - total // 2)
+
+
+SAME_CASES = [
+    # C, O, KH, KW, strides, dilation, layouts, padding
+    (4, 6, 3, 3, (2, 2), (1, 1), NHWC, "SAME"),
+    (3, 5, 3, 3, (3, 3), (1, 1), NCHW, "SAME"),
+    (4, 4, 3, 3, (2, 3), (2, 1), NHWC, "SAME"),  # dilation: an effective 5 x 3 window
+    (2, 3, 4, 4, (3, 2), (1, 1), NCHW, "SAME_LOWER"),
+    (3, 4, 2, 2, (3, 3), (1, 1), NHWC, "SAME"),  # window smaller than the stride: a pad only at some sizes
+    (4, 8, 1, 1, (2, 2), (1, 1), NCHW, "SAME"),
+]
+
+
+@pytest.mark.parametrize("case", SAME_CASES, ids=[f"same{i}" for i in range(len(SAME_CASES))])
+def test_same_padding_strided_symbolic(case):
+    """``"SAME"`` at strides > 1 with symbolic sizes: the pads depend on the size modulo the stride,
+    computed per call; one compile, odd and even sizes, against the float64 reference with the pads of
+    the rule (JAX's)."""
+    C, O, KH, KW, strides, dilation, layouts, padding = case
+    f = conv_fn(strides, padding, dilation, layouts, 1)
+    jf = _dynamic(f, layouts)
+    w = operands(1, C, KH, KW, O, KH, KW, 1, layouts, np.float32)[1]
+    for n, h, wd in SIZES + [(1, 8, 7)]:
+        x = operands(n, C, h, wd, O, KH, KW, 1, layouts, np.float32)[0]
+        pads = [_same_pads(v, k, s, d, padding == "SAME_LOWER")
+                for v, k, s, d in zip((h, wd), (KH, KW), strides, dilation)]
+        want = ref(x, w, strides, pads, dilation, layouts, 1)
+        got = np.asarray(jf(x, w))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, **tol(np.float32, KH * KW * C))
+    assert jf.cache_info()["compiles"] == 1
+    _assert_native_conv(jf, x, w, {"b": n, "h": h, "w": wd})
+
+
+def test_same_padding_strided_symbolic_matches_jax():
+    jax = pytest.importorskip("jax")
+    f = conv_fn((2, 2), "SAME", (1, 1), NHWC, 1)
+    jf = _dynamic(f, NHWC)
+    w = operands(1, 5, 3, 3, 7, 3, 3, 1, NHWC, np.float32)[1]
+    for n, h, wd in ((1, 10, 9), (2, 7, 12)):
+        x = operands(n, 5, h, wd, 7, 3, 3, 1, NHWC, np.float32)[0]
+        want = np.asarray(jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=NHWC))
+        np.testing.assert_allclose(np.asarray(jf(x, w)), want, rtol=1e-5, atol=1e-5)
+    assert jf.cache_info()["compiles"] == 1
+
+
+@pytest.mark.parametrize("layout, strides, dilation", [("NCHW", (2, 2), (1, 1)), ("NHWC", (3, 2), (1, 2))])
+def test_same_padding_strided_grad_against_torch(layout, strides, dilation):
+    """Gradients of a ``"SAME"`` strided convolution with symbolic sizes (one compile) against PyTorch
+    on the input padded by the rule."""
+    torch = pytest.importorskip("torch")
+    layouts = NCHW if layout == "NCHW" else NHWC
+    f = conv_fn(strides, "SAME", dilation, layouts, 1)
+    jg = ember.jit(ember.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=(0, 1)),
+                   dynamic_axes={"x": AXES[layout]}, backend="native")
+    rng = np.random.default_rng(13)
+    w = rng.standard_normal((4, 3, 3, 3))
+    for n, h, wd in ((2, 9, 10), (1, 8, 7), (3, 6, 11)):
+        x = rng.standard_normal((n, 3, h, wd))
+        (hl, hh), (wl, wh) = (_same_pads(v, 3, s, d) for v, s, d in zip((h, wd), strides, dilation))
+        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+        y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (wl, wh, hl, hh)), wt, stride=strides,
+                                       dilation=dilation)
+        (y ** 2).sum().backward()
+        xa = x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
+        wa = w if layout == "NCHW" else w.transpose(2, 3, 1, 0)
+        gx, gw = (np.asarray(g) for g in jg(xa, wa))
+        if layout == "NHWC":
+            gx, gw = gx.transpose(0, 3, 1, 2), gw.transpose(3, 2, 0, 1)
+        np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+    assert jg.cache_info()["compiles"] == 1

@@ -271,7 +271,7 @@ class _Geo:
         """The C condition (evaluated in ``ember_main`` on the call's sizes) under which flat blocks
         run: :func:`flat_wins` as em_cv_flat_wins (``csrc/conv_route.h``)."""
         args = [cdim(v) for v in (self.H, self.W, self.OH, self.OW)] + [
-            repr(float(a)) if isinstance(a, float) else str(a) for a in self._flat_args()]
+            repr(a) if isinstance(a, float) else cdim(a) for a in self._flat_args()]
         return f"em_cv_flat_wins({', '.join(args)})"
 
     def fields(self, sfx: str, run: bool = False, dyn: _Dyn | None = None) -> str:
