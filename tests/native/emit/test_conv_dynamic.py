@@ -219,3 +219,78 @@ def test_same_padding_strided_grad_against_torch(layout, strides, dilation):
         np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
     assert jg.cache_info()["compiles"] == 1
+
+
+def _flat_at(n, h, wd, C, O, K, s, p):
+    """Whether the static rule takes flat blocks at these sizes (a square kernel ``K``, stride ``s``,
+    padding ``p``)."""
+    from ember._src.native.emit import conv as cv
+
+    oh, ow = (h + 2 * p - K) // s + 1, (wd + 2 * p - K) // s + 1
+    nvec = 1 if O <= cv.VEC_BYTES_MAX // 4 else 2
+    return cv.flat_wins(h, wd, oh, ow, K, K, s, s, p, p, C, K * K * C, nvec, cv.MR_MAX, cv.FLAT_MAX_WIDTH,
+                        cv.FLAT_PACK_COST, cv.FLAT_COPY_COST)
+
+
+ROUTE_CASES = [
+    # C, O, K, stride, pad, layouts, sizes (flat blocks at some, blocks of pixels at others)
+    (16, 32, 3, 2, 1, NCHW, [(2, 9, 11), (1, 16, 13), (3, 17, 100), (1, 30, 13)]),
+    (3, 10, 7, 2, 3, NHWC, [(1, 9, 11), (2, 30, 6), (1, 5, 6), (3, 16, 41)]),
+]
+
+
+@pytest.mark.parametrize("case", ROUTE_CASES, ids=["strided3x3", "stem7x7"])
+def test_route_chosen_per_call(case):
+    """Symbolic sizes choose flat blocks or blocks of pixels per call (the static cost rule in C):
+    one compile, sizes on both sides of the rule, batch 1 and more, odd sizes, against the float64
+    reference."""
+    C, O, K, s, p, layouts, sizes = case
+    assert len({_flat_at(*sz, C, O, K, s, p) for sz in sizes}) == 2  # both routes run
+    f = conv_fn((s, s), ((p, p), (p, p)), (1, 1), layouts, 1)
+    jf = _dynamic(f, layouts)
+    w = operands(1, C, K, K, O, K, K, 1, layouts, np.float32)[1]
+    for n, h, wd in sizes:
+        x = operands(n, C, h, wd, O, K, K, 1, layouts, np.float32)[0]
+        want = ref(x, w, (s, s), ((p, p), (p, p)), (1, 1), layouts, 1)
+        np.testing.assert_allclose(np.asarray(jf(x, w)), want, **tol(np.float32, K * K * C))
+    assert jf.cache_info()["compiles"] == 1
+    source = jf.lower(x, w).compile(b=n, h=h, w=wd).as_text()
+    assert "em_cv_flat_wins(" in source and "em_cv_flat_f32(" in source and "em_cv_blocks_f32(" in source
+
+
+def test_route_rule_in_c_matches_python(tmp_path):
+    """csrc/conv_route.h's em_cv_flat_wins decides as the static emitter's flat_wins on a grid of
+    geometries and sizes (compiled on its own, called through ctypes)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from ember._src.native.csrc import load
+    from ember._src.native.emit import conv as cv
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    src, lib = tmp_path / "route.c", tmp_path / "route.so"
+    # the header's functions are static: a wrapper with external linkage
+    src.write_text("#include <stdint.h>\n" + load("conv_route.h") + "int route_flat_wins("
+                   "int64_t H, int64_t W, int64_t OH, int64_t OW, "
+                   "int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t hlo, int64_t wlo, int64_t C, "
+                   "int64_t K, int64_t nvec, int64_t mr, int64_t mw, double pk, double cp) { return "
+                   "em_cv_flat_wins(H, W, OH, OW, KH, KW, sh, sw, hlo, wlo, C, K, nvec, mr, mw, pk, cp); }\n")
+    subprocess.run([compiler, "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    fn = ctypes.CDLL(str(lib)).route_flat_wins
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int64] * 15 + [ctypes.c_double] * 2
+    seen = set()
+    for K, s, p, C in ((3, 1, 1, 8), (3, 2, 1, 16), (7, 2, 3, 3), (5, 3, 0, 4), (2, 2, 0, 6)):
+        for h in (1, 4, 9, 16, 33):
+            for wd in (1, 5, 13, 28, 60, 97):
+                oh, ow = (h + 2 * p - K) // s + 1, (wd + 2 * p - K) // s + 1
+                for nvec in (1, 2):
+                    args = (h, wd, oh, ow, K, K, s, s, p, p, C, K * K * C, nvec, cv.MR_MAX, cv.FLAT_MAX_WIDTH,
+                            cv.FLAT_PACK_COST, cv.FLAT_COPY_COST)
+                    want = cv.flat_wins(*args)
+                    assert bool(fn(*args)) == want, args
+                    seen.add(want)
+    assert seen == {True, False}
