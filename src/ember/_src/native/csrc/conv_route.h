@@ -29,3 +29,29 @@ static inline int64_t em_cv_task_blocks(int64_t OW, int64_t mr, int64_t cb_max) 
     const int64_t cb = (OW + mr - 1) / mr;
     return cb < 1 ? 1 : cb > cb_max ? cb_max : cb;
 }
+
+/* The GEMM route (conv.py's _gemm_route): the patches of a channels-last batch (x: channel stride 1,
+   image, row and pixel strides xn, xh, xw) as the rows of an (N OH OW) x (KH KW C) matrix, tap-major
+   with the channels inner (zeros where a tap reads the padding): the A operand of one product with
+   the kernel as a (KH KW C) x O matrix. Rows [r0, r1) of the matrix (r = (n OH + oh) OW + ow). */
+static void em_cv_cols_f32(const float *x, int64_t xn, int64_t xh, int64_t xw, int64_t H, int64_t W,
+                           int64_t C, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sh,
+                           int64_t sw, int64_t dh, int64_t dw, int64_t hlo, int64_t wlo, float *cols,
+                           int64_t r0, int64_t r1) {
+    const int64_t K = KH * KW * C;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / (OH * OW), oh = r / OW % OH, ow = r % OW;
+        float *row = cols + r * K;
+        for (int64_t i = 0; i < KH; ++i) {
+            const int64_t ih = oh * sh - hlo + i * dh;
+            for (int64_t j = 0; j < KW; ++j) {
+                const int64_t iw = ow * sw - wlo + j * dw;
+                float *dst = row + (i * KW + j) * C;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                    __builtin_memcpy(dst, x + n * xn + ih * xh + iw * xw, (size_t)C * sizeof(float));
+                else
+                    __builtin_memset(dst, 0, (size_t)C * sizeof(float));
+            }
+        }
+    }
+}

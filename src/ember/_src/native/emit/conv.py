@@ -48,9 +48,10 @@ from ember._src import shapes as sh
 from ember._src.native.base import symdims
 from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
-from ember._src.native.emit import conv_fft, conv_winograd
+from ember._src.native.emit import conv_fft, conv_winograd, gemm_kernel, support
 from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.emit.prepack import prepacked
+from ember._src.native.runtime import threadpool
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
@@ -77,6 +78,10 @@ IMAGE_TASKS = True  # per-image passes of several images run one image per task,
 IMAGE_TASK_MAX_MACS = 1 << 24  # ... when an image takes at most this many multiply-adds (the pool's round
 # trips per pass matter there: 3x3 8x32x32x16->32 NCHW on two threads 368 -> 298 us; 28x28x128->128 NCHW,
 # 115 M per image, measured level or slower with image tasks, 4.9-5.1 vs 5.0-6.5 ms)
+GEMM_ROUTE = True  # symbolic sizes: small output images (and 1x1 kernels) may run one GEMM of the patches
+# (False: never; a switch for measurements, not keyed by the program cache)
+GEMM_MAX_PIXELS = 64  # ... when the output images have at most this many pixels (the static program's
+# rule: rewrite/layout_passes.py's conv_gemm, SMALL_IMAGE_PIXELS)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
@@ -144,7 +149,7 @@ class _Geo:
         self.K = self.KH * self.KW * self.Cg
         self.sh, self.sw = p["window_strides"]
         self.dh, self.dw = p["rhs_dilation"]
-        (self.hlo, _), (self.wlo, _) = p["padding"]
+        (self.hlo, _), (self.wlo, _) = self.pads = p["padding"]
         xs, ws, ys = row_strides(x.shape), row_strides(w.shape), row_strides(y.shape)
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
@@ -396,7 +401,7 @@ def _workspace(e: Eqn) -> Any:
         g = _Geo(e)
         flat = _footprint(_Geo(e, flat=True)) if g.flat_dyn else 0  # (the route chosen per call)
         out = sh.dmax(sh.dmax(_footprint(g), flat), conv_fft.workspace(e))
-        return sh.dmax(out, conv_winograd.workspace(g))
+        return sh.dmax(sh.dmax(out, conv_winograd.workspace(g)), _gemm_cols(g) * g.itemsize)
     phases, stage = _staged_phases(e)
     out: Any = 0
     for *_, g, _ in phases:
@@ -414,7 +419,9 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         direct = _routes(e, g, cc)
         if conv_fft.chosen(e):
             return conv_fft.emit(e, cc, direct)
-        return conv_winograd.emit(g, cc, *_TYPES[g.dtype], direct) if conv_winograd.chosen(g) else direct
+        if conv_winograd.chosen(g):
+            return conv_winograd.emit(g, cc, *_TYPES[g.dtype], direct)
+        return _gemm_route(g, cc, direct)
     y = e.outvars[0].aval
     ls, _, os_ = e.params["dimension_numbers"]
     ys = row_strides(y.shape)
@@ -639,3 +646,69 @@ def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
     lines.append("}")
     lines.append(f"{{ {ctx_decl('0')} {{ {gdecl}; em_cv_wg_out_{sfx}(&cv_, g_, {B}); }} }}")
     return lines
+
+
+def _unpadded_1x1(g: _Geo) -> bool:
+    return (g.KH, g.KW) == (1, 1) and all(isinstance(v, int) and v == 0 for q in g.pads for v in q)
+
+
+def _gemm_eligible(g: _Geo) -> bool:
+    """Whether the symbolic step of ``g`` may run one GEMM of its patches at some size (the
+    size-independent conditions of the static ``conv_gemm`` rewrite, which needs static image
+    sizes): float32 on ember's GEMM kernel, one group, channels-last input and output."""
+    return (GEMM_ROUTE and g.dtype == np.dtype(np.float32) and not g.static_hw and g.G == 1
+            and not g.depthwise and g.woff == 0 and not g.ybase and g.nhwc_in and g.yst[1] == 1
+            and g.yst[3] == g.O and g.yst[2] == g.OW * g.O and (_unpadded_1x1(g) or g.C >= 8)
+            and gemm_kernel.kernel_symbol() is not None)
+
+
+def _gemm_cols(g: _Geo) -> Any:
+    """Elements of the GEMM route's patch matrix (0: none; an unpadded stride-1 1x1 convolution
+    multiplies its input in place)."""
+    if not _gemm_eligible(g) or (_unpadded_1x1(g) and (g.sh, g.sw) == (1, 1)):
+        return 0
+    pixels = g.OH * g.OW if _unpadded_1x1(g) else GEMM_MAX_PIXELS
+    return _up(g.N * pixels * g.K)
+
+
+def _gemm_route(g: _Geo, cc: CallCode, direct: list[str]) -> list[str]:
+    """The symbolic step with the static program's GEMM route (``conv_gemm``) chosen per call: where
+    the output images have at most ``GEMM_MAX_PIXELS`` pixels (an unpadded 1x1 kernel: any size),
+    the kernel library is loaded and its row rule holds, the patches (``em_cv_cols_f32``) times the
+    kernel as a ``(KH KW C) x O`` matrix, packed once at compile time for the kernel's prepacked-B
+    entry; else ``direct`` (the step's other routes). Needs a finite constant kernel."""
+    const = cc.const_ins[1] if len(cc.const_ins) > 1 else None
+    if not _gemm_eligible(g) or cc.keep_array is None or const is None:
+        return direct
+    value = np.asarray(getattr(const, "value", const))
+    if not np.isfinite(value).all():
+        return direct
+    rs = cc.eqn.params["dimension_numbers"][1]
+    wmat = np.ascontiguousarray(np.transpose(value, (rs[2], rs[3], rs[1], rs[0])).reshape(g.K, g.O),
+                                np.float32)
+    packed = cc.keep_array(gemm_kernel.prepack_b(gemm_kernel.op_b(wmat, g.K, g.O, g.O, 1)))
+    gemm_kernel.load()  # builds the kernel library in the background (once); the direct route runs until then
+    cc.helper("em_cv_route", _ROUTE)
+    m = f"(int64_t){cdim(g.N * g.OH * g.OW)}"
+    rows = gemm_kernel.kernel_rows(g.O, g.K, prepacked=True)
+    pixels = f"(int64_t){cdim(g.OH * g.OW)}"
+    size = "1" if _unpadded_1x1(g) else f"{pixels} > 0 && {pixels} <= {GEMM_MAX_PIXELS}"
+    guard = f"f_ && {size} && m_ >= {max(1, gemm_kernel.PREPACKED_MIN_ROWS)} && m_ <= {rows}"
+    nthreads = "1"
+    if cc.openmp and cc.num_threads != 1:
+        threadpool.load()
+        nthreads = f"((double)m_ * {g.O * g.K} >= {cc.parallel_threshold}.0 ? {cc.num_threads or 0} : 1)"
+    x = cc.ins[0]
+    if _gemm_cols(g):
+        cols = f"((float *){cc.ws})"
+        vals = [g.xst[0], g.xst[2], g.xst[3], g.H, g.W, g.C, g.OH, g.OW, g.KH, g.KW, g.sh, g.sw, g.dh, g.dw,
+                g.hlo, g.wlo]
+        fill = [f"em_cv_cols_f32({x}, {', '.join(cdim(v) for v in vals)}, {cols}, 0, m_);"]
+        a = cols
+    else:
+        fill, a = [], x
+    call = (f"f_(m_, {g.O}, {g.K}, 1.0f, {a}, {g.K}, 1, (const float *){packed}, 0.0f, {cc.outs[0]}, "
+            f"{g.O}, 0, 0, {nthreads});")
+    support.need("gemm_kernel")
+    return ([f"const int64_t m_ = {m}; em_skp_fn_t f_ = em_skp_fn();", f"if ({guard}) {{"]
+            + ["    " + ln for ln in fill + [call]] + ["} else {"] + ["    " + ln for ln in direct] + ["}"])
