@@ -273,7 +273,8 @@ def test_route_rule_in_c_matches_python(tmp_path):
         pytest.skip("no C compiler")
     src, lib = tmp_path / "route.c", tmp_path / "route.so"
     # the header's functions are static: a wrapper with external linkage
-    src.write_text("#include <stdint.h>\n" + load("conv_route.h") + "int route_flat_wins("
+    head = "#include <stddef.h>\n#include <stdint.h>\n"
+    src.write_text(head + load("conv_route.h") + "int route_flat_wins("
                    "int64_t H, int64_t W, int64_t OH, int64_t OW, "
                    "int64_t KH, int64_t KW, int64_t sh, int64_t sw, int64_t hlo, int64_t wlo, int64_t C, "
                    "int64_t K, int64_t nvec, int64_t mr, int64_t mw, double pk, double cp) { return "
@@ -294,3 +295,37 @@ def test_route_rule_in_c_matches_python(tmp_path):
                     assert bool(fn(*args)) == want, args
                     seen.add(want)
     assert seen == {True, False}
+
+
+GEMM_CASES = [
+    # C, O, K, stride, pad, sizes (output images of at most 64 pixels: the GEMM route; larger: direct)
+    (16, 24, 3, 1, 1, [(2, 5, 7), (1, 13, 9), (3, 7, 9), (1, 3, 3)]),
+    (12, 40, 3, 2, 1, [(1, 15, 17), (3, 9, 8), (2, 23, 31)]),
+    (8, 20, 1, 1, 0, [(2, 5, 7), (1, 17, 11), (3, 4, 3)]),  # 1x1: the GEMM at every size, in place
+    (10, 12, 1, 2, 0, [(1, 9, 8), (2, 21, 13), (3, 5, 4)]),  # strided 1x1: the pixels it reads, gathered
+]
+
+
+@pytest.mark.parametrize("case", GEMM_CASES, ids=["3x3", "3x3s2", "1x1", "1x1s2"])
+def test_gemm_route_chosen_per_call(case):
+    """A constant kernel on channels-last images runs the static program's GEMM route (patches times
+    the prepacked kernel) where its output images are small (1x1: always), the direct kernel
+    elsewhere: one compile, against the float64 reference."""
+    from ember._src.native.emit import gemm_kernel
+
+    if not gemm_kernel.load(wait=True):
+        pytest.skip("ember's GEMM kernel library does not run on this machine")
+    C, O, K, s, p, sizes = case
+    rng = np.random.default_rng(21)
+    w = rng.standard_normal((K, K, C, O)).astype(np.float32)
+    pads = ((p, p), (p, p))
+    jf = _dynamic(lambda x: lax.conv_general_dilated(x, w, (s, s), pads, dimension_numbers=NHWC), NHWC)
+    for n, h, wd in sizes:
+        x = rng.standard_normal((n, h, wd, C)).astype(np.float32)
+        want = ref(x, w, (s, s), pads, (1, 1), NHWC, 1)
+        np.testing.assert_allclose(np.asarray(jf(x)), want, **tol(np.float32, K * K * C))
+    assert jf.cache_info()["compiles"] == 1
+    source = jf.lower(x).compile(b=n, h=h, w=wd).as_text()
+    assert "em_skp_fn()" in source and "em_cv_run_" in source  # both routes
+    # the patches gathered (the definition and a call) unless the 1x1 multiplies its input in place
+    assert source.count("em_cv_cols_f32(") == (2 if K > 1 or s > 1 else 1)
