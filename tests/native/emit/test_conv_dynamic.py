@@ -239,22 +239,28 @@ ROUTE_CASES = [
 ]
 
 
+@pytest.mark.parametrize("const", [False, True], ids=["argument", "constant"])
 @pytest.mark.parametrize("case", ROUTE_CASES, ids=["strided3x3", "stem7x7"])
-def test_route_chosen_per_call(case):
+def test_route_chosen_per_call(case, const):
     """Symbolic sizes choose flat blocks or blocks of pixels per call (the static cost rule in C):
-    one compile, sizes on both sides of the rule, batch 1 and more, odd sizes, against the float64
-    reference."""
+    one compile, sizes on both sides of the rule in turn, batch 1 and more, odd sizes, against the
+    float64 reference; a constant kernel is kept packed in each route's own tap order."""
     C, O, K, s, p, layouts, sizes = case
-    assert len({_flat_at(*sz, C, O, K, s, p) for sz in sizes}) == 2  # both routes run
+    flat = [_flat_at(*sz, C, O, K, s, p) for sz in sizes]
+    assert len(set(flat)) == 2 and flat[0] != flat[1]  # both routes run, one after the other
     f = conv_fn((s, s), ((p, p), (p, p)), (1, 1), layouts, 1)
-    jf = _dynamic(f, layouts)
     w = operands(1, C, K, K, O, K, K, 1, layouts, np.float32)[1]
+    if const:
+        jf = _dynamic(lambda x: f(x, w), layouts)
+    else:
+        jf = _dynamic(f, layouts)
+    args = () if const else (w,)
     for n, h, wd in sizes:
         x = operands(n, C, h, wd, O, K, K, 1, layouts, np.float32)[0]
         want = ref(x, w, (s, s), ((p, p), (p, p)), (1, 1), layouts, 1)
-        np.testing.assert_allclose(np.asarray(jf(x, w)), want, **tol(np.float32, K * K * C))
+        np.testing.assert_allclose(np.asarray(jf(x, *args)), want, **tol(np.float32, K * K * C))
     assert jf.cache_info()["compiles"] == 1
-    source = jf.lower(x, w).compile(b=n, h=h, w=wd).as_text()
+    source = jf.lower(x, *args).compile(b=n, h=h, w=wd).as_text()
     assert "em_cv_flat_wins(" in source and "em_cv_flat_f32(" in source and "em_cv_blocks_f32(" in source
 
 

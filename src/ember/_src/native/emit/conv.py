@@ -471,23 +471,20 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
 
 def _routes(e: Eqn, g: _Geo, cc: CallCode) -> list[str]:
     """The C of a convolution without input dilation: :func:`_emit`'s of ``g``, or, where the sizes
-    are symbolic and flat blocks may win at some size (``g.flat_dyn``), both routes (sharing the
-    packed kernel) and the choice between them on the call's sizes (``_Geo.flat_choice``)."""
+    are symbolic and flat blocks may win at some size (``g.flat_dyn``), both routes and the choice
+    between them on the call's sizes (``_Geo.flat_choice``). Each route packs the kernel in its own
+    tap order (``em_cv_tapos``): a constant kernel is kept packed once per route."""
     if not g.flat_dyn:
         return _emit(g, cc)
-    elt, _ = _TYPES[g.dtype]
     cc.helper("em_cv_route", _ROUTE)
-    pre = prepacked(cc, elt, f"(({elt} *){cc.ws})", g.wp_elems * g.itemsize)
-    flat = _emit(_Geo(e, flat=True), cc, pre)
-    blocks = _emit(g, cc, pre)
-    return (pre[0] + [f"if ({g.flat_choice()}) {{"] + ["    " + ln for ln in flat] + ["} else {"]
+    flat, blocks = _emit(_Geo(e, flat=True), cc), _emit(g, cc)
+    return ([f"if ({g.flat_choice()}) {{"] + ["    " + ln for ln in flat] + ["} else {"]
             + ["    " + ln for ln in blocks] + ["}"])
 
 
-def _emit(g: _Geo, cc: CallCode, pre: tuple[list[str], bool] | None = None) -> list[str]:
+def _emit(g: _Geo, cc: CallCode) -> list[str]:
     """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
-    output and workspace pointers when not the step's own; ``pre``: :func:`prepacked`'s lines and
-    flag when the caller declared ``wp_`` already)."""
+    output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
     cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
     if not g.static_hw:
@@ -539,10 +536,7 @@ def _emit(g: _Geo, cc: CallCode, pre: tuple[list[str], bool] | None = None) -> l
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
     w_in = f"{cc.ins[1]} + {g.woff}" if g.woff else cc.ins[1]
-    if pre is None:
-        lines, kept = prepacked(cc, elt, ws, g.wp_elems * g.itemsize if isinstance(g.wp_elems, int) else 0)
-    else:
-        lines, kept = [], pre[1]
+    lines, kept = prepacked(cc, elt, ws, g.wp_elems * g.itemsize if isinstance(g.wp_elems, int) else 0)
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
     if g.copied:
