@@ -335,3 +335,20 @@ def test_gemm_route_chosen_per_call(case):
     assert "em_skp_fn()" in source and "em_cv_run_" in source  # both routes
     # the patches gathered (the definition and a call) unless the 1x1 multiplies its input in place
     assert source.count("em_cv_cols_f32(") == (2 if K > 1 or s > 1 else 1)
+
+
+def test_same_padding_strided_symbolic_pooling():
+    """``padtype_to_pads`` serves windowed reductions too: a 3x3 stride-2 ``"SAME"`` max pool with
+    symbolic sizes (one compile) against NumPy on the input padded by the rule with -inf."""
+    f = lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")  # noqa: E731
+    jf = ember.jit(f, dynamic_axes={"x": ("b", "h", "w", None)}, backend="native")
+    rng = np.random.default_rng(17)
+    for n, h, wd in ((1, 9, 10), (2, 8, 7), (1, 5, 6)):
+        x = rng.standard_normal((n, h, wd, 3)).astype(np.float32)
+        (hl, hh), (wl, wh) = _same_pads(h, 3, 2, 1), _same_pads(wd, 3, 2, 1)
+        xp = np.pad(x, ((0, 0), (hl, hh), (wl, wh), (0, 0)), constant_values=-np.inf)
+        oh, ow = -(-h // 2), -(-wd // 2)
+        want = np.stack([np.stack([xp[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max((1, 2)) for j in range(ow)], 1)
+                         for i in range(oh)], 1)
+        np.testing.assert_array_equal(np.asarray(jf(x)), want)
+    assert jf.cache_info()["compiles"] == 1
