@@ -4,8 +4,10 @@ The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``
 instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
 constant the inlined task functions fold. With symbolic batch, height or width (named dynamic axes)
 the fields that depend on them are computed once per call in ``ember_main`` into the step's context
-(``_Dyn``: the chunks read them there) and the size-dependent choices below take a route valid for
-every size. What happens (details in the header's comment):
+(``_Dyn``: the chunks read them there); the size-dependent choices below are made per call where the
+candidates are compiled (flat blocks or not, blocks per task, and the static program's GEMM route
+for small images: ``_routes``, ``_gemm_route``, the rules in ``csrc/conv_route.h``), the others take
+a route valid for every size. What happens (details in the header's comment):
 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
@@ -126,9 +128,8 @@ def flat_wins(H: int, W: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: i
 
 class _Geo:
     """The step's sizes, read from the equation (feature and kernel sizes are static; the batch,
-    height and width may be symbolic: C expressions of the program's size symbols then, and the
-    choices that need sizes (flat blocks, em_cv_wg, image tasks, blocks per task) fixed to a
-    route valid for every size)."""
+    height and width may be symbolic: C expressions of the program's size symbols then; flat blocks
+    and the blocks per task are then chosen per call, em_cv_wg and image tasks are off)."""
 
     def __init__(self, e: Eqn, phase: tuple | None = None, flat: bool | None = None):
         """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
