@@ -183,8 +183,7 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         pads = padtype_to_pads(xs[1:1 + d], [dilate_dim(k, r) for k, r in zip(K, rdil)], strides, padding)
     else:
         pads = normalize_pads(padding, d, name)
-    if _use_primitive(xa, wa, dn, ldil, B, preferred_element_type) and all(
-            isinstance(v, int) for lo_hi in pads for v in lo_hi):
+    if _use_primitive(xa, wa, dn, ldil, B, preferred_element_type):  # (symbolic pads: "SAME", symbolic sizes)
         return convp.conv(x0, w0, strides, pads, rdil, dn, G)
     spatial = tuple(range(1, 1 + d))
     x = dilate_and_pad(x, mv.full((), 0, xa.dtype), spatial, pads, ldil)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember._src import core
+from ember._src import shapes as sh
 from ember._src.prims import movement as mv
 
 PADDING_STRINGS = ("SAME", "SAME_LOWER", "VALID")
@@ -47,10 +48,27 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int], window
     pads = []
     for n, k, s in zip(in_shape, window_shape, window_strides):
         out = -(-n // s)
+        if not isinstance(out * s - n, int):  # a symbolic size at a stride > 1: ceil(n / s) as a
+            # floordiv of a nonnegative size (the form size comparisons can bound)
+            pads.append(_symbolic_same(n, k, s, sh.floordiv(n + (s - 1), s), kind))
+            continue
         total = max(0, (out - 1) * s + k - n)
         small = total // 2
         pads.append((small, total - small) if kind == "SAME" else (total - small, small))
     return pads
+
+
+def _symbolic_same(n: Any, k: int, s: int, out: Any, kind: str) -> tuple[Any, Any]:
+    """The ``"SAME"`` / ``"SAME_LOWER"`` pair of a symbolic size ``n`` (``n >= 1``) at stride ``s``:
+    the pad depends on ``n mod s``. The total ``(out - 1) s + k - n`` is ``k - 1 - (n - 1) mod s``:
+    never negative when ``k >= s`` (else the low pad is that of its positive part); the high pad
+    is the rest of the total, negative (cropping what no window reads) where the positive part is
+    0, so that the output size stays ``out = ceil(n / s)`` as a symbolic expression."""
+    total = (out - 1) * s + k - n
+    split = total if k >= s else sh.dmax(0, total)
+    small = sh.floordiv(split, 2)
+    lo = small if kind == "SAME" else split - small
+    return lo, total - lo
 
 
 def normalize_pads(padding: Any, nd: int, name: str) -> list[tuple[int, int]]:

@@ -153,12 +153,18 @@ def _conv_impl(x: np.ndarray, w: np.ndarray, *, window_strides: tuple, padding: 
     return np.ascontiguousarray(np.transpose(y, inv))
 
 
+def _pad(v: Any) -> Any:
+    """One padding amount as a param: an int, or a size expression (``"SAME"`` at a stride > 1 of
+    a symbolic size, :func:`ember._src.lax.windows.padtype_to_pads`)."""
+    return int(v) if isinstance(v, (int, np.integer)) else sh.canonical_dim(v)
+
+
 def conv(x: Any, w: Any, window_strides: Sequence[int], padding: Sequence[Sequence[int]],
          rhs_dilation: Sequence[int], dimension_numbers: Sequence[Sequence[int]],
          feature_group_count: int = 1, lhs_dilation: Sequence[int] = (1, 1)) -> Any:
     """Bind :data:`conv_p` (see the module docstring for the parameters)."""
     return conv_p.bind(x, w, window_strides=tuple(int(s) for s in window_strides),
-                       padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+                       padding=tuple((_pad(lo), _pad(hi)) for lo, hi in padding),
                        rhs_dilation=tuple(int(d) for d in rhs_dilation),
                        dimension_numbers=tuple(tuple(int(a) for a in s) for s in dimension_numbers),
                        feature_group_count=int(feature_group_count),

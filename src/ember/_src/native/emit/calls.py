@@ -67,6 +67,10 @@ class CallCode:
     # ``keep(nbytes)``: the C pointer (``void *``) of a zeroed, writable buffer of ``nbytes`` that
     # lives as long as the program (a derived constant); None where the step cannot have one
     keep: Callable[[int], str] | None = None
+    # ``keep_array(a)``: the C pointer (``void *``) of a copy of the array ``a`` computed at emit
+    # time (e.g. a constant operand packed for a kernel), living as long as the program; None where
+    # ``keep`` is
+    keep_array: Callable[[np.ndarray], str] | None = None
 
     def fail(self) -> str:
         """C statement: run this step's primitive in Python (which raises the step's error, e.g.
@@ -126,12 +130,16 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str],
     consts = getattr(ctx, "consts", {}) if top else {}
     const_ins = tuple(None if isinstance(a, Literal) else consts.get(a.id) for a in e.inputs)
 
-    def keep(nbytes: int) -> str:
-        gen.extra_consts.append(np.zeros(nbytes, np.uint8))
+    def keep_array(a: np.ndarray) -> str:
+        gen.extra_consts.append(a)
         return f"((void *){abi.const_ref(len(gen.extra_consts) - 1)})"
+
+    def keep(nbytes: int) -> str:
+        return keep_array(np.zeros(nbytes, np.uint8))
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
-                  getattr(opts, "num_threads", None), fail_call, const_ins, keep if top else None)
+                  getattr(opts, "num_threads", None), fail_call, const_ins, keep if top else None,
+                  keep_array if top else None)
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)

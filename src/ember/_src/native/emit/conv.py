@@ -4,8 +4,10 @@ The primitive (:mod:`ember._src.prims.conv`) runs as one call step whose C is ``
 instantiated for the element type, with the step's geometry (sizes, strides, padding, layouts) a
 constant the inlined task functions fold. With symbolic batch, height or width (named dynamic axes)
 the fields that depend on them are computed once per call in ``ember_main`` into the step's context
-(``_Dyn``: the chunks read them there) and the size-dependent choices below take a route valid for
-every size. What happens (details in the header's comment):
+(``_Dyn``: the chunks read them there); the size-dependent choices below are made per call where the
+candidates are compiled (flat blocks or not, blocks per task, and the static program's GEMM route
+for small images: ``_routes``, ``_gemm_route``, the rules in ``csrc/conv_route.h``), the others take
+a route valid for every size. What happens (details in the header's comment):
 
 1. the kernel is packed into panels of two vectors of output features (a pooled pass; depthwise:
    tap-major rows of channels);
@@ -48,9 +50,10 @@ from ember._src import shapes as sh
 from ember._src.native.base import symdims
 from ember._src.native.base.symdims import cdim
 from ember._src.native.csrc import load
-from ember._src.native.emit import conv_fft, conv_winograd
+from ember._src.native.emit import conv_fft, conv_winograd, gemm_kernel, support
 from ember._src.native.emit.calls import CallCode, register, row_strides
 from ember._src.native.emit.prepack import prepacked
+from ember._src.native.runtime import threadpool
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
 
@@ -58,7 +61,7 @@ THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for thi
 DW_CHUNK = 64  # channels per depthwise accumulator chunk (EM_CV_DW_CHUNK)
 DWP = 64  # pixels per register chunk of the depthwise kernel on channel planes (EM_CV_DWP)
 MR_MAX = 14  # pixels per block at the widest (AVX-512; EM_CV_MR)
-SYM_CB = 2  # blocks per task when the output width is symbolic
+CB_MAX = 8  # blocks per task at most (about one output row of blocks)
 VEC_BYTES_MAX = 64  # bytes of one vector at the widest (EM_CV_BYTES)
 WINOGRAD = True  # 3x3 stride-1 single-group convolutions run Winograd F(2x2, 3x3) (False: direct;
 # an internal switch for measurements: the program cache does not key on it, use a fresh cache dir)
@@ -77,11 +80,16 @@ IMAGE_TASKS = True  # per-image passes of several images run one image per task,
 IMAGE_TASK_MAX_MACS = 1 << 24  # ... when an image takes at most this many multiply-adds (the pool's round
 # trips per pass matter there: 3x3 8x32x32x16->32 NCHW on two threads 368 -> 298 us; 28x28x128->128 NCHW,
 # 115 M per image, measured level or slower with image tasks, 4.9-5.1 vs 5.0-6.5 ms)
+GEMM_ROUTE = True  # symbolic sizes: small output images (and 1x1 kernels) may run one GEMM of the patches
+# (False: never; a switch for measurements, not keyed by the program cache)
+GEMM_MAX_PIXELS = 64  # ... when the output images have at most this many pixels (the static program's
+# rule: rewrite/layout_passes.py's conv_gemm, SMALL_IMAGE_PIXELS)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
 WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
+_ROUTE = load("conv_route.h")  # the route rules on a call's sizes (symbolic sizes)
 _ZIP = load("zip_transpose.h")  # em_cv_tr's register transpose (EM_ZIP_TRANSPOSE)
 
 
@@ -94,16 +102,41 @@ def _up(n: Any) -> Any:
     return n + (-n) % _ALIGN if isinstance(n, int) else sh.floordiv(n + (_ALIGN - 1), _ALIGN) * _ALIGN
 
 
+def flat_wins(H: int, W: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, hlo: int, wlo: int,
+              C: int, K: int, nvec: int, mr: int, max_width: int, pack: float, copy: float) -> bool:
+    """Whether flat blocks (em_cv_flat) are estimated cheaper than blocks of ``mr`` consecutive output
+    pixels for an output of ``OH x OW`` at most ``max_width`` wide: the latter pack every block that
+    touches the padding or spans two output rows (``mr x K`` values, ``pack`` of a vector FMA each),
+    the former copy the input once per image (``copy`` per value) and compute ``ceil(KW / sw) - 1``
+    dropped columns per output row. ``csrc/conv_route.h`` evaluates the same rule in C on a call's
+    sizes (symbolic sizes); ``nvec``: vectors of output features per panel."""
+    if not (0 < OW <= max_width and OH > 0):
+        return False
+    q = OH * OW
+    packed = 0
+    for q0 in range(0, q, mr):
+        oh, ow0 = divmod(q0, OW)
+        ih0, iw0 = oh * sh - hlo, ow0 * sw - wlo
+        packed += not (q0 + mr <= q and ow0 + mr <= OW and ih0 >= 0 and ih0 + KH <= H
+                       and iw0 >= 0 and iw0 + (mr - 1) * sw + KW <= W)
+    Hz, Wz = -(-KH // sh) + OH - 1, -(-KW // sw) + OW - 1
+    blocks, vblocks = -(-q // mr), -(-((OH - 1) * Wz + OW) // mr)
+    direct = mr * K * (blocks * nvec + packed * pack)
+    flat = mr * K * (vblocks * nvec) + copy * (sh * sw * Hz * Wz * C)
+    return flat < direct
+
+
 class _Geo:
     """The step's sizes, read from the equation (feature and kernel sizes are static; the batch,
-    height and width may be symbolic: C expressions of the program's size symbols then, and the
-    choices that need sizes (flat blocks, em_cv_wg, image tasks, blocks per task) fixed to a
-    route valid for every size)."""
+    height and width may be symbolic: C expressions of the program's size symbols then; flat blocks
+    and the blocks per task are then chosen per call, em_cv_wg and image tasks are off)."""
 
-    def __init__(self, e: Eqn, phase: tuple | None = None):
+    def __init__(self, e: Eqn, phase: tuple | None = None, flat: bool | None = None):
         """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
         axis): the stride-1 convolution of the undilated input with the taps that reach it, written
-        at every ``lhs_dilation``-th output position."""
+        at every ``lhs_dilation``-th output position. ``flat``: the route of symbolic sizes' variant
+        (None: the cost rule's at static sizes, blocks at symbolic ones, ``flat_dyn`` then telling
+        whether flat blocks may win at some size: the step chooses at run time)."""
         p = e.params
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
@@ -117,7 +150,7 @@ class _Geo:
         self.K = self.KH * self.KW * self.Cg
         self.sh, self.sw = p["window_strides"]
         self.dh, self.dw = p["rhs_dilation"]
-        (self.hlo, _), (self.wlo, _) = p["padding"]
+        (self.hlo, _), (self.wlo, _) = self.pads = p["padding"]
         xs, ws, ys = row_strides(x.shape), row_strides(w.shape), row_strides(y.shape)
         self.xst = [xs[a] for a in ls]  # n, c, h, w
         self.wst = [ws[a] for a in rs]  # o, i, kh, kw
@@ -163,7 +196,8 @@ class _Geo:
                             else 16 * panels * self.C if self.winograd else self.G * panels * self.K)
         # flat blocks (em_cv_flat): one padded copy per stride phase, read in place by every block
         self.Hz, self.Wz = -(-self.KH // self.sh) + self.OH - 1, -(-self.KW // self.sw) + self.OW - 1
-        self.flat = self._flat_wins()
+        self.flat_dyn = flat is None and not self.static_hw and self._flat_eligible()
+        self.flat = self._flat_wins() if flat is None else flat and self._flat_eligible()
         if not self.flat:
             self.Hz = self.Wz = 0
         # a layout copy runs image by image (copy, multiply, move out), so the copies stay in cache
@@ -189,8 +223,9 @@ class _Geo:
         self.xt1, self.yt1 = self.xt_elems, self.yt_elems  # one thread's
         if self.image_tasks:
             self.xt_elems, self.yt_elems = THREADS * self.xt1, THREADS * self.yt1
-        # blocks per task: about one output row (symbolic widths: SYM_CB)
-        self.CB = max(1, min(8, -(-self.OW // MR_MAX))) if self.static_hw else SYM_CB
+        # blocks per task: about one output row (symbolic widths: computed per call, at most CB_MAX)
+        self.CB: Any = (max(1, min(CB_MAX, -(-self.OW // MR_MAX))) if isinstance(self.OW, int)
+                        else f"em_cv_task_blocks({cdim(self.OW)}, {MR_MAX}, {CB_MAX})")
         # em_cv_dwplane's padded plane: the rows read, each the taps of OW rounded up to DWP pixels
         span = sh.dmax(0, (self.KW - 1) * self.dw + (_ceil(self.OW, DWP) * DWP - 1) * self.sw + 1)
         rows = sh.dmax(0, (self.OH - 1) * self.sh + (self.KH - 1) * self.dh + 1)
@@ -203,7 +238,7 @@ class _Geo:
             if self.sub:  # em_cv_nhwc_sub's gathered row
                 self.tile = sh.dmax(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
-        self.tile += self.CB * MR_MAX * nr_max if self.planar else 0
+        self.tile += (self.CB if isinstance(self.CB, int) else CB_MAX) * MR_MAX * nr_max if self.planar else 0
         if self.winograd:  # one task per MR tiles of 2x2 outputs
             self.nch = f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR - 1) / EM_CV_MR)"
         else:  # blocks of MR (virtual, when flat) pixels
@@ -219,30 +254,31 @@ class _Geo:
             self.wg_rows = rows
             self.wg_rc = max(1, WGRAD_CHUNK // self.KW)  # kernel rows per chunk (em_cv_wg's RC)
 
-    def _flat_wins(self) -> bool:
-        """Whether flat blocks (em_cv_flat) are estimated cheaper than blocks of consecutive output
-        pixels: the latter pack every block that touches the padding or spans two output rows
-        (MR x K values, about FLAT_PACK_COST of a vector FMA each), the former copy the input once
-        per image and compute ceil(KW / sw) - 1 dropped columns per output row."""
-        if not (FLAT and self.static_hw and self.G == 1 and self.dh == self.dw == 1
-                and self.KH * self.KW > 1  # (1x1: a patch
-                # is C contiguous values, its packing a copy like the flat one)
-                and not self.depthwise and not self.winograd and not self.wgrad and self.sh * self.sw <= 16
-                and 0 < self.OW <= FLAT_MAX_WIDTH and self.OH > 0):
-            return False
-        mr, q = MR_MAX, self.OH * self.OW
-        packed = 0
-        for q0 in range(0, q, mr):
-            oh, ow0 = divmod(q0, self.OW)
-            ih0, iw0 = oh * self.sh - self.hlo, ow0 * self.sw - self.wlo
-            packed += not (q0 + mr <= q and ow0 + mr <= self.OW and ih0 >= 0 and ih0 + self.KH <= self.H
-                           and iw0 >= 0 and iw0 + (mr - 1) * self.sw + self.KW <= self.W)
+    def _flat_eligible(self) -> bool:
+        """Whether flat blocks may run at some size (the size-independent conditions)."""
+        return (FLAT and self.G == 1 and self.dh == self.dw == 1
+                and self.KH * self.KW > 1  # (1x1: a patch is C contiguous values, its packing a copy like
+                # the flat one)
+                and not self.depthwise and not self.winograd and not self.wgrad and self.sh * self.sw <= 16)
+
+    def _flat_args(self) -> tuple:
+        """The arguments of :func:`flat_wins` (and of its C twin em_cv_flat_wins) but the sizes."""
         nvec = 1 if self.Og <= VEC_BYTES_MAX // self.itemsize else 2
-        blocks = -(-q // mr)
-        vblocks = -(-((self.OH - 1) * self.Wz + self.OW) // mr)
-        direct = mr * self.K * (blocks * nvec + packed * FLAT_PACK_COST)
-        flat = mr * self.K * vblocks * nvec + FLAT_COPY_COST * self.sh * self.sw * self.Hz * self.Wz * self.C
-        return flat < direct
+        return (self.KH, self.KW, self.sh, self.sw, self.hlo, self.wlo, self.C, self.K, nvec, MR_MAX,
+                FLAT_MAX_WIDTH, FLAT_PACK_COST, FLAT_COPY_COST)
+
+    def _flat_wins(self) -> bool:
+        """Whether flat blocks (em_cv_flat) are estimated cheaper at these (static) sizes."""
+        if not (self.static_hw and self._flat_eligible()):
+            return False
+        return flat_wins(self.H, self.W, self.OH, self.OW, *self._flat_args())
+
+    def flat_choice(self) -> str:
+        """The C condition (evaluated in ``ember_main`` on the call's sizes) under which flat blocks
+        run: :func:`flat_wins` as em_cv_flat_wins (``csrc/conv_route.h``)."""
+        args = [cdim(v) for v in (self.H, self.W, self.OH, self.OW)] + [
+            repr(a) if isinstance(a, float) else cdim(a) for a in self._flat_args()]
+        return f"em_cv_flat_wins({', '.join(args)})"
 
     def fields(self, sfx: str, run: bool = False, dyn: _Dyn | None = None) -> str:
         """The C initializer of ``em_cv_geo`` (P in C: the panel width is the compiled ISA's);
@@ -364,7 +400,9 @@ def _footprint(g: _Geo) -> Any:
 def _workspace(e: Eqn) -> Any:
     if not _dilated(e):
         g = _Geo(e)
-        return sh.dmax(sh.dmax(_footprint(g), conv_fft.workspace(e)), conv_winograd.workspace(g))
+        flat = _footprint(_Geo(e, flat=True)) if g.flat_dyn else 0  # (the route chosen per call)
+        out = sh.dmax(sh.dmax(_footprint(g), flat), conv_fft.workspace(e))
+        return sh.dmax(sh.dmax(out, conv_winograd.workspace(g)), _gemm_cols(g) * g.itemsize)
     phases, stage = _staged_phases(e)
     out: Any = 0
     for *_, g, _ in phases:
@@ -379,10 +417,12 @@ def _workspace(e: Eqn) -> Any:
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     if not _dilated(e):
         g = _Geo(e)
-        direct = _emit(g, cc)
+        direct = _routes(e, g, cc)
         if conv_fft.chosen(e):
             return conv_fft.emit(e, cc, direct)
-        return conv_winograd.emit(g, cc, *_TYPES[g.dtype], direct) if conv_winograd.chosen(g) else direct
+        if conv_winograd.chosen(g):
+            return conv_winograd.emit(g, cc, *_TYPES[g.dtype], direct)
+        return _gemm_route(g, cc, direct)
     y = e.outvars[0].aval
     ls, _, os_ = e.params["dimension_numbers"]
     ys = row_strides(y.shape)
@@ -430,11 +470,26 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     return lines
 
 
+def _routes(e: Eqn, g: _Geo, cc: CallCode) -> list[str]:
+    """The C of a convolution without input dilation: :func:`_emit`'s of ``g``, or, where the sizes
+    are symbolic and flat blocks may win at some size (``g.flat_dyn``), both routes and the choice
+    between them on the call's sizes (``_Geo.flat_choice``). Each route packs the kernel in its own
+    tap order (``em_cv_tapos``): a constant kernel is kept packed once per route."""
+    if not g.flat_dyn:
+        return _emit(g, cc)
+    cc.helper("em_cv_route", _ROUTE)
+    flat, blocks = _emit(_Geo(e, flat=True), cc), _emit(g, cc)
+    return ([f"if ({g.flat_choice()}) {{"] + ["    " + ln for ln in flat] + ["} else {"]
+            + ["    " + ln for ln in blocks] + ["}"])
+
+
 def _emit(g: _Geo, cc: CallCode) -> list[str]:
     """The C of one convolution geometry (its kernel from ``g.woff``; ``g.ybase``, ``g.wsbase``: the
     output and workspace pointers when not the step's own)."""
     elt, sfx = _TYPES[g.dtype]
     cc.helper("em_zip_transpose", _ZIP)  # before the first instantiation (one copy per program)
+    if not g.static_hw:
+        cc.helper("em_cv_route", _ROUTE)  # em_cv_task_blocks
     cc.helper(f"em_conv_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
               + "#undef EM_T\n#undef ELT\n")
     dyn = _Dyn(sfx)
@@ -482,7 +537,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)
     w_in = f"{cc.ins[1]} + {g.woff}" if g.woff else cc.ins[1]
-    lines, kept = prepacked(cc, elt, ws, g.wp_elems * g.dtype.itemsize if isinstance(g.wp_elems, int) else 0)
+    lines, kept = prepacked(cc, elt, ws, g.wp_elems * g.itemsize if isinstance(g.wp_elems, int) else 0)
     pack_steps = [(pack, "np_", 2)]
     steps = [(run, "nr_", 4)]
     if g.copied:
@@ -586,3 +641,69 @@ def _wgrad(g: _Geo, cc: CallCode, key: str, sfx: str, elt: str) -> list[str]:
     lines.append("}")
     lines.append(f"{{ {ctx_decl('0')} {{ {gdecl}; em_cv_wg_out_{sfx}(&cv_, g_, {B}); }} }}")
     return lines
+
+
+def _unpadded_1x1(g: _Geo) -> bool:
+    return (g.KH, g.KW) == (1, 1) and all(isinstance(v, int) and v == 0 for q in g.pads for v in q)
+
+
+def _gemm_eligible(g: _Geo) -> bool:
+    """Whether the symbolic step of ``g`` may run one GEMM of its patches at some size (the
+    size-independent conditions of the static ``conv_gemm`` rewrite, which needs static image
+    sizes): float32 on ember's GEMM kernel, one group, channels-last input and output."""
+    return (GEMM_ROUTE and g.dtype == np.dtype(np.float32) and not g.static_hw and g.G == 1
+            and not g.depthwise and g.woff == 0 and not g.ybase and g.nhwc_in and g.yst[1] == 1
+            and g.yst[3] == g.O and g.yst[2] == g.OW * g.O and (_unpadded_1x1(g) or g.C >= 8)
+            and gemm_kernel.kernel_symbol() is not None)
+
+
+def _gemm_cols(g: _Geo) -> Any:
+    """Elements of the GEMM route's patch matrix (0: none; an unpadded stride-1 1x1 convolution
+    multiplies its input in place)."""
+    if not _gemm_eligible(g) or (_unpadded_1x1(g) and (g.sh, g.sw) == (1, 1)):
+        return 0
+    pixels = g.OH * g.OW if _unpadded_1x1(g) else GEMM_MAX_PIXELS
+    return _up(g.N * pixels * g.K)
+
+
+def _gemm_route(g: _Geo, cc: CallCode, direct: list[str]) -> list[str]:
+    """The symbolic step with the static program's GEMM route (``conv_gemm``) chosen per call: where
+    the output images have at most ``GEMM_MAX_PIXELS`` pixels (an unpadded 1x1 kernel: any size),
+    the kernel library is loaded and its row rule holds, the patches (``em_cv_cols_f32``) times the
+    kernel as a ``(KH KW C) x O`` matrix, packed once at compile time for the kernel's prepacked-B
+    entry; else ``direct`` (the step's other routes). Needs a finite constant kernel."""
+    const = cc.const_ins[1] if len(cc.const_ins) > 1 else None
+    if not _gemm_eligible(g) or cc.keep_array is None or const is None:
+        return direct
+    value = np.asarray(getattr(const, "value", const))
+    if not np.isfinite(value).all():
+        return direct
+    rs = cc.eqn.params["dimension_numbers"][1]
+    wmat = np.ascontiguousarray(np.transpose(value, (rs[2], rs[3], rs[1], rs[0])).reshape(g.K, g.O),
+                                np.float32)
+    packed = cc.keep_array(gemm_kernel.prepack_b(gemm_kernel.op_b(wmat, g.K, g.O, g.O, 1)))
+    gemm_kernel.load()  # builds the kernel library in the background (once); the direct route runs until then
+    cc.helper("em_cv_route", _ROUTE)
+    m = f"(int64_t){cdim(g.N * g.OH * g.OW)}"
+    rows = gemm_kernel.kernel_rows(g.O, g.K, prepacked=True)
+    pixels = f"(int64_t){cdim(g.OH * g.OW)}"
+    size = "1" if _unpadded_1x1(g) else f"{pixels} > 0 && {pixels} <= {GEMM_MAX_PIXELS}"
+    guard = f"f_ && {size} && m_ >= {max(1, gemm_kernel.PREPACKED_MIN_ROWS)} && m_ <= {rows}"
+    nthreads = "1"
+    if cc.openmp and cc.num_threads != 1:
+        threadpool.load()
+        nthreads = f"((double)m_ * {g.O * g.K} >= {cc.parallel_threshold}.0 ? {cc.num_threads or 0} : 1)"
+    x = cc.ins[0]
+    if _gemm_cols(g):
+        cols = f"((float *){cc.ws})"
+        vals = [g.xst[0], g.xst[2], g.xst[3], g.H, g.W, g.C, g.OH, g.OW, g.KH, g.KW, g.sh, g.sw, g.dh, g.dw,
+                g.hlo, g.wlo]
+        fill = [f"em_cv_cols_f32({x}, {', '.join(cdim(v) for v in vals)}, {cols}, 0, m_);"]
+        a = cols
+    else:
+        fill, a = [], x
+    call = (f"f_(m_, {g.O}, {g.K}, 1.0f, {a}, {g.K}, 1, (const float *){packed}, 0.0f, {cc.outs[0]}, "
+            f"{g.O}, 0, 0, {nthreads});")
+    support.need("gemm_kernel")
+    return ([f"const int64_t m_ = {m}; em_skp_fn_t f_ = em_skp_fn();", f"if ({guard}) {{"]
+            + ["    " + ln for ln in fill + [call]] + ["} else {"] + ["    " + ln for ln in direct] + ["}"])

@@ -238,6 +238,8 @@ def _plan(e: Eqn) -> Plan | None:
     if not ENABLED or np.dtype(x.dtype) not in _TYPES:
         return None
     st = tuple(p["window_strides"])
+    if not all(isinstance(v, int) for lo_hi in p["padding"] for v in lo_hi):
+        return None  # ("SAME" at a stride > 1 of a symbolic size)
     if (p["feature_group_count"] != 1 or st[0] != st[1] or st[0] > MAX_STRIDE
             or tuple(p["rhs_dilation"]) != (1, 1) or tuple(p.get("lhs_dilation", (1, 1))) != (1, 1)
             or min(lo for lo, _ in p["padding"]) < 0):
