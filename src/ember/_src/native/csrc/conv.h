@@ -668,7 +668,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_dwplane)(const EM_T
    place of 36, the transforms vectorized over the channels. An Inf in the input can come out as NaN
    where the direct sum gives +-Inf (the transforms subtract input values); NaN propagates. */
 
-/* Transformed kernel panel t = e-major: U[e][p][c][NR] = (G g G^T)[e] for o = p NR + j. */
+/* Transformed kernel panel t, panel-major: U[p][e][c][NR] = (G g G^T)[e] for o = p NR + j (a panel's
+   16 C NR values contiguous: em_cv_wino streams them from memory while the previous panel runs). */
 static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                         int64_t t) {
     const int64_t NR = 2 * EM_T(EM_CV_VL), p = t;
@@ -695,7 +696,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const E
             } else {
                 for (int e = 0; e < 16; ++e) u[e] = 0;
             }
-            for (int e = 0; e < 16; ++e) c->wp[((e * g.P + p) * g.C + ci) * NR + j] = u[e];
+            for (int e = 0; e < 16; ++e) c->wp[((p * 16 + e) * g.C + ci) * NR + j] = u[e];
         }
 }
 
@@ -764,14 +765,22 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
         }
     }
     ELT mb[16][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+    const int64_t pan = 16 * C * NR, lines = pan * (int64_t)sizeof(ELT) / 64;  /* one panel of U */
+    const int64_t per = (lines + 16 * nb - 1) / (16 * nb);  /* its lines prefetched per tile */
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+        const ELT *u = c->wp + p * pan;
+        const char *next = (const char *)(u + pan);
         for (int64_t bk = 0; bk < nb; ++bk) {
             const int64_t b0 = q0 + bk * MR, mv = em_cv_min(MR, T - b0);
             const ELT *v = vt + bk * 16 * MR * C;
-            for (int e = 0; e < 16; ++e)
-                EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, c->wp + (e * g.P + p) * C * NR, mb[e], NR, 1, MR,
-                                 NR);
+            for (int e = 0; e < 16; ++e) {
+                if (nb > 1 && p + 1 < g.P) {  /* the next panel into L2 while this one runs */
+                    const int64_t l0 = (bk * 16 + e) * per, l1 = em_cv_min(lines, l0 + per);
+                    for (int64_t l = l0; l < l1; ++l) __builtin_prefetch(next + l * 64, 0, 2);
+                }
+                EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, u + e * C * NR, mb[e], NR, 1, MR, NR);
+            }
             for (int64_t m = 0; m < mv; ++m) {
                 const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
                 ELT y[2][2][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
