@@ -334,12 +334,16 @@ def test_matches_jax_float32():
         want = jax.lax.conv_general_dilated(x, w, strides, padding, rhs_dilation=dilation,
                                             dimension_numbers=layouts, feature_group_count=groups)
         got = run_native(conv_fn(strides, padding, dilation, layouts, groups), x, w)
-        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-4)
+        # float32 sums of K products: both sides round (JAX's own error against float64 reaches
+        # 1.1e-4 at K = 2304)
+        atol = max(1e-4, 1e-6 * KH * KW * C // groups)
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=atol)
 
 
-@pytest.mark.parametrize("layouts,C,O", [(NHWC, 5, 7), (NCHW, 5, 7), (NHWC, 16, 16)])
+@pytest.mark.parametrize("layouts,C,O", [(NHWC, 5, 7), (NCHW, 5, 7), (NHWC, 16, 16), (NHWC, 144, 136)])
 def test_one_compile_across_batch_sizes(layouts, C, O):
-    """A named batch axis: the NCHW copy's workspace and the task counts are size expressions."""
+    """A named batch axis: the NCHW copy's workspace and the task counts are size expressions
+    (144 -> 136: Winograd with a transformed kernel past L2, one block of tiles per task)."""
     g = conv_fn((1, 1), "SAME", (1, 1), layouts, 1)
     jf = ember.jit(lambda x, w: g(x, w), dynamic_axes={"x": ("batch", None, None, None)}, backend="native")
     w = operands(1, C, 9, 10, O, 3, 3, 1, layouts, np.float32)[1]
