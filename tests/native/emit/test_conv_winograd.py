@@ -96,6 +96,7 @@ def test_error_next_to_the_direct_kernel(monkeypatch):
     (1, 64, 14, 64, False),  # a 7x7 output: 16 tiles (64 outputs, 15 past the edge) in 2 blocks of 14
     (1, 64, 28, 128, True),  # a ResNet downsample: the transformed kernel (800 KiB) within L2
     (1, 128, 14, 256, False),  # ... not (3.2 MiB)
+    (1, 128, 56, 128, True),  # ResNet-50's 56x56x128 -> 28x28 (1.6 MiB): within MAX_KERNEL_BYTES
 ])
 def test_cost_model(N, C, HW, O, taken):
     x, w = operands(N, C, HW, HW, O, 3, 3, 1, NHWC, np.float32)

@@ -32,6 +32,7 @@ CONVS = [
     (2, 16, 20, 20, 32, 7, 1, NHWC),  # the FFT convolution (>= 16 taps)
     (3, 16, 18, 18, 32, 3, 2, NHWC),  # Winograd on the stride phases
     (2, 16, 14, 14, 24, 3, 1, NCHW),  # Winograd F(2x2, 3x3), NCHW copy, image tasks
+    (1, 144, 13, 13, 136, 3, 1, NHWC),  # ... a kernel past L2: chunks of several blocks of 6 tiles
     (4, 12, 30, 30, 24, 4, 2, NHWC),  # flat blocks, image tasks
     (2, 5, 13, 11, 7, 3, 1, NHWC),  # the direct kernel, features below a vector
 ]

@@ -668,7 +668,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_dwplane)(const EM_T
    place of 36, the transforms vectorized over the channels. An Inf in the input can come out as NaN
    where the direct sum gives +-Inf (the transforms subtract input values); NaN propagates. */
 
-/* Transformed kernel panel t = e-major: U[e][p][c][NR] = (G g G^T)[e] for o = p NR + j. */
+/* Transformed kernel panel t, panel-major: U[p][e][c][NR] = (G g G^T)[e] for o = p NR + j (a panel's
+   16 C NR values contiguous: em_cv_wino streams them from memory while the previous panel runs). */
 static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                         int64_t t) {
     const int64_t NR = 2 * EM_T(EM_CV_VL), p = t;
@@ -695,101 +696,120 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const E
             } else {
                 for (int e = 0; e < 16; ++e) u[e] = 0;
             }
-            for (int e = 0; e < 16; ++e) c->wp[((e * g.P + p) * g.C + ci) * NR + j] = u[e];
+            for (int e = 0; e < 16; ++e) c->wp[((p * 16 + e) * g.C + ci) * NR + j] = u[e];
         }
 }
 
-/* Task t = n * NCH + block: MR tiles (row-major over the ceil(OH/2) x ceil(OW/2) tile grid), all
-   feature panels (the transformed kernel is small enough to stay in L2). */
+/* Task t = n * NCH + chunk: CB blocks of MR tiles (row-major over the ceil(OH/2) x ceil(OW/2) tile
+   grid), all feature panels. The chunk's tiles are transformed first (V[block][16][MR][C] in the
+   thread's tile), then each panel of the transformed kernel multiplies every block in turn: a kernel
+   too large for L2 (14x14x256: 4 MiB) is read from memory once per chunk, not once per block. */
 static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
                                                                   int64_t t, int64_t tid) {
     const int64_t NR = 2 * EM_T(EM_CV_VL), MR = EM_CV_MR, C = g.C;
     const int64_t TW = (g.OW + 1) / 2, T = ((g.OH + 1) / 2) * TW;
-    const int64_t n = t / g.NCH, b0 = (t % g.NCH) * MR;
-    const int64_t mv = em_cv_min(MR, T - b0);
+    const int64_t n = t / g.NCH, q0 = (t % g.NCH) * MR * g.CB;
+    const int64_t nb = (em_cv_min(MR * g.CB, T - q0) + MR - 1) / MR;  /* blocks in this chunk */
     const ELT *xn = c->x + n * g.H * g.W * C;
-    ELT *v = c->tiles + tid * g.tile;  /* V[16][MR][C] */
-    for (int64_t m = 0; m < MR; ++m) {
-        if (m >= mv) {
-            for (int e = 0; e < 16; ++e)
-                for (int64_t ci = 0; ci < C; ++ci) v[(e * MR + m) * C + ci] = 0;
-            continue;
-        }
-        const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
-        const int64_t ih0 = 2 * ty - g.hlo, iw0 = 2 * tx - g.wlo;
-        const ELT *d[4][4];
-        for (int a = 0; a < 4; ++a)
-            for (int b = 0; b < 4; ++b) {
-                const int64_t ih = ih0 + a, iw = iw0 + b;
-                d[a][b] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? xn + (ih * g.W + iw) * C : 0;
+    ELT *vt = c->tiles + tid * g.tile;  /* V[nb][16][MR][C] */
+    for (int64_t bk = 0; bk < nb; ++bk) {
+        const int64_t b0 = q0 + bk * MR, mv = em_cv_min(MR, T - b0);
+        ELT *v = vt + bk * 16 * MR * C;
+        for (int64_t m = 0; m < MR; ++m) {
+            if (m >= mv) {
+                for (int e = 0; e < 16; ++e)
+                    for (int64_t ci = 0; ci < C; ++ci) v[(e * MR + m) * C + ci] = 0;
+                continue;
             }
-        for (int64_t c0 = 0; c0 < C; c0 += 64) {
-            const int64_t cn = em_cv_min(64, C - c0);
-            ELT s[4][4][64] __attribute__((aligned(64)));
+            const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
+            const int64_t ih0 = 2 * ty - g.hlo, iw0 = 2 * tx - g.wlo;
+            const ELT *d[4][4];
             for (int a = 0; a < 4; ++a)
                 for (int b = 0; b < 4; ++b) {
-                    if (d[a][b]) {
-                        for (int64_t k = 0; k < cn; ++k) s[a][b][k] = d[a][b][c0 + k];
-                    } else {
-                        for (int64_t k = 0; k < cn; ++k) s[a][b][k] = 0;
+                    const int64_t ih = ih0 + a, iw = iw0 + b;
+                    d[a][b] = (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? xn + (ih * g.W + iw) * C : 0;
+                }
+            for (int64_t c0 = 0; c0 < C; c0 += 64) {
+                const int64_t cn = em_cv_min(64, C - c0);
+                ELT s[4][4][64] __attribute__((aligned(64)));
+                for (int a = 0; a < 4; ++a)
+                    for (int b = 0; b < 4; ++b) {
+                        if (d[a][b]) {
+                            for (int64_t k = 0; k < cn; ++k) s[a][b][k] = d[a][b][c0 + k];
+                        } else {
+                            for (int64_t k = 0; k < cn; ++k) s[a][b][k] = 0;
+                        }
+                    }
+                ELT r[4][4][64] __attribute__((aligned(64)));
+                for (int b = 0; b < 4; ++b) {  /* B^T d */
+#pragma omp simd
+                    for (int64_t k = 0; k < cn; ++k) {
+                        r[0][b][k] = s[0][b][k] - s[2][b][k];
+                        r[1][b][k] = s[1][b][k] + s[2][b][k];
+                        r[2][b][k] = s[2][b][k] - s[1][b][k];
+                        r[3][b][k] = s[1][b][k] - s[3][b][k];
                     }
                 }
-            ELT r[4][4][64] __attribute__((aligned(64)));
-            for (int b = 0; b < 4; ++b) {  /* B^T d */
+                for (int a = 0; a < 4; ++a) {  /* (B^T d) B */
+                    ELT *o0 = v + ((a * 4 + 0) * MR + m) * C + c0, *o1 = v + ((a * 4 + 1) * MR + m) * C + c0;
+                    ELT *o2 = v + ((a * 4 + 2) * MR + m) * C + c0, *o3 = v + ((a * 4 + 3) * MR + m) * C + c0;
 #pragma omp simd
-                for (int64_t k = 0; k < cn; ++k) {
-                    r[0][b][k] = s[0][b][k] - s[2][b][k];
-                    r[1][b][k] = s[1][b][k] + s[2][b][k];
-                    r[2][b][k] = s[2][b][k] - s[1][b][k];
-                    r[3][b][k] = s[1][b][k] - s[3][b][k];
-                }
-            }
-            for (int a = 0; a < 4; ++a) {  /* (B^T d) B */
-                ELT *o0 = v + ((a * 4 + 0) * MR + m) * C + c0, *o1 = v + ((a * 4 + 1) * MR + m) * C + c0;
-                ELT *o2 = v + ((a * 4 + 2) * MR + m) * C + c0, *o3 = v + ((a * 4 + 3) * MR + m) * C + c0;
-#pragma omp simd
-                for (int64_t k = 0; k < cn; ++k) {
-                    o0[k] = r[a][0][k] - r[a][2][k];
-                    o1[k] = r[a][1][k] + r[a][2][k];
-                    o2[k] = r[a][2][k] - r[a][1][k];
-                    o3[k] = r[a][1][k] - r[a][3][k];
+                    for (int64_t k = 0; k < cn; ++k) {
+                        o0[k] = r[a][0][k] - r[a][2][k];
+                        o1[k] = r[a][1][k] + r[a][2][k];
+                        o2[k] = r[a][2][k] - r[a][1][k];
+                        o3[k] = r[a][1][k] - r[a][3][k];
+                    }
                 }
             }
         }
     }
     ELT mb[16][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+    const int64_t pan = 16 * C * NR, lines = pan * (int64_t)sizeof(ELT) / 64;  /* one panel of U */
+    const int64_t per = (lines + 16 * nb - 1) / (16 * nb);  /* its lines prefetched per tile */
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);
-        for (int e = 0; e < 16; ++e)
-            EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, c->wp + (e * g.P + p) * C * NR, mb[e], NR, 1, MR, NR);
-        for (int64_t m = 0; m < mv; ++m) {
-            const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
-            ELT y[2][2][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
-#pragma omp simd
-            for (int64_t j = 0; j < NR; ++j) {
-                ELT s0[4], s1[4];
-                for (int b = 0; b < 4; ++b) {  /* A^T M */
-                    const ELT m0 = mb[b][m * NR + j], m1 = mb[4 + b][m * NR + j];
-                    const ELT m2 = mb[8 + b][m * NR + j], m3 = mb[12 + b][m * NR + j];
-                    s0[b] = m0 + m1 + m2;
-                    s1[b] = m1 - m2 - m3;
+        const ELT *u = c->wp + p * pan;
+        const char *next = (const char *)(u + pan);
+        for (int64_t bk = 0; bk < nb; ++bk) {
+            const int64_t b0 = q0 + bk * MR, mv = em_cv_min(MR, T - b0);
+            const ELT *v = vt + bk * 16 * MR * C;
+            for (int e = 0; e < 16; ++e) {
+                if (nb > 1 && p + 1 < g.P) {  /* the next panel into L2 while this one runs */
+                    const int64_t l0 = (bk * 16 + e) * per, l1 = em_cv_min(lines, l0 + per);
+                    for (int64_t l = l0; l < l1; ++l) __builtin_prefetch(next + l * 64, 0, 2);
                 }
-                y[0][0][j] = s0[0] + s0[1] + s0[2];
-                y[0][1][j] = s0[1] - s0[2] - s0[3];
-                y[1][0][j] = s1[0] + s1[1] + s1[2];
-                y[1][1][j] = s1[1] - s1[2] - s1[3];
+                EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, u + e * C * NR, mb[e], NR, 1, MR, NR);
             }
-            for (int a = 0; a < 2; ++a)
-                for (int b = 0; b < 2; ++b) {
-                    const int64_t oh = 2 * ty + a, ow = 2 * tx + b;
-                    if (oh >= g.OH || ow >= g.OW) continue;
-                    ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw + p * NR * g.oso;
-                    if (g.oso == 1) {
-                        for (int64_t j = 0; j < nv; ++j) o[j] = y[a][b][j];
-                    } else {
-                        for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = y[a][b][j];
+            for (int64_t m = 0; m < mv; ++m) {
+                const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
+                ELT y[2][2][2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+#pragma omp simd
+                for (int64_t j = 0; j < NR; ++j) {
+                    ELT s0[4], s1[4];
+                    for (int b = 0; b < 4; ++b) {  /* A^T M */
+                        const ELT m0 = mb[b][m * NR + j], m1 = mb[4 + b][m * NR + j];
+                        const ELT m2 = mb[8 + b][m * NR + j], m3 = mb[12 + b][m * NR + j];
+                        s0[b] = m0 + m1 + m2;
+                        s1[b] = m1 - m2 - m3;
                     }
+                    y[0][0][j] = s0[0] + s0[1] + s0[2];
+                    y[0][1][j] = s0[1] - s0[2] - s0[3];
+                    y[1][0][j] = s1[0] + s1[1] + s1[2];
+                    y[1][1][j] = s1[1] - s1[2] - s1[3];
                 }
+                for (int a = 0; a < 2; ++a)
+                    for (int b = 0; b < 2; ++b) {
+                        const int64_t oh = 2 * ty + a, ow = 2 * tx + b;
+                        if (oh >= g.OH || ow >= g.OW) continue;
+                        ELT *o = c->out + n * g.osn + oh * g.osh + ow * g.osw + p * NR * g.oso;
+                        if (g.oso == 1) {
+                            for (int64_t j = 0; j < nv; ++j) o[j] = y[a][b][j];
+                        } else {
+                            for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = y[a][b][j];
+                        }
+                    }
+            }
         }
     }
 }

@@ -85,7 +85,12 @@ GEMM_ROUTE = True  # symbolic sizes: small output images (and 1x1 kernels) may r
 GEMM_MAX_PIXELS = 64  # ... when the output images have at most this many pixels (the static program's
 # rule: rewrite/layout_passes.py's conv_gemm, SMALL_IMAGE_PIXELS)
 WINOGRAD_MIN_FEATURES = 16  # ... when both feature counts are at least this
-WINOGRAD_MAX_KERNEL_BYTES = 1 << 20  # ... and the transformed kernel (16 C O values) stays in L2
+WINOGRAD_MAX_KERNEL_BYTES = 4 << 20  # ... and the transformed kernel (16 C O values) is at most this
+WINOGRAD_L2_KERNEL_BYTES = 1 << 20  # a larger transformed kernel does not stay in L2 between blocks of
+# tiles: a task then transforms up to WINOGRAD_CHUNK_BYTES of tiles first and reads each kernel panel once
+# for all of them (em_cv_wino's CB; ResNet's 14x14x256, 4 MiB: the kernel read once per image instead of
+# once per 14 tiles)
+WINOGRAD_CHUNK_BYTES = 1 << 20  # ... the transformed tiles of one task (V: 16 C values per tile)
 _ALIGN = 16  # workspace regions start at multiples of 16 elements
 _TYPES = {np.dtype(np.float32): ("float", "f32"), np.dtype(np.float64): ("double", "f64")}
 _SRC = load("conv.h")
@@ -239,8 +244,11 @@ class _Geo:
                 self.tile = sh.dmax(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += (self.CB if isinstance(self.CB, int) else CB_MAX) * MR_MAX * nr_max if self.planar else 0
-        if self.winograd:  # one task per MR tiles of 2x2 outputs
-            self.nch = f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR - 1) / EM_CV_MR)"
+        if self.winograd:  # one task per CB blocks of MR tiles of 2x2 outputs
+            self.CB = self._wino_blocks()
+            self.tile = _up(MR_MAX * 16 * self.C * self.CB)
+            self.nch = (f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR * {self.CB} - 1)"
+                        f" / (EM_CV_MR * {self.CB}))")
         else:  # blocks of MR (virtual, when flat) pixels
             q = (self.OH - 1) * self.Wz + self.OW if self.flat else self.OH * self.OW
             self.nch = f"(({cdim(q)} + EM_CV_MR * {self.CB} - 1) / (EM_CV_MR * {self.CB}))"
@@ -253,6 +261,19 @@ class _Geo:
             self.tiles_elems = _up(-(-self.Og // 8) * 8 * (self.OH * self.OW * self.bv + 2 * vl_max))
             self.wg_rows = rows
             self.wg_rc = max(1, WGRAD_CHUNK // self.KW)  # kernel rows per chunk (em_cv_wg's RC)
+
+    def _wino_blocks(self) -> int:
+        """em_cv_wino's blocks of MR tiles per task: 1 while the transformed kernel stays in L2; for a
+        larger one as many as WINOGRAD_CHUNK_BYTES of transformed tiles hold, at most an image's, and
+        few enough that every thread gets a task."""
+        if (16 * self.C * self.O * self.itemsize <= WINOGRAD_L2_KERNEL_BYTES or not self.static_hw
+                or not isinstance(self.N, int)):
+            return 1
+        blocks = -(-_ceil(self.OH, 2) * _ceil(self.OW, 2) // MR_MAX)  # per image
+        cb = max(1, min(blocks, WINOGRAD_CHUNK_BYTES // (MR_MAX * 16 * self.C * self.itemsize)))
+        if self.N * -(-blocks // cb) < THREADS:  # split an image's tiles between the threads
+            cb = max(1, -(-blocks * self.N // THREADS))
+        return cb
 
     def _flat_eligible(self) -> bool:
         """Whether flat blocks may run at some size (the size-independent conditions)."""

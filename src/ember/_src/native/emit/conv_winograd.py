@@ -34,8 +34,11 @@ RATIO = 0.9  # taken when the estimated cost is below this fraction of the direc
 IN_COST = 4.0  # the input transform, vector operations per transformed vector (loads, subtractions, stores)
 OUT_COST = 12.0  # the output transform per tile and feature vector (9 stores, 9 loads, 10 adds, 4 stores)
 PAIRS = 25  # feature pairs per tile (products per tile and feature over C)
-MAX_KERNEL_BYTES = 1 << 20  # the transformed kernel (25 C O values) within L2: every register block
-# streams all of it (1x28x28x128->256 stride 2, 3.2 MiB, measured level with the direct kernel)
+MAX_KERNEL_BYTES = 2 << 20  # the transformed kernel (25 C O values) within about L2: every register block
+# streams all of it (ResNet-50's 56x56x128->28x28 stride 2, 1.6 MiB, in the model at batch 1 (one thread,
+# interleaved): 58.8 -> 57.9 ms; 1x28x28x128->256 stride 2, 3.2 MiB, measured level with the direct
+# kernel; allowing ResNet-50's 28x28x256->14x14, 6.25 MiB, too measured slower in the model, also with
+# tasks transforming several blocks of tiles before reading each kernel panel once)
 MR_MAX = 14  # tiles per register block at the widest (EM_CV_MR)
 VEC_BYTES_MAX = 64  # one vector at the widest (EM_CV_BYTES)
 THREADS = max(1, min(usable_cpus(), 64))  # per-thread tiles are planned for this many pool threads
