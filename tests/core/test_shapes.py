@@ -67,3 +67,17 @@ def test_normalize_axis_errors():
 def test_symbolic_size_and_strings():
     assert sh.size((batch, seq, 2)) == 2 * batch * seq
     assert sh.shape_str((batch, 512)) == "(batch, 512)"
+
+
+def test_symbolic_max_bounds_floordiv_atoms_by_their_arguments():
+    # a floordiv of a negative expression was taken to be at least 1 like an axis: max(-(-h // 2)
+    # - 1, 0) simplified to 0, but it is 4 at h = 9 (a padded length written as -(-n // s))
+    h = sh.axis("h")
+    m = sh.dmax(-sh.floordiv(-h, 2) - 1, 0)
+    assert [sh.evaluate(m, {"h": v}) for v in (1, 2, 9)] == [max(-(-v // 2) - 1, 0) for v in (1, 2, 9)]
+    m = sh.dmax(sh.floordiv(h, 2), 1)  # h // 2 is 0 at h = 1
+    assert [sh.evaluate(m, {"h": v}) for v in (1, 2, 7)] == [1, 1, 3]
+    # what the bounds do decide
+    assert sh.dmax(h - 1, 0) == h - 1
+    assert sh.dmax(sh.floordiv(h + 1, 2), 1) == sh.floordiv(h + 1, 2)
+    assert sh.dmax(sh.mod(h, 3) + 2, 1) == sh.mod(h, 3) + 2

@@ -209,13 +209,56 @@ def _as_int(x: Any) -> int:
     return x
 
 
+def _atom_lower(at: _Atom) -> int | None:
+    """A lower bound of an atom's value (axes are at least 1), or None when none is known."""
+    if at.kind == "var":
+        return 1
+    if at.kind in ("mod", "ceil_sqrt"):
+        return 0
+    if at.kind == "max":
+        known = [x for x in map(_lower_bound, at.args) if x is not None]
+        return max(known) if known else None
+    if at.kind == "floordiv":
+        a, b = at.args
+        la = _lower_bound(a)
+        if la is None:
+            return None
+        if isinstance(b, int):
+            return la // b if b > 0 else None
+        return 0 if la >= 0 else None  # (a symbolic divisor is a size: at least 1)
+    return None
+
+
+def _lower_bound(d: Dim) -> int | None:
+    """A lower bound of ``d`` over every binding of its axes, or None: the constant plus, for
+    each term (all coefficients positive), its coefficient times a lower bound of its factors."""
+    if isinstance(d, int):
+        return d
+    lo = 0
+    for m, c in d.terms:
+        if not m:
+            lo += c
+            continue
+        if c < 0:
+            return None
+        f = 1
+        for at, p in m:
+            la = _atom_lower(at)
+            if la is None or la < 0:
+                return None
+            f *= la ** p
+        lo += c * f
+    return lo
+
+
 def _compare(a: Dim, b: Dim, op: str) -> bool:
     diff = a - b
     if isinstance(diff, int):
         return {"<": diff < 0, "<=": diff <= 0, ">": diff > 0, ">=": diff >= 0}[op]
-    # diff = c + (terms with positive coefficients over axes >= 1) is decidable in some cases
-    lo = diff.constant_term() + sum(c for m, c in diff.terms if m)
-    if all(c > 0 for m, c in diff.terms if m):
+    # diff = c + (terms with positive coefficients over factors of known lower bounds) is
+    # decidable in some cases
+    lo = _lower_bound(diff)
+    if lo is not None:
         if op in (">", ">=") and (lo > 0 if op == ">" else lo >= 0):
             return True
         if op in ("<", "<=") and (lo >= 0 if op == "<" else lo > 0):
