@@ -358,6 +358,28 @@ static const float *em_sk_a_block(struct em_sk_apk *sa, int64_t kb, int64_t ib, 
     return priv;
 }
 
+/* One MR3-row sliver of packed A (mr rows left in its row block) against one packed kc x w panel
+   (nr columns) of em_sgemm_big, into C at cc: a whole tile whose block needs no scaling and no
+   epilogue goes straight from the accumulators to C, stored (the first block, beta 0) or added;
+   otherwise through t and em_sk_store. */
+static inline void em_sk_big_tile(int64_t kc, const float *ap, const float *bp, int64_t w, int64_t nr,
+                                  int64_t mr, float alpha, float beta, int first, int last, const float *bias,
+                                  int relu, float *cc, int64_t ldc, float *t) {
+    if (mr > EM_SK_MR3) mr = EM_SK_MR3;
+    const int add = !first || beta == 1.0f;
+    const int direct = alpha == 1.0f && (add || beta == 0.0f) && !(last && (bias || relu)) && mr == EM_SK_MR3
+                       && nr == w;
+    float *td = direct ? cc : t;
+    const int64_t ldt = direct ? ldc : w;
+    /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
+    if (w == EM_SK_W3) em_sk_pa3(kc, ap, bp, td, ldt, direct && add);
+    else if (w == EM_SK_W2) em_sk_pa2(kc, ap, bp, td, ldt, direct && add);
+    else em_sk_pa1(kc, ap, bp, td, ldt, direct && add);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, cc, ldc);
+}
+
 /* Large products, the columns [j_begin, j_end) of [0, n) (whole prepacked panels where bpk is
    given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
    EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
@@ -382,7 +404,11 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
     }
     /* the contraction in equal blocks of at most KCB steps (no short last block) */
     const int64_t nkb = (k + KCB - 1) / KCB, kcb = (k + nkb - 1) / nkb;
-    const int64_t nbp = parts < NP ? parts : NP;  /* panels of B packed at once */
+    /* panels of B per block: NP, or as many kc x W3 panels as EM_SK_BIG_L2 bytes hold (the block
+       stays in L2 while every sliver of A runs over it) */
+    const int64_t npl = EM_SK_BIG_L2 ? EM_SK_BIG_L2 / (kcb * EM_SK_W3 * (int64_t)sizeof(float)) : NP;
+    const int64_t NPB = npl < 1 ? 1 : npl < NP ? npl : NP;
+    const int64_t nbp = parts < NPB ? parts : NPB;  /* panels of B packed at once */
     float *ap = em_sk_alloc(MC * kcb);
     float *bb = bpk ? 0 : em_sk_alloc(nbp * EM_SK_W3 * kcb);
     if (!ap || (!bpk && !bb)) {
@@ -402,8 +428,8 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
        each mostly finds the other's blocks ready, rather than both packing the same ones) */
     const int64_t nmc = (m + MC - 1) / MC, rot = sa ? nmc * j_begin / n : 0;
     float t[EM_SK_TILE] __attribute__((aligned(64)));
-    for (int64_t qc = 0; qc < parts; qc += NP) {
-        const int64_t np = parts - qc < NP ? parts - qc : NP;
+    for (int64_t qc = 0; qc < parts; qc += NPB) {
+        const int64_t np = parts - qc < NPB ? parts - qc : NPB;
         int64_t pj[NP], pw[NP], pn[NP];  /* each panel's first column, width and columns */
         for (int64_t i = 0; i < np; ++i) {
             pj[i] = j0;
@@ -427,28 +453,16 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
             for (int64_t s = 0; s < nmc; ++s) {
                 const int64_t ib = (s + rot) % nmc, ic = ib * MC, mc = m - ic < MC ? m - ic : MC;
                 const float *apb = em_sk_a_block(sa, p0 / kcb, ib, mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
-                for (int64_t i = 0; i < np; ++i) {
-                    const int64_t w = pw[i], nr = pn[i];
-                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
-                        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
-                        float *cc = c + (ic + i0) * ldc + pj[i];
-                        /* a whole tile whose block needs no scaling and no epilogue goes straight
-                           from the accumulators to C: stored (the first block, beta 0) or added */
-                        const int add = !first || beta == 1.0f;
-                        const int direct = alpha == 1.0f && (add || beta == 0.0f)
-                                           && !(last && (bias || relu)) && mr == EM_SK_MR3 && nr == w;
-                        float *td = direct ? cc : t;
-                        const int64_t ldt = direct ? ldc : w;
-                        /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
-                        for (int64_t r = 0; r < mr; ++r)
-                            for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-                        if (w == EM_SK_W3) em_sk_pa3(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        else if (w == EM_SK_W2) em_sk_pa2(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        else em_sk_pa1(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        if (!direct)
-                            em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
-                                        cc, ldc);
-                    }
+                if (EM_SK_BIG_L2) {  /* a sliver (in L1) over every panel of the block (in L2) */
+                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
+                        for (int64_t i = 0; i < np; ++i)
+                            em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
+                                           last, bias ? bias + pj[i] : 0, relu, c + (ic + i0) * ldc + pj[i], ldc, t);
+                } else {  /* every sliver of the row block over a panel */
+                    for (int64_t i = 0; i < np; ++i)
+                        for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
+                            em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
+                                           last, bias ? bias + pj[i] : 0, relu, c + (ic + i0) * ldc + pj[i], ldc, t);
                 }
             }
         }

@@ -101,6 +101,7 @@ class Isa:
     big_always_m: int = 1024
     big_min_a: int = 7 << 17  # 3.5 MiB of A
     big_min_mnk: int = 1 << 30
+    big_l2: int = 0
 
     def panel_width(self, left: int) -> int:
         """The width of the next column panel when ``left`` columns remain (``em_sk_panel_width``)."""
@@ -116,7 +117,7 @@ AVX2 = Isa("avx2", 8, ((4, 3), (6, 2), (8, 1)), "defined(__AVX2__) && defined(__
 # 16 x 16 (16). Tiles and blocking measured on the AVX-512 host (Zen 4), see benchmarks/bench_gemm.py.
 AVX512 = Isa("avx512", 16, ((8, 3), (12, 2), (16, 1)), "defined(__AVX512F__) && defined(__FMA__)",
              "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
-             frozenset({"-mavx512f", "-mfma"}))
+             frozenset({"-mavx512f", "-mfma"}), big_l2=1 << 20)
 ISAS = {isa.name: isa for isa in (AVX2, AVX512)}
 # a single row (a generation step's product) on full widest panels: the widest tile's first row
 _ROW_VECTORS = 3
@@ -491,6 +492,7 @@ def _head(isa: Isa) -> str:
 #define EM_SK_BIG_KC {isa.big_kc}
 #define EM_SK_BIG_MC {isa.big_mc}
 #define EM_SK_BIG_NP {isa.big_np}
+#define EM_SK_BIG_L2 {isa.big_l2}
 #define EM_SK_BIG_MIN_M {isa.big_min_m}
 #define EM_SK_BIG_MIN_K {isa.big_min_k}
 #define EM_SK_BIG_ALWAYS_M {isa.big_always_m}
