@@ -358,6 +358,27 @@ static const float *em_sk_a_block(struct em_sk_apk *sa, int64_t kb, int64_t ib, 
     return priv;
 }
 
+/* The contraction block of em_sgemm_big: k in equal blocks of at most EM_SK_BIG_KC steps. */
+static inline int64_t em_sk_big_kcb(int64_t k) {
+    const int64_t nkb = (k + EM_SK_BIG_KC - 1) / EM_SK_BIG_KC;
+    return (k + nkb - 1) / nkb;
+}
+/* Panels of B per block of em_sgemm_big (of `parts` panels, contraction k): EM_SK_BIG_NP, or where
+   EM_SK_BIG_L2 is set as many kc x W3 panels as that many bytes hold (the block stays in L2 while
+   every sliver of A runs over it), the parts cut into equal blocks (24 panels of 512 steps at 1 MiB:
+   three blocks of 8, not 10, 10 and 4); all the parts as one block where they take at most 1.5
+   times that (1576 x 3072 x 768: 16 panels of 512 steps, 1.5 MiB, ran about 5% faster as one block
+   than as two of 8, with A then packed twice). */
+static inline int64_t em_sk_big_np(int64_t k, int64_t parts) {
+    if (!EM_SK_BIG_L2) return EM_SK_BIG_NP;
+    const int64_t panel = em_sk_big_kcb(k) * EM_SK_W3 * (int64_t)sizeof(float);
+    if (parts <= EM_SK_BIG_NP && 2 * parts * panel <= 3 * (int64_t)EM_SK_BIG_L2) return parts;
+    const int64_t npl = EM_SK_BIG_L2 / panel;
+    const int64_t cap = npl < 1 ? 1 : npl < EM_SK_BIG_NP ? npl : EM_SK_BIG_NP;
+    const int64_t blocks = (parts + cap - 1) / cap;
+    return blocks < 1 ? cap : (parts + blocks - 1) / blocks;
+}
+
 /* One MR3-row sliver of packed A (mr rows left in its row block) against one packed kc x w panel
    (nr columns) of em_sgemm_big, into C at cc: a whole tile whose block needs no scaling and no
    epilogue goes straight from the accumulators to C, stored (the first block, beta 0) or added;
@@ -381,19 +402,21 @@ static inline void em_sk_big_tile(int64_t kc, const float *ap, const float *bp, 
 }
 
 /* Large products, the columns [j_begin, j_end) of [0, n) (whole prepacked panels where bpk is
-   given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
-   EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
-   in place) into panels that sit in L2 together; per block of EM_SK_BIG_MC rows, A is packed into
-   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2; or read from sa, packed once for
-   every part of a product, em_sk_a_block) and every sliver runs over a panel
-   while that panel (KC x W3 floats) stays in L1. Packing A makes its rows contiguous: the small
+   given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking.
+   Per block of panels (em_sk_big_np: sized for L2 where EM_SK_BIG_L2 is set, else EM_SK_BIG_NP
+   panels) and block of contraction steps (em_sk_big_kcb), B is packed once (bpk null; else the
+   prepacked panels are read in place) into panels that sit in L2 together; per block of
+   EM_SK_BIG_MC rows, A is packed into slivers of MR3 rows (em_sk_pack_a; or read from sa, packed
+   once for every part of a product, em_sk_a_block); then each sliver (in L1) runs over every panel
+   of the block, or (one block of panels, or EM_SK_BIG_L2 unset) every sliver over each panel in
+   turn. Packing A makes its rows contiguous: the small
    kernel reads MR3 rows of A in place, whose strides (e.g. 4 KiB) alias in L1 and the TLB, once
    per panel. Buffers come from the heap (the small kernel's path when that fails). */
 static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                          int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
                          float *c, int64_t ldc, const float *bias, int relu, int64_t j_begin, int64_t j_end,
                          struct em_sk_apk *sa) {
-    enum { KCB = EM_SK_BIG_KC, MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
+    enum { MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
     /* prepacked panels follow prepack_b's layout over [0, n); B packed here is cut into panels of
        this part of the columns alone (a part of 256 columns: four of 48 and two of 32) */
     const int64_t pend = bpk ? n : j_end;
@@ -402,13 +425,11 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
         const int64_t w = em_sk_panel_width(pend - j);
         j += pend - j < w ? pend - j : w;
     }
-    /* the contraction in equal blocks of at most KCB steps (no short last block) */
-    const int64_t nkb = (k + KCB - 1) / KCB, kcb = (k + nkb - 1) / nkb;
-    /* panels of B per block: NP, or as many kc x W3 panels as EM_SK_BIG_L2 bytes hold (the block
-       stays in L2 while every sliver of A runs over it) */
-    const int64_t npl = EM_SK_BIG_L2 ? EM_SK_BIG_L2 / (kcb * EM_SK_W3 * (int64_t)sizeof(float)) : NP;
-    const int64_t NPB = npl < 1 ? 1 : npl < NP ? npl : NP;
+    /* the contraction in equal blocks of at most EM_SK_BIG_KC steps (no short last block) */
+    const int64_t kcb = em_sk_big_kcb(k);
+    const int64_t NPB = em_sk_big_np(k, parts);
     const int64_t nbp = parts < NPB ? parts : NPB;  /* panels of B packed at once */
+    const int by_sliver = EM_SK_BIG_L2 && nbp < parts;
     float *ap = em_sk_alloc(MC * kcb);
     float *bb = bpk ? 0 : em_sk_alloc(nbp * EM_SK_W3 * kcb);
     if (!ap || (!bpk && !bb)) {
@@ -453,12 +474,15 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
             for (int64_t s = 0; s < nmc; ++s) {
                 const int64_t ib = (s + rot) % nmc, ic = ib * MC, mc = m - ic < MC ? m - ic : MC;
                 const float *apb = em_sk_a_block(sa, p0 / kcb, ib, mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
-                if (EM_SK_BIG_L2) {  /* a sliver (in L1) over every panel of the block (in L2) */
+                /* more than one block of panels (EM_SK_BIG_L2): a sliver (in L1) over every panel of
+                   the block (in L2); else every sliver of the row block (in L2) over a panel (1576 x
+                   768 x 3072: 148-152 -> 170 GFLOP/s by sliver, Sapphire Rapids, one thread) */
+                if (by_sliver) {
                     for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
                         for (int64_t i = 0; i < np; ++i)
                             em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
                                            last, bias ? bias + pj[i] : 0, relu, c + (ic + i0) * ldc + pj[i], ldc, t);
-                } else {  /* every sliver of the row block over a panel */
+                } else {
                     for (int64_t i = 0; i < np; ++i)
                         for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
                             em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
@@ -580,7 +604,7 @@ static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const
        all of them where A is at most 64 MiB and the buffer can be had (four parts of 1024 columns
        packed A four times: 0.9 ms of a one-thread 19.5 ms product) */
     struct em_sk_apk sa = {0, 0, 0, 0};
-    if ((split || panels > EM_SK_BIG_NP) && m * k <= (INT64_C(16) << 20)) {
+    if ((split || panels > em_sk_big_np(k, panels)) && m * k <= (INT64_C(16) << 20)) {
         const int64_t nkb = (k + EM_SK_BIG_KC - 1) / EM_SK_BIG_KC;
         sa.kcb = (k + nkb - 1) / nkb;
         sa.nmc = (m + EM_SK_BIG_MC - 1) / EM_SK_BIG_MC;
