@@ -18,7 +18,11 @@ generation step's product). The column count picks the widest panel that is not 
 (:func:`panel_widths`). Rows past ``m`` in the last row block read row 0 again (results
 discarded), so the inner loop has no edge branches; partial tiles go through a small buffer in the
 epilogue. Large products (``em_sgemm_big``, in ``csrc/gemm_driver.h``) are blocked as GotoBLAS
-does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels.
+does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels. On
+AVX-512 (``Isa.big_l2``) a block of panels is as many ``kc x 48`` panels as 1 MiB holds (L2 is 2 MiB
+on Sapphire Rapids, 1 MiB on Zen 4), cut evenly, and each sliver of A (in L1) runs over every panel
+of the block before the next sliver; all the panels make one block where they take at most 1.5 MiB
+(then every sliver runs over one panel before the next panel, as AVX2 does always).
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
 that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
@@ -84,7 +88,8 @@ class Isa:
     micro-kernels ``kernels`` as (rows, vectors per row), 3, 2 and 1 vectors wide (panels of ``3 vw``,
     ``2 vw`` and ``vw`` columns); ``guard`` the C condition that the compiler targets it; ``fma``
     the C of ``a * b + c`` fused; the blocking of large products (:c:func:`em_sgemm_big`): ``big_kc``
-    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B."""
+    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B, or with ``big_l2`` set
+    (bytes) blocks of as many panels as that holds, each packed sliver of A run over all of them."""
 
     name: str
     vw: int
@@ -115,6 +120,13 @@ AVX2 = Isa("avx2", 8, ((4, 3), (6, 2), (8, 1)), "defined(__AVX2__) && defined(__
 # 16-wide zmm registers (32 of them; Zen 4 runs a 512-bit FMA as two 256-bit halves, so the gain is
 # fewer loads and broadcasts per FMA from the larger tiles): 8 x 48 (24 accumulators), 12 x 32 (24),
 # 16 x 16 (16). Tiles and blocking measured on the AVX-512 host (Zen 4), see benchmarks/bench_gemm.py.
+# Blocks of B panels for 1 MiB of L2 (big_l2), measured on Sapphire Rapids (2 MiB L2), one thread, by
+# the calling thread's CPU time, interleaved with torch.matmul (MKL) in one process: the panels of
+# a 1576 x 768 @ 768 x 3072 product in blocks of 32 (2.3 MiB at kc = 384) read each panel from L3
+# once per block of 96 rows: 148-166 GFLOP/s over the runs where torch ran 173-193; blocks of 13-16
+# panels with each sliver over the block 170-191 (torch 173-186 in the same runs). 512 KiB ran
+# level, 1.5 MiB 5-8% slower; contraction blocks of 768 or 1024 steps level or slower, software
+# prefetches of the panel rows ahead (4-16 steps) 3-5% slower.
 AVX512 = Isa("avx512", 16, ((8, 3), (12, 2), (16, 1)), "defined(__AVX512F__) && defined(__FMA__)",
              "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
              frozenset({"-mavx512f", "-mfma"}), big_l2=1 << 20)
