@@ -380,24 +380,26 @@ static inline int64_t em_sk_big_np(int64_t k, int64_t parts) {
 }
 
 /* One MR3-row sliver of packed A (mr rows left in its row block) against one packed kc x w panel
-   (nr columns) of em_sgemm_big, into C at cc: a whole tile whose block needs no scaling and no
-   epilogue goes straight from the accumulators to C, stored (the first block, beta 0) or added;
-   otherwise through t and em_sk_store. */
+   (nr columns) of em_sgemm_big, into C at cc: a whole tile whose block needs no scaling goes
+   straight from the accumulators to C, stored (the first block, beta 0) or added, the last block's
+   bias and ReLU applied in registers (the same sums as em_sk_store's: ViT-B/16's products all have
+   a bias); otherwise through t and em_sk_store. */
 static inline void em_sk_big_tile(int64_t kc, const float *ap, const float *bp, int64_t w, int64_t nr,
                                   int64_t mr, float alpha, float beta, int first, int last, const float *bias,
                                   int relu, float *cc, int64_t ldc, float *t) {
     if (mr > EM_SK_MR3) mr = EM_SK_MR3;
     const int add = !first || beta == 1.0f;
-    const int direct = alpha == 1.0f && (add || beta == 0.0f) && !(last && (bias || relu)) && mr == EM_SK_MR3
-                       && nr == w;
+    const int direct = alpha == 1.0f && (add || beta == 0.0f) && mr == EM_SK_MR3 && nr == w;
     float *td = direct ? cc : t;
     const int64_t ldt = direct ? ldc : w;
+    const float *db = direct && last ? bias : 0;
+    const int dr = direct && last && relu;
     /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
     for (int64_t r = 0; r < mr; ++r)
         for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-    if (w == EM_SK_W3) em_sk_pa3(kc, ap, bp, td, ldt, direct && add);
-    else if (w == EM_SK_W2) em_sk_pa2(kc, ap, bp, td, ldt, direct && add);
-    else em_sk_pa1(kc, ap, bp, td, ldt, direct && add);
+    if (w == EM_SK_W3) em_sk_pa3(kc, ap, bp, td, ldt, direct && add, db, dr);
+    else if (w == EM_SK_W2) em_sk_pa2(kc, ap, bp, td, ldt, direct && add, db, dr);
+    else em_sk_pa1(kc, ap, bp, td, ldt, direct && add, db, dr);
     if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, cc, ldc);
 }
 
