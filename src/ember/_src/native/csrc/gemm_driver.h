@@ -369,11 +369,28 @@ static inline int64_t em_sk_big_kcb(int64_t k) {
    three blocks of 8, not 10, 10 and 4); all the parts as one block where they take at most 1.5
    times that (1576 x 3072 x 768: 16 panels of 512 steps, 1.5 MiB, ran about 5% faster as one block
    than as two of 8, with A then packed twice). */
+/* The bytes of a block of B panels: EM_SK_BIG_L2, at most half this machine's L2 where the C
+   library reports its size (a 1 MiB L2, as Zen 4's, gets 512 KiB: unmeasured there; on Sapphire
+   Rapids, 2 MiB, 512 KiB ran level with 1 MiB). It changes no sums. */
+static int64_t em_sk_l2_budget(void) {
+    static int64_t cached;
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (!v) {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+        const long l2 = 0;
+#endif
+        v = l2 >= (64L << 10) && l2 / 2 < EM_SK_BIG_L2 ? l2 / 2 : EM_SK_BIG_L2;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
 static inline int64_t em_sk_big_np(int64_t k, int64_t parts) {
     if (!EM_SK_BIG_L2) return EM_SK_BIG_NP;
-    const int64_t panel = em_sk_big_kcb(k) * EM_SK_W3 * (int64_t)sizeof(float);
-    if (parts <= EM_SK_BIG_NP && 2 * parts * panel <= 3 * (int64_t)EM_SK_BIG_L2) return parts;
-    const int64_t npl = EM_SK_BIG_L2 / panel;
+    const int64_t panel = em_sk_big_kcb(k) * EM_SK_W3 * (int64_t)sizeof(float), budget = em_sk_l2_budget();
+    if (parts <= EM_SK_BIG_NP && 2 * parts * panel <= 3 * budget) return parts;
+    const int64_t npl = budget / panel;
     const int64_t cap = npl < 1 ? 1 : npl < EM_SK_BIG_NP ? npl : EM_SK_BIG_NP;
     const int64_t blocks = (parts + cap - 1) / cap;
     return blocks < 1 ? cap : (parts + blocks - 1) / blocks;

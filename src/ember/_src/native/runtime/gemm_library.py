@@ -19,8 +19,9 @@ generation step's product). The column count picks the widest panel that is not 
 discarded), so the inner loop has no edge branches; partial tiles go through a small buffer in the
 epilogue. Large products (``em_sgemm_big``, in ``csrc/gemm_driver.h``) are blocked as GotoBLAS
 does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels. On
-AVX-512 (``Isa.big_l2``) a block of panels is as many ``kc x 48`` panels as 1 MiB holds (L2 is 2 MiB
-on Sapphire Rapids, 1 MiB on Zen 4), cut evenly, and each sliver of A (in L1) runs over every panel
+AVX-512 (``Isa.big_l2``) a block of panels is as many ``kc x 48`` panels as 1 MiB holds, or half the
+L2 where that is less (L2 is 2 MiB on Sapphire Rapids, 1 MiB on Zen 4; ``sysconf``), cut evenly,
+and each sliver of A (in L1) runs over every panel
 of the block before the next sliver; all the panels make one block where they take at most 1.5 MiB
 (then every sliver runs over one panel before the next panel, as AVX2 does always).
 
@@ -596,7 +597,7 @@ def c_source(target: Isa | None = None) -> str:
                + _kernel_family(target, mr1, nv1, "em_sk_t1")
                + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
                + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)) + _dot_kernels(target))
-    return ("#include <stdlib.h>\n" + _head(target) + kernels
+    return ("#include <stdlib.h>\n#include <unistd.h>\n" + _head(target) + kernels
             + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("zip_transpose.h")
             + csrc.load("gemm_driver.h")
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
