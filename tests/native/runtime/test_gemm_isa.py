@@ -183,9 +183,10 @@ def test_blocked_path_l2_blocks_of_panels(isa_name):
     few panels make a block): more than one block of panels runs each packed sliver of A over every
     panel of a block (by sliver), all the panels as one block where they take at most 1.5 times the
     budget (by panel). Row counts around the sliver height, a narrow last panel, contractions of
-    1, one block and several equal blocks, beta != 0 and a fused bias + ReLU, B packed per call and
-    prepacked; every thread count gives the one-thread values bit for bit, and they are within the
-    float32 bound of float64. Both ISAs (the AVX2 build compiles the same C)."""
+    1, one block and several equal blocks, beta != 0 and a fused bias + ReLU, B packed per call (A
+    transposed) and prepacked (B transposed); every thread count gives the one-thread values bit for
+    bit, and they are within the float32 bound of float64. Both ISAs (the AVX2 build compiles the
+    same C)."""
     isa = gemm_kernel.ISAS[isa_name]
     w3 = isa.kernels[0][1] * isa.vw
     mr = isa.kernels[0][0]
@@ -195,8 +196,8 @@ def test_blocked_path_l2_blocks_of_panels(isa_name):
     for budget_panels, n in [(2.5, 5 * w3 + isa.vw + 3), (4, 5 * w3)]:
         kern = build_kernel(isa_name, big_kc=64, big_l2=int(budget_panels * 64 * w3 * 4))
         for m, k in [(3 * mr + 5, 64), (mr - 1, 1), (isa.big_mc + mr + 1, 3 * 64 - 5), (1, 130)]:
-            for entry, tb in [("big", False), ("big_prepacked", True)]:
-                a, b = _operand(rng, m, k, False), _operand(rng, k, n, tb)
+            for entry, ta, tb in [("big", True, False), ("big_prepacked", False, True)]:
+                a, b = _operand(rng, m, k, ta), _operand(rng, k, n, tb)
                 bias = rng.standard_normal(n).astype(np.float32)
                 c0 = rng.standard_normal((m, n)).astype(np.float32)
                 for beta, relu in [(0.0, False), (0.5, True)]:
