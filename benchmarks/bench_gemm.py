@@ -9,6 +9,12 @@ against NumPy, then timed in interleaved rounds (``common.interleaved``): median
     python benchmarks/bench_gemm.py --mlp 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --train 32,128 [--threads N] [--cpu-time]
     python benchmarks/bench_gemm.py --transformer 4x128x256 [--threads N] [--cpu-time]
+    taskset -c 0 python benchmarks/bench_gemm.py --linear [--threads 1] [--linear-shapes 1576x768x3072,...]
+
+``--linear`` times ``x @ w`` at a transformer's shapes (m x k @ k x n: m in 197, 256, 1024, 1576 rows
+against 768 x 768, 768 x 3072, 3072 x 768 and 768 x 2304 weights, plus 1024^3 and 256^3): ember's
+jitted product with ``w`` a closed-over NumPy constant (prepacked once) and with ``w`` an argument,
+against ``torch.matmul``, by process CPU time, interleaved; writes ``gemm_linear.{json,md}``.
 
 ``--sweep`` times the kernel's two paths directly (``small``: B packed panel by panel, A read in
 place; ``big``: the blocked path with A packed) and OpenBLAS over a grid of shapes, by the CPU time
@@ -174,6 +180,62 @@ def training(batches: list[int], cpu_time: bool) -> list[dict]:
     return rows
 
 
+LINEAR = [(m, k, n) for m in (197, 256, 1024, 1576)
+          for k, n in ((768, 768), (768, 3072), (3072, 768), (768, 2304))]
+LINEAR += [(1024, 1024, 1024), (256, 256, 256)]
+
+
+def linear(shapes: list[tuple[int, int, int]]) -> list[dict]:
+    """Per shape (m, k, n): process CPU time per call of ember's jitted ``x @ w`` with ``w`` a program
+    constant ("ember const", prepacked) and an argument ("ember arg"), and of ``torch.matmul``
+    (results checked against float64 NumPy first), median and range of interleaved rounds."""
+    import torch
+
+    from ember._src.native import prepare
+
+    prepare()
+    opts = {"num_threads": threads.bench_threads()} if threads.bench_threads() else {}
+    rng = np.random.default_rng(0)
+    rows = []
+    for m, k, n in shapes:
+        x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        want = x.astype(np.float64) @ w
+        const = ember.jit(lambda x_, w=w: lax.dot(x_, w), backend="native", **opts)
+        arg = ember.jit(lambda x_, w_: lax.dot(x_, w_), backend="native", **opts)
+        ex, ew = enp.asarray(x), enp.asarray(w)
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        impls = {"ember const": functools.partial(const, ex), "ember arg": functools.partial(arg, ex, ew),
+                 "torch": functools.partial(torch.matmul, tx, tw)}
+        for name, fn in impls.items():
+            got = np.asarray(fn())
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.sqrt(k), err_msg=name)
+        stats = cpu_interleaved(impls, rounds=9, sample_time=0.1)
+        flops = 2.0 * m * n * k
+        for v in stats.values():
+            v["gflops"] = flops / v["median"] / 1e9
+            v["gflops_range"] = [flops / v["max"] / 1e9, flops / v["min"] / 1e9]
+        rows.append({"shape": [m, k, n], "stats": stats, "load_average": load_average()})
+        print(f"{m}x{k} @ {k}x{n}: " + ", ".join(
+            f"{name} {v['gflops']:.0f} [{v['gflops_range'][0]:.0f}-{v['gflops_range'][1]:.0f}] GFLOP/s"
+            for name, v in stats.items()) + f"; load {load_text()}", flush=True)
+    return rows
+
+
+def linear_table(rows: list[dict]) -> str:
+    """Markdown table of :func:`linear`'s rows: GFLOP/s by median CPU time, [range over rounds]."""
+    names = list(rows[0]["stats"])
+    out = ["| m x k @ k x n | " + " | ".join(f"{n_} GFLOP/s" for n_ in names) + " | ember const / torch |",
+           "|---" * (len(names) + 2) + "|"]
+    for r in rows:
+        m, k, n = r["shape"]
+        st = r["stats"]
+        cells = [f"{st[n_]['gflops']:.0f} [{st[n_]['gflops_range'][0]:.0f}-{st[n_]['gflops_range'][1]:.0f}]"
+                 for n_ in names]
+        ratio = st["ember const"]["gflops"] / st["torch"]["gflops"]
+        out.append(f"| {m}x{k} @ {k}x{n} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 _WRAPPER = """
 #include <stdint.h>
 #ifdef _OPENMP
@@ -238,8 +300,15 @@ def main() -> None:
     ap.add_argument("--mlp", default="", help="batches of bench_mlp's MLP to time instead (e.g. 32,128)")
     ap.add_argument("--train", default="", help="batches of bench_train's training step to time instead")
     ap.add_argument("--transformer", default="", help="bench_transformer's block, b x t x d (e.g. 4x128x256)")
+    ap.add_argument("--linear", action="store_true", help="x @ w at transformer shapes against torch.matmul")
+    ap.add_argument("--linear-shapes", default="", help="--linear over these m x k x n only")
     args = ap.parse_args()
-    if args.sweep:
+    if args.linear:
+        shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.linear_shapes.split(",") if s_]
+        rows, name = linear(shapes or LINEAR), "gemm_linear"
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "gemm_linear.md").write_text(f"{machine()}; load {load_text()}\n\n" + linear_table(rows))
+    elif args.sweep:
         shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.shapes.split(",") if s_]
         rows, name = sweep(args.isa, shapes or None), "gemm_sweep"
     elif args.mlp:

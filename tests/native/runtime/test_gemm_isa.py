@@ -177,6 +177,38 @@ def test_blocked_path_column_parts_share_packed_a(kern, entry, variant, monkeypa
                 np.testing.assert_array_equal(got, want, err_msg=f"{isa.name} m={m} n={n} threads={nthreads}")
 
 
+@pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
+def test_blocked_path_l2_blocks_of_panels(isa_name):
+    """The blocked path with its B blocks sized for L2 (``Isa.big_l2``, set small here so that a
+    few panels make a block): more than one block of panels runs each packed sliver of A over every
+    panel of a block (by sliver), all the panels as one block where they take at most 1.5 times the
+    budget (by panel). Row counts around the sliver height, a narrow last panel, contractions of
+    1, one block and several equal blocks, beta != 0 and a fused bias + ReLU, B packed per call (A
+    transposed) and prepacked (B transposed); every thread count gives the one-thread values bit for
+    bit, and they are within the float32 bound of float64. Both ISAs (the AVX2 build compiles the
+    same C)."""
+    isa = gemm_kernel.ISAS[isa_name]
+    w3 = isa.kernels[0][1] * isa.vw
+    mr = isa.kernels[0][0]
+    rng = np.random.default_rng(21)
+    # a 64-step panel takes 64 w3 4 bytes: a budget of 2.5 panels -> blocks of 2 (by sliver); 5 panels
+    # within 1.5 x 4 panels -> one block (by panel)
+    for budget_panels, n in [(2.5, 5 * w3 + isa.vw + 3), (4, 5 * w3)]:
+        kern = build_kernel(isa_name, big_kc=64, big_l2=int(budget_panels * 64 * w3 * 4))
+        for m, k in [(3 * mr + 5, 64), (mr - 1, 1), (isa.big_mc + mr + 1, 3 * 64 - 5), (1, 130)]:
+            for entry, ta, tb in [("big", True, False), ("big_prepacked", False, True)]:
+                a, b = _operand(rng, m, k, ta), _operand(rng, k, n, tb)
+                bias = rng.standard_normal(n).astype(np.float32)
+                c0 = rng.standard_normal((m, n)).astype(np.float32)
+                for beta, relu in [(0.0, False), (0.5, True)]:
+                    msg = f"{isa_name} {entry} m={m} n={n} k={k} budget={budget_panels} beta={beta}"
+                    want = _call(kern, entry, a, b, 1.0, beta, c0.copy(), 1, bias, relu)
+                    _check(want, a, b, 1.0, beta, c0.astype(np.float64), bias, relu, msg)
+                    for nthreads in (2, 3):
+                        got = _call(kern, entry, a, b, 1.0, beta, c0.copy(), nthreads, bias, relu)
+                        np.testing.assert_array_equal(got, want, err_msg=f"{msg} threads={nthreads}")
+
+
 def test_blocked_path_is_chosen_for_large_products(kern):
     """The packing entry hands a large product (2048 x 300 x 2048) to the blocked path: the same
     values, bit for bit, as the blocked path called directly."""

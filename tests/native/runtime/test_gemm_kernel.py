@@ -6,6 +6,7 @@ it in place of BLAS."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import itertools
 import json
@@ -65,15 +66,16 @@ void em_test_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const fl
 """
 
 
-def build_kernel(isa_name: str, prefix: str = ""):
+def build_kernel(isa_name: str, prefix: str = "", **changes):
     """The kernel's test entries compiled for the ISA ``isa_name`` (skips where the target lacks it):
     ``fn`` packs B per call; ``fn.packed`` takes a prepacked B; ``fn.big`` is the blocked path
     (``em_sgemm_big``, A packed) whatever the size; ``fn.isa`` the :class:`gemm_kernel.Isa`.
-    ``prefix``: C put before the kernel's source (test settings of its macros)."""
+    ``prefix``: C put before the kernel's source (test settings of its macros); ``changes``: fields
+    of the ISA's :class:`gemm_kernel.Isa` replaced (its blocking, e.g. ``big_l2``)."""
     info = toolchain.find_compiler()
     if info is None:
         pytest.skip("no C compiler available")
-    isa = gemm_kernel.ISAS[isa_name]
+    isa = dataclasses.replace(gemm_kernel.ISAS[isa_name], **changes)
     if info.family != "gcc" or not isa.flags <= set(info.target.split()):
         pytest.skip(f"the compiler does not target {isa_name} here")
     lib = compiler.load_library(prefix + _WRAPPER.format(helpers=gemm_kernel.c_source(isa)),

@@ -358,20 +358,84 @@ static const float *em_sk_a_block(struct em_sk_apk *sa, int64_t kb, int64_t ib, 
     return priv;
 }
 
+/* The contraction block of em_sgemm_big: k in equal blocks of at most EM_SK_BIG_KC steps. */
+static inline int64_t em_sk_big_kcb(int64_t k) {
+    const int64_t nkb = (k + EM_SK_BIG_KC - 1) / EM_SK_BIG_KC;
+    return (k + nkb - 1) / nkb;
+}
+/* Panels of B per block of em_sgemm_big (of `parts` panels, contraction k): EM_SK_BIG_NP, or where
+   EM_SK_BIG_L2 is set as many kc x W3 panels as that many bytes hold (the block stays in L2 while
+   every sliver of A runs over it), the parts cut into equal blocks (24 panels of 512 steps at 1 MiB:
+   three blocks of 8, not 10, 10 and 4); all the parts as one block where they take at most 1.5
+   times that (1576 x 3072 x 768: 16 panels of 512 steps, 1.5 MiB, ran about 5% faster as one block
+   than as two of 8, with A then packed twice). */
+/* The bytes of a block of B panels: EM_SK_BIG_L2, at most half this machine's L2 where the C
+   library reports its size (a 1 MiB L2, as Zen 4's, gets 512 KiB: unmeasured there; on Sapphire
+   Rapids, 2 MiB, 512 KiB ran level with 1 MiB). It changes no sums. */
+static int64_t em_sk_l2_budget(void) {
+    static int64_t cached;
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (!v) {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+        const long l2 = 0;
+#endif
+        v = l2 >= (64L << 10) && l2 / 2 < EM_SK_BIG_L2 ? l2 / 2 : EM_SK_BIG_L2;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+static inline int64_t em_sk_big_np(int64_t k, int64_t parts) {
+    if (!EM_SK_BIG_L2) return EM_SK_BIG_NP;
+    const int64_t panel = em_sk_big_kcb(k) * EM_SK_W3 * (int64_t)sizeof(float), budget = em_sk_l2_budget();
+    if (parts <= EM_SK_BIG_NP && 2 * parts * panel <= 3 * budget) return parts;
+    const int64_t npl = budget / panel;
+    const int64_t cap = npl < 1 ? 1 : npl < EM_SK_BIG_NP ? npl : EM_SK_BIG_NP;
+    const int64_t blocks = (parts + cap - 1) / cap;
+    return blocks < 1 ? cap : (parts + blocks - 1) / blocks;
+}
+
+/* One MR3-row sliver of packed A (mr rows left in its row block) against one packed kc x w panel
+   (nr columns) of em_sgemm_big, into C at cc: a whole tile whose block needs no scaling goes
+   straight from the accumulators to C, stored (the first block, beta 0) or added, the last block's
+   bias and ReLU applied in registers (the same sums as em_sk_store's: ViT-B/16's products all have
+   a bias); otherwise through t and em_sk_store. */
+static inline void em_sk_big_tile(int64_t kc, const float *ap, const float *bp, int64_t w, int64_t nr,
+                                  int64_t mr, float alpha, float beta, int first, int last, const float *bias,
+                                  int relu, float *cc, int64_t ldc, float *t) {
+    if (mr > EM_SK_MR3) mr = EM_SK_MR3;
+    const int add = !first || beta == 1.0f;
+    const int direct = alpha == 1.0f && (add || beta == 0.0f) && mr == EM_SK_MR3 && nr == w;
+    float *td = direct ? cc : t;
+    const int64_t ldt = direct ? ldc : w;
+    const float *db = direct && last ? bias : 0;
+    const int dr = direct && last && relu;
+    /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
+    if (w == EM_SK_W3) em_sk_pa3(kc, ap, bp, td, ldt, direct && add, db, dr);
+    else if (w == EM_SK_W2) em_sk_pa2(kc, ap, bp, td, ldt, direct && add, db, dr);
+    else em_sk_pa1(kc, ap, bp, td, ldt, direct && add, db, dr);
+    if (!direct) em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias, relu, cc, ldc);
+}
+
 /* Large products, the columns [j_begin, j_end) of [0, n) (whole prepacked panels where bpk is
-   given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking. Per block of EM_SK_BIG_NP panels and
-   EM_SK_BIG_KC contraction steps, B is packed once (bpk null; else the prepacked panels are read
-   in place) into panels that sit in L2 together; per block of EM_SK_BIG_MC rows, A is packed into
-   slivers of MR3 rows (em_sk_pack_a: an MC x KC block in L2; or read from sa, packed once for
-   every part of a product, em_sk_a_block) and every sliver runs over a panel
-   while that panel (KC x W3 floats) stays in L1. Packing A makes its rows contiguous: the small
+   given; same result as em_sgemm_small_cols up to summation order): GotoBLAS/BLIS-style blocking.
+   Per block of panels (em_sk_big_np: sized for L2 where EM_SK_BIG_L2 is set, else EM_SK_BIG_NP
+   panels) and block of contraction steps (em_sk_big_kcb), B is packed once (bpk null; else the
+   prepacked panels are read in place) into panels that sit in L2 together; per block of
+   EM_SK_BIG_MC rows, A is packed into slivers of MR3 rows (em_sk_pack_a; or read from sa, packed
+   once for every part of a product, em_sk_a_block); then each sliver (in L1) runs over every panel
+   of the block, or (one block of panels, or EM_SK_BIG_L2 unset) every sliver over each panel in
+   turn. Packing A makes its rows contiguous: the small
    kernel reads MR3 rows of A in place, whose strides (e.g. 4 KiB) alias in L1 and the TLB, once
    per panel. Buffers come from the heap (the small kernel's path when that fails). */
 static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                          int64_t csa, const float *b, int64_t rsb, int64_t csb, const float *bpk, float beta,
                          float *c, int64_t ldc, const float *bias, int relu, int64_t j_begin, int64_t j_end,
                          struct em_sk_apk *sa) {
-    enum { KCB = EM_SK_BIG_KC, MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
+    enum { MC = EM_SK_BIG_MC, NP = EM_SK_BIG_NP };
     /* prepacked panels follow prepack_b's layout over [0, n); B packed here is cut into panels of
        this part of the columns alone (a part of 256 columns: four of 48 and two of 32) */
     const int64_t pend = bpk ? n : j_end;
@@ -380,9 +444,11 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
         const int64_t w = em_sk_panel_width(pend - j);
         j += pend - j < w ? pend - j : w;
     }
-    /* the contraction in equal blocks of at most KCB steps (no short last block) */
-    const int64_t nkb = (k + KCB - 1) / KCB, kcb = (k + nkb - 1) / nkb;
-    const int64_t nbp = parts < NP ? parts : NP;  /* panels of B packed at once */
+    /* the contraction in equal blocks of at most EM_SK_BIG_KC steps (no short last block) */
+    const int64_t kcb = em_sk_big_kcb(k);
+    const int64_t NPB = em_sk_big_np(k, parts);
+    const int64_t nbp = parts < NPB ? parts : NPB;  /* panels of B packed at once */
+    const int by_sliver = EM_SK_BIG_L2 && nbp < parts;
     float *ap = em_sk_alloc(MC * kcb);
     float *bb = bpk ? 0 : em_sk_alloc(nbp * EM_SK_W3 * kcb);
     if (!ap || (!bpk && !bb)) {
@@ -402,8 +468,8 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
        each mostly finds the other's blocks ready, rather than both packing the same ones) */
     const int64_t nmc = (m + MC - 1) / MC, rot = sa ? nmc * j_begin / n : 0;
     float t[EM_SK_TILE] __attribute__((aligned(64)));
-    for (int64_t qc = 0; qc < parts; qc += NP) {
-        const int64_t np = parts - qc < NP ? parts - qc : NP;
+    for (int64_t qc = 0; qc < parts; qc += NPB) {
+        const int64_t np = parts - qc < NPB ? parts - qc : NPB;
         int64_t pj[NP], pw[NP], pn[NP];  /* each panel's first column, width and columns */
         for (int64_t i = 0; i < np; ++i) {
             pj[i] = j0;
@@ -427,28 +493,19 @@ static void em_sgemm_big(int64_t m, int64_t n, int64_t k, float alpha, const flo
             for (int64_t s = 0; s < nmc; ++s) {
                 const int64_t ib = (s + rot) % nmc, ic = ib * MC, mc = m - ic < MC ? m - ic : MC;
                 const float *apb = em_sk_a_block(sa, p0 / kcb, ib, mc, kc, a + ic * rsa + p0 * csa, rsa, csa, ap);
-                for (int64_t i = 0; i < np; ++i) {
-                    const int64_t w = pw[i], nr = pn[i];
-                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3) {  /* a sliver at a time */
-                        const int64_t mr = mc - i0 < EM_SK_MR3 ? mc - i0 : EM_SK_MR3;
-                        float *cc = c + (ic + i0) * ldc + pj[i];
-                        /* a whole tile whose block needs no scaling and no epilogue goes straight
-                           from the accumulators to C: stored (the first block, beta 0) or added */
-                        const int add = !first || beta == 1.0f;
-                        const int direct = alpha == 1.0f && (add || beta == 0.0f)
-                                           && !(last && (bias || relu)) && mr == EM_SK_MR3 && nr == w;
-                        float *td = direct ? cc : t;
-                        const int64_t ldt = direct ? ldc : w;
-                        /* the tile of C, needed after the kernel's kc steps: fetched meanwhile */
-                        for (int64_t r = 0; r < mr; ++r)
-                            for (int64_t j = 0; j < nr; j += 16) __builtin_prefetch(cc + r * ldc + j, 1, 3);
-                        if (w == EM_SK_W3) em_sk_pa3(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        else if (w == EM_SK_W2) em_sk_pa2(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        else em_sk_pa1(kc, apb + i0 * kc, pb[i], td, ldt, direct && add);
-                        if (!direct)
-                            em_sk_store(t, w, mr, nr, alpha, beta, first, last, bias ? bias + pj[i] : 0, relu,
-                                        cc, ldc);
-                    }
+                /* more than one block of panels (EM_SK_BIG_L2): a sliver (in L1) over every panel of
+                   the block (in L2); else every sliver of the row block (in L2) over a panel (1576 x
+                   768 x 3072: 148-152 -> 170 GFLOP/s by sliver, Sapphire Rapids, one thread) */
+                if (by_sliver) {
+                    for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
+                        for (int64_t i = 0; i < np; ++i)
+                            em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
+                                           last, bias ? bias + pj[i] : 0, relu, c + (ic + i0) * ldc + pj[i], ldc, t);
+                } else {
+                    for (int64_t i = 0; i < np; ++i)
+                        for (int64_t i0 = 0; i0 < mc; i0 += EM_SK_MR3)
+                            em_sk_big_tile(kc, apb + i0 * kc, pb[i], pw[i], pn[i], mc - i0, alpha, beta, first,
+                                           last, bias ? bias + pj[i] : 0, relu, c + (ic + i0) * ldc + pj[i], ldc, t);
                 }
             }
         }
@@ -566,7 +623,7 @@ static void em_sgemm_big_all(int64_t m, int64_t n, int64_t k, float alpha, const
        all of them where A is at most 64 MiB and the buffer can be had (four parts of 1024 columns
        packed A four times: 0.9 ms of a one-thread 19.5 ms product) */
     struct em_sk_apk sa = {0, 0, 0, 0};
-    if ((split || panels > EM_SK_BIG_NP) && m * k <= (INT64_C(16) << 20)) {
+    if ((split || panels > em_sk_big_np(k, panels)) && m * k <= (INT64_C(16) << 20)) {
         const int64_t nkb = (k + EM_SK_BIG_KC - 1) / EM_SK_BIG_KC;
         sa.kcb = (k + nkb - 1) / nkb;
         sa.nmc = (m + EM_SK_BIG_MC - 1) / EM_SK_BIG_MC;

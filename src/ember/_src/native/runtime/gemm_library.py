@@ -18,7 +18,12 @@ generation step's product). The column count picks the widest panel that is not 
 (:func:`panel_widths`). Rows past ``m`` in the last row block read row 0 again (results
 discarded), so the inner loop has no edge branches; partial tiles go through a small buffer in the
 epilogue. Large products (``em_sgemm_big``, in ``csrc/gemm_driver.h``) are blocked as GotoBLAS
-does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels.
+does: ``A`` packed into slivers of ``MR`` rows per block of rows, ``B`` per block of panels. On
+AVX-512 (``Isa.big_l2``) a block of panels is as many ``kc x 48`` panels as 1 MiB holds, or half the
+L2 where that is less (L2 is 2 MiB on Sapphire Rapids, 1 MiB on Zen 4; ``sysconf``), cut evenly,
+and each sliver of A (in L1) runs over every panel
+of the block before the next sliver; all the panels make one block where they take at most 1.5 MiB
+(then every sliver runs over one panel before the next panel, as AVX2 does always).
 
 A product whose ``B`` is a program constant (weights captured by the jitted function) skips even
 that: :func:`prepack_b` lays ``B`` out once, when the program is built, exactly as the kernel packs
@@ -84,7 +89,8 @@ class Isa:
     micro-kernels ``kernels`` as (rows, vectors per row), 3, 2 and 1 vectors wide (panels of ``3 vw``,
     ``2 vw`` and ``vw`` columns); ``guard`` the C condition that the compiler targets it; ``fma``
     the C of ``a * b + c`` fused; the blocking of large products (:c:func:`em_sgemm_big`): ``big_kc``
-    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B."""
+    deep blocks of ``big_mc`` packed rows of A and ``big_np`` panels of B, or with ``big_l2`` set
+    (bytes) blocks of as many panels as that holds, each packed sliver of A run over all of them."""
 
     name: str
     vw: int
@@ -101,6 +107,7 @@ class Isa:
     big_always_m: int = 1024
     big_min_a: int = 7 << 17  # 3.5 MiB of A
     big_min_mnk: int = 1 << 30
+    big_l2: int = 0
 
     def panel_width(self, left: int) -> int:
         """The width of the next column panel when ``left`` columns remain (``em_sk_panel_width``)."""
@@ -114,9 +121,16 @@ AVX2 = Isa("avx2", 8, ((4, 3), (6, 2), (8, 1)), "defined(__AVX2__) && defined(__
 # 16-wide zmm registers (32 of them; Zen 4 runs a 512-bit FMA as two 256-bit halves, so the gain is
 # fewer loads and broadcasts per FMA from the larger tiles): 8 x 48 (24 accumulators), 12 x 32 (24),
 # 16 x 16 (16). Tiles and blocking measured on the AVX-512 host (Zen 4), see benchmarks/bench_gemm.py.
+# Blocks of B panels for 1 MiB of L2 (big_l2), measured on Sapphire Rapids (2 MiB L2), one thread, by
+# the calling thread's CPU time, interleaved with torch.matmul (MKL) in one process: the panels of
+# a 1576 x 768 @ 768 x 3072 product in blocks of 32 (2.3 MiB at kc = 384) read each panel from L3
+# once per block of 96 rows: 148-166 GFLOP/s over the runs where torch ran 173-193; blocks of 13-16
+# panels with each sliver over the block 170-191 (torch 173-186 in the same runs). 512 KiB ran
+# level, 1.5 MiB 5-8% slower; contraction blocks of 768 or 1024 steps level or slower, software
+# prefetches of the panel rows ahead (4-16 steps) 3-5% slower.
 AVX512 = Isa("avx512", 16, ((8, 3), (12, 2), (16, 1)), "defined(__AVX512F__) && defined(__FMA__)",
              "__builtin_ia32_vfmaddps512_mask((a), (b), (c), (short)-1, 4)",
-             frozenset({"-mavx512f", "-mfma"}))
+             frozenset({"-mavx512f", "-mfma"}), big_l2=1 << 20)
 ISAS = {isa.name: isa for isa in (AVX2, AVX512)}
 # a single row (a generation step's product) on full widest panels: the widest tile's first row
 _ROW_VECTORS = 3
@@ -351,14 +365,15 @@ def _packed_a_kernel(isa: Isa, nv: int) -> str:
     """C of ``em_sk_pa{nv}``: an ``MR3 x nv vw`` tile over a packed sliver of ``A`` (``kc`` steps of
     ``MR3`` contiguous floats, :c:func:`em_sk_pack_a`) and a packed panel of ``B``, stored to ``t``
     (row stride ``ldt``) or, with ``add``, added to what ``t`` holds (a later contraction block
-    accumulating in C itself): one pointer for all rows; both stream sequentially (software
+    accumulating in C itself), then ``bias`` and ``relu`` as :func:`_register_epilogue` applies them
+    (the last block of a whole tile): one pointer for all rows; both stream sequentially (software
     prefetches here measured slower: 3.19 vs 2.87 ms at 512^3, 24.2 vs 24.0 ms at 1024^3)."""
     mr = isa.kernels[0][0]
     vw, w = isa.vw, isa.vw * nv
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
     lines = [
         f"static __attribute__((noinline)) void em_sk_pa{nv}(int64_t kc, const float *restrict ap, "
-        "const float *restrict bp, float *restrict t, int64_t ldt, int add) {",
+        "const float *restrict bp, float *restrict t, int64_t ldt, int add, const float *bias, int relu) {",
         "    em_vf " + ", ".join(f"{x} = {{0}}" for row in acc for x in row) + ";",
         "    #pragma GCC unroll 4",
         "    for (int64_t p = 0; p < kc; ++p) {",
@@ -370,6 +385,7 @@ def _packed_a_kernel(isa: Isa, nv: int) -> str:
         *(f"        {acc[r][v]} = *(const em_vfu *)(t + {r} * ldt + {vw * v}) + {acc[r][v]};"
           for r in range(mr) for v in range(nv)),
         "    }",
+        *_register_epilogue(isa, acc),
         *(f"    *(em_vfu *)(t + {r} * ldt + {vw * v}) = {acc[r][v]};" for r in range(mr) for v in range(nv)),
         "}",
     ]
@@ -491,6 +507,7 @@ def _head(isa: Isa) -> str:
 #define EM_SK_BIG_KC {isa.big_kc}
 #define EM_SK_BIG_MC {isa.big_mc}
 #define EM_SK_BIG_NP {isa.big_np}
+#define EM_SK_BIG_L2 {isa.big_l2}
 #define EM_SK_BIG_MIN_M {isa.big_min_m}
 #define EM_SK_BIG_MIN_K {isa.big_min_k}
 #define EM_SK_BIG_ALWAYS_M {isa.big_always_m}
@@ -580,7 +597,7 @@ def c_source(target: Isa | None = None) -> str:
                + _kernel_family(target, mr1, nv1, "em_sk_t1")
                + _micro_kernel(target, 1, _ROW_VECTORS, "em_sk_row")
                + "".join(_packed_a_kernel(target, nv) for nv in (3, 2, 1)) + _dot_kernels(target))
-    return ("#include <stdlib.h>\n" + _head(target) + kernels
+    return ("#include <stdlib.h>\n#include <unistd.h>\n" + _head(target) + kernels
             + f'#define EM_SK_POOL_SYMBOL "{threadpool.symbol()}"\n' + csrc.load("zip_transpose.h")
             + csrc.load("gemm_driver.h")
             + "#else\n#define EM_SGEMM_SMALL 0\n#endif\n")
