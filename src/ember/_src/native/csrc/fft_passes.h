@@ -219,18 +219,34 @@ static void EM_T(em_fftp_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t
         }
     }
 }
+/* one Stockham stage of radix r (8, 4, 2, 3, 5 or an odd prime to EM_FFT_PMAX) at length n, stride s */
+static void EM_T(em_fftp_stage)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg, int r) {
+    if (r == 8) EM_T(em_fftp_r8)(x, y, n, s, m, tw, sg, 0);
+    else if (r == 4) EM_T(em_fftp_r4)(x, y, n, s, m, tw, sg, 0);
+    else if (r == 2) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 2);
+    else if (r == 3) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 3);
+    else if (r == 5) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 5);
+    else EM_T(em_fftp_rodd)(x, y, n, s, m, tw, sg, r);
+}
+/* the stages of radices rad[0 .. nr) from length n, stride s on (the earlier ones done) of a
+   length-m transform, ping-ponging x / y: returns the buffer holding the result */
+static CZ *EM_T(em_fftp_stages)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const int8_t *rad, int nr,
+                                const SZ *tw, ELT sg) {
+    for (int i = 0; i < nr; ++i) {
+        EM_T(em_fftp_stage)(x, y, n, s, m, tw, sg, rad[i]);
+        n /= rad[i]; s *= rad[i];
+        CZ *t = x; x = y; y = t;
+    }
+    return x;
+}
 /* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5, odd primes to 64; a 4 then a 2 as one radix-8
    stage) of m: as em_fftp_fft, returns the buffer holding the result (x or y) */
 static CZ *EM_T(em_fftp_mixed)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
     int64_t s = 1;
     for (int64_t n = m, i = 0; n > 1; ++i) {
-        int64_t r = fac[i];
-        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; EM_T(em_fftp_r8)(x, y, n, s, m, tw, sg, 0); }
-        else if (r == 4) EM_T(em_fftp_r4)(x, y, n, s, m, tw, sg, 0);
-        else if (r == 2) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 2);
-        else if (r == 3) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 3);
-        else if (r == 5) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 5);
-        else EM_T(em_fftp_rodd)(x, y, n, s, m, tw, sg, (int)r);
+        int r = fac[i];
+        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; }
+        EM_T(em_fftp_stage)(x, y, n, s, m, tw, sg, r);
         n /= r; s *= r;
         CZ *t = x; x = y; y = t;
     }
