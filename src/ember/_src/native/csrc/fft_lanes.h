@@ -148,7 +148,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (adj && EM_FFTG_ON(EM_FFTG_P2) && !lj->fac && !lj->m2 && m >= 32) {
             /* CW adjacent power-of-two columns: the first radix-8 stage reads them, the last stage
                (em_fftk_last) writes them: no pass over a loaded or a transformed line */
-            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1);
+            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1, 0, 0);
             for (int64_t p = 0; p < n1; ++p) {
                 CZ lb[8];
                 SZ w[8];
@@ -535,30 +535,22 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
     return 1;
 }
-/* the stage radices of a mixed length m from the plan's factors lj->fac (4s, then primes
-   ascending) into lj->rad: the power of two 2^a as radix-8 stages (the rest one 4, two 4s or one
-   2), then the odd primes. A stage of radix r <= 8 whose stride m / r holds whole tiles of hb =
+/* the stage radices of a mixed length m into lj->rad (em_fftp_radices). A stage of radix r <= 8 whose stride m / r holds whole tiles of hb =
    CW / 2 columns can read the rows (moved to the front: rf) or, another one, be fused into the
    store (moved to the end: rl = its radix, when fuse) -- the order of a Stockham transform's
    stages is free. */
 static void EM_T(em_fftl_order)(EM_T(em_fftl_job) *lj, int fuse) {
     const int64_t m = lj->m, hb = CW / 2;
-    int a = 0, nr = 0, fi = -1, li = -1;
     int8_t *rad = lj->rad;
-    for (int64_t q = m, i = 0; q > 1; q /= lj->fac[i++]) a += lj->fac[i] == 4 ? 2 : lj->fac[i] == 2;
-    int n8 = a / 3;
-    if (a % 3 == 1 && n8) { --n8; rad[nr++] = 4; rad[nr++] = 4; }
-    else if (a % 3) rad[nr++] = (int8_t)(1 << (a % 3));
-    for (int i = 0; i < n8; ++i) rad[nr++] = 8;
-    for (int64_t q = m, i = 0; q > 1; q /= lj->fac[i++])
-        if (lj->fac[i] & 1) rad[nr++] = (int8_t)lj->fac[i];
+    const int nr = em_fftp_radices(lj->fac, m, 0, rad);
+    int fi = -1, li = -1;
     for (int i = 0; i < nr; ++i)
         if (rad[i] <= 8 && (m / rad[i]) % hb == 0) {
             if (fi < 0) fi = i;
             else li = i;
         }
     int8_t t;
-    if (fi > 0) { t = rad[0]; rad[0] = rad[fi]; rad[fi] = t; if (li == 0) li = fi; }
+    if (fi > 0) { t = rad[0]; rad[0] = rad[fi]; rad[fi] = t; }
     if (li >= 0) { t = rad[nr - 1]; rad[nr - 1] = rad[li]; rad[li] = t; }
     lj->nr = nr;
     lj->rf = fi >= 0;
@@ -602,8 +594,8 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
-        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m)) {  /* many rows: one line at a time */
-            EM_T(em_fftk_run)(j, m, lj.tw, lines, par, nt);
+        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, 0)) {  /* many rows: one line at a time */
+            EM_T(em_fftk_run)(j, m, lj.tw, 0, lines, par, nt);
             return 1;
         }
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
@@ -621,6 +613,10 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (split)
             for (int64_t k = 0; k <= m; ++k) { t[m + k].re = (ELT)p->rt[k].re; t[m + k].im = (ELT)p->rt[k].im; }
         lj.tw = t; lj.rt = t + m; lj.fac = p->fac;
+        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, p->fac)) {
+            EM_T(em_fftk_run)(j, m, t, p->fac, lines, par, nt);  /* rows of a 2-3-5 length, one line at a time */
+            return 1;
+        }
         EM_T(em_fftl_order)(&lj, ((j->kind == 0 && j->inner == 1) || (j->kind == 2 && j->half))
                                       && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_MWAY);
     }

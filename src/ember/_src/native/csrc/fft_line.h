@@ -153,21 +153,25 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT 
         EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
     }
 }
-/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0) down to the
-   stage at length nend (1: all of them; else that last stage's radix, left to em_fftk_last):
-   returns the buffer of blocks holding it */
+/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0: a power of
+   two's (rad null) or the stages rad[0 .. nr) of a 2-3-5 length) down to the stage at length nend
+   (1: all of them; else that last stage's radix, left to em_fftk_last): returns the buffer of
+   blocks holding it */
 static CZ *EM_T(em_fftk_line)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1, int64_t m, const SZ *tw,
-                              const CZ *tv, ELT sg, int64_t nend) {
+                              const CZ *tv, ELT sg, int64_t nend, const int8_t *rad, int nr) {
     EM_T(em_fftk_first)(src, xb, b1, m, tv, sg);
+    if (rad) return EM_T(em_fftp_stages)(b1, b0, m, m / CW, 1, rad, nr - (nend > 1), tw, sg);
     return EM_T(em_fftp_fft_to)(b1, b0, m, m / CW, 1, tw, sg, 0, nend);
 }
-/* the radix of the last Stockham stage over nb blocks (em_fftp_fft_to's sequence: 8 or 4) */
-static inline int64_t EM_T(em_fftk_lastr)(int64_t nb) {
+/* the radix of the last Stockham stage over nb blocks (em_fftp_fft_to's sequence: 8 or 4; rad: the
+   last of rad[0 .. nr)) */
+static inline int64_t EM_T(em_fftk_lastr)(int64_t nb, const int8_t *rad, int nr) {
+    if (rad) return rad[nr - 1];
     int64_t q = nb;
     while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
     return q;
 }
-/* the last stage (radix r = 8 or 4, stride s = nb / r blocks, no twiddles) of the line x fused into
+/* the last stage (radix r = 8 or 4; 5, 3 or 2 for a 2-3-5 length; stride s = nb / r blocks, no twiddles) of the line x fused into
    its store: blocks q + s j of the result, times scale, interleaved to d + os (q + s j) (no pass
    over the transformed line; os 2 CW: a line's blocks; the lanes' adjacent columns: their row
    stride) */
@@ -179,9 +183,12 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x
         if (r == 8) {
             const SZ w[8] = {{0, 0}};
             EM_T(em_fftp_bf8)(x + q, s, o, 1, w, 0, sg, 0);
-        } else {
+        } else if (r == 4) {
             o[0] = x[q]; o[1] = x[q + s]; o[2] = x[q + 2 * s]; o[3] = x[q + 3 * s];
             EM_T(em_fftp_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
+        } else {
+            for (int k = 0; k < r; ++k) o[k] = x[q + k * s];
+            EM_DFT_SMALL(o, r, sg, CV, ELT);
         }
         for (int k = 0; k < r; ++k) EM_T(em_fftk_undeal)(d + os * (q + s * k), o[k].re * scale, o[k].im * scale);
     }
@@ -189,25 +196,35 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x
 /* one line from src or xb through the last stage into d (interleaved) times scale */
 static inline __attribute__((always_inline)) void EM_T(em_fftk_line_out)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1,
                                                                          int64_t m, const SZ *tw, const CZ *tv, ELT sg,
-                                                                         ELT *d, ELT scale) {
-    const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb);
-    const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r);
+                                                                         ELT *d, ELT scale, const int8_t *rad, int nr) {
+    const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb, rad, nr);
+    const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r, rad, nr);
     if (r == 8) EM_T(em_fftk_last)(x, nb, 8, d, 2 * CW, scale, sg);
-    else EM_T(em_fftk_last)(x, nb, 4, d, 2 * CW, scale, sg);
+    else if (r == 4) EM_T(em_fftk_last)(x, nb, 4, d, 2 * CW, scale, sg);
+    else if (r == 5) EM_T(em_fftk_last)(x, nb, 5, d, 2 * CW, scale, sg);
+    else if (r == 3) EM_T(em_fftk_last)(x, nb, 3, d, 2 * CW, scale, sg);
+    else EM_T(em_fftk_last)(x, nb, 2, d, 2 * CW, scale, sg);
 }
-/* the line kernel's job: the job j of a power-of-two length m with its table tw (tw[j] =
-   exp(-2 pi i j / m), j < m, then the real split's rt[k] = exp(-i pi k / m), k <= m) */
+/* the line kernel's job: the job j of length m with its table tw (tw[j] = exp(-2 pi i j / m), j <
+   m, then the real split's rt[k] = exp(-i pi k / m), k <= m); a 2-3-5 length's stages after the
+   first: rad[0 .. nr) (else rad null) */
 typedef struct {
     const EM_T(em_fft_job) *j;
     const SZ *tw;
     int64_t m;
+    const int8_t *rad;
+    int nr;
 } EM_T(em_fftk_job);
-/* whether the line kernel takes a job of (half-)length m: a power of two from CW^2 (the first
-   stage's butterflies fill whole CW x CW blocks) to EM_FFTK_MAX points, rows of a complex last axis
-   or a real one through the half-length line */
-static inline int EM_T(em_fftk_fits)(const EM_T(em_fft_job) *j, int64_t m) {
-    return !(m & (m - 1)) && m >= CW * CW && m <= EM_FFTK_MAX
-           && (j->kind == 0 ? j->inner == 1 : j->half);
+/* whether the line kernel takes a job of (half-)length m (fac: its factors, null for a power of
+   two): a multiple of CW^2 (the first stage's butterflies fill whole CW x CW blocks) up to
+   EM_FFTK_MAX points whose odd factors are 3s and 5s, rows of a complex last axis or a real one
+   through the half-length line */
+static inline int EM_T(em_fftk_fits)(const EM_T(em_fft_job) *j, int64_t m, const int32_t *fac) {
+    if (m % (CW * CW) || m > EM_FFTK_MAX || !(j->kind == 0 ? j->inner == 1 : j->half)) return 0;
+    if (fac)
+        for (int64_t q = m, i = 0; q > 1; q /= fac[i++])
+            if (fac[i] > 5) return 0;
+    return 1;
 }
 /* lines [lo, hi) of the job; thread tid's scratch: two line buffers and the first stage's twiddles
    (m / CW blocks each, a fourth for the inverse real transform's merged line) */
@@ -222,9 +239,10 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
     for (int64_t l = lo; l < hi; ++l) {
         if (j->kind == 0) {
             const ELT scale = (ELT)j->scale;
-            EM_T(em_fftk_line_out)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
+            EM_T(em_fftk_line_out)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad,
+                                       kj->nr);
         } else if (j->kind == 1) {  /* bins k0 + l of 2 X = E + W^k O (em_fftc_split), halved */
-            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, 1);
+            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, 1, kj->rad, kj->nr);
             ELT *d = j->dst + 2 * l * (m + 1);
             const ELT h = (ELT)0.5;
             for (int64_t b = 0; b < nb; ++b) {
@@ -251,14 +269,17 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
                 const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
                 xb[b].re = er - oi; xb[b].im = ei + orr;
             }
-            EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
+            EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad, kj->nr);
         }
     }
 }
-/* run job j (of em_fftk_fits) over its lines with table tw, on the pool when par */
-static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw, int64_t lines, int par,
-                              int64_t nt) {
-    EM_T(em_fftk_job) kj = {j, tw, m};
+/* run job j (of em_fftk_fits; fac as there) over its lines with table tw, on the pool when par */
+static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw, const int32_t *fac, int64_t lines,
+                              int par, int64_t nt) {
+    int8_t rad[64];
+    int lg = 0;
+    while ((1 << lg) < CW) ++lg;
+    EM_T(em_fftk_job) kj = {j, tw, m, fac ? rad : 0, fac ? em_fftp_radices(fac, m, lg, rad) : 0};
     if (par && nt > 1 && lines > 1) em_par(EM_T(em_fftk_task), &kj, lines, nt, nt, 4);
     else EM_T(em_fftk_task)(&kj, 0, lines, 0);
 }
