@@ -122,35 +122,53 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_dftw)(CZ *v, CZ *
     }
 }
 /* the first stage's twiddles: tv[(p0 / CW) CW + j] lane l = W_m^(j (p0 + l)) (direction sg), for
-   the blocks p0 of the m / CW butterflies (j = 0 entries unused) */
+   the blocks p0 of the m / CW butterflies (j = 0 entries unused; lanes past the last butterfly: 1) */
 static void EM_T(em_fftk_twv)(CZ *tv, int64_t m, const SZ *tw, ELT sg) {
     const int64_t n1 = m / CW;
     for (int64_t p0 = 0; p0 < n1; p0 += CW)
         for (int j = 0; j < CW; ++j)
             for (int l = 0; l < CW; ++l) {
-                const SZ w = tw[j * (p0 + l)];
+                const SZ w = tw[p0 + l < n1 ? j * (p0 + l) : 0];
                 tv[p0 + j].re[l] = w.re; tv[p0 + j].im[l] = sg * w.im;
             }
 }
+/* the first stage's butterflies p0 .. p0 + CW - 1 (radix CW, length m, stride 1) of their inputs v
+   (v[k] lane l: point p0 + l + k m / CW) into the blocks y[p0 ..] */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_group)(CZ *v, CZ *y, int64_t p0, const CZ *tv, ELT sg) {
+    CZ o[CW];
+    EM_T(em_fftk_dftw)(v, o, sg);
+    CV re[CW], im[CW];
+    re[0] = o[0].re; im[0] = o[0].im;
+    EM_FFTK_UNROLL16 for (int j = 1; j < CW; ++j) {
+        const CZ t = EM_T(em_czmulv)(o[j], tv[p0 + j]);
+        re[j] = t.re; im[j] = t.im;
+    }
+    EM_T(em_fftc_transpose)(re);
+    EM_T(em_fftc_transpose)(im);
+    EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
+}
 /* the first stage (radix CW, length m, stride 1) from the row src (interleaved; null: from the
-   blocks xb) into the blocks y */
+   blocks xb, m a multiple of CW^2) into the blocks y. When CW does not divide the m / CW
+   butterflies, the last group's lanes past them are padding: read from the row's next points (the
+   last input from a copy of the row's end: nothing past the row is read), written to blocks past
+   the line's (y has room for them), never read. */
 static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT *src, const CZ *xb, CZ *y, int64_t m,
                                                                       const CZ *tv, ELT sg) {
     const int64_t n1 = m / CW;
-    for (int64_t p0 = 0; p0 < n1; p0 += CW) {
-        CZ v[CW], o[CW];
+    int64_t p0 = 0;
+    for (; p0 + CW <= n1; p0 += CW) {
+        CZ v[CW];
         EM_FFTK_UNROLL16 for (int k = 0; k < CW; ++k)
             v[k] = src ? EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1)) : xb[(p0 + k * n1) / CW];
-        EM_T(em_fftk_dftw)(v, o, sg);
-        CV re[CW], im[CW];
-        re[0] = o[0].re; im[0] = o[0].im;
-        EM_FFTK_UNROLL16 for (int j = 1; j < CW; ++j) {
-            const CZ t = EM_T(em_czmulv)(o[j], tv[p0 + j]);
-            re[j] = t.re; im[j] = t.im;
-        }
-        EM_T(em_fftc_transpose)(re);
-        EM_T(em_fftc_transpose)(im);
-        EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
+        EM_T(em_fftk_group)(v, y, p0, tv, sg);
+    }
+    if (p0 < n1) {  /* (src only) */
+        CZ v[CW];
+        ELT e[2 * CW] = {0};
+        for (int k = 0; k < CW - 1; ++k) v[k] = EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1));
+        memcpy(e, src + 2 * (p0 + (CW - 1) * n1), (size_t)(2 * (n1 - p0)) * sizeof(ELT));
+        v[CW - 1] = EM_T(em_fftk_deal)(e);
+        EM_T(em_fftk_group)(v, y, p0, tv, sg);
     }
 }
 /* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0: a power of
@@ -216,24 +234,25 @@ typedef struct {
     int nr;
 } EM_T(em_fftk_job);
 /* whether the line kernel takes a job of (half-)length m (fac: its factors, null for a power of
-   two): a multiple of CW^2 (the first stage's butterflies fill whole CW x CW blocks) up to
-   EM_FFTK_MAX points whose odd factors are 3s and 5s, rows of a complex last axis or a real one
-   through the half-length line */
+   two): a multiple of CW (whole blocks) from CW^2 (a power of two: the first stage's butterflies
+   fill whole CW x CW blocks; other lengths pad the last group) to EM_FFTK_MAX points whose odd
+   factors are 3s and 5s, rows of a complex last axis or a real one through the half-length line */
 static inline int EM_T(em_fftk_fits)(const EM_T(em_fft_job) *j, int64_t m, const int32_t *fac) {
-    if (m % (CW * CW) || m > EM_FFTK_MAX || !(j->kind == 0 ? j->inner == 1 : j->half)) return 0;
+    if (m % CW || m < CW * CW || m > EM_FFTK_MAX || !(j->kind == 0 ? j->inner == 1 : j->half)) return 0;
     if (fac)
         for (int64_t q = m, i = 0; q > 1; q /= fac[i++])
             if (fac[i] > 5) return 0;
     return 1;
 }
 /* lines [lo, hi) of the job; thread tid's scratch: two line buffers and the first stage's twiddles
-   (m / CW blocks each, a fourth for the inverse real transform's merged line) */
+   (m / CW blocks each, the second and third rounded up to whole groups of CW; a fourth for the
+   inverse real transform's merged line: blocks, or interleaved when the groups are padded) */
 static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftk_job) *kj = (const EM_T(em_fftk_job) *)c;
     const EM_T(em_fft_job) *j = kj->j;
-    const int64_t m = kj->m, nb = m / CW;
+    const int64_t m = kj->m, nb = m / CW, nbp = (nb + CW - 1) / CW * CW;  /* (nbp: the padded groups) */
     const ELT sg = (j->kind == 2 || (j->kind == 0 && j->p->inv)) ? (ELT)-1 : (ELT)1;
-    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + nb, *tv = b1 + nb, *xb = tv + nb;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + nb, *tv = b1 + nbp, *xb = tv + nbp;
     const SZ *rt = kj->tw + m;
     EM_T(em_fftk_twv)(tv, m, kj->tw, sg);
     for (int64_t l = lo; l < hi; ++l) {
@@ -267,9 +286,12 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
                 const CZ t = EM_T(em_fftk_deal)((const ELT *)(rt + b * CW));
                 const CV er = a.re + q.re, ei = a.im - q.im, dr = a.re - q.re, di = a.im + q.im;
                 const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
-                xb[b].re = er - oi; xb[b].im = ei + orr;
+                if (nbp == nb) { xb[b].re = er - oi; xb[b].im = ei + orr; }
+                else EM_T(em_fftk_undeal)((ELT *)(xb + b), er - oi, ei + orr);  /* (padded: read as a row) */
             }
-            EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad, kj->nr);
+            if (nbp == nb) EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad, kj->nr);
+            else EM_T(em_fftk_line_out)((const ELT *)xb, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad,
+                                        kj->nr);
         }
     }
 }

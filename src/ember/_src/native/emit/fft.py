@@ -343,7 +343,7 @@ def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, pa
     else:
         bits |= G_MIXED
         if ((half or (kind == 0 and inner == 1)) and max(fac) <= 5
-                and any(m % (cw * cw) == 0 and m <= LINE_MAX for cw in cws)):
+                and any(m % cw == 0 and cw * cw <= m <= LINE_MAX for cw in cws)):
             bits |= G_LINE  # 2-3-5 rows in fft_line.h (em_fftk_fits)
     if kind == 1 and half:  # em_fftl_rfft's store (one per lane count)
         item = 4 if real_t == "float" else 8
