@@ -15,7 +15,11 @@ workspace; twiddle tables from static storage, see below).
   symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
   lines with broadcast twiddles. Rows are moved in and out by register transposes of
   ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
-  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store. A length
+  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store; other
+  lengths order their stages (a Stockham transform's order is free) so that a first stage of
+  radix 8, 5, 4, 3 or 2 whose stride holds whole tiles reads the rows and another is fused into
+  the store the same way. The helpers compile with floating-point contraction on
+  (:func:`contracted`: FMAs in the butterflies). A length
   with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
   algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
   the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
@@ -24,14 +28,17 @@ workspace; twiddle tables from static storage, see below).
   transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
   precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
   output magnitude for float32 (lengths 2..8191).
-* **Batched power-of-two rows** (``fft_line.h``; complex rows of a contiguous last axis and real
-  rows through their half-length line, ``CW**2`` to :data:`LINE_MAX` points, unless the four-step
-  below takes them): one line at a time, SIMD across the butterflies of a pass instead of across
+* **Batched rows of powers of two and 2-3-5 lengths** (``fft_line.h``; complex rows of a
+  contiguous last axis and real rows through their half-length line, a multiple of ``CW`` points
+  from ``CW**2`` to :data:`LINE_MAX` whose odd factors are 3 and 5, unless the four-step below
+  takes them): one line at a time, SIMD across the butterflies of a pass instead of across
   lines. The line is held in blocks of ``CW`` points; its first stage has radix ``CW`` (contiguous
-  loads from the row, per-lane twiddles, one register transpose of its outputs), after which every
-  stage's stride is a whole block and ``fft_passes.h``'s stages run on the blocks unchanged; the
-  last one is fused into the interleaved store, the real split / merge pair a block with its
-  lane-reversed mirror. This drops the lanes' transposes of the batch (about half of their time).
+  loads from the row, per-lane twiddles, one register transpose of its outputs; when ``CW`` does
+  not divide its ``m / CW`` butterflies the last group is padded), after which every stage's
+  stride is a whole block and ``fft_passes.h``'s stages (radix 8, 4, 2, 3, 5) run on the blocks
+  unchanged; the last one is fused into the interleaved store, the real split / merge pair a block
+  with its lane-reversed mirror. This drops the lanes' transposes of the batch (about half of
+  their time).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
   lines, and real transforms through their half-length line): the four-step FFT of
