@@ -17,7 +17,13 @@ import ember
 import ember.numpy as jnp
 from ember._src.native.emit import fft as nfft
 from tests.native.conftest import requires_cc
-from tests.native.emit.test_fft_line import cdata, close
+from tests.native.emit.test_fft_line import (
+    cdata,
+    check_complex_rows,
+    check_grad_and_vmap,
+    check_real_rows,
+    close,
+)
 
 pytestmark = requires_cc
 
@@ -33,17 +39,7 @@ ROWS = [(3, 12, None, False), (2, 80, "ortho", True), (0, 960, None, False), (5,
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_complex_rows(dtype):
-    xs = [cdata((b, n), dtype) for b, n, _, _ in ROWS]
-
-    def f(*a):
-        return tuple((jnp.fft.ifft if inv else jnp.fft.fft)(x, norm=norm)
-                     for x, (_, _, norm, inv) in zip(a, ROWS))
-
-    got = ember.jit(f, backend="native")(*xs)
-    for g, x, (_, n, norm, inv) in zip(got, xs, ROWS):
-        g = np.asarray(g)
-        assert g.dtype == dtype
-        close(g, (np.fft.ifft if inv else np.fft.fft)(x.astype(np.complex128), norm=norm), dtype, n)
+    check_complex_rows(ROWS, dtype)
 
 
 # (batch, n, norm): real rows of 2m points through the half-length line: m = 1000 (lanes, float;
@@ -55,22 +51,7 @@ REAL = [(3, 2000, None), (2, 1920, "ortho"), (0, 1200, None), (5, 3072, "forward
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_real_rows_and_their_inverse(dtype):
-    cd = np.complex64 if dtype == np.float32 else np.complex128
-    xs = [np.random.default_rng(n).standard_normal((b, n)).astype(dtype) for b, n, _ in REAL]
-    hs = [cdata((b, n // 2 + 1), cd) for b, n, _ in REAL]
-
-    def f(*a):
-        r = tuple(jnp.fft.rfft(x, norm=norm) for x, (_, _, norm) in zip(a[:len(REAL)], REAL))
-        return r + tuple(jnp.fft.irfft(h, n, norm=norm) for h, (_, n, norm) in zip(a[len(REAL):], REAL))
-
-    got = ember.jit(f, backend="native")(*xs, *hs)
-    for i, (_, n, norm) in enumerate(REAL):
-        g = np.asarray(got[i])
-        assert g.dtype == cd
-        close(g, np.fft.rfft(xs[i].astype(np.float64), norm=norm), cd, n)
-        g = np.asarray(got[len(REAL) + i])
-        assert g.dtype == dtype
-        close(g, np.fft.irfft(hs[i].astype(np.complex128), n, norm=norm), dtype, n)
+    check_real_rows(REAL, dtype)
 
 
 def test_columns_leading_axes_and_fft2():
@@ -87,15 +68,7 @@ def test_columns_leading_axes_and_fft2():
 
 
 def test_grad_and_vmap_through_2_3_5_rows():
-    """Parseval: sum |fft(x)|^2 = n sum x^2 for real x, so its gradient is 2 n x (the backward is
-    itself an fft of the rows); vmap of the 1-d fft over a batch equals NumPy's rows."""
-    x = np.random.default_rng(5).standard_normal((5, 960)).astype(np.float32)
-    g = ember.jit(ember.grad(lambda a: jnp.sum(jnp.abs(jnp.fft.fft(a.astype(jnp.complex64))) ** 2)),
-                  backend="native")(x)
-    np.testing.assert_allclose(np.asarray(g), 2 * 960 * x, rtol=1e-4, atol=1e-4 * 2 * 960 * np.abs(x).max())
-    c = cdata((6, 1200), np.complex64)
-    v = ember.jit(ember.vmap(jnp.fft.fft), backend="native")(c)
-    close(np.asarray(v), np.fft.fft(c.astype(np.complex128)), np.complex64, 1200)
+    check_grad_and_vmap(960, 1200)
 
 
 def test_reach_gives_2_3_5_rows_the_line_kernel():
@@ -112,3 +85,12 @@ def test_reach_gives_2_3_5_rows_the_line_kernel():
     assert not nfft.reach("float", 0, 4800, False, 1, 64, False, 1) & nfft.G_LINE
     assert not nfft.reach("float", 0, 960, False, 5, 64, False, 1) & nfft.G_LINE
     assert nfft.reach("float", 0, 960, False, 1, 64, False, 1) & nfft.G_MIXED
+
+
+def test_both_precisions_in_one_program():
+    """complex64 and complex128 2-3-5 rows in one program: the precision-independent helpers of
+    fft_passes.h (the stage radices) are defined once (a second definition failed to compile)."""
+    x, z = cdata((3, 960), np.complex64), cdata((2, 1000), np.complex128)
+    got = ember.jit(lambda a, b: (jnp.fft.fft(a), jnp.fft.ifft(b)), backend="native")(x, z)
+    close(np.asarray(got[0]), np.fft.fft(x.astype(np.complex128)), np.complex64, 960)
+    close(np.asarray(got[1]), np.fft.ifft(z), np.complex128, 1000)
