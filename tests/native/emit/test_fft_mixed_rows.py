@@ -31,10 +31,12 @@ pytestmark = requires_cc
 # lanes (float) or a padded line (double: 10 butterflies, groups of 8); 960, 1200, 2000, 4000, 640
 # padded lines (float); 1536 = 6 * 16^2 a whole-group line; 1000 and 3000 (16 does not divide them)
 # in lanes with the first and last stages fused (float), padded lines (double); 4800 past the line
-# kernel's reach (lanes).
+# kernel's reach (lanes); 56 = 8 * 7 and 28 = 4 * 7 in lanes, whose radix-7 stage's stride holds
+# whole tiles but is neither read from the rows nor fused into the store (it once ran as a radix 2).
 ROWS = [(3, 12, None, False), (2, 80, "ortho", True), (0, 960, None, False), (5, 960, None, True),
         (7, 1000, None, False), (2, 1200, "forward", False), (3, 1536, "ortho", True), (1, 2000, None, False),
-        (2, 3000, None, True), (2, 4000, "ortho", False), (4, 640, None, False), (3, 4800, None, False)]
+        (2, 3000, None, True), (2, 4000, "ortho", False), (4, 640, None, False), (3, 4800, None, False),
+        (3, 56, None, False), (2, 28, None, True)]
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])

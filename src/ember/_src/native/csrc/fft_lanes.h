@@ -535,17 +535,18 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
     return 1;
 }
-/* the stage radices of a mixed length m into lj->rad (em_fftp_radices). A stage of radix r <= 8 whose stride m / r holds whole tiles of hb =
-   CW / 2 columns can read the rows (moved to the front: rf) or, another one, be fused into the
-   store (moved to the end: rl = its radix, when fuse) -- the order of a Stockham transform's
-   stages is free. */
+/* the stage radices of a mixed length m into lj->rad (em_fftp_radices). A stage of radix 8, 5, 4,
+   3 or 2 (not 7: em_fftl_first and em_fftl_last_col have no 7-point DFT) whose stride m / r holds
+   whole tiles of hb = CW / 2 columns can read the rows (moved to the front: rf) or, another one, be
+   fused into the store (moved to the end: rl = its radix, when fuse) -- the order of a Stockham
+   transform's stages is free. */
 static void EM_T(em_fftl_order)(EM_T(em_fftl_job) *lj, int fuse) {
     const int64_t m = lj->m, hb = CW / 2;
     int8_t *rad = lj->rad;
     const int nr = em_fftp_radices(lj->fac, m, 0, rad);
     int fi = -1, li = -1;
     for (int i = 0; i < nr; ++i)
-        if (rad[i] <= 8 && (m / rad[i]) % hb == 0) {
+        if ((rad[i] <= 5 || rad[i] == 8) && (m / rad[i]) % hb == 0) {
             if (fi < 0) fi = i;
             else li = i;
         }
