@@ -3,8 +3,8 @@
 
     python benchmarks/bench_fft.py [--quick] [--threads N] [--cpu-time]
 
-Workloads: batched 1-d complex FFTs at a power of two, a composite length and a prime (Bluestein),
-real FFTs and an inverse real FFT, a 2-d FFT, and single long lines (complex64 and complex128).
+Workloads: batched 1-d complex FFTs at a power of two, 2-3-5 lengths and a prime (Bluestein),
+real FFTs and inverse real FFTs, a 2-d FFT, and single long lines (complex64 and complex128).
 Each result is checked against NumPy in double precision before timing.
 ``--threads N`` limits every implementation to ``N`` threads (before any of them loads);
 ``--cpu-time`` times by the process's CPU time per call instead of the wall clock (meaningful at one
@@ -41,10 +41,16 @@ def workloads(b: int) -> list[tuple[str, str, np.ndarray]]:
 
     return [(f"fft complex64 {b}x1024", "fft", c((b, 1024))),
             (f"fft complex64 {b}x1000", "fft", c((b, 1000))),
+            (f"fft complex64 {b}x960", "fft", c((b, 960))),
+            (f"fft complex64 {b}x1200", "fft", c((b, 1200))),
+            (f"fft complex64 {b}x2000", "fft", c((b, 2000))),
+            (f"fft complex64 {b}x3000", "fft", c((b, 3000))),
             (f"fft complex64 {b}x1031 (prime)", "fft", c((b, 1031))),
             (f"rfft float32 {b}x1024", "rfft", rng.standard_normal((b, 1024)).astype(np.float32)),
             (f"rfft float32 {b}x4096", "rfft", rng.standard_normal((b, 4096)).astype(np.float32)),
+            (f"rfft float32 {b}x2000", "rfft", rng.standard_normal((b, 2000)).astype(np.float32)),
             (f"irfft complex64 {b}x513 (n 1024)", "irfft", c((b, 513))),
+            (f"irfft complex64 {b}x1001 (n 2000)", "irfft", c((b, 1001))),
             ("fft2 complex64 256x256", "fft2", c((256, 256))),
             ("fft complex64 1x16384", "fft", c((1, 16384))),
             ("fft complex64 1x65536", "fft", c((1, 65536))),
@@ -93,8 +99,8 @@ def main() -> None:
         rows.append({"workload": name, "times": times})
         print(name, {k: f"{v * 1e6:.0f} us" for k, v in times.items()}, flush=True)
     mode = "CPU time per call" if args.cpu_time else "wall clock"
-    print(report(f"FFTs ({mode}; ember's C FFT: batched power-of-two rows one line at a time, SIMD across "
-                 "the butterflies; other jobs Stockham radix 8/4/2/3/5/odd primes with one line per vector "
+    print(report(f"FFTs ({mode}; ember's C FFT: batched power-of-two and 2-3-5 rows one line at a time, SIMD "
+                 "across the butterflies; other jobs Stockham radix 8/4/2/3/5/odd primes with one line per vector "
                  "lane in the operand's precision, Bluestein for prime factors above 64, four-step for few "
                  "long lines, cached plans, half-length rfft)",
                  rows, results_name(args.impls)))

@@ -43,19 +43,24 @@ ROWS = [(3, 1, None, False), (2, 2, "ortho", True), (5, 3, None, False), (1, 4, 
         (2, 4096, None, False), (2, 8192, None, False)]
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-def test_complex_rows(dtype):
-    xs = [cdata((b, n), dtype) for b, n, _, _ in ROWS]
+def check_complex_rows(rows, dtype):
+    """One program of the complex transforms of ``rows`` ((batch, n, norm, inverse)), each against NumPy."""
+    xs = [cdata((b, n), dtype) for b, n, _, _ in rows]
 
     def f(*a):
         return tuple((jnp.fft.ifft if inv else jnp.fft.fft)(x, norm=norm)
-                     for x, (_, _, norm, inv) in zip(a, ROWS))
+                     for x, (_, _, norm, inv) in zip(a, rows))
 
     got = ember.jit(f, backend="native")(*xs)
-    for g, x, (_, n, norm, inv) in zip(got, xs, ROWS):
+    for g, x, (_, n, norm, inv) in zip(got, xs, rows):
         g = np.asarray(g)
         assert g.dtype == dtype
         close(g, (np.fft.ifft if inv else np.fft.fft)(x.astype(np.complex128), norm=norm), dtype, n)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_rows(dtype):
+    check_complex_rows(ROWS, dtype)
 
 
 # (batch, n, norm): real rows of 2m points through the half-length line (m = n / 2)
@@ -63,24 +68,29 @@ REAL = [(1, 2, None), (3, 6, None), (2, 16, "ortho"), (9, 128, None), (4, 512, "
         (0, 1024, None), (3, 2048, "ortho"), (2, 8192, None), (1, 16384, None)]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_real_rows_and_their_inverse(dtype):
+def check_real_rows(rows, dtype):
+    """One program of the rfft and irfft of ``rows`` ((batch, n, norm)), each against NumPy."""
     cd = np.complex64 if dtype == np.float32 else np.complex128
-    xs = [RNG.standard_normal((b, n)).astype(dtype) for b, n, _ in REAL]
-    hs = [cdata((b, n // 2 + 1), cd) for b, n, _ in REAL]
+    xs = [RNG.standard_normal((b, n)).astype(dtype) for b, n, _ in rows]
+    hs = [cdata((b, n // 2 + 1), cd) for b, n, _ in rows]
 
     def f(*a):
-        r = tuple(jnp.fft.rfft(x, norm=norm) for x, (_, _, norm) in zip(a[:len(REAL)], REAL))
-        return r + tuple(jnp.fft.irfft(h, n, norm=norm) for h, (_, n, norm) in zip(a[len(REAL):], REAL))
+        r = tuple(jnp.fft.rfft(x, norm=norm) for x, (_, _, norm) in zip(a[:len(rows)], rows))
+        return r + tuple(jnp.fft.irfft(h, n, norm=norm) for h, (_, n, norm) in zip(a[len(rows):], rows))
 
     got = ember.jit(f, backend="native")(*xs, *hs)
-    for i, (_, n, norm) in enumerate(REAL):
+    for i, (_, n, norm) in enumerate(rows):
         g = np.asarray(got[i])
         assert g.dtype == cd
         close(g, np.fft.rfft(xs[i].astype(np.float64), norm=norm), cd, n)
-        g = np.asarray(got[len(REAL) + i])
+        g = np.asarray(got[len(rows) + i])
         assert g.dtype == dtype
         close(g, np.fft.irfft(hs[i].astype(np.complex128), n, norm=norm), dtype, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_real_rows_and_their_inverse(dtype):
+    check_real_rows(REAL, dtype)
 
 
 def test_rows_beside_columns_and_fft2():
@@ -105,22 +115,27 @@ def test_rows_beside_columns_and_fft2():
     close(np.asarray(got), np.fft.fft2(w), np.complex128, 128 * 24)
 
 
-def test_grad_and_vmap_through_the_line_kernel():
-    """Parseval: sum |fft(x)|^2 = n sum x^2 for real x, so its gradient is 2 n x (the backward is
-    itself an fft of the rows); vmap of the 1-d fft over a batch equals NumPy's rows."""
-    x = RNG.standard_normal((5, 1024)).astype(np.float32)
+def check_grad_and_vmap(n, nv):
+    """Parseval: sum |fft(x)|^2 = n sum x^2 for real x of n points, so its gradient is 2 n x (the
+    backward is itself an fft of the rows); vmap of the 1-d fft over a batch of nv points equals
+    NumPy's rows."""
+    x = RNG.standard_normal((5, n)).astype(np.float32)
     g = ember.jit(ember.grad(lambda a: jnp.sum(jnp.abs(jnp.fft.fft(a.astype(jnp.complex64))) ** 2)),
                   backend="native")(x)
-    np.testing.assert_allclose(np.asarray(g), 2 * 1024 * x, rtol=1e-4, atol=1e-4 * 2 * 1024 * np.abs(x).max())
-    c = cdata((6, 512), np.complex64)
+    np.testing.assert_allclose(np.asarray(g), 2 * n * x, rtol=1e-4, atol=1e-4 * 2 * n * np.abs(x).max())
+    c = cdata((6, nv), np.complex64)
     v = ember.jit(ember.vmap(jnp.fft.fft), backend="native")(c)
-    close(np.asarray(v), np.fft.fft(c.astype(np.complex128)), np.complex64, 512)
+    close(np.asarray(v), np.fft.fft(c.astype(np.complex128)), np.complex64, nv)
+
+
+def test_grad_and_vmap_through_the_line_kernel():
+    check_grad_and_vmap(1024, 512)
 
 
 def test_reach_keeps_the_line_kernel_where_it_runs():
     """fft.py's reach gives the line bit to rows of a power of two from the narrower vector's CW^2
-    to LINE_MAX (and real rows through the half line), not to columns, other lengths or longer rows,
-    and a program's mask keeps it (the step runs natively, against NumPy)."""
+    to LINE_MAX (and real rows through the half line), not to columns, lengths with a factor above
+    5 or longer rows, and a program's mask keeps it (the step runs natively, against NumPy)."""
     import re
 
     assert nfft.reach("float", 0, 1024, False, 1, 64, False, 1) & nfft.G_LINE
@@ -128,7 +143,7 @@ def test_reach_keeps_the_line_kernel_where_it_runs():
     assert nfft.reach("double", 2, 64, True, 1, 64, False, 1) & nfft.G_LINE
     assert not nfft.reach("float", 0, 32, False, 1, 64, False, 1) & nfft.G_LINE
     assert not nfft.reach("float", 0, 1024, False, 4, 64, False, 1) & nfft.G_LINE
-    assert not nfft.reach("float", 0, 1000, False, 1, 64, False, 1) & nfft.G_LINE
+    assert not nfft.reach("float", 0, 7 * 128, False, 1, 64, False, 1) & nfft.G_LINE
     assert not nfft.reach("float", 0, 8192, False, 1, 64, False, 1) & nfft.G_LINE
     x = cdata((9, 1024), np.complex64)
     got, exe = run_with_call_step(jnp.fft.fft, "fft", x)

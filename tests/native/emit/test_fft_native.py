@@ -641,7 +641,7 @@ def test_gates_keep_the_paths_a_program_reaches(case):
             ["em_fftl_long_task_f32"], ["em_fft_work"]
     elif case == "prime":
         x, want_bits, present, absent = cdata((5, 1031), np.complex64), G.G_BLUE, \
-            ["em_fft_work", "em_fftp_mixed_f32"], ["em_fftl_long_task_f32"]
+            ["em_fft_work", "em_fftp_stage_f32"], ["em_fftl_long_task_f32"]
     elif case == "radix7":
         x, want_bits, present, absent = cdata((5, 49), np.complex64), G.G_MIXED, \
             ["em_fftl_task_f32"], ["em_fft_work", "em_fftl_long_task_f32"]
@@ -676,11 +676,11 @@ def test_gates_join_over_a_programs_fft_steps():
     close(np.asarray(got[0]), np.fft.ifft(x.astype(np.complex128), axis=-1), np.complex64)
     close(np.asarray(got[1]), np.fft.fft(z.astype(np.complex128), axis=-1), np.complex64)
     assert mask == G.G_AXIS | G.G_P2 | G.G_P2R | G.G_LINE | G.G_BLUE  # (64 = CW^2 of 8 float lanes)
-    _has(syms, "em_fftp_mixed_f32", True)
+    _has(syms, "em_fftp_stage_f32", True)
     _has(syms, "em_fftp_fft_to_f32", True)
     y = cdata((3, 100), np.complex64)
     mask, syms, got = _compiled(lambda a: lax_fft(a, "FFT", (a.shape[-1],)), y, dynamic_axes=[("b", "n")])
     close(np.asarray(got), np.fft.fft(y.astype(np.complex128), axis=-1), np.complex64)
     assert mask == G.G_AXIS | G.G_PATHS
-    for name in ("em_fftl_long_task_f32", "em_fftl_task_f32", "em_fftp_mixed_f32"):
+    for name in ("em_fftl_long_task_f32", "em_fftl_task_f32", "em_fftp_stage_f32"):
         _has(syms, name, True)

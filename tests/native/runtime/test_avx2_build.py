@@ -98,6 +98,14 @@ CHILD = textwrap.dedent("""
     uf = np.asarray(ember.jit(lambda a: jnp.fft.fft(a, axis=0))(u)).view(np.float32)
     out["fft_line"] = [e.view(np.float32).tolist(), ef.tolist(), d.tolist(), df.tolist(),
                        s.view(np.float32).tolist(), sf.tolist(), u.view(np.float32).tolist(), uf.tolist()]
+    mx = (rng.standard_normal((5, 960)) + 1j * rng.standard_normal((5, 960))).astype(np.complex64)
+    mr = rng.standard_normal((3, 2000)).astype(np.float32)
+    mh = (rng.standard_normal((3, 1001)) + 1j * rng.standard_normal((3, 1001))).astype(np.complex64)
+    mf = ember.jit(lambda a, b, c: (jnp.fft.ifft(a, norm="ortho"), jnp.fft.rfft(b),
+                                    jnp.fft.irfft(c, 2000)))(mx, mr, mh)
+    out["fft_mixed"] = [mx.view(np.float32).tolist(), np.asarray(mf[0]).view(np.float32).tolist(),
+                        mr.tolist(), np.asarray(mf[1]).view(np.float32).tolist(),
+                        mh.view(np.float32).tolist(), np.asarray(mf[2]).tolist()]
     print(json.dumps(out))
 """)
 
@@ -188,7 +196,8 @@ def test_fft_line_kernel_without_avx512(avx2_results):
 
 
 def test_double_and_odd_fft_lanes_without_avx512(avx2_results):
-    """complex128 lines in 4 double lanes (length 1000: radix 8, 5 passes) and an odd-length irfft
+    """complex128 rows of 4-double vectors (length 1000: the line kernel, 250 first-stage
+    butterflies in groups of 4, the last padded; then radix 2, 5, 5, 5 on blocks) and an odd-length irfft
     (99 = 9 * 11: the full Hermitian line through radix-3 and radix-11 stages) in 8 float lanes."""
     zr, zf, hr, hf = avx2_results["fft_more"]
     z = np.asarray(zr, np.float64).view(np.complex128)
@@ -207,3 +216,21 @@ def test_attention_without_avx512(avx2_results, i):
     q, k, v, o = (np.asarray(t, np.float32) for t in avx2_results["attention"][i])
     want = attention_ref(q, k, v, scale=1 / np.sqrt(q.shape[-1]), causal=ATTENTION[i][4])
     np.testing.assert_allclose(o, want, rtol=1e-4, atol=2e-5)
+
+
+def test_2_3_5_rows_in_the_line_kernel_without_avx512(avx2_results):
+    """fft_line.h's 2-3-5 rows with 8 float lanes: an inverse of 960 points (120 first-stage
+    butterflies: whole groups of 8, then radix 3, 5 and 8 on blocks), an rfft and an irfft of 2000
+    (half line 1000: 125 butterflies, the last group padded; the irfft's merged line read back as a
+    row)."""
+    xr, xf, rr, rf, hr, hf = avx2_results["fft_mixed"]
+    x = np.asarray(xr, np.float32).view(np.complex64)
+    got = np.asarray(xf, np.float32).view(np.complex64)
+    want = np.fft.ifft(x.astype(np.complex128), norm="ortho")
+    assert got.shape == want.shape and np.abs(got - want).max() <= 10 * 4 * 1.2e-7 * np.abs(want).max()
+    r = np.asarray(rr, np.float32)
+    got, want = np.asarray(rf, np.float32).view(np.complex64), np.fft.rfft(r.astype(np.float64))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 11 * 4 * 1.2e-7 * np.abs(want).max()
+    h = np.asarray(hr, np.float32).view(np.complex64)
+    got, want = np.asarray(hf, np.float32), np.fft.irfft(h.astype(np.complex128), 2000)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 11 * 4 * 1.2e-7 * np.abs(want).max()

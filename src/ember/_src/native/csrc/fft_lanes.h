@@ -22,8 +22,11 @@ typedef struct {
     int64_t m2;          /* Bluestein: the convolution length (factors fac), else 0 */
     const SZ *chirp, *bf;  /* Bluestein: the chirp (m entries) and the filter's transform (m2) */
     int64_t buf;         /* CZ entries of each line buffer (the second at b0 + buf) */
-    int64_t rl;          /* complex rows (kind 0, inner 1) of a power of two: the radix of the last
-                            stage em_fftl_clast fuses into the store, or 1 */
+    int64_t rl;          /* complex rows (kind 0, inner 1; a mixed length: kind 2 too): the radix of the
+                            last stage em_fftl_clast fuses into the store, or 1 */
+    int8_t rad[64];      /* mixed radix: the stage radices in order (em_fftl_order) */
+    int nr;              /* ... and their count */
+    int rf;              /* mixed radix: the first stage (rad[0]) reads the rows (em_fftl_first) */
 } EM_T(em_fftl_job);
 /* the job's transform of x[0..m) (y scratch; both of lj->buf entries): a power of two by em_fftp_fft,
    else mixed radix, else Bluestein (the chirp carries the direction: sg unused) as the cyclic
@@ -32,7 +35,7 @@ typedef struct {
 static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg) {
     if (!EM_FFTG_ON(EM_FFTG_MIXED | EM_FFTG_BLUE) || (EM_FFTG_ON(EM_FFTG_P2) && !lj->fac))
         return EM_T(em_fftp_fft)(x, y, lj->m, lj->tw, sg, 0);
-    if (!EM_FFTG_ON(EM_FFTG_BLUE) || !lj->m2) return EM_T(em_fftp_mixed)(x, y, lj->m, lj->fac, lj->tw, sg);
+    if (!EM_FFTG_ON(EM_FFTG_BLUE) || !lj->m2) return EM_T(em_fftp_stages)(x, y, lj->m, lj->m, 1, lj->rad, lj->nr, lj->tw, sg);
     const int64_t m = lj->m, m2 = lj->m2;
     const CV zero = {0};
     for (int64_t k = 0; k < m; ++k) x[k] = EM_T(em_czmul)(x[k], lj->chirp[k]);
@@ -48,35 +51,78 @@ static CZ *EM_T(em_fftl_line)(const EM_T(em_fftl_job) *lj, CZ *x, CZ *y, ELT sg)
     }
     return r;
 }
+/* the first Stockham stage (radix r: 8, 5, 4, 3 or 2; length m, stride 1) read from the CW rows
+   (complex elements, rows[r] + 2j; none null) into y: the r tiles p0 + k m / r of hb = CW / 2
+   butterflies each (m / r a multiple of hb) through register transposes, so no loaded line goes
+   through memory */
+static inline __attribute__((always_inline)) void EM_T(em_fftl_first)(const ELT *const *rows, int64_t m, CZ *y,
+                                                                      const SZ *tw, const int r, ELT sg) {
+    enum { hb = CW / 2 };
+    const int64_t n1 = m / r;
+    for (int64_t p0 = 0; p0 < n1; p0 += hb) {
+        CZ lb[8][hb];
+        for (int k = 0; k < r; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k], 1);
+        for (int jj = 0; jj < hb; ++jj) {
+            const int64_t p = p0 + jj;
+            SZ w[8];
+            for (int k = 1; k < r; ++k) { w[k] = tw[k * p]; w[k].im *= sg; }
+            if (r == 8) {
+                EM_T(em_fftp_bf8)(&lb[0][jj], hb, y + 8 * p, 1, w, p != 0, sg, 0);
+                continue;
+            }
+            CZ v[5];
+            for (int k = 0; k < r; ++k) v[k] = lb[k][jj];
+            EM_DFT_SMALL(v, r, sg, CV, ELT);
+            y[r * p] = v[0];
+            for (int k = 1; k < r; ++k) y[r * p + k] = p ? EM_T(em_czmul)(v[k], w[k]) : v[k];
+        }
+    }
+}
 /* the job's transform of the CW rows' lines (complex elements, rows[r] + 2j, c values a row; no
    row null: a partial group's lanes past its rows repeat its first row, transformed and never
-   stored -- lanes do not mix) into b0 / b1 (returns the one holding it). A power of two m >= 4 CW reads the rows
-   straight into its first radix-8 stage: register transposes of the eight tiles p0 + k m / 8 a
-   butterfly group reads, so no loaded line goes through memory, and stops before the stage at
-   length nend (1: none left; else its radix, see em_fftl_rlast); other lengths (nend 1) load the
-   line, then transform. */
+   stored -- lanes do not mix) into b0 / b1 (returns the one holding it), stopping before the
+   stage at length nend (1: none left; else the last stage's radix, left to the caller: see
+   em_fftl_clast, em_fftl_rlast). A power of two m >= 4 CW, and a mixed length whose plan says so
+   (rf), read the rows straight into the first stage (em_fftl_first); other lengths (nend 1 unless
+   mixed) load the line, then transform. */
 static CZ *EM_T(em_fftl_load_line)(const EM_T(em_fftl_job) *lj, const ELT *const *rows, int64_t c, CZ *b0, CZ *b1,
                                    ELT sg, int64_t nend) {
-    const int64_t m = lj->m, n1 = m / 8, hb = CW / 2;
+    const int64_t m = lj->m;
+    if (EM_FFTG_ON(EM_FFTG_MIXED) && lj->fac && !lj->m2) {
+        const int last = nend > 1;
+        if (!lj->rf) {
+            EM_T(em_fftc_load)(rows, c, m, b0, 1);
+            return EM_T(em_fftp_stages)(b0, b1, m, m, 1, lj->rad, lj->nr - last, lj->tw, sg);
+        }
+        const int r = lj->rad[0];
+        if (r == 8) EM_T(em_fftl_first)(rows, m, b1, lj->tw, 8, sg);
+        else if (r == 5) EM_T(em_fftl_first)(rows, m, b1, lj->tw, 5, sg);
+        else if (r == 4) EM_T(em_fftl_first)(rows, m, b1, lj->tw, 4, sg);
+        else if (r == 3) EM_T(em_fftl_first)(rows, m, b1, lj->tw, 3, sg);
+        else EM_T(em_fftl_first)(rows, m, b1, lj->tw, 2, sg);
+        return EM_T(em_fftp_stages)(b1, b0, m, m / r, r, lj->rad + 1, lj->nr - 1 - last, lj->tw, sg);
+    }
     if (!EM_FFTG_ON(EM_FFTG_P2R) || lj->fac || m < 4 * CW) {  /* (nend 1 only) */
         EM_T(em_fftc_load)(rows, c, m, b0, 1);
         return EM_T(em_fftl_line)(lj, b0, b1, sg);
     }
-    const SZ *tw = lj->tw;
-    for (int64_t p0 = 0; p0 < n1; p0 += hb) {
-        CZ lb[8][CW / 2];
-        for (int k = 0; k < 8; ++k) EM_T(em_fftc_tile_in)(rows, p0 + k * n1, lb[k], 1);
-        for (int jj = 0; jj < hb; ++jj) {
-            const int64_t p = p0 + jj;
-            SZ w[8];
-            for (int k = 1; k < 8; ++k) { w[k] = tw[k * p]; w[k].im *= sg; }
-            EM_T(em_fftp_bf8)(&lb[0][jj], hb, b1 + 8 * p, 1, w, p != 0, sg, 0);
-        }
-    }
-    return EM_T(em_fftp_fft_to)(b1, b0, m, n1, 8, tw, sg, 0, nend);
+    EM_T(em_fftl_first)(rows, m, b1, lj->tw, 8, sg);
+    return EM_T(em_fftp_fft_to)(b1, b0, m, m / 8, 8, lj->tw, sg, 0, nend);
 }
-static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
-                                ELT sg);
+static inline __attribute__((always_inline)) void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out,
+                                                                      int w, int64_t co, ELT scale, ELT sg);
+/* the fused last stage's store of the lines x (radix r = lj->rl: 8 or 4, and 5, 3 or 2 for a
+   mixed length) to rows i < w of out (stride co) times scale */
+static void EM_T(em_fftl_store_last)(const EM_T(em_fftl_job) *lj, const CZ *x, ELT *out, int w, int64_t co, ELT scale,
+                                     ELT sg) {
+    const int64_t m = lj->m, r = lj->rl;
+    if (r == 8) EM_T(em_fftl_clast)(x, m, 8, out, w, co, scale, sg);
+    else if (r == 4) EM_T(em_fftl_clast)(x, m, 4, out, w, co, scale, sg);
+    else if (EM_FFTG_ON(EM_FFTG_MIXED) && r == 5) EM_T(em_fftl_clast)(x, m, 5, out, w, co, scale, sg);
+    else if (EM_FFTG_ON(EM_FFTG_MIXED) && r == 3) EM_T(em_fftl_clast)(x, m, 3, out, w, co, scale, sg);
+    else if (EM_FFTG_ON(EM_FFTG_MIXED) && r == 2) EM_T(em_fftl_clast)(x, m, 2, out, w, co, scale, sg);
+    else EM_FFTG_MISSED();
+}
 /* kind 0: groups [g0, g1) of CW lines along the middle axis of a complex (outer, m, inner) array */
 static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int64_t g0, int64_t g1) {
     const EM_T(em_fft_job) *j = lj->j;
@@ -89,10 +135,9 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (inner == 1) {
             const ELT *rows[CW];
             for (int r = 0; r < CW; ++r) rows[r] = j->src + 2 * (l0 + (r < w ? r : 0)) * m;  /* (em_fftc_tile_in) */
-            const int64_t rl = EM_FFTG_ON(EM_FFTG_P2R) ? lj->rl : 1;
+            const int64_t rl = EM_FFTG_ON(EM_FFTG_P2R | EM_FFTG_MIXED) ? lj->rl : 1;
             const CZ *res = EM_T(em_fftl_load_line)(lj, rows, 2 * m, b0, b1, sg, rl);
-            if (rl == 8) EM_T(em_fftl_clast)(res, m, 8, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
-            else if (rl == 4) EM_T(em_fftl_clast)(res, m, 4, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
+            if (rl != 1) EM_T(em_fftl_store_last)(lj, res, j->dst + 2 * l0 * m, w, 2 * m, scale, sg);
             else EM_T(em_fftc_store)(res, j->dst + 2 * l0 * m, w, 2 * m, scale);
             continue;
         }
@@ -103,7 +148,7 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         if (adj && EM_FFTG_ON(EM_FFTG_P2) && !lj->fac && !lj->m2 && m >= 32) {
             /* CW adjacent power-of-two columns: the first radix-8 stage reads them, the last stage
                (em_fftk_last) writes them: no pass over a loaded or a transformed line */
-            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1);
+            const int64_t n1 = m / 8, rl = EM_T(em_fftk_lastr)(n1, 0, 0);
             for (int64_t p = 0; p < n1; ++p) {
                 CZ lb[8];
                 SZ w[8];
@@ -140,17 +185,22 @@ static void EM_T(em_fftl_axis)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int6
         }
     }
 }
-/* the last Stockham stage of column q (radix r = 8 or 4, stride s = m / r, no twiddles): y[j os] = Z_(q + s j),
+/* the last Stockham stage of column q (radix r = 8 or 4; 5, 3 or 2 for a mixed length; stride s = m / r, no twiddles): y[j os] = Z_(q + s j),
    the r-point DFT of x[q + s k] */
 static inline __attribute__((always_inline)) void EM_T(em_fftl_last_col)(const CZ *x, int64_t q, int64_t s, const int r,
                                                                           CZ *y, int64_t os, ELT sg) {
     if (r == 8) {
         const SZ w[8] = {{0, 0}};
         EM_T(em_fftp_bf8)(x + q, s, y, os, w, 0, sg, 0);
-    } else {
+    } else if (r == 4) {
         CZ v[4] = {x[q], x[q + s], x[q + 2 * s], x[q + 3 * s]};
         EM_T(em_fftp_dft4)(&v[0], &v[1], &v[2], &v[3], sg);
         for (int k = 0; k < 4; ++k) y[k * os] = v[k];
+    } else {  /* 5, 3, 2 (a mixed length) */
+        CZ v[5];
+        for (int k = 0; k < r; ++k) v[k] = x[q + k * s];
+        EM_DFT_SMALL(v, r, sg, CV, ELT);
+        for (int k = 0; k < r; ++k) y[k * os] = v[k];
     }
 }
 /* rows i < w of out (stride co) from bins k0 .. k0 + CW / 2 - 1 in t: one register transpose */
@@ -165,8 +215,8 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_tile_out)(const C
    of hb = CW / 2 columns q0 .. q0 + hb - 1 go through it into r hb vectors (L1) and out as r tiles of
    hb bins q0 + s j (register transposes) to rows i < w of out (stride co = 2m) times scale: no pass
    over the transformed lines in memory. */
-static void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out, int w, int64_t co, ELT scale,
-                                ELT sg) {
+static inline __attribute__((always_inline)) void EM_T(em_fftl_clast)(const CZ *x, int64_t m, const int r, ELT *out,
+                                                                      int w, int64_t co, ELT scale, ELT sg) {
     enum { hb = CW / 2 };
     const int64_t s = m / r;
     CZ lc[8][hb];
@@ -242,6 +292,9 @@ static inline __attribute__((always_inline)) void EM_T(em_fftl_rlast)(const CZ *
    staged store at n = 2048..16384, 5-7% faster at n = 512..1024. */
 #ifndef EM_FFTL_CWAY
 #define EM_FFTL_CWAY 8192  /* em_fftl_clast: complex rows up to this many bytes */
+#endif
+#ifndef EM_FFTL_MWAY
+#define EM_FFTL_MWAY 8192  /* a mixed length's fused last stage (em_fftl_order): rows up to this many bytes */
 #endif
 #ifndef EM_FFTL_WAY
 #define EM_FFTL_WAY 4096  /* one L1 way: tiles less than this apart map to different sets */
@@ -324,6 +377,11 @@ static void EM_T(em_fftl_irfft)(const EM_T(em_fftl_job) *lj, CZ *b0, CZ *b1, int
         const ELT *rows[CW];
         for (int r = 0; r < CW; ++r) rows[r] = j->src + (r0 + (r < w ? r : 0)) * 2 * (m + 1);  /* (as em_fftl_rfft) */
         EM_T(em_fftl_load_merge)(rows, m, rt, b1);
+        if (EM_FFTG_ON(EM_FFTG_MIXED) && lj->rl != 1) {  /* a mixed length: its last stage in the store */
+            const CZ *res = EM_T(em_fftp_stages)(b1, b0, m, m, 1, lj->rad, lj->nr - 1, lj->tw, -1);
+            EM_T(em_fftl_store_last)(lj, res, j->dst + r0 * n, w, n, (ELT)j->scale, -1);
+            continue;
+        }
         const CZ *res = EM_T(em_fftl_line)(lj, b1, b0, -1);
         EM_T(em_fftc_store)(res, j->dst + r0 * n, w, n, (ELT)j->scale);
     }
@@ -477,6 +535,28 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
     return 1;
 }
+/* the stage radices of a mixed length m into lj->rad (em_fftp_radices). A stage of radix 8, 5, 4,
+   3 or 2 (not 7: em_fftl_first and em_fftl_last_col have no 7-point DFT) whose stride m / r holds
+   whole tiles of hb = CW / 2 columns can read the rows (moved to the front: rf) or, another one, be
+   fused into the store (moved to the end: rl = its radix, when fuse) -- the order of a Stockham
+   transform's stages is free. */
+static void EM_T(em_fftl_order)(EM_T(em_fftl_job) *lj, int fuse) {
+    const int64_t m = lj->m, hb = CW / 2;
+    int8_t *rad = lj->rad;
+    const int nr = em_fftp_radices(lj->fac, m, 0, rad);
+    int fi = -1, li = -1;
+    for (int i = 0; i < nr; ++i)
+        if ((rad[i] <= 5 || rad[i] == 8) && (m / rad[i]) % hb == 0) {
+            if (fi < 0) fi = i;
+            else li = i;
+        }
+    int8_t t;
+    if (fi > 0) { t = rad[0]; rad[0] = rad[fi]; rad[fi] = t; }
+    if (li >= 0) { t = rad[nr - 1]; rad[nr - 1] = rad[li]; rad[li] = t; }
+    lj->nr = nr;
+    lj->rf = fi >= 0;
+    lj->rl = fuse && li >= 0 ? rad[nr - 1] : 1;
+}
 /* run job j (returns 1; 0 only where fft.py's reach left the path out). A power of two takes
    fft_conv's cached tables (or builds them in the job's wtab, 2m + 1 SZ); other lengths round the
    plan's double tables to ELT in wtab each call (at most 2 m2 + 2m + 1 SZ, a few thousand
@@ -515,8 +595,8 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
             && EM_T(em_fftl_long)(j, lines, lg, par, nt))
             return 1;
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
-        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m)) {  /* many rows: one line at a time */
-            EM_T(em_fftk_run)(j, m, lj.tw, lines, par, nt);
+        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, 0)) {  /* many rows: one line at a time */
+            EM_T(em_fftk_run)(j, m, lj.tw, 0, lines, par, nt);
             return 1;
         }
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
@@ -534,6 +614,12 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (split)
             for (int64_t k = 0; k <= m; ++k) { t[m + k].re = (ELT)p->rt[k].re; t[m + k].im = (ELT)p->rt[k].im; }
         lj.tw = t; lj.rt = t + m; lj.fac = p->fac;
+        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, p->fac)) {
+            EM_T(em_fftk_run)(j, m, t, p->fac, lines, par, nt);  /* rows of a 2-3-5 length, one line at a time */
+            return 1;
+        }
+        EM_T(em_fftl_order)(&lj, ((j->kind == 0 && j->inner == 1) || (j->kind == 2 && j->half))
+                                      && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_MWAY);
     }
     const int64_t groups = (lines + CW - 1) / CW;
     if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftl_task), &lj, groups, nt, nt, 4);

@@ -122,52 +122,74 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_dftw)(CZ *v, CZ *
     }
 }
 /* the first stage's twiddles: tv[(p0 / CW) CW + j] lane l = W_m^(j (p0 + l)) (direction sg), for
-   the blocks p0 of the m / CW butterflies (j = 0 entries unused) */
+   the blocks p0 of the m / CW butterflies (j = 0 entries unused; lanes past the last butterfly: 1) */
 static void EM_T(em_fftk_twv)(CZ *tv, int64_t m, const SZ *tw, ELT sg) {
     const int64_t n1 = m / CW;
     for (int64_t p0 = 0; p0 < n1; p0 += CW)
         for (int j = 0; j < CW; ++j)
             for (int l = 0; l < CW; ++l) {
-                const SZ w = tw[j * (p0 + l)];
+                const SZ w = tw[p0 + l < n1 ? j * (p0 + l) : 0];
                 tv[p0 + j].re[l] = w.re; tv[p0 + j].im[l] = sg * w.im;
             }
 }
+/* the first stage's butterflies p0 .. p0 + CW - 1 (radix CW, length m, stride 1) of their inputs v
+   (v[k] lane l: point p0 + l + k m / CW) into the blocks y[p0 ..] */
+static inline __attribute__((always_inline)) void EM_T(em_fftk_group)(CZ *v, CZ *y, int64_t p0, const CZ *tv, ELT sg) {
+    CZ o[CW];
+    EM_T(em_fftk_dftw)(v, o, sg);
+    CV re[CW], im[CW];
+    re[0] = o[0].re; im[0] = o[0].im;
+    EM_FFTK_UNROLL16 for (int j = 1; j < CW; ++j) {
+        const CZ t = EM_T(em_czmulv)(o[j], tv[p0 + j]);
+        re[j] = t.re; im[j] = t.im;
+    }
+    EM_T(em_fftc_transpose)(re);
+    EM_T(em_fftc_transpose)(im);
+    EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
+}
 /* the first stage (radix CW, length m, stride 1) from the row src (interleaved; null: from the
-   blocks xb) into the blocks y */
+   blocks xb, m a multiple of CW^2) into the blocks y. When CW does not divide the m / CW
+   butterflies, the last group's lanes past them are padding: read from the row's next points (the
+   last input from a copy of the row's end: nothing past the row is read), written to blocks past
+   the line's (y has room for them), never read. */
 static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT *src, const CZ *xb, CZ *y, int64_t m,
                                                                       const CZ *tv, ELT sg) {
     const int64_t n1 = m / CW;
-    for (int64_t p0 = 0; p0 < n1; p0 += CW) {
-        CZ v[CW], o[CW];
+    int64_t p0 = 0;
+    for (; p0 + CW <= n1; p0 += CW) {
+        CZ v[CW];
         EM_FFTK_UNROLL16 for (int k = 0; k < CW; ++k)
             v[k] = src ? EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1)) : xb[(p0 + k * n1) / CW];
-        EM_T(em_fftk_dftw)(v, o, sg);
-        CV re[CW], im[CW];
-        re[0] = o[0].re; im[0] = o[0].im;
-        EM_FFTK_UNROLL16 for (int j = 1; j < CW; ++j) {
-            const CZ t = EM_T(em_czmulv)(o[j], tv[p0 + j]);
-            re[j] = t.re; im[j] = t.im;
-        }
-        EM_T(em_fftc_transpose)(re);
-        EM_T(em_fftc_transpose)(im);
-        EM_FFTK_UNROLL16 for (int l = 0; l < CW; ++l) { y[p0 + l].re = re[l]; y[p0 + l].im = im[l]; }
+        EM_T(em_fftk_group)(v, y, p0, tv, sg);
+    }
+    if (p0 < n1) {  /* (src only) */
+        CZ v[CW];
+        ELT e[2 * CW] = {0};
+        for (int k = 0; k < CW - 1; ++k) v[k] = EM_T(em_fftk_deal)(src + 2 * (p0 + k * n1));
+        memcpy(e, src + 2 * (p0 + (CW - 1) * n1), (size_t)(2 * (n1 - p0)) * sizeof(ELT));
+        v[CW - 1] = EM_T(em_fftk_deal)(e);
+        EM_T(em_fftk_group)(v, y, p0, tv, sg);
     }
 }
-/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0) down to the
-   stage at length nend (1: all of them; else that last stage's radix, left to em_fftk_last):
-   returns the buffer of blocks holding it */
+/* the transform of one line (first stage from src or xb into b1, the rest on b1 / b0: a power of
+   two's (rad null) or the stages rad[0 .. nr) of a 2-3-5 length) down to the stage at length nend
+   (1: all of them; else that last stage's radix, left to em_fftk_last): returns the buffer of
+   blocks holding it */
 static CZ *EM_T(em_fftk_line)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1, int64_t m, const SZ *tw,
-                              const CZ *tv, ELT sg, int64_t nend) {
+                              const CZ *tv, ELT sg, int64_t nend, const int8_t *rad, int nr) {
     EM_T(em_fftk_first)(src, xb, b1, m, tv, sg);
+    if (rad) return EM_T(em_fftp_stages)(b1, b0, m, m / CW, 1, rad, nr - (nend > 1), tw, sg);
     return EM_T(em_fftp_fft_to)(b1, b0, m, m / CW, 1, tw, sg, 0, nend);
 }
-/* the radix of the last Stockham stage over nb blocks (em_fftp_fft_to's sequence: 8 or 4) */
-static inline int64_t EM_T(em_fftk_lastr)(int64_t nb) {
+/* the radix of the last Stockham stage over nb blocks (em_fftp_fft_to's sequence: 8 or 4; rad: the
+   last of rad[0 .. nr)) */
+static inline int64_t EM_T(em_fftk_lastr)(int64_t nb, const int8_t *rad, int nr) {
+    if (rad) return rad[nr - 1];
     int64_t q = nb;
     while (em_fftp_radix(q) != q) q /= em_fftp_radix(q);
     return q;
 }
-/* the last stage (radix r = 8 or 4, stride s = nb / r blocks, no twiddles) of the line x fused into
+/* the last stage (radix r = 8 or 4; 5, 3 or 2 for a 2-3-5 length; stride s = nb / r blocks, no twiddles) of the line x fused into
    its store: blocks q + s j of the result, times scale, interleaved to d + os (q + s j) (no pass
    over the transformed line; os 2 CW: a line's blocks; the lanes' adjacent columns: their row
    stride) */
@@ -179,9 +201,12 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x
         if (r == 8) {
             const SZ w[8] = {{0, 0}};
             EM_T(em_fftp_bf8)(x + q, s, o, 1, w, 0, sg, 0);
-        } else {
+        } else if (r == 4) {
             o[0] = x[q]; o[1] = x[q + s]; o[2] = x[q + 2 * s]; o[3] = x[q + 3 * s];
             EM_T(em_fftp_dft4)(&o[0], &o[1], &o[2], &o[3], sg);
+        } else {
+            for (int k = 0; k < r; ++k) o[k] = x[q + k * s];
+            EM_DFT_SMALL(o, r, sg, CV, ELT);
         }
         for (int k = 0; k < r; ++k) EM_T(em_fftk_undeal)(d + os * (q + s * k), o[k].re * scale, o[k].im * scale);
     }
@@ -189,42 +214,54 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_last)(const CZ *x
 /* one line from src or xb through the last stage into d (interleaved) times scale */
 static inline __attribute__((always_inline)) void EM_T(em_fftk_line_out)(const ELT *src, const CZ *xb, CZ *b0, CZ *b1,
                                                                          int64_t m, const SZ *tw, const CZ *tv, ELT sg,
-                                                                         ELT *d, ELT scale) {
-    const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb);
-    const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r);
+                                                                         ELT *d, ELT scale, const int8_t *rad, int nr) {
+    const int64_t nb = m / CW, r = EM_T(em_fftk_lastr)(nb, rad, nr);
+    const CZ *x = EM_T(em_fftk_line)(src, xb, b0, b1, m, tw, tv, sg, r, rad, nr);
     if (r == 8) EM_T(em_fftk_last)(x, nb, 8, d, 2 * CW, scale, sg);
-    else EM_T(em_fftk_last)(x, nb, 4, d, 2 * CW, scale, sg);
+    else if (r == 4) EM_T(em_fftk_last)(x, nb, 4, d, 2 * CW, scale, sg);
+    else if (r == 5) EM_T(em_fftk_last)(x, nb, 5, d, 2 * CW, scale, sg);
+    else if (r == 3) EM_T(em_fftk_last)(x, nb, 3, d, 2 * CW, scale, sg);
+    else EM_T(em_fftk_last)(x, nb, 2, d, 2 * CW, scale, sg);
 }
-/* the line kernel's job: the job j of a power-of-two length m with its table tw (tw[j] =
-   exp(-2 pi i j / m), j < m, then the real split's rt[k] = exp(-i pi k / m), k <= m) */
+/* the line kernel's job: the job j of length m with its table tw (tw[j] = exp(-2 pi i j / m), j <
+   m, then the real split's rt[k] = exp(-i pi k / m), k <= m); a 2-3-5 length's stages after the
+   first: rad[0 .. nr) (else rad null) */
 typedef struct {
     const EM_T(em_fft_job) *j;
     const SZ *tw;
     int64_t m;
+    const int8_t *rad;
+    int nr;
 } EM_T(em_fftk_job);
-/* whether the line kernel takes a job of (half-)length m: a power of two from CW^2 (the first
-   stage's butterflies fill whole CW x CW blocks) to EM_FFTK_MAX points, rows of a complex last axis
-   or a real one through the half-length line */
-static inline int EM_T(em_fftk_fits)(const EM_T(em_fft_job) *j, int64_t m) {
-    return !(m & (m - 1)) && m >= CW * CW && m <= EM_FFTK_MAX
-           && (j->kind == 0 ? j->inner == 1 : j->half);
+/* whether the line kernel takes a job of (half-)length m (fac: its factors, null for a power of
+   two): a multiple of CW (whole blocks) from CW^2 (a power of two: the first stage's butterflies
+   fill whole CW x CW blocks; other lengths pad the last group) to EM_FFTK_MAX points whose odd
+   factors are 3s and 5s, rows of a complex last axis or a real one through the half-length line */
+static inline int EM_T(em_fftk_fits)(const EM_T(em_fft_job) *j, int64_t m, const int32_t *fac) {
+    if (m % CW || m < CW * CW || m > EM_FFTK_MAX || !(j->kind == 0 ? j->inner == 1 : j->half)) return 0;
+    if (fac)
+        for (int64_t q = m, i = 0; q > 1; q /= fac[i++])
+            if (fac[i] > 5) return 0;
+    return 1;
 }
 /* lines [lo, hi) of the job; thread tid's scratch: two line buffers and the first stage's twiddles
-   (m / CW blocks each, a fourth for the inverse real transform's merged line) */
+   (m / CW blocks each, the second and third rounded up to whole groups of CW; a fourth for the
+   inverse real transform's merged line: blocks, or interleaved when the groups are padded) */
 static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftk_job) *kj = (const EM_T(em_fftk_job) *)c;
     const EM_T(em_fft_job) *j = kj->j;
-    const int64_t m = kj->m, nb = m / CW;
+    const int64_t m = kj->m, nb = m / CW, nbp = (nb + CW - 1) / CW * CW;  /* (nbp: the padded groups) */
     const ELT sg = (j->kind == 2 || (j->kind == 0 && j->p->inv)) ? (ELT)-1 : (ELT)1;
-    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + nb, *tv = b1 + nb, *xb = tv + nb;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + nb, *tv = b1 + nbp, *xb = tv + nbp;
     const SZ *rt = kj->tw + m;
     EM_T(em_fftk_twv)(tv, m, kj->tw, sg);
     for (int64_t l = lo; l < hi; ++l) {
         if (j->kind == 0) {
             const ELT scale = (ELT)j->scale;
-            EM_T(em_fftk_line_out)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
+            EM_T(em_fftk_line_out)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad,
+                                       kj->nr);
         } else if (j->kind == 1) {  /* bins k0 + l of 2 X = E + W^k O (em_fftc_split), halved */
-            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, 1);
+            const CZ *z = EM_T(em_fftk_line)(j->src + 2 * l * m, 0, b0, b1, m, kj->tw, tv, sg, 1, kj->rad, kj->nr);
             ELT *d = j->dst + 2 * l * (m + 1);
             const ELT h = (ELT)0.5;
             for (int64_t b = 0; b < nb; ++b) {
@@ -249,16 +286,22 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
                 const CZ t = EM_T(em_fftk_deal)((const ELT *)(rt + b * CW));
                 const CV er = a.re + q.re, ei = a.im - q.im, dr = a.re - q.re, di = a.im + q.im;
                 const CV orr = dr * t.re + di * t.im, oi = di * t.re - dr * t.im;
-                xb[b].re = er - oi; xb[b].im = ei + orr;
+                if (nbp == nb) { xb[b].re = er - oi; xb[b].im = ei + orr; }
+                else EM_T(em_fftk_undeal)((ELT *)(xb + b), er - oi, ei + orr);  /* (padded: read as a row) */
             }
-            EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale);
+            if (nbp == nb) EM_T(em_fftk_line_out)(0, xb, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad, kj->nr);
+            else EM_T(em_fftk_line_out)((const ELT *)xb, 0, b0, b1, m, kj->tw, tv, sg, j->dst + 2 * l * m, scale, kj->rad,
+                                        kj->nr);
         }
     }
 }
-/* run job j (of em_fftk_fits) over its lines with table tw, on the pool when par */
-static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw, int64_t lines, int par,
-                              int64_t nt) {
-    EM_T(em_fftk_job) kj = {j, tw, m};
+/* run job j (of em_fftk_fits; fac as there) over its lines with table tw, on the pool when par */
+static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw, const int32_t *fac, int64_t lines,
+                              int par, int64_t nt) {
+    int8_t rad[64];
+    int lg = 0;
+    while ((1 << lg) < CW) ++lg;
+    EM_T(em_fftk_job) kj = {j, tw, m, fac ? rad : 0, fac ? em_fftp_radices(fac, m, lg, rad) : 0};
     if (par && nt > 1 && lines > 1) em_par(EM_T(em_fftk_task), &kj, lines, nt, nt, 4);
     else EM_T(em_fftk_task)(&kj, 0, lines, 0);
 }

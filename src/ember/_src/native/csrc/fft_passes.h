@@ -26,6 +26,20 @@
 #endif
 /* the radix of em_fftp_fft_to's stage at length n: 8, 4 for the last 16 or 4, 2 for a last 2 */
 static inline int em_fftp_radix(int64_t n) { return n % 8 == 0 && n != 16 ? 8 : n % 4 == 0 ? 4 : 2; }
+/* the stage radices of m / 2^drop (fac: m's factors, 4s then primes ascending; m holds 2^drop) into
+   rad, returning their count: its power of two 2^a as radix-8 stages (the rest one 4, two 4s or one
+   2), then its odd primes ascending */
+static inline __attribute__((unused)) int em_fftp_radices(const int32_t *fac, int64_t m, int drop, int8_t *rad) {
+    int a = -drop, nr = 0;
+    for (int64_t q = m, i = 0; q > 1; q /= fac[i++]) a += fac[i] == 4 ? 2 : fac[i] == 2;
+    int n8 = a / 3;
+    if (a % 3 == 1 && n8) { --n8; rad[nr++] = 4; rad[nr++] = 4; }
+    else if (a % 3) rad[nr++] = (int8_t)(1 << (a % 3));
+    for (int i = 0; i < n8; ++i) rad[nr++] = 8;
+    for (int64_t q = m, i = 0; q > 1; q /= fac[i++])
+        if (fac[i] & 1) rad[nr++] = (int8_t)fac[i];
+    return nr;
+}
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
 typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
@@ -219,18 +233,34 @@ static void EM_T(em_fftp_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t
         }
     }
 }
+/* one Stockham stage of radix r (8, 4, 2, 3, 5 or an odd prime to EM_FFT_PMAX) at length n, stride s */
+static void EM_T(em_fftp_stage)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg, int r) {
+    if (r == 8) EM_T(em_fftp_r8)(x, y, n, s, m, tw, sg, 0);
+    else if (r == 4) EM_T(em_fftp_r4)(x, y, n, s, m, tw, sg, 0);
+    else if (r == 2) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 2);
+    else if (r == 3) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 3);
+    else if (r == 5) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 5);
+    else EM_T(em_fftp_rodd)(x, y, n, s, m, tw, sg, r);
+}
+/* the stages of radices rad[0 .. nr) from length n, stride s on (the earlier ones done) of a
+   length-m transform, ping-ponging x / y: returns the buffer holding the result */
+static CZ *EM_T(em_fftp_stages)(CZ *x, CZ *y, int64_t m, int64_t n, int64_t s, const int8_t *rad, int nr,
+                                const SZ *tw, ELT sg) {
+    for (int i = 0; i < nr; ++i) {
+        EM_T(em_fftp_stage)(x, y, n, s, m, tw, sg, rad[i]);
+        n /= rad[i]; s *= rad[i];
+        CZ *t = x; x = y; y = t;
+    }
+    return x;
+}
 /* the mixed-radix Stockham transform over the factors fac (4, 2, 3, 5, odd primes to 64; a 4 then a 2 as one radix-8
    stage) of m: as em_fftp_fft, returns the buffer holding the result (x or y) */
 static CZ *EM_T(em_fftp_mixed)(CZ *x, CZ *y, int64_t m, const int32_t *fac, const SZ *tw, ELT sg) {
     int64_t s = 1;
     for (int64_t n = m, i = 0; n > 1; ++i) {
-        int64_t r = fac[i];
-        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; EM_T(em_fftp_r8)(x, y, n, s, m, tw, sg, 0); }
-        else if (r == 4) EM_T(em_fftp_r4)(x, y, n, s, m, tw, sg, 0);
-        else if (r == 2) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 2);
-        else if (r == 3) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 3);
-        else if (r == 5) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 5);
-        else EM_T(em_fftp_rodd)(x, y, n, s, m, tw, sg, (int)r);
+        int r = fac[i];
+        if (r == 4 && n > 4 && fac[i + 1] == 2) { r = 8; ++i; }
+        EM_T(em_fftp_stage)(x, y, n, s, m, tw, sg, r);
         n /= r; s *= r;
         CZ *t = x; x = y; y = t;
     }

@@ -39,7 +39,7 @@ import numpy as np
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, row_strides
-from ember._src.native.emit.fft import passes_helper
+from ember._src.native.emit.fft import contracted, passes_helper
 from ember._src.native.runtime import toolchain
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn
@@ -278,7 +278,7 @@ def emit(e: Eqn, cc: CallCode, direct: list[str]) -> list[str]:
     elt, sfx = _TYPES[pl.dtype]
     support.need("math.h")
     passes_helper(cc, elt, sfx)
-    cc.helper(f"em_conv_fft_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + _SRC
+    cc.helper(f"em_conv_fft_{sfx}", f"#define ELT {elt}\n#define EM_T(name) name##_{sfx}\n" + contracted(_SRC)
               + "#undef EM_T\n#undef ELT\n")
     geo = pl.fields()
     key = f"{sfx}_{hashlib.sha1(f'{geo} {pl.khm} {pl.kwm}'.encode()).hexdigest()[:12]}"

@@ -15,7 +15,11 @@ workspace; twiddle tables from static storage, see below).
   symmetric input pairs, ``O(p^2 / 2)``), so every butterfly is SIMD across
   lines with broadcast twiddles. Rows are moved in and out by register transposes of
   ``CW x CW`` tiles; a power-of-two line is read from its rows straight into the first radix-8
-  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store. A length
+  stage, and (complex rows up to 8 KB) its last stage runs inside the transposed store; other
+  lengths order their stages (a Stockham transform's order is free) so that a first stage of
+  radix 8, 5, 4, 3 or 2 whose stride holds whole tiles reads the rows and another is fused into
+  the store the same way. The helpers compile with floating-point contraction on
+  (:func:`contracted`: FMAs in the butterflies). A length
   with a prime factor above :data:`BLUESTEIN_PRIME` (64) uses Bluestein's chirp-z
   algorithm over the same passes: the transform becomes a cyclic convolution of length ``m2``,
   the least 2-3-5-smooth length at least ``2n - 1`` (about half the power of two's work when that
@@ -24,14 +28,17 @@ workspace; twiddle tables from static storage, see below).
   transform by ``fft_core.h``'s table transform at plan time) and rounded once to the operand's
   precision: measured error against NumPy's float64 transform at most about 2.7e-7 of the largest
   output magnitude for float32 (lengths 2..8191).
-* **Batched power-of-two rows** (``fft_line.h``; complex rows of a contiguous last axis and real
-  rows through their half-length line, ``CW**2`` to :data:`LINE_MAX` points, unless the four-step
-  below takes them): one line at a time, SIMD across the butterflies of a pass instead of across
+* **Batched rows of powers of two and 2-3-5 lengths** (``fft_line.h``; complex rows of a
+  contiguous last axis and real rows through their half-length line, a multiple of ``CW`` points
+  from ``CW**2`` to :data:`LINE_MAX` whose odd factors are 3 and 5, unless the four-step below
+  takes them): one line at a time, SIMD across the butterflies of a pass instead of across
   lines. The line is held in blocks of ``CW`` points; its first stage has radix ``CW`` (contiguous
-  loads from the row, per-lane twiddles, one register transpose of its outputs), after which every
-  stage's stride is a whole block and ``fft_passes.h``'s stages run on the blocks unchanged; the
-  last one is fused into the interleaved store, the real split / merge pair a block with its
-  lane-reversed mirror. This drops the lanes' transposes of the batch (about half of their time).
+  loads from the row, per-lane twiddles, one register transpose of its outputs; when ``CW`` does
+  not divide its ``m / CW`` butterflies the last group is padded), after which every stage's
+  stride is a whole block and ``fft_passes.h``'s stages (radix 8, 4, 2, 3, 5) run on the blocks
+  unchanged; the last one is fused into the interleaved store, the real split / merge pair a block
+  with its lane-reversed mirror. This drops the lanes' transposes of the batch (about half of
+  their time).
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
   lines, and real transforms through their half-length line): the four-step FFT of
@@ -113,6 +120,17 @@ _CONV = load("fft_conv.h")
 _LANES = load("fft_line.h") + load("fft_lanes.h")  # the line kernel first: em_fftl_run picks it
 _RUNTIME = load("fft_runtime.h")
 _PASSES = load("fft_passes.h")
+# GCC contracts a * b + c into one FMA only where the C standard lets it (-std=c11 turns that off):
+# the FFT helpers turn it on for their own code (butterflies and twiddle products are sums of
+# products: 10-13% of a transform's time, one rounding instead of two).
+_FMA_ON = ('#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC push_options\n'
+           '#pragma GCC optimize("fp-contract=fast")\n#endif\n')
+_FMA_OFF = "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC pop_options\n#endif\n"
+
+
+def contracted(text: str) -> str:
+    """``text`` (C) compiled with floating-point contraction (FMA) on, the rest of the program as it was."""
+    return _FMA_ON + text + _FMA_OFF
 
 
 def passes_helper(cc: CallCode, real_t: str, s: str) -> None:
@@ -120,8 +138,9 @@ def passes_helper(cc: CallCode, real_t: str, s: str) -> None:
     2-D convolution by FFT's) for one precision (``real_t`` float or double, name suffix ``s``),
     after dft_small.h's DFTs; once per program and precision, whichever step asks first."""
     elti = "int32_t" if real_t == "float" else "int64_t"
-    cc.helper(f"em_fftp_{s}", load("dft_small.h") + f"#define ELT {real_t}\n#define ELTI {elti}\n"
-              f"#define EM_T(name) name##_{s}\n" + _PASSES + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+    cc.helper(f"em_fftp_{s}", load("dft_small.h") + contracted(
+        f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n" + _PASSES
+        + "#undef EM_T\n#undef ELTI\n#undef ELT\n"))
 
 def _factors(n: int) -> list[int]:
     """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
@@ -330,6 +349,9 @@ def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, pa
             bits |= G_P2R
     else:
         bits |= G_MIXED
+        if ((half or (kind == 0 and inner == 1)) and max(fac) <= 5
+                and any(m % cw == 0 and cw * cw <= m <= LINE_MAX for cw in cws)):
+            bits |= G_LINE  # 2-3-5 rows in fft_line.h (em_fftk_fits)
     if kind == 1 and half:  # em_fftl_rfft's store (one per lane count)
         item = 4 if real_t == "float" else 8
         bits |= functools.reduce(operator.or_,
@@ -377,7 +399,7 @@ def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
             gates |= int(m.group(1))
     gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
     cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
-                        + load("fft_typed.h") + _LANES
+                        + load("fft_typed.h") + contracted(_LANES)
                         + "#undef EM_FFTG_ON\n#undef EM_FFTG_MISSED\n#undef EM_FFTG\n"
                         "#undef EM_T\n#undef ELT\n")
     return real_t, s
@@ -533,7 +555,7 @@ def _conv_helper(cc: CallCode, real_t: str, s: str) -> None:
     passes_helper(cc, real_t, s)
     elti = "int32_t" if real_t == "float" else "int64_t"
     cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
-              + _CONV + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+              + contracted(_CONV) + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
 
 
 def _conv_dims(e: Eqn) -> tuple[tuple, tuple, tuple]:
