@@ -120,12 +120,8 @@ _CONV = load("fft_conv.h")
 _LANES = load("fft_line.h") + load("fft_lanes.h")  # the line kernel first: em_fftl_run picks it
 _RUNTIME = load("fft_runtime.h")
 _PASSES = load("fft_passes.h")
-# GCC contracts a * b + c into one FMA only where the C standard lets it (-std=c11 turns that off):
-# the FFT helpers turn it on for their own code (butterflies and twiddle products are sums of
-# products: 10-13% of a transform's time, one rounding instead of two).
-_FMA_ON = ('#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC push_options\n'
-           '#pragma GCC optimize("fp-contract=fast")\n#endif\n')
-_FMA_OFF = "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC pop_options\n#endif\n"
+# floating-point contraction on for the FFT helpers' own code only (csrc/fma_on.h says why)
+_FMA_ON, _FMA_OFF = load("fma_on.h"), load("fma_off.h")
 
 
 def contracted(text: str) -> str:

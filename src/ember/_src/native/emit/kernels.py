@@ -651,7 +651,8 @@ class KernelEmitter(RowKernels):
     def _row_blocked(self, reds: list, by_exp: dict, arg: bool) -> set[int]:
         """The float sums of this loop that run in blocks of ``blockreduce.ROW_BLOCK`` elements
         (one running accumulator per row lost accuracy with the row's length: a float32 variance
-        over a strided axis of 20,000 was good to about 1e-6, against 1e-7 blocked): sums of real
+        over a strided axis of 20,000 was good to about 1e-6, against 1e-7 blocked; rows longer
+        than ``ROW_GROUP`` blocks add their block sums per group first): sums of real
         floats, when the loop is one serial inner loop of a static length of two blocks or more."""
         if (arg or self.block or self.parallel_inner or self.pool_inner or len(self.inner_names) != 1
                 or not isinstance(self.inner_sizes[0], int)
@@ -707,9 +708,20 @@ class KernelEmitter(RowKernels):
             sinks.remove(nid)
         reds = [r for r in reds if r.rid not in by_exp]
         depth = 0
-        if blocked:  # the one inner loop in blocks of ROW_BLOCK, a fresh accumulator per block
+        if blocked:  # the one inner loop in blocks of ROW_BLOCK, a fresh accumulator per block,
+            # the block sums added per ROW_GROUP blocks first when the row is longer than that
             nm, size, rb = self.inner_names[0], self.inner_sizes[0], blockreduce.ROW_BLOCK
-            self.w(f"for (int64_t rb_ = 0; rb_ < {size}; rb_ += {rb}) {{")
+            grouped = size > rb * blockreduce.ROW_GROUP
+            start = "0"
+            if grouped:
+                rg = rb * blockreduce.ROW_GROUP
+                self.w(f"for (int64_t rg_ = 0; rg_ < {size}; rg_ += {rg}) {{")
+                self.ind += 1
+                for r in reds:
+                    if r.rid in blocked:
+                        self.w(f"{ctype(r.dtype)} g{r.rid} = {c_ops.reduce_init(r.kind, r.dtype)};")
+                start, size = "rg_", f"(rg_ + {rg} < {size} ? rg_ + {rg} : {size})"
+            self.w(f"for (int64_t rb_ = {start}; rb_ < {size}; rb_ += {rb}) {{")
             self.ind += 1
             for r in reds:
                 if r.rid in blocked:
@@ -753,8 +765,13 @@ class KernelEmitter(RowKernels):
         if blocked:
             for r in reds:
                 if r.rid in blocked:
-                    self.w(f"a{r.rid} += b{r.rid};")
+                    self.w(f"{'g' if grouped else 'a'}{r.rid} += b{r.rid};")
             self.close(1)
+            if grouped:
+                for r in reds:
+                    if r.rid in blocked:
+                        self.w(f"a{r.rid} += g{r.rid};")
+                self.close(1)
         reds = [r for r in ir.reduces if r.phase == q + 1]
         if self.block == "part":  # this block's partials, in the accumulator type
             for r in reds:

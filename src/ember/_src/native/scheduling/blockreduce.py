@@ -43,12 +43,13 @@ import numpy as np
 from ember._src import shapes as sh
 from ember._src.native.scheduling.kernel import KernelIR
 
-__all__ = ["BLOCK", "COLUMN_BLOCK", "ROW_BLOCK", "blocks", "blocked_rows", "column_levels", "column_sums",
-           "levels_key", "partial_key"]
+__all__ = ["BLOCK", "COLUMN_BLOCK", "ROW_BLOCK", "ROW_GROUP", "blocks", "blocked_rows", "column_levels",
+           "column_sums", "levels_key", "partial_key"]
 
 BLOCK = 4096  # elements per block (16 KiB of float32 read per partial)
 COLUMN_BLOCK = 128  # rows per block of a column reduction
-ROW_BLOCK = 1024  # elements per block of a long row reduction (emit/kernels.py, KernelEmitter._row_blocked)
+ROW_BLOCK = 4096  # elements per block of a long row reduction (emit/kernels.py, KernelEmitter._row_blocked)
+ROW_GROUP = 64  # blocks whose sums such a row adds up before adding them to its total
 _KINDS = frozenset({"sum", "prod", "max", "min", "and", "or"})
 
 
