@@ -98,7 +98,7 @@ def test_image_smaller_than_kernel_raises():
     (6, 6, 3, 3, (2, 1), ((1, 0), (0, 1)), (1, 2), 6, "NCHW"),  # depthwise, dilation, uneven pads
 ], ids=["strided", "groups", "depthwise"])
 def test_grad_against_torch(case):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     C, O, KH, KW, strides, padding, dilation, groups, layout = case
     layouts = NCHW if layout == "NCHW" else NHWC
     f = conv_fn(strides, padding, dilation, layouts, groups)
@@ -108,18 +108,7 @@ def test_grad_against_torch(case):
     w = rng.standard_normal((O, C // groups, KH, KW))
     for n, h, wd in ((2, 9, 11), (1, 6, 8), (3, 7, 5)):
         x = rng.standard_normal((n, C, h, wd))
-        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-        (hl, hh), (wl, wh) = padding
-        y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (wl, wh, hl, hh)), wt, stride=strides,
-                                       dilation=dilation, groups=groups)
-        (y ** 2).sum().backward()
-        xa = x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
-        wa = w if layout == "NCHW" else w.transpose(2, 3, 1, 0)
-        gx, gw = (np.asarray(g) for g in jg(xa, wa))
-        if layout == "NHWC":
-            gx, gw = gx.transpose(0, 3, 1, 2), gw.transpose(3, 2, 0, 1)
-        np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+        _check_grads_against_torch(jg, x, w, layout, padding, strides, dilation, groups)
     assert jg.cache_info()["compiles"] == 1
 
 
@@ -197,7 +186,7 @@ def test_same_padding_strided_symbolic_matches_jax():
 def test_same_padding_strided_grad_against_torch(layout, strides, dilation):
     """Gradients of a ``"SAME"`` strided convolution with symbolic sizes (one compile) against PyTorch
     on the input padded by the rule."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     layouts = NCHW if layout == "NCHW" else NHWC
     f = conv_fn(strides, "SAME", dilation, layouts, 1)
     jg = ember.jit(ember.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=(0, 1)),
@@ -206,18 +195,8 @@ def test_same_padding_strided_grad_against_torch(layout, strides, dilation):
     w = rng.standard_normal((4, 3, 3, 3))
     for n, h, wd in ((2, 9, 10), (1, 8, 7), (3, 6, 11)):
         x = rng.standard_normal((n, 3, h, wd))
-        (hl, hh), (wl, wh) = (_same_pads(v, 3, s, d) for v, s, d in zip((h, wd), strides, dilation))
-        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
-        y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (wl, wh, hl, hh)), wt, stride=strides,
-                                       dilation=dilation)
-        (y ** 2).sum().backward()
-        xa = x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
-        wa = w if layout == "NCHW" else w.transpose(2, 3, 1, 0)
-        gx, gw = (np.asarray(g) for g in jg(xa, wa))
-        if layout == "NHWC":
-            gx, gw = gx.transpose(0, 3, 1, 2), gw.transpose(3, 2, 0, 1)
-        np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+        pads = [_same_pads(v, 3, s, d) for v, s, d in zip((h, wd), strides, dilation)]
+        _check_grads_against_torch(jg, x, w, layout, pads, strides, dilation, 1)
     assert jg.cache_info()["compiles"] == 1
 
 
@@ -352,3 +331,22 @@ def test_same_padding_strided_symbolic_pooling():
                          for i in range(oh)], 1)
         np.testing.assert_array_equal(np.asarray(jf(x)), want)
     assert jf.cache_info()["compiles"] == 1
+
+
+def _check_grads_against_torch(jg, x, w, layout, padding, strides, dilation, groups):
+    """``jg(x, w)`` (the gradients of the sum of squares of a convolution of the NCHW ``x`` and OIHW
+    ``w``, given in ``layout``) against torch's, float64."""
+    import torch  # (the callers skip without it)
+
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    (hl, hh), (wl, wh) = padding
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (wl, wh, hl, hh)), wt, stride=strides,
+                                   dilation=dilation, groups=groups)
+    (y ** 2).sum().backward()
+    xa = x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
+    wa = w if layout == "NCHW" else w.transpose(2, 3, 1, 0)
+    gx, gw = (np.asarray(g) for g in jg(xa, wa))
+    if layout == "NHWC":
+        gx, gw = gx.transpose(0, 3, 1, 2), gw.transpose(3, 2, 0, 1)
+    np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gw, wt.grad.numpy(), rtol=1e-10, atol=1e-10)
