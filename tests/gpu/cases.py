@@ -20,6 +20,16 @@ def _loss(params: list, x: np.ndarray, y: np.ndarray) -> ember.Array:
     return jnp.mean((_mlp(params, x) - y) ** 2)
 
 
+def scan_loss(w: ember.Array, xs: ember.Array) -> ember.Array:
+    """A scalar of a 3-wide ``tanh`` recurrence scanned over the rows of ``xs`` (its last carry and
+    every step's output): the scan whose gradient the loop tests take on each backend."""
+    def body(c, x):
+        c = jnp.tanh(c * w + x)
+        return c, c
+    c, ys = ember.lax.scan(body, jnp.zeros(3, jnp.float32), xs, checkpoint=False)
+    return jnp.sum(c) + jnp.sum(ys * ys)
+
+
 def _mlp_params(rng: np.random.Generator) -> list:
     f = np.float32
     return [(rng.standard_normal((20, 32)) * 0.3).astype(f), rng.standard_normal(32).astype(f),

@@ -12,6 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember import lax
 from ember._src.gpu import cuda_loops, cuda_runtime
+from tests.gpu.cases import scan_loss
 
 _NO_NVRTC = cuda_runtime.nvrtc_unavailable_reason()
 needs_nvrtc = pytest.mark.skipif(_NO_NVRTC is not None, reason=f"NVRTC unavailable: {_NO_NVRTC}")
@@ -50,21 +51,13 @@ def _mlp_training(w1, w2, x, y):
     return lax.fori_loop(0, 5, step, (w1, w2))
 
 
-def _scan_loss(w, xs):
-    def body(c, x):
-        c = jnp.tanh(c * w + x)
-        return c, c
-    c, ys = lax.scan(body, jnp.zeros(3, jnp.float32), xs, checkpoint=False)
-    return jnp.sum(c) + jnp.sum(ys * ys)
-
-
 PROGRAMS = [
     ("fori_loop", _fori, lambda: (_f32(4), _f32(4, seed=3)), 1),
     ("reverse_scan", _reverse_scan, lambda: (_f32(2, 3), _f32(5, 2, 3, seed=2)), 1),
     ("mlp_training", _mlp_training,
      lambda: (_f32(8, 16, seed=1) * 0.3, _f32(16, 2, seed=2) * 0.3, _f32(32, 8, seed=3),
               _f32(32, 2, seed=4)), 1),
-    ("grad_of_scan", ember.grad(_scan_loss), lambda: (_f32(3), _f32(6, 3, seed=4)), 2),
+    ("grad_of_scan", ember.grad(scan_loss), lambda: (_f32(3), _f32(6, 3, seed=4)), 2),
 ]
 _IDS = [p[0] for p in PROGRAMS]
 

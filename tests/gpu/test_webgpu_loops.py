@@ -11,6 +11,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.gpu import webgpu
 from ember._src.gpu.device_array import DeviceArray
+from tests.gpu.cases import scan_loss
 
 _WHY = webgpu.unavailable_reason()
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"no WebGPU adapter: {_WHY}")
@@ -73,13 +74,7 @@ def test_a_loop_between_kernels_keeps_values_on_the_device() -> None:
 
 
 def test_grad_through_a_scan() -> None:
-    def loss(w, xs):
-        def body(c, x):
-            c = jnp.tanh(c * w + x)
-            return c, c
-        c, ys = lax.scan(body, jnp.zeros(3, jnp.float32), xs, checkpoint=False)
-        return jnp.sum(c) + jnp.sum(ys * ys)
-    _both(ember.grad(loss), _f32(3), _f32(6, 3, seed=4))
+    _both(ember.grad(scan_loss), _f32(3), _f32(6, 3, seed=4))
 
 
 def test_while_loop_is_host_driven_with_the_carries_on_the_device() -> None:
