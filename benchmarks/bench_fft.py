@@ -99,10 +99,10 @@ def main() -> None:
         rows.append({"workload": name, "times": times})
         print(name, {k: f"{v * 1e6:.0f} us" for k, v in times.items()}, flush=True)
     mode = "CPU time per call" if args.cpu_time else "wall clock"
-    print(report(f"FFTs ({mode}; ember's C FFT: batched power-of-two and 2-3-5 rows one line at a time, SIMD "
-                 "across the butterflies; other jobs Stockham radix 8/4/2/3/5/odd primes with one line per vector "
-                 "lane in the operand's precision, Bluestein for prime factors above 64, four-step for few "
-                 "long lines, cached plans, half-length rfft)",
+    print(report(f"FFTs ({mode}; ember's C FFT: batched power-of-two and 2-3-5 rows one line at a time, "
+                 "SIMD across the butterflies; other jobs Stockham radix 8/4/2/3/5/odd primes with one line "
+                 "per vector lane in the operand's precision, Bluestein for prime factors above 64, "
+                 "four-step for few long lines, cached plans, half-length rfft)",
                  rows, results_name(args.impls)))
 
 

@@ -148,5 +148,5 @@ def test_reach_keeps_the_line_kernel_where_it_runs():
     x = cdata((9, 1024), np.complex64)
     got, exe = run_with_call_step(jnp.fft.fft, "fft", x)
     close(got, np.fft.fft(x.astype(np.complex128)), np.complex64, 1024)
-    m = re.search(r"#define EM_FFTG (\d+)\n", exe.source)
+    m = re.search(r'#define EM_FFTB_SYM "ember_fftb_[0-9a-f]+_f32_(\d+)"', exe.source)
     assert m is not None and int(m.group(1)) & nfft.G_LINE

@@ -11,6 +11,7 @@ import ember
 import ember.numpy as jnp
 from ember._src.native import specialize
 from ember._src.native.emit import fft as nfft
+from ember._src.native.emit import fft_blocks
 from ember._src.prims.fft import fft as lax_fft
 from ember._src.prims.movement import slice as lax_slice
 from tests.native.conftest import requires_cc
@@ -547,9 +548,9 @@ def test_runtime_tables_are_freed_with_their_executables():
 @pytest.mark.parametrize("target", [["-mavx512f", "-mfma"], ["-mavx2", "-mfma"], ["-mno-avx"]],
                          ids=["avx512", "avx2", "scalar"])
 def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
-    """The fft step's helpers as the lowering registers them for complex64 (float lanes on
-    fft_passes.h's passes and fft_conv.h's transposes) and complex128 (the same in double) in one
-    unit, after the thread pool's helpers, on each
+    """The fft step's helpers as the lowering registers them for complex64 and complex128 in one
+    unit, after the thread pool's helpers, and each precision's kernel library with every path
+    (float lanes on fft_passes.h's passes and fft_conv.h's transposes; the same in double), on each
     instruction set (float vectors of 16 or 8 lanes, double of 8 or 4): no warnings under -Wall."""
     import shutil
     import subprocess
@@ -568,15 +569,17 @@ def test_helpers_compile_for_each_target_and_precision(tmp_path, target):
     for dt in (np.complex64, np.complex128):
         aval = types.SimpleNamespace(dtype=dt)
         nfft._helpers(types.SimpleNamespace(inputs=[types.SimpleNamespace(aval=aval)]), cc)
-    assert list(cc.helpers) == ["em_fft_core", "em_fftp_f32", "em_fftc_f32", "em_fft_f32",
-                                "em_fftp_f64", "em_fftc_f64", "em_fft_f64"]
+    assert list(cc.helpers) == ["em_fft_core", "em_fft_f32", "em_fft_f64"]
     unit = "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n" + threadpool.c_helpers()
-    f = tmp_path / "unit.c"
-    f.write_text(unit + "".join(cc.helpers.values()))
     compiler = shutil.which("gcc") or shutil.which("cc")
-    out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
+    # the program's side, then each precision's kernel library (emit/fft_blocks.py)
+    libs = [fft_blocks.library_source(s, None) for s in ("f32", "f64")]
+    for i, text in enumerate([unit + "".join(cc.helpers.values()), *libs]):
+        f = tmp_path / f"unit{i}.c"
+        f.write_text(text)
+        out = subprocess.run([compiler, "-fsyntax-only", "-Wall", "-Werror", "-std=c11", *target, str(f)],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
 
 
 # ---- compile time: a program's C reaches only the paths its fft steps can take (fft.py's reach) ----
@@ -597,14 +600,18 @@ def _compiled(f, *args, dynamic_axes=None):
     if dynamic_axes:
         exe = exe.specialization(exe.env_from_shapes([a.shape for a in args])).run.sym
     src = exe.source
-    m = re.search(r"#define EM_FFTG (\d+)\n", src)
-    so = compiler.compile_shared(src, name_hint="fft_gates")
+    m = re.search(r'#define EM_FFTB_SYM "ember_fftb_[0-9a-f]+_f(?:32|64)_(all|\d+)"', src)
+    # the program and the FFT kernel libraries it calls (emit/fft_blocks.py)
+    sos = [compiler.compile_shared(src, name_hint="fft_gates")] + [
+        lib._name for lib, _ in fft_blocks.prepare_for(src)]
     nm = shutil.which("nm")
     syms = None
     if nm:
-        out = subprocess.run([nm, so], capture_output=True, text=True, check=True).stdout
+        out = "".join(subprocess.run([nm, so], capture_output=True, text=True, check=True).stdout
+                      for so in sos)
         syms = {ln.split()[-1].split(".")[0] for ln in out.splitlines() if ln.strip()}
-    return (int(m.group(1)) if m else None), syms, jf(*args)
+    mask = None if m is None or m.group(1) == "all" else int(m.group(1))
+    return mask, syms, jf(*args)
 
 
 def _has(syms, name, want):

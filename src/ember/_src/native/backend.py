@@ -35,7 +35,7 @@ import numpy as np
 from ember._src import core
 from ember._src.array import aligned_copy
 from ember._src.native import abi
-from ember._src.native.emit import c_ops, gemm_kernel
+from ember._src.native.emit import c_ops, fft_blocks, gemm_kernel
 from ember._src.native.options import NativeOptions
 from ember._src.native.pipeline import Lowered, lower
 from ember._src.native.plan.planner import MemoryPlan
@@ -89,8 +89,11 @@ def load_entry(source: str, name_hint: str, owner: object) -> tuple[Any, str, bo
     before = compiler.cache_stats()
     path = compiler.compile_shared(source, name_hint=name_hint)
     after = compiler.cache_stats()
+    kernels = fft_blocks.prepare_for(source)  # the FFT kernel libraries it calls, loaded first
     lib = compiler.load_library(source, name_hint=name_hint)
     fft_tables.track(owner, lib)
+    for klib, sym in kernels:
+        fft_tables.track(owner, klib, sym)
     fn = abi.bind_entry(lib)
     return fn, path, after["compiles"] > before["compiles"], after["disk_hits"] > before["disk_hits"]
 

@@ -21,10 +21,16 @@ static int em_fft_nfrees;
 static __attribute__((unused)) void em_fft_on_release(em_fft_free_t f) {
     if (em_fft_nfrees < 8) em_fft_frees[em_fft_nfrees++] = f;
 }
-__attribute__((visibility("default"))) int ember_fft_tables_live(void) {
+/* EM_FFT_API: how the two entries are exported -- a program's for native/runtime/fft_tables.py; the
+   shared FFT kernel library (fft_block.h) defines it static and exports its own names instead, so
+   its copies never interpose on a program's */
+#ifndef EM_FFT_API
+#define EM_FFT_API __attribute__((visibility("default")))
+#endif
+EM_FFT_API int ember_fft_tables_live(void) {
     return __atomic_load_n(&em_fft_live, __ATOMIC_ACQUIRE);
 }
-__attribute__((visibility("default"))) void ember_fft_release(void) {
+EM_FFT_API void ember_fft_release(void) {
     for (int i = 0; i < em_fft_nfrees; ++i) em_fft_frees[i]();
 }
 __attribute__((destructor)) static void em_fft_unload(void) { ember_fft_release(); }

@@ -40,9 +40,3 @@ typedef struct {
     double scale;
     void *wtab;  /* the step's table workspace (fft_lanes.h builds its tables there when uncached) */
 } EM_T(em_fft_job);
-static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt);  /* fft_lanes.h */
-/* run a job over all its lines (fft_lanes.h), on the pool when `par` (the work is above the
-   parallel threshold), on at most nt threads (the scratch's copies) */
-static void EM_T(em_fft_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_t nt) {
-    if (!EM_T(em_fftl_run)(j, lines, par, nt)) EM_FFTG_MISSED();
-}

@@ -39,7 +39,8 @@ import numpy as np
 from ember._src.native.csrc import load
 from ember._src.native.emit import support
 from ember._src.native.emit.calls import CallCode, row_strides
-from ember._src.native.emit.fft import contracted, passes_helper
+from ember._src.native.emit.fft import passes_helper
+from ember._src.native.emit.fft_blocks import contracted
 from ember._src.native.runtime import toolchain
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn

@@ -78,17 +78,19 @@ workspace; twiddle tables from static storage, see below).
   spectrum and inverse transformed, keeping the real part: the imaginary parts of the DC and
   Nyquist bins are ignored, as NumPy's ``irfft`` does).
 * **Empty** operands or a zero length give zeros, as the reference does.
-* **Compile time: only reachable paths.** The headers are one block per precision, but a static
-  program defines ``EM_FFTG`` in front of it: the mask (:func:`reach`, mirroring the C dispatch) of
-  the job kinds (axis, RFFT, IRFFT) and paths (power-of-two lanes and their row read, the fused
-  RFFT stores, the four-step, mixed-radix lanes, Bluestein lanes, odd real lines) its fft steps of that
-  precision can take, joined over the steps (the block's text is rewritten as each step is
-  emitted). Everything else is a constant-false branch the C compiler drops before optimizing, so
-  a length-8 transform compiles the power-of-two lanes only (about 4x less compile time than the
-  whole machinery). A branch the mask left out traps instead of computing (a disagreement is a
-  bug). Runtime lengths keep every path (their job kinds only are known). Plan set-up is inlined,
-  so a direct plan carries no Bluestein table code, and the lanes build their tables in workspace
-  room of their own, apart from a plan's private tables.
+* **Compile time: the kernels are shared libraries.** A program's fft steps call the kernels
+  (``fft_lanes.h`` with its line kernel, passes and tables) in a library compiled once per
+  precision and set of reachable paths (:mod:`.fft_blocks`): the program keeps only its plans and
+  one call per step, so a new FFT program compiles in about 0.2 s instead of 2-2.5 s (the first
+  one of a mask builds its library, 2-3 s, through the compile cache). The set is the mask
+  (:func:`reach`, mirroring the C dispatch, ``EM_FFTG``) of the job kinds (axis, RFFT, IRFFT) and
+  paths (power-of-two lanes and their row read, the fused RFFT stores, the four-step, mixed-radix
+  lanes, Bluestein lanes, odd real lines, the line kernel) the program's fft steps of that
+  precision can take, joined over its steps; in the library everything else is a constant-false
+  branch the C compiler drops, and a branch the mask left out traps instead of computing (a
+  disagreement is a bug). Runtime lengths take every path (their job kinds only are known). Plan
+  set-up is inlined, so a direct plan carries no Bluestein table code, and the lanes build their
+  tables in workspace room of their own, apart from a plan's private tables.
 """
 
 from __future__ import annotations
@@ -96,7 +98,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -104,7 +105,7 @@ import numpy as np
 from ember._src import shapes as sh
 from ember._src.native.base.symdims import cdim, is_sym
 from ember._src.native.csrc import load
-from ember._src.native.emit import support
+from ember._src.native.emit import fft_blocks, support
 from ember._src.native.emit.calls import CallCode, register
 from ember._src.native.runtime.threadpool import usable_cpus
 from ember._src.program import Eqn, Literal
@@ -115,28 +116,17 @@ LINE_MAX = 4096  # the longest line (complex points) of the line kernel (fft_lin
 _Z = 16  # bytes of one em_z (two doubles)
 _VZ = 128  # bytes of one em_vz at its widest (eight lanes, AVX-512)
 
-_CORE = load("dft_small.h") + load("fft_core.h")  # the small DFTs (EM_DFT_SMALL) first
-_CONV = load("fft_conv.h")
-_LANES = load("fft_line.h") + load("fft_lanes.h")  # the line kernel first: em_fftl_run picks it
+_CORE = fft_blocks.core_text()
 _RUNTIME = load("fft_runtime.h")
-_PASSES = load("fft_passes.h")
-# floating-point contraction on for the FFT helpers' own code only (csrc/fma_on.h says why)
-_FMA_ON, _FMA_OFF = load("fma_on.h"), load("fma_off.h")
-
-
-def contracted(text: str) -> str:
-    """``text`` (C) compiled with floating-point contraction (FMA) on, the rest of the program as it was."""
-    return _FMA_ON + text + _FMA_OFF
 
 
 def passes_helper(cc: CallCode, real_t: str, s: str) -> None:
-    """Register fft_passes.h (the Stockham passes of every FFT: the fft and fft_conv steps' and the
-    2-D convolution by FFT's) for one precision (``real_t`` float or double, name suffix ``s``),
-    after dft_small.h's DFTs; once per program and precision, whichever step asks first."""
-    elti = "int32_t" if real_t == "float" else "int64_t"
-    cc.helper(f"em_fftp_{s}", load("dft_small.h") + contracted(
-        f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n" + _PASSES
-        + "#undef EM_T\n#undef ELTI\n#undef ELT\n"))
+    """Register fft_passes.h (the Stockham passes of the fft_conv step and the 2-D convolution by
+    FFT; the fft step's are in its kernel library) for one precision (``real_t`` float or double,
+    name suffix ``s``), after dft_small.h's DFTs; once per program and precision, whichever step
+    asks first."""
+    cc.helper(f"em_fftp_{s}", fft_blocks.passes_text(real_t, s))
+
 
 def _factors(n: int) -> list[int]:
     """The radices of ``n``: 4s while four divides it, then its prime factors ascending."""
@@ -314,7 +304,6 @@ def _real_t(e: Eqn) -> tuple[str, str]:
  G_P2R, G_LINE) = (1 << i for i in range(13))
 G_PATHS = G_P2 | G_LONG | G_MIXED | G_BLUE | G_FULL | G_RL8 | G_RL4 | G_RSG | G_P2R | G_LINE
 _KIND_BIT = (G_AXIS, G_RFFT, G_IRFFT)
-_GATE_RE = re.compile(r"#define EM_FFTG (\d+)\n")
 
 
 def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, par: bool, nt: int) -> int:
@@ -376,28 +365,23 @@ def _fused_radix(m: int, cw: int, item: int = 4) -> int:
 
 
 def _helpers(e: Eqn, cc: CallCode, gates: int | None = None) -> tuple[str, str]:
-    """Register the FFT helpers for the operand's precision; ``(C real type, name suffix)``.
-    ``gates``: the EM_FFTG bits this step reaches (:func:`reach`), joined with those of the
-    program's earlier fft steps of the same precision (the block's text is rewritten in place:
-    helpers are assembled after every step); ``None``: everything."""
+    """Register what the program's fft steps of the operand's precision need: the plans and the call
+    into the FFT kernel library of the ``EM_FFTG`` bits ``gates`` (:func:`reach`; ``None``:
+    everything), joined with those of the program's earlier fft steps of the same precision (the
+    block's text is rewritten in place: helpers are assembled after every step; emit/fft_blocks.py
+    builds the library); ``(C real type, name suffix)``."""
     real_t, s = _real_t(e)
     cc.helper("em_fft_core", _CORE)
-    support.need("threadpool")  # large transforms split their line groups over the pool
-    # every job in lanes of the operand's precision (fft_lanes.h, on fft_conv.h's transform)
-    _conv_helper(cc, real_t, s)
+    support.need("threadpool")  # em_threads: the threads a step's line groups may use
     name = f"em_fft_{s}"
     prev = cc.helpers.get(name)
     if prev is not None:
-        m = _GATE_RE.match(prev)
-        if m is None:  # already everything
+        had = fft_blocks.gates_of(prev)
+        if had is None:  # already everything
             return real_t, s
         if gates is not None:
-            gates |= int(m.group(1))
-    gate = "" if gates is None else f"#define EM_FFTG {gates}\n"
-    cc.helpers[name] = (gate + f"#define ELT {real_t}\n#define EM_T(name) name##_{s}\n"
-                        + load("fft_typed.h") + contracted(_LANES)
-                        + "#undef EM_FFTG_ON\n#undef EM_FFTG_MISSED\n#undef EM_FFTG\n"
-                        "#undef EM_T\n#undef ELT\n")
+            gates |= had
+    cc.helpers[name] = fft_blocks.program_block(real_t, s, gates)
     return real_t, s
 
 
@@ -549,9 +533,7 @@ def _conv_helper(cc: CallCode, real_t: str, s: str) -> None:
     """Register fft_conv.h for one precision (the fft_conv step's kernel; the fft step's power-of-two
     lanes build on its tables and transposes), after ``em_fft_core`` and fft_passes.h."""
     passes_helper(cc, real_t, s)
-    elti = "int32_t" if real_t == "float" else "int64_t"
-    cc.helper(f"em_fftc_{s}", f"#define ELT {real_t}\n#define ELTI {elti}\n#define EM_T(name) name##_{s}\n"
-              + contracted(_CONV) + "#undef EM_T\n#undef ELTI\n#undef ELT\n")
+    cc.helper(f"em_fftc_{s}", fft_blocks.conv_text(real_t, s))
 
 
 def _conv_dims(e: Eqn) -> tuple[tuple, tuple, tuple]:
