@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ember._src.gpu import cuda_runtime
+from ember._src.gpu import cuda_blas, cuda_runtime
 
 
 class Fn(int):
@@ -19,6 +19,13 @@ class Fn(int):
         self = super().__new__(cls, value)
         self.name = name
         return self
+
+
+class Stream(tuple):
+    """A stream handle: ``("stream", "blocking" | "non-blocking")``, an int as the driver's are."""
+
+    def __int__(self) -> int:
+        return 0x5000 + (self[1] == "non-blocking")
 
 
 def read_args(address: int, n: int) -> list[int]:
@@ -189,7 +196,7 @@ class RecordingDriver:
 
     # streams and graphs
     def cuStreamCreate(self, flags):
-        return (0, ("stream", "non-blocking" if flags else "blocking"))
+        return (0, Stream(("stream", "non-blocking" if flags else "blocking")))
 
     def cuStreamDestroy(self, stream):
         return (0,)
@@ -238,6 +245,17 @@ class RecordingDriver:
         n["grid"], n["args"] = (p.gridDimX, p.gridDimY, p.gridDimZ), self._args(p.func, p.kernelParams)
         return self._log("set_params", p.func.name)
 
+    def cuGraphExecUpdate(self, exe, graph):
+        nodes = self.graphs[graph]
+        if [n.get("fn") for n in nodes] != [n.get("fn") for n in self.exes[exe]]:
+            return (910, None)  # (another topology)
+        self.exes[exe] = [dict(n) for n in nodes]
+        return self._log("exec_update", exe) + (None,)
+
+    def cuMemsetD8Async(self, ptr, value, n, stream):
+        self._on(stream)
+        return self._log("memset", int(ptr), value, n)
+
     def cuGraphLaunch(self, exe, stream):
         assert stream[1] == "blocking"  # the call stream, ordered with the legacy stream's copies
         self.executed += [(n["fn"].name, n["args"]) for n in self.exes[exe] if n["type"] == 0]
@@ -245,10 +263,48 @@ class RecordingDriver:
 
 
 def install(drv: RecordingDriver, monkeypatch: pytest.MonkeyPatch,
-            pool: cuda_runtime.CUDAPool | None = None) -> None:
+            pool: cuda_runtime.CUDAPool | None = None, blas: cuda_blas.Blas | None = None) -> None:
     """The CUDA runtime's state with ``drv`` as its driver and a pool of its own (synchronous
-    unless given; the test drops every buffer of it before the state is restored)."""
+    unless given; the test drops every buffer of it before the state is restored); GEMM steps
+    call ``blas`` (a :class:`.cuda_blas.Blas` over :class:`RecordingBlas`), or launch their tiled
+    kernels where it is None."""
+    monkeypatch.setattr(cuda_blas, "_STATE", {"blas": blas})
     state = {"driver": drv, "ctx": None, "arch": "compute_80"}
     monkeypatch.setattr(cuda_runtime, "_STATE", state)
     state["pool"] = pool if pool is not None else cuda_runtime.CUDAPool(drv)
     monkeypatch.setattr(cuda_runtime, "TRANSFERS", dict.fromkeys(cuda_runtime.TRANSFERS, 0))
+
+
+class RecordingBlas:
+    """A stand-in for the cuBLAS library (ctypes-style calls): records the calls, with the GEMM's
+    arguments by name and its scalars read from their addresses."""
+
+    GEMM_ARGS = ("handle", "transa", "transb", "m", "n", "k", "alpha", "A", "Atype", "lda", "strideA", "B",
+                 "Btype", "ldb", "strideB", "beta", "C", "Ctype", "ldc", "strideC", "batchCount",
+                 "computeType", "algo")
+
+    def __init__(self, drv: RecordingDriver | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.drv = drv
+
+    def _log(self, *entry) -> int:
+        if self.drv is not None:
+            self.drv._log("cublas", *entry)
+        self.calls.append(entry)
+        return 0
+
+    def cublasCreate_v2(self, ref):
+        ref._obj.value = 0xB1A5
+        return self._log("create")
+
+    def cublasSetWorkspace_v2(self, handle, ptr, n):
+        return self._log("workspace", handle, ptr, n)
+
+    def cublasSetStream_v2(self, handle, stream):
+        return self._log("stream", handle, stream)
+
+    def cublasGemmStridedBatchedEx(self, *args):
+        a = dict(zip(self.GEMM_ARGS, args))
+        scalar = ctypes.c_double if a["computeType"] == 70 else ctypes.c_float
+        a["alpha"], a["beta"] = (scalar.from_address(a[s]).value for s in ("alpha", "beta"))
+        return self._log("gemm", a)

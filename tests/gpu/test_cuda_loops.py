@@ -13,12 +13,8 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.gpu import cuda_loops, cuda_runtime
 from tests.gpu.cases import scan_loss
+from tests.gpu.cuda_marks import needs_device, needs_nvrtc
 from tests.gpu.fake_cuda import RecordingDriver, install
-
-_NO_NVRTC = cuda_runtime.nvrtc_unavailable_reason()
-needs_nvrtc = pytest.mark.skipif(_NO_NVRTC is not None, reason=f"NVRTC unavailable: {_NO_NVRTC}")
-_NO_DEVICE = cuda_runtime.unavailable_reason()
-needs_device = pytest.mark.skipif(_NO_DEVICE is not None, reason=f"no CUDA device: {_NO_DEVICE}")
 
 
 def _f32(*shape: int, seed: int = 0) -> np.ndarray:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ember._src.debug import set_debug
 from ember._src.jit import set_default_backend
+from ember._src.prims.dot import set_default_matmul_precision
 from ember._src.validation import set_validation
 
 
@@ -54,11 +55,13 @@ class Config:
             "ember_debug": set_debug,
             "ember_validate": set_validation,
             "ember_default_backend": set_default_backend,
+            "jax_default_matmul_precision": set_default_matmul_precision,
         }
         self._values: dict[str, Any] = {"jax_log_compiles": False, "jax_platforms": "cpu",
                                         "jax_platform_name": "cpu",
                                         "jax_threefry_partitionable": False,
-                                        "jax_default_prng_impl": "threefry2x32"}
+                                        "jax_default_prng_impl": "threefry2x32",
+                                        "jax_default_matmul_precision": None}
 
     def update(self, name: str, value: Any) -> None:
         """Set a configuration option by its JAX (``jax_*``) or ember (``ember_*``) name."""

@@ -6,8 +6,10 @@ a stream into an executable graph (``cuStreamBeginCapture`` ... ``cuGraphInstant
 capture returns None and the caller issues the work directly. :class:`GraphCache` keeps one graph
 per key (a binding of the named axes) with the device pointers it was captured with: a call with
 the same pointers relaunches it, a call with other pointers updates the kernel nodes whose
-arguments changed (``cuGraphExecKernelNodeSetParams``) or, where a node cannot be updated (a
-library call's kernels, whose arguments ember does not know), captures again.
+arguments changed (``cuGraphExecKernelNodeSetParams``) or, where a node cannot be updated that way
+(a cuBLAS call's kernels, whose arguments ember does not know), captures the steps again and
+updates the executable graph from the new one (``cuGraphExecUpdate``), instantiating anew only
+where the driver refuses.
 ``EMBER_CUDA_GRAPHS=0`` turns graphs off: the work is issued on the stream directly.
 """
 
@@ -63,9 +65,22 @@ class Launch:
 
 
 def capture(drv: Any, record: Callable[[Any], None]) -> tuple[Any, Any] | None:
-    """``(graph, executable graph)`` of the work ``record(stream)`` issues, captured on a
-    non-blocking stream of its own (capture runs nothing, and a stream that synchronizes with the
-    legacy stream cannot be captured), or None where capture fails (the work is then not issued)."""
+    """``(graph, executable graph)`` of the work ``record(stream)`` issues (:func:`capture_graph`),
+    or None where capture or instantiation fails (the work is then not issued)."""
+    graph = capture_graph(drv, record)
+    if graph is None:
+        return None
+    try:
+        return graph, check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+    except RuntimeError:
+        drv.cuGraphDestroy(graph)
+        return None
+
+
+def capture_graph(drv: Any, record: Callable[[Any], None]) -> Any:
+    """The graph of the work ``record(stream)`` issues, captured on a non-blocking stream of its
+    own (capture runs nothing, and a stream that synchronizes with the legacy stream cannot be
+    captured), or None where capture fails."""
     mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
     try:
         cap = check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
@@ -83,13 +98,11 @@ def capture(drv: Any, record: Callable[[Any], None]) -> tuple[Any, Any] | None:
         drv.cuStreamDestroy(cap)
         return None
     try:
-        graph = check(drv.cuStreamEndCapture(cap), "cuStreamEndCapture")
-        exe = check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        return check(drv.cuStreamEndCapture(cap), "cuStreamEndCapture")
     except RuntimeError:
         return None
     finally:
         drv.cuStreamDestroy(cap)
-    return graph, exe
 
 
 def kernel_nodes(drv: Any, graph: Any) -> dict[int, Any]:
@@ -139,7 +152,7 @@ class GraphCache:
         how = "relaunched"
         if ent is not None and ent.ptrs != ptrs:
             how = "updated" if self._update(drv, ent, steps, ptrs) else "recaptured"
-            if how == "recaptured":
+            if how == "recaptured" and not self._recapture(drv, ent, steps, ptrs):
                 self.drop(drv, key)
                 ent = None
         if ent is None:
@@ -173,6 +186,23 @@ class GraphCache:
             except RuntimeError:
                 return False
         ent.ptrs = ptrs
+        return True
+
+    @staticmethod
+    def _recapture(drv: Any, ent: _Entry, steps: Sequence[Any], ptrs: tuple) -> bool:
+        """Capture the steps again and update the executable graph from the new graph in place
+        (``cuGraphExecUpdate``: same topology, new arguments, no instantiation); False where the
+        driver refuses (the caller instantiates anew)."""
+        graph = capture_graph(drv, lambda cap: [s.issue(drv, cap) for s in steps])
+        if graph is None:
+            return False
+        try:
+            check(drv.cuGraphExecUpdate(ent.exe, graph), "cuGraphExecUpdate")
+        except RuntimeError:
+            drv.cuGraphDestroy(graph)
+            return False
+        drv.cuGraphDestroy(ent.graph)
+        ent.graph, ent.ptrs, ent.nodes = graph, ptrs, None
         return True
 
     def drop(self, drv: Any, key: Any) -> None:

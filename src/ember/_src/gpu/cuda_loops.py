@@ -52,12 +52,12 @@ graphs_enabled = cuda_graphs.graphs_enabled
 
 
 class _Bound:
-    """A scan's device state under one binding: a buffer per slot, the launch parameters of
-    either parity and the stream."""
+    """A scan's device state under one binding: a buffer per slot, the body's steps of either
+    parity (per GEMM precision) and the stream."""
 
     def __init__(self) -> None:
         self.slots: dict[Any, rt.CUDABuffer] = {}
-        self.params: list[list[tuple]] = []
+        self.steps: dict[Any, list[list[Any]]] = {}
         self.stream: Any = None
 
 
@@ -65,11 +65,11 @@ class _Steps:
     """The whole loop as one step of a :class:`.cuda_graphs.GraphCache` (its buffers are the
     binding's own, so its pointers never change)."""
 
-    def __init__(self, scan: CUDAScan, st: _Bound, plan: loop_schedule.ScanPlan, env: dict):
-        self.scan, self.st, self.plan, self.env = scan, st, plan, env
+    def __init__(self, scan: CUDAScan, st: _Bound, plan: loop_schedule.ScanPlan, steps: list[list[Any]]):
+        self.scan, self.st, self.plan, self.steps = scan, st, plan, steps
 
     def issue(self, drv: Any, stream: Any) -> None:
-        self.scan._record(drv, self.st, self.plan, self.env, stream)
+        self.scan._record(drv, self.st, self.plan, self.steps, stream)
 
 
 class CUDAScan:
@@ -124,9 +124,10 @@ class CUDAScan:
                 rt.TRANSFERS["host_to_device"] += 1
                 rt.TRANSFERS["host_to_device_bytes"] += n
         if plan.actions:
-            self.body_exe.functions(drv)  # (the module is loaded outside the capture)
-            self.graphs.run(drv, tuple(int(env[a]) for a in self.axes), [_Steps(self, st, plan, env)], [()],
-                            st.stream)
+            precision = rt.cuda_blas.precision()
+            steps = self._steps(drv, st, plan, env, precision)  # (the module loaded outside the capture)
+            key = (tuple(int(env[a]) for a in self.axes), precision)
+            self.graphs.run(drv, key, [_Steps(self, st, plan, steps)], [()], st.stream)
         outs = []
         for slot in plan.outputs:
             size = plan.buffers[slot]
@@ -161,26 +162,31 @@ class CUDAScan:
             host = np.full(max(n, 1), value, dtype).view(rt._storage_dtype(dtype))
             rt._check(drv.cuMemcpyHtoD(st.slots["literal", j].ptr, host.ctypes.data, host.nbytes),
                       "cuMemcpyHtoD")
-        axis_values = [np.array([int(env[a])], dtype=np.int32) for a in self.body.axes]
-        for par in (0, 1):
-            m = plan.binding(par)
-            st.params.append([rt.kernel_params(k, [int(st.slots[m[b.index]].ptr) for b in k.buffers()],
-                                               axis_values) for k in self.body.kernels])
         st.stream = rt.call_stream(drv)
         self._bound[key] = st
         return st
 
-    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict, stream: Any) -> None:
-        """Issues the steps' copies and launches on ``stream``."""
-        functions = self.body_exe.functions(drv)
-        ks = self.body.kernels
+    def _steps(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict,
+               precision: Any) -> list[list[Any]]:
+        """The body's steps (kernel launches, GEMM calls) on the buffers of either parity."""
+        if precision not in st.steps:
+            functions = self.body_exe.functions(drv)
+            axis_values = [np.array([int(env[a])], dtype=np.int32) for a in self.body.axes]
+            st.steps[precision] = [
+                [rt.make_step(k, fn, [int(st.slots[plan.binding(par)[b.index]].ptr) for b in k.buffers()],
+                              axis_values, env, precision) for k, fn in zip(self.body.kernels, functions)]
+                for par in (0, 1)]
+        return st.steps[precision]
 
+    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, steps: list[list[Any]],
+                stream: Any) -> None:
+        """Issues the loop's copies and its body's steps on ``stream``."""
         def copy(src: int, so: int, dst: int, do: int, n: int) -> None:
             rt._check(drv.cuMemcpyDtoDAsync(dst + do, src + so, n, stream), "cuMemcpyDtoDAsync")
 
         def body(par: int) -> None:
-            for k, fn, params in zip(ks, functions, st.params[par]):
-                rt.launch_step(k, fn, params, env).issue(drv, stream)
+            for s in steps[par]:
+                s.issue(drv, stream)
 
         loop_schedule.replay(plan, lambda s: int(st.slots[s].ptr), copy, body)
 

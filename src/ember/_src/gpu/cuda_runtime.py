@@ -20,7 +20,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import cuda_graphs, kernel_cache, kernels, segments, symbolic
+from ember._src.gpu import cuda_blas, cuda_graphs, kernel_cache, kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.pool import Pool
@@ -392,12 +392,14 @@ class CUDAExecutable:
             if b.index not in held:
                 held[b.index] = _alloc(sizes[b.index] * _storage_dtype(b.dtype).itemsize)
         steps, ptrs = [], []
+        precision = cuda_blas.precision()
         for k, fn in zip(sch.kernels, functions):
             p = [int(held[b.index].ptr) for b in k.buffers()]
-            steps.append(launch_step(k, fn, kernel_params(k, p, axis_values), env))
+            steps.append(make_step(k, fn, p, axis_values, env, precision))
             ptrs.append(p)
         if steps:
-            self.graphs.run(drv, tuple(int(env[a]) for a in sch.axes), steps, ptrs, call_stream(drv))
+            key = (tuple(int(env[a]) for a in sch.axes), precision)
+            self.graphs.run(drv, key, steps, ptrs, call_stream(drv))
         outs = []
         for (kind, v), aval in zip(sch.outputs, self.out_avals):
             if kind == "input":
@@ -428,8 +430,23 @@ def kernel_params(k: kernels.Kernel, ptrs: list[int], axis_values: list[np.ndarr
 def launch_step(k: kernels.Kernel, fn: Any, params: tuple, env: dict) -> cuda_graphs.Launch:
     """The launch of ``k`` (its function ``fn``) with ``params`` (:func:`kernel_params`) under the
     binding ``env``."""
-    block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
+    block = (kernels.TILE, kernels.TILE, 1) if k.kind in ("matmul", "gemm") else (kernels.WG, 1, 1)
     return cuda_graphs.Launch(fn, k.launch(env), block, params)
+
+
+def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.ndarray], env: dict,
+              precision: Any) -> Any:
+    """The step of ``k`` over the device pointers ``ptrs`` (its buffers, in order) under the
+    binding ``env``: a cuBLAS call for a GEMM step where cuBLAS loads (:mod:`.cuda_blas`, at
+    ``precision``), else the launch of its kernel."""
+    blas = cuda_blas.blas() if k.kind == "gemm" else None
+    if blas is None:
+        return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
+    g = k.info["gemm"]
+    at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
+    sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
+    args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
+    return cuda_blas.GemmStep(blas, _alloc, args, nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"]))
 
 
 def nbytes(n: int, dtype: np.dtype) -> int:

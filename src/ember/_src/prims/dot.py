@@ -66,6 +66,25 @@ def canonicalize_precision(precision: Any) -> Any:
                          f"got {precision!r}") from None
 
 
+_DEFAULT_PRECISION: list[Precision | None] = [None]
+
+
+def set_default_matmul_precision(value: Any) -> None:
+    """The ``jax_default_matmul_precision`` setting: None (full precision), or a precision name or
+    :class:`Precision` (a ValueError otherwise). The CPU computes every level alike; the CUDA
+    backend's float32 GEMMs read it when they run (TF32 for ``"tensorfloat32"``/``"high"``,
+    bfloat16 for ``"bfloat16"``/``"default"``)."""
+    p = canonicalize_precision(value)
+    if isinstance(p, tuple):
+        raise ValueError(f"jax_default_matmul_precision takes one precision, not a pair; got {value!r}")
+    _DEFAULT_PRECISION[0] = p
+
+
+def matmul_precision_setting() -> Precision | None:
+    """The current ``jax_default_matmul_precision`` (None: not set, full precision)."""
+    return _DEFAULT_PRECISION[0]
+
+
 def _free(nd: int, contract: Sequence[int], batch: Sequence[int]) -> list[int]:
     return [i for i in range(nd) if i not in contract and i not in batch]
 
