@@ -250,6 +250,16 @@ def test_the_precision_setting_is_validated() -> None:
     with pytest.raises(ValueError, match="one precision, not a pair"):
         ember.config.update("jax_default_matmul_precision", ("high", "high"))
     assert ember.config.jax_default_matmul_precision is None
+    from ember._src.prims.dot import Precision, matmul_precision_setting
+
+    with ember.default_matmul_precision("tensorfloat32"):
+        assert matmul_precision_setting() == Precision.HIGH
+        assert ember.config.jax_default_matmul_precision == "tensorfloat32"
+        with pytest.raises(KeyError), ember.default_matmul_precision("bfloat16"):
+            assert matmul_precision_setting() == Precision.DEFAULT
+            raise KeyError  # (restored on the way out)
+        assert matmul_precision_setting() == Precision.HIGH
+    assert matmul_precision_setting() is None and ember.config.jax_default_matmul_precision is None
 
 
 @needs_device
@@ -271,3 +281,29 @@ def test_bfloat16_operands_on_the_device() -> None:
     got = np.asarray(ember.jit(lambda a, b: a @ b, backend="cuda")(a, b)).astype(np.float64)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_a_products_own_precision_wins_over_the_setting() -> None:
+    """``precision=`` on ``matmul``/``dot`` rides on the equation (a pair: the higher) and its
+    gradient's products; it chooses the compute type whatever ``jax_default_matmul_precision``
+    says. Without it, the setting decides."""
+    from ember._src.prims.dot import Precision
+
+    x, w = _r(3, 4), _r(4, 5)
+    k = _gemm_kernel(lambda a, b: jnp.matmul(a, b, precision="tensorfloat32"), (x, w))
+    assert k.info["gemm"]["precision"] == Precision.HIGH
+    for setting in (None, Precision.DEFAULT, Precision.HIGHEST):
+        assert cuda_blas.gemm_arguments(k.info["gemm"], (1, 3, 5, 4), 1, 2, 3, setting)["computeType"] == 77
+    k = _gemm_kernel(lambda a, b: jnp.dot(a, b, precision=("bfloat16", "highest")), (x, w))
+    assert k.info["gemm"]["precision"] == Precision.HIGHEST
+    k = _gemm_kernel(lambda a, b: a @ b, (x, w))
+    assert k.info["gemm"]["precision"] is None
+    call = cuda_blas.gemm_arguments(k.info["gemm"], (1, 3, 5, 4), 1, 2, 3, Precision.DEFAULT)
+    assert call["computeType"] == 75
+    grad = ember.grad(lambda a, b: jnp.sum(jnp.matmul(a, b, precision="bfloat16")), argnums=(0, 1))
+    exe = ember.jit(grad, backend="cuda").lower(x, w).executable
+    gemms = [k for k in exe.schedule.kernels if k.kind == "gemm"]
+    assert len(gemms) == 2 and all(k.info["gemm"]["precision"] == Precision.DEFAULT for k in gemms)
+    # the CPU computes every level alike
+    cpu = ember.jit(lambda a, b: jnp.matmul(a, b, precision="bfloat16"))(x, w)
+    np.testing.assert_allclose(np.asarray(cpu), x.astype(np.float64) @ w, rtol=1e-5)

@@ -7,8 +7,9 @@ rejected with a message saying so (never ignored).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ember._src.debug import set_debug
@@ -119,4 +120,20 @@ class Config:
 
 config = Config()
 
-__all__ = ["Config", "config"]
+
+@contextlib.contextmanager
+def default_matmul_precision(precision: Any) -> Iterator[None]:
+    """Sets ``jax_default_matmul_precision`` within a block, as JAX's context manager.
+
+    ``precision``: a precision name (``"float32"``, ``"tensorfloat32"``, ``"bfloat16"``, ...), a
+    ``lax.Precision``, or None. The CPU computes every level alike; the CUDA backend's float32
+    GEMMs run at it (``docs/gpu.md``)."""
+    old = config.jax_default_matmul_precision
+    config.update("jax_default_matmul_precision", precision)
+    try:
+        yield
+    finally:
+        config.update("jax_default_matmul_precision", old)
+
+
+__all__ = ["Config", "config", "default_matmul_precision"]

@@ -13,8 +13,8 @@ program's graph). ember's buffers are row-major and cuBLAS is column-major: a ro
 ``m = N``, ``n = M``, the rhs buffer as its first operand and the lhs buffer as its second, each
 transposed where the buffer stores its matrix the other way round (:func:`gemm_arguments`).
 
-Precision (float32 operands): full float32 (``CUBLAS_COMPUTE_32F``) unless
-``jax_default_matmul_precision`` says otherwise: ``"tensorfloat32"`` / ``"high"`` /
+Precision (float32 operands): full float32 (``CUBLAS_COMPUTE_32F``) unless the product's
+``precision=`` or else ``jax_default_matmul_precision`` says otherwise: ``"tensorfloat32"`` / ``"high"`` /
 ``"bfloat16_3x"`` is TF32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), ``"bfloat16"`` / ``"default"`` /
 ``"fastest"`` is one bfloat16 pass (``CUBLAS_COMPUTE_32F_FAST_16BF``). float16 and bfloat16
 operands accumulate in float32; float64 computes in float64.
@@ -114,7 +114,9 @@ def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: in
                    precision: Precision | None) -> dict[str, Any]:
     """The ``cublasGemmStridedBatchedEx`` arguments (but the handle and the scalars' addresses) of
     the row-major product ``c[B, M, N] = a @ b`` of :func:`.kernels.gemm_layout` ``layout``, its
-    sizes ``(B, M, N, K)`` bound, at device pointers ``a``, ``b``, ``c`` (module docstring)."""
+    sizes ``(B, M, N, K)`` bound, at device pointers ``a``, ``b``, ``c`` (module docstring). The
+    product's own precision (``precision=`` of ``dot``/``matmul``/``dot_general``) wins over
+    ``precision``, the configured default."""
     _, m, n, k = sizes
     dt, out = DATA_TYPES[np.dtype(layout["dtype"]).name], DATA_TYPES[np.dtype(layout["out_dtype"]).name]
     return {"transa": OP_T if layout["b_trans"] else OP_N, "transb": OP_T if layout["a_trans"] else OP_N,
@@ -122,7 +124,8 @@ def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: in
             "A": b, "Atype": dt, "lda": max(k if layout["b_trans"] else n, 1), "strideA": k * n,
             "B": a, "Btype": dt, "ldb": max(m if layout["a_trans"] else k, 1), "strideB": m * k,
             "C": c, "Ctype": out, "ldc": max(n, 1), "strideC": m * n, "batchCount": sizes[0],
-            "computeType": compute_type(layout["dtype"], precision), "algo": GEMM_DEFAULT}
+            "computeType": compute_type(layout["dtype"], layout.get("precision") or precision),
+            "algo": GEMM_DEFAULT}
 
 
 class Blas:

@@ -586,7 +586,7 @@ def gemm_layout(e: Eqn) -> dict | None:
     the operand and result dtypes. Needs the batch dimensions leading and in order on both sides,
     the free and contracted dimensions of each operand contiguous, the contracted ones in the same
     order on both sides, one operand dtype the library takes (:data:`GEMM_DTYPES`) and a result of
-    that dtype or float32."""
+    that dtype or float32. ``precision``: the equation's own (``precision=``), or None."""
     (lc, rc), (lb, rb) = e.params["dimension_numbers"]
     a, b = e.inputs
     nb = len(lb)
@@ -608,7 +608,8 @@ def gemm_layout(e: Eqn) -> dict | None:
             trans.append(True)
         else:
             return None
-    return {"a_trans": trans[0], "b_trans": trans[1], "dtype": da, "out_dtype": dout}
+    return {"a_trans": trans[0], "b_trans": trans[1], "dtype": da, "out_dtype": dout,
+            "precision": e.params.get("precision")}
 
 
 def p_sharded(e: Eqn) -> bool:
