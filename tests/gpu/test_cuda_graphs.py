@@ -256,3 +256,18 @@ def test_programs_run_as_graphs_on_the_device(graphs: str, monkeypatch: pytest.M
         np.testing.assert_allclose(np.asarray(g(ember.device_put(x, "cuda:0"))), want, rtol=2e-5, atol=2e-5)
     stats = ember.memory_stats("cuda:0")
     assert stats["peak_bytes_in_use"] > 0 and stats["bytes_reserved"] >= stats["bytes_in_use"]
+
+
+def test_kernel_nodes_skip_what_the_driver_does_not_describe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library's kernel node the driver will not describe is left out; ember's are found by
+    their function, whatever their position."""
+    from tests.gpu.fake_cuda import Fn
+
+    drv = RecordingDriver()
+    f1, f2 = Fn(1001, "a"), Fn(1002, "b")
+    drv.graphs[7] = [{"type": 0, "fn": f1}, {"type": 1}, {"type": 0, "fn": Fn(5, "library")},
+                     {"type": 0, "fn": f2}]
+    real = drv.cuGraphKernelNodeGetParams
+    monkeypatch.setattr(drv, "cuGraphKernelNodeGetParams",
+                        lambda node: (700, None) if node == (7, 2) else real(node))
+    assert cuda_graphs.kernel_nodes(drv, 7) == {1001: (7, 0), 1002: (7, 3)}

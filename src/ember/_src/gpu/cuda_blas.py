@@ -141,8 +141,9 @@ class Blas:
         if int(status) != 0:
             raise RuntimeError(f"cuda: {what} failed (cuBLAS status {int(status)})")
 
-    def ready(self, stream: Any, alloc: Any) -> None:
-        """The handle exists, has its workspace, and issues on ``stream``."""
+    def prepare(self, alloc: Any) -> None:
+        """The handle exists and has its workspace (made outside any stream capture: creating a
+        handle or allocating is not allowed while a stream captures)."""
         if self.handle is None:
             h = ctypes.c_void_p()
             self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate")
@@ -150,6 +151,9 @@ class Blas:
             self.workspace = alloc(WORKSPACE)
             self._check(self.lib.cublasSetWorkspace_v2(self.handle, int(self.workspace.ptr), WORKSPACE),
                         "cublasSetWorkspace")
+
+    def ready(self, stream: Any) -> None:
+        """The (prepared) handle issues on ``stream``."""
         if self.stream is not stream:
             self._check(self.lib.cublasSetStream_v2(self.handle, int(stream)), "cublasSetStream")
             self.stream = stream
@@ -171,7 +175,9 @@ class GemmStep:
     no elements does nothing; one with an empty contraction zeroes the result)."""
 
     def __init__(self, blas: Blas, alloc: Any, args: dict[str, Any], out_bytes: int):
-        self.blas, self.alloc, self.args, self.out_bytes = blas, alloc, args, out_bytes
+        self.blas, self.args, self.out_bytes = blas, args, out_bytes
+        if alloc is not None:
+            blas.prepare(alloc)  # (steps are made before their capture)
 
     def issue(self, drv: Any, stream: Any) -> None:
         a = self.args
@@ -182,7 +188,7 @@ class GemmStep:
             if int(err[0] if isinstance(err, tuple) else err) != 0:
                 raise RuntimeError(f"cuda: cuMemsetD8Async failed ({err})")
             return
-        self.blas.ready(stream, self.alloc)
+        self.blas.ready(stream)
         self.blas.gemm(a)
 
 

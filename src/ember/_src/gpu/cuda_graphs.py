@@ -106,20 +106,23 @@ def capture_graph(drv: Any, record: Callable[[Any], None]) -> Any:
 
 
 def kernel_nodes(drv: Any, graph: Any) -> dict[int, Any]:
-    """The graph's kernel nodes by their function handle (as an int); empty where the driver does
-    not say."""
+    """The graph's kernel nodes by their function handle (as an int); a node the driver does not
+    describe (a library's kernel) is left out, and all where it does not list them."""
     try:
         _, n = check(drv.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
         nodes, _ = check(drv.cuGraphGetNodes(graph, n), "cuGraphGetNodes")
-        out: dict[int, Any] = {}
-        for node in nodes:
+    except RuntimeError:
+        return {}
+    out: dict[int, Any] = {}
+    for node in nodes:
+        try:
             kind = check(drv.cuGraphNodeGetType(node), "cuGraphNodeGetType")
             if kind == drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
                 p = check(drv.cuGraphKernelNodeGetParams(node), "cuGraphKernelNodeGetParams")
                 out[int(p.func)] = node
-        return out
-    except RuntimeError:
-        return {}
+        except RuntimeError:
+            continue
+    return out
 
 
 @dataclass
