@@ -309,3 +309,21 @@ def test_a_products_own_precision_wins_over_the_setting() -> None:
     # the CPU computes every level alike
     cpu = ember.jit(lambda a, b: jnp.matmul(a, b, precision="bfloat16"))(x, w)
     np.testing.assert_allclose(np.asarray(cpu), x.astype(np.float64) @ w, rtol=1e-5)
+
+
+def test_a_gemm_over_a_named_axis_takes_its_sizes_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a named dynamic axis the one executable's GEMM step gets the bound sizes: x (n x 4)
+    @ w (4 x 5) is m = 5, n = the bound rows, strides from them."""
+    drv, lib = RecordingDriver(), RecordingBlas()
+    install(drv, monkeypatch, blas=cuda_blas.Blas(lib))
+    f = ember.jit(lambda x, w: x @ w, backend="cuda", dynamic_axes=(("n", None), None))
+    c = f.lower(_r(6, 4), _r(4, 5))
+    exe = c.specialize(n=6).run.exe
+    (k,) = exe.schedule.kernels
+    assert k.kind == "gemm"
+    for n in (6, 300):
+        step = cuda_runtime.make_step(k, None, [100, 200, 300], [], {"n": n}, None)
+        a = step.args
+        assert (a["m"], a["n"], a["k"], a["ldb"], a["strideB"], a["strideC"]) == (5, n, 4, 4, 4 * n, 5 * n)
+        assert step.out_bytes == 4 * 5 * n
+    gc.collect()
