@@ -6,7 +6,10 @@ matmul 4096^3 (float32).
 Writes ``gpu.{json,md}`` to ``DIR`` (default ``benchmarks/results``). ember's inputs are device
 arrays (``ember.device_put``) and each timed call waits for its result (``block_until_ready``), as
 the peers' inputs live on the GPU and their calls are synchronized. Peers absent from the machine
-are left out. Written without a GPU at hand: not yet run on one.
+are left out. On CUDA the matmul row is a cuBLAS call (``cublasGemmStridedBatchedEx``, float32 at
+full precision, as the peers here: TF32 off) inside the program's CUDA graph where cuBLAS loads;
+the JSON's ``cublas`` says which library ran or why the tiled kernel did. Written without a GPU at
+hand: not yet run on one.
 """
 
 from __future__ import annotations
@@ -127,7 +130,12 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     devices = [str(d) for d in ember.devices("all")]
-    (out / "gpu.json").write_text(json.dumps({"rows": rows, "devices": devices}, indent=1))
+    from ember._src.gpu import cuda_blas
+
+    lib = cuda_blas.load()
+    blas = f"loaded from {cuda_blas._STATE['path']}" if lib is not None else cuda_blas.unavailable_reason()
+    md += ["", f"CUDA GEMM: cuBLAS {blas}" if lib is not None else f"CUDA GEMM: tiled kernel ({blas})"]
+    (out / "gpu.json").write_text(json.dumps({"rows": rows, "devices": devices, "cublas": blas}, indent=1))
     (out / "gpu.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -7,7 +7,8 @@
 #
 # Python packages come from the machine, or from wheels carried with the checkout in
 # $EMBER_GPU_WHEELS (default benchmarks/wheels; fill it on a networked machine with
-# `pip download -d benchmarks/wheels wgpu "cuda-bindings>=12,<13" nvidia-cuda-nvrtc-cu12`).
+# `pip download -d benchmarks/wheels wgpu "cuda-bindings>=12,<13" nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12`;
+# cuBLAS is also found in the wheel PyTorch or CuPy installed, or in the CUDA toolkit).
 # Bounded to about 9 minutes in all. Written without a GPU at hand: not yet run on one.
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_check.sh OUTDIR}
@@ -26,6 +27,8 @@ start=$(date +%s)
     if [ -d "$WHEELS" ]; then
         python -m pip install --no-index --find-links "$WHEELS" wgpu "cuda-bindings>=12,<13" \
             nvidia-cuda-nvrtc-cu12 || echo "wheel install failed"
+        python -m pip install --no-index --find-links "$WHEELS" nvidia-cublas-cu12 \
+            || echo "no cuBLAS wheel carried (the machine's cuBLAS is used where found)"
     fi
     python -m pip list 2>/dev/null | grep -i -E "wgpu|cuda|nvrtc|cupy|torch|jax" || true
 } > "$OUT/install.log" 2>&1
@@ -36,6 +39,8 @@ from ember._src.jit import BACKENDS
 print("devices:", [str(d) for d in ember.devices("all")])
 for name in ("webgpu", "cuda"):
     print(name, "->", BACKENDS[name].unavailable_reason() or "available")
+from ember._src.gpu import cuda_blas
+print("cublas ->", cuda_blas.unavailable_reason() or cuda_blas._STATE["path"])
 PY
 
 timeout 330 python -m pytest -q -p no:cacheprovider -rs tests/gpu --junitxml "$OUT/junit.xml" \

@@ -78,11 +78,11 @@ from ember._src.compat.api import (  # noqa: E402
     process_count,
     process_index,
 )
-from ember._src.compat.config import config  # noqa: E402
+from ember._src.compat.config import config, default_matmul_precision  # noqa: E402
 
-__all__ += ["checkpoint_policies", "config", "custom_batching", "device_count", "devices",
-            "ensure_compile_time_eval", "jacobian", "local_device_count", "local_devices", "make_jaxpr",
-            "named_call", "ops", "process_count", "process_index", "typing"]
+__all__ += ["checkpoint_policies", "config", "custom_batching", "default_matmul_precision", "device_count",
+            "devices", "ensure_compile_time_eval", "jacobian", "local_device_count", "local_devices",
+            "make_jaxpr", "named_call", "ops", "process_count", "process_index", "typing"]
 
 from ember import experimental  # noqa: E402
 

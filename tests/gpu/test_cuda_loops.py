@@ -13,11 +13,8 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.gpu import cuda_loops, cuda_runtime
 from tests.gpu.cases import scan_loss
-
-_NO_NVRTC = cuda_runtime.nvrtc_unavailable_reason()
-needs_nvrtc = pytest.mark.skipif(_NO_NVRTC is not None, reason=f"NVRTC unavailable: {_NO_NVRTC}")
-_NO_DEVICE = cuda_runtime.unavailable_reason()
-needs_device = pytest.mark.skipif(_NO_DEVICE is not None, reason=f"no CUDA device: {_NO_DEVICE}")
+from tests.gpu.cuda_marks import needs_device, needs_nvrtc
+from tests.gpu.fake_cuda import RecordingDriver, install
 
 
 def _f32(*shape: int, seed: int = 0) -> np.ndarray:
@@ -197,96 +194,6 @@ def test_a_static_scan_over_a_named_axis_runs_on_the_device() -> None:
                                    rtol=1e-5, atol=1e-6)
 
 
-class _RecordingDriver:
-    """A stand-in for ``cuda.bindings.driver`` that records what the launch layer issues (no
-    memory, no kernels): the calls made while a stream captures go to :attr:`captured`."""
-
-    class CUstream_flags:  # noqa: N801 (the driver's spelling)
-        CU_STREAM_DEFAULT, CU_STREAM_NON_BLOCKING = 0, 1
-
-    class CUstreamCaptureMode:
-        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
-
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
-        self.captured: list[tuple] = []
-        self.capturing = False
-        self.next_ptr = 1 << 20
-        self.allocs: list[int] = []
-        self.frees: list[int] = []
-
-    def _log(self, *entry) -> tuple:
-        (self.captured if self.capturing else self.calls).append(entry)
-        return (0,)
-
-    def cuCtxSetCurrent(self, ctx):
-        return (0,)
-
-    def cuMemAlloc(self, n):
-        self.next_ptr += -(-n // 256) * 256 + 256
-        self.allocs.append(n)
-        return (0, self.next_ptr)
-
-    def cuMemFree(self, ptr):
-        self.frees.append(int(ptr))
-        return (0,)
-
-    def cuMemcpyHtoD(self, dst, src, n):
-        return self._log("htod", int(dst), n)
-
-    def _on(self, stream) -> None:
-        """Work goes to the capture stream while capturing, else to the blocking stream."""
-        assert stream[1] == ("non-blocking" if self.capturing else "blocking")
-
-    def cuMemcpyDtoDAsync(self, dst, src, n, stream):
-        self._on(stream)
-        return self._log("dtod", int(dst), int(src), n)
-
-    def cuModuleLoadData(self, ptx):
-        assert b".entry" in ptx
-        return (0, "module")
-
-    def cuModuleGetFunction(self, mod, name):
-        return (0, name.decode())
-
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
-        self._on(stream)
-        return self._log("launch", fn)
-
-    def cuStreamCreate(self, flags):
-        return (0, ("stream", "non-blocking" if flags else "blocking"))
-
-    def cuStreamDestroy(self, stream):
-        return (0,)
-
-    def cuStreamBeginCapture(self, stream, mode):
-        assert stream[1] == "non-blocking" and not self.capturing
-        self.capturing = True
-        return (0,)
-
-    def cuStreamEndCapture(self, stream):
-        self.capturing = False
-        return (0, "graph")
-
-    def cuGraphInstantiate(self, graph, flags):
-        return self._log("instantiate") + ("exec",)
-
-    def cuGraphDestroy(self, graph):
-        return (0,)
-
-    def cuGraphLaunch(self, exe, stream):
-        assert stream[1] == "blocking"  # ordered with the legacy stream's kernels and copies
-        return self._log("graph_launch")
-
-
-def _fake_driver(drv: _RecordingDriver, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CUDA runtime's state with ``drv`` as its driver and a pool of its own (the test drops
-    every buffer of it before the state is restored)."""
-    state = {"driver": drv, "ctx": None, "arch": "compute_80", "pool": cuda_runtime.CUDAPool(drv)}
-    monkeypatch.setattr(cuda_runtime, "_STATE", state)
-    monkeypatch.setattr(cuda_runtime, "TRANSFERS", dict.fromkeys(cuda_runtime.TRANSFERS, 0))
-
-
 @needs_nvrtc
 @pytest.mark.parametrize("graphs", ["1", "0"])
 def test_the_launch_layer_issues_the_schedule(graphs: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -295,8 +202,8 @@ def test_the_launch_layer_issues_the_schedule(graphs: str, monkeypatch: pytest.M
     ``xs`` slice); the first call captures them into one graph and every call launches it once."""
     import gc
 
-    drv = _RecordingDriver()
-    _fake_driver(drv, monkeypatch)
+    drv = RecordingDriver()
+    install(drv, monkeypatch)
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", graphs)
     (lowered,) = _scans(_reverse_scan, (_f32(2, 3), _f32(5, 2, 3)))
     scan = cuda_loops.CUDAScan(lowered.prog)  # (its own: its buffers are the fake driver's)
@@ -335,8 +242,8 @@ def test_the_cuda_pool_reuses_freed_buffers_by_size_class(monkeypatch: pytest.Mo
     before the error."""
     import gc
 
-    drv = _RecordingDriver()
-    _fake_driver(drv, monkeypatch)
+    drv = RecordingDriver()
+    install(drv, monkeypatch)
     a = cuda_runtime._alloc(1000)  # class 1024
     assert drv.allocs == [1024] and a.size == 1024
     ptr = int(a.ptr)
@@ -348,14 +255,7 @@ def test_the_cuda_pool_reuses_freed_buffers_by_size_class(monkeypatch: pytest.Mo
     assert stats["bytes_in_use"] == 1024 + 256 and stats["reused"] == 1 and stats["num_allocs"] == 2
     c_ptr = int(c.ptr)
     del c  # pooled
-    refuse = [True]
-
-    def cuMemAlloc(n):  # the device refuses once: the pool empties itself and retries
-        if refuse:
-            refuse.pop()
-            return (2, None)
-        return _RecordingDriver.cuMemAlloc(drv, n)
-    monkeypatch.setattr(drv, "cuMemAlloc", cuMemAlloc)
+    drv.refuse = 1  # the device refuses once: the pool empties itself and retries
     d = cuda_runtime._alloc(5000)
     assert drv.frees == [c_ptr] and d.size == 8192
     assert cuda_runtime._STATE["pool"].stats()["pool_bytes"] == 0

@@ -7,12 +7,14 @@ rejected with a message saying so (never ignored).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ember._src.debug import set_debug
 from ember._src.jit import set_default_backend
+from ember._src.prims.dot import set_default_matmul_precision
 from ember._src.validation import set_validation
 
 
@@ -54,11 +56,13 @@ class Config:
             "ember_debug": set_debug,
             "ember_validate": set_validation,
             "ember_default_backend": set_default_backend,
+            "jax_default_matmul_precision": set_default_matmul_precision,
         }
         self._values: dict[str, Any] = {"jax_log_compiles": False, "jax_platforms": "cpu",
                                         "jax_platform_name": "cpu",
                                         "jax_threefry_partitionable": False,
-                                        "jax_default_prng_impl": "threefry2x32"}
+                                        "jax_default_prng_impl": "threefry2x32",
+                                        "jax_default_matmul_precision": None}
 
     def update(self, name: str, value: Any) -> None:
         """Set a configuration option by its JAX (``jax_*``) or ember (``ember_*``) name."""
@@ -116,4 +120,20 @@ class Config:
 
 config = Config()
 
-__all__ = ["Config", "config"]
+
+@contextlib.contextmanager
+def default_matmul_precision(precision: Any) -> Iterator[None]:
+    """Sets ``jax_default_matmul_precision`` within a block, as JAX's context manager.
+
+    ``precision``: a precision name (``"float32"``, ``"tensorfloat32"``, ``"bfloat16"``, ...), a
+    ``lax.Precision``, or None. The CPU computes every level alike; the CUDA backend's float32
+    GEMMs run at it (``docs/gpu.md``)."""
+    old = config.jax_default_matmul_precision
+    config.update("jax_default_matmul_precision", precision)
+    try:
+        yield
+    finally:
+        config.update("jax_default_matmul_precision", old)
+
+
+__all__ = ["Config", "config", "default_matmul_precision"]

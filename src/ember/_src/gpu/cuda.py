@@ -39,6 +39,7 @@ class CUDARenderer(BaseRenderer):
     """Renders kernels as CUDA C (compiled by NVRTC, :mod:`.cuda_runtime`)."""
 
     device = "cuda"
+    library_gemm = True  # products the layout allows are cuBLAS calls (kernels.gemm_layout)
     TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int32): "int",
              np.dtype(np.uint32): "unsigned int", np.dtype(np.bool_): "bool", _F16: "float", _BF16: "float"}
     FNS = {"exp": "exp{s}({0})", "exp2": "exp2{s}({0})", "log": "log{s}({0})", "log1p": "log1p{s}({0})",
@@ -201,7 +202,13 @@ class CUDARenderer(BaseRenderer):
         M, N, K = i["M"], i["N"], i["K"]
         ab, bb = "\n      ".join(a_body), "\n      ".join(b_body)
         out_index = f"(bz * {M} + row) * {N} + col"
-        return (f"{self._head(k, TILE * TILE)}\n"
+        note = ""
+        if k.kind == "gemm":
+            g = i["gemm"]
+            note = (f"// {k.name}: a cuBLAS GEMM step (cublasGemmStridedBatchedEx on the call stream, lhs "
+                    f"{'K x M' if g['a_trans'] else 'M x K'}, rhs {'N x K' if g['b_trans'] else 'K x N'}); "
+                    "this tiled kernel runs where cuBLAS is absent\n")
+        return (f"{note}{self._head(k, TILE * TILE)}\n"
                 f"  __shared__ {t} ta[{TILE}][{TILE}];\n  __shared__ {t} tb[{TILE}][{TILE}];\n"
                 "  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, bz = (int)blockIdx.z;\n"
                 f"  const int row = (int)blockIdx.y * {TILE} + ty, col = (int)blockIdx.x * {TILE} + tx;\n"

@@ -8,19 +8,20 @@ so every launch's arguments are fixed: each call copies the scan's operands into
 operand buffers, runs the steps' launches and copies on one stream with no host synchronization
 between them, and copies the final carries and the stacked ``ys`` into new buffers (the outputs).
 The steps' work is captured once into a **CUDA graph** (``cuStreamBeginCapture`` ...
-``cuGraphInstantiate``) and each call is one ``cuGraphLaunch``; where capture fails, or with
-``EMBER_CUDA_GRAPHS=0``, the launches are issued on the stream directly.
+``cuGraphInstantiate``, through :class:`.cuda_graphs.GraphCache`, as every CUDA program's
+launches) and each call is one ``cuGraphLaunch``; where capture fails, or with
+``EMBER_CUDA_GRAPHS=0``, the launches are issued on the stream directly. Everything runs on the
+runtime's one call stream (:func:`.cuda_runtime.call_stream`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
+from ember._src.gpu import cuda_graphs, kernels, loop_schedule, nested, segments
 from ember._src.gpu import cuda_runtime as rt
-from ember._src.gpu import kernels, loop_schedule, nested, segments
 from ember._src.program import Eqn, Literal, Program
 
 
@@ -47,20 +48,28 @@ def check_loop(e: Eqn) -> None:
                 raise kernels._unsupported(x.prim.name, "cuda", f"in the {name} of a '{e.prim.name}'")
 
 
-def graphs_enabled() -> bool:
-    """Whether scans capture their launches into a CUDA graph (``EMBER_CUDA_GRAPHS``, default on)."""
-    return os.environ.get("EMBER_CUDA_GRAPHS", "1") != "0"
+graphs_enabled = cuda_graphs.graphs_enabled
 
 
 class _Bound:
-    """A scan's device state under one binding: a buffer per slot, the launch parameters of
-    either parity, the stream and the graph (None: not captured yet; False: launches direct)."""
+    """A scan's device state under one binding: a buffer per slot, the body's steps of either
+    parity (per GEMM precision) and the stream."""
 
     def __init__(self) -> None:
         self.slots: dict[Any, rt.CUDABuffer] = {}
-        self.params: list[list[tuple]] = []
+        self.steps: dict[Any, list[list[Any]]] = {}
         self.stream: Any = None
-        self.graph: Any = None
+
+
+class _Steps:
+    """The whole loop as one step of a :class:`.cuda_graphs.GraphCache` (its buffers are the
+    binding's own, so its pointers never change)."""
+
+    def __init__(self, scan: CUDAScan, st: _Bound, plan: loop_schedule.ScanPlan, steps: list[list[Any]]):
+        self.scan, self.st, self.plan, self.steps = scan, st, plan, steps
+
+    def issue(self, drv: Any, stream: Any) -> None:
+        self.scan._record(drv, self.st, self.plan, self.steps, stream)
 
 
 class CUDAScan:
@@ -78,6 +87,7 @@ class CUDAScan:
         how = "on the device, launched back to back on one stream and captured into one CUDA graph"
         self.source = loop_schedule.describe(self.schedule, how) + self.body_exe.source
         self._bound: dict[tuple, _Bound] = {}
+        self.graphs = cuda_graphs.GraphCache()
 
     def ptx(self, arch: str = "compute_90") -> bytes:
         """The body's PTX for ``arch`` (NVRTC; no device needed)."""
@@ -114,12 +124,10 @@ class CUDAScan:
                 rt.TRANSFERS["host_to_device"] += 1
                 rt.TRANSFERS["host_to_device_bytes"] += n
         if plan.actions:
-            if st.graph is None:
-                st.graph = self._capture(drv, st, plan, env) if graphs_enabled() else False
-            if st.graph is False:
-                self._record(drv, st, plan, env, st.stream)
-            else:
-                rt._check(drv.cuGraphLaunch(st.graph, st.stream), "cuGraphLaunch")
+            precision = rt.cuda_blas.precision()
+            steps = self._steps(drv, st, plan, env, precision)  # (the module loaded outside the capture)
+            key = (tuple(int(env[a]) for a in self.axes), precision)
+            self.graphs.run(drv, key, [_Steps(self, st, plan, steps)], [()], st.stream)
         outs = []
         for slot in plan.outputs:
             size = plan.buffers[slot]
@@ -154,53 +162,33 @@ class CUDAScan:
             host = np.full(max(n, 1), value, dtype).view(rt._storage_dtype(dtype))
             rt._check(drv.cuMemcpyHtoD(st.slots["literal", j].ptr, host.ctypes.data, host.nbytes),
                       "cuMemcpyHtoD")
-        axis_values = [np.array([int(env[a])], dtype=np.int32) for a in self.body.axes]
-        for par in (0, 1):
-            m = plan.binding(par)
-            st.params.append([rt.kernel_params(k, [int(st.slots[m[b.index]].ptr) for b in k.buffers()],
-                                               axis_values) for k in self.body.kernels])
-        st.stream = rt._check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_DEFAULT), "cuStreamCreate")
+        st.stream = rt.call_stream(drv)
         self._bound[key] = st
         return st
 
-    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict, stream: Any) -> None:
-        """Issues the steps' copies and launches on ``stream``."""
-        functions = self.body_exe.functions(drv)
-        ks = self.body.kernels
+    def _steps(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict,
+               precision: Any) -> list[list[Any]]:
+        """The body's steps (kernel launches, GEMM calls) on the buffers of either parity."""
+        if precision not in st.steps:
+            functions = self.body_exe.functions(drv)
+            axis_values = [np.array([int(env[a])], dtype=np.int32) for a in self.body.axes]
+            st.steps[precision] = [
+                [rt.make_step(k, fn, [int(st.slots[plan.binding(par)[b.index]].ptr) for b in k.buffers()],
+                              axis_values, env, precision) for k, fn in zip(self.body.kernels, functions)]
+                for par in (0, 1)]
+        return st.steps[precision]
 
+    def _record(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, steps: list[list[Any]],
+                stream: Any) -> None:
+        """Issues the loop's copies and its body's steps on ``stream``."""
         def copy(src: int, so: int, dst: int, do: int, n: int) -> None:
             rt._check(drv.cuMemcpyDtoDAsync(dst + do, src + so, n, stream), "cuMemcpyDtoDAsync")
 
         def body(par: int) -> None:
-            for k, fn, params in zip(ks, functions, st.params[par]):
-                rt.launch(drv, k, fn, params, env, stream)
+            for s in steps[par]:
+                s.issue(drv, stream)
 
         loop_schedule.replay(plan, lambda s: int(st.slots[s].ptr), copy, body)
-
-    def _capture(self, drv: Any, st: _Bound, plan: loop_schedule.ScanPlan, env: dict) -> Any:
-        """The steps' work captured into an instantiated CUDA graph, or False where capture fails.
-        Captured on a non-blocking stream of its own (capture runs nothing, and a stream that
-        synchronizes with the legacy stream is not one to capture on); launched on the binding's."""
-        self.body_exe.functions(drv)  # (the module is loaded outside the capture)
-        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        try:
-            cap = rt._check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-            rt._check(drv.cuStreamBeginCapture(cap, mode), "cuStreamBeginCapture")
-        except RuntimeError:
-            return False
-        try:
-            self._record(drv, st, plan, env, cap)
-        except RuntimeError:
-            drv.cuStreamEndCapture(cap)
-            return False
-        try:
-            graph = rt._check(drv.cuStreamEndCapture(cap), "cuStreamEndCapture")
-            exe = rt._check(drv.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-        except RuntimeError:
-            return False
-        drv.cuGraphDestroy(graph)
-        drv.cuStreamDestroy(cap)
-        return exe
 
 
 def launches_per_call(scan: CUDAScan, env: dict | None = None) -> dict[str, int]:

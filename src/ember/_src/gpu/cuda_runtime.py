@@ -20,7 +20,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import kernel_cache, kernels, segments, symbolic
+from ember._src.gpu import cuda_blas, cuda_graphs, kernel_cache, kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.pool import Pool
@@ -101,11 +101,7 @@ def compile_ptx(source: str, arch: str = "compute_90") -> bytes:
     return ptx
 
 
-def _check(res: Any, what: str) -> Any:
-    err, *rest = res if isinstance(res, tuple) else (res,)
-    if int(err) != 0:
-        raise RuntimeError(f"cuda: {what} failed ({err})")
-    return rest[0] if len(rest) == 1 else rest
+_check = cuda_graphs.check
 
 
 def _open() -> Any:
@@ -136,8 +132,20 @@ def _open() -> Any:
         drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
     ctx = _check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
     _check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    _STATE.update(driver=drv, ctx=ctx, arch=f"compute_{min(major * 10 + minor, 90)}", pool=CUDAPool(drv))
+    _STATE.update(driver=drv, ctx=ctx, arch=f"compute_{min(major * 10 + minor, 90)}")
+    _STATE["pool"] = CUDAPool.open(drv, dev, call_stream(drv))
     return drv
+
+
+def call_stream(drv: Any) -> Any:
+    """The stream all of ember's CUDA work is issued on (made at the first use): a stream of its
+    own, not the legacy default stream (which cannot be captured into a graph), created blocking,
+    so the synchronous host copies (on the legacy stream) stay ordered with it."""
+    stream = _STATE.get("stream")
+    if stream is None:
+        stream = _STATE["stream"] = _check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_DEFAULT),
+                                           "cuStreamCreate")
+    return stream
 
 
 def unavailable_reason() -> str | None:
@@ -154,19 +162,65 @@ def unavailable_reason() -> str | None:
 
 
 class CUDAPool(Pool):
-    """Device memory of CUDA device 0 in the shared pool's size classes (:mod:`.pool`): a buffer
-    freed by its arrays is reused by a later allocation of its class. Reuse is stream-ordered
-    because all of ember's CUDA work is ordered: kernels run on the legacy default stream and a
-    scan's on a blocking stream, which the legacy stream waits for and which waits for it."""
+    """Device memory of CUDA device 0 for the shared pool logic (:mod:`.pool`: the limit, the
+    out-of-memory retry and message, ``memory_stats``), in one of two forms.
 
-    def __init__(self, drv: Any):
+    **Stream-ordered** (``mempool`` given: the device supports memory pools): a buffer is
+    ``cuMemAllocFromPoolAsync`` from a pool of ember's own (``cuMemPoolCreate``, its release
+    threshold set so that freed memory stays reserved) on the call stream, and goes back with
+    ``cuMemFreeAsync`` on that stream when its last array dies, so its next holder's work is
+    ordered after its last one's; the driver's pool does the reuse (requests rounded up to 256
+    bytes). Out of memory: the stream is synchronized (its pending frees complete), the pool trimmed
+    to nothing, and the request retried once. **Synchronous** otherwise: ``cuMemAlloc`` in the
+    shared pool's power-of-two size classes, a freed buffer serving the next request of its class;
+    reuse is ordered because all of ember's CUDA work runs on the one call stream."""
+
+    def __init__(self, drv: Any, mempool: Any = None, stream: Any = None):
         super().__init__(str(DEVICE))
-        self.drv = drv
+        self.drv, self.mempool, self.stream = drv, mempool, stream
+
+    @classmethod
+    def open(cls, drv: Any, dev: Any, stream: Any) -> CUDAPool:
+        """The pool of device ``dev``: stream-ordered on ``stream`` where the device supports memory
+        pools (``CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED``) and a pool can be made, else
+        synchronous."""
+        attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+        try:
+            if not _check(drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"):
+                return cls(drv)
+            props = drv.CUmemPoolProps()
+            props.allocType = drv.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            props.handleTypes = drv.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+            props.location.type = drv.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            props.location.id = int(dev)
+            try:
+                mempool = _check(drv.cuMemPoolCreate(props), "cuMemPoolCreate")
+            except RuntimeError:
+                mempool = _check(drv.cuDeviceGetDefaultMemPool(dev), "cuDeviceGetDefaultMemPool")
+            keep = drv.cuuint64_t(2**64 - 1)  # never give freed memory back on a synchronize
+            threshold = drv.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+            _check(drv.cuMemPoolSetAttribute(mempool, threshold, keep), "cuMemPoolSetAttribute")
+        except RuntimeError:
+            return cls(drv)
+        return cls(drv, mempool, stream)
+
+    @property
+    def stream_ordered(self) -> bool:
+        """Whether buffers come from the driver's stream-ordered pool."""
+        return self.mempool is not None
+
+    def round(self, nbytes: int) -> int:
+        return -(-max(nbytes, 1) // 256) * 256 if self.stream_ordered else super().round(nbytes)
 
     def _new(self, size: int, kind: int) -> tuple[Any, int]:
-        err, ptr = self.drv.cuMemAlloc(size)
+        if self.stream_ordered:
+            err, ptr = self.drv.cuMemAllocFromPoolAsync(size, self.mempool, self.stream)
+            what = "cuMemAllocFromPoolAsync"
+        else:
+            err, ptr = self.drv.cuMemAlloc(size)
+            what = "cuMemAlloc"
         if int(err) != 0:
-            raise RuntimeError(f"cuMemAlloc: {err}")
+            raise RuntimeError(f"{what}: {err}")
         return ptr, size
 
     def _destroy(self, buf: tuple[Any, int]) -> None:
@@ -174,6 +228,38 @@ class CUDAPool(Pool):
 
     def _key(self, buf: tuple[Any, int]) -> tuple[int, int]:
         return buf[1], 0
+
+    def release(self, buf: tuple[Any, int]) -> None:
+        """Stream-ordered: ``cuMemFreeAsync`` on the call stream (the driver's pool keeps it);
+        otherwise back to its size class's free list."""
+        if not self.stream_ordered:
+            return super().release(buf)
+        self.drv.cuMemFreeAsync(buf[0], self.stream)
+        self.in_use -= buf[1]
+
+    def clear(self) -> None:
+        """Free every pooled buffer; stream-ordered: wait for the stream's frees, then trim the
+        driver's pool to nothing."""
+        super().clear()
+        if self.stream_ordered:
+            self.drv.cuStreamSynchronize(self.stream)
+            self.drv.cuMemPoolTrimTo(self.mempool, 0)
+
+    def stats(self) -> dict[str, int]:
+        """:meth:`.pool.Pool.stats`; stream-ordered, ``pool_bytes`` and ``bytes_reserved`` are the
+        driver pool's free and reserved bytes (``stream_ordered`` is 1)."""
+        out = super().stats()
+        if self.stream_ordered:
+            attr = self.drv.CUmemPool_attribute
+            try:
+                reserved = int(_check(self.drv.cuMemPoolGetAttribute(
+                    self.mempool, attr.CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), "cuMemPoolGetAttribute"))
+                used = int(_check(self.drv.cuMemPoolGetAttribute(
+                    self.mempool, attr.CU_MEMPOOL_ATTR_USED_MEM_CURRENT), "cuMemPoolGetAttribute"))
+                out.update(pool_bytes=max(reserved - used, 0), bytes_reserved=reserved)
+            except RuntimeError:
+                pass
+        return out
 
 
 def _alloc(nbytes: int) -> CUDABuffer:
@@ -193,7 +279,15 @@ class CUDABuffer:
         (self.ptr, self.size), self.pool = block, pool
 
     def __del__(self) -> None:
-        self.pool.give_back((self.ptr, self.size))  # deque.append: no lock in a finalizer
+        if self.pool is not None:
+            self.pool.give_back((self.ptr, self.size))  # deque.append: no lock in a finalizer
+
+    def free(self) -> None:
+        """Back to the pool now, ordered after the work issued so far (the caller holds the lock;
+        stream-ordered pool: ``cuMemFreeAsync`` on the call stream)."""
+        if self.pool is not None:
+            self.pool.release((self.ptr, self.size))
+            self.pool = None
 
     def download(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
         """The buffer's values on the host (one transfer)."""
@@ -247,12 +341,14 @@ class CUDAExecutable:
     and passes the axis values to the kernels as ``int`` parameters after the buffers."""
 
     def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
+        self.prog, self.axes = prog, tuple(axes)
         self.schedule = kernels.schedule(prog, CUDARenderer(), axes)
         from ember._src.gpu.cuda import PRELUDE
 
         self.source = PRELUDE + "\n".join(k.source for k in self.schedule.kernels)
         self.out_avals = prog.out_avals
         self._functions: list | None = None
+        self.graphs = cuda_graphs.GraphCache()  # per binding of the named axes
 
     def ptx(self, arch: str = "compute_90") -> bytes:
         """The program's PTX for ``arch`` (NVRTC; no device needed)."""
@@ -295,9 +391,15 @@ class CUDAExecutable:
         for b in sch.buffers:
             if b.index not in held:
                 held[b.index] = _alloc(sizes[b.index] * _storage_dtype(b.dtype).itemsize)
+        steps, ptrs = [], []
+        precision = cuda_blas.precision()
         for k, fn in zip(sch.kernels, functions):
-            launch(drv, k, fn, kernel_params(k, [int(held[b.index].ptr) for b in k.buffers()], axis_values),
-                   env, 0)
+            p = [int(held[b.index].ptr) for b in k.buffers()]
+            steps.append(make_step(k, fn, p, axis_values, env, precision))
+            ptrs.append(p)
+        if steps:
+            key = (tuple(int(env[a]) for a in sch.axes), precision)
+            self.graphs.run(drv, key, steps, ptrs, call_stream(drv))
         outs = []
         for (kind, v), aval in zip(sch.outputs, self.out_avals):
             if kind == "input":
@@ -307,7 +409,11 @@ class CUDAExecutable:
                 shape = tuple(kernels.evaluate(d, env) for d in aval.shape)
                 outs.append(_upload(np.full(shape, v, aval.dtype), aval.dtype))
             else:
-                outs.append(held[v])  # the rest die with `held`: their finalizers free them
+                outs.append(held[v])
+        kept = {id(o) for o in outs} | {id(a) for a in args}
+        for buf in held.values():  # the call's intermediates (and uploads), freed after its work
+            if id(buf) not in kept:
+                buf.free()
         return outs
 
 
@@ -321,11 +427,26 @@ def kernel_params(k: kernels.Kernel, ptrs: list[int], axis_values: list[np.ndarr
     return np.array([v.ctypes.data for v in vals], dtype=np.uint64), vals
 
 
-def launch(drv: Any, k: kernels.Kernel, fn: Any, params: tuple, env: dict, stream: Any) -> None:
-    """Launches ``k`` (its function ``fn``) with ``params`` (:func:`kernel_params`) on ``stream``."""
-    block = (kernels.TILE, kernels.TILE, 1) if k.kind == "matmul" else (kernels.WG, 1, 1)
-    _check(drv.cuLaunchKernel(fn, *k.launch(env), *block, 0, stream, params[0].ctypes.data, 0),
-           "cuLaunchKernel")
+def launch_step(k: kernels.Kernel, fn: Any, params: tuple, env: dict) -> cuda_graphs.Launch:
+    """The launch of ``k`` (its function ``fn``) with ``params`` (:func:`kernel_params`) under the
+    binding ``env``."""
+    block = (kernels.TILE, kernels.TILE, 1) if k.kind in ("matmul", "gemm") else (kernels.WG, 1, 1)
+    return cuda_graphs.Launch(fn, k.launch(env), block, params)
+
+
+def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.ndarray], env: dict,
+              precision: Any) -> Any:
+    """The step of ``k`` over the device pointers ``ptrs`` (its buffers, in order) under the
+    binding ``env``: a cuBLAS call for a GEMM step where cuBLAS loads (:mod:`.cuda_blas`, at
+    ``precision``), else the launch of its kernel."""
+    blas = cuda_blas.blas() if k.kind == "gemm" else None
+    if blas is None:
+        return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
+    g = k.info["gemm"]
+    at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
+    sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
+    args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
+    return cuda_blas.GemmStep(blas, _alloc, args, nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"]))
 
 
 def nbytes(n: int, dtype: np.dtype) -> int:

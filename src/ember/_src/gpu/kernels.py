@@ -15,7 +15,12 @@
   first pass writes partial results per part and a second pass reduces them (no global barrier);
 - ``dot_general`` is a **matmul** kernel: 16x16 output tiles per workgroup, the operands staged
   through workgroup memory 16 columns of the contraction at a time; batch dimensions are the
-  grid's third axis.
+  grid's third axis. For a renderer with ``library_gemm`` (CUDA), a product whose operands are
+  buffers laid out as a (batched) row-major GEMM reads them (:func:`gemm_layout`: batch
+  dimensions leading, the free and contracted dimensions each contiguous) and of a dtype the
+  library takes is a **gemm** step instead: a library call (cuBLAS) the runtime issues between
+  kernel launches, its layout in ``info["gemm"]``; its tiled kernel is still rendered, the
+  fallback where the library is absent.
 
 Anything else raises :class:`NotImplementedError` naming the primitive and the device.
 
@@ -83,7 +88,7 @@ class Kernel:
     """One device kernel: its source, the buffers it binds (outputs last) and its launch grid."""
 
     name: str
-    kind: str  # map | reduce | matmul
+    kind: str  # map | reduce | matmul | gemm (a library call; its source the tiled fallback)
     out: Buffer
     inputs: list[Buffer] = field(default_factory=list)
     grid: tuple = (1, 1, 1)  # workgroups per axis (size expressions under dynamic axes)
@@ -560,10 +565,51 @@ class _Scheduler:
             val = em.value(x, full)
             return em, self.lang.convert(val, x.aval.dtype, dt)
 
+        layout = gemm_layout(e) if getattr(self.lang, "library_gemm", False) else None
+        ra, rb_ = self.resolve(a), self.resolve(b)
+        if layout is not None and ra in self.bufs and rb_ in self.bufs:
+            k.kind = "gemm"
+            k.info["gemm"] = dict(layout, B=B, M=M, N=N, K=K, a=self.bufs[ra].index, b=self.bufs[rb_].index)
         ea, va = operand(a, lb, lf, lc, ("bz", "am", "ak"), "a")
         eb, vb = operand(b, rb, rf, rc, ("bz", "bn", "bk"), "b")
         self.bufs[v] = out
         self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb))
+
+
+GEMM_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def gemm_layout(e: Eqn) -> dict | None:
+    """How a library GEMM reads the operands of the ``dot_general`` ``e`` from their row-major
+    buffers, or None where it cannot without a copy: ``a_trans`` (the lhs is stored contraction
+    first, K x M, rather than M x K), ``b_trans`` (the rhs is stored N x K rather than K x N), and
+    the operand and result dtypes. Needs the batch dimensions leading and in order on both sides,
+    the free and contracted dimensions of each operand contiguous, the contracted ones in the same
+    order on both sides, one operand dtype the library takes (:data:`GEMM_DTYPES`) and a result of
+    that dtype or float32. ``precision``: the equation's own (``precision=``), or None."""
+    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+    a, b = e.inputs
+    nb = len(lb)
+    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
+        return None
+    if list(lc) != sorted(lc) or list(rc) != sorted(rc):
+        return None
+    da, db, dout = a.aval.dtype, b.aval.dtype, e.outvars[0].aval.dtype
+    if da != db or da.name not in GEMM_DTYPES or (dout != da and dout != np.float32):
+        return None
+    trans = []
+    for x, c, side in ((a, lc, "lhs"), (b, rc, "rhs")):
+        rest = list(range(nb, len(x.aval.shape)))
+        free = [d for d in rest if d not in c]
+        first = [*free, *c] if side == "lhs" else [*c, *free]  # M x K, K x N: not transposed
+        if rest == first:
+            trans.append(False)
+        elif rest == [*c, *free] or rest == [*free, *c]:
+            trans.append(True)
+        else:
+            return None
+    return {"a_trans": trans[0], "b_trans": trans[1], "dtype": da, "out_dtype": dout,
+            "precision": e.params.get("precision")}
 
 
 def p_sharded(e: Eqn) -> bool:

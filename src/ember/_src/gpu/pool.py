@@ -63,11 +63,15 @@ class Pool:
         """A buffer's (size class, kind)."""
         raise NotImplementedError
 
+    def round(self, nbytes: int) -> int:
+        """The bytes a request of ``nbytes`` takes (its size class)."""
+        return size_class(nbytes)
+
     def take(self, nbytes: int, kind: int = 0) -> Any:
         """A buffer of at least ``nbytes`` and of ``kind`` (a runtime's buffer usage), from the
         pool where one of its size class is free."""
         self.drain()
-        size = size_class(nbytes)
+        size = self.round(nbytes)
         usage = kind
         lst = self.free[(size, usage)]
         if lst:

@@ -63,8 +63,8 @@ def _scalar_product(a: Any, b: Any, preferred_element_type: Any) -> Any:
     return out if pet is None else ew.convert_element_type(out, pet)
 
 
-def _dot_general(x: Any, y: Any, contract: tuple, batch: tuple, pet: Any) -> Any:
-    return dotp.dot_general(x, y, (contract, batch), preferred_element_type=pet)
+def _dot_general(x: Any, y: Any, contract: tuple, batch: tuple, pet: Any, precision: Any = None) -> Any:
+    return dotp.dot_general(x, y, (contract, batch), precision=precision, preferred_element_type=pet)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_eleme
     batch = [(remap(ia, a_sq), remap(ib, b_sq)) for k, ia, ib in kinds if k == "batch"]
     contract = ((remap(ka, a_sq),), (remap(kb, b_sq),))
     batch_dims = (tuple(x for x, _ in batch), tuple(y for _, y in batch))
-    out = _dot_general(a, b, contract, batch_dims, _pet(preferred_element_type))
+    out = _dot_general(a, b, contract, batch_dims, _pet(preferred_element_type), precision)
     # result layout: batch dims, a's free dims (free batch dims, then M), b's (free batch dims, then N)
     n_batch = len(batch)
     n_afree = sum(1 for k, _, _ in kinds if k == "a")
@@ -159,7 +159,7 @@ def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_
         raise ShapeError(f"dot: shapes {sh.shape_str(aa.shape)} and {sh.shape_str(ba.shape)} are not "
                          f"aligned: {sh.dim_str(aa.shape[ka])} (dim {ka} of a) != "
                          f"{sh.dim_str(ba.shape[kb])} (dim {kb} of b)")
-    return _dot_general(a, b, ((ka,), (kb,)), ((), ()), _pet(preferred_element_type))
+    return _dot_general(a, b, ((ka,), (kb,)), ((), ()), _pet(preferred_element_type), precision)
 
 
 def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
@@ -174,7 +174,7 @@ def vdot(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element
     a, b = mv.reshape(a, (na,)), mv.reshape(b, (nb,))
     if dt.is_complex(aa.dtype):
         a = ew.conj(a)
-    return _dot_general(a, b, ((0,), (0,)), ((), ()), _pet(preferred_element_type))
+    return _dot_general(a, b, ((0,), (0,)), ((), ()), _pet(preferred_element_type), precision)
 
 
 def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
@@ -188,7 +188,8 @@ def inner(a: ArrayLike, b: ArrayLike, *, precision: Any = None, preferred_elemen
         raise ShapeError(f"inner: last dimensions differ: a {sh.shape_str(aa.shape)} has "
                          f"{sh.dim_str(aa.shape[-1])}, b {sh.shape_str(ba.shape)} has "
                          f"{sh.dim_str(ba.shape[-1])}")
-    return _dot_general(a, b, ((aa.ndim - 1,), (ba.ndim - 1,)), ((), ()), _pet(preferred_element_type))
+    return _dot_general(a, b, ((aa.ndim - 1,), (ba.ndim - 1,)), ((), ()), _pet(preferred_element_type),
+                        precision)
 
 
 def outer(a: ArrayLike, b: ArrayLike, out: Any = None) -> Any:
@@ -236,7 +237,7 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2, *, precision: Any = Non
             raise ShapeError(f"tensordot: shape mismatch: axis {i} of a {sh.shape_str(aa.shape)} has "
                              f"{sh.dim_str(aa.shape[i])} but axis {j} of b {sh.shape_str(ba.shape)} has "
                              f"{sh.dim_str(ba.shape[j])}")
-    return _dot_general(a, b, (xa, xb), ((), ()), _pet(preferred_element_type))
+    return _dot_general(a, b, (xa, xb), ((), ()), _pet(preferred_element_type), precision)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ class Precision(enum.Enum):
     """JAX's ``lax.Precision``: the accuracy requested of a contraction on an accelerator.
 
     ember computes on the host CPU in the operands' own type, so every level gives the same
-    result; the value is validated (an enum member, a name such as ``"highest"`` or
-    ``"bfloat16_3x"``, ``None``, or a pair of these) and otherwise ignored.
+    result there; the value is validated (an enum member, a name such as ``"highest"`` or
+    ``"bfloat16_3x"``, ``None``, or a pair of these). The CUDA backend's float32 GEMMs honour it:
+    ``HIGHEST`` full float32, ``HIGH`` TF32, ``DEFAULT`` bfloat16 (``docs/gpu.md``).
     """
 
     DEFAULT = 0
@@ -66,12 +67,31 @@ def canonicalize_precision(precision: Any) -> Any:
                          f"got {precision!r}") from None
 
 
+_DEFAULT_PRECISION: list[Precision | None] = [None]
+
+
+def set_default_matmul_precision(value: Any) -> None:
+    """The ``jax_default_matmul_precision`` setting: None (full precision), or a precision name or
+    :class:`Precision` (a ValueError otherwise). The CPU computes every level alike; the CUDA
+    backend's float32 GEMMs read it when they run (TF32 for ``"tensorfloat32"``/``"high"``,
+    bfloat16 for ``"bfloat16"``/``"default"``)."""
+    p = canonicalize_precision(value)
+    if isinstance(p, tuple):
+        raise ValueError(f"jax_default_matmul_precision takes one precision, not a pair; got {value!r}")
+    _DEFAULT_PRECISION[0] = p
+
+
+def matmul_precision_setting() -> Precision | None:
+    """The current ``jax_default_matmul_precision`` (None: not set, full precision)."""
+    return _DEFAULT_PRECISION[0]
+
+
 def _free(nd: int, contract: Sequence[int], batch: Sequence[int]) -> list[int]:
     return [i for i in range(nd) if i not in contract and i not in batch]
 
 
 def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: tuple,
-                  preferred_element_type: Any = None) -> ShapedArray:
+                  preferred_element_type: Any = None, precision: Any = None) -> ShapedArray:
     (xc, yc), (xb, yb) = dimension_numbers
     if len(xc) != len(yc) or len(xb) != len(yb):
         raise ShapeError(f"dot_general: contracting {xc} vs {yc} / batch {xb} vs {yb} differ in length")
@@ -93,7 +113,7 @@ def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: tuple,
 
 
 def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: tuple,
-              preferred_element_type: Any = None) -> np.ndarray:
+              preferred_element_type: Any = None, precision: Any = None) -> np.ndarray:
     (xc, yc), (xb, yb) = dimension_numbers
     out_dtype = x.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
     if dt.is_low_precision(x.dtype):
@@ -125,7 +145,7 @@ def _ranges_like(*xs: Sequence) -> list[list[int]]:
 
 
 def _transpose_lhs(g: Any, x_aval: ShapedArray, y: Any, *, dimension_numbers: tuple,
-                   preferred_element_type: Any = None, swap_ans: bool = False) -> Any:
+                   preferred_element_type: Any = None, swap_ans: bool = False, precision: Any = None) -> Any:
     (xc, yc), (xb, yb) = dimension_numbers
     y_nd = core.get_aval(y).ndim
     x_kept = _free(x_aval.ndim, xc, xb)
@@ -137,28 +157,30 @@ def _transpose_lhs(g: Any, x_aval: ShapedArray, y: Any, *, dimension_numbers: tu
     dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(yb)))
     x_contract_by_y = [xc[i] for i in np.argsort(yc)]
     out_axes = np.argsort([*xb, *x_kept, *x_contract_by_y])
-    gy = dot_general(g, ew.convert_element_type(y, core.get_aval(g).dtype), dims)
+    gy = dot_general(g, ew.convert_element_type(y, core.get_aval(g).dtype), dims, precision=precision)
     res = mv.transpose(gy, tuple(int(a) for a in out_axes))
     return ew.convert_element_type(res, x_aval.dtype)
 
 
 def _dot_transpose(ct: Any, x: Any, y: Any, *, dimension_numbers: tuple,
-                   preferred_element_type: Any = None) -> list:
+                   preferred_element_type: Any = None, precision: Any = None) -> list:
     (xc, yc), (xb, yb) = dimension_numbers
     if isinstance(x, ad.UndefPrimal) and isinstance(y, ad.UndefPrimal):
         raise TypeError("dot_general is not linear in both operands at once")
     if isinstance(x, ad.UndefPrimal):
         if ad.is_zero(ct):
             return [ad.Zero(x.aval), None]
-        return [_transpose_lhs(ct, x.aval, y, dimension_numbers=dimension_numbers), None]
+        gx = _transpose_lhs(ct, x.aval, y, dimension_numbers=dimension_numbers, precision=precision)
+        return [gx, None]
     if ad.is_zero(ct):
         return [None, ad.Zero(y.aval)]
     swapped = ((yc, xc), (yb, xb))
-    return [None, _transpose_lhs(ct, y.aval, x, dimension_numbers=swapped, swap_ans=True)]
+    gy = _transpose_lhs(ct, y.aval, x, dimension_numbers=swapped, swap_ans=True, precision=precision)
+    return [None, gy]
 
 
 def _dot_batch(vals: list, dims: list, *, dimension_numbers: tuple,
-               preferred_element_type: Any = None) -> tuple[list, list]:
+               preferred_element_type: Any = None, precision: Any = None) -> tuple[list, list]:
     (x, y), (dx, dy) = vals, dims
     (xc, yc), (xb, yb) = dimension_numbers
 
@@ -168,8 +190,7 @@ def _dot_batch(vals: list, dims: list, *, dimension_numbers: tuple,
     if dx is not None and dy is not None:
         x, y = mv.moveaxis(x, dx, 0), mv.moveaxis(y, dy, 0)
         dn = ((shift(xc), shift(yc)), ((0, *shift(xb)), (0, *shift(yb))))
-        return [dot_general_p.bind(x, y, dimension_numbers=dn,
-                                   preferred_element_type=preferred_element_type)], [0]
+        return [dot_general(x, y, dn, precision, preferred_element_type)], [0]
     if dx is not None:
         x = mv.moveaxis(x, dx, 0)
         dn = ((shift(xc), yc), (shift(xb), yb))
@@ -178,8 +199,7 @@ def _dot_batch(vals: list, dims: list, *, dimension_numbers: tuple,
         y = mv.moveaxis(y, dy, 0)
         dn = ((xc, shift(yc)), (xb, shift(yb)))
         out_dim = len(xb) + len(_free(core.get_aval(x).ndim, xc, xb))
-    return [dot_general_p.bind(x, y, dimension_numbers=dn,
-                               preferred_element_type=preferred_element_type)], [out_dim]
+    return [dot_general(x, y, dn, precision, preferred_element_type)], [out_dim]
 
 
 dot_general_p.impl = _dot_impl
@@ -193,14 +213,20 @@ def dot_general(x: Any, y: Any, dimension_numbers: Any, precision: Any = None,
                 preferred_element_type: Any = None) -> Any:
     """General tensor contraction (see module docstring for ``dimension_numbers``).
 
-    ``precision`` is validated as JAX reads it (see :class:`Precision`) and has no other effect on
-    the CPU."""
-    canonicalize_precision(precision)
+    ``precision`` is validated as JAX reads it (see :class:`Precision`); it has no effect on the
+    CPU. When given, the equation carries it as its ``precision`` parameter (a pair: the higher of
+    the two), which the CUDA backend's GEMMs read."""
+    p = canonicalize_precision(precision)
     (xc, yc), (xb, yb) = dimension_numbers
     dn = ((tuple(int(i) for i in xc), tuple(int(i) for i in yc)),
           (tuple(int(i) for i in xb), tuple(int(i) for i in yb)))
     pet = None if preferred_element_type is None else dt.canonicalize(preferred_element_type)
-    return dot_general_p.bind(x, y, dimension_numbers=dn, preferred_element_type=pet)
+    if isinstance(p, tuple):
+        given = [q for q in p if q is not None]
+        p = max(given, key=lambda q: q.value) if given else None
+    if p is None:
+        return dot_general_p.bind(x, y, dimension_numbers=dn, preferred_element_type=pet)
+    return dot_general_p.bind(x, y, dimension_numbers=dn, preferred_element_type=pet, precision=p)
 
 
 def dot(x: Any, y: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:
@@ -209,7 +235,7 @@ def dot(x: Any, y: Any, precision: Any = None, preferred_element_type: Any = Non
     nx, ny = core.get_aval(x).ndim, core.get_aval(y).ndim
     if not (1 <= nx <= 2 and 1 <= ny <= 2):
         raise ShapeError(f"lax.dot takes rank 1 or 2 operands, got ranks {nx} and {ny}")
-    return dot_general(x, y, (((nx - 1,), (0,)), ((), ())), preferred_element_type=preferred_element_type)
+    return dot_general(x, y, (((nx - 1,), (0,)), ((), ())), precision, preferred_element_type)
 
 
 dot_general_p.cost_class = "contraction"  # 2 M N K flops (aot.estimate_cost)

@@ -755,7 +755,7 @@ def eager_sgemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
 
 
 def eager_dot_general(x: np.ndarray, y: np.ndarray, *, dimension_numbers: tuple,
-                      preferred_element_type: object = None) -> np.ndarray:
+                      preferred_element_type: object = None, precision: object = None) -> np.ndarray:
     """``dot_general_p.eager_impl`` (set by the native backend): a float32 matrix product (one
     contraction axis, no batch axes) through :func:`eager_sgemm`; everything else, and whatever
     that declines, through the primitive's NumPy ``impl``."""
