@@ -418,13 +418,14 @@ def test_float_lanes_on_the_thread_pool(n, ft):
 def test_few_long_lines_four_step(n, rows, dtype):
     """Few lines of a power-of-two length go through the four-step path (fft_lanes.h: the lanes
     hold columns of one line): FFT and IFFT equal NumPy's complex128 transform of each row within
-    the precision's rounding, at 1, 2 and 8 threads' defaults alike; a NaN or Inf in one row makes
-    that row non-finite and leaves the others exact."""
+    the precision's rounding, at one thread, two (fewer lines than threads: each line's two steps
+    split between them) and the default alike; a NaN or Inf in one row makes that row non-finite
+    and leaves the others exact."""
     x = cdata((rows, n), dtype)
     ref = x.astype(np.complex128)
     for ft in ("FFT", "IFFT"):
         want = getattr(np.fft, ft.lower())(ref, axis=-1)
-        for threads in (None, 1):
+        for threads in (None, 1, 2):
             jf = ember.jit(lambda a, ft=ft: lax_fft(a, ft, (n,)), backend="native", num_threads=threads)
             close(np.asarray(jf(x)), want, dtype)
     if rows > 1:
@@ -435,17 +436,21 @@ def test_few_long_lines_four_step(n, rows, dtype):
         close(got[2:], np.fft.fft(x[2:].astype(np.complex128), axis=-1), dtype)
 
 
-@pytest.mark.parametrize("n,rows", [(512, 1), (2048, 3), (8192, 1), (32768, 2), (8192, 12)])
+@pytest.mark.parametrize("n,rows", [(512, 1), (2048, 3), (8192, 1), (32768, 2), (8192, 12), (131072, 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_few_long_real_lines_four_step(n, rows, dtype):
     """RFFT and IRFFT of few long lines: the half-length complex line through the four-step path,
-    then the split (merge first, for the inverse), against NumPy's float64 transforms."""
+    then the split (merge first, for the inverse), against NumPy's float64 transforms, at the default
+    threads and at two (a single line's steps split between them)."""
     x = RNG.standard_normal((rows, n)).astype(dtype)
-    close(native(lambda a: lax_fft(a, "RFFT", (n,)), x), np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
     cd = np.complex64 if dtype == np.float32 else np.complex128
     h = cdata((rows, n // 2 + 1), cd)
     want = np.fft.irfft(h.astype(np.complex128), n=n, axis=-1)
-    close(native(lambda a: lax_fft(a, "IRFFT", (n,)), h), want, dtype)
+    for threads in (None, 2):
+        rf = ember.jit(lambda a: lax_fft(a, "RFFT", (n,)), backend="native", num_threads=threads)
+        close(np.asarray(rf(x)), np.fft.rfft(x.astype(np.float64), axis=-1), dtype)
+        irf = ember.jit(lambda a: lax_fft(a, "IRFFT", (n,)), backend="native", num_threads=threads)
+        close(np.asarray(irf(h)), want, dtype)
 
 
 @pytest.mark.parametrize("n", [2, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 8192])

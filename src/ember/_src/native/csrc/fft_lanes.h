@@ -452,19 +452,25 @@ typedef struct {
     const EM_T(em_fft_job) *j;
     int lg1, lg2;
     const SZ *tw, *t1, *t2;  /* the tables of lengths m, N1, N2 (fft_conv's cache) */
+    int64_t pl;  /* > 1: each line on this many threads (em_fftl_long_line_par) */
 } EM_T(em_fftl_long_job);
-static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT *src, ELT *dst, CZ *b0, CZ *b1,
-                                    CZ *lw, ELT *t) {
-    const EM_T(em_fft_job) *j = lj->j;
-    const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2, mask = n1 * n2 - 1;
-    const ELT sg = j->p->inv ? (ELT)-1 : (ELT)1, scale = (ELT)j->scale;
-    const SZ *tw = lj->tw;
-    for (int64_t k = 0; k < n1; ++k)  /* lane l of lw[k1] = W^(l k1) */
+/* lane l of lw[k1] = W^(l k1) */
+static void EM_T(em_fftl_long_lw)(const EM_T(em_fftl_long_job) *lj, CZ *lw) {
+    const int64_t n1 = (int64_t)1 << lj->lg1, mask = ((int64_t)1 << (lj->lg1 + lj->lg2)) - 1;
+    const ELT sg = lj->j->p->inv ? (ELT)-1 : (ELT)1;
+    for (int64_t k = 0; k < n1; ++k)
         for (int l = 0; l < CW; ++l) {
-            const SZ w = tw[(l * k) & mask];
+            const SZ w = lj->tw[(l * k) & mask];
             lw[k].re[l] = w.re; lw[k].im[l] = sg * w.im;
         }
-    for (int64_t c0 = 0; c0 < n2; c0 += CW) {
+}
+/* step (1) for the column groups [g0, g1) (CW columns each) of line src into the matrix t */
+static void EM_T(em_fftl_long_cols)(const EM_T(em_fftl_long_job) *lj, const ELT *src, CZ *b0, CZ *b1,
+                                    const CZ *lw, ELT *t, int64_t g0, int64_t g1) {
+    const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2, mask = n1 * n2 - 1;
+    const ELT sg = lj->j->p->inv ? (ELT)-1 : (ELT)1;
+    const SZ *tw = lj->tw;
+    for (int64_t c0 = g0 * CW; c0 < g1 * CW; c0 += CW) {
         for (int64_t k = 0; k < n1; ++k) b0[k] = EM_T(em_fftk_deal)(src + 2 * (n2 * k + c0));
         const CZ *r = EM_T(em_fftp_fft)(b0, b1, n1, lj->t1, sg, 0);
         for (int64_t k = 0; k < n1; ++k) {  /* times W^((c0 + l) k1) = W^(c0 k1) W^(l k1) */
@@ -474,7 +480,13 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
             EM_T(em_fftk_undeal)(t + 2 * (k * n2 + c0), v.re, v.im);
         }
     }
-    for (int64_t k0 = 0; k0 < n1; k0 += CW) {
+}
+/* step (2) for the row groups [g0, g1) (CW rows of t each), stored to line dst */
+static void EM_T(em_fftl_long_rows)(const EM_T(em_fftl_long_job) *lj, const ELT *t, ELT *dst, CZ *b0, CZ *b1,
+                                    int64_t g0, int64_t g1) {
+    const int64_t n1 = (int64_t)1 << lj->lg1, n2 = (int64_t)1 << lj->lg2;
+    const ELT sg = lj->j->p->inv ? (ELT)-1 : (ELT)1, scale = (ELT)lj->j->scale;
+    for (int64_t k0 = g0 * CW; k0 < g1 * CW; k0 += CW) {
         const ELT *rows[CW];
         for (int l = 0; l < CW; ++l) rows[l] = t + 2 * (k0 + l) * n2;
         EM_T(em_fftc_load)(rows, 2 * n2, n2, b0, 1);
@@ -482,11 +494,49 @@ static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT 
         for (int64_t k = 0; k < n2; ++k) EM_T(em_fftk_undeal)(dst + 2 * (k0 + n1 * k), r[k].re * scale, r[k].im * scale);
     }
 }
+static void EM_T(em_fftl_long_line)(const EM_T(em_fftl_long_job) *lj, const ELT *src, ELT *dst, CZ *b0, CZ *b1,
+                                    CZ *lw, ELT *t) {
+    EM_T(em_fftl_long_lw)(lj, lw);
+    EM_T(em_fftl_long_cols)(lj, src, b0, b1, lw, t, 0, ((int64_t)1 << lj->lg2) / CW);
+    EM_T(em_fftl_long_rows)(lj, t, dst, b0, b1, 0, ((int64_t)1 << lj->lg1) / CW);
+}
+/* One line on several threads (fewer lines than threads): each step's groups split between the
+   threads, the matrix and the lane twiddles shared (thread 0's scratch), each thread's two line
+   buffers its own; the pool's return is the barrier between the steps. */
+typedef struct {
+    const EM_T(em_fftl_long_job) *lj;
+    const ELT *src; ELT *dst; const CZ *lw; ELT *t;
+} EM_T(em_fftl_long_par);
+static EM_TASK_ATTR void EM_T(em_fftl_long_cols_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
+    const EM_T(em_fftl_long_par) *q = (const EM_T(em_fftl_long_par) *)c;
+    const EM_T(em_fft_job) *j = q->lj->j;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + ((int64_t)1 << q->lj->lg2);
+    EM_T(em_fftl_long_cols)(q->lj, q->src, b0, b1, q->lw, q->t, lo, hi);
+}
+static EM_TASK_ATTR void EM_T(em_fftl_long_rows_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
+    const EM_T(em_fftl_long_par) *q = (const EM_T(em_fftl_long_par) *)c;
+    const EM_T(em_fft_job) *j = q->lj->j;
+    CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + ((int64_t)1 << q->lj->lg2);
+    EM_T(em_fftl_long_rows)(q->lj, q->t, q->dst, b0, b1, lo, hi);
+}
+static void EM_T(em_fftl_long_line_par)(const EM_T(em_fftl_long_job) *lj, const ELT *src, ELT *dst, CZ *lw,
+                                        ELT *t, int64_t nt) {
+    EM_T(em_fftl_long_lw)(lj, lw);
+    EM_T(em_fftl_long_par) q = {lj, src, dst, lw, t};
+    em_par(EM_T(em_fftl_long_cols_task), &q, ((int64_t)1 << lj->lg2) / CW, nt, nt, 1);
+    em_par(EM_T(em_fftl_long_rows_task), &q, ((int64_t)1 << lj->lg1) / CW, nt, nt, 1);
+}
 /* lines [lo, hi) of the job, four-step; thread tid's scratch: two line buffers of N2 vectors, N1
    lane twiddles, the N1 x N2 complex matrix, then (real transforms) the half-length line. A real
    line (kind 1, length 2m) is the complex line z_k = x_2k + i x_2k+1 of length m, whose transform
    is split (em_fftc_split, one line's scalars) into the m + 1 bins; the inverse (kind 2) merges
    the half-spectrum first (the imaginary parts of its first and last bins ignored) */
+/* one line, on lj->pl threads where that is more than one */
+static void EM_T(em_fftl_long_one)(const EM_T(em_fftl_long_job) *lj, const ELT *src, ELT *dst, CZ *b0, CZ *b1,
+                                   CZ *lw, ELT *t) {
+    if (lj->pl > 1) EM_T(em_fftl_long_line_par)(lj, src, dst, lw, t, lj->pl);
+    else EM_T(em_fftl_long_line)(lj, src, dst, b0, b1, lw, t);
+}
 static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi, int64_t tid) {
     const EM_T(em_fftl_long_job) *lj = (const EM_T(em_fftl_long_job) *)c;
     const EM_T(em_fft_job) *j = lj->j;
@@ -497,9 +547,9 @@ static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi
     const SZ *rt = lj->tw + m;
     for (int64_t l = lo; l < hi; ++l) {
         if (EM_FFTG_ON(EM_FFTG_AXIS) && j->kind == 0) {
-            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
+            EM_T(em_fftl_long_one)(lj, j->src + 2 * l * m, j->dst + 2 * l * m, b0, b1, lw, t);
         } else if (EM_FFTG_ON(EM_FFTG_RFFT) && j->kind == 1) {
-            EM_T(em_fftl_long_line)(lj, j->src + 2 * l * m, (ELT *)z, b0, b1, lw, t);
+            EM_T(em_fftl_long_one)(lj, j->src + 2 * l * m, (ELT *)z, b0, b1, lw, t);
             SZ *x = (SZ *)(j->dst + 2 * l * (m + 1));
             for (int64_t k = 0; k <= m; ++k) {  /* X_k = E_k + W^k O_k (em_fftc_split, halved) */
                 const SZ a = z[k == m ? 0 : k], b = z[k == 0 ? 0 : m - k], w = rt[k];
@@ -516,7 +566,7 @@ static EM_TASK_ATTR void EM_T(em_fftl_long_task)(void *c, int64_t lo, int64_t hi
                 const ELT orr = dr * w.re + di * w.im, oi = di * w.re - dr * w.im;
                 z[k].re = er - oi; z[k].im = ei + orr;
             }
-            EM_T(em_fftl_long_line)(lj, (const ELT *)z, j->dst + 2 * l * m, b0, b1, lw, t);
+            EM_T(em_fftl_long_one)(lj, (const ELT *)z, j->dst + 2 * l * m, b0, b1, lw, t);
         } else {
             EM_FFTG_MISSED();
         }
@@ -531,8 +581,11 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     lj.t1 = EM_T(em_fftc_tables)(lj.lg1, ws);
     lj.t2 = EM_T(em_fftc_tables)(lj.lg2, ws);
     if (lj.tw == ws || lj.t1 == ws || lj.t2 == ws) return 0;
-    if (par && nt > 1 && lines > 1) em_par(EM_T(em_fftl_long_task), &lj, lines, nt, nt, 1);
-    else EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
+    if (par && nt > 1 && lines >= nt) em_par(EM_T(em_fftl_long_task), &lj, lines, nt, nt, 1);
+    else {  /* fewer lines than threads: each line's groups split between them */
+        lj.pl = par && nt > 1 ? nt : 1;
+        EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
+    }
     return 1;
 }
 /* the stage radices of a mixed length m into lj->rad (em_fftp_radices). A stage of radix 8, 5, 4,
