@@ -232,6 +232,10 @@ typedef struct {
     int64_t m;
     const int8_t *rad;
     int nr;
+    /* tvd[tid]: thread tid's first-stage twiddles are in its scratch already (built by its first
+       chunk of this call: a job runs 4 chunks per thread, and the twiddles cost about as much as
+       a line's transform at 1024 points) */
+    volatile int8_t tvd[64];
 } EM_T(em_fftk_job);
 /* whether the line kernel takes a job of (half-)length m (fac: its factors, null for a power of
    two): a multiple of CW (whole blocks) from CW^2 (a power of two: the first stage's butterflies
@@ -254,7 +258,10 @@ static EM_TASK_ATTR void EM_T(em_fftk_task)(void *c, int64_t lo, int64_t hi, int
     const ELT sg = (j->kind == 2 || (j->kind == 0 && j->p->inv)) ? (ELT)-1 : (ELT)1;
     CZ *b0 = (CZ *)(j->scratch + tid * j->stride), *b1 = b0 + nb, *tv = b1 + nbp, *xb = tv + nbp;
     const SZ *rt = kj->tw + m;
-    EM_T(em_fftk_twv)(tv, m, kj->tw, sg);
+    if (tid >= 64 || !kj->tvd[tid]) {  /* (no two chunks of one tid run at once: em_par) */
+        EM_T(em_fftk_twv)(tv, m, kj->tw, sg);
+        if (tid < 64) ((EM_T(em_fftk_job) *)c)->tvd[tid] = 1;
+    }
     for (int64_t l = lo; l < hi; ++l) {
         if (j->kind == 0) {
             const ELT scale = (ELT)j->scale;
@@ -301,7 +308,7 @@ static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw
     int8_t rad[64];
     int lg = 0;
     while ((1 << lg) < CW) ++lg;
-    EM_T(em_fftk_job) kj = {j, tw, m, fac ? rad : 0, fac ? em_fftp_radices(fac, m, lg, rad) : 0};
+    EM_T(em_fftk_job) kj = {j, tw, m, fac ? rad : 0, fac ? em_fftp_radices(fac, m, lg, rad) : 0, {0}};
     if (par && nt > 1 && lines > 1) em_par(EM_T(em_fftk_task), &kj, lines, nt, nt, 4);
     else EM_T(em_fftk_task)(&kj, 0, lines, 0);
 }
