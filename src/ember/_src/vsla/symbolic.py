@@ -216,10 +216,14 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     accumulate in double). Under ``jax_enable_x64`` a float16/bfloat16/float32 (complex64) sum
     accumulates in float64 (complex128) and is rounded once on the way out. Without x64 there is
     no double type (float16/bfloat16 are summed in float32), and the sum is blocked instead: the
-    whole blocks of ``_BLOCKS_OF`` entries of the axis are summed each, then their sums, then the
-    remainder is added, so no running sum adds more than ``max(_BLOCKS_OF, cap / _BLOCKS_OF)``
-    terms (two slices and a reshape: no copy, no padding). Integer and float64 sums are plain
-    sums."""
+    whole blocks of ``_BLOCKS_OF`` entries of the axis are summed each, then their sums the same
+    way (static sizes until at most ``_BLOCKS_OF`` are left; a symbolic size :data:`_SYMBOLIC_LEVELS`
+    times), and each level's remainder is added, so no running sum adds more than ``_BLOCKS_OF``
+    terms (``cap / _BLOCKS_OF ** _SYMBOLIC_LEVELS`` past 2^32 symbolic entries; slices and
+    reshapes: no copy, no padding). Blocks of 4,096 with one level were not enough: the running
+    sums of a vectorized row sum add 4,096 / lanes terms each, and 10^7 float32 copies of 0.1 came
+    out 3.1e-6 too large with 16 lanes, -1e-6 with 8 (the blocks' rounding bias is systematic for
+    equal terms); 256 gives 3.6e-7 and -6.4e-7. Integer and float64 sums are plain sums."""
     d = np.dtype(x.dtype)
     wide = _WIDE.get(d, np.float64 if d.name == "bfloat16" else None)
     if wide is None:
@@ -228,9 +232,14 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
         return enp.sum(x.astype(wide), axis=axis, keepdims=keepdims).astype(d)
     if acc.is_half(d):  # float16/bfloat16 storage: blocked in float32, rounded once
         return wide_sum(x.astype(np.float32), axis, keepdims).astype(d)
-    ax = axis % x.ndim
+    return _blocked_sum(x, axis % x.ndim, keepdims, _SYMBOLIC_LEVELS)
+
+
+def _blocked_sum(x: Any, ax: int, keepdims: bool, levels: int) -> Any:
+    """:func:`wide_sum`'s float32 sum over axis ``ax`` in blocks of ``_BLOCKS_OF``, recursively."""
     c = x.shape[ax]
-    if isinstance(c, int) and c <= _BLOCKS_OF:
+    static = isinstance(c, int)
+    if (static and c <= _BLOCKS_OF) or (not static and levels == 0):
         return enp.sum(x, axis=ax, keepdims=keepdims)
     nb = c // _BLOCKS_OF
     cut = nb * _BLOCKS_OF
@@ -238,10 +247,11 @@ def wide_sum(x: Any, axis: int, keepdims: bool = False) -> Any:
     head = lax.slice(x, [0] * x.ndim, shape[:ax] + [cut] + shape[ax + 1:])
     tail = lax.slice(x, [0] * ax + [cut] + [0] * (x.ndim - ax - 1), shape)
     blocks = enp.sum(enp.reshape(head, (*shape[:ax], nb, _BLOCKS_OF, *shape[ax + 1:])), axis=ax + 1)
-    return enp.sum(blocks, axis=ax, keepdims=keepdims) + enp.sum(tail, axis=ax, keepdims=keepdims)
+    return _blocked_sum(blocks, ax, keepdims, levels - 1) + enp.sum(tail, axis=ax, keepdims=keepdims)
 
 
-_BLOCKS_OF = 1 << 12
+_BLOCKS_OF = 1 << 8
+_SYMBOLIC_LEVELS = 3  # a symbolic axis's levels of blocks (a static one's: as many as it takes)
 
 
 def wide_mean(x: Any, n: Any, axis: int = -1) -> Any:
