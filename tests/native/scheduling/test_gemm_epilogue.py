@@ -37,6 +37,9 @@ PATTERNS = {
     "bias": (lambda x, w, b: lax.dot(x, w) + b, lambda x, w, b: x @ w + b),
     "bias_first": (lambda x, w, b: b + lax.dot(x, w), lambda x, w, b: x @ w + b),
     "relu_only": (lambda x, w, b: jnp.maximum(lax.dot(x, w), 0.0), lambda x, w, b: _relu(x @ w)),
+    # torch.relu as exported: select_n(v <= 0, v, 0) (NaN kept: v <= 0 is false)
+    "bias_select_relu": (lambda x, w, b: (lambda v: jnp.where(v <= 0.0, 0.0, v))(lax.dot(x, w) + b),
+                         lambda x, w, b: _relu(x @ w + b)),
 }
 
 
@@ -78,6 +81,45 @@ def test_patterns_fuse_and_match_numpy(name):
     assert isinstance(epi, GemmEpilogue)
     assert epi.relu == ("relu" in name) and (epi.bias is None) == (name == "relu_only")
     assert exe.schedule.count("kernel") == 0, str(exe.schedule)
+
+
+@pytest.mark.parametrize("mode", ["kernel", "blas"])
+@pytest.mark.parametrize("residual", ["argument", "intermediate"])
+def test_residual_then_bias_relu(monkeypatch, residual, mode):
+    """``relu(x @ w + b + r)`` read as an NHWC image (rows of ``n``), then the next product: the first
+    accumulates into ``r`` (``absorb_residual``; in r's buffer when r is an intermediate dying there),
+    bias and ReLU in its store, no kernel after it; on the kernel and on the BLAS path (epilogue as a
+    loop)."""
+    monkeypatch.setattr(gemm_library, "BLAS_ONLY", mode == "blas")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 4, 24)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    r = rng.standard_normal((2, 5, 4, 40)).astype(np.float32)
+
+    def f(x, w, b, r):
+        r = r * 2.0 if residual == "intermediate" else r
+        y = jnp.reshape(lax.dot(jnp.reshape(x, (40, 24)), w), (2, 5, 4, 40)) + b + r
+        return lax.dot(jnp.reshape(jnp.where(y <= 0.0, 0.0, y), (40, 40)), w2)  # the next layer
+    w2 = (rng.standard_normal((40, 8)) / 6).astype(np.float32)
+    fn = ember.jit(lambda *a: f(*a), backend="native")
+    got = np.asarray(fn(x, w, b, r))
+    r64 = r.astype(np.float64) * (2.0 if residual == "intermediate" else 1.0)
+    h = (x.reshape(40, 24).astype(np.float64) @ w + b).reshape(2, 5, 4, 40) + r64
+    want = _relu(h).reshape(40, 40) @ w2
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    fused, exe = _fused_steps(fn, x, w, b, r)
+    if fused is None or gemm_kernel.kernel_symbol() is None or mode == "blas":
+        return
+    assert len(fused) == 1 and fused[0].epilogue.relu and fused[0].epilogue.bias is not None, \
+        str(exe.schedule)
+    g = fused[0].eqns[0]
+    assert len(g.inputs) == 3 and g.params["beta"] == 1.0 and g.params["c_dims"] == (0, 1)
+    assert exe.schedule.count("kernel") == (residual == "intermediate"), str(exe.schedule)  # r * 2 only
+    in_place = any(out == fused[0].outputs[0].id for _, out, _ in exe.plan.inplace)
+    assert in_place == (residual == "intermediate"), str(exe.plan)
 
 
 def test_mlp_blas_path_with_epilogue_loop(monkeypatch):

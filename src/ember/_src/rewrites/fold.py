@@ -42,12 +42,15 @@ def fold_constants(p: Program) -> Program:
                 in_bytes += known[a.id].nbytes
             elif (s := splat_value(a, prod)) is not None:
                 vals.append(np.broadcast_to(np.asarray(s, a.aval.dtype), a.aval.shape))
+            elif (bc := _broadcast_of_known(a, prod, known)) is not None:
+                vals.append(bc)  # evaluated below only if another operand is as large (in_bytes)
             else:
                 foldable = False
                 break
         out_bytes = sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in e.outvars) if static else 0
         if foldable and any(not isinstance(a, Literal) for a in ins) and out_bytes <= max(in_bytes, 64):
             try:
+                vals = [v() if callable(v) else v for v in vals]
                 outs = core.eval_impl(e.prim, vals, e.params, [v.aval for v in e.outvars])
             except Exception:  # noqa: BLE001 - leave the error to run time
                 outs = None
@@ -66,3 +69,17 @@ def fold_constants(p: Program) -> Program:
         for v in outs:
             prod[v.id] = b.prod[v.id]
     return dce(b.finish())
+
+
+def _broadcast_of_known(a: Var, prod: dict[int, Eqn], known: dict[int, np.ndarray]):  # noqa: ANN202
+    """A broadcast of a known constant (not materialized as a constant itself): a thunk evaluating it
+    for an equation that reads it beside a known operand of its size (a batch norm's per-channel
+    scale times a convolution kernel), else None."""
+    e = prod.get(a.id)
+    if e is None or e.prim is not mv.broadcast_in_dim_p or not all(isinstance(d, int) for d in a.aval.shape):
+        return None
+    src = e.inputs[0]
+    val = src.val if isinstance(src, Literal) else known.get(src.id)
+    if val is None:
+        return None
+    return lambda: core.eval_impl(e.prim, [val], e.params, [a.aval])[0]

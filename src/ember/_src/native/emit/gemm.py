@@ -222,10 +222,11 @@ def emit_gemm(step: Step, ctx: EmitContext, opts: CodegenOptions | None = None,
     a, b = e.inputs[0], e.inputs[1]
     prm = e.params
     nb, m, n, k = gemm_dims(step)
-    oshape = tuple(out.aval.shape)
+    oshape = tuple(e.outvars[0].aval.shape)  # the product's (a fused epilogue's output is a view of it)
     optr = ctx.ptr(out)
     lines: list[str] = ["{"]
-    has_c = len(e.inputs) == 3 and step.epilogue is None  # an epilogue holds the c of gemm(a, b, bias)
+    # an epilogue may hold the c of gemm(a, b, bias); a full-shape c (a residual) stays the accumulator
+    has_c = len(e.inputs) == 3 and (step.epilogue is None or step.epilogue.bias is not e.inputs[2])
     in_place = has_c and isinstance(e.inputs[2], Var) and \
         (ctx.plan.value_buffer[e.inputs[2].id] is ctx.plan.value_buffer[out.id]
          or ctx.ptr(e.inputs[2]) == optr)  # a loop body updating its carry in place
@@ -310,7 +311,7 @@ def _epilogue_loop(step: Step, ctx: EmitContext) -> str:
     epi = step.epilogue
     if epi is None:
         return ""
-    m, n = step.outputs[0].aval.shape
+    m, n = step.eqns[0].outvars[0].aval.shape
     o = f"o_[i_ * {n} + j_]"
     v = o + (" + b_[j_]" if epi.bias is not None else "")
     put = f"{o} = v_ > 0.0f || v_ != v_ ? v_ : 0.0f;" if epi.relu else f"{o} = v_;"

@@ -236,8 +236,9 @@ def _gemm_in_place(s: int, step, vb: dict[int, Buffer], buffers: list[Buffer],
     e = step.eqns[0]
     if len(e.inputs) != 3 or not isinstance(e.inputs[2], Var):
         return
-    c, out = e.inputs[2], step.outputs[0]
-    if tuple(c.aval.shape) != tuple(out.aval.shape) or e.params["c_dims"] != tuple(range(len(c.aval.shape))):
+    c, out = e.inputs[2], step.outputs[0]  # out: the product, or a fused epilogue's view of it
+    if tuple(c.aval.shape) != tuple(e.outvars[0].aval.shape) \
+            or e.params["c_dims"] != tuple(range(len(c.aval.shape))):
         return
     bo, bi = vb[out.id], vb[c.id]
     if not _same_intermediate(bo, bi) or bi.end != s or bo.nbytes != bi.nbytes or bo is bi:

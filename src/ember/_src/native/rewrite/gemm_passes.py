@@ -19,7 +19,7 @@ from ember._src.native.opinfo import OpCategory
 from ember._src.native.rewrite.analysis import consumers, producers, use_counts
 from ember._src.native.rewrite.fused import gemm_p
 from ember._src.native.rewrite.fused import layouts as fused_layouts
-from ember._src.native.rewrite.passes import Builder, dce, lit, register, splat_value
+from ember._src.native.rewrite.passes import Builder, dce, lit, reemit, register, splat_value
 from ember._src.prims import elementwise as ew
 from ember._src.prims import movement as mv
 from ember._src.program import Atom, Eqn, Literal, Program, Var
@@ -218,22 +218,15 @@ def absorb_output_transpose(p: Program) -> Program:
         swap[id(e)] = g
     if not swap:
         return p
-    dropped = {id(g) for g in swap.values()}
-    b = Builder(p)
-    for e in p.eqns:
-        if id(e) in dropped:
-            continue
-        g = swap.get(id(e))
-        if g is None:
-            b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
-            continue
+    def swapped(b: Builder, e: Eqn) -> None:
+        g = swap[id(e)]
         x, y = (b.read(a) for a in g.inputs)
         params = dict(g.params, trans_a=not g.params["trans_b"], trans_b=not g.params["trans_a"])
         b.emit(gemm_p, [y, x], params, e.outvars)
-    return b.finish()
+    return reemit(p, {id(g) for g in swap.values()}, dict.fromkeys(swap, swapped))
 
 
-def _gemm_chain(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tuple[Eqn, list[Eqn]] | None:
+def gemm_chain(a: Atom, prod: dict[int, Eqn], uses: dict[int, int]) -> tuple[Eqn, list[Eqn]] | None:
     """``a`` = reshape*(gemm(...)) with every intermediate used once: (gemm eqn, reshape eqns)."""
     chain: list[Eqn] = []
     while isinstance(a, Var):
@@ -262,16 +255,9 @@ def _replace_gemm(p: Program, at: Eqn, old: Eqn, chain: list[Eqn],
                   make: Callable[[Builder], Atom]) -> Program:
     """Re-emit ``p`` with ``old`` and its reshape ``chain`` dropped and ``make(builder)`` emitted at
     the position of ``at`` (whose single output it replaces)."""
-    drop = {id(old), *(id(c) for c in chain)}
-    b = Builder(p)
-    for e in p.eqns:
-        if e is at:
-            b.sub[at.outvars[0].id] = make(b)
-            continue
-        if id(e) in drop:
-            continue
-        b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
-    return b.finish()
+    def put(b: Builder, e: Eqn) -> None:
+        b.sub[e.outvars[0].id] = make(b)
+    return reemit(p, {id(old), *(id(c) for c in chain)} - {id(at)}, {id(at): put})
 
 
 def _rebuild_gemm(b: Builder, old: Eqn, final_shape: tuple, **changes: Any) -> Atom:
@@ -290,7 +276,7 @@ def absorb_scale(p: Program) -> Program:
             name = e.prim.name
             if name in ("mul", "div", "neg") and e.outvars[0].aval.dtype.kind == "f":
                 for side in ((0, 1) if name == "mul" else (0,)):
-                    g = _gemm_chain(e.inputs[side], prod, uses)
+                    g = gemm_chain(e.inputs[side], prod, uses)
                     if g is None:
                         continue
                     if name == "neg":
@@ -376,7 +362,7 @@ def absorb_bias(p: Program) -> Program:
             if _feeds_elementwise(e.outvars[0], cons, prod):
                 continue
             for side in (0, 1):
-                g = _gemm_chain(e.inputs[side], prod, uses)
+                g = gemm_chain(e.inputs[side], prod, uses)
                 if g is None or len(g[0].inputs) != 2:
                     continue
                 old, chain = g
@@ -638,21 +624,14 @@ def gemm_views(p: Program) -> Program:
             plans[id(e)] = (new_ins + list(e.inputs[2:]), (views[0], views[1], vo), out_chain)
     if not plans:
         return p
-    b = Builder(p)
-    skip: set[int] = set()
-    for e in p.eqns:
-        if id(e) in skip:
-            continue
-        plan = plans.get(id(e))
-        if plan is None:
-            b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
-            continue
-        ins, views, out_chain = plan
+
+    def viewed(b: Builder, e: Eqn) -> None:
+        ins, views, out_chain = plans[id(e)]
         params = dict(e.params, trans_a=False, trans_b=False, views=views)
         outvars = [out_chain[-1].outvars[0]] if out_chain else list(e.outvars)
         b.emit(e.prim, [b.read(a) for a in ins], params, outvars)
-        skip.update(id(c) for c in out_chain)
-    return dce(b.finish())
+    skip = {id(c) for _, _, out_chain in plans.values() for c in out_chain}
+    return dce(reemit(p, skip, dict.fromkeys(plans, viewed)))
 
 
 # ---------------------------------------------------------------------------------------------

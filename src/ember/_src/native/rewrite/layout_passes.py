@@ -231,7 +231,7 @@ def _patches(b: Builder, x: Atom, e: Eqn, kh: int, kw: int) -> Atom:
     return b.emit1(_SLICE, [x], {"start_indices": start, "limit_indices": limit, "strides": (1, sh_, sw_, 1)})
 
 
-def _constant_ids(p: Program) -> set[int]:
+def constant_ids(p: Program) -> set[int]:
     """Ids of the values computed from captured constants and literals alone (a model's kernels, also
     after batch-norm folding: ``fold_constants`` evaluates them once)."""
     out = {v.id for v in p.constvars}
@@ -249,7 +249,7 @@ def conv_gemm(p: Program) -> Program:
     if not any(_gemm_conv(e) for e in p.eqns):
         return p
     b = Builder(p)
-    consts = _constant_ids(p)
+    consts = constant_ids(p)
     for e in p.eqns:
         ins = [b.read(a) for a in e.inputs]
         if not (_gemm_conv(Eqn(e.prim, ins, e.params, e.outvars)) and isinstance(ins[1], Var)

@@ -51,6 +51,11 @@ The passes on matrix products (:mod:`.gemm_passes`):
   the elementwise ops, pads, slices and reductions after them carry NHWC on; values go back to
   NCHW only where another consumer needs them (the max pool and residual adds of a ResNet run
   channels-last, the convolutions stage no copies).
+* ``fold_batch_norm`` (:mod:`.inference_passes`): per-channel constant ``add``/``sub``/``mul``/``div``
+  after a convolution with a constant kernel (an eval-mode batch norm, a conv bias) become the
+  kernel scaled per output feature and one per-channel shift.
+* ``absorb_residual`` (:mod:`.inference_passes`): ``gemm [+ bias] + r`` with a full-shape ``r`` (a
+  residual add) becomes ``gemm(.., r, beta=1) [+ bias]``, also when ReLU follows (the epilogue).
 * ``conv_gemm`` (:mod:`.layout_passes`): a 1x1 NHWC convolution, or one with small output images
   (ResNet's 7x7 stage), becomes a ``dot_general`` of its patches (im2col by strided slices) by the
   kernel as a matrix, on ember's GEMM kernel.
@@ -69,7 +74,7 @@ from ember._src.native import opinfo
 from ember._src.native.base import prim_refs as pr
 from ember._src.native.opinfo import OpCategory
 from ember._src.native.rewrite import threefry
-from ember._src.program import Program
+from ember._src.program import Eqn, Program
 from ember._src.rewrites import identities as shared_identities
 from ember._src.rewrites import inline as shared_inline
 from ember._src.rewrites.builder import Builder, lit, splat_value  # noqa: F401  (read as passes.<name>)
@@ -78,10 +83,12 @@ from ember._src.rewrites.fold import NO_FOLD, fold_constants  # noqa: F401
 from ember._src.rewrites.inline import inline_calls
 
 PASSES: dict[str, Callable[[Program], Program]] = {}
-DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "bf16_weights", "channels_last",
+DEFAULT_PASSES = ("inline_calls", "split_threefry", "simplify", "cse", "bf16_weights", "fold_batch_norm",
+                  "channels_last",
                   "conv_gemm",
                   "fuse_attention", "absorb_causal_mask", "hoist_loop_transposes", "unbatch_broadcast_dot",
-                  "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_scale",
+                  "absorb_transposes", "lower_matmul", "absorb_scale", "absorb_bias", "absorb_residual",
+                  "absorb_scale",
                   "absorb_output_transpose", "fold_constants", "constant_loop_operands", "gemm_views",
                   "refine_transposes", "simplify", "cse", "dce_loop_outputs", "dce")
 
@@ -98,6 +105,21 @@ def run_passes(p: Program, names: Sequence[str] | None = None) -> Program:
             raise ValueError(f"unknown pass {n!r}; available: {sorted(PASSES)}")
         p = PASSES[n](p)
     return p
+
+
+def reemit(p: Program, drop: set[int], at: dict[int, Callable[[Builder, Eqn], None]]) -> Program:
+    """``p`` re-emitted without the equations whose ``id`` is in ``drop``, each equation ``e`` with
+    ``id(e)`` in ``at`` replaced by what ``at[id(e)](builder, e)`` emits (the rest as they were)."""
+    b = Builder(p)
+    for e in p.eqns:
+        if id(e) in drop:
+            continue
+        fn = at.get(id(e))
+        if fn is None:
+            b.emit(e.prim, [b.read(a) for a in e.inputs], e.params, e.outvars)
+        else:
+            fn(b, e)
+    return b.finish()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +164,7 @@ from ember._src.native.rewrite import (  # noqa: E402,F401
     attention_passes,
     bf16_weights,
     gemm_passes,
+    inference_passes,
     layout_passes,
     loop_passes,
     movement_passes,

@@ -12,7 +12,10 @@ patterns, with ``h`` the product ``f32[m, n]`` read by nothing else and ``b`` a 
 and ``max(h, 0)`` (either operand order; the ReLU keeps NaN, like ``max``). A product the passes
 already gave the bias as its accumulator (``gemm(a, b, bias)``, ``beta = 1``, ``bias`` broadcast
 along the rows: C is first filled with the broadcast bias) takes the bias as its epilogue instead
-(no fill), and may take a following ReLU too. Codegen emits the
+(no fill), and may take a following ReLU too. A product accumulating into a full-shape ``c``
+(``beta = 1``: a residual added by ``absorb_residual``) keeps it, and its bias and ReLU apply after
+the sum. The kernel may read the product reshaped to rows of ``n`` (an NHWC convolution's output),
+and a ReLU may also be ``select_n(v <= 0, v, 0)`` (``torch.relu`` exported). Codegen emits the
 kernel call with the bias pointer and ReLU flag, and on the BLAS path (before the kernel library
 loads, or under :data:`.gemm_library.BLAS_ONLY`) a loop applying the same epilogue after ``sgemm``.
 """
@@ -51,12 +54,20 @@ def _is_zero(a: Atom) -> bool:
 
 def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
     """The epilogue that ``kernel`` (a single-output elementwise kernel step) applies to the product
-    ``h`` of shape ``(m, n)``, or None when it does anything else."""
+    ``h`` of shape ``(m, n)``, or None when it does anything else. The kernel may read ``h``
+    reshaped to rows of ``n`` (an NHWC convolution's output: ``(N, H, W, n)``), and its ReLU may be
+    ``max(v, 0)`` or ``select_n(v <= 0, v, 0)`` (how ``torch.relu`` exports)."""
     if len(kernel.outputs) != 1 or len(h.aval.shape) != 2:
         return None
     m, n = h.aval.shape
     f32 = np.dtype(np.float32)
     form: dict[int, tuple] = {h.id: ("h",)}  # var id -> symbolic value
+    shapes = {(m, n), ()}  # the shapes of h's views (and scalars)
+    for e in kernel.eqns:
+        shape = tuple(e.outvars[0].aval.shape) if len(e.outvars) == 1 else ()
+        if e.prim.name == "reshape" and e.inputs[0] is h and shape and shape[-1] == n \
+                and all(isinstance(d, int) for d in shape) and int(np.prod(shape)) == m * n:
+            shapes.add(shape)
 
     def of(a: Atom) -> tuple | None:
         if isinstance(a, Var):
@@ -67,16 +78,20 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
         if len(e.outvars) != 1:
             return None
         out = e.outvars[0]
-        if np.dtype(out.aval.dtype) != f32 or tuple(out.aval.shape) not in ((m, n), ()):
-            return None
+        shape = tuple(out.aval.shape)
         name, ins = e.prim.name, e.inputs
+        if name == "reshape" and ins[0] is h and shape in shapes:
+            form[out.id] = ("h",)
+            continue
+        if np.dtype(out.aval.dtype) != (np.dtype(bool) if name == "le" else f32) or shape not in shapes:
+            return None
         val: tuple | None = None
-        if name == "broadcast_in_dim" and tuple(e.params["shape"]) == (m, n):
+        if name == "broadcast_in_dim" and shape != ():
             x = ins[0]
             dims = tuple(e.params["broadcast_dimensions"])
             if _is_zero(x) and dims == ():
                 val = ("zero",)
-            elif (isinstance(x, Var) and dims == (1,) and tuple(x.aval.shape) == (n,)
+            elif (isinstance(x, Var) and dims == (len(shape) - 1,) and tuple(x.aval.shape) == (n,)
                   and np.dtype(x.aval.dtype) == f32 and x.id not in form):
                 val = ("bias", x)
         elif name == "add" and len(ins) == 2:
@@ -90,6 +105,14 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
             rest = [t for t in ops if t != ("zero",)]
             if len(rest) == 1 and rest[0] is not None and rest[0][0] in ("h", "h+b"):
                 val = ("relu", rest[0])
+        elif name == "le" and len(ins) == 2:  # v <= 0 (false for NaN: the select keeps v)
+            x = of(ins[0])
+            if x is not None and x[0] in ("h", "h+b") and of(ins[1]) == ("zero",):
+                val = ("le0", x)
+        elif name == "select_n" and len(ins) == 3:  # select_n(v <= 0, v, 0)
+            pred, x = of(ins[0]), of(ins[1])
+            if pred is not None and pred[0] == "le0" and pred[1] == x and of(ins[2]) == ("zero",):
+                val = ("relu", x)
         if val is None:
             return None
         form[out.id] = val
@@ -116,6 +139,15 @@ def _row_bias(e: Eqn) -> Var | None:
     return None
 
 
+def _full_accumulator(e: Eqn) -> bool:
+    """Whether ``gemm(a, b, c)`` accumulates into a full ``f32[m, n]`` ``c`` with ``beta == 1`` (a
+    residual, ``absorb_residual``): its epilogue applies after the sum."""
+    c, shape = e.inputs[2], tuple(e.outvars[0].aval.shape)
+    return (isinstance(c, Var) and e.params["beta"] == 1.0 and tuple(c.aval.shape) == shape
+            and tuple(e.params["c_dims"] or ()) == tuple(range(len(shape)))
+            and np.dtype(c.aval.dtype) == np.float32)
+
+
 def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
     """A 2-D static float32 ``gemm`` without an accumulator (or with a row bias as its ``c``) that
     goes to the kernel (``consts``: ids of the program's constants; a constant ``B`` takes the
@@ -124,7 +156,8 @@ def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
         return False
     e: Eqn = step.eqns[0]
     out = step.outputs[0]
-    if len(e.inputs) == 3 and _row_bias(e) is None or e.params.get("views") is not None:
+    if len(e.inputs) == 3 and _row_bias(e) is None and not _full_accumulator(e) \
+            or e.params.get("views") is not None:
         return False
     if np.dtype(out.aval.dtype) != np.float32 or len(out.aval.shape) != 2:
         return False
