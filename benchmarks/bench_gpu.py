@@ -29,7 +29,8 @@ runs the ``latency``, ``copy`` and ``chain`` rows unless ``--webgpu-rows`` (or `
 otherwise (on an NVIDIA GPU it goes through the Vulkan driver: the elementwise row). Past
 ``--budget`` seconds the remaining work is skipped (``torch.compile`` of GPT-2 needs
 ``--compile-seconds`` of it left). ``--quick`` uses small sizes (a smoke run, e.g. WebGPU on
-Mesa's lavapipe). Written without a GPU at hand: not yet run on one.
+Mesa's lavapipe); ``--cpu-peers`` runs torch and JAX on the CPU, columns marked ``(cpu)``, to
+check the peers' code paths where there is no GPU. Written without a GPU at hand: not yet run on one.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Ctx:
     webgpu_rows: set[str] = field(default_factory=set)
     key: str = ""  # the row being built
     torch: Any = None
+    tdev: str = "cuda"  # torch's device ("cpu" with --cpu-peers)
     jax: Any = None  # the JAX GPU device
     cupy: Any = None
     left_out: dict[str, str] = field(default_factory=dict)
@@ -82,6 +84,11 @@ class Ctx:
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
+
+    def sync(self) -> None:
+        """Wait for torch's queued work (on the GPU)."""
+        if self.tdev == "cuda":
+            self.torch.cuda.synchronize()
 
     def ember_backends(self) -> list[str]:
         """ember's backends on the row being built (WebGPU only on ``--webgpu-rows``)."""
@@ -115,7 +122,7 @@ def _check(got: Any, want: np.ndarray, rtol: float, atol: float, what: str) -> f
 
 def _torch_sync(c: Ctx) -> Callable[[Any], Any]:
     def run(out: Any) -> Any:
-        c.torch.cuda.synchronize()
+        c.sync()
         return out
     return run
 
@@ -146,7 +153,7 @@ def _peers(c: Ctx, fns: dict[str, Callable], args: tuple, want: Callable[[Any], 
 
         def torch_make(compiled: bool) -> Callable[[], Callable[[], Any]]:
             def make() -> Callable[[], Any]:
-                t = [torch.from_numpy(a).cuda().to(getattr(torch, torch_dtype)) for a in args]
+                t = [torch.from_numpy(a).to(c.tdev).to(getattr(torch, torch_dtype)) for a in args]
                 g = torch.compile(fns["torch"]) if compiled else fns["torch"]
                 sync = _torch_sync(c)
                 got, ref = want(sync(g(*t)))
@@ -317,12 +324,15 @@ def write(out: Path, done: list[dict], meta: dict) -> str:
 # peers and the driver
 # --------------------------------------------------------------------------------------------------
 
-def find_peers(c: Ctx, want: set[str]) -> None:
-    """Fill ``c`` with the peers that have a CUDA device; record why the others are left out."""
+def find_peers(c: Ctx, want: set[str], cpu: bool = False) -> None:
+    """Fill ``c`` with the peers that have a CUDA device (any device with ``cpu``: a check of the
+    peers' code paths, not a comparison); record why the others are left out."""
     try:
         import torch
 
-        if torch.cuda.is_available():
+        if cpu:
+            c.torch, c.tdev = torch, "cpu"
+        elif torch.cuda.is_available():
             c.torch = torch
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
@@ -333,7 +343,7 @@ def find_peers(c: Ctx, want: set[str]) -> None:
     try:
         import jax
 
-        gpus = [d for d in jax.devices() if d.platform == "gpu"]
+        gpus = [d for d in jax.devices() if d.platform == "gpu" or cpu]
         if gpus:
             c.jax = gpus[0]
         else:
@@ -342,7 +352,7 @@ def find_peers(c: Ctx, want: set[str]) -> None:
         c.left_out["jax"] = f"not installed ({e})"
     except RuntimeError as e:
         c.left_out["jax"] = f"no GPU backend ({e})"
-    if "copy" in want or "chain" in want:
+    if ("copy" in want or "chain" in want) and not cpu:
         try:
             import cupy
 
@@ -370,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big-reps", type=int, default=5, help="most timed calls on the matmul/MLP/GPT-2 rows")
     ap.add_argument("--webgpu-rows", default=None, help="rows WebGPU runs (default: all with --quick, "
                     "else latency,copy,chain: the elementwise row and its references)")
+    ap.add_argument("--cpu-peers", action="store_true", help="run torch and JAX on the CPU (columns "
+                    "marked '(cpu)'): checks the peers' code paths where there is no GPU")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--budget", type=float, default=135.0, help="seconds; later work is skipped")
     ap.add_argument("--compile-seconds", type=float, default=60.0,
@@ -393,10 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     wg = a.webgpu_rows if a.webgpu_rows is not None else (",".join(ROWS) if a.quick else "latency,copy,chain")
     c = Ctx(a.quick, backends, not a.no_compile, time.perf_counter() + a.budget, a.compile_seconds,
             webgpu_rows={k.strip() for k in wg.split(",")})
-    find_peers(c, set(keys))
+    find_peers(c, set(keys), a.cpu_peers)
     for k, v in c.left_out.items():
         print(f"peer left out: {k}: {v}", file=sys.stderr)
-    gpu = c.torch.cuda.get_device_name(0) if c.torch is not None else "-"
+    gpu = c.torch.cuda.get_device_name(0) if c.torch is not None and c.tdev == "cuda" else "-"
     meta = {"devices": [str(d) for d in ember.devices("all")], "gpu": gpu, "cublas": _cublas(),
             "quick": a.quick, "peers_left_out": c.left_out,
             "backends_left_out": skipped_backends, "machine": machine()}
@@ -405,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         rec: dict[str, Any] = {"key": row.key, "title": row.title, "times": {}, "skipped": {},
                                "max_error": {}, **row.extra}
         for name, make in row.impls.items():
+            name = name if name.startswith("ember") or not a.cpu_peers else f"{name} (cpu)"
             if c.left() <= 0:
                 rec["times"][name], rec["skipped"][name] = None, f"past the --budget of {a.budget:g} s"
                 continue

@@ -99,8 +99,9 @@ def mlp_row(c: Any, row: type, check: Callable) -> Any:
             def make() -> Callable[[], Any]:
                 loss = _mlp_loss(torch, torch.relu)
                 loss = torch.compile(loss) if compiled else loss
-                ps = [torch.from_numpy(p).cuda().requires_grad_() for p in params]
-                xd, yd = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+                # copies (updated in place; a CPU tensor from_numpy would share the NumPy array)
+                ps = [torch.tensor(p, device=c.tdev, requires_grad=True) for p in params]
+                xd, yd = torch.from_numpy(x).to(c.tdev), torch.from_numpy(y).to(c.tdev)
 
                 def call() -> Any:
                     val = loss(ps, xd, yd)
@@ -108,7 +109,7 @@ def mlp_row(c: Any, row: type, check: Callable) -> Any:
                     with torch.no_grad():
                         for p, g in zip(ps, grads):
                             p.sub_(LR * g)
-                    torch.cuda.synchronize()
+                    c.sync()
                     return val
                 check(call().detach().cpu().numpy(), want, *tol, "torch loss")
                 return call
@@ -143,7 +144,7 @@ def gpt2_row(c: Any, row: type, check: Callable) -> Any:
 
     w = LastLogits().eval()
     ids = torch.randint(0, vocab, (1, seq))
-    dev = "cuda" if c.torch is not None else "cpu"
+    dev = c.tdev if c.torch is not None else "cpu"
     with torch.no_grad():
         want = w.to(dev)(ids.to(dev)).float().cpu().numpy()
     tol = (1e-3, 1e-3)
@@ -166,14 +167,14 @@ def gpt2_row(c: Any, row: type, check: Callable) -> Any:
                 if compiled and c.left() < c.compile_seconds:
                     raise TimeoutError(f"{c.left():.0f} s of the budget left, --compile-seconds "
                                        f"{c.compile_seconds:g} needed for torch.compile")
-                m = w.cuda()
+                m = w.to(c.tdev)
                 g = torch.compile(m) if compiled else m
-                x = ids.cuda()
+                x = ids.to(c.tdev)
 
                 def call() -> Any:
                     with torch.no_grad():
                         out = g(x)
-                    torch.cuda.synchronize()
+                    c.sync()
                     return out
                 t0 = time.perf_counter()
                 check(call().float().cpu().numpy(), want, *tol, "torch")

@@ -80,3 +80,29 @@ def test_quick_run_on_webgpu(tmp_path):
     if cuda_runtime.unavailable_reason() is not None:  # said once, not in every row
         assert "ember cuda left out: cuda" in md and "/ ember cuda" not in md
     assert "of copy bandwidth" in md and "cublas" in info and "peers_left_out" in info
+
+
+def test_peers_code_paths_on_cpu(tmp_path):
+    """``--cpu-peers`` runs torch eager and JAX on the CPU (columns marked): each peer's result is
+    checked against the same NumPy reference as ember's, and timed."""
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    from ember._src.gpu import webgpu
+
+    why = webgpu.unavailable_reason()
+    if why is not None:
+        pytest.skip(f"no WebGPU adapter: {why}")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env.pop("EMBER_ENABLE_X64", None)
+    r = subprocess.run([sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--backends", "webgpu",
+                        "--cpu-peers", "--no-compile", "--rows", "copy,chain,matmul_bf16,mlp",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {row["key"]: row for row in json.loads((tmp_path / "gpu.json").read_text())["rows"]}
+    for key, row in rows.items():
+        for peer in ("torch eager (cpu)", "jax (cpu)"):
+            assert row["times"][peer] > 0 and row["max_error"][peer] is not None, (key, peer, row["skipped"])
+    assert rows["copy"]["max_error"]["torch eager (cpu)"] == 0.0  # a copy is exact
+    assert list(rows["mlp"]["skipped"]) == [] and list(rows["matmul_bf16"]["skipped"]) == ["ember webgpu"]
+    md = (tmp_path / "gpu.md").read_text()
+    assert "(cpu))" in md and "of copy bandwidth" in md  # ratios name the CPU peer
