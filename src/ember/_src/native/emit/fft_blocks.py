@@ -112,7 +112,7 @@ def library_source(s: str, gates: int | None) -> str:
     lanes = ("" if gates is None else f"#define EM_FFTG {int(gates)}\n") + _typed(
         real_t, s, _TYPED + contracted(_LANES)
         + f"#define EM_FFTB_ENTRY {sym}\n#define EM_FFTB_RELEASE {sym}_release\n"
-        f"#define EM_FFTB_LIVE {sym}_live\n" + load("fft_block.h"))
+        f"#define EM_FFTB_LIVE {sym}_tables_live\n" + load("fft_block.h"))
     body = ("#define EM_FFT_API static __attribute__((unused))\n" + core_text() + passes_text(real_t, s)
             + conv_text(real_t, s) + lanes)
     from ember._src.native.runtime import threadpool

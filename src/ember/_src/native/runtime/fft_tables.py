@@ -24,12 +24,12 @@ _libs: dict[str, tuple[ctypes._CFuncPtr, ctypes._CFuncPtr]] = {}  # path -> (rel
 
 def track(owner: object, lib: ctypes.CDLL, prefix: str = "ember_fft") -> None:
     """Count ``owner`` (an executable) as a user of ``lib`` until it is garbage collected; a library
-    without FFT tables is ignored. ``prefix``: the names of the library's entries (``<prefix>_release``
-    and ``<prefix>_live``, or a program's ``ember_fft_release``/``ember_fft_tables_live``). Call before
+    without FFT tables is ignored. ``prefix``: the names of the library's entries, ``<prefix>_release``
+    and ``<prefix>_tables_live`` (a program's: ``ember_fft_release``/``ember_fft_tables_live``). Call before
     ``owner`` first runs the library."""
     try:
         release = getattr(lib, prefix + "_release")
-        live = getattr(lib, prefix + ("_tables_live" if prefix == "ember_fft" else "_live"))
+        live = getattr(lib, prefix + "_tables_live")
     except AttributeError:
         return
     release.restype = None
