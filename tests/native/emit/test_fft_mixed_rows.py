@@ -33,10 +33,14 @@ pytestmark = requires_cc
 # in lanes with the first and last stages fused (float), padded lines (double); 4800 past the line
 # kernel's reach (lanes); 56 = 8 * 7 and 28 = 4 * 7 in lanes, whose radix-7 stage's stride holds
 # whole tiles but is neither read from the rows nor fused into the store (it once ran as a radix 2).
+# Pair blocks (two lines per block, half the lanes each: lengths a multiple of CW / 2, not of CW):
+# float 1000 (7 lines: the last paired with itself), 3000 (one line; a merged radix-15 stage, then
+# 5s), 360 (radix 15 then 3), 1800 (15, 3, 5); double (CW / 2 = 4) 1500, 300 and 60.
 ROWS = [(3, 12, None, False), (2, 80, "ortho", True), (0, 960, None, False), (5, 960, None, True),
         (7, 1000, None, False), (2, 1200, "forward", False), (3, 1536, "ortho", True), (1, 2000, None, False),
         (2, 3000, None, True), (2, 4000, "ortho", False), (4, 640, None, False), (3, 4800, None, False),
-        (3, 56, None, False), (2, 28, None, True)]
+        (3, 56, None, False), (2, 28, None, True), (1, 3000, "ortho", False), (5, 360, None, False),
+        (2, 1800, None, True), (3, 1500, "forward", False), (4, 300, None, True), (6, 60, None, False)]
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
@@ -44,11 +48,12 @@ def test_complex_rows(dtype):
     check_complex_rows(ROWS, dtype)
 
 
-# (batch, n, norm): real rows of 2m points through the half-length line: m = 1000 (lanes, float;
-# padded line, double), 960 and 1200 (padded lines), 1536 (whole groups), 80 and 15 (lanes), an
+# (batch, n, norm): real rows of 2m points through the half-length line: m = 1000 (pair blocks,
+# float; padded line, double; also one line alone), 960 and 1200 (padded lines), 1536 (whole
+# groups), 80 and 15 (lanes), 360 (pair blocks, radix 15 then 3), 300 (pair blocks, double), an
 # empty batch
 REAL = [(3, 2000, None), (2, 1920, "ortho"), (0, 1200, None), (5, 3072, "forward"), (1, 2400, None),
-        (3, 160, None), (2, 30, "ortho")]
+        (3, 160, None), (2, 30, "ortho"), (1, 2000, "ortho"), (5, 720, None), (3, 600, None)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

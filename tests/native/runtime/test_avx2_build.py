@@ -106,6 +106,11 @@ CHILD = textwrap.dedent("""
     out["fft_mixed"] = [mx.view(np.float32).tolist(), np.asarray(mf[0]).view(np.float32).tolist(),
                         mr.tolist(), np.asarray(mf[1]).view(np.float32).tolist(),
                         mh.view(np.float32).tolist(), np.asarray(mf[2]).tolist()]
+    px = (rng.standard_normal((3, 300)) + 1j * rng.standard_normal((3, 300))).astype(np.complex64)
+    pr = rng.standard_normal((5, 600)).astype(np.float32)
+    pf = ember.jit(lambda a, b: (jnp.fft.fft(a), jnp.fft.rfft(b)))(px, pr)
+    out["fft_pairs"] = [px.view(np.float32).tolist(), np.asarray(pf[0]).view(np.float32).tolist(),
+                        pr.tolist(), np.asarray(pf[1]).view(np.float32).tolist()]
     print(json.dumps(out))
 """)
 
@@ -234,3 +239,16 @@ def test_2_3_5_rows_in_the_line_kernel_without_avx512(avx2_results):
     h = np.asarray(hr, np.float32).view(np.complex64)
     got, want = np.asarray(hf, np.float32), np.fft.irfft(h.astype(np.complex128), 2000)
     assert got.shape == want.shape and np.abs(got - want).max() <= 11 * 4 * 1.2e-7 * np.abs(want).max()
+
+
+def test_pair_blocks_in_the_line_kernel_without_avx512(avx2_results):
+    """fft_line.h's pair blocks with 8 float lanes (4 points of each of two lines per block): 300
+    complex points (a multiple of 4, not of 8; three lines, the last paired with itself; stages 4,
+    then a merged radix 15 and a 5) and an rfft of 600 (half line 300) over five lines."""
+    xr, xf, rr, rf = avx2_results["fft_pairs"]
+    x = np.asarray(xr, np.float32).view(np.complex64)
+    got, want = np.asarray(xf, np.float32).view(np.complex64), np.fft.fft(x.astype(np.complex128))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 9 * 4 * 1.2e-7 * np.abs(want).max()
+    r = np.asarray(rr, np.float32)
+    got, want = np.asarray(rf, np.float32).view(np.complex64), np.fft.rfft(r.astype(np.float64))
+    assert got.shape == want.shape and np.abs(got - want).max() <= 10 * 4 * 1.2e-7 * np.abs(want).max()

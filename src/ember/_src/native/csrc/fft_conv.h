@@ -69,17 +69,19 @@ static void EM_T(em_fftc_free)(void) {  /* ember_fft_release: no transform is ru
     }
 }
 __attribute__((constructor)) static void EM_T(em_fftc_init)(void) { em_fft_on_release(EM_T(em_fftc_free)); }
-/* the CW x CW transpose of v in place (v[r][k] -> v[k][r]): swaps of the off-diagonal b x b
-   blocks for b = CW/2 .. 1, two-operand shuffles (GCC; scalar otherwise) */
-static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v) {
+/* the h x h transposes of v[0 .. h) in place, one per run of h lanes (h a power of two dividing CW;
+   v[r][c h + k] -> v[k][c h + r]): swaps of the off-diagonal b x b blocks for b = h/2 .. 1, two-operand
+   shuffles (GCC; scalar otherwise). The lane masks test bits below h only, so every run of h lanes
+   is transposed on its own. */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose_h)(CV *v, const int h) {
 #if defined(__GNUC__) && !defined(__clang__)
     typedef EM_T(em_ci) CI;
     CI k;
     for (int i = 0; i < CW; ++i) k[i] = i;
-    _Pragma("GCC unroll 8") for (int b = CW / 2; b >= 1; b /= 2) {
+    _Pragma("GCC unroll 8") for (int b = h / 2; b >= 1; b /= 2) {
         const CI t = (k & b) != 0;
         const CI m1 = k + (t & (CW - b)), m2 = k + ((t & CW) | (~t & b));
-        _Pragma("GCC unroll 16") for (int r = 0; r < CW; ++r)
+        _Pragma("GCC unroll 16") for (int r = 0; r < h; ++r)
             if (!(r & b)) {
                 const CV a = v[r], c = v[r + b];
                 v[r] = __builtin_shuffle(a, c, m1);
@@ -87,10 +89,13 @@ static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v)
             }
     }
 #else
-    for (int r = 0; r < CW; ++r)
-        for (int c = r + 1; c < CW; ++c) { ELT t = v[r][c]; v[r][c] = v[c][r]; v[c][r] = t; }
+    for (int c0 = 0; c0 < CW; c0 += h)
+        for (int r = 0; r < h; ++r)
+            for (int c = r + 1; c < h; ++c) { ELT t = v[r][c0 + c]; v[r][c0 + c] = v[c][c0 + r]; v[c][c0 + r] = t; }
 #endif
 }
+/* the CW x CW transpose of v in place (v[r][k] -> v[k][r]) */
+static inline __attribute__((always_inline)) void EM_T(em_fftc_transpose)(CV *v) { EM_T(em_fftc_transpose_h)(v, CW); }
 /* out[jj] lane r = complex element j0 + jj of row r (rows[r] + 2 (j0 + jj)), jj < CW / 2; a null
    row is zeros (nn: no row is null, none tested -- the branches kept the tile out of registers: the
    fft step's lanes pad a partial group with its first row instead, 6% of a 64x1024 transform): one

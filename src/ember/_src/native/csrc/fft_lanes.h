@@ -649,7 +649,7 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
             return 1;
         lj.tw = EM_T(em_fftc_tables)(lg, (SZ *)j->wtab);
         if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, 0)) {  /* many rows: one line at a time */
-            EM_T(em_fftk_run)(j, m, lj.tw, 0, lines, par, nt);
+            EM_T(em_fftk_run)(j, m, lj.tw, 0, lines, par, nt, 1);
             return 1;
         }
         if (!EM_FFTG_ON(EM_FFTG_P2)) return 0;  /* not reached (fft.py's reach) */
@@ -667,8 +667,9 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
         if (split)
             for (int64_t k = 0; k <= m; ++k) { t[m + k].re = (ELT)p->rt[k].re; t[m + k].im = (ELT)p->rt[k].im; }
         lj.tw = t; lj.rt = t + m; lj.fac = p->fac;
-        if (EM_FFTG_ON(EM_FFTG_LINE) && EM_T(em_fftk_fits)(j, m, p->fac)) {
-            EM_T(em_fftk_run)(j, m, t, p->fac, lines, par, nt);  /* rows of a 2-3-5 length, one line at a time */
+        int fit;
+        if (EM_FFTG_ON(EM_FFTG_LINE) && (fit = EM_T(em_fftk_fits)(j, m, p->fac))) {
+            EM_T(em_fftk_run)(j, m, t, p->fac, lines, par, nt, fit);  /* rows of a 2-3-5 length, one line (or pair) at a time */
             return 1;
         }
         EM_T(em_fftl_order)(&lj, ((j->kind == 0 && j->inner == 1) || (j->kind == 2 && j->half))

@@ -40,6 +40,22 @@ static inline __attribute__((unused)) int em_fftp_radices(const int32_t *fac, in
         if (fac[i] & 1) rad[nr++] = (int8_t)fac[i];
     return nr;
 }
+/* the radices rad[0 .. nr) of em_fftp_radices with pairs of a 3 and a 5 merged into radix-15 stages
+   (em_fftp_r15) after the powers of two; the last stage stays a 3 or a 5 for a caller that fuses it
+   into its store (one pair left unmerged when there are as many 3s as 5s): returns the new count */
+static inline __attribute__((unused)) int em_fftp_merge15(int8_t *rad, int nr) {
+    int n3 = 0, n5 = 0, np = 0;
+    for (int i = 0; i < nr; ++i) {
+        n3 += rad[i] == 3; n5 += rad[i] == 5; np += rad[i] == 2 || rad[i] == 4 || rad[i] == 8;
+    }
+    int c = n3 < n5 ? n3 : n5;
+    if (n3 + n5 + np != nr || (c -= n3 == n5) <= 0) return nr;  /* (other primes: as they are) */
+    int k = np;
+    for (int i = 0; i < c; ++i) rad[k++] = 15;
+    for (int i = c; i < n3; ++i) rad[k++] = 3;
+    for (int i = c; i < n5; ++i) rad[k++] = 5;
+    return k;
+}
 #endif
 enum { EM_T(em_cw) = EM_CV_BYTES / (int)sizeof(ELT) };
 typedef ELT EM_T(em_cv) __attribute__((vector_size(EM_CV_BYTES)));
@@ -194,6 +210,40 @@ static inline __attribute__((always_inline)) void EM_T(em_fftp_rp)(const CZ *x, 
         }
     }
 }
+/* one Stockham stage of radix 15 (as em_fftp_rp): the 15-point DFT as 3 x 5 by the prime-factor
+   mapping, no twiddles inside (input k = 5 k1 + 3 k2, output j = 10 j1 + 6 j2, mod 15: five 3-point
+   DFTs over k1, then three 5-point DFTs over k2), in place of a radix-3 and a radix-5 stage (one pass
+   over the line instead of two, 14 twiddle products per butterfly instead of 22) */
+static void EM_T(em_fftp_r15)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg) {
+    const int64_t n1 = n / 15, ts = m / n, sn = s * n1;
+    for (int64_t p = 0; p < n1; ++p) {
+        SZ w[15];
+        for (int k = 1; k < 15; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        const CZ *xa = x + s * p;
+        CZ *yo = y + s * 15 * p;
+        for (int64_t q = 0; q < s; ++q) {
+            CZ a0[3], a1[3], a2[3], a3[3], a4[3];
+#define EM_FFTP_R15_IN(A, K2)                                                                               \
+            (A)[0] = xa[q + (3 * (K2)) % 15 * sn]; (A)[1] = xa[q + (5 + 3 * (K2)) % 15 * sn];               \
+            (A)[2] = xa[q + (10 + 3 * (K2)) % 15 * sn];                                                     \
+            EM_DFT_SMALL((A), 3, sg, CV, ELT)
+            EM_FFTP_R15_IN(a0, 0); EM_FFTP_R15_IN(a1, 1); EM_FFTP_R15_IN(a2, 2); EM_FFTP_R15_IN(a3, 3);
+            EM_FFTP_R15_IN(a4, 4);
+#undef EM_FFTP_R15_IN
+#define EM_FFTP_R15_OUT(J1)                                                                                 \
+            do {                                                                                            \
+                CZ u[5] = {a0[J1], a1[J1], a2[J1], a3[J1], a4[J1]};                                         \
+                EM_DFT_SMALL(u, 5, sg, CV, ELT);                                                            \
+                for (int j2 = 0; j2 < 5; ++j2) {                                                            \
+                    const int j = (10 * (J1) + 6 * j2) % 15;                                                \
+                    yo[q + j * s] = p && j ? EM_T(em_czmul)(u[j2], w[j]) : u[j2];                           \
+                }                                                                                           \
+            } while (0)
+            EM_FFTP_R15_OUT(0); EM_FFTP_R15_OUT(1); EM_FFTP_R15_OUT(2);
+#undef EM_FFTP_R15_OUT
+        }
+    }
+}
 /* one Stockham stage of an odd prime radix r from 7 to EM_FFT_PMAX (as em_fftp_rp): outputs u and
    r - u share the sums over the input pairs (q, r - q), since W^(qu) t_q + W^(-qu) t_(r-q) =
    c (t_q + t_(r-q)) + i s (t_q - t_(r-q)) with W^(qu) = c + i s (O(r^2 / 2) per butterfly) */
@@ -233,13 +283,14 @@ static void EM_T(em_fftp_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t
         }
     }
 }
-/* one Stockham stage of radix r (8, 4, 2, 3, 5 or an odd prime to EM_FFT_PMAX) at length n, stride s */
+/* one Stockham stage of radix r (8, 4, 2, 3, 5, 15 or an odd prime to EM_FFT_PMAX) at length n, stride s */
 static void EM_T(em_fftp_stage)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t m, const SZ *tw, ELT sg, int r) {
     if (r == 8) EM_T(em_fftp_r8)(x, y, n, s, m, tw, sg, 0);
     else if (r == 4) EM_T(em_fftp_r4)(x, y, n, s, m, tw, sg, 0);
     else if (r == 2) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 2);
     else if (r == 3) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 3);
     else if (r == 5) EM_T(em_fftp_rp)(x, y, n, s, m, tw, sg, 5);
+    else if (r == 15) EM_T(em_fftp_r15)(x, y, n, s, m, tw, sg);
     else EM_T(em_fftp_rodd)(x, y, n, s, m, tw, sg, r);
 }
 /* the stages of radices rad[0 .. nr) from length n, stride s on (the earlier ones done) of a

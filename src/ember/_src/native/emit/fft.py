@@ -38,7 +38,12 @@ workspace; twiddle tables from static storage, see below).
   stride is a whole block and ``fft_passes.h``'s stages (radix 8, 4, 2, 3, 5) run on the blocks
   unchanged; the last one is fused into the interleaved store, the real split / merge pair a block
   with its lane-reversed mirror. This drops the lanes' transposes of the batch (about half of
-  their time).
+  their time). A 2-3-5 length that is a multiple of ``CW / 2`` but not of ``CW`` (1000 and 3000
+  with 16 float lanes; complex rows and the RFFT's half line) goes through two lines at a time:
+  each block holds ``CW / 2`` points of each line, the first stage has radix ``CW / 2`` with one
+  ``CW/2 x CW/2`` transpose per half, and the stages after it are unchanged. A 3 and a 5 among
+  the stages after the first run as one radix-15 pass (prime-factor mapping, no inner twiddles),
+  keeping a 3 or a 5 last for the fused store.
 * **Few long lines** (a power-of-two length from 256 with at most half as many lines as lanes, from
   4096 with fewer lines than lanes or fewer line groups than threads; complex axes with contiguous
   lines, and real transforms through their half-length line): the four-step FFT of
