@@ -86,6 +86,11 @@ static inline CZ EM_T(em_czmulv)(CZ a, CZ b) {
     CZ r = {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
     return r;
 }
+/* a butterfly's twiddles w[k] = W^(k e) for 0 < k < r (e: the butterfly's step in tw; conjugated for
+   the inverse, sg = -1) */
+static inline __attribute__((always_inline)) void EM_T(em_fftp_twr)(SZ *w, const int r, int64_t e, const SZ *tw, ELT sg) {
+    for (int k = 1; k < r; ++k) { w[k] = tw[k * e]; w[k].im *= sg; }
+}
 /* the 4-point DFT of (a, b, c, d) in place (sg = 1 forward, -1 inverse: W_4 = -sg i) */
 static inline __attribute__((always_inline)) void EM_T(em_fftp_dft4)(CZ *a, CZ *b, CZ *c, CZ *d, ELT sg) {
     const CV apr = a->re + c->re, api = a->im + c->im, amr = a->re - c->re, ami = a->im - c->im;
@@ -104,7 +109,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftp_r4)(const CZ *x, 
     const CZ zero = {{0}, {0}};
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[4];
-        for (int k = 1; k < 4; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        EM_T(em_fftp_twr)(w, 4, p * ts, tw, sg);
         const CZ *xa = x + s * p;
         CZ *yo = y + s * 4 * p;
         for (int64_t q = 0; q < s; ++q) {
@@ -153,7 +158,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftp_r8)(const CZ *x, 
     const int64_t n1 = n / 8, ts = m / n;
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[8];
-        for (int k = 1; k < 8; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        EM_T(em_fftp_twr)(w, 8, p * ts, tw, sg);
         const CZ *xa = x + s * p;
         CZ *yo = y + s * 8 * p;
         for (int64_t q = 0; q < s; ++q) EM_T(em_fftp_bf8)(xa + q, s * n1, yo + q, s, w, p != 0, sg, half);
@@ -198,7 +203,7 @@ static inline __attribute__((always_inline)) void EM_T(em_fftp_rp)(const CZ *x, 
     const int64_t n1 = n / r, ts = m / n;
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[5];
-        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        EM_T(em_fftp_twr)(w, r, p * ts, tw, sg);
         const CZ *xa = x + s * p;
         CZ *yo = y + s * r * p;
         for (int64_t q = 0; q < s; ++q) {
@@ -218,7 +223,7 @@ static void EM_T(em_fftp_r15)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t 
     const int64_t n1 = n / 15, ts = m / n, sn = s * n1;
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[15];
-        for (int k = 1; k < 15; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        EM_T(em_fftp_twr)(w, 15, p * ts, tw, sg);
         const CZ *xa = x + s * p;
         CZ *yo = y + s * 15 * p;
         for (int64_t q = 0; q < s; ++q) {
@@ -259,7 +264,7 @@ static void EM_T(em_fftp_rodd)(const CZ *x, CZ *y, int64_t n, int64_t s, int64_t
         }
     for (int64_t p = 0; p < n1; ++p) {
         SZ w[EM_FFT_PMAX];
-        for (int k = 1; k < r; ++k) { w[k] = tw[k * p * ts]; w[k].im *= sg; }
+        EM_T(em_fftp_twr)(w, r, p * ts, tw, sg);
         const CZ *xa = x + s * p;
         CZ *yo = y + s * r * p;
         for (int64_t q = 0; q < s; ++q) {
