@@ -205,9 +205,10 @@ class CUDARenderer(BaseRenderer):
         note = ""
         if k.kind == "gemm":
             g = i["gemm"]
+            side = [f"{'K x M' if g['a_trans'] else 'M x K'} (ld {g['a_ld']}, batch stride {g['a_stride']})",
+                    f"{'N x K' if g['b_trans'] else 'K x N'} (ld {g['b_ld']}, batch stride {g['b_stride']})"]
             note = (f"// {k.name}: a cuBLAS GEMM step (cublasGemmStridedBatchedEx on the call stream, lhs "
-                    f"{'K x M' if g['a_trans'] else 'M x K'}, rhs {'N x K' if g['b_trans'] else 'K x N'}); "
-                    "this tiled kernel runs where cuBLAS is absent\n")
+                    f"{side[0]}, rhs {side[1]}); this tiled kernel runs where cuBLAS is absent\n")
         return (f"{note}{self._head(k, TILE * TILE)}\n"
                 f"  __shared__ {t} ta[{TILE}][{TILE}];\n  __shared__ {t} tb[{TILE}][{TILE}];\n"
                 "  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, bz = (int)blockIdx.z;\n"

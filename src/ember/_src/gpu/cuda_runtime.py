@@ -443,6 +443,7 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
     if blas is None:
         return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
     g = k.info["gemm"]
+    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g})
     at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
     sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
     args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)

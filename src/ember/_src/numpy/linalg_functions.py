@@ -261,7 +261,8 @@ def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: int | tuple = 2) -> Any:
 
 
 def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Any:
-    """``A @ B @ C ...`` in the cheapest association order (first/last may be vectors);
+    """``A @ B @ C ...`` in the cheapest association order (first/last may be vectors).
+
     ``precision`` (as ``dot``'s) rides on every product."""
     canonicalize_precision(precision)
     arrs = [asarray(a) for a in arrays]
