@@ -20,7 +20,7 @@ from ember._src.dtypes import bfloat16
 from ember._src.gpu import cuda_blas, cuda_runtime, kernels
 from tests.gpu.cublas_model import column_major_gemm
 from tests.gpu.cuda_marks import needs_device, needs_nvrtc
-from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install
+from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install, program
 
 
 def _r(*shape: int, seed: int = 0) -> np.ndarray:
@@ -112,13 +112,6 @@ def test_a_gemm_steps_fallback_kernel_is_in_the_source_and_compiles() -> None:
         assert ".entry matmul0(" in ptx and ".entry map1(" in ptx
 
 
-def _program(drv: RecordingDriver, f, args):
-    exe = cuda_runtime.CUDAExecutable(ember.jit(f, backend="cuda").lower(*args).program)
-    for k in exe.schedule.kernels:
-        drv.nargs[k.name] = len(k.buffers())
-    return exe
-
-
 @needs_nvrtc
 def test_gemm_steps_call_cublas_inside_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """x @ w then tanh: the GEMM is a cuBLAS call captured into the program's graph between the
@@ -130,7 +123,7 @@ def test_gemm_steps_call_cublas_inside_the_graph(monkeypatch: pytest.MonkeyPatch
     lib = RecordingBlas(drv)
     install(drv, monkeypatch, blas=cuda_blas.Blas(lib))
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", "1")
-    exe = _program(drv, lambda x, w: jnp.tanh(x @ w), (_r(3, 4), _r(4, 5)))
+    exe = program(drv, lambda x, w: jnp.tanh(x @ w), (_r(3, 4), _r(4, 5)))
     assert [k.kind for k in exe.schedule.kernels] == ["gemm", "map"]
     x, w = cuda_runtime._alloc(48), cuda_runtime._alloc(80)
     try:
@@ -167,7 +160,7 @@ def test_without_cublas_the_tiled_kernel_runs(monkeypatch: pytest.MonkeyPatch) -
     drv = RecordingDriver()
     install(drv, monkeypatch, blas=None)
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", "0")
-    exe = _program(drv, lambda x, w: jnp.tanh(x @ w), (_r(33, 4), _r(4, 20)))
+    exe = program(drv, lambda x, w: jnp.tanh(x @ w), (_r(33, 4), _r(4, 20)))
     x, w = cuda_runtime._alloc(33 * 16), cuda_runtime._alloc(80)
     (out,) = exe.run_device([x, w])
     launches = [c for c in drv.calls if c[0] == "launch"]

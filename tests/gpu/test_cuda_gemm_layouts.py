@@ -21,7 +21,7 @@ from ember._src.gpu import cuda_blas, cuda_runtime, kernels
 from ember._src.gpu.wgsl import WGSLRenderer
 from tests.gpu.cublas_model import column_major_gemm
 from tests.gpu.cuda_marks import needs_device, needs_nvrtc
-from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install
+from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install, run
 
 
 def _r(*shape: int, seed: int = 0) -> np.ndarray:
@@ -176,13 +176,6 @@ def test_a_named_axis_gives_the_strides_per_call(monkeypatch: pytest.MonkeyPatch
     gc.collect()
 
 
-def _program(drv: RecordingDriver, f, args):
-    exe = cuda_runtime.CUDAExecutable(ember.jit(f, backend="cuda").lower(*args).program)
-    for k in exe.schedule.kernels:
-        drv.nargs[k.name] = len(k.buffers())
-    return exe
-
-
 @pytest.mark.parametrize("name", ["transposed_lhs", "lhs_batch_inside", "einsum_kbm_nbk"])
 def test_the_call_reads_the_inputs_buffers(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the recording driver and cuBLAS: the call issues one cublasGemmStridedBatchedEx
@@ -194,9 +187,7 @@ def test_the_call_reads_the_inputs_buffers(name: str, monkeypatch: pytest.Monkey
     drv = RecordingDriver()
     install(drv, monkeypatch, blas=cuda_blas.Blas(RecordingBlas(drv)))
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", "0")
-    exe = _program(drv, f, args)
-    bufs = [cuda_runtime._alloc(x.nbytes) for x in args]
-    (out,) = exe.run_device(bufs)
+    exe, bufs, (out,) = run(drv, f, args)
     assert not [c for c in drv.calls if c[0] == "launch"]
     (call,) = [c[2] for c in drv.calls if c[:2] == ("cublas", "gemm")]
     assert {call["A"], call["B"]} == {int(b.ptr) for b in bufs} and call["C"] == int(out.ptr)

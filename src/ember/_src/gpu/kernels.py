@@ -42,7 +42,7 @@ import numpy as np
 
 from ember._src import rewrites
 from ember._src import shapes as sh
-from ember._src.gpu import ops
+from ember._src.gpu import epilogues, ops
 from ember._src.gpu.render import dim_text
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
@@ -71,7 +71,8 @@ class Renderer(Protocol):
     def select(self, pred: str, if_false: str, if_true: str) -> str: ...
     def map_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
     def reduce_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
-    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str: ...
+    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str,
+                      epilogue: tuple[list[str], str] | None = None) -> str: ...
     def axis(self, i: int) -> str: ...
 
 
@@ -391,6 +392,7 @@ class _Scheduler:
         self.kernels: list[Kernel] = []
         self.consts = [(self._buf(v).index, np.asarray(c)) for v, c in consts]
         self.gemms: dict[Var, tuple[dict, Var, Var]] = {}  # product -> (gemm layout, lhs, rhs buffers)
+        self.epilogues: dict[Var, epilogues.Epilogue] = {}  # GEMM step's product -> what it folds in
 
     def dim(self, d: Any) -> str:
         """A size as kernel text: a literal, or an expression over the axis values."""
@@ -450,6 +452,10 @@ class _Scheduler:
             else:
                 want.add(o)
                 outputs.append(("var", o))
+        if getattr(self.lang, "library_gemm", False) and self.gemms:
+            outs = {o for k, o in outputs if k == "var"}
+            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, list(self.gemms), want,
+                                            outs, set(self.bufs))
         for e in self.eqns:
             v = e.outvars[0]
             if v in want and v not in self.bufs:
@@ -594,16 +600,28 @@ class _Scheduler:
             val = em.value(x, full)
             return em, self.lang.convert(val, x.aval.dtype, dt)
 
+        ep = self.epilogues.get(v)
         if v in self.gemms:
             layout, ra, rb_ = self.gemms[v]
             k.kind = "gemm"
             k.info["gemm"] = dict(layout, B=B, M=M, N=N, K=K, a=self.bufs[ra].index, b=self.bufs[rb_].index)
-            for x in (ra, rb_):  # (parameters of the fallback too, should it read another buffer)
+            for x in (ra, rb_, *([ep.bias] if ep else [])):  # (parameters of the fallback too)
                 reads.setdefault(self.bufs[x].index, f"in{len(reads)}")
+            if ep is not None:
+                k.info["gemm"].update(epilogue=ep.kind, bias=self.bufs[ep.bias].index)
         ea, va = operand(a, lb, lf, lc, ("bz", "am", "ak"), "a")
         eb, vb = operand(b, rb, rf, rc, ("bz", "bn", "bk"), "b")
-        self.bufs[v] = out
-        self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb))
+        epilogue = None
+        if ep is not None:  # the fallback applies it to its accumulator: the value of ep.out at c = acc
+            em = Emitter(self, self.lang, "e", reads)
+            idx = em.unravel(em.index(f"(bz * {self.dim(M)} + row) * {self.dim(N)} + col"), v.aval.shape)
+            em.cache[(v, tuple(idx))] = self.lang.convert("acc", np.dtype(np.float32), dt)
+            epilogue = (em.lines, em.value(ep.out, idx))
+            self.bufs[ep.out] = out
+        else:
+            self.bufs[v] = out
+        extra = (epilogue,) if epilogue else ()  # (renderers without library GEMMs take none)
+        self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb, *extra))
 
 
 GEMM_DTYPES = ("float32", "float64", "float16", "bfloat16")
