@@ -99,17 +99,24 @@ def _region(p: _Program, z: Var, after: int, want: set) -> tuple[list[Eqn], Var]
     """The elementwise equations from ``z`` to the one materialized value they compute (program
     order), and that value; None where they read anything else or compute more than one."""
     vals, region = {z}, []
+    pending = {id(u) for u in p.users.get(z, [])}  # readers of the region's values not yet in it
     for e in p.eqns[after:]:
-        ins = [p.resolve(a) for a in e.inputs]
-        if not any(isinstance(a, Var) and a in vals and a not in want for a in ins):
+        if not pending:
+            break
+        if id(e) not in pending:
             continue
+        pending.discard(id(e))
+        ins = [p.resolve(a) for a in e.inputs]
         if e.prim.name not in ops.OPS or len(e.outvars) != 1 or len(region) == MAX_REGION:
             return None
         for a in ins:
             if not (isinstance(a, Var) and a in vals and a not in want) and p.scalar(a) is None:
                 return None
         region.append(e)
-        vals.add(e.outvars[0])
+        y = e.outvars[0]
+        vals.add(y)
+        if y not in want:
+            pending.update(id(u) for u in p.users.get(y, []))
     sinks = [v for v in vals if v in want]
     if len(sinks) != 1 or sinks[0] is z:
         return None
