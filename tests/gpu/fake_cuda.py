@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ember._src.gpu import cuda_blas, cuda_runtime
+import ember
+from ember._src.gpu import cuda_blas, cuda_blaslt, cuda_runtime
 
 
 class Fn(int):
@@ -262,13 +263,33 @@ class RecordingDriver:
         return self._log("graph_launch", exe)
 
 
+def program(drv: RecordingDriver, f, args) -> cuda_runtime.CUDAExecutable:
+    """The CUDA executable of ``jit(f, backend="cuda")`` at ``args``, its kernels' argument counts
+    told to ``drv`` (so that it reads their pointers)."""
+    exe = cuda_runtime.CUDAExecutable(ember.jit(f, backend="cuda").lower(*args).program)
+    for k in exe.schedule.kernels:
+        drv.nargs[k.name] = len(k.buffers())
+    return exe
+
+
+def run(drv: RecordingDriver, f, args) -> tuple:
+    """``(executable, input buffers, outputs)``: :func:`program` run once on new device buffers of
+    the operands' sizes."""
+    exe = program(drv, f, args)
+    bufs = [cuda_runtime._alloc(a.nbytes) for a in args]
+    return exe, bufs, exe.run_device(bufs)
+
+
 def install(drv: RecordingDriver, monkeypatch: pytest.MonkeyPatch,
-            pool: cuda_runtime.CUDAPool | None = None, blas: cuda_blas.Blas | None = None) -> None:
+            pool: cuda_runtime.CUDAPool | None = None, blas: cuda_blas.Blas | None = None,
+            lt: cuda_blaslt.Lt | None = None) -> None:
     """The CUDA runtime's state with ``drv`` as its driver and a pool of its own (synchronous
     unless given; the test drops every buffer of it before the state is restored); GEMM steps
     call ``blas`` (a :class:`.cuda_blas.Blas` over :class:`RecordingBlas`), or launch their tiled
-    kernels where it is None."""
+    kernels where it is None; GEMM steps with an epilogue call ``lt`` (a :class:`.cuda_blaslt.Lt`
+    over :class:`RecordingBlasLt`), or launch their tiled kernels where it (or ``blas``) is None."""
     monkeypatch.setattr(cuda_blas, "_STATE", {"blas": blas})
+    monkeypatch.setattr(cuda_blaslt, "_STATE", {"lt": lt})
     state = {"driver": drv, "ctx": None, "arch": "compute_80"}
     monkeypatch.setattr(cuda_runtime, "_STATE", state)
     state["pool"] = pool if pool is not None else cuda_runtime.CUDAPool(drv)
@@ -308,3 +329,71 @@ class RecordingBlas:
         scalar = ctypes.c_double if a["computeType"] == 70 else ctypes.c_float
         a["alpha"], a["beta"] = (scalar.from_address(a[s]).value for s in ("alpha", "beta"))
         return self._log("gemm", a)
+
+
+def _value(x) -> int:
+    """A ctypes argument (a ``c_void_p``, an int) as an int."""
+    return int(getattr(x, "value", x) or 0)
+
+
+class RecordingBlasLt:
+    """A stand-in for the cuBLASLt library (ctypes-style calls): descriptors are numbered dicts
+    that record what is set on them (attribute values read from the addresses given, as the
+    library reads them); ``cublasLtMatmul`` records its call with copies of its descriptors and
+    its scalars. ``algorithms``: how many the heuristic query offers (0: none)."""
+
+    def __init__(self, drv: RecordingDriver | None = None, algorithms: int = 1) -> None:
+        self.calls: list[tuple] = []
+        self.drv, self.algorithms = drv, algorithms
+        self.objects: dict[int, dict] = {}
+
+    def _log(self, *entry) -> int:
+        if self.drv is not None:
+            self.drv._log("cublaslt", *entry)
+        self.calls.append(entry)
+        return 0
+
+    def _make(self, ref, **fields) -> int:
+        handle = 0xD000 + 16 * len(self.objects)
+        self.objects[handle] = dict(fields, attrs={})
+        ref._obj.value = handle
+        return handle
+
+    def _attr(self, obj, attr, address, size) -> int:
+        value = int.from_bytes(ctypes.string_at(address, size), "little")
+        self.objects[_value(obj)]["attrs"][attr] = value
+        return self._log("set", _value(obj), attr, value)
+
+    def cublasLtCreate(self, ref):
+        return self._log("create", self._make(ref, kind="handle"))
+
+    def cublasLtMatmulDescCreate(self, ref, compute, scale):
+        return self._log("desc", self._make(ref, kind="desc", compute=compute, scale=scale))
+
+    def cublasLtMatrixLayoutCreate(self, ref, dtype, rows, cols, ld):
+        return self._log("layout", self._make(ref, kind="layout", type=dtype, rows=rows, cols=cols, ld=ld))
+
+    def cublasLtMatmulPreferenceCreate(self, ref):
+        return self._log("preference", self._make(ref, kind="preference"))
+
+    cublasLtMatmulDescSetAttribute = cublasLtMatrixLayoutSetAttribute = _attr
+    cublasLtMatmulPreferenceSetAttribute = _attr
+
+    def cublasLtMatmulAlgoGetHeuristic(self, handle, desc, a, b, c, d, pref, requested, results, count):
+        assert requested == 1 and _value(c) == _value(d)
+        if self.algorithms:
+            cuda_blaslt.HeuristicResult.from_address(results).algo[0] = 0xA190
+        count._obj.value = min(self.algorithms, requested)
+        return self._log("heuristic", _value(desc))
+
+    def cublasLtMatmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws,
+                       ws_size, stream):
+        op = self.objects[_value(desc)]
+        call = {"desc": dict(op, attrs=dict(op["attrs"])), "alpha": ctypes.c_float.from_address(alpha).value,
+                "beta": ctypes.c_float.from_address(beta).value,
+                "A": _value(a), "B": _value(b), "C": _value(c), "D": _value(d),
+                "algo": ctypes.c_uint64.from_address(algo).value, "workspace": _value(ws), "ws_size": ws_size,
+                "stream": _value(stream)}
+        for name, layout in (("Adesc", adesc), ("Bdesc", bdesc), ("Cdesc", cdesc), ("Ddesc", ddesc)):
+            call[name] = self.objects[_value(layout)]
+        return self._log("matmul", call)

@@ -1,8 +1,9 @@
 """GEMM on CUDA through cuBLAS: which products become library steps, the column-major arguments
-of a row-major product (checked by evaluating them with a column-major GEMM written here in
-NumPy), the calls on the call stream inside the program's graph, the compute type per precision,
-and the tiled kernel where cuBLAS is absent. Without a GPU through the recording driver and a
-recording cuBLAS (``tests/gpu/fake_cuda.py``); with one, the values against NumPy."""
+of a row-major product (checked by evaluating them with the NumPy model of the call in
+``tests/gpu/cublas_model.py``), the calls on the call stream inside the program's graph, the
+compute type per precision, and the tiled kernel where cuBLAS is absent. Without a GPU through the
+recording driver and a recording cuBLAS (``tests/gpu/fake_cuda.py``); with one, the values against
+NumPy. Transposed and batch-strided operands: ``test_cuda_gemm_layouts.py``."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import ember.numpy as jnp
 from ember import lax
 from ember._src.dtypes import bfloat16
 from ember._src.gpu import cuda_blas, cuda_runtime, kernels
-from ember._src.gpu.wgsl import WGSLRenderer
+from tests.gpu.cublas_model import column_major_gemm
 from tests.gpu.cuda_marks import needs_device, needs_nvrtc
-from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install
+from tests.gpu.fake_cuda import RecordingBlas, RecordingDriver, install, program
 
 
 def _r(*shape: int, seed: int = 0) -> np.ndarray:
@@ -52,24 +53,6 @@ def _gemm_kernel(f, args) -> kernels.Kernel:
     return gemms[0]
 
 
-def _column_major_gemm(a: dict, mem: dict[int, np.ndarray]) -> None:
-    """cublasGemmStridedBatchedEx's definition, in NumPy: per batch ``C = op(A) op(B)`` with each
-    matrix stored column-major with its leading dimension, ``op`` transposing where asked."""
-    def op(ptr: int, trans: bool, ld: int, rows: int, cols: int, stride: int, i: int) -> np.ndarray:
-        sr, sc = (cols, rows) if trans else (rows, cols)  # the stored matrix
-        flat = mem[ptr][i * stride:]
-        stored = np.array([[flat[r + c * ld] for c in range(sc)] for r in range(sr)]).reshape(sr, sc)
-        return stored.T if trans else stored
-
-    m, n, k = a["m"], a["n"], a["k"]
-    for i in range(a["batchCount"]):
-        c = op(a["A"], a["transa"] == 1, a["lda"], m, k, a["strideA"], i) @ \
-            op(a["B"], a["transb"] == 1, a["ldb"], k, n, a["strideB"], i)
-        for r in range(m):
-            for col in range(n):
-                mem[a["C"]][i * a["strideC"] + r + col * a["ldc"]] = c[r, col]
-
-
 @pytest.mark.parametrize("name,f,args,ref", PRODUCTS, ids=_IDS)
 def test_the_column_major_arguments_compute_the_row_major_product(name: str, f, args, ref) -> None:
     k = _gemm_kernel(f, args)
@@ -78,7 +61,7 @@ def test_the_column_major_arguments_compute_the_row_major_product(name: str, f, 
     a, b = (np.asarray(x, np.float64).ravel() for x in args)
     mem = {1: a, 2: b, 3: np.full(sizes[0] * sizes[1] * sizes[2], np.nan)}
     call = cuda_blas.gemm_arguments(g, sizes, 1, 2, 3, None)
-    _column_major_gemm(call, mem)
+    column_major_gemm(call, mem)
     want = ref(*(np.asarray(x, np.float64) for x in args))
     np.testing.assert_allclose(mem[3].reshape(want.shape), want, rtol=1e-12)
 
@@ -118,33 +101,15 @@ def test_16_bit_and_float64_operands(dtype, code: int, out: int) -> None:
     assert got["alpha"] == 1.0 and got["beta"] == 0.0  # (read as double where the compute is 64F)
 
 
-def test_products_cublas_cannot_read_stay_tiled_kernels() -> None:
-    """A batch dimension not leading, integer operands: the tiled kernel. WebGPU never schedules
-    a library step."""
-    batch_inside = _dg((((2,), (1,)), ((1,), (0,))))
-    for f, args in [(batch_inside, (_r(3, 2, 4), _r(2, 4, 5))),
-                    (lambda a, b: a @ b, (np.ones((3, 4), np.int32), np.ones((4, 5), np.int32)))]:
-        exe = ember.jit(f, backend="cuda").lower(*args).executable
-        assert [k.kind for k in exe.schedule.kernels if k.kind in ("gemm", "matmul")] == ["matmul"]
-    prog = ember.jit(lambda a, b: a @ b, backend="cuda").lower(_r(3, 4), _r(4, 5)).program
-    assert [k.kind for k in kernels.schedule(prog, WGSLRenderer()).kernels] == ["matmul"]
-
-
 @needs_nvrtc
 def test_a_gemm_steps_fallback_kernel_is_in_the_source_and_compiles() -> None:
     lowered = ember.jit(lambda a, b: jnp.tanh(a @ b), backend="cuda").lower(_r(3, 4), _r(4, 5))
     text = lowered.compile().as_text()
-    assert "a cuBLAS GEMM step (cublasGemmStridedBatchedEx on the call stream, lhs M x K, rhs K x N)" in text
+    assert ("a cuBLAS GEMM step (cublasGemmStridedBatchedEx on the call stream, lhs M x K (ld 4, batch "
+            "stride 12), rhs K x N (ld 5, batch stride 20))") in text
     for arch in ("compute_80", "compute_90"):
         ptx = cuda_runtime.compile_ptx(text, arch).decode()
         assert ".entry matmul0(" in ptx and ".entry map1(" in ptx
-
-
-def _program(drv: RecordingDriver, f, args):
-    exe = cuda_runtime.CUDAExecutable(ember.jit(f, backend="cuda").lower(*args).program)
-    for k in exe.schedule.kernels:
-        drv.nargs[k.name] = len(k.buffers())
-    return exe
 
 
 @needs_nvrtc
@@ -158,7 +123,7 @@ def test_gemm_steps_call_cublas_inside_the_graph(monkeypatch: pytest.MonkeyPatch
     lib = RecordingBlas(drv)
     install(drv, monkeypatch, blas=cuda_blas.Blas(lib))
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", "1")
-    exe = _program(drv, lambda x, w: jnp.tanh(x @ w), (_r(3, 4), _r(4, 5)))
+    exe = program(drv, lambda x, w: jnp.tanh(x @ w), (_r(3, 4), _r(4, 5)))
     assert [k.kind for k in exe.schedule.kernels] == ["gemm", "map"]
     x, w = cuda_runtime._alloc(48), cuda_runtime._alloc(80)
     try:
@@ -195,7 +160,7 @@ def test_without_cublas_the_tiled_kernel_runs(monkeypatch: pytest.MonkeyPatch) -
     drv = RecordingDriver()
     install(drv, monkeypatch, blas=None)
     monkeypatch.setenv("EMBER_CUDA_GRAPHS", "0")
-    exe = _program(drv, lambda x, w: jnp.tanh(x @ w), (_r(33, 4), _r(4, 20)))
+    exe = program(drv, lambda x, w: jnp.tanh(x @ w), (_r(33, 4), _r(4, 20)))
     x, w = cuda_runtime._alloc(33 * 16), cuda_runtime._alloc(80)
     (out,) = exe.run_device([x, w])
     launches = [c for c in drv.calls if c[0] == "launch"]

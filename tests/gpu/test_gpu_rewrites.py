@@ -108,8 +108,10 @@ def test_rewritten_program_with_a_named_axis_compiles_once() -> None:
 def test_cuda_source_is_rewritten_and_compiles(arch: str) -> None:
     f, args, after, before = PROGRAMS[0]
     src = _kernels(f, args, "cuda")
-    assert src.count("__global__") == after
-    assert _kernels(f, args, "cuda", rewrites=False).count("__global__") == before
+    # (WebGPU's counts less the copies of ``y.T``, which the CUDA GEMM steps read in place: one
+    # with the rewrites, where the two products are one, two without)
+    assert src.count("__global__") == after - 1
+    assert _kernels(f, args, "cuda", rewrites=False).count("__global__") == before - 2
     text = cuda_runtime.compile_ptx(src, arch).decode()
     names = re.findall(r"__launch_bounds__\(\d+\) (\w+)\(", src)
     assert names and all(f".entry {n}(" in text for n in names)

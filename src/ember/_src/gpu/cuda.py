@@ -195,19 +195,27 @@ class CUDARenderer(BaseRenderer):
                 f"      if ({tree}) {{ sh[lid] = o; si[lid] = oi; }}\n    }}\n    __syncthreads();\n  }}\n"
                 f"  if (lid == 0) {self.store('out', 'row', res, i['out_dtype'])}\n}}\n")
 
-    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str:
+    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str,
+                      epilogue: tuple[list[str], str] | None = None) -> str:
+        """The tiled product; ``epilogue``: statements (reading ``acc``, ``bz``, ``row``, ``col``)
+        and the value stored instead of ``acc``."""
         i = k.info
         t = self.vtype(i["dtype"])
         zero = self.literal(0, i["dtype"])
         M, N, K = i["M"], i["N"], i["K"]
         ab, bb = "\n      ".join(a_body), "\n      ".join(b_body)
         out_index = f"(bz * {M} + row) * {N} + col"
+        epi, res = ("", "acc") if epilogue is None else ("".join(f"{x}\n    " for x in epilogue[0]),
+                                                          epilogue[1])
         note = ""
         if k.kind == "gemm":
             g = i["gemm"]
-            note = (f"// {k.name}: a cuBLAS GEMM step (cublasGemmStridedBatchedEx on the call stream, lhs "
-                    f"{'K x M' if g['a_trans'] else 'M x K'}, rhs {'N x K' if g['b_trans'] else 'K x N'}); "
-                    "this tiled kernel runs where cuBLAS is absent\n")
+            side = [f"{'K x M' if g['a_trans'] else 'M x K'} (ld {g['a_ld']}, batch stride {g['a_stride']})",
+                    f"{'N x K' if g['b_trans'] else 'K x N'} (ld {g['b_ld']}, batch stride {g['b_stride']})"]
+            call = (f"cublasLtMatmul with the {g['epilogue']} epilogue" if g.get("epilogue")
+                    else "cublasGemmStridedBatchedEx")
+            note = (f"// {k.name}: a cuBLAS GEMM step ({call} on the call stream, lhs "
+                    f"{side[0]}, rhs {side[1]}); this tiled kernel runs where cuBLAS is absent\n")
         return (f"{note}{self._head(k, TILE * TILE)}\n"
                 f"  __shared__ {t} ta[{TILE}][{TILE}];\n  __shared__ {t} tb[{TILE}][{TILE}];\n"
                 "  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, bz = (int)blockIdx.z;\n"
@@ -223,5 +231,6 @@ class CUDARenderer(BaseRenderer):
                 "    #pragma unroll\n"
                 f"    for (int kk = 0; kk < {TILE}; ++kk) acc += ta[ty][kk] * tb[kk][tx];\n"
                 "    __syncthreads();\n  }\n"
-                f"  if (row < {M} && col < {N}) {self.store('out', out_index, 'acc', i['dtype'])}\n"
+                f"  if (row < {M} && col < {N}) {{\n"
+                f"    {epi}{self.store('out', out_index, res, i['dtype'])}\n  }}\n"
                 "}\n")

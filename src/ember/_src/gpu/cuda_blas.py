@@ -11,7 +11,9 @@ A step is one ``cublasGemmStridedBatchedEx`` on the call stream (so it is captur
 program's graph). ember's buffers are row-major and cuBLAS is column-major: a row-major
 ``C[b] = A[b] @ B[b]`` (M x N) is the column-major ``C^T = B^T A^T`` (N x M), so cuBLAS gets
 ``m = N``, ``n = M``, the rhs buffer as its first operand and the lhs buffer as its second, each
-transposed where the buffer stores its matrix the other way round (:func:`gemm_arguments`).
+transposed where the buffer stores its matrix the other way round, with the leading dimension and
+batch stride the buffer has (:func:`gemm_arguments`): an operand read through a ``transpose`` or
+with its batch dimensions inside (``einsum("mbk,bkn->bmn")``) is read in place, no copy.
 
 Precision (float32 operands): full float32 (``CUBLAS_COMPUTE_32F``) unless the product's
 ``precision=`` or else ``jax_default_matmul_precision`` says otherwise: ``"tensorfloat32"`` / ``"high"`` /
@@ -110,19 +112,27 @@ def compute_type(dtype: np.dtype, precision: Precision | None) -> int:
     return COMPUTE_32F_FAST_TF32 if precision == Precision.HIGH else COMPUTE_32F_FAST_16BF
 
 
+LAYOUT_SIZES = ("a_ld", "b_ld", "a_stride", "b_stride")
+"""The size expressions of a GEMM layout (:func:`.kernels.gemm_layout`) bound per call, as its
+``B``, ``M``, ``N``, ``K``."""
+
+
 def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: int, c: int,
                    precision: Precision | None) -> dict[str, Any]:
     """The ``cublasGemmStridedBatchedEx`` arguments (but the handle and the scalars' addresses) of
     the row-major product ``c[B, M, N] = a @ b`` of :func:`.kernels.gemm_layout` ``layout``, its
-    sizes ``(B, M, N, K)`` bound, at device pointers ``a``, ``b``, ``c`` (module docstring). The
-    product's own precision (``precision=`` of ``dot``/``matmul``/``dot_general``) wins over
-    ``precision``, the configured default."""
+    sizes ``(B, M, N, K)`` and :data:`LAYOUT_SIZES` bound, at device pointers ``a``, ``b``, ``c``
+    (module docstring). A layout without leading dimensions or batch strides reads row-major
+    operands. The product's own precision (``precision=`` of ``dot``/``matmul``/``dot_general``/
+    ``einsum``) wins over ``precision``, the configured default."""
     _, m, n, k = sizes
     dt, out = DATA_TYPES[np.dtype(layout["dtype"]).name], DATA_TYPES[np.dtype(layout["out_dtype"]).name]
+    a_ld = int(layout.get("a_ld", m if layout["a_trans"] else k))
+    b_ld = int(layout.get("b_ld", k if layout["b_trans"] else n))
     return {"transa": OP_T if layout["b_trans"] else OP_N, "transb": OP_T if layout["a_trans"] else OP_N,
             "m": n, "n": m, "k": k,
-            "A": b, "Atype": dt, "lda": max(k if layout["b_trans"] else n, 1), "strideA": k * n,
-            "B": a, "Btype": dt, "ldb": max(m if layout["a_trans"] else k, 1), "strideB": m * k,
+            "A": b, "Atype": dt, "lda": max(b_ld, 1), "strideA": int(layout.get("b_stride", k * n)),
+            "B": a, "Btype": dt, "ldb": max(a_ld, 1), "strideB": int(layout.get("a_stride", m * k)),
             "C": c, "Ctype": out, "ldc": max(n, 1), "strideC": m * n, "batchCount": sizes[0],
             "computeType": compute_type(layout["dtype"], layout.get("precision") or precision),
             "algo": GEMM_DEFAULT}

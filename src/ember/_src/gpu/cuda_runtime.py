@@ -20,7 +20,7 @@ import numpy as np
 
 from ember._src.core import ShapedArray
 from ember._src.devices import Device
-from ember._src.gpu import cuda_blas, cuda_graphs, kernel_cache, kernels, segments, symbolic
+from ember._src.gpu import cuda_blas, cuda_blaslt, cuda_graphs, kernel_cache, kernels, segments, symbolic
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.device_array import DeviceArray
 from ember._src.gpu.pool import Pool
@@ -438,14 +438,20 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
               precision: Any) -> Any:
     """The step of ``k`` over the device pointers ``ptrs`` (its buffers, in order) under the
     binding ``env``: a cuBLAS call for a GEMM step where cuBLAS loads (:mod:`.cuda_blas`, at
-    ``precision``), else the launch of its kernel."""
+    ``precision``; a cuBLASLt call, :mod:`.cuda_blaslt`, for one with an epilogue), else the
+    launch of its kernel."""
     blas = cuda_blas.blas() if k.kind == "gemm" else None
     if blas is None:
         return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
     g = k.info["gemm"]
+    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g})
     at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
     sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
     args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
+    if g.get("epilogue"):  # cublasLtMatmul with it, else (no cuBLASLt, no algorithm, no elements) the kernel
+        lt = cuda_blaslt.lt() if all(sizes) else None
+        step = None if lt is None else cuda_blaslt.LtStep.make(lt, _alloc, args, g["epilogue"], at[g["bias"]])
+        return step if step is not None else launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
     return cuda_blas.GemmStep(blas, _alloc, args, nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"]))
 
 

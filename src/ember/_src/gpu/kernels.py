@@ -15,12 +15,13 @@
   first pass writes partial results per part and a second pass reduces them (no global barrier);
 - ``dot_general`` is a **matmul** kernel: 16x16 output tiles per workgroup, the operands staged
   through workgroup memory 16 columns of the contraction at a time; batch dimensions are the
-  grid's third axis. For a renderer with ``library_gemm`` (CUDA), a product whose operands are
-  buffers laid out as a (batched) row-major GEMM reads them (:func:`gemm_layout`: batch
-  dimensions leading, the free and contracted dimensions each contiguous) and of a dtype the
-  library takes is a **gemm** step instead: a library call (cuBLAS) the runtime issues between
-  kernel launches, its layout in ``info["gemm"]``; its tiled kernel is still rendered, the
-  fallback where the library is absent.
+  grid's third axis. For a renderer with ``library_gemm`` (CUDA), a product whose operands a
+  strided batched GEMM can read from buffers (:func:`gemm_layout`: batch, free and contracted
+  dimensions each one strided dimension, a unit stride on one side of each matrix; an operand of
+  a ``transpose`` read from the transpose's source with permuted strides, so no copy) and of a
+  dtype the library takes is a **gemm** step instead: a library call (cuBLAS) the runtime issues
+  between kernel launches, its layout in ``info["gemm"]``; its tiled kernel is still rendered,
+  the fallback where the library is absent.
 
 Anything else raises :class:`NotImplementedError` naming the primitive and the device.
 
@@ -41,7 +42,7 @@ import numpy as np
 
 from ember._src import rewrites
 from ember._src import shapes as sh
-from ember._src.gpu import ops
+from ember._src.gpu import epilogues, ops
 from ember._src.gpu.render import dim_text
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
@@ -70,7 +71,8 @@ class Renderer(Protocol):
     def select(self, pred: str, if_false: str, if_true: str) -> str: ...
     def map_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
     def reduce_kernel(self, k: Kernel, body: list[str], value: str) -> str: ...
-    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str) -> str: ...
+    def matmul_kernel(self, k: Kernel, a_body: list[str], a: str, b_body: list[str], b: str,
+                      epilogue: tuple[list[str], str] | None = None) -> str: ...
     def axis(self, i: int) -> str: ...
 
 
@@ -389,6 +391,8 @@ class _Scheduler:
         self.buffers: list[Buffer] = []
         self.kernels: list[Kernel] = []
         self.consts = [(self._buf(v).index, np.asarray(c)) for v, c in consts]
+        self.gemms: dict[Var, tuple[dict, Var, Var]] = {}  # product -> (gemm layout, lhs, rhs buffers)
+        self.epilogues: dict[Var, epilogues.Epilogue] = {}  # GEMM step's product -> what it folds in
 
     def dim(self, d: Any) -> str:
         """A size as kernel text: a literal, or an expression over the axis values."""
@@ -436,7 +440,7 @@ class _Scheduler:
             if e.prim.name in ops.REDUCTIONS or e.prim.name in ops.CONTRACTIONS:
                 want.add(e.outvars[0])
             if e.prim.name in ops.CONTRACTIONS:
-                want.update(self.resolve(a) for a in e.inputs if isinstance(self.resolve(a), Var))
+                want.update(self._product_reads(e))
         outputs: list[tuple[str, Any]] = []
         invars = {v: i for i, v in enumerate(self.prog.invars)}
         for o in self.prog.outvars:
@@ -448,12 +452,43 @@ class _Scheduler:
             else:
                 want.add(o)
                 outputs.append(("var", o))
+        if getattr(self.lang, "library_gemm", False) and self.gemms:
+            outs = {o for k, o in outputs if k == "var"}
+            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, list(self.gemms), want,
+                                            outs, set(self.bufs))
         for e in self.eqns:
             v = e.outvars[0]
             if v in want and v not in self.bufs:
                 self._kernel(e, v)
         outs = [("buf", self.bufs[o].index) if k == "var" else (k, o) for k, o in outputs]
         return Schedule(self.kernels, self.buffers, [b.index for b in inputs], self.consts, outs, self.axes)
+
+    def _operand_views(self, x: Any) -> list[tuple[Var, View]]:
+        """The buffers a product could read its operand ``x`` from, best first: the source of a
+        ``transpose`` (read with permuted strides: no copy), then ``x``'s own."""
+        x = self.resolve(x)
+        if not isinstance(x, Var):
+            return []
+        out = []
+        pe = self.producer.get(x)
+        if pe is not None and pe.prim.name == "transpose":
+            src = self.resolve(pe.inputs[0])
+            if isinstance(src, Var):
+                out.append((src, transposed_view(src.aval.shape, pe.params["permutation"])))
+        return [*out, (x, dense_view(x.aval.shape))]
+
+    def _product_reads(self, e: Eqn) -> list[Var]:
+        """The values the product ``e`` reads from buffers (to be materialized). For a renderer
+        with ``library_gemm``, the first pair of operand buffers a library GEMM reads
+        (:func:`gemm_layout`), kept in :attr:`gemms`; else the operands themselves."""
+        if getattr(self.lang, "library_gemm", False):
+            for a, va in self._operand_views(e.inputs[0]):
+                for b, vb in self._operand_views(e.inputs[1]):
+                    layout = gemm_layout(e, (va, vb))
+                    if layout is not None:
+                        self.gemms[e.outvars[0]] = (layout, a, b)
+                        return [a, b]
+        return [x for x in map(self.resolve, e.inputs) if isinstance(x, Var)]
 
     def _kernel(self, e: Eqn, v: Var) -> None:
         name = e.prim.name
@@ -565,51 +600,128 @@ class _Scheduler:
             val = em.value(x, full)
             return em, self.lang.convert(val, x.aval.dtype, dt)
 
-        layout = gemm_layout(e) if getattr(self.lang, "library_gemm", False) else None
-        ra, rb_ = self.resolve(a), self.resolve(b)
-        if layout is not None and ra in self.bufs and rb_ in self.bufs:
+        ep = self.epilogues.get(v)
+        if v in self.gemms:
+            layout, ra, rb_ = self.gemms[v]
             k.kind = "gemm"
             k.info["gemm"] = dict(layout, B=B, M=M, N=N, K=K, a=self.bufs[ra].index, b=self.bufs[rb_].index)
+            for x in (ra, rb_, *([ep.bias] if ep else [])):  # (parameters of the fallback too)
+                reads.setdefault(self.bufs[x].index, f"in{len(reads)}")
+            if ep is not None:
+                k.info["gemm"].update(epilogue=ep.kind, bias=self.bufs[ep.bias].index)
         ea, va = operand(a, lb, lf, lc, ("bz", "am", "ak"), "a")
         eb, vb = operand(b, rb, rf, rc, ("bz", "bn", "bk"), "b")
-        self.bufs[v] = out
-        self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb))
+        epilogue = None
+        if ep is not None:  # the fallback applies it to its accumulator: the value of ep.out at c = acc
+            em = Emitter(self, self.lang, "e", reads)
+            idx = em.unravel(em.index(f"(bz * {self.dim(M)} + row) * {self.dim(N)} + col"), v.aval.shape)
+            em.cache[(v, tuple(idx))] = self.lang.convert("acc", np.dtype(np.float32), dt)
+            epilogue = (em.lines, em.value(ep.out, idx))
+            self.bufs[ep.out] = out
+        else:
+            self.bufs[v] = out
+        extra = (epilogue,) if epilogue else ()  # (renderers without library GEMMs take none)
+        self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb, *extra))
 
 
 GEMM_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
-def gemm_layout(e: Eqn) -> dict | None:
-    """How a library GEMM reads the operands of the ``dot_general`` ``e`` from their row-major
-    buffers, or None where it cannot without a copy: ``a_trans`` (the lhs is stored contraction
-    first, K x M, rather than M x K), ``b_trans`` (the rhs is stored N x K rather than K x N), and
-    the operand and result dtypes. Needs the batch dimensions leading and in order on both sides,
-    the free and contracted dimensions of each operand contiguous, the contracted ones in the same
-    order on both sides, one operand dtype the library takes (:data:`GEMM_DTYPES`) and a result of
-    that dtype or float32. ``precision``: the equation's own (``precision=``), or None."""
+@dataclass
+class View:
+    """How a product reads one operand from a buffer: the element ``strides`` of each operand
+    dimension in the buffer and each dimension's ``order`` in memory (outermost first). A buffer
+    holding the operand itself is row-major (:func:`dense_view`); one holding the operand of a
+    ``transpose`` has the permuted strides (:func:`transposed_view`)."""
+
+    shape: tuple
+    strides: list
+    order: list
+
+
+def dense_view(shape: Sequence[Any]) -> View:
+    """The row-major buffer of an operand of shape ``shape``."""
+    return View(tuple(shape), strides(shape), list(range(len(shape))))
+
+
+def transposed_view(src_shape: Sequence[Any], permutation: Sequence[int]) -> View:
+    """``transpose(x, permutation)`` read from ``x``'s row-major buffer (``x`` of ``src_shape``):
+    operand dimension ``i`` is ``x``'s dimension ``permutation[i]``."""
+    st = strides(src_shape)
+    return View(tuple(src_shape[p] for p in permutation), [st[p] for p in permutation], list(permutation))
+
+
+def _is_one(d: Any) -> bool:
+    return isinstance(d, (int, np.integer)) and d == 1
+
+
+def _group_stride(v: View, dims: Sequence[int]) -> tuple[bool, Any]:
+    """Whether the dimensions ``dims`` of the view, taken in this order as one row-major index (the
+    outer first), are one strided dimension, and its stride (None where their size is 1: any)."""
+    dims = [d for d in dims if not _is_one(v.shape[d])]
+    for d, nxt in zip(dims, dims[1:]):
+        if v.strides[d] != v.strides[nxt] * v.shape[nxt]:
+            return False, None
+    return True, (v.strides[dims[-1]] if dims else None)
+
+
+def _matrix(s_row: Any, s_col: Any, rows: Any, cols: Any) -> tuple[bool, Any] | None:
+    """``(transposed, leading dimension)`` of a row-major ``rows x cols`` matrix whose rows and
+    columns have the element strides ``s_row``, ``s_col`` (None: a size-1 side), or None where
+    neither side has unit stride (a BLAS cannot read it without a copy). Not transposed: the
+    columns are contiguous, a row every ``s_row`` elements; transposed: the rows are."""
+    def unit(s: Any) -> bool:
+        return s is None or _is_one(s)
+
+    if unit(s_col):
+        ld, least = (s_row if s_row is not None else cols), cols
+        out = (False, ld)
+    elif unit(s_row):
+        ld, least = (s_col if s_col is not None else rows), rows
+        out = (True, ld)
+    else:
+        return None
+    if isinstance(ld, (int, np.integer)) and isinstance(least, (int, np.integer)) and ld < least:
+        return None  # (never for a dense buffer or a permutation of one)
+    return out
+
+
+def gemm_layout(e: Eqn, views: tuple[View, View] | None = None) -> dict | None:
+    """How a library GEMM reads the operands of the ``dot_general`` ``e`` from their buffers
+    (``views``; default: each operand's own row-major buffer), or None where it cannot without a
+    copy. The batch dimensions (in the result's order), the lhs's free dimensions, the rhs's free
+    dimensions and the contracted pairs (in any order common to both sides: a sum) must each be
+    one strided dimension per operand (:func:`_group_stride`; size-1 dimensions ignored), and each
+    operand's matrix must have a unit-stride side (:func:`_matrix`). The result is the row-major
+    ``c[B, M, N]``. Returns ``a_trans`` (the lhs is read K x M: its M side has unit stride),
+    ``b_trans`` (the rhs is read N x K), the leading dimensions ``a_ld``/``b_ld`` and batch strides
+    ``a_stride``/``b_stride`` (size expressions, in elements), and the operand and result dtypes
+    (one dtype the library takes, :data:`GEMM_DTYPES`; a result of that dtype or float32).
+    ``precision``: the equation's own (``precision=``), or None."""
     (lc, rc), (lb, rb) = e.params["dimension_numbers"]
     a, b = e.inputs
-    nb = len(lb)
-    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
-        return None
-    if list(lc) != sorted(lc) or list(rc) != sorted(rc):
-        return None
     da, db, dout = a.aval.dtype, b.aval.dtype, e.outvars[0].aval.dtype
     if da != db or da.name not in GEMM_DTYPES or (dout != da and dout != np.float32):
         return None
-    trans = []
-    for x, c, side in ((a, lc, "lhs"), (b, rc, "rhs")):
-        rest = list(range(nb, len(x.aval.shape)))
-        free = [d for d in rest if d not in c]
-        first = [*free, *c] if side == "lhs" else [*c, *free]  # M x K, K x N: not transposed
-        if rest == first:
-            trans.append(False)
-        elif rest == [*c, *free] or rest == [*free, *c]:
-            trans.append(True)
-        else:
+    va, vb = views if views is not None else (dense_view(a.aval.shape), dense_view(b.aval.shape))
+    lf = [d for d in range(len(va.shape)) if d not in lc and d not in lb]
+    rf = [d for d in range(len(vb.shape)) if d not in rc and d not in rb]
+    pairs = sorted(zip(lc, rc), key=lambda pr: va.order[pr[0]])  # the lhs's memory order
+    groups = []
+    for v, batch, free, side in ((va, lb, lf, 0), (vb, rb, rf, 1)):
+        contract = [pr[side] for pr in pairs]
+        found = [_group_stride(v, dims) for dims in (batch, free, contract)]
+        if not all(ok for ok, _ in found):
             return None
-    return {"a_trans": trans[0], "b_trans": trans[1], "dtype": da, "out_dtype": dout,
-            "precision": e.params.get("precision")}
+        groups.append([s for _, s in found])
+    (sba, sm, ska), (sbb, sn, skb) = groups
+    M, N, K = (sh.size([v.shape[d] for d in dims]) for v, dims in ((va, lf), (vb, rf), (va, lc)))
+    lhs, rhs = _matrix(sm, ska, M, K), _matrix(skb, sn, K, N)
+    if lhs is None or rhs is None:
+        return None
+    return {"a_trans": lhs[0], "b_trans": rhs[0], "a_ld": lhs[1], "b_ld": rhs[1],
+            "a_stride": sba if sba is not None else M * K, "b_stride": sbb if sbb is not None else K * N,
+            "dtype": da, "out_dtype": dout, "precision": e.params.get("precision")}
 
 
 def p_sharded(e: Eqn) -> bool:

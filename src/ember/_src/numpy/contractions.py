@@ -326,7 +326,9 @@ def _label_name(lab: Label) -> str:
 def einsum(subscripts: Any, *operands: ArrayLike, out: Any = None, optimize: Any = None,
            precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Einstein summation, as ``numpy.einsum`` (explicit ``->`` or implicit output, ``...``,
-    repeated indices for diagonals and traces, and the interleaved sublist form)."""
+    repeated indices for diagonals and traces, and the interleaved sublist form). ``precision``
+    (as ``dot``'s: None, a name, a ``lax.Precision``, or a pair) rides on every ``dot_general``
+    it contracts with."""
     dotp.canonicalize_precision(precision)
     if out is not None:
         raise NotImplementedError("einsum: the `out` argument is not supported")
@@ -419,7 +421,7 @@ def einsum(subscripts: Any, *operands: ArrayLike, out: Any = None, optimize: Any
         batch = [lab for lab in common if lab in later]
         contract = [lab for lab in common if lab not in later]
         cur = _dot_general(cur, nxt, (_positions(cur_labs, contract), _positions(nxt_labs, contract)),
-                           (_positions(cur_labs, batch), _positions(nxt_labs, batch)), pet)
+                           (_positions(cur_labs, batch), _positions(nxt_labs, batch)), pet, precision)
         cur_labs = [*batch, *(lab for lab in cur_labs if lab not in common),
                     *(lab for lab in nxt_labs if lab not in common)]
 

@@ -24,7 +24,7 @@ from ember._src.prims import elementwise as ew
 from ember._src.prims import linalg as pl
 from ember._src.prims import movement as mv
 from ember._src.prims import reductions as red
-from ember._src.prims.dot import dot_general
+from ember._src.prims.dot import canonicalize_precision, dot_general
 from ember.errors import ShapeError
 
 ArrayLike = Any
@@ -261,7 +261,10 @@ def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: int | tuple = 2) -> Any:
 
 
 def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Any:
-    """``A @ B @ C ...`` in the cheapest association order (first/last may be vectors)."""
+    """``A @ B @ C ...`` in the cheapest association order (first/last may be vectors).
+
+    ``precision`` (as ``dot``'s) rides on every product."""
+    canonicalize_precision(precision)
     arrs = [asarray(a) for a in arrays]
     if len(arrs) < 2:
         raise ValueError("multi_dot: expecting at least two arrays")
@@ -290,7 +293,10 @@ def multi_dot(arrays: Sequence[ArrayLike], *, precision: Any = None) -> Any:
         if i == j:
             return arrs[i]
         k = split[i][j]
-        return matmul(chain(i, k), chain(k + 1, j))
+        x, y = chain(i, k), chain(k + 1, j)
+        d, _ = dt.promote(dt.dtype_and_weak(x), dt.dtype_and_weak(y))  # (matmul's promotion)
+        x, y = ew.convert_element_type(x, d), ew.convert_element_type(y, d)
+        return dot_general(x, y, (((1,), (0,)), ((), ())), precision=precision)
 
     out = chain(0, n - 1)
     if first_vec and last_vec:
