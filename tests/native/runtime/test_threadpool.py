@@ -85,8 +85,11 @@ def _run(lib: ctypes.CDLL, n: int, nthreads: int, chunks: int, reps: int, nested
     return bad, count[:n], tid_of[:n], ran.value, inner.value
 
 
+# chunks < 0: -chunks chunks per thread dealt in blocks (each thread its own block, then stealing)
 @pytest.mark.parametrize("n,nthreads,chunks", [(1, 2, 4), (2, 2, 1), (7, 2, 4), (1000, 2, 4), (1000, 3, 2),
-                                               (10_000, 4, 8), (5, 8, 4), (100_000, 2, 1000)])
+                                               (10_000, 4, 8), (5, 8, 4), (100_000, 2, 1000),
+                                               (2, 2, -1), (7, 2, -4), (1000, 3, -2), (10_000, 4, -8),
+                                               (5, 8, -4), (100_000, 2, -1000), (64, 2, -4)])
 def test_every_index_exactly_once_with_valid_thread_ids(n, nthreads, chunks):
     lib = _driver()
     reps = 200
@@ -94,9 +97,19 @@ def test_every_index_exactly_once_with_valid_thread_ids(n, nthreads, chunks):
     assert bad == 0
     np.testing.assert_array_equal(count, np.full(n, reps, np.int32))
     assert tid_of.min() >= 0 and tid_of.max() < nthreads
-    # min(n, nthreads * chunks, 4096) chunks per loop; one chunk (the whole range) when that is 1
-    expected = min(n, nthreads * chunks, 4096)
+    # min(n, nthreads * |chunks|, 4096) chunks per loop; one chunk (the whole range) when that is 1
+    expected = min(n, nthreads * abs(chunks), 4096)
     assert ran == reps * (expected if expected > 1 and nthreads > 1 else 1)
+
+
+def test_jobs_in_blocks_and_first_come_jobs_alternate():
+    """Jobs in blocks and first-come jobs back to back, the workers still spinning from the last one:
+    a worker that saw the previous job claims nothing of the next (every index once per loop)."""
+    lib = _driver()
+    for k in range(40):
+        chunks = -4 if k % 2 else 4
+        bad, count, tid_of, _, _ = _run(lib, 997, 2 + k % 3, chunks, 25)
+        assert bad == 0 and (count == 25).all() and tid_of.max() < 2 + k % 3
 
 
 def test_zero_items_run_nothing():

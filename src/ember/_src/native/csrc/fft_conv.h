@@ -267,7 +267,7 @@ static EM_TASK_ATTR void EM_T(em_fftc_task)(void *ctx, int64_t g0, int64_t g1, i
 static void EM_T(em_fftc_run)(EM_T(em_fftc_job) *j, int par, int64_t nt) {
     const int64_t groups = (j->rows + CW - 1) / CW;
     if (groups == 0) return;
-    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftc_task), j, groups, nt, nt, 16);
+    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftc_task), j, groups, nt, nt, -16);
     else EM_T(em_fftc_task)(j, 0, groups, 0);
 }
 #undef CW

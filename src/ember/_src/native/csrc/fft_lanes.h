@@ -581,7 +581,7 @@ static int EM_T(em_fftl_long)(EM_T(em_fft_job) *j, int64_t lines, int lg, int pa
     lj.t1 = EM_T(em_fftc_tables)(lj.lg1, ws);
     lj.t2 = EM_T(em_fftc_tables)(lj.lg2, ws);
     if (lj.tw == ws || lj.t1 == ws || lj.t2 == ws) return 0;
-    if (par && nt > 1 && lines >= nt) em_par(EM_T(em_fftl_long_task), &lj, lines, nt, nt, 1);
+    if (par && nt > 1 && lines >= nt) em_par(EM_T(em_fftl_long_task), &lj, lines, nt, nt, -1);
     else {  /* fewer lines than threads: each line's groups split between them */
         lj.pl = par && nt > 1 ? nt : 1;
         EM_T(em_fftl_long_task)(&lj, 0, lines, 0);
@@ -676,7 +676,7 @@ static int EM_T(em_fftl_run)(EM_T(em_fft_job) *j, int64_t lines, int par, int64_
                                       && 2 * m * (int64_t)sizeof(ELT) <= EM_FFTL_MWAY);
     }
     const int64_t groups = (lines + CW - 1) / CW;
-    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftl_task), &lj, groups, nt, nt, 4);
+    if (par && nt > 1 && groups > 1) em_par(EM_T(em_fftl_task), &lj, groups, nt, nt, -4);
     else EM_T(em_fftl_task)(&lj, 0, groups, 0);
     return 1;
 }

@@ -393,7 +393,7 @@ static void EM_T(em_fftk_run)(const EM_T(em_fft_job) *j, int64_t m, const SZ *tw
                             fit == 2, lines, {0}};
     const int64_t units = fit == 2 ? (lines + 1) / 2 : lines;
     void (*task)(void *, int64_t, int64_t, int64_t) = fit == 2 ? EM_T(em_fftk_task2) : EM_T(em_fftk_task);
-    if (par && nt > 1 && units > 1) em_par(task, &kj, units, nt, nt, 4);
+    if (par && nt > 1 && units > 1) em_par(task, &kj, units, nt, nt, -4);
     else task(&kj, 0, units, 0);
 }
 #undef CW

@@ -23,7 +23,9 @@ static inline __attribute__((unused)) int64_t em_threads(int64_t nt, int64_t cap
 #endif
     return nt > cap ? cap : nt < 1 ? 1 : nt;
 }
-/* fn over [0, n) on up to nt threads (0: the OpenMP default), at most cap (0: no cap) */
+/* fn over [0, n) on up to nt threads (0: the OpenMP default), at most cap (0: no cap), in chunks
+   chunks per thread claimed first come, first served, or for chunks < 0 in -chunks chunks per thread
+   dealt in blocks (the same rows to the same thread each call: threadpool.c) */
 static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, int64_t nt, int64_t cap,
                                            int64_t chunks) {
 #ifdef _OPENMP

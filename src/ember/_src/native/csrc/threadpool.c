@@ -21,10 +21,20 @@
 
 typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
 
-/* state: generation (20 bits) | thread limit (6) | next chunk (19) | chunk count (19) */
+/* state: generation (20 bits) | thread limit (6) | blocks (1) | next chunk (18) | chunk count (19).
+   A job's chunks are claimed first come, first served (the next-chunk counter), or, for a job in
+   blocks, dealt in nthr contiguous blocks, block t to thread t (the caller is thread 0): a thread
+   runs its own block from the front, then steals from the back of the others'. In blocks a thread
+   gets the same chunks from one call to the next while every thread is awake, so the data it read
+   and wrote last time is still in its own caches (a 64 x 1024 FFT at two threads: 40 us first come,
+   first served, 28 us in blocks, 52 us at one thread), and the work still finishes when one is
+   late. Jobs whose chunks share data as they go (the GEMM's packed panels) stay first come, first
+   served. */
 #define EM_CH_BITS 19
 #define EM_CH_MASK ((UINT64_C(1) << EM_CH_BITS) - 1)
 #define EM_NEXT_SHIFT 19
+#define EM_NEXT_MASK ((UINT64_C(1) << 18) - 1)
+#define EM_BLOCKS_BIT (UINT64_C(1) << 37)
 #define EM_NTHR_SHIFT 38
 #define EM_GEN_SHIFT 44
 #define EM_MAX_THREADS 63
@@ -33,6 +43,11 @@ typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
 #define EM_CALLER_SPIN 256  /* pause loops the caller spins between yields while chunks finish */
 
 static _Atomic uint64_t em_state;
+/* block t of the current job in blocks: generation (20 bits) | next chunk (19) | end (19), a cache
+   line each */
+#define EM_BLK_NEXT 19
+#define EM_BLK_GEN 38
+static struct { _Alignas(64) _Atomic uint64_t w; } em_blk[EM_MAX_THREADS];
 static _Atomic int64_t em_done;
 static _Atomic uint32_t em_seq;     /* futex word: bumped with every job */
 static _Atomic int em_sleepers;
@@ -61,23 +76,48 @@ static void em_futex_wake_all(_Atomic uint32_t *addr) {
 #endif
 }
 
+/* Run chunk i of the current job (nch chunks) as thread tid. */
+static void em_run_chunk(uint64_t nch, uint64_t i, int64_t tid) {
+    const int64_t n = em_job_n, base = n / (int64_t)nch, rem = n % (int64_t)nch;
+    const int64_t lo = (int64_t)i * base + ((int64_t)i < rem ? (int64_t)i : rem);
+    const int64_t hi = lo + base + ((int64_t)i < rem ? 1 : 0);
+    em_job_fn(em_job_ctx, lo, hi, tid);
+    atomic_fetch_add_explicit(&em_done, 1, memory_order_release);
+}
+
+/* The chunks of the job in blocks of state s as thread tid: its own block from the front, then the
+   other blocks from their backs. A claim is a compare-and-swap of the block's word, which carries
+   the job's generation, so a thread still looking at a finished job claims nothing of the next. */
+static void em_claim_blocks(uint64_t s, int64_t tid) {
+    const uint64_t nch = s & EM_CH_MASK, gen = s >> EM_GEN_SHIFT, nthr = (s >> EM_NTHR_SHIFT) & 63;
+    for (uint64_t k = 0; k < nthr; ++k) {
+        const uint64_t b = ((uint64_t)tid + k) % nthr;
+        for (;;) {
+            uint64_t w = atomic_load_explicit(&em_blk[b].w, memory_order_acquire);
+            if (w >> EM_BLK_GEN != gen) return;  /* (the job is over) */
+            const uint64_t next = (w >> EM_BLK_NEXT) & EM_CH_MASK, end = w & EM_CH_MASK;
+            if (next >= end) break;
+            const uint64_t claim = k ? w - 1 : w + (UINT64_C(1) << EM_BLK_NEXT);
+            if (atomic_compare_exchange_weak_explicit(&em_blk[b].w, &w, claim, memory_order_acq_rel,
+                                                      memory_order_acquire))
+                em_run_chunk(nch, k ? end - 1 : next, tid);
+        }
+    }
+}
+
 /* Claim and run chunks of the current job as thread tid until none is left (or tid is beyond
    the job's thread limit). */
 static void em_claim_and_run(int64_t tid) {
     for (;;) {
         uint64_t s = atomic_load_explicit(&em_state, memory_order_acquire);
-        const uint64_t nch = s & EM_CH_MASK, next = (s >> EM_NEXT_SHIFT) & EM_CH_MASK;
+        const uint64_t nch = s & EM_CH_MASK, next = (s >> EM_NEXT_SHIFT) & EM_NEXT_MASK;
         const uint64_t nthr = (s >> EM_NTHR_SHIFT) & 63;
-        if (next >= nch || (uint64_t)tid >= nthr) return;
-        if (!atomic_compare_exchange_weak_explicit(&em_state, &s, s + (UINT64_C(1) << EM_NEXT_SHIFT),
-                                                   memory_order_acq_rel, memory_order_acquire))
-            continue;
-        const int64_t n = em_job_n, base = n / (int64_t)nch, rem = n % (int64_t)nch;
-        const int64_t i = (int64_t)next;
-        const int64_t lo = i * base + (i < rem ? i : rem);
-        const int64_t hi = lo + base + (i < rem ? 1 : 0);
-        em_job_fn(em_job_ctx, lo, hi, tid);
-        atomic_fetch_add_explicit(&em_done, 1, memory_order_release);
+        if ((uint64_t)tid >= nthr) return;
+        if (s & EM_BLOCKS_BIT) { em_claim_blocks(s, tid); return; }
+        if (next >= nch) return;
+        if (atomic_compare_exchange_weak_explicit(&em_state, &s, s + (UINT64_C(1) << EM_NEXT_SHIFT),
+                                                  memory_order_acq_rel, memory_order_acquire))
+            em_run_chunk(nch, next, tid);
     }
 }
 
@@ -150,8 +190,13 @@ static int em_grow(int want) {
 #define EM_POOL_CAT(a, b) EM_POOL_CAT2(a, b)
 int EM_POOL_CAT(EMBER_POOL_SYMBOL, _workers)(void) { return em_nworkers; }
 
+/* fn over [0, n) in chunks_per_thread chunks per thread on up to nthreads threads (0: the default),
+   the caller working too; chunks_per_thread < 0: -chunks_per_thread chunks per thread in blocks
+   (see the state above) */
 void EMBER_POOL_SYMBOL(em_task_t fn, void *ctx, int64_t n, int64_t nthreads, int64_t chunks_per_thread) {
     if (n <= 0) return;
+    const int blocks = chunks_per_thread < 0;
+    if (blocks) chunks_per_thread = -chunks_per_thread;
     if (nthreads <= 0) nthreads = em_default_threads();
     if (nthreads > EM_MAX_THREADS) nthreads = EM_MAX_THREADS;
     if (chunks_per_thread < 1) chunks_per_thread = 1;
@@ -167,8 +212,12 @@ void EMBER_POOL_SYMBOL(em_task_t fn, void *ctx, int64_t n, int64_t nthreads, int
     atomic_store_explicit(&em_done, 0, memory_order_relaxed);
     const uint64_t gen = ((atomic_load_explicit(&em_state, memory_order_relaxed) >> EM_GEN_SHIFT) + 1)
                          & ((UINT64_C(1) << 20) - 1);
+    if (blocks)  /* (before the state: a worker that sees the new generation finds its block) */
+        for (int64_t b = 0; b < nthreads; ++b)
+            atomic_store_explicit(&em_blk[b].w, (gen << EM_BLK_GEN) | ((uint64_t)(b * nch / nthreads) << EM_BLK_NEXT)
+                                                    | (uint64_t)((b + 1) * nch / nthreads), memory_order_relaxed);
     atomic_store_explicit(&em_state, (gen << EM_GEN_SHIFT) | ((uint64_t)nthreads << EM_NTHR_SHIFT)
-                          | (uint64_t)nch, memory_order_seq_cst);
+                          | (blocks ? EM_BLOCKS_BIT : 0) | (uint64_t)nch, memory_order_seq_cst);
     atomic_fetch_add(&em_seq, 1);
     if (atomic_load(&em_sleepers) > 0) em_futex_wake_all(&em_seq);
     em_in_task = 1;
