@@ -57,7 +57,9 @@ workspace; twiddle tables from static storage, see below).
   builds its own copy in the workspace.
 * **Threads.** A step's lines go through in groups of ``CW``; when the work (``lines * n * 8``)
   reaches the parallel threshold (OpenMP on), the groups run on ember's thread pool
-  (``em_par``: chunks claimed by compare-and-swap, the caller working too) on up to
+  (``em_par`` in blocks: each thread first runs its own contiguous chunks, so it transforms the
+  same rows every call while their data is still in its caches, then steals what is left of the
+  others'; the caller works too) on up to
   :data:`THREADS` threads, each with its own scratch in the workspace (sized ``THREADS`` times);
   the tables are shared. Every line is transformed alone,
   so results do not depend on the thread count.
