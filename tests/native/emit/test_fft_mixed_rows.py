@@ -78,6 +78,12 @@ def test_grad_and_vmap_through_2_3_5_rows():
     check_grad_and_vmap(960, 1200)
 
 
+def test_grad_and_vmap_through_pair_blocks():
+    """1000 and 3000 points (pair blocks with 16 float lanes; five rows: the last alone, six: all
+    paired)."""
+    check_grad_and_vmap(1000, 3000)
+
+
 def test_reach_gives_2_3_5_rows_the_line_kernel():
     """fft.py's reach (the union over 8- and 16-float lanes) gives the line bit to 2-3-5 rows that
     are a multiple of either lane count from its square up to LINE_MAX, and to real rows through

@@ -214,7 +214,9 @@ def test_concurrent_first_calls_share_or_rebuild_the_tables():
 # ---------------------------------------------------------------------------------------------
 
 POW2 = [1 << k for k in range(13)]  # 1 .. 4096
-RUNTIME_OTHER = [3, 6, 12, 15, 49, 67, 100, 134, 1031]  # mixed radix and Bluestein at run time
+# mixed radix and Bluestein at run time; 360, 1000 and 3000 (complex64 rows, and 600 / 2000's half
+# lines for float32) in the line kernel's pair blocks with 16 float lanes, 100 and 600's half line for doubles
+RUNTIME_OTHER = [3, 6, 12, 15, 49, 67, 100, 134, 1031, 360, 600, 1000, 2000, 3000]
 
 
 def symbolic_native(f, axes):
