@@ -199,6 +199,20 @@ def test_known_defects_are_recognized() -> None:
     assert len({k for k, _, _ in fuzz_check.KNOWN}) == len(fuzz_check.KNOWN)
 
 
+def test_cholesky_of_an_overflowed_gram_matrix_is_known_and_a_finite_one_is_not() -> None:
+    """Seed 31's case 2552: the float32 Gram matrix of an x holding 1e30 overflows, and the
+    factorizations disagree on NaN against inf (no finite answer): known. The same op on finite
+    values that stay finite is not excused."""
+    big = np.array([[[1.0], [1.0000000150474662e+30]]], np.float32)
+    c = _case("jnp.linalg.cholesky({0} @ jnp.swapaxes({0}, -1, -2) + 9 * jnp.eye(2))", [big], mode="float32")
+    c.ops[0] = fuzz_cases.Op("cholesky", ("x0",))
+    f = fuzz_check.classify(fuzz_check.Finding("mismatch", "eager vs numpy: value at (0, 1, 1): nan vs inf", c))
+    assert f.known == "cholesky-overflow"
+    c.args = [np.array([[[1.0], [2.0]]], np.float32)]
+    f = fuzz_check.classify(fuzz_check.Finding("mismatch", "eager vs numpy: value at (0, 1, 1): 1.0 vs 1.5", c))
+    assert f.known is None
+
+
 def test_float64_conditioning_is_measured_at_float64_ulps() -> None:
     """A float64 case's allowance comes from the reference at arguments moved by float64 ulps: for
     sinh(x ** 3) at 2.59 (condition number ~3 x^3 = 52) the spread is a few hundred float64 ulps of the

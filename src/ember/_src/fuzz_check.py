@@ -260,6 +260,14 @@ KNOWN: list[tuple[str, str, Callable[[Finding], bool]]] = [
      lambda f: f.kind == "mismatch" and f.case.mode == "complex64" and "nan" in f.detail
      and bool(_ops_of(f.case) & {"matmul", "gram", "vdot"})
      and any(not np.all(np.isfinite(a)) or np.any(np.abs(a) > 1e18) for a in f.case.args)),
+    ("cholesky-overflow",
+     "the Cholesky factor of a Gram matrix whose entries overflow: infinities subtracted in a "
+     "different order give NaN on one path and an infinity on another; no finite answer exists "
+     "(docs/reliability.md)",
+     lambda f: f.kind == "mismatch" and "cholesky" in _ops_of(f.case)
+     and ("nan" in f.detail or "inf" in f.detail)
+     and any(np.any(np.abs(np.asarray(a, np.float64)) > 1e18) or not np.all(np.isfinite(a))
+             for a in f.case.args)),
 ]
 
 
