@@ -444,7 +444,8 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
     if blas is None:
         return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
     g = k.info["gemm"]
-    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g})
+    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g},
+             loops=[tuple(kernels.evaluate(x, env) for x in loop) for loop in g.get("loops", ())])
     at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
     sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
     args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
@@ -452,7 +453,9 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
         lt = cuda_blaslt.lt() if all(sizes) else None
         step = None if lt is None else cuda_blaslt.LtStep.make(lt, _alloc, args, g["epilogue"], at[g["bias"]])
         return step if step is not None else launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
-    return cuda_blas.GemmStep(blas, _alloc, args, nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"]))
+    calls = cuda_blas.gemm_calls(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
+    out_bytes = nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"])
+    return cuda_blas.GemmStep(blas, _alloc, args, out_bytes, calls)
 
 
 def nbytes(n: int, dtype: np.dtype) -> int:

@@ -454,7 +454,8 @@ class _Scheduler:
                 outputs.append(("var", o))
         if getattr(self.lang, "library_gemm", False) and self.gemms:
             outs = {o for k, o in outputs if k == "var"}
-            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, list(self.gemms), want,
+            single = [v for v, (lay, _, _) in self.gemms.items() if not lay["loops"]]  # one call each
+            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, single, want,
                                             outs, set(self.bufs))
         for e in self.eqns:
             v = e.outvars[0]
@@ -686,18 +687,60 @@ def _matrix(s_row: Any, s_col: Any, rows: Any, cols: Any) -> tuple[bool, Any] | 
     return out
 
 
+MAX_GEMM_CALLS = 256
+"""The most strided-batched calls one GEMM step issues over its outer batch (a static count):
+beyond it the step is the tiled kernel."""
+
+
+def _split_free(v: View, dims: Sequence[int]) -> tuple[list[int], list[int], Any]:
+    """The free dimensions ``dims`` of an operand as ``(outer, inner, stride)``: ``inner`` the
+    longest suffix that is one strided dimension (:func:`_group_stride`; size-1 dimensions
+    dropped), its stride, and the dimensions before it (read as batch dimensions)."""
+    dims = [d for d in dims if not _is_one(v.shape[d])]
+    for i in range(len(dims) + 1):
+        ok, s = _group_stride(v, dims[i:])
+        if ok:
+            return dims[:i], dims[i:], s
+    return dims, [], None  # (not reached: an empty suffix is one dimension)
+
+
+def _merge_batches(dims: list[tuple]) -> list[tuple]:
+    """Adjacent batch dimensions ``(size, a stride, b stride, c stride)`` merged where each
+    operand and the result read them as one strided dimension (the outer first)."""
+    out: list[tuple] = []
+    for d in dims:
+        if out and all(_same(o, s * d[0]) for o, s in zip(out[-1][1:], d[1:])):
+            out[-1] = (out[-1][0] * d[0], *d[1:])
+        else:
+            out.append(d)
+    return out
+
+
+def _same(x: Any, y: Any) -> bool:
+    if isinstance(x, (int, np.integer)) and isinstance(y, (int, np.integer)):
+        return int(x) == int(y)
+    return bool(x == y)
+
+
 def gemm_layout(e: Eqn, views: tuple[View, View] | None = None) -> dict | None:
     """How a library GEMM reads the operands of the ``dot_general`` ``e`` from their buffers
     (``views``; default: each operand's own row-major buffer), or None where it cannot without a
-    copy. The batch dimensions (in the result's order), the lhs's free dimensions, the rhs's free
-    dimensions and the contracted pairs (in any order common to both sides: a sum) must each be
-    one strided dimension per operand (:func:`_group_stride`; size-1 dimensions ignored), and each
-    operand's matrix must have a unit-stride side (:func:`_matrix`). The result is the row-major
-    ``c[B, M, N]``. Returns ``a_trans`` (the lhs is read K x M: its M side has unit stride),
-    ``b_trans`` (the rhs is read N x K), the leading dimensions ``a_ld``/``b_ld`` and batch strides
-    ``a_stride``/``b_stride`` (size expressions, in elements), and the operand and result dtypes
-    (one dtype the library takes, :data:`GEMM_DTYPES`; a result of that dtype or float32).
-    ``precision``: the equation's own (``precision=``), or None."""
+    copy. The contracted pairs (in any order common to both sides: a sum) must be one strided
+    dimension per operand (:func:`_group_stride`; size-1 dimensions ignored); the lhs's free
+    dimensions give the call's M (the longest suffix that is one strided dimension), the rhs's
+    its N (likewise, :func:`_split_free`); each operand's matrix must have a unit-stride side
+    (:func:`_matrix`). The batch dimensions and the free dimensions before M and N (a batch of the
+    one side only: stride 0 in the other) are merged where uniformly strided
+    (:func:`_merge_batches`); the largest group is the call's batch, the others ``loops``: one
+    call per index, at most :data:`MAX_GEMM_CALLS`. The result is the row-major ``c[B, M, N]``.
+
+    Returns ``a_trans`` (the lhs is read K x M: its M side has unit stride), ``b_trans`` (the rhs
+    is read N x K), the leading dimensions ``a_ld``/``b_ld``/``c_ld`` and batch strides
+    ``a_stride``/``b_stride``/``c_stride``, the call's sizes ``call_m``/``call_n``/``call_batch``,
+    ``loops`` (``(count, a stride, b stride, c stride)`` each, the outer first) -- size
+    expressions in elements -- and the operand and result dtypes (one dtype the library takes,
+    :data:`GEMM_DTYPES`; a result of that dtype or float32). ``precision``: the equation's own
+    (``precision=``), or None."""
     (lc, rc), (lb, rb) = e.params["dimension_numbers"]
     a, b = e.inputs
     da, db, dout = a.aval.dtype, b.aval.dtype, e.outvars[0].aval.dtype
@@ -707,20 +750,35 @@ def gemm_layout(e: Eqn, views: tuple[View, View] | None = None) -> dict | None:
     lf = [d for d in range(len(va.shape)) if d not in lc and d not in lb]
     rf = [d for d in range(len(vb.shape)) if d not in rc and d not in rb]
     pairs = sorted(zip(lc, rc), key=lambda pr: va.order[pr[0]])  # the lhs's memory order
-    groups = []
-    for v, batch, free, side in ((va, lb, lf, 0), (vb, rb, rf, 1)):
-        contract = [pr[side] for pr in pairs]
-        found = [_group_stride(v, dims) for dims in (batch, free, contract)]
-        if not all(ok for ok, _ in found):
-            return None
-        groups.append([s for _, s in found])
-    (sba, sm, ska), (sbb, sn, skb) = groups
-    M, N, K = (sh.size([v.shape[d] for d in dims]) for v, dims in ((va, lf), (vb, rf), (va, lc)))
+    (oka, ska), (okb, skb) = (_group_stride(v, [pr[side] for pr in pairs]) for side, v in ((0, va), (1, vb)))
+    if not (oka and okb):
+        return None
+    lout, lin, sm = _split_free(va, lf)
+    rout, rin, sn = _split_free(vb, rf)
+    cshape = [va.shape[d] for d in lb] + [va.shape[d] for d in lf] + [vb.shape[d] for d in rf]
+    cst = dict(zip([("b", d) for d in lb] + [("l", d) for d in lf] + [("r", d) for d in rf], strides(cshape)))
+    M, N, K = (sh.size([v.shape[d] for d in dims]) for v, dims in ((va, lin), (vb, rin), (va, lc)))
     lhs, rhs = _matrix(sm, ska, M, K), _matrix(skb, sn, K, N)
     if lhs is None or rhs is None:
         return None
-    return {"a_trans": lhs[0], "b_trans": rhs[0], "a_ld": lhs[1], "b_ld": rhs[1],
-            "a_stride": sba if sba is not None else M * K, "b_stride": sbb if sbb is not None else K * N,
+    batch = [(va.shape[d], va.strides[d], vb.strides[r], cst[("b", d)])
+             for d, r in zip(lb, rb) if not _is_one(va.shape[d])]
+    batch += [(va.shape[d], va.strides[d], 0, cst[("l", d)]) for d in lout]
+    batch += [(vb.shape[d], 0, vb.strides[d], cst[("r", d)]) for d in rout]
+    groups = _merge_batches(batch)
+    if any(isinstance(g[0], sh.DimExpr) for g in groups):
+        inner = len(groups) - 1
+    else:
+        inner = max(range(len(groups)), key=lambda i: (groups[i][0], i), default=-1)
+    call = groups[inner] if groups else (1, M * K, K * N, M * N)
+    loops = [g for i, g in enumerate(groups) if i != inner]
+    counts = [g[0] for g in loops]
+    if not any(isinstance(c, sh.DimExpr) for c in counts) and int(np.prod(counts)) > MAX_GEMM_CALLS:
+        return None
+    c_ld = cst[("l", lin[-1])] if lin else sh.size([vb.shape[d] for d in rf])
+    return {"a_trans": lhs[0], "b_trans": rhs[0], "a_ld": lhs[1], "b_ld": rhs[1], "c_ld": c_ld,
+            "a_stride": call[1], "b_stride": call[2], "c_stride": call[3],
+            "call_m": M, "call_n": N, "call_batch": call[0], "loops": loops,
             "dtype": da, "out_dtype": dout, "precision": e.params.get("precision")}
 
 
