@@ -469,13 +469,14 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _kind(e: Any) -> str:
-    """``device`` (the kernels compute it), ``loop`` (a device scan, a host-driven while/cond) or
-    ``host``."""
-    from ember._src.gpu import cuda_loops  # (it builds on this module)
+    """``device`` (the kernels compute it), ``loop`` (a device scan, a host-driven while/cond, a
+    scan stepped from the host around a while in its body) or ``host``."""
+    from ember._src.gpu import cuda_loops, cuda_stepped  # (they build on this module)
 
     if segments.device_computes(e):
         return "device"
-    return "loop" if segments.device_control(e) or cuda_loops.device_scan(e) else "host"
+    loop = segments.device_control(e) or cuda_loops.device_scan(e) or cuda_stepped.stepped_scan(e)
+    return "loop" if loop else "host"
 
 
 def cuda_backend(prog: Program, **options: Any) -> Any:
@@ -507,12 +508,15 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
 
 
 def _while(prog: Program, axes: tuple[str, ...] = ()) -> Any:
-    """The executable of a program of one loop equation: a device scan (:mod:`.cuda_loops`), or a
+    """The executable of a program of one loop equation: a device scan (:mod:`.cuda_loops`), a
+    scan whose body holds a ``while`` stepped from the host (:mod:`.cuda_stepped`), or a
     host-driven ``while``/``cond``."""
     if prog.eqns[0].prim.name == "scan":
-        from ember._src.gpu import cuda_loops  # (it builds on this module)
+        from ember._src.gpu import cuda_loops, cuda_stepped  # (they build on this module)
 
-        return cuda_loops.CUDAScan(prog, axes)
+        if cuda_loops.device_scan(prog.eqns[0]):
+            return cuda_loops.CUDAScan(prog, axes)
+        return cuda_stepped.CUDASteppedScan(prog, axes)
     driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
     return driven(prog, CUDAExecutable, CUDABuffer, _to_device, axes)
 
