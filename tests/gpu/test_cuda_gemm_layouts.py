@@ -345,3 +345,16 @@ def test_matmul_of_a_shared_lhs_and_a_batched_rhs(monkeypatch: pytest.MonkeyPatc
     np.testing.assert_allclose(np.asarray(ember.jit(lambda a, b: a @ b)(a, b)), a @ b, rtol=1e-5, atol=1e-6)
     del out, bufs, exe
     gc.collect()
+
+
+@pytest.mark.parametrize("name", ["rhs_free_dims_apart", "lhs_free_dims_apart", "attention_scores"])
+def test_a_step_of_a_new_layout_folds_no_epilogue(name: str) -> None:
+    """A bias add after a product with a batch of one side only, a result not dense per call, or
+    several calls stays a kernel: the step is a plain GEMM call (the cuBLASLt epilogue is kept to
+    the layouts it was checked with)."""
+    _, f, args, ref = LAYOUTS[_IDS.index(name)]
+    want = ref(*(np.asarray(x, np.float64) for x in args))
+    bias = _r(want.shape[-1], seed=2)
+    sch = _schedule(lambda a, b, c: f(a, b) + c, (*args, bias))
+    assert [k.kind for k in sch.kernels] == ["gemm", "map"]
+    assert "epilogue" not in sch.kernels[0].info["gemm"]

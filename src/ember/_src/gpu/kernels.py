@@ -454,8 +454,8 @@ class _Scheduler:
                 outputs.append(("var", o))
         if getattr(self.lang, "library_gemm", False) and self.gemms:
             outs = {o for k, o in outputs if k == "var"}
-            single = [v for v, (lay, _, _) in self.gemms.items() if not lay["loops"]]  # one call each
-            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, single, want,
+            plain = [v for v, (lay, _, _) in self.gemms.items() if plain_gemm(lay)]
+            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, plain, want,
                                             outs, set(self.bufs))
         for e in self.eqns:
             v = e.outvars[0]
@@ -720,6 +720,18 @@ def _same(x: Any, y: Any) -> bool:
     if isinstance(x, (int, np.integer)) and isinstance(y, (int, np.integer)):
         return int(x) == int(y)
     return bool(x == y)
+
+
+def plain_gemm(layout: dict) -> bool:
+    """Whether the GEMM ``layout`` is one call writing a dense ``c[B, M, N]`` with both operands
+    batch-strided (no batch of one side only): the products a cuBLASLt epilogue folds into."""
+    m, n = layout["call_m"], layout["call_n"]
+    return (not layout["loops"] and str(layout["c_ld"]) == str(n) and str(layout["c_stride"]) == str(m * n)
+            and not (_is_zero(layout["a_stride"]) or _is_zero(layout["b_stride"])))
+
+
+def _is_zero(d: Any) -> bool:
+    return isinstance(d, (int, np.integer)) and d == 0
 
 
 def gemm_layout(e: Eqn, views: tuple[View, View] | None = None) -> dict | None:
