@@ -2,7 +2,7 @@
 place: an operand of a ``transpose`` is read from the transpose's source (no copy kernel), and
 batch dimensions inside an operand, contracted pairs listed in any common order and size-1
 dimensions between free ones become cuBLAS's op flags, leading dimensions and batch strides
-(``kernels.gemm_layout``). A batch of one side only (free dimensions apart) is a batch of stride 0
+(``gemm_layouts.gemm_layout``). A batch of one side only (free dimensions apart) is a batch of stride 0
 in the other operand; batch dimensions no one stride reads (the attention layout, heads in the
 middle) are one call per index of the outer ones. Each layout's arguments are evaluated by a NumPy model of
 ``cublasGemmStridedBatchedEx`` on the host buffers (``tests/gpu/cublas_model.py``) and compared with
@@ -21,7 +21,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
-from ember._src.gpu import cuda_blas, cuda_runtime, kernels
+from ember._src.gpu import cuda_blas, cuda_runtime, gemm_layouts, kernels
 from ember._src.gpu.cuda import CUDARenderer
 from ember._src.gpu.wgsl import WGSLRenderer
 from tests.gpu.cublas_model import column_major_gemm
@@ -319,9 +319,9 @@ def test_too_many_calls_stay_a_tiled_kernel(monkeypatch: pytest.MonkeyPatch) -> 
     """Beyond ``MAX_GEMM_CALLS`` calls over the outer batch the step is the tiled kernel."""
     _, f, args, _ = LAYOUTS[_IDS.index("attention_scores")]
     prog = ember.jit(f, backend="cuda").lower(*args).program
-    monkeypatch.setattr(kernels, "MAX_GEMM_CALLS", 1)
+    monkeypatch.setattr(gemm_layouts, "MAX_GEMM_CALLS", 1)
     assert [k.kind for k in kernels.schedule(prog, CUDARenderer()).kernels] == ["matmul"]
-    monkeypatch.setattr(kernels, "MAX_GEMM_CALLS", 2)
+    monkeypatch.setattr(gemm_layouts, "MAX_GEMM_CALLS", 2)
     assert [k.kind for k in kernels.schedule(prog, CUDARenderer()).kernels] == ["gemm"]
 
 

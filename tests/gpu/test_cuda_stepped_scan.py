@@ -222,3 +222,27 @@ def test_on_webgpu_only_the_booleans_come_back() -> None:
     assert after["device_to_host"] - before["device_to_host"] == trips + 5
     assert all(isinstance(o, DeviceArray) for o in ember.tree.leaves(out))
     _check(out, doubling_numpy(_f32(4), _f32(5, 4, seed=3)))
+
+
+@needs_nvrtc
+def test_a_named_axis_builds_once_and_copies_the_bound_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a named axis ``n`` (the carry's length) the stepped scan is built once; a call at
+    ``n = 5`` copies 2 steps of 20 bytes out of ``xs`` and 2 ys of 20 bytes into the stacked
+    output, and reads one boolean per step where the cond answers false at once."""
+    drv = ScriptedDriver([0, 0])
+    install(drv, monkeypatch)
+    monkeypatch.setenv("EMBER_CUDA_GRAPHS", "0")
+    f = ember.jit(_waiting, backend="cuda", dynamic_axes=(("n",), (None, "n")))
+    low = f.lower(_f32(3), _f32(2, 3))
+    exe = low.specialize(n=3).run.exe
+    assert low.specialize(n=5).run.exe is exe
+    ((_, _, scan),) = exe.segments
+    assert isinstance(scan, cuda_stepped.CUDASteppedScan) and scan.axes == ("n",)
+    c, xs = cuda_runtime._alloc(20), cuda_runtime._alloc(40)
+    carry, ys = exe.run_device([c, xs], {"n": 5})
+    copies = [k for k in drv.calls if k[0] == "dtod"]
+    assert [(k[2], k[3]) for k in copies[:2]] == [(int(xs.ptr), 20), (int(xs.ptr) + 20, 20)]
+    assert [(k[1], k[3]) for k in copies[2:]] == [(int(ys.ptr), 20), (int(ys.ptr) + 20, 20)]
+    assert [k[2] for k in drv.calls if k[0] == "dtoh"] == [1, 1] and drv.answers == []
+    del carry, ys, c, xs, exe
+    gc.collect()

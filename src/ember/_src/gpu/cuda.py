@@ -39,7 +39,7 @@ class CUDARenderer(BaseRenderer):
     """Renders kernels as CUDA C (compiled by NVRTC, :mod:`.cuda_runtime`)."""
 
     device = "cuda"
-    library_gemm = True  # products the layout allows are cuBLAS calls (kernels.gemm_layout)
+    library_gemm = True  # products the layout allows are cuBLAS calls (gemm_layouts.gemm_layout)
     TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int32): "int",
              np.dtype(np.uint32): "unsigned int", np.dtype(np.bool_): "bool", _F16: "float", _BF16: "float"}
     FNS = {"exp": "exp{s}({0})", "exp2": "exp2{s}({0})", "log": "log{s}({0})", "log1p": "log1p{s}({0})",

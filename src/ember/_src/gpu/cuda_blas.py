@@ -1,4 +1,4 @@
-"""cuBLAS for the CUDA backend's GEMM steps (kernels of kind ``gemm``, :func:`.kernels.gemm_layout`).
+"""cuBLAS for the CUDA backend's GEMM steps (kernels of kind ``gemm``, :func:`.gemm_layouts.gemm_layout`).
 
 The library is found at run time and loaded with ctypes: ``$EMBER_CUBLAS`` (a path to
 ``libcublas.so``), the lib directory of the ``nvidia-cublas-cu13`` / ``nvidia-cublas-cu12`` wheels
@@ -115,14 +115,14 @@ def compute_type(dtype: np.dtype, precision: Precision | None) -> int:
 
 
 LAYOUT_SIZES = ("a_ld", "b_ld", "c_ld", "a_stride", "b_stride", "c_stride", "call_m", "call_n", "call_batch")
-"""The size expressions of a GEMM layout (:func:`.kernels.gemm_layout`) bound per call, as its
+"""The size expressions of a GEMM layout (:func:`.gemm_layouts.gemm_layout`) bound per call, as its
 ``B``, ``M``, ``N``, ``K`` (and each of its ``loops``)."""
 
 
 def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: int, c: int,
                    precision: Precision | None) -> dict[str, Any]:
     """The ``cublasGemmStridedBatchedEx`` arguments (but the handle and the scalars' addresses) of
-    the row-major product ``c[B, M, N] = a @ b`` of :func:`.kernels.gemm_layout` ``layout``, its
+    the row-major product ``c[B, M, N] = a @ b`` of :func:`.gemm_layouts.gemm_layout` ``layout``, its
     sizes ``(B, M, N, K)`` and :data:`LAYOUT_SIZES` bound, at device pointers ``a``, ``b``, ``c``
     (module docstring): the first call of a layout with ``loops`` (:func:`gemm_calls`). A layout
     without leading dimensions or batch strides reads row-major operands. The product's own
