@@ -3,7 +3,10 @@ documented definition: per batch ``i``, ``C_i = op(A_i) op(B_i)`` (alpha 1, beta
 stored column-major at ``ptr + i * stride`` with its leading dimension, ``op`` transposing where
 asked. The tests evaluate the arguments ember computes with it and compare with the row-major
 product, so wrong sizes, leading dimensions, strides or op flags show as wrong values; arguments
-cuBLAS rejects (a leading dimension below the stored matrix's rows) fail here too."""
+cuBLAS rejects (a leading dimension below the stored matrix's rows) fail here too. A pointer may
+lie inside a buffer (a call of a loop over an outer batch): it is resolved to the buffer whose
+address is the nearest below it, its byte offset divided by the element size of the call's
+data type."""
 
 from __future__ import annotations
 
@@ -20,20 +23,37 @@ def _stored(buf: np.ndarray, offset: int, ld: int, rows: int, cols: int) -> np.n
     return buf[index]
 
 
+ITEMSIZE = {0: 4, 1: 8, 2: 2, 14: 2}  # cudaDataType -> bytes
+
+
+def resolve(mem: dict[int, np.ndarray], ptr: int, data_type: int) -> tuple[np.ndarray, int]:
+    """The buffer of ``mem`` that the device pointer ``ptr`` points into and the element offset."""
+    base = max((p for p in mem if p <= ptr), default=None)
+    assert base is not None, f"pointer {ptr} below every buffer"
+    off, rem = divmod(ptr - base, ITEMSIZE[data_type])
+    assert rem == 0 and off < max(mem[base].size, 1), f"pointer {ptr} not an element of the buffer at {base}"
+    return mem[base], off
+
+
 def column_major_gemm(a: dict, mem: dict[int, np.ndarray]) -> None:
     """Run the call ``a`` (``cuda_blas.gemm_arguments``'s dict) on the host buffers ``mem``
-    (pointer -> flat array), writing its ``C``."""
+    (pointer -> flat array), writing its ``C``; the C matrices of the batches must not overlap."""
     m, n, k = a["m"], a["n"], a["k"]
+    (abuf, aoff), (bbuf, boff), (cbuf, coff) = (resolve(mem, a[x], a[x + "type"]) for x in "ABC")
+    written: set[int] = set()
     ta, tb = a["transa"] == 1, a["transb"] == 1
     assert a["lda"] >= max(1, k if ta else m), "lda below the rows of the stored A"
     assert a["ldb"] >= max(1, n if tb else k), "ldb below the rows of the stored B"
     assert a["ldc"] >= max(1, m), "ldc below m"
     for i in range(a["batchCount"]):
-        sa = _stored(mem[a["A"]], i * a["strideA"], a["lda"], *((k, m) if ta else (m, k)))
-        sb = _stored(mem[a["B"]], i * a["strideB"], a["ldb"], *((n, k) if tb else (k, n)))
+        sa = _stored(abuf, aoff + i * a["strideA"], a["lda"], *((k, m) if ta else (m, k)))
+        sb = _stored(bbuf, boff + i * a["strideB"], a["ldb"], *((n, k) if tb else (k, n)))
         c = (sa.T if ta else sa) @ (sb.T if tb else sb)
         r, col = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
-        mem[a["C"]][i * a["strideC"] + r + col * a["ldc"]] = c
+        index = coff + i * a["strideC"] + r + col * a["ldc"]
+        assert not written & set(index.ravel().tolist()), "batches write the same element"
+        written |= set(index.ravel().tolist())
+        cbuf[index] = c
 
 
 EPILOGUE_FUNCTIONS = {

@@ -39,7 +39,7 @@ class CUDARenderer(BaseRenderer):
     """Renders kernels as CUDA C (compiled by NVRTC, :mod:`.cuda_runtime`)."""
 
     device = "cuda"
-    library_gemm = True  # products the layout allows are cuBLAS calls (kernels.gemm_layout)
+    library_gemm = True  # products the layout allows are cuBLAS calls (gemm_layouts.gemm_layout)
     TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int32): "int",
              np.dtype(np.uint32): "unsigned int", np.dtype(np.bool_): "bool", _F16: "float", _BF16: "float"}
     FNS = {"exp": "exp{s}({0})", "exp2": "exp2{s}({0})", "log": "log{s}({0})", "log1p": "log1p{s}({0})",
@@ -214,8 +214,14 @@ class CUDARenderer(BaseRenderer):
                     f"{'N x K' if g['b_trans'] else 'K x N'} (ld {g['b_ld']}, batch stride {g['b_stride']})"]
             call = (f"cublasLtMatmul with the {g['epilogue']} epilogue" if g.get("epilogue")
                     else "cublasGemmStridedBatchedEx")
+            calls = " x ".join(str(loop[0]) for loop in g.get("loops", ()))
+            m, n = g["call_m"], g["call_n"]
+            dense = str(g["c_ld"]) == str(n) and str(g["c_stride"]) == str(m * n)
+            more = ("" if dense and not calls else
+                    f", result ld {g['c_ld']}, batch stride {g['c_stride']}, {g['call_batch']} batches"
+                    + (f"; one call per index of the outer batch ({calls})" if calls else ""))
             note = (f"// {k.name}: a cuBLAS GEMM step ({call} on the call stream, lhs "
-                    f"{side[0]}, rhs {side[1]}); this tiled kernel runs where cuBLAS is absent\n")
+                    f"{side[0]}, rhs {side[1]}{more}); this tiled kernel runs where cuBLAS is absent\n")
         return (f"{note}{self._head(k, TILE * TILE)}\n"
                 f"  __shared__ {t} ta[{TILE}][{TILE}];\n  __shared__ {t} tb[{TILE}][{TILE}];\n"
                 "  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, bz = (int)blockIdx.z;\n"

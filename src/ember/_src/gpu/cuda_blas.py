@@ -1,4 +1,4 @@
-"""cuBLAS for the CUDA backend's GEMM steps (kernels of kind ``gemm``, :func:`.kernels.gemm_layout`).
+"""cuBLAS for the CUDA backend's GEMM steps (kernels of kind ``gemm``, :func:`.gemm_layouts.gemm_layout`).
 
 The library is found at run time and loaded with ctypes: ``$EMBER_CUBLAS`` (a path to
 ``libcublas.so``), the lib directory of the ``nvidia-cublas-cu13`` / ``nvidia-cublas-cu12`` wheels
@@ -8,7 +8,9 @@ step launches its tiled kernel and the reason is logged once (logger ``ember.gpu
 depend on cuBLAS: it is in the ``gpu`` extra.
 
 A step is one ``cublasGemmStridedBatchedEx`` on the call stream (so it is captured into the
-program's graph). ember's buffers are row-major and cuBLAS is column-major: a row-major
+program's graph), or one per index of the outer batch dimensions that no single batch stride
+reads (``einsum("bqhd,bkhd->bhqk")``: a call per ``b``, over the heads). ember's buffers are
+row-major and cuBLAS is column-major: a row-major
 ``C[b] = A[b] @ B[b]`` (M x N) is the column-major ``C^T = B^T A^T`` (N x M), so cuBLAS gets
 ``m = N``, ``n = M``, the rhs buffer as its first operand and the lhs buffer as its second, each
 transposed where the buffer stores its matrix the other way round, with the leading dimension and
@@ -112,20 +114,22 @@ def compute_type(dtype: np.dtype, precision: Precision | None) -> int:
     return COMPUTE_32F_FAST_TF32 if precision == Precision.HIGH else COMPUTE_32F_FAST_16BF
 
 
-LAYOUT_SIZES = ("a_ld", "b_ld", "a_stride", "b_stride")
-"""The size expressions of a GEMM layout (:func:`.kernels.gemm_layout`) bound per call, as its
-``B``, ``M``, ``N``, ``K``."""
+LAYOUT_SIZES = ("a_ld", "b_ld", "c_ld", "a_stride", "b_stride", "c_stride", "call_m", "call_n", "call_batch")
+"""The size expressions of a GEMM layout (:func:`.gemm_layouts.gemm_layout`) bound per call, as its
+``B``, ``M``, ``N``, ``K`` (and each of its ``loops``)."""
 
 
 def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: int, c: int,
                    precision: Precision | None) -> dict[str, Any]:
     """The ``cublasGemmStridedBatchedEx`` arguments (but the handle and the scalars' addresses) of
-    the row-major product ``c[B, M, N] = a @ b`` of :func:`.kernels.gemm_layout` ``layout``, its
+    the row-major product ``c[B, M, N] = a @ b`` of :func:`.gemm_layouts.gemm_layout` ``layout``, its
     sizes ``(B, M, N, K)`` and :data:`LAYOUT_SIZES` bound, at device pointers ``a``, ``b``, ``c``
-    (module docstring). A layout without leading dimensions or batch strides reads row-major
-    operands. The product's own precision (``precision=`` of ``dot``/``matmul``/``dot_general``/
-    ``einsum``) wins over ``precision``, the configured default."""
-    _, m, n, k = sizes
+    (module docstring): the first call of a layout with ``loops`` (:func:`gemm_calls`). A layout
+    without leading dimensions or batch strides reads row-major operands. The product's own
+    precision (``precision=`` of ``dot``/``matmul``/``dot_general``/``einsum``) wins over
+    ``precision``, the configured default."""
+    bsz, m, n, k = sizes
+    m, n, bsz = int(layout.get("call_m", m)), int(layout.get("call_n", n)), int(layout.get("call_batch", bsz))
     dt, out = DATA_TYPES[np.dtype(layout["dtype"]).name], DATA_TYPES[np.dtype(layout["out_dtype"]).name]
     a_ld = int(layout.get("a_ld", m if layout["a_trans"] else k))
     b_ld = int(layout.get("b_ld", k if layout["b_trans"] else n))
@@ -133,9 +137,27 @@ def gemm_arguments(layout: dict, sizes: tuple[int, int, int, int], a: int, b: in
             "m": n, "n": m, "k": k,
             "A": b, "Atype": dt, "lda": max(b_ld, 1), "strideA": int(layout.get("b_stride", k * n)),
             "B": a, "Btype": dt, "ldb": max(a_ld, 1), "strideB": int(layout.get("a_stride", m * k)),
-            "C": c, "Ctype": out, "ldc": max(n, 1), "strideC": m * n, "batchCount": sizes[0],
+            "C": c, "Ctype": out, "ldc": max(int(layout.get("c_ld", n)), 1),
+            "strideC": int(layout.get("c_stride", m * n)), "batchCount": bsz,
             "computeType": compute_type(layout["dtype"], layout.get("precision") or precision),
             "algo": GEMM_DEFAULT}
+
+
+def gemm_calls(layout: dict, sizes: tuple[int, int, int, int], a: int, b: int, c: int,
+               precision: Precision | None) -> list[dict[str, Any]]:
+    """The ``cublasGemmStridedBatchedEx`` calls of the product (:func:`gemm_arguments`): one, or
+    for a layout with ``loops`` (bound: ``(count, a stride, b stride, c stride)`` ints, the outer
+    first) one per index of the outer batch, its operands' and result's pointers moved by the
+    loops' strides (elements, as bytes of the dtypes)."""
+    first = gemm_arguments(layout, sizes, a, b, c, precision)
+    item = np.dtype(layout["dtype"]).itemsize
+    out_item = np.dtype(layout["out_dtype"]).itemsize
+    calls = [first]
+    for count, sa, sb, sc in layout.get("loops", ()):
+        calls = [dict(call, B=call["B"] + i * int(sa) * item, A=call["A"] + i * int(sb) * item,
+                      C=call["C"] + i * int(sc) * out_item)
+                 for call in calls for i in range(int(count))]
+    return calls
 
 
 class Blas:
@@ -181,17 +203,20 @@ class Blas:
 
 
 class GemmStep:
-    """A GEMM step of a call: ``issue(drv, stream)`` calls cuBLAS on ``stream`` (a product with
-    no elements does nothing; one with an empty contraction zeroes the result)."""
+    """A GEMM step of a call: ``issue(drv, stream)`` makes its calls (:func:`gemm_calls`, the
+    first is ``args``) on ``stream`` (a product with no elements does nothing; one with an
+    empty contraction zeroes the result)."""
 
-    def __init__(self, blas: Blas, alloc: Any, args: dict[str, Any], out_bytes: int):
+    def __init__(self, blas: Blas, alloc: Any, args: dict[str, Any], out_bytes: int,
+                 calls: list[dict[str, Any]] | None = None):
         self.blas, self.args, self.out_bytes = blas, args, out_bytes
+        self.calls = [args] if calls is None else calls
         if alloc is not None:
             blas.prepare(alloc)  # (steps are made before their capture)
 
     def issue(self, drv: Any, stream: Any) -> None:
         a = self.args
-        if not (a["m"] and a["n"] and a["batchCount"]):
+        if not (a["m"] and a["n"] and a["batchCount"] and self.calls):
             return
         if not a["k"]:
             err = drv.cuMemsetD8Async(a["C"], 0, self.out_bytes, stream)
@@ -199,7 +224,8 @@ class GemmStep:
                 raise RuntimeError(f"cuda: cuMemsetD8Async failed ({err})")
             return
         self.blas.ready(stream)
-        self.blas.gemm(a)
+        for call in self.calls:
+            self.blas.gemm(call)
 
 
 def blas() -> Blas | None:

@@ -1,4 +1,5 @@
-"""Loops on CUDA: a ``scan`` (and ``fori_loop``) with a static trip count runs on the device.
+"""Loops on CUDA: a ``scan`` (and ``fori_loop``) with a static trip count runs on the device
+(one whose body holds a ``while`` steps from the host: :mod:`.cuda_stepped`).
 
 The loop schedule is WebGPU's (:class:`.loop_schedule.ScanSchedule`: ping-pong carry sets, the
 ``xs``/``ys`` steps copied at their offsets, the carries the body does not write into the other set
@@ -33,8 +34,9 @@ def device_scan(e: Eqn) -> bool:
 
 def check_loop(e: Eqn) -> None:
     """For a ``scan``/``while``/``cond`` that is not a device loop on CUDA: NotImplementedError
-    naming the primitive of its programs without a device kernel (a ``while`` in a scan body is
-    one: CUDA does not step a scan from the host). Returns where it finds none."""
+    naming the primitive of its programs without a device kernel (in a scan body, what a nested
+    scan, ``cond`` or ``while`` holds; a ``while`` or ``cond`` in a ``while`` body or a ``cond``
+    branch is one). Returns where it finds none."""
     if e.prim.name == "cond":
         progs = [(f"branch {i}", b) for i, b in enumerate(e.params["branches"])]
     else:
@@ -42,7 +44,9 @@ def check_loop(e: Eqn) -> None:
         progs = [(n, e.params[n]) for n in names]
     for name, prog in progs:
         for x in prog.eqns:
-            if e.prim.name in ("scan", "cond") and (nested.static_scan(x) or x.prim.name == "cond"):
+            if e.prim.name == "scan" and x.prim.name == "while":
+                check_loop(x)  # (the scan steps from the host around it: what it holds counts)
+            elif e.prim.name in ("scan", "cond") and (nested.static_scan(x) or x.prim.name == "cond"):
                 check_loop(x)  # (unrolled, or a select, in a scan body: what it holds counts)
             elif not segments.device_computes(x):
                 raise kernels._unsupported(x.prim.name, "cuda", f"in the {name} of a '{e.prim.name}'")

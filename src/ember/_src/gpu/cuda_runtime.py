@@ -444,7 +444,8 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
     if blas is None:
         return launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
     g = k.info["gemm"]
-    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g})
+    g = dict(g, **{key: kernels.evaluate(g[key], env) for key in cuda_blas.LAYOUT_SIZES if key in g},
+             loops=[tuple(kernels.evaluate(x, env) for x in loop) for loop in g.get("loops", ())])
     at = {b.index: p for b, p in zip(k.buffers(), ptrs)}
     sizes = tuple(kernels.evaluate(g[d], env) for d in "BMNK")
     args = cuda_blas.gemm_arguments(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
@@ -452,7 +453,9 @@ def make_step(k: kernels.Kernel, fn: Any, ptrs: list[int], axis_values: list[np.
         lt = cuda_blaslt.lt() if all(sizes) else None
         step = None if lt is None else cuda_blaslt.LtStep.make(lt, _alloc, args, g["epilogue"], at[g["bias"]])
         return step if step is not None else launch_step(k, fn, kernel_params(k, ptrs, axis_values), env)
-    return cuda_blas.GemmStep(blas, _alloc, args, nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"]))
+    calls = cuda_blas.gemm_calls(g, sizes, at[g["a"]], at[g["b"]], at[k.out.index], precision)
+    out_bytes = nbytes(sizes[0] * sizes[1] * sizes[2], g["out_dtype"])
+    return cuda_blas.GemmStep(blas, _alloc, args, out_bytes, calls)
 
 
 def nbytes(n: int, dtype: np.dtype) -> int:
@@ -466,13 +469,14 @@ def _storage_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _kind(e: Any) -> str:
-    """``device`` (the kernels compute it), ``loop`` (a device scan, a host-driven while/cond) or
-    ``host``."""
-    from ember._src.gpu import cuda_loops  # (it builds on this module)
+    """``device`` (the kernels compute it), ``loop`` (a device scan, a host-driven while/cond, a
+    scan stepped from the host around a while in its body) or ``host``."""
+    from ember._src.gpu import cuda_loops, cuda_stepped  # (they build on this module)
 
     if segments.device_computes(e):
         return "device"
-    return "loop" if segments.device_control(e) or cuda_loops.device_scan(e) else "host"
+    loop = segments.device_control(e) or cuda_loops.device_scan(e) or cuda_stepped.stepped_scan(e)
+    return "loop" if loop else "host"
 
 
 def cuda_backend(prog: Program, **options: Any) -> Any:
@@ -504,12 +508,15 @@ def _symbolic(prog: Program, axes: tuple[str, ...], options: dict) -> Any:
 
 
 def _while(prog: Program, axes: tuple[str, ...] = ()) -> Any:
-    """The executable of a program of one loop equation: a device scan (:mod:`.cuda_loops`), or a
+    """The executable of a program of one loop equation: a device scan (:mod:`.cuda_loops`), a
+    scan whose body holds a ``while`` stepped from the host (:mod:`.cuda_stepped`), or a
     host-driven ``while``/``cond``."""
     if prog.eqns[0].prim.name == "scan":
-        from ember._src.gpu import cuda_loops  # (it builds on this module)
+        from ember._src.gpu import cuda_loops, cuda_stepped  # (they build on this module)
 
-        return cuda_loops.CUDAScan(prog, axes)
+        if cuda_loops.device_scan(prog.eqns[0]):
+            return cuda_loops.CUDAScan(prog, axes)
+        return cuda_stepped.CUDASteppedScan(prog, axes)
     driven = segments.HostDrivenCond if prog.eqns[0].prim.name == "cond" else segments.HostDrivenWhile
     return driven(prog, CUDAExecutable, CUDABuffer, _to_device, axes)
 

@@ -1,6 +1,6 @@
 """GEMM epilogues: a bias add, bias+ReLU or bias+GELU after a CUDA GEMM step, folded into it.
 
-A product ``c = dot_general(a, b)`` that is a GEMM step (:func:`.kernels.gemm_layout`) and whose
+A product ``c = dot_general(a, b)`` that is a GEMM step (:func:`.gemm_layouts.gemm_layout`) and whose
 only reader is ``z = c + broadcast(bias)`` -- ``bias`` a vector along the result's last axis (the
 GEMM's ``N``, one free dimension of the rhs), a program input or constant -- followed by nothing
 or by an activation of ``z`` alone is computed by one step: cuBLASLt's ``cublasLtMatmul`` with the

@@ -43,6 +43,7 @@ import numpy as np
 from ember._src import rewrites
 from ember._src import shapes as sh
 from ember._src.gpu import epilogues, ops
+from ember._src.gpu.gemm_layouts import View, dense_view, gemm_layout, plain_gemm, strides, transposed_view
 from ember._src.gpu.render import dim_text
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Eqn, Literal, Program, Var
@@ -148,15 +149,6 @@ def _grid(groups: Any) -> tuple:
         return (groups, 1, 1)
     gx = min(max(groups, 1), 65535)
     return gx, -(-max(groups, 1) // gx), 1
-
-
-def strides(shape: Sequence[Any]) -> list[Any]:
-    out: list[Any] = []
-    s: Any = 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= d
-    return out[::-1]
 
 
 class Emitter:
@@ -454,7 +446,8 @@ class _Scheduler:
                 outputs.append(("var", o))
         if getattr(self.lang, "library_gemm", False) and self.gemms:
             outs = {o for k, o in outputs if k == "var"}
-            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, list(self.gemms), want,
+            plain = [v for v, (lay, _, _) in self.gemms.items() if plain_gemm(lay)]
+            self.epilogues = epilogues.find(self.eqns, self.producer, self.resolve, plain, want,
                                             outs, set(self.bufs))
         for e in self.eqns:
             v = e.outvars[0]
@@ -622,106 +615,6 @@ class _Scheduler:
             self.bufs[v] = out
         extra = (epilogue,) if epilogue else ()  # (renderers without library GEMMs take none)
         self._finish(k, reads, lambda: self.lang.matmul_kernel(k, ea.lines, va, eb.lines, vb, *extra))
-
-
-GEMM_DTYPES = ("float32", "float64", "float16", "bfloat16")
-
-
-@dataclass
-class View:
-    """How a product reads one operand from a buffer: the element ``strides`` of each operand
-    dimension in the buffer and each dimension's ``order`` in memory (outermost first). A buffer
-    holding the operand itself is row-major (:func:`dense_view`); one holding the operand of a
-    ``transpose`` has the permuted strides (:func:`transposed_view`)."""
-
-    shape: tuple
-    strides: list
-    order: list
-
-
-def dense_view(shape: Sequence[Any]) -> View:
-    """The row-major buffer of an operand of shape ``shape``."""
-    return View(tuple(shape), strides(shape), list(range(len(shape))))
-
-
-def transposed_view(src_shape: Sequence[Any], permutation: Sequence[int]) -> View:
-    """``transpose(x, permutation)`` read from ``x``'s row-major buffer (``x`` of ``src_shape``):
-    operand dimension ``i`` is ``x``'s dimension ``permutation[i]``."""
-    st = strides(src_shape)
-    return View(tuple(src_shape[p] for p in permutation), [st[p] for p in permutation], list(permutation))
-
-
-def _is_one(d: Any) -> bool:
-    return isinstance(d, (int, np.integer)) and d == 1
-
-
-def _group_stride(v: View, dims: Sequence[int]) -> tuple[bool, Any]:
-    """Whether the dimensions ``dims`` of the view, taken in this order as one row-major index (the
-    outer first), are one strided dimension, and its stride (None where their size is 1: any)."""
-    dims = [d for d in dims if not _is_one(v.shape[d])]
-    for d, nxt in zip(dims, dims[1:]):
-        if v.strides[d] != v.strides[nxt] * v.shape[nxt]:
-            return False, None
-    return True, (v.strides[dims[-1]] if dims else None)
-
-
-def _matrix(s_row: Any, s_col: Any, rows: Any, cols: Any) -> tuple[bool, Any] | None:
-    """``(transposed, leading dimension)`` of a row-major ``rows x cols`` matrix whose rows and
-    columns have the element strides ``s_row``, ``s_col`` (None: a size-1 side), or None where
-    neither side has unit stride (a BLAS cannot read it without a copy). Not transposed: the
-    columns are contiguous, a row every ``s_row`` elements; transposed: the rows are."""
-    def unit(s: Any) -> bool:
-        return s is None or _is_one(s)
-
-    if unit(s_col):
-        ld, least = (s_row if s_row is not None else cols), cols
-        out = (False, ld)
-    elif unit(s_row):
-        ld, least = (s_col if s_col is not None else rows), rows
-        out = (True, ld)
-    else:
-        return None
-    if isinstance(ld, (int, np.integer)) and isinstance(least, (int, np.integer)) and ld < least:
-        return None  # (never for a dense buffer or a permutation of one)
-    return out
-
-
-def gemm_layout(e: Eqn, views: tuple[View, View] | None = None) -> dict | None:
-    """How a library GEMM reads the operands of the ``dot_general`` ``e`` from their buffers
-    (``views``; default: each operand's own row-major buffer), or None where it cannot without a
-    copy. The batch dimensions (in the result's order), the lhs's free dimensions, the rhs's free
-    dimensions and the contracted pairs (in any order common to both sides: a sum) must each be
-    one strided dimension per operand (:func:`_group_stride`; size-1 dimensions ignored), and each
-    operand's matrix must have a unit-stride side (:func:`_matrix`). The result is the row-major
-    ``c[B, M, N]``. Returns ``a_trans`` (the lhs is read K x M: its M side has unit stride),
-    ``b_trans`` (the rhs is read N x K), the leading dimensions ``a_ld``/``b_ld`` and batch strides
-    ``a_stride``/``b_stride`` (size expressions, in elements), and the operand and result dtypes
-    (one dtype the library takes, :data:`GEMM_DTYPES`; a result of that dtype or float32).
-    ``precision``: the equation's own (``precision=``), or None."""
-    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
-    a, b = e.inputs
-    da, db, dout = a.aval.dtype, b.aval.dtype, e.outvars[0].aval.dtype
-    if da != db or da.name not in GEMM_DTYPES or (dout != da and dout != np.float32):
-        return None
-    va, vb = views if views is not None else (dense_view(a.aval.shape), dense_view(b.aval.shape))
-    lf = [d for d in range(len(va.shape)) if d not in lc and d not in lb]
-    rf = [d for d in range(len(vb.shape)) if d not in rc and d not in rb]
-    pairs = sorted(zip(lc, rc), key=lambda pr: va.order[pr[0]])  # the lhs's memory order
-    groups = []
-    for v, batch, free, side in ((va, lb, lf, 0), (vb, rb, rf, 1)):
-        contract = [pr[side] for pr in pairs]
-        found = [_group_stride(v, dims) for dims in (batch, free, contract)]
-        if not all(ok for ok, _ in found):
-            return None
-        groups.append([s for _, s in found])
-    (sba, sm, ska), (sbb, sn, skb) = groups
-    M, N, K = (sh.size([v.shape[d] for d in dims]) for v, dims in ((va, lf), (vb, rf), (va, lc)))
-    lhs, rhs = _matrix(sm, ska, M, K), _matrix(skb, sn, K, N)
-    if lhs is None or rhs is None:
-        return None
-    return {"a_trans": lhs[0], "b_trans": rhs[0], "a_ld": lhs[1], "b_ld": rhs[1],
-            "a_stride": sba if sba is not None else M * K, "b_stride": sbb if sbb is not None else K * N,
-            "dtype": da, "out_dtype": dout, "precision": e.params.get("precision")}
 
 
 def p_sharded(e: Eqn) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ember._src.core import ShapedArray
-from ember._src.gpu import kernels, loop_schedule, nested, segments, webgpu
+from ember._src.gpu import kernels, loop_schedule, nested, segments, stepped, webgpu
 from ember._src.gpu.webgpu import WebGPUBuffer, WebGPUExecutable, _pipeline, _storage, _to_device, _upload
 from ember._src.prims.movement import pad_p, reshape_p, slice_p
 from ember._src.program import Eqn, Literal, Program, trace_to_program
@@ -299,68 +299,36 @@ class WebGPUScan:
         return buf
 
 
-class SteppedScan:
-    """A program of one ``scan`` equation whose body holds a ``while``, stepped from the host: the
-    body is a :class:`.segments.SegmentedExecutable` of device segments and device loops (the
-    ``while`` host-driven), run once per step over device buffers. The ``xs`` slices of every step
-    are copied out of the stacked inputs on the device before the steps, and every step's ``ys``
-    into the stacked outputs after them (one submission each); the carries stay on the device."""
+class SteppedScan(stepped.SteppedScan):
+    """A program of one ``scan`` equation whose body holds a ``while``, stepped from the host
+    (:mod:`.stepped`): the ``xs`` slices of every step are copied out of the stacked inputs in
+    one submission before the steps, and every step's ``ys`` into the stacked outputs in one
+    after them."""
 
     def __init__(self, prog: Program, axes: tuple[str, ...] = ()):
-        (e,) = prog.eqns
-        self.prog, self.eqn, self.axes = prog, e, tuple(axes)
-        p = e.params
-        self.length, self.reverse = p["length"], p["reverse"]
-        self.nc, self.nk = p["num_consts"], p["num_carry"]
-        self.body = segments.SegmentedExecutable(p["body"], WebGPUExecutable, webgpu._kind, make_loop,
-                                                 webgpu._to_host, _to_device, axes=self.axes)
-        self.out_avals = prog.out_avals
-        self.source = (f"// scan: {self.length} steps stepped from the host (its body holds a while)\n"
-                       + self.body.source)
+        super().__init__(prog, WebGPUExecutable, webgpu._kind, make_loop, webgpu._to_host, _to_device,
+                         WebGPUBuffer, webgpu.nbytes, axes)
 
-    def __call__(self, args: list, sizes: dict | None = None) -> list:
-        """Host arrays in, host arrays out."""
-        return [h.download(segments.bound_shape(a.shape, sizes), a.dtype)
-                for h, a in zip(self.run_device(args, sizes), self.out_avals)]
-
-    def run_device(self, args: list, sizes: dict | None = None) -> list:
-        """Handles are read in place (host values go to the device once); the outputs stay there."""
-        e, n, nc, nk, env = self.eqn, self.length, self.nc, self.nk, sizes or {}
-        ins = segments._device_operands(e, self.prog, args, WebGPUBuffer, _to_device, sizes)
-        consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        x_avals = [x.aval for x in e.inputs[nc + nk:]]
-        y_avals = [v.aval for v in e.outvars[nk:]]
-
-        def step_bytes(a: Any) -> int:
-            shape = segments.bound_shape(a.shape[1:], env)
-            return webgpu.nbytes(int(np.prod(shape, dtype=np.int64)), a.dtype)
-
-        x_bytes, y_bytes = [step_bytes(a) for a in x_avals], [step_bytes(a) for a in y_avals]
+    def slices(self, xs: list, step_bytes: list[int], n: int) -> list[list]:
         with webgpu._LOCK:
-            pool = webgpu._STATE["pool"]
-            ys = [WebGPUBuffer(pool.acquire(max(n * s, 4)), pool) for s in y_bytes]
-        extra = (sizes,) if self.axes else ()
-        order = [n - 1 - step if self.reverse else step for step in range(n)]
-        with webgpu._LOCK:  # every step's xs slices, copied out in one submission
-            dev = webgpu._STATE["device"]
-            x_steps = [[WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in x_bytes] for _ in range(n)]
+            pool, dev = webgpu._STATE["pool"], webgpu._STATE["device"]
+            out = [[WebGPUBuffer(pool.acquire(max(s, 4)), pool) for s in step_bytes] for _ in range(n)]
             enc = dev.create_command_encoder()
             for i in range(n):
-                for src, dst, s in zip(xs, x_steps[i], x_bytes):
+                for src, dst, s in zip(xs, out[i], step_bytes):
                     if s:
                         enc.copy_buffer_to_buffer(src.buffer, i * s, dst.buffer, 0, s)
             dev.queue.submit([enc.finish()])
-        y_steps: list = [None] * n
-        for i in order:
-            outs = self.body.run_device([*consts, *carry, *x_steps[i]], *extra)
-            x_steps[i] = []  # (back to the pool)
-            carry, y_steps[i] = outs[:nk], outs[nk:]
-        with webgpu._LOCK:  # every step's ys, copied into the stacked outputs in one submission
+        return out
+
+    def stack(self, y_steps: list[list], step_bytes: list[int], n: int) -> list:
+        with webgpu._LOCK:
+            pool, dev = webgpu._STATE["pool"], webgpu._STATE["device"]
+            ys = [WebGPUBuffer(pool.acquire(max(n * s, 4)), pool) for s in step_bytes]
             enc = dev.create_command_encoder()
             for i in range(n):
-                for src, dst, s in zip(y_steps[i], ys, y_bytes):
+                for src, dst, s in zip(y_steps[i], ys, step_bytes):
                     if s:
                         enc.copy_buffer_to_buffer(src.buffer, 0, dst.buffer, i * s, s)
             dev.queue.submit([enc.finish()])
-        out = dict(zip(e.outvars, [*carry, *ys]))
-        return [out[v] for v in self.prog.outvars]
+        return ys
