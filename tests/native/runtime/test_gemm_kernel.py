@@ -551,6 +551,24 @@ def test_jit_large_constant_weights_use_prepacked_entry(kernel_loaded):
 
 
 @requires_cc
+@pytest.mark.parametrize("m,k,n", [(3136, 256, 64), (784, 512, 128), (201, 64, 50), (49, 512, 2048)])
+def test_jit_constant_weights_on_two_threads_split_rows_or_panels(kernel_loaded, m, k, n):
+    """A prepacked product on two threads: row parts where there are more rows than columns (ResNet's
+    56x56 and 28x28 1x1 convolutions, whose 64 and 128 columns make two and three uneven panels),
+    column panels otherwise. Every element is summed in the same order, so the result equals the
+    one-thread one bitwise, and float64 NumPy within float32 rounding."""
+    rng = np.random.default_rng(m + n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = (rng.standard_normal((k, n)) / 16).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    f = {nt: ember.jit(lambda x: jnp.maximum(x @ w + bias, 0.0), backend="native", num_threads=nt)
+         for nt in (1, 2)}
+    one, two = np.asarray(f[1](x)), np.asarray(f[2](x))
+    np.testing.assert_array_equal(two, one)
+    np.testing.assert_allclose(two, np.maximum(x.astype(np.float64) @ w + bias, 0.0), rtol=1e-4, atol=1e-4)
+
+
+@requires_cc
 @pytest.mark.parametrize("baked", [False, True])
 def test_jit_dynamic_batch_uses_kernel_within_its_rule(kernel_loaded, baked):
     """With the batch a named dynamic axis, the products call the kernel (prepacked for constant

@@ -654,6 +654,15 @@ static void em_sk_task_packed(void *p, int64_t lo, int64_t hi, int64_t tid) {
                          j->bias, j->relu, lo, hi);
 }
 
+/* rows [lo MR3, hi MR3) of a product with a prepacked B, all its panels */
+static void em_sk_task_packed_rows(void *p, int64_t lo, int64_t hi, int64_t tid) {
+    const struct em_sk_job *j = (const struct em_sk_job *)p;
+    (void)tid;
+    const int64_t i0 = lo * EM_SK_MR3, i1 = hi * EM_SK_MR3 < j->m ? hi * EM_SK_MR3 : j->m;
+    em_sgemm_packed_cols(i1 - i0, j->n, j->k, j->alpha, j->a + i0 * j->rsa, j->rsa, j->csa, j->b, j->beta,
+                         j->c + i0 * j->ldc, j->ldc, j->bias, j->relu, 0, em_sk_panels(j->n));
+}
+
 /* The whole product (with the epilogue of em_sgemm_small_cols); with OpenMP and nthreads > 1 (0:
    the OpenMP default) the column panels are split among threads. */
 static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
@@ -748,6 +757,15 @@ static void em_sgemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const 
 #ifdef _OPENMP
     if (nthreads == 0) nthreads = omp_get_max_threads();
 #endif
+    const int64_t slivers = (m + EM_SK_MR3 - 1) / EM_SK_MR3;
+    if (nthreads > 1 && m > n && slivers >= 4 * (int64_t)nthreads && em_sk_pool()) {
+        /* more rows than columns: row parts (whole MR3 slivers), each reading its own rows of A and
+           all of B, rather than column parts each reading all of A; and the column parts of a
+           narrow B are few and uneven (64 columns: panels of 48 and 16) */
+        struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
+        em_sk_pool()(em_sk_task_packed_rows, &j, slivers, nthreads, 4);
+        return;
+    }
     if (nthreads > 1 && panels > 1 && em_sk_pool()) {
         struct em_sk_job j = {m, n, k, alpha, a, rsa, csa, bpk, 0, 0, beta, c, ldc, bias, relu};
         em_sk_pool()(em_sk_task_packed, &j, panels, nthreads, 2);
