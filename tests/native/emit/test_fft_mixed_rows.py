@@ -86,18 +86,24 @@ def test_grad_and_vmap_through_pair_blocks():
 
 def test_reach_gives_2_3_5_rows_the_line_kernel():
     """fft.py's reach (the union over 8- and 16-float lanes) gives the line bit to 2-3-5 rows that
-    are a multiple of either lane count from its square up to LINE_MAX, and to real rows through
-    their half line; not to a length with a factor 7, one shorter than 8^2, one past LINE_MAX, nor
-    to columns."""
+    are a multiple of either lane count from its square up to LINE_MAX, or of half of it from half
+    its square (pair blocks), and to real rows through their half line; not to a length with a
+    factor 7, one shorter than 8^2 / 2, one past LINE_MAX, nor to columns."""
     assert nfft.reach("float", 0, 960, False, 1, 64, False, 1) & nfft.G_LINE
     assert nfft.reach("float", 0, 1000, False, 1, 64, False, 1) & nfft.G_LINE  # 8 lanes: 1000 = 8 * 125
     assert nfft.reach("float", 1, 2000, True, 1, 64, False, 1) & nfft.G_LINE
     assert nfft.reach("double", 2, 160, True, 1, 64, False, 1) & nfft.G_LINE  # half line 80: 4 or 8 lanes
     assert not nfft.reach("float", 0, 7 * 128, False, 1, 64, False, 1) & nfft.G_LINE
-    assert not nfft.reach("float", 0, 60, False, 1, 64, False, 1) & nfft.G_LINE
+    assert not nfft.reach("float", 0, 20, False, 1, 64, False, 1) & nfft.G_LINE  # shorter than 8^2 / 2
+    assert nfft.reach("float", 0, 60, False, 1, 64, False, 1) & nfft.G_LINE  # pair blocks with 8 lanes
     assert not nfft.reach("float", 0, 4800, False, 1, 64, False, 1) & nfft.G_LINE
     assert not nfft.reach("float", 0, 960, False, 5, 64, False, 1) & nfft.G_LINE
     assert nfft.reach("float", 0, 960, False, 1, 64, False, 1) & nfft.G_MIXED
+    # pair blocks (half the lanes of 8 floats: 300 = 4 * 75 with AVX2), complex rows and the RFFT's
+    # half line, not the IRFFT's
+    assert nfft.reach("float", 0, 300, False, 1, 64, False, 1) & nfft.G_LINE
+    assert nfft.reach("float", 1, 600, True, 1, 64, False, 1) & nfft.G_LINE
+    assert not nfft.reach("float", 2, 600, True, 1, 64, False, 1) & nfft.G_LINE
 
 
 def test_both_precisions_in_one_program():

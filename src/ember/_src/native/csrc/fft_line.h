@@ -175,10 +175,9 @@ static inline __attribute__((always_inline)) void EM_T(em_fftk_first)(const ELT 
     int64_t p0 = 0;
     for (; p0 + h <= n1; p0 += h) {
         CZ v[CW];
-        EM_FFTK_UNROLL16 for (int k = 0; k < h; ++k) {
-            const ELT *a = src + 2 * (p0 + k * n1);
-            v[k] = src ? EM_T(em_fftk_deal2)(a, a + db) : xb[(p0 + k * n1) / CW];
-        }
+        EM_FFTK_UNROLL16 for (int k = 0; k < h; ++k)  /* (no arithmetic on a null src) */
+            v[k] = src ? EM_T(em_fftk_deal2)(src + 2 * (p0 + k * n1), src + 2 * (p0 + k * n1) + db)
+                       : xb[(p0 + k * n1) / CW];
         EM_T(em_fftk_group)(v, y, p0, tv, sg, h);
     }
     if (p0 < n1) {  /* (src only) */

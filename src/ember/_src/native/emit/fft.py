@@ -341,9 +341,12 @@ def reach(real_t: str, kind: int, n: int, half: bool, inner: int, lines: int, pa
             bits |= G_P2R
     else:
         bits |= G_MIXED
-        if ((half or (kind == 0 and inner == 1)) and max(fac) <= 5
-                and any(m % cw == 0 and cw * cw <= m <= LINE_MAX for cw in cws)):
-            bits |= G_LINE  # 2-3-5 rows in fft_line.h (em_fftk_fits)
+        rows = half or (kind == 0 and inner == 1)
+        if rows and max(fac) <= 5 and m <= LINE_MAX and any(
+                (m % cw == 0 and cw * cw <= m)  # 2-3-5 rows in fft_line.h (em_fftk_fits)
+                or (kind != 2 and cw >= 8 and m % (cw // 2) == 0 and cw * cw <= 2 * m)  # pair blocks
+                for cw in cws):
+            bits |= G_LINE
     if kind == 1 and half:  # em_fftl_rfft's store (one per lane count)
         item = 4 if real_t == "float" else 8
         bits |= functools.reduce(operator.or_,
