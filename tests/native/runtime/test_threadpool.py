@@ -17,6 +17,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember import lax
+from ember._src.native import specialize
 from ember._src.native.runtime import compiler, threadpool, toolchain
 from tests.helpers import run_in_threads
 from tests.native.conftest import requires_cc
@@ -375,3 +376,61 @@ def test_the_default_thread_count_follows_the_affinity_mask(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["threads"] == 1 and got["workers"] == 0 and got["err"] < 1e-2, got
+
+
+def _lstm_cell_scan(xs, h0, c0, w):
+    """An LSTM over time as a ``scan``: each step's gate map (sigmoids and tanhs over batch x
+    hidden) is large enough for the pool's threshold."""
+    hid = h0.shape[1]
+
+    def step(carry, x):
+        h, c = carry
+        g = x + h @ w
+        i, f, u, o = (g[:, k * hid:(k + 1) * hid] for k in range(4))
+        c = ember.nn.sigmoid(f) * c + ember.nn.sigmoid(i) * jnp.tanh(u)
+        h = ember.nn.sigmoid(o) * jnp.tanh(c)
+        return (h, c), h
+
+    return lax.scan(step, (h0, c0), xs)[1]
+
+
+def _np_lstm(xs, h, c, w):
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    hid, out = h.shape[1], []
+    for x in xs.astype(np.float64):
+        g = x + h @ w
+        i, f, u, o = (g[:, k * hid:(k + 1) * hid] for k in range(4))
+        c = sig(f) * c + sig(i) * np.tanh(u)
+        h = sig(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_loop_body_maps_run_on_the_pool(dynamic):
+    """A scan body's gate map is a pool loop of the body (its chunk function unpacks the body's
+    ``em_body_ctx``), not an OpenMP region per step: the rows are independent, so two threads give
+    the bits of one, and both match NumPy (float64)."""
+    threadpool.load(wait=True)
+    if not toolchain.find_compiler().has_openmp:
+        pytest.skip("no OpenMP: no parallel loops are generated")
+    t, b, hid = 5, 24, 64
+    xs = RNG.standard_normal((t, b, 4 * hid)).astype(np.float32)
+    h0, c0 = (RNG.standard_normal((b, hid)).astype(np.float32) * 0.5 for _ in range(2))
+    w = (RNG.standard_normal((hid, 4 * hid)) / np.sqrt(hid)).astype(np.float32)
+    kw = {"dynamic_axes": {"xs": ("time", "batch", None), "h0": ("batch", None), "c0": ("batch", None)}} \
+        if dynamic else {}
+    fn = lambda xs, h0, c0, w: _lstm_cell_scan(xs, h0, c0, w)  # noqa: E731 - a fresh trace per jit
+    two = ember.jit(fn, backend="native", num_threads=2, parallel_threshold=1000, **kw)
+    one = ember.jit(lambda xs, h0, c0, w: _lstm_cell_scan(xs, h0, c0, w), backend="native",
+                    num_threads=1, parallel_threshold=1000, **kw)
+    low = two.lower(xs, h0, c0, w)
+    src = specialize.symbolic_executable(low.program).source if dynamic else low.executable.source
+    assert "&em_bctx_" in src and "em_body_ctx em_bctx_" in src
+    y2, y1 = np.asarray(two(xs, h0, c0, w)), np.asarray(one(xs, h0, c0, w))
+    np.testing.assert_array_equal(y2, y1)
+    np.testing.assert_allclose(y2, _np_lstm(xs, h0, c0, w), rtol=1e-4, atol=2e-5)
+    if dynamic:  # another batch and length through the same program
+        xs3, h3, c3 = xs[:3, :7], h0[:7], c0[:7]
+        np.testing.assert_allclose(np.asarray(two(xs3, h3, c3, w)), _np_lstm(xs3, h3, c3, w),
+                                   rtol=1e-4, atol=2e-5)

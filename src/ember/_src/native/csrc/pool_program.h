@@ -6,6 +6,8 @@
 typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
 typedef void (*em_par_fn_t)(em_task_t, void *, int64_t, int64_t, int64_t);
 typedef struct { void **bufs; char *arena; const int64_t *dims; void **fns; volatile int *intr; } em_main_ctx;
+/* a loop body's pooled loops: its arena, tables, dims, and its in/out pointers in order */
+typedef struct { char *arena; void **fns; const int64_t *dims; char **io; volatile int *intr; } em_body_ctx;
 static inline __attribute__((unused)) em_par_fn_t em_par_fn(void) {
     extern void *dlsym(void *handle, const char *name);
     static em_par_fn_t fn;
@@ -60,3 +62,7 @@ static __attribute__((unused)) void em_par(em_task_t fn, void *ctx, int64_t n, i
     void **bufs = ((em_main_ctx *)(c_))->bufs; char *arena = ((em_main_ctx *)(c_))->arena; \
     const int64_t *dims = ((em_main_ctx *)(c_))->dims; void **fns = ((em_main_ctx *)(c_))->fns; \
     (void)bufs; (void)arena; (void)dims; (void)fns;
+#define EM_BODY_UNPACK(c_) \
+    char *arena = ((em_body_ctx *)(c_))->arena; void **fns = ((em_body_ctx *)(c_))->fns; \
+    const int64_t *dims = ((em_body_ctx *)(c_))->dims; char **io_ = ((em_body_ctx *)(c_))->io; \
+    (void)arena; (void)dims; (void)fns; (void)io_;

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <linux/futex.h>
@@ -39,7 +40,8 @@ typedef void (*em_task_t)(void *, int64_t, int64_t, int64_t);
 #define EM_GEN_SHIFT 44
 #define EM_MAX_THREADS 63
 #define EM_MAX_CHUNKS 4096
-#define EM_SPIN 4000        /* pause loops an idle worker spins before it sleeps (~50-100 us) */
+#define EM_SPIN 4000        /* pause loops an idle worker spins before it yields (~40-100 us) */
+#define EM_YIELD_NS 2000000 /* then how long it polls between sched_yield calls before it sleeps */
 #define EM_CALLER_SPIN 256  /* pause loops the caller spins between yields while chunks finish */
 
 static _Atomic uint64_t em_state;
@@ -121,20 +123,34 @@ static void em_claim_and_run(int64_t tid) {
     }
 }
 
+static int64_t em_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static void *em_worker(void *arg) {
     const int64_t tid = (int64_t)(intptr_t)arg;
     em_in_task = 1;
     uint64_t seen = atomic_load(&em_state) >> EM_GEN_SHIFT;
     for (;;) {
+        int64_t until = 0;
         for (int spins = 0;;) {
             const uint64_t gen = atomic_load_explicit(&em_state, memory_order_acquire) >> EM_GEN_SHIFT;
             if (gen != seen) { seen = gen; break; }
             if (++spins < EM_SPIN) { EM_RELAX(); continue; }
+            if (!until) until = em_now_ns() + EM_YIELD_NS;
+            if (em_now_ns() < until) {
+                sched_yield();
+                spins = EM_SPIN - 64;
+                continue;
+            }
             const uint32_t v = atomic_load(&em_seq);
             atomic_fetch_add(&em_sleepers, 1);
             if ((atomic_load(&em_state) >> EM_GEN_SHIFT) == seen) em_futex_wait(&em_seq, v);
             atomic_fetch_sub(&em_sleepers, 1);
             spins = 0;
+            until = 0;
         }
         em_claim_and_run(tid);
     }

@@ -4,6 +4,7 @@ an expression DAG as one ``static`` function (map, row, block-reduction and pool
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -35,11 +36,20 @@ from ember._src.program import Var
 def pooled_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, funcs: list[str]) -> str | None:
     """A kernel whose flattened outer loop goes parallel, as a chunk function on the thread pool
     (:mod:`.threadpool`): the kernel takes rows ``[lo_, hi_)`` and the thread id for its row
-    caches; ember_main calls ``em_par``. None where the kernel is not such a loop (split and
-    accumulating kernels, one-row kernels, loop bodies), or runs serially: those stay as before."""
+    caches; ember_main or the loop body calls ``em_par``. None where the kernel is not such a loop
+    (split and accumulating kernels, one-row kernels, a body's kernels with row caches), or runs
+    serially: those stay as before. In a loop body the pool's threshold applies (the
+    ``pool_threshold`` option), not the raised one of the body's OpenMP loops: the pool's spinning
+    workers take a chunk within a microsecond, where an OpenMP region woke sleeping threads each
+    step (an LSTM's 8 x 256 gate map at batch 8, two threads: 2.1 -> 2.0 ms a call)."""
     ir = step.ir
     if not ctx.pooled or ir is None or ir.parts or ir.natural is not None:
         return None
+    if ctx.in_body:
+        if ir.scratch:
+            return None
+        if opts.pool_threshold is not None:
+            opts = dataclasses.replace(opts, parallel_threshold=opts.pool_threshold)
     grain = 1
     if ir.n_outer:
         rows = ir.outer_size
@@ -62,9 +72,9 @@ def pooled_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, fu
         hi = f"(hi_ * {grain} < {n} ? hi_ * {grain} : {n})"
         call = call.replace("lo_, hi_, tid_)", f"lo_ * {grain}, {hi}, tid_)")
         rows = (rows + grain - 1) // grain
-    funcs.append(pool_task(task, call, opts))
+    funcs.append(pool_task(task, call, opts, ctx))
     cond = par_if[len(" if(parallel: "):-1] if par_if else ""
-    return pool_call(task, rows, pool_threads(opts, bool(ir.scratch)), POOL_CHUNKS, cond)
+    return pool_call(task, rows, pool_threads(opts, bool(ir.scratch)), POOL_CHUNKS, cond, ctx)
 
 
 
@@ -94,9 +104,9 @@ def block_reduce_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptio
     if ctx.pooled and par:
         task = f"{step.name}_task"
         polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({support.poll()}) break; {one} }}"
-        funcs.append(pool_task(task, polled, opts))
+        funcs.append(pool_task(task, polled, opts, ctx))
         cond = par_if[len(" if(parallel: "):-1] if par_if else ""  # symbolic sizes: decided at run time
-        return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS, cond), fin_call]
+        return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS, cond, ctx), fin_call]
     serial = loop.replace("lo_", "0").replace("hi_", cnb).replace("tid_)", "0)")
     return [serial, fin_call]
 

@@ -21,7 +21,7 @@ from ember._src.native.emit import support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext, Generated
 from ember._src.native.emit.gemm import gemm_fn
-from ember._src.native.emit.pooled import axis_decls
+from ember._src.native.emit.pooled import axis_decls, body_context
 from ember._src.native.plan import scratch
 from ember._src.native.plan.planner import EXTERNAL_IN, EXTERNAL_OUT, PARAMS, Buffer
 from ember._src.native.scheduling.gemm_strategy import gemm_dims
@@ -169,10 +169,13 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     base = opts.parallel_threshold if opts.pool_threshold is None else opts.pool_threshold  # nested: once
     opts = dataclasses.replace(opts, parallel_threshold=base * BODY_REGION_FACTOR, pool_threshold=base)
     ctx = _BodyCtx(body)
+    ctx.pooled = opts.openmp and opts.num_threads != 1  # map kernels on the pool (kernels.pooled_kernel)
     # the body's constants, so a product with a constant B reads it prepacked (one copy per program)
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(body.program.constvars, body.program.consts)}, gen
     from ember._src.native.emit.codegen import emit_steps  # codegen emits loop steps through this module
     lines = emit_steps(body.schedule, body.plan, ctx, opts, gen, funcs)
+    if any("&em_bctx_" in ln for ln in lines):
+        lines = body_context(ctx) + lines
     params = ["char *arena", "void **fns", "const int64_t *dims"]
     params += [f"char *in{i}" for i in range(len(body.program.invars))]
     params += [f"char *out{k}" for k in range(body.plan.n_outputs)]

@@ -32,40 +32,73 @@ def pool_threads(opts: CodegenOptions, scratch: bool) -> str:
 
 
 
-def pool_task(name: str, statement: str, opts: CodegenOptions) -> str:
-    """A chunk function of ember_main's pooled loop: ``statement`` (which may read ``lo_``,
-    ``hi_``, ``tid_``, ember_main's parameters and the axis values) on rows ``[lo_, hi_)``."""
+def _body_io(ctx: Any) -> tuple[int, int] | None:
+    """(inputs, outputs) of the loop body whose steps ``ctx`` emits; None at ember_main's level."""
+    if ctx is None or not ctx.in_body:
+        return None
+    return len(ctx.body.program.invars), ctx.body.plan.n_outputs
+
+
+def pool_task(name: str, statement: str, opts: CodegenOptions, ctx: Any = None) -> str:
+    """A chunk function of a pooled loop: ``statement`` (which may read ``lo_``, ``hi_``,
+    ``tid_``, the parameters of the function it came from and the axis values) on rows
+    ``[lo_, hi_)``. The parameters come from an ``em_main_ctx`` (ember_main's steps) or, where
+    ``ctx`` emits a loop body, an ``em_body_ctx`` (:func:`body_context`)."""
     decls = "".join(ln.strip() + "\n    " for ln in axis_decls(opts))
     if opts.axes:  # each size expression named once, after the axis values (symdims.hoist_sizes)
         hoisted, stmt_lines = sd.hoist_sizes([statement], indent="")
         statement = "\n".join(stmt_lines)
         decls += "".join(ln + "\n    " for ln in hoisted)
     support.need("threadpool")
+    io = _body_io(ctx)
+    if io is None:
+        ctype, unpack = "em_main_ctx", "EM_MAIN_UNPACK(c_)"
+    else:
+        names = [f"in{i}" for i in range(io[0])] + [f"out{k}" for k in range(io[1])]
+        ctype = "em_body_ctx"
+        unpack = "EM_BODY_UNPACK(c_)" + "".join(f" char *{x} = io_[{j}]; (void){x};"
+                                                for j, x in enumerate(names))
     head = f"static EM_TASK_ATTR void {name}{{}}(void *c_, int64_t lo_, int64_t hi_, int64_t tid_) {{{{\n"
     body = (head.format("_rows" if interrupt.POLLING else "")
-            + f"    EM_MAIN_UNPACK(c_) (void)lo_; (void)hi_; (void)tid_;\n"
+            + f"    {unpack} (void)lo_; (void)hi_; (void)tid_;\n"
             f"    if ({support.poll()}) return;\n    {decls}{statement}\n}}\n")
     if not interrupt.POLLING:
         return body
-    # a pool worker polls the flag of the call it works for (the caller's, in em_main_ctx), so a
+    # a pool worker polls the flag of the call it works for (the caller's, in the context), so a
     # chunk stops on Ctrl-C wherever it runs; restored after, as the worker serves other calls
     return (body + head.format("")
             + f"    volatile int *const outer_ = em_intr_flag_;\n"
-            f"    if (((em_main_ctx *)c_)->intr) em_intr_flag_ = ((em_main_ctx *)c_)->intr;\n"
+            f"    if ((({ctype} *)c_)->intr) em_intr_flag_ = (({ctype} *)c_)->intr;\n"
             f"    {name}_rows(c_, lo_, hi_, tid_);\n"
             f"    em_intr_flag_ = outer_;\n}}\n")
 
 
+def body_context(ctx: Any) -> list[str]:
+    """A loop body's declarations of the ``em_body_ctx`` its pooled loops pass to their chunk
+    functions (the body's arena, tables, dims and in/out pointers, and the interrupt flag)."""
+    n_in, n_out = _body_io(ctx)
+    names = [f"in{i}" for i in range(n_in)] + [f"out{k}" for k in range(n_out)]
+    intr = "em_intr_flag_" if interrupt.POLLING else "0"
+    if interrupt.POLLING:
+        support.poll()  # (records the flag's block)
+    return [f"    char *io_[] = {{{', '.join(names) or '0'}}};",
+            f"    em_body_ctx em_bctx_ = {{arena, fns, dims, io_, {intr}}};"]
 
-def pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "") -> str:
-    """ember_main's statement running ``task`` over ``rows`` on the pool (serially unless the
-    run-time condition ``cond`` holds, when given)."""
-    support.need("main_ctx")
-    par = f"em_par({task}, &em_mctx_, {sd.cdim(rows)}, {threads}, {chunks});"
+
+def pool_call(task: str, rows: Any, threads: str, chunks: int, cond: str = "", ctx: Any = None) -> str:
+    """The statement running ``task`` over ``rows`` on the pool (serially unless the run-time
+    condition ``cond`` holds, when given), from ember_main or, where ``ctx`` emits one, a loop
+    body (whose function then declares :func:`body_context`)."""
+    if _body_io(ctx) is None:
+        support.need("main_ctx")
+        arg = "&em_mctx_"
+    else:
+        support.need("threadpool")
+        arg = "&em_bctx_"
+    par = f"em_par({task}, {arg}, {sd.cdim(rows)}, {threads}, {chunks});"
     if not cond:
         return par
-    return f"if ({cond}) {par} else {task}(&em_mctx_, 0, {sd.cdim(rows)}, 0);"
-
+    return f"if ({cond}) {par} else {task}({arg}, 0, {sd.cdim(rows)}, 0);"
 
 
 def axis_decls(opts: CodegenOptions, indent: str = "    ") -> list[str]:
