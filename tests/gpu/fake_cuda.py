@@ -376,6 +376,19 @@ class RecordingBlasLt:
     def cublasLtMatmulPreferenceCreate(self, ref):
         return self._log("preference", self._make(ref, kind="preference"))
 
+    def _destroy(self, obj) -> int:
+        handle = _value(obj)
+        entry = self.objects[handle]
+        assert not entry.get("destroyed"), f"object {handle:#x} destroyed twice"
+        entry["destroyed"] = True
+        return self._log("destroy", entry["kind"], handle)
+
+    cublasLtMatmulDescDestroy = cublasLtMatrixLayoutDestroy = cublasLtMatmulPreferenceDestroy = _destroy
+
+    def live(self, kind: str) -> list[int]:
+        """The objects of ``kind`` made and not destroyed."""
+        return [h for h, o in self.objects.items() if o["kind"] == kind and not o.get("destroyed")]
+
     cublasLtMatmulDescSetAttribute = cublasLtMatrixLayoutSetAttribute = _attr
     cublasLtMatmulPreferenceSetAttribute = _attr
 
@@ -389,6 +402,8 @@ class RecordingBlasLt:
     def cublasLtMatmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws,
                        ws_size, stream):
         op = self.objects[_value(desc)]
+        assert not op.get("destroyed") and not any(self.objects[_value(x)].get("destroyed")
+                                                   for x in (adesc, bdesc, cdesc, ddesc)), "use after destroy"
         call = {"desc": dict(op, attrs=dict(op["attrs"])), "alpha": ctypes.c_float.from_address(alpha).value,
                 "beta": ctypes.c_float.from_address(beta).value,
                 "A": _value(a), "B": _value(b), "C": _value(c), "D": _value(d),

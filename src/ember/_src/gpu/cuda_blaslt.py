@@ -11,7 +11,11 @@ dimension, then the batch count and stride); the operation descriptor carries th
 (the precision, as for ``cublasGemmStridedBatchedEx``), the op flags, the epilogue and the bias
 pointer -- a vector along cuBLAS's ``m`` (ember's ``N``), the same for every batch. Descriptors
 and the algorithm (``cublasLtMatmulAlgoGetHeuristic`` with the workspace as the limit) are made
-once per call shape, before any stream capture; the bias pointer is set again before each call.
+once per call shape, before any stream capture; the bias pointer is set again before each call
+(under the wrapper's lock: two programs of one shape share a plan). The preference object is
+destroyed after the query; a plan's descriptor and layouts when the plan is dropped from the
+wrapper's cache (the :data:`MAX_PLANS` most recently used shapes are kept: a program with dynamic
+axes meets a new shape per binding) and no step holds it any more.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from typing import Any
 
 from ember._src.gpu import cuda_blas
@@ -26,12 +33,14 @@ from ember._src.gpu import cuda_blas
 LOG = logging.getLogger("ember.gpu")
 SYMBOLS = ("cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
            "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutSetAttribute", "cublasLtMatmulPreferenceCreate",
-           "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul")
+           "cublasLtMatmulPreferenceSetAttribute", "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmul",
+           "cublasLtMatmulDescDestroy", "cublasLtMatrixLayoutDestroy", "cublasLtMatmulPreferenceDestroy")
 DESC_TRANSA, DESC_TRANSB, DESC_EPILOGUE, DESC_BIAS_POINTER = 3, 4, 7, 8  # cublasLtMatmulDescAttributes_t
 LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t
 PREF_MAX_WORKSPACE_BYTES = 1  # cublasLtMatmulPreferenceAttributes_t
 EPILOGUES = {"bias": 4, "relu_bias": 6, "gelu_bias": 36}  # cublasLtEpilogue_t
 SCALE_32F = 0  # cudaDataType CUDA_R_32F: alpha and beta (the epilogues' results are 16- or 32-bit)
+MAX_PLANS = 64  # call shapes whose plans a wrapper keeps (least recently used dropped first)
 
 _STATE: dict[str, Any] = {}
 
@@ -68,6 +77,8 @@ def _open(path: str) -> Any:
     lib.cublasLtMatmulPreferenceSetAttribute.argtypes = [vp, i, vp, sz]
     lib.cublasLtMatmulAlgoGetHeuristic.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, vp, ctypes.POINTER(i)]
     lib.cublasLtMatmul.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, sz, vp]
+    for name in SYMBOLS[-3:]:  # the Destroy functions
+        getattr(lib, name).argtypes = [vp]
     return lib
 
 
@@ -92,12 +103,24 @@ def _ptr(value: int) -> ctypes.c_void_p:
     return ctypes.c_void_p(value)
 
 
-class Plan:
-    """The descriptors and algorithm of one call shape (kept with the values they point at)."""
+def _destroy(lib: Any, desc: int, layouts: tuple[int, ...]) -> None:
+    """Destroy a plan's descriptor and layouts (host objects: no device work, no stream)."""
+    for layout in layouts:
+        if layout:
+            lib.cublasLtMatrixLayoutDestroy(_ptr(layout))
+    if desc:
+        lib.cublasLtMatmulDescDestroy(_ptr(desc))
 
-    def __init__(self, desc: int, layouts: tuple[int, int, int], algo: HeuristicResult):
+
+class Plan:
+    """The descriptors and algorithm of one call shape (kept with the values they point at);
+    destroyed in the library when the plan is garbage."""
+
+    def __init__(self, lib: Any, desc: int, layouts: tuple[int, int, int], algo: HeuristicResult):
         self.desc, self.layouts, self.algo = desc, layouts, algo
         self.bias = ctypes.c_void_p(0)  # the bias pointer attribute's value
+        fin = weakref.finalize(self, _destroy, lib, desc, layouts)
+        fin.atexit = False  # at exit the process's host objects go with it
 
 
 class Lt:
@@ -106,8 +129,9 @@ class Lt:
 
     def __init__(self, lib: Any):
         self.lib, self.handle, self.workspace = lib, None, None
-        self.plans: dict[tuple, Plan | None] = {}
+        self.plans: OrderedDict[tuple, Plan | None] = OrderedDict()
         self.one, self.zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        self.lock = threading.Lock()  # a plan's bias attribute is set, then the call made
 
     def _check(self, status: int, what: str) -> None:
         if int(status) != 0:
@@ -138,41 +162,65 @@ class Lt:
         """The plan of the call ``a`` (:func:`.cuda_blas.gemm_arguments`) with ``epilogue`` and the
         bias at ``bias``; None where cuBLASLt offers no algorithm."""
         key = (epilogue, *(v for name, v in sorted(a.items()) if name not in ("A", "B", "C")))
-        if key in self.plans:
-            return self.plans[key]
-        desc = self._new("cublasLtMatmulDescCreate", a["computeType"], SCALE_32F)
-        for attr, value in ((DESC_TRANSA, ctypes.c_int32(a["transa"])),
-                            (DESC_TRANSB, ctypes.c_int32(a["transb"])),
-                            (DESC_EPILOGUE, ctypes.c_uint32(EPILOGUES[epilogue])),
-                            (DESC_BIAS_POINTER, ctypes.c_void_p(bias))):
-            self._set("cublasLtMatmulDescSetAttribute", desc, attr, value)
-        m, n, k, batch = a["m"], a["n"], a["k"], a["batchCount"]
-        la = self._layout(a["Atype"], *((k, m) if a["transa"] else (m, k)), a["lda"], batch, a["strideA"])
-        lb = self._layout(a["Btype"], *((n, k) if a["transb"] else (k, n)), a["ldb"], batch, a["strideB"])
-        lc = self._layout(a["Ctype"], m, n, a["ldc"], batch, a["strideC"])
-        pref = self._new("cublasLtMatmulPreferenceCreate")
-        self._set("cublasLtMatmulPreferenceSetAttribute", pref, PREF_MAX_WORKSPACE_BYTES,
-                  ctypes.c_uint64(cuda_blas.WORKSPACE))
-        result, count = HeuristicResult(), ctypes.c_int(0)
-        self._check(self.lib.cublasLtMatmulAlgoGetHeuristic(
-            _ptr(self.handle), _ptr(desc), _ptr(la), _ptr(lb), _ptr(lc), _ptr(lc), _ptr(pref), 1,
-            ctypes.addressof(result), ctypes.byref(count)), "cublasLtMatmulAlgoGetHeuristic")
-        plan = Plan(desc, (la, lb, lc), result) if count.value > 0 else None
-        if plan is None:
-            LOG.info("cuda: cuBLASLt has no algorithm for %s; the tiled kernel runs", key)
-        self.plans[key] = plan
-        return plan
+        with self.lock:
+            if key in self.plans:
+                self.plans.move_to_end(key)
+                return self.plans[key]
+            plan = self._make_plan(a, epilogue, bias)
+            if plan is None:
+                LOG.info("cuda: cuBLASLt has no algorithm for %s; the tiled kernel runs", key)
+            self.plans[key] = plan
+            while len(self.plans) > MAX_PLANS:  # (steps holding an evicted plan keep it alive)
+                self.plans.popitem(last=False)
+            return plan
+
+    def _make_plan(self, a: dict[str, Any], epilogue: str, bias: int) -> Plan | None:
+        made: list[int] = []  # descriptor, then layouts: destroyed again if a step fails
+        pref = 0
+        try:
+            made.append(self._new("cublasLtMatmulDescCreate", a["computeType"], SCALE_32F))
+            desc = made[0]
+            for attr, value in ((DESC_TRANSA, ctypes.c_int32(a["transa"])),
+                                (DESC_TRANSB, ctypes.c_int32(a["transb"])),
+                                (DESC_EPILOGUE, ctypes.c_uint32(EPILOGUES[epilogue])),
+                                (DESC_BIAS_POINTER, ctypes.c_void_p(bias))):
+                self._set("cublasLtMatmulDescSetAttribute", desc, attr, value)
+            m, n, k, batch = a["m"], a["n"], a["k"], a["batchCount"]
+            made.append(self._layout(a["Atype"], *((k, m) if a["transa"] else (m, k)), a["lda"], batch,
+                                     a["strideA"]))
+            made.append(self._layout(a["Btype"], *((n, k) if a["transb"] else (k, n)), a["ldb"], batch,
+                                     a["strideB"]))
+            made.append(self._layout(a["Ctype"], m, n, a["ldc"], batch, a["strideC"]))
+            la, lb, lc = made[1:]
+            pref = self._new("cublasLtMatmulPreferenceCreate")
+            self._set("cublasLtMatmulPreferenceSetAttribute", pref, PREF_MAX_WORKSPACE_BYTES,
+                      ctypes.c_uint64(cuda_blas.WORKSPACE))
+            result, count = HeuristicResult(), ctypes.c_int(0)
+            self._check(self.lib.cublasLtMatmulAlgoGetHeuristic(
+                _ptr(self.handle), _ptr(desc), _ptr(la), _ptr(lb), _ptr(lc), _ptr(lc), _ptr(pref), 1,
+                ctypes.addressof(result), ctypes.byref(count)), "cublasLtMatmulAlgoGetHeuristic")
+        except BaseException:
+            _destroy(self.lib, made[0] if made else 0, tuple(made[1:]))
+            raise
+        finally:
+            if pref:
+                self.lib.cublasLtMatmulPreferenceDestroy(_ptr(pref))
+        if count.value <= 0:
+            _destroy(self.lib, desc, (la, lb, lc))
+            return None
+        return Plan(self.lib, desc, (la, lb, lc), result)
 
     def matmul(self, plan: Plan, a: dict[str, Any], bias: int, stream: Any) -> None:
         """One ``cublasLtMatmul`` of ``plan`` on ``stream`` (``D = C``: beta is 0)."""
-        plan.bias.value = bias
-        self._set("cublasLtMatmulDescSetAttribute", plan.desc, DESC_BIAS_POINTER, plan.bias)
         la, lb, lc = (_ptr(x) for x in plan.layouts)
-        self._check(self.lib.cublasLtMatmul(
-            _ptr(self.handle), _ptr(plan.desc), ctypes.addressof(self.one), _ptr(a["A"]), la, _ptr(a["B"]),
-            lb, ctypes.addressof(self.zero), _ptr(a["C"]), lc, _ptr(a["C"]), lc,
-            ctypes.addressof(plan.algo.algo), _ptr(int(self.workspace.ptr)), cuda_blas.WORKSPACE,
-            _ptr(int(stream))), "cublasLtMatmul")
+        with self.lock:
+            plan.bias.value = bias
+            self._set("cublasLtMatmulDescSetAttribute", plan.desc, DESC_BIAS_POINTER, plan.bias)
+            self._check(self.lib.cublasLtMatmul(
+                _ptr(self.handle), _ptr(plan.desc), ctypes.addressof(self.one), _ptr(a["A"]), la,
+                _ptr(a["B"]), lb, ctypes.addressof(self.zero), _ptr(a["C"]), lc, _ptr(a["C"]), lc,
+                ctypes.addressof(plan.algo.algo), _ptr(int(self.workspace.ptr)), cuda_blas.WORKSPACE,
+                _ptr(int(stream))), "cublasLtMatmul")
 
 
 class LtStep:
