@@ -140,6 +140,25 @@ def test_gradient_against_finite_differences() -> None:
 
 
 @requires_cc
+def test_finite_differences_do_not_judge_a_loss_that_swamps_the_step() -> None:
+    """Seed 32, case 1754: digamma(x) / softmax(digamma(x)) summed, with one row holding 0.01, is
+    about 5e49; another row's perturbation of 1e-5 leaves no digit in it, so the differences are
+    0.0 against the true gradient 3 trigamma(1) = pi^2 / 2 there. Not a finding; the same program
+    on rows of ones alone is still checked and agrees."""
+    code = "(lambda v: v / ember.nn.softmax(v, axis=-1))(lax.digamma({0}))"
+    big = np.ones((4, 3))
+    big[3, 1] = 0.01
+    assert fuzz_check.run_case(_case(code, [big], [fuzz_cases.Layer("grad")])) is None
+    ones = np.ones((2, 3))
+    assert fuzz_check.run_case(_case(code, [ones], [fuzz_cases.Layer("grad")])) is None
+    # a wrong derivative on the small rows is still caught
+    wrong = ("(lambda h: (h.defjvp(lambda p, t: (lax.digamma(p[0]), "
+             "2 * t[0] * lax.polygamma(1, p[0]))), h)[1])(ember.custom_jvp(lax.digamma))({0})")
+    kind, detail = fuzz_check.run_case(_case(wrong, [ones + 0.5], [fuzz_cases.Layer("grad")]))
+    assert kind == "gradient" and "finite differences" in detail
+
+
+@requires_cc
 def test_mismatch_and_error_are_reported() -> None:
     # a Python branch on the concrete value: eager takes one side; jit cannot trace it
     kind, detail = fuzz_check.run_case(_case("({0} if float({0}[0]) > 0 else -{0})", [np.ones(2)]))
