@@ -198,6 +198,44 @@ def test_absorb_bias_full_shape_and_scalar():
     same_values(p, q, X, w, c)
 
 
+def test_a_bias_sliced_into_elementwise_work_keeps_its_add():
+    """``x @ w + b`` read through slices by tanh/exp (a recurrent step's four gates with their
+    bias): the add fuses into that map, so C is not first filled with the broadcast bias; the same
+    sum read by a product is still absorbed."""
+    w = W.T.copy()
+
+    def gates(x, w, b):
+        g = lax.dot(x, w) + b
+        return jnp.tanh(g[:, :8]) * lax.exp(-g[:, 8:])
+
+    p = prog(gates, X, w, B)
+    q = passes.run_passes(p)
+    assert [len(e.inputs) for e in q.eqns if e.prim is gemm_p] == [2] and "add" in prims(q)
+    same_values(p, q, X, w, B)
+    p2 = prog(lambda x, w, b: lax.dot((lax.dot(x, w) + b)[:, :8], w[:8, :8]), X, w, B)
+    q2 = passes.run_passes(p2)
+    assert sorted(len(e.inputs) for e in q2.eqns if e.prim is gemm_p) == [2, 3]
+    same_values(p2, q2, X, w, B)
+
+
+@pytest.mark.parametrize("loop_body", [False, True])
+def test_a_residual_input_is_absorbed_except_in_a_loop_body(loop_body):
+    """``relu(x @ w + r)`` with ``r`` an input: at the top level the product accumulates into a copy
+    of ``r`` (the bias/ReLU then ride in the GEMM's store); in a loop body, where that copy would run
+    serially at every step, the add stays (fused into the map after the product). An ``r`` computed
+    in the body is absorbed either way."""
+    r = RNG.standard_normal((4, 16)).astype(np.float32)
+    w = W.T.copy()
+    p = prog(lambda x, w, r: jnp.maximum(lax.dot(x, w) + r, 0.0), X, w, r)
+    q = passes.run_passes(p, loop_body=loop_body)
+    assert [len(e.inputs) for e in q.eqns if e.prim is gemm_p] == [2 if loop_body else 3]
+    same_values(p, q, X, w, r)
+    p2 = prog(lambda x, w, r: jnp.maximum(lax.dot(x, w) + 2.0 * r, 0.0), X, w, r)
+    q2 = passes.run_passes(p2, loop_body=loop_body)
+    assert [len(e.inputs) for e in q2.eqns if e.prim is gemm_p] == [3]
+    same_values(p2, q2, X, w, r)
+
+
 def test_bias_not_absorbed_when_gemm_output_is_shared():
     w = W.T.copy()
     p = prog(lambda x, w, b: (lax.dot(x, w) + b, lax.dot(x, w)), X, w, B)

@@ -121,7 +121,7 @@ def compile_body(prog: Program, opts: loops.BodyOptions, name: str) -> loops.Bod
     reason = _dtype_reason(prog) if opts.symbolic else unsupported_reason(prog)
     if reason is not None:
         raise loops.BodyError(reason)
-    p = passes_mod.run_passes(prog, opts.passes)
+    p = passes_mod.run_passes(prog, opts.passes, loop_body=True)
     if opts.validate:
         validate(p)
     sched = build_schedule(p, max_inputs=opts.max_inputs, fuse=opts.fuse)

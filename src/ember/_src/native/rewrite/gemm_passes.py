@@ -337,12 +337,17 @@ def _feeds_elementwise(v: Var, cons: dict[int, list[Eqn]], prod: dict[int, Eqn])
     """Whether ``v`` flows (through scalar scales, which become alpha/beta) into elementwise work.
 
     Then the bias is better added by that fused epilogue kernel for free than filled into C
-    before the gemm (which costs a write pass and makes gemm read C)."""
+    before the gemm (which costs a write pass and makes gemm read C). Slices are looked through: a
+    fused kernel reads its operand through them (a recurrent step's ``x_t W + b`` sliced into four
+    gates). Reshapes are not: the bias of a product reshaped into an activation stays with the
+    product, where the epilogue pass puts it in the GEMM's store (BERT's dense layers)."""
     for e in cons.get(v.id, ()):
         name = e.prim.name
         scale = name == "neg" or (name in ("mul", "div") and any(
             a is not v and splat_value(a, prod) is not None for a in e.inputs))
         if scale and _feeds_elementwise(e.outvars[0], cons, prod):
+            return True
+        if name == "slice" and _feeds_elementwise(e.outvars[0], cons, prod):
             return True
         if not scale and opinfo.category(e.prim) in (OpCategory.ELEMENTWISE, OpCategory.IDENTITY):
             return True

@@ -38,8 +38,9 @@ The passes on matrix products (:mod:`.gemm_passes`):
 * ``absorb_scale``: ``s * gemm``, ``gemm / s``, ``-gemm`` and ``gemm(s * a, b)`` for a literal
   scalar ``s`` fold into ``alpha`` (and ``beta``).
 * ``absorb_bias``: ``gemm + c`` with ``c`` a full-shape value, a scalar, or a vector broadcast along
-  the output's last (N) dim becomes ``gemm(..., c, beta=1)`` -- unless the sum flows into further
-  elementwise work (e.g. an activation), whose fused kernel adds the bias for free.
+  the output's last (N) dim becomes ``gemm(..., c, beta=1)`` -- unless the sum flows (also through
+  slices: a recurrent step's gates) into further elementwise work (e.g. an activation),
+  whose fused kernel adds the bias for free.
 * ``absorb_output_transpose``: ``transpose(gemm(x, y))`` swapping the matrix dims of a product used
   only there becomes ``gemm(y, x)`` with flipped flags (a dense layer's weight gradient).
 * ``gemm_views``: a float ``native_gemm`` operand that is a transpose (through reshapes) of another
@@ -55,7 +56,9 @@ The passes on matrix products (:mod:`.gemm_passes`):
   after a convolution with a constant kernel (an eval-mode batch norm, a conv bias) become the
   kernel scaled per output feature and one per-channel shift.
 * ``absorb_residual`` (:mod:`.inference_passes`): ``gemm [+ bias] + r`` with a full-shape ``r`` (a
-  residual add) becomes ``gemm(.., r, beta=1) [+ bias]``, also when ReLU follows (the epilogue).
+  residual add) becomes ``gemm(.., r, beta=1) [+ bias]``, also when ReLU follows (the epilogue). In
+  a loop body (``absorb_residual_in_loop_body``, :data:`BODY_VARIANTS`) an ``r`` that is the body's
+  input stays an add: the product would start from a copy of it made serially at every step.
 * ``conv_gemm`` (:mod:`.layout_passes`): a 1x1 NHWC convolution, or one with small output images
   (ResNet's 7x7 stage), becomes a ``dot_general`` of its patches (im2col by strided slices) by the
   kernel as a matrix, on ember's GEMM kernel.
@@ -98,9 +101,15 @@ def register(fn: Callable[[Program], Program]) -> Callable[[Program], Program]:
     return fn
 
 
-def run_passes(p: Program, names: Sequence[str] | None = None) -> Program:
-    """Apply the named passes in order (``DEFAULT_PASSES`` when ``names`` is None)."""
+# passes that loop bodies run in another form (:func:`run_passes` with ``loop_body``)
+BODY_VARIANTS = {"absorb_residual": "absorb_residual_in_loop_body"}
+
+
+def run_passes(p: Program, names: Sequence[str] | None = None, loop_body: bool = False) -> Program:
+    """Apply the named passes in order (``DEFAULT_PASSES`` when ``names`` is None); ``loop_body``:
+    ``p`` is a loop's body, which runs :data:`BODY_VARIANTS` in place of those passes."""
     for n in DEFAULT_PASSES if names is None else names:
+        n = BODY_VARIANTS.get(n, n) if loop_body else n
         if n not in PASSES:
             raise ValueError(f"unknown pass {n!r}; available: {sorted(PASSES)}")
         p = PASSES[n](p)
