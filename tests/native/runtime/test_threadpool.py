@@ -434,3 +434,41 @@ def test_loop_body_maps_run_on_the_pool(dynamic):
         xs3, h3, c3 = xs[:3, :7], h0[:7], c0[:7]
         np.testing.assert_allclose(np.asarray(two(xs3, h3, c3, w)), _np_lstm(xs3, h3, c3, w),
                                    rtol=1e-4, atol=2e-5)
+
+
+def _nested_scans(x):
+    def outer(c, _):
+        d, s = lax.scan(lambda d, _: (jnp.tanh(d * 0.9 + 0.1), jnp.sum(d)), c, None, length=3)
+        return jnp.exp(-jnp.abs(d)) + c * 0.5, s
+    return lax.scan(outer, x, None, length=4)
+
+
+def _cond_in_scan(x):
+    def step(c, i):
+        c = lax.cond(i % 2 == 0, lambda v: jnp.tanh(v) * 1.1, lambda v: jnp.sin(v) + 0.2, c)
+        return c, jnp.sum(c)
+    return lax.scan(step, x, jnp.arange(5))
+
+
+def _while_map(x):
+    return lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, jnp.tanh(c[1]) * 1.5 + jnp.cos(c[1])),
+                          (0, x))[1]
+
+
+@pytest.mark.parametrize("fn", [_nested_scans, _cond_in_scan, _while_map], ids=lambda f: f.__name__)
+def test_pooled_maps_in_nested_bodies_branches_and_while_loops(fn):
+    """Pool loops of a body inside a body (each body function declares its own context), of a
+    ``cond`` branch and of a ``while`` body, at two threads and at run-time row counts (0 and 3
+    rows: serial; 40: pooled): the values of the NumPy backend."""
+    threadpool.load(wait=True)
+    if not toolchain.find_compiler().has_openmp:
+        pytest.skip("no OpenMP: no parallel loops are generated")
+    x = RNG.standard_normal((40, 64)).astype(np.float32)
+    g = ember.jit(lambda v: fn(v), backend="native", num_threads=2, parallel_threshold=500)
+    assert "&em_bctx_" in g.lower(x).executable.source
+    dyn = ember.jit(lambda v: fn(v), backend="native", num_threads=2, parallel_threshold=500,
+                    dynamic_axes={"v": ("rows", None)})
+    for rows, f in ((40, g), (40, dyn), (3, dyn), (0, dyn)):
+        want = ember.jit(fn, backend="numpy")(x[:rows])
+        for a, b in zip(ember.tree_util.tree_leaves(f(x[:rows])), ember.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-5)
