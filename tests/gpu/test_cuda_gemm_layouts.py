@@ -83,6 +83,9 @@ LAYOUTS = [
      lambda a, b: np.einsum("bhqk,bkhd->bhqd", a, b)),
     ("batch_and_free_apart", _dg((((2,), (1,)), ((0,), (0,)))), (_r(2, 3, 4), _r(2, 4, 3, 5, seed=1)),
      lambda a, b: np.einsum("bmk,bkxn->bmxn", a, b)),
+    # a size-1 axis (its stride is whatever the view had): the leading dimensions are still at least
+    # the stored rows (the cuBLAS model checks; the CPU's strided BLAS call once passed 1)
+    ("row_times_transposed_rows", lambda a, b: a @ b.T, (_r(1, 4), _r(3, 4, seed=1)), lambda a, b: a @ b.T),
 ]
 _IDS = [p[0] for p in LAYOUTS]
 

@@ -308,3 +308,24 @@ def test_random_transposed_operands_and_results(seed):
     q = passes.run_passes(ember.make_program(f)(x, y))
     validate(q)
     np.testing.assert_allclose(run_numpy(q, consts(q), [x, y])[0], want, rtol=2e-5, atol=2e-5)
+
+
+@requires_cc
+def test_strided_blas_products_with_size_one_axes(capfd):
+    """Seed 33, case 2957 of the fuzzer: the float64 Hessian of a scan over ``grad`` of a 1x1
+    Cholesky runs products of shapes like [2, 1] x [1, 1] on BLAS through strided views, whose
+    leading dimensions along size-1 axes were the views' own strides (1) where BLAS wants at least
+    the stored rows: OpenBLAS refused the call ("parameter number 8 had an illegal value") and left
+    C as it was. The Hessian of sum_i x_i / sqrt(x_i^2 + 9) is diagonal, -27 x / (x^2 + 9)^(5/2)."""
+    from ember import lax
+
+    def f(x):
+        return jnp.linalg.cholesky(x @ jnp.swapaxes(x, -1, -2) + 9 * jnp.eye(x.shape[-2], dtype=x.dtype))
+
+    g = ember.grad(lambda x: jnp.sum(f(x)))
+    s = lambda x: lax.scan(lambda c, xi: (c + 1, g(xi)), 0, x)[1]  # noqa: E731
+    x = np.array([1.0, -2.5]).reshape(2, 1, 1)  # float64 (the suite runs with x64 on)
+    h = np.asarray(ember.jit(ember.hessian(lambda x: jnp.sum(s(x))))(x)).reshape(2, 2)
+    want = np.diag(-27 * x.ravel() / (x.ravel() ** 2 + 9) ** 2.5)
+    np.testing.assert_allclose(h, want, rtol=1e-12, atol=1e-15)
+    assert "illegal value" not in capfd.readouterr().err

@@ -38,12 +38,18 @@ static void EM_FN(void **fns, int ta, int tb, int64_t nb, int m, int n, int k, E
 /*@ gemm_sv after types */
 /* Row-major C[m,n] (row stride ldc) = alpha A B + beta C with A(i, p) at a[i*rsa + p*csa] and
    B(p, j) at b[p*rsb + j*csb], one of each pair of strides 1 (the views of a gemm step that reads
-   or writes a transposed value in place): the column-major product C^T = B^T A^T. */
+   or writes a transposed value in place): the column-major product C^T = B^T A^T. A leading
+   dimension along an axis of size 1 is any stride the view had (a reshape's, often 1); BLAS
+   requires at least the stored rows (e.g. LDA >= n for B not transposed, "parameter number 8 had
+   an illegal value" and a skipped product otherwise), so each is raised to that minimum, which
+   addresses the same elements. */
 static void EM_FN(void **fns, int m, int n, int k, ELT alpha, ELT beta, const ELT *a,
                       int64_t rsa, int64_t csa, const ELT *b, int64_t rsb, int64_t csb, ELT *c, int64_t ldc) {
     if (m == 0 || n == 0) return;
     char tra = csb == 1 ? 'N' : 'T', trb = csa == 1 ? 'N' : 'T';
     int lda = (int)(csb == 1 ? rsb : csb), ldb = (int)(csa == 1 ? rsa : csa), ldc_ = (int)ldc;
-    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb;
+    const int mina = tra == 'N' ? n : k, minb = trb == 'N' ? k : m;
+    lda = lda < mina ? mina : lda; ldb = ldb < minb ? minb : ldb; ldc_ = ldc_ < n ? n : ldc_;
+    lda = lda < 1 ? 1 : lda; ldb = ldb < 1 ? 1 : ldb; ldc_ = ldc_ < 1 ? 1 : ldc_;
     ((EM_P(gemm_t))fns[EM_GEMM_SLOT])(&tra, &trb, &n, &m, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldc_);
 }
