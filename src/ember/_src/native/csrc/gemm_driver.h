@@ -714,11 +714,23 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
         const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
         for (int64_t p0 = 0; p0 < k; p0 += KCB) {
             const int64_t kc = k - p0 < KCB ? k - p0 : KCB;
-            for (int64_t i0 = 0; i0 < m; i0 += EM_SK_MR3)
+            /* the rows of B each panel reads next (its next contraction block, or after its last the
+               same panel of the next group), prefetched a share per row sliver: B is read from memory
+               once per call (a model's weights do not stay cached between calls) */
+            const int64_t nsl = (m + EM_SK_MR3 - 1) / EM_SK_MR3;
+            const int64_t kn = p0 + kc < k ? (k - p0 - kc < KCB ? k - p0 - kc : KCB)
+                                           : (qe + (qe - qb) <= fe ? (k < KCB ? k : KCB) : 0);
+            const int64_t share = (kn + nsl - 1) / nsl;
+            for (int64_t i0 = 0, sl = 0; i0 < m; i0 += EM_SK_MR3, ++sl)
                 for (int64_t q = qb; q < qe; ++q) {
                     const float *bp = bpk + q * EM_SK_W3 * k + p0 * EM_SK_W3;
+                    const float *nx = !kn ? bp : p0 + kc < k ? bp + kc * EM_SK_W3
+                                                            : bpk + (q + qe - qb) * EM_SK_W3 * k;
+                    const int64_t r0 = sl * share < kn ? sl * share : kn;
+                    const int64_t npf = kn - r0 < share ? kn - r0 : share;
                     em_sk_block(kc, EM_SK_W3, EM_SK_MR3, m - i0 < EM_SK_MR3 ? m - i0 : EM_SK_MR3, alpha,
-                                a + i0 * rsa + p0 * csa, rsa, csa, bp, t, (const char *)bp, 0, 0, 0, 0, beta,
+                                a + i0 * rsa + p0 * csa, rsa, csa, bp, t, (const char *)(nx + r0 * EM_SK_W3),
+                                EM_SK_W3 * 4, npf < kc ? npf : kc, 0, 0, beta,
                                 p0 == 0, p0 + kc == k, bias ? bias + q * EM_SK_W3 : 0, relu, EM_SK_W3,
                                 c + i0 * ldc + q * EM_SK_W3, ldc);
                 }
