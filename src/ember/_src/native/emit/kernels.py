@@ -4,7 +4,6 @@ an expression DAG as one ``static`` function (map, row, block-reduction and pool
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -19,6 +18,7 @@ from ember._src.native.emit.pooled import (
     POOL_CHUNKS,
     POOL_GRAIN,
     axis_decls,
+    body_options,
     parallel_clause,
     pool_call,
     pool_task,
@@ -37,19 +37,14 @@ def pooled_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, fu
     """A kernel whose flattened outer loop goes parallel, as a chunk function on the thread pool
     (:mod:`.threadpool`): the kernel takes rows ``[lo_, hi_)`` and the thread id for its row
     caches; ember_main or the loop body calls ``em_par``. None where the kernel is not such a loop
-    (split and accumulating kernels, one-row kernels, a body's kernels with row caches), or runs
-    serially: those stay as before. In a loop body the pool's threshold applies (the
-    ``pool_threshold`` option), not the raised one of the body's OpenMP loops: the pool's spinning
-    workers take a chunk within a microsecond, where an OpenMP region woke sleeping threads each
-    step (an LSTM's 8 x 256 gate map at batch 8, two threads: 2.1 -> 2.0 ms a call)."""
+    (split and accumulating kernels, one-row kernels, see :func:`.pooled.body_options`), or runs
+    serially: those stay as before."""
     ir = step.ir
     if not ctx.pooled or ir is None or ir.parts or ir.natural is not None:
         return None
-    if ctx.in_body:
-        if ir.scratch:
-            return None
-        if opts.pool_threshold is not None:
-            opts = dataclasses.replace(opts, parallel_threshold=opts.pool_threshold)
+    opts = body_options(opts, bool(ir.scratch)) if ctx.in_body else opts
+    if opts is None:
+        return None
     grain = 1
     if ir.n_outer:
         rows = ir.outer_size
