@@ -165,7 +165,8 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     # (~50 us apiece on a 2-vCPU VM with the PASSIVE wait policy the compiler module sets), and
     # contends with the pool's spinning workers, so only loops of BODY_REGION_FACTOR times the
     # threshold's work go parallel; products keep the threshold, on the pool (an LSTM step's gate
-    # map of 8 x 256 sigmoids/tanhs went parallel: batch 8 took 4.0 ms at two threads, 2.9 at one)
+    # map of 8 x 256 sigmoids/tanhs went parallel: batch 8 took 4.0 ms at two threads, 2.9 at one),
+    # and so do the map kernels the pool runs (pooled.body_options)
     base = opts.parallel_threshold if opts.pool_threshold is None else opts.pool_threshold  # nested: once
     opts = dataclasses.replace(opts, parallel_threshold=base * BODY_REGION_FACTOR, pool_threshold=base)
     ctx = _BodyCtx(body)
