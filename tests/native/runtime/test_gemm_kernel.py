@@ -741,6 +741,33 @@ def test_epilogue_in_registers_on_whole_tiles(kernel, relu):
             assert (got[3] == 0).all() and np.isposinf(got[2]).all()
 
 
+@pytest.mark.parametrize("relu", [False, True])
+def test_accumulating_tiles_in_registers(kernel, relu):
+    """beta == 1 in one contraction block (a residual the passes gave the product as C): whole tiles
+    add C in registers before the bias and ReLU. The result is bit for bit ``((A B) + C) + bias``
+    then the ReLU, in float32, with ``A B`` from the same kernel at beta 0 (the order em_sk_store
+    applies); NaN and infinities in C reach the output; packing and prepacked entries agree."""
+    rng = np.random.default_rng(22)
+    for m, n, k in [(48, 144, 64), (96, 48, 512), (48, 16, 7), (50, 35, 33), (9, 100, 128)]:
+        a, b = _operand(rng, m, k, False), _operand(rng, k, n, False)
+        bias = rng.standard_normal(n).astype(np.float32)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        c[0, :3] = [np.nan, np.inf, -np.inf]
+        ab = _run(kernel, a, b)
+        with np.errstate(invalid="ignore"):
+            want = (ab + c) + bias
+            want = _relu_keep_nan(want).astype(np.float32) if relu else want
+        got = _run(kernel, a, b, 1.0, 1.0, c.copy(), bias=bias, relu=relu)
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=f"{m}x{n}x{k}")
+        assert np.isnan(got[0, 0]) and np.isposinf(got[0, 1])
+        assert got[0, 2] == 0 if relu else np.isneginf(got[0, 2])
+        packed = gemm_kernel.prepack_b(b, kernel.isa)
+        got_p = c.copy()
+        kernel.packed(m, n, k, 1.0, a.ctypes.data, k, 1, packed.ctypes.data, 1.0, got_p.ctypes.data, n,
+                      bias.ctypes.data, int(relu), 1)
+        np.testing.assert_array_equal(got_p.view(np.int32), got.view(np.int32))
+
+
 @pytest.mark.parametrize("trans_a,trans_b", list(itertools.product([False, True], repeat=2)))
 def test_narrow_products(kernel, trans_a, trans_b):
     """Products of 1 .. 20 columns around the dot kernels' threshold (``narrow_columns``: 12 columns

@@ -266,13 +266,21 @@ def _register_epilogue(isa: Isa, acc: list[list[str]]) -> list[str]:
     """C applied to the accumulators ``acc`` before they are stored: ``+ bias[j]`` (``bias`` non-null)
     and the ReLU that keeps NaN (``relu``; ``v > 0 || v != v ? v : 0``, as ``em_sk_store``), in
     registers, so a whole tile with a fused epilogue goes straight to C (not through ``t`` and
-    ``em_sk_store``: 1.2% of the MLP 512's time at batch 128, its three products all with a bias)."""
+    ``em_sk_store``: 1.2% of the MLP 512's time at batch 128, its three products all with a bias).
+    ``relu`` holds flags: bit 0 the ReLU, bit 1 ``C +=`` (the tile first adds what ``t`` holds, the
+    product's accumulator C when ``t`` is C itself: ``beta == 1`` in one contraction block, a residual
+    the passes gave the product, so it too skips ``em_sk_store``'s pass over the tile)."""
     nv = len(acc[0])
-    lines = ["    if (bias) {",
+    vw = isa.vw
+    lines = ["    if (relu & 2) {",
+             *(f"        {x} = {x} + *(const em_vfu *)(t + {r} * ldt + {vw * v});"
+               for r, row in enumerate(acc) for v, x in enumerate(row)),
+             "    }",
+             "    if (bias) {",
              *(f"        const em_vf bb{v} = *(const em_vfu *)(bias + {isa.vw * v});" for v in range(nv)),
              *(f"        {x} = {x} + bb{v};" for row in acc for v, x in enumerate(row)),
              "    }",
-             "    if (relu) {",
+             "    if (relu & 1) {",
              "        const em_vf z = {0};"]
     lines += [f"        {x} = (em_vf)((em_vi){x} & (({x} > z) | ({x} != {x})));" for row in acc for x in row]
     return lines + ["    }"]
@@ -292,7 +300,7 @@ def _micro_kernel(isa: Isa, mr: int, nv: int, name: str) -> str:
                         f" *(em_vf *)(bp + p * {w} + {vw * v}) = b{v};" for v in range(nv))
     load_bp = " ".join(f"b{v} = *(const em_vf *)(bp + p * {w} + {vw * v});" for v in range(nv))
     fmas = _fma_steps(isa, mr, nv, lambda r: f"a{r}[p * csa]")
-    prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 3);" for off in _prefetch_offsets(w))
+    prefetch = " ".join(f"__builtin_prefetch(pf + p * pfs + {off}, 0, 2);" for off in _prefetch_offsets(w))
 
     def step(with_prefetch: bool) -> list[str]:
         body = [f"em_vf {bvars};",
