@@ -182,3 +182,57 @@ def test_patterns_that_do_not_fuse():
         fused, exe = _fused_steps(fn, x, w, b, bc)
         if fused is not None:
             assert not fused, str(exe.schedule)
+
+
+@pytest.mark.parametrize("other", ["strided_shortcut", "shares_zero", "reads_product"])
+def test_epilogue_shared_with_a_strided_shortcut(other):
+    """A ResNet stage's first block: ``y = relu(x @ w + b + r)`` (an NHWC image) feeds the next
+    product and, taken at every second pixel, the strided shortcut's product. Fusion copies the cheap
+    ``relu(. + b)`` into the slice's kernel too; the epilogue rule still fuses it into the product's
+    store, and the slice kernel is rebuilt to read ``y`` (only a slice left in it). When the other
+    reader uses the product itself (``reads_product``), nothing fuses. Both against float64 NumPy,
+    with a NaN."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 6, 24)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    r = rng.standard_normal((2, 6, 6, 40)).astype(np.float32)
+    w2 = (rng.standard_normal((40, 8)) / 6).astype(np.float32)
+    w3 = (rng.standard_normal((40, 16)) / 6).astype(np.float32)
+
+    def f(x, w, b, r):
+        h = jnp.reshape(lax.dot(jnp.reshape(x, (72, 24)), w), (2, 6, 6, 40))
+        z = jnp.zeros(h.shape, h.dtype)  # one zero for both ReLUs (shares_zero)
+        y = jnp.where(h + b + r <= z, z, h + b + r)
+        nxt = lax.dot(jnp.reshape(y, (72, 40)), w2)
+        if other == "reads_product":
+            return nxt, y[:, ::2, ::2, :] * 2.0 + h[:, ::2, ::2, :]
+        if other == "shares_zero":  # the other reader's own ReLU reads the epilogue's zero
+            return nxt, jnp.where(y - r <= z, z, y - r)[:, ::2, ::2, :]
+        return nxt, lax.dot(jnp.reshape(y[:, ::2, ::2, :], (18, 40)), w3)
+
+    fn = ember.jit(f, backend="native")
+    got = [np.asarray(v) for v in fn(x, w, b, r)]
+    h = (x.reshape(72, 24).astype(np.float64) @ w).reshape(2, 6, 6, 40)
+    y = _relu(h + b + r)
+    want = [y.reshape(72, 40) @ w2]
+    want.append(y[:, ::2, ::2] * 2.0 + h[:, ::2, ::2] if other == "reads_product"
+                else _relu(y - r)[:, ::2, ::2] if other == "shares_zero"
+                else y[:, ::2, ::2].reshape(18, 40) @ w3)
+    for g, wv in zip(got, want):
+        np.testing.assert_allclose(g, wv, rtol=1e-5, atol=2e-5)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(wv))
+    fused, exe = _fused_steps(fn, x, w, b, r)
+    if fused is None or gemm_kernel.kernel_symbol() is None:
+        return
+    first = [s for s in fused if s.epilogue.relu]
+    if other == "reads_product":
+        assert not first, str(exe.schedule)
+        return
+    assert len(first) == 1 and first[0].epilogue.bias is not None, str(exe.schedule)
+    kernels = [s for s in exe.schedule.steps if s.kind == "kernel"]
+    assert len(kernels) == 1 and first[0].outputs[0] in kernels[0].inputs, str(exe.schedule)
+    assert "slice" in {e.prim.name for e in kernels[0].eqns}
+    if other == "strided_shortcut":
+        assert [e.prim.name for e in kernels[0].eqns] == ["slice"], str(exe.schedule)

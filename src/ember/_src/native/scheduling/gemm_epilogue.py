@@ -28,6 +28,7 @@ import numpy as np
 
 from ember._src.native.base import symdims as sd
 from ember._src.native.runtime import gemm_library as gemm_kernel
+from ember._src.native.scheduling.kernel import Unfusable, build_kernel
 from ember._src.native.scheduling.schedule import Schedule, Step, StepKind
 from ember._src.program import Atom, Eqn, Literal, Var
 
@@ -178,6 +179,7 @@ def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
     number fused. ``prepack``: whether products with a constant ``B`` will take the kernel's
     prepacked entry (the backend option of that name)."""
     steps = sched.steps
+    max_inputs = sched.options.get("max_inputs", 16)
     out_ids = {a.id for a in sched.program.outvars if isinstance(a, Var)}
     consts = frozenset(v.id for v in sched.program.constvars) if prepack else frozenset()
     readers: dict[int, list[int]] = {}
@@ -195,20 +197,24 @@ def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
             st.epilogue = GemmEpilogue(bias0, False)
             fused += 1
         h = st.outputs[0]
-        users = readers.get(h.id, [])
-        if h.id in out_ids or len(set(users)) != 1:
+        users = sorted(set(readers.get(h.id, [])))
+        if h.id in out_ids or not users or any(steps[u].kind != "kernel" or u in drop for u in users):
             continue
-        k = users[0]
-        ks = steps[k]
-        if ks.kind != "kernel" or k in drop:
-            continue
-        epi = match_epilogue(ks, h)
+        k, epi = next(((u, e) for u in users if (e := match_epilogue(steps[u], h)) is not None), (-1, None))
         if epi is None:
             continue
+        ks = steps[k]
         if bias0 is not None:  # then only a ReLU may follow
             if epi.bias is not None:
                 continue
             epi = GemmEpilogue(bias0, epi.relu)
+        # other readers (after the epilogue's kernel) read its output instead of recomputing it
+        rebuilt = {} if len(users) == 1 else None if users[0] != k else \
+            _read_epilogue_output(ks, [steps[u] for u in users[1:]], h, max_inputs)
+        if rebuilt is None:
+            continue
+        for u in users[1:]:
+            steps[u] = rebuilt[id(steps[u])]
         ins = list(st.inputs) + ([epi.bias] if epi.bias is not None and bias0 is None else [])
         steps[k] = Step(StepKind.GEMM, st.name, st.eqns + ks.eqns, ins, list(ks.outputs), epilogue=epi)
         drop.add(g)
@@ -216,3 +222,38 @@ def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
     if fused:
         sched.steps = [st for s, st in enumerate(steps) if s not in drop]
     return fused
+
+
+def _read_epilogue_output(epilogue: Step, others: list[Step], h: Var,
+                          max_inputs: int) -> dict[int, Step] | None:
+    """The kernel steps ``others``, which read the product ``h`` only through copies of the
+    epilogue kernel's equations (fusion copies a cheap producer into each consumer: a ResNet block's
+    ``relu(h + b)`` feeds the next block's product and, sliced, its strided shortcut), rebuilt to read
+    the epilogue's output instead (``id(step) -> step``); None when one of them does anything else
+    with ``h``, or does not build. The epilogue then fuses into the product, and the others read its
+    result once rather than recompute it from the product."""
+    shared = {id(e) for e in epilogue.eqns}
+    made = {v.id: e for e in epilogue.eqns for v in e.outvars}  # the epilogue's values
+    kept = {v.id for v in epilogue.outputs}
+    out: dict[int, Step] = {}
+    for st in others:
+        if st.ir is None or not shared <= {id(e) for e in st.eqns}:
+            return None
+        own = [e for e in st.eqns if id(e) not in shared]
+        # the epilogue's inner values the rest reads (a broadcast zero shared by ReLUs) stay in it,
+        # with what they read, unless that is the product
+        need, stack = set(), [a.id for e in own for a in e.inputs if isinstance(a, Var)]
+        while stack:
+            vid = stack.pop()
+            if vid in made and vid not in kept and id(made[vid]) not in need:
+                need.add(id(made[vid]))
+                stack += [a.id for a in made[vid].inputs if isinstance(a, Var)]
+        rest = [e for e in st.eqns if id(e) not in shared or id(e) in need]
+        if not own or any(a is h for e in rest for a in e.inputs):
+            return None
+        try:
+            ir = build_kernel(rest, st.ir.domain, st.ir.n_outer, st.outputs, max_inputs, split=True)
+        except Unfusable:
+            return None
+        out[id(st)] = Step(StepKind.KERNEL, st.name, rest, list(ir.inputs), list(st.outputs), ir)
+    return out
