@@ -224,18 +224,32 @@ def test_nchw_direct_output_needs_no_staging_pass():
     assert "em_cv_unstage_f32((const" in source("NHCW")
 
 
-def test_winograd_nan_and_inf():
-    """NaN propagates as in the direct sum; an input Inf gives a non-finite result wherever the direct
-    sum is infinite (Inf or NaN: the transforms subtract inputs), every other output is finite."""
-    x, w = operands(1, 16, 10, 12, 16, 3, 3, 1, NHWC, np.float32)
+@pytest.mark.parametrize("where", ["input", "kernel", "constant_kernel", "nan_only"])
+def test_winograd_nan_and_inf(where):
+    """NaN and infinities give the direct sum's results: the transforms would turn an infinity into
+    NaN (they subtract inputs), so they sum ``x * 0`` over what they read and the step reruns the
+    direct kernel when that is not zero; a constant kernel that is not finite takes the direct route
+    only. A NaN alone stays on the Winograd path (its outputs are the direct sum's NaN)."""
+    x, w = operands(2, 16, 10, 12, 16, 3, 3, 1, NHWC, np.float32)
     x[0, 4, 5, 3] = np.nan
-    x[0, 0, 11, 7] = np.inf
-    got = run_native(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1), x, w)
-    assert WINO_CALL in ember.jit(conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)).lower(x, w).executable.source
+    if where == "input":
+        x[0, 0, 11, 7] = np.inf
+        x[1, 6, 2, 9] = -np.inf
+    elif where != "nan_only":
+        w = np.abs(w) + np.float32(0.1)
+        w[1, 2, 4, 5] = np.inf
+    f = conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)
+    if where == "constant_kernel":
+        got = run_native(lambda x: f(x, w), x)
+    else:
+        got = run_native(f, x, w)
+        assert WINO_CALL in ember.jit(f).lower(x, w).executable.source
     with np.errstate(invalid="ignore"):
         want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
-    np.testing.assert_array_equal(np.isnan(want) & ~np.isnan(got), False)
-    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    assert np.isinf(want).any() == (where != "nan_only")
     fin = np.isfinite(want)
     np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
 

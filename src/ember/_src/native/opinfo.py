@@ -80,13 +80,16 @@ class CallLowering:
     """A native call step's lowering (see :mod:`.calls`): ``emit(eqn, cc) -> C lines``,
     ``accepts(eqn)`` (otherwise the equation stays a fallback step), ``workspace(eqn)`` bytes of
     arena scratch (an int, or a ``DimExpr`` for symbolic sizes), whether the emitter handles complex
-    operands, and whether it handles symbolic (runtime) sizes."""
+    operands, whether it handles symbolic (runtime) sizes, and ``epilogue(eqn)``: whether it applies
+    a per-feature bias and ReLU that follow the step in its own stores (the schedule then fuses them
+    into the step: :mod:`.scheduling.conv_epilogue`)."""
 
     emit: Callable[[Eqn, Any], list[str]]
     accepts: Callable[[Eqn], bool] = lambda e: True
     workspace: Callable[[Eqn], Any] = lambda e: 0
     complex_ok: bool = False
     symbolic_ok: bool = False
+    epilogue: Callable[[Eqn], bool] = lambda e: False
 
 
 @dataclass

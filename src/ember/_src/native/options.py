@@ -35,7 +35,8 @@ class NativeOptions:
 
     gemm_epilogue: bool = True
     """A bias add / ReLU after a float32 product goes into the GEMM kernel's store
-    (:mod:`.gemm_epilogue`; static shapes)."""
+    (:mod:`.gemm_epilogue`), and after a float32 convolution with its features last into the
+    convolution's tiles (:mod:`.conv_epilogue`); static shapes."""
 
     max_kernel_inputs: int = 16
     """Most distinct input buffers one fused kernel may read (at least 1)."""

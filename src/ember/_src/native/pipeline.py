@@ -38,6 +38,7 @@ from ember._src.native.plan.planner import MemoryPlan, plan_memory
 from ember._src.native.plan.symlayout import ArenaLayout
 from ember._src.native.rewrite import passes as passes_mod
 from ember._src.native.scheduling import gemm_strategy, loops
+from ember._src.native.scheduling.conv_epilogue import fuse_conv_epilogues
 from ember._src.native.scheduling.gemm_epilogue import fuse_gemm_epilogues
 from ember._src.native.scheduling.schedule import Schedule, build_schedule
 from ember._src.program import Program, validate
@@ -81,6 +82,7 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
     sched = build_schedule(prog, max_inputs=options.max_kernel_inputs, fuse=options.fuse)
     if options.gemm_epilogue and not symbolic:  # bias/ReLU after a product into the GEMM kernel's store
         fuse_gemm_epilogues(sched, prepack=options.prepack)
+        fuse_conv_epilogues(sched)  # ... and into a convolution's tiles
     threads = options.threads(openmp)
     loops.lower_loops(sched, loops.BodyOptions(
         passes=options.passes, max_inputs=options.max_kernel_inputs, fuse=options.fuse, threads=threads,

@@ -65,6 +65,7 @@ typedef struct {
     int64_t CB, NCH;                 /* blocks per task, tasks (chunks) per image and panel */
     int64_t Hz, Wz;                  /* flat blocks (Wz > 0): rows and columns of each stride phase's
                                         padded copy (em_cv_flat); 0 otherwise */
+    int64_t relu;                    /* the fused epilogue's ReLU (after em_cv_ctx's bias) */
 } em_cv_geo;
 
 static inline int64_t em_cv_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -100,6 +101,7 @@ typedef struct {
     ELT *xt, *wp, *tiles;  /* workspace: NHWC copy, packed kernel, per-thread tiles */
     ELT *out;              /* where the tasks write: the output, or its NHWC staging copy */
     ELT *y;                /* the output (an NHWC staging copy is moved there last) */
+    const ELT *bias;       /* the fused epilogue's per-feature bias (null: none) */
 } EM_T(em_cv_ctx);
 
 /* dst[j ds + i] = src[i ss + j] for i < R, j < Cn: VL x VL blocks transposed in registers (log2 VL
@@ -252,11 +254,61 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tacc)(
         EM_T(em_cv_tacc_nv)(acc, a, PS, NI, RS, NJ, JS, L, wp, 1);
 }
 
-/* Store the accumulators to o (pixel stride om, feature stride oc): mv pixels and nv features. */
+/* The fused epilogue on a tile's accumulators (the step's bias/ReLU, a rule of the schedule,
+   native/scheduling/conv_epilogue.py): + bias[j] (bias non-null: the panel's NR values, aligned, zero
+   past its features: em_cv_pbias), then max(., 0) keeping NaN (relu), in registers before the store. */
+static inline __attribute__((always_inline)) void EM_T(em_cv_epi1)(EM_T(em_cv_v) acc[2], const ELT *bias,
+                                                                  const int64_t relu) {
+    const int64_t VL = EM_T(EM_CV_VL);
+    if (bias) {
+        acc[0] += *(const EM_T(em_cv_v) *)bias;
+        acc[1] += *(const EM_T(em_cv_v) *)(bias + VL);
+    }
+    if (relu) {
+        const EM_T(em_cv_v) z = {0};
+        for (int h = 0; h < 2; ++h)
+            acc[h] = (EM_T(em_cv_v))((EM_T(em_cv_i))acc[h] & ((acc[h] > z) | (acc[h] != acc[h])));
+    }
+}
+static inline __attribute__((always_inline)) void EM_T(em_cv_epi)(EM_T(em_cv_v) acc[EM_CV_MR][2],
+                                                                 const ELT *bias, const int64_t relu) {
+    const int64_t VL = EM_T(EM_CV_VL);
+    if (bias) {
+        const EM_T(em_cv_v) b0 = *(const EM_T(em_cv_v) *)bias, b1 = *(const EM_T(em_cv_v) *)(bias + VL);
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m) {
+            acc[m][0] += b0;
+            acc[m][1] += b1;
+        }
+    }
+    if (relu) {
+        const EM_T(em_cv_v) z = {0};
+#pragma GCC unroll 32
+        for (int m = 0; m < EM_CV_MR; ++m)
+            for (int h = 0; h < 2; ++h)
+                acc[m][h] = (EM_T(em_cv_v))((EM_T(em_cv_i))acc[m][h]
+                                            & ((acc[m][h] > z) | (acc[m][h] != acc[m][h])));
+    }
+}
+
+/* The epilogue's bias of the panel's nv features from f0 into pb (NR values, zeros past nv); pb, or
+   null when the step has no bias. */
+static inline __attribute__((always_inline)) const ELT *EM_T(em_cv_pbias)(const EM_T(em_cv_ctx) *c,
+                                                                         const int64_t f0, const int64_t nv,
+                                                                         ELT *pb) {
+    if (!c->bias) return 0;
+    for (int64_t j = 0; j < 2 * EM_T(EM_CV_VL); ++j) pb[j] = j < nv ? c->bias[f0 + j] : 0;
+    return pb;
+}
+
+/* Store the accumulators to o (pixel stride om, feature stride oc): mv pixels and nv features, after
+   the epilogue (bias: em_cv_pbias's, or null; relu). */
 static inline __attribute__((always_inline)) void EM_T(em_cv_tstore)(EM_T(em_cv_v) acc[EM_CV_MR][2], ELT *o,
                                                                     const int64_t om, const int64_t oc,
-                                                                    const int64_t mv, const int64_t nv) {
+                                                                    const int64_t mv, const int64_t nv,
+                                                                    const ELT *bias, const int64_t relu) {
     const int64_t VL = EM_T(EM_CV_VL), NR = 2 * EM_T(EM_CV_VL);
+    EM_T(em_cv_epi)(acc, bias, relu);
     if (mv == EM_CV_MR && nv == VL && oc == 1) {
 #pragma GCC unroll 32
         for (int m = 0; m < EM_CV_MR; ++m) *(EM_T(em_cv_u) *)(o + m * om) = acc[m][0];
@@ -289,7 +341,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tstore)(EM_T(em_cv_
 static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         const ELT *a, const int64_t PS, const int64_t NI, const int64_t RS, const int64_t NJ, const int64_t JS,
         const int64_t L, const ELT *wp, ELT *o, const int64_t om, const int64_t oc, const int64_t mv,
-        const int64_t nv) {
+        const int64_t nv, const ELT *bias, const int64_t relu) {
     EM_T(em_cv_v) acc[EM_CV_MR][2];
 #pragma GCC unroll 32
     for (int m = 0; m < EM_CV_MR; ++m) {
@@ -297,7 +349,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_tile)(
         acc[m][1] = (EM_T(em_cv_v)){0};
     }
     EM_T(em_cv_tacc)(acc, a, PS, NI, RS, NJ, JS, L, wp, nv);
-    EM_T(em_cv_tstore)(acc, o, om, oc, mv, nv);
+    EM_T(em_cv_tstore)(acc, o, om, oc, mv, nv, bias, relu);
 }
 
 /* The patch of output pixel q (flattened oh * OW + ow) of image xn (group offset applied) into
@@ -362,6 +414,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
     const int64_t gi = r % g.G, n = r / g.G;
     const ELT *wp = c->wp + (gi * g.P + p) * g.K * NR;
     const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+    ELT pb[2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+    const ELT *bias = EM_T(em_cv_pbias)(c, gi * g.Og + p * NR, nv, pb);
     ELT *obase = c->out + n * g.osn + (gi * g.Og + p * NR) * g.oso;
     const ELT *xn = c->x + n * g.H * g.W * g.C + gi * g.Cg;
     ELT *tile = c->tiles + tid * g.tile;
@@ -378,18 +432,19 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_blocks)(const EM_T(
                 && iw0 + (MR - 1) * g.sw + (g.KW - 1) * g.dw < g.W) {
             const ELT *a = xn + (ih0 * g.W + iw0) * g.C;
             if (rowmode)
-                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, om, oc, MR, nv);
+                EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, 1, 0, g.KW * g.C, wp, o, om, oc, MR, nv,
+                                 bias, g.relu);
             else
                 EM_T(em_cv_tile)(a, g.sw * g.C, g.KH, g.dh * g.W * g.C, g.KW, g.dw * g.C, g.Cg, wp, o, om, oc,
-                               MR, nv);
+                               MR, nv, bias, g.relu);
             continue;
         }
         EM_T(em_cv_pack)(tile, xn, g, q0, mv);
         if (g.lout || ow0 + mv <= g.OW) {  /* one output row (or the local buffer): store in place */
-            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv);
+            EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, o, om, oc, mv, nv, bias, g.relu);
             continue;
         }
-        EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR);
+        EM_T(em_cv_tile)(tile, g.K, 1, 0, 1, 0, g.K, wp, ot, NR, 1, MR, NR, bias, g.relu);
         for (int64_t m = 0; m < mv; ++m) {
             ELT *o = obase + ((q0 + m) / g.OW) * g.osh + ((q0 + m) % g.OW) * g.osw;
             for (int64_t j = 0; j < nv; ++j) o[j * g.oso] = ot[m * NR + j];
@@ -456,6 +511,8 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_flat)(const EM_T(em
     const int64_t QV = (g.OH - 1) * WZ + g.OW, chunk = t % g.NCH, p = (t / g.NCH) % g.P, n = t / g.NCH / g.P;
     const ELT *wp = c->wp + p * g.K * NR;
     const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+    ELT pb[2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+    const ELT *bias = EM_T(em_cv_pbias)(c, p * NR, nv, pb);
     ELT *obase = c->out + n * g.osn + p * NR * g.oso;
     const ELT *z = c->x + n * (g.sh * g.sw * EM_CV_ZIMG(g) + MR * C);
     ELT ot[EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
@@ -481,10 +538,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_flat)(const EM_T(em
         const int64_t oh = q0 / WZ, ow0 = q0 % WZ;
         if (ow0 + MR <= g.OW) {  /* the block lies in one output row */
             ELT *o = g.lout ? lo + (oh * g.OW + ow0 - rs) * NR : obase + oh * g.osh + ow0 * g.osw;
-            EM_T(em_cv_tstore)(acc, o, om, oc, MR, nv);
+            EM_T(em_cv_tstore)(acc, o, om, oc, MR, nv, bias, g.relu);
             continue;
         }
-        EM_T(em_cv_tstore)(acc, ot, NR, 1, MR, NR);
+        EM_T(em_cv_tstore)(acc, ot, NR, 1, MR, NR, bias, g.relu);
         for (int64_t m = 0; m < MR && q0 + m < qe; ++m) {
             const int64_t ow = (q0 + m) % WZ, h = (q0 + m) / WZ;
             if (ow >= g.OW) continue;
@@ -671,8 +728,9 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_dwplane)(const EM_T
 /* Transformed kernel panel t, panel-major: U[p][e][c][NR] = (G g G^T)[e] for o = p NR + j (a panel's
    16 C NR values contiguous: em_cv_wino streams them from memory while the previous panel runs). */
 static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const EM_T(em_cv_ctx) *c, const em_cv_geo g,
-                                                                        int64_t t) {
+                                                                        int64_t t, int64_t tid) {
     const int64_t NR = 2 * EM_T(EM_CV_VL), p = t;
+    ELT bad = 0;  /* x * 0 over the kernel values read: NaN when one is not finite */
     for (int64_t ci = 0; ci < g.C; ++ci)
         for (int64_t j = 0; j < NR; ++j) {
             const int64_t o = p * NR + j;
@@ -680,7 +738,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const E
             if (o < g.Og) {
                 ELT w[3][3], r[4][3];
                 for (int a = 0; a < 3; ++a)
-                    for (int b = 0; b < 3; ++b) w[a][b] = c->w[o * g.wso + ci * g.wsi + a * g.wsh + b * g.wsw];
+                    for (int b = 0; b < 3; ++b) {
+                        w[a][b] = c->w[o * g.wso + ci * g.wsi + a * g.wsh + b * g.wsw];
+                        bad += w[a][b] * 0;
+                    }
                 for (int b = 0; b < 3; ++b) {  /* G g */
                     r[0][b] = w[0][b];
                     r[1][b] = (ELT)0.5 * (w[0][b] + w[1][b] + w[2][b]);
@@ -698,6 +759,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino_packw)(const E
             }
             for (int e = 0; e < 16; ++e) c->wp[((p * 16 + e) * g.C + ci) * NR + j] = u[e];
         }
+    c->tiles[tid * g.tile + g.tile - 1] += bad;
 }
 
 /* Task t = n * NCH + chunk: CB blocks of MR tiles (row-major over the ceil(OH/2) x ceil(OW/2) tile
@@ -712,6 +774,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
     const int64_t nb = (em_cv_min(MR * g.CB, T - q0) + MR - 1) / MR;  /* blocks in this chunk */
     const ELT *xn = c->x + n * g.H * g.W * C;
     ELT *vt = c->tiles + tid * g.tile;  /* V[nb][16][MR][C] */
+    ELT zs[64] __attribute__((aligned(64))) = {0};  /* x * 0 over the inputs read, per channel lane */
     for (int64_t bk = 0; bk < nb; ++bk) {
         const int64_t b0 = q0 + bk * MR, mv = em_cv_min(MR, T - b0);
         ELT *v = vt + bk * 16 * MR * C;
@@ -735,7 +798,10 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
                 for (int a = 0; a < 4; ++a)
                     for (int b = 0; b < 4; ++b) {
                         if (d[a][b]) {
-                            for (int64_t k = 0; k < cn; ++k) s[a][b][k] = d[a][b][c0 + k];
+                            for (int64_t k = 0; k < cn; ++k) {
+                                s[a][b][k] = d[a][b][c0 + k];
+                                zs[k] += s[a][b][k] * 0;
+                            }
                         } else {
                             for (int64_t k = 0; k < cn; ++k) s[a][b][k] = 0;
                         }
@@ -764,11 +830,16 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
             }
         }
     }
+    ELT zsum = 0;
+    for (int k = 0; k < 64; ++k) zsum += zs[k];
+    c->tiles[tid * g.tile + g.tile - 1] += zsum;  /* (the tile's last element: past V) */
     ELT mb[16][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
     const int64_t pan = 16 * C * NR, lines = pan * (int64_t)sizeof(ELT) / 64;  /* one panel of U */
     const int64_t per = (lines + 16 * nb - 1) / (16 * nb);  /* its lines prefetched per tile */
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+        ELT pb[2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+        const ELT *bias = EM_T(em_cv_pbias)(c, p * NR, nv, pb);
         const ELT *u = c->wp + p * pan;
         const char *next = (const char *)(u + pan);
         for (int64_t bk = 0; bk < nb; ++bk) {
@@ -779,7 +850,7 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
                     const int64_t l0 = (bk * 16 + e) * per, l1 = em_cv_min(lines, l0 + per);
                     for (int64_t l = l0; l < l1; ++l) __builtin_prefetch(next + l * 64, 0, 2);
                 }
-                EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, u + e * C * NR, mb[e], NR, 1, MR, NR);
+                EM_T(em_cv_tile)(v + e * MR * C, C, 1, 0, 1, 0, C, u + e * C * NR, mb[e], NR, 1, MR, NR, 0, 0);
             }
             for (int64_t m = 0; m < mv; ++m) {
                 const int64_t ty = (b0 + m) / TW, tx = (b0 + m) % TW;
@@ -798,6 +869,12 @@ static inline __attribute__((always_inline)) void EM_T(em_cv_wino)(const EM_T(em
                     y[1][0][j] = s1[0] + s1[1] + s1[2];
                     y[1][1][j] = s1[1] - s1[2] - s1[3];
                 }
+                if (bias || g.relu)  /* the fused epilogue (em_cv_epi's) */
+                    for (int a = 0; a < 2; ++a)
+                        for (int b = 0; b < 2; ++b) {
+                            EM_T(em_cv_v) *yv = (EM_T(em_cv_v) *)y[a][b];
+                            EM_T(em_cv_epi1)(yv, bias, g.relu);
+                        }
                 for (int a = 0; a < 2; ++a)
                     for (int b = 0; b < 2; ++b) {
                         const int64_t oh = 2 * ty + a, ow = 2 * tx + b;

@@ -159,11 +159,13 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_
     ELT mb[9][EM_CV_MR * 2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
     for (int64_t p = 0; p < g.P; ++p) {
         const int64_t nv = em_cv_min(NR, g.Og - p * NR);
+        ELT pb[2 * EM_T(EM_CV_VL)] __attribute__((aligned(64)));
+        const ELT *bias = EM_T(em_cv_pbias)(c, p * NR, nv, pb);
 #pragma GCC unroll 9
         for (int pt = 0; pt < 9; ++pt) {
             const int64_t K = em_cw_nf[pt / 3] * em_cw_nf[pt % 3] * C, ko = em_cw_koff[pt];
             EM_T(em_cv_tile)(v + ko * C * MR, K, 1, 0, 1, 0, K, c->wp + (p * 25 + ko) * C * NR, mb[pt], NR, 1,
-                             MR, nv <= VL ? VL : NR);
+                             MR, nv <= VL ? VL : NR, 0, 0);
         }
         for (int64_t m = 0; m < mv; ++m) {
             const int64_t q = b0 + m;
@@ -183,6 +185,13 @@ static inline __attribute__((always_inline)) void EM_T(em_cw_run)(const EM_T(em_
                 y[0][1] = s01 + s11;
                 y[1][0] = s10 + s20;
                 y[1][1] = s11 + s21;
+                for (int a = 0; a < 2; ++a)  /* the fused epilogue (em_cv_epi's) */
+                    for (int b = 0; b < 2; ++b) {
+                        if (bias) y[a][b] += *(const EM_T(em_cv_v) *)(bias + j0);
+                        if (g.relu)
+                            y[a][b] = (EM_T(em_cv_v))((EM_T(em_cv_i))y[a][b]
+                                                      & ((y[a][b] > (EM_T(em_cv_v)){0}) | (y[a][b] != y[a][b])));
+                    }
                 for (int a = 0; a <= row1; ++a)
                     for (int b = 0; b <= col1; ++b) {
                         ELT *d = o + a * ys[2] + b * ys[3] + j0;

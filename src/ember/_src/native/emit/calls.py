@@ -71,6 +71,9 @@ class CallCode:
     # time (e.g. a constant operand packed for a kernel), living as long as the program; None where
     # ``keep`` is
     keep_array: Callable[[np.ndarray], str] | None = None
+    # a fused epilogue the step applies in its stores (the lowering's ``epilogue`` accepted it):
+    # (the per-feature bias's pointer expression or None, relu); None: no epilogue
+    epilogue: tuple[str | None, bool] | None = None
 
     def fail(self) -> str:
         """C statement: run this step's primitive in Python (which raises the step's error, e.g.
@@ -101,15 +104,17 @@ class CallCode:
 
 def register(name: str, detail: str, accepts: Callable[[Eqn], bool] | None = None,
              workspace: Callable[[Eqn], Any] | None = None, complex_ok: bool = False,
-             inplace: int | None = None, symbolic_ok: bool = False) -> Callable:
+             inplace: int | None = None, symbolic_ok: bool = False,
+             epilogue: Callable[[Eqn], bool] | None = None) -> Callable:
     """Decorator registering ``emit`` as the call lowering of primitive ``name`` in the op-info
     registry (``detail``: what it does, for the feature table; ``complex_ok``: it also handles
     complex operands, otherwise an equation with one stays a fallback step; ``inplace``: the
     operand whose buffer the result may reuse; ``symbolic_ok``: it renders symbolic sizes as C
-    expressions, otherwise an equation with one stays a fallback step)."""
+    expressions, otherwise an equation with one stays a fallback step; ``epilogue``: whether it
+    applies a fused bias/ReLU on an equation, ``CallCode.epilogue``)."""
     def deco(fn: Callable[[Eqn, CallCode], list[str]]) -> Callable:
         low = CallLowering(fn, accepts or (lambda e: True), workspace or (lambda e: 0), complex_ok,
-                           symbolic_ok)
+                           symbolic_ok, epilogue or (lambda e: False))
         opinfo.register(name, OpCategory.CALL, detail, call=low, inplace=inplace)
         return fn
 
@@ -122,7 +127,8 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str],
     ``fail_call`` makes the statement that reports a failure (see :meth:`CallCode.fail`)."""
     e = step.eqns[0]
     ins = [literal(a.val, a.aval.dtype) if isinstance(a, Literal) else ctx.ptr(a) for a in e.inputs]
-    outs = [ctx.ptr(v) for v in e.outvars]
+    epi = getattr(step, "epilogue", None)  # a fused bias/ReLU: the step's outputs are the epilogue's
+    outs = [ctx.ptr(v) for v in (step.outputs if epi is not None else e.outvars)]
     b = ctx.plan.scratch.get((s, CALL_WORKSPACE))
     ws = ctx.base(b) if b is not None else "((char *)0)"
     gen = getattr(ctx, "gen", None)
@@ -139,7 +145,8 @@ def emit_step(step: Any, s: int, ctx: Any, opts: Any, helpers: dict[str, str],
     cc = CallCode(e, ins, outs, ws, helpers, bool(getattr(opts, "openmp", False)),
                   int(getattr(opts, "parallel_threshold", DEFAULT_PARALLEL_THRESHOLD)),
                   getattr(opts, "num_threads", None), fail_call, const_ins, keep if top else None,
-                  keep_array if top else None)
+                  keep_array if top else None,
+                  None if epi is None else (None if epi.bias is None else ctx.ptr(epi.bias), epi.relu))
     low = opinfo.call_lowering(e.prim)
     assert low is not None, e.prim.name
     body = low.emit(e, cc)

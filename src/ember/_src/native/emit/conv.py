@@ -24,11 +24,15 @@ a route valid for every size. What happens (details in the header's comment):
    (MR x K values) first. Narrow images, where most blocks would be packed, run flat blocks instead
    (``_Geo._flat_wins``, em_cv_flat): one padded copy of the image per stride phase, blocks of
    virtual pixels on rows a few columns wider than the output, read in place. 3x3 stride-1
-   convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles;
+   convolutions with enough features run Winograd F(2x2, 3x3) on the same register tiles (rerun
+   on the direct route when an operand is not finite: :func:`_winograd`);
    3x3 stride-2 ones may run Winograd on their stride phases (:mod:`.conv_winograd`);
    depthwise convolutions a direct loop over rows of all channels; a kernel larger than its output
    (the kernel cotangent's transpose) one GEMM over every image
-   (em_cv_wg: vectors along the batch, i.e. the original input features);
+   (em_cv_wg: vectors along the batch, i.e. the original input features). A per-feature bias
+   and ReLU after the step (the schedule's ``conv_epilogue`` rule, where :func:`_epilogue`
+   accepts the step) are applied to each register tile before it is stored (``em_cv_epi``; the
+   Winograd routes after their output transforms);
 4. an input-dilated convolution (``lhs_dilation``: a strided convolution's input cotangent) runs
    steps 1-3 once per residue class of the output position (a stride-1 convolution with the taps
    that reach it), each into a channels-last staging area, and one pass interleaves them.
@@ -136,12 +140,13 @@ class _Geo:
     height and width may be symbolic: C expressions of the program's size symbols then; flat blocks
     and the blocks per task are then chosen per call, em_cv_wg and image tasks are off)."""
 
-    def __init__(self, e: Eqn, phase: tuple | None = None, flat: bool | None = None):
+    def __init__(self, e: Eqn, phase: tuple | None = None, flat: bool | None = None, wino: bool = True):
         """``phase``: one residue class of an input-dilated convolution's output (``_phases``, per
         axis): the stride-1 convolution of the undilated input with the taps that reach it, written
-        at every ``lhs_dilation``-th output position. ``flat``: the route of symbolic sizes' variant
-        (None: the cost rule's at static sizes, blocks at symbolic ones, ``flat_dyn`` then telling
-        whether flat blocks may win at some size: the step chooses at run time)."""
+        at every ``lhs_dilation``-th output position. ``wino=False``: never Winograd (the direct
+        route a Winograd step reruns on a non-finite operand). ``flat``: the route of symbolic sizes'
+        variant (None: the cost rule's at static sizes, blocks at symbolic ones, ``flat_dyn`` then
+        telling whether flat blocks may win at some size: the step chooses at run time)."""
         p = e.params
         x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
         ls, rs, os_ = p["dimension_numbers"]
@@ -170,6 +175,7 @@ class _Geo:
             self.yst = [self.OH * self.OW * self.O, 1, self.OW * self.O, self.O]
             self.K = self.KH * self.KW * self.Cg
         self.ybase = self.wsbase = ""  # C pointers overriding the output and the workspace (phases)
+        self.relu = 0  # the fused epilogue's ReLU (CallCode.epilogue; its bias is the context's)
         self.depthwise = self.Cg == 1 and self.Og == 1
         self.static_hw = all(isinstance(v, int) for v in (self.H, self.W, self.OH, self.OW))
         # a kernel larger than the output (the kernel cotangent's transpose): one GEMM over every image,
@@ -180,8 +186,8 @@ class _Geo:
                       and self.static_hw
                       and self.KH * self.KW > self.OH * self.OW > 0 and 4 * self.N >= 3 * self.bv)
         three_by_three = (self.KH, self.KW, self.sh, self.sw, self.dh, self.dw, self.G) == (3, 3) + (1,) * 5
-        self.winograd = (WINOGRAD and not self.wgrad and three_by_three and self.C >= WINOGRAD_MIN_FEATURES
-                         and self.O >= WINOGRAD_MIN_FEATURES
+        self.winograd = (wino and WINOGRAD and not self.wgrad and three_by_three
+                         and self.C >= WINOGRAD_MIN_FEATURES and self.O >= WINOGRAD_MIN_FEATURES
                          and 16 * self.C * self.O * self.itemsize <= WINOGRAD_MAX_KERNEL_BYTES)
         # the direct kernel writes an NCHW output (each feature's pixels contiguous) itself: a chunk
         # of pixels into a local buffer, transposed out; another layout is staged in NHWC order in
@@ -244,9 +250,10 @@ class _Geo:
                 self.tile = sh.dmax(self.tile, _up(self.C * self.OW))
         self.lout = self.tile if self.planar else 0
         self.tile += (self.CB if isinstance(self.CB, int) else CB_MAX) * MR_MAX * nr_max if self.planar else 0
-        if self.winograd:  # one task per CB blocks of MR tiles of 2x2 outputs
+        if self.winograd:  # one task per CB blocks of MR tiles of 2x2 outputs; the tile's last element
+            # sums x * 0 over the values the thread transformed (em_cv_wino: NaN when one is not finite)
             self.CB = self._wino_blocks()
-            self.tile = _up(MR_MAX * 16 * self.C * self.CB)
+            self.tile = _up(MR_MAX * 16 * self.C * self.CB) + _ALIGN
             self.nch = (f"(({cdim(_ceil(self.OH, 2) * _ceil(self.OW, 2))} + EM_CV_MR * {self.CB} - 1)"
                         f" / (EM_CV_MR * {self.CB}))")
         else:  # blocks of MR (virtual, when flat) pixels
@@ -311,7 +318,7 @@ class _Geo:
         vals = [H, W, self.C, self.OH, self.OW, self.G, self.Cg, self.Og,
                 f"(({self.Og} + {nr} - 1) / {nr})", self.KH, self.KW, sh, sw, self.dh, self.dw,
                 hlo, wlo, self.K, *self.xst, *self.wst, *self.ost, self.tile, self.lout,
-                self.CB, self.nch, self.Hz, self.Wz]
+                self.CB, self.nch, self.Hz, self.Wz, self.relu]
         text = [cdim(v) if not isinstance(v, str) else v for v in vals]
         return "{" + ", ".join(dyn.ref(t) if dyn is not None else t for t in text) + "}"
 
@@ -414,6 +421,12 @@ def _staged_phases(e: Eqn) -> tuple[list, Any]:
     return out, off
 
 
+def _workspace_direct(e: Eqn) -> Any:
+    g = _Geo(e, wino=False)
+    flat = _footprint(_Geo(e, flat=True, wino=False)) if g.flat_dyn else 0
+    return sh.dmax(_footprint(g), flat)
+
+
 def _footprint(g: _Geo) -> Any:
     return (g.wp_elems + g.xt_elems + g.yt_elems + g.tiles_elems) * g.dtype.itemsize
 
@@ -422,6 +435,8 @@ def _workspace(e: Eqn) -> Any:
     if not _dilated(e):
         g = _Geo(e)
         flat = _footprint(_Geo(e, flat=True)) if g.flat_dyn else 0  # (the route chosen per call)
+        if g.winograd:  # the direct route it reruns on a non-finite operand (_winograd)
+            flat = sh.dmax(flat, _workspace_direct(e))
         out = sh.dmax(sh.dmax(_footprint(g), flat), conv_fft.workspace(e))
         return sh.dmax(sh.dmax(out, conv_winograd.workspace(g)), _gemm_cols(g) * g.itemsize)
     phases, stage = _staged_phases(e)
@@ -431,13 +446,36 @@ def _workspace(e: Eqn) -> Any:
     return out + stage * np.dtype(e.outvars[0].aval.dtype).itemsize
 
 
+def epilogue_bias(cc: CallCode) -> str:
+    """The C pointer of the step's fused bias (``0``: none)."""
+    return cc.epilogue[0] if cc.epilogue is not None and cc.epilogue[0] else "0"
+
+
+def _epilogue(e: Eqn) -> bool:
+    """Whether the step applies a fused per-feature bias and ReLU in its stores (the schedule's
+    ``conv_epilogue`` rule): static sizes on the routes whose tiles go through ``em_cv_tstore``
+    or a Winograd output transform (not depthwise, the kernel-gradient GEMM, the FFT route or an
+    input-dilated convolution)."""
+    if _dilated(e) or not _accepts(e) or any(not isinstance(d, int) for a in (*e.inputs, *e.outvars)
+                                             for d in a.aval.shape):
+        return False
+    if conv_fft.chosen(e):
+        return False
+    g = _Geo(e)
+    return not g.depthwise and not g.wgrad
+
+
 @register("conv", "direct / implicit-GEMM convolution on the thread pool; an input-dilated one (a "
           "strided convolution's input cotangent) as one stride-1 convolution per residue class of the "
           "output position, interleaved by one last pass (conv.py, csrc/conv.h)", _accepts, _workspace,
-          symbolic_ok=True)
+          symbolic_ok=True, epilogue=_epilogue)
 def _conv(e: Eqn, cc: CallCode) -> list[str]:
     if not _dilated(e):
+        relu = int(cc.epilogue is not None and cc.epilogue[1])
         g = _Geo(e)
+        g.relu = relu
+        if g.winograd:
+            return _winograd(e, g, cc)
         direct = _routes(e, g, cc)
         if conv_fft.chosen(e):
             return conv_fft.emit(e, cc, direct)
@@ -491,6 +529,28 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
     return lines
 
 
+def _winograd(e: Eqn, g: _Geo, cc: CallCode) -> list[str]:
+    """A stride-1 3x3 step on Winograd F(2x2, 3x3) (``em_cv_wino``), whose transforms turn an
+    infinite input or kernel value into NaN (``inf - inf``) where the direct sum gives an infinity:
+    the transforms sum ``x * 0`` over what they read into each thread tile's last element, and the
+    step reruns on the direct route when a sum is not zero. A constant kernel that is not finite
+    takes the direct route only."""
+    d = _Geo(e, wino=False)
+    d.relu = g.relu
+    direct = _routes(e, d, cc)
+    const = cc.const_ins[1] if len(cc.const_ins) > 1 else None
+    if const is not None and not np.isfinite(np.asarray(getattr(const, "value", const))).all():
+        return direct
+    elt, _ = _TYPES[g.dtype]
+    tb = f"(({elt} *){cc.ws} + {cdim(g.wp_elems)} + {cdim(g.xt_elems)} + {cdim(g.yt_elems)})"
+    last = f"k_ * {cdim(g.tile)} + {cdim(g.tile)} - 1"
+    return (["{", f"    {elt} *const tb_ = {tb}, bad_ = 0;",
+             f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) tb_[{last}] = 0;"]
+            + ["    " + ln for ln in _emit(g, cc)]
+            + [f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) bad_ += tb_[{last}];",
+               "    if (bad_ != 0) {"] + ["        " + ln for ln in direct] + ["    }", "}"])
+
+
 def _routes(e: Eqn, g: _Geo, cc: CallCode) -> list[str]:
     """The C of a convolution without input dilation: :func:`_emit`'s of ``g``, or, where the sizes
     are symbolic and flat blocks may win at some size (``g.flat_dyn``), both routes and the choice
@@ -531,7 +591,7 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     elif g.wgrad:
         pack = run = ""
     elif g.winograd:
-        pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t); }}")
+        pack = cc.chunk(f"em_cv_packw_{key}", f"{{ {gdecl}; em_cv_wino_packw_{sfx}({ctx}, g_, t, tid); }}")
         run = cc.chunk(f"em_cv_run_{key}", f"{{ {gdecl}; em_cv_wino_{sfx}({ctx}, g_, t, tid); }}")
         n_pack = f"(({g.Og} + 2 * EM_CV_VL_{sfx} - 1) / (2 * EM_CV_VL_{sfx}))"
         n_run = f"{nb} * {g.nch}"
@@ -553,7 +613,8 @@ def _emit(g: _Geo, cc: CallCode) -> list[str]:
     x = xt if g.copied else xin
 
     def ctx_decl() -> str:
-        return dyn.ctx(f"{{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, {yt if g.staged else y}, {y}}}", cc)
+        return dyn.ctx(f"{{{xin}, {w_in}, {x}, {xt}, wp_, {tiles}, {yt if g.staged else y}, {y}, "
+                       f"{epilogue_bias(cc)}}}", cc)
 
     if g.wgrad:
         return _wgrad(g, cc, key, sfx, elt)

@@ -147,7 +147,8 @@ def emit(g: Any, cc: CallCode, elt: str, sfx: str, direct: list[str]) -> list[st
     decl, kept = prepacked(cc, elt, ws, wp * g.itemsize)
     lines = ["{", *("    " + ln for ln in decl),
              f"    {elt} *tl_ = {ws} + {wp + xt + yt}, bad_ = 0;",
-             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, wp_, tl_, {yc}, {y}}};",
+             f"    em_cv_ctx_{sfx} cv_ = {{{x}, {w}, {xc}, {xc}, wp_, tl_, {yc}, {y}, "
+             f"{cc.epilogue[0] if cc.epilogue is not None and cc.epilogue[0] else 0}}};",
              f"    for (int64_t k_ = 0; k_ < {THREADS}; ++k_) tl_[k_ * {ts} + {bad}] = 0;"]
     par = cc.openmp and cc.num_threads != 1
     if par:

@@ -54,20 +54,22 @@ def _is_zero(a: Atom) -> bool:
 
 
 def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
-    """The epilogue that ``kernel`` (a single-output elementwise kernel step) applies to the product
-    ``h`` of shape ``(m, n)``, or None when it does anything else. The kernel may read ``h``
+    """The epilogue that ``kernel`` (a single-output elementwise kernel step) applies to ``h`` (a
+    product of shape ``(m, n)``, or a convolution's output with its features last), with the bias
+    along ``h``'s last axis, or None when it does anything else. The kernel may read ``h``
     reshaped to rows of ``n`` (an NHWC convolution's output: ``(N, H, W, n)``), and its ReLU may be
     ``max(v, 0)`` or ``select_n(v <= 0, v, 0)`` (how ``torch.relu`` exports)."""
-    if len(kernel.outputs) != 1 or len(h.aval.shape) != 2:
+    hshape = tuple(h.aval.shape)
+    if len(kernel.outputs) != 1 or not hshape or not all(isinstance(d, int) for d in hshape):
         return None
-    m, n = h.aval.shape
+    n, size = hshape[-1], int(np.prod(hshape))
     f32 = np.dtype(np.float32)
     form: dict[int, tuple] = {h.id: ("h",)}  # var id -> symbolic value
-    shapes = {(m, n), ()}  # the shapes of h's views (and scalars)
+    shapes = {hshape, ()}  # the shapes of h's views (and scalars)
     for e in kernel.eqns:
         shape = tuple(e.outvars[0].aval.shape) if len(e.outvars) == 1 else ()
         if e.prim.name == "reshape" and e.inputs[0] is h and shape and shape[-1] == n \
-                and all(isinstance(d, int) for d in shape) and int(np.prod(shape)) == m * n:
+                and all(isinstance(d, int) for d in shape) and int(np.prod(shape)) == size:
             shapes.add(shape)
 
     def of(a: Atom) -> tuple | None:

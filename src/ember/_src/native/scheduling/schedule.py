@@ -63,7 +63,7 @@ class Step:
     outputs: list[Var]
     ir: KernelIR | None = None
     sub: Any = None  # loop / cond steps: their compiled bodies (a loops.LoopLowering)
-    epilogue: Any = None  # gemm steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
+    epilogue: Any = None  # gemm and conv call steps: a fused bias/ReLU (a gemm_epilogue.GemmEpilogue)
     strategy: Any = None  # gemm steps: how the product runs (a gemm_strategy.GemmStrategy)
 
     def __str__(self) -> str:
@@ -92,7 +92,9 @@ class Step:
         elif self.sub is not None:
             what = self.sub.describe()
         else:
-            what = ",".join(e.prim.name for e in self.eqns)
+            what = ",".join(e.prim.name for e in self.eqns[:1 if self.epilogue is not None else None])
+            if self.epilogue is not None:
+                what += f" then [{self.epilogue.describe()}]"
         return f"{self.name}: {self.kind} {what}  ({ins}) -> ({outs})"
 
 

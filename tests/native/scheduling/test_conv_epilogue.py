@@ -1,0 +1,135 @@
+"""The convolution + bias/ReLU epilogue fusion (:mod:`ember._src.native.scheduling.conv_epilogue`)
+through ``ember.jit``: on each route of the convolution step (direct blocks, flat blocks, Winograd,
+Winograd on stride phases, grouped, a last feature panel only partly used), the fused step's values
+are those of the unfused program bit for bit and match a float64 NumPy convolution, NaN and
+infinities included; what does not fuse (features not last, a depthwise convolution, the output
+read twice) still computes the right values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import lax
+from ember._src.native.emit import conv as conv_emit
+from ember._src.native.emit import conv_winograd
+from tests.native.conftest import requires_cc
+
+pytestmark = requires_cc
+
+
+def _relu(x):
+    return np.where(np.isnan(x) | (x > 0), x, 0.0)
+
+
+def _conv_ref(x, w, stride, pad, groups):
+    """NHWC input, HWIO kernel, float64, zero padding."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    kh, kw, cg, o = w.shape
+    n, h, wd, c = x.shape
+    oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    og = o // groups
+    out = np.zeros((n, oh, ow, o))
+    for g in range(groups):
+        xs = x[..., g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, i:i + stride * oh:stride, j:j + stride * ow:stride, :]
+                with np.errstate(invalid="ignore"):
+                    wk = w[i, j, :, g * og:(g + 1) * og].astype(np.float64)
+                    out[..., g * og:(g + 1) * og] += patch @ wk
+    return out
+
+
+# (name, N, H, W, C, O, kernel, stride, pad, groups): the route the geometry takes is checked below
+CASES = [
+    ("blocks", 2, 30, 61, 8, 40, 3, 1, 1, 1),        # wide image, few features: direct blocks
+    ("flat", 2, 20, 20, 8, 40, 5, 2, 2, 1),          # narrow strided output: flat blocks
+    ("winograd", 1, 14, 14, 32, 64, 3, 1, 1, 1),
+    ("winograd_phases", 1, 32, 32, 8, 40, 3, 2, 1, 1),
+    ("grouped", 1, 20, 50, 16, 40, 3, 1, 1, 2),
+    ("stem", 1, 40, 40, 3, 64, 7, 2, 3, 1),
+]
+
+
+def _route(x, w, stride, pad, groups):
+    f = lambda x, w: lax.conv_general_dilated(  # noqa: E731
+        x, w, (stride, stride), [(pad, pad)] * 2, dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        feature_group_count=groups)
+    e = next(e for e in ember.make_program(f)(x, w).eqns if e.prim.name == "conv")
+    g = conv_emit._Geo(e)
+    return "winograd_phases" if conv_winograd.chosen(g) else "winograd" if g.winograd else \
+        "flat" if g.flat else "blocks"
+
+
+@pytest.mark.parametrize("form", ["bias_relu", "bias", "select_relu"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_conv_epilogue_routes(case, form):
+    name, n, h, wd, c, o, k, stride, pad, groups = case
+    rng = np.random.default_rng(abs(hash((name, form))) % 2**32)
+    x = rng.standard_normal((n, h, wd, c)).astype(np.float32)
+    x[0, 1, 2, 0] = np.nan
+    x[0, h - 1, wd - 2, c - 1] = np.inf
+    w = (rng.standard_normal((k, k, c // groups, o)) / np.sqrt(k * k * c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    b[:2] = [0.0, -0.0]
+
+    def f(x, w, b):
+        y = lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=groups)
+        if form == "bias":
+            return y + b
+        if form == "select_relu":
+            return jnp.where(y + b <= 0.0, 0.0, y + b)
+        return jnp.maximum(y + b, 0.0)
+
+    assert _route(x, w, stride, pad, groups) == {"grouped": "blocks", "stem": "flat"}.get(name, name)
+    fused = ember.jit(f, backend="native")
+    plain = ember.jit(lambda *a: f(*a), backend="native", gemm_epilogue=False)
+    got, base = np.asarray(fused(x, w, b)), np.asarray(plain(x, w, b))
+    want = _conv_ref(x, w, stride, pad, groups) + b
+    want = want if form == "bias" else _relu(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got.view(np.int32), base.view(np.int32))
+    exe = fused.lower(x, w, b).executable
+    if exe.fallback_reason is None:
+        steps = [s for s in exe.schedule.steps if s.kind == "call" and s.epilogue is not None]
+        assert len(steps) == 1 and steps[0].epilogue.relu == (form != "bias"), str(exe.schedule)
+        assert exe.schedule.count("kernel") == 0, str(exe.schedule)
+
+
+def test_conv_epilogue_not_fused():
+    """Features not last (NCHW output), a depthwise convolution, and an output read by two kernels
+    keep their separate kernels, with the right values."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 9, 10, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 16)).astype(np.float32) / 9
+    wd = rng.standard_normal((3, 3, 1, 8)).astype(np.float32) / 3
+    b = rng.standard_normal(16).astype(np.float32)
+    bd = rng.standard_normal(8).astype(np.float32)
+    pads = [(1, 1)] * 2
+    y64 = _conv_ref(x, w, 1, 1, 1)
+    yd64 = _conv_ref(x, wd, 1, 1, 8)
+    cases = [
+        (lambda x: jnp.maximum(lax.conv_general_dilated(x, w, (1, 1), pads, dimension_numbers=(
+            "NHWC", "HWIO", "NCHW")) + b[:, None, None], 0.0),
+         _relu(y64 + b).transpose(0, 3, 1, 2)),
+        (lambda x: jnp.maximum(lax.conv_general_dilated(x, wd, (1, 1), pads, dimension_numbers=(
+            "NHWC", "HWIO", "NHWC"), feature_group_count=8) + bd, 0.0), _relu(yd64 + bd)),
+        (lambda x: (lambda y: (jnp.maximum(y + b, 0.0), y * 2.0))(lax.conv_general_dilated(
+            x, w, (1, 1), pads, dimension_numbers=("NHWC", "HWIO", "NHWC"))), (_relu(y64 + b), y64 * 2.0)),
+    ]
+    for f, want in cases:
+        fn = ember.jit(f, backend="native")
+        got = fn(x)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g_, w_ in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g_), w_, rtol=1e-4, atol=1e-4)
+        exe = fn.lower(x).executable
+        if exe.fallback_reason is None:
+            assert not [s for s in exe.schedule.steps if s.kind == "call" and s.epilogue is not None], \
+                str(exe.schedule)
