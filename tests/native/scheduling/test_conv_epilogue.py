@@ -133,3 +133,46 @@ def test_conv_epilogue_not_fused():
         if exe.fallback_reason is None:
             assert not [s for s in exe.schedule.steps if s.kind == "call" and s.epilogue is not None], \
                 str(exe.schedule)
+
+
+def test_stem_conv_bias_relu_then_max_pool():
+    """A ResNet stem in channels-last order: 7x7 stride-2 convolution, a bias add, a ReLU and a 3x3
+    stride-2 max pool with padding 1. The bias and ReLU go into the convolution (the ReLU from the
+    kernel it shared with the pool's padding), and the padding is read inside the pool's kernel (one
+    kernel: pad, slices, max), not written out first. Against float64 NumPy with NaN, +-Inf and a
+    negative zero in the input."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 30, 30, 3)).astype(np.float32)
+    x[0, 3, 4, 1], x[1, 10, 10, 0], x[1, 20, 5, 2], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf, -0.0
+    w = (rng.standard_normal((7, 7, 3, 40)) / 12).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+
+    def f(x, w, b):
+        y = lax.conv_general_dilated(x, w, (2, 2), [(3, 3)] * 2, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = y + b
+        y = jnp.where(y <= 0.0, 0.0, y)
+        return lax.reduce_window(y, -np.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                                 ((0, 0), (1, 1), (1, 1), (0, 0)))
+
+    fn = ember.jit(f, backend="native")
+    got = np.asarray(fn(x, w, b))
+    with np.errstate(invalid="ignore"):
+        y = _relu(_conv_ref(x, w, 2, 3, 1) + b)
+    yp = np.pad(y, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    oh = (y.shape[1] - 1) // 2 + 1
+    want = np.maximum.reduce([yp[:, i:i + 2 * oh:2, j:j + 2 * oh:2] for i in range(3) for j in range(3)])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    assert np.isnan(want).any() and np.isposinf(want).any()
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    plain = ember.jit(lambda *a: f(*a), backend="native", gemm_epilogue=False)
+    np.testing.assert_array_equal(got.view(np.int32), np.asarray(plain(x, w, b)).view(np.int32))
+    exe = fn.lower(x, w, b).executable
+    if exe.fallback_reason is not None:
+        return
+    conv = [s for s in exe.schedule.steps if s.kind == "call"]
+    assert len(conv) == 1 and conv[0].epilogue.relu and conv[0].epilogue.bias is not None, str(exe.schedule)
+    kernels = [s for s in exe.schedule.steps if s.kind == "kernel"]
+    assert len(kernels) == 1 and {e.prim.name for e in kernels[0].eqns} >= {"pad", "max"}, str(exe.schedule)
+    assert "em_blendf(" in exe.source

@@ -210,6 +210,8 @@ def _select_n(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict)
     which, cases = a[0], list(a[1:])
     if len(cases) == 1:
         return cases[0]
+    if p.get("blend") and is_bool(ins[0]) and out in (np.dtype(np.float32), np.dtype(np.float64)):
+        return f"em_blend{'f' if out == np.dtype(np.float32) else 'd'}({which}, {cases[1]}, {cases[0]})"
     if is_bool(ins[0]):
         return f"({which} ? {cases[1]} : {cases[0]})"
     expr = cases[-1]
@@ -406,6 +408,16 @@ typedef double _Complex em_c128;
 static inline int64_t em_clampi(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : (x > hi ? hi : x); }
 static inline float em_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
 static inline uint32_t em_u32(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+/* c ? a : b (c 0 or 1) by bits: both operands evaluated, so a load feeding a stays unconditional */
+static inline float em_blendf(uint8_t c, float a, float b) {
+    const uint32_t m = -(uint32_t)c;
+    return em_f32((em_u32(a) & m) | (em_u32(b) & ~m));
+}
+static inline double em_blendd(uint8_t c, double a, double b) {
+    uint64_t ua, ub; __builtin_memcpy(&ua, &a, 8); __builtin_memcpy(&ub, &b, 8);
+    const uint64_t m = -(uint64_t)c; ua = (ua & m) | (ub & ~m);
+    double r; __builtin_memcpy(&r, &ua, 8); return r;
+}
 #if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
 #define EM_FMA(a, b, c) __builtin_fmaf(a, b, c)
 #else

@@ -474,9 +474,7 @@ def _conv(e: Eqn, cc: CallCode) -> list[str]:
         relu = int(cc.epilogue is not None and cc.epilogue[1])
         g = _Geo(e)
         g.relu = relu
-        if g.winograd:
-            return _winograd(e, g, cc)
-        direct = _routes(e, g, cc)
+        direct = _winograd(e, g, cc) if g.winograd else _routes(e, g, cc)
         if conv_fft.chosen(e):
             return conv_fft.emit(e, cc, direct)
         if conv_winograd.chosen(g):

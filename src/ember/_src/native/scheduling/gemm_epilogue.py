@@ -59,8 +59,51 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
     along ``h``'s last axis, or None when it does anything else. The kernel may read ``h``
     reshaped to rows of ``n`` (an NHWC convolution's output: ``(N, H, W, n)``), and its ReLU may be
     ``max(v, 0)`` or ``select_n(v <= 0, v, 0)`` (how ``torch.relu`` exports)."""
+    if len(kernel.outputs) != 1:
+        return None
+    form = _forms(kernel, h)
+    if form is None or any(len(e.outvars) != 1 or e.outvars[0].id not in form for e in kernel.eqns):
+        return None
+    return _epilogue_of(form.get(kernel.outputs[0].id))
+
+
+def split_epilogue(kernel: Step, h: Var) -> tuple[GemmEpilogue, Var, list[Eqn]] | None:
+    """``kernel`` as an epilogue of :func:`match_epilogue`'s forms applied to ``h`` followed by other
+    work that reads only its result ``y`` (a ReLU then a max pool's padding: the stem of a ResNet):
+    ``(epilogue, y, the other equations)``, the zero or bias broadcasts they read kept among them;
+    None when the kernel is not of that shape."""
+    form = _forms(kernel, h)
+    if form is None:
+        return None
+    made = {v.id: e for e in kernel.eqns for v in e.outvars}
+    rest = [e for e in kernel.eqns if len(e.outvars) != 1 or e.outvars[0].id not in form]
+    if not rest or any(v.id in form for v in kernel.outputs):
+        return None
+    read = {a.id for e in rest for a in e.inputs if isinstance(a, Var) and a.id in form}
+    ys = [v for v in read if form[v][0] in ("relu", "h+b")]
+    if len(ys) != 1 or any(form[v][0] not in ("relu", "h+b", "zero") for v in read):
+        return None
+    keep = {id(made[v]) for v in read if form[v][0] == "zero"}  # a broadcast zero, recomputed
+    y = made[ys[0]].outvars[0]
+    return _epilogue_of(form[y.id]), y, [e for e in kernel.eqns if e in rest or id(e) in keep]
+
+
+def _epilogue_of(res: tuple | None) -> GemmEpilogue | None:
+    if res is None:
+        return None
+    if res[0] == "h+b":
+        return GemmEpilogue(res[1], False)
+    if res[0] == "relu":
+        inner = res[1]
+        return GemmEpilogue(inner[1] if inner[0] == "h+b" else None, True)
+    return None
+
+
+def _forms(kernel: Step, h: Var) -> dict[int, tuple] | None:
+    """The symbolic value of each of ``kernel``'s values that is an epilogue form of ``h`` (``h``, a
+    zero, the bias, ``h + b``, a ReLU of either); None when ``h``'s shape is not static."""
     hshape = tuple(h.aval.shape)
-    if len(kernel.outputs) != 1 or not hshape or not all(isinstance(d, int) for d in hshape):
+    if not hshape or not all(isinstance(d, int) for d in hshape):
         return None
     n, size = hshape[-1], int(np.prod(hshape))
     f32 = np.dtype(np.float32)
@@ -79,7 +122,7 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
 
     for e in kernel.eqns:
         if len(e.outvars) != 1:
-            return None
+            continue
         out = e.outvars[0]
         shape = tuple(out.aval.shape)
         name, ins = e.prim.name, e.inputs
@@ -87,7 +130,7 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
             form[out.id] = ("h",)
             continue
         if np.dtype(out.aval.dtype) != (np.dtype(bool) if name == "le" else f32) or shape not in shapes:
-            return None
+            continue
         val: tuple | None = None
         if name == "broadcast_in_dim" and shape != ():
             x = ins[0]
@@ -116,18 +159,9 @@ def match_epilogue(kernel: Step, h: Var) -> GemmEpilogue | None:
             pred, x = of(ins[0]), of(ins[1])
             if pred is not None and pred[0] == "le0" and pred[1] == x and of(ins[2]) == ("zero",):
                 val = ("relu", x)
-        if val is None:
-            return None
-        form[out.id] = val
-    res = form.get(kernel.outputs[0].id)
-    if res is None:
-        return None
-    if res[0] == "h+b":
-        return GemmEpilogue(res[1], False)
-    if res[0] == "relu":
-        inner = res[1]
-        return GemmEpilogue(inner[1] if inner[0] == "h+b" else None, True)
-    return None
+        if val is not None:
+            form[out.id] = val
+    return form
 
 
 def _row_bias(e: Eqn) -> Var | None:

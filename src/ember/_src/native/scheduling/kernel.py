@@ -39,7 +39,8 @@ from ember._src.native.scheduling.index import Ix
 from ember._src.prims.indexing import fill_value
 from ember._src.program import Atom, Eqn, Literal, Var
 
-CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at several indices)
+CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at several indices); a
+# pad's bounds test and select cost nothing here (mv_pad: a max pool reads its padded input at 9 taps)
 # a concatenate read inside a kernel evaluates every live piece and selects one (a select chain);
 # beyond this many pieces it must be split into per-piece loop nests (map kernels, an index that
 # is affine in one loop variable) or materialized by its own kernel (the fusion is refused)
@@ -278,8 +279,9 @@ class _Builder:
         v = np.asarray(value).astype(dtype).item()
         return self.node(NodeKind.CONST, dtype, (), ConstAttrs(repr(v), v), 0)
 
-    def pred(self, conds: list[tuple[Ix, int | None, int | None, int]]) -> int | None:
-        """Node for the conjunction of ``lo <= ix <= hi and ix % mod == 0``; None = always true."""
+    def pred(self, conds: list[tuple[Ix, int | None, int | None, int]], cost: int = 1) -> int | None:
+        """Node for the conjunction of ``lo <= ix <= hi and ix % mod == 0``; None = always true.
+        ``cost``: its own (a pad's bounds: 0, see :meth:`mv_pad`)."""
         kept = []
         for e, lo, hi, m in conds:
             elo, ehi = ixm.ix_range(e, self.ranges)
@@ -292,17 +294,21 @@ class _Builder:
             return None
         vars_ = frozenset().union(*(e.vars() for e, *_ in kept))
         data = [t.node for e, *_ in kept for t in e.opaques() if isinstance(t, ixm.Data)]
-        return self.node(NodeKind.PRED, np.bool_, (), PredAttrs(tuple(kept)), 1, vars_, data)
+        return self.node(NodeKind.PRED, np.bool_, (), PredAttrs(tuple(kept)), cost, vars_, data)
 
-    def select(self, p: int | None, on_true: int, on_false: int, dtype: Any) -> int:
+    def select(self, p: int | None, on_true: int, on_false: int, dtype: Any, cost: int = 1,
+               blend: bool = False) -> int:
+        """``p ? on_true : on_false``; ``blend``: rendered as a bitwise blend (both values computed:
+        a pad's clamped read, which a conditional would let the C compiler turn into a masked load it
+        does not vectorize)."""
         if p is None:
             return on_true
         pn = self.nodes[p]
         if pn.kind is NodeKind.CONST:
             return on_true if pn.attrs.value else on_false
         d = str(np.dtype(dtype))
-        attrs = OpAttrs("select_n", (), ("bool", d, d))
-        return self.node(NodeKind.OP, dtype, (p, on_false, on_true), attrs, 1)
+        attrs = OpAttrs("select_n", (("blend", True),) if blend else (), ("bool", d, d))
+        return self.node(NodeKind.OP, dtype, (p, on_false, on_true), attrs, cost)
 
     # -- the walk ----------------------------------------------------------------------------
     def value(self, a: Atom, idx: tuple[Ix, ...]) -> int:
@@ -419,9 +425,12 @@ class _Builder:
             top = (n - 1) * s
             conds.append((t, 0, top, s))
             new.append(ixm.floordiv(ixm.clamp(t, 0, top, self.ranges), s, self.ranges))
-        p = self.pred(conds)
+        # the bounds test and its select count nothing towards recomputation (check_duplication): a
+        # padded read is about as cheap as a read, and a max pool's windows read the padding of its
+        # input at 9 taps, which then fuses into the pool rather than being written out first
+        p = self.pred(conds, cost=0)
         empty = any(sd.may_be_zero(n) for n in x.aval.shape)
-        return self.select(p, self.checked_value(x, tuple(new), empty), padn, dtype)
+        return self.select(p, self.checked_value(x, tuple(new), empty), padn, dtype, cost=0, blend=True)
 
     def mv_concatenate(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         d = e.params["dimension"]
