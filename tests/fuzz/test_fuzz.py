@@ -248,3 +248,23 @@ def test_float64_conditioning_is_measured_at_float64_ulps() -> None:
     a = b * (1 + 16 * np.finfo(np.float64).eps)
     assert fuzz_check.compare(a, b, "float64", 8) is not None
     assert fuzz_check.compare(a, b, "float64", 8, truth=t) is None
+
+
+def test_cancelling_sum_at_float32_max_is_judged_by_its_spread() -> None:
+    """Seed 35, case 898 (2026-12-07): a complex64 sum whose imaginary parts are +FLT_MAX, -FLT_MAX
+    and 2.31. Summed in one order the 2.31 survives, in another it is absorbed (0.0): both are float32
+    sums. The truths at moved arguments spread by about FLT_MAX * eps, so 0.0 against 2.31 agrees."""
+    big = float(np.finfo(np.float32).max)
+    re = np.array([[[1.0, 1.0], [-np.inf, 1.0], [1.64, 1.0], [1.1754944e-38, 1.0]]], np.float32)
+    im = np.array([[[0.0, 0.0], [big, 0.0], [2.31, 0.0], [-big, 0.0]]], np.float32)
+    x = (re + 1j * im).astype(np.complex64)
+    case = _case("jnp.sum(x0)", [x], mode="complex64")
+    ns: dict = {}
+    exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
+    t = fuzz_check._truth(case, ns)[0]
+    assert t.shape == (3,)
+    assert abs(t[0].imag - 2.31) < 1e-6 and float(np.max(np.abs(t[1:].imag - t[0].imag))) > 1e30
+    a = np.complex64(-np.inf + 0.0j)
+    b = np.complex64(-np.inf + 2.31j)
+    assert fuzz_check.compare(a, b, "complex64", 10) is not None
+    assert fuzz_check.compare(a, b, "complex64", 10, truth=t) is None
