@@ -759,6 +759,10 @@ def test_accumulating_tiles_in_registers(kernel, relu):
             want = _relu_keep_nan(want).astype(np.float32) if relu else want
         got = _run(kernel, a, b, 1.0, 1.0, c.copy(), bias=bias, relu=relu)
         np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=f"{m}x{n}x{k}")
+        with np.errstate(invalid="ignore"):  # and against float64 NumPy, independently of the kernel
+            ref = _ref(a, b, 1.0, 1.0, c) + bias
+            ref = _relu_keep_nan(ref) if relu else ref
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
         assert np.isnan(got[0, 0]) and np.isposinf(got[0, 1])
         assert got[0, 2] == 0 if relu else np.isneginf(got[0, 2])
         packed = gemm_kernel.prepack_b(b, kernel.isa)

@@ -83,6 +83,16 @@ def test_patterns_fuse_and_match_numpy(name):
     assert exe.schedule.count("kernel") == 0, str(exe.schedule)
 
 
+def _image_layer(rng, nhw):
+    """An NHWC image of 24 channels (a NaN at (0, 1, 2, 3)), a 24 x 40 weight, a bias and a
+    residual of 40 channels, float32."""
+    x = rng.standard_normal((*nhw, 24)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    return x, w, b, rng.standard_normal((*nhw, 40)).astype(np.float32)
+
+
 @pytest.mark.parametrize("mode", ["kernel", "blas"])
 @pytest.mark.parametrize("residual", ["argument", "intermediate"])
 def test_residual_then_bias_relu(monkeypatch, residual, mode):
@@ -92,11 +102,7 @@ def test_residual_then_bias_relu(monkeypatch, residual, mode):
     loop)."""
     monkeypatch.setattr(gemm_library, "BLAS_ONLY", mode == "blas")
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 5, 4, 24)).astype(np.float32)
-    x[0, 1, 2, 3] = np.nan
-    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
-    b = rng.standard_normal(40).astype(np.float32)
-    r = rng.standard_normal((2, 5, 4, 40)).astype(np.float32)
+    x, w, b, r = _image_layer(rng, (2, 5, 4))
 
     def f(x, w, b, r):
         r = r * 2.0 if residual == "intermediate" else r
@@ -193,11 +199,7 @@ def test_epilogue_shared_with_a_strided_shortcut(other):
     reader uses the product itself (``reads_product``), nothing fuses. Both against float64 NumPy,
     with a NaN."""
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 6, 6, 24)).astype(np.float32)
-    x[0, 1, 2, 3] = np.nan
-    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
-    b = rng.standard_normal(40).astype(np.float32)
-    r = rng.standard_normal((2, 6, 6, 40)).astype(np.float32)
+    x, w, b, r = _image_layer(rng, (2, 6, 6))
     w2 = (rng.standard_normal((40, 8)) / 6).astype(np.float32)
     w3 = (rng.standard_normal((40, 16)) / 6).astype(np.float32)
 
