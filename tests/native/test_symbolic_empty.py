@@ -160,6 +160,9 @@ def test_reads_of_possibly_empty_operands_are_bounds_checked_in_c() -> None:
     sym = _symbolic(nat, np.arange(3.0))
     checked = [ln for ln in sym.source.splitlines() if "(uint64_t)" in ln and " ? p" in ln]
     assert len(checked) == 1, sym.source
+    # the kernel first calls its unchecked twin when x[1:] has elements (emit/checked_reads.py)
+    guards = [ln.strip() for ln in sym.source.splitlines() if ln.strip().startswith("if (") and "_u(" in ln]
+    assert len(guards) == 1 and "> 0)" in guards[0], sym.source
     for L in (1, 2, 5, 1):
         x = np.arange(float(L)) - 0.5
         a, b = nat(x)
@@ -167,6 +170,47 @@ def test_reads_of_possibly_empty_operands_are_bounds_checked_in_c() -> None:
         np.testing.assert_allclose(np.asarray(b), np.sin(x[1:]), rtol=1e-14)
     assert nat.cache_info()["compiles"] == 1
     assert _all_fallbacks(sym.schedule) == 0
+
+
+def _max_pool_np(y, k, s=2):
+    """Max pool of ``y`` (NHWC, padded with -inf by one row and column each side), NaN-propagating."""
+    y = np.pad(y, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    n, h, w, c = y.shape
+    out = np.empty((n, (h - k) // s + 1, (w - k) // s + 1, c), y.dtype)
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            win = y[:, s * i:s * i + k, s * j:s * j + k, :].reshape(n, k * k, c)
+            out[:, i, j] = np.where(np.isnan(win).any(1), np.nan, win.max(1))
+    return out
+
+
+def test_padded_max_pools_over_symbolic_image_sizes() -> None:
+    """Max pools that read their -inf padding in place, over symbolic image sizes: a 3x3 stride-2
+    pool of ``x[:, ::2, ::2]`` (as after a ResNet stem: never empty, though its size's form
+    ``1 + (h - 1) // 2`` is not proven non-zero)
+    and a 2x2 stride-2 pool of ``x[:, 1:, 1:]`` (empty at h = 1 or w = 1). Each kernel runs its
+    unchecked twin when its operand has elements and the checked body when not; NaN and -inf
+    inputs, one compile, against a NumPy loop."""
+    def pool(y, k):
+        return lax.reduce_window(y, -jnp.inf, lax.max, (1, k, k, 1), (1, 2, 2, 1),
+                                 ((0, 0), (1, 1), (1, 1), (0, 0)))
+
+    def f(x):  # x[:, ::2, ::2] as a strided 1x1 window (a strided slice of a symbolic axis raises)
+        half = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 1, 1), (1, 2, 2, 1), "VALID")
+        return pool(half * 2.0, 3), pool(x[:, 1:, 1:, :] + 1.0, 2)
+
+    rng = np.random.default_rng(5)
+    nat = ember.jit(f, dynamic_axes={"x": (None, "h", "w", None)}, backend="native")
+    for h, w in ((9, 12), (1, 5), (2, 2), (17, 6), (1, 1), (8, 8)):
+        x = rng.standard_normal((2, h, w, 19)).astype(np.float32)
+        x[0, -1, -1, 3] = np.nan
+        x[1, min(2, h - 1), 0, :5] = -np.inf
+        a, b = nat(x)
+        np.testing.assert_array_equal(np.asarray(a), _max_pool_np(x[:, ::2, ::2, :] * 2.0, 3))
+        np.testing.assert_array_equal(np.asarray(b), _max_pool_np(x[:, 1:, 1:, :] + 1.0, 2))
+    assert nat.cache_info()["compiles"] == 1
+    src = _symbolic(nat, np.ones((1, 4, 4, 19), np.float32)).source
+    assert sum("_u(" in ln and ln.strip().startswith("if (") for ln in src.splitlines()) >= 1, src
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -39,7 +39,8 @@ from ember._src.native.emit import c_headers, c_ops, gemm_kernel, support
 from ember._src.native.emit import calls as calls_mod
 from ember._src.native.emit.context import BODY_CALLBACK_BASE, CodegenOptions, EmitContext, Generated
 from ember._src.native.emit.gemm import blas_helpers, emit_gemm
-from ember._src.native.emit.kernels import KernelEmitter, block_reduce_kernel, pooled_kernel
+from ember._src.native.emit.kernel_steps import block_reduce_kernel, pooled_kernel
+from ember._src.native.emit.kernels import KernelEmitter
 from ember._src.native.emit.pooled import axis_decls
 from ember._src.native.plan.planner import MemoryPlan
 from ember._src.native.runtime import interrupt, threadpool

@@ -11,18 +11,12 @@ import numpy as np
 
 from ember._src import shapes as sh
 from ember._src.native.base import symdims as sd
-from ember._src.native.emit import c_ops, support
+from ember._src.native.emit import c_ops, checked_reads, support
 from ember._src.native.emit.c_ops import ctype, literal
 from ember._src.native.emit.context import CodegenOptions, EmitContext
 from ember._src.native.emit.pooled import (
-    POOL_CHUNKS,
-    POOL_GRAIN,
     axis_decls,
-    body_options,
     parallel_clause,
-    pool_call,
-    pool_task,
-    pool_threads,
 )
 from ember._src.native.emit.row_kernels import RowKernels
 from ember._src.native.plan import scratch as scratch_mod
@@ -31,80 +25,6 @@ from ember._src.native.scheduling import index as ixm
 from ember._src.native.scheduling.kernel import KernelIR, Node, NodeKind, is_row_exp, node_deps, reachable
 from ember._src.native.scheduling.schedule import Step
 from ember._src.program import Var
-
-
-def pooled_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions, funcs: list[str]) -> str | None:
-    """A kernel whose flattened outer loop goes parallel, as a chunk function on the thread pool
-    (:mod:`.threadpool`): the kernel takes rows ``[lo_, hi_)`` and the thread id for its row
-    caches; ember_main or the loop body calls ``em_par``. None where the kernel is not such a loop
-    (split and accumulating kernels, one-row kernels, see :func:`.pooled.body_options`), or runs
-    serially: those stay as before."""
-    ir = step.ir
-    if not ctx.pooled or ir is None or ir.parts or ir.natural is not None:
-        return None
-    opts = body_options(opts, bool(ir.scratch)) if ctx.in_body else opts
-    if opts is None:
-        return None
-    grain = 1
-    if ir.n_outer:
-        rows = ir.outer_size
-        range_: tuple[str, str] | None = ("lo_", "hi_")
-    else:  # a map: one loop nest, no reductions, whose first loop is split
-        if ir.n_loops != 1 or ir.reduces or ir.scratch or len(ir.domain) == 0:
-            return None
-        inner = KernelEmitter(step, s, ctx, opts).inner_sizes
-        rows, range_ = inner[0], None
-        if len(inner) == 1:  # the split loop is the vectorized one: see POOL_GRAIN
-            grain = POOL_GRAIN
-    go, par_if = parallel_clause(opts, ir.flops(), rows)
-    if not go:
-        return None
-    fn, call = KernelEmitter(step, s, ctx, opts, row_range=range_, pool=True).emit()
-    funcs.append(fn)
-    task = f"{step.name}_task"
-    if grain != 1:
-        n = sd.cdim(rows)
-        hi = f"(hi_ * {grain} < {n} ? hi_ * {grain} : {n})"
-        call = call.replace("lo_, hi_, tid_)", f"lo_ * {grain}, {hi}, tid_)")
-        rows = (rows + grain - 1) // grain
-    funcs.append(pool_task(task, call, opts, ctx))
-    cond = par_if[len(" if(parallel: "):-1] if par_if else ""
-    return pool_call(task, rows, pool_threads(opts, bool(ir.scratch)), POOL_CHUNKS, cond, ctx)
-
-
-
-def block_reduce_kernel(step: Step, s: int, ctx: EmitContext, opts: CodegenOptions,
-                         funcs: list[str]) -> list[str] | None:
-    """A whole-array reduction kernel in fixed blocks (:mod:`.blockreduce`): the part function per
-    block (on the thread pool at the top level when the work is large enough, else in order), then
-    the kernel combining the partials. None where the planner gave the kernel no partials or its
-    loop is not one merged loop."""
-    ir = step.ir
-    nblk = blockreduce.blocks(ir)
-    if nblk is None or any(scratch_mod.buffer(ctx.plan, s, blockreduce.partial_key(r.rid)) is None
-                           for r in ir.reduces):
-        return None
-    if len(KernelEmitter(step, s, ctx, opts).inner_names) != 1:
-        return None
-    n, nb = nblk
-    g = blockreduce.BLOCK
-    part_fn, part_call = KernelEmitter(step, s, ctx, opts, block="part").emit()
-    fin_fn, fin_call = KernelEmitter(step, s, ctx, opts, block="finish").emit()
-    funcs += [part_fn, fin_fn]
-    cn, cnb = sd.cdim(n), sd.cdim(nb)  # C text (size expressions under named dynamic axes)
-    end = f"(b_ * {g} + {g} < {cn} ? b_ * {g} + {g} : {cn})"
-    one = part_call.replace("lo_, hi_, tid_)", f"b_ * {g}, {end}, tid_)")
-    loop = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {one}"
-    par, par_if = parallel_clause(opts, ir.flops(), nb)
-    if ctx.pooled and par:
-        task = f"{step.name}_task"
-        polled = f"for (int64_t b_ = lo_; b_ < hi_; ++b_) {{ if ({support.poll()}) break; {one} }}"
-        funcs.append(pool_task(task, polled, opts, ctx))
-        cond = par_if[len(" if(parallel: "):-1] if par_if else ""  # symbolic sizes: decided at run time
-        return [pool_call(task, nb, pool_threads(opts, False), POOL_CHUNKS, cond, ctx), fin_call]
-    serial = loop.replace("lo_", "0").replace("hi_", cnb).replace("tid_)", "0)")
-    return [serial, fin_call]
-
 
 
 class _ExprNames(dict):
@@ -124,8 +44,13 @@ class KernelEmitter(RowKernels):
 
     def __init__(self, step: Step, index: int, ctx: EmitContext, opts: CodegenOptions,
                  ir: KernelIR | None = None, outer_exprs: list[ixm.Ix] | None = None,
-                 row_range: tuple[str, str] | None = None, pool: bool = False, block: str | None = None):
+                 row_range: tuple[str, str] | None = None, pool: bool = False, block: str | None = None,
+                 unchecked: bool = False):
         self.step, self.s, self.ctx, self.opts = step, index, ctx, opts
+        self._args = (step, index, ctx, opts, ir, outer_exprs, row_range, pool, block)
+        # loads render without their bounds tests (the twin of .checked_reads), and the kernel's
+        # first statement when it has such a twin
+        self.unchecked, self.twin_guard = unchecked, ""
         # a whole-array reduction in blocks (.blockreduce): "part" reduces elements [lo_, hi_) of
         # one block into its partials, "finish" combines the partials and computes the rest
         self.block = block
@@ -230,7 +155,7 @@ class KernelEmitter(RowKernels):
             v = self._var(n.attrs.var)
             off = self.index(v, n.attrs.offset)
             read = f"{self.param(v)}[{off}]"
-            if n.attrs.checked:  # read through an operand that may be empty: in-bounds reads only
+            if self.is_checked(n):  # read through an operand that may be empty: in-bounds reads only
                 size = sd.cdim(sh.size(v.aval.shape))
                 read = f"((uint64_t)({off}) < (uint64_t){size} ? {read} : ({t})0)"
             self.w(f"const {t} t{nid} = {read};")
@@ -242,13 +167,15 @@ class KernelEmitter(RowKernels):
                 s = self.ix(e)
                 parts = []
                 if lo is not None:
-                    parts.append(f"({s}) >= {sd.cdim(lo)}")
+                    parts.append(f"(({s}) >= {sd.cdim(lo)})")
                 if hi is not None:
-                    parts.append(f"({s}) <= {sd.cdim(hi)}")
+                    parts.append(f"(({s}) <= {sd.cdim(hi)})")
                 if m != 1:
-                    parts.append(f"({s}) % {sd.cdim(m)} == 0")
-                conds.append(" && ".join(parts) or "1")
-            self.w(f"const uint8_t t{nid} = ({' && '.join(conds)});")
+                    parts.append(f"(({s}) % {sd.cdim(m)} == 0)")
+                conds.extend(parts)
+            # bitwise: a short-circuit && is control flow, after which GCC may sink a padded read
+            # that a select discards into the branch that keeps it (a masked, unvectorized load)
+            self.w(f"const uint8_t t{nid} = ({' & '.join(conds) or '1'});")
         elif n.kind is NodeKind.OP:
             a = n.attrs
             args = [self.expr(x) for x in n.args]
@@ -328,7 +255,14 @@ class KernelEmitter(RowKernels):
             self.ind -= 1
             self.w("}")
 
+    def is_checked(self, n: Node) -> bool:
+        return n.attrs.checked and not self.unchecked
+
     def emit(self) -> tuple[str, str]:
+        """The kernel's C function(s) and the statement calling it."""
+        return checked_reads.emit_with_twin(self, lambda: KernelEmitter(*self._args, unchecked=True))
+
+    def emit_body(self) -> tuple[str, str]:
         if self.ir.parts:
             return self.emit_split()
         if (soft := self.softmax_rows()) is not None:
@@ -416,7 +350,8 @@ class KernelEmitter(RowKernels):
         parts = self.ir.parts or []
         exprs = [x for p in parts
                  for x in KernelEmitter(self.step, self.s, self.ctx, self.opts, p)._all_exprs()]
-        ems = [KernelEmitter(self.step, self.s, self.ctx, self.opts, p, exprs) for p in parts]
+        ems = [KernelEmitter(self.step, self.s, self.ctx, self.opts, p, exprs, unchecked=self.unchecked)
+               for p in parts]
         first = ems[0]
         for em in ems:
             em.params, em.param_written, em.lines = self.params, self.param_written, self.lines
@@ -454,7 +389,7 @@ class KernelEmitter(RowKernels):
             sig = ("" if sig == "void" else sig + ", ") + "int64_t lo_, int64_t hi_"
             if self.pool:
                 sig += ", int64_t tid_"
-        lines = self.lines
+        lines = ["    " + self.twin_guard] + self.lines if self.twin_guard else self.lines
         if decls:  # symbolic: each size expression named once, after the axis values (symdims.hoist_sizes)
             hoisted, lines = sd.hoist_sizes(lines)
             decls = decls + hoisted
@@ -470,6 +405,14 @@ class KernelEmitter(RowKernels):
         if self.pool:
             args.append("tid_")
         return fn, f"{self.fname}({', '.join(args)});"
+
+    def call_args(self) -> str:
+        """This function's parameter names in order (a call from a function of the same signature)."""
+        names = ["dims"] if axis_decls(self.opts) else []
+        names += list(self.params.values())
+        if self.row_range is not None or self.pool_inner:
+            names += ["lo_", "hi_"]
+        return ", ".join(names + (["tid_"] if self.pool else []))
 
     def emit_accumulate(self) -> None:
         """Reductions over non-trailing axes: per-row accumulators (workspace), one loop nest in

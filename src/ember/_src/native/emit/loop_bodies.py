@@ -170,7 +170,7 @@ def emit_body(body: Body, opts: CodegenOptions, gen: Generated, funcs: list[str]
     base = opts.parallel_threshold if opts.pool_threshold is None else opts.pool_threshold  # nested: once
     opts = dataclasses.replace(opts, parallel_threshold=base * BODY_REGION_FACTOR, pool_threshold=base)
     ctx = _BodyCtx(body)
-    ctx.pooled = opts.openmp and opts.num_threads != 1  # map kernels on the pool (kernels.pooled_kernel)
+    ctx.pooled = opts.openmp and opts.num_threads != 1  # map kernels on the pool (kernel_steps.pooled_kernel)
     # the body's constants, so a product with a constant B reads it prepacked (one copy per program)
     ctx.consts, ctx.gen = {v.id: c for v, c in zip(body.program.constvars, body.program.consts)}, gen
     from ember._src.native.emit.codegen import emit_steps  # codegen emits loop steps through this module

@@ -39,7 +39,7 @@ class RowKernels:
             return None
         x, e, out = nodes[mx.input], nodes[sm.input], nodes[root.node]
         full = ixm.linearize([ixm.Ix.var(d) for d in ir.dvars], ir.domain)
-        if (x.kind is not NodeKind.LOAD or x.attrs.checked or x.dtype != f32 or x.attrs.offset != full
+        if (x.kind is not NodeKind.LOAD or self.is_checked(x) or x.dtype != f32 or x.attrs.offset != full
                 or root.offset != full or root.var.aval.dtype != f32 or not is_row_exp(e)
                 or out.kind is not NodeKind.OP):
             return None
@@ -183,7 +183,7 @@ class RowKernels:
             if self.is_inner(c) or c.dtype != np.float32:
                 return None
             bias = self.expr(c.id)
-        if load.kind is not NodeKind.LOAD or load.attrs.checked or load.dtype != np.float32:
+        if load.kind is not NodeKind.LOAD or self.is_checked(load) or load.dtype != np.float32:
             return None
         inner = ir.dvars[ir.n_outer:]
         j = ixm.linearize([ixm.Ix.var(d) for d in inner], ir.domain[ir.n_outer:])

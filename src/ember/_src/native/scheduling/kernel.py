@@ -172,6 +172,9 @@ class KernelIR:
     parts: list[KernelIR] | None = None
     needs_split: bool = False  # only valid as parts (unsplit, it would recompute expensive work)
     evaluations: dict[int, tuple[int, int]] = field(default_factory=dict)  # var id -> (count, size)
+    # element counts of the operands read through bounds-checked loads (symbolic, may be 0): for a
+    # binding where each is > 0 every clamped read is in bounds (emit/checked_reads.py)
+    nonempty: tuple[Any, ...] = ()
 
     @property
     def outputs(self) -> list[Var]:
@@ -257,6 +260,7 @@ class _Builder:
         # a padded or gathered operand of symbolic size): its index is then clamped into an empty
         # range, so loads made meanwhile are bounds-checked in C (never read past a buffer)
         self.checked = 0
+        self.nonempty: dict[str, Any] = {}  # the element counts of such operands, by their text
 
     # -- nodes -------------------------------------------------------------------------------
     def node(self, kind: NodeKind, dtype: Any, args: Sequence[int], attrs: Any, own_cost: int,
@@ -348,6 +352,8 @@ class _Builder:
         """``value(a, idx)``; when ``a`` may be empty, its loads are bounds-checked."""
         if not may_be_empty:
             return self.value(a, idx)
+        n = math.prod(a.aval.shape)
+        self.nonempty.setdefault(str(n), n)
         self.checked += 1
         try:
             return self.value(a, idx)
@@ -587,7 +593,7 @@ class _Builder:
             raise Unfusable("a concatenate of many pieces read inside a reduction kernel")
         ir = KernelIR(self.domain, self.n_outer, self.dvars, self.nodes, self.reduces, roots, self.loads,
                       self.inputs, self.eqns, cuts=self.cuts, needs_split=needs_split,
-                      evaluations=self.evaluations)
+                      evaluations=self.evaluations, nonempty=tuple(self.nonempty.values()))
         self.assign_loops(ir)
         ir.natural = self.natural_order(ir)
         if ir.n_outer and ir.natural is None and self.origin is None:  # (a split kernel's part has no
