@@ -254,6 +254,33 @@ def test_winograd_nan_and_inf(where):
     np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
 
 
+@pytest.mark.parametrize("where", ["input", "kernel"])
+def test_winograd_nan_and_inf_symbolic_sizes(where):
+    """The same with named dynamic batch, height and width (one compile): the rerun's direct step
+    chooses flat or plain blocks per call, and its flat route had taken the Winograd geometry
+    again (the same NaN) before."""
+    f = conv_fn((1, 1), "SAME", (1, 1), NHWC, 1)
+    jf = ember.jit(f, backend="native", dynamic_axes={"x": ("n", "h", "w", None)})
+    for n, h, wd in ((2, 10, 12), (1, 14, 14), (1, 5, 30)):
+        x, w = operands(n, 16, h, wd, 16, 3, 3, 1, NHWC, np.float32)
+        x[0, 1, 2, 3] = np.nan
+        if where == "input":
+            x[0, 0, wd - 1, 7] = np.inf
+            x[n - 1, h - 1, 2, 9] = -np.inf
+        else:
+            w = np.abs(w) + np.float32(0.1)
+            w[1, 2, 4, 5] = np.inf
+        got = np.asarray(jf(x, w))
+        with np.errstate(invalid="ignore"):
+            want = ref(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC, 1)
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(test(got), test(want))
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], **tol(np.float32, 144))
+    assert jf.cache_info()["compiles"] == 1
+    assert WINO_CALL in jf.lower(x, w).compile(n=n, h=h, w=wd).as_text()
+
+
 @pytest.mark.parametrize("layouts,groups", [(NHWC, 1), (NCHW, 2), (NHWC, 4)])
 def test_grad_against_finite_differences(layouts, groups):
     x, w = operands(2, 4, 6, 5, 4, 3, 2, groups, layouts, np.float64)

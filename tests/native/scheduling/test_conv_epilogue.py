@@ -176,3 +176,61 @@ def test_stem_conv_bias_relu_then_max_pool():
     kernels = [s for s in exe.schedule.steps if s.kind == "kernel"]
     assert len(kernels) == 1 and {e.prim.name for e in kernels[0].eqns} >= {"pad", "max"}, str(exe.schedule)
     assert "em_blendf(" in exe.source
+
+
+# (name, C, O, kernel, stride, pad, (n, h, w) bindings): each compiled once with symbolic batch,
+# height and width; the bindings run different routes per call
+SYMBOLIC_CASES = [
+    # output images of at most 64 pixels: the patches' GEMM (prepacked constant kernel); larger: blocks
+    # or flat blocks, chosen per call
+    ("gemm_or_direct", 12, 40, 3, 2, 1, [(1, 15, 17), (2, 40, 37), (3, 9, 8), (1, 61, 12)]),
+    ("1x1", 16, 24, 1, 1, 0, [(2, 5, 7), (1, 30, 11), (3, 4, 3)]),  # the GEMM at every size
+    ("winograd", 16, 32, 3, 1, 1, [(1, 14, 14), (2, 9, 23), (1, 1, 1), (1, 30, 7)]),
+    ("stem", 3, 64, 7, 2, 3, [(1, 40, 40), (2, 19, 33), (1, 5, 5)]),
+]
+
+
+@pytest.mark.parametrize("form", ["bias_relu", "bias"])
+@pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=[c[0] for c in SYMBOLIC_CASES])
+def test_conv_epilogue_symbolic_sizes(case, form):
+    """Named dynamic batch, height and width (one compile): the fused step's values equal the unfused
+    program's bit for bit at every binding, whichever route the call takes (the patches' GEMM applies
+    the epilogue in the GEMM kernel's store), and match float64 NumPy with NaN, infinities and a
+    negative-zero bias."""
+    from ember._src.native import specialize
+    from ember._src.native.emit import gemm_kernel
+
+    if not gemm_kernel.load(wait=True):
+        pytest.skip("ember's GEMM kernel library does not run on this machine")
+    name, c, o, k, stride, pad, sizes = case
+    rng = np.random.default_rng(abs(hash((name, form, "sym"))) % 2**32)
+    w = (rng.standard_normal((k, k, c, o)) / np.sqrt(k * k * c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    b[:2] = [0.0, -0.0]
+
+    def f(x, b):
+        y = lax.conv_general_dilated(x, w, (stride, stride), [(pad, pad)] * 2,
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
+        return y if form == "bias" else jnp.maximum(y, 0.0)
+
+    axes = {"x": ("n", "h", "w", None)}
+    fused = ember.jit(f, backend="native", dynamic_axes=axes)
+    plain = ember.jit(lambda x, b: f(x, b), backend="native", dynamic_axes=axes, gemm_epilogue=False)
+    for n, h, wd in sizes:
+        x = rng.standard_normal((n, h, wd, c)).astype(np.float32)
+        x[0, h // 2, wd - 1, 0] = np.nan
+        x[-1, 0, 0, c - 1] = np.inf
+        got = np.asarray(fused(x, b))
+        np.testing.assert_array_equal(got.view(np.int32), np.asarray(plain(x, b)).view(np.int32))
+        with np.errstate(invalid="ignore"):
+            want = _conv_ref(x, w, stride, pad, 1) + b
+        want = want if form == "bias" else _relu(want)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert fused.cache_info()["compiles"] == 1
+    sym = specialize.symbolic_executable(fused.lower(x, b).program)
+    assert sym.fallback_reason is None, sym.fallback_reason
+    steps = sym.schedule.steps
+    assert [s.kind for s in steps] == ["call"] and steps[0].epilogue.relu == (form == "bias_relu"), \
+        str(sym.schedule)

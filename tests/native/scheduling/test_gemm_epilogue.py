@@ -238,3 +238,39 @@ def test_epilogue_shared_with_a_strided_shortcut(other):
     assert "slice" in {e.prim.name for e in kernels[0].eqns}
     if other == "strided_shortcut":
         assert [e.prim.name for e in kernels[0].eqns] == ["slice"], str(exe.schedule)
+
+
+@pytest.mark.parametrize("mode", ["kernel", "blas"])
+def test_dynamic_batch_epilogues(monkeypatch, mode):
+    """A two-layer MLP whose batch is a named dynamic axis (one compile): both products take their
+    epilogue (the first weight a constant on the prepacked entry, the second an argument), the
+    kernel's row rule is tested per call, and a call outside it (one row; every call on the BLAS
+    path) runs BLAS and the epilogue as a loop. Each batch matches the static-shape program bit
+    for bit and float64 NumPy, NaN kept."""
+    monkeypatch.setattr(gemm_library, "BLAS_ONLY", mode == "blas")
+    rng = np.random.default_rng(7)
+    w1 = (rng.standard_normal((130, 70)) / 11).astype(np.float32)
+    b1, b2 = rng.standard_normal(70).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+
+    def mlp(x, w2):
+        return lax.dot(jnp.maximum(lax.dot(x, w1) + b1, 0.0), w2) + b2
+
+    w2 = (rng.standard_normal((70, 9)) / 8).astype(np.float32)
+    dyn = ember.jit(lambda x, w2: mlp(x, w2), backend="native", dynamic_axes={"x": ("batch", None)})
+    for m in (1, 2, 5, 64, 700):
+        x = rng.standard_normal((m, 130)).astype(np.float32)
+        x[m // 2, 5] = np.nan
+        got = np.asarray(dyn(x, w2))
+        want = _relu(x.astype(np.float64) @ w1 + b1) @ w2 + b2
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5, err_msg=f"batch {m}")
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        static = ember.jit(lambda x, w2: mlp(x, w2), backend="native")
+        np.testing.assert_array_equal(got.view(np.int32), np.asarray(static(x, w2)).view(np.int32))
+    assert dyn.cache_info()["compiles"] == 1
+    from ember._src.native import specialize
+    sym = specialize.symbolic_executable(dyn.lower(x, w2).program)
+    if sym.fallback_reason is not None or gemm_kernel.kernel_symbol() is None:
+        return
+    fused = [s for s in sym.schedule.steps if s.kind == "gemm" and s.epilogue is not None]
+    assert len(fused) == 2 and sym.schedule.count("kernel") == 0, str(sym.schedule)
+    assert [s.epilogue.relu for s in fused] == [True, False], str(sym.schedule)

@@ -36,7 +36,8 @@ class NativeOptions:
     gemm_epilogue: bool = True
     """A bias add / ReLU after a float32 product goes into the GEMM kernel's store
     (:mod:`.gemm_epilogue`), and after a float32 convolution with its features last into the
-    convolution's tiles (:mod:`.conv_epilogue`); static shapes."""
+    convolution's tiles (:mod:`.conv_epilogue`); sizes may be symbolic (a product's rows, a
+    convolution's batch, height and width)."""
 
     max_kernel_inputs: int = 16
     """Most distinct input buffers one fused kernel may read (at least 1)."""

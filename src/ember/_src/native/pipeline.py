@@ -10,7 +10,8 @@ per-binding ``dims`` for the symbolic one). The stages, in order:
    validators;
 2. symbolic only: every size of the optimized program is over the program's input axes;
 3. **schedule** (:func:`.schedule.build_schedule`: ``max_kernel_inputs``, ``fuse``);
-4. static only: **GEMM epilogues** (``gemm_epilogue``, :mod:`.gemm_epilogue`);
+4. **GEMM epilogues** (``gemm_epilogue``, :mod:`.gemm_epilogue`) and convolution epilogues
+   (:mod:`.conv_epilogue`);
 5. **native loops** (:func:`.loops.lower_loops`): ``scan``/``while``/``cond`` bodies compiled by
    the same stages (:func:`compile_body`); the bodies' programs are checked
    (``program.validate``) unless validation is ``"off"``, on both paths;
@@ -19,7 +20,8 @@ per-binding ``dims`` for the symbolic one). The stages, in order:
    (:class:`.symlayout.ArenaLayout`);
 7. **C** (:func:`.codegen.generate`).
 
-Stage 4 needs static sizes; the symbolic path skips it.
+Stage 4 runs on both paths: with symbolic sizes a product's rule and a convolution's route are
+tested per call, and each route applies the epilogue.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def lower(program: Program, options: NativeOptions, *, openmp: bool, axes: tuple
     if symbolic:
         _check_axes(prog, axes)
     sched = build_schedule(prog, max_inputs=options.max_kernel_inputs, fuse=options.fuse)
-    if options.gemm_epilogue and not symbolic:  # bias/ReLU after a product into the GEMM kernel's store
+    if options.gemm_epilogue:  # bias/ReLU after a product into the GEMM kernel's store
         fuse_gemm_epilogues(sched, prepack=options.prepack)
         fuse_conv_epilogues(sched)  # ... and into a convolution's tiles
     threads = options.threads(openmp)

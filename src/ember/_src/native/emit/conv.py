@@ -453,11 +453,12 @@ def epilogue_bias(cc: CallCode) -> str:
 
 def _epilogue(e: Eqn) -> bool:
     """Whether the step applies a fused per-feature bias and ReLU in its stores (the schedule's
-    ``conv_epilogue`` rule): static sizes on the routes whose tiles go through ``em_cv_tstore``
-    or a Winograd output transform (not depthwise, the kernel-gradient GEMM, the FFT route or an
-    input-dilated convolution)."""
-    if _dilated(e) or not _accepts(e) or any(not isinstance(d, int) for a in (*e.inputs, *e.outvars)
-                                             for d in a.aval.shape):
+    ``conv_epilogue`` rule): the routes whose tiles go through ``em_cv_tstore`` or a Winograd
+    output transform, and the patches' GEMM of symbolic sizes (its kernel's store); not depthwise,
+    the kernel-gradient GEMM, the FFT route, an input-dilated convolution or a symbolic feature
+    count."""
+    out_spec = e.params["dimension_numbers"][2]
+    if _dilated(e) or not _accepts(e) or not isinstance(e.outvars[0].aval.shape[out_spec[1]], int):
         return False
     if conv_fft.chosen(e):
         return False
@@ -557,7 +558,9 @@ def _routes(e: Eqn, g: _Geo, cc: CallCode) -> list[str]:
     if not g.flat_dyn:
         return _emit(g, cc)
     cc.helper("em_cv_route", _ROUTE)
-    flat, blocks = _emit(_Geo(e, flat=True), cc), _emit(g, cc)
+    fg = _Geo(e, flat=True, wino=False)  # (g is not Winograd's: a Winograd step's rerun route here too)
+    fg.relu = g.relu  # the fused epilogue's ReLU, on either route
+    flat, blocks = _emit(fg, cc), _emit(g, cc)
     return ([f"if ({g.flat_choice()}) {{"] + ["    " + ln for ln in flat] + ["} else {"]
             + ["    " + ln for ln in blocks] + ["}"])
 
@@ -782,8 +785,9 @@ def _gemm_route(g: _Geo, cc: CallCode, direct: list[str]) -> list[str]:
         a = cols
     else:
         fill, a = [], x
+    relu = int(cc.epilogue is not None and cc.epilogue[1])  # the step's fused epilogue, in the kernel's store
     call = (f"f_(m_, {g.O}, {g.K}, 1.0f, {a}, {g.K}, 1, (const float *){packed}, 0.0f, {cc.outs[0]}, "
-            f"{g.O}, 0, 0, {nthreads});")
+            f"{g.O}, {epilogue_bias(cc)}, {relu}, {nthreads});")
     support.need("gemm_kernel")
     return ([f"const int64_t m_ = {m}; em_skp_fn_t f_ = em_skp_fn();", f"if ({guard}) {{"]
             + ["    " + ln for ln in fill + [call]] + ["} else {"] + ["    " + ln for ln in direct] + ["}"])

@@ -311,7 +311,7 @@ def _epilogue_loop(step: Step, ctx: EmitContext) -> str:
     epi = step.epilogue
     if epi is None:
         return ""
-    m, n = step.eqns[0].outvars[0].aval.shape
+    m, n = (sd.cdim(d) for d in step.eqns[0].outvars[0].aval.shape)
     o = f"o_[i_ * {n} + j_]"
     v = o + (" + b_[j_]" if epi.bias is not None else "")
     put = f"{o} = v_ > 0.0f || v_ != v_ ? v_ : 0.0f;" if epi.relu else f"{o} = v_;"

@@ -8,7 +8,8 @@ ReLU in registers before they are stored, ``csrc/conv.h``'s ``em_cv_epi``), that
 disappears. :func:`fuse_conv_epilogues` rewrites such a pair into one call step carrying a
 :class:`~.gemm_epilogue.GemmEpilogue` (the forms are :func:`~.gemm_epilogue.match_epilogue`'s, with
 the bias along the output's last axis: features last, as the ``channels_last`` pass leaves a CNN);
-its outputs are the kernel's, its inputs the convolution's plus the bias. Static programs only.
+its outputs are the kernel's, its inputs the convolution's plus the bias. Sizes may be symbolic
+(named dynamic axes) where the feature count is static.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ loads, or under :data:`.gemm_library.BLAS_ONLY`) a loop applying the same epilog
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,18 +102,19 @@ def _epilogue_of(res: tuple | None) -> GemmEpilogue | None:
 
 def _forms(kernel: Step, h: Var) -> dict[int, tuple] | None:
     """The symbolic value of each of ``kernel``'s values that is an epilogue form of ``h`` (``h``, a
-    zero, the bias, ``h + b``, a ReLU of either); None when ``h``'s shape is not static."""
+    zero, the bias, ``h + b``, a ReLU of either); None when ``h`` is a scalar. Sizes may be
+    symbolic (named dynamic axes: a view of ``h`` has the same element count as an expression)."""
     hshape = tuple(h.aval.shape)
-    if not hshape or not all(isinstance(d, int) for d in hshape):
+    if not hshape:
         return None
-    n, size = hshape[-1], int(np.prod(hshape))
+    n, size = hshape[-1], math.prod(hshape)
     f32 = np.dtype(np.float32)
     form: dict[int, tuple] = {h.id: ("h",)}  # var id -> symbolic value
     shapes = {hshape, ()}  # the shapes of h's views (and scalars)
     for e in kernel.eqns:
         shape = tuple(e.outvars[0].aval.shape) if len(e.outvars) == 1 else ()
         if e.prim.name == "reshape" and e.inputs[0] is h and shape and shape[-1] == n \
-                and all(isinstance(d, int) for d in shape) and int(np.prod(shape)) == size:
+                and math.prod(shape) == size:
             shapes.add(shape)
 
     def of(a: Atom) -> tuple | None:
@@ -186,9 +188,11 @@ def _full_accumulator(e: Eqn) -> bool:
 
 
 def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
-    """A 2-D static float32 ``gemm`` without an accumulator (or with a row bias as its ``c``) that
-    goes to the kernel (``consts``: ids of the program's constants; a constant ``B`` takes the
-    kernel's prepacked entry, whose size rule is wider)."""
+    """A 2-D float32 ``gemm`` without an accumulator (or with a row bias as its ``c``) that goes to
+    the kernel (``consts``: ids of the program's constants; a constant ``B`` takes the kernel's
+    prepacked entry, whose size rule is wider). Its rows may be a symbolic size (a dynamic batch or
+    sequence): the kernel's row rule is then tested per call, and a call outside it runs BLAS and
+    the epilogue as a loop after it (``emit/gemm.py``'s ``_epilogue_loop``)."""
     if step.kind != "gemm" or len(step.eqns) != 1:
         return False
     e: Eqn = step.eqns[0]
@@ -198,15 +202,21 @@ def _fusable_gemm(step: Step, consts: frozenset[int] = frozenset()) -> bool:
         return False
     if np.dtype(out.aval.dtype) != np.float32 or len(out.aval.shape) != 2:
         return False
-    if any(sd.is_sym(d) for a in e.inputs for d in a.aval.shape) or len(e.inputs[0].aval.shape) != 2:
+    if len(e.inputs[0].aval.shape) != 2:
         return False
     ta, tb = e.params["trans_a"], e.params["trans_b"]
     ash, bsh = e.inputs[0].aval.shape, e.inputs[1].aval.shape
     m, k = (ash[1], ash[0]) if ta else (ash[0], ash[1])
     n = bsh[0] if tb else bsh[1]
+    if sd.is_sym(n) or sd.is_sym(k):
+        return False
     b = e.inputs[1]
-    rule = gemm_kernel.use_prepacked if isinstance(b, Var) and b.id in consts else gemm_kernel.use_small_sgemm
-    return gemm_kernel.kernel_symbol() is not None and rule(m, n, k)
+    packed = isinstance(b, Var) and b.id in consts
+    if gemm_kernel.kernel_symbol() is None:
+        return False
+    if sd.is_sym(m):  # some binding's rows go to the kernel
+        return gemm_kernel.kernel_rows(n, k, packed) > 0
+    return (gemm_kernel.use_prepacked if packed else gemm_kernel.use_small_sgemm)(m, n, k)
 
 
 def fuse_gemm_epilogues(sched: Schedule, prepack: bool = True) -> int:
