@@ -247,3 +247,28 @@ def test_row_softmax_of_a_split_kernel(dynamic: bool) -> None:
         np.testing.assert_allclose(np.asarray(g(x)), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
     if dynamic:
         assert g.cache_info()["compiles"] == 1
+
+
+@pytest.mark.parametrize("window,stride,pad", [(3, 2, 1), (3, 1, 1), (2, 2, 1), (5, 3, 2)])
+def test_padded_innermost_axis_is_cut_at_the_padding(window: int, stride: int, pad: int) -> None:
+    """An NCHW max pool reads its -inf padding along the innermost axis: the loop over output
+    columns is cut where the taps enter and leave the image, so the inner box reads each tap plainly
+    at the stride instead of through a clamp (a gather per element). NaN, -inf and +inf inputs,
+    odd and even widths, against the reference backend; the pads on outer axes only (NHWC) keep
+    their loop nests."""
+    rng = _rng()
+
+    def pool(x: object, dims: tuple) -> object:
+        win = tuple(window if d else 1 for d in dims)
+        strides = tuple(stride if d else 1 for d in dims)
+        pads = tuple((pad, pad) if d else (0, 0) for d in dims)
+        return lax.reduce_window(x, -jnp.inf, lax.max, win, strides, pads)
+
+    for w in (37, 40):
+        x = rng.standard_normal((2, 3, 29, w)).astype(np.float32)
+        x[0, 1, 4, 0], x[1, 2, 28, w - 1], x[0, 0, 0, 5], x[1, 0, 7, 8] = np.nan, np.nan, -np.inf, np.inf
+        exe = check(lambda x: pool(x, (0, 0, 1, 1)), x, rtol=0, atol=0)
+        assert max(_kernel_parts(exe)) >= 2, str(exe.schedule)
+        nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        exe = check(lambda x: pool(x, (0, 1, 1, 0)), nhwc, rtol=0, atol=0)
+        assert not any(_kernel_parts(exe)), str(exe.schedule)

@@ -165,7 +165,13 @@ def _rem(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> s
 def _minmax_r(sym: str) -> Renderer:
     def r(a: Sequence[str], ins: Sequence[np.dtype], out: np.dtype, p: dict) -> str:
         x, y = a
-        if is_float(out):  # NaN propagates, as numpy.maximum/minimum
+        if out in (np.dtype(np.float32), np.dtype(np.float64)):
+            # NaN propagates, as numpy.maximum/minimum: x when x wins or is NaN, else y (NaN when
+            # y is). As a bit blend: GCC left a chain of nested conditionals over strided reads
+            # (an NCHW max pool's taps) unvectorized
+            blend = "em_blendf" if out == np.dtype(np.float32) else "em_blendd"
+            return f"{blend}(({x} {sym} {y}) | ({x} != {x}), {x}, {y})"
+        if is_float(out):
             return f"({x} != {x} ? {x} : ({y} != {y} ? {y} : ({x} {sym} {y} ? {x} : {y})))"
         return f"({x} {sym} {y} ? {x} : {y})"
 

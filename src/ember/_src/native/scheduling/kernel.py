@@ -431,6 +431,8 @@ class _Builder:
             top = (n - 1) * s
             conds.append((t, 0, top, s))
             new.append(ixm.floordiv(ixm.clamp(t, 0, top, self.ranges), s, self.ranges))
+            if s == 1:
+                self.note_pad_edges(t, top)
         # the bounds test and its select count nothing towards recomputation (check_duplication): a
         # padded read is about as cheap as a read, and a max pool's windows read the padding of its
         # input at 9 taps, which then fuses into the pool rather than being written out first
@@ -489,6 +491,20 @@ class _Builder:
             return
         self.many_pieces = self.many_pieces or many
         self.cuts.setdefault(t, set()).update(cuts)
+
+    def note_pad_edges(self, t: Ix, top: Any) -> None:
+        """Where a padded read at ``t`` (inside for ``0 <= t <= top``) enters and leaves its operand,
+        as cut points of the innermost loop variable when ``t`` is affine in it (static sizes): read
+        through a clamp along the innermost loop the taps are gathers (an NCHW max pool's rows),
+        while each box of the split loops (:mod:`.concat_split`) reads them plainly, at a stride."""
+        if len(t.terms) != 1 or sd.is_sym(top) or sd.is_sym(t.const) or not self.dvars:
+            return
+        (v, c), = t.terms.items()
+        if v != self.dvars[-1] or not isinstance(c, int) or c <= 0:
+            return
+        first, last = -(t.const // c), (top - t.const) // c  # the loop's range that reads inside
+        if last - first >= 8:  # (a short inside range keeps its selects)
+            self.cuts.setdefault(v, set()).update((first, last + 1))
 
     def mv_iota(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         ix = idx[e.params["dimension"]]
