@@ -240,7 +240,7 @@ def test_float64_conditioning_is_measured_at_float64_ulps() -> None:
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
     t = fuzz_check._truth(case, ns)[0]
-    assert t.shape == (3, 1)
+    assert t.shape == (5, 1)  # the truth, two runs at moved arguments, two with each op's result moved
     rel = float(np.max(np.abs(t[1:] - t[0]))) / abs(float(t[0, 0]))
     assert 0 < rel < 1e-12
     # a float64 native result 16 ulps off (the 2026-12-06 finding of seed 25) is inside that allowance
@@ -262,9 +262,49 @@ def test_cancelling_sum_at_float32_max_is_judged_by_its_spread() -> None:
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
     t = fuzz_check._truth(case, ns)[0]
-    assert t.shape == (3,)
+    assert t.shape == (5,)
     assert abs(t[0].imag - 2.31) < 1e-6 and float(np.max(np.abs(t[1:].imag - t[0].imag))) > 1e30
     a = np.complex64(-np.inf + 0.0j)
     b = np.complex64(-np.inf + 2.31j)
     assert fuzz_check.compare(a, b, "complex64", 10) is not None
     assert fuzz_check.compare(a, b, "complex64", 10, truth=t) is None
+
+
+def test_rounding_of_each_op_widens_the_allowance() -> None:
+    """Seed 37, case 1704 (2026-12-07): digamma(erf(x)) at x = -2.92 in float32, inside a scan.
+    erf(x) = -0.99996364 is 3.6e-5 from digamma's pole at -1, so one float32 ulp of erf moves the
+    result by about 0.3% (native's erf was 2 ulps off: -27593.7 against -27503.2). Moving the
+    arguments shows no such spread (erf is flat there); the truth's runs that move every op's result,
+    the loop body's included, do. A result twice too large is still a mismatch."""
+    case = _case("_scan(lambda v: lax.digamma(lax.erf(v)))({0})",
+                 [np.array([[-2.92], [0.5]], np.float32)], mode="float32")
+    ns: dict = {}
+    exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
+    t = fuzz_check._truth(case, ns)[0]
+    assert t.shape == (5, 2, 1)
+    assert float(np.max(np.abs(t[1:3, 0] - t[0, 0]))) < 1.0  # moved arguments: no spread
+    assert float(np.max(np.abs(t[3:, 0] - t[0, 0]))) > 20.0  # moved results of each op
+    b = np.array([[-27503.209], [float(t[0, 1, 0])]], np.float32)
+    a = b.copy()
+    a[0] = -27593.682
+    assert fuzz_check.compare(a, b, "float32", 70) is not None
+    assert fuzz_check.compare(a, b, "float32", 70, truth=t) is None
+    assert fuzz_check.compare(2 * b, b, "float32", 70, truth=t) is not None
+
+
+@requires_cc
+def test_finite_differences_extrapolate_the_step() -> None:
+    """Seed 37, case 1878: the gradient of a sum of lgamma of a product chain whose entries reach
+    -198 (lgamma's third derivative is large there): the central difference at h = 1e-5 was 2001.053
+    against the gradient 2000.861 (JAX's too), at 1e-6 2000.863. The Richardson extrapolation of the
+    two agrees; a derivative twice too large is still caught."""
+    x = np.array([[[-2.62, 1.0, 1.0], [-1.6, 1.0, 1.0], [1.95, -0.76, -2.43]],
+                  [[1.0, 1.0, 1.0], [-1.5, 1.31, 2.8], [0.07, -0.54, 1.66]]])
+    gram = "(lambda v: v @ jnp.swapaxes(v, -1, -2))({0} @ jnp.swapaxes({0}, -1, -2))"
+    case = _case(f"lax.lgamma({gram})", [x], [fuzz_cases.Layer("grad")])
+    case.seed, case.index = 37, 1878  # the coordinates the check draws: (0, 1, 1) among them
+    assert fuzz_check.run_case(case) is None
+    wrong = ("(lambda h: (h.defjvp(lambda p, t: (lax.lgamma(p[0]), 2 * t[0] * lax.digamma(p[0]))), h)[1])"
+             f"(ember.custom_jvp(lax.lgamma))({gram})")
+    kind, detail = fuzz_check.run_case(_case(wrong, [x], [fuzz_cases.Layer("grad")]))
+    assert kind == "gradient" and "finite differences" in detail
