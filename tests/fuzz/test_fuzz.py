@@ -13,6 +13,7 @@ import io
 import numpy as np
 import pytest
 
+import ember
 from ember._src import core, fuzz, fuzz_cases, fuzz_check, fuzz_shrink, fuzz_workers
 from tests.native.conftest import requires_cc
 
@@ -308,3 +309,25 @@ def test_finite_differences_extrapolate_the_step() -> None:
              f"(ember.custom_jvp(lax.lgamma))({gram})")
     kind, detail = fuzz_check.run_case(_case(wrong, [x], [fuzz_cases.Layer("grad")]))
     assert kind == "gradient" and "finite differences" in detail
+
+
+@requires_cc
+def test_complex_division_by_a_signed_zero_is_known() -> None:
+    """Seed 37, case 606: x0 / (x1 / x0) with x0 = inf + 2.8j divides by -0 - 0j. The native backend
+    gives -inf - inf j, as JAX gives for that division; the NumPy backend inf + inf j. The finding
+    is the known difference; the same program on finite values is no finding."""
+    x0 = np.array([np.inf + 2.8j, 1.5 - 0.5j], np.complex64)
+    x1 = np.array([-2.03 - 1.08j, 0.25 + 2j], np.complex64)
+    c = _case("{0} / ({1} / {0})", [x0, x1], mode="complex64")
+    c.ops[0] = fuzz_cases.Op("div", ("x0", "x1"), code="{0} / ({1} / {0})")
+    kind, detail = fuzz_check.run_case(c)
+    assert kind == "mismatch" and "inf" in detail
+    native = np.asarray(ember.jit(lambda a, b: a / (b / a))(x0, x1))
+    assert native[0] == complex(-np.inf, -np.inf)
+    jax = pytest.importorskip("jax")
+    a, z = np.complex64(complex(np.inf, 2.8)), np.complex64(complex(-0.0, -0.0))  # the last division
+    assert complex(np.asarray(jax.jit(lambda a, b: a / b)(a, z))) == complex(-np.inf, -np.inf)
+    assert complex(np.asarray(ember.jit(lambda a, b: a / b)(a, z))) == complex(-np.inf, -np.inf)
+    assert fuzz_check.classify(fuzz_check.Finding(kind, detail, c)).known == "complex-div-signed-zero"
+    fine = _case("{0} / ({1} / {0})", [x0[1:], x1[1:]], mode="complex64")
+    assert fuzz_check.run_case(fine) is None

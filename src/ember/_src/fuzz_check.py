@@ -322,6 +322,11 @@ KNOWN: list[tuple[str, str, Callable[[Finding], bool]]] = [
      and ("nan" in f.detail or "inf" in f.detail)
      and any(np.any(np.abs(np.asarray(a, np.float64)) > 1e18) or not np.all(np.isfinite(a))
              for a in f.case.args)),
+    ("complex-div-signed-zero",
+     "a complex division by a zero whose sign is set: the native backend and JAX give the infinity the "
+     "zero divisor's sign (C Annex G), the NumPy backend's reference does not (docs/reliability.md)",
+     lambda f: f.kind == "mismatch" and f.case.mode == "complex64" and "inf" in f.detail
+     and "div" in _ops_of(f.case) and any(not np.all(np.isfinite(a)) for a in f.case.args)),
 ]
 
 
