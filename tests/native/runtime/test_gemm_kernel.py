@@ -879,3 +879,42 @@ def test_jit_narrow_weights_packed_as_arguments(kernel_loaded, trans_b):
 
         const = ember.jit(const_layer, backend="native")
         np.testing.assert_array_equal(np.asarray(const(x)), plain, err_msg=f"constant n={n}")
+
+
+@pytest.mark.parametrize("isa_name", sorted(gemm_kernel.ISAS))
+def test_single_row_on_panel_pairs_keeps_the_sums(isa_name):
+    """A one-row product on the prepacked entry runs two full panels at a time (em_sk_row2: six
+    accumulators), with the same sums as one panel at a time (EM_SK_ROW2 0: em_sk_row) bit for bit:
+    one and several contraction blocks (k past 2 KC), beta 0 and 1 with the C added first, bias and
+    ReLU, an odd panel count and partial panels after the pairs, NaN and infinities in A; and the
+    values of a float64 product."""
+    pairs, single = build_kernel(isa_name), build_kernel(isa_name, prefix="#define EM_SK_ROW2 0\n")
+    rng = np.random.default_rng(23)
+    w3 = 3 * pairs.isa.vw
+    for n, k in [(2 * w3, 1), (2 * w3, 256), (1024, 256), (7 * w3 + 17, 700), (4 * w3, 1500), (3 * w3, 33)]:
+        b = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        packed = gemm_kernel.prepack_b(b, pairs.isa)
+        for beta, bias_on, relu, special in [(0.0, False, False, False), (0.0, True, True, False),
+                                             (1.0, True, False, False), (1.0, False, True, False),
+                                             (1.0, True, True, True)]:
+            a = rng.standard_normal((1, k)).astype(np.float32)
+            bias = rng.standard_normal(n).astype(np.float32) if bias_on else None
+            c0 = rng.standard_normal((1, n)).astype(np.float32)
+            if special:  # NaN in C, an infinity in B's column through A's single nonzero step
+                c0[0, 5] = np.nan
+                a[0, :] = 0.0
+                a[0, k - 1] = np.inf
+            outs = []
+            for fn in (pairs, single):
+                got = c0.copy()
+                fn.packed(1, n, k, 1.0, a.ctypes.data, k, 1, packed.ctypes.data, beta, got.ctypes.data, n,
+                          None if bias is None else bias.ctypes.data, int(relu), 1)
+                outs.append(got)
+            np.testing.assert_array_equal(outs[0].view(np.int32), outs[1].view(np.int32),
+                                          err_msg=f"n={n} k={k} beta={beta}")
+            with np.errstate(invalid="ignore"):
+                ref = _ref(a, b, 1.0, beta, c0) + (0.0 if bias is None else bias)
+            ref = _relu_keep_nan(ref) if relu else ref
+            np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(ref))
+            fin = np.isfinite(ref)
+            np.testing.assert_allclose(outs[0][fin], ref[fin], rtol=1e-5, atol=1e-5 * np.sqrt(k))

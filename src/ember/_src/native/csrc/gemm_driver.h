@@ -702,6 +702,50 @@ static void em_sgemm_small(int64_t m, int64_t n, int64_t k, float alpha, const f
    B, at most 4 x 512 x W3 floats, stays in L2). The rest (at most two narrower panels) go one at
    a time. Every element is summed in the same order either way. */
 #define EM_SK_NBP 4
+#ifndef EM_SK_ROW2  /* 0: a single row runs em_sk_row per panel (tests compare the two) */
+#define EM_SK_ROW2 1
+#endif
+/* One row of A times two adjacent full panels of a prepacked B (2 W3 columns of C), the contraction in
+   blocks of kcb steps as em_sgemm_packed_cols runs them: each block summed from zero by FMAs in step
+   order, the blocks added to the result in order (C first where flags bit 1 is set: beta 1), then
+   the bias and the ReLU that keeps NaN (flags bit 0). The same sums as em_sk_row's on each panel,
+   with six independent accumulators instead of three: a single row's FMA chains were bound by the
+   FMA latency (an LSTM step's 1 x 256 x 1024 product ran at about a third of the FMA rate). */
+static __attribute__((noinline)) void em_sk_row2(int64_t k, int64_t kcb, const float *a, int64_t csa,
+                                                 const float *restrict bp, int64_t ps, float *restrict c,
+                                                 const float *bias, int flags) {
+    em_vf s[6] = {{0}};  /* (every element set by the first block: k >= 1) */
+    for (int64_t p0 = 0; p0 < k; p0 += kcb) {
+        const int64_t pe = p0 + kcb < k ? p0 + kcb : k;
+        em_vf c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, c5 = {0};
+        const float *b0 = bp + p0 * EM_SK_W3, *b1 = b0 + ps;
+        for (int64_t p = p0; p < pe; ++p, b0 += EM_SK_W3, b1 += EM_SK_W3) {
+            const em_vf x = (em_vf){0} + a[p * csa];
+            c0 = EM_FMA(x, *(const em_vf *)b0, c0);
+            c1 = EM_FMA(x, *(const em_vf *)(b0 + EM_SK_VW), c1);
+            c2 = EM_FMA(x, *(const em_vf *)(b0 + 2 * EM_SK_VW), c2);
+            c3 = EM_FMA(x, *(const em_vf *)b1, c3);
+            c4 = EM_FMA(x, *(const em_vf *)(b1 + EM_SK_VW), c4);
+            c5 = EM_FMA(x, *(const em_vf *)(b1 + 2 * EM_SK_VW), c5);
+        }
+        const em_vf blk[6] = {c0, c1, c2, c3, c4, c5};
+        for (int v = 0; v < 6; ++v) {
+            if (p0 > 0) s[v] = s[v] + blk[v];
+            else if (flags & 2) s[v] = *(const em_vfu *)(c + v * EM_SK_VW) + blk[v];  /* em_sk_store: C + t */
+            else s[v] = blk[v];
+        }
+    }
+    for (int v = 0; v < 6; ++v) {
+        em_vf x = s[v];
+        if (bias) x = x + *(const em_vfu *)(bias + v * EM_SK_VW);
+        if (flags & 1) {
+            const em_vf z = {0};
+            x = (em_vf)((em_vi)x & ((x > z) | (x != x)));
+        }
+        *(em_vfu *)(c + v * EM_SK_VW) = x;
+    }
+}
+
 static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa,
                                  int64_t csa, const float *bpk, float beta, float *c, int64_t ldc,
                                  const float *bias, int relu, int64_t q_begin, int64_t q_end) {
@@ -710,6 +754,12 @@ static void em_sgemm_packed_cols(int64_t m, int64_t n, int64_t k, float alpha, c
     int64_t nfull = 0;  /* panels [0, nfull) are W3 wide */
     while (nfull * EM_SK_W3 < n && em_sk_panel_width(n - nfull * EM_SK_W3) == EM_SK_W3
            && n - nfull * EM_SK_W3 >= EM_SK_W3) ++nfull;
+    if (m == 1 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && EM_SK_ROW2) {  /* pairs of panels */
+        const int64_t fe = q_end < nfull ? q_end : nfull;
+        for (; q_begin + 1 < fe; q_begin += 2)
+            em_sk_row2(k, KCB, a, csa, bpk + q_begin * EM_SK_W3 * k, EM_SK_W3 * k, c + q_begin * EM_SK_W3,
+                       bias ? bias + q_begin * EM_SK_W3 : 0, (relu ? 1 : 0) | (beta == 1.0f ? 2 : 0));
+    }
     const int64_t fe = q_end < nfull ? q_end : nfull;
     for (int64_t qb = q_begin; qb < fe; qb += EM_SK_NBP) {
         const int64_t qe = qb + EM_SK_NBP < fe ? qb + EM_SK_NBP : fe;
