@@ -2,7 +2,7 @@
 
 A kernel over symbolic sizes may read an operand that is empty for some bindings: a concatenate
 piece, a padded operand, the operand of a ``take`` with ``mode="fill"``
-(:meth:`..scheduling.kernel.KernelBuilder.checked_value`). Its index is clamped into the
+(``scheduling/kernel.py``'s ``_Builder.checked_value``). Its index is clamped into the
 operand's range, which is empty then, so each such load tests its offset against the buffer's
 size (``(uint64_t)off < size ? p[off] : 0``). GCC does not vectorize a loop of such conditional
 loads well: a dynamic-size ResNet's max pool, which reads its input's padding, took 7 ms
