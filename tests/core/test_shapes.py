@@ -81,3 +81,25 @@ def test_symbolic_max_bounds_floordiv_atoms_by_their_arguments():
     assert sh.dmax(h - 1, 0) == h - 1
     assert sh.dmax(sh.floordiv(h + 1, 2), 1) == sh.floordiv(h + 1, 2)
     assert sh.dmax(sh.mod(h, 3) + 2, 1) == sh.mod(h, 3) + 2
+
+
+def test_bounds_and_max_over_axis_ranges():
+    """``bounds`` by interval arithmetic over the axes' ranges, against every binding of a grid; a
+    ``max``/``min`` that no range decides stays an opaque atom that evaluates like Python's."""
+    s, b = sh.axis("s"), sh.axis("b")
+    ranges = {"s": (1, 2048), "b": (2, None)}
+    for d in (2048 - s, 3 * s - 2 * b + 7, s * b - s, 5 - s * s):
+        lo, hi = sh.bounds(d, ranges)
+        vals = [sh.evaluate(d, {"s": i, "b": j}) for i in (1, 2, 1000, 2048) for j in (2, 3, 50)]
+        assert lo is None or lo <= min(vals)
+        assert hi is None or hi >= max(vals)
+    assert sh.bounds(2048 - s, ranges) == (0, 2047)
+    assert sh.bounds(s * b, ranges) == (2, None)
+    assert sh.bounds(sh.floordiv(s, 2), ranges) == (None, None)
+    # MPT's position bias: max(0, 2048 - seq) is 2048 - seq for every seq of the range
+    assert sh.dmax(0, 2048 - s, ranges) == 2048 - s
+    assert 2048 - sh.dmax(0, 2048 - s, ranges) == s
+    assert sh.dmin(2048, s, ranges) == s and sh.dmin(s, 4096, ranges) == s
+    undecided = sh.dmax(0, 100 - s, ranges)  # negative past s = 100: not decided
+    assert [sh.evaluate(undecided, {"s": v}) for v in (1, 99, 100, 2048)] == [99, 1, 0, 0]
+    assert sh.is_symbolic(sh.dmax(0, 2048 - s)) and sh.dmax(0, 2048 - s) != 2048 - s  # no ranges

@@ -273,6 +273,15 @@ def axis(name: str) -> DimExpr:
     return DimExpr({((_Atom("var", (name,)), 1),): 1})
 
 
+def _single_atom(d: Dim) -> _Atom | None:
+    """The atom ``d`` is (one term: the atom to the first power, coefficient 1), else None."""
+    if isinstance(d, DimExpr) and len(d.terms) == 1:
+        (m, c), = d.terms
+        if c == 1 and len(m) == 1 and m[0][1] == 1:
+            return m[0][0]
+    return None
+
+
 def floordiv(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a // b
@@ -283,6 +292,12 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             return a
         if all(c % b == 0 for _, c in a.terms):
             return DimExpr._make({m: c // b for m, c in a.terms})
+        inner = _single_atom(a)
+        if b > 0 and inner is not None and inner.kind == "floordiv" and isinstance(inner.args[1], int) \
+                and inner.args[1] > 0:
+            # (x // p) // q == x // (p q) for positive p, q: a chain of strided layers' sizes (a
+            # ResNet's pool then strided convolution) reads the same as a path with one stride
+            return floordiv(inner.args[0], inner.args[1] * b)
     elif a == b:
         return 1
     elif isinstance(a, DimExpr) and isinstance(b, DimExpr) and len(b.terms) == 1:
@@ -333,8 +348,33 @@ def ceil_sqrt(a: Dim) -> Dim:
     return DimExpr({((_Atom("ceil_sqrt", (a,)), 1),): 1})
 
 
-def dmax(a: Dim, b: Dim) -> Dim:
-    """Symbolic ``max``: decided when the difference is known, else an opaque atom."""
+def bounds(d: Dim, ranges: Mapping[str, Sequence[int | None]]) -> tuple[int | None, int | None]:
+    """Lower and upper bounds of ``d`` when each named axis lies in ``ranges[name] = (lo, hi)``
+    (``hi`` None: unbounded; an axis not listed: ``[1, inf)``); None for a side that is not known
+    (an unbounded side, or an opaque floordiv/mod/max factor)."""
+    if isinstance(d, int):
+        return d, d
+    lo: int | None = 0
+    hi: int | None = 0
+    for m, c in d.terms:
+        mlo, mhi = 1, 1
+        for at, p in m:
+            if at.kind != "var":
+                return None, None
+            r = ranges.get(at.args[0]) or (1, None)
+            alo, ahi = max(1, r[0] or 1), r[1]
+            mlo *= alo ** p
+            mhi = None if mhi is None or ahi is None else mhi * ahi ** p
+        tlo, thi = (c * mlo, None if mhi is None else c * mhi) if c >= 0 else \
+            (None if mhi is None else c * mhi, c * mlo)
+        lo = None if lo is None or tlo is None else lo + tlo
+        hi = None if hi is None or thi is None else hi + thi
+    return lo, hi
+
+
+def dmax(a: Dim, b: Dim, ranges: Mapping[str, Sequence[int | None]] | None = None) -> Dim:
+    """Symbolic ``max``: decided when the difference is known (over every size, or over the axis
+    ``ranges`` given, as :func:`bounds` takes them), else an opaque atom."""
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
     try:
@@ -345,8 +385,21 @@ def dmax(a: Dim, b: Dim) -> Dim:
         return b if _compare(b, a, ">=") else a
     except ShapeError:
         pass
+    if ranges:
+        lo, hi = bounds(a - b, ranges)
+        if lo is not None and lo >= 0:
+            return a
+        if hi is not None and hi <= 0:
+            return b
     lo, hi = sorted((a, b), key=str)
     return DimExpr({((_Atom("max", (lo, hi)), 1),): 1})
+
+
+def dmin(a: Dim, b: Dim, ranges: Mapping[str, Sequence[int | None]] | None = None) -> Dim:
+    """Symbolic ``min``: ``-dmax(-a, -b, ranges)``."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return -dmax(-a, -b, ranges)
 
 
 def is_symbolic(d: Any) -> bool:

@@ -145,3 +145,36 @@ def test_dynamic_batch_runs_one_gemm_program(case):
     assert exe.fallback_reason is None
     got = {e.prim.name for e in exe.optimized.eqns}
     assert "conv" not in got and "native_gemm" in got, got
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[2]], ids=["1x1", "strided1x1", "unequal strides"])
+def test_symbolic_image_sizes_keep_1x1_products(case):
+    """With a named dynamic batch, height and width (a CNN imported for every image size), a 1x1
+    convolution is still a product: its rows are the symbolic batch times the symbolic pixels (its
+    patches a strided slice of symbolic size when strided). One compile serves every nonzero size; a
+    3x3 kernel at symbolic sizes stays a convolution (its image size is unknown)."""
+    from ember._src.native import specialize
+    N, C, H, W, O, KH, KW, strides, padding, dilation, layouts = case
+    w = operands(1, C, H, W, O, KH, KW, 1, layouts, np.float32)[1]
+    f = with_constant_kernel(w, strides, padding, dilation, layouts)
+    jf = ember.jit(f, dynamic_axes={"x": ("b", "h", "w", None)}, backend="native")
+    for n, h, wd in ((2, H, W), (1, 13, 6), (3, 1, 1), (2, 31, 17), (1, 0, 4)):
+        x = operands(n, C, h, wd, O, KH, KW, 1, layouts, np.float32)[0]
+        want = ref(x, w, strides, padding, dilation, layouts, 1)
+        got = np.asarray(jf(x))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, **tol(np.float32, KH * KW * C))
+        # (an axis of size 0 is traced as a static program of its own: docs/dynamic_axes.md)
+        assert jf.cache_info()["compiles"] == 1 + (h == 0)
+    x = operands(2, C, H, W, O, KH, KW, 1, layouts, np.float32)[0]
+    exe = specialize.symbolic_executable(jf.lower(x).program)
+    assert exe.fallback_reason is None
+    got = {e.prim.name for e in exe.optimized.eqns}
+    assert "conv" not in got and "native_gemm" in got, got
+    x3, w3 = operands(1, 8, 9, 9, 8, 3, 3, 1, NHWC_HWIO, np.float32)
+    f3 = with_constant_kernel(w3, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC_HWIO)
+    j3 = ember.jit(f3, dynamic_axes={"x": ("b", "h", "w", None)}, backend="native")
+    exe3 = specialize.symbolic_executable(j3.lower(x3).program)
+    assert "conv" in {e.prim.name for e in exe3.optimized.eqns}
+    want3 = ref(x3, w3, (1, 1), ((1, 1), (1, 1)), (1, 1), NHWC_HWIO, 1)
+    np.testing.assert_allclose(np.asarray(j3(x3)), want3, **tol(np.float32, 72))

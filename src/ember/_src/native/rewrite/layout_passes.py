@@ -201,7 +201,8 @@ def _gemm_conv(e: Eqn) -> bool:
     """Whether ``e`` is an NHWC -> NHWC convolution that ``conv_gemm`` rewrites (given a constant
     kernel): one group, no input dilation, no negative padding, static sizes but the batch (a
     named dynamic axis: the product's rows), float32/64; 1x1 without padding, or a larger kernel
-    with small output images."""
+    with small output images. A 1x1 kernel's images may also have a symbolic height and width: its
+    patches are its input, or a strided slice of it, at any size."""
     if e.prim is not conv_p:
         return False
     p = e.params
@@ -209,14 +210,20 @@ def _gemm_conv(e: Eqn) -> bool:
     x, w, y = e.inputs[0].aval, e.inputs[1].aval, e.outvars[0].aval
     if not (tuple(lhs) == NHWC and tuple(out) == NHWC and p["feature_group_count"] == 1
             and tuple(p.get("lhs_dilation", (1, 1))) == (1, 1) and len(w.shape) == 4
-            and all(isinstance(d, int) for d in (*x.shape[1:], *w.shape, *y.shape[1:]))  # batch: any
+            and all(isinstance(d, int) for d in (x.shape[3], *w.shape, y.shape[3]))
             and np.dtype(x.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
             and np.dtype(w.dtype) == np.dtype(x.dtype)
             and all(lo >= 0 and hi >= 0 for lo, hi in p["padding"])):
         return False
     if all(w.shape[a] == 1 for a in rhs[2:]):
         return all(tuple(q) == (0, 0) for q in p["padding"])
-    return 0 < y.shape[1] * y.shape[2] <= SMALL_IMAGE_PIXELS and w.shape[rhs[1]] >= 8
+    return (all(isinstance(d, int) for d in (*x.shape[1:3], *y.shape[1:3]))  # batch: any
+            and 0 < y.shape[1] * y.shape[2] <= SMALL_IMAGE_PIXELS and w.shape[rhs[1]] >= 8)
+
+
+def _nonzero(d: object) -> bool:
+    """Whether an output size is not a static 0 (a symbolic size is at least 1)."""
+    return not (isinstance(d, int) and d == 0)
 
 
 def _patches(b: Builder, x: Atom, e: Eqn, kh: int, kw: int) -> Atom:
@@ -225,7 +232,9 @@ def _patches(b: Builder, x: Atom, e: Eqn, kh: int, kw: int) -> Atom:
     oh, ow = e.outvars[0].aval.shape[1:3]
     (sh_, sw_), (dh, dw) = e.params["window_strides"], e.params["rhs_dilation"]
     start = (0, kh * dh, kw * dw, 0)
-    limit = (n, kh * dh + (oh - 1) * sh_ + 1, kw * dw + (ow - 1) * sw_ + 1, c)
+    # (an empty output image reads nothing: the slice of that axis is empty, not [start:start - s + 1])
+    limit = (n, kh * dh + (oh - 1) * sh_ + 1 if _nonzero(oh) else start[1],
+             kw * dw + (ow - 1) * sw_ + 1 if _nonzero(ow) else start[2], c)
     if start == (0, 0, 0, 0) and limit == tuple(x.aval.shape) and (sh_, sw_) == (1, 1):
         return x
     return b.emit1(_SLICE, [x], {"start_indices": start, "limit_indices": limit, "strides": (1, sh_, sw_, 1)})
