@@ -143,3 +143,20 @@ def test_grad_of_pad_by_a_symbolic_amount_of_unknown_sign(backend) -> None:
         want[:k] = w[:k]
         np.testing.assert_allclose(np.asarray(g(x, w)), want, rtol=1e-6)
     assert g.cache_info()["compiles"] == 1
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_tile_by_a_named_axis_size(backend) -> None:
+    """``jnp.tile`` with a rep that is a named axis's size (BLOOM's ALiBi bias tiled over the batch),
+    one compile for three batches, against NumPy; a negative static rep still raises."""
+    def f(x, v):
+        return jnp.tile(v, (x.shape[0], 1, 1)) + x
+    jf = ember.jit(f, dynamic_axes={"x": ("b", None, None)}, backend=backend)
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((1, 3, 4)).astype(np.float32)
+    for n in (2, 1, 5):
+        x = rng.standard_normal((n, 3, 4)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(jf(x, v)), np.tile(v, (n, 1, 1)) + x)
+    assert jf.cache_info()["compiles"] == 1
+    with pytest.raises(ShapeError, match="non-negative"):
+        jnp.tile(v, (-1, 1))

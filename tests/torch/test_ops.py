@@ -285,7 +285,9 @@ UNINITIALIZED = {"aten.empty_permuted.default", "aten.empty.memory_format", "ate
 MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "getitem", "aten.sym_size.int",
               "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
               "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
-              "ember.rnn.default"}  # recurrent layers: tests/torch/test_recurrent.py
+              "ember.rnn.default",  # recurrent layers: tests/torch/test_recurrent.py
+              "python.sym_max", "python.sym_min",  # sizes: tests/torch/test_architectures.py
+              "aten.as_strided.default"}  # the export's contiguity flag: test_as_strided below
 
 
 def test_every_handler_has_a_case():
@@ -414,3 +416,35 @@ def test_decomposed_ops_import():
     m = et.import_module(M(), (x,))
     for name, out, ref in zip(sorted(DECOMPOSED), m(x.numpy()), M()(x)):
         np.testing.assert_allclose(np.asarray(out), ref.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_as_strided():
+    """``as_strided`` of a contiguous input (the export's ``input_contiguous``) against torch: a
+    row-major view is a reshape, other views (overlapping windows, an offset, a transposing stride, a
+    prefix) gather; out-of-storage reads raise IndexError, and an input torch holds otherwise raises
+    (its strides would index a storage ember does not have). Then an imported
+    ``AdaptiveAvgPool1d`` (whose decomposition restrides) over a dynamic batch."""
+    import ember.torch as et
+
+    op = OPS["aten.as_strided.default"]
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    for size, stride, off in (((2, 12), (12, 1), 0), ((4, 3, 1, 2), (6, 2, 7, 1), 0), ((5, 4), (4, 1), 2),
+                              ((3, 3), (1, 3), 0), ((2, 2), (3, 5), 1), ((4, 1), (2, 100), 3), ((0, 3), (1, 1), 0)):
+        want = torch.as_strided(x, size, stride, off).numpy()
+        ctx = Ctx(size, "float32", "as_strided.default")
+        got = np.asarray(op.fn(ctx, jnp.asarray(x.numpy()), list(size), list(stride), off, input_contiguous=True))
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match="storage element 24"):
+        op.fn(None, jnp.asarray(x.numpy()), [2, 13], [12, 1], 0, input_contiguous=True)
+    with pytest.raises(NotImplementedError, match="contiguously"):
+        op.fn(None, jnp.asarray(x.numpy()), [2, 12], [12, 1], 0, input_contiguous=False)
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.adaptive_avg_pool1d(x.transpose(1, 2), 1).flatten(1)
+
+    m = et.import_module(Pool(), (torch.randn(2, 5, 3),), dynamic_axes={"x": ("batch", None, None)})
+    assert any(n.op == "aten.as_strided.default" for n in m.graph.nodes)
+    for b in (2, 1, 4):
+        xb = torch.randn(b, 5, 3)
+        np.testing.assert_allclose(np.asarray(m(xb.numpy())), Pool()(xb).numpy(), rtol=1e-6, atol=1e-6)

@@ -410,17 +410,20 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
 
 
 def tile(A: ArrayLike, reps: int | Sequence[int]) -> Any:
-    """Repeat ``A`` ``reps`` times along each axis."""
+    """Repeat ``A`` ``reps`` times along each axis.
+
+    A rep may be a named dynamic axis's size, as JAX's shape polymorphism allows:
+    ``jnp.tile(v, (x.shape[0], 1))``."""
     x = _arr(A)
-    reps = tuple(_concrete_int(r, "tile: reps") for r in _axes_tuple(reps))
-    if any(r < 0 for r in reps):
+    reps = tuple(r if sh.is_symbolic(r) else _concrete_int(r, "tile: reps") for r in _axes_tuple(reps))
+    if any(not sh.is_symbolic(r) and r < 0 for r in reps):
         raise ShapeError(f"tile: reps must be non-negative, got {reps}")
     shape = _shape(x)
     d = max(len(reps), len(shape))
     shape = (1,) * (d - len(shape)) + tuple(shape)
     reps = (1,) * (d - len(reps)) + reps
     x = mv.reshape(x, shape)
-    if all(r == 1 for r in reps):
+    if all(not sh.is_symbolic(r) and r == 1 for r in reps):
         return x
     inter = tuple(v for r, s in zip(reps, shape) for v in (r, s))
     b = mv.broadcast_in_dim(x, inter, tuple(range(1, 2 * d, 2)))

@@ -103,6 +103,18 @@ def _encode_arg(a: Any, dims: _Dims) -> Any:
     raise ExportError(f"cannot encode the argument {a!r} of type {type(a).__name__}")
 
 
+def _contiguous(a: Any) -> bool:
+    """Whether graph value ``a`` is a contiguous tensor at storage offset 0 (its storage holds its
+    values in row-major order, as ember's array does)."""
+    v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+    if not isinstance(v, torch.Tensor):
+        return False
+    try:
+        return bool(v.is_contiguous()) and v.storage_offset() == 0
+    except Exception:  # (a symbolic stride torch cannot decide)
+        return False
+
+
 def _output_names(ep: Any, n: int) -> list[str]:
     spec = ep.call_spec.out_spec
     ctx = getattr(spec, "context", None)
@@ -260,8 +272,10 @@ def to_graph(ep: Any, dynamic_axes: dict[str, Any] | None) -> tuple[Graph, dict[
         val = n.meta.get("val")
         shape = dims.shape(val) if isinstance(val, torch.Tensor) else None
         dtype = _dtype_name(val.dtype) if isinstance(val, torch.Tensor) else None
-        nodes.append(Node(n.name, op, _encode_arg(list(n.args), dims),
-                          {k: _encode_arg(v, dims) for k, v in n.kwargs.items()}, shape, dtype, _source(n)))
+        kwargs = {k: _encode_arg(v, dims) for k, v in n.kwargs.items()}
+        if t is torch.ops.aten.as_strided.default:  # its strides index the input's storage
+            kwargs["input_contiguous"] = _contiguous(n.args[0])
+        nodes.append(Node(n.name, op, _encode_arg(list(n.args), dims), kwargs, shape, dtype, _source(n)))
     outputs = [{"ref": s.arg.name} if hasattr(s.arg, "name") else _encode_arg(s.arg.value, dims)
                for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
     ranges = {}

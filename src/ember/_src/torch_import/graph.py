@@ -16,6 +16,8 @@ import dataclasses
 import operator
 from typing import Any
 
+from ember._src import shapes
+
 FORMAT = "ember.torch_graph"
 FORMAT_VERSION = 1
 
@@ -75,21 +77,36 @@ class Graph:
         return check_graph(obj)
 
 
-_DIM_OPS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv, "mod": operator.mod,
-            "max": max, "min": min}
+_DIM_OPS = {"add": operator.add, "mul": operator.mul, "floordiv": operator.floordiv, "mod": operator.mod}
+_BOUNDED_OPS = {"max": shapes.dmax, "min": shapes.dmin}  # decided over the axes' ranges where they can be
 
 
-def eval_dim(expr: Any, axes: dict[str, Any]) -> Any:
-    """Evaluate a dim expression with ``axes`` mapping axis names to sizes (ints or symbolic dims)."""
+def eval_dim(expr: Any, axes: dict[str, Any], ranges: dict | None = None) -> Any:
+    """Evaluate a dim expression with ``axes`` mapping axis names to sizes (ints or symbolic dims);
+    a symbolic ``max``/``min`` is decided with ``ranges`` (:func:`axis_ranges`) where it can be."""
     if isinstance(expr, int):
         return expr
     if isinstance(expr, str):
         return axes[expr]
-    fn = _DIM_OPS[expr["op"]]
-    vals = [eval_dim(a, axes) for a in expr["args"]]
+    op = expr["op"]
+    vals = [eval_dim(a, axes, ranges) for a in expr["args"]]
     out = vals[0]
     for v in vals[1:]:
-        out = fn(out, v)
+        out = _BOUNDED_OPS[op](out, v, ranges) if op in _BOUNDED_OPS else _DIM_OPS[op](out, v)
+    return out
+
+
+def axis_ranges(graph: Graph, axes: dict[str, Any]) -> dict[str, tuple]:
+    """The export's size range of each named axis that ``axes`` binds to a symbolic axis, keyed by
+    that axis's name. A lower bound of 2 or less is 1: torch's guard against its 0/1 specialization
+    is not a limit of the model."""
+    out = {}
+    for name, (lo, hi) in graph.ranges.items():
+        d = axes.get(name)
+        if shapes.is_symbolic(d) and len(d.axes()) == 1:
+            (a,) = d.axes()
+            if d == shapes.axis(a):
+                out[a] = (1 if (lo or 0) <= 2 else lo, hi)
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import ember.numpy as jnp
 from ember._src import dtypes as dt
-from ember._src.torch_import.graph import Graph, eval_dim
+from ember._src.torch_import.graph import Graph, axis_ranges, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
 from ember._src.torch_import.unsupported import NOT_SUPPORTED
 from ember.errors import EmberError, ShapeError
@@ -47,9 +47,9 @@ def _check_shape(n: Any, got: tuple, want: tuple) -> None:
             raise ShapeError(f"{n.op} ({n.name[:80]!r}): dimension {i} is {a}, the graph records {b}")
 
 
-def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any]) -> Any:
+def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any], ranges: dict | None = None) -> Any:
     if isinstance(v, list):
-        return [_decode(x, env, axes) for x in v]
+        return [_decode(x, env, axes, ranges) for x in v]
     if isinstance(v, dict):
         if "ref" in v:
             return env[v["ref"]]
@@ -58,8 +58,8 @@ def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any]) -> Any:
         if "dtype" in v:  # torch's int64 indices are int32 while 64-bit dtypes are off
             return dt.canonicalize(v["dtype"])
         if "dim" in v:
-            return eval_dim(v["dim"], axes)
-        return {k: _decode(x, env, axes) for k, x in v.items()}
+            return eval_dim(v["dim"], axes, ranges)
+        return {k: _decode(x, env, axes, ranges) for k, x in v.items()}
     return v
 
 
@@ -112,24 +112,25 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
                             f"got {len(inputs)}")
         inputs = [jnp.asarray(x) for x in inputs]
         axes = _bind_axes(graph, inputs)
+        ranges = axis_ranges(graph, axes)
         env: dict[str, Any] = {}
         it = iter(inputs)
         for spec in graph.inputs:
             if spec.kind == "user":
                 env[spec.name] = next(it)
             elif spec.kind == "literal":
-                env[spec.name] = _decode(json.loads(spec.target), env, axes)
+                env[spec.name] = _decode(json.loads(spec.target), env, axes, ranges)
             elif spec.kind in ("param", "state"):
                 env[spec.name] = params[spec.target]
             else:
                 env[spec.name] = constants[spec.target]
         for n in graph.nodes:
-            args = _decode(n.args, env, axes)
-            kwargs = {k: _decode(v, env, axes) for k, v in n.kwargs.items()}
-            shape = None if n.shape is None else tuple(eval_dim(d, axes) for d in n.shape)
+            args = _decode(n.args, env, axes, ranges)
+            kwargs = {k: _decode(v, env, axes, ranges) for k, v in n.kwargs.items()}
+            shape = None if n.shape is None else tuple(eval_dim(d, axes, ranges) for d in n.shape)
             dtype = None if n.dtype is None else dt.canonicalize(n.dtype)
             refs = tuple(_ref_names(a, names) for a in n.args)
-            ctx = Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op, refs, n.source)
+            ctx = Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op, refs, n.source, ranges)
             try:
                 out = OPS[n.op].fn(ctx, *args, **kwargs)
             except Exception as e:
@@ -140,7 +141,7 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
             if n.shape is not None and hasattr(out, "shape"):
                 _check_shape(n, tuple(out.shape), shape)
             env[n.name] = out
-        outs = tuple(_decode(o, env, axes) for o in graph.outputs)
+        outs = tuple(_decode(o, env, axes, ranges) for o in graph.outputs)
         state = {t: env[name] for t, name in graph.mutations.items()}
         return outs, state
 

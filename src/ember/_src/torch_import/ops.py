@@ -20,6 +20,7 @@ import ember
 import ember.lax as lax
 import ember.nn as enn
 import ember.numpy as jnp
+from ember._src import shapes as sh
 from ember._src.prims import indexing as ix
 from ember._src.prims.attention import attention
 from ember._src.prims.indexing import check_index
@@ -49,15 +50,17 @@ def handler(*names: str, doc: str = "") -> Callable:
 class Ctx:
     """What a handler may know about the node beyond its arguments: the output's shape and dtype,
     the op's name (``"embedding.default"``), how error messages name the positional arguments that
-    are graph values (``refs``) and the user's source line."""
+    are graph values (``refs``), the user's source line, and the size range torch's export
+    recorded for each named axis (``ranges``: symbolic ``max``/``min`` of sizes decide with them)."""
 
     def __init__(self, shape: tuple | None, dtype: str | None, name: str, refs: tuple = (),
-                 source: str = ""):
+                 source: str = "", ranges: dict | None = None):
         self.shape = shape
         self.dtype = dtype
         self.name = name
         self.refs = refs
         self.source = source
+        self.ranges = ranges or {}
 
     def arg(self, i: int) -> str:
         """The name of positional argument ``i`` for an error message."""
@@ -114,6 +117,16 @@ def _sym_floordiv(ctx, a, b):
     return a // b
 
 
+@handler("python.sym_max", doc="max(size, size)")
+def _sym_max(ctx, a, b):
+    return sh.dmax(a, b, ctx.ranges)
+
+
+@handler("python.sym_min", doc="min(size, size)")
+def _sym_min(ctx, a, b):
+    return sh.dmin(a, b, ctx.ranges)
+
+
 @handler("getitem", doc="element of a multi-output op")
 def _getitem(ctx, xs, i):
     return xs[i]
@@ -133,11 +146,26 @@ def _noop(ctx, *args, **kwargs):
 
 # ---- elementwise ---------------------------------------------------------------------------------
 
+def _as_recorded(ctx: Ctx, x: Any) -> Any:
+    """``x`` cut to the sizes torch recorded for the node's output where a size of ``x`` is a
+    symbolic expression that only equals the recorded one over the model's real sizes (MPT's
+    position bias, ``2048 - max(0, 2048 - seq)`` long, added to ``seq``-long scores). The cut is the
+    identity wherever the sizes agree, and a binding where they do not (a sequence past the bias's
+    2048) violates the slice's bounds: a ``ShapeError`` when the call binds its sizes."""
+    if ctx.shape is None or not hasattr(x, "shape") or len(ctx.shape) < x.ndim:
+        return x
+    rec = tuple(ctx.shape[len(ctx.shape) - x.ndim:])
+    if not any(sh.is_symbolic(d) and d != 1 and d != r for d, r in zip(x.shape, rec)):
+        return x
+    limits = tuple(r if sh.is_symbolic(d) and d != 1 and d != r else d for d, r in zip(x.shape, rec))
+    return lax.slice(x, (0,) * x.ndim, limits)
+
+
 def _binary(fn: Callable) -> Callable:
     def h(ctx, a, b, **kw):
         if kw.get("alpha", 1) != 1:
             b = b * kw["alpha"]
-        return fn(a, b)
+        return fn(_as_recorded(ctx, a), _as_recorded(ctx, b))
     h.__doc__ = f"elementwise {fn.__name__}"
     return h
 
@@ -395,7 +423,9 @@ def _gather(ctx, x, dim, index, **kw):
     if x.ndim == 0:
         return jnp.reshape(x, ctx.shape)
     if tuple(idx.shape) != tuple(x.shape):  # torch's index may be smaller than x on the other dims
-        x = x[tuple(slice(None) if d == dim else slice(0, idx.shape[d]) for d in range(x.ndim))]
+        # (lax.slice: a limit may be a named dynamic axis, a registered buffer cut to the sequence)
+        limits = tuple(x.shape[d] if d == dim else idx.shape[d] for d in range(x.ndim))
+        x = lax.slice(x, (0,) * x.ndim, limits)
     return ix.take_along_axis(x, idx, axis=dim)
 
 

@@ -30,6 +30,39 @@ def _empty_strided(ctx, size, stride, **kw):
     return jnp.zeros(ctx.shape, ctx.dtype)
 
 
+@handler("aten.as_strided.default", doc="a view of a contiguous input's storage: a reshape where the "
+         "strides are row-major, else a gather (static sizes)")
+def _as_strided(ctx, x, size, stride, storage_offset=None, input_contiguous=False):
+    """torch's strides index the input's storage; the export records whether the input is contiguous
+    at offset 0 (``input_contiguous``), where that storage is ember's row-major value. A view whose
+    strides are row-major for ``size`` (a size-1 dim's stride aside) over all of the input is a
+    reshape (what decompositions restride, e.g. ``adaptive_avg_pool1d``); another view of static
+    sizes gathers its elements; an input torch holds otherwise raises."""
+    if not input_contiguous:
+        raise NotImplementedError("as_strided of a tensor that torch does not hold contiguously at storage "
+                                  "offset 0 (ember arrays have no strides or storage: values, not views)")
+    size, stride, off = tuple(size), tuple(stride), storage_offset or 0
+    row_major, acc = [], 1
+    for d in reversed(size):
+        row_major.append(acc)
+        acc = acc * d
+    if off == 0 and all(d == 1 or st == r for d, st, r in zip(size, stride, row_major[::-1])) \
+            and math.prod(size) == math.prod(x.shape):
+        return jnp.reshape(x, size)
+    if not all(isinstance(d, int) for d in (*size, *stride, off, *x.shape)):
+        raise NotImplementedError(f"as_strided to size {size} with strides {stride}: a view other than a "
+                                  "row-major reshape needs static sizes")
+    idx = np.full(size, off, np.int64)
+    for k, (d, st) in enumerate(zip(size, stride)):
+        idx += (np.arange(d, dtype=np.int64) * st).reshape((1,) * k + (d,) + (1,) * (len(size) - k - 1))
+    total = math.prod(x.shape)
+    if idx.size and (idx.min() < 0 or idx.max() >= total):
+        raise IndexError(f"as_strided: size {size}, strides {stride} and offset {off} read storage element "
+                         f"{int(idx.max() if idx.max() >= total else idx.min())} of a tensor of {total}")
+    flat = jnp.reshape(x, (total,))
+    return flat[jnp.asarray(idx.astype(np.int32) if total < 2**31 else idx)]
+
+
 @handler("aten.sym_numel.default", doc="x.numel()")
 def _sym_numel(ctx, x):
     return math.prod(x.shape) if all(isinstance(d, int) for d in x.shape) else ember.dimension_as_value(

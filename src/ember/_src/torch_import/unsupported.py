@@ -19,7 +19,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "aten.rand.default": _RANDOM,
     "aten.randn.default": _RANDOM,
     "aten.randperm.default": _RANDOM,
-    "aten.as_strided.default": _STRIDES,
     "aten.sym_stride.int": _STRIDES,
     "aten.sym_storage_offset.default": _STRIDES,
     "aten.sym_is_contiguous.default": _STRIDES,
