@@ -78,11 +78,14 @@ def _rnn(ctx, x, hx, params, mode, has_biases, num_layers, bidirectional, batch_
             w = params[k * per:(k + 1) * per]
             w_ih, w_hh = w[0], w[1]
             b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
-            xp = seq @ w_ih.T
-            if b_ih is not None:
-                xp = xp + b_ih
+            bias = b_ih
             if b_hh is not None and mode != "gru":  # outside the loop (GRU's gates need it apart)
-                xp, b_hh = xp + b_hh, None
+                # one bias vector: the product's store adds it (the GEMM epilogue), where two
+                # broadcast adds were a pass over the whole (T, B, gates) projection
+                bias, b_hh = b_ih + b_hh, None
+            xp = seq @ w_ih.T
+            if bias is not None:
+                xp = xp + bias
             carry = (hx[0][k], hx[1][k]) if mode == "lstm" else (hx[0][k],)
             carry, y = lax.scan(_cell(mode, w_hh, b_hh), carry, xp, reverse=d == 1)
             ys.append(y)
