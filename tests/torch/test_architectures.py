@@ -108,3 +108,39 @@ def test_python_max_min_of_sizes():
     assert m._jitted.cache_info()["compiles"] == 1
     with pytest.raises(ShapeError, match="seq: 9"):
         m(np.ones((1, 9), np.float32))
+
+
+def _efficientnet():
+    """EfficientNet-B0's structure at 64 px with its batch norms' statistics drawn at random (at
+    their initial values every output is 0)."""
+    cfg = T.EfficientNetConfig(image_size=64, width_coefficient=1.0, depth_coefficient=1.0, hidden_dim=1280)
+    model = T.EfficientNetModel(cfg)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.copy_(torch.randn(mod.running_mean.shape, generator=g) * 0.1)
+                mod.running_var.copy_(torch.rand(mod.running_var.shape, generator=g) + 0.5)
+                mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) + 0.5)
+                mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.1)
+    return model.eval()
+
+
+def test_efficientnet_dynamic_batch():
+    """EfficientNet failed three ways before: its depthwise convolutions export padding=[0] (one
+    entry for two dims), its pooler is AvgPool2d(1280, ceil_mode=True) over a 2 x 2 image, and a
+    fused elementwise chain was deep enough to exhaust the kernel builder's recursion. Both outputs
+    against PyTorch at three batch sizes, one compile."""
+    model = _efficientnet()
+    axes = {"pixel_values": ("batch", None, None, None)}
+    m = et.import_module(model, (torch.randn(2, 3, 64, 64),), dynamic_axes=axes)
+    g = torch.Generator().manual_seed(6)
+    for b in (2, 1, 3):
+        x = torch.randn(b, 3, 64, 64, generator=g)
+        with torch.inference_mode():
+            out = model(x)
+        for got, want in zip(m(x.numpy()), (out.last_hidden_state, out.pooler_output)):
+            want = want.numpy()
+            assert np.abs(want).max() > 0.1
+            np.testing.assert_allclose(np.asarray(got), want, atol=2e-5 * np.abs(want).max(), rtol=0)
+    assert m._jitted.cache_info()["compiles"] == 1

@@ -133,12 +133,29 @@ CASES = {
         ((r(2, 3, 8, 8), r(4, 3, 3, 3), r(4), [1, 1], [1, 1], [1, 1], False, [0, 0], 1), {}),
         ((r(1, 4, 9, 9), r(4, 2, 3, 3), None, [2, 2], [0, 1], [1, 2], False, [0, 0], 2), {}),
         ((r(1, 2, 7), r(3, 2, 3), r(3), [1], [1], [1], False, [0], 1), {}),
-        ((r(1, 3, 5, 5), r(3, 2, 3, 3), r(2), [2, 2], [1, 1], [1, 1], True, [1, 1], 1), {})],
-    "aten.max_pool2d_with_indices.default": [((r(2, 3, 8, 8), [3, 3], [2, 2], [1, 1]), {})],
+        ((r(1, 3, 5, 5), r(3, 2, 3, 3), r(2), [2, 2], [1, 1], [1, 1], True, [1, 1], 1), {}),
+        # one-element stride/padding/dilation lists apply to every spatial dim (padding="valid")
+        ((r(1, 4, 7, 6), r(4, 1, 3, 3), r(4), [2], [0], [1], False, [0], 4), {}),
+        ((r(1, 2, 6, 6), r(3, 2, 2, 2), None, [1], [1], [2], False, [0], 1), {})],
+    "aten.max_pool2d_with_indices.default": [
+        ((r(2, 3, 8, 8), [3, 3], [2, 2], [1, 1]), {}),
+        # ceil_mode: a last window past the input (7 -> 4), one dropped for starting in the padding,
+        # dilation, and a window longer than the padded input
+        ((r(1, 2, 7, 8), [3, 3], [2, 2], [0, 1], [1, 1], True), {}),
+        ((r(1, 2, 6, 9), [2, 3], [2, 2], [1, 1], [1, 1], True), {}),
+        ((r(1, 2, 7, 8), [3, 3], [3, 2], [1, 0], [2, 2], True), {}),
+        ((r(1, 3, 2, 2), [3, 3], [2, 2], [1, 1], [2, 2], True), {}),
+        ((r(1, 3, 2, 3), [9, 9], [9, 9], [0, 0], [1, 1], True), {})],
     "aten.max_pool1d_with_indices.default": [((r(2, 3, 8), [2], [2]), {})],
     "aten.max_pool3d_with_indices.default": [((r(1, 2, 4, 4, 4), [2, 2, 2], [2, 2, 2]), {})],
     "aten.avg_pool2d.default": [((r(2, 3, 8, 8), [2, 2], [2, 2]), {}),
-                                ((r(1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, False), {})],
+                                ((r(1, 2, 7, 7), [3, 3], [2, 2], [1, 1], False, False), {}),
+                                # ceil_mode with either divisor rule and an override; EfficientNet's
+                                # window longer than the image (1280 over 2 x 2)
+                                ((r(1, 2, 7, 8), [3, 3], [2, 2], [1, 0], True, True), {}),
+                                ((r(1, 2, 7, 8), [3, 3], [2, 2], [1, 0], True, False), {}),
+                                ((r(1, 2, 6, 9), [2, 3], [3, 2], [1, 1], True, True, 5), {}),
+                                ((r(1, 3, 2, 2), [1280, 1280], [1280, 1280], [0, 0], True), {})],
     "aten.avg_pool1d.default": [((r(2, 3, 8), [3], [1], [1]), {})],
     "aten.avg_pool3d.default": [((r(1, 2, 4, 4, 4), [2, 2, 2], [2, 2, 2]), {})],
     "aten._adaptive_avg_pool2d.default": [((r(2, 3, 8, 8), [1, 1]), {}), ((r(1, 2, 7, 5), [3, 2]), {})],

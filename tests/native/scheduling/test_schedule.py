@@ -284,3 +284,34 @@ def test_a_map_region_with_too_many_inputs_falls_back_to_pairwise_merging():
     for x in xs[1:]:
         want = want * 0.9 + x
     np.testing.assert_allclose(np.asarray(ember.jit(f)(*xs)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_very_deep_elementwise_chain_splits_into_kernels():
+    """700 ``tanh(x * a + b)`` in a row (2100 equations) raised RecursionError in the kernel
+    builder's walk; a region now stops growing at MAX_EXPR_DEPTH equations, so the chain runs as a
+    few kernels. Values against float64 NumPy; the gradient of a 100-long chain (300 equations, its
+    backward longer) against the chain rule by hand. (Compile time grows about quadratically with
+    such a chain's length, as regions merge one by one: 3 s for the gradient at 100, 160 s at 700.)"""
+    from ember._src.native.scheduling.kernel import MAX_EXPR_DEPTH
+
+    def chain(n):
+        def f(x):
+            for _ in range(n):
+                x = jnp.tanh(x * 1.0001 + 0.1)
+            return x
+        return f
+
+    def by_hand(x, n):
+        y, dy = x.copy(), np.ones_like(x)
+        for _ in range(n):
+            y = np.tanh(y * 1.0001 + 0.1)
+            dy = dy * 1.0001 * (1 - y ** 2)
+        return y, dy
+    x = np.linspace(-2, 2, 64).reshape(4, 16)
+    s = sched(chain(700), x.astype(np.float32))
+    assert 2100 // MAX_EXPR_DEPTH <= kinds(s).count("kernel") <= 4 * (2100 // MAX_EXPR_DEPTH)
+    got = np.asarray(ember.jit(chain(700), backend="native")(x.astype(np.float32)))
+    np.testing.assert_allclose(got, by_hand(x, 700)[0], rtol=0, atol=2e-6)
+    loss = ember.grad(lambda x: chain(100)(x).sum())
+    g = np.asarray(ember.jit(loss, backend="native")(x.astype(np.float32)))
+    np.testing.assert_allclose(g, by_hand(x, 100)[1], rtol=1e-4, atol=1e-6)

@@ -45,6 +45,10 @@ CHEAP = 3  # nodes at most this costly may be recomputed (broadcast, or read at 
 # beyond this many pieces it must be split into per-piece loop nests (map kernels, an index that
 # is affine in one loop variable) or materialized by its own kernel (the fusion is refused)
 MAX_SELECT_PIECES = 4
+# The deepest chain of equations one kernel's expression holds. The walk below recurses once per
+# level (three Python frames each), so a longer elementwise chain (700 tanh(x * a + b) in a row)
+# raised RecursionError; at this depth a region stops merging and the chain runs as several kernels.
+MAX_EXPR_DEPTH = 200
 _READ = "read through an index expression (kernel.py)"
 for _name in ("broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "slice", "pad", "concatenate"):
     # a reshape (or squeeze) alone in its group shares its operand's storage (an alias step)
@@ -260,6 +264,7 @@ class _Builder:
         # a padded or gathered operand of symbolic size): its index is then clamped into an empty
         # range, so loads made meanwhile are bounds-checked in C (never read past a buffer)
         self.checked = 0
+        self.depth = 0  # equations on the walk's current path (MAX_EXPR_DEPTH)
         self.nonempty: dict[str, Any] = {}  # the element counts of such operands, by their text
 
     # -- nodes -------------------------------------------------------------------------------
@@ -326,7 +331,13 @@ class _Builder:
         if e is None:
             n = self.load(a, idx)
         else:
-            n = self.eqn_value(e, a, idx)
+            if self.depth >= MAX_EXPR_DEPTH:
+                raise Unfusable(f"an expression deeper than {MAX_EXPR_DEPTH} equations")
+            self.depth += 1
+            try:
+                n = self.eqn_value(e, a, idx)
+            finally:
+                self.depth -= 1
             if not opinfo.is_movement(e.prim):
                 self.var_nodes.setdefault(a.id, set()).add(n)
                 self.var_of_eqn[a.id] = a
