@@ -103,3 +103,21 @@ def test_bounds_and_max_over_axis_ranges():
     undecided = sh.dmax(0, 100 - s, ranges)  # negative past s = 100: not decided
     assert [sh.evaluate(undecided, {"s": v}) for v in (1, 99, 100, 2048)] == [99, 1, 0, 0]
     assert sh.is_symbolic(sh.dmax(0, 2048 - s)) and sh.dmax(0, 2048 - s) != 2048 - s  # no ranges
+
+
+def test_floordiv_moves_whole_multiples_out():
+    """``(b q + r) // b`` is ``q + r // b``: coefficients keep only their remainders in [0, b), so
+    ConvNeXt's stem size ``1 + (h - 4) // 4`` and its patch grid ``h // 4`` are one expression, and
+    ``(x // p) // q`` is ``x // (p q)``. Every form evaluates like Python's ``//`` over a grid."""
+    h, w = sh.axis("h"), sh.axis("w")
+    assert 1 + sh.floordiv(h - 4, 4) == sh.floordiv(h, 4)
+    assert sh.floordiv(1 + sh.floordiv(h - 1, 8), 4) == sh.floordiv(h + 7, 32)
+    forms = [(sh.floordiv(h - 4, 4), lambda a, b: (a - 4) // 4),
+             (sh.floordiv(-3 * h + 5, 4), lambda a, b: (-3 * a + 5) // 4),
+             (sh.floordiv(6 * h - 7 * w + 1, 4), lambda a, b: (6 * a - 7 * b + 1) // 4),
+             (sh.floordiv(sh.floordiv(h - 1, 2), 2) + 1, lambda a, b: ((a - 1) // 2) // 2 + 1),
+             (sh.floordiv(h * w - 9, 3), lambda a, b: (a * b - 9) // 3)]
+    for expr, py in forms:
+        for a in range(1, 30):
+            for b in (1, 2, 7):
+                assert sh.evaluate(expr, {"h": a, "w": b}) == py(a, b), (expr, a, b)

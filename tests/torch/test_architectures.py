@@ -144,3 +144,20 @@ def test_efficientnet_dynamic_batch():
             assert np.abs(want).max() > 0.1
             np.testing.assert_allclose(np.asarray(got), want, atol=2e-5 * np.abs(want).max(), rtol=0)
     assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_convnext_dynamic_image_size():
+    """ConvNeXt with a dynamic batch, height and width: its stem (4 x 4, stride 4) gives
+    ``1 + (h - 4) // 4`` rows, which a later reshape calls ``h // 4``; the two now compare equal.
+    Four sizes against PyTorch, one compile."""
+    model = T.ConvNextModel(T.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1])).eval()
+    x0 = torch.randn(2, 3, 64, 64)
+    m = et.import_module(model, (x0,), dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
+    g = torch.Generator().manual_seed(7)
+    for b, h, w in ((2, 64, 64), (1, 96, 80), (3, 48, 64), (1, 77, 53)):
+        x = torch.randn(b, 3, h, w, generator=g)
+        with torch.inference_mode():
+            want = model(x).last_hidden_state.numpy()
+        got = np.asarray(m(x.numpy())[0])
+        np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
+    assert m._jitted.cache_info()["compiles"] == 1

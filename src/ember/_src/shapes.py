@@ -292,6 +292,14 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             return a
         if all(c % b == 0 for _, c in a.terms):
             return DimExpr._make({m: c // b for m, c in a.terms})
+        if b > 0:
+            # (b q + r) // b == q + r // b for integer terms: each coefficient's multiple of b moves
+            # out, leaving remainders in [0, b): (h - 4) // 4 is h // 4 - 1, as ConvNeXt's 4 x 4
+            # stride-4 stem and a reshape to (h // 4) x (w // 4) patches need to agree
+            whole = {m: c // b for m, c in a.terms if c // b}
+            if whole:
+                rest = DimExpr._make({m: c % b for m, c in a.terms if c % b})
+                return DimExpr._make(whole) + floordiv(rest, b)
         inner = _single_atom(a)
         if b > 0 and inner is not None and inner.kind == "floordiv" and isinstance(inner.args[1], int) \
                 and inner.args[1] > 0:

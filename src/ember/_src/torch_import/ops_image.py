@@ -35,6 +35,9 @@ def _sizes(x: Any, output_size: Any, scale_factors: Any, nd: int) -> tuple[list[
     """The output sizes and the per-dim scale torch passes on (``None``: from the sizes)."""
     ins = [int(d) for d in x.shape[-nd:]]
     if output_size is not None:
+        if not all(isinstance(o, (int, np.integer)) for o in output_size):
+            raise NotImplementedError(f"upsampling to sizes {list(output_size)} that follow a named dynamic "
+                                      "axis (the source indices are computed at import)")
         return [int(o) for o in output_size], list(scale_factors or [None] * nd)
     return [int(math.floor(i * s)) for i, s in zip(ins, scale_factors)], list(scale_factors)
 
@@ -71,7 +74,8 @@ def _nearest_axis(x: Any, axis: int, n_out: int, scale: float | None) -> Any:
 
 def _static(x: Any, nd: int) -> None:
     if not all(isinstance(d, int) for d in x.shape[-nd:]):
-        raise NotImplementedError("upsampling over dynamic spatial axes")
+        raise NotImplementedError("upsampling over dynamic spatial axes (the source indices are computed "
+                                  "at import)")
 
 
 @handler("aten.upsample_bilinear2d.vec", doc="bilinear 2-d upsampling (align_corners both ways)")
