@@ -273,13 +273,18 @@ def axis(name: str) -> DimExpr:
     return DimExpr({((_Atom("var", (name,)), 1),): 1})
 
 
-def _single_atom(d: Dim) -> _Atom | None:
-    """The atom ``d`` is (one term: the atom to the first power, coefficient 1), else None."""
-    if isinstance(d, DimExpr) and len(d.terms) == 1:
-        (m, c), = d.terms
+def _atom_plus_constant(d: Dim) -> tuple[_Atom | None, int]:
+    """``(atom, c)`` where ``d`` is ``atom + c`` (the atom to the first power, coefficient 1), else
+    ``(None, 0)``."""
+    if not isinstance(d, DimExpr):
+        return None, 0
+    atoms = [(m, c) for m, c in d.terms if m]
+    const = sum(c for m, c in d.terms if not m)
+    if len(atoms) == 1:
+        (m, c), = atoms
         if c == 1 and len(m) == 1 and m[0][1] == 1:
-            return m[0][0]
-    return None
+            return m[0][0], const
+    return None, 0
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
@@ -300,12 +305,13 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             if whole:
                 rest = DimExpr._make({m: c % b for m, c in a.terms if c % b})
                 return DimExpr._make(whole) + floordiv(rest, b)
-        inner = _single_atom(a)
+        inner, c = _atom_plus_constant(a)
         if b > 0 and inner is not None and inner.kind == "floordiv" and isinstance(inner.args[1], int) \
                 and inner.args[1] > 0:
-            # (x // p) // q == x // (p q) for positive p, q: a chain of strided layers' sizes (a
-            # ResNet's pool then strided convolution) reads the same as a path with one stride
-            return floordiv(inner.args[0], inner.args[1] * b)
+            # (x // p + c) // q == (x + c p) // (p q) for positive p, q: a chain of strided layers'
+            # sizes (a ResNet's pool then strided convolution) reads the same as one stride's
+            p = inner.args[1]
+            return floordiv(inner.args[0] + c * p, p * b)
     elif a == b:
         return 1
     elif isinstance(a, DimExpr) and isinstance(b, DimExpr) and len(b.terms) == 1:
