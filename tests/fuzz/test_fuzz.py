@@ -8,6 +8,7 @@ The slice fails on any finding that is not in the fuzzer's table of known open d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 
 import numpy as np
@@ -241,7 +242,9 @@ def test_float64_conditioning_is_measured_at_float64_ulps() -> None:
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
     t = fuzz_check._truth(case, ns)[0]
-    assert t.shape == (5, 1)  # the truth, two runs at moved arguments, two with each op's result moved
+    # the truth, two runs at moved arguments, ROUNDING_RUNS with each op's result moved, one with the
+    # reductions reversed
+    assert t.shape == (4 + fuzz_check.ROUNDING_RUNS, 1)
     rel = float(np.max(np.abs(t[1:] - t[0]))) / abs(float(t[0, 0]))
     assert 0 < rel < 1e-12
     # a float64 native result 16 ulps off (the 2026-12-06 finding of seed 25) is inside that allowance
@@ -263,7 +266,7 @@ def test_cancelling_sum_at_float32_max_is_judged_by_its_spread() -> None:
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
     t = fuzz_check._truth(case, ns)[0]
-    assert t.shape == (5,)
+    assert t.shape == (4 + fuzz_check.ROUNDING_RUNS,)
     assert abs(t[0].imag - 2.31) < 1e-6 and float(np.max(np.abs(t[1:].imag - t[0].imag))) > 1e30
     a = np.complex64(-np.inf + 0.0j)
     b = np.complex64(-np.inf + 2.31j)
@@ -282,9 +285,9 @@ def test_rounding_of_each_op_widens_the_allowance() -> None:
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
     t = fuzz_check._truth(case, ns)[0]
-    assert t.shape == (5, 2, 1)
+    assert t.shape == (4 + fuzz_check.ROUNDING_RUNS, 2, 1)
     assert float(np.max(np.abs(t[1:3, 0] - t[0, 0]))) < 1.0  # moved arguments: no spread
-    assert float(np.max(np.abs(t[3:, 0] - t[0, 0]))) > 20.0  # moved results of each op
+    assert float(np.max(np.abs(t[3:-1, 0] - t[0, 0]))) > 20.0  # moved results of each op
     # two float32 results from SciPy alone: digamma of erf correctly rounded to float32, and of
     # erf two float32 ulps away (as native's was)
     special = pytest.importorskip("scipy.special")
@@ -337,3 +340,48 @@ def test_complex_division_by_a_signed_zero_is_known() -> None:
     assert fuzz_check.classify(fuzz_check.Finding(kind, detail, c)).known == "complex-div-signed-zero"
     fine = _case("{0} / ({1} / {0})", [x0[1:], x1[1:]], mode="complex64")
     assert fuzz_check.run_case(fine) is None
+
+
+def test_an_overflow_that_the_reduction_order_decides_is_judged_by_the_reversed_run() -> None:
+    """Seed 40, case 1882 (2026-12-07): arcsinh(prod([DBL_MAX, 2.7, -0.23])) in float64. Left to right
+    the product overflows (-inf); in another order it is -1.116e308 and arcsinh gives -709.9994. A
+    reduction's order is unspecified: the truth's run with reversed reductions gives the finite value,
+    so native's -709.9994 agrees with NumPy's -inf; +709.9994 or +inf does not."""
+    x = np.array([[[np.finfo(np.float64).max, 2.7, -0.23]]])
+    case = _case("jnp.arcsinh(jnp.prod({0}, axis=2))", [x], mode="float64")
+    ns: dict = {}
+    exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
+    t = fuzz_check._truth(case, ns)[0]
+    assert np.isneginf(t[0, 0, 0])
+    finite = float(np.arcsinh(2.7 * -0.23 * np.finfo(np.float64).max))
+    assert abs(float(t[-1, 0, 0]) - finite) < 1e-9  # the reversed run
+    b = np.array([[-np.inf]])
+    assert fuzz_check.compare(np.array([[finite]]), b, "float64", 9) is not None
+    assert fuzz_check.compare(np.array([[finite]]), b, "float64", 9, truth=t) is None
+    assert fuzz_check.compare(np.array([[-finite]]), b, "float64", 9, truth=t) is not None
+    assert fuzz_check.compare(np.array([[np.inf]]), b, "float64", 9, truth=t) is not None
+
+
+def test_an_infinity_whose_sign_the_last_bits_decide_is_judged_by_the_moved_runs() -> None:
+    """Seed 40, case 302 (2026-12-07): sin(z) of a complex64 z = 134097.28 + 143700.72j (a chain of
+    products): cosh(143700) overflows, so the imaginary part is cos(134097.28) * inf, and
+    cos(134097.28) = 0.030 changes sign four float32 ulps of the real part away. Native's products
+    landed 3 ulps off (inf - inf j against NumPy's inf + inf j). A run of the truth with each op's
+    result moved gives -inf too, so the sign is not judged; a NaN still is."""
+    def c(re, im):
+        z = np.empty(np.shape(re), np.complex64)
+        z.real, z.imag = re, im
+        return z
+    x = c(np.array([2.13, 2.01, -0.18], np.float32), np.array([2.13, 2.81, -0.68], np.float32))
+    code = "jnp.sin(jnp.tensordot(jnp.tensordot(jnp.tensordot({0}, {0}, axes=1), jnp.tensordot({0}, {0}, " \
+           "axes=1), axes=0), jnp.tensordot(jnp.tensordot({0}, {0}, axes=1), jnp.tensordot({0}, {0}, axes=1), " \
+           "axes=0), axes=0))"
+    case = dataclasses.replace(_case(code, [x], mode="complex64"), seed=40, index=302)
+    ns: dict = {}
+    exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
+    t = fuzz_check._truth(case, ns)[0]
+    assert np.isposinf(t[0].imag) and np.isneginf(t[1:].imag).any()
+    a, b = np.complex64(complex(np.inf, -np.inf)), np.complex64(complex(np.inf, np.inf))
+    assert fuzz_check.compare(a, b, "complex64", 15) is not None
+    assert fuzz_check.compare(a, b, "complex64", 15, truth=t) is None
+    assert fuzz_check.compare(np.complex64(complex(np.inf, np.nan)), b, "complex64", 15, truth=t) is not None
