@@ -104,7 +104,8 @@ def compare(a: Any, b: Any, mode: str, budget: float, truth: Any = None, min_eps
             # bits or by an unspecified order
             runs = t.astype(np.float64)
             same = np.any(runs == a, axis=0)
-            near = np.any(np.isfinite(runs) & (np.abs(runs - a) <= 4 * tol * np.maximum(np.abs(a), 1.0)), axis=0)
+            close = np.abs(runs - a) <= 4 * tol * np.maximum(np.abs(a), 1.0)
+            near = np.any(np.isfinite(runs) & close, axis=0)
             reproduced = np.where(np.isinf(a), same, np.isfinite(a) & near)
             inf_mis &= ~reproduced
             same_inf &= ~reproduced
