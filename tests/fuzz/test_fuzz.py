@@ -373,9 +373,9 @@ def test_an_infinity_whose_sign_the_last_bits_decide_is_judged_by_the_moved_runs
         z.real, z.imag = re, im
         return z
     x = c(np.array([2.13, 2.01, -0.18], np.float32), np.array([2.13, 2.81, -0.68], np.float32))
-    code = "jnp.sin(jnp.tensordot(jnp.tensordot(jnp.tensordot({0}, {0}, axes=1), jnp.tensordot({0}, {0}, " \
-           "axes=1), axes=0), jnp.tensordot(jnp.tensordot({0}, {0}, axes=1), jnp.tensordot({0}, {0}, axes=1), " \
-           "axes=0), axes=0))"
+    dot = "jnp.tensordot({0}, {0}, axes=1)"
+    sq = f"jnp.tensordot({dot}, {dot}, axes=0)"
+    code = f"jnp.sin(jnp.tensordot({sq}, {sq}, axes=0))"
     case = dataclasses.replace(_case(code, [x], mode="complex64"), seed=40, index=302)
     ns: dict = {}
     exec(fuzz_cases.HEADER + fuzz_cases.PRELUDE + case.function_source(), ns)
