@@ -286,16 +286,17 @@ GEMM_CASES = [
     # C, O, K, stride, pad, sizes (output images of at most 64 pixels: the GEMM route; larger: direct)
     (16, 24, 3, 1, 1, [(2, 5, 7), (1, 13, 9), (3, 7, 9), (1, 3, 3)]),
     (12, 40, 3, 2, 1, [(1, 15, 17), (3, 9, 8), (2, 23, 31)]),
-    (8, 20, 1, 1, 0, [(2, 5, 7), (1, 17, 11), (3, 4, 3)]),  # 1x1: the GEMM at every size, in place
-    (10, 12, 1, 2, 0, [(1, 9, 8), (2, 21, 13), (3, 5, 4)]),  # strided 1x1: the pixels it reads, gathered
+    # 1x1s are products at every size (conv_gemm), the strided one of a strided slice: no conv step
+    (8, 20, 1, 1, 0, [(2, 5, 7), (1, 17, 11), (3, 4, 3)]),
+    (10, 12, 1, 2, 0, [(1, 9, 8), (2, 21, 13), (3, 5, 4)]),
 ]
 
 
 @pytest.mark.parametrize("case", GEMM_CASES, ids=["3x3", "3x3s2", "1x1", "1x1s2"])
 def test_gemm_route_chosen_per_call(case):
     """A constant kernel on channels-last images runs the static program's GEMM route (patches times
-    the prepacked kernel) where its output images are small (1x1: always), the direct kernel
-    elsewhere: one compile, against the float64 reference."""
+    the prepacked kernel) where its output images are small, the direct kernel elsewhere; a 1x1 is a
+    product before scheduling (``conv_gemm``). One compile, against the float64 reference."""
     from ember._src.native.emit import gemm_kernel
 
     if not gemm_kernel.load(wait=True):
@@ -311,9 +312,11 @@ def test_gemm_route_chosen_per_call(case):
         np.testing.assert_allclose(np.asarray(jf(x)), want, **tol(np.float32, K * K * C))
     assert jf.cache_info()["compiles"] == 1
     source = jf.lower(x).compile(b=n, h=h, w=wd).as_text()
+    if K == 1:
+        assert "em_skp_fn()" in source and "em_cv_run_" not in source
+        return
     assert "em_skp_fn()" in source and "em_cv_run_" in source  # both routes
-    # the patches gathered (the definition and a call) unless the 1x1 multiplies its input in place
-    assert source.count("em_cv_cols_f32(") == (2 if K > 1 or s > 1 else 1)
+    assert source.count("em_cv_cols_f32(") == 2  # the patches gathered (the definition and a call)
 
 
 def test_same_padding_strided_symbolic_pooling():

@@ -213,7 +213,7 @@ def _gemm_conv(e: Eqn) -> bool:
             and all(isinstance(d, int) for d in (x.shape[3], *w.shape, y.shape[3]))
             and np.dtype(x.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
             and np.dtype(w.dtype) == np.dtype(x.dtype)
-            and all(lo >= 0 and hi >= 0 for lo, hi in p["padding"])):
+            and all(isinstance(v, int) and v >= 0 for pair in p["padding"] for v in pair)):
         return False
     if all(w.shape[a] == 1 for a in rhs[2:]):
         return all(tuple(q) == (0, 0) for q in p["padding"])
