@@ -313,3 +313,25 @@ def test_take_fill_mode_zero_gradient_out_of_bounds():
     x = U((3,))
     g = ember.grad(lambda x: lax.take(x, np.array([1, 9, 1]), 0, "fill").sum() * 1.0)
     np.testing.assert_allclose(g(x), [0.0, 2.0, 0.0])
+
+
+@pytest.mark.parametrize("shape,axis", [((0,), 0), ((3, 0), 1), ((0, 4), 0), ((2, 0, 3), 1)])
+def test_product_gradients_over_an_empty_axis(shape, axis):
+    """jvp and grad of ``cumprod`` and ``prod`` over an axis of size 0 (the fuzzer's seed 41, case
+    662: the zero-safe product of the other elements sliced a first element the axis does not have).
+    A cumulative product's tangent is empty; a product's is 0 (the empty product is a constant 1).
+    Under jit and eagerly, against the hand-derived values; float64."""
+    import ember.numpy as jnp
+
+    x = np.ones(shape)
+    cum = (lambda v: jnp.cumprod(v, axis=axis), True)
+    prod = (lambda v: jnp.prod(v, axis=axis), False)
+    for f, keeps_axis in (cum, prod):
+        out_shape = shape if keeps_axis else tuple(d for i, d in enumerate(shape) if i != axis)
+        _, t = ember.jvp(f, (x,), (np.ones_like(x),))
+        assert np.asarray(t).shape == out_shape
+        np.testing.assert_array_equal(np.asarray(t), np.zeros(out_shape))
+        loss = ember.grad(lambda v, f=f: jnp.sum(f(v)))
+        for g in (loss, ember.jit(loss)):
+            got = np.asarray(g(x))
+            assert got.shape == shape and got.dtype == np.float64

@@ -198,12 +198,14 @@ def _prod_of_others(x: Any, axes: tuple) -> Any:
     n = sh.size([a.shape[i] for i in axes])
     flat = mv.reshape(xt, (*kshape, n))
     ax = len(kshape)
-    one = mv.full_like(mv.slice_in_dim(flat, 0, 1, 1, ax), 1)
-    before = mv.concatenate([one, mv.slice_in_dim(cumprod(flat, ax), 0, n - 1, 1, ax)], ax) \
-        if n != 0 else flat
-    after = mv.concatenate([mv.slice_in_dim(cumprod(flat, ax, reverse=True), 1, n, 1, ax), one], ax) \
-        if n != 0 else flat
-    others = mv.reshape(ew.mul(before, after), [a.shape[i] for i in (*kept, *axes)])
+    if isinstance(n, int) and n == 0:  # an empty group: nothing to multiply (and no first element)
+        others = flat
+    else:
+        one = mv.full_like(mv.slice_in_dim(flat, 0, 1, 1, ax), 1)
+        before = mv.concatenate([one, mv.slice_in_dim(cumprod(flat, ax), 0, n - 1, 1, ax)], ax)
+        after = mv.concatenate([mv.slice_in_dim(cumprod(flat, ax, reverse=True), 1, n, 1, ax), one], ax)
+        others = ew.mul(before, after)
+    others = mv.reshape(others, [a.shape[i] for i in (*kept, *axes)])
     return mv.transpose(others, tuple(np.argsort((*kept, *axes))))
 
 
