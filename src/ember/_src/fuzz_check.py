@@ -276,45 +276,14 @@ ROUNDING_RUNS = 6
 
 
 @contextlib.contextmanager
-def _reversed_reductions() -> Iterator[None]:
-    """The reference's sums and products, meanwhile, fold their operands in the reverse order: the
-    order of a reduction is unspecified, and where it overflows it decides between a finite result
-    and an infinity (``prod([DBL_MAX, 2.7, -0.23])`` is -inf left to right, -1.1e308 right to left:
-    seed 40, case 1882)."""
+def _wrapped_impls(wrap: Callable[[Callable], Callable],
+                   names: tuple[str, ...] | None = None) -> Iterator[None]:
+    """Meanwhile, the reference implementation of each primitive named (every one: None) is
+    ``wrap(impl)``; the originals come back on exit."""
     from ember._src import core
-    saved = {p: p.impl for name in ("reduce_sum", "reduce_prod")
-             if (p := core.PRIMITIVES.get(name)) is not None and p.impl is not None}
-
-    def reversed_impl(impl: Callable) -> Callable:
-        def run(x: Any, *rest: Any, **params: Any) -> Any:
-            axes = tuple(params.get("axes") or ())
-            return impl(np.flip(np.asarray(x), axis=axes) if axes else x, *rest, **params)
-        return run
-    try:
-        for p, impl in saved.items():
-            p.impl = reversed_impl(impl)
-        yield
-    finally:
-        for p, impl in saved.items():
-            p.impl = impl
-
-
-@contextlib.contextmanager
-def _rounding(rng: np.random.Generator, eps: float) -> Iterator[None]:
-    """Every primitive's reference implementation, meanwhile, returns its float results moved by
-    up to two ``eps`` relative (:func:`_moved`): a rounding error at each op, loop bodies included."""
-    from ember._src import core
-
-    def move(o: Any) -> Any:
-        if isinstance(o, (tuple, list)):
-            return type(o)(move(x) for x in o)
-        a = np.asarray(o)
-        return _moved(a, rng, eps).astype(a.dtype) if a.dtype.kind in "fc" and a.size else o
-
-    def wrap(impl: Callable) -> Callable:
-        return lambda *args, **params: move(impl(*args, **params))
-
-    saved = {p: p.impl for p in core.PRIMITIVES.values() if p.impl is not None}
+    prims = core.PRIMITIVES.values() if names is None else \
+        [p for n in names if (p := core.PRIMITIVES.get(n)) is not None]
+    saved = {p: p.impl for p in prims if p.impl is not None}
     try:
         for p, impl in saved.items():
             p.impl = wrap(impl)
@@ -322,6 +291,31 @@ def _rounding(rng: np.random.Generator, eps: float) -> Iterator[None]:
     finally:
         for p, impl in saved.items():
             p.impl = impl
+
+
+def _reversed_reductions() -> contextlib.AbstractContextManager:
+    """The reference's sums and products, meanwhile, fold their operands in the reverse order: the
+    order of a reduction is unspecified, and where it overflows it decides between a finite result
+    and an infinity (``prod([DBL_MAX, 2.7, -0.23])`` is -inf left to right, -1.1e308 right to left:
+    seed 40, case 1882)."""
+    def reversed_impl(impl: Callable) -> Callable:
+        def run(x: Any, *rest: Any, **params: Any) -> Any:
+            axes = tuple(params.get("axes") or ())
+            return impl(np.flip(np.asarray(x), axis=axes) if axes else x, *rest, **params)
+        return run
+    return _wrapped_impls(reversed_impl, ("reduce_sum", "reduce_prod"))
+
+
+def _rounding(rng: np.random.Generator, eps: float) -> contextlib.AbstractContextManager:
+    """Every primitive's reference implementation, meanwhile, returns its float results moved by
+    up to two ``eps`` relative (:func:`_moved`): a rounding error at each op, loop bodies included."""
+    def move(o: Any) -> Any:
+        if isinstance(o, (tuple, list)):
+            return type(o)(move(x) for x in o)
+        a = np.asarray(o)
+        return _moved(a, rng, eps).astype(a.dtype) if a.dtype.kind in "fc" and a.size else o
+
+    return _wrapped_impls(lambda impl: lambda *args, **params: move(impl(*args, **params)))
 
 
 def _moved(w: np.ndarray, rng: np.random.Generator, eps: float) -> np.ndarray:
