@@ -34,12 +34,16 @@ from ember._src.native import opinfo
 from ember._src.native.base.c_types import SUPPORTED_DTYPES
 from ember._src.native.opinfo import lowerable
 from ember._src.native.rewrite.fused import gemm_p
-from ember._src.native.scheduling.kernel import CHEAP, KernelIR, Unfusable, build_kernel
+from ember._src.native.scheduling.kernel import CHEAP, MAX_EXPR_DEPTH, KernelIR, Unfusable, build_kernel
 from ember._src.program import Atom, Eqn, Literal, Program, Var, eqn_effectful
 
 # connected map regions of at least this many equations are merged with one kernel build
 # (_Fuser.merge_map_regions); smaller ones cost the pairwise loop little
 REGION_MIN = 16
+# a region this large whose one build fails (deeper than MAX_EXPR_DEPTH, more inputs than a kernel
+# takes) is cut into consecutive chunks that each fit, rather than left to the pairwise loop, whose
+# rebuild at every merge made the gradient of a 700-long elementwise chain take 160 s to schedule
+CHUNK_MIN = 64
 
 
 class StepKind(enum.StrEnum):
@@ -383,19 +387,55 @@ class _Fuser:
         return True
 
     def merge_region(self, region: list[int]) -> None:
-        """Replace the groups ``region`` (fresh, one equation each) by one group, if it builds."""
+        """Replace the groups ``region`` (fresh, one equation each) by one group, if it builds;
+        a large region that does not is merged chunk by chunk (:meth:`region_chunks`)."""
+        if self.merge_groups(region) or len(region) < CHUNK_MIN:
+            return
+        if any(self.groups[u].members != [u] for u in region):
+            return
+        for chunk in self.region_chunks(region):
+            if len(chunk) > 1:
+                self.merge_groups(chunk)
+
+    def region_chunks(self, region: list[int]) -> list[list[int]]:
+        """``region`` (one-equation groups in program order) cut into consecutive runs whose
+        longest chain of equations is at most ``MAX_EXPR_DEPTH`` and which read at most
+        ``max_inputs`` buffers from outside the run. A run of a topological order is convex within
+        the region, and the region is convex in the program, so each run can be one kernel."""
+        chunks: list[list[int]] = []
+        cur: list[int] = []
+        depth: dict[int, int] = {}
+        ins: set[int] = set()
+        for u in region:
+            for fresh in (False, True):
+                if fresh:
+                    chunks.append(cur)
+                    cur, depth, ins = [], {}, set()
+                reads = {a.id for a in self.eqns[u].inputs if isinstance(a, Var)}
+                inner = [self.producer[r] for r in reads if self.producer.get(r) in depth]
+                d = 1 + max((depth[j] for j in inner), default=0)
+                new_ins = ins | {r for r in reads if self.producer.get(r) not in depth}
+                if not cur or (d <= MAX_EXPR_DEPTH and len(new_ins) <= self.max_inputs):
+                    break
+            cur.append(u)
+            depth[u], ins = d, new_ins
+        chunks.append(cur)
+        return chunks
+
+    def merge_groups(self, region: list[int]) -> bool:
+        """Replace the groups ``region`` (a convex set) by one group, if it builds."""
         gs = [self.groups[u] for u in region]
         members = sorted(i for g in gs for i in g.members)
         home = {i for g in gs for i in g.home}
         roots = self.roots(members, home, set(region))
         if not roots:
-            return
+            return False
         gid, keep = region[-1], gs[-1]
         try:
             ir = build_kernel([self.eqns[i] for i in members], keep.domain, keep.n_outer, roots,
                               self.max_inputs)
         except Unfusable:
-            return
+            return False
         for u in region[:-1]:
             del self.groups[u]
             self.last_ir.pop(u, None)
@@ -404,6 +444,7 @@ class _Fuser:
         for i in members:
             self.home[i] = gid
             self.containing[i] = {gid}
+        return True
 
     def fuse_all(self) -> None:
         """Consumers first; repeat until nothing merges (a producer may become fusible after it
