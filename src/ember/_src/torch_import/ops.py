@@ -675,28 +675,6 @@ def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_inc
     return s / _cut(_window(ones, 0.0, lax.add, kernel, stride, padding, extra=extra), sizes)
 
 
-@handler("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool1d.default",
-         "aten._adaptive_avg_pool3d.default", doc="adaptive average pooling")
-def _adaptive_avg_pool(ctx, x, output_size):
-    nd = x.ndim - 2
-    out = x
-    for i, o in enumerate(_tup(output_size, nd)):
-        ax = 2 + i
-        n = x.shape[ax]
-        if n % o == 0:
-            shp = tuple(out.shape[:ax]) + (o, n // o) + tuple(out.shape[ax + 1:])
-            out = jnp.mean(jnp.reshape(out, shp), axis=ax + 1)
-            continue
-        pieces = []
-        for j in range(o):
-            lo, hi = (j * n) // o, -((-(j + 1) * n) // o)
-            idx = [slice(None)] * out.ndim
-            idx[ax] = slice(lo, hi)
-            pieces.append(jnp.mean(out[tuple(idx)], axis=ax, keepdims=True))
-        out = jnp.concatenate(pieces, axis=ax)
-    return out
-
-
 # ---- attention ------------------------------------------------------------------------------------
 
 @handler("aten.scaled_dot_product_attention.default",

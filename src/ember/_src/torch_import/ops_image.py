@@ -1,5 +1,7 @@
 """ATen handlers of image models: group norm and the 2-d upsampling ops (bilinear, nearest) with
-torch's source-coordinate rules (``align_corners`` both ways, explicit scale factors)."""
+torch's source-coordinate rules (``align_corners`` both ways, explicit scale factors). Over static
+sizes the source indices and weights are constants; over named dynamic axes they are computed at
+run time from the sizes, in float32 as torch computes them."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
-from ember._src.torch_import.ops import handler
+from ember._src.torch_import.ops import _tup, handler
 
 
 @handler("aten.native_group_norm.default", doc="group norm (output, mean, rstd)")
@@ -31,15 +34,60 @@ def _group_norm(ctx, x, w, b, n, c, hw, group, eps):
     return out, jnp.reshape(mean, (shape[0], group)), jnp.reshape(rstd, (shape[0], group))
 
 
-def _sizes(x: Any, output_size: Any, scale_factors: Any, nd: int) -> tuple[list[int], list]:
-    """The output sizes and the per-dim scale torch passes on (``None``: from the sizes)."""
-    ins = [int(d) for d in x.shape[-nd:]]
+@handler("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool1d.default",
+         "aten._adaptive_avg_pool3d.default", doc="adaptive average pooling")
+def _adaptive_avg_pool(ctx, x, output_size):
+    """Bin ``j`` of ``o`` over an axis of size ``n`` averages ``[floor(j n / o), ceil((j + 1) n / o))``
+    (torch's bins). A static axis is cut into its bins (a reshape where ``o`` divides ``n``); an
+    axis of symbolic size is contracted with the ``o x n`` matrix of bin weights, built at run time
+    from the size (its bins' bounds are not sizes ember can slice at)."""
+    nd = x.ndim - 2
+    out = x
+    for i, o in enumerate(_tup(output_size, nd)):
+        ax, n = 2 + i, x.shape[2 + i]
+        if o == 1:
+            out = jnp.mean(out, axis=ax, keepdims=True)
+        elif not isinstance(n, int):
+            out = jnp.moveaxis(jnp.tensordot(out, _bin_weights(n, o, x.dtype), axes=([ax], [1])), -1, ax)
+        elif n % o == 0:
+            shp = tuple(out.shape[:ax]) + (o, n // o) + tuple(out.shape[ax + 1:])
+            out = jnp.mean(jnp.reshape(out, shp), axis=ax + 1)
+        else:
+            pieces = []
+            for j in range(o):
+                lo, hi = (j * n) // o, -((-(j + 1) * n) // o)
+                idx = [slice(None)] * out.ndim
+                idx[ax] = slice(lo, hi)
+                pieces.append(jnp.mean(out[tuple(idx)], axis=ax, keepdims=True))
+            out = jnp.concatenate(pieces, axis=ax)
+    return out
+
+
+def _bin_weights(n: Any, o: int, dtype: Any) -> Any:
+    """``(o, n)``: row ``j`` is ``1 / len`` over adaptive bin ``j`` of a symbolic size ``n``, else 0."""
+    nv = ember.dimension_as_value(n)
+    j = lax.iota(jnp.int32, o)
+    lo, hi = (j * nv) // o, -((-(j + 1) * nv) // o)
+    h = lax.iota(jnp.int32, n)
+    inside = (h[None, :] >= lo[:, None]) & (h[None, :] < hi[:, None])
+    return jnp.where(inside, 1 / (hi - lo).astype(dtype)[:, None], jnp.zeros((), dtype)).astype(dtype)
+
+
+def _sizes(x: Any, output_size: Any, scale_factors: Any, nd: int) -> tuple[list, list]:
+    """The output sizes (ints, or symbolic sizes under dynamic axes) and the per-dim scale torch
+    passes on (``None``: from the sizes)."""
     if output_size is not None:
-        if not all(isinstance(o, (int, np.integer)) for o in output_size):
-            raise NotImplementedError(f"upsampling to sizes {list(output_size)} that follow a named dynamic "
-                                      "axis (the source indices are computed at import)")
-        return [int(o) for o in output_size], list(scale_factors or [None] * nd)
-    return [int(math.floor(i * s)) for i, s in zip(ins, scale_factors)], list(scale_factors)
+        return list(output_size), list(scale_factors or [None] * nd)
+    outs = []
+    for d, f in zip(x.shape[-nd:], scale_factors):
+        if isinstance(d, int):
+            outs.append(int(math.floor(d * f)))
+        elif float(f).is_integer():
+            outs.append(d * int(f))
+        else:
+            raise NotImplementedError(f"upsampling a dynamic axis by the scale factor {f}: floor({d} * {f}) "
+                                      "is not a size ember can name (an integer factor or an output size is)")
+    return outs, list(scale_factors)
 
 
 def _scale(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> float:
@@ -49,38 +97,64 @@ def _scale(n_in: int, n_out: int, align_corners: bool, scale: float | None) -> f
     return 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
 
 
-def _linear_axis(x: Any, axis: int, n_out: int, align_corners: bool, scale: float | None) -> Any:
-    n_in = int(x.shape[axis])
-    s = _scale(n_in, n_out, align_corners, scale)
-    dst = np.arange(n_out, dtype=np.float64)
-    src = dst * s if align_corners else np.maximum((dst + 0.5) * s - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-    i1 = np.minimum(i0 + 1, n_in - 1)
-    lam = (src - i0).astype(np.dtype(x.dtype))
-    a = ix.take(x, jnp.asarray(i0.astype(np.int32)), axis=axis, mode="clip")
-    b = ix.take(x, jnp.asarray(i1.astype(np.int32)), axis=axis, mode="clip")
-    shape = [1] * x.ndim
+def _static(*sizes: Any) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in sizes)
+
+
+def _value(d: Any) -> Any:
+    """A size as a float32 scalar computed at run time (a named axis) or a float."""
+    return np.float32(d) if isinstance(d, (int, np.integer)) else ember.dimension_as_value(d).astype(jnp.float32)
+
+
+def _dynamic_scale(n_in: Any, n_out: Any, align_corners: bool, scale: float | None) -> Any:
+    """:func:`_scale` in float32 at run time (torch computes it in float32 too)."""
+    if align_corners:
+        den = _value(n_out) - np.float32(1)
+        return jnp.where(den > 0, (_value(n_in) - np.float32(1)) / jnp.maximum(den, np.float32(1)), np.float32(0))
+    if scale is not None and scale > 0:
+        return np.float32(1.0 / scale)
+    return _value(n_in) / _value(n_out)
+
+
+def _linear_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: float | None) -> Any:
+    n_in = x.shape[axis]
+    shape: list[Any] = [1] * x.ndim
     shape[axis] = n_out
-    lam = jnp.asarray(lam.reshape(shape))
+    if _static(n_in, n_out):
+        s = _scale(n_in, n_out, align_corners, scale)
+        dst = np.arange(n_out, dtype=np.float64)
+        src = dst * s if align_corners else np.maximum((dst + 0.5) * s - 0.5, 0.0)
+        i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        i1, lam = np.minimum(i0 + 1, n_in - 1), (src - i0).astype(np.dtype(x.dtype))
+        i0, i1, lam = (jnp.asarray(i0.astype(np.int32)), jnp.asarray(i1.astype(np.int32)),
+                       jnp.asarray(lam.reshape(shape)))
+    else:  # source coordinates computed at run time from the sizes
+        s = _dynamic_scale(n_in, n_out, align_corners, scale)
+        dst = lax.iota(jnp.float32, n_out)
+        src = dst * s if align_corners else jnp.maximum((dst + np.float32(0.5)) * s - np.float32(0.5), 0)
+        last = ember.dimension_as_value(n_in) - 1 if not isinstance(n_in, int) else n_in - 1
+        i0 = jnp.minimum(jnp.floor(src).astype(jnp.int32), last)
+        i1 = jnp.minimum(i0 + 1, last)
+        lam = jnp.reshape((src - i0.astype(jnp.float32)).astype(x.dtype), shape)
+    a = ix.take(x, i0, axis=axis, mode="clip")
+    b = ix.take(x, i1, axis=axis, mode="clip")
     return a + (b - a) * lam
 
 
-def _nearest_axis(x: Any, axis: int, n_out: int, scale: float | None) -> Any:
-    n_in = int(x.shape[axis])
-    s = _scale(n_in, n_out, False, scale)
-    src = np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * np.float32(s)).astype(np.int64), n_in - 1)
-    return ix.take(x, jnp.asarray(src.astype(np.int32)), axis=axis, mode="clip")
-
-
-def _static(x: Any, nd: int) -> None:
-    if not all(isinstance(d, int) for d in x.shape[-nd:]):
-        raise NotImplementedError("upsampling over dynamic spatial axes (the source indices are computed "
-                                  "at import)")
+def _nearest_axis(x: Any, axis: int, n_out: Any, scale: float | None) -> Any:
+    n_in = x.shape[axis]
+    if _static(n_in, n_out):
+        s = _scale(n_in, n_out, False, scale)
+        src = np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * np.float32(s)).astype(np.int64), n_in - 1)
+        return ix.take(x, jnp.asarray(src.astype(np.int32)), axis=axis, mode="clip")
+    s = _dynamic_scale(n_in, n_out, False, scale)
+    last = ember.dimension_as_value(n_in) - 1 if not isinstance(n_in, int) else n_in - 1
+    src = jnp.minimum(jnp.floor(lax.iota(jnp.float32, n_out) * s).astype(jnp.int32), last)
+    return ix.take(x, src, axis=axis, mode="clip")
 
 
 @handler("aten.upsample_bilinear2d.vec", doc="bilinear 2-d upsampling (align_corners both ways)")
 def _bilinear_vec(ctx, x, output_size, align_corners, scale_factors):
-    _static(x, 2)
     outs, scales = _sizes(x, output_size, scale_factors, 2)
     for i, (o, s) in enumerate(zip(outs, scales)):
         x = _linear_axis(x, x.ndim - 2 + i, o, align_corners, s)
@@ -94,7 +168,6 @@ def _bilinear(ctx, x, output_size, align_corners, scales_h=None, scales_w=None):
 
 @handler("aten.upsample_nearest2d.vec", doc="nearest-neighbour 2-d upsampling")
 def _nearest_vec(ctx, x, output_size, scale_factors):
-    _static(x, 2)
     outs, scales = _sizes(x, output_size, scale_factors, 2)
     for i, (o, s) in enumerate(zip(outs, scales)):
         x = _nearest_axis(x, x.ndim - 2 + i, o, s)
