@@ -161,3 +161,43 @@ def test_convnext_dynamic_image_size():
         got = np.asarray(m(x.numpy())[0])
         np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
     assert m._jitted.cache_info()["compiles"] == 1
+
+
+def _dynamic_image_check(model, out, sizes, seed):
+    """``model`` imported with a dynamic batch, height and width, against PyTorch at ``sizes``
+    (``out`` picks the compared outputs), one compile."""
+    x0 = torch.randn(2, 3, 64, 64)
+    m = et.import_module(model, (x0,), dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
+    g = torch.Generator().manual_seed(seed)
+    for b, h, w in sizes:
+        x = torch.randn(b, 3, h, w, generator=g)
+        with torch.inference_mode():
+            wants = out(model(x))
+        gots = m(x.numpy())
+        gots = gots if isinstance(gots, (tuple, list)) else [gots]
+        for got, want in zip(gots, wants):
+            want = want.numpy()
+            assert np.abs(want).max() > 1e-3 and np.asarray(got).shape == want.shape
+            np.testing.assert_allclose(np.asarray(got), want, atol=2e-5 * np.abs(want).max(), rtol=0)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_efficientnet_dynamic_image_size():
+    """EfficientNet's pooler, AvgPool2d(1280, ceil_mode=True), over a feature map of symbolic size
+    raised NotImplementedError; it is now one window over the map (a map past 1280 raises) and the
+    flatten after it restates the pooled size as 1. Both outputs at four sizes."""
+    _dynamic_image_check(_efficientnet(), lambda o: (o.last_hidden_state, o.pooler_output),
+                         ((2, 64, 64), (1, 96, 80), (3, 48, 64), (1, 77, 53)), 8)
+
+
+def test_upernet_dynamic_image_size():
+    """UperNet (ConvNeXt backbone) at dynamic image sizes: its pyramid pooling module pools a map of
+    symbolic size adaptively to 1, 2, 3 and 6 bins (slices at symbolic bounds: it raised) and
+    upsamples bilinearly to another map's symbolic size (NotImplementedError before). Logits at four
+    sizes."""
+    bb = T.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                          out_features=["stage1", "stage2", "stage3", "stage4"])
+    model = T.UperNetForSemanticSegmentation(T.UperNetConfig(backbone_config=bb, hidden_size=16,
+                                                             auxiliary_in_channels=32)).eval()
+    sizes = ((2, 64, 64), (1, 96, 80), (1, 77, 53), (2, 130, 64))
+    _dynamic_image_check(model, lambda o: (o.logits,), sizes, 9)

@@ -378,6 +378,9 @@ def has_dim_expr(v: Any) -> bool:
 # Primitives whose symbolic shape checks hold for every binding once they pass at trace time
 # (equalities of canonical polynomials); other primitives with symbolic params are re-checked.
 _BINDING_INDEPENDENT = {"broadcast_in_dim", "iota", "dim_as_value"}
+# Primitives re-checked per binding even when their params hold no symbolic size (ensure_shape
+# restating a symbolic shape as a static one)
+_BINDING_DEPENDENT = {"ensure_shape"}
 
 
 # Reductions without an identity: an axis that may be empty under some binding is re-checked per
@@ -440,7 +443,8 @@ def _collect_checks(program: Program, exprs: dict, checked: list, seen: set) -> 
                     seen.add(id(p))
                     _collect_checks(p, exprs, checked, seen)
             continue
-        if (has_dim_expr(e.params) and not _always_valid(e)) or _may_reduce_empty(e):
+        if ((has_dim_expr(e.params) or e.prim.name in _BINDING_DEPENDENT) and not _always_valid(e)) \
+                or _may_reduce_empty(e):
             checked.append(e)
 
 

@@ -347,6 +347,8 @@ NOT_DRAWN: dict[str, str] = {
     "native_threefry_lo": "made by the passes from threefry2x32",
     "threefry2x32": "random bits: the same bits on every path by construction, tested in tests/library",
     "dim_as_value": "only under dynamic axes in user code (dimension_as_value)",
+    "ensure_shape": ("an identity that restates symbolic sizes; only under dynamic axes "
+                     "(tests/dynamic/test_ensure_shape.py)"),
     "attention": "a fused call with its own tests (tests/nn); its operands need a 4-d layout",
     "conv": "needs NCHW operands and kernels; tested against PyTorch in tests/nn",
     "check_index": "the torch importer's bounds check: raises IndexError by design "

@@ -52,7 +52,7 @@ OPS: dict[str, Op] = {
 MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "squeeze", "expand_dims", "slice", "rev",
                       "iota", "pad", "concatenate", "take"})
 #: primitives that are their operand
-IDENTITY = frozenset({"copy", "copy_p", "stop_gradient", "optimization_barrier"})
+IDENTITY = frozenset({"copy", "copy_p", "stop_gradient", "optimization_barrier", "ensure_shape"})
 #: reductions -> the combining op (``sum``, ``max``, ``min``, ``prod``, ``and``, ``or``)
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod",
               "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}

@@ -188,6 +188,53 @@ def reshape(x: Any, new_sizes: Sequence) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
+# ensure_shape: the operand with its sizes restated, checked per binding
+# ---------------------------------------------------------------------------------------------
+
+ensure_shape_p = Primitive("ensure_shape", linear=True)
+
+
+def _ensure_shape_abstract(x: ShapedArray, *, shape: tuple, reason: str = "") -> ShapedArray:
+    what = f"ensure_shape ({reason})" if reason else "ensure_shape"
+    if len(shape) != x.ndim:
+        raise ShapeError(f"{what}: rank {x.ndim} value {sh.shape_str(x.shape)} restated with "
+                         f"rank {len(shape)} {sh.shape_str(shape)}")
+    for i, (a, b) in enumerate(zip(x.shape, shape)):
+        d = a - b
+        if isinstance(d, int) and d != 0:
+            raise ShapeError(f"{what}: axis {i} is {a}, not {b} (shape {sh.shape_str(x.shape)} "
+                             f"restated as {sh.shape_str(shape)})")
+    return ShapedArray(tuple(shape), x.dtype, x.weak_type)
+
+
+def _ensure_shape_batch(vals: list, dims: list, *, shape: tuple, reason: str = "") -> tuple[list, list]:
+    x = moveaxis(vals[0], dims[0], 0)
+    return [ensure_shape(x, (core.get_aval(x).shape[0], *shape), reason)], [0]
+
+
+ensure_shape_p.impl = lambda x, *, shape, reason="": x
+ensure_shape_p.abstract_eval = _ensure_shape_abstract
+ensure_shape_p.transpose = lambda ct, x, *, shape, reason="": [
+    ad.Zero(x.aval) if ad.is_zero(ct) else ensure_shape(ct, x.aval.shape, reason)]
+ensure_shape_p.batch = _ensure_shape_batch
+_linear_jvp(ensure_shape_p)
+
+
+def ensure_shape(x: Any, shape: Sequence, reason: str = "") -> Any:
+    """``x`` unchanged, its shape restated as ``shape`` (as TensorFlow's ``ensure_shape``): sizes
+    that are equal for every binding of the named axes but that ember cannot prove equal (a
+    reshape torch vouches for, ``h // 8`` against ``4 * (h // 32)`` where torch guarded ``h``).
+    Sizes that differ for every binding raise ``ShapeError`` now; the others are compared each time
+    a call binds its axes, and a binding where they differ raises ``ShapeError`` naming it and
+    ``reason``."""
+    a = core.get_aval(x)
+    new = sh.canonical_shape(shape)
+    if new == a.shape:
+        return x
+    return ensure_shape_p.bind(x, shape=new, reason=str(reason))
+
+
+# ---------------------------------------------------------------------------------------------
 # transpose
 # ---------------------------------------------------------------------------------------------
 

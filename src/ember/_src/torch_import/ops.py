@@ -22,6 +22,7 @@ import ember.nn as enn
 import ember.numpy as jnp
 from ember._src import shapes as sh
 from ember._src.prims import indexing as ix
+from ember._src.prims import movement as mv
 from ember._src.prims.attention import attention
 from ember._src.prims.indexing import check_index
 
@@ -303,7 +304,15 @@ def _arange(ctx, *args, **kw):
 
 @handler("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", doc="reshape")
 def _view(ctx, x, shape):
-    return jnp.reshape(x, ctx.shape)
+    """A reshape to the recorded shape. Where ember cannot prove the element counts equal (sizes
+    torch's export guarded, ``h // 8`` against ``4 * (h // 32)``) the count is restated
+    (``ensure_shape``), so a binding where they differ raises ``ShapeError``, as torch's view
+    raises."""
+    n_in, n_out = sh.size(x.shape), sh.size(ctx.shape)
+    if isinstance(n_in - n_out, int):
+        return jnp.reshape(x, ctx.shape)
+    flat = mv.ensure_shape(jnp.reshape(x, (n_in,)), (n_out,), f"aten.{ctx.name} to {sh.shape_str(ctx.shape)}")
+    return jnp.reshape(flat, ctx.shape)
 
 
 @handler("aten.expand.default", doc="broadcast to a shape")
@@ -558,7 +567,7 @@ def _batch_norm(ctx, x, w, b, mean, var, momentum, eps):
     return out, empty, empty
 
 
-# ---- convolution and pooling ----------------------------------------------------------------------
+# ---- convolution (pooling: ops_pool.py) --------------------------------------------------------
 
 @handler("aten.convolution.default", doc="N-d convolution (grouped, strided, dilated, transposed)")
 def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
@@ -588,91 +597,6 @@ def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_pad
     if b is not None:
         out = out + jnp.reshape(b, (1, -1) + (1,) * nd)
     return out
-
-
-def _window(x, init, op, kernel, stride, padding, dilation=None, extra=None):
-    """reduce_window over the spatial dims, padded by ``padding`` on both sides and ``extra`` more on
-    the right (ceil_mode's last windows)."""
-    nd = len(kernel)
-    dims = (1, 1) + tuple(kernel)
-    strides = (1, 1) + tuple(stride or kernel)
-    pads = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(padding, extra or (0,) * nd))
-    dil = (1, 1) + tuple(dilation or (1,) * nd)
-    return lax.reduce_window(x, init, op, dims, strides, pads, window_dilation=dil)
-
-
-def _ceil_window(x, kernel, stride, padding, dilation, ceil_mode) -> tuple[tuple, tuple, tuple | None]:
-    """``(kernel, extra, sizes)`` of torch's ``ceil_mode``: the right padding beyond ``padding`` per
-    spatial dim (the output size rounds up, but a last window that would start in the right padding
-    is dropped), and, where the window is longer than the padded input, the kernel cut to the taps
-    inside it (its one window reads every element: EfficientNet pools a 2 x 2 image with a
-    1280 x 1280 window, which padded out would be 1280 x 1280 elements per channel) with the output
-    sizes the result is cut to (None: the window's own)."""
-    nd = len(kernel)
-    if not ceil_mode:
-        return tuple(kernel), (0,) * nd, None
-    sizes = tuple(x.shape[2:])
-    if not all(isinstance(n, int) for n in sizes):
-        raise NotImplementedError("pooling with ceil_mode=True over a named dynamic axis (its output size "
-                                  "depends on the size's remainder)")
-    ks, extra, outs = [], [], []
-    for n, k, st, p, d in zip(sizes, kernel, stride, padding, dilation):
-        o = -(-(n + 2 * p - d * (k - 1) - 1) // st) + 1
-        if (o - 1) * st >= n + p:
-            o -= 1
-        if d * (k - 1) + 1 > n + 2 * p:  # (one window: torch's output size is 1, or it raised)
-            k = (n + 2 * p - 1) // d + 1
-        ks.append(k)
-        outs.append(o)
-        extra.append(max(0, (o - 1) * st + d * (k - 1) + 1 - (n + 2 * p)))
-    return tuple(ks), tuple(extra), tuple(outs)
-
-
-def _cut(y, sizes):
-    """``y`` cut to ``sizes`` along its spatial dims (see :func:`_ceil_window`)."""
-    if sizes is None or tuple(y.shape[2:]) == sizes:
-        return y
-    return lax.slice(y, (0,) * y.ndim, tuple(y.shape[:2]) + sizes)
-
-
-@handler("aten.max_pool2d_with_indices.default", "aten.max_pool1d_with_indices.default",
-         "aten.max_pool3d_with_indices.default", doc="max pooling (indices not supported)")
-def _max_pool(ctx, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
-    nd = x.ndim - 2
-    kernel, stride = _tup(kernel, nd), _tup(stride or kernel, nd)
-    padding, dilation = _tup(padding, nd), _tup(dilation, nd)
-    kernel, extra, sizes = _ceil_window(x, kernel, stride, padding, dilation, ceil_mode)
-    out = _cut(_window(x, -np.inf, lax.max, kernel, stride, padding, dilation, extra), sizes)
-    return out, None
-
-
-def _tup(v: Any, n: int) -> tuple:
-    if isinstance(v, int):
-        return (v,) * n
-    v = tuple(v)
-    return v * n if len(v) == 1 else v
-
-
-@handler("aten.avg_pool2d.default", "aten.avg_pool1d.default", "aten.avg_pool3d.default",
-         doc="average pooling")
-def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    nd = x.ndim - 2
-    kernel, stride, padding = _tup(kernel, nd), _tup(stride or kernel, nd), _tup(padding, nd)
-    full = math.prod(kernel)  # (torch's divisor for a window inside the padded input)
-    kernel, extra, sizes = _ceil_window(x, kernel, stride, padding, (1,) * nd, ceil_mode)
-    s = _cut(_window(x, 0.0, lax.add, kernel, stride, padding, extra=extra), sizes)
-    if divisor_override:
-        return s / divisor_override
-    if not any(extra) and (count_include_pad or not any(padding)) and math.prod(kernel) == full:
-        return s / full
-    # the window's elements inside the input (count_include_pad=False) or inside the padded input:
-    # ceil_mode's extra right padding never counts (torch's divisor)
-    if count_include_pad:
-        ones = jnp.ones((1, 1) + tuple(n + 2 * p for n, p in zip(x.shape[2:], padding)), x.dtype)
-        return s / _cut(_window(ones, 0.0, lax.add, kernel, stride, (0,) * nd, extra=extra), sizes)
-    ones = jnp.ones((1, 1) + tuple(x.shape[2:]), x.dtype)
-    return s / _cut(_window(ones, 0.0, lax.add, kernel, stride, padding, extra=extra), sizes)
 
 
 # ---- attention ------------------------------------------------------------------------------------
@@ -734,4 +658,4 @@ def _hardswish(ctx, x):
 
 
 # the handlers of the other families register themselves into OPS on import
-from ember._src.torch_import import ops_image, ops_recurrent, ops_reduce, ops_scatter, ops_shape  # noqa: E402,F401
+from ember._src.torch_import import ops_image, ops_pool, ops_recurrent, ops_reduce, ops_scatter, ops_shape  # noqa: E402,F401

@@ -14,7 +14,8 @@ import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
-from ember._src.torch_import.ops import _tup, handler
+from ember._src.torch_import.ops import handler
+from ember._src.torch_import.ops_pool import _tup
 
 
 @handler("aten.native_group_norm.default", doc="group norm (output, mean, rstd)")
@@ -103,14 +104,17 @@ def _static(*sizes: Any) -> bool:
 
 def _value(d: Any) -> Any:
     """A size as a float32 scalar computed at run time (a named axis) or a float."""
-    return np.float32(d) if isinstance(d, (int, np.integer)) else ember.dimension_as_value(d).astype(jnp.float32)
+    if isinstance(d, (int, np.integer)):
+        return np.float32(d)
+    return ember.dimension_as_value(d).astype(jnp.float32)
 
 
 def _dynamic_scale(n_in: Any, n_out: Any, align_corners: bool, scale: float | None) -> Any:
     """:func:`_scale` in float32 at run time (torch computes it in float32 too)."""
     if align_corners:
         den = _value(n_out) - np.float32(1)
-        return jnp.where(den > 0, (_value(n_in) - np.float32(1)) / jnp.maximum(den, np.float32(1)), np.float32(0))
+        ratio = (_value(n_in) - np.float32(1)) / jnp.maximum(den, np.float32(1))
+        return jnp.where(den > 0, ratio, np.float32(0))
     if scale is not None and scale > 0:
         return np.float32(1.0 / scale)
     return _value(n_in) / _value(n_out)
@@ -145,7 +149,8 @@ def _nearest_axis(x: Any, axis: int, n_out: Any, scale: float | None) -> Any:
     n_in = x.shape[axis]
     if _static(n_in, n_out):
         s = _scale(n_in, n_out, False, scale)
-        src = np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * np.float32(s)).astype(np.int64), n_in - 1)
+        src = np.floor(np.arange(n_out, dtype=np.float32) * np.float32(s)).astype(np.int64)
+        src = np.minimum(src, n_in - 1)
         return ix.take(x, jnp.asarray(src.astype(np.int32)), axis=axis, mode="clip")
     s = _dynamic_scale(n_in, n_out, False, scale)
     last = ember.dimension_as_value(n_in) - 1 if not isinstance(n_in, int) else n_in - 1

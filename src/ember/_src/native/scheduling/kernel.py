@@ -50,9 +50,11 @@ MAX_SELECT_PIECES = 4
 # raised RecursionError; at this depth a region stops merging and the chain runs as several kernels.
 MAX_EXPR_DEPTH = 200
 _READ = "read through an index expression (kernel.py)"
-for _name in ("broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "slice", "pad", "concatenate"):
-    # a reshape (or squeeze) alone in its group shares its operand's storage (an alias step)
-    opinfo.register(_name, opinfo.OpCategory.MOVEMENT, _READ, alias=_name in ("reshape", "squeeze"))
+for _name in ("broadcast_in_dim", "reshape", "squeeze", "transpose", "rev", "slice", "pad", "concatenate",
+              "ensure_shape"):
+    # a reshape (or squeeze, or restated shape) alone in its group shares its operand's storage
+    opinfo.register(_name, opinfo.OpCategory.MOVEMENT, _READ,
+                    alias=_name in ("reshape", "squeeze", "ensure_shape"))
 opinfo.register("iota", opinfo.OpCategory.INDEXED, "the index itself (kernel.py)")
 opinfo.register("take", opinfo.OpCategory.INDEXED, _READ)
 opinfo.register("dim_as_value", opinfo.OpCategory.INDEXED,
@@ -407,6 +409,9 @@ class _Builder:
         return self.value(x, tuple(ixm.delinearize(flat, x.aval.shape, self.ranges)))
 
     mv_squeeze = mv_reshape
+
+    def mv_ensure_shape(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
+        return self.value(e.inputs[0], idx)  # the same sizes under every binding that runs
 
     def mv_transpose(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         perm = e.params["permutation"]

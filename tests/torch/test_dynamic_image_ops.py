@@ -1,0 +1,110 @@
+"""Image ops over named dynamic axes (height and width): upsampling, adaptive average pooling and
+``ceil_mode`` pooling, each against PyTorch at several sizes with one compile. Before, each raised
+at import (their indices, bins or windows were computed from static sizes)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
+F = torch.nn.functional
+
+import ember.torch as et  # noqa: E402
+from ember.errors import ShapeError  # noqa: E402
+
+SIZES = ((2, 20, 17), (1, 9, 8), (2, 31, 6), (1, 4, 5), (1, 2, 3))
+
+
+class Op(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, y):
+        return self.fn(x, y)
+
+
+def _check(fn, sizes=SIZES, other=lambda h, w: (h + 3, 2 * w - 1)):
+    """``fn(x, y)`` imported with x of (b, 3, h, w) and y of (b, 2, H, W), all dynamic."""
+    m = Op(fn)
+    x0, y0 = torch.randn(2, 3, 20, 17), torch.randn(2, 2, 23, 33)
+    im = et.import_module(m, (x0, y0), dynamic_axes={"x": ("b", None, "h", "w"), "y": ("b", None, "H", "W")})
+    g = torch.Generator().manual_seed(0)
+    for b, h, w in sizes:
+        x, y = torch.randn(b, 3, h, w, generator=g), torch.randn(b, 2, *other(h, w), generator=g)
+        want = m(x, y).numpy()
+        got = np.asarray(im(x.numpy(), y.numpy()))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * max(1.0, np.abs(want).max()))
+    assert im._jitted.cache_info()["compiles"] == 1
+    return im
+
+
+@pytest.mark.parametrize("mode,align", [("bilinear", False), ("bilinear", True), ("nearest", None)])
+def test_upsample_to_another_inputs_symbolic_size(mode, align):
+    kw = {} if align is None else {"align_corners": align}
+    _check(lambda x, y: F.interpolate(x, size=y.shape[2:], mode=mode, **kw))
+    # sizes below the input's (downsampling) and of one row
+    _check(lambda x, y: F.interpolate(x, size=y.shape[2:], mode=mode, **kw),
+           other=lambda h, w: (1, max(1, w // 3)))
+
+
+@pytest.mark.parametrize("mode,align,factor",
+                         [("bilinear", False, 2), ("bilinear", True, 3), ("nearest", None, 2)])
+def test_upsample_by_an_integer_factor(mode, align, factor):
+    kw = {} if align is None else {"align_corners": align}
+    _check(lambda x, y: F.interpolate(x, scale_factor=factor, mode=mode, **kw))
+
+
+def test_upsample_a_dynamic_axis_by_a_fraction_names_it():
+    """torch records the size as ``TruncToInt(1.5 * ToFloat(h))``, which is not a size ember names."""
+    from ember._src.torch_import.export import ExportError
+    with pytest.raises(ExportError, match="unsupported size expression TruncToInt"):
+        _check(lambda x, y: F.interpolate(x, scale_factor=1.5, mode="nearest"))
+
+
+@pytest.mark.parametrize("out", [(2, 3), (6, 1), (4, 4), (1, 5)])
+def test_adaptive_avg_pool(out):
+    """Bins of a symbolic axis, overlapping where the axis is shorter than the bins (2 -> 6)."""
+    _check(lambda x, y: F.adaptive_avg_pool2d(x, out))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    lambda x: F.avg_pool2d(x, 2, 2, 0, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=4),
+])
+def test_ceil_mode_pooling(pool):
+    """A window spanning stride + padding or more: torch never drops the last window, so the
+    output size is ``(n + 2 p - k + s - 1) // s + 1`` at every size."""
+    _check(lambda x, y: pool(x), sizes=SIZES[:4])
+
+
+def test_ceil_mode_with_a_short_window_names_the_axis():
+    with pytest.raises(NotImplementedError, match="window of 1 shorter than stride 2"):
+        _check(lambda x, y: F.max_pool2d(x, 1, 2, 0, ceil_mode=True))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda x: F.avg_pool2d(x, 100, ceil_mode=True),
+    lambda x: F.max_pool2d(x, 100, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 100, padding=3, ceil_mode=True, count_include_pad=False),
+    lambda x: F.avg_pool2d(x, 100, padding=3, ceil_mode=True),
+    lambda x: F.avg_pool2d(x, 100, ceil_mode=True, divisor_override=7),
+])
+def test_one_oversized_window_then_flatten(pool):
+    """transformers' EfficientNet pools its map with a window longer than the map, then flattens:
+    imported as one window over the map, its size restated as torch's ``(n - 1) // 100 + 1``. Up to
+    ``100 - 2 padding`` rows that is 1 and matches torch; past it the call raises naming the window."""
+    im = _check(lambda x, y: pool(x).flatten(1), sizes=SIZES + ((1, 94, 1), (2, 94, 94)))
+    with pytest.raises(ShapeError, match="one window of 100: a larger input needs more windows"):
+        im(np.zeros((1, 3, 101, 5), np.float32), np.zeros((1, 2, 104, 9), np.float32))
+
+
+def test_a_view_torch_guarded_raises_where_its_sizes_differ():
+    """``y.view(b, -1)`` after the one-window pool: the element counts are equal only while one
+    window covers the map; the view's ``ShapeError`` names the op."""
+    im = _check(lambda x, y: F.avg_pool2d(x, 100, ceil_mode=True).view(x.shape[0], -1), sizes=SIZES[:2])
+    with pytest.raises(ShapeError, match="ensure_shape"):
+        im(np.zeros((1, 3, 150, 5), np.float32), np.zeros((1, 2, 153, 9), np.float32))
