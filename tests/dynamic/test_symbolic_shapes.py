@@ -160,3 +160,22 @@ def test_tile_by_a_named_axis_size(backend) -> None:
     assert jf.cache_info()["compiles"] == 1
     with pytest.raises(ShapeError, match="non-negative"):
         jnp.tile(v, (-1, 1))
+
+
+def test_reduce_window_without_padding_over_a_named_axis():
+    """``lax.reduce_window`` with VALID padding over a named axis raised ``cannot decide n >= 3``;
+    the window count is ``(n - span) // stride + 1`` and a binding the window does not fit raises.
+    Sliding maxima and dilated sums against NumPy at several sizes, one trace."""
+    def f(x):
+        m = lax.reduce_window(x, -np.inf, lax.max, (3,), (2,), "VALID")
+        s = lax.reduce_window(x, 0.0, lax.add, (2,), (1,), "VALID", window_dilation=(3,))
+        return m, s
+    g = ember.jit(f, dynamic_axes={"x": ("n",)})
+    for n in (3, 4, 9, 20):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        m, s = g(x)
+        np.testing.assert_array_equal(np.asarray(m), [x[i:i + 3].max() for i in range(0, n - 2, 2)])
+        np.testing.assert_allclose(np.asarray(s), x[:n - 3] + x[3:], rtol=1e-6)
+    assert g.cache_info()["traces"] == 1
+    with pytest.raises(ShapeError, match="binding"):
+        g(np.zeros(2, np.float32))

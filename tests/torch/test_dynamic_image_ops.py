@@ -73,6 +73,7 @@ def test_adaptive_avg_pool(out):
     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
     lambda x: F.avg_pool2d(x, 2, 2, 0, ceil_mode=True),
+    lambda x: F.max_pool2d(x, 3, 2, 0, ceil_mode=True),
     lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=4),
 ])
 def test_ceil_mode_pooling(pool):
@@ -108,3 +109,18 @@ def test_a_view_torch_guarded_raises_where_its_sizes_differ():
     im = _check(lambda x, y: F.avg_pool2d(x, 100, ceil_mode=True).view(x.shape[0], -1), sizes=SIZES[:2])
     with pytest.raises(ShapeError, match="ensure_shape"):
         im(np.zeros((1, 3, 150, 5), np.float32), np.zeros((1, 2, 153, 9), np.float32))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda x: F.max_pool2d(x, 2),
+    lambda x: F.avg_pool2d(x, 3, 2),
+    lambda x: F.max_pool2d(x, 2, 1, dilation=2),
+    lambda x: F.avg_pool2d(x, (1, 3), (1, 2)),
+])
+def test_pooling_without_padding(pool):
+    """A window without padding over a dynamic axis raised ``cannot decide h >= 2``: the window
+    count is now ``(n - span) // stride + 1``, as a convolution's, and a size the window does not
+    fit raises at the call (as torch raises)."""
+    im = _check(lambda x, y: pool(x), sizes=SIZES[:4])
+    with pytest.raises(ShapeError, match="binding"):
+        im(np.zeros((1, 3, 1, 1), np.float32), np.zeros((1, 2, 4, 1), np.float32))

@@ -29,6 +29,7 @@ from ember._src.lax.windows import (
     out_size,
     padtype_to_pads,
     positive_ints,
+    tap_bounds,
     window_taps,
 )
 from ember._src.prims import elementwise as ew
@@ -225,8 +226,7 @@ def _separable_window(x: Any, op: Callable, window: tuple, strides: tuple, wdil:
         m = out_size(n, dilate_dim(k, r), s)
         acc = None
         for t in range(k):
-            start = min(t * r, n)
-            piece = mv.slice_in_dim(x, start, start + (m - 1) * s + 1 if m > 0 else start, s, ax)
+            piece = mv.slice_in_dim(x, *tap_bounds(n, m, s, t * r), s, ax)
             acc = piece if acc is None else op(acc, piece)
         x = acc
     return x

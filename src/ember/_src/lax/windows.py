@@ -22,9 +22,22 @@ from ember._src.prims import movement as mv
 PADDING_STRINGS = ("SAME", "SAME_LOWER", "VALID")
 
 
-def out_size(n: int, window: int, stride: int) -> int:
-    """Number of window positions of a (dilated) ``window`` over ``n`` elements with ``stride``."""
+def out_size(n: Any, window: int, stride: int) -> Any:
+    """Number of window positions of a (dilated) ``window`` over ``n`` elements with ``stride``.
+    A symbolic ``n`` gives ``(n - window) // stride + 1``, as a convolution's output size: the
+    window is taken to fit, and the slices of :func:`tap_bounds` check it at each binding."""
+    if not isinstance(n, int):
+        return sh.floordiv(n - window, stride) + 1 if stride != 1 else n - window + 1
     return max(0, (n - window) // stride + 1) if n >= window else 0
+
+
+def tap_bounds(n: Any, m: Any, stride: int, offset: int) -> tuple[Any, Any]:
+    """``(start, limit)`` of the strided slice reading tap ``offset`` (its position in the dilated
+    window) of the ``m`` window positions over an axis of ``n``."""
+    if not isinstance(n, int) or not isinstance(m, int):
+        return offset, offset + (m - 1) * stride + 1
+    start = min(offset, n)
+    return start, (start + (m - 1) * stride + 1 if m > 0 else start)
 
 
 def dilate_dim(d: int, dilation: int) -> int:
@@ -127,8 +140,7 @@ def window_taps(x: Any, axes: Sequence[int], window: Sequence[int], strides: Seq
         pos = at + j
         pieces = []
         for t in range(k):
-            start = min(t * dil, n)
-            limit = start + (m - 1) * s + 1 if m > 0 else start
+            start, limit = tap_bounds(n, m, s, t * dil)
             piece = mv.slice_in_dim(x, start, limit, s, ax)
             ps = core.get_aval(piece).shape
             pieces.append(mv.reshape(piece, (*ps[:pos], 1, *ps[pos:])))
