@@ -99,8 +99,11 @@ def test_one_oversized_window_then_flatten(pool):
     imported as one window over the map, its size restated as torch's ``(n - 1) // 100 + 1``. Up to
     ``100 - 2 padding`` rows that is 1 and matches torch; past it the call raises naming the window."""
     im = _check(lambda x, y: pool(x).flatten(1), sizes=SIZES + ((1, 94, 1), (2, 94, 94)))
+    big = np.zeros((1, 3, 101, 5), np.float32), np.zeros((1, 2, 104, 9), np.float32)
+    with pytest.raises(ShapeError, match="== 1, a condition torch's export assumed"):
+        im(*big)  # torch's guard: the flattened map is one pixel
     with pytest.raises(ShapeError, match="one window of 100: a larger input needs more windows"):
-        im(np.zeros((1, 3, 101, 5), np.float32), np.zeros((1, 2, 104, 9), np.float32))
+        im.jit()(*big)  # the program's own check
 
 
 def test_a_view_torch_guarded_raises_where_its_sizes_differ():
@@ -108,7 +111,7 @@ def test_a_view_torch_guarded_raises_where_its_sizes_differ():
     window covers the map; the view's ``ShapeError`` names the op."""
     im = _check(lambda x, y: F.avg_pool2d(x, 100, ceil_mode=True).view(x.shape[0], -1), sizes=SIZES[:2])
     with pytest.raises(ShapeError, match="ensure_shape"):
-        im(np.zeros((1, 3, 150, 5), np.float32), np.zeros((1, 2, 153, 9), np.float32))
+        im.jit()(np.zeros((1, 3, 150, 5), np.float32), np.zeros((1, 2, 153, 9), np.float32))
 
 
 @pytest.mark.parametrize("pool", [
@@ -122,5 +125,6 @@ def test_pooling_without_padding(pool):
     count is now ``(n - span) // stride + 1``, as a convolution's, and a size the window does not
     fit raises at the call (as torch raises)."""
     im = _check(lambda x, y: pool(x), sizes=SIZES[:4])
+    small = np.zeros((1, 3, 1, 1), np.float32), np.zeros((1, 2, 4, 1), np.float32)
     with pytest.raises(ShapeError, match="binding"):
-        im(np.zeros((1, 3, 1, 1), np.float32), np.zeros((1, 2, 4, 1), np.float32))
+        im(*small)

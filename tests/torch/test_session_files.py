@@ -125,6 +125,15 @@ def test_roundtrip_matches_numpy(saved):
     ("metadata.json", lambda m: m["sha256"].update({"../../etc/passwd": "0" * 64}),
      r"metadata.json: sha256\[\"../../etc/passwd\"\]: is not a field of this format"),
     ("metadata.json", lambda m: m.pop("outputs"), r"metadata.json: outputs: is missing"),
+    ("program.json", lambda g: g.update(guards=[{"op": "system", "args": ["batch", 2]}]),
+     r"program.json: guards\[0\].op: unknown comparison \"system\""),
+    ("program.json", lambda g: g.update(guards=[{"op": "eq", "args": ["nope", 2]}]),
+     r"program.json: guards\[0\].args\[0\]: axis \"nope\" is not an axis of the inputs"),
+    ("program.json", lambda g: g.update(guards=[{"op": "eq", "args": ["batch"]}]),
+     r"program.json: guards\[0\].args: must hold 2 operands, got 1"),
+    ("program.json",
+     lambda g: g.update(guards=[{"op": "eq", "args": [{"op": "mod", "args": ["batch", 0]}, 0]}]),
+     r"program.json: guards\[0\].args\[0\].args: divides by zero"),
 ])
 def test_schema_errors_name_the_field(saved, tmp_path, name, edit, match):
     d = _copy(saved, tmp_path)

@@ -28,7 +28,8 @@ from ember._src import devices, dtypes
 from ember._src.devices import Device
 from ember._src.shapes import evaluate
 from ember._src.torch_import import bf16, safetensors, schema
-from ember._src.torch_import.graph import Graph
+from ember._src.torch_import.graph import Graph, range_error
+from ember._src.torch_import.guards import guard_error
 from ember._src.torch_import.module import ImportedModule
 from ember._src.torch_import.schema import SchemaError
 from ember.errors import DTypeError, EmberError, ShapeError
@@ -204,13 +205,15 @@ class InferenceSession:
                     raise ShapeError(f"run: axis {d!r} has conflicting sizes: {axes[d][1]} has {axes[d][0]}, "
                                      f"{spec.name} has {n}")
                 axes[d] = (n, spec.name)
-                lo, hi = self._m.graph.ranges.get(d, [1, None])
-                lo = 1 if (lo or 0) <= 2 else lo  # torch's 0/1 specialization guard (>= 2) is not a limit
-                if n < lo or (hi is not None and n > hi):
-                    raise ShapeError(f"run: input {spec.name!r}: axis {d!r} = {n} is outside the exported "
-                                     f"range [{lo}, {hi if hi is not None else 'inf'}]")
+                why = range_error(self._m.graph, d, n, f"run: input {spec.name!r}")
+                if why is not None:
+                    raise ShapeError(why)
             arrays.append(a)
-        return arrays, {k: v[0] for k, v in axes.items()}
+        bound = {k: v[0] for k, v in axes.items()}
+        why = guard_error(self._m.graph, bound, "run")
+        if why is not None:
+            raise ShapeError(why)
+        return arrays, bound
 
     def run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         """Run the model on ``feeds`` ({input name: array}); returns {output name: NumPy array}."""

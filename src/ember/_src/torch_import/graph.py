@@ -58,6 +58,7 @@ class Graph:
     output_names: list[str]
     mutations: dict[str, str] = dataclasses.field(default_factory=dict)
     ranges: dict[str, list] = dataclasses.field(default_factory=dict)
+    guards: list[dict] = dataclasses.field(default_factory=list)  # (guards.py)
 
     def user_inputs(self) -> list[Input]:
         return [i for i in self.inputs if i.kind == "user"]
@@ -67,7 +68,7 @@ class Graph:
                 "inputs": [dataclasses.asdict(i) for i in self.inputs],
                 "nodes": [dataclasses.asdict(n) for n in self.nodes],
                 "outputs": self.outputs, "output_names": self.output_names,
-                "mutations": self.mutations, "ranges": self.ranges}
+                "mutations": self.mutations, "ranges": self.ranges, "guards": self.guards}
 
     @classmethod
     def from_json(cls, obj: dict) -> Graph:
@@ -108,6 +109,17 @@ def axis_ranges(graph: Graph, axes: dict[str, Any]) -> dict[str, tuple]:
             if d == shapes.axis(a):
                 out[a] = (1 if (lo or 0) <= 2 else lo, hi)
     return out
+
+
+def range_error(graph: Graph, axis: str, n: int, where: str) -> str | None:
+    """Why size ``n`` of the named axis ``axis`` is outside the range torch's export recorded (its
+    graph was traced for sizes in that range: a branch on a size may be baked in), or None."""
+    lo, hi = graph.ranges.get(axis, [1, None])
+    lo = 1 if (lo or 0) <= 2 else lo  # torch's 0/1 specialization guard (>= 2) is not a limit
+    if n < lo or (hi is not None and n > hi):
+        return (f"{where}: axis {axis!r} = {n} is outside the exported range "
+                f"[{lo}, {hi if hi is not None else 'inf'}]")
+    return None
 
 
 def dim_names(expr: Any) -> set[str]:

@@ -7,6 +7,8 @@ from typing import Any
 
 import ember.numpy as jnp
 from ember._src import dtypes as dt
+from ember._src import shapes as sh
+from ember._src.prims.movement import ensure_shape
 from ember._src.torch_import.graph import Graph, axis_ranges, eval_dim
 from ember._src.torch_import.ops import OPS, Ctx
 from ember._src.torch_import.unsupported import NOT_SUPPORTED
@@ -45,6 +47,19 @@ def _check_shape(n: Any, got: tuple, want: tuple) -> None:
     for i, (a, b) in enumerate(zip(got, want)):
         if isinstance(a, int) and isinstance(b, int) and a != b:
             raise ShapeError(f"{n.op} ({n.name[:80]!r}): dimension {i} is {a}, the graph records {b}")
+
+
+def _as_torch_recorded(n: Any, out: Any, want: tuple) -> Any:
+    """``out`` with its symbolic sizes restated as the ones torch recorded where the two are
+    different expressions (``ensure_shape``). torch's export may bake in a branch on a size (a
+    "same" padding computed from ``h % 2``): its recorded sizes then hold only for the sizes that
+    take that branch, and a binding where ember's sizes and torch's differ raises ``ShapeError``
+    naming the node instead of running on with shapes torch's graph did not mean."""
+    got = tuple(out.shape)
+    if got == want or not any(sh.is_symbolic(a) or sh.is_symbolic(b) for a, b in zip(got, want)):
+        return out
+    return ensure_shape(out, want, f"{n.op} ({n.name[:80]!r}) where torch's export recorded "
+                                   f"{sh.shape_str(want)}")
 
 
 def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any], ranges: dict | None = None) -> Any:
@@ -140,6 +155,7 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
                 out = out.astype(dtype)
             if n.shape is not None and hasattr(out, "shape"):
                 _check_shape(n, tuple(out.shape), shape)
+                out = _as_torch_recorded(n, out, shape)
             env[n.name] = out
         outs = tuple(_decode(o, env, axes, ranges) for o in graph.outputs)
         state = {t: env[name] for t, name in graph.mutations.items()}

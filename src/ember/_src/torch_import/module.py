@@ -9,7 +9,9 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember._src.torch_import.graph import Graph
+from ember._src.torch_import.guards import guard_error, parse_guards
 from ember._src.torch_import.interpret import build_function
+from ember.errors import ShapeError
 
 
 class ImportedModule:
@@ -78,6 +80,17 @@ class ImportedModule:
         return ember.jit(run, dynamic_axes=specs, **jit_kwargs)
 
     def __call__(self, *inputs: Any) -> Any:
+        """Run on ``inputs`` (arrays in ``input_names`` order). Sizes that fail an equality torch's
+        export assumed (``guards.py``) raise ``ShapeError``; so does a binding that breaks a shape
+        constraint of the program."""
+        axes: dict[str, int] = {}
+        for spec, x in zip(self.graph.user_inputs(), inputs):
+            for d, n in zip(spec.shape, np.shape(x)):
+                if isinstance(d, str):
+                    axes[d] = int(n)
+        why = guard_error(self.graph, axes, "call")
+        if why is not None:
+            raise ShapeError(why)
         if self._jitted is None:
             self._jitted = self.jit()
         if self.weights == "arguments":
@@ -112,8 +125,10 @@ def import_module(model: Any, args: tuple = (), kwargs: dict | None = None,
             ep = _export.export_program(model, tuple(args), kwargs, dynamic_axes)
         finally:
             model.train(model_mode)
+    texts = [str(t) for t in getattr(ep, "_guards_code", None) or []]  # (torch's private record)
     ep = _export.decompose(ep)
     graph, params, consts = _export.to_graph(ep, dynamic_axes)
+    graph.guards, _ = parse_guards(texts, graph)
     return ImportedModule(graph, params, consts, weights=weights)
 
 

@@ -38,6 +38,8 @@ DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "float16
                     "float64", "complex64", "complex128"})
 INPUT_KINDS = frozenset({"user", "param", "constant", "literal", "state"})
 DIM_OPS = frozenset({"add", "mul", "floordiv", "mod", "max", "min"})
+GUARD_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})  # (guards.COMPARISONS)
+MAX_GUARDS = 4096
 _AXIS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _GRAPH_KEYS = ("format", "version", "inputs", "nodes", "outputs", "output_names", "mutations", "ranges")
 _INPUT_KEYS = ("name", "kind", "target", "shape", "dtype")
@@ -206,7 +208,7 @@ def check_value(obj: Any, path: str, defined: set[str], axes: set[str], depth: i
 def check_graph(obj: Any) -> Graph:
     """Validate a ``program.json`` document and build its :class:`Graph` (raises :class:`SchemaError`)."""
     check_version(obj, FORMAT, FORMAT_VERSION, "the graph")
-    check_keys(obj, "", _GRAPH_KEYS)
+    check_keys(obj, "", _GRAPH_KEYS, optional=("guards",))
     inputs_json = check_list(obj["inputs"], "inputs")
     # the axis names: those of the user inputs' shapes
     axes: set[str] = set()
@@ -322,8 +324,21 @@ def check_graph(obj: Any) -> Graph:
             if b is not None and not (_is_int(b) and 0 <= b <= MAX_RANGE):
                 raise SchemaError(f"{rp}[{j}]", f"a bound must be null or an integer in [0, {MAX_RANGE}], "
                                                 f"got {_show(b)}")
+    guards = check_list(obj.get("guards", []), "guards")
+    if len(guards) > MAX_GUARDS:
+        raise SchemaError("guards", f"holds {len(guards)} guards, at most {MAX_GUARDS}")
+    for i, g in enumerate(guards):
+        gp = f"guards[{i}]"
+        check_keys(g, gp, ("op", "args"))
+        if not isinstance(g["op"], str) or g["op"] not in GUARD_OPS:
+            raise SchemaError(f"{gp}.op", f"unknown comparison {_show(g['op'])}")
+        args = check_list(g["args"], f"{gp}.args")
+        if len(args) != 2:
+            raise SchemaError(f"{gp}.args", f"must hold 2 operands, got {len(args)}")
+        for j, a in enumerate(args):
+            check_dim(a, f"{gp}.args[{j}]", axes)
     return Graph(inputs, nodes, list(outputs), list(output_names), dict(mutations),
-                 {k: list(v) for k, v in ranges.items()})
+                 {k: list(v) for k, v in ranges.items()}, [dict(g) for g in guards])
 
 
 def _join(path: str, key: str) -> str:

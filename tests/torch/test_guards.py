@@ -1,0 +1,80 @@
+"""Equalities on input sizes that torch's export assumed while tracing (its guards), checked before
+an imported module or a session runs: torch's graph is only right where they hold."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
+
+import ember  # noqa: E402
+import ember.torch as et  # noqa: E402
+from ember._src.torch_import.graph import Graph, Input  # noqa: E402
+from ember._src.torch_import.guards import guard_error, parse_guards  # noqa: E402
+from ember.errors import ShapeError  # noqa: E402
+
+
+class EvenPad(torch.nn.Module):
+    """TF-style "same" padding decided by a Python branch on ``h % 2`` (MobileNetV1's
+    ``apply_tf_padding``): torch's export bakes in the branch of its example."""
+
+    def forward(self, x):
+        pad = 1 if x.shape[2] % 2 == 0 else 2
+        return torch.nn.functional.pad(x, (0, 0, 0, pad)) * 2
+
+
+def test_a_baked_in_branch_raises_where_its_guard_fails(tmp_path):
+    m = EvenPad()
+    im = et.import_module(m, (torch.randn(1, 2, 6, 3),), dynamic_axes={"x": ("b", None, "h", "w")})
+    assert any(g["op"] == "eq" for g in im.graph.guards)
+    for h in (4, 6, 10):
+        x = torch.randn(2, 2, h, 5)
+        np.testing.assert_allclose(np.asarray(im(x.numpy())), m(x).numpy(), rtol=1e-6)
+    odd = np.zeros((1, 2, 7, 3), np.float32)  # torch eager pads 2 rows here, the graph 1
+    assert m(torch.from_numpy(odd)).shape[2] == 9
+    with pytest.raises(ShapeError, match=r"h = 7.*fail \(h % 2\) == 0, a condition torch's export assumed"):
+        im(odd)
+    s = ember.InferenceSession(im)
+    s.save(str(tmp_path / "s"))
+    loaded = ember.InferenceSession.load(str(tmp_path / "s"))
+    for sess in (s, loaded):
+        x = np.random.default_rng(0).standard_normal((1, 2, 8, 3)).astype(np.float32)
+        np.testing.assert_allclose(next(iter(sess.run({"x": x}).values())), m(torch.from_numpy(x)).numpy(),
+                                   rtol=1e-6)
+        with pytest.raises(ShapeError, match=r"fail \(h % 2\) == 0"):
+            sess.run({"x": odd})
+
+
+def test_the_parser_keeps_equalities_and_rejects_other_python():
+    g = Graph([Input("x", "user", "x", ["b", 3, "h"], "float32")], [], [], [])
+    texts = ["(L['x'].size()[2] % 2) == 0",  # kept
+             "L['x'].size()[2] // 4 == 2 * (L['x'].size()[2] // 8) and L['x'].size()[0] >= 2",  # one kept
+             "(L['x'].size()[2] // 4) != 1", "max(1, L['x'].size()[0]) > 1",  # torch's 0/1 guards: dropped
+             "L['x'].size()[1] == 3",  # static: nothing to check
+             "__import__('os').system('true') == 0", "L['y'].size()[0] == 2",  # not sizes ember names
+             "L['x'].size()[2] == 4 or L['x'].size()[2] == 8", "L['x'].stride()[0] == 1"]
+    guards, skipped = parse_guards(texts, g)
+    assert skipped == 4
+    assert [g["op"] for g in guards] == ["eq", "eq"]
+    g.guards = guards
+    assert guard_error(g, {"b": 2, "h": 16}, "call") is None
+    assert "fail (h % 2) == 0" in guard_error(g, {"b": 2, "h": 7}, "call")
+    assert "fail (h // 4) == (2 * (h // 8))" in guard_error(g, {"b": 2, "h": 12}, "call")  # 3 != 2
+
+
+def test_mobilenet_v1_dynamic_image_size():
+    """transformers' MobileNetV1 pads by ``h % 2`` at each strided layer. With dynamic image sizes
+    torch's export assumed even sizes at each scale: at sizes that keep them the import matches
+    torch eager, elsewhere it raises naming the guard (it returned a wrong shape before)."""
+    T = pytest.importorskip("transformers", reason="needs transformers")
+    model = T.MobileNetV1Model(T.MobileNetV1Config(image_size=64, depth_multiplier=0.25)).eval()
+    im = et.import_module(model, (torch.randn(2, 3, 64, 64),),
+                          dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
+    g = torch.Generator().manual_seed(0)
+    for b, h, w in ((2, 64, 64), (1, 64, 128), (3, 128, 96)):
+        x = torch.randn(b, 3, h, w, generator=g)
+        with torch.inference_mode():
+            want = model(x).last_hidden_state.numpy()
+        got = np.asarray(im(x.numpy())[0])
+        np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
+    with pytest.raises(ShapeError, match="a condition torch's export assumed"):
+        im(np.zeros((1, 3, 65, 64), np.float32))
