@@ -85,8 +85,8 @@ def test_op_info_entries_carry_their_lowering() -> None:
     assert {"exp", "add", "select_n", "real"} <= opinfo.names(OpCategory.ELEMENTWISE)
     assert "copy" not in opinfo.names(OpCategory.ELEMENTWISE)
     assert opinfo.names(OpCategory.MOVEMENT) == {"broadcast_in_dim", "reshape", "squeeze", "transpose", "rev",
-                                                 "slice", "pad", "concatenate"}
-    assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze"}
+                                                 "slice", "pad", "concatenate", "ensure_shape"}
+    assert {p.name for p in opinfo.REGISTRY if opinfo.info(p).alias} == {"reshape", "squeeze", "ensure_shape"}
     inplace = {p.name for p in opinfo.REGISTRY if opinfo.info(p).inplace == 0}
     assert inplace == {"dynamic_update_slice", "scatter", "process_allreduce", "check_index"}
 

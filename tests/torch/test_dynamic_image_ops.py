@@ -128,3 +128,9 @@ def test_pooling_without_padding(pool):
     small = np.zeros((1, 3, 1, 1), np.float32), np.zeros((1, 2, 4, 1), np.float32)
     with pytest.raises(ShapeError, match="binding"):
         im(*small)
+
+
+def test_padding_to_a_multiple_of_a_window():
+    """Swin's ``maybe_pad``: ``(4 - w % 4) % 4`` columns of padding (``operator.mod`` on a size,
+    which had no handler)."""
+    _check(lambda x, y: F.pad(x, (0, (4 - x.shape[3] % 4) % 4)) * 2, sizes=SIZES[:4])

@@ -201,6 +201,8 @@ NOT_CHECKED = {
     "stop_gradient": "finite differences see through stop_gradient; test_stop_gradient covers it",
     "custom_lin": "only appears inside linearized programs; covered by the custom_vjp tests",
     "dim_as_value": "no operands (a symbolic size as a value)",
+    "ensure_shape": "restates symbolic sizes, so it appears only under dynamic axes: its gradient, "
+                    "vmap and jvp are tested in tests/dynamic/test_ensure_shape.py",
     "threefry2x32": "integer hash: no differentiable inputs",
     "check_index": "a bounds check of integer indices: no differentiable inputs",
     "bitcast_convert_type": "bit reinterpretation: not differentiable",

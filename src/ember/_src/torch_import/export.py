@@ -35,7 +35,7 @@ _SPECIALIZED_HINT = (
     "compute sizes with -1 / x.shape, or leave the axis static (drop it from dynamic_axes).")
 
 _SYM_OPS = {operator.mul: "sym.mul", operator.add: "sym.add", operator.sub: "sym.sub",
-            operator.floordiv: "sym.floordiv", operator.getitem: "getitem"}
+            operator.floordiv: "sym.floordiv", operator.mod: "sym.mod", operator.getitem: "getitem"}
 _KEEP = (torch.ops.aten.scaled_dot_product_attention.default,)
 
 

@@ -118,6 +118,11 @@ def _sym_floordiv(ctx, a, b):
     return a // b
 
 
+@handler("sym.mod", doc="size % size")
+def _sym_mod(ctx, a, b):
+    return sh.mod(a, b)
+
+
 @handler("python.sym_max", doc="max(size, size)")
 def _sym_max(ctx, a, b):
     return sh.dmax(a, b, ctx.ranges)
