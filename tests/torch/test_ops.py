@@ -299,7 +299,7 @@ CASES.update({
 UNINITIALIZED = {"aten.empty_permuted.default", "aten.empty.memory_format", "aten.empty_strided.default"}  # compared by shape and dtype
 
 # exercised through whole models (symbolic sizes, asserts) rather than on their own
-MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "getitem", "aten.sym_size.int",
+MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "sym.mod", "getitem", "aten.sym_size.int",
               "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
               "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
               "ember.rnn.default",  # recurrent layers: tests/torch/test_recurrent.py

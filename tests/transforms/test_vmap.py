@@ -458,6 +458,20 @@ def _prims_of(*modules):
     return {v.name for m in modules for v in vars(m).values() if isinstance(v, core.Primitive)}
 
 
+def test_ensure_shape():
+    """vmap of a restated symbolic size (under dynamic axes): the batch axis is kept in front, and
+    the restated rows sum in pairs as in the unbatched function."""
+    from ember._src.prims.movement import ensure_shape
+
+    def pairs(x):
+        y = ensure_shape(x, (x.shape[0] // 2 * 2, x.shape[1]))
+        return jnp.reshape(y, (y.shape[0] // 2, 2, y.shape[1])).sum(1)
+    xs = np.arange(2 * 6 * 3, dtype=np.float32).reshape(2, 6, 3)
+    f = ember.jit(ember.vmap(pairs, in_axes=1), dynamic_axes={"x": ("n", None, None)})
+    got = f(xs.transpose(1, 0, 2))
+    np.testing.assert_array_equal(np.asarray(got), xs[:, 0::2] + xs[:, 1::2])
+
+
 def test_every_core_primitive_is_covered():
     seen: set[str] = set()
     orig = core.Primitive.bind
@@ -493,6 +507,7 @@ def test_every_core_primitive_is_covered():
         test_sort(0)
         test_threefry_and_bitcast()
         test_random_gamma_and_poisson((0, 0))
+        test_ensure_shape()
     finally:
         core.Primitive.bind = orig
     expected = _prims_of(elementwise, movement, reductions, indexing, dot, misc, random_bits) - {"iota"}
