@@ -134,3 +134,26 @@ def test_padding_to_a_multiple_of_a_window():
     """Swin's ``maybe_pad``: ``(4 - w % 4) % 4`` columns of padding (``operator.mod`` on a size,
     which had no handler)."""
     _check(lambda x, y: F.pad(x, (0, (4 - x.shape[3] % 4) % 4)) * 2, sizes=SIZES[:4])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_nonfinite_values_stay_where_torch_puts_them(value, dynamic):
+    """A NaN or infinity stays in its own adaptive bins (the bins were a product with 0/1 weights,
+    which spread it to every bin: 0 * nan) and bilinear weights sum as torch's (``a + (b - a) t``
+    turned an infinity into NaN)."""
+    def fn(x, y):
+        return (F.adaptive_avg_pool2d(x, (3, 2)), F.interpolate(x, scale_factor=2, mode="bilinear"),
+                F.interpolate(x, size=(7, 5), mode="bilinear", align_corners=True))
+    m = Op(fn)
+    x0, y0 = torch.randn(2, 3, 8, 6), torch.randn(2, 2, 4, 4)
+    axes = {"x": ("b", None, "h", "w"), "y": ("b", None, "H", "W")} if dynamic else None
+    im = et.import_module(m, (x0, y0), dynamic_axes=axes)
+    for shape in ((2, 3, 8, 6), (1, 3, 5, 7)) if dynamic else ((2, 3, 8, 6),):
+        x = torch.randn(*shape)
+        x[0, 0, 1, 2] = value
+        y = torch.randn(shape[0], 2, 4, 4)
+        for got, want in zip(im(x.numpy(), y.numpy()), m(x, y)):
+            want = want.numpy()
+            assert np.isfinite(want).any() and not np.isfinite(want).all()
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)

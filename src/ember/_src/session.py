@@ -210,7 +210,7 @@ class InferenceSession:
                     raise ShapeError(why)
             arrays.append(a)
         bound = {k: v[0] for k, v in axes.items()}
-        why = guard_error(self._m.graph, bound, "run")
+        why = guard_error(self._m.graph, bound, "run", self._m._guards_passed)
         if why is not None:
             raise ShapeError(why)
         return arrays, bound

@@ -114,8 +114,17 @@ def guard_text(g: Any) -> str:
     return "(" + (text.replace(" + -", " - ") if g["op"] == "add" else text) + ")"
 
 
-def guard_error(graph: Graph, axes: dict[str, int], where: str) -> str | None:
-    """Why the sizes ``axes`` (axis name -> size) fail a guard of ``graph``, or None."""
+_PASSED_MAX = 4096  # bindings remembered as passing, per module (then the record starts over)
+
+
+def guard_error(graph: Graph, axes: dict[str, int], where: str, passed: set | None = None) -> str | None:
+    """Why the sizes ``axes`` (axis name -> size) fail a guard of ``graph``, or None. ``passed``
+    remembers the bindings already checked, so a call at a known binding costs one set lookup."""
+    if not graph.guards:
+        return None
+    key = tuple(sorted(axes.items()))
+    if passed is not None and key in passed:
+        return None
     for g in graph.guards:
         try:
             a, b = (eval_dim(x, axes) for x in g["args"])
@@ -126,4 +135,8 @@ def guard_error(graph: Graph, axes: dict[str, int], where: str) -> str | None:
             return (f"{where}: the sizes {bound} fail {guard_text(g)[1:-1]}, a condition torch's "
                     "export assumed while tracing (its graph is only right where it holds; export "
                     "with example inputs of such sizes)")
+    if passed is not None:
+        if len(passed) >= _PASSED_MAX:
+            passed.clear()
+        passed.add(key)
     return None

@@ -35,6 +35,7 @@ class ImportedModule:
         self.constants = {k: jnp.asarray(v) for k, v in constants.items()}
         self._raw = build_function(graph, self.constants)
         self._jitted: Any = None
+        self._guards_passed: set = set()  # bindings whose sizes passed torch's guards (guards.py)
 
     @property
     def input_names(self) -> list[str]:
@@ -83,14 +84,15 @@ class ImportedModule:
         """Run on ``inputs`` (arrays in ``input_names`` order). Sizes that fail an equality torch's
         export assumed (``guards.py``) raise ``ShapeError``; so does a binding that breaks a shape
         constraint of the program."""
-        axes: dict[str, int] = {}
-        for spec, x in zip(self.graph.user_inputs(), inputs):
-            for d, n in zip(spec.shape, np.shape(x)):
-                if isinstance(d, str):
-                    axes[d] = int(n)
-        why = guard_error(self.graph, axes, "call")
-        if why is not None:
-            raise ShapeError(why)
+        if self.graph.guards:
+            axes: dict[str, int] = {}
+            for spec, x in zip(self.graph.user_inputs(), inputs):
+                for d, n in zip(spec.shape, np.shape(x)):
+                    if isinstance(d, str):
+                        axes[d] = int(n)
+            why = guard_error(self.graph, axes, "call", self._guards_passed)
+            if why is not None:
+                raise ShapeError(why)
         if self._jitted is None:
             self._jitted = self.jit()
         if self.weights == "arguments":

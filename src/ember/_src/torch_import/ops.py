@@ -69,6 +69,13 @@ class Ctx:
         return ref or f"argument {i}"
 
 
+def size_value(n: Any, dtype: Any = None) -> Any:
+    """A size (an int, or a named axis's symbolic size read at run time) as a scalar value; with
+    ``dtype``, an array of that dtype."""
+    v = ember.dimension_as_value(n)
+    return v if dtype is None else jnp.asarray(v, dtype)
+
+
 def checked_index(ctx: Ctx, idx: Any, n: Any, what: str, negative: bool = False) -> Any:
     """``idx`` after a check inside the program that each index lies in ``[0, n)`` (``[-n, n)`` when
     ``negative``) with negatives wrapped: torch raises on an index out of range where
@@ -79,8 +86,7 @@ def checked_index(ctx: Ctx, idx: Any, n: Any, what: str, negative: bool = False)
         raise NotImplementedError("indexing with a boolean mask (data-dependent shape)")
     idx = check_index(idx, n, f"aten.{ctx.name}: {what}", negative)
     if negative:
-        nv = n if isinstance(n, int) else ember.dimension_as_value(n)
-        idx = jnp.where(idx < 0, idx + jnp.asarray(nv, idx.dtype), idx)
+        idx = jnp.where(idx < 0, idx + size_value(n, idx.dtype), idx)
     return idx
 
 
@@ -395,8 +401,7 @@ def _index(ctx, x, indices):
     sizes = [x.shape[a] for a in adv]
     flat = None
     for i, n in zip(idx, sizes):
-        nv = n if isinstance(n, int) else ember.dimension_as_value(n)
-        flat = i if flat is None else flat * nv + i
+        flat = i if flat is None else flat * size_value(n) + i
     merged = jnp.reshape(xt, (math.prod(sizes) if all(isinstance(n, int) for n in sizes) else _prod(sizes),)
                          + tuple(xt.shape[len(adv):]))
     out = ix.take(merged, flat, axis=0, mode="clip")

@@ -10,11 +10,10 @@ from typing import Any
 
 import numpy as np
 
-import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
-from ember._src.torch_import.ops import handler
+from ember._src.torch_import.ops import handler, size_value
 from ember._src.torch_import.ops_pool import _tup
 
 
@@ -39,9 +38,9 @@ def _group_norm(ctx, x, w, b, n, c, hw, group, eps):
          "aten._adaptive_avg_pool3d.default", doc="adaptive average pooling")
 def _adaptive_avg_pool(ctx, x, output_size):
     """Bin ``j`` of ``o`` over an axis of size ``n`` averages ``[floor(j n / o), ceil((j + 1) n / o))``
-    (torch's bins). A static axis is cut into its bins (a reshape where ``o`` divides ``n``); an
-    axis of symbolic size is contracted with the ``o x n`` matrix of bin weights, built at run time
-    from the size (its bins' bounds are not sizes ember can slice at)."""
+    (torch's bins). A static axis is cut into its bins (a reshape where ``o`` divides ``n``); over an
+    axis of symbolic size each bin is a masked sum (:func:`_bin_means`: its bounds are not sizes
+    ember can slice at)."""
     nd = x.ndim - 2
     out = x
     for i, o in enumerate(_tup(output_size, nd)):
@@ -49,7 +48,7 @@ def _adaptive_avg_pool(ctx, x, output_size):
         if o == 1:
             out = jnp.mean(out, axis=ax, keepdims=True)
         elif not isinstance(n, int):
-            out = jnp.moveaxis(jnp.tensordot(out, _bin_weights(n, o, x.dtype), axes=([ax], [1])), -1, ax)
+            out = jnp.moveaxis(_bin_means(jnp.moveaxis(out, ax, -1), n, o), -1, ax)
         elif n % o == 0:
             shp = tuple(out.shape[:ax]) + (o, n // o) + tuple(out.shape[ax + 1:])
             out = jnp.mean(jnp.reshape(out, shp), axis=ax + 1)
@@ -64,14 +63,17 @@ def _adaptive_avg_pool(ctx, x, output_size):
     return out
 
 
-def _bin_weights(n: Any, o: int, dtype: Any) -> Any:
-    """``(o, n)``: row ``j`` is ``1 / len`` over adaptive bin ``j`` of a symbolic size ``n``, else 0."""
-    nv = ember.dimension_as_value(n)
+def _bin_means(x: Any, n: Any, o: int) -> Any:
+    """The means of ``x``'s last axis (of symbolic size ``n``) over its ``o`` adaptive bins: each
+    bin's elements selected by a mask built at run time (a select, not a product with 0/1 weights,
+    so a NaN or infinity stays in its own bins, as in torch)."""
+    nv = size_value(n)
     j = lax.iota(jnp.int32, o)
     lo, hi = (j * nv) // o, -((-(j + 1) * nv) // o)
     h = lax.iota(jnp.int32, n)
-    inside = (h[None, :] >= lo[:, None]) & (h[None, :] < hi[:, None])
-    return jnp.where(inside, 1 / (hi - lo).astype(dtype)[:, None], jnp.zeros((), dtype)).astype(dtype)
+    inside = (h[None, :] >= lo[:, None]) & (h[None, :] < hi[:, None])  # (o, n)
+    sums = jnp.where(inside, x[..., None, :], jnp.zeros((), x.dtype)).sum(-1)
+    return sums / (hi - lo).astype(x.dtype)
 
 
 def _sizes(x: Any, output_size: Any, scale_factors: Any, nd: int) -> tuple[list, list]:
@@ -102,22 +104,15 @@ def _static(*sizes: Any) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in sizes)
 
 
-def _value(d: Any) -> Any:
-    """A size as a float32 scalar computed at run time (a named axis) or a float."""
-    if isinstance(d, (int, np.integer)):
-        return np.float32(d)
-    return ember.dimension_as_value(d).astype(jnp.float32)
-
-
 def _dynamic_scale(n_in: Any, n_out: Any, align_corners: bool, scale: float | None) -> Any:
     """:func:`_scale` in float32 at run time (torch computes it in float32 too)."""
     if align_corners:
-        den = _value(n_out) - np.float32(1)
-        ratio = (_value(n_in) - np.float32(1)) / jnp.maximum(den, np.float32(1))
+        den = size_value(n_out, jnp.float32) - np.float32(1)
+        ratio = (size_value(n_in, jnp.float32) - np.float32(1)) / jnp.maximum(den, np.float32(1))
         return jnp.where(den > 0, ratio, np.float32(0))
     if scale is not None and scale > 0:
         return np.float32(1.0 / scale)
-    return _value(n_in) / _value(n_out)
+    return size_value(n_in, jnp.float32) / size_value(n_out, jnp.float32)
 
 
 def _linear_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: float | None) -> Any:
@@ -136,13 +131,13 @@ def _linear_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: floa
         s = _dynamic_scale(n_in, n_out, align_corners, scale)
         dst = lax.iota(jnp.float32, n_out)
         src = dst * s if align_corners else jnp.maximum((dst + np.float32(0.5)) * s - np.float32(0.5), 0)
-        last = ember.dimension_as_value(n_in) - 1 if not isinstance(n_in, int) else n_in - 1
+        last = size_value(n_in) - 1
         i0 = jnp.minimum(jnp.floor(src).astype(jnp.int32), last)
         i1 = jnp.minimum(i0 + 1, last)
         lam = jnp.reshape((src - i0.astype(jnp.float32)).astype(x.dtype), shape)
     a = ix.take(x, i0, axis=axis, mode="clip")
     b = ix.take(x, i1, axis=axis, mode="clip")
-    return a + (b - a) * lam
+    return a * (1 - lam) + b * lam  # torch's weighted sum (a lerp would turn an infinity into NaN)
 
 
 def _nearest_axis(x: Any, axis: int, n_out: Any, scale: float | None) -> Any:
@@ -153,7 +148,7 @@ def _nearest_axis(x: Any, axis: int, n_out: Any, scale: float | None) -> Any:
         src = np.minimum(src, n_in - 1)
         return ix.take(x, jnp.asarray(src.astype(np.int32)), axis=axis, mode="clip")
     s = _dynamic_scale(n_in, n_out, False, scale)
-    last = ember.dimension_as_value(n_in) - 1 if not isinstance(n_in, int) else n_in - 1
+    last = size_value(n_in) - 1
     src = jnp.minimum(jnp.floor(lax.iota(jnp.float32, n_out) * s).astype(jnp.int32), last)
     return ix.take(x, src, axis=axis, mode="clip")
 

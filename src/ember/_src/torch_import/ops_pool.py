@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import movement as mv
-from ember._src.torch_import.ops import handler
+from ember._src.torch_import.ops import handler, size_value
 
 # A window at least this long over a named dynamic axis with ``ceil_mode`` is the "pool the whole
 # map with an oversized window" idiom (transformers' EfficientNet pools with a 1280-long window):
@@ -141,7 +140,7 @@ def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_inc
         if not divisor_override:
             for i in whole:
                 n = x.shape[2 + i] + (2 * padding[i] if count_include_pad else 0)
-                y = y / _as_value(n, x.dtype)
+                y = y / size_value(n, x.dtype)
         ks, ss, ps = _flatten(kernel, stride, padding, whole)
         out = _avg_pool(ctx, y, ks, ss, ps, ceil_mode, count_include_pad, divisor_override)
         return _one_window(out, x, whole, kernel, stride, padding, ctx.name)
@@ -159,7 +158,3 @@ def _avg_pool(ctx, x, kernel, stride=None, padding=0, ceil_mode=False, count_inc
         return s / _cut(_window(ones, 0.0, lax.add, kernel, stride, (0,) * nd, extra=extra), sizes)
     ones = jnp.ones((1, 1) + tuple(x.shape[2:]), x.dtype)
     return s / _cut(_window(ones, 0.0, lax.add, kernel, stride, padding, extra=extra), sizes)
-
-
-def _as_value(n: Any, dtype: Any) -> Any:
-    return ember.dimension_as_value(n).astype(dtype) if not isinstance(n, int) else n

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
-from ember._src.torch_import.ops import _norm, checked_index, handler
+from ember._src.torch_import.ops import _norm, checked_index, handler, size_value
 
 # ---- sorting ---------------------------------------------------------------------------------------
 
@@ -88,10 +87,6 @@ def _logcumsumexp(ctx, x, dim):
 
 # ---- scatter along a dim ---------------------------------------------------------------------------
 
-def _value(n: Any) -> Any:
-    return n if isinstance(n, int) else ember.dimension_as_value(n)
-
-
 def _flat_positions(x_shape: tuple, index: Any, dim: int) -> Any:
     """Row-major positions in an array of ``x_shape`` of torch's scatter targets: ``index`` along
     ``dim``, each element's own position along the other dims (``index`` may be smaller there)."""
@@ -99,7 +94,7 @@ def _flat_positions(x_shape: tuple, index: Any, dim: int) -> Any:
     stride: Any = 1
     for d in reversed(range(len(x_shape))):
         c = index if d == dim else lax.broadcasted_iota(index.dtype, tuple(index.shape), d)
-        term = c if isinstance(stride, int) and stride == 1 else c * jnp.asarray(_value(stride), index.dtype)
+        term = c if isinstance(stride, int) and stride == 1 else c * size_value(stride, index.dtype)
         pos = term if pos is None else pos + term
         stride = stride * x_shape[d]
     return pos
@@ -210,7 +205,7 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     xt = jnp.transpose(x, tuple(adv + rest))
     flat = None
     for i, a in zip(idx, adv):
-        flat = i if flat is None else flat * jnp.asarray(_value(x.shape[a]), i.dtype) + i
+        flat = i if flat is None else flat * size_value(x.shape[a], i.dtype) + i
     merged_n = None
     for a in adv:
         merged_n = x.shape[a] if merged_n is None else merged_n * x.shape[a]
