@@ -121,3 +121,32 @@ def test_floordiv_moves_whole_multiples_out():
         for a in range(1, 30):
             for b in (1, 2, 7):
                 assert sh.evaluate(expr, {"h": a, "w": b}) == py(a, b), (expr, a, b)
+
+
+def test_a_size_padded_to_a_multiple_divides_exactly():
+    """Swin pads a map of ``a`` rows to ``a + (q - a % q) % q`` and views it as windows of ``q``:
+    the constant of a mod's argument keeps its remainder and an inner ``a % q`` reads as ``a``, so
+    the padding is ``(-a) % q``; a sum where ``k (e % q)`` cancels against ``k e`` writes the mod out
+    (``q ceil(a / q)``), so the padded size divides by ``q`` and by its own quotient exactly. Every
+    form evaluates like Python's ``%`` and ``//`` over a grid."""
+    h, w = sh.axis("h"), sh.axis("w")
+    a = sh.floordiv(h, 4)
+    pad = sh.mod(4 - sh.mod(a, 4), 4)
+    assert pad == sh.mod(-a, 4)
+    padded = a + pad
+    assert padded == 4 * sh.floordiv(h + 12, 16)
+    assert sh.floordiv(padded, sh.floordiv(padded, 4)) == 4
+    assert sh.mod(padded, 4) == 0 and padded - sh.mod(h, 4) != padded
+    assert sh.mod(h, 4) - h == -4 * sh.floordiv(h, 4)
+    forms = [(padded, lambda a, b: a // 4 + (4 - (a // 4) % 4) % 4),
+             (pad, lambda a, b: (4 - (a // 4) % 4) % 4),
+             (sh.mod(h + 9, 4), lambda a, b: (a + 9) % 4),
+             (sh.mod(3 - sh.mod(h, 8), 4), lambda a, b: (3 - a % 8) % 4),
+             (sh.mod(2 * h - sh.mod(w, 3), 3), lambda a, b: (2 * a - b % 3) % 3),
+             (h - sh.mod(h, 5), lambda a, b: a - a % 5),
+             (w + sh.mod(-w - h, 6) + h, lambda a, b: b + (-b - a) % 6 + a),
+             (sh.mod(h, 4) + sh.mod(w, 4), lambda a, b: a % 4 + b % 4)]
+    for expr, py in forms:
+        for x in range(1, 40):
+            for y in (1, 2, 7, 12):
+                assert sh.evaluate(expr, {"h": x, "w": y}) == py(x, y), (expr, x, y)

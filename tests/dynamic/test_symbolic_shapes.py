@@ -179,3 +179,68 @@ def test_reduce_window_without_padding_over_a_named_axis():
     assert g.cache_info()["traces"] == 1
     with pytest.raises(ShapeError, match="binding"):
         g(np.zeros(2, np.float32))
+
+
+@pytest.mark.parametrize("backend", ["native", "numpy"])
+def test_step_slices_of_a_named_axis(backend):
+    """``x[s::k]`` over a named axis (Swin's 2 x 2 patch merge) has ``ceil((n - s) / k)`` elements,
+    0 where ``n == s`` (a start past the axis breaks a shape constraint, as ``x[s:]`` does); its
+    gradient pads the cotangent back to exactly ``n`` (the slice's transpose
+    uses the pad's own size rule, so it holds where the slice is empty), and vmap adds an axis.
+    Against NumPy at sizes with both parities, one trace each."""
+    def f(x):
+        return x[:, 1::2] * 2.0, x[:, 0::3], x[:, 1::4]
+
+    def loss(x):
+        a, b, c = f(x)
+        return jnp.sum(a * a) + jnp.sum(jnp.sin(b)) + jnp.sum(c)
+
+    jf = ember.jit(f, dynamic_axes={"x": (None, "n")}, backend=backend)
+    jg = ember.jit(ember.grad(loss), dynamic_axes={"x": (None, "n")}, backend=backend)
+    jv = ember.jit(ember.vmap(f), dynamic_axes={"x": (None, None, "n")}, backend=backend)
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 6, 7, 11):
+        x = rng.standard_normal((2, n)).astype(np.float32)
+        for got, want in zip(jf(x), (x[:, 1::2] * 2, x[:, 0::3], x[:, 1::4])):
+            assert np.asarray(got).shape == want.shape
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+        grad = np.zeros_like(x)
+        grad[:, 1::2] = 8 * x[:, 1::2]
+        grad[:, 0::3] += np.cos(x[:, 0::3])
+        grad[:, 1::4] += 1
+        np.testing.assert_allclose(np.asarray(jg(x)), grad, rtol=1e-5, atol=1e-6)
+        xs = np.stack([x, -x])
+        np.testing.assert_allclose(np.asarray(jv(xs)[0]), xs[:, :, 1::2] * 2, rtol=1e-6)
+    for fn in (jf, jg, jv):
+        assert fn.cache_info()["traces"] == 1
+    with pytest.raises(ShapeError, match="bounds \\[2:1\\] out of range for size 1"):
+        ember.jit(lambda x: x[2::4], dynamic_axes=["n"], backend=backend)(np.zeros(1, np.float32))
+    with pytest.raises(ShapeError, match="x\\[s::k\\] for k > 1"):
+        ember.jit(lambda x: x[:-1:2], dynamic_axes=["n"])(np.zeros(4, np.float32))
+
+
+def test_arange_with_symbolic_bounds_and_steps():
+    """``arange`` with a named axis's size as start or stop and any nonzero integer step (XLNet's
+    relative positions ``arange(klen, -qlen, -1)``): ``ceil((stop - start) / step)`` elements, the
+    start read at run time; against NumPy at several sizes, one trace. A binding where the count
+    is negative breaks a shape constraint (NumPy would give an empty array); float bounds raise."""
+    def f(x, y):
+        n, m = x.shape[0], y.shape[0]
+        return (jnp.arange(n, -m, -1), jnp.arange(2, n, 3), jnp.arange(-n, m, 2.0, dtype=jnp.int32),
+                jnp.arange(m, n + m).astype(jnp.float32) * 0.5)
+
+    g = ember.jit(f, dynamic_axes=[("n",), ("m",)])
+    for n, m in ((5, 3), (1, 1), (7, 2), (2, 9)):
+        got = g(np.zeros(n, np.float32), np.zeros(m, np.float32))
+        want = (np.arange(n, -m, -1), np.arange(2, n, 3), np.arange(-n, m, 2),
+                np.arange(m, n + m).astype(np.float32) * 0.5)
+        for a, b in zip(got, want):
+            assert np.asarray(a).shape == b.shape
+            np.testing.assert_array_equal(np.asarray(a), b)
+    assert g.cache_info()["traces"] == 1
+    h = ember.jit(lambda x, y: jnp.arange(y.shape[0], x.shape[0]), dynamic_axes=[("n",), ("m",)])
+    np.testing.assert_array_equal(np.asarray(h(np.zeros(6), np.zeros(2))), np.arange(2, 6))
+    with pytest.raises(ShapeError, match="would be -7"):
+        h(np.zeros(2), np.zeros(9))
+    with pytest.raises(ShapeError, match="integer bounds and a nonzero integer step"):
+        ember.jit(lambda x: jnp.arange(0.5, x.shape[0]), dynamic_axes=["n"])(np.zeros(3, np.float32))

@@ -33,7 +33,11 @@ def _mpt(max_seq_len=2048):  # its position bias is cut with max(0, 2048 - seq) 
                                         max_seq_len=max_seq_len))
 
 
-ARCHS = {"qwen2_moe": _qwen2_moe, "roberta": _roberta, "bloom": _bloom, "mpt": _mpt}
+def _xlnet():  # arange(seq, -seq, -1.0) of its relative positions, -size, x[-512:] of its memory
+    return T.XLNetModel(T.XLNetConfig(d_model=32, n_layer=2, n_head=4, d_inner=64, vocab_size=100))
+
+
+ARCHS = {"qwen2_moe": _qwen2_moe, "roberta": _roberta, "bloom": _bloom, "mpt": _mpt, "xlnet": _xlnet}
 
 
 def _out(o):
@@ -167,10 +171,11 @@ def test_convnext_dynamic_image_size():
     assert m._jitted.cache_info()["compiles"] == 1
 
 
-def _dynamic_image_check(model, out, sizes, seed):
-    """``model`` imported with a dynamic batch, height and width, against PyTorch at ``sizes``
-    (``out`` picks the compared outputs), one compile."""
-    x0 = torch.randn(2, 3, 64, 64)
+def _dynamic_image_check(model, out, sizes, seed, example=(64, 64)):
+    """``model`` imported with a dynamic batch, height and width (from an example of 2 images of
+    ``example`` size), against PyTorch at ``sizes`` (``out`` picks the compared outputs), one
+    compile."""
+    x0 = torch.randn(2, 3, *example)
     m = et.import_module(model, (x0,), dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
     g = torch.Generator().manual_seed(seed)
     for b, h, w in sizes:
@@ -184,6 +189,7 @@ def _dynamic_image_check(model, out, sizes, seed):
             assert np.abs(want).max() > 1e-3 and np.asarray(got).shape == want.shape
             np.testing.assert_allclose(np.asarray(got), want, atol=2e-5 * np.abs(want).max(), rtol=0)
     assert m._jitted.cache_info()["compiles"] == 1
+    return m
 
 
 def test_efficientnet_dynamic_image_size():
@@ -205,3 +211,35 @@ def test_upernet_dynamic_image_size():
                                                              auxiliary_in_channels=32)).eval()
     sizes = ((2, 64, 64), (1, 96, 80), (1, 77, 53), (2, 130, 64))
     _dynamic_image_check(model, lambda o: (o.logits,), sizes, 9)
+
+
+def test_swin_dynamic_image_size():
+    """Swin at dynamic image sizes: its window partition pads a map of ``X = h // 4`` rows to a
+    multiple of the window (``X + (4 - X % 4) % 4``) and views it as ``X_pad // 4`` windows of 4,
+    which needs ``X_pad // (X_pad // 4) == 4`` (the size algebra now writes the padded size as
+    ``4 ((h + 12) // 16)``); its patch merge reads ``x[:, 0::2]`` and ``x[:, 1::2]`` of a symbolic
+    axis (step slices raised) and concatenates them (torch's export vouches they are equal). The
+    export at 64 x 64 takes the no-padding branch at both stages, so it holds at multiples of 32;
+    another size fails a guard torch recorded, as torch's own exported module would."""
+    model = T.SwinModel(T.SwinConfig(image_size=64, embed_dim=16, depths=[1, 1], num_heads=[1, 2],
+                                     window_size=4)).eval()
+    m = _dynamic_image_check(model, lambda o: (o.last_hidden_state, o.pooler_output),
+                             ((2, 64, 64), (1, 96, 128), (3, 32, 64), (1, 160, 32)), 10)
+    with pytest.raises(ShapeError, match="h = 96, w = 80 fail .*a condition torch's export assumed"):
+        m(np.zeros((1, 3, 96, 80), np.float32))
+
+
+def test_dinov2_dynamic_image_size():
+    """DINOv2 resizes its 8 x 8 grid of position embeddings to the patch grid by bicubic
+    upsampling (an op without a handler before), to ``(h // 8) x (w // 8)``, and its token count is
+    ``1 + (h // 8) (w // 8)`` (a size power in torch's export). Exported at a size other than its
+    configured 64 x 64, it runs at every size; exported at 64 x 64, torch skips the resize and
+    assumes that size (guards), so other sizes raise naming the guard."""
+    model = T.Dinov2Model(T.Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, image_size=64, patch_size=8)).eval()
+    out = lambda o: (o.last_hidden_state, o.pooler_output)  # noqa: E731
+    _dynamic_image_check(model, out, ((2, 64, 64), (1, 96, 80), (3, 48, 64), (1, 77, 53)), 11,
+                         example=(72, 56))
+    m = _dynamic_image_check(model, out, ((1, 64, 64), (3, 64, 64)), 12)
+    with pytest.raises(ShapeError, match=r"h = 80 fail \(\(h // 8\) \* \(h // 8\)\) == 64"):
+        m(np.zeros((1, 3, 80, 80), np.float32))

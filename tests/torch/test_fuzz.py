@@ -38,10 +38,12 @@ def _pad(x, widths, mode):
 
 
 def _resample(x, d):
-    """Nearest upsampling of the features, then bilinear back to ``d`` (x as [batch, 1, 1, d])."""
+    """Nearest upsampling of the features, then bilinear or bicubic back to ``d`` (x as
+    [batch, 1, 1, d])."""
     f = torch.nn.functional
     up = f.interpolate(x[:, None, None, :], scale_factor=2.0, mode="nearest")
-    return f.interpolate(up, size=(1, d), mode="bilinear", align_corners=d % 2 == 0)[:, 0, 0, :]
+    mode = "bicubic" if d % 3 == 0 else "bilinear"
+    return f.interpolate(up, size=(1, d), mode=mode, align_corners=d % 2 == 0)[:, 0, 0, :]
 
 
 def _layer(rng, d):

@@ -32,7 +32,8 @@ def test_a_baked_in_branch_raises_where_its_guard_fails(tmp_path):
     odd = np.zeros((1, 2, 7, 3), np.float32)  # torch eager pads 2 rows here, the graph 1
     assert m(torch.from_numpy(odd)).shape[2] == 9
     for _ in range(2):  # (a failing binding is not remembered as passed)
-        with pytest.raises(ShapeError, match=r"h = 7.*fail \(h % 2\) == 0, a condition torch's export"):
+        with pytest.raises(ShapeError, match=r"h = 7.*fail \(h % 2\) == 0 \(the sides are 1 and 0\), "
+                                             "a condition torch's export"):
             im(odd)
     s = ember.InferenceSession(im)
     s.save(str(tmp_path / "s"))
@@ -84,3 +85,28 @@ def test_mobilenet_v1_dynamic_image_size():
         np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
     with pytest.raises(ShapeError, match="a condition torch's export assumed"):
         im(np.zeros((1, 3, 65, 64), np.float32))
+
+
+def test_guards_and_range_ends_are_constraints_of_the_program():
+    """``imported.jit()`` (and its ``lower`` form) runs the traced program without the module's
+    Python check, so the guards and the upper ends of the axis ranges are constraints of the
+    program itself: a binding that fails one raises ``ShapeError`` naming it, never a result of
+    torch's baked-in branch."""
+    m = EvenPad()
+    im = et.import_module(m, (torch.randn(1, 2, 6, 3),), dynamic_axes={"x": ("b", None, "h", "w")})
+    j = im.jit()
+    x = torch.randn(2, 2, 8, 5)
+    np.testing.assert_allclose(np.asarray(j(x.numpy())), m(x).numpy(), rtol=1e-6)
+    with pytest.raises(ShapeError, match=r"h: 7.*a condition torch's export assumed: \(h % 2\) == 0"):
+        j(np.zeros((1, 2, 7, 3), np.float32))
+
+    class Tail(torch.nn.Module):  # x[:, -16:] of a shorter axis: torch's range for seq ends at 15
+        def forward(self, x):
+            return x[:, -16:] * 2.0
+
+    t = et.import_module(Tail(), (torch.zeros(1, 5),), dynamic_axes={"x": (None, "seq")})
+    assert t.graph.ranges["seq"][1] == 15
+    j = t.jit()
+    np.testing.assert_array_equal(np.asarray(j(np.ones((1, 15), np.float32))), 2 * np.ones((1, 15)))
+    with pytest.raises(ShapeError, match="axis 'seq' past 15, the largest size torch's export traced"):
+        j(np.ones((1, 17), np.float32))

@@ -262,6 +262,10 @@ CASES.update({
     "aten.upsample_nearest2d.vec": [((r(2, 3, 4, 5), None, [2.0, 3.0]), {}), ((r(1, 2, 4, 5), [7, 9], None), {}),
                                     ((r(1, 2, 6, 8), [3, 5], None), {}), ((r(1, 1, 3, 4), None, [1.5, 2.5]), {})],
     "aten.upsample_nearest2d.default": [((r(1, 2, 4, 5), [7, 9]), {}), ((r(1, 2, 4, 5), [6, 7], 1.5, 1.5), {})],
+    "aten.upsample_bicubic2d.vec": [((r(2, 3, 4, 5), None, False, [2.0, 2.0]), {}), ((r(1, 2, 4, 5), [7, 9], True, None), {}),
+                                    ((r(1, 2, 6, 8), [3, 5], False, None), {}), ((r(1, 1, 3, 4), None, True, [1.5, 2.5]), {}),
+                                    ((r(1, 2, 1, 4), [3, 1], True, None), {}), ((r(0, 2, 3, 4), [5, 6], False, None), {})],
+    "aten.upsample_bicubic2d.default": [((r(1, 2, 4, 5), [7, 9], False), {}), ((r(1, 2, 4, 5), [8, 10], False, 2.0, 2.0), {})],
 })
 CASES.update({
     "aten.copy.default": [((r(3, 4), r(4)), {}), ((r(2, 3, dtype=I64), r(2, 3)), {})],
@@ -299,7 +303,7 @@ CASES.update({
 UNINITIALIZED = {"aten.empty_permuted.default", "aten.empty.memory_format", "aten.empty_strided.default"}  # compared by shape and dtype
 
 # exercised through whole models (symbolic sizes, asserts) rather than on their own
-MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "sym.mod", "getitem", "aten.sym_size.int",
+MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.default", "aten._assert_async.msg", "aten._assert_async.default", "sym.mul", "sym.add", "sym.sub", "sym.floordiv", "sym.mod", "sym.neg", "getitem", "aten.sym_size.int",
               "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
               "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
               "ember.rnn.default",  # recurrent layers: tests/torch/test_recurrent.py
@@ -465,3 +469,24 @@ def test_as_strided():
     for b in (2, 1, 4):
         xb = torch.randn(b, 5, 3)
         np.testing.assert_allclose(np.asarray(m(xb.numpy())), Pool()(xb).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_slice_from_a_negative_start_past_the_axis():
+    """``x[:, -16:]`` of a dynamic axis shorter than 16 at export keeps the literal start -16,
+    which torch clamps to 0 (XLNet keeps ``mems[-512:]``); the import clamps as torch does, at
+    every length in the range torch's export records (up to 15), and a longer one raises (as
+    torch's exported module does) instead of returning a wrong size."""
+    import ember.torch as et
+
+    class Tail(torch.nn.Module):
+        def forward(self, x):
+            return x[:, -16:, :] + 1.0
+
+    m = et.import_module(Tail(), (torch.zeros(1, 5, 3),), dynamic_axes={"x": (None, "seq", None)})
+    for n in (1, 2, 9, 15):
+        x = np.arange(n * 3, dtype=np.float32).reshape(1, n, 3)
+        np.testing.assert_array_equal(np.asarray(m(x)), x[:, -16:, :] + 1.0)
+    from ember.errors import ShapeError
+    for n in (16, 17):  # (at 17 the graph would keep all 17 rows where torch eager keeps 16)
+        with pytest.raises(ShapeError, match=f"'seq' = {n} is past the largest size torch's export traced"):
+            m(np.zeros((1, n, 3), np.float32))

@@ -89,6 +89,20 @@ class DimExpr:
             return 0
         if set(nonzero) == {()}:
             return nonzero[()]
+        for m, c in nonzero.items():
+            at = m[0][0] if len(m) == 1 and m[0][1] == 1 else None
+            if at is None or at.kind != "mod" or not isinstance(at.args[1], int) or at.args[1] <= 0:
+                continue
+            # k mod(e, q) next to terms that cancel against k e: write the mod out, so that
+            # a + (q - a % q) % q (a size padded to a multiple of q, Swin's windows) becomes
+            # q ceil(a / q), which divides by q exactly
+            rest = dict(nonzero)
+            del rest[m]
+            merged = dict(rest)
+            for em, ec in DimExpr._terms_of(at.args[0]).items():
+                merged[em] = merged.get(em, 0) + c * ec
+            if sum(1 for v in merged.values() if v) < len(rest):
+                return DimExpr._make(rest) + c * _mod_written_out(at.args[0], at.args[1])
         return DimExpr(nonzero)
 
     @staticmethod
@@ -338,6 +352,15 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     return DimExpr({((_Atom("floordiv", (a, b)), 1),): 1})
 
 
+def _mod_written_out(e: Dim, q: int) -> Dim:
+    """``e % q`` for ``q > 0`` without a mod atom: ``q ceil(y / q) - y`` for ``e = -y`` with only
+    negative coefficients (the ceiling keeps a lower bound), else ``e - q (e // q)``."""
+    if isinstance(e, DimExpr) and all(c < 0 for m, c in e.terms if m):
+        y = -e
+        return q * floordiv(y + (q - 1), q) - y
+    return e - q * floordiv(e, q)
+
+
 def mod(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a % b
@@ -346,6 +369,23 @@ def mod(a: Dim, b: Dim) -> Dim:
             raise ShapeError("symbolic dimension modulo zero")
         if all(c % b == 0 for _, c in a.terms):
             return 0
+        if b > 0:
+            # (u + b k) % b == u % b: the constant keeps its remainder, and an inner x % (b j)
+            # reads as x, so (q - a % q) % q is (-a) % q
+            terms: dict[_Mono, int] = {}
+            for m, c in a.terms:
+                at = m[0][0] if len(m) == 1 and m[0][1] == 1 else None
+                if not m:
+                    c %= b
+                elif at is not None and at.kind == "mod" and isinstance(at.args[1], int) \
+                        and at.args[1] % b == 0:
+                    for im, ic in DimExpr._terms_of(at.args[0]).items():
+                        terms[im] = terms.get(im, 0) + c * ic
+                    continue
+                terms[m] = terms.get(m, 0) + c
+            reduced = DimExpr._make(terms)
+            if reduced != a:
+                return mod(reduced, b)
     elif a == b:
         return 0
     return DimExpr({((_Atom("mod", (a, b)), 1),): 1})
@@ -548,19 +588,22 @@ def bind_axes(named: Sequence[tuple[str, Sequence[Dim], Sequence[int]]]) -> dict
     Conflicts raise ``ShapeError: axis 'batch' has conflicting sizes: x has 32, mask has 64``.
     """
     env: dict[str, int] = {}
-    origin: dict[str, str] = {}
+    origin: dict[str, tuple[str, int]] = {}
     for arg, sym, conc in named:
         if len(sym) != len(conc):
             raise ShapeError(f"{arg}: expected rank {len(sym)} {shape_str(sym)}, got shape {tuple(conc)}")
-        for s, c in zip(sym, conc):
+        for i, (s, c) in enumerate(zip(sym, conc)):
             if isinstance(s, DimExpr) and len(s.terms) == 1 and s.terms[0][1] == 1 \
                     and len(s.terms[0][0]) == 1 and s.terms[0][0][0][0].kind == "var":
                 name = s.terms[0][0][0][0].args[0]
                 if name in env and env[name] != c:
-                    raise ShapeError(f"axis {name!r} has conflicting sizes: {origin[name]} has "
+                    first, j = origin[name]
+                    if first == arg:  # two dims of one argument (say, an export that made w = h)
+                        first, arg = f"{arg} dimension {j}", f"{arg} dimension {i}"
+                    raise ShapeError(f"axis {name!r} has conflicting sizes: {first} has "
                                      f"{env[name]}, {arg} has {c}")
                 env.setdefault(name, int(c))
-                origin.setdefault(name, arg)
+                origin.setdefault(name, (arg, i))
     for arg, sym, conc in named:
         for i, (s, c) in enumerate(zip(sym, conc)):
             if isinstance(s, int):

@@ -300,6 +300,26 @@ def _arange_dtype(args: Sequence[Any]) -> np.dtype:
     return d
 
 
+def _symbolic_arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
+    """``arange`` with a symbolic start or stop and a nonzero integer step: ``ceil((stop - start) /
+    step)`` elements (XLNet's ``arange(klen, -qlen, -1)``); a binding where that is negative breaks a
+    shape constraint."""
+    if isinstance(step, float) and step.is_integer():  # (torch's arange(k, -q, -1.0, dtype=int64))
+        step = int(step)
+    if not isinstance(step, int) or isinstance(step, bool) or step == 0 \
+            or builtins.any(isinstance(v, float) for v in (start, stop)):
+        raise ShapeError(f"arange with a symbolic bound needs integer bounds and a nonzero integer step, "
+                         f"got arange({start}, {stop}, {step})")
+    n = sh.floordiv(stop - start + (step - 1), step) if step > 0 else \
+        sh.floordiv(start - stop + (-step - 1), -step)
+    out = mv.iota(dtype, n)
+    if step != 1:
+        out = ew.mul(out, mv.full((n,), step, dtype))
+    if not (isinstance(start, int) and start == 0):
+        out = ew.add(out, mv.full((n,), start, dtype))  # (a symbolic start is read at run time)
+    return out
+
+
 @_placed
 def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dtype: DTypeLike = None, *,
            device: Any = None) -> Any:
@@ -318,9 +338,7 @@ def arange(start: ArrayLike, stop: ArrayLike = None, step: ArrayLike = None, dty
     out_dtype = dt.user_dtype(dtype, "arange") if dtype is not None else _arange_dtype(vals)
     start_v, stop_v, step_v = (v if isinstance(v, sh.DimExpr) else np.asarray(v).item() for v in vals)
     if isinstance(stop_v, sh.DimExpr) or isinstance(start_v, sh.DimExpr):
-        if not (isinstance(step_v, int) and step_v == 1 and isinstance(start_v, int) and start_v == 0):
-            raise ShapeError("arange with a symbolic bound supports only arange(n) (start 0, step 1)")
-        return mv.iota(out_dtype, stop_v)
+        return _symbolic_arange(start_v, stop_v, step_v, out_dtype)
     if step_v == 0:
         raise ValueError("arange: step must not be zero")
     if builtins.any(isinstance(v, complex) for v in (start_v, stop_v, step_v)):

@@ -188,8 +188,11 @@ def _slice_params(s: slice, n: Any, axis: int) -> tuple[Any, Any, int, bool]:
         lo = 0 if start is None else (start if start >= 0 else n + start)
         hi = n if stop is None else (stop if stop >= 0 else n + stop)
         return lo, hi, 1, step == -1
+    if step > 1 and (start is None or start >= 0) and stop is None:
+        # x[s::k] over a symbolic axis: ceil((n - s) / k) elements (Swin's 2 x 2 patch merge)
+        return start or 0, n, step, False
     raise ShapeError(f"slice {s} on axis {axis} of symbolic size {n} is not supported; only "
-                     "unit-step slices with non-negative or end-relative bounds are")
+                     "unit-step slices with non-negative or end-relative bounds, and x[s::k] for k > 1, are")
 
 
 def _wrap_scalar(t: Any, n: Any) -> Any:

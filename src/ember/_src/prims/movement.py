@@ -408,8 +408,9 @@ def _slice_transpose(ct: Any, x: Any, *, start_indices: tuple, limit_indices: tu
     out_shape = core.get_aval(ct).shape
     config = []
     for s, st, n, d in zip(start_indices, strides, out_shape, x.aval.shape):
-        hi = d - (s + (n - 1) * st + 1) if not (isinstance(n, int) and n == 0) else d - s
-        config.append((s, hi, st - 1 if not (isinstance(n, int) and n == 0) else 0))
+        # the high padding is what the pad's own size rule leaves of d, so a strided slice of a
+        # symbolic axis (whose length may be 0 at some binding) pads back to exactly d
+        config.append((s, d - s - _interior_extent(n, st - 1), st - 1))
     zero = full((), 0, core.get_aval(ct).dtype)
     return [pad(ct, zero, tuple(config))]
 
@@ -456,6 +457,14 @@ def slice_in_dim(x: Any, start: Any, limit: Any, stride: int = 1, axis: int = 0)
 pad_p = Primitive("pad", linear=True)
 
 
+def _interior_extent(d: Any, interior: int) -> Any:
+    """The extent of ``d`` elements with ``interior`` padding between each two."""
+    if isinstance(d, int):
+        return d + (d - 1) * interior if d else 0
+    # a symbolic size may be 0 for some binding: no interior padding then
+    return d + sh.dmax(d - 1, 0) * interior if interior else d
+
+
 def _pad_abstract(x: ShapedArray, v: ShapedArray, *, padding_config: tuple) -> ShapedArray:
     if v.shape != ():
         raise ShapeError(f"pad: padding value must be a scalar, got shape {sh.shape_str(v.shape)}")
@@ -467,11 +476,7 @@ def _pad_abstract(x: ShapedArray, v: ShapedArray, *, padding_config: tuple) -> S
     for i, ((lo, hi, interior), d) in enumerate(zip(padding_config, x.shape)):
         if interior < 0:
             raise ShapeError(f"pad: negative interior padding on axis {i}")
-        if isinstance(d, int):
-            core_n = d + (d - 1) * interior if d else 0
-        else:  # a symbolic size may be 0 for some binding: no interior padding then
-            core_n = d + sh.dmax(d - 1, 0) * interior if interior else d
-        n = lo + hi + core_n
+        n = lo + hi + _interior_extent(d, interior)
         if isinstance(n, int) and n < 0:
             raise ShapeError(f"pad: axis {i} would have negative size {n}")
         out.append(n)

@@ -35,8 +35,12 @@ _SPECIALIZED_HINT = (
     "compute sizes with -1 / x.shape, or leave the axis static (drop it from dynamic_axes).")
 
 _SYM_OPS = {operator.mul: "sym.mul", operator.add: "sym.add", operator.sub: "sym.sub",
-            operator.floordiv: "sym.floordiv", operator.mod: "sym.mod", operator.getitem: "getitem"}
-_KEEP = (torch.ops.aten.scaled_dot_product_attention.default,)
+            operator.floordiv: "sym.floordiv", operator.mod: "sym.mod", operator.neg: "sym.neg",
+            operator.getitem: "getitem"}
+# ops torch's default table decomposes that have an ember handler: attention, and bicubic
+# upsampling (its decomposition computes the scale in double precision and builds the taps from
+# index arithmetic; the handler gathers four taps with torch's float32 weights)
+_KEEP = (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.upsample_bicubic2d.vec)
 
 
 def _dtype_name(dt: Any) -> str:
@@ -66,11 +70,28 @@ class _Dims:
                                   f"dynamic axes ({', '.join(self.names.values()) or 'none'})")
             return self.names[str(e)]
         fname = type(e).__name__
+        if fname == "Pow" and isinstance(e.args[1], sympy.Integer) and 1 <= int(e.args[1]) <= 8:
+            # a size squared (DINOv2's patch count (h // 8) ** 2) as a product
+            return {"op": "mul", "args": [self._expr(e.args[0])] * int(e.args[1])}
+        if fname in ("TruncToInt", "FloorToInt", "CeilToInt", "RoundToInt"):
+            whole = self._integral_multiple(e.args[0])
+            if whole is not None:  # int(2.0 * h): upsampling a dynamic axis by an integer factor
+                return whole
         op = {"Add": "add", "Mul": "mul", "FloorDiv": "floordiv", "Mod": "mod", "PythonMod": "mod",
               "Max": "max", "Min": "min"}.get(fname)
         if op is None:
             raise ExportError(f"unsupported size expression {e} ({fname})")
         return {"op": op, "args": [self._expr(a) for a in e.args]}
+
+    def _integral_multiple(self, e: Any) -> Any:
+        """``c * ToFloat(x)`` with an integral float ``c`` as the size ``c * x``, else None."""
+        import sympy
+        if type(e).__name__ != "Mul" or len(e.args) != 2:
+            return None
+        c, f = e.args if isinstance(e.args[0], sympy.Number) else e.args[::-1]
+        if not isinstance(c, sympy.Number) or not float(c).is_integer() or type(f).__name__ != "ToFloat":
+            return None
+        return {"op": "mul", "args": [int(c), self._expr(f.args[0])]}
 
     def shape(self, t: Any) -> list:
         return [self.encode(d) for d in t.shape]

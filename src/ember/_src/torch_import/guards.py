@@ -115,28 +115,78 @@ def guard_text(g: Any) -> str:
 
 
 _PASSED_MAX = 4096  # bindings remembered as passing, per module (then the record starts over)
+_TEXT_MAX = 300  # characters of a failing guard quoted in the error
+
+
+def has_binding_checks(graph: Graph) -> bool:
+    """Whether a call must check its sizes against ``graph``: guards, or an axis range with an
+    upper end."""
+    return bool(graph.guards) or any(r[1] is not None for r in graph.ranges.values())
 
 
 def guard_error(graph: Graph, axes: dict[str, int], where: str, passed: set | None = None) -> str | None:
     """Why the sizes ``axes`` (axis name -> size) fail a guard of ``graph``, or None. ``passed``
-    remembers the bindings already checked, so a call at a known binding costs one set lookup."""
-    if not graph.guards:
+    remembers the bindings already checked, so a call at a known binding costs one set lookup.
+
+    A size past the upper end of its axis's exported range fails too: torch traced the graph for
+    sizes up to it (XLNet's ``mems[-512:]`` is the whole memory only up to 512)."""
+    if not has_binding_checks(graph):
         return None
     key = tuple(sorted(axes.items()))
     if passed is not None and key in passed:
         return None
+    for name, n in axes.items():
+        hi = graph.ranges.get(name, (None, None))[1]
+        if hi is not None and n > hi:
+            return (f"{where}: axis {name!r} = {n} is past the largest size torch's export traced "
+                    f"the graph for ({hi})")
+    failed = []
     for g in graph.guards:
         try:
             a, b = (eval_dim(x, axes) for x in g["args"])
         except (KeyError, ZeroDivisionError):
             continue  # (an axis this call does not bind)
         if not COMPARISONS[g["op"]](a, b):
-            bound = ", ".join(f"{k} = {v}" for k, v in axes.items())
-            return (f"{where}: the sizes {bound} fail {guard_text(g)[1:-1]}, a condition torch's "
-                    "export assumed while tracing (its graph is only right where it holds; export "
-                    "with example inputs of such sizes)")
+            failed.append((guard_text(g)[1:-1], a, b))
+    if failed:  # the shortest failing guard reads best
+        text, a, b = min(failed, key=lambda f: len(f[0]))
+        if len(text) > _TEXT_MAX:
+            text = text[:_TEXT_MAX - 20] + " ... " + text[-15:]
+        bound = ", ".join(f"{k} = {v}" for k, v in axes.items())
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return (f"{where}: the sizes {bound} fail {text} (the sides are {a} and {b}){more}, a "
+                "condition torch's export assumed while tracing (its graph is only right where it "
+                "holds; export with example inputs of such sizes)")
     if passed is not None:
         if len(passed) >= _PASSED_MAX:
             passed.clear()
         passed.add(key)
     return None
+
+
+def assert_in_program(graph: Graph, axes: dict[str, Any], ranges: dict | None = None) -> None:
+    """Make the guards and the upper ends of the axis ranges constraints of the program being
+    traced (``axes``: axis name -> symbolic size), so every way of running it checks them once
+    per binding: ``imported.jit()`` and its ``lower``/AOT forms as well as the module's call. Each
+    becomes an ``ensure_shape`` of an empty array (``a`` restated as ``b``; ``min(n, hi)`` as
+    ``n``), which computes nothing."""
+    import ember.numpy as jnp
+    from ember._src import shapes
+    from ember._src.prims.movement import ensure_shape
+
+    for g in graph.guards:
+        try:
+            a, b = (eval_dim(x, axes, ranges) for x in g["args"])
+        except (KeyError, ZeroDivisionError):
+            continue
+        if g["op"] != "eq" or a == b or not (shapes.is_symbolic(a) or shapes.is_symbolic(b)):
+            continue
+        text = guard_text(g)[1:-1]
+        if len(text) > _TEXT_MAX:
+            text = text[:_TEXT_MAX - 20] + " ... " + text[-15:]
+        ensure_shape(jnp.zeros((0, a), jnp.int8), (0, b), f"a condition torch's export assumed: {text}")
+    for name, (_, hi) in graph.ranges.items():
+        d = axes.get(name)
+        if hi is not None and shapes.is_symbolic(d):  # (min(d, hi) == d: no ranges, so not decided)
+            ensure_shape(jnp.zeros((0, shapes.dmin(d, hi)), jnp.int8), (0, d),
+                         f"axis {name!r} past {hi}, the largest size torch's export traced the graph for")

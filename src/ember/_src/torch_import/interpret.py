@@ -10,6 +10,7 @@ from ember._src import dtypes as dt
 from ember._src import shapes as sh
 from ember._src.prims.movement import ensure_shape
 from ember._src.torch_import.graph import Graph, axis_ranges, eval_dim
+from ember._src.torch_import.guards import assert_in_program
 from ember._src.torch_import.ops import OPS, Ctx
 from ember._src.torch_import.unsupported import NOT_SUPPORTED
 from ember.errors import EmberError, ShapeError
@@ -128,6 +129,7 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
         inputs = [jnp.asarray(x) for x in inputs]
         axes = _bind_axes(graph, inputs)
         ranges = axis_ranges(graph, axes)
+        assert_in_program(graph, axes, ranges)
         env: dict[str, Any] = {}
         it = iter(inputs)
         for spec in graph.inputs:

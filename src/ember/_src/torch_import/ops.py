@@ -124,6 +124,11 @@ def _sym_floordiv(ctx, a, b):
     return a // b
 
 
+@handler("sym.neg", doc="-size")
+def _sym_neg(ctx, a):
+    return -a
+
+
 @handler("sym.mod", doc="size % size")
 def _sym_mod(ctx, a, b):
     return sh.mod(a, b)
@@ -163,14 +168,23 @@ def _as_recorded(ctx: Ctx, x: Any) -> Any:
     symbolic expression that only equals the recorded one over the model's real sizes (MPT's
     position bias, ``2048 - max(0, 2048 - seq)`` long, added to ``seq``-long scores). The cut is the
     identity wherever the sizes agree, and a binding where they do not (a sequence past the bias's
-    2048) violates the slice's bounds: a ``ShapeError`` when the call binds its sizes."""
+    2048) violates the slice's bounds: a ``ShapeError`` when the call binds its sizes.
+
+    A static size where torch recorded a symbolic one (DINOv2's 65 position embeddings added to
+    ``1 + (h // 8) ** 2`` tokens, equal under a guard of an export at 64 x 64) is restated as the
+    recorded size (``ensure_shape``), checked at each binding."""
     if ctx.shape is None or not hasattr(x, "shape") or len(ctx.shape) < x.ndim:
         return x
     rec = tuple(ctx.shape[len(ctx.shape) - x.ndim:])
-    if not any(sh.is_symbolic(d) and d != 1 and d != r for d, r in zip(x.shape, rec)):
-        return x
-    limits = tuple(r if sh.is_symbolic(d) and d != 1 and d != r else d for d, r in zip(x.shape, rec))
-    return lax.slice(x, (0,) * x.ndim, limits)
+    if any(sh.is_symbolic(d) and d != 1 and d != r for d, r in zip(x.shape, rec)):
+        limits = tuple(r if sh.is_symbolic(d) and d != 1 and d != r else d for d, r in zip(x.shape, rec))
+        x = lax.slice(x, (0,) * x.ndim, limits)
+    if any(isinstance(d, int) and d != 1 and sh.is_symbolic(r) for d, r in zip(x.shape, rec)):
+        want = tuple(r if isinstance(d, int) and d != 1 and sh.is_symbolic(r) else d
+                     for d, r in zip(x.shape, rec))
+        x = mv.ensure_shape(x, want, f"aten.{ctx.name} operand, whose sizes torch's export "
+                                     f"recorded as {sh.shape_str(want)}")
+    return x
 
 
 def _binary(fn: Callable) -> Callable:
@@ -351,7 +365,8 @@ def _slice(ctx, x, dim=0, start=None, end=None, step=1):
     dim = _norm(dim, x.ndim)
     n = x.shape[dim]
     if isinstance(start, int) and start < 0:
-        start = builtins_max(start + n, 0) if isinstance(n, int) else start + n
+        # (past the start of the axis torch clamps to 0: XLNet keeps x[-512:] of its seq-long memory)
+        start = builtins_max(start + n, 0) if isinstance(n, int) else sh.dmax(start + n, 0, ctx.ranges)
     if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end > n)):
         end = None
     elif isinstance(end, int) and end < 0:
@@ -451,7 +466,21 @@ def _gather(ctx, x, dim, index, **kw):
 @handler("aten.cat.default", doc="concatenate")
 def _cat(ctx, xs, dim=0):
     xs = [x for x in xs if not (len(x.shape) == 1 and x.shape[0] == 0)] or xs[:1]
-    return jnp.concatenate(xs, axis=_norm(dim, xs[0].ndim))
+    dim = _norm(dim, xs[0].ndim)
+    if ctx.shape is not None and len(xs) > 1:
+        # operands whose other sizes are different expressions torch's export found equal (Swin's
+        # x[0::2] and x[1::2] of an even size) are restated as the sizes torch recorded; a
+        # binding where they differ raises ShapeError naming the op
+        xs = [_as_recorded_except(ctx, x, dim) for x in xs]
+    return jnp.concatenate(xs, axis=dim)
+
+
+def _as_recorded_except(ctx, x, dim: int):
+    want = tuple(x.shape[d] if d == dim else ctx.shape[d] for d in range(x.ndim))
+    if tuple(x.shape) == want or x.ndim != len(ctx.shape):
+        return x
+    return mv.ensure_shape(x, want, f"aten.{ctx.name} operand, whose sizes torch's export "
+                                    f"recorded as {sh.shape_str(want)}")
 
 
 @handler("aten.split_with_sizes.default", "aten.split.Tensor", doc="split into pieces")

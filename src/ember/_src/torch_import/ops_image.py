@@ -1,4 +1,4 @@
-"""ATen handlers of image models: group norm and the 2-d upsampling ops (bilinear, nearest) with
+"""ATen handlers of image models: group norm and the 2-d upsampling ops (bilinear, bicubic, nearest) with
 torch's source-coordinate rules (``align_corners`` both ways, explicit scale factors). Over static
 sizes the source indices and weights are constants; over named dynamic axes they are computed at
 run time from the sizes, in float32 as torch computes them."""
@@ -153,17 +153,29 @@ def _nearest_axis(x: Any, axis: int, n_out: Any, scale: float | None) -> Any:
     return ix.take(x, src, axis=axis, mode="clip")
 
 
-@handler("aten.upsample_bilinear2d.vec", doc="bilinear 2-d upsampling (align_corners both ways)")
-def _bilinear_vec(ctx, x, output_size, align_corners, scale_factors):
+def _resample(axis_fn, x, output_size, align_corners, scale_factors):
+    """``x`` resampled along its two last axes, one axis at a time, by ``axis_fn``."""
     outs, scales = _sizes(x, output_size, scale_factors, 2)
     for i, (o, s) in enumerate(zip(outs, scales)):
-        x = _linear_axis(x, x.ndim - 2 + i, o, align_corners, s)
+        x = axis_fn(x, x.ndim - 2 + i, o, align_corners, s)
     return x
 
 
-@handler("aten.upsample_bilinear2d.default", doc="bilinear 2-d upsampling (align_corners both ways)")
-def _bilinear(ctx, x, output_size, align_corners, scales_h=None, scales_w=None):
-    return _bilinear_vec(ctx, x, output_size, align_corners, [scales_h, scales_w])
+def _register_resampling(mode: str, axis_fn: Any) -> None:
+    """The ``.vec`` (scale factors as a list) and ``.default`` (one per axis) forms of
+    ``aten.upsample_<mode>2d``."""
+    doc = f"{mode} 2-d upsampling (align_corners both ways)"
+
+    @handler(f"aten.upsample_{mode}2d.vec", doc=doc)
+    def vec(ctx, x, output_size, align_corners, scale_factors):
+        return _resample(axis_fn, x, output_size, align_corners, scale_factors)
+
+    @handler(f"aten.upsample_{mode}2d.default", doc=doc)
+    def default(ctx, x, output_size, align_corners, scales_h=None, scales_w=None):
+        return _resample(axis_fn, x, output_size, align_corners, [scales_h, scales_w])
+
+
+_register_resampling("bilinear", _linear_axis)
 
 
 @handler("aten.upsample_nearest2d.vec", doc="nearest-neighbour 2-d upsampling")
@@ -177,3 +189,54 @@ def _nearest_vec(ctx, x, output_size, scale_factors):
 @handler("aten.upsample_nearest2d.default", doc="nearest-neighbour 2-d upsampling")
 def _nearest(ctx, x, output_size, scales_h=None, scales_w=None):
     return _nearest_vec(ctx, x, output_size, [scales_h, scales_w])
+
+
+_CUBIC_A = -0.75  # torch's bicubic convolution constant
+
+
+def _cubic_weights(t: Any) -> list:
+    """torch's four bicubic tap weights at fraction ``t`` (NumPy or ember arrays, float32)."""
+    a = np.float32(_CUBIC_A)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _cubic_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: float | None) -> Any:
+    """Bicubic resampling of one axis as torch does it: source ``s (o + 0.5) - 0.5`` (not clamped at
+    0, unlike bilinear), taps ``floor(src) - 1 .. + 2`` clamped into the axis, weights from the
+    fraction clamped to [0, 1], all in float32."""
+    n_in = x.shape[axis]
+    shape: list[Any] = [1] * x.ndim
+    shape[axis] = n_out
+    if _static(n_in, n_out):
+        s = np.float32(_scale(n_in, n_out, align_corners, scale))
+        dst = np.arange(n_out, dtype=np.float32)
+        src = dst * s if align_corners else (dst + np.float32(0.5)) * s - np.float32(0.5)
+        i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        t = np.clip(src - i0.astype(np.float32), 0, 1).astype(np.float32)
+        taps = [jnp.asarray(np.clip(i0 - 1 + k, 0, n_in - 1).astype(np.int32)) for k in range(4)]
+        weights = [jnp.asarray(w.astype(np.dtype(x.dtype)).reshape(shape)) for w in _cubic_weights(t)]
+    else:
+        s = _dynamic_scale(n_in, n_out, align_corners, scale)
+        dst = lax.iota(jnp.float32, n_out)
+        src = dst * s if align_corners else (dst + np.float32(0.5)) * s - np.float32(0.5)
+        last = size_value(n_in) - 1
+        i0 = jnp.minimum(jnp.floor(src).astype(jnp.int32), last)
+        t = jnp.clip(src - i0.astype(jnp.float32), 0, 1)
+        taps = [jnp.clip(i0 - 1 + k, 0, last) for k in range(4)]
+        weights = [jnp.reshape(w.astype(x.dtype), shape) for w in _cubic_weights(t)]
+    out = None
+    for i, w in zip(taps, weights):
+        term = ix.take(x, i, axis=axis, mode="clip") * w
+        out = term if out is None else out + term
+    return out
+
+
+
+_register_resampling("bicubic", _cubic_axis)
