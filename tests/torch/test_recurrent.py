@@ -150,3 +150,70 @@ def test_hand_written_loop_over_a_dynamic_axis_has_a_hint():
     with pytest.raises(et.ExportError, match="hand-written loop over time") as e:
         et.import_module(Loop(), (torch.randn(2, 5, 3),), dynamic_axes={"x": ("b", "t", None)})
     assert "torch.cond" not in str(e.value)
+
+
+def _mamba():
+    T = pytest.importorskip("transformers", reason="the state space model tests use transformers")
+    return T.MambaForCausalLM(T.MambaConfig(hidden_size=32, num_hidden_layers=2, vocab_size=100,
+                                            state_size=8, expand=2, conv_kernel=4))
+
+
+def _jamba():  # attention, mixture-of-experts and Mamba layers
+    T = pytest.importorskip("transformers", reason="the state space model tests use transformers")
+    return T.JambaForCausalLM(T.JambaConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                            intermediate_size=64, vocab_size=100, num_key_value_heads=2,
+                                            num_experts=2, num_experts_per_tok=1, mamba_d_state=8,
+                                            mamba_expand=2, attn_layer_period=2, attn_layer_offset=1,
+                                            expert_layer_period=2, expert_layer_offset=1))
+
+
+@pytest.mark.parametrize("make,scans", [(_mamba, 2), (_jamba, 1)])
+def test_state_space_models_dynamic_sequence(make, scans):
+    """transformers' Mamba and Jamba without the mamba_ssm kernels loop over the sequence in Python,
+    so torch's export fixed its length (a constraint error). Their selective scan is now one
+    ``ember::ssm_scan`` node per Mamba layer, lowered to a scan over the sequence axis: logits at
+    three batch and sequence sizes against PyTorch, one compile, and transformers' function restored
+    after the export."""
+    import transformers.models.mamba.modeling_mamba as mm
+    torch.manual_seed(0)
+    model = make().eval()
+    before = mm.mamba_selective_scan
+    kw = {"input_ids": torch.randint(1, 100, (2, 7)), "use_cache": False}
+    m = et.import_module(model, (), kw, dynamic_axes={"input_ids": ("batch", "seq")})
+    assert mm.mamba_selective_scan is before
+    assert [n.op for n in m.graph.nodes].count("ember.ssm_scan.default") == scans
+    g = torch.Generator().manual_seed(1)
+    for shape in ((2, 7), (1, 3), (3, 12), (1, 1)):
+        ids = torch.randint(1, 100, shape, generator=g)
+        with torch.inference_mode():
+            want = model(input_ids=ids, use_cache=False).logits.numpy()
+        got = m(ids.numpy())
+        got = np.asarray(got[0] if isinstance(got, (tuple, list)) else got)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_ssm_scan_op_against_its_loop():
+    """The ``ember::ssm_scan`` handler against the op's own torch loop, with decays above and below
+    1 and a zero-length sequence."""
+    from ember._src.torch_import.ops import OPS
+    from ember._src.torch_import.ssm import ssm_scan
+    g = torch.Generator().manual_seed(3)
+    for L in (5, 1, 0):
+        decay = torch.rand(2, 3, L, 4, generator=g) * 1.2
+        inflow, readout = torch.randn(2, 3, L, 4, generator=g), torch.randn(2, L, 4, generator=g)
+        want = [t.numpy() for t in ssm_scan(decay, inflow, readout)]
+        got = OPS["ember.ssm_scan.default"].fn(None, decay.numpy(), inflow.numpy(), readout.numpy())
+        assert got[0].shape == want[0].shape == (2, 3, L) and got[1].shape == want[1].shape == (2, 3, 4)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_returned_cache_has_a_hint():
+    """A causal LM imported with its default ``use_cache=True`` returns a cache object torch's
+    export cannot flatten; the error says to import without it."""
+    from ember._src.torch_import.export import ExportError
+    with pytest.raises(ExportError, match="'use_cache': False"):
+        et.import_module(_mamba().eval(), (), {"input_ids": torch.randint(1, 100, (2, 5))},
+                         dynamic_axes={"input_ids": ("batch", "seq")})

@@ -16,6 +16,7 @@ import torch
 
 from ember._src.torch_import.graph import Graph, Input, Node
 from ember._src.torch_import.recurrent import whole_recurrent_layers
+from ember._src.torch_import.ssm import whole_ssm_scans
 from ember.errors import EmberError
 
 
@@ -177,7 +178,7 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
         ds[name] = {i: torch.export.Dim.DYNAMIC for i, s in enumerate(spec) if s is not None}
     widened = widen_examples(bound, dynamic_axes)
     try:
-        with whole_recurrent_layers(model):
+        with whole_recurrent_layers(model), whole_ssm_scans():
             ep = torch.export.export(model, tuple(widened.args), widened.kwargs,
                                      dynamic_shapes=ds or None, strict=False)
     except Exception as e:  # noqa: BLE001 - torch raises many types; keep its message
@@ -189,6 +190,10 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
                     "along each named dynamic axis is at least 2 (ember still runs size 1).")
         elif "specialized it to be a constant" in str(e) or "Constraints violated" in str(e):
             hint = _SPECIALIZED_HINT
+        elif "Cache" in str(e) and "in output, which is not a known type" in str(e):
+            hint = ("\nThe model returns its key/value or state cache: import it without one "
+                    "(kwargs={..., 'use_cache': False}), or pass the cache tensors as inputs "
+                    "(InferenceSession's state_inputs, docs/torch.md).")
         raise ExportError(f"torch.export.export failed: {type(e).__name__}: {e}{hint}") from e
     check_dynamic(ep, widened.arguments, dynamic_axes)
     return ep

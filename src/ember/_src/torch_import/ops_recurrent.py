@@ -98,3 +98,21 @@ def _rnn(ctx, x, hx, params, mode, has_biases, num_layers, bidirectional, batch_
     if mode == "lstm":
         outs.append(jnp.stack(c_out))
     return outs
+
+
+@handler("ember.ssm_scan.default",
+         doc="a state space model's selective scan (transformers' Mamba family) as a scan over the sequence")
+def _ssm_scan(ctx, decay, inflow, readout):
+    """``ssm.py``'s recurrence: the state ``[b, d, n]`` carried over the sequence axis (2 of
+    ``decay``/``inflow``, 1 of ``readout``), each step's output its contraction with the readout;
+    returns the outputs and the last state."""
+    s0 = jnp.zeros((decay.shape[0], decay.shape[1], decay.shape[3]), decay.dtype)
+
+    def step(s, xs):
+        a, u, c = xs
+        s = a * s + u
+        return s, jnp.sum(s * c[:, None, :], axis=-1)
+
+    xs = (jnp.moveaxis(decay, 2, 0), jnp.moveaxis(inflow, 2, 0), jnp.moveaxis(readout, 1, 0))
+    last, ys = lax.scan(step, s0, xs)
+    return [jnp.moveaxis(ys, 0, 2), last]

@@ -1,0 +1,89 @@
+"""Selective scans of state space models kept whole through ``torch.export``.
+
+transformers' Mamba, Falcon-Mamba, Jamba and Zamba run their reference selective scan (the path
+without the ``mamba_ssm`` kernels) as a Python loop over the sequence, so torch's export fixes the
+example's length. While :func:`whole_ssm_scans` is active, those modules' ``mamba_selective_scan``
+discretizes as the reference does and calls the custom op ``ember::ssm_scan`` for the recurrence
+alone: one graph node whose shapes torch derives without looping. ``ops_recurrent.py`` lowers it to
+a ``lax.scan`` over the sequence axis, which may be a named dynamic axis.
+
+With ``export.py`` and ``recurrent.py``, the only modules that import torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+# the transformers modules whose reference scan loops over the sequence (patched only when the
+# model's code already imported them)
+MODULES = tuple(f"transformers.models.{m}.modeling_{m}" for m in ("mamba", "falcon_mamba", "jamba", "zamba"))
+
+
+@torch.library.custom_op("ember::ssm_scan", mutates_args=())
+def ssm_scan(decay: Tensor, inflow: Tensor, readout: Tensor) -> list[Tensor]:
+    """``[y, s_last]``: ``y[b, d, t] = sum_n s_t[b, d, n] readout[b, t, n]`` with ``s_t =
+    decay[:, :, t] s_(t-1) + inflow[:, :, t]`` from ``s_(-1) = 0`` (``decay``, ``inflow``:
+    ``[b, d, L, n]``), and the last state ``[b, d, n]``."""
+    s = decay.new_zeros((decay.shape[0], decay.shape[1], decay.shape[3]))
+    out = decay.new_empty(decay.shape[:3])
+    for t in range(decay.shape[2]):
+        s = decay[:, :, t] * s + inflow[:, :, t]
+        out[:, :, t] = (s * readout[:, None, t, :]).sum(-1)
+    return [out, s]
+
+
+@ssm_scan.register_fake
+def _ssm_scan_fake(decay: Tensor, inflow: Tensor, readout: Tensor) -> list[Tensor]:
+    b, d, _, n = decay.shape
+    return [decay.new_empty(decay.shape[:3]), decay.new_empty((b, d, n))]
+
+
+def _selective_scan(original: Any) -> Any:
+    """A replacement for transformers' ``mamba_selective_scan`` (``original``) with the same
+    arguments and results."""
+
+    def scan(hidden_states: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+             z: Tensor | None = None, delta_bias: Tensor | None = None, delta_softplus: bool = False,
+             return_last_state: bool = False, **kwargs: Any) -> Any:
+        if delta_bias is not None:
+            dt = dt + delta_bias.to(dt.dtype)[..., None]
+        if delta_softplus:
+            dt = F.softplus(dt)
+        B, C = B.transpose(1, 2), C.transpose(1, 2)  # [b, L, n]
+        decay = torch.exp(A[None, :, None, :] * dt[:, :, :, None])
+        inflow = dt[:, :, :, None] * B[:, None, :, :].float() * hidden_states[:, :, :, None].float()
+        out, last = torch.ops.ember.ssm_scan(decay, inflow, C.to(decay.dtype))
+        out = out.to(hidden_states.dtype)
+        if D is not None:
+            out = out + hidden_states * D[None, :, None]
+        if z is not None:
+            out = out * F.silu(z)
+        return (out, last.to(hidden_states.dtype)) if return_last_state else out
+
+    scan.__wrapped__ = original
+    return scan
+
+
+@contextlib.contextmanager
+def whole_ssm_scans() -> Iterator[int]:
+    """Within the block, the imported transformers state space models run their selective scan as
+    one ``ember::ssm_scan`` op; yields how many modules were patched."""
+    patched = []
+    for name in MODULES:
+        mod = sys.modules.get(name)
+        original = getattr(mod, "mamba_selective_scan", None) if mod is not None else None
+        if original is not None:
+            mod.mamba_selective_scan = _selective_scan(original)
+            patched.append((mod, original))
+    try:
+        yield len(patched)
+    finally:
+        for mod, original in patched:
+            mod.mamba_selective_scan = original
