@@ -307,7 +307,7 @@ MODEL_ONLY = {"transformers.grouped_mm_fallback.default", "aten.sym_numel.defaul
               "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
               "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
               "ember.rnn.default",  # recurrent layers: tests/torch/test_recurrent.py
-              "ember.ssm_scan.default",  # state space models: tests/torch/test_recurrent.py
+              "ember.ssm_scan.default", "ember.wkv_scan.default",  # tests/torch/test_recurrent.py
               "python.sym_max", "python.sym_min",  # sizes: tests/torch/test_architectures.py
               "aten.as_strided.default"}  # the export's contiguity flag: test_as_strided below
 

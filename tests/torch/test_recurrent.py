@@ -167,21 +167,29 @@ def _jamba():  # attention, mixture-of-experts and Mamba layers
                                             expert_layer_period=2, expert_layer_offset=1))
 
 
-@pytest.mark.parametrize("make,scans", [(_mamba, 2), (_jamba, 1)])
-def test_state_space_models_dynamic_sequence(make, scans):
-    """transformers' Mamba and Jamba without the mamba_ssm kernels loop over the sequence in Python,
-    so torch's export fixed its length (a constraint error). Their selective scan is now one
-    ``ember::ssm_scan`` node per Mamba layer, lowered to a scan over the sequence axis: logits at
-    three batch and sequence sizes against PyTorch, one compile, and transformers' function restored
-    after the export."""
+def _rwkv():
+    T = pytest.importorskip("transformers", reason="the state space model tests use transformers")
+    return T.RwkvForCausalLM(T.RwkvConfig(hidden_size=32, num_hidden_layers=2, vocab_size=100,
+                                          attention_hidden_size=32, intermediate_size=64, context_length=64))
+
+
+@pytest.mark.parametrize("make,op,scans", [(_mamba, "ssm_scan", 2), (_jamba, "ssm_scan", 1),
+                                           (_rwkv, "wkv_scan", 2)])
+def test_state_space_models_dynamic_sequence(make, op, scans):
+    """transformers' Mamba and Jamba without the mamba_ssm kernels, and RWKV on the CPU, loop over
+    the sequence in Python, so torch's export fixed its length (a constraint error). Their
+    recurrence is now one ``ember::ssm_scan`` / ``ember::wkv_scan`` node per layer, lowered to a
+    scan over the sequence axis: logits at four batch and sequence sizes against PyTorch, one
+    compile, and transformers' functions restored after the export."""
     import transformers.models.mamba.modeling_mamba as mm
+    import transformers.models.rwkv.modeling_rwkv as mr
     torch.manual_seed(0)
     model = make().eval()
-    before = mm.mamba_selective_scan
+    before = mm.mamba_selective_scan, mr.rwkv_linear_attention
     kw = {"input_ids": torch.randint(1, 100, (2, 7)), "use_cache": False}
     m = et.import_module(model, (), kw, dynamic_axes={"input_ids": ("batch", "seq")})
-    assert mm.mamba_selective_scan is before
-    assert [n.op for n in m.graph.nodes].count("ember.ssm_scan.default") == scans
+    assert (mm.mamba_selective_scan, mr.rwkv_linear_attention) == before
+    assert [n.op for n in m.graph.nodes].count(f"ember.{op}.default") == scans
     g = torch.Generator().manual_seed(1)
     for shape in ((2, 7), (1, 3), (3, 12), (1, 1)):
         ids = torch.randint(1, 100, shape, generator=g)
@@ -217,3 +225,22 @@ def test_a_returned_cache_has_a_hint():
     with pytest.raises(ExportError, match="'use_cache': False"):
         et.import_module(_mamba().eval(), (), {"input_ids": torch.randint(1, 100, (2, 5))},
                          dynamic_axes={"input_ids": ("batch", "seq")})
+
+
+def test_wkv_scan_against_transformers_loop():
+    """``ember::wkv_scan`` (its torch loop and its ember handler) against transformers' own
+    ``rwkv_linear_attention_cpu``, outputs and final state, with keys large enough that the
+    unscaled exponentials would overflow float32."""
+    mr = pytest.importorskip("transformers.models.rwkv.modeling_rwkv", reason="needs transformers")
+    from ember._src.torch_import.ops import OPS
+    from ember._src.torch_import.ssm import wkv_scan
+    g = torch.Generator().manual_seed(4)
+    for L in (6, 1):
+        decay, first = torch.randn(5, generator=g), torch.randn(5, generator=g)
+        key, value = torch.randn(2, L, 5, generator=g) * 40, torch.randn(2, L, 5, generator=g)
+        out, state = mr.rwkv_linear_attention_cpu(decay, first, key, value, return_state=True)
+        want = [out] + list(state)
+        for got in (wkv_scan(decay, first, key, value),
+                    OPS["ember.wkv_scan.default"].fn(None, *(t.numpy() for t in (decay, first, key, value)))):
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(np.asarray(a), b.numpy(), rtol=2e-5, atol=1e-6)

@@ -116,3 +116,26 @@ def _ssm_scan(ctx, decay, inflow, readout):
     xs = (jnp.moveaxis(decay, 2, 0), jnp.moveaxis(inflow, 2, 0), jnp.moveaxis(readout, 1, 0))
     last, ys = lax.scan(step, s0, xs)
     return [jnp.moveaxis(ys, 0, 2), last]
+
+
+@handler("ember.wkv_scan.default", doc="RWKV's attention as a scan over the sequence (from an empty state)")
+def _wkv_scan(ctx, time_decay, time_first, key, value):
+    """``ssm.py``'s ``wkv_scan``: numerator, denominator and running maximum ``[b, d]`` (float32)
+    carried over the sequence axis 1; returns the outputs (``key``'s dtype) and the last state."""
+    w = -jnp.exp(time_decay.astype(jnp.float32))
+    u = time_first.astype(jnp.float32)
+    zeros = jnp.zeros((key.shape[0], key.shape[2]), jnp.float32)
+
+    def step(carry, kv):
+        num, den, top = carry
+        k, v = kv[0].astype(jnp.float32), kv[1].astype(jnp.float32)
+        m = jnp.maximum(top, k + u)
+        a, b = jnp.exp(top - m), jnp.exp(k + u - m)
+        out = ((a * num + b * v) / (a * den + b)).astype(key.dtype)
+        m = jnp.maximum(top + w, k)
+        a, b = jnp.exp(top + w - m), jnp.exp(k - m)
+        return (a * num + b * v, a * den + b, m), out
+
+    init = (zeros, zeros, jnp.full(zeros.shape, -1e38, jnp.float32))
+    (num, den, top), ys = lax.scan(step, init, (jnp.moveaxis(key, 1, 0), jnp.moveaxis(value, 1, 0)))
+    return [jnp.moveaxis(ys, 0, 1), num, den, top]

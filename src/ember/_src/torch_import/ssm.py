@@ -1,11 +1,13 @@
-"""Selective scans of state space models kept whole through ``torch.export``.
+"""Recurrences of state space and linear-attention models kept whole through ``torch.export``.
 
 transformers' Mamba, Falcon-Mamba, Jamba and Zamba run their reference selective scan (the path
-without the ``mamba_ssm`` kernels) as a Python loop over the sequence, so torch's export fixes the
-example's length. While :func:`whole_ssm_scans` is active, those modules' ``mamba_selective_scan``
-discretizes as the reference does and calls the custom op ``ember::ssm_scan`` for the recurrence
-alone: one graph node whose shapes torch derives without looping. ``ops_recurrent.py`` lowers it to
-a ``lax.scan`` over the sequence axis, which may be a named dynamic axis.
+without the ``mamba_ssm`` kernels), and RWKV its CPU attention, as a Python loop over the sequence,
+so torch's export fixes the example's length. While :func:`whole_ssm_scans` is active, those
+modules' ``mamba_selective_scan`` discretizes as the reference does and calls the custom op
+``ember::ssm_scan`` for the recurrence alone, and RWKV's ``rwkv_linear_attention`` (without a
+state passed in) calls ``ember::wkv_scan``: one graph node each, whose shapes torch derives without
+looping. ``ops_recurrent.py`` lowers them to a ``lax.scan`` over the sequence axis, which may be a
+named dynamic axis.
 
 With ``export.py`` and ``recurrent.py``, the only modules that import torch.
 """
@@ -71,19 +73,68 @@ def _selective_scan(original: Any) -> Any:
     return scan
 
 
+@torch.library.custom_op("ember::wkv_scan", mutates_args=())
+def wkv_scan(time_decay: Tensor, time_first: Tensor, key: Tensor, value: Tensor) -> list[Tensor]:
+    """RWKV's attention over ``key``/``value`` (``[b, L, d]``) from an empty state: ``[output,
+    numerator, denominator, running max]``, the last three the state after the sequence (float32;
+    the sums are kept scaled by ``exp(-max)`` so no exponential overflows)."""
+    w = -torch.exp(time_decay.float())
+    u = time_first.float()
+    num = key.new_zeros(key[:, 0].shape, dtype=torch.float32)
+    den = torch.zeros_like(num)
+    top = torch.full_like(num, -1e38)
+    out = torch.empty_like(key)
+    for t in range(key.shape[1]):
+        k, v = key[:, t].float(), value[:, t].float()
+        m = torch.maximum(top, k + u)
+        a, b = torch.exp(top - m), torch.exp(k + u - m)
+        out[:, t] = ((a * num + b * v) / (a * den + b)).to(out.dtype)
+        m = torch.maximum(top + w, k)
+        a, b = torch.exp(top + w - m), torch.exp(k - m)
+        num, den, top = a * num + b * v, a * den + b, m
+    return [out, num, den, top]
+
+
+@wkv_scan.register_fake
+def _wkv_scan_fake(time_decay: Tensor, time_first: Tensor, key: Tensor, value: Tensor) -> list[Tensor]:
+    state = key.new_empty(key[:, 0].shape, dtype=torch.float32)
+    return [torch.empty_like(key), state, torch.empty_like(state), torch.empty_like(state)]
+
+
+def _linear_attention(original: Any) -> Any:
+    """A replacement for RWKV's ``rwkv_linear_attention`` (``original``): without a state passed
+    in, one ``ember::wkv_scan``; with one, ``original``."""
+
+    def attention(time_decay: Tensor, time_first: Tensor, key: Tensor, value: Tensor, state: Any = None,
+                  return_state: bool = False) -> Any:
+        if state is not None:
+            return original(time_decay, time_first, key, value, state=state, return_state=return_state)
+        out, num, den, top = torch.ops.ember.wkv_scan(time_decay, time_first, key, value)
+        return out, ([num, den, top] if return_state else None)
+
+    attention.__wrapped__ = original
+    return attention
+
+
+# module, function name, replacement factory
+_PATCHES = tuple((m, "mamba_selective_scan", _selective_scan) for m in MODULES) + (
+    ("transformers.models.rwkv.modeling_rwkv", "rwkv_linear_attention", _linear_attention),)
+
+
 @contextlib.contextmanager
 def whole_ssm_scans() -> Iterator[int]:
     """Within the block, the imported transformers state space models run their selective scan as
-    one ``ember::ssm_scan`` op; yields how many modules were patched."""
+    one ``ember::ssm_scan`` op and RWKV its attention as one ``ember::wkv_scan``; yields how many
+    functions were patched (only in modules the model's code already imported)."""
     patched = []
-    for name in MODULES:
+    for name, attr, make in _PATCHES:
         mod = sys.modules.get(name)
-        original = getattr(mod, "mamba_selective_scan", None) if mod is not None else None
+        original = getattr(mod, attr, None) if mod is not None else None
         if original is not None:
-            mod.mamba_selective_scan = _selective_scan(original)
-            patched.append((mod, original))
+            setattr(mod, attr, make(original))
+            patched.append((mod, attr, original))
     try:
         yield len(patched)
     finally:
-        for mod, original in patched:
-            mod.mamba_selective_scan = original
+        for mod, attr, original in patched:
+            setattr(mod, attr, original)
