@@ -14,6 +14,9 @@ import ast
 import operator
 from typing import Any
 
+import ember.numpy as jnp
+from ember._src import shapes
+from ember._src.prims.movement import ensure_shape
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.schema import MAX_GUARDS
 
@@ -118,6 +121,11 @@ _PASSED_MAX = 4096  # bindings remembered as passing, per module (then the recor
 _TEXT_MAX = 300  # characters of a failing guard quoted in the error
 
 
+def _short(text: str) -> str:
+    """A guard's text cut to :data:`_TEXT_MAX` characters (its start and end kept)."""
+    return text if len(text) <= _TEXT_MAX else text[:_TEXT_MAX - 20] + " ... " + text[-15:]
+
+
 def has_binding_checks(graph: Graph) -> bool:
     """Whether a call must check its sizes against ``graph``: guards, or an axis range with an
     upper end."""
@@ -150,8 +158,7 @@ def guard_error(graph: Graph, axes: dict[str, int], where: str, passed: set | No
             failed.append((guard_text(g)[1:-1], a, b))
     if failed:  # the shortest failing guard reads best
         text, a, b = min(failed, key=lambda f: len(f[0]))
-        if len(text) > _TEXT_MAX:
-            text = text[:_TEXT_MAX - 20] + " ... " + text[-15:]
+        text = _short(text)
         bound = ", ".join(f"{k} = {v}" for k, v in axes.items())
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         return (f"{where}: the sizes {bound} fail {text} (the sides are {a} and {b}){more}, a "
@@ -170,10 +177,6 @@ def assert_in_program(graph: Graph, axes: dict[str, Any], ranges: dict | None = 
     per binding: ``imported.jit()`` and its ``lower``/AOT forms as well as the module's call. Each
     becomes an ``ensure_shape`` of an empty array (``a`` restated as ``b``; ``min(n, hi)`` as
     ``n``), which computes nothing."""
-    import ember.numpy as jnp
-    from ember._src import shapes
-    from ember._src.prims.movement import ensure_shape
-
     for g in graph.guards:
         try:
             a, b = (eval_dim(x, axes, ranges) for x in g["args"])
@@ -181,10 +184,8 @@ def assert_in_program(graph: Graph, axes: dict[str, Any], ranges: dict | None = 
             continue
         if g["op"] != "eq" or a == b or not (shapes.is_symbolic(a) or shapes.is_symbolic(b)):
             continue
-        text = guard_text(g)[1:-1]
-        if len(text) > _TEXT_MAX:
-            text = text[:_TEXT_MAX - 20] + " ... " + text[-15:]
-        ensure_shape(jnp.zeros((0, a), jnp.int8), (0, b), f"a condition torch's export assumed: {text}")
+        ensure_shape(jnp.zeros((0, a), jnp.int8), (0, b),
+                     f"a condition torch's export assumed: {_short(guard_text(g)[1:-1])}")
     for name, (_, hi) in graph.ranges.items():
         d = axes.get(name)
         if hi is not None and shapes.is_symbolic(d):  # (min(d, hi) == d: no ranges, so not decided)

@@ -476,8 +476,11 @@ def _cat(ctx, xs, dim=0):
 
 
 def _as_recorded_except(ctx, x, dim: int):
+    """``x`` with its sizes off the concatenation axis ``dim`` restated as torch recorded them."""
+    if x.ndim != len(ctx.shape):
+        return x
     want = tuple(x.shape[d] if d == dim else ctx.shape[d] for d in range(x.ndim))
-    if tuple(x.shape) == want or x.ndim != len(ctx.shape):
+    if tuple(x.shape) == want:
         return x
     return mv.ensure_shape(x, want, f"aten.{ctx.name} operand, whose sizes torch's export "
                                     f"recorded as {sh.shape_str(want)}")
