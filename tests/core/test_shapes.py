@@ -150,3 +150,45 @@ def test_a_size_padded_to_a_multiple_divides_exactly():
         for x in range(1, 40):
             for y in (1, 2, 7, 12):
                 assert sh.evaluate(expr, {"h": x, "w": y}) == py(x, y), (expr, x, y)
+
+
+def _expr_strategy():
+    """Random size expressions over ``h`` and ``w``: ``+ - *`` with small constants, ``//`` and ``%``
+    by positive constants, as ``(symbolic, python)`` pairs built in lockstep."""
+    from hypothesis import strategies as st
+
+    leaves = st.sampled_from(["h", "w"]).map(lambda n: (sh.axis(n), lambda e, n=n: e[n])) | \
+        st.integers(-6, 9).map(lambda c: (c, lambda e, c=c: c))
+
+    def extend(children):
+        two = st.tuples(children, children)
+        const = st.integers(1, 8)
+        return st.one_of(
+            two.map(lambda p: (p[0][0] + p[1][0], lambda e, p=p: p[0][1](e) + p[1][1](e))),
+            two.map(lambda p: (p[0][0] - p[1][0], lambda e, p=p: p[0][1](e) - p[1][1](e))),
+            st.tuples(children, st.integers(-3, 4)).map(
+                lambda p: (p[0][0] * p[1], lambda e, p=p: p[0][1](e) * p[1])),
+            st.tuples(children, const).map(
+                lambda p: (sh.floordiv(p[0][0], p[1]), lambda e, p=p: p[0][1](e) // p[1])),
+            st.tuples(children, const).map(
+                lambda p: (sh.mod(p[0][0], p[1]), lambda e, p=p: p[0][1](e) % p[1])))
+
+    return st.recursive(leaves, extend, max_leaves=8)
+
+
+def test_canonical_forms_evaluate_like_python():
+    """Property: whatever canonical form the algebra picks (whole multiples moved out of a floor
+    division, a mod's constant reduced, a mod written out where it cancels), the expression
+    evaluates like the same Python arithmetic at every binding tried."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=400, deadline=None)
+    @given(_expr_strategy(), st.lists(st.tuples(st.integers(1, 60), st.integers(1, 60)), min_size=1,
+                                      max_size=6))
+    def check(pair, bindings):
+        expr, py = pair
+        for h, w in bindings:
+            assert sh.evaluate(expr, {"h": h, "w": w}) == py({"h": h, "w": w}), (expr, h, w)
+
+    check()
