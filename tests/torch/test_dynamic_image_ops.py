@@ -174,3 +174,19 @@ def test_nonfinite_values_stay_where_torch_puts_them(value, dynamic):
             want = want.numpy()
             assert np.isfinite(want).any() and not np.isfinite(want).all()
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [lambda x: F.max_pool2d(x, 2, 1, dilation=3),
+                                lambda x: F.avg_pool2d(x, 3, 1),
+                                lambda x: F.conv2d(x, torch.ones(4, 3, 3, 3), stride=1)])
+def test_an_input_smaller_than_the_window_raises_as_torch_does(fn):
+    """Where no window fits a dynamic axis the window count is 0: torch raises ("Output size is too
+    small"), and so does the import (a constraint of the program per binding) instead of returning
+    an empty array. Sizes where a window fits match torch."""
+    im = _check(lambda x, y: fn(x), sizes=((2, 20, 17), (1, 4, 5)))
+    small = np.zeros((1, 3, 2, 5), np.float32), np.zeros((1, 2, 5, 9), np.float32)
+    with pytest.raises(RuntimeError):
+        fn(torch.from_numpy(small[0]))
+    with pytest.raises(ShapeError, match="no window fits axis 2 of the input, which torch rejects|"
+                                         "size -3 \\+ h would be -1"):  # (a convolution's own check)
+        im(*small)

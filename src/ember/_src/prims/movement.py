@@ -234,6 +234,14 @@ def ensure_shape(x: Any, shape: Sequence, reason: str = "") -> Any:
     return ensure_shape_p.bind(x, shape=new, reason=str(reason))
 
 
+def require_equal_sizes(a: Any, b: Any, reason: str) -> None:
+    """Make ``a == b`` (sizes) a constraint of the program being traced, checked once per binding of
+    its named axes: an ``ensure_shape`` of an empty array, which computes nothing (the binding
+    checks keep it even though no output uses it). ``require_equal_sizes(dmax(n, 1), n, ...)``
+    requires ``n >= 1``."""
+    ensure_shape(full((0, a), 0, np.int8), (0, b), reason)
+
+
 # ---------------------------------------------------------------------------------------------
 # transpose
 # ---------------------------------------------------------------------------------------------

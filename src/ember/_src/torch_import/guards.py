@@ -14,9 +14,8 @@ import ast
 import operator
 from typing import Any
 
-import ember.numpy as jnp
 from ember._src import shapes
-from ember._src.prims.movement import ensure_shape
+from ember._src.prims.movement import require_equal_sizes
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.schema import MAX_GUARDS
 
@@ -184,10 +183,9 @@ def assert_in_program(graph: Graph, axes: dict[str, Any], ranges: dict | None = 
             continue
         if g["op"] != "eq" or a == b or not (shapes.is_symbolic(a) or shapes.is_symbolic(b)):
             continue
-        ensure_shape(jnp.zeros((0, a), jnp.int8), (0, b),
-                     f"a condition torch's export assumed: {_short(guard_text(g)[1:-1])}")
+        require_equal_sizes(a, b, f"a condition torch's export assumed: {_short(guard_text(g)[1:-1])}")
     for name, (_, hi) in graph.ranges.items():
         d = axes.get(name)
         if hi is not None and shapes.is_symbolic(d):  # (min(d, hi) == d: no ranges, so not decided)
-            ensure_shape(jnp.zeros((0, shapes.dmin(d, hi)), jnp.int8), (0, d),
-                         f"axis {name!r} past {hi}, the largest size torch's export traced the graph for")
+            why = f"axis {name!r} past {hi}, the largest size torch's export traced the graph for"
+            require_equal_sizes(shapes.dmin(d, hi), d, why)

@@ -636,9 +636,21 @@ def _convolution(ctx, x, w, b, stride, padding, dilation, transposed, output_pad
         out = lax.conv_general_dilated(x, w, tuple(stride), [(p, p) for p in padding],
                                        rhs_dilation=tuple(dilation), dimension_numbers=(lhs, rhs, lhs),
                                        feature_group_count=groups)
+        require_windows(out, "aten.convolution")
     if b is not None:
         out = out + jnp.reshape(b, (1, -1) + (1,) * nd)
     return out
+
+
+def require_windows(out: Any, what: str) -> None:
+    """Make each symbolic spatial size of a convolution's or pooling's output (dims 2 on) at least
+    1 a constraint of the program (``max(n, 1)`` restated as ``n``): torch raises where the input
+    is smaller than the window, where the window count would otherwise be 0 and the result empty."""
+    for i, d in enumerate(out.shape[2:]):
+        lo = sh.dmax(d, 1) if sh.is_symbolic(d) else d
+        if lo != d:
+            why = f"{what}: no window fits axis {2 + i} of the input, which torch rejects"
+            mv.require_equal_sizes(lo, d, why)
 
 
 # ---- attention ------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import movement as mv
-from ember._src.torch_import.ops import handler, size_value
+from ember._src.torch_import.ops import handler, require_windows, size_value
 
 # A window at least this long over a named dynamic axis with ``ceil_mode`` is the "pool the whole
 # map with an oversized window" idiom (transformers' EfficientNet pools with a 1280-long window):
@@ -34,7 +34,9 @@ def _window(x, init, op, kernel, stride, padding, dilation=None, extra=None):
     strides = (1, 1) + tuple(stride or kernel)
     pads = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(padding, extra or (0,) * nd))
     dil = (1, 1) + tuple(dilation or (1,) * nd)
-    return lax.reduce_window(x, init, op, dims, strides, pads, window_dilation=dil)
+    out = lax.reduce_window(x, init, op, dims, strides, pads, window_dilation=dil)
+    require_windows(out, "pooling")
+    return out
 
 
 def _ceil_window(x, kernel, stride, padding, dilation, ceil_mode) -> tuple[tuple, tuple, tuple | None]:
