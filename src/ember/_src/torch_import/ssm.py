@@ -67,7 +67,7 @@ def _selective_scan(original: Any) -> Any:
             out = out + hidden_states * D[None, :, None]
         if z is not None:
             out = out * F.silu(z)
-        return (out, last.to(hidden_states.dtype)) if return_last_state else out
+        return (out, last) if return_last_state else out  # (the state stays float32, as the loop keeps it)
 
     scan.__wrapped__ = original
     return scan
