@@ -19,6 +19,11 @@ class ShapeError(EmberError, ValueError, TypeError):
     errors of ``lax`` operations, ``dot``, ``reshape``, ...), so either ``except`` clause catches it."""
 
 
+class BindingError(ShapeError):
+    """The sizes a call binds to a program's named axes break one of its shape constraints (the
+    message names the binding and the constraint); raised before anything runs."""
+
+
 class AxisError(ShapeError, IndexError):
     """An axis argument is out of range for the array's rank (as NumPy's ``AxisError``, it is
     both a ``ValueError`` and an ``IndexError``)."""
@@ -81,6 +86,7 @@ class DeletedArrayError(EmberError, RuntimeError):
 
 __all__ = [
     "AxisError",
+    "BindingError",
     "EmberError",
     "ShapeError",
     "DTypeError",

@@ -82,7 +82,7 @@ def test_mpt_past_its_position_bias_raises():
     with pytest.raises(RuntimeError):
         with torch.inference_mode():
             model(input_ids=torch.randint(1, 100, (1, 17)))
-    with pytest.raises(ShapeError, match="seq = 17 fail .*a condition torch's export assumed"):
+    with pytest.raises(ShapeError, match="seq: 17.*a condition torch's export assumed"):
         m(np.ones((1, 17), np.int64))  # torch's guard
     with pytest.raises(ShapeError, match="seq: 17"):
         m.jit()(np.ones((1, 17), np.int64))  # the program's own shape constraint
@@ -112,10 +112,9 @@ def test_python_max_min_of_sizes():
         x = torch.randn(*shape)
         np.testing.assert_allclose(np.asarray(m(x.numpy())), model(x).numpy(), rtol=1e-6, atol=1e-6)
     assert m._jitted.cache_info()["compiles"] == 1
-    with pytest.raises(ShapeError, match="seq = 9 fail"):  # torch's guard
-        m(np.ones((1, 9), np.float32))
-    with pytest.raises(ShapeError, match="seq: 9"):  # the program's own shape constraint
-        m.jit()(np.ones((1, 9), np.float32))
+    for call in (m, m.jit()):  # torch's guard, a constraint of the program
+        with pytest.raises(ShapeError, match="seq: 9.*torch's export assumed"):
+            call(np.ones((1, 9), np.float32))
 
 
 def _efficientnet():
@@ -225,7 +224,7 @@ def test_swin_dynamic_image_size():
                                      window_size=4)).eval()
     m = _dynamic_image_check(model, lambda o: (o.last_hidden_state, o.pooler_output),
                              ((2, 64, 64), (1, 96, 128), (3, 32, 64), (1, 160, 32)), 10)
-    with pytest.raises(ShapeError, match="h = 96, w = 80 fail .*a condition torch's export assumed"):
+    with pytest.raises(ShapeError, match="h: 96, w: 80.*a condition torch's export assumed"):
         m(np.zeros((1, 3, 96, 80), np.float32))
 
 
@@ -241,5 +240,6 @@ def test_dinov2_dynamic_image_size():
     _dynamic_image_check(model, out, ((2, 64, 64), (1, 96, 80), (3, 48, 64), (1, 77, 53)), 11,
                          example=(72, 56))
     m = _dynamic_image_check(model, out, ((1, 64, 64), (3, 64, 64)), 12)
-    with pytest.raises(ShapeError, match=r"h = 80 fail \(\(h // 8\) \* \(h // 8\)\) == 64"):
+    with pytest.raises(ShapeError, match=r"h: 80.*torch's export assumed: "
+                                          r"\(\(h // 8\) \* \(h // 8\)\) == 64\): axis 1 is 100, not 64"):
         m(np.zeros((1, 3, 80, 80), np.float32))

@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch", reason="the torch importer tests need torch
 import ember  # noqa: E402
 import ember.torch as et  # noqa: E402
 from ember._src.torch_import.graph import Graph, Input  # noqa: E402
-from ember._src.torch_import.guards import guard_error, parse_guards  # noqa: E402
-from ember.errors import ShapeError  # noqa: E402
+from ember._src.torch_import.guards import assert_in_program, parse_guards  # noqa: E402
+from ember.errors import BindingError, ShapeError  # noqa: E402
 
 
 class EvenPad(torch.nn.Module):
@@ -32,8 +32,8 @@ def test_a_baked_in_branch_raises_where_its_guard_fails(tmp_path):
     odd = np.zeros((1, 2, 7, 3), np.float32)  # torch eager pads 2 rows here, the graph 1
     assert m(torch.from_numpy(odd)).shape[2] == 9
     for _ in range(2):  # (a failing binding is not remembered as passed)
-        with pytest.raises(ShapeError, match=r"h = 7.*fail \(h % 2\) == 0 \(the sides are 1 and 0\), "
-                                             "a condition torch's export"):
+        with pytest.raises(ShapeError, match=r"h: 7.*a condition torch's export assumed: \(h % 2\) == 0\): "
+                                             r"axis 1 is 1, not 0"):
             im(odd)
     s = ember.InferenceSession(im)
     s.save(str(tmp_path / "s"))
@@ -42,7 +42,8 @@ def test_a_baked_in_branch_raises_where_its_guard_fails(tmp_path):
         x = np.random.default_rng(0).standard_normal((1, 2, 8, 3)).astype(np.float32)
         np.testing.assert_allclose(next(iter(sess.run({"x": x}).values())), m(torch.from_numpy(x)).numpy(),
                                    rtol=1e-6)
-        with pytest.raises(ShapeError, match=r"fail \(h % 2\) == 0"):
+        # (a loaded session's program rejecting the caller's sizes is not the file's fault)
+        with pytest.raises(BindingError, match=r"torch's export assumed: \(h % 2\) == 0"):
             sess.run({"x": odd})
 
 
@@ -58,14 +59,19 @@ def test_the_parser_keeps_equalities_and_rejects_other_python():
     assert skipped == 4
     assert [g["op"] for g in guards] == ["eq", "eq"]
     g.guards = guards
-    assert guard_error(g, {"b": 2, "h": 16}, "call") is None
-    assert "fail (h % 2) == 0" in guard_error(g, {"b": 2, "h": 7}, "call")
-    assert "fail (h // 4) == (2 * (h // 8))" in guard_error(g, {"b": 2, "h": 12}, "call")  # 3 != 2
-    passed: set = set()  # a binding that passed is remembered; one that failed fails every time
-    assert guard_error(g, {"b": 2, "h": 16}, "call", passed) is None and passed == {(("b", 2), ("h", 16))}
-    for _ in range(2):
-        assert "fail (h % 2) == 0" in guard_error(g, {"b": 2, "h": 7}, "call", passed)
-    assert len(passed) == 1
+
+    def f(x):  # the guards as constraints of a program over the named axes b and h
+        assert_in_program(g, {"b": x.shape[0], "h": x.shape[2]})
+        return x * 2.0
+
+    jf = ember.jit(f, dynamic_axes={"x": ("b", None, "h")})
+    np.testing.assert_array_equal(np.asarray(jf(np.ones((2, 3, 16), np.float32))), 2 * np.ones((2, 3, 16)))
+    for _ in range(2):  # a failing binding fails every time
+        with pytest.raises(ShapeError, match=r"\(h % 2\) == 0\): axis 1 is 1, not 0"):
+            jf(np.ones((2, 3, 7), np.float32))
+    with pytest.raises(ShapeError, match=r"\(h // 4\) == \(2 \* \(h // 8\)\)\): axis 1 is 3, not 2"):
+        jf(np.ones((2, 3, 12), np.float32))
+    assert jf.cache_info()["traces"] == 1
 
 
 def test_mobilenet_v1_dynamic_image_size():

@@ -30,7 +30,7 @@ from ember._src import tree as tu
 from ember._src.core import Primitive, ShapedArray
 from ember._src.debug import logger
 from ember._src.program import Program, resolve_program, resolve_value
-from ember.errors import ShapeError
+from ember.errors import BindingError, ShapeError
 
 # ---------------------------------------------------------------------------------------------
 # Symbolic sizes as values
@@ -495,7 +495,7 @@ class SymbolicExecutable:
         for d in self._sizes:
             n = memo[d] = sh.evaluate(d, env)
             if n < 0:
-                raise ShapeError(f"{self.label}: the binding {_fmt_env(env)} violates a shape constraint "
+                raise BindingError(f"{self.label}: the binding {_fmt_env(env)} violates a shape constraint "
                                  f"of the program: size {d} would be {n}")
         for e in self._checked:
             ins = [ShapedArray(resolve_value(a.aval.shape, env, memo), a.aval.dtype, a.aval.weak_type)
@@ -504,12 +504,12 @@ class SymbolicExecutable:
             try:
                 outs = e.prim.abstract(ins, params)
             except ShapeError as err:
-                raise ShapeError(f"{self.label}: the binding {_fmt_env(env)} violates a shape "
+                raise BindingError(f"{self.label}: the binding {_fmt_env(env)} violates a shape "
                                  f"constraint of the program: {err}") from None
             for v, o in zip(e.outvars, outs):
                 want = resolve_value(v.aval.shape, env, memo)
                 if o.shape != want:
-                    raise ShapeError(f"{self.label}: the binding {_fmt_env(env)} violates a shape "
+                    raise BindingError(f"{self.label}: the binding {_fmt_env(env)} violates a shape "
                                      f"constraint: {e.prim.name} gives {sh.shape_str(o.shape)}, the "
                                      f"program expects {v.aval.str_short()} = {sh.shape_str(want)}")
 

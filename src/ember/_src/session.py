@@ -29,10 +29,9 @@ from ember._src.devices import Device
 from ember._src.shapes import evaluate
 from ember._src.torch_import import bf16, safetensors, schema
 from ember._src.torch_import.graph import Graph, range_error
-from ember._src.torch_import.guards import guard_error
 from ember._src.torch_import.module import ImportedModule
 from ember._src.torch_import.schema import SchemaError
-from ember.errors import DTypeError, EmberError, ShapeError
+from ember.errors import BindingError, DTypeError, EmberError, ShapeError
 
 FORMAT = "ember.session"
 FORMAT_VERSION = 1
@@ -209,11 +208,7 @@ class InferenceSession:
                 if why is not None:
                     raise ShapeError(why)
             arrays.append(a)
-        bound = {k: v[0] for k, v in axes.items()}
-        why = guard_error(self._m.graph, bound, "run", self._m._guards_passed)
-        if why is not None:
-            raise ShapeError(why)
-        return arrays, bound
+        return arrays, {k: v[0] for k, v in axes.items()}  # (torch's guards: program constraints)
 
     def run(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         """Run the model on ``feeds`` ({input name: array}); returns {output name: NumPy array}."""
@@ -229,7 +224,7 @@ class InferenceSession:
             arrays, _ = self._check(feeds)
             try:
                 outs, new_state = self._jit(self._state, *arrays)
-            except MemoryError:
+            except (MemoryError, BindingError):  # (sizes the program rejects: the caller's inputs)
                 raise
             except Exception as e:
                 if self._origin is None:

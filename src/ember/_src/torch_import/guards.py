@@ -5,13 +5,13 @@ padding computed from ``h % 2``): the graph is then right only for the sizes tha
 branch, and torch's own exported module checks each guard on every call. The guards come as
 Python source over the inputs' sizes (``(L['pixel_values'].size()[2] % 2) == 0``); they are parsed
 here, with a fixed grammar and no ``eval``, into comparisons of dim expressions over ember's axis
-names (the graph's dim format, ``graph.eval_dim``), saved with the graph, and checked before a
-call runs (``ImportedModule.__call__``, ``InferenceSession.run``)."""
+names (the graph's dim format, ``graph.eval_dim``), saved with the graph, and made constraints of
+the program traced from it (:func:`assert_in_program`), which every way of running it checks once
+per binding of its named axes."""
 
 from __future__ import annotations
 
 import ast
-import operator
 from typing import Any
 
 from ember._src import shapes
@@ -19,8 +19,6 @@ from ember._src.prims.movement import require_equal_sizes
 from ember._src.torch_import.graph import Graph, eval_dim
 from ember._src.torch_import.schema import MAX_GUARDS
 
-COMPARISONS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
-               "gt": operator.gt, "ge": operator.ge}
 _CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _BIN = {ast.Add: "add", ast.Mult: "mul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
 _TEXT = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "add": "+", "mul": "*",
@@ -116,8 +114,7 @@ def guard_text(g: Any) -> str:
     return "(" + (text.replace(" + -", " - ") if g["op"] == "add" else text) + ")"
 
 
-_PASSED_MAX = 4096  # bindings remembered as passing, per module (then the record starts over)
-_TEXT_MAX = 300  # characters of a failing guard quoted in the error
+_TEXT_MAX = 300  # characters of a guard quoted in an error
 
 
 def _short(text: str) -> str:
@@ -125,57 +122,12 @@ def _short(text: str) -> str:
     return text if len(text) <= _TEXT_MAX else text[:_TEXT_MAX - 20] + " ... " + text[-15:]
 
 
-def has_binding_checks(graph: Graph) -> bool:
-    """Whether a call must check its sizes against ``graph``: guards, or an axis range with an
-    upper end."""
-    return bool(graph.guards) or any(r[1] is not None for r in graph.ranges.values())
-
-
-def guard_error(graph: Graph, axes: dict[str, int], where: str, passed: set | None = None) -> str | None:
-    """Why the sizes ``axes`` (axis name -> size) fail a guard of ``graph``, or None. ``passed``
-    remembers the bindings already checked, so a call at a known binding costs one set lookup.
-
-    A size past the upper end of its axis's exported range fails too: torch traced the graph for
-    sizes up to it (XLNet's ``mems[-512:]`` is the whole memory only up to 512)."""
-    if not has_binding_checks(graph):
-        return None
-    key = tuple(sorted(axes.items()))
-    if passed is not None and key in passed:
-        return None
-    for name, n in axes.items():
-        hi = graph.ranges.get(name, (None, None))[1]
-        if hi is not None and n > hi:
-            return (f"{where}: axis {name!r} = {n} is past the largest size torch's export traced "
-                    f"the graph for ({hi})")
-    failed = []
-    for g in graph.guards:
-        try:
-            a, b = (eval_dim(x, axes) for x in g["args"])
-        except (KeyError, ZeroDivisionError):
-            continue  # (an axis this call does not bind)
-        if not COMPARISONS[g["op"]](a, b):
-            failed.append((guard_text(g)[1:-1], a, b))
-    if failed:  # the shortest failing guard reads best
-        text, a, b = min(failed, key=lambda f: len(f[0]))
-        text = _short(text)
-        bound = ", ".join(f"{k} = {v}" for k, v in axes.items())
-        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        return (f"{where}: the sizes {bound} fail {text} (the sides are {a} and {b}){more}, a "
-                "condition torch's export assumed while tracing (its graph is only right where it "
-                "holds; export with example inputs of such sizes)")
-    if passed is not None:
-        if len(passed) >= _PASSED_MAX:
-            passed.clear()
-        passed.add(key)
-    return None
-
-
 def assert_in_program(graph: Graph, axes: dict[str, Any], ranges: dict | None = None) -> None:
     """Make the guards and the upper ends of the axis ranges constraints of the program being
     traced (``axes``: axis name -> symbolic size), so every way of running it checks them once
-    per binding: ``imported.jit()`` and its ``lower``/AOT forms as well as the module's call. Each
-    becomes an ``ensure_shape`` of an empty array (``a`` restated as ``b``; ``min(n, hi)`` as
-    ``n``), which computes nothing."""
+    per binding (the module's call, a session, ``imported.jit()`` and its ``lower``/AOT forms),
+    with no cost on the call path once a binding has passed. Each is a ``require_equal_sizes``
+    (``a`` restated as ``b``; ``min(n, hi)`` as ``n``), which computes nothing."""
     for g in graph.guards:
         try:
             a, b = (eval_dim(x, axes, ranges) for x in g["args"])

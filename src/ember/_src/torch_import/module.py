@@ -9,9 +9,8 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember._src.torch_import.graph import Graph
-from ember._src.torch_import.guards import guard_error, has_binding_checks, parse_guards
+from ember._src.torch_import.guards import parse_guards
 from ember._src.torch_import.interpret import build_function
-from ember.errors import ShapeError
 
 
 class ImportedModule:
@@ -35,8 +34,6 @@ class ImportedModule:
         self.constants = {k: jnp.asarray(v) for k, v in constants.items()}
         self._raw = build_function(graph, self.constants)
         self._jitted: Any = None
-        self._guards_passed: set = set()  # bindings whose sizes passed torch's guards (guards.py)
-        self._checks = has_binding_checks(graph)  # guards, or an axis range with an upper end
 
     @property
     def input_names(self) -> list[str]:
@@ -82,18 +79,9 @@ class ImportedModule:
         return ember.jit(run, dynamic_axes=specs, **jit_kwargs)
 
     def __call__(self, *inputs: Any) -> Any:
-        """Run on ``inputs`` (arrays in ``input_names`` order). Sizes that fail an equality torch's
-        export assumed (``guards.py``) or exceed the upper end of an axis's exported range raise
-        ``ShapeError``; so does a binding that breaks a shape constraint of the program."""
-        if self._checks:
-            axes: dict[str, int] = {}
-            for spec, x in zip(self.graph.user_inputs(), inputs):
-                for d, n in zip(spec.shape, np.shape(x)):
-                    if isinstance(d, str):
-                        axes[d] = int(n)
-            why = guard_error(self.graph, axes, "call", self._guards_passed)
-            if why is not None:
-                raise ShapeError(why)
+        """Run on ``inputs`` (arrays in ``input_names`` order). A binding that breaks a shape
+        constraint of the program raises ``ShapeError``: among them the equalities torch's export
+        assumed and the upper ends of its axis ranges (``guards.py``)."""
         if self._jitted is None:
             self._jitted = self.jit()
         if self.weights == "arguments":
