@@ -104,15 +104,26 @@ def _static(*sizes: Any) -> bool:
     return all(isinstance(d, (int, np.integer)) for d in sizes)
 
 
-def _dynamic_scale(n_in: Any, n_out: Any, align_corners: bool, scale: float | None) -> Any:
-    """:func:`_scale` in float32 at run time (torch computes it in float32 too)."""
+def _coords(x: Any) -> Any:
+    """The dtype torch computes source coordinates and weights in for ``x``: its ``opmath`` type,
+    float64 for float64 images and float32 otherwise."""
+    return np.dtype(np.float64) if np.dtype(x.dtype) == np.float64 else np.dtype(np.float32)
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _dynamic_scale(n_in: Any, n_out: Any, align_corners: bool, scale: float | None,
+                   ct: Any = _FLOAT32) -> Any:
+    """:func:`_scale` at run time in the coordinate dtype ``ct`` (as torch computes it)."""
+    one = ct.type(1)
     if align_corners:
-        den = size_value(n_out, jnp.float32) - np.float32(1)
-        ratio = (size_value(n_in, jnp.float32) - np.float32(1)) / jnp.maximum(den, np.float32(1))
-        return jnp.where(den > 0, ratio, np.float32(0))
+        den = size_value(n_out, ct) - one
+        ratio = (size_value(n_in, ct) - one) / jnp.maximum(den, one)
+        return jnp.where(den > 0, ratio, 0 * one)
     if scale is not None and scale > 0:
-        return np.float32(1.0 / scale)
-    return size_value(n_in, jnp.float32) / size_value(n_out, jnp.float32)
+        return one * (1.0 / scale)
+    return size_value(n_in, ct) / size_value(n_out, ct)
 
 
 def _linear_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: float | None) -> Any:
@@ -128,13 +139,15 @@ def _linear_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: floa
         i0, i1, lam = (jnp.asarray(i0.astype(np.int32)), jnp.asarray(i1.astype(np.int32)),
                        jnp.asarray(lam.reshape(shape)))
     else:  # source coordinates computed at run time from the sizes
-        s = _dynamic_scale(n_in, n_out, align_corners, scale)
-        dst = lax.iota(jnp.float32, n_out)
-        src = dst * s if align_corners else jnp.maximum((dst + np.float32(0.5)) * s - np.float32(0.5), 0)
+        ct = _coords(x)
+        s = _dynamic_scale(n_in, n_out, align_corners, scale, ct)
+        dst = lax.iota(ct, n_out)
+        half = ct.type(0.5)
+        src = dst * s if align_corners else jnp.maximum((dst + half) * s - half, 0)
         last = size_value(n_in) - 1
         i0 = jnp.minimum(jnp.floor(src).astype(jnp.int32), last)
         i1 = jnp.minimum(i0 + 1, last)
-        lam = jnp.reshape((src - i0.astype(jnp.float32)).astype(x.dtype), shape)
+        lam = jnp.reshape((src - i0.astype(ct)).astype(x.dtype), shape)
     a = ix.take(x, i0, axis=axis, mode="clip")
     b = ix.take(x, i1, axis=axis, mode="clip")
     return a * (1 - lam) + b * lam  # torch's weighted sum (a lerp would turn an infinity into NaN)
@@ -196,7 +209,7 @@ _CUBIC_A = -0.75  # torch's bicubic convolution constant
 
 def _cubic_weights(t: Any) -> list:
     """torch's four bicubic tap weights at fraction ``t`` (NumPy or ember arrays, float32)."""
-    a = np.float32(_CUBIC_A)
+    a = (t.dtype.type if hasattr(t, "dtype") else np.float32)(_CUBIC_A)
 
     def near(x):  # |x| <= 1
         return ((a + 2) * x - (a + 3)) * x * x + 1
@@ -215,20 +228,22 @@ def _cubic_axis(x: Any, axis: int, n_out: Any, align_corners: bool, scale: float
     shape: list[Any] = [1] * x.ndim
     shape[axis] = n_out
     if _static(n_in, n_out):
-        s = np.float32(_scale(n_in, n_out, align_corners, scale))
-        dst = np.arange(n_out, dtype=np.float32)
-        src = dst * s if align_corners else (dst + np.float32(0.5)) * s - np.float32(0.5)
+        ct = _coords(x)
+        s = ct.type(_scale(n_in, n_out, align_corners, scale))
+        dst = np.arange(n_out, dtype=ct)
+        src = dst * s if align_corners else (dst + ct.type(0.5)) * s - ct.type(0.5)
         i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-        t = np.clip(src - i0.astype(np.float32), 0, 1).astype(np.float32)
+        t = np.clip(src - i0.astype(ct), 0, 1).astype(ct)
         taps = [jnp.asarray(np.clip(i0 - 1 + k, 0, n_in - 1).astype(np.int32)) for k in range(4)]
         weights = [jnp.asarray(w.astype(np.dtype(x.dtype)).reshape(shape)) for w in _cubic_weights(t)]
     else:
-        s = _dynamic_scale(n_in, n_out, align_corners, scale)
-        dst = lax.iota(jnp.float32, n_out)
-        src = dst * s if align_corners else (dst + np.float32(0.5)) * s - np.float32(0.5)
+        ct = _coords(x)
+        s = _dynamic_scale(n_in, n_out, align_corners, scale, ct)
+        dst = lax.iota(ct, n_out)
+        src = dst * s if align_corners else (dst + ct.type(0.5)) * s - ct.type(0.5)
         last = size_value(n_in) - 1
         i0 = jnp.minimum(jnp.floor(src).astype(jnp.int32), last)
-        t = jnp.clip(src - i0.astype(jnp.float32), 0, 1)
+        t = jnp.clip(src - i0.astype(ct), 0, 1)
         taps = [jnp.clip(i0 - 1 + k, 0, last) for k in range(4)]
         weights = [jnp.reshape(w.astype(x.dtype), shape) for w in _cubic_weights(t)]
     out = None
