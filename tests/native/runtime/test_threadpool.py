@@ -171,6 +171,60 @@ def test_a_forked_child_starts_its_own_workers():
     assert p.exitcode == 0 and bad == 0 and ok and workers >= 1
 
 
+def _pool_threads() -> dict[int, set[int]]:
+    """{thread id: its CPU affinity} of this process's pool workers (named ``ember-pool``)."""
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                if f.read().strip() == "ember-pool":
+                    out[int(t)] = os.sched_getaffinity(int(t))
+        except OSError:  # (a thread that ended meanwhile)
+            pass
+    return out
+
+
+def _step_aside_child(q):
+    import threading
+    import time
+
+    lib = _driver()
+    allowed = os.sched_getaffinity(0)
+    _run(lib, 1000, 2, 4, 5)  # the workers start with the whole set
+    here = min(allowed)
+    # where Linux may wake a worker: on its caller's CPU; the caller stays there
+    os.sched_setaffinity(threading.get_native_id(), {here})
+    workers = _pool_threads()
+    for t in workers:
+        os.sched_setaffinity(t, {here})
+    results = []
+    for _ in range(200):
+        bad, count, _, _, _ = _run(lib, 500, 2, 4, 1)
+        results.append(bad == 0 and bool((count == 1).all()))
+        if all(here not in cpus for cpus in _pool_threads().values()):
+            break
+        time.sleep(0.002)  # (the caller's CPU for the worker a while)
+    q.put((sorted(allowed), here, {t: sorted(c) for t, c in _pool_threads().items()}, all(results),
+           len(workers)))
+
+
+@pytest.mark.skipif(sys.platform != "linux" or threadpool.usable_cpus() < 2,
+                    reason="thread affinity: Linux with two CPUs or more")
+def test_a_worker_on_its_callers_cpu_moves_to_the_others():
+    """A worker that starts a job on the CPU its caller published moves itself to the other CPUs it
+    started with (Linux may wake it beside its waker, where the two share one CPU). Checked in a
+    forked child, whose affinity changes leave this process's workers alone."""
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_step_aside_child, args=(q,))
+    p.start()
+    allowed, here, workers, ok, n = q.get(timeout=600)
+    p.join(600)
+    assert p.exitcode == 0 and ok and n >= 1 and workers
+    for cpus in workers.values():
+        assert cpus == [c for c in allowed if c != here]
+
+
 # ---------------------------------------------------------------------------------------------
 # Programs
 # ---------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ static _Atomic uint64_t em_state;
 static struct { _Alignas(64) _Atomic uint64_t w; } em_blk[EM_MAX_THREADS];
 static _Atomic int64_t em_done;
 static _Atomic uint32_t em_seq;     /* futex word: bumped with every job */
+static _Atomic int em_caller_cpu = -1; /* the CPU the current job's caller published it from */
 static _Atomic int em_sleepers;
 static em_task_t em_job_fn;         /* the job; stable until every chunk of it has finished */
 static void *em_job_ctx;
@@ -129,9 +130,36 @@ static int64_t em_now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Linux may wake a sleeping worker on its waker's CPU (a wakeup it judges cache-friendly), where
+   it time-shares that CPU with the caller while another one idles, until the load balancer moves one
+   of the two: on the 2-vCPU VMs the calls after a pause ran at one thread's speed or slower for
+   milliseconds (an LSTM at batch 8, second call after a 0.2 s pause: 3.4-3.6 ms, 2.5 with the worker
+   kept off the caller's CPU). So a worker that starts a job on the CPU its caller published moves
+   itself to the other CPUs of the set it started with (a syscall only then; the check is one read
+   of the CPU number). */
+static void em_step_aside(const cpu_set_t *home, int have_home) {
+#ifdef __linux__
+    const int caller = atomic_load_explicit(&em_caller_cpu, memory_order_relaxed);
+    if (!have_home || caller < 0 || caller >= CPU_SETSIZE || sched_getcpu() != caller) return;
+    cpu_set_t others = *home;
+    CPU_CLR(caller, &others);
+    if (CPU_COUNT(&others) > 0) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+#else
+    (void)home; (void)have_home;
+#endif
+}
+
 static void *em_worker(void *arg) {
     const int64_t tid = (int64_t)(intptr_t)arg;
     em_in_task = 1;
+    cpu_set_t home;
+    CPU_ZERO(&home);
+#ifdef __linux__
+    const int have_home = pthread_getaffinity_np(pthread_self(), sizeof home, &home) == 0;
+    pthread_setname_np(pthread_self(), "ember-pool");
+#else
+    const int have_home = 0;
+#endif
     uint64_t seen = atomic_load(&em_state) >> EM_GEN_SHIFT;
     for (;;) {
         int64_t until = 0;
@@ -152,6 +180,7 @@ static void *em_worker(void *arg) {
             spins = 0;
             until = 0;
         }
+        em_step_aside(&home, have_home);
         em_claim_and_run(tid);
     }
     return 0;
@@ -226,6 +255,9 @@ void EMBER_POOL_SYMBOL(em_task_t fn, void *ctx, int64_t n, int64_t nthreads, int
     if (nthreads <= 1) { pthread_mutex_unlock(&em_use_lock); fn(ctx, 0, n, 0); return; }
     em_job_fn = fn; em_job_ctx = ctx; em_job_n = n;
     atomic_store_explicit(&em_done, 0, memory_order_relaxed);
+#ifdef __linux__
+    atomic_store_explicit(&em_caller_cpu, sched_getcpu(), memory_order_relaxed);
+#endif
     const uint64_t gen = ((atomic_load_explicit(&em_state, memory_order_relaxed) >> EM_GEN_SHIFT) + 1)
                          & ((UINT64_C(1) << 20) - 1);
     if (blocks)  /* (before the state: a worker that sees the new generation finds its block) */
