@@ -7,11 +7,15 @@ against torch first. Calls interleave (``bench_models.interleaved``: one timed c
 per round, each after a pause and an untimed call of its own); medians over the rounds.
 
     python benchmarks/bench_archs.py [--models resnet18,resnet50,bert,lstm] [--batches 1,8]
-                                     [--rounds 7] [--threads N] [--clock wall|cpu]
+                                     [--rounds 7] [--threads N] [--clock wall|cpu] [--avx2]
 
 ``--threads N`` limits every runtime to N threads and pins the process (``threads.limit_threads``);
-``--clock cpu`` times by process CPU time (one thread on a shared machine). Writes
-``benchmarks/results/archs[_threadsN][_cpu].{json,md}``.
+``--clock cpu`` times by process CPU time (one thread on a shared machine). ``--avx2`` times
+ember's AVX2 path on any x86-64 host: ember compiles with ``avx2_cc.sh`` (gcc targeting an AVX2/FMA
+CPU) and torch runs its AVX2 kernels (``ATEN_CPU_CAPABILITY``, ``ONEDNN_MAX_CPU_ISA``); ONNX
+Runtime has no such switch and keeps the host's widest kernels, so on an AVX-512 host its ratios
+are a bound, not a like-for-like comparison. Writes
+``benchmarks/results/archs[_threadsN][_cpu][_avx2].{json,md}``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     p.add_argument("--settle", type=float, default=0.2)
+    p.add_argument("--avx2", action="store_true")
     return p.parse_args(argv)
 
 
@@ -131,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.threads:
         threads.limit_threads(args.threads)
+    if args.avx2:  # (before ember and torch are imported)
+        import os
+        os.environ.update(EMBER_CC=str(Path(__file__).resolve().parent / "avx2_cc.sh"),
+                          ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
     import common
     import numpy as np
     import torch
@@ -173,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"workload": f"{name} batch {b}", "times": times,
                          "ember_import_and_first_call_s": round(first, 1)})
             print(rows[-1], flush=True)
-    suffix = (f"_threads{args.threads}" if args.threads else "") + ("_cpu" if args.clock == "cpu" else "")
+    suffix = (f"_threads{args.threads}" if args.threads else "") + ("_cpu" if args.clock == "cpu" else "") \
+        + ("_avx2" if args.avx2 else "")
     clock_text = "process CPU time" if args.clock == "cpu" else "wall time"
     print(common.report(f"Imported architectures (float32; {clock_text} per call)", rows, "archs" + suffix,
                         {"clock": args.clock, "rounds": args.rounds}))
