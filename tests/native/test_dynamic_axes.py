@@ -468,3 +468,33 @@ def test_size_expressions_are_named_once() -> None:
     assert sym.fallback_reason is None
     assert "em_floordiv64(em_floordiv64(" not in sym.source and "const int64_t em_h" in sym.source
     assert f.cache_info()["compiles"] == 1
+
+
+def test_nested_maxima_render_once_and_are_named() -> None:
+    """A symbolic ``max`` renders as a call (``em_max64``), each argument's text once, which
+    ``hoist_sizes`` names like a floor division: as the ternary ``a > b ? a : b`` it was never named,
+    and the sizes of TF-style padded layers nested in full (12 MB of C for MobileNetV2). The C text
+    evaluates like the size itself; named, each level is one short declaration."""
+    h = sh.axis("h")
+    d = h
+    for _ in range(12):  # a strided layer's "SAME" padding nests a maximum of the previous size
+        d = sh.floordiv(d + sh.dmax(2 - d % 2, 1), 2)
+    text = sd.cdim(d)
+    assert "?" not in text
+
+    def em_floordiv64(a, b):
+        return a // b
+
+    def em_mod64(a, b):
+        return a % b
+
+    def em_max64(a, b):
+        return max(a, b)
+
+    code = text.replace("(int64_t)", "")
+    fns = {"em_floordiv64": em_floordiv64, "em_mod64": em_mod64, "em_max64": em_max64}
+    for n in (1, 2, 7, 64, 77, 4097, 12345):
+        assert eval(code, fns, {"em_d_h": n}) == sh.evaluate(d, {"h": n})  # noqa: S307 - our own C text
+    decls, out = sd.hoist_sizes([f"x[{text}] = 0;"], indent="")
+    assert out == [f"x[em_h{len(decls) - 1}] = 0;"] and any("em_max64(" in ln for ln in decls)
+    assert len(decls) < 100 and max(len(ln) for ln in decls) < 120

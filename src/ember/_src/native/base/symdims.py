@@ -44,7 +44,9 @@ def _atom_c(atom: Any) -> str:
         return f"em_floordiv64({a}, {b})"
     if atom.kind == "mod":
         return f"em_mod64({a}, {b})"
-    return f"({a} > {b} ? {a} : {b})"
+    # a call, not ``a > b ? a : b``: each argument's text once (nested maxima of TF-style padded
+    # sizes doubled at each level, 12 MB of C for MobileNetV2), and hoist_sizes names it
+    return f"em_max64({a}, {b})"
 
 
 def cdim(d: Any) -> str:
@@ -71,6 +73,7 @@ static inline int64_t em_floordiv64(int64_t a, int64_t b) {
     int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t em_mod64(int64_t a, int64_t b) {
     int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t em_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t em_ceil_sqrt64(int64_t a) {
     if (a <= 0) return 0;
     int64_t s = (int64_t)__builtin_sqrt((double)a);
@@ -184,7 +187,7 @@ _CAST_TOKEN = "\x01"  # stands for ``(int64_t)`` while groups are matched
 _INNER = re.compile(r"\(([^()]*)\)")
 _SIZE_IDENT = re.compile(r"^(?:em_d_\w+|em_h\d+)$")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_SAFE_CALL = re.compile(r"(em_floordiv64|em_mod64|em_ceil_sqrt64)$")
+_SAFE_CALL = re.compile(r"(em_floordiv64|em_mod64|em_max64|em_ceil_sqrt64)$")
 
 
 def _size_only(text: str) -> bool:
@@ -206,7 +209,7 @@ def hoist_sizes(lines: list[str], indent: str = "    ") -> tuple[list[str], list
     of floor divisions), so the same expressions repeat thousands of times in a function and a
     translation unit grows to megabytes. This returns ``(declarations, lines)``: the lines with each
     size-only group (integer arithmetic over ``em_d_*`` values, ``em_floordiv64``/``em_mod64`` by a
-    positive literal, ``em_ceil_sqrt64``) replaced by a local ``em_h<k>``, and the declarations
+    positive literal, ``em_max64``, ``em_ceil_sqrt64``) replaced by a local ``em_h<k>``, and the declarations
     ``const int64_t em_h<k> = ...;`` to put after the function's axis declarations, in dependency
     order. Only expressions that are safe to evaluate unconditionally move (no division by a size),
     so hoisting them out of a guarded branch or an empty loop changes nothing."""
@@ -235,7 +238,7 @@ def hoist_sizes(lines: list[str], indent: str = "    ") -> tuple[list[str], list
                 args = [a.strip() for a in inner.split(",")]
                 fn = call.group(1)
                 ok = all(_size_only(a) or re.fullmatch(r"\d+", a) or _SIZE_IDENT.match(a) for a in args)
-                if fn != "em_ceil_sqrt64":
+                if fn in ("em_floordiv64", "em_mod64"):  # (by a positive literal: never a trap)
                     ok = ok and len(args) == 2 and re.fullmatch(r"[1-9]\d*", args[1]) is not None
                 if ok:
                     start -= len(fn)

@@ -191,7 +191,7 @@ def _check_recorded(source: str, code: str, needs: dict[str, None]) -> None:
     (``native_check_emission``; a debugging aid, off in production)."""
     used = set(c_headers.headers_in(source)) | set(c_ops.prelude_names_in(source))
     markers = {"cb_flag": ("em_cb_failed_",), "interrupt": (interrupt.POLL,),
-               "symdims": ("em_floordiv64(", "em_mod64(", "em_ceil_sqrt64("),
+               "symdims": ("em_floordiv64(", "em_mod64(", "em_max64(", "em_ceil_sqrt64("),
                "gemm_kernel": ("em_sk_fn()", "em_skp_fn()"),
                "vexp": ("em_exp_row_f32(", "em_softmax_rows_f32(", "em_log_softmax_rows_f32("),
                "threadpool": ("EM_TASK_ATTR",), "main_ctx": ("&em_mctx_",)}
