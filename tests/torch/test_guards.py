@@ -74,25 +74,6 @@ def test_the_parser_keeps_equalities_and_rejects_other_python():
     assert jf.cache_info()["traces"] == 1
 
 
-def test_mobilenet_v1_dynamic_image_size():
-    """transformers' MobileNetV1 pads by ``h % 2`` at each strided layer. With dynamic image sizes
-    torch's export assumed even sizes at each scale: at sizes that keep them the import matches
-    torch eager, elsewhere it raises naming the guard (it returned a wrong shape before)."""
-    T = pytest.importorskip("transformers", reason="needs transformers")
-    model = T.MobileNetV1Model(T.MobileNetV1Config(image_size=64, depth_multiplier=0.25)).eval()
-    im = et.import_module(model, (torch.randn(2, 3, 64, 64),),
-                          dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
-    g = torch.Generator().manual_seed(0)
-    for b, h, w in ((2, 64, 64), (1, 64, 128), (3, 128, 96)):
-        x = torch.randn(b, 3, h, w, generator=g)
-        with torch.inference_mode():
-            want = model(x).last_hidden_state.numpy()
-        got = np.asarray(im(x.numpy())[0])
-        np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
-    with pytest.raises(ShapeError, match="a condition torch's export assumed"):
-        im(np.zeros((1, 3, 65, 64), np.float32))
-
-
 def test_guards_and_range_ends_are_constraints_of_the_program():
     """``imported.jit()`` (and its ``lower`` form) runs the traced program without the module's
     Python check, so the guards and the upper ends of the axis ranges are constraints of the

@@ -9,19 +9,19 @@ state passed in) calls ``ember::wkv_scan``: one graph node each, whose shapes to
 looping. ``ops_recurrent.py`` lowers them to a ``lax.scan`` over the sequence axis, which may be a
 named dynamic axis.
 
-With ``export.py`` and ``recurrent.py``, the only modules that import torch.
+With ``export.py``, ``recurrent.py`` and ``tf_padding.py``, the only modules that import torch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from ember._src.torch_import.patching import Patch, patched_functions
 
 # the transformers modules whose reference scan loops over the sequence (patched only when the
 # model's code already imported them)
@@ -117,24 +117,12 @@ def _linear_attention(original: Any) -> Any:
 
 
 # module, function name, replacement factory
-_PATCHES = tuple((m, "mamba_selective_scan", _selective_scan) for m in MODULES) + (
+_PATCHES: tuple[Patch, ...] = tuple((m, "mamba_selective_scan", _selective_scan) for m in MODULES) + (
     ("transformers.models.rwkv.modeling_rwkv", "rwkv_linear_attention", _linear_attention),)
 
 
-@contextlib.contextmanager
-def whole_ssm_scans() -> Iterator[int]:
+def whole_ssm_scans() -> contextlib.AbstractContextManager[int]:
     """Within the block, the imported transformers state space models run their selective scan as
     one ``ember::ssm_scan`` op and RWKV its attention as one ``ember::wkv_scan``; yields how many
     functions were patched (only in modules the model's code already imported)."""
-    patched = []
-    for name, attr, make in _PATCHES:
-        mod = sys.modules.get(name)
-        original = getattr(mod, attr, None) if mod is not None else None
-        if original is not None:
-            setattr(mod, attr, make(original))
-            patched.append((mod, attr, original))
-    try:
-        yield len(patched)
-    finally:
-        for mod, attr, original in patched:
-            setattr(mod, attr, original)
+    return patched_functions(_PATCHES)
