@@ -137,28 +137,24 @@ static int64_t em_now_ns(void) {
    kept off the caller's CPU). So a worker that starts a job on the CPU its caller published moves
    itself to the other CPUs of the set it started with (a syscall only then; the check is one read
    of the CPU number). */
-static void em_step_aside(const cpu_set_t *home, int have_home) {
 #ifdef __linux__
+static void em_step_aside(const cpu_set_t *home, int have_home) {
     const int caller = atomic_load_explicit(&em_caller_cpu, memory_order_relaxed);
     if (!have_home || caller < 0 || caller >= CPU_SETSIZE || sched_getcpu() != caller) return;
     cpu_set_t others = *home;
     CPU_CLR(caller, &others);
     if (CPU_COUNT(&others) > 0) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
-#else
-    (void)home; (void)have_home;
-#endif
 }
+#endif
 
 static void *em_worker(void *arg) {
     const int64_t tid = (int64_t)(intptr_t)arg;
     em_in_task = 1;
+#ifdef __linux__  /* (cpu_set_t and the affinity calls are Linux's) */
     cpu_set_t home;
     CPU_ZERO(&home);
-#ifdef __linux__
     const int have_home = pthread_getaffinity_np(pthread_self(), sizeof home, &home) == 0;
     pthread_setname_np(pthread_self(), "ember-pool");
-#else
-    const int have_home = 0;
 #endif
     uint64_t seen = atomic_load(&em_state) >> EM_GEN_SHIFT;
     for (;;) {
@@ -180,7 +176,9 @@ static void *em_worker(void *arg) {
             spins = 0;
             until = 0;
         }
+#ifdef __linux__
         em_step_aside(&home, have_home);
+#endif
         em_claim_and_run(tid);
     }
     return 0;
