@@ -40,6 +40,28 @@ def test_floordiv_by_a_sum_of_axes():
         for env in ({"batch": 7, "seq": 12}, {"batch": 1, "seq": 1}, {"batch": 40, "seq": 3}):
             assert sh.evaluate(q, env) == sh.evaluate(a, env) // sh.evaluate(total, env), (a, env)
 
+def test_floordiv_by_a_polynomial_that_divides_exactly():
+    """A polynomial multiple of a sum divides to the quotient (torch records Funnel's attention
+    sizes as ``(2 s^2 - s) // (2 s - 1)``); a division that is not exact stays an opaque floordiv,
+    and each evaluates like Python's ``//`` wherever the divisor is not 0."""
+    p = sh.floordiv(seq + 1, 2)
+    cases = [(2 * seq * seq - seq, 2 * seq - 1, seq), (batch * seq * seq - batch * time * time, seq - time,
+                                                        batch * seq + batch * time),
+             (seq * seq - 1, seq + 1, seq - 1), (p * (2 * p + seq), p, 2 * p + seq),
+             ((p + 1) * (seq + batch) * 3, 3 * seq + 3 * batch, p + 1)]
+    for a, b, want in cases:
+        assert sh.floordiv(a, b) == want, (a, b)
+    for a, b in ((seq * seq + 1, seq + 1), (3 * seq + 2, seq + 1), (2 * p + seq, p), (batch * seq, seq + 1)):
+        q = sh.floordiv(a, b)
+        assert isinstance(q, sh.DimExpr) and "floordiv" in str(q)
+        for env in ({"batch": 7, "seq": 12, "time": 3}, {"batch": 1, "seq": 1, "time": 5},
+                    {"batch": 4, "seq": 9, "time": 2}):
+            assert sh.evaluate(q, env) == sh.evaluate(a, env) // sh.evaluate(b, env), (a, b, env)
+    for a, b, want in cases:
+        for env in ({"batch": 7, "seq": 12, "time": 3}, {"batch": 2, "seq": 5, "time": 1}):
+            assert sh.evaluate(want, env) == sh.evaluate(a, env) // sh.evaluate(b, env), (a, b, env)
+
+
 def test_broadcast_unifies_names_and_reports_conflicts():
     assert sh.broadcast_shapes((batch, 512), (1, 512)) == (batch, 512)
     assert sh.broadcast_shapes((batch, 1), (seq,)) == (batch, seq)

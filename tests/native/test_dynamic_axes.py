@@ -501,3 +501,29 @@ def test_nested_maxima_render_once_and_are_named() -> None:
     decls, out = sd.hoist_sizes([f"x[{text}] = 0;"], indent="")
     assert out == [f"x[em_h{len(decls) - 1}] = 0;"] and any("em_max64(" in ln for ln in decls)
     assert len(decls) < 100 and max(len(ln) for ln in decls) < 120
+
+
+def test_a_chain_of_reshapes_over_symbolic_sizes_stays_short() -> None:
+    """Each reshape over symbolic sizes nests its divisions around the previous ones' and the text
+    of the index grows fourfold per level; fused, such a chain (Funnel's relative-position shift:
+    reshape, slice, reshape) gave lines of C of megabytes. Past ``MAX_SYMBOLIC_NESTING`` levels the
+    operand is materialized: the C stays small and the values are NumPy's at every binding."""
+
+    def shift(x, xp):  # x: (b, n, t)
+        b, n, t = x.shape
+        for _ in range(6):
+            y = xp.reshape(x, (b, t, n))[:, 1:, :]
+            x = xp.reshape(y, (b, n, t - 1)) * 1.5 + 1.0
+            t = t - 1
+        return x
+
+    g = ember.jit(lambda x: shift(ember.lax.slice_in_dim(x, 0, 2 * x.shape[1] + 8, axis=2), jnp),
+                  dynamic_axes={"x": ("b", "n", "m")}, backend="native")
+    c = g.lower(np.ones((2, 3, 14), np.float32))
+    sym = specialize.symbolic_executable(c.program)
+    assert sym.fallback_reason is None
+    assert len(sym.source) < 100_000 and max(len(ln) for ln in sym.source.splitlines()) < 2_000
+    rng = np.random.default_rng(0)
+    for b, n, m in ((2, 3, 14), (1, 5, 19), (3, 4, 17)):
+        x = rng.standard_normal((b, n, m)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(g(x)), shift(x[:, :, : 2 * n + 8], np), rtol=1e-5, atol=1e-5)

@@ -343,13 +343,47 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         else:
             return DimExpr._make(out)
     elif isinstance(a, DimExpr) and isinstance(b, DimExpr):
-        # an integer multiple of a sum, e.g. (24*past + 24*seq) // (past + seq): the flat index
-        # arithmetic of arrays whose dim is a sum of axes (a key/value cache past + seq)
-        (bm, bc) = b.terms[0]
-        ac = dict(a.terms).get(bm, 0)
-        if ac % bc == 0 and ac // bc != 0 and a == b * (ac // bc):
-            return ac // bc
+        # a polynomial multiple of a sum: (24*past + 24*seq) // (past + seq), the flat index
+        # arithmetic of arrays whose dim is a sum of axes (a key/value cache past + seq), or
+        # (2*seq^2 - seq) // (2*seq - 1), a size torch's export records for Funnel's attention
+        q = _exact_quotient(a, b)
+        if q is not None:
+            return q
     return DimExpr({((_Atom("floordiv", (a, b)), 1),): 1})
+
+
+def _exact_quotient(a: DimExpr, b: DimExpr) -> Dim | None:
+    """``a / b`` where ``b`` divides ``a`` as polynomials with integer coefficients (atoms as
+    variables), else None: long division by ``b``'s leading term in graded lexicographic order,
+    which recovers the quotient of an exact division. An exact quotient is the floor quotient for
+    every binding where ``b != 0``."""
+    atoms = sorted({at for m, _ in a.terms + b.terms for at, _ in m})
+
+    def order(m: _Mono) -> tuple:
+        powers = dict(m)
+        return sum(powers.values()), tuple(powers.get(at, 0) for at in atoms)
+
+    lead, lead_c = max(b.terms, key=lambda mc: order(mc[0]))
+    rest = dict(a.terms)
+    quotient: dict[_Mono, int] = {}
+    for _ in range(4 * len(a.terms) + 16):
+        rest = {m: c for m, c in rest.items() if c}
+        if not rest:
+            return DimExpr._make(quotient)
+        top = max(rest, key=order)
+        powers = dict(top)
+        for at, p in lead:
+            if powers.get(at, 0) < p:
+                return None
+            powers[at] -= p
+        if rest[top] % lead_c:
+            return None
+        qm, qc = tuple(sorted((at, p) for at, p in powers.items() if p)), rest[top] // lead_c
+        quotient[qm] = quotient.get(qm, 0) + qc
+        for m, c in b.terms:
+            pm = _mono_mul(qm, m)
+            rest[pm] = rest.get(pm, 0) - qc * c
+    return None
 
 
 def _mod_written_out(e: Dim, q: int) -> Dim:

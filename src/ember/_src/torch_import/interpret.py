@@ -59,8 +59,13 @@ def _as_torch_recorded(n: Any, out: Any, want: tuple) -> Any:
     got = tuple(out.shape)
     if got == want or not any(sh.is_symbolic(a) or sh.is_symbolic(b) for a, b in zip(got, want)):
         return out
-    return ensure_shape(out, want, f"{n.op} ({n.name[:80]!r}) where torch's export recorded "
-                                   f"{sh.shape_str(want)}")
+    reason = f"{n.op} ({n.name[:80]!r}) where torch's export recorded {sh.shape_str(want)}"
+    out = ensure_shape(out, want, reason)
+    # both checked equal at each binding, the shorter of the two is the one later nodes build on:
+    # torch's sizes can be long restatements of ember's (Funnel's attention: p * ((2 p + s) // p)
+    # for 2 p + s), which every index expression downstream would repeat
+    plain = tuple(g if len(str(g)) < len(str(w)) else w for g, w in zip(got, want))
+    return out if plain == want else ensure_shape(out, plain, reason)
 
 
 def _decode(v: Any, env: dict[str, Any], axes: dict[str, Any], ranges: dict | None = None) -> Any:

@@ -134,6 +134,16 @@ def _sym_mod(ctx, a, b):
     return sh.mod(a, b)
 
 
+@handler("python.pow", doc="size ** n (a constant n >= 0)")
+def _sym_pow(ctx, a, n):
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise NotImplementedError(f"a size raised to {n!r}: only a constant integer power >= 0 is a size")
+    out = 1
+    for _ in range(n):
+        out = out * a
+    return out
+
+
 @handler("python.sym_max", doc="max(size, size)")
 def _sym_max(ctx, a, b):
     return sh.dmax(a, b, ctx.ranges)
@@ -333,11 +343,30 @@ def _view(ctx, x, shape):
     torch's export guarded, ``h // 8`` against ``4 * (h // 32)``) the count is restated
     (``ensure_shape``), so a binding where they differ raises ``ShapeError``, as torch's view
     raises."""
-    n_in, n_out = sh.size(x.shape), sh.size(ctx.shape)
+    shape = _plain_sizes(sh.size(x.shape), tuple(ctx.shape))
+    n_in, n_out = sh.size(x.shape), sh.size(shape)
     if isinstance(n_in - n_out, int):
-        return jnp.reshape(x, ctx.shape)
-    flat = mv.ensure_shape(jnp.reshape(x, (n_in,)), (n_out,), f"aten.{ctx.name} to {sh.shape_str(ctx.shape)}")
-    return jnp.reshape(flat, ctx.shape)
+        return jnp.reshape(x, shape)
+    flat = mv.ensure_shape(jnp.reshape(x, (n_in,)), (n_out,), f"aten.{ctx.name} to {sh.shape_str(shape)}")
+    return jnp.reshape(flat, shape)
+
+
+def _plain_sizes(n_in: Any, shape: tuple) -> tuple:
+    """``shape`` with a size that holds a floor division (torch's record of a view's inferred
+    ``-1``, such as ``(h * h * (t // h)) // t``) replaced by the element count divided by the other
+    sizes, where that division is exact and shorter: the same size wherever the counts are equal,
+    which torch's export checked, and a short expression in the generated code."""
+    for i, d in enumerate(shape):
+        if not isinstance(d, sh.DimExpr) or not any(a.kind == "floordiv" for a in d.atoms()):
+            continue
+        others = sh.size(shape[:i] + shape[i + 1:])
+        if isinstance(others, int) and others == 0:
+            continue
+        q = sh.floordiv(n_in, others)
+        exact = n_in - q * others
+        if isinstance(exact, int) and exact == 0 and len(str(q)) < len(str(d)):
+            shape = shape[:i] + (q,) + shape[i + 1:]
+    return shape
 
 
 @handler("aten.expand.default", doc="broadcast to a shape")

@@ -12,6 +12,7 @@ import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
+from ember._src.prims import movement as mv
 from ember._src.torch_import.ops import _norm, handler
 
 
@@ -138,11 +139,51 @@ def _slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
     if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end >= n)):
         end = None
     if (start or 0) == 0 and end is None and step == 1:  # the whole axis (x[:, i] = v writes through this)
-        return jnp.broadcast_to(src.astype(x.dtype), tuple(x.shape))
+        return jnp.broadcast_to(_restated(src.astype(x.dtype), x.shape), tuple(x.shape))
     if not isinstance(n, int):
-        raise NotImplementedError("slice_scatter of part of a dynamic axis")
+        return _slice_scatter_dynamic(x, src.astype(x.dtype), dim, start, end, step)
     start, end, step = slice(start, end, step).indices(n)
     return _write_along(x, src, dim, np.arange(start, end, step))
+
+
+def _slice_scatter_dynamic(x, src, dim, start, end, step):
+    """``slice_scatter`` along an axis of symbolic size ``n`` with step 1: the part of ``x`` before
+    ``start``, ``src``, and the part from ``end`` on, concatenated (an in-place op on a view, such
+    as Funnel's ``positional_attn[..., :context_len] *= mask``, exports as this). Bounds are taken
+    as torch recorded them (in range: its export checked them); the result's size along ``dim`` is
+    restated as ``n``, so a binding where the parts do not add up to it raises ``ShapeError``."""
+    if step != 1:
+        raise NotImplementedError(f"slice_scatter with step {step} along a dynamic axis")
+    n = x.shape[dim]
+    start = start or 0
+    if isinstance(start, int) and start < 0:
+        start = start + n
+    if isinstance(end, int) and end < 0:
+        end = end + n
+    parts = [lax.slice_in_dim(x, 0, start, axis=dim)] if not _is_zero(start) else []
+    parts.append(src)
+    if end is not None:
+        parts.append(lax.slice_in_dim(x, end, n, axis=dim))
+    out = jnp.concatenate(parts, axis=dim) if len(parts) > 1 else src
+    return _restated(out, x.shape)
+
+
+def _restated(src, shape):
+    """``src`` with each size that torch recorded as equal to ``shape``'s but that ember cannot
+    prove equal (``(s * (2 s - 1)) // (2 s - 1)`` against ``s``) restated as ``shape``'s
+    (``ensure_shape``: checked when a call binds the axes); sizes of 1 stay, to broadcast."""
+    if src.ndim != len(shape) or all(a == 1 or _provably_equal(a, b) for a, b in zip(src.shape, shape)):
+        return src
+    return mv.ensure_shape(src, tuple(b if a != 1 else 1 for a, b in zip(src.shape, shape)),
+                           "aten.slice_scatter")
+
+
+def _provably_equal(a, b) -> bool:
+    return isinstance(a - b, int) and a - b == 0
+
+
+def _is_zero(v) -> bool:
+    return isinstance(v, int) and v == 0
 
 
 @handler("aten.select_scatter.default", doc="x with x[..., index, ...] replaced by src")

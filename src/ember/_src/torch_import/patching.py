@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-# (module name, function name, factory: original function -> replacement)
+# (module name, function name or "Class.method", factory: original function -> replacement)
 Patch = tuple[str, str, Callable[[Any], Any]]
 
 
@@ -23,14 +23,17 @@ def patched_functions(patches: Iterable[Patch]) -> Iterator[int]:
     """Within the block, each function of ``patches`` whose module is imported is replaced by
     ``factory(original)``; yields how many were replaced, and restores them on exit."""
     done = []
-    for name, attr, make in patches:
-        mod = sys.modules.get(name)
-        original = getattr(mod, attr, None) if mod is not None else None
+    for name, path, make in patches:
+        owner: Any = sys.modules.get(name)
+        *outer, attr = path.split(".")  # "Class.method" patches a method of a class of the module
+        for part in outer:
+            owner = getattr(owner, part, None)
+        original = getattr(owner, attr, None) if owner is not None else None
         if original is not None:
-            setattr(mod, attr, make(original))
-            done.append((mod, attr, original))
+            setattr(owner, attr, make(original))
+            done.append((owner, attr, original))
     try:
         yield len(done)
     finally:
-        for mod, attr, original in reversed(done):
-            setattr(mod, attr, original)
+        for owner, attr, original in reversed(done):
+            setattr(owner, attr, original)

@@ -336,6 +336,25 @@ def linearize(idx: Sequence[Ix], shape: Sequence[int]) -> Ix:
     return total
 
 
+# The deepest nesting of divisions by symbolic sizes a kernel's reshape may leave in an index. Each
+# reshape over symbolic sizes nests its divisions around the previous ones' (the flat offset divided
+# by and reduced modulo each size), and the index's text grows about fourfold per level: Funnel's
+# relative-position shift (reshapes and slices over the sequence and its pooled length) gave lines
+# of C of megabytes. Past this depth the kernel builder materializes the reshape's operand.
+MAX_SYMBOLIC_NESTING = 2
+
+
+def symbolic_nesting(e: Ix, limit: int = MAX_SYMBOLIC_NESTING + 1) -> int:
+    """How deeply divisions and remainders by symbolic sizes nest in ``e``, counted up to
+    ``limit``."""
+    deepest = 0
+    for t in e.opaques():
+        if isinstance(t, _ByConstant) and deepest < limit:
+            inner = symbolic_nesting(t.e, limit - 1) if limit > 1 else 0
+            deepest = max(deepest, inner + (0 if isinstance(t.k, int) else 1))
+    return min(deepest, limit)
+
+
 def delinearize(flat: Ix, shape: Sequence[int], ranges: Ranges) -> list[Ix]:
     """The multi-index of row-major flat offset ``flat`` in an array of ``shape``."""
     if 0 in shape:  # nothing is ever read from an empty array: any index will do

@@ -406,7 +406,10 @@ class _Builder:
     def mv_reshape(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x = e.inputs[0]
         flat = ixm.linearize(idx, e.outvars[0].aval.shape)
-        return self.value(x, tuple(ixm.delinearize(flat, x.aval.shape, self.ranges)))
+        new = tuple(ixm.delinearize(flat, x.aval.shape, self.ranges))
+        if max((ixm.symbolic_nesting(i) for i in new), default=0) > ixm.MAX_SYMBOLIC_NESTING:
+            raise Unfusable("a reshape's index nests too many divisions by symbolic sizes (index.py)")
+        return self.value(x, new)
 
     mv_squeeze = mv_reshape
 
