@@ -52,3 +52,24 @@ def mixtral():
                                      num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
                                      bos_token_id=0, eos_token_id=0)
     return transformers.MixtralForCausalLM(cfg).eval()
+
+
+def check_dynamic_image_model(model, example_hw, sizes, seed=3):
+    """``model`` (an image model with a ``last_hidden_state``) imported once from a batch-2 example
+    of ``example_hw`` with dynamic batch, height and width, against torch eager at each
+    ``(batch, h, w)`` of ``sizes``, with one compile; returns the imported module."""
+    import numpy as np
+
+    import ember.torch as et
+    im = et.import_module(model, (torch.randn(2, 3, *example_hw),),
+                          dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
+    g = torch.Generator().manual_seed(seed)
+    for b, h, w in sizes:
+        x = torch.randn(b, 3, h, w, generator=g)
+        with torch.inference_mode():
+            want = model(x).last_hidden_state.numpy()
+        got = np.asarray(im(x.numpy())[0])
+        assert got.shape == want.shape and np.abs(want).max() > 1e-3
+        np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
+    assert im._jitted.cache_info()["compiles"] == 1
+    return im

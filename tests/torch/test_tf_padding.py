@@ -3,7 +3,6 @@ branch on a size; the importer replaces their ``apply_tf_padding`` during the ex
 branch-free form (``torch_import/tf_padding.py``), so their image sizes stay dynamic. The form
 against the originals, and both models against torch eager at sizes of every parity."""
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch importer tests need torch")
@@ -12,8 +11,8 @@ T = pytest.importorskip("transformers", reason="needs transformers")
 from transformers.models.mobilenet_v1 import modeling_mobilenet_v1 as v1  # noqa: E402
 from transformers.models.mobilenet_v2 import modeling_mobilenet_v2 as v2  # noqa: E402
 
-import ember.torch as et  # noqa: E402
 from ember._src.torch_import import tf_padding  # noqa: E402
+from tests.torch.models import check_dynamic_image_model  # noqa: E402
 
 
 @pytest.mark.parametrize("kernel", [1, 2, 3, 5])
@@ -42,18 +41,7 @@ def test_the_replacement_pads_as_the_original(module, dilated):
 
 
 def _check(model, sizes):
-    im = et.import_module(model, (torch.randn(2, 3, 64, 64),),
-                          dynamic_axes={"pixel_values": ("batch", None, "h", "w")})
-    g = torch.Generator().manual_seed(3)
-    for b, h, w in sizes:
-        x = torch.randn(b, 3, h, w, generator=g)
-        with torch.inference_mode():
-            want = model(x).last_hidden_state.numpy()
-        got = np.asarray(im(x.numpy())[0])
-        assert got.shape == want.shape and np.abs(want).max() > 1e-3
-        np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max(), rtol=0)
-    assert im._jitted.cache_info()["compiles"] == 1
-    return im
+    return check_dynamic_image_model(model, (64, 64), sizes)
 
 
 def test_mobilenet_v2_dynamic_image_size():

@@ -10,7 +10,7 @@ continues the progression backwards), so three numbers describe them: the first 
 stride, and the count, which stays a symbolic size. The replacement computes the same embeddings
 from those. The factorized attention (``attention_type="factorized"``) already builds its tables
 with ``arange`` of the length and keeps the original method. With ``export.py``, ``recurrent.py``,
-``ssm.py`` and ``tf_padding.py``, the only modules that import torch.
+``ssm.py``, ``tf_padding.py`` and ``mobilevit_patches.py``, the only modules that import torch.
 """
 
 from __future__ import annotations
