@@ -84,7 +84,6 @@ def test_funnel_with_a_dynamic_sequence(make, blocks, lengths, refused):
     assert im._jitted.cache_info()["compiles"] == 1
     with pytest.raises(ShapeError, match="torch's export"):
         im(torch.randint(0, 100, (1, refused)).numpy())
-    assert modeling_funnel.FunnelAttentionStructure.get_position_embeds.__name__ == "get_position_embeds"
     assert not hasattr(modeling_funnel.FunnelAttentionStructure.get_position_embeds, "__wrapped__")
 
 
@@ -97,18 +96,25 @@ class _ScaleAView(torch.nn.Module):
         return y
 
 
-def test_slice_scatter_of_part_of_a_dynamic_axis():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_slice_scatter_of_part_of_a_dynamic_axis(dtype):
+    def rand(*shape, g):
+        return torch.randn(*shape, generator=g).mul(4).to(dtype)
+
     model = _ScaleAView()
-    im = et.import_module(model, (torch.randn(2, 3, 7), torch.randn(2, 3, 3)),
+    g = torch.Generator().manual_seed(0)
+    im = et.import_module(model, (rand(2, 3, 7, g=g), rand(2, 3, 3, g=g)),
                           dynamic_axes={"x": ("b", "s", "t"), "m": ("b", "s", "s")})
     assert any(n.op == "aten.slice_scatter.default" for n in im.graph.nodes)
-    g = torch.Generator().manual_seed(0)
-    for b, s, t in ((2, 3, 7), (1, 5, 6), (3, 2, 9), (1, 4, 5)):
-        x, m = torch.randn(b, s, t, generator=g), torch.randn(b, s, s, generator=g)
+    # (a size-0 axis is traced as a static program of its own: docs/dynamic_axes.md)
+    for b, s, t in ((2, 3, 7), (1, 5, 6), (3, 2, 9), (1, 4, 5), (1, 1, 2), (2, 0, 4)):
+        x, m = rand(b, s, t, g=g), rand(b, s, s, g=g)
         want = model(x, m).numpy()
         got = np.asarray(im(x.numpy(), m.numpy()))
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    assert im._jitted.cache_info()["compiles"] == 1
+        assert got.dtype == want.dtype
+        if s:
+            assert im._jitted.cache_info()["compiles"] == 1
 
 
 class _Squared(torch.nn.Module):

@@ -328,24 +328,10 @@ def floordiv(a: Dim, b: Dim) -> Dim:
             return floordiv(inner.args[0] + c * p, p * b)
     elif a == b:
         return 1
-    elif isinstance(a, DimExpr) and isinstance(b, DimExpr) and len(b.terms) == 1:
-        # exact division by a single monomial, e.g. (batch*seq) // seq
-        (bm, bc), = b.terms
-        out: dict[_Mono, int] = {}
-        for m, c in a.terms:
-            powers = dict(m)
-            ok = c % bc == 0 and all(powers.get(at, 0) >= p for at, p in bm)
-            if not ok:
-                break
-            for at, p in bm:
-                powers[at] -= p
-            out[tuple(sorted((at, p) for at, p in powers.items() if p))] = c // bc
-        else:
-            return DimExpr._make(out)
     elif isinstance(a, DimExpr) and isinstance(b, DimExpr):
-        # a polynomial multiple of a sum: (24*past + 24*seq) // (past + seq), the flat index
-        # arithmetic of arrays whose dim is a sum of axes (a key/value cache past + seq), or
-        # (2*seq^2 - seq) // (2*seq - 1), a size torch's export records for Funnel's attention
+        # a polynomial multiple of the divisor: (batch*seq) // seq, (24*past + 24*seq) // (past +
+        # seq) (the flat index arithmetic of arrays whose dim is a sum of axes, a key/value cache
+        # past + seq), or (2*seq^2 - seq) // (2*seq - 1), a size torch's export records for Funnel
         q = _exact_quotient(a, b)
         if q is not None:
             return q

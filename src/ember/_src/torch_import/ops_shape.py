@@ -13,7 +13,7 @@ import ember.lax as lax
 import ember.numpy as jnp
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
-from ember._src.torch_import.ops import _norm, handler
+from ember._src.torch_import.ops import _norm, _same, handler
 
 
 @handler("aten.copy.default", doc="src broadcast into the shape and dtype of x")
@@ -172,14 +172,10 @@ def _restated(src, shape):
     """``src`` with each size that torch recorded as equal to ``shape``'s but that ember cannot
     prove equal (``(s * (2 s - 1)) // (2 s - 1)`` against ``s``) restated as ``shape``'s
     (``ensure_shape``: checked when a call binds the axes); sizes of 1 stay, to broadcast."""
-    if src.ndim != len(shape) or all(a == 1 or _provably_equal(a, b) for a, b in zip(src.shape, shape)):
+    if src.ndim != len(shape) or all(_same(a, 1) or _same(a, b) for a, b in zip(src.shape, shape)):
         return src
-    return mv.ensure_shape(src, tuple(b if a != 1 else 1 for a, b in zip(src.shape, shape)),
+    return mv.ensure_shape(src, tuple(1 if _same(a, 1) else b for a, b in zip(src.shape, shape)),
                            "aten.slice_scatter")
-
-
-def _provably_equal(a, b) -> bool:
-    return isinstance(a - b, int) and a - b == 0
 
 
 def _is_zero(v) -> bool:

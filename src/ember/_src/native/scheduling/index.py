@@ -345,14 +345,17 @@ MAX_SYMBOLIC_NESTING = 2
 
 
 def symbolic_nesting(e: Ix, limit: int = MAX_SYMBOLIC_NESTING + 1) -> int:
-    """How deeply divisions and remainders by symbolic sizes nest in ``e``, counted up to
-    ``limit``."""
+    """How deeply divisions and remainders by symbolic sizes nest in ``e`` (those by constants
+    count 0), counted up to ``limit``."""
     deepest = 0
     for t in e.opaques():
-        if isinstance(t, _ByConstant) and deepest < limit:
-            inner = symbolic_nesting(t.e, limit - 1) if limit > 1 else 0
-            deepest = max(deepest, inner + (0 if isinstance(t.k, int) else 1))
-    return min(deepest, limit)
+        if not isinstance(t, _ByConstant):
+            continue
+        own = 0 if isinstance(t.k, int) else 1
+        deepest = max(deepest, own + (symbolic_nesting(t.e, limit - own) if limit > own else 0))
+        if deepest >= limit:
+            return limit
+    return deepest
 
 
 def delinearize(flat: Ix, shape: Sequence[int], ranges: Ranges) -> list[Ix]:
