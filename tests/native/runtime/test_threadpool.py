@@ -190,7 +190,12 @@ def _step_aside_child(q):
 
     lib = _driver()
     allowed = os.sched_getaffinity(0)
-    _run(lib, 1000, 2, 4, 5)  # the workers start with the whole set
+    # the workers start with the whole set; once one has run a chunk it has read that set (on a
+    # loaded host the caller may finish the first jobs before a new worker runs its first lines)
+    for _ in range(500):
+        if (_run(lib, 1000, 2, 4, 1)[2] > 0).any():
+            break
+        time.sleep(0.01)
     here = min(allowed)
     # where Linux may wake a worker: on its caller's CPU; the caller stays there
     os.sched_setaffinity(threading.get_native_id(), {here})

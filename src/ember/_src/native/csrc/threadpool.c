@@ -154,7 +154,6 @@ static void *em_worker(void *arg) {
     cpu_set_t home;
     CPU_ZERO(&home);
     const int have_home = pthread_getaffinity_np(pthread_self(), sizeof home, &home) == 0;
-    pthread_setname_np(pthread_self(), "ember-pool");
 #endif
     uint64_t seen = atomic_load(&em_state) >> EM_GEN_SHIFT;
     for (;;) {
@@ -222,6 +221,9 @@ static int em_grow(int want) {
         const int rc = pthread_create(&t, &attr, em_worker, (void *)(intptr_t)(em_nworkers + 1));
         pthread_attr_destroy(&attr);
         if (rc != 0) break;
+#ifdef __linux__  /* (named here, not by the worker, so the name is there once the pool grew) */
+        pthread_setname_np(t, "ember-pool");
+#endif
         ++em_nworkers;
     }
     const int have = em_nworkers + 1;
