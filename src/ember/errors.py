@@ -101,4 +101,10 @@ __all__ = [
     "CompileError",
     "ValidationError",
     "DeletedArrayError",
+    "CheckError",
 ]
+
+
+class CheckError(EmberError, RuntimeError):
+    """A condition a program asserts at run time does not hold (``ember``'s ``check`` primitive;
+    an imported model's ``torch._assert_async``). A ``RuntimeError``, as torch raises for it."""

@@ -244,7 +244,13 @@ CASES.update({
                                ((r(4, 5), [None, torch.tensor([1, 4])], r(4, 2)), {}),
                                ((r(4, 5), [torch.tensor([1, 2, 1]), torch.tensor([0, 4, 0])], r(3), True), {}),
                                ((r(4, 5, dtype=I64), [torch.tensor([3])], torch.tensor(7)), {}),
-                               ((r(4, 5), [idx(4, 0)], r(0, 5)), {})],
+                               ((r(4, 5), [idx(4, 0)], r(0, 5)), {}),
+                               # a boolean mask with values the same for every selected position
+                               ((r(4, 5), [r(4, 5) > 0], torch.tensor(3.0)), {}),
+                               ((r(4, 5), [None, r(5) > 0], r(4, 1)), {}),
+                               ((r(2, 3, 4), [r(2, 3) > 0], r(4), True), {}),
+                               ((r(3, 4, dtype=I64), [r(3, 4) > 9], torch.tensor(-1)), {}),
+                               ((r(0, 4), [r(0, 4) > 0], torch.tensor(1.0)), {})],
     "aten.flip.default": [((r(3, 4), [0, 1]), {}), ((r(2, 3, 4), [-1]), {}), ((r(0, 4), [1]), {}), ((r(5, dtype=B), [0]), {})],
     "aten.empty_permuted.default": [(([2, 3], [1, 0]), {"dtype": F}), (([0, 4], [0, 1]), {"dtype": I64})],
     "aten.empty.memory_format": [(([2, 3],), {"dtype": F})],
@@ -274,7 +280,8 @@ CASES.update({
     "aten.empty_strided.default": [(([2, 3], [3, 1]), {"dtype": F})],
     "aten.native_dropout.default": [((r(3, 4), 0.5, False), {})],
     "aten.repeat.default": [((r(2, 3), [2, 1]), {}), ((r(3), [2, 2]), {}), ((r(0, 2, dtype=I64), [3, 1]), {})],
-    "aten.unfold.default": [((r(2, 7), 1, 3, 2), {}), ((r(6, 2), 0, 2, 2), {}), ((r(5), 0, 5, 1), {})],
+    "aten.unfold.default": [((r(2, 7), 1, 3, 2), {}), ((r(6, 2), 0, 2, 2), {}), ((r(5), 0, 5, 1), {}),
+                            ((r(2, 9, 3), 1, 4, 2), {}), ((r(2, 10), 1, 4, 4), {}), ((r(20, 2), 0, 18, 2), {})],
     "aten.diagonal.default": [((r(4, 5),), {}), ((r(2, 4, 5), 1, 1, 2), {}), ((r(4, 5), -2), {})],
     "aten.reflection_pad1d.default": [((r(2, 3, 6), [2, 1]), {})],
     "aten.reflection_pad2d.default": [((r(1, 2, 4, 5), [1, 2, 3, 0]), {})],
@@ -492,3 +499,63 @@ def test_slice_from_a_negative_start_past_the_axis():
     for n in (16, 17):  # (at 17 the graph would keep all 17 rows where torch eager keeps 16)
         with pytest.raises(ShapeError, match=f"seq: {n}.*axis 'seq' past 15, the largest size torch's export traced"):
             m(np.zeros((1, n, 3), np.float32))
+
+
+def test_index_put_with_a_boolean_mask_and_per_position_values_raises():
+    """``x[mask] = v`` with values that differ per selected position needs the count of true
+    elements (a data-dependent size): the import raises naming it instead of guessing."""
+    op = OPS["aten.index_put.default"]
+    x, mask = jnp.zeros((4, 5)), jnp.asarray(np.eye(4, 5, dtype=bool))
+    with pytest.raises(NotImplementedError, match="differ per selected position"):
+        op.fn(Ctx((4, 5), "float32", "index_put.default"), x, [mask], jnp.ones((4,)))
+    with pytest.raises(IndexError, match="does not match"):
+        op.fn(Ctx((4, 5), "float32", "index_put.default"), x, [jnp.ones((4, 4), bool)], jnp.ones(()))
+
+
+def test_windows_over_a_dynamic_axis():
+    """``unfold`` (slices of chunks when the window is whole steps, else a gather), ``as_strided``
+    with symbolic strides (overlapping chunks), a slice ``[:-w]`` with a symbolic ``w`` and
+    ``split`` into symbolic sizes, each over a dynamic axis at several lengths with one compile,
+    against torch."""
+    import ember.torch as et
+
+    class Windows(torch.nn.Module):
+        def forward(self, x):
+            s = x.shape[1]
+            a = x.unfold(1, 4, 2).sum(-1)                                   # whole steps
+            b = x.unfold(1, 3, 2).amax(-1)                                  # a gather
+            c = x.as_strided((x.shape[0], s // 2 - 1, 4), (s, 2, 1)).sum(-1)  # overlapping chunks
+            w = s // 4
+            d = x[:, :-w] * 2.0                                             # symbolic end from the end
+            e, f = torch.split(x, [w, s - w], dim=1)
+            return a, b, c, d, e + 1.0, f
+
+    m = et.import_module(Windows(), (torch.randn(2, 12),), dynamic_axes={"x": ("batch", "seq")})
+    for b, n in ((2, 12), (3, 9), (1, 16), (2, 4)):
+        x = torch.randn(b, n)
+        for got, want in zip(m(x.numpy()), Windows()(x)):
+            np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-6, atol=1e-6)
+    assert m._jitted.cache_info()["compiles"] == 1
+
+
+def test_torch_assert_async_is_checked_at_run_time():
+    """``torch._assert_async(cond, msg)`` in a model: the imported program checks it on every call
+    and raises ``CheckError`` with torch's message (torch eager raises ``RuntimeError``; so does
+    CheckError's class)."""
+    import ember.torch as et
+    from ember.errors import CheckError
+
+    class Checked(torch.nn.Module):
+        def forward(self, x):
+            torch._assert_async((x > -10).all(), "inputs must exceed -10")
+            return x * 3.0
+
+    m = et.import_module(Checked(), (torch.zeros(2, 3),), dynamic_axes={"x": ("batch", None)})
+    assert any(n.op.startswith("aten._assert_async") for n in m.graph.nodes)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(np.asarray(m(x)), x * 3.0)
+    x[2, 1] = -11.0
+    with pytest.raises(CheckError, match="inputs must exceed -10"):
+        m(x)
+    with pytest.raises(RuntimeError):
+        Checked()(torch.from_numpy(x))

@@ -3,6 +3,7 @@
 from ember._src.prims import (  # noqa: F401
     attention,
     callback,
+    check,
     conv,
     debug_callback,
     dot,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ember._src.torch_import import funnel_positions, mobilevit_patches, tf_padding
+from ember._src.torch_import import funnel_positions, longformer_attention, mobilevit_patches, tf_padding
 from ember._src.torch_import.graph import Graph, Input, Node
 from ember._src.torch_import.patching import patched_functions
 from ember._src.torch_import.recurrent import whole_recurrent_layers
@@ -181,7 +181,8 @@ def export_program(model: Any, args: tuple, kwargs: dict | None,
         ds[name] = {i: torch.export.Dim.DYNAMIC for i, s in enumerate(spec) if s is not None}
     widened = widen_examples(bound, dynamic_axes)
     try:
-        patches = tf_padding.PATCHES + funnel_positions.PATCHES + mobilevit_patches.PATCHES
+        patches = (tf_padding.PATCHES + funnel_positions.PATCHES + mobilevit_patches.PATCHES
+                   + longformer_attention.PATCHES)
         with whole_recurrent_layers(model), whole_ssm_scans(), patched_functions(patches):
             ep = torch.export.export(model, tuple(widened.args), widened.kwargs,
                                      dynamic_shapes=ds or None, strict=False)

@@ -120,6 +120,32 @@ def _ref_names(a: Any, names: dict[str, str]) -> Any:
     return names.get(a["ref"], a["ref"]) if isinstance(a, dict) and "ref" in a else None
 
 
+# elementwise ops whose operands broadcast against each other: where torch's recorded output size
+# and an operand's size (not 1) are different expressions, torch's broadcast found them equal
+BROADCASTING = frozenset(f"aten.{n}" for n in (
+    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "div.Tensor_mode", "where.self",
+    "maximum.default", "minimum.default", "pow.Tensor_Tensor", "eq.Tensor", "ne.Tensor", "lt.Tensor",
+    "le.Tensor", "gt.Tensor", "ge.Tensor", "logical_and.default", "logical_or.default",
+    "bitwise_and.Tensor", "bitwise_or.Tensor", "masked_fill.Tensor", "masked_fill.Scalar"))
+
+
+def _broadcast_as_recorded(n: Any, a: Any, want: tuple) -> Any:
+    """The operand ``a`` of a broadcasting node with each size that is neither 1 nor the recorded
+    output's (right-aligned) restated as the output's, checked equal at each binding: torch's
+    export may know them equal from a guard (Longformer's padded length ``4 * (s // 4)`` is ``s``
+    for the multiples of 8 its export assumed) where ember's expressions differ."""
+    if not hasattr(a, "shape") or a.ndim > len(want) or a.ndim == 0:
+        return a
+    got = tuple(a.shape)
+    new = tuple(w if g != w and not (isinstance(g, int) and g == 1)
+                and (sh.is_symbolic(g) or sh.is_symbolic(w)) else g
+                for g, w in zip(got, want[len(want) - len(got):]))
+    if new == got:
+        return a
+    return ensure_shape(a, new, f"{n.op} ({n.name[:80]!r}) broadcast to torch's recorded "
+                                f"{sh.shape_str(want)}")
+
+
 def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
     """``f(params, *inputs) -> (outputs, new_state)``: ``outputs`` a tuple in ``graph.output_names``
     order, ``new_state`` a dict of the mutated buffers (state target -> new value)."""
@@ -153,6 +179,8 @@ def build_function(graph: Graph, constants: dict[str, Any]) -> Any:
             dtype = None if n.dtype is None else dt.canonicalize(n.dtype)
             refs = tuple(_ref_names(a, names) for a in n.args)
             ctx = Ctx(shape, dtype, n.op[5:] if n.op.startswith("aten.") else n.op, refs, n.source, ranges)
+            if n.op in BROADCASTING and shape is not None:
+                args = [_broadcast_as_recorded(n, a, shape) for a in args]
             try:
                 out = OPS[n.op].fn(ctx, *args, **kwargs)
             except Exception as e:

@@ -25,6 +25,7 @@ from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
 from ember._src.prims.attention import attention
 from ember._src.prims.indexing import check_index
+from ember.errors import ShapeError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,10 +397,14 @@ def _slice(ctx, x, dim=0, start=None, end=None, step=1):
     if isinstance(start, int) and start < 0:
         # (past the start of the axis torch clamps to 0: XLNet keeps x[-512:] of its seq-long memory)
         start = builtins_max(start + n, 0) if isinstance(n, int) else sh.dmax(start + n, 0, ctx.ranges)
+    elif start is not None and not isinstance(start, int) and _at_most_zero(start):
+        start = sh.dmax(start + n, 0, ctx.ranges)
     if isinstance(end, int) and (end >= 2 ** 62 or (isinstance(n, int) and end > n)):
         end = None
     elif isinstance(end, int) and end < 0:
         end = end + n
+    elif end is not None and not isinstance(end, int) and _at_most_zero(end):
+        end = end + n  # x[:-w] with a symbolic w (Longformer's window), from the end as torch
     if end is not None and not isinstance(end, int):
         if _same(end, n):
             end = None
@@ -413,6 +418,15 @@ def _slice(ctx, x, dim=0, start=None, end=None, step=1):
 
 
 builtins_max = max
+
+
+def _at_most_zero(d: Any) -> bool:
+    """Whether the symbolic size expression ``d`` is provably ``<= 0`` (the negation of sizes:
+    torch's export took such a slice bound as counted from the end)."""
+    try:
+        return bool(-d >= 0)
+    except ShapeError:
+        return False
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -523,9 +537,12 @@ def _split(ctx, x, sizes, dim=0):
         sizes = [sizes] * (n // sizes) + ([n % sizes] if n % sizes else [])
     out, start = [], 0
     for s in sizes:
-        idx = [slice(None)] * x.ndim
-        idx[dim] = slice(start, start + s)
-        out.append(x[tuple(idx)])
+        if isinstance(start, int) and isinstance(s, int):
+            idx = [slice(None)] * x.ndim
+            idx[dim] = slice(start, start + s)
+            out.append(x[tuple(idx)])
+        else:  # symbolic sizes (torch checked they add up to the axis)
+            out.append(lax.slice_in_dim(x, start, start + s, axis=dim))
         start = start + s
     return out
 

@@ -177,18 +177,22 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
 
 # ---- index_put (x[indices] = values, or +=) --------------------------------------------------------
 
-@handler("aten.index_put.default", doc="x[indices] = values (accumulate: +=); an index out of range raises")
+@handler("aten.index_put.default", doc="x[indices] = values (accumulate: +=); an index out of range raises; "
+         "a boolean mask with values the same for every selected position is a where")
 def _index_put(ctx, x, indices, values, accumulate=False):
     names = ctx.refs[1] if len(ctx.refs) > 1 and isinstance(ctx.refs[1], (list, tuple)) else []
     names = list(names) + [None] * (len(indices) - len(names))
     adv = [a for a, i in enumerate(indices) if i is not None]
     if not adv:
         return jnp.broadcast_to(jnp.asarray(values).astype(x.dtype), tuple(x.shape))
+    if len(adv) == 1 and jnp.asarray(indices[adv[0]]).dtype == np.bool_:
+        return _masked_put(ctx, x, adv[0], jnp.asarray(indices[adv[0]]), values, accumulate)
     idx = []
     for a in adv:
         i = jnp.asarray(indices[a])
         if i.dtype == np.bool_:
-            raise NotImplementedError("index_put with a boolean mask (data-dependent shape)")
+            raise NotImplementedError("index_put with a boolean mask beside other indices "
+                                      "(data-dependent shape)")
         idx.append(checked_index(ctx, i, x.shape[a], f"{names[a] or 'the index'} indexes axis {a} of "
                                  f"{ctx.arg(0)}", negative=True))
     idx = jnp.broadcast_arrays(*idx)
@@ -215,6 +219,32 @@ def _index_put(ctx, x, indices, values, accumulate=False):
                      mode="add" if accumulate else "set")
     out = jnp.reshape(out, tuple(xt.shape))
     return jnp.transpose(out, tuple(np.argsort(adv + rest)))
+
+
+def _masked_put(ctx, x, a: int, mask: Any, values: Any, accumulate: bool) -> Any:
+    """``x[..., mask, ...] = values`` (``+=`` when ``accumulate``) with one boolean mask over the
+    axes ``a, a + 1, ...`` of ``x``, where ``values`` is the same for every selected position (its
+    axis for the selected count has size 1 or is absent, e.g. a scalar): a ``where``, with no
+    data-dependent size. Values that differ per selected position raise."""
+    k = mask.ndim
+    if not all(_same_size(m, d) for m, d in zip(mask.shape, x.shape[a:a + k])) or a + k > x.ndim:
+        raise IndexError(f"aten.{ctx.name}: the boolean mask of shape {tuple(mask.shape)} does not match "
+                         f"axes {a}..{a + k - 1} of {ctx.arg(0)} (shape {tuple(x.shape)})")
+    lead, rest = tuple(x.shape[:a]), tuple(x.shape[a + k:])
+    v = jnp.asarray(values).astype(x.dtype)
+    vshape = (1,) * (len(lead) + 1 + len(rest) - v.ndim) + tuple(v.shape)
+    if v.ndim > len(lead) + 1 + len(rest) or vshape[len(lead)] != 1:
+        raise NotImplementedError(f"aten.{ctx.name} with a boolean mask and values of shape {tuple(v.shape)} "
+                                  "that differ per selected position (a data-dependent count)")
+    v = jnp.reshape(v, vshape[:len(lead)] + (1,) * k + vshape[len(lead) + 1:])
+    m = jnp.reshape(mask, (1,) * len(lead) + tuple(mask.shape) + (1,) * len(rest))
+    if accumulate:
+        return x + jnp.where(m, v, jnp.zeros((), x.dtype))
+    return jnp.where(m, v, x)
+
+
+def _same_size(m: Any, d: Any) -> bool:
+    return not (isinstance(m, int) and isinstance(d, int)) or m == d
 
 
 # ---- flipping, creation ---------------------------------------------------------------------------

@@ -11,9 +11,12 @@ import numpy as np
 import ember
 import ember.lax as lax
 import ember.numpy as jnp
+from ember._src import dtypes
 from ember._src.prims import indexing as ix
 from ember._src.prims import movement as mv
-from ember._src.torch_import.ops import _norm, _same, handler
+from ember._src.prims.check import check
+from ember._src.prims.indexing import check_index
+from ember._src.torch_import.ops import _norm, _same, handler, size_value
 
 
 @handler("aten.copy.default", doc="src broadcast into the shape and dtype of x")
@@ -32,7 +35,7 @@ def _empty_strided(ctx, size, stride, **kw):
 
 
 @handler("aten.as_strided.default", doc="a view of a contiguous input's storage: a reshape where the "
-         "strides are row-major, else a gather (static sizes)")
+         "strides are row-major, else a gather (positions computed in the program for symbolic sizes)")
 def _as_strided(ctx, x, size, stride, storage_offset=None, input_contiguous=False):
     """torch's strides index the input's storage; the export records whether the input is contiguous
     at offset 0 (``input_contiguous``), where that storage is ember's row-major value. A view whose
@@ -51,8 +54,7 @@ def _as_strided(ctx, x, size, stride, storage_offset=None, input_contiguous=Fals
             and math.prod(size) == math.prod(x.shape):
         return jnp.reshape(x, size)
     if not all(isinstance(d, int) for d in (*size, *stride, off, *x.shape)):
-        raise NotImplementedError(f"as_strided to size {size} with strides {stride}: a view other than a "
-                                  "row-major reshape needs static sizes")
+        return _strided_gather(x, size, stride, off)
     idx = np.full(size, off, np.int64)
     for k, (d, st) in enumerate(zip(size, stride)):
         idx += (np.arange(d, dtype=np.int64) * st).reshape((1,) * k + (d,) + (1,) * (len(size) - k - 1))
@@ -64,6 +66,24 @@ def _as_strided(ctx, x, size, stride, storage_offset=None, input_contiguous=Fals
     return flat[jnp.asarray(idx.astype(np.int32) if total < 2**31 else idx)]
 
 
+def _strided_gather(x, size: tuple, stride: tuple, off):
+    """``as_strided`` with symbolic sizes or strides: the storage positions ``off + sum_k i_k *
+    stride_k`` computed in the program (int64 where the storage may pass 2**31 elements and x64 is
+    on), a gather
+    from the flattened input. torch checks the view against its storage; here a position past the
+    storage raises ``IndexError``."""
+    total = math.prod(x.shape)
+    big = not isinstance(total, int) or total >= 2 ** 31
+    dt = np.int64 if big and dtypes.canonicalize(np.int64) == np.int64 else np.int32
+    pos = size_value(off, dt) if not isinstance(off, int) else jnp.asarray(off, dt)
+    for k, st in enumerate(stride):
+        term = lax.broadcasted_iota(dt, size, k)
+        pos = pos + term * (size_value(st, dt) if not isinstance(st, int) else st)
+    pos = check_index(pos, total, f"aten.as_strided to size {size} with strides {stride}: "
+                                  "storage position")
+    return jnp.reshape(x, (total,))[pos]
+
+
 @handler("aten.sym_numel.default", doc="x.numel()")
 def _sym_numel(ctx, x):
     return math.prod(x.shape) if all(isinstance(d, int) for d in x.shape) else ember.dimension_as_value(
@@ -71,8 +91,9 @@ def _sym_numel(ctx, x):
 
 
 @handler("aten._assert_async.msg", "aten._assert_async.default",
-         doc="a value check torch runs at run time (not checked: the import trusts the model)")
-def _assert_async(ctx, *args):
+         doc="a value check torch runs at run time: checked in the program (CheckError)")
+def _assert_async(ctx, cond, msg="torch._assert_async: the condition is false"):
+    check(jnp.asarray(cond).astype(np.bool_), f"{msg} (at {ctx.source})" if ctx.source else msg)
     return None
 
 
@@ -89,16 +110,37 @@ def _repeat(ctx, x, repeats):
     return jnp.tile(x, tuple(repeats))
 
 
-@handler("aten.unfold.default", doc="sliding windows of a dim as a new last dim")
+@handler("aten.unfold.default", doc="sliding windows of a dim as a new last dim (slices of chunks where the "
+         "window is up to 8 whole steps, else a gather)")
 def _unfold(ctx, x, dim, size, step):
     if x.ndim == 0:
         return jnp.reshape(x, (1,))
     dim = _norm(dim, x.ndim)
-    n = (int(x.shape[dim]) - size) // step + 1
-    starts = np.arange(n) * step
-    pos = (starts[:, None] + np.arange(size)[None, :]).astype(np.int32)  # [n, size]
-    out = jnp.take(x, jnp.asarray(pos), axis=dim)  # [..., n, size, ...]
-    return jnp.moveaxis(out, dim + 1, -1)
+    return jnp.moveaxis(windows(x, dim, size, step), dim + 1, -1)
+
+
+MAX_WINDOW_SLICES = 8  # windows of up to this many steps are slices of chunks; longer ones a gather
+
+
+def windows(x, dim: int, size: int, step: int):
+    """The windows ``x[..., i*step : i*step + size, ...]`` along ``dim`` as two axes ``[n, size]``
+    in its place, ``n = (len - size) // step + 1`` (a symbolic length gives a symbolic ``n``). A
+    window of ``r <= MAX_WINDOW_SLICES`` whole steps is ``r`` shifted slices of the axis cut into
+    steps (copies a fused kernel makes); another window a gather."""
+    length = x.shape[dim]
+    if isinstance(length, int) and length < size:
+        raise ValueError(f"unfold: a window of {size} is longer than axis {dim} of size {length}")
+    n = (length - size) // step + 1
+    lead, tail = tuple(x.shape[:dim]), tuple(x.shape[dim + 1:])
+    if size % step == 0 and size // step <= MAX_WINDOW_SLICES:
+        r = size // step
+        chunks = jnp.reshape(lax.slice_in_dim(x, 0, (n - 1 + r) * step, axis=dim),
+                             lead + (n - 1 + r, step) + tail)
+        parts = [lax.slice_in_dim(chunks, j, j + n, axis=dim) for j in range(r)]
+        return jnp.reshape(jnp.stack(parts, axis=dim + 1), lead + (n, size) + tail)
+    pos = (lax.broadcasted_iota(np.int32, (n, size), 0) * step
+           + lax.broadcasted_iota(np.int32, (n, size), 1))
+    return jnp.take(x, pos, axis=dim)
 
 
 @handler("aten.diagonal.default", doc="a diagonal as the last dim")

@@ -401,6 +401,18 @@ def _check_index(e: Eqn, cc: CallCode) -> list[str]:
             f"if (bad_) {cc.fail()}"]
 
 
+@register("check", "one pass over a boolean condition; a false one raises through the callback (calls.py)",
+          lambda e: _array_operands(e, 1), symbolic_ok=True)
+def _check(e: Eqn, cc: CallCode) -> list[str]:
+    m = "1"
+    for d in e.inputs[0].aval.shape:
+        m = f"{m} * {cdim(d)}"
+    return [f"const uint8_t *c_ = (const uint8_t *){cc.ins[0]};",
+            "int ok_ = 1;",
+            f"for (int64_t j_ = 0; j_ < {m}; ++j_) ok_ &= c_[j_] != 0;",
+            f"if (!ok_) {cc.fail()}"]
+
+
 # ---------------------------------------------------------------------------------------------
 # sort: stable merge sort of (first key, row index) pairs; ties go to the further keys
 # ---------------------------------------------------------------------------------------------

@@ -371,6 +371,35 @@ def delinearize(flat: Ix, shape: Sequence[int], ranges: Ranges) -> list[Ix]:
     return out
 
 
+def reshape_index(idx: Sequence[Ix], out_shape: Sequence[Any], in_shape: Sequence[Any],
+                  ranges: Ranges) -> list[Ix]:
+    """The index into a reshape's operand (``in_shape``) of the element at ``idx`` of its result
+    (``out_shape``). Leading and trailing axes the reshape keeps (equal sizes in both shapes) pass
+    their indices through; only the axes between are flattened and split again. Flattening all of
+    them would divide the whole flat offset by every size, symbolic leading ones included: a
+    division per element by a value known only at run time, where the kept axes need none."""
+    lead = 0
+    while lead < min(len(out_shape), len(in_shape)) and _same_size(out_shape[lead], in_shape[lead]):
+        lead += 1
+    trail = 0
+    while (trail < min(len(out_shape), len(in_shape)) - lead
+           and _same_size(out_shape[len(out_shape) - 1 - trail], in_shape[len(in_shape) - 1 - trail])):
+        trail += 1
+    mid_out = slice(lead, len(out_shape) - trail)
+    mid_in = in_shape[lead:len(in_shape) - trail]
+    if 0 in in_shape:  # nothing is ever read from an empty array: any index will do
+        return [Ix.lit(0)] * len(in_shape)
+    flat = linearize(idx[mid_out], out_shape[mid_out])
+    return [*idx[:lead], *delinearize(flat, mid_in, ranges), *idx[len(out_shape) - trail:]]
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - sizes that cannot be compared count as different
+        return False
+
+
 # ---------------------------------------------------------------------------------------------
 # Rendering and loop merging
 # ---------------------------------------------------------------------------------------------

@@ -405,8 +405,7 @@ class _Builder:
 
     def mv_reshape(self, e: Eqn, idx: tuple[Ix, ...]) -> int:
         x = e.inputs[0]
-        flat = ixm.linearize(idx, e.outvars[0].aval.shape)
-        new = tuple(ixm.delinearize(flat, x.aval.shape, self.ranges))
+        new = tuple(ixm.reshape_index(idx, e.outvars[0].aval.shape, x.aval.shape, self.ranges))
         if max((ixm.symbolic_nesting(i) for i in new), default=0) > ixm.MAX_SYMBOLIC_NESTING:
             raise Unfusable("a reshape's index nests too many divisions by symbolic sizes (index.py)")
         return self.value(x, new)
