@@ -1,6 +1,7 @@
 """Imported architectures beyond GPT-2: ResNet-18/50 (written as plain torch modules, the
 torchvision layout: torchvision's wheel on the registry does not load against CPU torch), BERT-base
-(``transformers``, random weights, sequence 128) and an LSTM classifier; each imported with
+(``transformers``, random weights, sequence 128), an LSTM classifier and a 4-layer Longformer (base
+widths, window 256, sequence 1024; ``--models longformer``); each imported with
 ``ember.torch.import_module`` into an ``InferenceSession`` and timed against PyTorch eager
 (``inference_mode``) and ONNX Runtime (``torch.onnx.export``, all graph optimizations), checked
 against torch first. Calls interleave (``bench_models.interleaved``: one timed call of each runtime
@@ -111,7 +112,18 @@ def models(torch):  # noqa: ANN001 - torch passed in (imported after the thread 
         def forward(self, ids):
             return self.fc(self.lstm(self.emb(ids))[0][:, -1])
 
+    class Longformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            from transformers import LongformerConfig, LongformerModel
+            self.m = LongformerModel(LongformerConfig(num_hidden_layers=4, attention_window=256,
+                                                      max_position_embeddings=1030))
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
+
     return {
+        "longformer": (Longformer, lambda b: {"input_ids": torch.randint(2, 30000, (b, 1024))}),
         "resnet18": (lambda: ResNet(Basic, (2, 2, 2, 2)), lambda b: {"x": torch.randn(b, 3, 224, 224)}),
         "resnet50": (lambda: ResNet(Bottleneck, (3, 4, 6, 3)), lambda b: {"x": torch.randn(b, 3, 224, 224)}),
         "bert": (Bert, lambda b: {"input_ids": torch.randint(0, 30000, (b, 128))}),

@@ -37,7 +37,12 @@ def _xlnet():  # arange(seq, -seq, -1.0) of its relative positions, -size, x[-51
     return T.XLNetModel(T.XLNetConfig(d_model=32, n_layer=2, n_head=4, d_inner=64, vocab_size=100))
 
 
-ARCHS = {"qwen2_moe": _qwen2_moe, "roberta": _roberta, "bloom": _bloom, "mpt": _mpt, "xlnet": _xlnet}
+def _fnet():  # torch.fft.fftn(...).real of its token mixing (_fft_c2c, view_as_real)
+    return T.FNetModel(T.FNetConfig(**SMALL, use_tpu_fourier_optimizations=False))
+
+
+ARCHS = {"qwen2_moe": _qwen2_moe, "roberta": _roberta, "bloom": _bloom, "mpt": _mpt, "xlnet": _xlnet,
+         "fnet": _fnet}
 
 
 def _out(o):

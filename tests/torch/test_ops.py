@@ -23,6 +23,10 @@ def r(*shape, dtype=torch.float32):
     return torch.randint(-5, 6, shape, generator=g).to(dtype)
 
 
+def c(*shape):
+    return torch.complex(r(*shape), r(*shape))
+
+
 def pos(*shape):
     return torch.rand(*shape, generator=g) + 0.5
 
@@ -280,6 +284,13 @@ CASES.update({
     "aten.empty_strided.default": [(([2, 3], [3, 1]), {"dtype": F})],
     "aten.native_dropout.default": [((r(3, 4), 0.5, False), {})],
     "aten.repeat.default": [((r(2, 3), [2, 1]), {}), ((r(3), [2, 2]), {}), ((r(0, 2, dtype=I64), [3, 1]), {})],
+    "aten._fft_r2c.default": [((r(4, 6), [1], 0, True), {}), ((r(3, 4, 5), [1, 2], 1, False), {}),
+                              ((r(2, 8), [0, 1], 2, True), {})],
+    "aten._fft_c2r.default": [((c(4, 4), [1], 0, 6), {}), ((c(3, 4, 3), [1, 2], 2, 5), {})],
+    "aten._fft_c2c.default": [((c(4, 6), [1], 0, True), {}), ((c(3, 4, 5), [0, 2], 1, False), {}),
+                              ((c(2, 8), [0, 1], 2, False), {})],
+    "aten.view_as_real.default": [((c(3, 4),), {}), ((c(0, 2),), {})],
+    "aten.view_as_complex.default": [((r(3, 4, 2),), {}), ((r(2, 0, 2),), {})],
     "aten.unfold.default": [((r(2, 7), 1, 3, 2), {}), ((r(6, 2), 0, 2, 2), {}), ((r(5), 0, 5, 1), {}),
                             ((r(2, 9, 3), 1, 4, 2), {}), ((r(2, 10), 1, 4, 4), {}), ((r(20, 2), 0, 18, 2), {})],
     "aten.diagonal.default": [((r(4, 5),), {}), ((r(2, 4, 5), 1, 1, 2), {}), ((r(4, 5), -2), {})],
@@ -350,7 +361,8 @@ def _compare(out, ref, op):
     out = np.asarray(out)
     assert out.shape == ref.shape, (op, out.shape, ref.shape)
     assert out.dtype == ref.dtype or op.startswith(("aten.max", "aten.min", "aten.arg")), (op, out.dtype, ref.dtype)
-    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=1e-5, atol=1e-5, err_msg=op)
+    wide = np.complex128 if np.iscomplexobj(ref) else np.float64
+    np.testing.assert_allclose(out.astype(wide), ref.astype(wide), rtol=1e-5, atol=1e-5, err_msg=op)
 
 
 @pytest.mark.parametrize("op", sorted(CASES))

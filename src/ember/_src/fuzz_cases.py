@@ -353,6 +353,7 @@ NOT_DRAWN: dict[str, str] = {
     "conv": "needs NCHW operands and kernels; tested against PyTorch in tests/nn",
     "check_index": "the torch importer's bounds check: raises IndexError by design "
                    "(tests/torch/test_gather_bounds.py)",
+    "check": "a run-time assertion with no results: raises CheckError by design (tests/core/test_check.py)",
     "fft_conv": "made from long 1-d convolutions only", "polygamma": "order operand must be an integer array",
     "eig": "eigenvector order and phase are not unique", "qr": "signs of the factors are not unique",
     "svd": "signs of the singular vectors are not unique", "lu": "pivoting ties differ legitimately",

@@ -758,4 +758,12 @@ def _hardswish(ctx, x):
 
 
 # the handlers of the other families register themselves into OPS on import
-from ember._src.torch_import import ops_image, ops_pool, ops_recurrent, ops_reduce, ops_scatter, ops_shape  # noqa: E402,F401
+from ember._src.torch_import import (  # noqa: E402,F401
+    ops_fft,
+    ops_image,
+    ops_pool,
+    ops_recurrent,
+    ops_reduce,
+    ops_scatter,
+    ops_shape,
+)

@@ -28,8 +28,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "aten._native_batch_norm_legit.default": ("batch norm in training mode updates the running statistics "
                                               "in place: export in eval mode"),
     "aten.atan2.out": "an `out=` variant, absent from the functional graphs torch.export produces",
-    "aten._fft_r2c.default": "complex tensors are not imported yet (ember.fft has the transforms)",
-    "aten._fft_c2r.default": "complex tensors are not imported yet (ember.fft has the transforms)",
     "aten._embedding_bag.default": "not yet: bags by offsets (a segment sum/mean/max)",
     "aten._pdist_forward.default": "not yet: condensed pairwise distances (`_cdist_forward` is supported)",
     "aten.col2im.default": "not yet: `F.fold` (a scatter-add of patches)",
