@@ -14,12 +14,17 @@ _FORWARD = {0: "backward", 1: "ortho", 2: "forward"}
 _INVERSE = {0: "forward", 1: "ortho", 2: "backward"}
 
 
-@handler("aten._fft_r2c.default", doc="real-to-complex FFT over dims (onesided: the halved last dim)")
-def _fft_r2c(ctx, x, dim, normalization, onesided):
+def _fftn(x, dim, normalization: int, forward: bool, onesided: bool = False):
     axes = _dims(dim, x.ndim)
     if onesided:
         return jnp.fft.rfftn(x, axes=axes, norm=_FORWARD[normalization])
-    return jnp.fft.fftn(x, axes=axes, norm=_FORWARD[normalization])
+    fn, norms = (jnp.fft.fftn, _FORWARD) if forward else (jnp.fft.ifftn, _INVERSE)
+    return fn(x, axes=axes, norm=norms[normalization])
+
+
+@handler("aten._fft_r2c.default", doc="real-to-complex FFT over dims (onesided: the halved last dim)")
+def _fft_r2c(ctx, x, dim, normalization, onesided):
+    return _fftn(x, dim, normalization, True, onesided)
 
 
 @handler("aten._fft_c2r.default", doc="complex-to-real inverse FFT over dims (last dim of last_dim_size)")
@@ -31,10 +36,7 @@ def _fft_c2r(ctx, x, dim, normalization, last_dim_size):
 
 @handler("aten._fft_c2c.default", doc="complex FFT over dims, forward or inverse")
 def _fft_c2c(ctx, x, dim, normalization, forward):
-    axes = _dims(dim, x.ndim)
-    if forward:
-        return jnp.fft.fftn(x, axes=axes, norm=_FORWARD[normalization])
-    return jnp.fft.ifftn(x, axes=axes, norm=_INVERSE[normalization])
+    return _fftn(x, dim, normalization, forward)
 
 
 @handler("aten.view_as_real.default", doc="a complex tensor as (real, imaginary) pairs in a last dim of 2")
