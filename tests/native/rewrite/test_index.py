@@ -49,6 +49,25 @@ def test_div_mod_simplify_with_ranges():
     assert isinstance(next(iter(ixm.clamp(Ix.var("d1") - 2, 0, 7, r).terms)), ixm.Clamp)
 
 
+def test_div_mod_split_a_coefficient_the_divisor_does_not_divide():
+    """``(385 a + i) // 384`` with ``a + i < 384`` is ``a`` and the remainder ``a + i``: Longformer's
+    band read (rows of ``3 w + 1`` over ``w x 3 w`` blocks) becomes contiguous. Every value of the
+    simplified forms is checked against Python's ``//`` and ``%``, also where the ranges do not
+    prove it and the division stays opaque, and for a negative coefficient."""
+    for ra, ri in (((0, 127), (0, 256)), ((0, 127), (0, 300)), ((0, 5), (0, 1000))):
+        r = {"a": ra, "i": ri}
+        for ca, ci in ((385, 1), (-385, 1), (769, 2), (1, 1)):
+            e = Ix.var("a") * ca + Ix.var("i") * ci + (385 if ca < 0 else 0) * 128
+            q, m = ixm.floordiv(e, 384, r), ixm.mod(e, 384, r)
+            for a in range(ra[0], ra[1] + 1, 7):
+                for i in range(ri[0], ri[1] + 1, 13):
+                    v = _eval(e, {"a": a, "i": i})
+                    assert _eval(q, {"a": a, "i": i}) == v // 384 and _eval(m, {"a": a, "i": i}) == v % 384
+    r = {"a": (0, 127), "i": (0, 256)}
+    e = Ix.var("a") * 385 + Ix.var("i")
+    assert ixm.floordiv(e, 384, r) == Ix.var("a") and ixm.mod(e, 384, r) == Ix.var("a") + Ix.var("i")
+
+
 def test_reshape_round_trip_collapses_to_affine():
     # reading a (4, 6) buffer through reshape -> (24,) -> (2, 3, 4) collapses back to the flat index
     r = {"d0": (0, 1), "d1": (0, 2), "d2": (0, 3)}

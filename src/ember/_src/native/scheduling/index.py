@@ -309,9 +309,16 @@ def clamp(e: Ix, lo: Any, hi: Any, ranges: Ranges) -> Ix:
 
 
 def _split(e: Ix, k: Any) -> tuple[Ix, Ix]:
-    """Split ``e`` into (part with coefficients divisible by k, remainder part)."""
+    """Split ``e`` into (a part whose coefficients k divides, the remainder part). A static
+    coefficient ``c`` that ``k`` does not divide splits too, into ``k * (c // k)`` and ``c % k``
+    (Longformer's band: ``(385 a + i) // 384`` is ``a + (a + i) // 384``, which the ranges of
+    ``a`` and ``i`` then prove to be ``a``)."""
     q = {t: c for t, c in e.terms.items() if sd.divides(k, c)}
     r = {t: c for t, c in e.terms.items() if not sd.divides(k, c)}
+    if isinstance(k, int) and k > 0:
+        for t, c in list(r.items()):
+            if isinstance(c, int) and abs(c) > k:
+                q[t], r[t] = k * (c // k), c % k
     if isinstance(e.const, int) and isinstance(k, int):
         return Ix(q, e.const - e.const % k), Ix(r, e.const % k)
     if sd.divides(k, e.const):
