@@ -1,6 +1,6 @@
 """``torch.export`` -> :class:`~ember._src.torch_import.graph.Graph` (with ``recurrent.py``, ``ssm.py``,
-``tf_padding.py``, ``funnel_positions.py`` and ``mobilevit_patches.py``, the only modules that import
-torch)."""
+``tf_padding.py``, ``funnel_positions.py``, ``mobilevit_patches.py`` and ``longformer_attention.py``,
+the only modules that import torch)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ had no dynamic sequence. The positions are an arithmetic progression at every bl
 continues the progression backwards), so three numbers describe them: the first position, the
 stride, and the count, which stays a symbolic size. The replacement computes the same embeddings
 from those. The factorized attention (``attention_type="factorized"``) already builds its tables
-with ``arange`` of the length and keeps the original method. With ``export.py``, ``recurrent.py``,
-``ssm.py``, ``tf_padding.py`` and ``mobilevit_patches.py``, the only modules that import torch.
+with ``arange`` of the length and keeps the original method. ``export.py`` lists the modules that
+import torch.
 """
 
 from __future__ import annotations

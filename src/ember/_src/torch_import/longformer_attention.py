@@ -17,13 +17,12 @@ importer replaces those four functions with these, which give the same values:
 * the encoder without the global-attention path: where the attention mask marks a token global,
   the imported program raises ``CheckError`` (a ``torch._assert_async`` the import checks);
 * no padding of the sequence to a multiple of the window (a branch on the length): the attention
-  pads its chunks of ``w`` itself and cuts the padding off again. A padded token is a masked key
-  and a query whose row is cut off at the end, so it changes no other token's values.
+  pads its chunks of ``w`` with zero rows itself, keys there are outside the sequence (``-inf``)
+  and their query rows are cut off again. The original's padded tokens are masked keys and
+  discarded queries, so neither way changes a real token's values.
 
 The replacements serve static sizes too (the original encoder's branch on the mask's values fails
-any export). With ``export.py``, ``recurrent.py``, ``ssm.py``,
-``tf_padding.py``, ``funnel_positions.py`` and ``mobilevit_patches.py``, the only modules that
-import torch.
+any export). ``export.py`` lists the modules that import torch.
 """
 
 from __future__ import annotations

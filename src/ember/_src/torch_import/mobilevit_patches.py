@@ -8,8 +8,8 @@ no dynamic image size. During an export with symbolic sizes the replacement roun
 floor division and always resizes, in and back out: a bilinear resize to the same size is the
 identity (every source index falls on a pixel, weight 1 and 0), so the values are the original's
 wherever a size is already a multiple, except that a 0 weight on an infinite neighbour gives NaN.
-With static sizes (ints) both methods are the originals. With ``export.py``, ``recurrent.py``,
-``ssm.py``, ``tf_padding.py`` and ``funnel_positions.py``, the only modules that import torch.
+With static sizes (ints) both methods are the originals. ``export.py`` lists the modules that
+import torch.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ initial states and the module's weights (still its parameters, so the state-dict
 whose shapes torch derives without looping. ``ops_recurrent.py`` lowers the node to a
 ``lax.scan`` over the sequence axis, which may be a named dynamic axis.
 
-With ``export.py``, ``ssm.py``, ``tf_padding.py`` and ``funnel_positions.py`` and
-``mobilevit_patches.py``, the only modules that import torch.
+``export.py`` lists the modules that import torch.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ state passed in) calls ``ember::wkv_scan``: one graph node each, whose shapes to
 looping. ``ops_recurrent.py`` lowers them to a ``lax.scan`` over the sequence axis, which may be a
 named dynamic axis.
 
-With ``export.py``, ``recurrent.py``, ``tf_padding.py`` and ``funnel_positions.py`` and
-``mobilevit_patches.py``, the only modules that import torch.
+``export.py`` lists the modules that import torch.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ image size at all). The replacement computes the same padding without a branch: 
 ``(ceil(h / s) - 1) s + k - h`` (equal to both branches), so the convolution's output is
 ``ceil(h / s)`` and the sizes of later layers stay short expressions (the form
 ``k - 1 - (h - 1) % s`` made torch's export four times slower on MobileNetV2, its nested sizes
-longer); ``k < s`` keeps the maximum. With ``export.py``, ``recurrent.py``, ``ssm.py``,
-``funnel_positions.py`` and ``mobilevit_patches.py``, the only modules that import torch.
+longer); ``k < s`` keeps the maximum. ``export.py`` lists the modules that import torch.
 """
 
 from __future__ import annotations
