@@ -573,6 +573,15 @@ def broadcast_shapes(*shapes: Sequence[Dim], op: str = "broadcast") -> tuple:
     return tuple(out)
 
 
+def same_dim(a: Any, b: Any) -> bool:
+    """Whether two sizes are provably equal (static and equal, or the same expression); False where
+    that cannot be decided."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a symbolic comparison that cannot be decided
+        return False
+
+
 def check_equal_dims(a: Dim, b: Dim, what: str) -> None:
     if a != b:
         raise ShapeError(f"{what}: {dim_str(a)} vs {dim_str(b)}")

@@ -429,11 +429,7 @@ def _at_most_zero(d: Any) -> bool:
         return False
 
 
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - symbolic comparison that cannot be decided
-        return False
+_same = sh.same_dim
 
 
 @handler("aten.select.int", doc="x[..., index, ...]")

@@ -227,7 +227,8 @@ def _masked_put(ctx, x, a: int, mask: Any, values: Any, accumulate: bool) -> Any
     axis for the selected count has size 1 or is absent, e.g. a scalar): a ``where``, with no
     data-dependent size. Values that differ per selected position raise."""
     k = mask.ndim
-    if not all(_same_size(m, d) for m, d in zip(mask.shape, x.shape[a:a + k])) or a + k > x.ndim:
+    if a + k > x.ndim or any(isinstance(m, int) and isinstance(d, int) and m != d
+                             for m, d in zip(mask.shape, x.shape[a:a + k])):
         raise IndexError(f"aten.{ctx.name}: the boolean mask of shape {tuple(mask.shape)} does not match "
                          f"axes {a}..{a + k - 1} of {ctx.arg(0)} (shape {tuple(x.shape)})")
     lead, rest = tuple(x.shape[:a]), tuple(x.shape[a + k:])
@@ -241,10 +242,6 @@ def _masked_put(ctx, x, a: int, mask: Any, values: Any, accumulate: bool) -> Any
     if accumulate:
         return x + jnp.where(m, v, jnp.zeros((), x.dtype))
     return jnp.where(m, v, x)
-
-
-def _same_size(m: Any, d: Any) -> bool:
-    return not (isinstance(m, int) and isinstance(d, int)) or m == d
 
 
 # ---- flipping, creation ---------------------------------------------------------------------------

@@ -386,11 +386,11 @@ def reshape_index(idx: Sequence[Ix], out_shape: Sequence[Any], in_shape: Sequenc
     them would divide the whole flat offset by every size, symbolic leading ones included: a
     division per element by a value known only at run time, where the kept axes need none."""
     lead = 0
-    while lead < min(len(out_shape), len(in_shape)) and _same_size(out_shape[lead], in_shape[lead]):
+    while lead < min(len(out_shape), len(in_shape)) and sh.same_dim(out_shape[lead], in_shape[lead]):
         lead += 1
     trail = 0
     while (trail < min(len(out_shape), len(in_shape)) - lead
-           and _same_size(out_shape[len(out_shape) - 1 - trail], in_shape[len(in_shape) - 1 - trail])):
+           and sh.same_dim(out_shape[len(out_shape) - 1 - trail], in_shape[len(in_shape) - 1 - trail])):
         trail += 1
     mid_out = slice(lead, len(out_shape) - trail)
     mid_in = in_shape[lead:len(in_shape) - trail]
@@ -398,13 +398,6 @@ def reshape_index(idx: Sequence[Ix], out_shape: Sequence[Any], in_shape: Sequenc
         return [Ix.lit(0)] * len(in_shape)
     flat = linearize(idx[mid_out], out_shape[mid_out])
     return [*idx[:lead], *delinearize(flat, mid_in, ranges), *idx[len(out_shape) - trail:]]
-
-
-def _same_size(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - sizes that cannot be compared count as different
-        return False
 
 
 # ---------------------------------------------------------------------------------------------
